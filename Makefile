@@ -1,0 +1,62 @@
+# Atoll: one Makefile, every rule fans out over the modules in go.work.
+#
+#   make test    install what is missing, build the member-cluster toolchain, run every test
+#   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, kwokctl into bin/
+#   make lint    gofmt and go vet over every module
+#   make bench   benchmarks, with their baselines measured in the same run
+
+include tools/versions.mk
+export KUBE_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION
+
+SHELL := /bin/bash
+# Go lives in /usr/local/go on a fresh machine, not always on PATH.
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
+GO ?= go
+# Every module listed in go.work.
+MODULES := $(shell sed -n 's|^[[:space:]]*\./\(.*\)$$|\1|p' go.work)
+TEST_TIMEOUT ?= 45m
+TEST_FLAGS ?=
+BENCH ?= .
+BENCH_FLAGS ?=
+ATOLL_BIN_DIR := $(CURDIR)/bin
+export ATOLL_BIN_DIR
+
+.PHONY: all build test test-short lint fmt vet bench tools deps clean clean-clusters help
+
+all: build
+
+help: ## list the rules
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/' | column -t -s $$'\t'
+
+deps: ## download every module's dependencies
+	@for m in $(MODULES); do echo "==> deps $$m"; (cd $$m && $(GO) mod download) || exit 1; done
+
+tools: ## build the member-cluster binaries into bin/ (skips what is up to date)
+	@./hack/build-tools.sh all
+
+build: deps ## build every module
+	@for m in $(MODULES); do echo "==> build $$m"; (cd $$m && $(GO) build ./...) || exit 1; done
+
+test: tools deps ## run every test of every module, member clusters included
+	@./hack/sweep-clusters.sh
+	@for m in $(MODULES); do echo "==> test $$m"; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...) || exit 1; done
+
+test-short: deps ## unit tests only: no member clusters, no NATS cluster
+	@for m in $(MODULES); do echo "==> test -short $$m"; (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done
+
+lint: fmt vet ## gofmt and go vet
+
+fmt:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: deps
+	@for m in $(MODULES); do echo "==> vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
+
+bench: tools deps ## benchmarks (figures and ratios against same-run baselines)
+	@for m in $(MODULES); do echo "==> bench $$m"; (cd $$m && $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m $(BENCH_FLAGS) ./...) || exit 1; done
+
+clean-clusters: ## delete member clusters left behind by killed runs
+	@./hack/sweep-clusters.sh
+
+clean: clean-clusters ## remove build outputs (keeps the cached toolchain in bin/)
+	@rm -f coverage.out

@@ -1,0 +1,294 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/bus"
+)
+
+func openBus(t *testing.T) *bus.Bus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Name: t.Name()})
+	if err != nil {
+		t.Fatalf("open bus: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// checkFor polls fn until it returns nil or the deadline passes.
+func checkFor(t *testing.T, total, every time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+func TestOpenCreatesTopology(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	topo := bus.DefaultTopology(1)
+	for _, s := range topo.Streams {
+		if _, err := b.JS.Stream(ctx, s.Name); err != nil {
+			t.Errorf("stream %s: %v", s.Name, err)
+		}
+	}
+	for _, k := range topo.Buckets {
+		if _, err := b.KV(ctx, k.Bucket); err != nil {
+			t.Errorf("bucket %s: %v", k.Bucket, err)
+		}
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	tests := []struct {
+		got, want string
+	}{
+		{bus.EventSubject("search", "App", "web", "admitted"), "atoll.evt.search.app.web.admitted"},
+		{bus.ClusterSubject("zone-a-1", "unhealthy"), "atoll.cluster.zone-a-1.unhealthy"},
+		{bus.NodeSubject("zone-a-1", "node-7", "notready"), "atoll.node.zone-a-1.node-7.notready"},
+		{bus.AuditSubject("search", "create"), "atoll.audit.search.create"},
+		{bus.DeadLetterSubject("ATOLL_EVENTS", "scheduler"), "atoll.dlq.ATOLL_EVENTS.scheduler"},
+		{bus.MsgID("search/app/web", 7), "search/app/web@7"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestRetriedPublishIsDeduplicated(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	subj := bus.EventSubject("p", "App", "web", "admitted")
+	first, err := b.Publish(ctx, subj, "p/app/web@1", []byte("one"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same message again, as a client does after a lost ack.
+	retry, err := b.Publish(ctx, subj, "p/app/web@1", []byte("one"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Duplicate || !retry.Duplicate {
+		t.Errorf("duplicate flags: first=%v retry=%v, want false, true", first.Duplicate, retry.Duplicate)
+	}
+	if retry.Sequence != first.Sequence {
+		t.Errorf("retry stored at seq %d, first at %d", retry.Sequence, first.Sequence)
+	}
+	if _, err := b.Publish(ctx, subj, "p/app/web@2", []byte("two"), nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.JS.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Errorf("stream holds %d messages, want 2", info.State.Msgs)
+	}
+}
+
+func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
+	b := openBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	backoff := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+	const maxDeliver = 4
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	c, err := b.Consume(ctx, bus.ConsumerSpec{
+		Stream:         bus.StreamEvents,
+		Durable:        "flaky",
+		FilterSubjects: []string{"atoll.evt.p.>"},
+		AckWait:        10 * time.Second,
+		MaxDeliver:     maxDeliver,
+		Backoff:        backoff,
+	}, func(ctx context.Context, msg jetstream.Msg) error {
+		mu.Lock()
+		times = append(times, time.Now())
+		mu.Unlock()
+		return errors.New("downstream unavailable")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+
+	dlq, err := b.JS.OrderedConsumer(ctx, bus.StreamDeadLetter, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, bus.EventSubject("p", "App", "web", "admitted"), "m1", []byte("payload"), nil); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := dlq.Next(jetstream.FetchMaxWait(15 * time.Second))
+	if err != nil {
+		t.Fatalf("no dead letter: %v", err)
+	}
+	if got, want := dead.Subject(), bus.DeadLetterSubject(bus.StreamEvents, "flaky"); got != want {
+		t.Errorf("dead letter subject %q, want %q", got, want)
+	}
+	h := dead.Headers()
+	if h.Get(bus.HeaderDLQDelivered) != strconv.Itoa(maxDeliver) || h.Get(bus.HeaderDLQSubject) != "atoll.evt.p.app.web.admitted" ||
+		h.Get(bus.HeaderDLQError) != "downstream unavailable" || string(dead.Data()) != "payload" {
+		t.Errorf("dead letter headers %v data %q", h, dead.Data())
+	}
+
+	// No delivery beyond MaxDeliver, even after waiting longer than the last backoff.
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != maxDeliver {
+		t.Fatalf("handler ran %d times, want %d", len(times), maxDeliver)
+	}
+	for i := 1; i < len(times); i++ {
+		gap := times[i].Sub(times[i-1])
+		floor := time.Duration(float64(backoff[i-1]) * 0.8) // jitter is ±20%
+		if gap < floor {
+			t.Errorf("redelivery %d came after %v, want at least %v", i, gap, floor)
+		}
+	}
+}
+
+func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
+	b := openBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	c, err := b.Consume(ctx, bus.ConsumerSpec{Stream: bus.StreamEvents, Durable: "strict", MaxDeliver: 5},
+		func(ctx context.Context, msg jetstream.Msg) error {
+			calls.Add(1)
+			return fmt.Errorf("decode: %w", bus.ErrPermanent)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if _, err := b.Publish(ctx, bus.EventSubject("p", "App", "x", "admitted"), "x1", []byte("{"), nil); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := b.JS.OrderedConsumer(ctx, bus.StreamDeadLetter, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dlq.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatalf("no dead letter: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1", n)
+	}
+}
+
+func TestCompareAndSet(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev1, err := bus.CompareAndSet(ctx, kv, "p.app.web", []byte("v1"), 0)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	rev2, err := bus.CompareAndSet(ctx, kv, "p.app.web", []byte("v2"), rev1)
+	if err != nil {
+		t.Fatalf("update at current revision: %v", err)
+	}
+	tests := []struct {
+		name string
+		rev  uint64
+	}{
+		{"create of an existing key", 0},
+		{"update at a stale revision", rev1},
+		{"update at a future revision", rev2 + 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bus.CompareAndSet(ctx, kv, "p.app.web", []byte("lost"), tc.rev)
+			if !errors.Is(err, bus.ErrConflict) {
+				t.Fatalf("got %v, want ErrConflict", err)
+			}
+		})
+	}
+	e, err := kv.Get(ctx, "p.app.web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) != "v2" {
+		t.Errorf("value %q after lost races, want v2", e.Value())
+	}
+}
+
+func TestUpdateRetriesLostRaces(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	kv, err := b.KV(ctx, bus.BucketQuota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := bus.Update(ctx, kv, "counter", func(cur []byte, exists bool) ([]byte, error) {
+					n := 0
+					if exists {
+						n, _ = strconv.Atoi(string(cur))
+					}
+					return []byte(strconv.Itoa(n + 1)), nil
+				})
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e, err := kv.Get(ctx, "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(e.Value()); got != strconv.Itoa(writers*each) {
+		t.Errorf("counter = %s, want %d (an increment was lost)", got, writers*each)
+	}
+	// ErrNoChange writes nothing.
+	rev, err := bus.Update(ctx, kv, "counter", func([]byte, bool) ([]byte, error) { return nil, bus.ErrNoChange })
+	if !errors.Is(err, bus.ErrNoChange) || rev != e.Revision() {
+		t.Errorf("no-change update: rev %d err %v, want rev %d ErrNoChange", rev, err, e.Revision())
+	}
+}

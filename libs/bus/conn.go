@@ -1,0 +1,215 @@
+// Package bus is the one place for Atoll's NATS JetStream plumbing: subject
+// names, stream and Key-Value bucket definitions, the connection (embedded
+// server or remote URL), idempotent publishing, durable consumers with a
+// dead-letter path, compare-and-set updates and breaker-wrapped requests.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config says how to reach the bus. With URL empty an embedded server is
+// started in process; otherwise the bus connects to the given NATS URL(s).
+type Config struct {
+	// URL is a comma-separated list of NATS server URLs; empty means embedded.
+	URL string
+	// Name is the client connection name, shown by the server.
+	Name string
+	// StoreDir is the JetStream directory of the embedded server.
+	StoreDir string
+	// Listen, when true, lets the embedded server also accept TCP clients on
+	// a random loopback port (ClientURL reports it); otherwise it is in-process only.
+	Listen bool
+	// Replicas is the replication factor for streams and buckets (default 1).
+	Replicas int
+	// CredsFile authenticates a remote connection, when set.
+	CredsFile string
+	// Logger receives connection state changes; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Bus is a connection to a region's NATS JetStream system.
+type Bus struct {
+	// NC is the core NATS connection.
+	NC *nats.Conn
+	// JS is the JetStream API on NC.
+	JS jetstream.JetStream
+
+	srv *server.Server
+	cfg Config
+	log *slog.Logger
+}
+
+// Open starts an embedded server or connects to cfg.URL, and ensures the
+// region's topology exists.
+func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Replicas < 1 {
+		cfg.Replicas = 1
+	}
+	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus")}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				b.log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	url := cfg.URL
+	if url == "" {
+		if cfg.StoreDir == "" {
+			return nil, errors.New("open bus: embedded server needs a StoreDir")
+		}
+		srv, err := StartServer(ServerOptions{StoreDir: cfg.StoreDir, Listen: cfg.Listen})
+		if err != nil {
+			return nil, err
+		}
+		b.srv = srv
+		opts = append(opts, nats.InProcessServer(srv))
+		url = srv.ClientURL()
+	} else if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		b.shutdownServer()
+		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	b.NC = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	b.JS = js
+	if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// ServerOptions configures an embedded NATS server.
+type ServerOptions struct {
+	// StoreDir is the JetStream storage directory.
+	StoreDir string
+	// Listen opens a TCP listener on 127.0.0.1 at a random port.
+	Listen bool
+	// Name is the server name (required in a cluster).
+	Name string
+	// Port fixes the client port when Listen is set (0: random).
+	Port int
+	// ClusterName, ClusterPort and Routes make the server a cluster member.
+	ClusterName string
+	ClusterPort int
+	Routes      []string
+}
+
+// StartServer starts an embedded nats-server with JetStream on and waits
+// until it accepts connections.
+func StartServer(o ServerOptions) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName: o.Name,
+		JetStream:  true,
+		StoreDir:   o.StoreDir,
+		Host:       "127.0.0.1",
+		Port:       -1,
+		NoSigs:     true,
+		DontListen: !o.Listen,
+	}
+	if o.Port > 0 {
+		opts.Port = o.Port
+	}
+	if o.ClusterName != "" {
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: "127.0.0.1", Port: o.ClusterPort}
+		opts.Routes = server.RoutesFromStr(joinComma(o.Routes))
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("new nats server: %w", err)
+	}
+	if os.Getenv("ATOLL_NATS_DEBUG") != "" {
+		srv.ConfigureLogger()
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("embedded nats server not ready after 10s")
+	}
+	return srv, nil
+}
+
+func joinComma(s []string) string { return strings.Join(s, ",") }
+
+// Server returns the embedded server, or nil when connected to a URL.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// ClientURL returns a URL other processes can use to reach the embedded
+// server (only when Config.Listen was set), or the connected URL.
+func (b *Bus) ClientURL() string {
+	if b.srv != nil && b.cfg.Listen {
+		return b.srv.ClientURL()
+	}
+	return b.NC.ConnectedUrl()
+}
+
+// Ensure creates or updates the given streams and buckets.
+func (b *Bus) Ensure(ctx context.Context, t Topology) error {
+	for _, sc := range t.Streams {
+		if _, err := b.JS.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	for _, kc := range t.Buckets {
+		if _, err := b.JS.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// KV returns a handle on a named bucket.
+func (b *Bus) KV(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	kv, err := b.JS.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
+	}
+	return kv, nil
+}
+
+// Close drains the connection and stops the embedded server, if any.
+func (b *Bus) Close() {
+	if b.NC != nil {
+		_ = b.NC.Drain()
+		// Drain is asynchronous; wait briefly for it to finish.
+		deadline := time.Now().Add(5 * time.Second)
+		for !b.NC.IsClosed() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.NC.Close()
+	}
+	b.shutdownServer()
+}
+
+func (b *Bus) shutdownServer() {
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+}

@@ -1,0 +1,135 @@
+package bus
+
+import (
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subject roots. Every subject the platform uses is built here and nowhere else.
+const (
+	// EventRoot prefixes domain events: atoll.evt.<project>.<kind>.<name>.<event>.
+	// This subject tree is a public API.
+	EventRoot = "atoll.evt"
+	// ClusterRoot prefixes member-cluster signals: atoll.cluster.<cluster>.<event>.
+	ClusterRoot = "atoll.cluster"
+	// NodeRoot prefixes node signals: atoll.node.<cluster>.<node>.<event>.
+	NodeRoot = "atoll.node"
+	// MetricsRoot prefixes autoscaling metrics: atoll.metrics.<project>.<app>.<metric>.
+	MetricsRoot = "atoll.metrics"
+	// AuditRoot prefixes audit records: atoll.audit.<project>.<verb>.
+	AuditRoot = "atoll.audit"
+	// DeadLetterRoot prefixes messages that exhausted their deliveries:
+	// atoll.dlq.<stream>.<consumer>.
+	DeadLetterRoot = "atoll.dlq"
+	// RequestRoot prefixes request/reply endpoints: atoll.req.<service>.<verb>.
+	RequestRoot = "atoll.req"
+)
+
+// Stream names.
+const (
+	// StreamEvents holds domain events.
+	StreamEvents = "ATOLL_EVENTS"
+	// StreamSignals holds cluster and node signals.
+	StreamSignals = "ATOLL_SIGNALS"
+	// StreamAudit holds audit records.
+	StreamAudit = "ATOLL_AUDIT"
+	// StreamDeadLetter holds messages that exhausted their deliveries.
+	StreamDeadLetter = "ATOLL_DLQ"
+)
+
+// Key-Value bucket names; each has exactly one writing service (DESIGN.md).
+const (
+	// BucketWorkloads is written by admission.
+	BucketWorkloads = "workloads"
+	// BucketQuota is written by quota.
+	BucketQuota = "quota"
+	// BucketPlacements is written by the scheduler.
+	BucketPlacements = "placements"
+	// BucketStatus is written by the aggregator.
+	BucketStatus = "status"
+	// BucketClusters is written by the aggregator.
+	BucketClusters = "clusters"
+)
+
+// EventSubject names one domain event of one workload.
+func EventSubject(project, kind, name, event string) string {
+	return join(EventRoot, project, strings.ToLower(kind), name, event)
+}
+
+// ClusterSubject names one signal of a member cluster.
+func ClusterSubject(cluster, event string) string { return join(ClusterRoot, cluster, event) }
+
+// NodeSubject names one signal of a node in a member cluster.
+func NodeSubject(cluster, node, event string) string { return join(NodeRoot, cluster, node, event) }
+
+// MetricsSubject names one metric sample of an App.
+func MetricsSubject(project, app, metric string) string {
+	return join(MetricsRoot, project, app, metric)
+}
+
+// AuditSubject names the audit record of one verb in a project.
+func AuditSubject(project, verb string) string { return join(AuditRoot, project, verb) }
+
+// DeadLetterSubject names where a consumer's exhausted messages go.
+func DeadLetterSubject(stream, consumer string) string {
+	return join(DeadLetterRoot, stream, consumer)
+}
+
+// RequestSubject names a request/reply endpoint of a service.
+func RequestSubject(service, verb string) string { return join(RequestRoot, service, verb) }
+
+func join(parts ...string) string { return strings.Join(parts, ".") }
+
+// Topology lists the streams and buckets of a region.
+type Topology struct {
+	Streams []jetstream.StreamConfig
+	Buckets []jetstream.KeyValueConfig
+}
+
+// DefaultTopology returns the region's streams and buckets at the given
+// replication factor (1 embedded, 3 or 5 in production).
+func DefaultTopology(replicas int) Topology {
+	if replicas < 1 {
+		replicas = 1
+	}
+	stream := func(name string, maxAge time.Duration, roots ...string) jetstream.StreamConfig {
+		subjects := make([]string, len(roots))
+		for i, r := range roots {
+			subjects[i] = r + ".>"
+		}
+		return jetstream.StreamConfig{
+			Name:       name,
+			Subjects:   subjects,
+			Storage:    jetstream.FileStorage,
+			Replicas:   replicas,
+			MaxAge:     maxAge,
+			Duplicates: 2 * time.Minute,
+			Discard:    jetstream.DiscardOld,
+		}
+	}
+	bucket := func(name string, history uint8) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{
+			Bucket:   name,
+			History:  history,
+			Storage:  jetstream.FileStorage,
+			Replicas: replicas,
+		}
+	}
+	return Topology{
+		Streams: []jetstream.StreamConfig{
+			stream(StreamEvents, 7*24*time.Hour, EventRoot),
+			stream(StreamSignals, 24*time.Hour, ClusterRoot, NodeRoot),
+			stream(StreamAudit, 30*24*time.Hour, AuditRoot),
+			stream(StreamDeadLetter, 14*24*time.Hour, DeadLetterRoot),
+		},
+		Buckets: []jetstream.KeyValueConfig{
+			bucket(BucketWorkloads, 5),
+			bucket(BucketQuota, 1),
+			bucket(BucketPlacements, 5),
+			bucket(BucketStatus, 1),
+			bucket(BucketClusters, 1),
+		},
+	}
+}

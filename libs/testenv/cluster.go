@@ -1,0 +1,187 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Cluster is one running member cluster.
+type Cluster struct {
+	// Name is the cluster's name within its environment (zone-a, ...).
+	Name string
+	// Zone is the cluster's failure domain.
+	Zone string
+	// Kubeconfig is the path of the cluster's own kubeconfig file.
+	Kubeconfig string
+	// Config is a client configuration without rate limits.
+	Config *rest.Config
+	// Client is a clientset on Config.
+	Client kubernetes.Interface
+
+	kwokID string // unique kwokctl cluster name
+	spec   ClusterSpec
+	env    *Env
+}
+
+// Dir is the cluster's kwokctl directory (pki, logs, pids, etcd data).
+func (c *Cluster) Dir() string {
+	return filepath.Join(c.env.opts.WorkDir, "clusters", c.kwokID)
+}
+
+// KwokName is the unique name kwokctl knows the cluster by.
+func (c *Cluster) KwokName() string { return c.kwokID }
+
+func (c *Cluster) create(ctx context.Context) error {
+	o := &c.env.opts
+	log := c.env.log.With("cluster", c.Name)
+	start := time.Now()
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(o.WorkDir, c.kwokID+".kubeconfig")
+	args := []string{
+		"create", "cluster", "--name", c.kwokID,
+		"--runtime", "binary",
+		"--kubeconfig", c.Kubeconfig,
+		"--kube-apiserver-binary", filepath.Join(o.BinDir, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(o.BinDir, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(o.BinDir, "kube-scheduler"),
+		"--etcd-binary", filepath.Join(o.BinDir, "etcd"),
+		"--kwok-controller-binary", filepath.Join(o.BinDir, "kwok"),
+		"--wait", "2m",
+	}
+	if !o.KeepQPSLimits {
+		args = append(args, "--disable-qps-limits")
+	}
+	for _, f := range c.spec.ConfigFiles {
+		args = append(args, "--config", f)
+	}
+	log.Info("creating member cluster", "kwok", c.kwokID)
+	var err error
+	// Ports are picked free by kwokctl; a parallel run can grab one between
+	// pick and bind, so a failed create is retried once from scratch.
+	for attempt := 1; attempt <= 2; attempt++ {
+		if _, err = o.kwokctl(ctx, args...); err == nil {
+			break
+		}
+		log.Warn("create member cluster", "attempt", attempt, "err", err)
+		_, _ = o.kwokctl(context.Background(), "delete", "cluster", "--name", c.kwokID)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create cluster %s: %w", c.Name, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cluster %s kubeconfig: %w", c.Name, err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
+	cfg.Timeout = 30 * time.Second
+	c.Config = cfg
+	if c.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return fmt.Errorf("cluster %s client: %w", c.Name, err)
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	log.Info("member cluster ready", "elapsed", time.Since(start).Round(time.Millisecond), "kubeconfig", c.Kubeconfig)
+	return nil
+}
+
+// waitReady waits until the default service account exists: from then on
+// Pods can be created in the default namespace.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) && ctx.Err() != nil {
+			return fmt.Errorf("cluster %s not ready: %w", c.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s not ready: %w", c.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) delete(ctx context.Context) error {
+	dir := c.Dir()
+	_, err := c.env.opts.kwokctl(ctx, "delete", "cluster", "--name", c.kwokID)
+	// Whatever kwokctl missed is killed; then wait for the processes to go.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(Processes(dir)) > 0 && time.Now().Before(deadline) {
+		killUnder(dir)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := Processes(dir); len(left) > 0 {
+		err = errors.Join(err, fmt.Errorf("cluster %s: processes %v still running", c.Name, left))
+	}
+	_ = os.RemoveAll(dir)
+	_ = os.Remove(c.Kubeconfig)
+	return err
+}
+
+// Component names accepted by StopComponent and ResumeComponent.
+const (
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Etcd                  = "etcd"
+	KwokController        = "kwok-controller"
+)
+
+// PausedComponent is a member-cluster component frozen with SIGSTOP, as a
+// cluster that is unreachable (its sockets accept nothing and answer nothing).
+type PausedComponent struct {
+	pid int
+}
+
+// PauseComponent freezes one component of the cluster (SIGSTOP).
+func (c *Cluster) PauseComponent(name string) (*PausedComponent, error) {
+	pid, err := c.componentPID(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("pause %s of %s: %w", name, c.Name, err)
+	}
+	return &PausedComponent{pid: pid}, nil
+}
+
+// Resume lets a paused component run again (SIGCONT).
+func (p *PausedComponent) Resume() error { return syscall.Kill(p.pid, syscall.SIGCONT) }
+
+func (c *Cluster) componentPID(name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir(), "pids", name+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("component %s of %s: %w", name, c.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("component %s of %s: pid file: %w", name, c.Name, err)
+	}
+	return pid, nil
+}
+
+// Processes returns the pids of the cluster's running components.
+func (c *Cluster) Processes() []int { return Processes(c.Dir()) }

@@ -1,0 +1,349 @@
+// Package testenv starts real Kubernetes member clusters for tests,
+// benchmarks and `atoll dev`: etcd, kube-apiserver, kube-controller-manager
+// and kube-scheduler with simulated KWOK nodes, created by
+// `kwokctl --runtime binary` from the binaries `make tools` builds into bin/.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Binaries the member clusters are made of, all expected in the bin dir.
+var binaries = []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// ErrMissingBinaries says `make tools` has not been run.
+var ErrMissingBinaries = errors.New("member-cluster binaries missing: run `make tools`")
+
+// Options configures an environment.
+type Options struct {
+	// BinDir holds the binaries; default $ATOLL_BIN_DIR, else bin/ at the
+	// repository root found above the working directory.
+	BinDir string
+	// WorkDir is kwokctl's work directory; default <tmp>/atoll-kwok. It is
+	// shared by all environments on the machine so that clusters left by a
+	// killed process can be found and removed.
+	WorkDir string
+	// Prefix starts every cluster name (default "atoll").
+	Prefix string
+	// KeepQPSLimits keeps the components' default client rate limits
+	// (20 QPS for the controller-manager); by default they are lifted with
+	// --disable-qps-limits, or they become every benchmark's bottleneck.
+	KeepQPSLimits bool
+	// Logger receives progress; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// ClusterSpec describes one member cluster to start.
+type ClusterSpec struct {
+	// Zone is the cluster's failure domain (a, b, c, ...).
+	Zone string
+	// Name is the cluster's name within the environment (default "zone-<zone>").
+	Name string
+	// ConfigFiles are extra kwokctl configuration documents (ClusterLogs,
+	// ClusterExec, ...), passed with --config.
+	ConfigFiles []string
+}
+
+// Env is a set of running member clusters.
+type Env struct {
+	opts     Options
+	log      *slog.Logger
+	id       string
+	Clusters []*Cluster
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+var envSeq atomic.Int64
+
+// Start creates the clusters in parallel and waits until each is ready to
+// take workloads. On error, whatever was started is torn down.
+func Start(ctx context.Context, opts Options, specs ...ClusterSpec) (*Env, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	e := &Env{
+		opts: opts,
+		log:  opts.Logger.With("component", "testenv"),
+		id:   fmt.Sprintf("%s-%d-%d", opts.Prefix, os.Getpid(), envSeq.Add(1)),
+	}
+	if n, err := SweepStale(ctx, opts); err != nil {
+		e.log.Warn("sweep stale clusters", "err", err)
+	} else if n > 0 {
+		e.log.Info("removed clusters left by dead processes", "count", n)
+	}
+	for _, s := range specs {
+		if s.Name == "" {
+			s.Name = "zone-" + s.Zone
+		}
+		e.Clusters = append(e.Clusters, &Cluster{
+			Name:   s.Name,
+			Zone:   s.Zone,
+			kwokID: e.id + "-" + s.Name,
+			spec:   s,
+			env:    e,
+		})
+	}
+	register(e)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range e.Clusters {
+		g.Go(func() error { return c.create(gctx) })
+	}
+	if err := g.Wait(); err != nil {
+		_ = e.Stop(context.Background())
+		return nil, err
+	}
+	return e, nil
+}
+
+func (o *Options) defaults() error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Prefix == "" {
+		o.Prefix = "atoll"
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(os.TempDir(), "atoll-kwok")
+	}
+	if o.BinDir == "" {
+		dir, err := FindBinDir()
+		if err != nil {
+			return err
+		}
+		o.BinDir = dir
+	}
+	var missing []string
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w (in %s: %s)", ErrMissingBinaries, o.BinDir, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// FindBinDir returns $ATOLL_BIN_DIR, or the bin/ directory beside the
+// go.work file found in the working directory or above it.
+func FindBinDir() (string, error) {
+	if d := os.Getenv("ATOLL_BIN_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return filepath.Join(dir, "bin"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%w: no go.work above the working directory; set ATOLL_BIN_DIR", ErrMissingBinaries)
+		}
+		dir = parent
+	}
+}
+
+// Cluster returns the cluster with the given name, or nil.
+func (e *Env) Cluster(name string) *Cluster {
+	for _, c := range e.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Stop deletes every cluster of the environment and waits until their
+// processes are gone. It is safe to call more than once.
+func (e *Env) Stop(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		unregister(e)
+		var errs []error
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, c := range e.Clusters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.delete(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// kwokctl runs the kwokctl binary with the environment's work directory.
+func (o *Options) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+o.WorkDir)
+	// kwokctl must not die with a Ctrl-C meant for us before it has cleaned up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args, " "), err, lastLines(out, 15))
+	}
+	return out, nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// SweepStale deletes clusters in the work directory whose owning process
+// (the pid in the cluster name) is gone, as after a killed test run.
+func SweepStale(ctx context.Context, opts Options) (int, error) {
+	if err := opts.defaults(); err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir(filepath.Join(opts.WorkDir, "clusters"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ent := range entries {
+		pid, ok := ownerPID(opts.Prefix, ent.Name())
+		if !ok || processAlive(pid) {
+			continue
+		}
+		if _, err := opts.kwokctl(ctx, "delete", "cluster", "--name", ent.Name()); err != nil {
+			return n, err
+		}
+		killUnder(filepath.Join(opts.WorkDir, "clusters", ent.Name()))
+		n++
+	}
+	return n, nil
+}
+
+func ownerPID(prefix, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix+"-")
+	if !ok {
+		return 0, false
+	}
+	pidStr, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidStr)
+	return pid, err == nil
+}
+
+func processAlive(pid int) bool {
+	if pid == os.Getpid() {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Processes returns the pids of running processes whose command line
+// mentions dir: the member-cluster components started for it.
+func Processes(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmd), dir) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && isZombie(st) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func isZombie(stat []byte) bool {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// killUnder kills, as a last resort, processes still running for dir.
+func killUnder(dir string) {
+	for _, pid := range Processes(dir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Environments alive in this process, torn down on SIGINT/SIGTERM.
+var (
+	liveMu   sync.Mutex
+	live     = map[*Env]bool{}
+	sigOnce  sync.Once
+	deadline = 60 * time.Second
+)
+
+func register(e *Env) {
+	liveMu.Lock()
+	live[e] = true
+	liveMu.Unlock()
+	sigOnce.Do(func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		go func() {
+			sig := <-ch
+			slog.Warn("signal: tearing down member clusters", "component", "testenv", "signal", sig.String())
+			StopAll()
+			signal.Stop(ch)
+			if s, ok := sig.(syscall.Signal); ok {
+				_ = syscall.Kill(os.Getpid(), s)
+			}
+		}()
+	})
+}
+
+func unregister(e *Env) {
+	liveMu.Lock()
+	delete(live, e)
+	liveMu.Unlock()
+}
+
+// StopAll tears down every environment this process started.
+func StopAll() {
+	liveMu.Lock()
+	envs := make([]*Env, 0, len(live))
+	for e := range live {
+		envs = append(envs, e)
+	}
+	liveMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	for _, e := range envs {
+		_ = e.Stop(ctx)
+	}
+}

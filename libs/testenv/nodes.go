@@ -1,0 +1,130 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Node labels set on every simulated node.
+const (
+	LabelZone         = "topology.kubernetes.io/zone"
+	LabelRegion       = "topology.kubernetes.io/region"
+	LabelInstanceType = "node.kubernetes.io/instance-type"
+	LabelPool         = "atoll.dev/pool"
+	LabelTier         = "atoll.dev/tier"
+	LabelGPUType      = "atoll.dev/gpu-type"
+	// ResourceGPU is the extended resource of NVIDIA GPUs.
+	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+)
+
+// NodePool describes a group of identical simulated nodes.
+type NodePool struct {
+	// Name is the pool's name; nodes are called <pool>-<i>.
+	Name string
+	// Count is the number of nodes.
+	Count int
+	// CPU and Memory are each node's capacity, as Kubernetes quantities
+	// (default "32" and "128Gi").
+	CPU, Memory string
+	// Pods is each node's pod capacity (default 110).
+	Pods int
+	// GPUs is each node's nvidia.com/gpu capacity; GPUType labels it.
+	GPUs    int
+	GPUType string
+	// InstanceType and Tier are written as node labels when set.
+	InstanceType string
+	Tier         string
+	// Labels are extra node labels.
+	Labels map[string]string
+	// Taints are set on every node of the pool.
+	Taints []corev1.Taint
+}
+
+// AddNodes creates the pool's nodes, KWOK-managed, in the cluster's zone,
+// and returns their names. Existing nodes of the same name are left as they are.
+func (c *Cluster) AddNodes(ctx context.Context, p NodePool) ([]string, error) {
+	if p.Name == "" || p.Count <= 0 {
+		return nil, fmt.Errorf("node pool needs a name and a positive count, got %q/%d", p.Name, p.Count)
+	}
+	if p.CPU == "" {
+		p.CPU = "32"
+	}
+	if p.Memory == "" {
+		p.Memory = "128Gi"
+	}
+	if p.Pods == 0 {
+		p.Pods = 110
+	}
+	capacity := corev1.ResourceList{}
+	for name, q := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU: p.CPU, corev1.ResourceMemory: p.Memory, corev1.ResourcePods: strconv.Itoa(p.Pods),
+	} {
+		v, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, fmt.Errorf("node pool %s: %s %q: %w", p.Name, name, q, err)
+		}
+		capacity[name] = v
+	}
+	if p.GPUs > 0 {
+		capacity[ResourceGPU] = *resource.NewQuantity(int64(p.GPUs), resource.DecimalSI)
+	}
+	names := make([]string, p.Count)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range p.Count {
+		name := fmt.Sprintf("%s-%s-%d", c.Name, p.Name, i)
+		names[i] = name
+		g.Go(func() error {
+			_, err := c.Client.CoreV1().Nodes().Create(gctx, c.node(name, p, capacity), metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create node %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return names, g.Wait()
+}
+
+func (c *Cluster) node(name string, p NodePool, capacity corev1.ResourceList) *corev1.Node {
+	labels := map[string]string{
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		"type":                   "kwok",
+		LabelZone:                c.Zone,
+		LabelPool:                p.Name,
+	}
+	if p.InstanceType != "" {
+		labels[LabelInstanceType] = p.InstanceType
+	}
+	if p.Tier != "" {
+		labels[LabelTier] = p.Tier
+	}
+	if p.GPUType != "" {
+		labels[LabelGPUType] = p.GPUType
+	}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      labels,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{Taints: p.Taints},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			Phase:       corev1.NodeRunning,
+			NodeInfo:    corev1.NodeSystemInfo{KubeletVersion: "kwok", OperatingSystem: "linux", Architecture: "amd64"},
+		},
+	}
+}
