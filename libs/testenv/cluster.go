@@ -74,7 +74,7 @@ func (c *Cluster) create(ctx context.Context) error {
 	// Ports are picked free by kwokctl; a parallel run can grab one between
 	// pick and bind, so a failed create is retried once from scratch.
 	for attempt := 1; attempt <= 2; attempt++ {
-		if _, err = o.kwokctl(ctx, args...); err == nil {
+		if _, err = o.createLocked(ctx, args...); err == nil {
 			break
 		}
 		log.Warn("create member cluster", "attempt", attempt, "err", err)
@@ -88,6 +88,9 @@ func (c *Cluster) create(ctx context.Context) error {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
+		return fmt.Errorf("cluster %s kubeconfig: %w", c.Name, err)
+	}
+	if err := inlineCerts(cfg); err != nil {
 		return fmt.Errorf("cluster %s kubeconfig: %w", c.Name, err)
 	}
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
@@ -185,3 +188,38 @@ func (c *Cluster) componentPID(name string) (int, error) {
 
 // Processes returns the pids of the cluster's running components.
 func (c *Cluster) Processes() []int { return Processes(c.Dir()) }
+
+// inlineCerts reads the client certificate files into the configuration, so
+// clients keep no watch on files that teardown removes.
+func inlineCerts(cfg *rest.Config) error {
+	for _, f := range []struct {
+		file *string
+		data *[]byte
+	}{{&cfg.CertFile, &cfg.CertData}, {&cfg.KeyFile, &cfg.KeyData}, {&cfg.CAFile, &cfg.CAData}} {
+		if *f.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(*f.file)
+		if err != nil {
+			return err
+		}
+		*f.data, *f.file = b, ""
+	}
+	return nil
+}
+
+// createLocked runs `kwokctl create cluster` holding a machine-wide lock:
+// kwokctl picks free ports by probing, so two creates at once, even from
+// different test processes, can pick the same port.
+func (o *Options) createLocked(ctx context.Context, args ...string) ([]byte, error) {
+	f, err := os.OpenFile(filepath.Join(o.WorkDir, ".create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return o.kwokctl(ctx, args...)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,8 @@ type NodePool struct {
 }
 
 // AddNodes creates the pool's nodes, KWOK-managed, in the cluster's zone,
-// and returns their names. Existing nodes of the same name are left as they are.
+// waits until KWOK reports all of them Ready, and returns their names.
+// Existing nodes of the same name are left as they are.
 func (c *Cluster) AddNodes(ctx context.Context, p NodePool) ([]string, error) {
 	if p.Name == "" || p.Count <= 0 {
 		return nil, fmt.Errorf("node pool needs a name and a positive count, got %q/%d", p.Name, p.Count)
@@ -89,7 +91,36 @@ func (c *Cluster) AddNodes(ctx context.Context, p NodePool) ([]string, error) {
 			return nil
 		})
 	}
-	return names, g.Wait()
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return names, c.waitNodesReady(ctx, p.Name, p.Count)
+}
+
+func (c *Cluster) waitNodesReady(ctx context.Context, pool string, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelPool + "=" + pool})
+		ready := 0
+		if err == nil {
+			for _, n := range list.Items {
+				for _, cond := range n.Status.Conditions {
+					if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			if ready >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s pool %s: %d of %d nodes Ready: %w", c.Name, pool, ready, want, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Cluster) node(name string, p NodePool, capacity corev1.ResourceList) *corev1.Node {

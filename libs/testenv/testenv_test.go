@@ -25,11 +25,13 @@ func TestThreeZonalClusters(t *testing.T) {
 	defer cancel()
 
 	const nodes, replicas = 50, 20
+	start = time.Now()
 	for _, c := range env.Clusters {
 		if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: nodes, CPU: "16", Memory: "64Gi", InstanceType: "m6i.4xlarge", Tier: "ondemand"}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("3 x %d nodes Ready in %v", nodes, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	for _, c := range env.Clusters {
 		if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, deployment("web", replicas), metav1.CreateOptions{}); err != nil {
@@ -70,6 +72,9 @@ func TestThreeZonalClusters(t *testing.T) {
 		}
 	}
 	t.Logf("3 x %d pods Running %v after the Deployments were created", replicas, time.Since(start).Round(time.Millisecond))
+	for _, c := range env.Clusters {
+		t.Logf("%s: %d processes, %d MiB resident", c.Name, len(c.Processes()), rssMiB(c.Processes()))
+	}
 }
 
 // TestTeardownLeavesNoProcess checks that Stop removes every component

@@ -1,0 +1,199 @@
+package api
+
+import "fmt"
+
+// Kind names.
+const (
+	KindApp    = "App"
+	KindJobSet = "JobSet"
+	KindPod    = "Pod"
+)
+
+func init() {
+	Register(Kind{Name: KindApp, New: func() Spec { return &AppSpec{} }})
+	Register(Kind{Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }})
+	Register(Kind{Name: KindPod, New: func() Spec { return &PodSpec{} }})
+}
+
+// Common holds what every kind's spec has.
+type Common struct {
+	// Tier is how resources are guaranteed (default OnDemand).
+	Tier Tier `json:"tier,omitempty"`
+	// Placement constrains where the workload may run.
+	Placement *Placement `json:"placement,omitempty"`
+	// Template is what each pod runs.
+	Template PodTemplate `json:"template"`
+}
+
+// PodTemplate implements Spec.
+func (c *Common) PodTemplate() *PodTemplate { return &c.Template }
+
+// Scheduling implements Spec.
+func (c *Common) Scheduling() (Tier, *Placement) {
+	if c.Placement == nil {
+		return c.Tier, &Placement{}
+	}
+	return c.Tier, c.Placement
+}
+
+func (c *Common) defaults() {
+	if c.Tier == "" {
+		c.Tier = TierOnDemand
+	}
+	// GPUs asked through placement are requested by the first container.
+	if h := c.Placement; h != nil && h.Hardware != nil && h.Hardware.GPUs > 0 && len(c.Template.Containers) > 0 {
+		if c.Template.PodRequests().GPUs == 0 {
+			c.Template.Containers[0].Resources.Requests.GPU = h.Hardware.GPUs
+		}
+	}
+	c.Template.defaults()
+}
+
+func (c *Common) validate(fe *FieldErrors) {
+	validateTier("spec.tier", c.Tier, fe)
+	c.Placement.validate("spec.placement", fe)
+	c.Template.validate("spec.template", fe)
+}
+
+// Upper bounds on pod counts.
+const (
+	MaxReplicas    = 10000
+	MaxCompletions = 100000
+)
+
+// AppSpec is a long-running service: a Deployment per shard.
+type AppSpec struct {
+	Common
+	// Replicas is the number of pods across all zones.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Paused stops rollouts (set through the pause operation).
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Default implements Spec.
+func (s *AppSpec) Default() {
+	s.defaults()
+	if s.Replicas == nil {
+		one := int32(1)
+		s.Replicas = &one
+	}
+}
+
+// Validate implements Spec.
+func (s *AppSpec) Validate() FieldErrors {
+	var fe FieldErrors
+	s.validate(&fe)
+	if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > MaxReplicas) {
+		fe.add("spec.replicas", CodeInvalid, "%d is not between 0 and %d", *s.Replicas, MaxReplicas)
+	}
+	return fe
+}
+
+// Pods implements Spec.
+func (s *AppSpec) Pods() int32 {
+	if s.Replicas == nil {
+		return 1
+	}
+	return *s.Replicas
+}
+
+// JobSetSpec is run-to-finish parallel work: Indexed Jobs whose index
+// range is split across clusters.
+type JobSetSpec struct {
+	Common
+	// Parallelism is how many pods run at once across all clusters.
+	Parallelism int32 `json:"parallelism,omitempty"`
+	// Completions is the number of indexes, 0..Completions-1.
+	Completions int32 `json:"completions,omitempty"`
+	// BackoffLimit is the retries per shard before it fails (default 6).
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+}
+
+// Default implements Spec.
+func (s *JobSetSpec) Default() {
+	s.defaults()
+	if s.Completions == 0 {
+		s.Completions = 1
+	}
+	if s.Parallelism == 0 {
+		s.Parallelism = min(s.Completions, 1)
+	}
+	if s.BackoffLimit == nil {
+		six := int32(6)
+		s.BackoffLimit = &six
+	}
+}
+
+// Validate implements Spec.
+func (s *JobSetSpec) Validate() FieldErrors {
+	var fe FieldErrors
+	s.validate(&fe)
+	if s.Completions < 0 || s.Completions > MaxCompletions {
+		fe.add("spec.completions", CodeInvalid, "%d is not between 1 and %d", s.Completions, MaxCompletions)
+	}
+	if s.Parallelism < 0 || s.Parallelism > MaxReplicas {
+		fe.add("spec.parallelism", CodeInvalid, "%d is not between 1 and %d", s.Parallelism, MaxReplicas)
+	}
+	if s.Parallelism > 0 && s.Completions > 0 && s.Parallelism > s.Completions {
+		fe.add("spec.parallelism", CodeInvalid, "%d exceeds completions %d", s.Parallelism, s.Completions)
+	}
+	if s.BackoffLimit != nil && *s.BackoffLimit < 0 {
+		fe.add("spec.backoffLimit", CodeInvalid, "%d is negative", *s.BackoffLimit)
+	}
+	return fe
+}
+
+// Pods implements Spec.
+func (s *JobSetSpec) Pods() int32 { return s.Parallelism }
+
+// PodSpec is one general-purpose pod in one cluster.
+type PodSpec struct {
+	Common
+}
+
+// Default implements Spec.
+func (s *PodSpec) Default() { s.defaults() }
+
+// Validate implements Spec.
+func (s *PodSpec) Validate() FieldErrors {
+	var fe FieldErrors
+	s.validate(&fe)
+	return fe
+}
+
+// Pods implements Spec.
+func (s *PodSpec) Pods() int32 { return 1 }
+
+// Validate checks the envelope and the spec, returning every problem.
+func Validate(w *Workload) FieldErrors {
+	var fe FieldErrors
+	if w.APIVersion != APIVersion {
+		fe.add("apiVersion", CodeUnsupported, "%q: want %q", w.APIVersion, APIVersion)
+	}
+	if _, ok := kinds[w.Kind]; !ok {
+		fe.add("kind", CodeUnsupported, "unknown kind %q", w.Kind)
+	}
+	m := w.Metadata
+	if m.Project == "" {
+		fe.add("metadata.project", CodeRequired, "project is required")
+	} else if !IsDNSLabel(m.Project) {
+		fe.add("metadata.project", CodeInvalid, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", m.Project)
+	}
+	if m.Name == "" {
+		fe.add("metadata.name", CodeRequired, "name is required")
+	} else if !IsDNSLabel(m.Name) {
+		fe.add("metadata.name", CodeInvalid, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", m.Name)
+	}
+	validateLabels("metadata.labels", m.Labels, &fe)
+	if w.Spec == nil {
+		fe.add("spec", CodeRequired, "spec is required")
+	} else {
+		fe = append(fe, w.Spec.Validate()...)
+	}
+	return fe
+}
+
+// String names a workload for logs.
+func (w *Workload) String() string {
+	return fmt.Sprintf("%s/%s/%s", w.Metadata.Project, w.Kind, w.Metadata.Name)
+}

@@ -1,0 +1,389 @@
+package api
+
+import (
+	"fmt"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// PodTemplate is what every pod of a workload runs.
+type PodTemplate struct {
+	// Containers are the main containers; at least one.
+	Containers []Container `json:"containers"`
+	// InitContainers run to completion, in order, before the containers.
+	InitContainers []Container `json:"initContainers,omitempty"`
+	// Sidecars are platform-managed containers that run beside the main
+	// ones (native sidecars). Set by admission only.
+	Sidecars []Container `json:"sidecars,omitempty"`
+	// HostNetwork runs the pod in the node's network namespace (platform only).
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// Volumes the containers may mount.
+	Volumes []Volume `json:"volumes,omitempty"`
+	// ServiceAccount the pod runs as (default "default").
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+}
+
+// Container is one container of a pod.
+type Container struct {
+	Name    string   `json:"name"`
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Env     []EnvVar `json:"env,omitempty"`
+	Ports   []Port   `json:"ports,omitempty"`
+	// Resources are the container's requests and limits.
+	Resources Resources `json:"resources,omitzero"`
+	// Privileged runs the container privileged (platform only).
+	Privileged bool `json:"privileged,omitempty"`
+	// VolumeMounts mount the pod's volumes.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Port is one container port.
+type Port struct {
+	Name          string `json:"name,omitempty"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// Resources are a container's requests and limits.
+type Resources struct {
+	Requests ResourceList `json:"requests,omitzero"`
+	Limits   ResourceList `json:"limits,omitzero"`
+}
+
+// ResourceList names quantities in Kubernetes notation ("500m", "2Gi").
+type ResourceList struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+	// GPU is a count of nvidia.com/gpu.
+	GPU int64 `json:"nvidia.com/gpu,omitempty"`
+}
+
+// Volume is a pod volume.
+type Volume struct {
+	Name string `json:"name"`
+	// EmptyDir is a scratch directory when true.
+	EmptyDir bool `json:"emptyDir,omitempty"`
+	// HostPath mounts a node directory (platform only).
+	HostPath string `json:"hostPath,omitempty"`
+}
+
+// VolumeMount mounts a volume into a container.
+type VolumeMount struct {
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+}
+
+// Placement constrains where a workload may run.
+type Placement struct {
+	// Zones allowed (all when empty).
+	Zones []string `json:"zones,omitempty"`
+	// ClusterSelector must match the member cluster's labels.
+	ClusterSelector map[string]string `json:"clusterSelector,omitempty"`
+	// NodeSelector is passed to the pods.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are passed to the pods and matched against cluster taints.
+	Tolerations []Toleration `json:"tolerations,omitempty"`
+	// Hardware asks for accelerators.
+	Hardware *Hardware `json:"hardware,omitempty"`
+}
+
+// Toleration lets pods run on tainted nodes or clusters.
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // Equal (default) or Exists
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"` // NoSchedule, PreferNoSchedule, NoExecute, or all when empty
+}
+
+// Hardware asks for accelerators of a type.
+type Hardware struct {
+	// GPUType is the accelerator model (a100, h100, ...); any when empty.
+	GPUType string `json:"gpuType,omitempty"`
+	// GPUs per pod.
+	GPUs int64 `json:"gpus,omitempty"`
+}
+
+// Quantities are a pod's total requests in base units.
+type Quantities struct {
+	MilliCPU    int64 `json:"milliCPU"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	GPUs        int64 `json:"gpus"`
+}
+
+// PodRequests totals requests over containers and sidecars; init
+// containers run before and count only when larger (Kubernetes' rule).
+func (t *PodTemplate) PodRequests() Quantities {
+	var sum Quantities
+	for _, cs := range [][]Container{t.Containers, t.Sidecars} {
+		for _, c := range cs {
+			q := c.Resources.Requests.quantities()
+			sum.MilliCPU += q.MilliCPU
+			sum.MemoryBytes += q.MemoryBytes
+			sum.GPUs += q.GPUs
+		}
+	}
+	for _, c := range t.InitContainers {
+		q := c.Resources.Requests.quantities()
+		sum.MilliCPU = max(sum.MilliCPU, q.MilliCPU)
+		sum.MemoryBytes = max(sum.MemoryBytes, q.MemoryBytes)
+		sum.GPUs = max(sum.GPUs, q.GPUs)
+	}
+	return sum
+}
+
+func (r ResourceList) quantities() Quantities {
+	var q Quantities
+	if v, err := resource.ParseQuantity(r.CPU); err == nil {
+		q.MilliCPU = v.MilliValue()
+	}
+	if v, err := resource.ParseQuantity(r.Memory); err == nil {
+		q.MemoryBytes = v.Value()
+	}
+	q.GPUs = r.GPU
+	return q
+}
+
+// Defaults for container resources when none are requested.
+const (
+	DefaultCPU    = "100m"
+	DefaultMemory = "128Mi"
+)
+
+func (t *PodTemplate) defaults() {
+	for _, cs := range [][]Container{t.Containers, t.InitContainers} {
+		for i := range cs {
+			r := &cs[i].Resources
+			if r.Requests.CPU == "" {
+				r.Requests.CPU = firstNonEmpty(r.Limits.CPU, DefaultCPU)
+			}
+			if r.Requests.Memory == "" {
+				r.Requests.Memory = firstNonEmpty(r.Limits.Memory, DefaultMemory)
+			}
+			if r.Requests.GPU == 0 {
+				r.Requests.GPU = r.Limits.GPU
+			}
+			if r.Limits.GPU == 0 {
+				r.Limits.GPU = r.Requests.GPU
+			}
+		}
+	}
+	if t.ServiceAccount == "" {
+		t.ServiceAccount = "default"
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Upper bounds on what one container may ask for.
+var (
+	maxContainerCPU    = resource.MustParse("256")
+	maxContainerMemory = resource.MustParse("4Ti")
+)
+
+const maxContainerGPUs = 16
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	envName    = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+	imageRef   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$`)
+	labelKeyRe = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	labelValRe = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+)
+
+// IsDNSLabel reports whether s is an RFC 1123 label of at most 63 characters.
+func IsDNSLabel(s string) bool { return len(s) <= 63 && dnsLabel.MatchString(s) }
+
+func (t *PodTemplate) validate(path string, fe *FieldErrors) {
+	if len(t.Containers) == 0 {
+		fe.add(path+".containers", CodeRequired, "at least one container is required")
+	}
+	names := map[string]bool{}
+	check := func(kind string, cs []Container) {
+		for i := range cs {
+			cs[i].validate(fmt.Sprintf("%s.%s[%d]", path, kind, i), names, fe)
+		}
+	}
+	check("containers", t.Containers)
+	check("initContainers", t.InitContainers)
+	check("sidecars", t.Sidecars)
+	vols := map[string]bool{}
+	for i, v := range t.Volumes {
+		p := fmt.Sprintf("%s.volumes[%d]", path, i)
+		if !IsDNSLabel(v.Name) {
+			fe.add(p+".name", CodeInvalid, "%q is not a DNS label", v.Name)
+		}
+		if vols[v.Name] {
+			fe.add(p+".name", CodeDuplicate, "volume %q is defined twice", v.Name)
+		}
+		vols[v.Name] = true
+	}
+	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
+		for _, c := range cs {
+			for j, m := range c.VolumeMounts {
+				if !vols[m.Name] {
+					fe.add(fmt.Sprintf("%s.containers[%s].volumeMounts[%d].name", path, c.Name, j), CodeInvalid, "no volume named %q", m.Name)
+				}
+			}
+		}
+	}
+	if t.ServiceAccount != "" && !IsDNSLabel(t.ServiceAccount) {
+		fe.add(path+".serviceAccount", CodeInvalid, "%q is not a DNS label", t.ServiceAccount)
+	}
+}
+
+func (c *Container) validate(p string, names map[string]bool, fe *FieldErrors) {
+	switch {
+	case c.Name == "":
+		fe.add(p+".name", CodeRequired, "container name is required")
+	case !IsDNSLabel(c.Name):
+		fe.add(p+".name", CodeInvalid, "%q is not a DNS label", c.Name)
+	case names[c.Name]:
+		fe.add(p+".name", CodeDuplicate, "container %q is defined twice", c.Name)
+	}
+	names[c.Name] = true
+	switch {
+	case c.Image == "":
+		fe.add(p+".image", CodeRequired, "image is required")
+	case len(c.Image) > 512 || !imageRef.MatchString(c.Image):
+		fe.add(p+".image", CodeInvalid, "%q is not an image reference", c.Image)
+	}
+	for i, e := range c.Env {
+		if !envName.MatchString(e.Name) {
+			fe.add(fmt.Sprintf("%s.env[%d].name", p, i), CodeInvalid, "%q is not a valid environment variable name", e.Name)
+		}
+	}
+	for i, port := range c.Ports {
+		pp := fmt.Sprintf("%s.ports[%d]", p, i)
+		if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+			fe.add(pp+".containerPort", CodeInvalid, "%d is not between 1 and 65535", port.ContainerPort)
+		}
+		if port.Protocol != "" && port.Protocol != "TCP" && port.Protocol != "UDP" && port.Protocol != "SCTP" {
+			fe.add(pp+".protocol", CodeUnsupported, "%q: one of TCP, UDP, SCTP", port.Protocol)
+		}
+	}
+	c.Resources.validate(p+".resources", fe)
+}
+
+func (r *Resources) validate(p string, fe *FieldErrors) {
+	req := r.Requests.validate(p+".requests", fe)
+	lim := r.Limits.validate(p+".limits", fe)
+	if r.Limits.CPU != "" && req.cpu != nil && lim.cpu != nil && req.cpu.Cmp(*lim.cpu) > 0 {
+		fe.add(p+".requests.cpu", CodeInvalid, "request %s exceeds limit %s", r.Requests.CPU, r.Limits.CPU)
+	}
+	if r.Limits.Memory != "" && req.mem != nil && lim.mem != nil && req.mem.Cmp(*lim.mem) > 0 {
+		fe.add(p+".requests.memory", CodeInvalid, "request %s exceeds limit %s", r.Requests.Memory, r.Limits.Memory)
+	}
+	if r.Requests.GPU != 0 && r.Limits.GPU != 0 && r.Requests.GPU != r.Limits.GPU {
+		fe.add(p+".limits.nvidia.com/gpu", CodeInvalid, "GPU request and limit must be equal")
+	}
+}
+
+type parsed struct{ cpu, mem *resource.Quantity }
+
+func (r ResourceList) validate(p string, fe *FieldErrors) parsed {
+	var out parsed
+	if r.CPU != "" {
+		q, err := resource.ParseQuantity(r.CPU)
+		switch {
+		case err != nil:
+			fe.add(p+".cpu", CodeInvalid, "%q is not a quantity", r.CPU)
+		case q.Sign() < 0:
+			fe.add(p+".cpu", CodeInvalid, "%s is negative", r.CPU)
+		case q.Cmp(maxContainerCPU) > 0:
+			fe.add(p+".cpu", CodeTooLarge, "%s exceeds the per-container maximum of %s", r.CPU, maxContainerCPU.String())
+		default:
+			out.cpu = &q
+		}
+	}
+	if r.Memory != "" {
+		q, err := resource.ParseQuantity(r.Memory)
+		switch {
+		case err != nil:
+			fe.add(p+".memory", CodeInvalid, "%q is not a quantity", r.Memory)
+		case q.Sign() < 0:
+			fe.add(p+".memory", CodeInvalid, "%s is negative", r.Memory)
+		case q.Cmp(maxContainerMemory) > 0:
+			fe.add(p+".memory", CodeTooLarge, "%s exceeds the per-container maximum of %s", r.Memory, maxContainerMemory.String())
+		default:
+			out.mem = &q
+		}
+	}
+	switch {
+	case r.GPU < 0:
+		fe.add(p+".nvidia.com/gpu", CodeInvalid, "%d is negative", r.GPU)
+	case r.GPU > maxContainerGPUs:
+		fe.add(p+".nvidia.com/gpu", CodeTooLarge, "%d exceeds the per-container maximum of %d", r.GPU, maxContainerGPUs)
+	}
+	return out
+}
+
+func (pl *Placement) validate(p string, fe *FieldErrors) {
+	if pl == nil {
+		return
+	}
+	for i, z := range pl.Zones {
+		if !IsDNSLabel(z) {
+			fe.add(fmt.Sprintf("%s.zones[%d]", p, i), CodeInvalid, "%q is not a zone name", z)
+		}
+	}
+	validateLabels(p+".clusterSelector", pl.ClusterSelector, fe)
+	validateLabels(p+".nodeSelector", pl.NodeSelector, fe)
+	for i, t := range pl.Tolerations {
+		tp := fmt.Sprintf("%s.tolerations[%d]", p, i)
+		if t.Operator != "" && t.Operator != "Equal" && t.Operator != "Exists" {
+			fe.add(tp+".operator", CodeUnsupported, "%q: one of Equal, Exists", t.Operator)
+		}
+		if t.Operator == "Exists" && t.Value != "" {
+			fe.add(tp+".value", CodeInvalid, "must be empty with operator Exists")
+		}
+		switch t.Effect {
+		case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			fe.add(tp+".effect", CodeUnsupported, "%q: one of NoSchedule, PreferNoSchedule, NoExecute", t.Effect)
+		}
+	}
+	if h := pl.Hardware; h != nil {
+		if h.GPUs < 0 || h.GPUs > maxContainerGPUs {
+			fe.add(p+".hardware.gpus", CodeInvalid, "%d is not between 0 and %d", h.GPUs, maxContainerGPUs)
+		}
+		if h.GPUType != "" && !IsDNSLabel(h.GPUType) {
+			fe.add(p+".hardware.gpuType", CodeInvalid, "%q is not a GPU type name", h.GPUType)
+		}
+	}
+}
+
+func validateLabels(p string, m map[string]string, fe *FieldErrors) {
+	for k, v := range m {
+		if len(k) > 253 || !labelKeyRe.MatchString(k) {
+			fe.add(p, CodeInvalid, "%q is not a label key", k)
+		}
+		if len(v) > 63 || !labelValRe.MatchString(v) {
+			fe.add(p+"."+k, CodeInvalid, "%q is not a label value", v)
+		}
+	}
+}
+
+func validateTier(p string, t Tier, fe *FieldErrors) {
+	switch t {
+	case TierReserved, TierOnDemand, TierPreemptible:
+	default:
+		fe.add(p, CodeUnsupported, "%q: one of Reserved, OnDemand, Preemptible", t)
+	}
+}

@@ -1,0 +1,200 @@
+// Package api is Atoll's workload model: the Workload envelope, the specs of
+// each kind, their validation and defaults, placement and status documents,
+// and how they are keyed in the region's buckets.
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// APIVersion is the version of the workload documents.
+const APIVersion = "atoll.dev/v1"
+
+// Tier says how a workload's resources are guaranteed.
+type Tier string
+
+// Tiers.
+const (
+	TierReserved    Tier = "Reserved"
+	TierOnDemand    Tier = "OnDemand"
+	TierPreemptible Tier = "Preemptible"
+)
+
+// Tiers lists the tiers in priority order.
+var Tiers = []Tier{TierReserved, TierOnDemand, TierPreemptible}
+
+// Metadata identifies a workload.
+type Metadata struct {
+	// Project owns the workload; a DNS label.
+	Project string `json:"project"`
+	// Name is unique per project and kind; a DNS label.
+	Name string `json:"name"`
+	// Labels are the user's labels, copied onto every native object.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Generation increases with every accepted spec change (set by admission).
+	Generation int64 `json:"generation,omitempty"`
+	// UID is assigned at creation and never changes (set by admission).
+	UID string `json:"uid,omitempty"`
+	// Created is when the workload was first admitted (set by admission).
+	Created time.Time `json:"created,omitzero"`
+	// Updated is when the spec was last admitted (set by admission).
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// Workload is one object of a primitive kind.
+type Workload struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	// Spec is the kind's spec (*AppSpec, *JobSetSpec, *PodSpec, ...).
+	Spec Spec `json:"spec"`
+}
+
+// Key returns the workload's key in the workloads, placements and status
+// buckets: <project>.<kind>.<name>, kind lower-cased.
+func (w *Workload) Key() string { return Key(w.Metadata.Project, w.Kind, w.Metadata.Name) }
+
+// Key builds a workload key.
+func Key(project, kind, name string) string {
+	return project + "." + strings.ToLower(kind) + "." + name
+}
+
+// ParseKey splits a workload key into project, kind (as registered) and name.
+func ParseKey(key string) (project, kind, name string, err error) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 {
+		return "", "", "", fmt.Errorf("workload key %q: want project.kind.name", key)
+	}
+	k, ok := kindByLower[parts[1]]
+	if !ok {
+		return "", "", "", fmt.Errorf("workload key %q: unknown kind %q", key, parts[1])
+	}
+	return parts[0], k, parts[2], nil
+}
+
+// UnmarshalJSON decodes the envelope, then the spec into the kind's type,
+// rejecting unknown fields everywhere.
+func (w *Workload) UnmarshalJSON(b []byte) error {
+	var env struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   Metadata        `json:"metadata"`
+		Spec       json.RawMessage `json:"spec"`
+	}
+	if err := strictDecode(b, &env); err != nil {
+		return err
+	}
+	w.APIVersion, w.Kind, w.Metadata, w.Spec = env.APIVersion, env.Kind, env.Metadata, nil
+	k, ok := kinds[env.Kind]
+	if !ok {
+		return &FieldErrors{{Field: "kind", Code: CodeUnsupported, Reason: fmt.Sprintf("unknown kind %q; one of %s", env.Kind, strings.Join(KindNames(), ", "))}}
+	}
+	spec := k.New()
+	if len(env.Spec) > 0 && !bytes.Equal(env.Spec, []byte("null")) {
+		if err := strictDecode(env.Spec, spec); err != nil {
+			return prefixDecodeError("spec", err)
+		}
+	}
+	w.Spec = spec
+	return nil
+}
+
+// Decode parses a workload document, rejecting unknown fields and type
+// errors as FieldErrors.
+func Decode(b []byte) (*Workload, error) {
+	var w Workload
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, asFieldErrors(err)
+	}
+	return &w, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the document")
+	}
+	return nil
+}
+
+// Kind describes one primitive kind.
+type Kind struct {
+	// Name is the kind as written in documents (App, JobSet, Pod).
+	Name string
+	// New returns an empty spec of the kind.
+	New func() Spec
+}
+
+var (
+	kinds       = map[string]Kind{}
+	kindByLower = map[string]string{}
+)
+
+// Register adds a kind; called from the kind's file.
+func Register(k Kind) {
+	kinds[k.Name] = k
+	kindByLower[strings.ToLower(k.Name)] = k.Name
+}
+
+// KindNames lists the registered kinds, sorted.
+func KindNames() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Spec is what every kind's spec provides to the platform's services.
+type Spec interface {
+	// Default fills unset fields.
+	Default()
+	// Validate reports every problem, with field paths under "spec".
+	Validate() FieldErrors
+	// PodTemplate returns the pod template every pod of the workload runs.
+	PodTemplate() *PodTemplate
+	// Scheduling returns the tier and placement constraints.
+	Scheduling() (Tier, *Placement)
+	// Pods is how many pods run at once (replicas, parallelism, 1).
+	Pods() int32
+}
+
+// Demand is what a workload reserves against its project's quota.
+type Demand struct {
+	Tier Tier `json:"tier"`
+	// MilliCPU, MemoryBytes and GPUs are totals over Pods pods.
+	MilliCPU    int64 `json:"milliCPU"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	GPUs        int64 `json:"gpus"`
+	Pods        int64 `json:"pods"`
+}
+
+// DemandOf totals the requests of a workload's pods (containers, plus
+// sidecars, which run alongside them).
+func DemandOf(w *Workload) Demand {
+	tier, _ := w.Spec.Scheduling()
+	per := w.Spec.PodTemplate().PodRequests()
+	n := int64(w.Spec.Pods())
+	return Demand{Tier: tier, MilliCPU: per.MilliCPU * n, MemoryBytes: per.MemoryBytes * n, GPUs: per.GPUs * n, Pods: n}
+}
+
+// DecodeYAML parses one workload written in YAML.
+func DecodeYAML(b []byte) (*Workload, error) {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, FieldErrors{{Code: CodeInvalid, Reason: fmt.Sprintf("malformed YAML: %v", err)}}
+	}
+	return Decode(j)
+}

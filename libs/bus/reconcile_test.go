@@ -1,0 +1,95 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"atoll.dev/libs/bus"
+)
+
+func TestQueueDeduplicatesAndRetries(t *testing.T) {
+	q := bus.NewQueue()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		calls = map[string]int{}
+		block = make(chan struct{})
+	)
+	for range 5 {
+		q.Add("a") // queued once
+	}
+	go q.Run(ctx, 2, slog.Default(), func(ctx context.Context, key string) error {
+		mu.Lock()
+		calls[key]++
+		n := calls[key]
+		mu.Unlock()
+		switch {
+		case key == "a" && n == 1:
+			<-block // while "a" is processed, it is queued again
+			return nil
+		case key == "flaky" && n < 3:
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	q.Add("flaky")
+	time.Sleep(50 * time.Millisecond)
+	q.Add("a")
+	q.Add("a")
+	close(block)
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls["a"] != 2 || calls["flaky"] != 3 {
+			return fmt.Errorf("calls %v, want a:2 flaky:3", calls)
+		}
+		return nil
+	})
+}
+
+func TestWatchKeysFeedsCurrentAndNewKeys(t *testing.T) {
+	b := openBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := b.KV(ctx, bus.BucketStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "p.app.old", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	q := bus.NewQueue()
+	seen := make(chan string, 10)
+	go q.Run(ctx, 1, slog.Default(), func(ctx context.Context, key string) error { seen <- key; return nil })
+	go func() { _ = b.WatchKeys(ctx, bus.BucketStatus, 0, q, nil) }()
+	next := func() string {
+		select {
+		case k := <-seen:
+			return k
+		case <-time.After(5 * time.Second):
+			t.Fatal("no key fed")
+			return ""
+		}
+	}
+	if k := next(); k != "p.app.old" {
+		t.Fatalf("first key %q, want the existing p.app.old", k)
+	}
+	if _, err := kv.Put(ctx, "p.app.new", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if k := next(); k != "p.app.new" {
+		t.Fatalf("key %q, want p.app.new", k)
+	}
+	if err := kv.Delete(ctx, "p.app.old"); err != nil {
+		t.Fatal(err)
+	}
+	if k := next(); k != "p.app.old" {
+		t.Fatalf("key %q, want the deleted p.app.old", k)
+	}
+}

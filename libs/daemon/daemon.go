@@ -1,0 +1,103 @@
+// Package daemon is what every service's main shares: flags, logging, the
+// bus connection as an fx module, and running an fx application until a
+// signal.
+package daemon
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
+)
+
+// Config is the process configuration common to every service.
+type Config struct {
+	// Service is the service's name, used for the NATS connection and logs.
+	Service string
+	// NATSURL is the bus (comma-separated URLs).
+	NATSURL string
+	// Replicas is the replication of streams and buckets the service ensures.
+	Replicas int
+	// ClustersFile lists member clusters (cluster-facing services only).
+	ClustersFile string
+}
+
+// BusModule provides a *bus.Bus connected to Config.NATSURL, closed on stop.
+var BusModule = fx.Module("bus", fx.Provide(NewBus))
+
+// NewBus connects to the bus and closes it when the application stops.
+func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger) (*bus.Bus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.StopHook(b.Close))
+	return b, nil
+}
+
+// MembersFromConfig loads the member clusters named by Config.ClustersFile.
+func MembersFromConfig(cfg Config) (clusters.Members, error) {
+	if cfg.ClustersFile == "" {
+		return nil, fmt.Errorf("%s needs --clusters FILE (or ATOLL_CLUSTERS)", cfg.Service)
+	}
+	return clusters.Load(cfg.ClustersFile)
+}
+
+// Main parses the flags, sets up logging and runs the service's fx module
+// until SIGINT or SIGTERM. It is the only place that exits the process.
+func Main(service, about string, needsClusters bool, modules ...fx.Option) {
+	cfg := Config{Service: service}
+	fs := flag.NewFlagSet(service, flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s: %s\n\nUsage: %s [flags]\n\nFlags (each also read from the environment variable shown):\n", service, about, service)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.NATSURL, "nats", env("ATOLL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated (ATOLL_NATS_URL)")
+	fs.IntVar(&cfg.Replicas, "replicas", 1, "replication of the streams and buckets this service ensures (3 or 5 in production)")
+	level := fs.String("log-level", env("ATOLL_LOG_LEVEL", "info"), "debug, info, warn or error (ATOLL_LOG_LEVEL)")
+	if needsClusters {
+		fs.StringVar(&cfg.ClustersFile, "clusters", env("ATOLL_CLUSTERS", ""), "YAML list of member clusters: name, zone, labels, kubeconfig (ATOLL_CLUSTERS)")
+	}
+	_ = fs.Parse(os.Args[1:])
+	log := NewLogger(*level)
+	slog.SetDefault(log)
+
+	app := fx.New(
+		fx.Supply(cfg, log),
+		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log.With("component", "fx")} }),
+		BusModule,
+		fx.Options(modules...),
+	)
+	if err := app.Err(); err != nil {
+		log.Error("start", "service", service, "err", err)
+		os.Exit(1)
+	}
+	app.Run()
+}
+
+// NewLogger returns a JSON slog logger at the named level.
+func NewLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
