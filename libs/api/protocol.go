@@ -149,3 +149,10 @@ type ErrorBody struct {
 	// Quota names the broken limit, for QuotaExceeded.
 	Quota *QuotaRejection `json:"quota,omitempty"`
 }
+
+// WorkloadRef names one workload.
+type WorkloadRef struct {
+	Project string `json:"project"`
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+}

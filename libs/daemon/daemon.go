@@ -16,7 +16,6 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"atoll.dev/libs/bus"
-	"atoll.dev/libs/clusters"
 )
 
 // Config is the process configuration common to every service.
@@ -44,14 +43,6 @@ func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger) (*bus.Bus, error) {
 	}
 	lc.Append(fx.StopHook(b.Close))
 	return b, nil
-}
-
-// MembersFromConfig loads the member clusters named by Config.ClustersFile.
-func MembersFromConfig(cfg Config) (clusters.Members, error) {
-	if cfg.ClustersFile == "" {
-		return nil, fmt.Errorf("%s needs --clusters FILE (or ATOLL_CLUSTERS)", cfg.Service)
-	}
-	return clusters.Load(cfg.ClustersFile)
 }
 
 // Main parses the flags, sets up logging and runs the service's fx module

@@ -1,0 +1,23 @@
+package bus
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/nats-io/nats.go/micro"
+)
+
+// RespondJSON replies to a micro request with v as JSON.
+func RespondJSON(r micro.Request, v any) error {
+	return r.RespondJSON(v)
+}
+
+// RespondError replies with an error code (HTTP-like: 4xx the caller's
+// fault, 5xx the service's), a description and body as JSON.
+func RespondError(r micro.Request, code int, description string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		b = nil
+	}
+	return r.Error(strconv.Itoa(code), description, b)
+}
