@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // PlacementDecision is the scheduler's decision for one workload, stored in
 // the placements bucket under the workload's key.
@@ -48,6 +51,7 @@ const (
 	PhaseSucceeded   = "Succeeded"
 	PhaseFailed      = "Failed"
 	PhaseUnscheduled = "Unschedulable"
+	PhaseProgressing = "Progressing"
 )
 
 // Status is the aggregator's view of one workload across its shards,
@@ -164,3 +168,6 @@ const (
 
 // Namespace is the member-cluster namespace of a project.
 func Namespace(project string) string { return "atoll-" + project }
+
+// KindLabel is a kind as written in label values: lower case.
+func KindLabel(kind string) string { return strings.ToLower(kind) }

@@ -1,0 +1,178 @@
+// Package busclient talks to a region over the bus, as the gateway will:
+// submit, update and delete workloads through admission, set quota, and
+// read status from the buckets.
+package busclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+)
+
+// Client is a region client.
+type Client struct {
+	b   *bus.Bus
+	req *bus.Requester
+}
+
+// New returns a client on b.
+func New(b *bus.Bus) *Client {
+	return &Client{b: b, req: bus.NewRequester(b.NC, bus.RequestPolicy{})}
+}
+
+// Error is a rejection by the region: its status and body.
+type Error struct {
+	Status int
+	Body   api.ErrorBody
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Body.Code, e.Body.Message) }
+
+func (c *Client) call(ctx context.Context, service, verb string, body []byte) ([]byte, error) {
+	out, err := c.req.Request(ctx, service, bus.RequestSubject(service, verb), body)
+	var re *bus.RemoteError
+	if errors.As(err, &re) {
+		e := &Error{Status: re.Code}
+		if json.Unmarshal(re.Body, &e.Body) != nil {
+			e.Body = api.ErrorBody{Code: "Error", Message: re.Description}
+		}
+		return nil, e
+	}
+	return out, err
+}
+
+// Submit admits a new workload document (JSON).
+func (c *Client) Submit(ctx context.Context, doc []byte) (*api.Workload, error) {
+	out, err := c.call(ctx, "admission", "submit", doc)
+	if err != nil {
+		return nil, err
+	}
+	return api.Decode(out)
+}
+
+// Update replaces a workload's spec.
+func (c *Client) Update(ctx context.Context, doc []byte) (*api.Workload, error) {
+	out, err := c.call(ctx, "admission", "update", doc)
+	if err != nil {
+		return nil, err
+	}
+	return api.Decode(out)
+}
+
+// Apply submits a workload, or updates it if it exists.
+func (c *Client) Apply(ctx context.Context, doc []byte) (*api.Workload, error) {
+	w, err := c.Submit(ctx, doc)
+	var e *Error
+	if errors.As(err, &e) && e.Body.Code == "AlreadyExists" {
+		return c.Update(ctx, doc)
+	}
+	return w, err
+}
+
+// Delete removes a workload.
+func (c *Client) Delete(ctx context.Context, project, kind, name string) error {
+	b, _ := json.Marshal(api.WorkloadRef{Project: project, Kind: kind, Name: name})
+	_, err := c.call(ctx, "admission", "delete", b)
+	return err
+}
+
+// SetQuota sets a project's limit for a tier.
+func (c *Client) SetQuota(ctx context.Context, project string, tier api.Tier, lim api.Limit) error {
+	b, _ := json.Marshal(api.QuotaSet{Project: project, Tier: tier, Limit: lim})
+	_, err := c.call(ctx, "quota", "set", b)
+	return err
+}
+
+// Quota returns a project's ledger.
+func (c *Client) Quota(ctx context.Context, project string) (*api.Ledger, error) {
+	b, _ := json.Marshal(api.QuotaRelease{Project: project})
+	out, err := c.call(ctx, "quota", "get", b)
+	if err != nil {
+		return nil, err
+	}
+	var l api.Ledger
+	return &l, json.Unmarshal(out, &l)
+}
+
+// Status reads a workload's status; nil when it has none.
+func (c *Client) Status(ctx context.Context, key string) (*api.Status, error) {
+	var st api.Status
+	ok, err := c.get(ctx, bus.BucketStatus, key, &st)
+	if !ok {
+		return nil, err
+	}
+	return &st, err
+}
+
+// Placement reads a workload's placement; nil when it has none.
+func (c *Client) Placement(ctx context.Context, key string) (*api.PlacementDecision, error) {
+	var p api.PlacementDecision
+	ok, err := c.get(ctx, bus.BucketPlacements, key, &p)
+	if !ok {
+		return nil, err
+	}
+	return &p, err
+}
+
+// Workload reads a stored workload; nil when it does not exist.
+func (c *Client) Workload(ctx context.Context, key string) (*api.Workload, error) {
+	kv, err := c.b.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return api.Decode(e.Value())
+}
+
+// Clusters reads the cluster inventory.
+func (c *Client) Clusters(ctx context.Context) ([]api.ClusterInfo, error) {
+	kv, err := c.b.KV(ctx, bus.BucketClusters)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.ClusterInfo
+	for k := range keys.Keys() {
+		var ci api.ClusterInfo
+		if ok, err := c.get(ctx, bus.BucketClusters, k, &ci); ok && err == nil {
+			out = append(out, ci)
+		}
+	}
+	return out, nil
+}
+
+func (c *Client) get(ctx context.Context, bucket, key string, v any) (bool, error) {
+	kv, err := c.b.KV(ctx, bucket)
+	if err != nil {
+		return false, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, json.Unmarshal(e.Value(), v)
+}
+
+// WatchEvents subscribes to a workload's domain events (core NATS; no replay).
+func (c *Client) WatchEvents(project, kind, name string) (*nats.Subscription, error) {
+	return c.b.NC.SubscribeSync(bus.EventSubject(project, kind, name, "*"))
+}

@@ -1,0 +1,82 @@
+package region_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/region"
+)
+
+// One region for the package: three member clusters (zones a, b, c) with
+// 20 nodes each. Tests use their own projects.
+var (
+	reg *region.Region
+	cl  *busclient.Client
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if testing.Short() {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "atoll-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	level := slog.LevelWarn
+	if os.Getenv("ATOLL_E2E_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reg, err = region.Start(ctx, region.Options{Dir: dir, Nodes: 20, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start region:", err)
+		return 1
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer scancel()
+		if err := reg.Stop(sctx); err != nil {
+			fmt.Fprintln(os.Stderr, "stop region:", err)
+		}
+	}()
+	cl = busclient.New(reg.Bus)
+	return m.Run()
+}
+
+func needRegion(t *testing.T) {
+	t.Helper()
+	if reg == nil {
+		t.Skip("end-to-end tests need member clusters (not under -short)")
+	}
+}
+
+// waitFor polls fn until it returns nil or the deadline passes.
+func waitFor(t *testing.T, total time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not met after %v: %v", total, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

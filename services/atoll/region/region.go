@@ -1,0 +1,214 @@
+// Package region runs a whole Atoll region in one process: an embedded
+// NATS JetStream server, local member clusters, and every service as its
+// own fx application, so that each can be stopped and restarted alone.
+// `atoll dev` and the end-to-end tests use it; production runs each
+// service as its own process with the same fx modules.
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/fx"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/testenv"
+	"atoll.dev/services/admission"
+	"atoll.dev/services/aggregator"
+	"atoll.dev/services/propagator"
+	"atoll.dev/services/quota"
+	"atoll.dev/services/scheduler"
+)
+
+// Services are the region's services by name, in start order.
+var Services = []struct {
+	Name   string
+	Module fx.Option
+}{
+	{"quota", quota.Module},
+	{"admission", admission.Module},
+	{"aggregator", aggregator.Module},
+	{"scheduler", scheduler.Module},
+	{"propagator", propagator.Module},
+}
+
+// Options configures a region.
+type Options struct {
+	// Dir holds the JetStream store and the clusters file.
+	Dir string
+	// Zones get one member cluster each (default a, b, c).
+	Zones []string
+	// Nodes is the default fleet per zone: nodes of 16 CPU and 64 GiB
+	// (default 10). Zero nodes still makes the clusters.
+	Nodes int
+	// GPUZones get a pool of 2 GPU nodes (8 x a100 each).
+	GPUZones []string
+	// Listen exposes the embedded NATS on a loopback TCP port.
+	Listen bool
+	// Logger receives everything; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Region is a running region.
+type Region struct {
+	// Bus is the region's NATS connection.
+	Bus *bus.Bus
+	// Env holds the member clusters.
+	Env *testenv.Env
+	// Members describes the member clusters to the services.
+	Members clusters.Members
+	// ClustersFile lists Members, for services run as separate processes.
+	ClustersFile string
+
+	log  *slog.Logger
+	mu   sync.Mutex
+	apps map[string]*fx.App // mu must be held
+}
+
+// Start brings up the bus, the member clusters with their fleets, and every service.
+func Start(ctx context.Context, o Options) (*Region, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if len(o.Zones) == 0 {
+		o.Zones = []string{"a", "b", "c"}
+	}
+	if o.Dir == "" {
+		return nil, errors.New("region needs a directory")
+	}
+	r := &Region{log: o.Logger, apps: map[string]*fx.App{}}
+	start := time.Now()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: filepath.Join(o.Dir, "jetstream"), Listen: o.Listen, Name: "atoll-region", Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	r.Bus = b
+	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger}, testenv.Zones(o.Zones...)...)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	r.Env = env
+	if err := r.fleet(ctx, o); err != nil {
+		_ = r.Stop(context.Background())
+		return nil, err
+	}
+	for _, c := range env.Clusters {
+		r.Members = append(r.Members, clusters.Member{Name: c.Name, Zone: c.Zone, Kubeconfig: c.Kubeconfig})
+	}
+	if err := r.writeClustersFile(o.Dir); err != nil {
+		_ = r.Stop(context.Background())
+		return nil, err
+	}
+	for _, s := range Services {
+		if err := r.StartService(ctx, s.Name); err != nil {
+			_ = r.Stop(context.Background())
+			return nil, err
+		}
+	}
+	r.log.Info("region ready", "clusters", len(r.Members), "elapsed", time.Since(start).Round(time.Millisecond))
+	return r, nil
+}
+
+func (r *Region) fleet(ctx context.Context, o Options) error {
+	nodes := o.Nodes
+	if nodes == 0 {
+		nodes = 10
+	}
+	for _, c := range r.Env.Clusters {
+		if nodes > 0 {
+			if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: nodes, CPU: "16", Memory: "64Gi", InstanceType: "m6i.4xlarge"}); err != nil {
+				return err
+			}
+		}
+		for _, z := range o.GPUZones {
+			if z == c.Zone {
+				if _, err := c.AddNodes(ctx, GPUPool()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// GPUPool is the pool of GPU nodes GPUZones get.
+func GPUPool() testenv.NodePool {
+	return testenv.NodePool{Name: "gpu", Count: 2, CPU: "64", Memory: "512Gi", GPUs: 8, GPUType: "a100", InstanceType: "p4d.24xlarge"}
+}
+
+func (r *Region) writeClustersFile(dir string) error {
+	r.ClustersFile = filepath.Join(dir, "clusters.yaml")
+	var out string
+	for _, m := range r.Members {
+		out += fmt.Sprintf("- name: %s\n  zone: %s\n  kubeconfig: %s\n", m.Name, m.Zone, m.Kubeconfig)
+	}
+	return os.WriteFile(r.ClustersFile, []byte(out), 0o644)
+}
+
+// StartService starts one service as its own fx application.
+func (r *Region) StartService(ctx context.Context, name string) error {
+	var mod fx.Option
+	for _, s := range Services {
+		if s.Name == name {
+			mod = s.Module
+		}
+	}
+	if mod == nil {
+		return fmt.Errorf("no service %q", name)
+	}
+	app := fx.New(fx.Supply(r.Bus, r.log, r.Members), mod, fx.NopLogger)
+	if err := app.Start(ctx); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	r.mu.Lock()
+	r.apps[name] = app
+	r.mu.Unlock()
+	return nil
+}
+
+// StopService stops one service.
+func (r *Region) StopService(ctx context.Context, name string) error {
+	r.mu.Lock()
+	app := r.apps[name]
+	delete(r.apps, name)
+	r.mu.Unlock()
+	if app == nil {
+		return nil
+	}
+	if err := app.Stop(ctx); err != nil {
+		return fmt.Errorf("stop %s: %w", name, err)
+	}
+	return nil
+}
+
+// Restart stops a service and starts it again.
+func (r *Region) Restart(ctx context.Context, name string) error {
+	if err := r.StopService(ctx, name); err != nil {
+		return err
+	}
+	return r.StartService(ctx, name)
+}
+
+// Stop stops every service, the member clusters and the bus.
+func (r *Region) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(Services) - 1; i >= 0; i-- {
+		errs = append(errs, r.StopService(ctx, Services[i].Name))
+	}
+	if r.Env != nil {
+		errs = append(errs, r.Env.Stop(ctx))
+	}
+	if r.Bus != nil {
+		r.Bus.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,238 @@
+// Package propagator is the propagator service: it turns each shard of a
+// placement into native objects in its member cluster with server-side
+// apply, and removes shards a placement no longer wants. Every member
+// cluster has its own queue, workers and circuit breaker, so a dead cluster
+// never slows the others.
+package propagator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
+)
+
+// Module is the propagator service for fx; it needs clusters.Members.
+var Module = fx.Module("propagator",
+	fx.Provide(New),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+)
+
+// Tunables.
+const (
+	// FieldManager owns the fields the propagator applies.
+	FieldManager = "atoll-propagator"
+	// WorkersPerCluster apply in parallel in each member cluster.
+	WorkersPerCluster = 8
+	// Resync re-reads every placement this often.
+	Resync = time.Minute
+)
+
+// desired is what one workload should look like, as last read.
+type desired struct {
+	workload  *api.Workload          // nil when deleted
+	placement *api.PlacementDecision // nil when deleted
+	rev       uint64                 // placement revision
+	applied   map[string]bool        // clusters done for rev
+	announced bool                   // propagated event sent for rev
+}
+
+// Service is the propagator.
+type Service struct {
+	bus      *bus.Bus
+	log      *slog.Logger
+	members  clusters.Members
+	breakers *bus.BreakerSet[struct{}]
+
+	workloads, placements jetstream.KeyValue
+	top                   *bus.Queue
+	targets               map[string]*target
+	cancel                context.CancelFunc
+	wg                    sync.WaitGroup
+
+	mu    sync.Mutex
+	state map[string]*desired // mu must be held
+}
+
+// New returns a propagator for the member clusters.
+func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
+	log = log.With("component", "propagator")
+	s := &Service{
+		bus: b, log: log, members: members,
+		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure}),
+		targets:  map[string]*target{},
+		state:    map[string]*desired{},
+	}
+	for _, m := range members {
+		t, err := newTarget(s, m)
+		if err != nil {
+			return nil, err
+		}
+		s.targets[m.Name] = t
+	}
+	return s, nil
+}
+
+// Start begins watching placements and applying shards.
+func (s *Service) Start(ctx context.Context) error {
+	var err error
+	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
+		return err
+	}
+	if s.placements, err = s.bus.KV(ctx, bus.BucketPlacements); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.top = bus.NewQueue()
+	for _, t := range s.targets {
+		s.goRun(func() { t.run(rctx) })
+	}
+	s.goRun(func() { _ = s.bus.WatchKeys(rctx, bus.BucketPlacements, Resync, s.top, nil) })
+	s.goRun(func() { s.top.Run(rctx, 4, s.log, s.reconcile) })
+	return nil
+}
+
+// Stop stops applying; calls in flight finish.
+func (s *Service) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+}
+
+func (s *Service) goRun(fn func()) {
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); fn() }()
+}
+
+// reconcile reads one placement and its workload and hands the key to
+// every cluster that must act: those with a shard, and those holding one.
+func (s *Service) reconcile(ctx context.Context, key string) error {
+	d := &desired{applied: map[string]bool{}}
+	pe, err := s.placements.Get(ctx, key)
+	switch {
+	case err == nil:
+		var p api.PlacementDecision
+		if err := json.Unmarshal(pe.Value(), &p); err != nil {
+			s.log.Error("undecodable placement", "key", key, "err", err)
+			return nil
+		}
+		d.placement, d.rev = &p, pe.Revision()
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("read placement %s: %w", key, err)
+	}
+	if d.placement != nil {
+		we, err := s.workloads.Get(ctx, key)
+		switch {
+		case err == nil:
+			w, err := api.Decode(we.Value())
+			if err != nil {
+				s.log.Error("undecodable workload", "key", key, "err", err)
+				return nil
+			}
+			// A placement made for an older generation waits for the scheduler.
+			if w.Metadata.Generation != d.placement.Generation {
+				return nil
+			}
+			d.workload = w
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			d.placement = nil // the workload is gone; its placement follows
+		default:
+			return fmt.Errorf("read workload %s: %w", key, err)
+		}
+	}
+	s.mu.Lock()
+	if old, ok := s.state[key]; ok && old.rev == d.rev && d.rev != 0 {
+		d = old // same placement revision: keep what was applied
+	} else {
+		s.state[key] = d
+	}
+	s.mu.Unlock()
+	for name, t := range s.targets {
+		if d.shard(name) != nil || t.holds(key) {
+			t.queue.Add(key)
+		}
+	}
+	return nil
+}
+
+func (d *desired) shard(cluster string) *api.Shard {
+	if d.placement == nil || d.workload == nil {
+		return nil
+	}
+	for i := range d.placement.Shards {
+		if d.placement.Shards[i].Cluster == cluster {
+			return &d.placement.Shards[i]
+		}
+	}
+	return nil
+}
+
+// snapshot returns the desired state of key.
+func (s *Service) snapshot(key string) *desired {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state[key]
+}
+
+// applied records that cluster has applied rev of key and announces the
+// workload propagated once every shard has.
+func (s *Service) markApplied(ctx context.Context, key, cluster string, d *desired) {
+	s.mu.Lock()
+	if s.state[key] != d {
+		s.mu.Unlock()
+		return
+	}
+	d.applied[cluster] = true
+	all := !d.announced
+	for _, sh := range d.placement.Shards {
+		all = all && d.applied[sh.Cluster]
+	}
+	if all {
+		d.announced = true
+	}
+	s.mu.Unlock()
+	if !all {
+		return
+	}
+	if len(d.placement.Shards) == 0 {
+		return
+	}
+	w := d.workload
+	b, _ := json.Marshal(api.WorkloadEvent{
+		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: api.EventPropagated,
+		Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: fmt.Sprintf("%d shards applied", len(d.placement.Shards)),
+	})
+	subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, api.EventPropagated)
+	if _, err := s.bus.Publish(ctx, subj, bus.MsgID(key+"."+api.EventPropagated, d.rev), b, nil); err != nil {
+		s.log.Warn("publish event", "subject", subj, "err", err)
+	}
+}
+
+// forget drops the state of a key no cluster holds or wants any more.
+func (s *Service) forget(key string, d *desired) {
+	if d == nil || d.placement != nil {
+		return
+	}
+	for _, t := range s.targets {
+		if t.holds(key) {
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.state[key] == d {
+		delete(s.state, key)
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,220 @@
+package propagator
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"atoll.dev/libs/api"
+)
+
+// object is one native object to apply for a shard.
+type object struct {
+	gvr  schema.GroupVersionResource
+	name string
+	obj  any // typed object with TypeMeta set, marshalled as the apply body
+}
+
+// renderer turns one shard of a workload into native objects. Adding a
+// kind means adding its renderer and the resources it deletes here.
+type renderer struct {
+	render func(w *api.Workload, sh api.Shard) object
+	// resource is what the kind becomes, deleted when the shard goes.
+	resource schema.GroupVersionResource
+}
+
+var (
+	deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
+	jobs        = batchv1.SchemeGroupVersion.WithResource("jobs")
+	pods        = corev1.SchemeGroupVersion.WithResource("pods")
+)
+
+var renderers = map[string]renderer{
+	api.KindApp:    {render: renderApp, resource: deployments},
+	api.KindJobSet: {render: renderJobSet, resource: jobs},
+	api.KindPod:    {render: renderPod, resource: pods},
+}
+
+// Labels identify the platform's objects; the aggregator finds them by these.
+func labels(w *api.Workload, sh api.Shard) map[string]string {
+	l := map[string]string{}
+	for k, v := range w.Metadata.Labels {
+		l[k] = v
+	}
+	tier, _ := w.Spec.Scheduling()
+	l[api.LabelManaged] = "true"
+	l[api.LabelProject] = w.Metadata.Project
+	l[api.LabelKind] = api.KindLabel(w.Kind)
+	l[api.LabelWorkload] = w.Metadata.Name
+	l[api.LabelTier] = string(tier)
+	l[api.LabelShard] = sh.Cluster
+	return l
+}
+
+func selector(w *api.Workload) map[string]string {
+	return map[string]string{api.LabelKind: api.KindLabel(w.Kind), api.LabelWorkload: w.Metadata.Name}
+}
+
+func meta(w *api.Workload, sh api.Shard) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:        w.Metadata.Name,
+		Namespace:   api.Namespace(w.Metadata.Project),
+		Labels:      labels(w, sh),
+		Annotations: map[string]string{api.AnnoGeneration: strconv.FormatInt(w.Metadata.Generation, 10)},
+	}
+}
+
+func renderApp(w *api.Workload, sh api.Shard) object {
+	s := w.Spec.(*api.AppSpec)
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta(w, sh),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(sh.Replicas),
+			Paused:   s.Paused,
+			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
+			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
+		},
+	}
+	return object{gvr: deployments, name: d.Name, obj: d}
+}
+
+func renderJobSet(w *api.Workload, sh api.Shard) object {
+	s := w.Spec.(*api.JobSetSpec)
+	tmpl := podTemplate(w, sh, corev1.RestartPolicyNever)
+	rangeEnv := []corev1.EnvVar{
+		{Name: "ATOLL_INDEX_START", Value: strconv.Itoa(int(sh.IndexStart))},
+		{Name: "ATOLL_INDEX_END", Value: strconv.Itoa(int(sh.IndexEnd))},
+		{Name: "ATOLL_COMPLETIONS", Value: strconv.Itoa(int(s.Completions))},
+	}
+	for i := range tmpl.Spec.Containers {
+		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, rangeEnv...)
+	}
+	m := meta(w, sh)
+	m.Annotations[api.AnnoIndexRange] = fmt.Sprintf("%d-%d", sh.IndexStart, sh.IndexEnd-1)
+	j := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: m,
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Completions:    ptr.To(sh.IndexEnd - sh.IndexStart),
+			Parallelism:    ptr.To(sh.Replicas),
+			BackoffLimit:   s.BackoffLimit,
+			Template:       tmpl,
+		},
+	}
+	return object{gvr: jobs, name: j.Name, obj: j}
+}
+
+func renderPod(w *api.Workload, sh api.Shard) object {
+	t := podTemplate(w, sh, corev1.RestartPolicyAlways)
+	m := meta(w, sh)
+	for k, v := range t.Labels {
+		m.Labels[k] = v
+	}
+	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: m, Spec: t.Spec}
+	return object{gvr: pods, name: p.Name, obj: p}
+}
+
+func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) corev1.PodTemplateSpec {
+	t := w.Spec.PodTemplate()
+	_, pl := w.Spec.Scheduling()
+	spec := corev1.PodSpec{
+		RestartPolicy:      restart,
+		HostNetwork:        t.HostNetwork,
+		ServiceAccountName: t.ServiceAccount,
+		NodeSelector:       pl.NodeSelector,
+		// Simulated and real nodes alike: stop fast on delete.
+		TerminationGracePeriodSeconds: ptr.To(int64(5)),
+	}
+	for _, c := range t.InitContainers {
+		spec.InitContainers = append(spec.InitContainers, container(c))
+	}
+	// Managed sidecars are native sidecars: init containers that keep
+	// running, so they start before and stop after the main containers.
+	for _, c := range t.Sidecars {
+		k := container(c)
+		k.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		spec.InitContainers = append(spec.InitContainers, k)
+	}
+	for _, c := range t.Containers {
+		spec.Containers = append(spec.Containers, container(c))
+	}
+	for _, v := range t.Volumes {
+		vol := corev1.Volume{Name: v.Name}
+		switch {
+		case v.HostPath != "":
+			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
+		default:
+			vol.EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}
+		spec.Volumes = append(spec.Volumes, vol)
+	}
+	for _, tol := range pl.Tolerations {
+		spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
+			Key: tol.Key, Operator: corev1.TolerationOperator(tol.Operator), Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect),
+		})
+	}
+	if h := pl.Hardware; h != nil && h.GPUType != "" {
+		if spec.NodeSelector == nil {
+			spec.NodeSelector = map[string]string{}
+		}
+		spec.NodeSelector[api.NodeLabelGPU] = h.GPUType
+	}
+	podLabels := selector(w)
+	podLabels[api.LabelManaged] = "true"
+	podLabels[api.LabelProject] = w.Metadata.Project
+	podLabels[api.LabelShard] = sh.Cluster
+	return corev1.PodTemplateSpec{
+		// No generation here: a scale must not restart the pods.
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+		Spec:       spec,
+	}
+}
+
+func container(c api.Container) corev1.Container {
+	k := corev1.Container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args}
+	for _, e := range c.Env {
+		k.Env = append(k.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	for _, p := range c.Ports {
+		proto := corev1.ProtocolTCP
+		if p.Protocol != "" {
+			proto = corev1.Protocol(p.Protocol)
+		}
+		k.Ports = append(k.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto})
+	}
+	for _, m := range c.VolumeMounts {
+		k.VolumeMounts = append(k.VolumeMounts, corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	if c.Privileged {
+		k.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	k.Resources = corev1.ResourceRequirements{Requests: resources(c.Resources.Requests), Limits: resources(c.Resources.Limits)}
+	return k
+}
+
+func resources(r api.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	// Admission validated the quantities; one that still fails to parse is left out.
+	if q, err := resource.ParseQuantity(r.CPU); err == nil && r.CPU != "" {
+		out[corev1.ResourceCPU] = q
+	}
+	if q, err := resource.ParseQuantity(r.Memory); err == nil && r.Memory != "" {
+		out[corev1.ResourceMemory] = q
+	}
+	if r.GPU > 0 {
+		out[api.ResourceGPUName] = *resource.NewQuantity(r.GPU, resource.DecimalSI)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+package propagator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
+)
+
+// target applies shards to one member cluster.
+type target struct {
+	s     *Service
+	name  string
+	dyn   dynamic.Interface
+	queue *bus.Queue
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	held       map[string]bool // mu must be held: keys with objects here
+	namespaces map[string]bool // mu must be held: namespaces known to exist
+}
+
+func newTarget(s *Service, m clusters.Member) (*target, error) {
+	cfg, err := m.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	// A frozen cluster must fail fast: its breaker opens after a few of these.
+	cfg.Timeout = 5 * time.Second
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &target{
+		s: s, name: m.Name, dyn: dyn, queue: bus.NewQueue(), log: s.log.With("cluster", m.Name),
+		held: map[string]bool{}, namespaces: map[string]bool{},
+	}, nil
+}
+
+// isClusterFailure says which errors count against a cluster's breaker:
+// not the answers of a working API server about one object.
+func isClusterFailure(err error) bool {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsNotFound(err), apierrors.IsConflict(err),
+		apierrors.IsAlreadyExists(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err),
+		apierrors.IsUnauthorized(err), apierrors.IsGone(err):
+		return false
+	}
+	return true
+}
+
+func (t *target) holds(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held[key]
+}
+
+func (t *target) call(fn func() error) error {
+	_, err := t.s.breakers.Execute(t.name, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+// run learns which workloads already have objects here, then applies.
+func (t *target) run(ctx context.Context) {
+	go t.discover(ctx)
+	t.queue.Run(ctx, WorkersPerCluster, t.log, t.reconcile)
+}
+
+// discover lists the platform's objects in the cluster, so shards left by
+// an earlier placement are removed even after a restart.
+func (t *target) discover(ctx context.Context) {
+	for delay := time.Second; ctx.Err() == nil; delay = min(2*delay, 30*time.Second) {
+		keys := map[string]bool{}
+		err := t.call(func() error {
+			for kind, r := range renderers {
+				list, err := t.dyn.Resource(r.resource).Namespace("").List(ctx, metav1.ListOptions{
+					LabelSelector: api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kind),
+				})
+				if err != nil {
+					return err
+				}
+				for _, o := range list.Items {
+					l := o.GetLabels()
+					keys[api.Key(l[api.LabelProject], kind, l[api.LabelWorkload])] = true
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			t.mu.Lock()
+			for k := range keys {
+				t.held[k] = true
+			}
+			t.mu.Unlock()
+			for k := range keys {
+				t.s.top.Add(k)
+			}
+			t.log.Info("discovered existing shards", "count", len(keys))
+			return
+		}
+		t.log.Warn("discover shards", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+}
+
+// reconcile makes this cluster's part of key match the desired state.
+func (t *target) reconcile(ctx context.Context, key string) error {
+	d := t.s.snapshot(key)
+	var sh *api.Shard
+	if d != nil {
+		sh = d.shard(t.name)
+	}
+	if sh == nil {
+		if !t.holds(key) {
+			return nil
+		}
+		if err := t.remove(ctx, key); err != nil {
+			return err
+		}
+		t.s.forget(key, d)
+		return nil
+	}
+	w := d.workload
+	if err := t.ensureNamespace(ctx, w.Metadata.Project); err != nil {
+		return err
+	}
+	r := renderers[w.Kind]
+	obj := r.render(w, *sh)
+	if err := t.apply(ctx, obj, api.Namespace(w.Metadata.Project)); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.held[key] = true
+	t.mu.Unlock()
+	t.s.markApplied(ctx, key, t.name, d)
+	return nil
+}
+
+func (t *target) apply(ctx context.Context, o object, ns string) error {
+	body, err := json.Marshal(o.obj)
+	if err != nil {
+		return err
+	}
+	err = t.call(func() error {
+		_, err := t.dyn.Resource(o.gvr).Namespace(ns).Patch(ctx, o.name, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
+		return err
+	})
+	if apierrors.IsInvalid(err) && o.gvr == jobs {
+		// A Job's template is immutable: replace the shard.
+		t.log.Info("replacing immutable job", "namespace", ns, "name", o.name)
+		if derr := t.delete(ctx, o.gvr, ns, o.name); derr != nil {
+			return derr
+		}
+		return fmt.Errorf("apply %s/%s: replaced immutable job, re-applying: %w", ns, o.name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+	}
+	return nil
+}
+
+func (t *target) remove(ctx context.Context, key string) error {
+	project, kind, name, err := api.ParseKey(key)
+	if err != nil {
+		return nil
+	}
+	if err := t.delete(ctx, renderers[kind].resource, api.Namespace(project), name); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	delete(t.held, key)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *target) delete(ctx context.Context, r schema.GroupVersionResource, ns, name string) error {
+	err := t.call(func() error {
+		err := t.dyn.Resource(r).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete %s %s/%s: %w", r.Resource, ns, name, err)
+	}
+	return nil
+}
+
+func (t *target) ensureNamespace(ctx context.Context, project string) error {
+	ns := api.Namespace(project)
+	t.mu.Lock()
+	known := t.namespaces[ns]
+	t.mu.Unlock()
+	if known {
+		return nil
+	}
+	body, _ := json.Marshal(&corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{api.LabelManaged: "true", api.LabelProject: project}},
+	})
+	err := t.call(func() error {
+		_, err := t.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Patch(ctx, ns, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	t.mu.Lock()
+	t.namespaces[ns] = true
+	t.mu.Unlock()
+	return nil
+}
