@@ -259,7 +259,6 @@ func (s *Service) handleUpdate(r micro.Request) {
 	s.reply(r, w, err)
 }
 
-
 func (s *Service) handleDelete(r micro.Request) {
 	var req api.WorkloadRef
 	if err := json.Unmarshal(r.Data(), &req); err != nil {

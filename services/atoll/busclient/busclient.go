@@ -33,7 +33,9 @@ type Error struct {
 	Body   api.ErrorBody
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Body.Code, e.Body.Message) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Body.Code, e.Body.Message)
+}
 
 func (c *Client) call(ctx context.Context, service, verb string, body []byte) ([]byte, error) {
 	out, err := c.req.Request(ctx, service, bus.RequestSubject(service, verb), body)
