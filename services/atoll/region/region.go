@@ -7,6 +7,7 @@ package region
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/testenv"
@@ -46,7 +48,7 @@ type Options struct {
 	// Zones get one member cluster each (default a, b, c).
 	Zones []string
 	// Nodes is the default fleet per zone: nodes of 16 CPU and 64 GiB
-	// (default 10). Zero nodes still makes the clusters.
+	// (0 means 10; negative means none).
 	Nodes int
 	// GPUZones get a pool of 2 GPU nodes (8 x a100 each).
 	GPUZones []string
@@ -67,9 +69,10 @@ type Region struct {
 	// ClustersFile lists Members, for services run as separate processes.
 	ClustersFile string
 
-	log  *slog.Logger
-	mu   sync.Mutex
-	apps map[string]*fx.App // mu must be held
+	log   *slog.Logger
+	fleet bool // whether clusters have nodes
+	mu    sync.Mutex
+	apps  map[string]*fx.App // mu must be held
 }
 
 // Start brings up the bus, the member clusters with their fleets, and every service.
@@ -97,7 +100,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	r.Env = env
-	if err := r.fleet(ctx, o); err != nil {
+	if err := r.addFleet(ctx, o); err != nil {
 		_ = r.Stop(context.Background())
 		return nil, err
 	}
@@ -114,15 +117,20 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 			return nil, err
 		}
 	}
+	if err := r.waitInventory(ctx); err != nil {
+		_ = r.Stop(context.Background())
+		return nil, err
+	}
 	r.log.Info("region ready", "clusters", len(r.Members), "elapsed", time.Since(start).Round(time.Millisecond))
 	return r, nil
 }
 
-func (r *Region) fleet(ctx context.Context, o Options) error {
+func (r *Region) addFleet(ctx context.Context, o Options) error {
 	nodes := o.Nodes
 	if nodes == 0 {
 		nodes = 10
 	}
+	r.fleet = nodes > 0 || len(o.GPUZones) > 0
 	for _, c := range r.Env.Clusters {
 		if nodes > 0 {
 			if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: nodes, CPU: "16", Memory: "64Gi", InstanceType: "m6i.4xlarge"}); err != nil {
@@ -211,4 +219,30 @@ func (r *Region) Stop(ctx context.Context) error {
 		r.Bus.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// waitInventory waits until the aggregator has reported every member
+// cluster healthy, so the first workloads see the whole fleet.
+func (r *Region) waitInventory(ctx context.Context) error {
+	kv, err := r.Bus.KV(ctx, bus.BucketClusters)
+	if err != nil {
+		return err
+	}
+	for {
+		healthy := 0
+		for _, m := range r.Members {
+			var ci api.ClusterInfo
+			if e, err := kv.Get(ctx, m.Name); err == nil && json.Unmarshal(e.Value(), &ci) == nil && ci.Healthy && (len(ci.Pools) > 0 || !r.fleet) {
+				healthy++
+			}
+		}
+		if healthy == len(r.Members) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member clusters not in the inventory: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
