@@ -62,6 +62,10 @@ func (c *Cluster) create(ctx context.Context) error {
 		"--etcd-binary", filepath.Join(o.BinDir, "etcd"),
 		"--kwok-controller-binary", filepath.Join(o.BinDir, "kwok"),
 		"--wait", "2m",
+		// One instance each: without leader election a component survives its
+		// API server being frozen for longer than a lease (it would exit).
+		"--extra-args", "kube-controller-manager=leader-elect=false",
+		"--extra-args", "kube-scheduler=leader-elect=false",
 	}
 	if !o.KeepQPSLimits {
 		args = append(args, "--disable-qps-limits")

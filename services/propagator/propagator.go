@@ -69,9 +69,10 @@ func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, erro
 	log = log.With("component", "propagator")
 	s := &Service{
 		bus: b, log: log, members: members,
-		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure}),
-		targets:  map[string]*target{},
-		state:    map[string]*desired{},
+		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
+			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
+		targets: map[string]*target{},
+		state:   map[string]*desired{},
 	}
 	for _, m := range members {
 		t, err := newTarget(s, m)

@@ -53,11 +53,15 @@ type Service struct {
 
 	mu       sync.RWMutex
 	snapshot map[string]*api.ClusterInfo // mu must be held
+	// assumed holds what this scheduler placed on each cluster since the
+	// cluster's last inventory record, so a burst of decisions does not all
+	// see the same free capacity (kube-scheduler's "assume").
+	assumed map[string]api.PoolInfo // mu must be held
 }
 
 // New returns a scheduler on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
-	return &Service{bus: b, log: log.With("component", "scheduler"), snapshot: map[string]*api.ClusterInfo{}}
+	return &Service{bus: b, log: log.With("component", "scheduler"), snapshot: map[string]*api.ClusterInfo{}, assumed: map[string]api.PoolInfo{}}
 }
 
 // Start opens the buckets and starts watching.
@@ -127,6 +131,7 @@ func (s *Service) watchClusters(ctx context.Context, loaded func()) {
 				var ci api.ClusterInfo
 				if err := json.Unmarshal(e.Value(), &ci); err == nil {
 					s.snapshot[e.Key()] = &ci
+					delete(s.assumed, e.Key())
 					changed = old == nil || schedulability(old) != schedulability(&ci)
 				}
 			}
@@ -156,12 +161,25 @@ func (s *Service) requeueAll(ctx context.Context) {
 	}
 }
 
-// Snapshot returns the known clusters sorted by name.
+// assumedPool names the synthetic pool that carries assumed usage.
+const assumedPool = "(assumed)"
+
+// Snapshot returns the known clusters sorted by name, with what was placed
+// on them since their last inventory counted as requested.
 func (s *Service) Snapshot() []*api.ClusterInfo {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]*api.ClusterInfo, 0, len(s.snapshot))
-	for _, c := range s.snapshot {
+	for name, c := range s.snapshot {
+		if a, ok := s.assumed[name]; ok {
+			cp := *c
+			cp.Pools = make(map[string]api.PoolInfo, len(c.Pools)+1)
+			for k, v := range c.Pools {
+				cp.Pools[k] = v
+			}
+			cp.Pools[assumedPool] = a
+			c = &cp
+		}
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b *api.ClusterInfo) int {
@@ -219,6 +237,9 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	rev, err := bus.CompareAndSet(ctx, s.placements, key, b, prevRev)
+	if err == nil {
+		s.assume(w, &d)
+	}
 	if errors.Is(err, bus.ErrConflict) {
 		s.queue.Add(key) // another replica decided; look again
 		return nil
@@ -234,6 +255,22 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 	s.emit(ctx, w, event, msg, rev)
 	s.log.Debug("placed", "key", key, "generation", d.Generation, "shards", d.Shards, "unschedulable", d.Unschedulable)
 	return nil
+}
+
+// assume counts a decision's pods as requested until the clusters report them.
+func (s *Service) assume(w *api.Workload, d *api.PlacementDecision) {
+	per := w.Spec.PodTemplate().PodRequests()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sh := range d.Shards {
+		a := s.assumed[sh.Cluster]
+		n := int64(sh.Replicas)
+		a.Requested.MilliCPU += per.MilliCPU * n
+		a.Requested.MemoryBytes += per.MemoryBytes * n
+		a.Requested.GPUs += per.GPUs * n
+		a.RequestedPods += n
+		s.assumed[sh.Cluster] = a
+	}
 }
 
 // stillGood says whether a previous decision stands: same generation,
