@@ -6,6 +6,7 @@ require (
 	atoll.dev/libs/api v0.0.0
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/daemon v0.0.0
+	atoll.dev/libs/events v0.0.0
 	atoll.dev/services/quota v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/fx v1.24.0
@@ -40,6 +41,7 @@ replace (
 	atoll.dev/libs/api => ../../libs/api
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/events => ../../libs/events
 )
 
 replace atoll.dev/services/quota => ../quota

@@ -15,6 +15,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/events"
 )
 
 // Error is an admission failure as data: an HTTP-like status and a body.
@@ -208,14 +209,8 @@ func (s *Service) release(ctx context.Context, w *api.Workload) {
 }
 
 func (s *Service) emit(ctx context.Context, w *api.Workload, event string, rev uint64) {
-	ev := api.WorkloadEvent{
-		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: event,
-		Generation: w.Metadata.Generation, Time: time.Now().UTC(),
-	}
-	b, _ := json.Marshal(ev)
-	subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, event)
-	if _, err := s.bus.Publish(ctx, subj, bus.MsgID(w.Key()+"."+event, rev), b, nil); err != nil {
-		s.log.Warn("publish event", "subject", subj, "err", err)
+	if err := events.Publish(ctx, s.bus, w, event, "", rev); err != nil {
+		s.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
 	}
 }
 

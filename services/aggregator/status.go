@@ -18,6 +18,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/events"
 )
 
 // shardView is what one cluster holds of a workload.
@@ -316,9 +317,9 @@ func (s *Service) writeStatus(ctx context.Context, w *api.Workload, st api.Statu
 	s.written[key] = writtenStatus{rev: rev, body: body, phase: st.Phase}
 	s.mu.Unlock()
 	if ev, ok := phaseEvents[st.Phase]; ok && st.Phase != prev.phase {
-		s.emit(ctx, bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, ev), bus.MsgID(key+"."+ev, rev),
-			api.WorkloadEvent{Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: ev,
-				Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: fmt.Sprintf("%d/%d ready", st.Ready, st.Desired)})
+		if err := events.Publish(ctx, s.bus, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), rev); err != nil {
+			s.log.Warn("publish event", "key", key, "event", ev, "err", err)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ require (
 )
 
 require (
+	atoll.dev/libs/events v0.0.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
@@ -78,6 +79,7 @@ replace (
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/events => ../../libs/events
 	atoll.dev/libs/testenv => ../../libs/testenv
 	atoll.dev/services/admission => ../admission
 	atoll.dev/services/aggregator => ../aggregator

@@ -7,6 +7,7 @@ require (
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/daemon v0.0.0
+	atoll.dev/libs/events v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/fx v1.24.0
 	k8s.io/api v0.36.3
@@ -71,4 +72,5 @@ replace (
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/events => ../../libs/events
 )

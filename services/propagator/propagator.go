@@ -20,6 +20,7 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/events"
 )
 
 // Module is the propagator service for fx; it needs clusters.Members.
@@ -210,14 +211,9 @@ func (s *Service) markApplied(ctx context.Context, key, cluster string, d *desir
 	if len(d.placement.Shards) == 0 {
 		return
 	}
-	w := d.workload
-	b, _ := json.Marshal(api.WorkloadEvent{
-		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: api.EventPropagated,
-		Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: fmt.Sprintf("%d shards applied", len(d.placement.Shards)),
-	})
-	subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, api.EventPropagated)
-	if _, err := s.bus.Publish(ctx, subj, bus.MsgID(key+"."+api.EventPropagated, d.rev), b, nil); err != nil {
-		s.log.Warn("publish event", "subject", subj, "err", err)
+	msg := fmt.Sprintf("%d shards applied", len(d.placement.Shards))
+	if err := events.Publish(ctx, s.bus, d.workload, api.EventPropagated, msg, d.rev); err != nil {
+		s.log.Warn("publish event", "key", key, "err", err)
 	}
 }
 

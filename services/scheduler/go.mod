@@ -6,6 +6,8 @@ require (
 	atoll.dev/libs/api v0.0.0
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/daemon v0.0.0
+	atoll.dev/libs/events v0.0.0
+	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/fx v1.24.0
 )
@@ -39,4 +41,5 @@ replace (
 	atoll.dev/libs/api => ../../libs/api
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/events => ../../libs/events
 )

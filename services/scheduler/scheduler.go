@@ -21,6 +21,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/events"
 	"atoll.dev/services/scheduler/framework"
 	"atoll.dev/services/scheduler/plugins/health"
 )
@@ -46,10 +47,10 @@ type Service struct {
 	bus *bus.Bus
 	log *slog.Logger
 
-	workloads, placements, clusters jetstream.KeyValue
-	queue                           *bus.Queue
-	cancel                          context.CancelFunc
-	wg                              sync.WaitGroup
+	workloads, placements, clusters, status jetstream.KeyValue
+	queue                                   *bus.Queue
+	cancel                                  context.CancelFunc
+	wg                                      sync.WaitGroup
 
 	mu       sync.RWMutex
 	snapshot map[string]*api.ClusterInfo // mu must be held
@@ -70,7 +71,7 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, kv := range []struct {
 		dst  *jetstream.KeyValue
 		name string
-	}{{&s.workloads, bus.BucketWorkloads}, {&s.placements, bus.BucketPlacements}, {&s.clusters, bus.BucketClusters}} {
+	}{{&s.workloads, bus.BucketWorkloads}, {&s.placements, bus.BucketPlacements}, {&s.clusters, bus.BucketClusters}, {&s.status, bus.BucketStatus}} {
 		if *kv.dst, err = s.bus.KV(ctx, kv.name); err != nil {
 			return err
 		}
@@ -222,7 +223,7 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 		return fmt.Errorf("read placement %s: %w", key, err)
 	}
 	snap := s.Snapshot()
-	if prev != nil && s.stillGood(prev, w, snap) {
+	if prev != nil && (s.stillGood(prev, w, snap) || s.finished(ctx, key, w)) {
 		return nil
 	}
 	d := Decide(w, snap, time.Now().UTC())
@@ -273,6 +274,23 @@ func (s *Service) assume(w *api.Workload, d *api.PlacementDecision) {
 	}
 }
 
+// finished says whether a run-to-completion workload of this generation
+// is done: its placement stays, so a lost cluster does not re-run it.
+func (s *Service) finished(ctx context.Context, key string, w *api.Workload) bool {
+	if w.Kind == api.KindApp {
+		return false
+	}
+	e, err := s.status.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	var st api.Status
+	if json.Unmarshal(e.Value(), &st) != nil || st.Generation != w.Metadata.Generation {
+		return false
+	}
+	return st.Phase == api.PhaseSucceeded || st.Phase == api.PhaseFailed
+}
+
 // stillGood says whether a previous decision stands: same generation,
 // placed, and every shard's cluster still healthy.
 func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap []*api.ClusterInfo) bool {
@@ -297,12 +315,7 @@ func sameDecision(a, b *api.PlacementDecision) bool {
 }
 
 func (s *Service) emit(ctx context.Context, w *api.Workload, event, msg string, rev uint64) {
-	b, _ := json.Marshal(api.WorkloadEvent{
-		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: event,
-		Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: msg,
-	})
-	subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, event)
-	if _, err := s.bus.Publish(ctx, subj, bus.MsgID(w.Key()+"."+event, rev), b, nil); err != nil {
-		s.log.Warn("publish event", "subject", subj, "err", err)
+	if err := events.Publish(ctx, s.bus, w, event, msg, rev); err != nil {
+		s.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
 	}
 }

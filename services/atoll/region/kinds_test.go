@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"atoll.dev/libs/api"
@@ -53,10 +54,12 @@ func TestJobSetSplitsIndexRangesAndSucceeds(t *testing.T) {
 	// Each cluster's Indexed Job is told its range.
 	for _, sh := range p.Shards {
 		c := reg.Env.Cluster(sh.Cluster)
-		j, err := c.Client.BatchV1().Jobs(api.Namespace("batch")).Get(ctx, "render", metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", sh.Cluster, err)
-		}
+		var j *batchv1.Job
+		waitFor(t, 30*time.Second, func() error {
+			var err error
+			j, err = c.Client.BatchV1().Jobs(api.Namespace("batch")).Get(ctx, "render", metav1.GetOptions{})
+			return err
+		})
 		if got, want := j.Annotations[api.AnnoIndexRange], fmt.Sprintf("%d-%d", sh.IndexStart, sh.IndexEnd-1); got != want {
 			t.Errorf("%s: index range %q, want %q", sh.Cluster, got, want)
 		}

@@ -1,0 +1,81 @@
+// Package events publishes workload domain events on
+// atoll.evt.<project>.<kind>.<name>.<event>, in the order a workload lives
+// them. Services react to state (Key-Value watches), not to each other's
+// events, so a service may be ready to announce a step before the previous
+// step's service has announced its own; Publish waits, briefly and
+// boundedly, for the predecessor event of the same generation.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+)
+
+// predecessors lists, per event, the events one of which must come first.
+var predecessors = map[string][]string{
+	api.EventScheduled:     {api.EventAdmitted, api.EventUpdated},
+	api.EventUnschedulable: {api.EventAdmitted, api.EventUpdated},
+	api.EventPropagated:    {api.EventScheduled},
+	api.EventRunning:       {api.EventPropagated},
+	api.EventProgressing:   {api.EventPropagated},
+	api.EventSucceeded:     {api.EventPropagated},
+	api.EventFailed:        {api.EventPropagated},
+}
+
+// MaxWait bounds the wait for a predecessor. Past it the event is published
+// anyway: the predecessor's service may have died before announcing.
+var MaxWait = 2 * time.Second
+
+// Publish announces event for w with idempotency key <key>.<event>@rev.
+func Publish(ctx context.Context, b *bus.Bus, w *api.Workload, event, message string, rev uint64) error {
+	awaitPredecessor(ctx, b, w, event)
+	body, err := json.Marshal(api.WorkloadEvent{
+		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: event,
+		Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: message,
+	})
+	if err != nil {
+		return err
+	}
+	subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, event)
+	if _, err := b.Publish(ctx, subj, bus.MsgID(w.Key()+"."+event, rev), body, nil); err != nil {
+		return fmt.Errorf("publish %s: %w", subj, err)
+	}
+	return nil
+}
+
+func awaitPredecessor(ctx context.Context, b *bus.Bus, w *api.Workload, event string) {
+	preds := predecessors[event]
+	if len(preds) == 0 {
+		return
+	}
+	stream, err := b.JS.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(MaxWait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		for _, p := range preds {
+			subj := bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, p)
+			m, err := stream.GetLastMsgForSubject(ctx, subj)
+			if errors.Is(err, jetstream.ErrMsgNotFound) || err != nil {
+				continue
+			}
+			var ev api.WorkloadEvent
+			if json.Unmarshal(m.Data, &ev) == nil && ev.Generation >= w.Metadata.Generation {
+				return
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(delay)
+	}
+}
