@@ -60,3 +60,11 @@ clean-clusters: ## delete member clusters left behind by killed runs
 
 clean: clean-clusters ## remove build outputs (keeps the cached toolchain in bin/)
 	@rm -f coverage.out
+
+.PHONY: run atoll
+atoll: deps ## build the atoll command into bin/atoll
+	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll ./cmd/atoll
+
+run: tools atoll ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
+	@./hack/sweep-clusters.sh
+	@bin/atoll dev $(RUN_FLAGS)

@@ -30,6 +30,8 @@ type Config struct {
 	// Listen, when true, lets the embedded server also accept TCP clients on
 	// a random loopback port (ClientURL reports it); otherwise it is in-process only.
 	Listen bool
+	// Port fixes the embedded server's client port when Listen is set (0: random).
+	Port int
 	// Replicas is the replication factor for streams and buckets (default 1).
 	Replicas int
 	// CredsFile authenticates a remote connection, when set.
@@ -76,7 +78,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		if cfg.StoreDir == "" {
 			return nil, errors.New("open bus: embedded server needs a StoreDir")
 		}
-		srv, err := StartServer(ServerOptions{StoreDir: cfg.StoreDir, Listen: cfg.Listen})
+		srv, err := StartServer(ServerOptions{StoreDir: cfg.StoreDir, Listen: cfg.Listen, Port: cfg.Port})
 		if err != nil {
 			return nil, err
 		}

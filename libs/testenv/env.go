@@ -46,6 +46,9 @@ type Options struct {
 	KeepQPSLimits bool
 	// Logger receives progress; slog.Default() when nil.
 	Logger *slog.Logger
+	// OwnSignals says the caller tears the environment down on SIGINT and
+	// SIGTERM itself; otherwise testenv does, then lets the signal kill the process.
+	OwnSignals bool
 }
 
 // ClusterSpec describes one member cluster to start.
@@ -100,7 +103,7 @@ func Start(ctx context.Context, opts Options, specs ...ClusterSpec) (*Env, error
 			env:    e,
 		})
 	}
-	register(e)
+	register(e, !opts.OwnSignals)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range e.Clusters {
 		g.Go(func() error { return c.create(gctx) })
@@ -308,10 +311,13 @@ var (
 	deadline = 60 * time.Second
 )
 
-func register(e *Env) {
+func register(e *Env, handleSignals bool) {
 	liveMu.Lock()
 	live[e] = true
 	liveMu.Unlock()
+	if !handleSignals {
+		return
+	}
 	sigOnce.Do(func() {
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)

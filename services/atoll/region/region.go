@@ -54,8 +54,12 @@ type Options struct {
 	GPUZones []string
 	// Listen exposes the embedded NATS on a loopback TCP port.
 	Listen bool
+	// Port is that port (0: random).
+	Port int
 	// Logger receives everything; slog.Default() when nil.
 	Logger *slog.Logger
+	// OwnSignals says the caller stops the region on SIGINT and SIGTERM.
+	OwnSignals bool
 }
 
 // Region is a running region.
@@ -88,13 +92,13 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	}
 	r := &Region{log: o.Logger, apps: map[string]*fx.App{}}
 	start := time.Now()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: filepath.Join(o.Dir, "jetstream"), Listen: o.Listen, Name: "atoll-region", Logger: o.Logger})
+	b, err := bus.Open(ctx, bus.Config{StoreDir: filepath.Join(o.Dir, "jetstream"), Listen: o.Listen, Port: o.Port, Name: "atoll-region", Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
 	r.Bus = b
 	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger}, testenv.Zones(o.Zones...)...)
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals}, testenv.Zones(o.Zones...)...)
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"atoll.dev/services/atoll/region"
+)
+
+func devCmd() *cobra.Command {
+	var (
+		zones, gpuZones string
+		nodes, port     int
+		dir, logLevel   string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a whole region in this process: embedded NATS, local member clusters, every service",
+		Long: `dev starts an embedded NATS JetStream server, one local Kubernetes member
+cluster per zone (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and KWOK nodes, from the binaries 'make tools' builds), and
+every Atoll service. Ctrl-C stops everything and leaves nothing running.`,
+		Example: `  atoll dev --zones a,b,c --nodes 10 --gpu-zones b
+  atoll apply -f deploy/examples/app.yaml`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if dir == "" {
+				d, err := os.MkdirTemp("", "atoll-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			ctx := cmd.Context()
+			fmt.Fprintf(cmd.ErrOrStderr(), "starting region: zones %s, %d nodes each, state in %s\n", zones, nodes, dir)
+			r, err := region.Start(ctx, region.Options{
+				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
+				Listen: true, Port: port, Logger: log, OwnSignals: true,
+			})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "\nAtoll region running.\n  NATS:      %s\n  clusters:  %s\n", r.Bus.ClientURL(), r.ClustersFile)
+			for _, c := range r.Env.Clusters {
+				fmt.Fprintf(out, "  %-10s kubeconfig %s\n", c.Name+":", c.Kubeconfig)
+			}
+			fmt.Fprintf(out, "\nSubmit a workload:  atoll apply -f deploy/examples/app.yaml\nWatch it:           atoll get app web -p demo\nStop:               Ctrl-C\n")
+			<-ctx.Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "\nstopping region...")
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := r.Stop(sctx); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "region stopped; member clusters removed")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&zones, "zones", "a,b,c", "zones, one member cluster each")
+	f.IntVar(&nodes, "nodes", 10, "simulated nodes per zone (16 CPU, 64 GiB each)")
+	f.StringVar(&gpuZones, "gpu-zones", "", "zones that also get 2 GPU nodes (8 x a100 each)")
+	f.IntVar(&port, "nats-port", 4222, "loopback port of the embedded NATS server")
+	f.StringVar(&dir, "dir", "", "state directory (default: a temporary one, removed on exit)")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
