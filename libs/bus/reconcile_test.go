@@ -93,3 +93,39 @@ func TestWatchKeysFeedsCurrentAndNewKeys(t *testing.T) {
 		t.Fatalf("key %q, want the deleted p.app.old", k)
 	}
 }
+
+func TestMirrorFollowsTheBucket(t *testing.T) {
+	b := openBus(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, _ := b.KV(ctx, bus.BucketPlacements)
+	if _, err := kv.Put(ctx, "p.app.a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan string, 10)
+	m, err := b.Mirror(ctx, bus.BucketPlacements, func(k string) { changed <- k })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-m.Ready()
+	if e, ok := m.Get("p.app.a"); !ok || string(e.Value) != "1" {
+		t.Fatalf("existing key: %q %v", e.Value, ok)
+	}
+	rev, _ := kv.Put(ctx, "p.app.a", []byte("2"))
+	_ = kv.Delete(ctx, "p.app.gone")
+	checkFor(t, 2*time.Second, 10*time.Millisecond, func() error {
+		if e, _ := m.Get("p.app.a"); e.Revision != rev || string(e.Value) != "2" {
+			return fmt.Errorf("mirror has %q@%d", e.Value, e.Revision)
+		}
+		return nil
+	})
+	if err := kv.Delete(ctx, "p.app.a"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 2*time.Second, 10*time.Millisecond, func() error {
+		if _, ok := m.Get("p.app.a"); ok || m.Len() != 0 {
+			return errors.New("deleted key still mirrored")
+		}
+		return nil
+	})
+}

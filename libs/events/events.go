@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,7 +57,7 @@ func awaitPredecessor(ctx context.Context, b *bus.Bus, w *api.Workload, event st
 	if len(preds) == 0 {
 		return
 	}
-	stream, err := b.JS.Stream(ctx, bus.StreamEvents)
+	stream, err := eventStream(ctx, b)
 	if err != nil {
 		return
 	}
@@ -78,4 +79,20 @@ func awaitPredecessor(ctx context.Context, b *bus.Bus, w *api.Workload, event st
 		}
 		time.Sleep(delay)
 	}
+}
+
+// streams caches the events stream handle per bus: looking it up is a
+// stream-info request, too dear to make for every event.
+var streams sync.Map // *bus.Bus -> jetstream.Stream
+
+func eventStream(ctx context.Context, b *bus.Bus) (jetstream.Stream, error) {
+	if s, ok := streams.Load(b); ok {
+		return s.(jetstream.Stream), nil
+	}
+	s, err := b.JS.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		return nil, err
+	}
+	streams.Store(b, s)
+	return s, nil
 }

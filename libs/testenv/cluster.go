@@ -70,11 +70,15 @@ func (c *Cluster) create(ctx context.Context) error {
 	if !o.KeepQPSLimits {
 		args = append(args, "--disable-qps-limits")
 	}
+	tuning, err := o.tuningFile()
+	if err != nil {
+		return err
+	}
+	args = append(args, "--config", tuning)
 	for _, f := range c.spec.ConfigFiles {
 		args = append(args, "--config", f)
 	}
 	log.Info("creating member cluster", "kwok", c.kwokID)
-	var err error
 	// Ports are picked free by kwokctl; a parallel run can grab one between
 	// pick and bind, so a failed create is retried once from scratch.
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -226,4 +230,35 @@ func (o *Options) createLocked(ctx context.Context, args ...string) ([]byte, err
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return o.kwokctl(ctx, args...)
+}
+
+// tuning trades the member clusters' durability for speed, as fits
+// throwaway test clusters on a small machine: etcd does not fsync, and the
+// Go components collect garbage less often.
+const tuning = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: etcd
+  extraArgs:
+  - key: unsafe-no-fsync
+    value: "true"
+  extraEnvs:
+  - name: GOGC
+    value: "400"
+- name: kube-apiserver
+  extraEnvs:
+  - name: GOGC
+    value: "400"
+`
+
+func (o *Options) tuningFile() (string, error) {
+	p := filepath.Join(o.WorkDir, "tuning.yaml")
+	if b, err := os.ReadFile(p); err == nil && string(b) == tuning {
+		return p, nil
+	}
+	tmp := p + fmt.Sprintf(".%d", os.Getpid())
+	if err := os.WriteFile(tmp, []byte(tuning), 0o644); err != nil {
+		return "", err
+	}
+	return p, os.Rename(tmp, p)
 }

@@ -49,8 +49,9 @@ type Service struct {
 	members clusters.Members
 	watches map[string]*watch
 
-	workloads, placements, status, clusterKV jetstream.KeyValue
-	queue                                    *bus.Queue
+	status, clusterKV     jetstream.KeyValue
+	workloads, placements *bus.Mirror
+	queue                 *bus.Queue
 	cancel                                   context.CancelFunc
 	wg                                       sync.WaitGroup
 
@@ -86,7 +87,7 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, kv := range []struct {
 		dst  *jetstream.KeyValue
 		name string
-	}{{&s.workloads, bus.BucketWorkloads}, {&s.placements, bus.BucketPlacements}, {&s.status, bus.BucketStatus}, {&s.clusterKV, bus.BucketClusters}} {
+	}{{&s.status, bus.BucketStatus}, {&s.clusterKV, bus.BucketClusters}} {
 		var err error
 		if *kv.dst, err = s.bus.KV(ctx, kv.name); err != nil {
 			return err
@@ -98,8 +99,16 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, w := range s.watches {
 		s.goRun(func() { w.run(rctx) })
 	}
-	s.goRun(func() { _ = s.bus.WatchKeys(rctx, bus.BucketWorkloads, Resync, s.queue, nil) })
-	s.goRun(func() { _ = s.bus.WatchKeys(rctx, bus.BucketPlacements, 0, s.queue, nil) })
+	var err error
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.queue.Add); err != nil {
+		cancel()
+		return err
+	}
+	if s.placements, err = s.bus.Mirror(rctx, bus.BucketPlacements, s.queue.Add); err != nil {
+		cancel()
+		return err
+	}
+	s.goRun(func() { s.resync(rctx) })
 	s.goRun(func() { s.queue.Run(rctx, StatusWorkers, s.log, s.fold) })
 	return nil
 }
@@ -109,6 +118,23 @@ func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
+	}
+}
+
+// resync refolds every workload now and then, so a missed change costs
+// latency, never correctness.
+func (s *Service) resync(ctx context.Context) {
+	t := time.NewTicker(Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, k := range s.workloads.Keys() {
+				s.queue.Add(k)
+			}
+		}
 	}
 }
 

@@ -48,21 +48,17 @@ func (s *Service) fold(ctx context.Context, key string) error {
 		return nil
 	}
 	var w *api.Workload
-	if e, err := s.workloads.Get(ctx, key); err == nil {
-		if w, err = api.Decode(e.Value()); err != nil {
+	if e, ok := s.workloads.Get(key); ok {
+		if w, err = api.Decode(e.Value); err != nil {
 			return nil
 		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("read workload %s: %w", key, err)
 	}
 	var p *api.PlacementDecision
-	if e, err := s.placements.Get(ctx, key); err == nil {
+	if e, ok := s.placements.Get(key); ok {
 		p = &api.PlacementDecision{}
-		if json.Unmarshal(e.Value(), p) != nil {
+		if json.Unmarshal(e.Value, p) != nil {
 			p = nil
 		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("read placement %s: %w", key, err)
 	}
 	if w == nil {
 		return s.forgetStatus(ctx, key, project, kind, name)

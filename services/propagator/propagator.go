@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
@@ -55,7 +54,7 @@ type Service struct {
 	members  clusters.Members
 	breakers *bus.BreakerSet[struct{}]
 
-	workloads, placements jetstream.KeyValue
+	workloads, placements *bus.Mirror
 	top                   *bus.Queue
 	targets               map[string]*target
 	cancel                context.CancelFunc
@@ -87,20 +86,29 @@ func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, erro
 
 // Start begins watching placements and applying shards.
 func (s *Service) Start(ctx context.Context) error {
-	var err error
-	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
-		return err
-	}
-	if s.placements, err = s.bus.KV(ctx, bus.BucketPlacements); err != nil {
-		return err
-	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.top = bus.NewQueue()
+	var err error
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, nil); err != nil {
+		cancel()
+		return err
+	}
+	// The workload mirror must be current before placements are acted on.
+	select {
+	case <-s.workloads.Ready():
+	case <-ctx.Done():
+		cancel()
+		return ctx.Err()
+	}
+	if s.placements, err = s.bus.Mirror(rctx, bus.BucketPlacements, s.top.Add); err != nil {
+		cancel()
+		return err
+	}
 	for _, t := range s.targets {
 		s.goRun(func() { t.run(rctx) })
 	}
-	s.goRun(func() { _ = s.bus.WatchKeys(rctx, bus.BucketPlacements, Resync, s.top, nil) })
+	s.goRun(func() { s.resync(rctx) })
 	s.goRun(func() { s.top.Run(rctx, 4, s.log, s.reconcile) })
 	return nil
 }
@@ -113,6 +121,22 @@ func (s *Service) Stop() {
 	}
 }
 
+// resync re-reads every placement now and then.
+func (s *Service) resync(ctx context.Context) {
+	t := time.NewTicker(Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, k := range s.placements.Keys() {
+				s.top.Add(k)
+			}
+		}
+	}
+}
+
 func (s *Service) goRun(fn func()) {
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); fn() }()
@@ -122,37 +146,34 @@ func (s *Service) goRun(fn func()) {
 // every cluster that must act: those with a shard, and those holding one.
 func (s *Service) reconcile(ctx context.Context, key string) error {
 	d := &desired{applied: map[string]bool{}}
-	pe, err := s.placements.Get(ctx, key)
-	switch {
-	case err == nil:
+	if pe, ok := s.placements.Get(key); ok {
 		var p api.PlacementDecision
-		if err := json.Unmarshal(pe.Value(), &p); err != nil {
+		if err := json.Unmarshal(pe.Value, &p); err != nil {
 			s.log.Error("undecodable placement", "key", key, "err", err)
 			return nil
 		}
-		d.placement, d.rev = &p, pe.Revision()
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return fmt.Errorf("read placement %s: %w", key, err)
+		d.placement, d.rev = &p, pe.Revision
 	}
 	if d.placement != nil {
-		we, err := s.workloads.Get(ctx, key)
-		switch {
-		case err == nil:
-			w, err := api.Decode(we.Value())
-			if err != nil {
-				s.log.Error("undecodable workload", "key", key, "err", err)
-				return nil
-			}
-			// A placement made for an older generation waits for the scheduler.
-			if w.Metadata.Generation != d.placement.Generation {
-				return nil
-			}
-			d.workload = w
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			d.placement = nil // the workload is gone; its placement follows
-		default:
-			return fmt.Errorf("read workload %s: %w", key, err)
+		we, ok := s.workloads.Get(key)
+		if !ok {
+			// The mirror may lag the placement by a moment; a placement whose
+			// workload is really gone is deleted by the scheduler, which
+			// brings the key back here.
+			s.top.AddAfter(key, 100*time.Millisecond)
+			return nil
 		}
+		w, err := api.Decode(we.Value)
+		if err != nil {
+			s.log.Error("undecodable workload", "key", key, "err", err)
+			return nil
+		}
+		// A placement made for an older generation waits for the scheduler.
+		if w.Metadata.Generation != d.placement.Generation {
+			s.top.AddAfter(key, 100*time.Millisecond)
+			return nil
+		}
+		d.workload = w
 	}
 	s.mu.Lock()
 	if old, ok := s.state[key]; ok && old.rev == d.rev && d.rev != 0 {

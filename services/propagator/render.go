@@ -1,6 +1,7 @@
 package propagator
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
@@ -28,6 +30,8 @@ type renderer struct {
 	render func(w *api.Workload, sh api.Shard) object
 	// resource is what the kind becomes, deleted when the shard goes.
 	resource schema.GroupVersionResource
+	// create writes a new object with the typed client (protobuf on the wire).
+	create func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
 }
 
 var (
@@ -37,9 +41,21 @@ var (
 )
 
 var renderers = map[string]renderer{
-	api.KindApp:    {render: renderApp, resource: deployments},
-	api.KindJobSet: {render: renderJobSet, resource: jobs},
-	api.KindPod:    {render: renderPod, resource: pods},
+	api.KindApp: {render: renderApp, resource: deployments,
+		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, obj.(*appsv1.Deployment), o)
+			return err
+		}},
+	api.KindJobSet: {render: renderJobSet, resource: jobs,
+		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+			_, err := cs.BatchV1().Jobs(ns).Create(ctx, obj.(*batchv1.Job), o)
+			return err
+		}},
+	api.KindPod: {render: renderPod, resource: pods,
+		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+			_, err := cs.CoreV1().Pods(ns).Create(ctx, obj.(*corev1.Pod), o)
+			return err
+		}},
 }
 
 // Labels identify the platform's objects; the aggregator finds them by these.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
@@ -26,6 +28,7 @@ type target struct {
 	s     *Service
 	name  string
 	dyn   dynamic.Interface
+	cs    kubernetes.Interface // protobuf on the wire
 	queue *bus.Queue
 	log   *slog.Logger
 
@@ -45,8 +48,15 @@ func newTarget(s *Service, m clusters.Member) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
 	return &target{
-		s: s, name: m.Name, dyn: dyn, queue: bus.NewQueue(), log: s.log.With("cluster", m.Name),
+		s: s, name: m.Name, dyn: dyn, cs: cs, queue: bus.NewQueue(), log: s.log.With("cluster", m.Name),
 		held: map[string]bool{}, namespaces: map[string]bool{},
 	}, nil
 }
@@ -143,7 +153,7 @@ func (t *target) reconcile(ctx context.Context, key string) error {
 	}
 	r := renderers[w.Kind]
 	obj := r.render(w, *sh)
-	if err := t.apply(ctx, obj, api.Namespace(w.Metadata.Project)); err != nil {
+	if err := t.createOrApply(ctx, key, r.create, obj, api.Namespace(w.Metadata.Project)); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -152,6 +162,27 @@ func (t *target) reconcile(ctx context.Context, key string) error {
 	t.s.markApplied(ctx, key, t.name, d)
 	return nil
 }
+
+// createOrApply creates a shard this cluster does not hold yet (one write,
+// cheaper for the API server than a first server-side apply) and applies
+// it with server-side apply otherwise, or when it turns out to exist.
+func (t *target) createOrApply(ctx context.Context, key string, create createFunc, o object, ns string) error {
+	if t.holds(key) {
+		return t.apply(ctx, o, ns)
+	}
+	err := t.call(func() error {
+		return create(ctx, t.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
+	})
+	if apierrors.IsAlreadyExists(err) {
+		return t.apply(ctx, o, ns)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+	}
+	return nil
+}
+
+type createFunc func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
 
 func (t *target) apply(ctx context.Context, o object, ns string) error {
 	body, err := json.Marshal(o.obj)

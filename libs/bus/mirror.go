@@ -1,0 +1,112 @@
+package bus
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Mirror keeps the latest value of every key of a bucket in memory, fed by
+// a watch. Reads never leave the process; they lag the bucket by the
+// watch's delivery time (milliseconds on a healthy bus).
+type Mirror struct {
+	mu      sync.RWMutex
+	entries map[string]MirrorEntry // mu must be held
+	ready   chan struct{}
+}
+
+// MirrorEntry is one key's latest value and revision.
+type MirrorEntry struct {
+	Value    []byte
+	Revision uint64
+}
+
+// Mirror starts mirroring bucket until ctx is done; onChange, if set, is
+// called after each key changes (deletes included).
+func (b *Bus) Mirror(ctx context.Context, bucket string, onChange func(key string)) (*Mirror, error) {
+	kv, err := b.KV(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mirror{entries: map[string]MirrorEntry{}, ready: make(chan struct{})}
+	go m.run(ctx, kv, onChange, b)
+	return m, nil
+}
+
+func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, onChange func(string), b *Bus) {
+	var readyOnce sync.Once
+	for ctx.Err() == nil {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		replay := map[string]bool{} // keys seen before the watch caught up; nil after
+		for e := range w.Updates() {
+			if e == nil {
+				// Keys deleted while the watch was down are gone from the replay.
+				m.mu.Lock()
+				for k := range m.entries {
+					if !replay[k] {
+						delete(m.entries, k)
+					}
+				}
+				m.mu.Unlock()
+				replay = nil
+				readyOnce.Do(func() { close(m.ready) })
+				continue
+			}
+			if replay != nil {
+				replay[e.Key()] = true
+			}
+			m.mu.Lock()
+			if e.Operation() == jetstream.KeyValuePut {
+				m.entries[e.Key()] = MirrorEntry{Value: e.Value(), Revision: e.Revision()}
+			} else {
+				delete(m.entries, e.Key())
+			}
+			m.mu.Unlock()
+			if onChange != nil {
+				onChange(e.Key())
+			}
+		}
+		_ = w.Stop()
+		if ctx.Err() == nil {
+			b.log.Warn("mirror watch ended, re-establishing")
+		}
+	}
+}
+
+// Ready is closed once the mirror holds every key that existed when it started.
+func (m *Mirror) Ready() <-chan struct{} { return m.ready }
+
+// Get returns a key's latest value.
+func (m *Mirror) Get(key string) (MirrorEntry, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.entries[key]
+	return e, ok
+}
+
+// Keys returns every key.
+func (m *Mirror) Keys() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.entries))
+	for k := range m.entries {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Len is the number of keys.
+func (m *Mirror) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.entries)
+}

@@ -1,0 +1,356 @@
+// Package bench measures the federation pipeline against the member
+// clusters themselves: the same Deployments applied by Atoll and directly
+// with client-go, interleaved in one run on the same clusters.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/region"
+)
+
+// Parameters, overridable from the environment for quicker runs.
+var (
+	apps     = envInt("ATOLL_BENCH_APPS", 500)
+	perMin   = envInt("ATOLL_BENCH_RATE", 1000) // apps per minute, each path
+	nodes    = envInt("ATOLL_BENCH_NODES", 50)
+	replicas = 3
+	// onlyPath runs one path alone ("atoll" or "direct"), for diagnosis.
+	onlyPath = os.Getenv("ATOLL_BENCH_ONLY")
+)
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+const (
+	project  = "bench"
+	directNS = "direct"
+)
+
+// tracker records when each app's pods are all Running.
+type tracker struct {
+	mu      sync.Mutex
+	running map[string]map[string]bool // app -> running pod UIDs
+	done    map[string]time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{running: map[string]map[string]bool{}, done: map[string]time.Time{}}
+}
+
+func (t *tracker) observe(app string, p *corev1.Pod) {
+	if app == "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running[app] == nil {
+		t.running[app] = map[string]bool{}
+	}
+	t.running[app][string(p.UID)] = true
+	if len(t.running[app]) >= replicas {
+		if _, ok := t.done[app]; !ok {
+			t.done[app] = now
+		}
+	}
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.done)
+}
+
+func (t *tracker) at(app string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.done[app]
+	return v, ok
+}
+
+func directDeployment(name string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: directNS, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "nginx:1.27",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": mustQ("100m"), "memory": mustQ("64Mi")}},
+				}}},
+			},
+		},
+	}
+}
+
+func appDoc(name string) []byte {
+	return []byte(fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":%q},
+"spec":{"replicas":%d,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}}`,
+		project, name, replicas))
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// BenchmarkPipeline submits apps Apps of 3 replicas through Atoll and, in
+// the same run, the same 3 Deployments of 1 replica per app (one per
+// cluster, what Atoll produces) directly with client-go, interleaved at the
+// same rate. It reports submit-to-propagated and submit-to-all-Pods-Running
+// P50 and P99, and Running's ratio against the direct baseline.
+func BenchmarkPipeline(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs member clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Stop(context.Background())
+	cl := busclient.New(reg.Bus)
+
+	atollT, directT := newTracker(), newTracker()
+	for _, c := range reg.Env.Clusters {
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: directNS}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		f := informers.NewSharedInformerFactory(c.Client, 0)
+		inf := f.Core().V1().Pods().Informer()
+		handle := func(o any) {
+			p, ok := o.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			switch p.Namespace {
+			case api.Namespace(project):
+				atollT.observe(p.Labels[api.LabelWorkload], p)
+			case directNS:
+				directT.observe(p.Labels["app"], p)
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: handle, UpdateFunc: func(_, o any) { handle(o) }})
+		f.Start(ctx.Done())
+		f.WaitForCacheSync(ctx.Done())
+	}
+	// Namespaces and service accounts must exist before the clock starts.
+	for _, c := range reg.Env.Clusters {
+		waitSA(ctx, b, c.Client.CoreV1().ServiceAccounts(directNS))
+	}
+
+	var pmu sync.Mutex
+	seen := map[string]map[string]time.Time{} // event -> app -> first arrival
+	sub, err := reg.Bus.NC.Subscribe(bus.EventSubject(project, api.KindApp, "*", "*"), func(m *nats.Msg) {
+		now := time.Now()
+		parts := strings.Split(m.Subject, ".")
+		name, ev := parts[4], parts[5]
+		pmu.Lock()
+		if seen[ev] == nil {
+			seen[ev] = map[string]time.Time{}
+		}
+		if _, ok := seen[ev][name]; !ok {
+			seen[ev][name] = now
+		}
+		pmu.Unlock()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	// Warm the Atoll path (namespace creation, service account) outside the clock.
+	if _, err := cl.Submit(ctx, appDoc("warmup")); err != nil {
+		b.Fatal(err)
+	}
+	for atollT.count() < 1 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	b.ResetTimer()
+	interval := time.Minute / time.Duration(perMin)
+	names := make([]string, apps)
+	for i := range names {
+		names[i] = fmt.Sprintf("app-%04d", i)
+	}
+	// Phase 1, the baseline: per app, what Atoll would create (one
+	// 1-replica Deployment in each cluster), straight through client-go.
+	directStart, directRate := map[string]time.Time{}, 0.0
+	if onlyPath != "atoll" {
+		directStart, directRate = offer(b, names, interval, func(ctx context.Context, name string) error {
+			var wg sync.WaitGroup
+			errs := make([]error, len(reg.Env.Clusters))
+			for i, c := range reg.Env.Clusters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = c.Client.AppsV1().Deployments(directNS).Create(ctx, directDeployment(name), metav1.CreateOptions{})
+				}()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		})
+		waitDone(b, directT, apps)
+		// Clean the clusters so the second phase starts from the same state.
+		for _, c := range reg.Env.Clusters {
+			if err := c.Client.AppsV1().Deployments(directNS).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, c := range reg.Env.Clusters {
+			for ctx.Err() == nil {
+				pods, err := c.Client.CoreV1().Pods(directNS).List(ctx, metav1.ListOptions{})
+				if err == nil && len(pods.Items) == 0 {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+	}
+	// Phase 2: the same apps through Atoll, at the same rate.
+	submitted, atollRate := map[string]time.Time{}, 0.0
+	if onlyPath != "direct" {
+		submitted, atollRate = offer(b, names, interval, func(ctx context.Context, name string) error {
+			_, err := cl.Submit(ctx, appDoc(name))
+			return err
+		})
+		waitDone(b, atollT, apps+1)
+	}
+	b.StopTimer()
+
+	var toProp, toRunning, direct []time.Duration
+	var stages [3][]time.Duration // submit->admitted, ->scheduled, ->propagated
+	missing := 0
+	for _, name := range names {
+		t0 := submitted[name]
+		pmu.Lock()
+		tp, okp := seen[api.EventPropagated][name]
+		if ta, ok := seen[api.EventAdmitted][name]; ok && okp {
+			if ts, ok := seen[api.EventScheduled][name]; ok {
+				stages[0] = append(stages[0], ta.Sub(t0))
+				stages[1] = append(stages[1], ts.Sub(ta))
+				stages[2] = append(stages[2], tp.Sub(ts))
+			}
+		}
+		pmu.Unlock()
+		tr, okr := atollT.at(name)
+		td, okd := directT.at(name)
+		if onlyPath != "direct" && (!okp || !okr) || onlyPath != "atoll" && !okd {
+			missing++
+			continue
+		}
+		if onlyPath != "direct" {
+			toProp = append(toProp, tp.Sub(t0))
+			toRunning = append(toRunning, tr.Sub(t0))
+		}
+		if onlyPath != "atoll" {
+			direct = append(direct, td.Sub(directStart[name]))
+		}
+	}
+	if missing > 0 {
+		b.Errorf("%d of %d apps did not finish on both paths", missing, apps)
+	}
+	p50, p99 := percentile(toRunning, .50), percentile(toRunning, .99)
+	d50, d99 := percentile(direct, .50), percentile(direct, .99)
+	q50, q99 := percentile(toProp, .50), percentile(toProp, .99)
+	fmt.Printf("\npipeline: %d Apps x %d replicas over %d clusters x %d nodes; direct phase %.0f Apps/min (%d Deployments), then Atoll phase %.0f Apps/min, same clusters\n",
+		apps, replicas, len(reg.Env.Clusters), nodes, directRate, apps*len(reg.Env.Clusters), atollRate)
+	fmt.Printf("  %-34s %10s %10s\n", "", "P50", "P99")
+	fmt.Printf("  %-34s %10v %10v\n", "Atoll submit -> propagated", q50.Round(time.Millisecond), q99.Round(time.Millisecond))
+	fmt.Printf("  %-34s %10v %10v\n", "Atoll submit -> all Pods Running", p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+	fmt.Printf("  %-34s %10v %10v\n", "direct client-go -> all Running", d50.Round(time.Millisecond), d99.Round(time.Millisecond))
+	fmt.Printf("  %-34s %10.2f %10.2f\n", "ratio Atoll / direct (Running)", ratio(p50, d50), ratio(p99, d99))
+	for i, stage := range []string{"  stage: submit -> admitted", "  stage: admitted -> scheduled", "  stage: scheduled -> propagated"} {
+		fmt.Printf("  %-34s %10v %10v\n", stage, percentile(stages[i], .5).Round(time.Millisecond), percentile(stages[i], .99).Round(time.Millisecond))
+	}
+	b.ReportMetric(float64(q99.Milliseconds()), "propagated-p99-ms")
+	b.ReportMetric(float64(p99.Milliseconds()), "running-p99-ms")
+	b.ReportMetric(float64(d99.Milliseconds()), "direct-p99-ms")
+	b.ReportMetric(ratio(p99, d99), "p99-ratio")
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// offer calls submit for each name at a steady rate, each call in its own
+// goroutine, and returns when each started and the rate achieved.
+func offer(b *testing.B, names []string, interval time.Duration, submit func(context.Context, string) error) (map[string]time.Time, float64) {
+	b.Helper()
+	ctx := context.Background()
+	started := make(map[string]time.Time, len(names))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	begin := time.Now()
+	for _, name := range names {
+		<-tick.C
+		started[name] = time.Now()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := submit(ctx, name); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	offered := time.Since(begin)
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatalf("%d submissions failed, first: %v", len(errs), errs[0])
+	}
+	return started, float64(len(names)) / offered.Minutes()
+}
+
+// waitDone waits until n apps of t are all Running, for up to 10 minutes.
+func waitDone(b *testing.B, t *tracker, n int) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for t.count() < n && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+}
