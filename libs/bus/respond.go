@@ -21,3 +21,17 @@ func RespondError(r micro.Request, code int, description string, body any) error
 	}
 	return r.Error(strconv.Itoa(code), description, b)
 }
+
+// Concurrent runs a micro handler on up to n requests at once. micro calls
+// an endpoint's handler for one request at a time, so a handler that waits
+// on other services would otherwise queue every caller behind the slowest.
+func Concurrent(n int, h micro.HandlerFunc) micro.HandlerFunc {
+	sem := make(chan struct{}, n)
+	return func(r micro.Request) {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			h(r)
+		}()
+	}
+}

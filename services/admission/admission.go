@@ -9,10 +9,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/fx"
+	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -94,7 +96,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("register admission service: %w", err)
 	}
 	for verb, h := range map[string]micro.HandlerFunc{VerbSubmit: s.handleSubmit, VerbUpdate: s.handleUpdate, VerbDelete: s.handleDelete} {
-		if err := s.svc.AddEndpoint(verb, h, micro.WithEndpointSubject(bus.RequestSubject("admission", verb))); err != nil {
+		if err := s.svc.AddEndpoint(verb, bus.Concurrent(64, h), micro.WithEndpointSubject(bus.RequestSubject("admission", verb))); err != nil {
 			return fmt.Errorf("register admission %s: %w", verb, err)
 		}
 	}
@@ -107,4 +109,26 @@ func (s *Service) Stop() error {
 		return s.svc.Stop()
 	}
 	return nil
+}
+
+// LoadConfig reads the platform configuration from a YAML file; an empty
+// path means DefaultConfig.
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return DefaultConfig(), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("admission config: %w", err)
+	}
+	var c Config
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return nil, fmt.Errorf("admission config %s: %w", path, err)
+	}
+	for i, sc := range c.Sidecars {
+		if !api.IsDNSLabel(sc.Name) || sc.Image == "" {
+			return nil, fmt.Errorf("admission config %s: sidecar %d needs a DNS-label name and an image", path, i)
+		}
+	}
+	return &c, nil
 }

@@ -10,6 +10,7 @@ require (
 	atoll.dev/services/quota v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/fx v1.24.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -34,7 +35,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apimachinery v0.36.3 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace (

@@ -52,8 +52,8 @@ type Service struct {
 	status, clusterKV     jetstream.KeyValue
 	workloads, placements *bus.Mirror
 	queue                 *bus.Queue
-	cancel                                   context.CancelFunc
-	wg                                       sync.WaitGroup
+	cancel                context.CancelFunc
+	wg                    sync.WaitGroup
 
 	mu      sync.Mutex
 	written map[string]writtenStatus // mu must be held: last status written per key

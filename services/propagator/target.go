@@ -11,11 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
@@ -189,11 +192,17 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 	if err != nil {
 		return err
 	}
-	err = t.call(func() error {
-		_, err := t.dyn.Resource(o.gvr).Namespace(ns).Patch(ctx, o.name, types.ApplyPatchType, body,
-			metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
-		return err
-	})
+	ssa := func() (*unstructured.Unstructured, error) {
+		var out *unstructured.Unstructured
+		err := t.call(func() error {
+			var err error
+			out, err = t.dyn.Resource(o.gvr).Namespace(ns).Patch(ctx, o.name, types.ApplyPatchType, body,
+				metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
+			return err
+		})
+		return out, err
+	}
+	out, err := ssa()
 	if apierrors.IsInvalid(err) && o.gvr == jobs {
 		// A Job's template is immutable: replace the shard.
 		t.log.Info("replacing immutable job", "namespace", ns, "name", o.name)
@@ -203,6 +212,22 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 		return fmt.Errorf("apply %s/%s: replaced immutable job, re-applying: %w", ns, o.name, err)
 	}
 	if err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+	}
+	// An object this service created (an Update operation) still has fields
+	// owned by that operation, which an apply would never remove. Hand them
+	// to the apply manager once, then apply again so removals take effect.
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := t.call(func() error {
+		_, err := t.dyn.Resource(o.gvr).Namespace(ns).Patch(ctx, o.name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("upgrade managed fields of %s/%s: %w", ns, o.name, err)
+	}
+	if _, err := ssa(); err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
 	}
 	return nil

@@ -76,7 +76,7 @@ func (s *Service) Start(ctx context.Context) error {
 	for verb, h := range map[string]micro.HandlerFunc{
 		VerbReserve: s.handleReserve, VerbRelease: s.handleRelease, VerbGet: s.handleGet, VerbSet: s.handleSet,
 	} {
-		if err := s.svc.AddEndpoint(verb, h, micro.WithEndpointSubject(bus.RequestSubject("quota", verb))); err != nil {
+		if err := s.svc.AddEndpoint(verb, bus.Concurrent(64, h), micro.WithEndpointSubject(bus.RequestSubject("quota", verb))); err != nil {
 			return fmt.Errorf("register quota %s: %w", verb, err)
 		}
 	}
