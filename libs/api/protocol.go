@@ -156,3 +156,15 @@ type WorkloadRef struct {
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
 }
+
+// Clone returns a copy whose maps can be changed without touching l.
+func (l *Ledger) Clone() *Ledger {
+	c := &Ledger{Project: l.Project, Limits: make(map[Tier]Limit, len(l.Limits)), Reservations: make(map[string]Reservation, len(l.Reservations)+1)}
+	for k, v := range l.Limits {
+		c.Limits[k] = v
+	}
+	for k, v := range l.Reservations {
+		c.Reservations[k] = v
+	}
+	return c
+}

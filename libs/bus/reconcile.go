@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -175,7 +176,8 @@ func (q *Queue) Run(ctx context.Context, n int, log *slog.Logger, fn ReconcileFu
 }
 
 // WatchKeys feeds every key of bucket into q: all current keys first, then
-// each change (deletes included), and every key again every resync period.
+// each change (deletes included), and every key again every resync period,
+// spread over the period so a resync never arrives as a burst.
 // It returns when ctx is done, re-establishing the watch if it breaks.
 func (b *Bus) WatchKeys(ctx context.Context, bucket string, resync time.Duration, q *Queue, onInitial func()) error {
 	kv, err := b.KV(ctx, bucket)
@@ -200,7 +202,7 @@ func (b *Bus) WatchKeys(ctx context.Context, bucket string, resync time.Duration
 			}
 			continue
 		}
-		if err := b.pump(ctx, w, q, tick, kv, &initial, onInitial); err != nil && ctx.Err() == nil {
+		if err := b.pump(ctx, w, q, tick, resync, kv, &initial, onInitial); err != nil && ctx.Err() == nil {
 			log.Warn("watch ended, re-establishing", "err", err)
 		}
 		_ = w.Stop()
@@ -210,7 +212,7 @@ func (b *Bus) WatchKeys(ctx context.Context, bucket string, resync time.Duration
 
 var errWatchClosed = errors.New("watch channel closed")
 
-func (b *Bus) pump(ctx context.Context, w jetstream.KeyWatcher, q *Queue, tick <-chan time.Time, kv jetstream.KeyValue, initial *bool, onInitial func()) error {
+func (b *Bus) pump(ctx context.Context, w jetstream.KeyWatcher, q *Queue, tick <-chan time.Time, resync time.Duration, kv jetstream.KeyValue, initial *bool, onInitial func()) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,7 +235,7 @@ func (b *Bus) pump(ctx context.Context, w jetstream.KeyWatcher, q *Queue, tick <
 				return fmt.Errorf("resync list keys: %w", err)
 			}
 			for k := range keys.Keys() {
-				q.Add(k)
+				q.AddAfter(k, rand.N(resync))
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -95,4 +96,14 @@ func eventStream(ctx context.Context, b *bus.Bus) (jetstream.Stream, error) {
 	}
 	streams.Store(b, s)
 	return s, nil
+}
+
+// PublishAsync is Publish in its own goroutine, so a caller's worker never
+// waits for a predecessor; failures go to log.
+func PublishAsync(ctx context.Context, b *bus.Bus, w *api.Workload, event, message string, rev uint64, log *slog.Logger) {
+	go func() {
+		if err := Publish(ctx, b, w, event, message, rev); err != nil && ctx.Err() == nil {
+			log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
+		}
+	}()
 }

@@ -110,6 +110,13 @@ func (c *Cluster) create(ctx context.Context) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
+	if o.Nice > 0 {
+		for _, pid := range c.Processes() {
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, pid, o.Nice); err != nil {
+				log.Warn("renice member cluster process", "pid", pid, "err", err)
+			}
+		}
+	}
 	log.Info("member cluster ready", "elapsed", time.Since(start).Round(time.Millisecond), "kubeconfig", c.Kubeconfig)
 	return nil
 }
@@ -238,6 +245,7 @@ func (o *Options) createLocked(ctx context.Context, args ...string) ([]byte, err
 const tuning = `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 componentsPatches:
+
 - name: etcd
   extraArgs:
   - key: unsafe-no-fsync

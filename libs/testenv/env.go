@@ -46,6 +46,9 @@ type Options struct {
 	KeepQPSLimits bool
 	// Logger receives progress; slog.Default() when nil.
 	Logger *slog.Logger
+	// Nice lowers the CPU priority of the clusters' processes (0..19), as
+	// when the region's own services run on machines of their own.
+	Nice int
 	// OwnSignals says the caller tears the environment down on SIGINT and
 	// SIGTERM itself; otherwise testenv does, then lets the signal kill the process.
 	OwnSignals bool

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -39,7 +40,7 @@ const (
 	// StatusWorkers fold statuses in parallel.
 	StatusWorkers = 8
 	// Resync refolds every workload this often.
-	Resync = time.Minute
+	Resync = 5 * time.Minute
 )
 
 // Service is the aggregator.
@@ -132,7 +133,7 @@ func (s *Service) resync(ctx context.Context) {
 			return
 		case <-t.C:
 			for _, k := range s.workloads.Keys() {
-				s.queue.Add(k)
+				s.queue.AddAfter(k, rand.N(Resync))
 			}
 		}
 	}

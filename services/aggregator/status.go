@@ -313,9 +313,7 @@ func (s *Service) writeStatus(ctx context.Context, w *api.Workload, st api.Statu
 	s.written[key] = writtenStatus{rev: rev, body: body, phase: st.Phase}
 	s.mu.Unlock()
 	if ev, ok := phaseEvents[st.Phase]; ok && st.Phase != prev.phase {
-		if err := events.Publish(ctx, s.bus, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), rev); err != nil {
-			s.log.Warn("publish event", "key", key, "event", ev, "err", err)
-		}
+		events.PublishAsync(ctx, s.bus, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), rev, s.log)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -34,8 +35,9 @@ const (
 	FieldManager = "atoll-propagator"
 	// WorkersPerCluster apply in parallel in each member cluster.
 	WorkersPerCluster = 8
-	// Resync re-reads every placement this often.
-	Resync = time.Minute
+	// Resync re-applies every shard this often, to repair drift in the
+	// clusters; the keys are spread over the period, never sent in a burst.
+	Resync = 5 * time.Minute
 )
 
 // desired is what one workload should look like, as last read.
@@ -130,8 +132,14 @@ func (s *Service) resync(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// Apply everything again, spread over the period.
+			s.mu.Lock()
+			for _, d := range s.state {
+				d.applied = map[string]bool{}
+			}
+			s.mu.Unlock()
 			for _, k := range s.placements.Keys() {
-				s.top.Add(k)
+				s.top.AddAfter(k, rand.N(Resync))
 			}
 		}
 	}
@@ -202,11 +210,13 @@ func (d *desired) shard(cluster string) *api.Shard {
 	return nil
 }
 
-// snapshot returns the desired state of key.
-func (s *Service) snapshot(key string) *desired {
+// snapshot returns the desired state of key, and whether cluster has
+// already applied it.
+func (s *Service) snapshot(key, cluster string) (*desired, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state[key]
+	d := s.state[key]
+	return d, d != nil && d.applied[cluster]
 }
 
 // applied records that cluster has applied rev of key and announces the
@@ -233,9 +243,7 @@ func (s *Service) markApplied(ctx context.Context, key, cluster string, d *desir
 		return
 	}
 	msg := fmt.Sprintf("%d shards applied", len(d.placement.Shards))
-	if err := events.Publish(ctx, s.bus, d.workload, api.EventPropagated, msg, d.rev); err != nil {
-		s.log.Warn("publish event", "key", key, "err", err)
-	}
+	events.PublishAsync(ctx, s.bus, d.workload, api.EventPropagated, msg, d.rev, s.log)
 }
 
 // forget drops the state of a key no cluster holds or wants any more.

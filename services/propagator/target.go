@@ -135,7 +135,10 @@ func (t *target) discover(ctx context.Context) {
 
 // reconcile makes this cluster's part of key match the desired state.
 func (t *target) reconcile(ctx context.Context, key string) error {
-	d := t.s.snapshot(key)
+	d, done := t.s.snapshot(key, t.name)
+	if done {
+		return nil // this placement revision is already applied here
+	}
 	var sh *api.Shard
 	if d != nil {
 		sh = d.shard(t.name)

@@ -51,13 +51,14 @@ type Service struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex // mu must be held; one per project
+	mu          sync.Mutex
+	locks       map[string]*sync.Mutex   // mu must be held; one per project
+	ledgerCache map[string]*cachedLedger // mu must be held; replaced, never mutated
 }
 
 // New returns a quota service on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
-	return &Service{bus: b, log: log.With("component", "quota"), locks: map[string]*sync.Mutex{}}
+	return &Service{bus: b, log: log.With("component", "quota"), locks: map[string]*sync.Mutex{}, ledgerCache: map[string]*cachedLedger{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the orphan sweep.
@@ -181,30 +182,77 @@ func (s *Service) Ledger(ctx context.Context, project string) (*api.Ledger, erro
 }
 
 // update changes a project's ledger with compare-and-set; fn returning
-// bus.ErrNoChange writes nothing and is not an error.
+// bus.ErrNoChange writes nothing and is not an error. The project's lock
+// must be held. The ledger is kept in memory between calls (this service
+// is the bucket's only writer); a lost race, as with a second replica,
+// re-reads it.
 func (s *Service) update(ctx context.Context, project string, fn func(*api.Ledger) error) (uint64, error) {
-	rev, err := bus.Update(ctx, s.ledgers, project, func(cur []byte, exists bool) ([]byte, error) {
-		l := api.Ledger{Project: project}
-		if exists {
-			if err := json.Unmarshal(cur, &l); err != nil {
-				return nil, fmt.Errorf("decode ledger: %w", err)
-			}
+	for attempt := 0; attempt < 16; attempt++ {
+		c, err := s.cached(ctx, project)
+		if err != nil {
+			return 0, err
 		}
-		if l.Limits == nil {
-			l.Limits = map[api.Tier]api.Limit{}
+		next := c.ledger.Clone()
+		if err := fn(next); errors.Is(err, bus.ErrNoChange) {
+			return c.rev, nil
+		} else if err != nil {
+			return 0, err
 		}
-		if l.Reservations == nil {
-			l.Reservations = map[string]api.Reservation{}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return 0, err
 		}
-		if err := fn(&l); err != nil {
-			return nil, err
+		rev, err := bus.CompareAndSet(ctx, s.ledgers, project, b, c.rev)
+		if errors.Is(err, bus.ErrConflict) {
+			s.forget(project)
+			continue
 		}
-		return json.Marshal(&l)
-	})
-	if errors.Is(err, bus.ErrNoChange) {
+		if err != nil {
+			return 0, err
+		}
+		s.mu.Lock()
+		s.ledgerCache[project] = &cachedLedger{ledger: next, rev: rev}
+		s.mu.Unlock()
 		return rev, nil
 	}
-	return rev, err
+	return 0, fmt.Errorf("ledger %s: %w", project, bus.ErrConflict)
+}
+
+// cachedLedger is a project's ledger as last written or read.
+type cachedLedger struct {
+	ledger *api.Ledger
+	rev    uint64
+}
+
+func (s *Service) cached(ctx context.Context, project string) (*cachedLedger, error) {
+	s.mu.Lock()
+	c := s.ledgerCache[project]
+	s.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c = &cachedLedger{ledger: &api.Ledger{Project: project}}
+	e, err := s.ledgers.Get(ctx, project)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("read ledger %s: %w", project, err)
+	default:
+		if err := json.Unmarshal(e.Value(), c.ledger); err != nil {
+			return nil, fmt.Errorf("decode ledger %s: %w", project, err)
+		}
+		c.rev = e.Revision()
+	}
+	s.mu.Lock()
+	s.ledgerCache[project] = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+func (s *Service) forget(project string) {
+	s.mu.Lock()
+	delete(s.ledgerCache, project)
+	s.mu.Unlock()
 }
 
 // sweepOrphans returns reservations whose workload does not exist (admission

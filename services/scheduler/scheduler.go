@@ -37,7 +37,7 @@ const (
 	// Workers reconcile workloads in parallel.
 	Workers = 8
 	// Resync re-reads every workload this often.
-	Resync = time.Minute
+	Resync = 5 * time.Minute
 	// RetryUnschedulable re-tries an unplaced workload this often.
 	RetryUnschedulable = 5 * time.Second
 )
@@ -315,7 +315,5 @@ func sameDecision(a, b *api.PlacementDecision) bool {
 }
 
 func (s *Service) emit(ctx context.Context, w *api.Workload, event, msg string, rev uint64) {
-	if err := events.Publish(ctx, s.bus, w, event, msg, rev); err != nil {
-		s.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
-	}
+	events.PublishAsync(ctx, s.bus, w, event, msg, rev, s.log)
 }

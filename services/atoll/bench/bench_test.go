@@ -163,8 +163,10 @@ func BenchmarkPipeline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := b.TempDir()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log})
+	level := slog.LevelError
+	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log, ClusterNice: envInt("ATOLL_BENCH_CLUSTER_NICE", 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -233,50 +235,54 @@ func BenchmarkPipeline(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("app-%04d", i)
 	}
-	// Phase 1, the baseline: per app, what Atoll would create (one
-	// 1-replica Deployment in each cluster), straight through client-go.
-	directStart, directRate := map[string]time.Time{}, 0.0
-	if onlyPath != "atoll" {
-		directStart, directRate = offer(b, names, interval, func(ctx context.Context, name string) error {
-			var wg sync.WaitGroup
-			errs := make([]error, len(reg.Env.Clusters))
-			for i, c := range reg.Env.Clusters {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[i] = c.Client.AppsV1().Deployments(directNS).Create(ctx, directDeployment(name), metav1.CreateOptions{})
-				}()
-			}
-			wg.Wait()
-			return errors.Join(errs...)
-		})
-		waitDone(b, directT, apps)
-		// Clean the clusters so the second phase starts from the same state.
-		for _, c := range reg.Env.Clusters {
-			if err := c.Client.AppsV1().Deployments(directNS).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{}); err != nil {
-				b.Fatal(err)
-			}
+	// Both paths in one stream at the same rate, alternating in blocks of
+	// 25 apps, so each sees the same cluster state and load on average.
+	// Direct: per app, what Atoll creates (one 1-replica Deployment in
+	// each cluster), straight through client-go.
+	viaDirect := func(ctx context.Context, name string) error {
+		var wg sync.WaitGroup
+		errs := make([]error, len(reg.Env.Clusters))
+		for i, c := range reg.Env.Clusters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = c.Client.AppsV1().Deployments(directNS).Create(ctx, directDeployment(name), metav1.CreateOptions{})
+			}()
 		}
-		for _, c := range reg.Env.Clusters {
-			for ctx.Err() == nil {
-				pods, err := c.Client.CoreV1().Pods(directNS).List(ctx, metav1.ListOptions{})
-				if err == nil && len(pods.Items) == 0 {
-					break
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	viaAtoll := func(ctx context.Context, name string) error {
+		_, err := cl.Submit(ctx, appDoc(name))
+		return err
+	}
+	var plan []step
+	const block = 25
+	for i := 0; i < apps; i += block {
+		for _, path := range []string{"atoll", "direct"} {
+			if onlyPath != "" && onlyPath != path {
+				continue
+			}
+			for j := i; j < min(i+block, apps); j++ {
+				f := viaAtoll
+				if path == "direct" {
+					f = viaDirect
 				}
-				time.Sleep(250 * time.Millisecond)
+				plan = append(plan, step{path: path, name: names[j], do: f})
 			}
 		}
 	}
-	// Phase 2: the same apps through Atoll, at the same rate.
-	submitted, atollRate := map[string]time.Time{}, 0.0
+	started, rate := offer(b, plan, interval)
+	submitted, directStart := started["atoll"], started["direct"]
+	atollRate, directRate := rate, rate
 	if onlyPath != "direct" {
-		submitted, atollRate = offer(b, names, interval, func(ctx context.Context, name string) error {
-			_, err := cl.Submit(ctx, appDoc(name))
-			return err
-		})
 		waitDone(b, atollT, apps+1)
 	}
+	if onlyPath != "atoll" {
+		waitDone(b, directT, apps)
+	}
 	b.StopTimer()
+	diagnose(reg, []string{names[len(names)/2], names[len(names)-1]}, submitted)
 
 	var toProp, toRunning, direct []time.Duration
 	var stages [3][]time.Duration // submit->admitted, ->scheduled, ->propagated
@@ -313,8 +319,8 @@ func BenchmarkPipeline(b *testing.B) {
 	p50, p99 := percentile(toRunning, .50), percentile(toRunning, .99)
 	d50, d99 := percentile(direct, .50), percentile(direct, .99)
 	q50, q99 := percentile(toProp, .50), percentile(toProp, .99)
-	fmt.Printf("\npipeline: %d Apps x %d replicas over %d clusters x %d nodes; direct phase %.0f Apps/min (%d Deployments), then Atoll phase %.0f Apps/min, same clusters\n",
-		apps, replicas, len(reg.Env.Clusters), nodes, directRate, apps*len(reg.Env.Clusters), atollRate)
+	fmt.Printf("\npipeline: %d Apps x %d replicas through Atoll and the same %d Deployments direct, over %d clusters x %d nodes,\n  alternating in blocks of 25 at %.0f submissions/min (Atoll %.0f/min, direct %.0f/min while their blocks run)\n",
+		apps, replicas, apps*len(reg.Env.Clusters), len(reg.Env.Clusters), nodes, rate, atollRate, directRate)
 	fmt.Printf("  %-34s %10s %10s\n", "", "P50", "P99")
 	fmt.Printf("  %-34s %10v %10v\n", "Atoll submit -> propagated", q50.Round(time.Millisecond), q99.Round(time.Millisecond))
 	fmt.Printf("  %-34s %10v %10v\n", "Atoll submit -> all Pods Running", p50.Round(time.Millisecond), p99.Round(time.Millisecond))
@@ -349,25 +355,31 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-// offer calls submit for each name at a steady rate, each call in its own
-// goroutine, and returns when each started and the rate achieved.
-func offer(b *testing.B, names []string, interval time.Duration, submit func(context.Context, string) error) (map[string]time.Time, float64) {
+// step is one submission of the plan.
+type step struct {
+	path, name string
+	do         func(context.Context, string) error
+}
+
+// offer runs the plan at a steady rate, each step in its own goroutine,
+// and returns when each step started, per path, and the rate achieved.
+func offer(b *testing.B, plan []step, interval time.Duration) (map[string]map[string]time.Time, float64) {
 	b.Helper()
 	ctx := context.Background()
-	started := make(map[string]time.Time, len(names))
+	started := map[string]map[string]time.Time{"atoll": {}, "direct": {}}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	begin := time.Now()
-	for _, name := range names {
+	for _, st := range plan {
 		<-tick.C
-		started[name] = time.Now()
+		started[st.path][st.name] = time.Now()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := submit(ctx, name); err != nil {
+			if err := st.do(ctx, st.name); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -379,7 +391,7 @@ func offer(b *testing.B, names []string, interval time.Duration, submit func(con
 	if len(errs) > 0 {
 		b.Fatalf("%d submissions failed, first: %v", len(errs), errs[0])
 	}
-	return started, float64(len(names)) / offered.Minutes()
+	return started, float64(len(plan)) / offered.Minutes()
 }
 
 // waitDone waits until n apps of t are all Running, for up to 10 minutes.

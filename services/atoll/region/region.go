@@ -60,6 +60,8 @@ type Options struct {
 	Logger *slog.Logger
 	// OwnSignals says the caller stops the region on SIGINT and SIGTERM.
 	OwnSignals bool
+	// ClusterNice lowers the member clusters' CPU priority (see testenv.Options.Nice).
+	ClusterNice int
 }
 
 // Region is a running region.
@@ -98,7 +100,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	}
 	r.Bus = b
 	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals}, testenv.Zones(o.Zones...)...)
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice}, testenv.Zones(o.Zones...)...)
 	if err != nil {
 		b.Close()
 		return nil, err
