@@ -12,6 +12,7 @@ require (
 	atoll.dev/services/propagator v0.0.0
 	atoll.dev/services/quota v0.0.0
 	atoll.dev/services/scheduler v0.0.0
+	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/fx v1.24.0

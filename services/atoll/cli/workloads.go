@@ -179,35 +179,21 @@ func getCmd(g *globals) *cobra.Command {
 		Short:   "Show a workload's status: phase, ready pods per zone, why it is pending, latest events",
 		Example: "  atoll get app web -p demo\n  atoll get jobset render -p demo -o json",
 		Args:    cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := kindName(args[0])
-			if err != nil {
-				return err
-			}
-			if g.project == "" {
-				return errors.New("--project (-p) is required")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			c, closeFn, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			key := api.Key(g.project, kind, args[1])
+		RunE: g.onWorkload(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error {
+			key := api.Key(g.project, kind, name)
 			w, err := c.Workload(ctx, key)
 			if err != nil {
 				return err
 			}
 			if w == nil {
-				return fmt.Errorf("%s %s not found in project %s", strings.ToLower(kind), args[1], g.project)
+				return fmt.Errorf("%s %s not found in project %s", strings.ToLower(kind), name, g.project)
 			}
 			st, err := c.Status(ctx, key)
 			if err != nil {
 				return err
 			}
 			return printStatus(cmd.OutOrStdout(), output, w, st)
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	return cmd
@@ -275,27 +261,13 @@ func deleteCmd(g *globals) *cobra.Command {
 		Short:   "Delete a workload: its objects are removed from every member cluster",
 		Example: "  atoll delete app web -p demo",
 		Args:    cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := kindName(args[0])
-			if err != nil {
+		RunE: g.onWorkload(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error {
+			if err := c.Delete(ctx, g.project, kind, name); err != nil {
 				return err
 			}
-			if g.project == "" {
-				return errors.New("--project (-p) is required")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			c, closeFn, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			if err := c.Delete(ctx, g.project, kind, args[1]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", strings.ToLower(kind), args[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", strings.ToLower(kind), name)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -377,5 +349,26 @@ func clustersCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// onWorkload runs fn for a KIND NAME command in --project, connected.
+func (g *globals) onWorkload(fn func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		kind, err := kindName(args[0])
+		if err != nil {
+			return err
+		}
+		if g.project == "" {
+			return errors.New("--project (-p) is required")
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+		defer cancel()
+		c, closeFn, err := g.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		return fn(ctx, cmd, c, kind, args[1])
 	}
 }
