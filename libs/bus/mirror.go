@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -109,4 +110,25 @@ func (m *Mirror) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.entries)
+}
+
+// Resync queues every key into q once per period, each after a random
+// delay within the period, so a resync never arrives as a burst. before,
+// if set, runs at the start of each round. It returns when ctx is done.
+func (m *Mirror) Resync(ctx context.Context, period time.Duration, q *Queue, before func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if before != nil {
+				before()
+			}
+			for _, k := range m.Keys() {
+				q.AddAfter(k, rand.N(period))
+			}
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -109,7 +108,8 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	s.goRun(func() { s.resync(rctx) })
+	// Refold everything now and then: a missed change costs latency, never correctness.
+	s.goRun(func() { s.workloads.Resync(rctx, Resync, s.queue, nil) })
 	s.goRun(func() { s.queue.Run(rctx, StatusWorkers, s.log, s.fold) })
 	return nil
 }
@@ -119,23 +119,6 @@ func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
-	}
-}
-
-// resync refolds every workload now and then, so a missed change costs
-// latency, never correctness.
-func (s *Service) resync(ctx context.Context) {
-	t := time.NewTicker(Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, k := range s.workloads.Keys() {
-				s.queue.AddAfter(k, rand.N(Resync))
-			}
-		}
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -110,7 +109,7 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, t := range s.targets {
 		s.goRun(func() { t.run(rctx) })
 	}
-	s.goRun(func() { s.resync(rctx) })
+	s.goRun(func() { s.placements.Resync(rctx, Resync, s.top, s.forgetApplied) })
 	s.goRun(func() { s.top.Run(rctx, 4, s.log, s.reconcile) })
 	return nil
 }
@@ -123,25 +122,13 @@ func (s *Service) Stop() {
 	}
 }
 
-// resync re-reads every placement now and then.
-func (s *Service) resync(ctx context.Context) {
-	t := time.NewTicker(Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			// Apply everything again, spread over the period.
-			s.mu.Lock()
-			for _, d := range s.state {
-				d.applied = map[string]bool{}
-			}
-			s.mu.Unlock()
-			for _, k := range s.placements.Keys() {
-				s.top.AddAfter(k, rand.N(Resync))
-			}
-		}
+// forgetApplied makes every shard due again, so the resync re-applies it
+// and repairs drift in the clusters.
+func (s *Service) forgetApplied() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.state {
+		d.applied = map[string]bool{}
 	}
 }
 

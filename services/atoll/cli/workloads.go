@@ -275,17 +275,10 @@ func quotaCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
 		Short: "Show a project's quota and usage per tier",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
 			if g.project == "" {
 				return errors.New("--project (-p) is required")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			c, closeFn, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
 			l, err := c.Quota(ctx, g.project)
 			if err != nil {
 				return err
@@ -299,7 +292,7 @@ func quotaCmd(g *globals) *cobra.Command {
 					u.MilliCPU, limit(lim.MilliCPU, 1), u.MemoryBytes>>20, limit(lim.MemoryBytes, 1<<20), u.GPUs, limit(lim.GPUs, 1), u.Pods, limit(lim.Pods, 1))
 			}
 			return nil
-		},
+		}),
 	}
 	return cmd
 }
@@ -315,14 +308,7 @@ func clustersCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "clusters",
 		Short: "List member clusters: zone, health, nodes and free capacity",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			c, closeFn, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
+		RunE: g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
 			cs, err := c.Clusters(ctx)
 			if err != nil {
 				return err
@@ -348,7 +334,7 @@ func clustersCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%v\t%d/%d\t%dm/%dm\t%d/%d\t%d/%d\n", ci.Name, ci.Zone, ci.Healthy, ready, nodes, req.MilliCPU, alloc.MilliCPU, rp, ap, req.GPUs, alloc.GPUs)
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -362,6 +348,15 @@ func (g *globals) onWorkload(fn func(ctx context.Context, cmd *cobra.Command, c 
 		if g.project == "" {
 			return errors.New("--project (-p) is required")
 		}
+		return g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
+			return fn(ctx, cmd, c, kind, args[1])
+		})(cmd, args)
+	}
+}
+
+// withClient runs fn connected to the region, within --timeout.
+func (g *globals) withClient(fn func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 		defer cancel()
 		c, closeFn, err := g.connect(ctx)
@@ -369,6 +364,6 @@ func (g *globals) onWorkload(fn func(ctx context.Context, cmd *cobra.Command, c 
 			return err
 		}
 		defer closeFn()
-		return fn(ctx, cmd, c, kind, args[1])
+		return fn(ctx, cmd, c)
 	}
 }
