@@ -37,7 +37,7 @@ tools: ## build the member-cluster binaries into bin/ (skips what is up to date)
 build: deps ## build every module
 	@for m in $(MODULES); do echo "==> build $$m"; (cd $$m && $(GO) build ./...) || exit 1; done
 
-test: tools deps ## run every test of every module, member clusters included
+test: tools deps browser ## run every test of every module, member clusters included
 	@./hack/sweep-clusters.sh
 	@for m in $(MODULES); do echo "==> test $$m"; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...) || exit 1; done
 
@@ -60,6 +60,13 @@ clean-clusters: ## delete member clusters left behind by killed runs
 
 clean: clean-clusters ## remove build outputs (keeps the cached toolchain in bin/)
 	@rm -f coverage.out
+
+.PHONY: browser
+browser: ## install Debian's Chromium for the console's browser test (apt-get; skipped when present)
+	@if [ -x /usr/bin/chromium ]; then echo "==> chromium: $$(/usr/bin/chromium --version 2>/dev/null)"; else \
+	  echo "==> installing Debian's chromium (apt-get update first)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation >/dev/null && /usr/bin/chromium --version; fi
 
 .PHONY: run atoll
 atoll: deps ## build the atoll command into bin/atoll

@@ -25,6 +25,10 @@ const (
 	DeadLetterRoot = "atoll.dlq"
 	// RequestRoot prefixes request/reply endpoints: atoll.req.<service>.<verb>.
 	RequestRoot = "atoll.req"
+	// DebugRoot prefixes log and exec streams (libs/debugstream):
+	// atoll.debug.<verb>.<project>.<kind>.<name> opens a session,
+	// atoll.debug.session.<id>.<direction> carries its frames.
+	DebugRoot = "atoll.debug"
 )
 
 // Stream names.
@@ -51,7 +55,13 @@ const (
 	BucketStatus = "status"
 	// BucketClusters is written by the aggregator.
 	BucketClusters = "clusters"
+	// BucketIdempotency is written by the gateway: the outcome of each
+	// create made with an Idempotency-Key, kept for IdempotencyTTL.
+	BucketIdempotency = "idempotency"
 )
+
+// IdempotencyTTL is how long a create's Idempotency-Key is remembered.
+const IdempotencyTTL = 24 * time.Hour
 
 // EventSubject names one domain event of one workload.
 func EventSubject(project, kind, name, event string) string {
@@ -79,6 +89,18 @@ func DeadLetterSubject(stream, consumer string) string {
 
 // RequestSubject names a request/reply endpoint of a service.
 func RequestSubject(service, verb string) string { return join(RequestRoot, service, verb) }
+
+// DebugSubject names the endpoint that opens a debug session (verb "logs"
+// or "exec") on one workload.
+func DebugSubject(verb, project, kind, name string) string {
+	return join(DebugRoot, verb, project, strings.ToLower(kind), name)
+}
+
+// DebugSessionSubject names one direction ("up": client to server, "down":
+// server to client) of an open debug session.
+func DebugSessionSubject(id, direction string) string {
+	return join(DebugRoot, "session", id, direction)
+}
 
 func join(parts ...string) string { return strings.Join(parts, ".") }
 
@@ -117,6 +139,11 @@ func DefaultTopology(replicas int) Topology {
 			Replicas: replicas,
 		}
 	}
+	ttlBucket := func(name string, ttl time.Duration) jetstream.KeyValueConfig {
+		c := bucket(name, 1)
+		c.TTL = ttl
+		return c
+	}
 	return Topology{
 		Streams: []jetstream.StreamConfig{
 			stream(StreamEvents, 7*24*time.Hour, EventRoot),
@@ -130,6 +157,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketPlacements, 5),
 			bucket(BucketStatus, 1),
 			bucket(BucketClusters, 1),
+			ttlBucket(BucketIdempotency, IdempotencyTTL),
 		},
 	}
 }

@@ -102,10 +102,23 @@ func (r *Requester) Breakers() *BreakerSet[*nats.Msg] { return r.breakers }
 // reply body. Target failures (see IsTargetFailure) are retried with jittered
 // exponential backoff; an open breaker fails fast with gobreaker.ErrOpenState.
 func (r *Requester) Request(ctx context.Context, target, subject string, data []byte) ([]byte, error) {
+	return r.RequestWithHeader(ctx, target, subject, data, nil)
+}
+
+// Headers a caller sets on a request on behalf of the user it serves.
+const (
+	// HeaderPrincipal names the user (the gateway's authenticated subject).
+	HeaderPrincipal = "Atoll-Principal"
+	// HeaderPlatformAdmin is "true" when that user is a platform admin.
+	HeaderPlatformAdmin = "Atoll-Platform-Admin"
+)
+
+// RequestWithHeader is Request with headers on the request message.
+func (r *Requester) RequestWithHeader(ctx context.Context, target, subject string, data []byte, hdr nats.Header) ([]byte, error) {
 	var last error
 	delay := r.policy.BaseDelay
 	for attempt := 1; attempt <= r.policy.Attempts; attempt++ {
-		msg, err := r.breakers.Execute(target, func() (*nats.Msg, error) { return r.once(ctx, subject, data) })
+		msg, err := r.breakers.Execute(target, func() (*nats.Msg, error) { return r.once(ctx, subject, data, hdr) })
 		if err == nil {
 			return msg.Data, nil
 		}
@@ -126,13 +139,13 @@ func (r *Requester) Request(ctx context.Context, target, subject string, data []
 	return nil, fmt.Errorf("request %s: %w", subject, last)
 }
 
-func (r *Requester) once(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr nats.Header) (*nats.Msg, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
 	}
 	actx, cancel := context.WithTimeout(ctx, r.policy.Timeout)
 	defer cancel()
-	msg, err := r.nc.RequestWithContext(actx, subject, data)
+	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: hdr})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())

@@ -3,6 +3,9 @@
 // validated (every problem at once), checked against tenant policy, given
 // the platform's managed sidecars, reserved against its project's quota
 // and written with compare-and-set; then its event is published.
+// Operations (pause, resume, stop, start, restart, restart-container,
+// scale) change a stored workload's Control or size through the same
+// steps: validated, quota adjusted, compare-and-set, event.
 package admission
 
 import (
@@ -32,12 +35,15 @@ const (
 	VerbSubmit = "submit"
 	VerbUpdate = "update"
 	VerbDelete = "delete"
+	// VerbOperate takes an api.Operation (pause, resume, stop, start,
+	// restart, restart-container, scale) and replies with the workload.
+	VerbOperate = "operate"
 )
 
 // Request headers the gateway sets on behalf of the caller.
 const (
-	HeaderPrincipal     = "Atoll-Principal"
-	HeaderPlatformAdmin = "Atoll-Platform-Admin"
+	HeaderPrincipal     = bus.HeaderPrincipal
+	HeaderPlatformAdmin = bus.HeaderPlatformAdmin
 )
 
 // Config is the platform configuration admission applies.
@@ -95,7 +101,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register admission service: %w", err)
 	}
-	for verb, h := range map[string]micro.HandlerFunc{VerbSubmit: s.handleSubmit, VerbUpdate: s.handleUpdate, VerbDelete: s.handleDelete} {
+	for verb, h := range map[string]micro.HandlerFunc{VerbSubmit: s.handleSubmit, VerbUpdate: s.handleUpdate, VerbDelete: s.handleDelete, VerbOperate: s.handleOperate} {
 		if err := s.svc.AddEndpoint(verb, bus.Concurrent(64, h), micro.WithEndpointSubject(bus.RequestSubject("admission", verb))); err != nil {
 			return fmt.Errorf("register admission %s: %w", verb, err)
 		}

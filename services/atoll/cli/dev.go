@@ -19,6 +19,7 @@ func devCmd() *cobra.Command {
 		zones, gpuZones string
 		nodes, port     int
 		dir, logLevel   string
+		listen          string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -26,7 +27,8 @@ func devCmd() *cobra.Command {
 		Long: `dev starts an embedded NATS JetStream server, one local Kubernetes member
 cluster per zone (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and KWOK nodes, from the binaries 'make tools' builds), and
-every Atoll service. Ctrl-C stops everything and leaves nothing running.`,
+every Atoll service, the gateway included: it prints the Compute API's URL
+and a platform admin token. Ctrl-C stops everything and leaves nothing running.`,
 		Example: `  atoll dev --zones a,b,c --nodes 10 --gpu-zones b
   atoll apply -f deploy/examples/app.yaml`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,17 +49,18 @@ every Atoll service. Ctrl-C stops everything and leaves nothing running.`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "starting region: zones %s, %d nodes each, state in %s\n", zones, nodes, dir)
 			r, err := region.Start(ctx, region.Options{
 				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
-				Listen: true, Port: port, Logger: log, OwnSignals: true,
+				Listen: true, Port: port, Logger: log, OwnSignals: true, GatewayListen: listen,
 			})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "\nAtoll region running.\n  NATS:      %s\n  clusters:  %s\n", r.Bus.ClientURL(), r.ClustersFile)
+			fmt.Fprintf(out, "\nAtoll region running.\n  API:       %s  (docs %s/docs, console %s/console/)\n  token:     %s  (platform admin)\n  NATS:      %s\n  clusters:  %s\n",
+				r.GatewayURL, r.GatewayURL, r.GatewayURL, r.AdminToken, r.Bus.ClientURL(), r.ClustersFile)
 			for _, c := range r.Env.Clusters {
 				fmt.Fprintf(out, "  %-10s kubeconfig %s\n", c.Name+":", c.Kubeconfig)
 			}
-			fmt.Fprintf(out, "\nSubmit a workload:  atoll apply -f deploy/examples/app.yaml\nWatch it:           atoll get app web -p demo\nStop:               Ctrl-C\n")
+			fmt.Fprintf(out, "\nSign in:            atoll login --server %s --token %s --project demo\nSubmit a workload:  atoll apply -f deploy/examples/app.yaml\nWatch it:           atoll get app web\nStop:               Ctrl-C\n", r.GatewayURL, r.AdminToken)
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "\nstopping region...")
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -76,6 +79,7 @@ every Atoll service. Ctrl-C stops everything and leaves nothing running.`,
 	f.IntVar(&port, "nats-port", 4222, "loopback port of the embedded NATS server")
 	f.StringVar(&dir, "dir", "", "state directory (default: a temporary one, removed on exit)")
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the Compute API (gateway)")
 	return cmd
 }
 

@@ -1,0 +1,433 @@
+package region_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/computeapi"
+)
+
+// api calls the gateway and returns the status and body.
+func call(t *testing.T, method, path, token string, body []byte, hdr ...string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, reg.GatewayURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func mustStatus(t *testing.T, want int, method, path, token string, body []byte, hdr ...string) []byte {
+	t.Helper()
+	got, b, _ := call(t, method, path, token, body, hdr...)
+	if got != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, b)
+	}
+	return b
+}
+
+func gwApp(name string, replicas int, labels map[string]string) []byte {
+	l, _ := json.Marshal(labels)
+	return []byte(fmt.Sprintf(`{"kind":"App","metadata":{"name":%q,"labels":%s},
+"spec":{"replicas":%d,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"50m","memory":"32Mi"}}}]}}}`, name, l, replicas))
+}
+
+func waitPhase(t *testing.T, token, path, phase string) computeapi.Workload {
+	t.Helper()
+	var w computeapi.Workload
+	waitFor(t, 90*time.Second, func() error {
+		_, b, _ := call(t, "GET", path, token, nil)
+		w = computeapi.Workload{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return err
+		}
+		if w.Status.Phase != phase {
+			return fmt.Errorf("phase %s, want %s", w.Status.Phase, phase)
+		}
+		return nil
+	})
+	return w
+}
+
+func TestGatewayWorkloadAPI(t *testing.T) {
+	needRegion(t)
+	const project = "gw-api"
+	dev := reg.Token("gw-dev", false, map[string]string{project: "developer"})
+	base := "/v1/projects/" + project + "/workloads"
+
+	// Create, conflict, idempotent create.
+	var created computeapi.Workload
+	_ = json.Unmarshal(mustStatus(t, 201, "POST", base, dev, gwApp("web", 3, map[string]string{"tier": "front"})), &created)
+	if created.Metadata.Uid == "" || created.Metadata.Project != project || created.Metadata.Generation != 1 {
+		t.Fatalf("created: %+v", created.Metadata)
+	}
+	if !strings.Contains(string(mustStatus(t, 409, "POST", base, dev, gwApp("web", 3, nil))), "AlreadyExists") {
+		t.Fatal("a second create of web is not AlreadyExists")
+	}
+	var first, again computeapi.Workload
+	_ = json.Unmarshal(mustStatus(t, 201, "POST", base, dev, gwApp("idem", 1, nil), "Idempotency-Key", "k-1"), &first)
+	code, b, hdr := call(t, "POST", base, dev, gwApp("idem", 1, nil), "Idempotency-Key", "k-1")
+	if code != 201 || hdr.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retried create with the same key: %d %s %v", code, b, hdr)
+	}
+	_ = json.Unmarshal(b, &again)
+	if again.Metadata.Uid != first.Metadata.Uid {
+		t.Fatalf("retried create returned uid %s, first %s", again.Metadata.Uid, first.Metadata.Uid)
+	}
+	mustStatus(t, 422, "POST", base, dev, gwApp("idem", 2, nil), "Idempotency-Key", "k-1")
+
+	// Bad input: field errors, unknown fields, a foreign project, a huge body.
+	var e computeapi.Error
+	_ = json.Unmarshal(mustStatus(t, 422, "POST", base, dev, []byte(`{"kind":"App","metadata":{"name":"Bad_Name"},"spec":{"replicas":-1,"template":{"containers":[]}}}`)), &e)
+	if e.Code != "Invalid" || len(e.Fields) < 2 {
+		t.Fatalf("bad document: %+v", e)
+	}
+	mustStatus(t, 400, "POST", base, dev, []byte(`{"kind":"App","metadata":{"name":"x"},"spec":{"replicas":1,"bogus":true}}`))
+	mustStatus(t, 400, "POST", base, dev, []byte(`{"kind":"App","metadata":{"name":"x","project":"other"},"spec":{}}`))
+	mustStatus(t, 413, "POST", base, dev, bytes.Repeat([]byte(" "), 2<<20))
+
+	// Get, Running with per-zone counts; size against the raw objects.
+	w := waitPhase(t, dev, base+"/app/web", api.PhaseRunning)
+	if w.Status.Ready != 3 || len(w.Status.Zones) != 3 {
+		t.Fatalf("status: ready %d zones %v", w.Status.Ready, w.Status.Zones)
+	}
+	_, view, _ := call(t, "GET", base+"/app/web", dev, nil)
+	raw := rawObjectsSize(t, project, "web")
+	t.Logf("response %d bytes; the member clusters' Deployments and Pods it stands for: %d bytes (%.1f%%)", len(view), raw, 100*float64(len(view))/float64(raw))
+	if bytes.Contains(view, []byte("managedFields")) || len(view) >= raw {
+		t.Fatalf("the view is not simpler than the raw objects: %d vs %d bytes", len(view), raw)
+	}
+
+	// List: filters and pages.
+	for i := range 4 {
+		mustStatus(t, 201, "POST", base, dev, gwApp(fmt.Sprintf("page-%d", i), 1, map[string]string{"tier": "batch"}))
+	}
+	var page computeapi.WorkloadList
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", base+"?label=tier%3Dbatch&limit=3", dev, nil), &page)
+	if len(page.Items) != 3 || page.Continue == "" {
+		t.Fatalf("first page: %d items, continue %q", len(page.Items), page.Continue)
+	}
+	var rest computeapi.WorkloadList
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", base+"?label=tier%3Dbatch&limit=3&continue="+page.Continue, dev, nil), &rest)
+	if len(rest.Items) != 1 || rest.Continue != "" || rest.Items[0].Metadata.Name != "page-3" {
+		t.Fatalf("second page: %+v", rest)
+	}
+	var all computeapi.WorkloadList
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", base+"?kind=app&phase=Running&label=tier%3Dfront", dev, nil), &all)
+	if len(all.Items) != 1 || all.Items[0].Metadata.Name != "web" {
+		t.Fatalf("kind/phase/label filter: %d items", len(all.Items))
+	}
+	mustStatus(t, 400, "GET", base+"?kind=Nope", dev, nil)
+	mustStatus(t, 400, "GET", base+"?continue=bm90LWEta2V5", dev, nil)
+
+	// Update, scale, delete.
+	var up computeapi.Workload
+	_ = json.Unmarshal(mustStatus(t, 200, "PUT", base+"/app/web", dev, gwApp("web", 4, map[string]string{"tier": "front"})), &up)
+	if up.Metadata.Generation != 2 {
+		t.Fatalf("update: generation %d", up.Metadata.Generation)
+	}
+	mustStatus(t, 400, "PUT", base+"/app/web", dev, gwApp("other", 4, nil))
+	var sc computeapi.Workload
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", base+"/app/web/scale", dev, []byte(`{"replicas":2}`)), &sc)
+	if !bytes.Contains(sc.Spec, []byte(`"replicas":2`)) {
+		t.Fatalf("scale: spec %s", sc.Spec)
+	}
+	waitFor(t, 90*time.Second, func() error {
+		w := waitPhase(t, dev, base+"/app/web", api.PhaseRunning)
+		if w.Status.Ready != 2 {
+			return fmt.Errorf("ready %d, want 2", w.Status.Ready)
+		}
+		return nil
+	})
+	for _, n := range []string{"web", "idem", "page-0", "page-1", "page-2", "page-3"} {
+		mustStatus(t, 204, "DELETE", base+"/app/"+n, dev, nil)
+	}
+	mustStatus(t, 404, "GET", base+"/app/web", dev, nil)
+	mustStatus(t, 404, "DELETE", base+"/app/web", dev, nil)
+
+	// Docs and contract.
+	if b := mustStatus(t, 200, "GET", "/openapi.yaml", "", nil); !bytes.Contains(b, []byte("openapi: 3")) {
+		t.Fatal("no contract at /openapi.yaml")
+	}
+	if b := mustStatus(t, 200, "GET", "/docs", "", nil); !bytes.Contains(b, []byte("createWorkload")) {
+		t.Fatal("docs do not list createWorkload")
+	}
+}
+
+// rawObjectsSize is the JSON size of the native objects a workload stands
+// for, as the member clusters return them: Deployments and Pods.
+func rawObjectsSize(t *testing.T, project, name string) int {
+	t.Helper()
+	total := 0
+	sel := metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name}
+	for _, c := range reg.Env.Clusters {
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		deps, err := cs.AppsV1().Deployments(api.Namespace(project)).List(context.Background(), sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := cs.CoreV1().Pods(api.Namespace(project)).List(context.Background(), sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range deps.Items {
+			b, _ := json.Marshal(&deps.Items[i])
+			total += len(b)
+		}
+		for i := range pods.Items {
+			b, _ := json.Marshal(&pods.Items[i])
+			total += len(b)
+		}
+	}
+	return total
+}
+
+func TestGatewayAuthorizationMatrix(t *testing.T) {
+	needRegion(t)
+	const own, other = "authz-own", "authz-other"
+	admin := reg.AdminToken
+	for _, p := range []string{own, other} {
+		mustStatus(t, 201, "POST", "/v1/projects/"+p+"/workloads", admin, gwApp("target", 1, nil))
+	}
+	audit, err := reg.Bus.NC.SubscribeSync("atoll.audit.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Unsubscribe()
+
+	type verb struct {
+		name   string
+		method string
+		path   func(project, role string) string
+		body   func(role string) []byte
+		// need is the weakest role allowed; "platform" for platform admins only.
+		need string
+		// ok is the success status; objectScoped verbs answer 404 in another project.
+		ok           int
+		objectScoped bool
+	}
+	wl := func(p string) string { return "/v1/projects/" + p + "/workloads" }
+	verbs := []verb{
+		{"get", "GET", func(p, _ string) string { return wl(p) + "/app/target" }, nil, "viewer", 200, true},
+		{"list", "GET", func(p, _ string) string { return wl(p) }, nil, "viewer", 200, false},
+		{"events", "GET", func(p, _ string) string { return wl(p) + "/app/target/events" }, nil, "viewer", 200, true},
+		{"create", "POST", func(p, _ string) string { return wl(p) }, func(role string) []byte { return gwApp("by-"+role, 1, nil) }, "developer", 201, false},
+		{"update", "PUT", func(p, _ string) string { return wl(p) + "/app/target" }, func(string) []byte { return gwApp("target", 1, nil) }, "developer", 200, true},
+		{"scale", "POST", func(p, _ string) string { return wl(p) + "/app/target/scale" }, func(string) []byte { return []byte(`{"replicas":1}`) }, "developer", 200, true},
+		{"delete", "DELETE", func(p, role string) string { return wl(p) + "/app/by-" + role }, nil, "developer", 204, true},
+		{"quota", "GET", func(p, _ string) string { return "/v1/projects/" + p + "/quota" }, nil, "viewer", 200, false},
+		{"set-quota", "PUT", func(p, _ string) string { return "/v1/projects/" + p + "/quota/OnDemand" }, func(string) []byte { return []byte(`{"pods":1000}`) }, "platform", 200, false},
+		{"clusters", "GET", func(string, string) string { return "/v1/clusters" }, nil, "platform", 200, false},
+	}
+	rank := map[string]int{"viewer": 1, "developer": 2, "admin": 3, "platform": 4}
+	roles := []string{"none", "bad", "viewer", "developer", "admin", "platform"}
+	for _, role := range roles {
+		token := ""
+		switch role {
+		case "bad":
+			token = "atl_not-a-token"
+		case "platform":
+			token = admin
+		case "viewer", "developer", "admin":
+			token = reg.Token("matrix-"+role, false, map[string]string{own: role})
+		}
+		for _, v := range verbs {
+			for _, target := range []string{own, other} {
+				var body []byte
+				if v.body != nil {
+					body = v.body(role)
+				}
+				want := v.ok
+				switch {
+				case role == "none" || role == "bad":
+					want = 401
+				case role == "platform":
+				case v.need == "platform":
+					want = 403
+				case target == other && v.objectScoped:
+					want = 404
+				case target == other:
+					want = 403
+				case rank[role] < rank[v.need]:
+					want = 403
+				}
+				if v.name == "create" && want == 201 && target == other && role != "platform" {
+					want = 403
+				}
+				got, b, _ := call(t, v.method, v.path(target, role), token, body)
+				if got != want {
+					t.Errorf("%-9s %-9s in %-11s: %d, want %d: %s", role, v.name, target, got, want, b)
+				}
+			}
+		}
+	}
+	// Every mutating call was audited, with who, what and the outcome.
+	seen := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := audit.NextMsg(time.Second)
+		if err != nil {
+			break
+		}
+		var rec struct {
+			Subject, Project, Verb, Outcome string
+			Status                          int
+		}
+		_ = json.Unmarshal(m.Data, &rec)
+		if !strings.HasSuffix(m.Subject, "."+rec.Project+"."+rec.Verb) {
+			t.Errorf("audit record on %s names %s/%s", m.Subject, rec.Project, rec.Verb)
+		}
+		seen[fmt.Sprintf("%s %s %s %s %d", rec.Subject, rec.Project, rec.Verb, rec.Outcome, rec.Status)] = true
+	}
+	for _, want := range []string{
+		"matrix-developer authz-own create success 201",
+		"matrix-viewer authz-own delete denied 403",
+		"matrix-developer authz-other update denied 404",
+		" authz-own create denied 401",
+		"admin authz-other set-quota success 200",
+	} {
+		if !seen[want] {
+			t.Errorf("no audit record %q", want)
+		}
+	}
+	for _, p := range []string{own, other} {
+		for _, n := range []string{"target", "by-platform"} {
+			call(t, "DELETE", wl(p)+"/app/"+n, admin, nil)
+		}
+	}
+}
+
+// sseEvents reads Server-Sent Events until n are read or the stream ends.
+func sseEvents(t *testing.T, ctx context.Context, path, token, lastID string, n int) []computeapi.Event {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", reg.GatewayURL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("watch: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var out []computeapi.Event
+	sc := bufio.NewScanner(resp.Body)
+	var id string
+	for len(out) < n && sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			var e computeapi.Event
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e); err != nil {
+				t.Fatal(err)
+			}
+			if strconv.FormatInt(e.Id, 10) != id {
+				t.Fatalf("event id %d, SSE id %s", e.Id, id)
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestGatewayWatchResumes(t *testing.T) {
+	needRegion(t)
+	const project = "gw-watch"
+	dev := reg.Token("gw-watcher", false, map[string]string{project: "developer"})
+	base := "/v1/projects/" + project + "/workloads"
+	mustStatus(t, 201, "POST", base, dev, gwApp("w", 2, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Read the first two events, then drop the connection.
+	head := sseEvents(t, ctx, base+"/app/w/events", dev, "", 2)
+	// More events happen while no one watches: a scale and a rollout.
+	mustStatus(t, 200, "POST", base+"/app/w/scale", dev, []byte(`{"replicas":3}`))
+	waitFor(t, 90*time.Second, func() error {
+		w := waitPhase(t, dev, base+"/app/w", api.PhaseRunning)
+		if w.Status.Ready != 3 {
+			return fmt.Errorf("ready %d", w.Status.Ready)
+		}
+		return nil
+	})
+	var list computeapi.EventList
+	waitFor(t, 30*time.Second, func() error {
+		list = computeapi.EventList{}
+		_ = json.Unmarshal(mustStatus(t, 200, "GET", base+"/app/w/events", dev, nil), &list)
+		if len(list.Items) < 5 {
+			return fmt.Errorf("only %d events retained: %+v", len(list.Items), list.Items)
+		}
+		return nil
+	})
+	// Resume from the last id seen: exactly the rest, in order.
+	tail := sseEvents(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(head[len(head)-1].Id, 10), len(list.Items)-len(head))
+	got := append(head, tail...)
+	var gotIDs, wantIDs []int64
+	for i := range got {
+		gotIDs = append(gotIDs, got[i].Id)
+	}
+	for _, e := range list.Items {
+		wantIDs = append(wantIDs, e.Id)
+	}
+	if fmt.Sprint(gotIDs) != fmt.Sprint(wantIDs) {
+		t.Fatalf("watched with a resume %v, the stream holds %v", gotIDs, wantIDs)
+	}
+	if head[0].Event != api.EventAdmitted {
+		t.Fatalf("first event %s", head[0].Event)
+	}
+	// A resume after the last event waits for new ones: the delete.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var after []computeapi.Event
+	go func() {
+		defer wg.Done()
+		after = sseEvents(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(wantIDs[len(wantIDs)-1], 10), 1)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	mustStatus(t, 204, "DELETE", base+"/app/w", dev, nil)
+	wg.Wait()
+	if len(after) != 1 || after[0].Event != api.EventDeleted || after[0].Id <= wantIDs[len(wantIDs)-1] {
+		t.Fatalf("after the resume point: %+v", after)
+	}
+}
+

@@ -1,0 +1,234 @@
+// Package cache is the gateway's read cache: every workload with its
+// status, held in memory and fed by watches on the workloads and status
+// buckets. Gets and lists never leave the process and never reach a member
+// cluster. A read lags the buckets by the watches' delivery time; callers
+// that must read their own write wait for it with WaitFor.
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+)
+
+// Item is one cached workload, its response rendered once per change.
+type Item struct {
+	Key, Project, Kind, Name string
+	Labels                   map[string]string
+	Generation               int64
+	// Phase is the status phase ("Pending" before any status).
+	Phase string
+	// Workload and Status are the decoded documents (read-only).
+	Workload *api.Workload
+	Status   *api.Status
+	// JSON is the rendered API response.
+	JSON []byte
+}
+
+// Renderer turns a workload and its status (nil when none) into the API's JSON.
+type Renderer func(w *api.Workload, st *api.Status) ([]byte, error)
+
+// Cache holds every workload of the region.
+type Cache struct {
+	workloads, status *bus.Mirror
+	render            Renderer
+	log               *slog.Logger
+
+	mu        sync.RWMutex
+	items     map[string]*Item    // mu must be held
+	byProject map[string][]string // mu must be held: sorted keys per project
+	changed   chan struct{}       // mu must be held: closed and replaced on every change
+}
+
+// Start mirrors the buckets until ctx is done.
+func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (*Cache, error) {
+	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{}, changed: make(chan struct{})}
+	var err error
+	// The status mirror starts first so that the first workload refresh finds its status.
+	if c.status, err = b.Mirror(ctx, bus.BucketStatus, c.refresh); err != nil {
+		return nil, fmt.Errorf("mirror status: %w", err)
+	}
+	if c.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, c.refresh); err != nil {
+		return nil, fmt.Errorf("mirror workloads: %w", err)
+	}
+	return c, nil
+}
+
+// Ready is closed once every workload that existed at start is cached.
+func (c *Cache) Ready() <-chan struct{} { return c.workloads.Ready() }
+
+// refresh rebuilds one key's item from the mirrors' current values. The
+// mirrors store a value before calling refresh, so the last call for a key
+// sees its latest workload and status.
+func (c *Cache) refresh(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.notifyLocked()
+	we, ok := c.workloads.Get(key)
+	if !ok {
+		c.removeLocked(key)
+		return
+	}
+	w, err := api.Decode(we.Value)
+	if err != nil {
+		c.log.Warn("cache: undecodable workload", "key", key, "err", err)
+		return
+	}
+	var st *api.Status
+	if se, ok := c.status.Get(key); ok {
+		st = new(api.Status)
+		if err := json.Unmarshal(se.Value, st); err != nil {
+			st = nil
+		}
+	}
+	b, err := c.render(w, st)
+	if err != nil {
+		c.log.Warn("cache: render", "key", key, "err", err)
+		return
+	}
+	it := &Item{Key: key, Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name,
+		Labels: w.Metadata.Labels, Generation: w.Metadata.Generation, Phase: api.PhasePending,
+		Workload: w, Status: st, JSON: b}
+	if st != nil && st.Phase != "" {
+		it.Phase = st.Phase
+	}
+	if _, had := c.items[key]; !had {
+		keys := c.byProject[it.Project]
+		i, _ := slices.BinarySearch(keys, key)
+		c.byProject[it.Project] = slices.Insert(keys, i, key)
+	}
+	c.items[key] = it
+}
+
+func (c *Cache) removeLocked(key string) {
+	it, ok := c.items[key]
+	if !ok {
+		return
+	}
+	delete(c.items, key)
+	keys := c.byProject[it.Project]
+	if i, found := slices.BinarySearch(keys, key); found {
+		keys = slices.Delete(keys, i, i+1)
+	}
+	if len(keys) == 0 {
+		delete(c.byProject, it.Project)
+	} else {
+		c.byProject[it.Project] = keys
+	}
+}
+
+func (c *Cache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Get returns one workload.
+func (c *Cache) Get(key string) (*Item, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	it, ok := c.items[key]
+	return it, ok
+}
+
+// Filter selects items of a list.
+type Filter struct {
+	// Kind, when set, is the kind as registered (App, JobSet, Pod).
+	Kind string
+	// Labels must all match.
+	Labels map[string]string
+	// Phase, when set, must equal the item's phase.
+	Phase string
+}
+
+func (f Filter) match(it *Item) bool {
+	if f.Kind != "" && it.Kind != f.Kind {
+		return false
+	}
+	if f.Phase != "" && !strings.EqualFold(it.Phase, f.Phase) {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := it.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// List returns up to limit items of project matching f, in key order
+// (kind, then name), starting after the key after; next is the last key
+// returned when more items may follow.
+func (c *Cache) List(project string, f Filter, after string, limit int) (items []*Item, next string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	keys := c.byProject[project]
+	start := sort.SearchStrings(keys, after)
+	if start < len(keys) && keys[start] == after {
+		start++
+	}
+	if f.Kind != "" && after == "" {
+		// Keys sort by kind first: skip straight to the kind's range.
+		prefix := api.Key(project, f.Kind, "")
+		start = sort.SearchStrings(keys, prefix)
+	}
+	for _, k := range keys[start:] {
+		it := c.items[k]
+		if !f.match(it) {
+			if f.Kind != "" && it.Kind != f.Kind && k > api.Key(project, f.Kind, "~") {
+				break
+			}
+			continue
+		}
+		if len(items) == limit {
+			return items, items[len(items)-1].Key
+		}
+		items = append(items, it)
+	}
+	return items, ""
+}
+
+// Projects lists the projects that have workloads.
+func (c *Cache) Projects() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.byProject))
+	for p := range c.byProject {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Len is the number of cached workloads.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items)
+}
+
+// WaitFor blocks until ok holds for key's item (nil when absent) or ctx
+// ends; it returns whether ok held. Writers use it to read their own writes.
+func (c *Cache) WaitFor(ctx context.Context, key string, ok func(*Item) bool) bool {
+	for {
+		c.mu.RLock()
+		it := c.items[key]
+		ch := c.changed
+		c.mu.RUnlock()
+		if ok(it) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/debugstream"
+	"atoll.dev/services/gateway/auth"
+)
+
+// Exec WebSocket channels: the first byte of every binary message.
+const (
+	chanStdin  = 0
+	chanStdout = 1
+	chanStderr = 2
+	chanExit   = 3
+	chanResize = 4
+)
+
+// writeDebugError answers a refusal of the cluster-facing side.
+func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
+	var de *debugstream.Error
+	if errors.As(err, &de) {
+		code := map[int]string{400: "Invalid", 404: "NotFound", 503: "Unavailable"}[de.Code]
+		if code == "" {
+			code = http.StatusText(de.Code)
+		}
+		writeError(w, r, de.Code, code, de.Message)
+		return
+	}
+	writeRemoteError(w, r, err)
+}
+
+// StreamLogs streams the logs of a workload's pods in every cluster,
+// proxied by the cluster-facing side over the bus.
+func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
+	if !allow(w, r, project, auth.RoleViewer, true) {
+		return
+	}
+	key, registered, ok := ref(project, kind, name)
+	if _, found := s.cache.Get(key); !ok || !found {
+		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+		return
+	}
+	if params.SinceSeconds < 0 || params.Tail < 0 {
+		writeError(w, r, http.StatusBadRequest, "Invalid", "sinceSeconds and tail must not be negative")
+		return
+	}
+	plain := strings.HasPrefix(r.Header.Get("Accept"), "text/plain")
+	flusher, _ := w.(http.Flusher)
+	started := false
+	enc := json.NewEncoder(w)
+	err := debugstream.Logs(r.Context(), s.bus.NC, debugstream.LogRequest{
+		Project: project, Kind: registered, Name: name, Container: params.Container,
+		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail,
+	}, func(l debugstream.LogLine) error {
+		if !started {
+			started = true
+			if plain {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			} else {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+			}
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+		}
+		var err error
+		if plain {
+			_, err = fmt.Fprintf(w, "%s/%s %s\n", l.Pod, l.Container, l.Line)
+		} else {
+			err = enc.Encode(computeapi.LogLine{Cluster: l.Cluster, Pod: l.Pod, Container: l.Container, Time: l.Time, Line: l.Line})
+		}
+		if flusher != nil && params.Follow {
+			flusher.Flush()
+		}
+		return err
+	})
+	switch {
+	case !started && err != nil && r.Context().Err() == nil:
+		writeDebugError(w, r, err)
+	case !started:
+		// No line at all (an empty log): an empty, successful stream.
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+	case err != nil && r.Context().Err() == nil:
+		s.log.Warn("log stream ended", "key", key, "err", err)
+	}
+}
+
+// ExecShell runs a command in one of a workload's containers over a
+// WebSocket, proxied by the cluster-facing side over the bus.
+func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.ExecShellParams) {
+	if !allow(w, r, project, auth.RoleDeveloper, true) {
+		return
+	}
+	key, registered, ok := ref(project, kind, name)
+	if _, found := s.cache.Get(key); !ok || !found {
+		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+		return
+	}
+	if len(params.Command) == 0 {
+		writeError(w, r, http.StatusBadRequest, "Invalid", "command is required")
+		return
+	}
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered
+	}
+	defer conn.CloseNow()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	stdinR, stdinW := io.Pipe()
+	resize := make(chan debugstream.TerminalSize, 4)
+	go func() { // client to server: stdin and resizes
+		defer stdinW.Close()
+		for {
+			typ, b, err := conn.Read(ctx)
+			if err != nil {
+				cancel()
+				return
+			}
+			if typ != websocket.MessageBinary || len(b) == 0 {
+				continue
+			}
+			switch b[0] {
+			case chanStdin:
+				if _, err := stdinW.Write(b[1:]); err != nil {
+					return
+				}
+			case chanResize:
+				var sz debugstream.TerminalSize
+				if json.Unmarshal(b[1:], &sz) == nil {
+					select {
+					case resize <- sz:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	var wmu sync.Mutex
+	send := func(ch byte, p []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return conn.Write(ctx, websocket.MessageBinary, append([]byte{ch}, p...))
+	}
+	code, err := debugstream.Exec(ctx, s.bus.NC, debugstream.ExecRequest{
+		Project: project, Kind: registered, Name: name, Pod: params.Pod, Container: params.Container,
+		Command: params.Command, Stdin: params.Stdin, TTY: params.Tty,
+	}, debugstream.Streams{Stdin: stdinR, Stdout: chanWriter{chanStdout, send}, Stderr: chanWriter{chanStderr, send}, Resize: resize})
+	if err != nil {
+		msg := err.Error()
+		var de *debugstream.Error
+		if errors.As(err, &de) {
+			msg = de.Message
+		}
+		_ = send(chanStderr, []byte("atoll: "+msg+"\n"))
+		code = -1
+		conn.Close(websocket.StatusInternalError, truncate(msg, 120))
+		return
+	}
+	_ = send(chanExit, []byte(strconv.Itoa(code)))
+	conn.Close(websocket.StatusNormalClosure, "exit "+strconv.Itoa(code))
+}
+
+type chanWriter struct {
+	ch   byte
+	send func(byte, []byte) error
+}
+
+func (c chanWriter) Write(p []byte) (int, error) {
+	if err := c.send(c.ch, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,235 @@
+// Package gateway is the Compute API: the one door of a region for users
+// and tools. It authenticates every caller (API tokens kept as digests, or
+// JWTs verified against a JWKS), authorizes per project, rate-limits per
+// identity, audits every mutating call on atoll.audit.<project>.<verb>,
+// serves reads from a watch-fed cache, sends writes to admission, proxies
+// logs and exec through the cluster-facing side over the bus, streams
+// events as Server-Sent Events, and serves the OpenAPI contract, its
+// rendered docs and the web console. It holds no member-cluster
+// credentials and writes no control state.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/services/gateway/auth"
+	"atoll.dev/services/gateway/cache"
+	"atoll.dev/services/gateway/console"
+)
+
+// Module is the gateway for fx; it needs a Config (DefaultConfig when none is supplied).
+var Module = fx.Module("gateway",
+	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+)
+
+// Config configures the gateway.
+type Config struct {
+	// Listen is the HTTP address (default 127.0.0.1:8080; ":0" picks a port).
+	Listen string `json:"listen"`
+	// Auth names the tokens file and the JWKS.
+	Auth auth.Config `json:"auth"`
+	// Authenticator, when set, is used instead of loading Auth (atoll dev, tests).
+	Authenticator *auth.Authenticator `json:"-"`
+	// RatePerSecond and Burst limit each identity (defaults 50 and 100).
+	RatePerSecond float64 `json:"ratePerSecond"`
+	Burst         int     `json:"burst"`
+	// MaxBodyBytes caps request bodies (default 1 MiB).
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// ReadYourWrites bounds how long a write waits for the cache to show it (default 2 s).
+	ReadYourWrites time.Duration `json:"readYourWrites"`
+}
+
+// DefaultConfig is the gateway's configuration when none is given.
+func DefaultConfig() *Config { return &Config{} }
+
+func (c *Config) defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.RatePerSecond == 0 {
+		c.RatePerSecond = 50
+	}
+	if c.Burst == 0 {
+		c.Burst = 100
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.ReadYourWrites == 0 {
+		c.ReadYourWrites = 2 * time.Second
+	}
+}
+
+// Service is the gateway.
+type Service struct {
+	cfg    Config
+	bus    *bus.Bus
+	log    *slog.Logger
+	auth   *auth.Authenticator
+	req    *bus.Requester
+	limits *limiter
+
+	cache   *cache.Cache
+	clusters *bus.Mirror
+	quota   *bus.Mirror
+	idem    jetstream.KeyValue
+	js      jetstream.JetStream
+
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds the gateway.
+func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	c := *cfg
+	c.defaults()
+	a := c.Authenticator
+	if a == nil {
+		var err error
+		if a, err = auth.New(c.Auth); err != nil {
+			return nil, fmt.Errorf("gateway auth: %w", err)
+		}
+	}
+	return &Service{
+		cfg:    c,
+		bus:    b,
+		log:    log.With("service", "gateway"),
+		auth:   a,
+		req:    bus.NewRequester(b.NC, bus.RequestPolicy{Timeout: 5 * time.Second}),
+		limits: newLimiter(c.RatePerSecond, c.Burst),
+		js:     b.JS,
+	}, nil
+}
+
+// Start loads the caches and begins serving.
+func (s *Service) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	var err error
+	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
+		return err
+	}
+	if s.clusters, err = s.bus.Mirror(runCtx, bus.BucketClusters, nil); err != nil {
+		return fmt.Errorf("mirror clusters: %w", err)
+	}
+	if s.quota, err = s.bus.Mirror(runCtx, bus.BucketQuota, nil); err != nil {
+		return fmt.Errorf("mirror quota: %w", err)
+	}
+	if s.idem, err = s.bus.KV(ctx, bus.BucketIdempotency); err != nil {
+		return fmt.Errorf("idempotency bucket: %w", err)
+	}
+	select {
+	case <-s.cache.Ready():
+	case <-ctx.Done():
+		return fmt.Errorf("gateway cache not ready: %w", ctx.Err())
+	}
+	s.ln, err = net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
+	}
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("gateway serve", "err", err)
+		}
+	}()
+	go func() { defer s.wg.Done(); s.limits.sweep(runCtx) }()
+	s.log.Info("gateway listening", "url", s.URL(), "workloads", s.cache.Len())
+	return nil
+}
+
+// Stop drains requests for up to 5 s, then closes streams.
+func (s *Service) Stop(ctx context.Context) error {
+	if s.srv != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s.cancel() // ends watches, log streams and exec sessions
+		_ = s.srv.Shutdown(sctx)
+	} else if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// URL is where the gateway listens.
+func (s *Service) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Auth is the gateway's authenticator (to mint tokens in atoll dev and tests).
+func (s *Service) Auth() *auth.Authenticator { return s.auth }
+
+// Cache is the gateway's read cache.
+func (s *Service) Cache() *cache.Cache { return s.cache }
+
+// Handler is the gateway's HTTP handler.
+func (s *Service) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.accessLog, middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", serveSpec)
+	r.Get("/openapi.json", serveSpecJSON)
+	r.Get("/docs", serveDocs)
+	r.Handle("/console/*", http.StripPrefix("/console", console.Handler()))
+	r.Get("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently).ServeHTTP)
+	r.Get("/", http.RedirectHandler("/console/", http.StatusFound).ServeHTTP)
+	r.Group(func(r chi.Router) {
+		r.Use(s.bodyLimit, s.authenticate, s.rateLimit, s.auditMutations)
+		computeapi.HandlerWithOptions(s, computeapi.ChiServerOptions{
+			BaseRouter:       r,
+			ErrorHandlerFunc: s.paramError,
+		})
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusNotFound, "NotFound", "no such path: "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusMethodNotAllowed, "MethodNotAllowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+	return r
+}
+
+func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.bus.NC.IsConnected() {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	http.Error(w, "bus disconnected", http.StatusServiceUnavailable)
+}
+
+func (s *Service) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", ww.Status(),
+			"bytes", ww.BytesWritten(), "ms", time.Since(start).Milliseconds(), "request_id", middleware.GetReqID(r.Context()))
+	})
+}

@@ -1,0 +1,102 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/computeapi"
+)
+
+// renderWorkload is the API's view of a workload: what a developer needs,
+// none of the member clusters' objects or bookkeeping.
+func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
+	raw, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", w.Key(), err)
+	}
+	// Spec and control are taken as stored, so the view never drifts from the model.
+	var parts struct {
+		Spec    json.RawMessage `json:"spec"`
+		Control json.RawMessage `json:"control"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, fmt.Errorf("render %s: %w", w.Key(), err)
+	}
+	m := w.Metadata
+	out := computeapi.Workload{
+		ApiVersion: w.APIVersion,
+		Kind:       w.Kind,
+		Metadata: computeapi.Metadata{Project: m.Project, Name: m.Name, Labels: m.Labels,
+			Generation: m.Generation, Uid: m.UID, Created: m.Created, Updated: m.Updated},
+		Spec:   parts.Spec,
+		Status: statusView(st),
+	}
+	if len(parts.Control) > 0 && string(parts.Control) != "{}" && string(parts.Control) != "null" {
+		_ = json.Unmarshal(parts.Control, &out.Control)
+	}
+	return json.Marshal(out)
+}
+
+func statusView(st *api.Status) computeapi.WorkloadStatus {
+	if st == nil {
+		return computeapi.WorkloadStatus{Phase: api.PhasePending}
+	}
+	v := computeapi.WorkloadStatus{
+		Phase: st.Phase, ObservedGeneration: st.Generation,
+		Desired: st.Desired, Ready: st.Ready, Running: st.Running, Succeeded: st.Succeeded, Failed: st.Failed,
+		Images: st.Images, Updated: st.Updated,
+	}
+	counts := func(in map[string]api.ZoneStatus) map[string]computeapi.Counts {
+		if len(in) == 0 {
+			return nil
+		}
+		out := make(map[string]computeapi.Counts, len(in))
+		for k, z := range in {
+			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed}
+		}
+		return out
+	}
+	v.Zones, v.Clusters = counts(st.Zones), counts(st.Clusters)
+	for _, r := range st.Reasons {
+		v.Reasons = append(v.Reasons, computeapi.Rejection{Cluster: r.Cluster, Filter: r.Filter, Reason: r.Reason})
+	}
+	for _, c := range st.Conditions {
+		v.Conditions = append(v.Conditions, computeapi.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	for _, e := range st.Events {
+		v.Events = append(v.Events, computeapi.KubeEvent{Cluster: e.Cluster, Object: e.Object, Type: e.Type, Reason: e.Reason, Message: e.Message, Time: e.Time})
+	}
+	return v
+}
+
+func clusterView(c *api.ClusterInfo) computeapi.Cluster {
+	v := computeapi.Cluster{Name: c.Name, Zone: c.Zone, Labels: c.Labels, Healthy: c.Healthy, Cordoned: c.Cordoned,
+		Message: c.Message, LastSeen: c.LastSeen, Updated: c.Updated}
+	if len(c.Pools) > 0 {
+		v.Pools = make(map[string]computeapi.Pool, len(c.Pools))
+		for name, p := range c.Pools {
+			v.Pools[name] = computeapi.Pool{Nodes: p.Nodes, ReadyNodes: p.ReadyNodes, Tier: p.Tier, GpuType: p.GPUType,
+				Allocatable: computeapi.Resources{MilliCPU: p.Allocatable.MilliCPU, MemoryBytes: p.Allocatable.MemoryBytes, Gpus: p.Allocatable.GPUs, Pods: p.AllocatablePods},
+				Requested:   computeapi.Resources{MilliCPU: p.Requested.MilliCPU, MemoryBytes: p.Requested.MemoryBytes, Gpus: p.Requested.GPUs, Pods: p.RequestedPods}}
+		}
+	}
+	return v
+}
+
+func quotaView(project string, l *api.Ledger) computeapi.Quota {
+	q := computeapi.Quota{Project: project, Tiers: []computeapi.TierQuota{}}
+	for _, t := range api.Tiers {
+		tq := computeapi.TierQuota{Tier: string(t), Unlimited: true}
+		if l != nil {
+			u := l.Used(t)
+			tq.Used = computeapi.Resources{MilliCPU: u.MilliCPU, MemoryBytes: u.MemoryBytes, Gpus: u.GPUs, Pods: u.Pods}
+			if lim, ok := l.Limits[t]; ok {
+				tq.Unlimited = false
+				tq.Limit = computeapi.Resources{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, Gpus: lim.GPUs, Pods: lim.Pods}
+			}
+		}
+		q.Tiers = append(q.Tiers, tq)
+	}
+	return q
+}
