@@ -29,6 +29,13 @@ const (
 	EventSucceeded     = "succeeded"
 	EventFailed        = "failed"
 	EventDeleted       = "deleted"
+	// Operations (admission publishes them when one changes a workload).
+	EventPaused    = "paused"
+	EventResumed   = "resumed"
+	EventStopped   = "stopped"
+	EventStarted   = "started"
+	EventRestarted = "restarted"
+	EventScaled    = "scaled"
 )
 
 // Limit caps a project's use of one tier. A zero field means no limit on that resource.

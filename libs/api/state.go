@@ -52,6 +52,11 @@ const (
 	PhaseFailed      = "Failed"
 	PhaseUnscheduled = "Unschedulable"
 	PhaseProgressing = "Progressing"
+	// PhasePaused: paused, and every shard has let its pods go (App) or
+	// suspended its Job (JobSet).
+	PhasePaused = "Paused"
+	// PhaseStopped: stopped, and no object of it is left in any cluster.
+	PhaseStopped = "Stopped"
 )
 
 // Status is the aggregator's view of one workload across its shards,
@@ -126,6 +131,9 @@ type ClusterInfo struct {
 	Message string `json:"message,omitempty"`
 	// Cordoned clusters take no new shards.
 	Cordoned bool `json:"cordoned,omitempty"`
+	// Admin holds what platform admins set (cordon, labels), merged into
+	// Cordoned and Labels by the aggregator.
+	Admin ClusterAdmin `json:"admin,omitzero"`
 	// Taints of the cluster (platform-set), matched against tolerations.
 	Taints []Toleration `json:"taints,omitempty"`
 	// Pools hold capacity per node pool.

@@ -55,6 +55,8 @@ type Workload struct {
 	Metadata   Metadata `json:"metadata"`
 	// Spec is the kind's spec (*AppSpec, *JobSetSpec, *PodSpec, ...).
 	Spec Spec `json:"spec"`
+	// Control is what operations (pause, stop, restart, ...) set; see Operation.
+	Control Control `json:"control,omitzero"`
 }
 
 // Key returns the workload's key in the workloads, placements and status
@@ -87,11 +89,12 @@ func (w *Workload) UnmarshalJSON(b []byte) error {
 		Kind       string          `json:"kind"`
 		Metadata   Metadata        `json:"metadata"`
 		Spec       json.RawMessage `json:"spec"`
+		Control    Control         `json:"control"`
 	}
 	if err := strictDecode(b, &env); err != nil {
 		return err
 	}
-	w.APIVersion, w.Kind, w.Metadata, w.Spec = env.APIVersion, env.Kind, env.Metadata, nil
+	w.APIVersion, w.Kind, w.Metadata, w.Spec, w.Control = env.APIVersion, env.Kind, env.Metadata, nil, env.Control
 	k, ok := kinds[env.Kind]
 	if !ok {
 		return &FieldErrors{{Field: "kind", Code: CodeUnsupported, Reason: fmt.Sprintf("unknown kind %q; one of %s", env.Kind, strings.Join(KindNames(), ", "))}}

@@ -22,9 +22,14 @@ import (
 )
 
 // predecessors lists, per event, the events one of which must come first.
+// generationStarts are the events that open a new generation: a spec
+// change or an operation.
+var generationStarts = []string{api.EventAdmitted, api.EventUpdated, api.EventScaled, api.EventPaused,
+	api.EventResumed, api.EventStopped, api.EventStarted, api.EventRestarted}
+
 var predecessors = map[string][]string{
-	api.EventScheduled:     {api.EventAdmitted, api.EventUpdated},
-	api.EventUnschedulable: {api.EventAdmitted, api.EventUpdated},
+	api.EventScheduled:     generationStarts,
+	api.EventUnschedulable: generationStarts,
 	api.EventPropagated:    {api.EventScheduled},
 	api.EventRunning:       {api.EventPropagated},
 	api.EventProgressing:   {api.EventPropagated},

@@ -8,6 +8,7 @@ require (
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/events v0.0.0
 	atoll.dev/services/quota v0.0.0-00010101000000-000000000000
+	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/fx v1.24.0
 	sigs.k8s.io/yaml v1.6.0

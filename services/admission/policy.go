@@ -15,7 +15,9 @@ type Principal struct {
 }
 
 // checkPolicy reports what a tenant may not ask for: host network, host
-// paths, privileged containers, and the platform's own sidecars.
+// paths, privileged containers, the platform's own sidecars, and a
+// workload's control (set by operations; a platform admin's document may
+// carry one, which then replaces the stored one).
 func checkPolicy(w *api.Workload, p Principal) api.FieldErrors {
 	var fe api.FieldErrors
 	t := w.Spec.PodTemplate()
@@ -24,6 +26,9 @@ func checkPolicy(w *api.Workload, p Principal) api.FieldErrors {
 	}
 	if p.PlatformAdmin {
 		return fe
+	}
+	if !w.Control.IsZero() {
+		fe = append(fe, api.FieldError{Field: "control", Code: api.CodeForbidden, Reason: "control is set through operations (pause, resume, stop, start, restart, scale), not in the document"})
 	}
 	if t.HostNetwork {
 		fe = append(fe, api.FieldError{Field: "spec.template.hostNetwork", Code: api.CodeForbidden, Reason: "host network is not allowed for tenant workloads"})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,13 +116,14 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		if sameSpec(cur, w) {
+		next := *w
+		next.Control = carryControl(cur, w)
+		if sameSpec(cur, &next) && sameControl(cur, &next) {
 			return cur, nil
 		}
-		if err := s.reserve(ctx, w); err != nil {
+		if err := s.reserve(ctx, &next); err != nil {
 			return nil, err
 		}
-		next := *w
 		next.Metadata.Generation = cur.Metadata.Generation + 1
 		next.Metadata.UID, next.Metadata.Created, next.Metadata.Updated = cur.Metadata.UID, cur.Metadata.Created, time.Now().UTC()
 		b, err := json.Marshal(&next)
@@ -183,8 +185,35 @@ func sameSpec(a, b *api.Workload) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb) && bytes.Equal(la, lb)
 }
 
+// carryControl is the Control an update writes: the document's when it
+// sets one (only platform admins may), else the stored one, less the
+// restarts of containers the update removes.
+func carryControl(cur, doc *api.Workload) api.Control {
+	if !doc.Control.IsZero() {
+		return doc.Control
+	}
+	c := cur.Control.Clone()
+	for name := range c.ContainerRestarts {
+		if !slices.ContainsFunc(doc.Spec.PodTemplate().Containers, func(ct api.Container) bool { return ct.Name == name }) {
+			delete(c.ContainerRestarts, name)
+		}
+	}
+	if len(c.ContainerRestarts) == 0 {
+		c.ContainerRestarts = nil
+	}
+	return c
+}
+
+func sameControl(a, b *api.Workload) bool {
+	ja, err1 := json.Marshal(a.Control)
+	jb, err2 := json.Marshal(b.Control)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// reserve holds what w demands (nothing while stopped), replacing what
+// its key held.
 func (s *Service) reserve(ctx context.Context, w *api.Workload) error {
-	req, _ := json.Marshal(api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: api.DemandOf(w)})
+	req, _ := json.Marshal(api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: demand(w)})
 	_, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "reserve"), req)
 	var re *bus.RemoteError
 	if errors.As(err, &re) && re.Code < 500 {
@@ -209,7 +238,11 @@ func (s *Service) release(ctx context.Context, w *api.Workload) {
 }
 
 func (s *Service) emit(ctx context.Context, w *api.Workload, event string, rev uint64) {
-	if err := events.Publish(ctx, s.bus, w, event, "", rev); err != nil {
+	s.emitMessage(ctx, w, event, "", rev)
+}
+
+func (s *Service) emitMessage(ctx context.Context, w *api.Workload, event, message string, rev uint64) {
+	if err := events.Publish(ctx, s.bus, w, event, message, rev); err != nil {
 		s.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
 	}
 }

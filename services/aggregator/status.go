@@ -65,6 +65,8 @@ func (s *Service) fold(ctx context.Context, key string) error {
 	}
 	st := api.Status{Key: key, Generation: w.Metadata.Generation, Desired: w.Spec.Pods(), Phase: api.PhasePending}
 	switch {
+	case w.Control.Stopped:
+		s.foldStopped(w, p, &st)
 	case p == nil || p.Generation != w.Metadata.Generation && p.Unschedulable:
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Scheduled", Status: false, Reason: "Waiting", Message: "waiting for the scheduler"})
 	case p.Unschedulable:
@@ -74,7 +76,17 @@ func (s *Service) fold(ctx context.Context, key string) error {
 	default:
 		shards := s.shards(w, p)
 		st.Zones, st.Clusters = map[string]api.ZoneStatus{}, map[string]api.ZoneStatus{}
+		if w.Control.Paused && w.Kind == api.KindApp {
+			// A paused App's Deployments are held at zero.
+			st.Desired = 0
+			for i := range shards {
+				shards[i].desired = 0
+			}
+		}
 		folders[w.Kind](w, shards, &st)
+		if w.Control.Paused {
+			foldPaused(w, shards, &st)
+		}
 		images := map[string]bool{}
 		for _, sh := range shards {
 			for _, pod := range sh.pods {
@@ -250,6 +262,84 @@ func foldPod(w *api.Workload, shards []shardView, st *api.Status) {
 			st.Phase = api.PhaseDegraded
 		}
 	}
+}
+
+// foldPaused turns the phase of a paused workload into Paused once every
+// shard has let its pods go: an App's Deployments at zero with no pod left
+// (foldApp calls that Running, with nothing desired), a JobSet's Jobs
+// suspended with none active. Until then it is Progressing; a finished
+// JobSet keeps Succeeded or Failed, and a sick cluster keeps Degraded.
+func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
+	done := false
+	switch w.Kind {
+	case api.KindApp:
+		done = st.Phase == api.PhaseRunning
+	case api.KindJobSet:
+		if st.Phase == api.PhaseSucceeded || st.Phase == api.PhaseFailed {
+			return
+		}
+		done = true
+		for _, sh := range shards {
+			done = done && jobSuspended(sh.job, w.Metadata.Generation)
+		}
+	}
+	reason := "Pausing"
+	switch {
+	case st.Phase == api.PhaseDegraded:
+	case done:
+		st.Phase, reason = api.PhasePaused, "Paused"
+	default:
+		st.Phase = api.PhaseProgressing
+	}
+	st.Conditions = append(st.Conditions, api.Condition{Type: "Paused", Status: done, Reason: reason})
+}
+
+func jobSuspended(j *batchv1.Job, gen int64) bool {
+	if j == nil || generationOf(j.Annotations) != gen || j.Spec.Suspend == nil || !*j.Spec.Suspend || j.Status.Active > 0 {
+		return false
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobSuspended {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// foldStopped reports a stopped workload: Stopped once its placement of
+// this generation has no shards and no object of it is left in any
+// healthy cluster (an unreachable one is cleaned when it comes back);
+// Progressing while they are removed. Nothing is desired.
+func (s *Service) foldStopped(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
+	st.Desired = 0
+	left := 0
+	ns := api.Namespace(w.Metadata.Project)
+	sel := labels.SelectorFromSet(labels.Set{api.LabelKind: api.KindLabel(w.Kind), api.LabelWorkload: w.Metadata.Name})
+	for _, cw := range s.watches {
+		if !cw.isHealthy() {
+			continue
+		}
+		pods, _ := cw.pods.Pods(ns).List(sel)
+		left += len(pods)
+		for _, pod := range pods {
+			if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
+				st.Running++
+			}
+		}
+		if d, err := cw.deployments.Deployments(ns).Get(w.Metadata.Name); err == nil && sel.Matches(labels.Set(d.Labels)) {
+			left++
+		}
+		if j, err := cw.jobs.Jobs(ns).Get(w.Metadata.Name); err == nil && sel.Matches(labels.Set(j.Labels)) {
+			left++
+		}
+	}
+	if p != nil && p.Generation == w.Metadata.Generation && len(p.Shards) == 0 && left == 0 {
+		st.Phase = api.PhaseStopped
+		st.Conditions = append(st.Conditions, api.Condition{Type: "Stopped", Status: true, Reason: "Stopped", Message: "no object is left in any cluster; start it to run again"})
+		return
+	}
+	st.Phase = api.PhaseProgressing
+	st.Conditions = append(st.Conditions, api.Condition{Type: "Stopped", Status: false, Reason: "Stopping", Message: fmt.Sprintf("%d objects left in the member clusters", left)})
 }
 
 func summarize(rs []api.Rejection) string {

@@ -19,8 +19,13 @@ func serveSpec(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(computeapi.SpecYAML)
 }
 
+// loadSpec parses the contract as written (the generated copy renames operations).
+func loadSpec() (*openapi3.T, error) {
+	return openapi3.NewLoader().LoadFromData(computeapi.SpecYAML)
+}
+
 func serveSpecJSON(w http.ResponseWriter, r *http.Request) {
-	spec, err := computeapi.GetSwagger()
+	spec, err := loadSpec()
 	if err != nil {
 		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
 		return
@@ -89,7 +94,7 @@ func schemaName(ref *openapi3.SchemaRef) string {
 }
 
 func renderDocs() ([]byte, error) {
-	spec, err := computeapi.GetSwagger()
+	spec, err := loadSpec()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ require (
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/events v0.0.0
-	github.com/nats-io/nats.go v1.55.0
+	github.com/google/go-cmp v0.7.0
 	go.uber.org/fx v1.24.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -38,6 +38,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
+	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect

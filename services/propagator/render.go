@@ -87,13 +87,19 @@ func meta(w *api.Workload, sh api.Shard) metav1.ObjectMeta {
 	}
 }
 
+// renderApp makes a shard's Deployment. A paused App keeps its
+// Deployments, held at zero replicas until it is resumed.
 func renderApp(w *api.Workload, sh api.Shard) object {
 	s := w.Spec.(*api.AppSpec)
+	replicas := sh.Replicas
+	if w.Control.Paused {
+		replicas = 0
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta(w, sh),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(sh.Replicas),
+			Replicas: ptr.To(replicas),
 			Paused:   s.Paused,
 			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
 			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
@@ -102,6 +108,8 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	return object{gvr: deployments, name: d.Name, obj: d}
 }
 
+// renderJobSet makes a shard's Indexed Job, told its index range; a
+// paused JobSet's Jobs are suspended (their pods go, their progress stays).
 func renderJobSet(w *api.Workload, sh api.Shard) object {
 	s := w.Spec.(*api.JobSetSpec)
 	tmpl := podTemplate(w, sh, corev1.RestartPolicyNever)
@@ -123,17 +131,24 @@ func renderJobSet(w *api.Workload, sh api.Shard) object {
 			Completions:    ptr.To(sh.IndexEnd - sh.IndexStart),
 			Parallelism:    ptr.To(sh.Replicas),
 			BackoffLimit:   s.BackoffLimit,
+			Suspend:        ptr.To(w.Control.Paused),
 			Template:       tmpl,
 		},
 	}
 	return object{gvr: jobs, name: j.Name, obj: j}
 }
 
+// renderPod makes the Pod of a Pod workload. Its restart annotations are
+// on the Pod itself; a Pod cannot be restarted in place, so the target
+// replaces it when they change (see replaceRestartedPod).
 func renderPod(w *api.Workload, sh api.Shard) object {
 	t := podTemplate(w, sh, corev1.RestartPolicyAlways)
 	m := meta(w, sh)
 	for k, v := range t.Labels {
 		m.Labels[k] = v
+	}
+	for k, v := range t.Annotations {
+		m.Annotations[k] = v
 	}
 	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: m, Spec: t.Spec}
 	return object{gvr: pods, name: p.Name, obj: p}
@@ -189,8 +204,13 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 	podLabels[api.LabelProject] = w.Metadata.Project
 	podLabels[api.LabelShard] = sh.Cluster
 	return corev1.PodTemplateSpec{
-		// No generation here: a scale must not restart the pods.
-		ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+		// No generation here: a scale must not restart the pods. The
+		// restart annotations are what a restart operation changes: for a
+		// Deployment a rolling restart (as kubectl rollout restart does), for
+		// a Job a new Job. A restart of one container rolls the pods too
+		// (Kubernetes cannot restart one container of a running pod); its
+		// annotation names the container that asked.
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: w.Control.RestartAnnotations()},
 		Spec:       spec,
 	}
 }

@@ -3,8 +3,11 @@ package propagator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -191,6 +194,11 @@ func (t *target) createOrApply(ctx context.Context, key string, create createFun
 type createFunc func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
 
 func (t *target) apply(ctx context.Context, o object, ns string) error {
+	if o.gvr == pods {
+		if err := t.replaceRestartedPod(ctx, o, ns); err != nil {
+			return err
+		}
+	}
 	body, err := json.Marshal(o.obj)
 	if err != nil {
 		return err
@@ -234,6 +242,55 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
 	}
 	return nil
+}
+
+// errReplacing says a Pod is being replaced; the key is retried until the
+// old Pod is gone and the new one can be created.
+var errReplacing = errors.New("replacing the pod")
+
+// replaceRestartedPod deletes the live Pod when its restart annotations
+// differ from o's: a Pod's containers cannot be restarted in place, so a
+// restart replaces the Pod. While the old Pod goes it returns an error
+// wrapping errReplacing, so the key is retried and the Pod created anew.
+func (t *target) replaceRestartedPod(ctx context.Context, o object, ns string) error {
+	var live *corev1.Pod
+	err := t.call(func() error {
+		p, err := t.cs.CoreV1().Pods(ns).Get(ctx, o.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		live = p
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read pod %s/%s: %w", ns, o.name, err)
+	}
+	if live == nil {
+		return nil
+	}
+	if live.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s/%s is terminating: %w", ns, o.name, errReplacing)
+	}
+	want := o.obj.(*corev1.Pod).Annotations
+	if maps.Equal(restartAnnotations(live.Annotations), restartAnnotations(want)) {
+		return nil
+	}
+	t.log.Info("restarting pod", "namespace", ns, "name", o.name)
+	if err := t.delete(ctx, pods, ns, o.name); err != nil {
+		return err
+	}
+	return fmt.Errorf("pod %s/%s deleted for a restart: %w", ns, o.name, errReplacing)
+}
+
+// restartAnnotations picks the annotations that carry restarts.
+func restartAnnotations(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if k == api.AnnoRestartedAt || strings.HasPrefix(k, api.AnnoRestartPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func (t *target) remove(ctx context.Context, key string) error {

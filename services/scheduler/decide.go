@@ -29,10 +29,15 @@ var dividers = map[string]divider{
 }
 
 // Decide places a workload on a snapshot of the member clusters. It is a
-// pure function of its inputs.
+// pure function of its inputs. A stopped workload gets an empty placement
+// (no shards, and not unschedulable), so its objects are removed from
+// every cluster until it is started.
 func Decide(w *api.Workload, clusters []*api.ClusterInfo, now time.Time) api.PlacementDecision {
-	fw := framework.NewWorkload(w)
 	d := api.PlacementDecision{Key: w.Key(), Generation: w.Metadata.Generation, Decided: now}
+	if w.Control.Stopped {
+		return d
+	}
+	fw := framework.NewWorkload(w)
 	var cands []candidate
 	for _, c := range clusters {
 		ok := true

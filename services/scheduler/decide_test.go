@@ -119,3 +119,29 @@ func TestUnschedulableSaysWhyPerClusterAndFilter(t *testing.T) {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
 }
+
+func TestStoppedWorkloadsGetAnEmptyPlacement(t *testing.T) {
+	stopped := func(w *api.Workload) *api.Workload { w.Control.Stopped = true; return w }
+	paused := app(9, nil)
+	paused.Control.Paused = true
+	tests := []struct {
+		name     string
+		w        *api.Workload
+		clusters []*api.ClusterInfo
+		want     api.PlacementDecision
+	}{
+		{"stopped app", stopped(app(9, nil)), threeZones(), api.PlacementDecision{Key: "p.app.w", Generation: 1}},
+		{"stopped pod that fits nowhere", stopped(gpuPod()), threeZones(), api.PlacementDecision{Key: "p.pod.g", Generation: 1}},
+		{"stopped with no clusters known", stopped(app(3, nil)), nil, api.PlacementDecision{Key: "p.app.w", Generation: 1}},
+		{"paused keeps its shards", paused, threeZones(), api.PlacementDecision{Key: "p.app.w", Generation: 1, Shards: []api.Shard{
+			{Cluster: "zone-a", Zone: "a", Replicas: 3}, {Cluster: "zone-b", Zone: "b", Replicas: 3}, {Cluster: "zone-c", Zone: "c", Replicas: 3},
+		}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Decide(tc.w, tc.clusters, time.Time{})); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

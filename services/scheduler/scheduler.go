@@ -249,6 +249,9 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 		return fmt.Errorf("write placement %s: %w", key, err)
 	}
 	event, msg := api.EventScheduled, fmt.Sprintf("%d shards", len(d.Shards))
+	if w.Control.Stopped {
+		msg = "stopped: no shards"
+	}
 	if d.Unschedulable {
 		event, msg = api.EventUnschedulable, fmt.Sprintf("no cluster can take it: %d rejections", len(d.Reasons))
 		s.queue.AddAfter(key, RetryUnschedulable)
