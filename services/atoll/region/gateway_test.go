@@ -431,3 +431,98 @@ func TestGatewayWatchResumes(t *testing.T) {
 	}
 }
 
+
+func TestGatewayOperations(t *testing.T) {
+	needRegion(t)
+	const project = "gw-ops"
+	dev := reg.Token("gw-operator", false, map[string]string{project: "developer"})
+	base := "/v1/projects/" + project + "/workloads"
+	mustStatus(t, 201, "POST", base, dev, gwApp("svc", 2, nil))
+	waitPhase(t, dev, base+"/app/svc", api.PhaseRunning)
+
+	var w computeapi.Workload
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", base+"/app/svc/pause", dev, nil), &w)
+	if !w.Control.Paused {
+		t.Fatalf("pause: control %+v", w.Control)
+	}
+	waitPhase(t, dev, base+"/app/svc", api.PhasePaused)
+	mustStatus(t, 200, "POST", base+"/app/svc/resume", dev, nil)
+	waitPhase(t, dev, base+"/app/svc", api.PhaseRunning)
+
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", base+"/app/svc/restart", dev, nil), &w)
+	if w.Control.RestartedAt.IsZero() {
+		t.Fatal("restart: no restartedAt")
+	}
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", base+"/app/svc/containers/web/restart", dev, nil), &w)
+	if _, ok := w.Control.ContainerRestarts["web"]; !ok {
+		t.Fatalf("restart-container: %+v", w.Control)
+	}
+	mustStatus(t, 400, "POST", base+"/app/svc/containers/nope/restart", dev, nil)
+	mustStatus(t, 400, "POST", base+"/app/svc/explode", dev, nil)
+
+	// Stop releases the quota; start takes it again.
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", base+"/app/svc/stop", dev, nil), &w)
+	waitPhase(t, dev, base+"/app/svc", api.PhaseStopped)
+	var q computeapi.Quota
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", "/v1/projects/"+project+"/quota", dev, nil), &q)
+	for _, tq := range q.Tiers {
+		if tq.Used.Pods != 0 {
+			t.Fatalf("stopped, yet %s uses %d pods", tq.Tier, tq.Used.Pods)
+		}
+	}
+	// A quota too small for the workload refuses its start, naming the limit.
+	_ = json.Unmarshal(mustStatus(t, 200, "PUT", "/v1/projects/"+project+"/quota/OnDemand", reg.AdminToken, []byte(`{"pods":1}`)), &q)
+	var e computeapi.Error
+	_ = json.Unmarshal(mustStatus(t, 409, "POST", base+"/app/svc/start", dev, nil), &e)
+	if e.Code != "QuotaExceeded" || e.Quota == nil || e.Quota.Resource != "pods" || e.Quota.Limit != 1 {
+		t.Fatalf("start over quota: %+v", e)
+	}
+	mustStatus(t, 200, "PUT", "/v1/projects/"+project+"/quota/OnDemand", reg.AdminToken, []byte(`{"pods":10}`))
+	mustStatus(t, 200, "POST", base+"/app/svc/start", dev, nil)
+	waitPhase(t, dev, base+"/app/svc", api.PhaseRunning)
+	q = computeapi.Quota{}
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", "/v1/projects/"+project+"/quota", dev, nil), &q)
+	for _, tq := range q.Tiers {
+		if tq.Tier == "OnDemand" && (tq.Used.Pods != 2 || tq.Limit.Pods != 10 || tq.Unlimited) {
+			t.Fatalf("OnDemand quota after start: %+v", tq)
+		}
+	}
+	mustStatus(t, 204, "DELETE", base+"/app/svc", dev, nil)
+}
+
+func TestGatewayClusters(t *testing.T) {
+	needRegion(t)
+	admin := reg.AdminToken
+	var list computeapi.ClusterList
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", "/v1/clusters", admin, nil), &list)
+	if len(list.Items) != len(reg.Members) {
+		t.Fatalf("%d clusters listed, region has %d", len(list.Items), len(reg.Members))
+	}
+	name := list.Items[0].Name
+	var c computeapi.Cluster
+	_ = json.Unmarshal(mustStatus(t, 200, "GET", "/v1/clusters/"+name, admin, nil), &c)
+	if !c.Healthy || c.Pools["general"].Nodes == 0 || c.Pools["general"].Allocatable.MilliCPU == 0 {
+		t.Fatalf("cluster %s: %+v", name, c)
+	}
+	mustStatus(t, 404, "GET", "/v1/clusters/nowhere", admin, nil)
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", "/v1/clusters/"+name+"/cordon", admin, nil), &c)
+	if !c.Cordoned {
+		t.Fatal("cordon did not cordon")
+	}
+	_ = json.Unmarshal(mustStatus(t, 200, "POST", "/v1/clusters/"+name+"/uncordon", admin, nil), &c)
+	if c.Cordoned {
+		t.Fatal("uncordon did not uncordon")
+	}
+	_ = json.Unmarshal(mustStatus(t, 200, "PATCH", "/v1/clusters/"+name+"/labels", admin, []byte(`{"set":{"gw-test":"yes"}}`)), &c)
+	if c.Labels["gw-test"] != "yes" {
+		t.Fatalf("labels after set: %v", c.Labels)
+	}
+	c = computeapi.Cluster{}
+	_ = json.Unmarshal(mustStatus(t, 200, "PATCH", "/v1/clusters/"+name+"/labels", admin, []byte(`{"remove":["gw-test"]}`)), &c)
+	if _, ok := c.Labels["gw-test"]; ok {
+		t.Fatalf("labels after remove: %v", c.Labels)
+	}
+	mustStatus(t, 400, "PATCH", "/v1/clusters/"+name+"/labels", admin, []byte(`{"set":{"bad key!":"x"}}`))
+	dev := reg.Token("not-admin", false, map[string]string{"x": "admin"})
+	mustStatus(t, 403, "POST", "/v1/clusters/"+name+"/cordon", dev, nil)
+}

@@ -1,0 +1,101 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+)
+
+func put(t *testing.T, b *bus.Bus, bucket, key string, v any) {
+	t.Helper()
+	kv, err := b.KV(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(v)
+	if _, err := kv.Put(context.Background(), key, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func app(project, name string, labels map[string]string) *api.Workload {
+	return &api.Workload{APIVersion: api.APIVersion, Kind: api.KindApp,
+		Metadata: api.Metadata{Project: project, Name: name, Labels: labels, Generation: 1},
+		Spec:     &api.AppSpec{}}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i := range 7 {
+		w := app("p", fmt.Sprintf("a%d", i), map[string]string{"team": []string{"x", "y"}[i%2]})
+		put(t, b, bus.BucketWorkloads, w.Key(), w)
+	}
+	put(t, b, bus.BucketWorkloads, api.Key("q", api.KindApp, "other"), app("q", "other", nil))
+	put(t, b, bus.BucketStatus, api.Key("p", api.KindApp, "a3"), api.Status{Phase: api.PhaseRunning})
+	renders := 0
+	c, err := Start(ctx, b, func(w *api.Workload, st *api.Status) ([]byte, error) { renders++; return json.Marshal(w.Metadata.Name) }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-c.Ready()
+	if !c.WaitFor(ctx, api.Key("p", api.KindApp, "a6"), func(it *Item) bool { return it != nil }) || c.Len() != 8 {
+		t.Fatalf("cache holds %d", c.Len())
+	}
+	names := func(items []*Item) (out []string) {
+		for _, it := range items {
+			out = append(out, it.Name)
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		f         Filter
+		after     string
+		limit     int
+		want      string
+		wantAfter string
+	}{
+		{"first page", Filter{}, "", 3, "[a0 a1 a2]", "p.app.a2"},
+		{"next page", Filter{}, "p.app.a2", 3, "[a3 a4 a5]", "p.app.a5"},
+		{"last page", Filter{}, "p.app.a5", 3, "[a6]", ""},
+		{"label", Filter{Labels: map[string]string{"team": "y"}}, "", 10, "[a1 a3 a5]", ""},
+		{"phase", Filter{Phase: "running"}, "", 10, "[a3]", ""},
+		{"kind", Filter{Kind: api.KindJobSet}, "", 10, "[]", ""},
+		{"exact page end", Filter{Labels: map[string]string{"team": "x"}}, "", 4, "[a0 a2 a4 a6]", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			items, next := c.List("p", tc.f, tc.after, tc.limit)
+			if got := fmt.Sprint(names(items)); got != tc.want || next != tc.wantAfter {
+				t.Fatalf("got %s next %q, want %s next %q", got, next, tc.want, tc.wantAfter)
+			}
+		})
+	}
+	// A status change re-renders the item; a delete removes it.
+	kv, _ := b.KV(ctx, bus.BucketWorkloads)
+	if err := kv.Delete(ctx, api.Key("p", api.KindApp, "a0")); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if !c.WaitFor(wctx, api.Key("p", api.KindApp, "a0"), func(it *Item) bool { return it == nil }) {
+		t.Fatal("deleted workload still cached")
+	}
+	if items, _ := c.List("p", Filter{}, "", 100); len(items) != 6 {
+		t.Fatalf("after delete: %d items", len(items))
+	}
+}
