@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/debugstream"
 )
 
 // Module is the aggregator service for fx; it needs clusters.Members.
@@ -52,6 +54,8 @@ type Service struct {
 	status, clusterKV     jetstream.KeyValue
 	workloads, placements *bus.Mirror
 	queue                 *bus.Queue
+	ops                   micro.Service       // the cluster-operations endpoint
+	debug                 *debugstream.Server // logs and exec sessions (debug.go)
 	cancel                context.CancelFunc
 	wg                    sync.WaitGroup
 
@@ -111,11 +115,21 @@ func (s *Service) Start(ctx context.Context) error {
 	// Refold everything now and then: a missed change costs latency, never correctness.
 	s.goRun(func() { s.workloads.Resync(rctx, Resync, s.queue, nil) })
 	s.goRun(func() { s.queue.Run(rctx, StatusWorkers, s.log, s.fold) })
+	if err := s.startOps(); err != nil {
+		s.Stop()
+		return err
+	}
+	if err := s.startDebug(); err != nil {
+		s.Stop()
+		return err
+	}
 	return nil
 }
 
-// Stop stops the informers and probes.
+// Stop unregisters the cluster-operations endpoint and stops the informers and probes.
 func (s *Service) Stop() {
+	s.stopDebug()
+	s.stopOps()
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()

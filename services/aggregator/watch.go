@@ -43,8 +43,6 @@ type watch struct {
 	mu      sync.Mutex
 	lastOK  time.Time // mu must be held
 	healthy bool      // mu must be held
-	written []byte    // last inventory written, without times
-	wroteAt time.Time
 }
 
 func newWatch(s *Service, m clusters.Member) (*watch, error) {
@@ -221,41 +219,39 @@ func (w *watch) probe(ctx context.Context) {
 		Name: w.member.Name, Zone: w.member.Zone, Labels: w.member.Labels,
 		Healthy: healthy, Message: msg, LastSeen: lastOK.UTC(),
 	}
-	if err == nil {
+	if err == nil && w.cachesSynced() {
 		info.Pools = w.pools()
-	} else {
-		info.Pools = w.lastPools() // keep the last known capacity while it is unreachable
-	}
+	} // else nextInventory keeps the last known capacity: unreachable, or just started
 	w.writeInventory(ctx, info, now)
 }
 
-func (w *watch) lastPools() map[string]api.PoolInfo {
-	if w.written == nil {
-		return nil
+func (w *watch) cachesSynced() bool {
+	for _, synced := range w.synced {
+		if !synced() {
+			return false
+		}
 	}
-	var prev api.ClusterInfo
-	if json.Unmarshal(w.written, &prev) != nil {
-		return nil
-	}
-	return prev.Pools
+	return true
 }
 
+// writeInventory writes the cluster's inventory with compare-and-set,
+// carrying over what the stored record holds that a probe does not know
+// (nextInventory), when it changed or at least every few probes, so
+// LastSeen stays fresh.
 func (w *watch) writeInventory(ctx context.Context, info api.ClusterInfo, now time.Time) {
-	cmpInfo := info
-	cmpInfo.LastSeen = time.Time{}
-	cmpBody, _ := json.Marshal(cmpInfo)
-	if string(cmpBody) == string(w.written) && now.Sub(w.wroteAt) < 5*ProbeEvery {
-		return
-	}
-	info.Updated = now.UTC()
-	body, _ := json.Marshal(info)
-	if _, err := w.s.clusterKV.Put(ctx, w.member.Name, body); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			w.log.Warn("write inventory", "err", err)
+	_, err := bus.Update(ctx, w.s.clusterKV, w.member.Name, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists {
+			cur = nil
 		}
-		return
+		next := nextInventory(info, cur, w.member, now, 5*ProbeEvery)
+		if next == nil {
+			return nil, bus.ErrNoChange
+		}
+		return json.Marshal(next)
+	})
+	if err != nil && !errors.Is(err, bus.ErrNoChange) && !errors.Is(err, context.Canceled) {
+		w.log.Warn("write inventory", "err", err)
 	}
-	w.written, w.wroteAt = cmpBody, now
 }
 
 // pools computes capacity per node pool from the informer caches.

@@ -1,6 +1,6 @@
 // Package busclient talks to a region over the bus, as the gateway will:
-// submit, update and delete workloads through admission, set quota, and
-// read status from the buckets.
+// submit, update, operate on and delete workloads through admission, set
+// quota, and read status from the buckets.
 package busclient
 
 import (
@@ -76,6 +76,20 @@ func (c *Client) Apply(ctx context.Context, doc []byte) (*api.Workload, error) {
 		return c.Update(ctx, doc)
 	}
 	return w, err
+}
+
+// Operate runs one operation (pause, resume, stop, start, restart,
+// restart-container, scale) on a workload and returns it as stored after.
+func (c *Client) Operate(ctx context.Context, op api.Operation) (*api.Workload, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.call(ctx, "admission", "operate", b)
+	if err != nil {
+		return nil, err
+	}
+	return api.Decode(out)
 }
 
 // Delete removes a workload.
@@ -177,4 +191,33 @@ func (c *Client) get(ctx context.Context, bucket, key string, v any) (bool, erro
 // WatchEvents subscribes to a workload's domain events (core NATS; no replay).
 func (c *Client) WatchEvents(project, kind, name string) (*nats.Subscription, error) {
 	return c.b.NC.SubscribeSync(bus.EventSubject(project, kind, name, "*"))
+}
+
+// Cordon cordons (on) or uncordons a member cluster through the
+// aggregator and returns the cluster's inventory as written.
+func (c *Client) Cordon(ctx context.Context, cluster string, on bool) (*api.ClusterInfo, error) {
+	op := api.ClusterOpUncordon
+	if on {
+		op = api.ClusterOpCordon
+	}
+	return c.clusterOp(ctx, api.ClusterOp{Cluster: cluster, Op: op})
+}
+
+// SetClusterLabels sets and removes admin labels of a member cluster
+// through the aggregator and returns the cluster's inventory as written.
+func (c *Client) SetClusterLabels(ctx context.Context, cluster string, set map[string]string, remove []string) (*api.ClusterInfo, error) {
+	return c.clusterOp(ctx, api.ClusterOp{Cluster: cluster, Op: api.ClusterOpLabels, SetLabels: set, RemoveLabels: remove})
+}
+
+func (c *Client) clusterOp(ctx context.Context, op api.ClusterOp) (*api.ClusterInfo, error) {
+	b, _ := json.Marshal(op)
+	out, err := c.call(ctx, "aggregator", "cluster", b)
+	if err != nil {
+		return nil, err
+	}
+	var ci api.ClusterInfo
+	if err := json.Unmarshal(out, &ci); err != nil {
+		return nil, fmt.Errorf("decode cluster %s: %w", op.Cluster, err)
+	}
+	return &ci, nil
 }

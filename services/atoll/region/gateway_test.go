@@ -431,7 +431,6 @@ func TestGatewayWatchResumes(t *testing.T) {
 	}
 }
 
-
 func TestGatewayOperations(t *testing.T) {
 	needRegion(t)
 	const project = "gw-ops"
