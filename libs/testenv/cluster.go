@@ -75,6 +75,9 @@ func (c *Cluster) create(ctx context.Context) error {
 		return err
 	}
 	args = append(args, "--config", tuning)
+	if c.env.debugFile != "" {
+		args = append(args, "--config", c.env.debugFile)
+	}
 	for _, f := range c.spec.ConfigFiles {
 		args = append(args, "--config", f)
 	}

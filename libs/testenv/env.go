@@ -52,6 +52,9 @@ type Options struct {
 	// OwnSignals says the caller tears the environment down on SIGINT and
 	// SIGTERM itself; otherwise testenv does, then lets the signal kill the process.
 	OwnSignals bool
+	// Debug, when set, makes every Pod's containers serve logs from a file
+	// and run exec commands locally (see DebugSim); off by default.
+	Debug *DebugSim
 }
 
 // ClusterSpec describes one member cluster to start.
@@ -72,8 +75,9 @@ type Env struct {
 	id       string
 	Clusters []*Cluster
 
-	stopOnce sync.Once
-	stopErr  error
+	debugFile string // kwokctl configuration of opts.Debug, when set
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 var envSeq atomic.Int64
@@ -105,6 +109,10 @@ func Start(ctx context.Context, opts Options, specs ...ClusterSpec) (*Env, error
 			spec:   s,
 			env:    e,
 		})
+	}
+	var err error
+	if e.debugFile, err = e.writeDebugFile(); err != nil {
+		return nil, err
 	}
 	register(e, !opts.OwnSignals)
 	g, gctx := errgroup.WithContext(ctx)
@@ -199,6 +207,9 @@ func (e *Env) Stop(ctx context.Context) error {
 			}()
 		}
 		wg.Wait()
+		if e.debugFile != "" {
+			_ = os.Remove(e.debugFile)
+		}
 		e.stopErr = errors.Join(errs...)
 	})
 	return e.stopErr

@@ -135,6 +135,10 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 			}
 			switch b[0] {
 			case chanStdin:
+				if len(b) == 1 { // an empty stdin message ends the input
+					_ = stdinW.Close()
+					continue
+				}
 				if _, err := stdinW.Write(b[1:]); err != nil {
 					return
 				}

@@ -49,6 +49,10 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 		writeRemoteError(w, r, err)
 		return
 	}
+	// A stream takes at most 1,000 consumers (nats-server's default): give this one back.
+	defer func() {
+		_ = s.js.DeleteConsumer(context.WithoutCancel(r.Context()), bus.StreamEvents, cons.CachedInfo().Name)
+	}()
 	if !watch {
 		items, err := s.pastEvents(r.Context(), cons)
 		if err != nil {

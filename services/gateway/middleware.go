@@ -229,7 +229,7 @@ func auditTarget(r *http.Request) (project, verb string) {
 		return "", ""
 	}
 	switch {
-	case p[1] == "clusters" && len(p) == 4 && r.Method == http.MethodPost:
+	case p[1] == "clusters" && len(p) == 4 && r.Method == http.MethodPost && validToken(p[3]):
 		return PlatformProject, p[3] // cordon, uncordon
 	case p[1] == "clusters" && len(p) == 4 && r.Method == http.MethodPatch:
 		return PlatformProject, "label"

@@ -1,369 +1,380 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	"atoll.dev/libs/api"
-	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/sdk"
 )
 
-// documents splits a YAML stream on '---' lines and drops empty documents.
-func documents(r io.Reader) ([][]byte, error) {
+// readDocuments reads the documents of -f files (- is standard input).
+func readDocuments(stdin io.Reader, files []string) ([][]byte, error) {
+	if len(files) == 0 {
+		return nil, errors.New("-f FILE is required (- for standard input)")
+	}
 	var docs [][]byte
-	var cur bytes.Buffer
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	flush := func() {
-		if strings.TrimSpace(stripComments(cur.String())) != "" {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
+	for _, file := range files {
+		in := stdin
+		if file != "-" {
+			f, err := os.Open(file)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			in = f
 		}
-		cur.Reset()
-	}
-	for sc.Scan() {
-		if strings.TrimRight(sc.Text(), " \t") == "---" {
-			flush()
-			continue
+		d, err := sdk.SplitDocuments(in)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", file, err)
 		}
-		cur.WriteString(sc.Text())
-		cur.WriteByte('\n')
+		docs = append(docs, d...)
 	}
-	flush()
-	return docs, sc.Err()
-}
-
-func stripComments(s string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
-			out = append(out, l)
-		}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%v: no documents", files)
 	}
-	return strings.Join(out, "\n")
+	return docs, nil
 }
 
 func applyCmd(g *globals) *cobra.Command {
-	var file string
+	var files []string
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or update the workloads in a YAML file (several documents allowed)",
+		Use:   "apply -f FILE|-",
+		Short: "Create or update the workloads of YAML or JSON files",
+		Long: `apply creates each workload of the files, or updates it when it exists.
+A file holds one or more documents (YAML separated by '---' lines, or JSON).
+A document's metadata.project wins over -p. Every document is tried; the
+command fails if any was rejected, naming each field problem.`,
 		Example: `  atoll apply -f deploy/examples/app.yaml
-  cat app.yaml | atoll apply -f -`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f FILE is required (use - for standard input)")
-			}
-			in := io.Reader(os.Stdin)
-			if file != "-" {
-				f, err := os.Open(file)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
-			}
-			docs, err := documents(in)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", file, err)
-			}
-			if len(docs) == 0 {
-				return fmt.Errorf("%s holds no documents", file)
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-			defer cancel()
-			c, closeFn, err := g.connect(ctx)
+  cat app.yaml | atoll apply -f - -p demo
+  atoll apply -f app.yaml -f jobset.yaml -o json`,
+		Args: cobra.NoArgs,
+		RunE: g.run(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, t target) error {
+			docs, err := readDocuments(cmd.InOrStdin(), files)
 			if err != nil {
 				return err
 			}
-			defer closeFn()
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var applied []computeapi.Workload
 			failed := 0
-			for i, doc := range docs {
-				j, err := yaml.YAMLToJSON(doc)
+			for i, raw := range docs {
+				d, err := sdk.ParseDocument(raw)
 				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "document %d: malformed YAML: %v\n", i+1, err)
+					fmt.Fprintf(errOut, "document %d: %v\n", i+1, err)
 					failed++
 					continue
 				}
-				if g.project != "" {
-					j = withProject(j, g.project)
-				}
-				w, err := c.Apply(ctx, j)
+				w, created, err := c.ApplyDocument(ctx, t.project, d)
 				if err != nil {
-					printRejection(cmd.ErrOrStderr(), i+1, err)
+					fmt.Fprintf(errOut, "document %d (%s) rejected: ", i+1, ref(d.Kind, d.Name))
+					describeError(errOut, err, "  ")
 					failed++
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s applied (project %s, generation %d)\n",
-					strings.ToLower(w.Kind), w.Metadata.Name, w.Metadata.Project, w.Metadata.Generation)
+				applied = append(applied, *w)
+				if g.output == "table" {
+					verb := "configured"
+					if created {
+						verb = "created"
+					}
+					fmt.Fprintf(out, "%s %s (project %s, generation %d)\n", ref(w.Kind, w.Metadata.Name), verb, w.Metadata.Project, w.Metadata.Generation)
+				}
+			}
+			if g.output != "table" {
+				if err := printData(out, g.output, computeapi.WorkloadList{Items: applied}); err != nil {
+					return err
+				}
 			}
 			if failed > 0 {
 				return &ExitError{Code: 1}
 			}
 			return nil
-		},
+		}),
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML file of workloads, - for standard input")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of workloads, - for standard input (repeatable)")
 	return cmd
-}
-
-// withProject sets metadata.project when the document has none.
-func withProject(j []byte, project string) []byte {
-	var m map[string]any
-	if json.Unmarshal(j, &m) != nil {
-		return j
-	}
-	md, _ := m["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		m["metadata"] = md
-	}
-	if _, ok := md["project"]; !ok {
-		md["project"] = project
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return j
-	}
-	return out
-}
-
-func printRejection(w io.Writer, doc int, err error) {
-	var e *busclient.Error
-	if !errors.As(err, &e) {
-		fmt.Fprintf(w, "document %d: %v\n", doc, err)
-		return
-	}
-	fmt.Fprintf(w, "document %d rejected (%d %s): ", doc, e.Status, e.Body.Code)
-	if len(e.Body.Fields) == 0 {
-		fmt.Fprintln(w, e.Body.Message)
-		return
-	}
-	fmt.Fprintln(w)
-	for _, f := range e.Body.Fields {
-		fmt.Fprintf(w, "  %s: %s (%s)\n", orDash(f.Field), f.Reason, f.Code)
-	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func kindName(s string) (string, error) {
-	for _, k := range api.KindNames() {
-		if strings.EqualFold(k, s) {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("unknown kind %q; one of %s", s, strings.Join(api.KindNames(), ", "))
 }
 
 func getCmd(g *globals) *cobra.Command {
-	var output string
+	var selector, phaseFilter string
 	cmd := &cobra.Command{
-		Use:     "get KIND NAME",
-		Short:   "Show a workload's status: phase, ready pods per zone, why it is pending, latest events",
-		Example: "  atoll get app web -p demo\n  atoll get jobset render -p demo -o json",
-		Args:    cobra.ExactArgs(2),
-		RunE: g.onWorkload(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error {
-			key := api.Key(g.project, kind, name)
-			w, err := c.Workload(ctx, key)
-			if err != nil {
-				return err
-			}
-			if w == nil {
-				return fmt.Errorf("%s %s not found in project %s", strings.ToLower(kind), name, g.project)
-			}
-			st, err := c.Status(ctx, key)
-			if err != nil {
-				return err
-			}
-			return printStatus(cmd.OutOrStdout(), output, w, st)
-		}),
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
-	return cmd
-}
-
-func printStatus(out io.Writer, format string, w *api.Workload, st *api.Status) error {
-	switch format {
-	case "json", "yaml":
-		doc := map[string]any{"workload": w, "status": st}
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return err
-		}
-		if format == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		}
-		_, err = out.Write(append(b, '\n'))
-		return err
-	case "table":
-	default:
-		return fmt.Errorf("-o %q: one of table, json, yaml", format)
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	phase, ready := api.PhasePending, "0/0"
-	if st != nil {
-		phase, ready = st.Phase, fmt.Sprintf("%d/%d", st.Ready, st.Desired)
-	}
-	fmt.Fprintf(tw, "NAME\tKIND\tPHASE\tREADY\tGENERATION\n%s\t%s\t%s\t%s\t%d\n", w.Metadata.Name, w.Kind, phase, ready, w.Metadata.Generation)
-	if st == nil {
-		return nil
-	}
-	if len(st.Zones) > 0 {
-		fmt.Fprintf(tw, "\nZONE\tDESIRED\tREADY\tRUNNING\tSUCCEEDED\n")
-		zones := make([]string, 0, len(st.Zones))
-		for z := range st.Zones {
-			zones = append(zones, z)
-		}
-		slices.Sort(zones)
-		for _, z := range zones {
-			zs := st.Zones[z]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", z, zs.Desired, zs.Ready, zs.Running, zs.Succeeded)
-		}
-	}
-	if len(st.Reasons) > 0 {
-		fmt.Fprintf(tw, "\nCLUSTER\tFILTER\tWHY NOT\n")
-		for _, r := range st.Reasons {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", orDash(r.Cluster), r.Filter, r.Reason)
-		}
-	}
-	if len(st.Events) > 0 {
-		fmt.Fprintf(tw, "\nTIME\tCLUSTER\tOBJECT\tREASON\tMESSAGE\n")
-		for _, e := range st.Events {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.Format("15:04:05"), e.Cluster, e.Object, e.Reason, e.Message)
-		}
-	}
-	return nil
-}
-
-func deleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete KIND NAME",
-		Short:   "Delete a workload: its objects are removed from every member cluster",
-		Example: "  atoll delete app web -p demo",
-		Args:    cobra.ExactArgs(2),
-		RunE: g.onWorkload(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error {
-			if err := c.Delete(ctx, g.project, kind, name); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", strings.ToLower(kind), name)
-			return nil
-		}),
-	}
-}
-
-func quotaCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "quota",
-		Short: "Show a project's quota and usage per tier",
-		RunE: g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
-			if g.project == "" {
-				return errors.New("--project (-p) is required")
-			}
-			l, err := c.Quota(ctx, g.project)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			defer tw.Flush()
-			fmt.Fprintf(tw, "TIER\tCPU (m)\tMEMORY (MiB)\tGPU\tPODS\n")
-			for _, t := range api.Tiers {
-				u, lim := l.Used(t), l.Limits[t]
-				fmt.Fprintf(tw, "%s\t%d/%s\t%d/%s\t%d/%s\t%d/%s\n", t,
-					u.MilliCPU, limit(lim.MilliCPU, 1), u.MemoryBytes>>20, limit(lim.MemoryBytes, 1<<20), u.GPUs, limit(lim.GPUs, 1), u.Pods, limit(lim.Pods, 1))
-			}
-			return nil
-		}),
-	}
-	return cmd
-}
-
-func limit(v, unit int64) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprint(v / unit)
-}
-
-func clustersCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "clusters",
-		Short: "List member clusters: zone, health, nodes and free capacity",
-		RunE: g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
-			cs, err := c.Clusters(ctx)
-			if err != nil {
-				return err
-			}
-			slices.SortFunc(cs, func(a, b api.ClusterInfo) int { return strings.Compare(a.Name, b.Name) })
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			defer tw.Flush()
-			fmt.Fprintf(tw, "NAME\tZONE\tHEALTHY\tNODES\tCPU REQ/ALLOC\tPODS\tGPU\n")
-			for _, ci := range cs {
-				var nodes, ready int
-				var alloc, req api.Quantities
-				var ap, rp int64
-				for _, p := range ci.Pools {
-					nodes += p.Nodes
-					ready += p.ReadyNodes
-					alloc.MilliCPU += p.Allocatable.MilliCPU
-					req.MilliCPU += p.Requested.MilliCPU
-					alloc.GPUs += p.Allocatable.GPUs
-					req.GPUs += p.Requested.GPUs
-					ap += p.AllocatablePods
-					rp += p.RequestedPods
+		Use:   "get [KIND [NAME]]",
+		Short: "List a project's workloads, or show one",
+		Long: `get lists the project's workloads (all kinds, or one kind) with their
+phase, ready pods over desired, ready pods per zone and age, or shows one
+workload. KIND is App, JobSet or Pod, in any case, singular or plural.
+-o json or -o yaml prints the documents with their full status.`,
+		Example: `  atoll get
+  atoll get apps -l team=web --phase Running
+  atoll get app web -o yaml`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var kind string
+			if len(args) > 0 {
+				k, err := kindName(args[0])
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%d/%d\t%dm/%dm\t%d/%d\t%d/%d\n", ci.Name, ci.Zone, ci.Healthy, ready, nodes, req.MilliCPU, alloc.MilliCPU, rp, ap, req.GPUs, alloc.GPUs)
+				kind = k
 			}
-			return nil
-		}),
+			return g.run(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, t target) error {
+				project, err := t.needProject()
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if len(args) == 2 {
+					w, err := c.Get(ctx, project, kind, args[1])
+					if err != nil {
+						return fmt.Errorf("get %s in project %s: %w", ref(kind, args[1]), project, err)
+					}
+					if g.output != "table" {
+						return printData(out, g.output, w)
+					}
+					printWorkloads(out, []computeapi.Workload{*w}, time.Now())
+					return nil
+				}
+				ws, err := c.ListAll(ctx, project, computeapi.ListWorkloadsParams{Kind: kind, Label: selector, Phase: phaseFilter})
+				if err != nil {
+					return err
+				}
+				if g.output != "table" {
+					return printData(out, g.output, computeapi.WorkloadList{Items: ws})
+				}
+				if len(ws) == 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "no workloads in project %s\n", project)
+					return nil
+				}
+				printWorkloads(out, ws, time.Now())
+				return nil
+			})(cmd, args)
+		},
 	}
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only workloads with these labels (k=v,k2=v2)")
+	cmd.Flags().StringVar(&phaseFilter, "phase", "", "only workloads in this phase (Pending, Running, ...)")
+	return cmd
 }
 
-// onWorkload runs fn for a KIND NAME command in --project, connected.
-func (g *globals) onWorkload(fn func(ctx context.Context, cmd *cobra.Command, c *busclient.Client, kind, name string) error) func(*cobra.Command, []string) error {
+// onWorkload checks KIND NAME and runs fn on them in the project.
+func (g *globals) onWorkload(stream bool, fn func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		kind, err := kindName(args[0])
 		if err != nil {
 			return err
 		}
-		if g.project == "" {
-			return errors.New("--project (-p) is required")
-		}
-		return g.withClient(func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error {
-			return fn(ctx, cmd, c, kind, args[1])
+		return g.run(stream, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, t target) error {
+			project, err := t.needProject()
+			if err != nil {
+				return err
+			}
+			err = fn(ctx, cmd, c, project, kind, args[1])
+			var apiErr *sdk.Error
+			if errors.As(err, &apiErr) {
+				// Say which workload the gateway refused or did not find.
+				return fmt.Errorf("%s %s in project %s: %w", cmd.Name(), ref(kind, args[1]), project, err)
+			}
+			return err
 		})(cmd, args)
 	}
 }
 
-// withClient runs fn connected to the region, within --timeout.
-func (g *globals) withClient(fn func(ctx context.Context, cmd *cobra.Command, c *busclient.Client) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, _ []string) error {
-		ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-		defer cancel()
-		c, closeFn, err := g.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer closeFn()
-		return fn(ctx, cmd, c)
+func describeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe KIND NAME",
+		Short: "Show a workload in detail: status per zone and cluster, conditions, why pending, events",
+		Long: `describe shows a workload's metadata, phase and pods, ready pods per zone and
+per member cluster, conditions, why it cannot be placed (per cluster and
+filter), the latest Kubernetes events of its objects, and its recent
+platform events (admitted, scheduled, propagated, running, ...).`,
+		Example: `  atoll describe app web
+  atoll describe pod notebook -p demo -o json`,
+		Args: cobra.ExactArgs(2),
+		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+			w, err := c.Get(ctx, project, kind, name)
+			if err != nil {
+				return err
+			}
+			events, evErr := c.ListEvents(ctx, project, kind, name, 0)
+			if g.output != "table" {
+				return printData(cmd.OutOrStdout(), g.output, struct {
+					Workload *computeapi.Workload `json:"workload"`
+					Events   []computeapi.Event   `json:"events"`
+				}{w, events})
+			}
+			describeWorkload(cmd.OutOrStdout(), *w, events, evErr, time.Now())
+			return nil
+		}),
+	}
+}
+
+func deleteCmd(g *globals) *cobra.Command {
+	var (
+		files          []string
+		ignoreNotFound bool
+	)
+	cmd := &cobra.Command{
+		Use:   "delete (KIND NAME | -f FILE)",
+		Short: "Delete workloads: their objects leave every member cluster",
+		Long: `delete deletes one workload, or every workload named in files (as for
+apply). Its objects are removed from every member cluster and its quota is
+released.`,
+		Example: `  atoll delete app web
+  atoll delete -f deploy/examples/app.yaml --ignore-not-found`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(files) > 0 {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			type one struct{ project, kind, name string }
+			var todo []one
+			if len(files) == 0 {
+				kind, err := kindName(args[0])
+				if err != nil {
+					return err
+				}
+				todo = append(todo, one{kind: kind, name: args[1]})
+			} else {
+				docs, err := readDocuments(cmd.InOrStdin(), files)
+				if err != nil {
+					return err
+				}
+				for i, raw := range docs {
+					d, err := sdk.ParseDocument(raw)
+					if err != nil {
+						return fmt.Errorf("document %d: %w", i+1, err)
+					}
+					todo = append(todo, one{project: d.Project, kind: d.Kind, name: d.Name})
+				}
+			}
+			return g.run(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, t target) error {
+				failed := 0
+				for _, w := range todo {
+					project := first(w.project, t.project)
+					if project == "" {
+						_, err := t.needProject()
+						return err
+					}
+					err := c.Delete(ctx, project, w.kind, w.name)
+					switch {
+					case err == nil:
+						fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(w.kind, w.name))
+					case ignoreNotFound && sdk.IsNotFound(err):
+					case len(todo) == 1:
+						return err
+					default:
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: ", ref(w.kind, w.name))
+						describeError(cmd.ErrOrStderr(), err, "  ")
+						failed++
+					}
+				}
+				if failed > 0 {
+					return &ExitError{Code: 1}
+				}
+				return nil
+			})(cmd, args)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "delete the workloads of this file (- for standard input, repeatable)")
+	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "a missing workload is not an error")
+	return cmd
+}
+
+// printWorkload writes the outcome of an operation.
+func (g *globals) printWorkload(out io.Writer, w *computeapi.Workload, what string) error {
+	if g.output != "table" {
+		return printData(out, g.output, w)
+	}
+	fmt.Fprintf(out, "%s %s (generation %d)\n", ref(w.Kind, w.Metadata.Name), what, w.Metadata.Generation)
+	return nil
+}
+
+func scaleCmd(g *globals) *cobra.Command {
+	var replicas int32
+	cmd := &cobra.Command{
+		Use:   "scale KIND NAME --replicas N",
+		Short: "Set an App's replicas or a JobSet's parallelism",
+		Long: `scale sets an App's replicas (split again across zones) or a JobSet's
+parallelism. The quota of the new size is reserved first; a scale beyond
+quota is refused and changes nothing.`,
+		Example: `  atoll scale app web --replicas 12`,
+		Args:    cobra.ExactArgs(2),
+		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+			if replicas < 0 {
+				return fmt.Errorf("--replicas %d: want 0 or more", replicas)
+			}
+			w, err := c.Scale(ctx, project, kind, name, replicas)
+			if err != nil {
+				return err
+			}
+			return g.printWorkload(cmd.OutOrStdout(), w, fmt.Sprintf("scaled to %d", replicas))
+		}),
+	}
+	cmd.Flags().Int32Var(&replicas, "replicas", 0, "the new number of replicas")
+	_ = cmd.MarkFlagRequired("replicas")
+	return cmd
+}
+
+func restartCmd(g *globals) *cobra.Command {
+	var container string
+	cmd := &cobra.Command{
+		Use:   "restart KIND NAME [--container C]",
+		Short: "Restart a workload (rolling), or one container of each of its pods",
+		Long: `restart rolls a workload's pods over, zone by zone; with --container, it
+restarts only that container in every pod, in place.`,
+		Example: `  atoll restart app web
+  atoll restart app web --container sidecar`,
+		Args: cobra.ExactArgs(2),
+		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+			var (
+				w   *computeapi.Workload
+				err error
+			)
+			what := "restarted"
+			if container != "" {
+				w, err = c.RestartContainer(ctx, project, kind, name, container)
+				what = "container " + container + " restarted"
+			} else {
+				w, err = c.Operate(ctx, project, kind, name, sdk.Restart)
+			}
+			if err != nil {
+				return err
+			}
+			return g.printWorkload(cmd.OutOrStdout(), w, what)
+		}),
+	}
+	cmd.Flags().StringVarP(&container, "container", "c", "", "restart only this container")
+	return cmd
+}
+
+var operationHelp = map[sdk.Operation]struct{ short, long, done string }{
+	sdk.Pause:  {"Pause a workload: an App's replicas held at zero, a JobSet's jobs suspended", "pause holds an App's replicas at zero and suspends a JobSet's jobs; the\nworkload, its placement and its quota stay. resume undoes it.", "paused"},
+	sdk.Resume: {"Resume a paused workload", "resume undoes pause: the App gets its replicas back, the JobSet's jobs go on.", "resumed"},
+	sdk.Stop:   {"Stop a workload: every object removed and its quota released, the workload kept", "stop removes every object of the workload from the member clusters and\nreleases its quota, keeping the workload itself. start undoes it.", "stopped"},
+	sdk.Start:  {"Start a stopped workload", "start undoes stop: the workload is admitted against quota and placed again.", "started"},
+}
+
+func operateCmd(g *globals, op sdk.Operation) *cobra.Command {
+	h := operationHelp[op]
+	return &cobra.Command{
+		Use:     string(op) + " KIND NAME",
+		Short:   h.short,
+		Long:    h.long,
+		Example: fmt.Sprintf("  atoll %s app web -p demo", op),
+		Args:    cobra.ExactArgs(2),
+		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+			w, err := c.Operate(ctx, project, kind, name, op)
+			if err != nil {
+				return err
+			}
+			return g.printWorkload(cmd.OutOrStdout(), w, h.done)
+		}),
 	}
 }

@@ -108,6 +108,13 @@ func TestClusterOps(t *testing.T) {
 	}
 	defer watcher.Stop()
 
+	// A workload placed before the cordon keeps its shard there.
+	before := api.Key(project, api.KindApp, "before")
+	if _, err := cl.Submit(ctx, appDoc(project, "before", 3, "nginx:1.27")); err != nil {
+		t.Fatal(err)
+	}
+	waitZones(t, before, map[string]int32{"a": 1, "b": 1, "c": 1}, "")
+
 	ci, err := cl.Cordon(ctx, zb, true)
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +132,13 @@ func TestClusterOps(t *testing.T) {
 		t.Errorf("placement %v: want 4 replicas over zones a and c, none on cordoned %s", got, zb)
 	}
 	waitZones(t, spread, map[string]int32{"a": 2, "c": 2}, "")
-	d, err := reg.Env.Cluster("zone-b").Client.AppsV1().Deployments(api.Namespace(project)).List(ctx, metav1.ListOptions{})
+	d, err := reg.Env.Cluster("zone-b").Client.AppsV1().Deployments(api.Namespace(project)).List(ctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=spread"})
 	if err != nil || len(d.Items) != 0 {
 		t.Errorf("cordoned %s has deployments %v (%v)", zb, d, err)
+	}
+
+	if got := waitPlaced(t, before); got[zb] != 1 {
+		t.Errorf("placement of a workload placed before the cordon: %v; its shard on %s must stay", got, zb)
 	}
 
 	// The probes rewrite the inventory; every rewrite keeps the cordon.

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"atoll.dev/libs/testenv"
 	"atoll.dev/services/admission"
 	"atoll.dev/services/aggregator"
+	"atoll.dev/services/gateway"
+	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/propagator"
 	"atoll.dev/services/quota"
 	"atoll.dev/services/scheduler"
@@ -39,6 +42,7 @@ var Services = []struct {
 	{"aggregator", aggregator.Module},
 	{"scheduler", scheduler.Module},
 	{"propagator", propagator.Module},
+	{"gateway", gateway.Module},
 }
 
 // Options configures a region.
@@ -62,6 +66,8 @@ type Options struct {
 	OwnSignals bool
 	// ClusterNice lowers the member clusters' CPU priority (see testenv.Options.Nice).
 	ClusterNice int
+	// GatewayListen is the gateway's address (default 127.0.0.1:0, a free port).
+	GatewayListen string
 }
 
 // Region is a running region.
@@ -74,6 +80,18 @@ type Region struct {
 	Members clusters.Members
 	// ClustersFile lists Members, for services run as separate processes.
 	ClustersFile string
+	// PodLogFile is the log every container of every Pod serves (KWOK's
+	// simulated kubelet, in CRI format); testenv.AppendLog adds lines.
+	// Exec commands run on this machine in the region's exec directory.
+	PodLogFile string
+	// GatewayURL is the Compute API's address; it stays the same across gateway restarts.
+	GatewayURL string
+	// AdminToken is a platform admin's API token.
+	AdminToken string
+	// Auth holds the gateway's credentials; Token adds to it.
+	Auth *auth.Authenticator
+
+	gatewayCfg *gateway.Config
 
 	log   *slog.Logger
 	fleet bool // whether clusters have nodes
@@ -93,6 +111,9 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, errors.New("region needs a directory")
 	}
 	r := &Region{log: o.Logger, apps: map[string]*fx.App{}}
+	if err := r.prepareGateway(o); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	b, err := bus.Open(ctx, bus.Config{StoreDir: filepath.Join(o.Dir, "jetstream"), Listen: o.Listen, Port: o.Port, Name: "atoll-region", Logger: o.Logger})
 	if err != nil {
@@ -100,7 +121,13 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	}
 	r.Bus = b
 	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice}, testenv.Zones(o.Zones...)...)
+	r.PodLogFile = filepath.Join(o.Dir, "pods.log")
+	if err := testenv.AppendLog(r.PodLogFile, "atoll: simulated container log; append lines to "+r.PodLogFile); err != nil {
+		b.Close()
+		return nil, err
+	}
+	debug := &testenv.DebugSim{LogsFile: r.PodLogFile, ExecWorkDir: filepath.Join(o.Dir, "exec")}
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, Debug: debug}, testenv.Zones(o.Zones...)...)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -179,9 +206,19 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 	if mod == nil {
 		return fmt.Errorf("no service %q", name)
 	}
-	app := fx.New(fx.Supply(r.Bus, r.log, r.Members), mod, fx.NopLogger)
+	var gw *gateway.Service
+	opts := []fx.Option{fx.Supply(r.Bus, r.log, r.Members, r.gatewayCfg), mod, fx.NopLogger}
+	if name == "gateway" {
+		opts = append(opts, fx.Populate(&gw))
+	}
+	app := fx.New(opts...)
 	if err := app.Start(ctx); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if gw != nil {
+		r.GatewayURL = gw.URL()
+		// A restart listens where the first start did.
+		r.gatewayCfg.Listen = strings.TrimPrefix(r.GatewayURL, "http://")
 	}
 	r.mu.Lock()
 	r.apps[name] = app
@@ -225,6 +262,34 @@ func (r *Region) Stop(ctx context.Context) error {
 		r.Bus.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// prepareGateway makes the gateway's credentials: a platform admin token,
+// written to the region's tokens file as a digest only.
+func (r *Region) prepareGateway(o Options) error {
+	a, err := auth.New(auth.Config{})
+	if err != nil {
+		return err
+	}
+	r.Auth = a
+	listen := o.GatewayListen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	r.gatewayCfg = &gateway.Config{Listen: listen, Authenticator: a}
+	r.AdminToken = r.Token("admin", true, nil)
+	return nil
+}
+
+// Token mints an API token for subject with the given roles per project
+// (viewer, developer or admin).
+func (r *Region) Token(subject string, platformAdmin bool, roles map[string]string) string {
+	id := auth.Identity{Subject: subject, PlatformAdmin: platformAdmin, Roles: map[string]auth.Role{}}
+	for p, role := range roles {
+		id.Roles[p] = auth.Role(role)
+	}
+	tok, _ := r.Auth.Mint(id)
+	return tok
 }
 
 // waitInventory waits until the aggregator has reported every member

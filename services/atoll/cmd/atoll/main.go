@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,7 +21,7 @@ func main() {
 		if errors.As(err, &exit) {
 			os.Exit(exit.Code)
 		}
-		fmt.Fprintln(os.Stderr, "error:", err)
+		cli.PrintError(os.Stderr, err)
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,162 @@
+package testenv_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+
+	"atoll.dev/libs/testenv"
+)
+
+// TestDebugSimulation checks, with client-go as kubectl uses it, that a
+// cluster started with DebugSim serves every Pod's logs from the file
+// (following appended lines) and runs exec commands locally.
+func TestDebugSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("member clusters")
+	}
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "pods.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	env, err := testenv.Start(ctx, testenv.Options{Debug: &testenv.DebugSim{LogsFile: logs, ExecWorkDir: filepath.Join(dir, "exec")}}, testenv.ClusterSpec{Zone: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+		defer scancel()
+		if err := env.Stop(sctx); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := testenv.AppendLog(logs, "first line", "second line"); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Clusters[0]
+	if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "box", Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, func() error {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "box", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s", p.Status.Phase)
+		}
+		return nil
+	})
+
+	t.Run("logs", func(t *testing.T) {
+		b, err := c.Client.CoreV1().Pods("default").GetLogs("box", &corev1.PodLogOptions{Container: "app"}).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(b), "first line\nsecond line\n"; got != want {
+			t.Errorf("logs %q, want %q", got, want)
+		}
+	})
+
+	t.Run("follow", func(t *testing.T) {
+		fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer fcancel()
+		rc, err := c.Client.CoreV1().Pods("default").GetLogs("box", &corev1.PodLogOptions{Follow: true, TailLines: ptr.To(int64(1))}).Stream(fctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		sc := bufio.NewScanner(rc)
+		if !sc.Scan() || sc.Text() != "second line" {
+			t.Fatalf("first followed line %q (%v), want the last line of the file", sc.Text(), sc.Err())
+		}
+		if err := testenv.AppendLog(logs, "appended"); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Scan() || sc.Text() != "appended" {
+			t.Fatalf("next followed line %q (%v), want the appended one", sc.Text(), sc.Err())
+		}
+	})
+
+	exec := func(t *testing.T, stdin string, cmd ...string) (string, error) {
+		req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("box").SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "app", Command: cmd, Stdin: stdin != "", Stdout: true, Stderr: true}, scheme.ParameterCodec)
+		ex, err := remotecommand.NewWebSocketExecutor(c.Config, "POST", req.URL().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two buffers: client-go copies stdout and stderr concurrently.
+		var out, errOut bytes.Buffer
+		o := remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}
+		if stdin != "" {
+			o.Stdin = strings.NewReader(stdin)
+		}
+		err = ex.StreamWithContext(ctx, o)
+		return out.String(), err
+	}
+	t.Run("exec", func(t *testing.T) {
+		out, err := exec(t, "", "sh", "-c", "echo hello; pwd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "hello\n" + filepath.Join(dir, "exec") + "\n"; out != want {
+			t.Errorf("exec output %q, want %q", out, want)
+		}
+	})
+	// KWOK reports a non-zero exit as an internal error naming the exit
+	// status, not as a NonZeroExitCode status as a kubelet does.
+	t.Run("exec-exit-code", func(t *testing.T) {
+		_, err := exec(t, "", "sh", "-c", "exit 3")
+		if err == nil || !strings.HasSuffix(err.Error(), ": exit status 3") {
+			t.Errorf("exec of exit 3: %v, want an error ending in exit status 3", err)
+		}
+	})
+	// KWOK's terminal needs stdin attached (without it the simulated
+	// kubelet fails), and output written just before the command exits can
+	// be lost: the command lingers a moment.
+	t.Run("exec-tty", func(t *testing.T) {
+		req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("box").SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "app", Command: []string{"sh", "-c", "test -t 0 && echo on-a-tty; sleep 0.3"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+		ex, err := remotecommand.NewWebSocketExecutor(c.Config, "POST", req.URL().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		var out bytes.Buffer
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: pr, Stdout: &out, Tty: true}); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "on-a-tty\r\n" {
+			t.Errorf("tty output %q, want %q", out.String(), "on-a-tty\r\n")
+		}
+	})
+	t.Run("exec-stdin", func(t *testing.T) {
+		out, err := exec(t, "echo hi; exit 0\n", "sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "hi\n" {
+			t.Errorf("interactive sh output %q, want %q", out, "hi\n")
+		}
+	})
+}

@@ -1,0 +1,359 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/utils/exec"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/debugstream"
+)
+
+// DebugOpenTimeout bounds how long a member cluster may take to start a
+// log stream or an exec session.
+const DebugOpenTimeout = 10 * time.Second
+
+// debugBackend serves the logs and exec sessions of libs/debugstream from
+// the member clusters: it finds a workload's Pods in the informer caches by
+// the platform's labels and streams from the clusters' API servers.
+type debugBackend struct {
+	s        *Service
+	clusters map[string]*debugCluster
+}
+
+var _ debugstream.Backend = (*debugBackend)(nil)
+
+// debugCluster is how one member cluster is reached for streams: a client
+// without the overall request timeout, as streams last as long as their
+// session; their context bounds them.
+type debugCluster struct {
+	name  string
+	cfg   *rest.Config
+	cs    kubernetes.Interface
+	watch *watch
+}
+
+// startDebug serves debug sessions for the member clusters.
+func (s *Service) startDebug() error {
+	b := &debugBackend{s: s, clusters: map[string]*debugCluster{}}
+	for _, m := range s.members {
+		cfg, err := m.RESTConfig()
+		if err != nil {
+			return err
+		}
+		cfg.Timeout = 0
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("cluster %s stream client: %w", m.Name, err)
+		}
+		b.clusters[m.Name] = &debugCluster{name: m.Name, cfg: cfg, cs: cs, watch: s.watches[m.Name]}
+	}
+	srv := debugstream.NewServer(s.bus.NC, b, debugstream.ServerOptions{QueueGroup: "aggregator-debug", Logger: s.log})
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	s.debug = srv
+	return nil
+}
+
+// stopDebug ends the debug sessions.
+func (s *Service) stopDebug() {
+	if s.debug != nil {
+		s.debug.Stop()
+		s.debug = nil
+	}
+}
+
+// clusterPod is one of a workload's Pods.
+type clusterPod struct {
+	cluster *debugCluster
+	pod     *corev1.Pod
+}
+
+// pods returns the workload's Pods by cluster name, then Pod name; a
+// workload the region does not know is a 404.
+func (b *debugBackend) pods(project, kind, name string) ([]clusterPod, error) {
+	if !api.IsDNSLabel(project) || !api.IsDNSLabel(name) {
+		return nil, debugstream.Errorf(http.StatusBadRequest, "project %q and name %q must be DNS labels", project, name)
+	}
+	_, kind, _, err := api.ParseKey(api.Key(project, kind, name))
+	if err != nil {
+		return nil, debugstream.Errorf(http.StatusBadRequest, "unknown kind; one of %s", strings.Join(api.KindNames(), ", "))
+	}
+	if _, ok := b.s.workloads.Get(api.Key(project, kind, name)); !ok {
+		return nil, debugstream.Errorf(http.StatusNotFound, "no %s %s in project %s", kind, name, project)
+	}
+	sel := labels.SelectorFromSet(labels.Set{
+		api.LabelManaged: "true", api.LabelProject: project, api.LabelKind: api.KindLabel(kind), api.LabelWorkload: name,
+	})
+	names := make([]string, 0, len(b.clusters))
+	for n := range b.clusters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []clusterPod
+	for _, n := range names {
+		c := b.clusters[n]
+		if c.watch == nil {
+			continue
+		}
+		pods, err := c.watch.pods.Pods(api.Namespace(project)).List(sel)
+		if err != nil {
+			return nil, fmt.Errorf("list pods of %s %s in %s: %w", kind, name, n, err)
+		}
+		slices.SortFunc(pods, func(x, y *corev1.Pod) int { return strings.Compare(x.Name, y.Name) })
+		for _, p := range pods {
+			out = append(out, clusterPod{cluster: c, pod: p})
+		}
+	}
+	return out, nil
+}
+
+// Logs implements debugstream.Backend: one source per container of each
+// Pod that has started.
+func (b *debugBackend) Logs(_ context.Context, req debugstream.LogRequest) ([]debugstream.LogSource, error) {
+	pods, err := b.pods(req.Project, req.Kind, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	var out []debugstream.LogSource
+	for _, cp := range pods {
+		if cp.pod.Spec.NodeName == "" || cp.pod.Status.Phase == corev1.PodPending || cp.pod.Status.Phase == corev1.PodUnknown {
+			continue // no container has run yet
+		}
+		var containers []string
+		if req.Container == "" {
+			for _, c := range cp.pod.Spec.Containers {
+				containers = append(containers, c.Name)
+			}
+		} else if hasContainer(cp.pod, req.Container) {
+			containers = []string{req.Container}
+		}
+		for _, c := range containers {
+			out = append(out, debugstream.LogSource{
+				Cluster: cp.cluster.name, Pod: cp.pod.Name, Container: c,
+				Open: cp.cluster.openLog(cp.pod.Namespace, cp.pod.Name, c, req),
+			})
+		}
+	}
+	if len(out) == 0 {
+		if req.Container != "" {
+			return nil, debugstream.Errorf(http.StatusNotFound, "no started Pod of %s %s has a container %q", req.Kind, req.Name, req.Container)
+		}
+		return nil, debugstream.Errorf(http.StatusNotFound, "%s %s has no started Pods", req.Kind, req.Name)
+	}
+	return out, nil
+}
+
+func hasContainer(p *corev1.Pod, name string) bool {
+	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+		for _, c := range cs {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// openLog returns a function that opens one container's log.
+func (c *debugCluster) openLog(ns, pod, container string, req debugstream.LogRequest) func(context.Context) (io.ReadCloser, error) {
+	return func(ctx context.Context) (io.ReadCloser, error) {
+		if c.watch != nil && !c.watch.isHealthy() {
+			return nil, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s is unreachable", c.name)
+		}
+		opts := &corev1.PodLogOptions{Container: container, Follow: req.Follow, Timestamps: true}
+		if req.SinceSeconds > 0 {
+			opts.SinceSeconds = &req.SinceSeconds
+		}
+		if req.Tail > 0 {
+			opts.TailLines = &req.Tail
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(DebugOpenTimeout, cancel)
+		rc, err := c.cs.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(sctx)
+		if !timer.Stop() {
+			if err == nil {
+				rc.Close()
+			}
+			cancel()
+			return nil, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s: no log stream within %v", c.name, DebugOpenTimeout)
+		}
+		if err != nil {
+			cancel()
+			return nil, c.refusal(fmt.Sprintf("logs of %s/%s", pod, container), err)
+		}
+		return &cancelOnClose{ReadCloser: rc, cancel: cancel}, nil
+	}
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// Exec implements debugstream.Backend: the named or first Running Pod,
+// and the named or first main container.
+func (b *debugBackend) Exec(_ context.Context, req debugstream.ExecRequest) (debugstream.ExecTarget, error) {
+	pods, err := b.pods(req.Project, req.Kind, req.Name)
+	if err != nil {
+		return debugstream.ExecTarget{}, err
+	}
+	var target *clusterPod
+	for i, cp := range pods {
+		running := cp.pod.Status.Phase == corev1.PodRunning && cp.pod.DeletionTimestamp == nil
+		if req.Pod != "" && cp.pod.Name == req.Pod {
+			if !running {
+				return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusBadRequest, "pod %s of %s %s is %s, not Running", req.Pod, req.Kind, req.Name, cp.pod.Status.Phase)
+			}
+			target = &pods[i]
+			break
+		}
+		if req.Pod == "" && running {
+			target = &pods[i]
+			break
+		}
+	}
+	if target == nil {
+		if req.Pod != "" {
+			return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "%s %s has no Pod %s", req.Kind, req.Name, req.Pod)
+		}
+		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "%s %s has no Running Pod", req.Kind, req.Name)
+	}
+	container := req.Container
+	if container == "" && len(target.pod.Spec.Containers) > 0 {
+		container = target.pod.Spec.Containers[0].Name
+	}
+	if !hasContainer(target.pod, container) {
+		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "pod %s has no container %q", target.pod.Name, container)
+	}
+	c := target.cluster
+	if c.watch != nil && !c.watch.isHealthy() {
+		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s is unreachable", c.name)
+	}
+	ns, pod := target.pod.Namespace, target.pod.Name
+	return debugstream.ExecTarget{
+		Cluster: c.name, Pod: pod, Container: container,
+		Run: func(ctx context.Context, eio debugstream.ExecIO) (int, error) {
+			return c.exec(ctx, ns, pod, container, req, eio)
+		},
+	}, nil
+}
+
+// exec runs the command over the API server's exec subresource: WebSocket,
+// or SPDY where the server does not upgrade to WebSocket.
+func (c *debugCluster) exec(ctx context.Context, ns, pod, container string, req debugstream.ExecRequest, eio debugstream.ExecIO) (int, error) {
+	u := c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container, Command: req.Command,
+			Stdin: eio.Stdin != nil, Stdout: true, Stderr: !req.TTY, TTY: req.TTY,
+		}, scheme.ParameterCodec).URL()
+	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, http.MethodPost, u.String())
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s/%s: %w", c.name, pod, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.cfg, http.MethodPost, u)
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s/%s: %w", c.name, pod, err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s/%s: %w", c.name, pod, err)
+	}
+	opts := remotecommand.StreamOptions{Stdin: eio.Stdin, Stdout: eio.Stdout, Tty: req.TTY}
+	if !req.TTY {
+		opts.Stderr = eio.Stderr
+	}
+	if eio.Resize != nil {
+		opts.TerminalSizeQueue = &sizeQueue{ctx: ctx, ch: eio.Resize}
+	}
+	err = ex.StreamWithContext(ctx, opts)
+	if err == nil {
+		return 0, nil
+	}
+	if code, ok := exitCode(err); ok {
+		return code, nil
+	}
+	if ctx.Err() != nil {
+		return -1, context.Cause(ctx)
+	}
+	return -1, c.refusal(fmt.Sprintf("exec in %s/%s", pod, container), err)
+}
+
+// kwokExit matches how KWOK's simulated kubelet reports a non-zero exit: as
+// an internal error ending in the command's "exit status N", where a real
+// kubelet sends the code as a NonZeroExitCode status.
+var kwokExit = regexp.MustCompile(`: exit status (\d+)\s*$`)
+
+// exitCode returns the command's exit code carried by an exec error.
+func exitCode(err error) (int, bool) {
+	var ee utilexec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return ee.ExitStatus(), true
+	}
+	if m := kwokExit.FindStringSubmatch(err.Error()); m != nil {
+		if n, perr := strconv.Atoi(m[1]); perr == nil {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// refusal turns a member cluster's error into a debugstream refusal: its
+// status code when it answered, 503 when it could not be reached.
+func (c *debugCluster) refusal(what string, err error) error {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := int(st.Status().Code)
+		if code == 0 || code >= 500 {
+			code = http.StatusServiceUnavailable
+		}
+		return debugstream.Errorf(code, "cluster %s: %s: %s", c.name, what, st.Status().Message)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s unreachable: %s: %v", c.name, what, err)
+	}
+	return fmt.Errorf("cluster %s: %s: %w", c.name, what, err)
+}
+
+// sizeQueue hands the client's terminal sizes to remotecommand.
+type sizeQueue struct {
+	ctx context.Context
+	ch  <-chan debugstream.TerminalSize
+}
+
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	select {
+	case <-q.ctx.Done():
+		return nil
+	case s := <-q.ch:
+		return &remotecommand.TerminalSize{Width: s.Width, Height: s.Height}
+	}
+}
