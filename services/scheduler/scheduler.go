@@ -22,8 +22,6 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/events"
-	"atoll.dev/services/scheduler/framework"
-	"atoll.dev/services/scheduler/plugins/health"
 )
 
 // Module is the scheduler service for fx.
@@ -295,16 +293,15 @@ func (s *Service) finished(ctx context.Context, key string, w *api.Workload) boo
 }
 
 // stillGood says whether a previous decision stands: same generation,
-// placed, and every shard's cluster still healthy.
+// placed, and every shard's cluster still healthy. A cordoned cluster keeps
+// the shards it has; it only takes no new ones.
 func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap []*api.ClusterInfo) bool {
 	if prev.Generation != w.Metadata.Generation || prev.Unschedulable {
 		return false
 	}
-	h := health.New()
-	fw := framework.NewWorkload(w)
 	for _, sh := range prev.Shards {
 		i := slices.IndexFunc(snap, func(c *api.ClusterInfo) bool { return c.Name == sh.Cluster })
-		if i < 0 || h.Filter(fw, snap[i]) != "" {
+		if i < 0 || !snap[i].Healthy {
 			return false
 		}
 	}
