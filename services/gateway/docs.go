@@ -36,10 +36,10 @@ func serveSpecJSON(w http.ResponseWriter, r *http.Request) {
 // docsOperation is one operation on the docs page.
 type docsOperation struct {
 	Method, Path, ID, Summary string
-	Description              string
-	Params                   []docsParam
-	Body                     string
-	Responses                []docsResponse
+	Description               string
+	Params                    []docsParam
+	Body                      string
+	Responses                 []docsResponse
 }
 
 type docsParam struct{ Name, In, Type, Description string }

@@ -84,11 +84,11 @@ type Service struct {
 	req    *bus.Requester
 	limits *limiter
 
-	cache   *cache.Cache
+	cache    *cache.Cache
 	clusters *bus.Mirror
-	quota   *bus.Mirror
-	idem    jetstream.KeyValue
-	js      jetstream.JetStream
+	quota    *bus.Mirror
+	idem     jetstream.KeyValue
+	js       jetstream.JetStream
 
 	srv    *http.Server
 	ln     net.Listener

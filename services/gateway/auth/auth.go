@@ -7,7 +7,7 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/sha256"
-		"encoding/hex"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
