@@ -16,6 +16,7 @@ GO ?= go
 MODULES := $(shell sed -n 's|^[[:space:]]*\./\(.*\)$$|\1|p' go.work)
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?=
+FUZZTIME ?= 30s
 BENCH ?= .
 BENCH_FLAGS ?=
 ATOLL_BIN_DIR := $(CURDIR)/bin
@@ -40,6 +41,12 @@ build: deps ## build every module
 test: tools deps browser ## run every test of every module, member clusters included
 	@./hack/sweep-clusters.sh
 	@for m in $(MODULES); do echo "==> test $$m"; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...) || exit 1; done
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+.PHONY: fuzz
+fuzz: ## bounded fuzz run of the gateway's request decoding (FUZZTIME, default 30s; its seeds also run in every go test)
+	@echo "==> fuzz services/gateway FuzzRequestDecoding for $(FUZZTIME)"
+	@cd services/gateway && $(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) .
 
 test-short: deps ## unit tests only: no member clusters, no NATS cluster
 	@for m in $(MODULES); do echo "==> test -short $$m"; (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done

@@ -81,3 +81,11 @@ func decodeAndValidate(doc string) api.FieldErrors {
 	w.Spec.Default()
 	return api.Validate(w)
 }
+
+func TestTypeErrorPathHasNoGoNames(t *testing.T) {
+	_, err := api.Decode([]byte(`{"kind":"App","metadata":{"name":"x"},"spec":{"template":{"containers":[{"name":"c","image":"i","args":"one"}]}}}`))
+	var fe api.FieldErrors
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "spec.template.containers.args" || fe[0].Code != api.CodeType {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -73,7 +73,7 @@ func asFieldErrors(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return FieldErrors{{Field: te.Field, Code: CodeType, Reason: fmt.Sprintf("got %s, want %s", te.Value, te.Type.String())}}
+		return FieldErrors{{Field: jsonPath(te.Field), Code: CodeType, Reason: fmt.Sprintf("got %s, want %s", te.Value, te.Type.String())}}
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -84,4 +84,18 @@ func asFieldErrors(err error) error {
 		return FieldErrors{{Field: strings.Trim(f, `"`), Code: CodeUnknown, Reason: "unknown field"}}
 	}
 	return FieldErrors{{Code: CodeInvalid, Reason: msg}}
+}
+
+// jsonPath drops the names of embedded Go structs from a decoder's field
+// path: the model's JSON names are lower camel case, Go type names are not.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && p[0] >= 'A' && p[0] <= 'Z' {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
 }

@@ -259,7 +259,9 @@ type listQuery struct {
 // for information, with kv.Get of the workload and of its status, which
 // is what the gateway's answer holds); a list page with 100 sequential
 // kv.Get of the keys that page returned, known in advance, so the
-// baseline lists no keys, filters nothing and reads no status.
+// baseline lists no keys, filters nothing and reads no status. The
+// gateway's /healthz over the same HTTP client is shown as the floor that
+// HTTP on loopback sets.
 func BenchmarkGatewayReads(b *testing.B) {
 	g := newTestGateway(b, gateway.Config{RatePerSecond: 1e9, Burst: 1 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -333,6 +335,12 @@ func BenchmarkGatewayReads(b *testing.B) {
 			return fmt.Errorf("GET %s: another workload: %.200s", getKeys[i], body)
 		}
 		return nil
+	}
+	// The HTTP floor: the same client and server answering /healthz
+	// (middleware and routing, no authentication, no body).
+	healthz := func(int) error {
+		_, err := get("/healthz")
+		return err
 	}
 	kvGet := func(i int) error {
 		e, err := workloads.Get(ctx, getKeys[i])
@@ -437,6 +445,7 @@ func BenchmarkGatewayReads(b *testing.B) {
 		op   func(int) error
 	}{
 		{"gateway get", benchGets, gwGet},
+		{"gateway /healthz (floor)", benchGets, healthz},
 		{"kv get (workload)", benchGets, kvGet},
 		{"kv get (workload+status)", benchGets, kvGetBoth},
 		{"gateway list page", benchPages, gwList},
@@ -462,7 +471,7 @@ func BenchmarkGatewayReads(b *testing.B) {
 		slices.Sort(results[i].samples)
 	}
 
-	gwG, kvG, kvGB, gwL, kvL := results[0], results[1], results[2], results[3], results[4]
+	gwG, kvG, kvGB, gwL, kvL := results[0], results[2], results[3], results[4], results[5]
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nBenchmarkGatewayReads: %d workloads in %d projects, %d clients over loopback HTTP keep-alive; direct reads with jetstream kv.Get on the same bus\n",
 		len(keys), benchProjects, benchClients)

@@ -139,9 +139,9 @@ func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadYourWrites)
 	defer cancel()
-	gen := doc.Metadata.Generation
+	gen, uid := doc.Metadata.Generation, doc.Metadata.UID
 	var got *cache.Item
-	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool { got = it; return it != nil && it.Generation >= gen }) {
+	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool { got = it; return it != nil && it.Workload.Metadata.UID == uid && it.Generation >= gen }) {
 		writeRawJSON(w, status, got.JSON)
 		return
 	}
