@@ -44,12 +44,8 @@ func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
 // StreamLogs streams the logs of a workload's pods in every cluster,
 // proxied by the cluster-facing side over the bus.
 func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
-	if !allow(w, r, project, auth.RoleViewer, true) {
-		return
-	}
-	key, registered, ok := ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleViewer)
+	if !ok {
 		return
 	}
 	if params.SinceSeconds < 0 || params.Tail < 0 {
@@ -100,12 +96,8 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 // ExecShell runs a command in one of a workload's containers over a
 // WebSocket, proxied by the cluster-facing side over the bus.
 func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.ExecShellParams) {
-	if !allow(w, r, project, auth.RoleDeveloper, true) {
-		return
-	}
-	key, registered, ok := ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	if !ok {
 		return
 	}
 	if len(params.Command) == 0 {

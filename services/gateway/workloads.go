@@ -48,6 +48,20 @@ func ref(project, kind, name string) (key, registered string, ok bool) {
 	return key, registered, true
 }
 
+// workload authorizes a request on one workload and finds it in the
+// cache; it answers 403 or 404 itself and then reports !ok.
+func (s *Service) workload(w http.ResponseWriter, r *http.Request, project, kind, name string, need auth.Role) (key, registered string, ok bool) {
+	if !allow(w, r, project, need, true) {
+		return "", "", false
+	}
+	key, registered, ok = ref(project, kind, name)
+	if _, found := s.cache.Get(key); !ok || !found {
+		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+		return "", "", false
+	}
+	return key, registered, true
+}
+
 // principal is the header admission reads to know who asks.
 func principal(r *http.Request) nats.Header {
 	id := identity(r)
@@ -141,7 +155,10 @@ func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status
 	defer cancel()
 	gen, uid := doc.Metadata.Generation, doc.Metadata.UID
 	var got *cache.Item
-	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool { got = it; return it != nil && it.Workload.Metadata.UID == uid && it.Generation >= gen }) {
+	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool {
+		got = it
+		return it != nil && it.Workload.Metadata.UID == uid && it.Generation >= gen
+	}) {
 		writeRawJSON(w, status, got.JSON)
 		return
 	}
@@ -254,12 +271,8 @@ func (s *Service) CreateWorkload(w http.ResponseWriter, r *http.Request, project
 
 // UpdateWorkload replaces a workload's spec and labels.
 func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
-	if !allow(w, r, project, auth.RoleDeveloper, true) {
-		return
-	}
-	key, registered, ok := ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	if !ok {
 		return
 	}
 	doc, ok := s.readDocument(w, r, project)
@@ -282,12 +295,8 @@ func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project
 
 // DeleteWorkload removes a workload from the region.
 func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
-	if !allow(w, r, project, auth.RoleDeveloper, true) {
-		return
-	}
-	key, registered, ok := ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	if !ok {
 		return
 	}
 	body, _ := json.Marshal(api.WorkloadRef{Project: project, Kind: registered, Name: name})
@@ -312,12 +321,8 @@ type operation struct {
 }
 
 func (s *Service) operate(w http.ResponseWriter, r *http.Request, project, kind, name string, op operation) {
-	if !allow(w, r, project, auth.RoleDeveloper, true) {
-		return
-	}
-	key, registered, ok := ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	if !ok {
 		return
 	}
 	op.Project, op.Kind, op.Name = project, registered, name

@@ -97,6 +97,13 @@ func TestClusterOps(t *testing.T) {
 		t.Errorf("changing the zone label: %v, want 400 Forbidden", err)
 	}
 
+	// A workload placed before the cordon keeps its shard there.
+	before := api.Key(project, api.KindApp, "before")
+	if _, err := cl.Submit(ctx, appDoc(project, "before", 3, "nginx:1.27")); err != nil {
+		t.Fatal(err)
+	}
+	waitZones(t, before, map[string]int32{"a": 1, "b": 1, "c": 1}, "")
+
 	// Count the inventory writes of zone b from here on.
 	kv, err := reg.Bus.KV(ctx, bus.BucketClusters)
 	if err != nil {
@@ -107,13 +114,6 @@ func TestClusterOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Stop()
-
-	// A workload placed before the cordon keeps its shard there.
-	before := api.Key(project, api.KindApp, "before")
-	if _, err := cl.Submit(ctx, appDoc(project, "before", 3, "nginx:1.27")); err != nil {
-		t.Fatal(err)
-	}
-	waitZones(t, before, map[string]int32{"a": 1, "b": 1, "c": 1}, "")
 
 	ci, err := cl.Cordon(ctx, zb, true)
 	if err != nil {

@@ -334,6 +334,12 @@ func TestGatewayAuthorizationMatrix(t *testing.T) {
 // sseEvents reads Server-Sent Events until n are read or the stream ends.
 func sseEvents(t *testing.T, ctx context.Context, path, token, lastID string, n int) []computeapi.Event {
 	t.Helper()
+	return sseUntil(t, ctx, path, token, lastID, func(got []computeapi.Event) bool { return len(got) >= n })
+}
+
+// sseUntil reads Server-Sent Events until done says so or the stream ends.
+func sseUntil(t *testing.T, ctx context.Context, path, token, lastID string, done func([]computeapi.Event) bool) []computeapi.Event {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", reg.GatewayURL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "text/event-stream")
@@ -351,7 +357,7 @@ func sseEvents(t *testing.T, ctx context.Context, path, token, lastID string, n 
 	var out []computeapi.Event
 	sc := bufio.NewScanner(resp.Body)
 	var id string
-	for len(out) < n && sc.Scan() {
+	for !done(out) && sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "id: "):
@@ -415,19 +421,29 @@ func TestGatewayWatchResumes(t *testing.T) {
 	if head[0].Event != api.EventAdmitted {
 		t.Fatalf("first event %s", head[0].Event)
 	}
-	// A resume after the last event waits for new ones: the delete.
+	// A resume after the last event listed waits for new ones, up to the
+	// delete: each later than the resume point, in order, none twice.
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var after []computeapi.Event
+	last := wantIDs[len(wantIDs)-1]
 	go func() {
 		defer wg.Done()
-		after = sseEvents(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(wantIDs[len(wantIDs)-1], 10), 1)
+		after = sseUntil(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(last, 10), func(got []computeapi.Event) bool {
+			return len(got) > 0 && got[len(got)-1].Event == api.EventDeleted
+		})
 	}()
 	time.Sleep(300 * time.Millisecond)
 	mustStatus(t, 204, "DELETE", base+"/app/w", dev, nil)
 	wg.Wait()
-	if len(after) != 1 || after[0].Event != api.EventDeleted || after[0].Id <= wantIDs[len(wantIDs)-1] {
-		t.Fatalf("after the resume point: %+v", after)
+	if len(after) == 0 || after[len(after)-1].Event != api.EventDeleted {
+		t.Fatalf("after the resume point, no delete: %+v", after)
+	}
+	for _, e := range after {
+		if e.Id <= last {
+			t.Fatalf("after the resume point %d, event %d again (%+v)", wantIDs[len(wantIDs)-1], e.Id, after)
+		}
+		last = e.Id
 	}
 }
 

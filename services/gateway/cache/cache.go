@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -38,9 +39,13 @@ type Renderer func(w *api.Workload, st *api.Status) ([]byte, error)
 
 // Cache holds every workload of the region.
 type Cache struct {
-	workloads, status *bus.Mirror
-	render            Renderer
-	log               *slog.Logger
+	// workloads is set once its mirror exists; status changes that come
+	// before are covered by the workloads' first replay.
+	workloads atomic.Pointer[bus.Mirror]
+	status    *bus.Mirror
+	render    Renderer
+	log       *slog.Logger
+	ready     chan struct{}
 
 	mu        sync.RWMutex
 	items     map[string]*Item    // mu must be held
@@ -50,20 +55,37 @@ type Cache struct {
 
 // Start mirrors the buckets until ctx is done.
 func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (*Cache, error) {
-	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{}, changed: make(chan struct{})}
+	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{},
+		changed: make(chan struct{}), ready: make(chan struct{})}
 	var err error
 	// The status mirror starts first so that the first workload refresh finds its status.
 	if c.status, err = b.Mirror(ctx, bus.BucketStatus, c.refresh); err != nil {
 		return nil, fmt.Errorf("mirror status: %w", err)
 	}
-	if c.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, c.refresh); err != nil {
+	wm, err := b.Mirror(ctx, bus.BucketWorkloads, c.refresh)
+	if err != nil {
 		return nil, fmt.Errorf("mirror workloads: %w", err)
 	}
+	c.workloads.Store(wm)
+	go func() {
+		for _, ch := range []<-chan struct{}{c.status.Ready(), wm.Ready()} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Keys the workloads mirror held before it was published here.
+		for _, k := range wm.Keys() {
+			c.refresh(k)
+		}
+		close(c.ready)
+	}()
 	return c, nil
 }
 
-// Ready is closed once every workload that existed at start is cached.
-func (c *Cache) Ready() <-chan struct{} { return c.workloads.Ready() }
+// Ready is closed once every workload and status that existed at start is cached.
+func (c *Cache) Ready() <-chan struct{} { return c.ready }
 
 // refresh rebuilds one key's item from the mirrors' current values. The
 // mirrors store a value before calling refresh, so the last call for a key
@@ -72,7 +94,11 @@ func (c *Cache) refresh(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.notifyLocked()
-	we, ok := c.workloads.Get(key)
+	wm := c.workloads.Load()
+	if wm == nil {
+		return
+	}
+	we, ok := wm.Get(key)
 	if !ok {
 		c.removeLocked(key)
 		return
