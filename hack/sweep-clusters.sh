@@ -15,3 +15,9 @@ for dir in "$WORK"/clusters/atoll-*; do
   pkill -9 -f "$dir" 2>/dev/null || true
   rm -rf "$dir" "$WORK/$name.kubeconfig"
 done
+# Kubeconfigs and config files of owners that are gone.
+for f in "$WORK"/atoll-*; do
+  [[ -f "$f" ]] || continue
+  pid=$(cut -d- -f2 <<<"$(basename "$f")")
+  if [[ "$pid" =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then rm -f "$f"; fi
+done

@@ -261,6 +261,13 @@ func SweepStale(ctx context.Context, opts Options) (int, error) {
 		killUnder(filepath.Join(opts.WorkDir, "clusters", ent.Name()))
 		n++
 	}
+	// Kubeconfigs and config files of owners that are gone.
+	files, _ := os.ReadDir(opts.WorkDir)
+	for _, f := range files {
+		if pid, ok := ownerPID(opts.Prefix, f.Name()); ok && f.Type().IsRegular() && !processAlive(pid) {
+			_ = os.Remove(filepath.Join(opts.WorkDir, f.Name()))
+		}
+	}
 	return n, nil
 }
 
