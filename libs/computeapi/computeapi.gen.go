@@ -370,6 +370,9 @@ type TooManyRequests = Error
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Error
 
+// Unavailable defines model for Unavailable.
+type Unavailable = Error
+
 // Unprocessable defines model for Unprocessable.
 type Unprocessable = Error
 
@@ -402,7 +405,10 @@ type WorkloadEventsParams struct {
 	Watch bool `form:"watch,omitempty" json:"watch,omitempty,omitzero"`
 
 	// After Only events after this id (as Last-Event-ID).
-	After       int64  `form:"after,omitempty" json:"after,omitempty,omitzero"`
+	After int64 `form:"after,omitempty" json:"after,omitempty,omitzero"`
+
+	// Limit At most this many events in a list (default and maximum 1000); the next page is after the last id.
+	Limit       int    `form:"limit,omitempty" json:"limit,omitempty,omitzero"`
 	LastEventID string `json:"Last-Event-ID,omitempty,omitzero"`
 }
 
@@ -1785,6 +1791,14 @@ func NewWorkloadEventsRequest(server string, project ProjectPath, kind KindPath,
 			}
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2396,6 +2410,11 @@ type ClientWithResponsesInterface interface {
 	WhoAmIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoAmIResponse, error)
 }
 
+// ListClustersResponse429Headers the declared response headers of an HTTP 429 response for ListClusters
+type ListClustersResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListClustersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2405,6 +2424,10 @@ type ListClustersResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListClustersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2420,6 +2443,11 @@ func (r ListClustersResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListClustersResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListClustersResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -2451,6 +2479,11 @@ func (r ListClustersResponse) ContentType() string {
 	return ""
 }
 
+// GetClusterResponse429Headers the declared response headers of an HTTP 429 response for GetCluster
+type GetClusterResponse429Headers struct {
+	RetryAfter int
+}
+
 type GetClusterResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2462,6 +2495,10 @@ type GetClusterResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetClusterResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2482,6 +2519,11 @@ func (r GetClusterResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetClusterResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetClusterResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -2513,6 +2555,11 @@ func (r GetClusterResponse) ContentType() string {
 	return ""
 }
 
+// EditClusterLabelsResponse503Headers the declared response headers of an HTTP 503 response for EditClusterLabels
+type EditClusterLabelsResponse503Headers struct {
+	RetryAfter int
+}
+
 type EditClusterLabelsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2526,6 +2573,10 @@ type EditClusterLabelsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EditClusterLabelsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2551,6 +2602,11 @@ func (r EditClusterLabelsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r EditClusterLabelsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r EditClusterLabelsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2582,6 +2638,11 @@ func (r EditClusterLabelsResponse) ContentType() string {
 	return ""
 }
 
+// CordonClusterResponse503Headers the declared response headers of an HTTP 503 response for CordonCluster
+type CordonClusterResponse503Headers struct {
+	RetryAfter int
+}
+
 type CordonClusterResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2593,6 +2654,10 @@ type CordonClusterResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CordonClusterResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2613,6 +2678,11 @@ func (r CordonClusterResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CordonClusterResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CordonClusterResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2644,6 +2714,11 @@ func (r CordonClusterResponse) ContentType() string {
 	return ""
 }
 
+// ListProjectsResponse429Headers the declared response headers of an HTTP 429 response for ListProjects
+type ListProjectsResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListProjectsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2651,6 +2726,10 @@ type ListProjectsResponse struct {
 	JSON200 *ProjectList
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListProjectsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2661,6 +2740,11 @@ func (r ListProjectsResponse) GetJSON200() *ProjectList {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListProjectsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListProjectsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -2692,6 +2776,11 @@ func (r ListProjectsResponse) ContentType() string {
 	return ""
 }
 
+// GetQuotaResponse429Headers the declared response headers of an HTTP 429 response for GetQuota
+type GetQuotaResponse429Headers struct {
+	RetryAfter int
+}
+
 type GetQuotaResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2701,6 +2790,10 @@ type GetQuotaResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetQuotaResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2716,6 +2809,11 @@ func (r GetQuotaResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r GetQuotaResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetQuotaResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -2747,6 +2845,11 @@ func (r GetQuotaResponse) ContentType() string {
 	return ""
 }
 
+// SetQuotaResponse503Headers the declared response headers of an HTTP 503 response for SetQuota
+type SetQuotaResponse503Headers struct {
+	RetryAfter int
+}
+
 type SetQuotaResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2758,6 +2861,10 @@ type SetQuotaResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetQuotaResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2778,6 +2885,11 @@ func (r SetQuotaResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r SetQuotaResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetQuotaResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -2809,6 +2921,11 @@ func (r SetQuotaResponse) ContentType() string {
 	return ""
 }
 
+// ListWorkloadsResponse429Headers the declared response headers of an HTTP 429 response for ListWorkloads
+type ListWorkloadsResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListWorkloadsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2820,6 +2937,10 @@ type ListWorkloadsResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWorkloadsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2840,6 +2961,11 @@ func (r ListWorkloadsResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListWorkloadsResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWorkloadsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -2876,6 +3002,11 @@ type CreateWorkloadResponse429Headers struct {
 	RetryAfter int
 }
 
+// CreateWorkloadResponse503Headers the declared response headers of an HTTP 503 response for CreateWorkload
+type CreateWorkloadResponse503Headers struct {
+	RetryAfter int
+}
+
 type CreateWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2895,8 +3026,12 @@ type CreateWorkloadResponse struct {
 	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateWorkloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateWorkloadResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -2939,6 +3074,11 @@ func (r CreateWorkloadResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateWorkloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateWorkloadResponse) GetBody() []byte {
 	return r.Body
@@ -2973,6 +3113,11 @@ type DeleteWorkloadResponse429Headers struct {
 	RetryAfter int
 }
 
+// DeleteWorkloadResponse503Headers the declared response headers of an HTTP 503 response for DeleteWorkload
+type DeleteWorkloadResponse503Headers struct {
+	RetryAfter int
+}
+
 type DeleteWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2984,8 +3129,12 @@ type DeleteWorkloadResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteWorkloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteWorkloadResponse503Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3006,6 +3155,11 @@ func (r DeleteWorkloadResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DeleteWorkloadResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteWorkloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3037,6 +3191,11 @@ func (r DeleteWorkloadResponse) ContentType() string {
 	return ""
 }
 
+// GetWorkloadResponse429Headers the declared response headers of an HTTP 429 response for GetWorkload
+type GetWorkloadResponse429Headers struct {
+	RetryAfter int
+}
+
 type GetWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3046,6 +3205,10 @@ type GetWorkloadResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWorkloadResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3061,6 +3224,11 @@ func (r GetWorkloadResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetWorkloadResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWorkloadResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -3097,6 +3265,11 @@ type UpdateWorkloadResponse429Headers struct {
 	RetryAfter int
 }
 
+// UpdateWorkloadResponse503Headers the declared response headers of an HTTP 503 response for UpdateWorkload
+type UpdateWorkloadResponse503Headers struct {
+	RetryAfter int
+}
+
 type UpdateWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3110,14 +3283,20 @@ type UpdateWorkloadResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *TooLarge
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateWorkloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateWorkloadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3145,6 +3324,11 @@ func (r UpdateWorkloadResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r UpdateWorkloadResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r UpdateWorkloadResponse) GetJSON413() *TooLarge {
 	return r.JSON413
@@ -3158,6 +3342,11 @@ func (r UpdateWorkloadResponse) GetJSON422() *Unprocessable {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r UpdateWorkloadResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r UpdateWorkloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3194,6 +3383,11 @@ type RestartContainerResponse429Headers struct {
 	RetryAfter int
 }
 
+// RestartContainerResponse503Headers the declared response headers of an HTTP 503 response for RestartContainer
+type RestartContainerResponse503Headers struct {
+	RetryAfter int
+}
+
 type RestartContainerResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3207,12 +3401,18 @@ type RestartContainerResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RestartContainerResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RestartContainerResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3240,6 +3440,11 @@ func (r RestartContainerResponse) GetJSON404() *NotFound {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RestartContainerResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r RestartContainerResponse) GetJSON422() *Unprocessable {
 	return r.JSON422
@@ -3248,6 +3453,11 @@ func (r RestartContainerResponse) GetJSON422() *Unprocessable {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RestartContainerResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RestartContainerResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3279,6 +3489,11 @@ func (r RestartContainerResponse) ContentType() string {
 	return ""
 }
 
+// WorkloadEventsResponse429Headers the declared response headers of an HTTP 429 response for WorkloadEvents
+type WorkloadEventsResponse429Headers struct {
+	RetryAfter int
+}
+
 type WorkloadEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3292,6 +3507,10 @@ type WorkloadEventsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WorkloadEventsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3317,6 +3536,11 @@ func (r WorkloadEventsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r WorkloadEventsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WorkloadEventsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -3348,6 +3572,11 @@ func (r WorkloadEventsResponse) ContentType() string {
 	return ""
 }
 
+// ExecShellResponse429Headers the declared response headers of an HTTP 429 response for ExecShell
+type ExecShellResponse429Headers struct {
+	RetryAfter int
+}
+
 type ExecShellResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3359,6 +3588,10 @@ type ExecShellResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ExecShellResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -3379,6 +3612,11 @@ func (r ExecShellResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ExecShellResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ExecShellResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -3410,6 +3648,11 @@ func (r ExecShellResponse) ContentType() string {
 	return ""
 }
 
+// StreamLogsResponse429Headers the declared response headers of an HTTP 429 response for StreamLogs
+type StreamLogsResponse429Headers struct {
+	RetryAfter int
+}
+
 type StreamLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3421,6 +3664,10 @@ type StreamLogsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StreamLogsResponse429Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -3441,6 +3688,11 @@ func (r StreamLogsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StreamLogsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StreamLogsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -3477,6 +3729,11 @@ type ScaleWorkloadResponse429Headers struct {
 	RetryAfter int
 }
 
+// ScaleWorkloadResponse503Headers the declared response headers of an HTTP 503 response for ScaleWorkload
+type ScaleWorkloadResponse503Headers struct {
+	RetryAfter int
+}
+
 type ScaleWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3496,8 +3753,12 @@ type ScaleWorkloadResponse struct {
 	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ScaleWorkloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ScaleWorkloadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3540,6 +3801,11 @@ func (r ScaleWorkloadResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ScaleWorkloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r ScaleWorkloadResponse) GetBody() []byte {
 	return r.Body
@@ -3574,6 +3840,11 @@ type OperateWorkloadResponse429Headers struct {
 	RetryAfter int
 }
 
+// OperateWorkloadResponse503Headers the declared response headers of an HTTP 503 response for OperateWorkload
+type OperateWorkloadResponse503Headers struct {
+	RetryAfter int
+}
+
 type OperateWorkloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3593,8 +3864,12 @@ type OperateWorkloadResponse struct {
 	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *OperateWorkloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OperateWorkloadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3637,6 +3912,11 @@ func (r OperateWorkloadResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OperateWorkloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r OperateWorkloadResponse) GetBody() []byte {
 	return r.Body
@@ -3666,6 +3946,11 @@ func (r OperateWorkloadResponse) ContentType() string {
 	return ""
 }
 
+// WhoAmIResponse429Headers the declared response headers of an HTTP 429 response for WhoAmI
+type WhoAmIResponse429Headers struct {
+	RetryAfter int
+}
+
 type WhoAmIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3673,6 +3958,10 @@ type WhoAmIResponse struct {
 	JSON200 *Identity
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WhoAmIResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3683,6 +3972,11 @@ func (r WhoAmIResponse) GetJSON200() *Identity {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r WhoAmIResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WhoAmIResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
 }
 
 // GetBody returns the raw response body bytes
@@ -4087,6 +4381,26 @@ func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListClustersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4134,6 +4448,26 @@ func ParseGetClusterResponse(rsp *http.Response) (*GetClusterResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetClusterResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4188,6 +4522,26 @@ func ParseEditClusterLabelsResponse(rsp *http.Response) (*EditClusterLabelsRespo
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers EditClusterLabelsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4235,6 +4589,26 @@ func ParseCordonClusterResponse(rsp *http.Response) (*CordonClusterResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CordonClusterResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4268,6 +4642,26 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListProjectsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4308,6 +4702,26 @@ func ParseGetQuotaResponse(rsp *http.Response) (*GetQuotaResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetQuotaResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4355,6 +4769,26 @@ func ParseSetQuotaResponse(rsp *http.Response) (*SetQuotaResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetQuotaResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4402,6 +4836,26 @@ func ParseListWorkloadsResponse(rsp *http.Response) (*ListWorkloadsResponse, err
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListWorkloadsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4477,6 +4931,13 @@ func ParseCreateWorkloadResponse(rsp *http.Response) (*CreateWorkloadResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4490,6 +4951,16 @@ func ParseCreateWorkloadResponse(rsp *http.Response) (*CreateWorkloadResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateWorkloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4540,6 +5011,13 @@ func ParseDeleteWorkloadResponse(rsp *http.Response) (*DeleteWorkloadResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4553,6 +5031,16 @@ func ParseDeleteWorkloadResponse(rsp *http.Response) (*DeleteWorkloadResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteWorkloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4593,6 +5081,26 @@ func ParseGetWorkloadResponse(rsp *http.Response) (*GetWorkloadResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetWorkloadResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4647,6 +5155,13 @@ func ParseUpdateWorkloadResponse(rsp *http.Response) (*UpdateWorkloadResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4668,6 +5183,13 @@ func ParseUpdateWorkloadResponse(rsp *http.Response) (*UpdateWorkloadResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4681,6 +5203,16 @@ func ParseUpdateWorkloadResponse(rsp *http.Response) (*UpdateWorkloadResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateWorkloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4735,6 +5267,13 @@ func ParseRestartContainerResponse(rsp *http.Response) (*RestartContainerRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4749,6 +5288,13 @@ func ParseRestartContainerResponse(rsp *http.Response) (*RestartContainerRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4762,6 +5308,16 @@ func ParseRestartContainerResponse(rsp *http.Response) (*RestartContainerRespons
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RestartContainerResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4816,9 +5372,29 @@ func ParseWorkloadEventsResponse(rsp *http.Response) (*WorkloadEventsResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WorkloadEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4869,6 +5445,26 @@ func ParseExecShellResponse(rsp *http.Response) (*ExecShellResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ExecShellResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4916,6 +5512,26 @@ func ParseStreamLogsResponse(rsp *http.Response) (*StreamLogsResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers StreamLogsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -4991,6 +5607,13 @@ func ParseScaleWorkloadResponse(rsp *http.Response) (*ScaleWorkloadResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5004,6 +5627,16 @@ func ParseScaleWorkloadResponse(rsp *http.Response) (*ScaleWorkloadResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ScaleWorkloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5079,6 +5712,13 @@ func ParseOperateWorkloadResponse(rsp *http.Response) (*OperateWorkloadResponse,
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5092,6 +5732,16 @@ func ParseOperateWorkloadResponse(rsp *http.Response) (*OperateWorkloadResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OperateWorkloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5125,6 +5775,26 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WhoAmIResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -5885,6 +6555,19 @@ func (siw *ServerInterfaceWrapper) WorkloadEvents(w http.ResponseWriter, r *http
 		return
 	}
 
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
 	headers := r.Header
 
 	// ------------- Optional header parameter "Last-Event-ID" -------------
@@ -6418,98 +7101,100 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7F3/c9s2sv9XdvhuJnKHlu00c3Mnz80bN007adLUZyeXH6K8EUSuJNQgwAKgbcXj//0NFuA3iZQlx3HT",
-	"vPdLS4sgsNhv+GB3gdxEicpyJVFaE41uopxplqFFTX89F4WxqE+ZXbg/uYxGUe7+iCPJMoxGUeJbRHGk",
-	"8Y+Ca0yjkdUFxpFJFpgx95ld5q6psZrLeXR7G0cvU8xyZVEmy1e4dG1SNInmueXKjXECieAo7X6yUAYl",
-	"XOASBsxCpoyFo6f/gGTBNEscmXvHwECj1Uu44nYBdoFgWIb0DZMpTFW6dA0KLQ29nXFtLKjCJirDYRT7",
-	"aS2QpTSPMLEGifuOxuaEMnb9GuXcMeXo6T/ijgm+4jItubYytTyP4Rc1PUcLSsOpSmHA5BISZnCvoqbN",
-	"5Asu0x05/IZluEFs9L/dejzV6ndM7IZOc99iY785sxa1+/Z/PrD9T4f7//w4+LAfnm4O478f3Za/7/33",
-	"36J13t663k2upEFS0R9YeoZ/FGis+ytR0qKkR5bngifMsf3gd+N4f9Og428aZ9Eo+q+DWv0P/Ftz8EJr",
-	"pf1Qbdm9XSBoPxhwAxkTM6UzTGFgltKy6xgKeSHVlYQZR5GaGK60knNwczAxTFkKtX3tHQNeol76tpBr",
-	"NRWYuX4FNxbT6DaOnis5Ezx5pKmpqRMf4DU31gATGlm6hMGJf3hBP+/FZEMqR03jQ6rQgFQWHFFLsAq4",
-	"NeA01qm3scwiDN5JU+S50hbTGMpJ7cWuhevtj0JZZ8SzwqC30WTB5Bxh8G/35sV1gphiuudY8pPSU56m",
-	"KB+HJwkTAjVkbEmTTBXYBTcV5blg1unAEwO5EjxZtmaRqqTIUFoYJCpFqEivZx5M5olZ4QEvv2kxIK5d",
-	"3FSrC5QgeMYt8eWNsj+pQqZfni1vFJgiWZTqMlCaWHPJDZ8KdBpgK8YRaW+Ves30HB/XQMnvO2tyQztu",
-	"M0mEzZnFK7YEliSYWxMI/JXJZfAj5jE164kB7UyEBOnINTlKexxWNDazqGFy5v7YP3F/TMBgomRqojgs",
-	"WURuo0WbvOA+ubQ4R6LlNo7eSVbYhdL8Ez6OvlwywVNINKYoLWeCuP5O5lolaAybikfSjcoguYErFGI/",
-	"+O9pYYFLovIOrxwTppDKLricwxUzcKW5tShpjQxENKATrXnauUvLMWiWTpX0jA/SmSolkEnHlAUyYRfL",
-	"7peCTVFQJyxNuZsXE6etzldWy2r59Lbq+zD2HL37dLNnNhpFKbO4bzlhgrUuMicib71r7/zK3/EiV2oz",
-	"pZtkeKqU6CS+yB2l6fa0f1ISu+FMDVE+lGiIGtciiGtRfeygJQj4NffIoy1kbjFrP2yab6kr9ZSZ1my5",
-	"RqfvrJMYJT2b10nZJD6NLBjX2iu3chemWw/9L3dxld5WHfVQbbUS6yD5/YLZGmMYWLBLBIPW4eNVa5KW",
-	"cYn6DI1l2m7Uue10Zo3MnBWmz161HxbTE7v9CMaqPO/u8baTTUW5O2tNJ0Xjed0Yl0v7/dN6zMrvx9GM",
-	"cbF1Y0J827YtpHQT2661KRIPZrZq38WOH4MT/xUtS5ll64x5CD/Z79nCLmdNaX/L/UjHkBXGAv5RMOFB",
-	"HrMLBxD9h8Mo3sYdddmLX9s6VpQU18l56dezGPxq7xbehNEKVuHQGErUGEML5ceruPOMWXztIIr7Yzgc",
-	"dmm13/Ns7fR+cs3Dar3q9zYvOgSVSbpC/DaLRh82D0RTOUPHRMeZ249dyKCJp2OYKd3mgJvw9f5c7Tti",
-	"9s0Fz/dVEPd+rpy66mg0Y8JgkCUa+zK920eS6OrZdgr9MmCittCx/Lk9F5ZmDo6kMbjpp4Vwj+5LNvfC",
-	"D9YaQ2WIMXjXEEOKAqmR93i9kp6jDK551Yj//qzT6Hm6TumpMmSawD0u1zjnSj4xQDMDYzWy7BgKg8AM",
-	"vGbG7hMr9l/+6IjaYlQKm3Qp0P0QTW33696D+4+2cf+ra3oaxY3ISQj1BETihdxieBisV1MeAo94lbs/",
-	"GmmYdq+z6nYfHWrC7ALULETuUKQxCH6Bbp+UDC1mbgeOwwoGmA+HH4c8c9KNd8A7K1PztMSleYbPuqb6",
-	"knY0drk+0TI0cJJmXPaAByVw4zKFssgcPZccryg4meIlCtciisnUm0TV02xz8EwJhBx1xwJUz8MU0x7t",
-	"XmFN2TBemWA5my4mvSqm2OPGknqbtJOZqmmvMW4AtbvY6SaYuzbD1w5xnDKbLNanqDFTl9gyvj74US1/",
-	"Bu3nwJdOEtX8Nfe7oe1FUNlV51vBZd/uL31oP1knGlznTcoCHV2K1w8RE4277SR3XvMeC4SuvSt4N/N3",
-	"3Dyv8L9eosLa1FqT3JhdAqCd/BrzmRAqYbaM+2xais7QqEInSBGjeV687bbJOJIqbXF1dTPzZtN7wmue",
-	"NVsTY3mnVXSJ8bSWVpsRvfJ1vnTruAU1/tg/7kNAgnIK9wcF/y5R+8oyuRFWhfDmViS+5aj9IHcRWeuy",
-	"H6GX3HrXsL7HdDuFLV3Bpjm2lG+LvnTQwV6Gddu+2XKAjZyKGsPHgQOh7+ZEuti5gZOb1p8ZF32vtsVy",
-	"9cIROtuI52oTX8/cZhSHKcEo7UKfGCg5Yo7hE2oFSgObGreFyZBJA1L5XeV67GqeF6ZTKBmXPHPI77BL",
-	"AzLMlF7+sLR4r6+5EPz56bt7fJqrdPcRu/zhecIENrK2q3iJYv+mM0B0x1BNwVf9dMm5dhb9lv25S0Ec",
-	"FVL4oMm6Nr1RjZwPWgo52AU34DprQPTGdqE04i3pWg3H8oCVGlbbxZn3Sl8IxdKuqoyr8M7tyJvpT1go",
-	"kRrgNmQouTXg477AEq2MgWCFZt0KWM7/g9rwHsie1DHijSH00Gzztr9Gg5v6qlCjA+I5JuuceLtASnE/",
-	"oXxdEvJ0Kc5YIayhFFHFmqywhJLWt12NkFI0in43Sg7P2NWvYdfTisFvIrcU2LlvvSr3Bn+r8ELFiTDB",
-	"TXpQhlt7ovQMCoOasmBohjBx/U2cUtsVHg0MIpzk+XmOSVkB459PVeoe9u7SDbxmWS5oWbdKiGGKlweX",
-	"R11gvVSBcv98kudRHPkxI4dK085987YKshaBbijKTiJeEdU9pNON7ZzRcFlgVzjFGGe9k7LJJHgeBInX",
-	"FnI2x+NyAVM+MieY8S86g4G74cjKu9wfSK7oex+euHf2MaRbuhaupEyz7ZDbqzJzHdv83TI4FA003d5I",
-	"MIvGwqtiilqixRBGrdBK6bmfmFC3QZ54qxnU0ZuOGeyUVaK4nNktEqKmBvUlpj/vuv/OF8z0Zj23T24R",
-	"VDRdzm/ZYiwkTEplYUqrYkJRdNTlukdLgsefW/O9kbJYZ8uXTLrdM8/+8Aa3uhkhiX7samYwKTS3y3PX",
-	"pR9xikx7WLaCYiScnL4ES/keB9bhl/dvwfC5xBSmS2BUORrMJhQLPTHwy/tX58OyCpSAme+/omZhbe7r",
-	"TricqY70oEQa2LlbX2JSqY6aAZNw4ha1kAYZgdN6nqCBwUme78UwZTZZwO9qasZy4FeyPdIqw+VcIDhw",
-	"DoNTle7FQQFL6NVKrnxyooEMsynqsaxQGbwzqA1IRxhYJi7AqtCqhm5jOZZvFxoR5loVuYkD7jnl8rnK",
-	"8sLiaCz34bvvSg/t5mu++24EPtoWwxxtTIU0MXgVK3NOQ//hb1VZoZtZitNiPudyXvVDeanYbbmKDGMw",
-	"VuXuv0xb+pEexhLKZ1ASoQoUxmDcvuM4pJZAqLk5dozHa0zALFAIUG7+73F6rpILtIGql9Lw+cJWVLCm",
-	"Nw1udlCWBykNV05Ujv/G0XLu3JfeP3cL6gvfmOhnU4EeLU9aya3JXlxG6kNRIJOp66hwmMHXH7VE2pLP",
-	"SZ3qpdyaAQZeU4PGD9iW+j+WVMan5IzPC40pWcDeEM6UQANMt3IKI5j4HMUEnHc18VhOqlzFBJgwKtR0",
-	"mop5JoYJ5TDC+4xJtzw06yKPx7LC0dTUUCVmqrwFURFWDNzpcer0pOJXkynPDo/CVryuS3SMCbW6x/Ds",
-	"8Pv1BisVn8djyaSyi3rKT0xjOyTNlbOfZ4fPfHaKQcaNs0yngiSYM8cWGFQWsEcs9GsbzLTKVvyN3+XH",
-	"MPNS8TplQEkvl0r6r3C5/x8mCoRp4XTWjKgenqU0A8HmTl0dOHe9uC+dC3cPY0l9gmUXjunKWSJ36s8t",
-	"DChKECoNHQxkEKqiYFqYY3BQ3vV19uLkx19fjGUJITNkhnRlqgqZ7g3hPW0LQvm9r823yjUoK/GGY5/S",
-	"tITrvQsMzsSpaRRHl+UGIDoaHg4PCRPkKFnOo1H0/fBw+L3bNjC7IK9/cHl00ASAc59IqWqJXqbRKHKg",
-	"+XnZaKWe/Onh4YPVIjZLxDoqEisSbuPo2eFRX28VeQetuk366Pu7P6oLpmmhLLKM6WVVKxu0aMXVw2DF",
-	"7PackNjcEDL37jD66Ppr8vvgJjzd9nL+ZywZ/wh87628rcvtHoXt7otnd39RVXC35eRwQ6DYOXuWs4Tb",
-	"pXe+Sgnydt44t5Ra3Drk01M8Uzc5aB4Cuv3YK/ODOuH1Of2TLfs0alt1XqS81J3XfqQq5vyD8nj+QZSn",
-	"kcq9bSNQqwu8/dPVNoCu+pSEV7DDuxWscVTmr6H652hJvX0GHVjDDryyfa6fOrhhtMO6/UytjTvPQ/m+",
-	"Nx6HKgNUvtI4iqNChsf1+BTZhjIdXvU5ffLVONYeDf3q1c2zEQZSgcQrMAumU7PnMHIplVoFd9O8ABk3",
-	"I5LTstEXFGAzI9whxIqE+wlsDV+U824Ca58qYKCVQKDCoTvZdnATnm4PqtrPPnjhkzpfkIUhxbzOvCr3",
-	"/PhY7qSxKaEEj89B0I6RkEJI/nw+GGieAq3AQJ+cDm7cuPdwrq1Rup1rlY++y7Weod9kRXH0m/wRM0Yx",
-	"9lONmOWWT1ulEy1XW3Qo2HlTwR4eezSzd48KPTYr9V8KcqwjiFXjoBCckkhWcT9H3tD0KpzR8EptHv5E",
-	"cV9MfV6Qzbn0pdiGDsS6fTkdl6WDZSzDoQ8ZdUYFEpYsKA2zvny8r+hYs+nVQKRY+lQzDTtonEinXNwx",
-	"rJ9H/6NAvVw7kL7huPjqoISqwaDAxCodw+QCl/+6ZKLACeSMawMGHdWBIYnKMmaOgQnhT1NkDpD3kUNg",
-	"cDd6iAmV6HwNOjdAIWYYnKJMKbR0VlbLn9fV8sPhsJcxPkS9EyWnzkcb/glhEBLIcHR4GEN13cHh4WHv",
-	"eGU2v3U3gS+QcN816iWOuuolujJJjcxgiBHOQkgOL7kqTJUJ7KKnSjxuYsHHL+jIWnnRDn/mdtNuAm5W",
-	"teX+VdyZm1XLn101jL50WvVvn7u81/uNzUdpU0xUiik4CSdWLEcr9yCQa2tchQBM41hqym9hWh9qp9ZP",
-	"DB2YGsJ79zOTMFm5imMShxs/OKZj6VML/Rd8AJfGok+yzBgXFJPVPiPhnu0VT9BHIVc2VdRxla/elZMr",
-	"V5x4pX94xLBWpbEVcDh68PE745uhxvorj0/88+4vqns43AdHWwxRXXngPnj6dJuJNA/D01f/3GqY1sUF",
-	"K/tZbxp1uqrHSWyBbQ5u3JJ/e3Dj/Pyt9wgCLa4j5B/p94bZrKjes3V34j9Jv94owYNIw8+yIY1jKpML",
-	"1RggkF1iSAy3o/G9rr1vC9zP/MNHsfu3jbKIzxDq/QM5PxPqr7JzKyWJX2KpjO9sXt0ItUXb6vKm3n3o",
-	"O8qetwT9tawtj6Nj70KFyrcU+/4rrS1nSEUm7VoIXwsr0xCdf6jl5qA+3XlwUz3fHoQqj88PL30R0+0O",
-	"WzWPrW1/+1pv5D/cevG81euf7PIb0aKK2G/NTv88s+sobHJbGw8ccuWLyboQX32dyr1ssC4+7Yxxuc2a",
-	"KixMqKhkEocSJSIwLYukmIFfzn97E7Z2vum/nO5PYKD0WE5O6E6uEVi8tn7EfV+sNdmLOwqpRoAsWfje",
-	"nxiY8HQyltzQWp9vc72Ar6Zi4bZJsAtm3b40UVISKOsqz4KBv3ervMJtwvy9XJUT2BvLOVoTRCKYMwY/",
-	"KF4ztz0GJbu3nKWF+dmtbzm7Ii7ExK5wS+NKmc7gVymTYKyObSkMVq9a6I080XetcXc8FnTTfe9ma/Q/",
-	"LYxUX6VAB5hW1bHzjrXmFZVtfgd5frN5+pOOgkgqTaXbH0PdXxxuUGtUSD58RuqL4fB7OMxrfyCk012+",
-	"y+eapXRZImvUm8IPXDLaANIBEQMJ03oJzPn7/ekyMFOiGMuZEkJd+Wh5yiwbwSEYm3IJg9KbKV9eqH2R",
-	"a5bbZWgRuo9DiafvEqh/JpTEGBKhqqs4VZYxOsbDZV7YvRiOXDeqsDE8dU+odTyW3wNecwsD9wk90fWV",
-	"jIKDPGOCfPqxLwEkqtyjDAPtxfDMOV4fBl+lfwSTm3F0xVO7GEejfxzG42iBTlvG0ejps9vJXpcvfXGN",
-	"yfkChbgrHfK2niMpLSVP9Zx2PAYGGnNkNtzjVHp45xTxOhd0l4kHb93R8CykG/uh3rYnISqH2RFxL6Hf",
-	"TvkP7Dga4ovIQxpi1AimhuMGTg/7cx/qzpxQ12fWLu9cvrq+I1Xe/OXqCnHkXWmbE+dX3CZ0m2O4ubQy",
-	"R8i1sirxpwq/Tc99VlBNS1B/7v+o6uWpGr7hn/rQ5LfisoWa9yNcZzEOvZb33uaoQXCJMJg0ccb1vkwd",
-	"1pj4S35zwbikdmYsc40zft3MeDjATuXqFZa/cl6xDYSpj8lwLE+1uube5XedANifscTpseEpetnRTcGF",
-	"6fKP5wRkXrsZb50vrqjclP67hzN6hZgHRO7ol3jlOdY3jF/77gN6qVs3QH0jMO8dxnCZ4Hl13e5nIN1O",
-	"hoaDlZ4kt4Vze5k7WWwZF59BzG6guVTmHapnwy1DFWwm5d0RL79Wc8+Wb7i01Z9BIi1Qc9PetYeVOF49",
-	"PP+t+186n/WVhvN6Q3B0mcUXjsS3Lsz4iqLw/9fCfjvniv+sOKGvnIeTPKcbavxFKOG0H1V6UZWFZkKg",
-	"4CZ7uDDhTfX97dcbl28r8YROlU6oEG5UM2uBIgVm6VKf48C1ER3ABVOYHGWK6V48lhN/GnUSw8RYlU9g",
-	"4AN/ASb6swtpXP0DDwIZ3a3qj+CVxnOBudtaTyi86/oKyY0JDKhUmupWwm9hv9uRXagNb5vKWJq3zxgU",
-	"mb+qW+X+xm7t/xUX/7TLUQR/ghe/phT0/zumr8gxnfae4HbeqTy3vXUC42qhWMZ7zwO8X6iT7OWXVMLq",
-	"/teN/8rHQ5yneL9QKweYq5PgdCKbW3+0ort8uXFHAnni8naEDx+dLfs4m/fRhRbRKDogxBM6Wkv2NM/3",
-	"N1IRjXrK9cvR+0/2d/ivri58FL06HG/ijuPedVfl3G8/3v5vAAAA//8=",
+	"7D1rc9s2tn/lDO/ORO7Qsp3k7uzKs3PHTdNOmrT12snmQ5U7gsgjCQ0IsABoW/H4v9/BAfiSSFmyHTfN",
+	"7ZeEkkA8zvuF4+soUVmuJEprotF1lDPNMrSo6dMLURiL+pTZhfvIZTSKcvchjiTLMBpFiR8RxZHG3wuu",
+	"MY1GVhcYRyZZYMbca3aZu6HGai7n0c1NHL1KMcuVRZksX+PSjUnRJJrnliu3xgkkgqO0+8lCGZTwEZcw",
+	"YBYyZSwcPf0HJAumWeK2uXcMDDRavYRLbhdgFwiGZUjvMJnCVKVLN6DQ0tCvM66NBVXYRGU4jGJ/rAWy",
+	"lM4RDtbY4r7bY/NAGbt6g3LugHL09B9xxwFfc5mWUFs5Wp7H8KOanqMFpeFUpTBgcgkJM7hX7aYN5I9c",
+	"pjtC+GeW4Qa00X+7zXiq1W+Y2A2T5n7ExnlzZi1q9+7//sr2Px3u//PD4Nf98HR9GP/96Kb8fu9//hat",
+	"w/bGzW5yJQ0SiX7L0jP8vUBj3adESYuSHlmeC54wB/aD34yD/XVjH3/TOItG0X8d1OR/4H81By+1Vtov",
+	"1cbd2wWC9osBN5AxMVM6wxQGZiktu4qhkB+lupQw4yhSE8OlVnIO7gwmhilLoeavvWPAC9RLPxZyraYC",
+	"Mzev4MZiGt3E0QslZ4Inj3Q0NXXoA7zixhpgQiNLlzA48Q8v6eu9mHhI5ahpfUgVGpDKgtvUEqwCbg04",
+	"inXkbSyzCIN30hR5rrTFNIbyUHuxG+Fm+71Q1jHxrDDoeTRZMDlHGPzb/fLyKkFMMd1zIPle6SlPU5SP",
+	"A5OECYEaMrakQ6YK7IKbaue5YNbRwBMDuRI8WbZOkaqkyFBaGCQqRai2Xp88sMwTswIDXr7TAkBci7ip",
+	"Vh9RguAZtwSXn5X9XhUy/fxg+VmBKZJFSS4DpQk0F9zwqUBHAbYCHG3trVJvmJ7j4zIoyX3HTW5pB20m",
+	"aWNzZvGSLYElCebWhA3+xOQyyBHzmJT1xIB2LEKIJLJw7COLbIoa1MwxmgRjNbLMxO44Jkdpj4PGYzOL",
+	"GiZn7sP+ifswAYOJkqmJ4qDS6DiNEe3tB/HKpcU50l5v4uidZIVdKM0/4ePQ0wUTPIVEY4rSciYIK+8k",
+	"u2BcsKl4BMo5AY1zJ88M6gueIKQ89WJNmkvUwCVYnuGx+27B5dyhwot6q2DBLkqRlX521ORaJWjM44Dl",
+	"bVOKcQOXKMR+UHrTwgKXhLpbVFlMhlgJuUtm4FJza1GSYRE20bA3yVDQTsdYjoEddaqkp8YAl6lSApl0",
+	"lLJAJuxi2f2jYFMUNAlLU+7OxcRpa/IVE6OyObyA83MYe45e57jTMxuNopRZ3HdEsW6lxFHmUORF3tpv",
+	"3lzq+CFXavNON+HwVCnRufkidztNt9/7JyWx2was7bpfSxOSBtcoiGtUfejYS0DwG+7NtTaSucWs/bDp",
+	"vCWt1EdmWrPl2j79ZJ2bUdKDeX0rm9CnkQXmWvvJmTuF6aZD/81tUKVfq4l6dm21EuuexfsFs7VhZrxU",
+	"MmidU7HKTdIyLlGfobFM2400tx3NrG0zZ4Xp41ftl8X0xG6/grEqz7tnvOkEU1G6tK3jpGg8rBvrcmmf",
+	"Pa3XrCRuHM0YF1sPJjN527GFlO5g2402ReItwK3Gd4HjuyDEf0LLUmbZOmAeQk72S7bgGq4R7S+5X+kY",
+	"ssJYwN8LJrxlzOzCWdX+xWEUbyOOuvjF67YOjZLi+nZeeX0WgzeBnDWSMNJglfEeQ2lqx9ByjeJVY/2M",
+	"WXzj7Dr3YTgcdlG1dxS3Fnrfu+FBW6/Kvc1Kh/wLwq4Qv8yi0a+bF6KjnKEDooPMzYcuy6DphMQwU7oN",
+	"AXfgq/252neb2Tcfeb6vArr3c+XIVUejGRMGAy7R2Ffp7TKSUFefthPpF8EmaiMdy6/bZ2Fp5syRNAZ3",
+	"/LQQ7tG9yeYe+YFbY6gYMQYvGmJIUSAN8hKvF9NzlEE0rzLx3593Mj1P13d6qgyxJtmj5Ow4o/WJATpZ",
+	"cBSOoTAIzMAbZuw+gWL/1XduU1usSrGmLgK6m0VT8/269OD+pW3E/6pOT6O4EW4K8bFgkXgktwAeFuul",
+	"lIewRzzJ3d0aabB2r7DqFh8dZMLswnmPPtyJIo1B8I/onMdkaDHLBbM4rMwA8+vhhyHPHHbjHeydlaP5",
+	"vcQle4bXuo76itw8u1w/aBlPOUkzLnuMByVwo5pCWWRuPxccLymim+IFCjciionVm5uqj9mG4JkSCDnq",
+	"DgVUn8MU0x7qXgFNOTBeOWB5mi4gvS6m2CPGktpN2olN1bSXGTcYtbvw6SYzd+2Eb5zFccpsslg/osZM",
+	"XWCL+frMj0r9GbT3MV86t6jmb7j3hrZHQcVXnb8KLvu8v/Sh5WSdnXGTN3cW9tFFeP0mYqJxN09yZ533",
+	"WEbo2m8F7wb+js7zCvxrFRV0U0snuTW7EECe/BrwmRAqYbaM+2xSRWdoVKETpDDaPC/edvNkHEmVtqC6",
+	"6sz8vOl3stc8aLbejOWdXNGFxtMaW21A9OLXydKt4xY0+EP/ug9hEpRHuLtR8O/Sal9RkxvNqhBY3GqL",
+	"bzlqv8htm6xp2a/Qu93aa1j3MZ2nsKUo2HTGFvFtMZcONNgLsG7eN1susBFSUWP5OEAgzN08SBc4N0By",
+	"k/6ZcdH307a2XK04wmQb7bmaxdfT3RnFYUpjlLzQJwZKiJhj+IRagdLApsa5MBkyaUAq71Wux67meWE6",
+	"kZJxyTNn+R12UUCGmdLLb5cW7/Q2F4K/OH13h1dzle6+Ypc8PE+YwEaqe9Veoti/6QwQ3bJUE/HVPF14",
+	"roVFP2ffVxXEUSGFD5qsU9PPgSwoEYaWQg52wQ24yRomesNdKJl4y32thmN5sJUaXNsFmfdKfxSKpV2l",
+	"LJfhN+eRN3PGsFAiNcBtSOtya8DHfYElWhkDgQvNOhewnP8HteE9JntSx4g3htDDsM1uf20Nbpqrshqd",
+	"IZ5jsg6JtwukuoAnlMRMQoYsxRkrhDWUIqpAkxWWrKR1t6sRUopG0W9GyeEZu/wpeD2tGPym7ZYIO/ej",
+	"V/HegG8VXqggEQ64iQ7KcGtPlJ5BYVBTFgzNECZuvokjarsCo4FBhJM8P88xKcuG/POpSt3D3m20gVcs",
+	"ywWpdauEGKZ4cXBx1GWslyRQ+s8neR7FkV8zclZp2uk3b0sgaxHoBqHshOIVVN0BO922nWMaLgvsCqcY",
+	"47h3Ug6ZBMmDIPHKQs7meFwqMOUjc4IZ/0NnMHA3O7KSLnc3JFfovc+euHP2MaRbuhRXUqbZdsjtVZm5",
+	"Djd/twwORQNNtzQSzKKx8LqYopZoMYRRK2ullNxPTCh2IUm81Qnq6E3HCXbKKlFczuwWCVFTg/oC0x92",
+	"9b/zBTO9Wc/tk1tkKpou4bdsARYSJqWyMCWtmFAUHXWp90glePtza7g3UhbrYPmcSbc75tkfnuFWnRHC",
+	"6IeuYQaTQnO7PHdT+hWnyLQ3y1asGAknp6/AUr7HGevw4/u3YPhcYgrTJTAqtw1sEyqsnhj48f3r82FZ",
+	"OkuGmZ+/2s3C2tzXnXA5Ux3pQYm0sBO3vsSkIh01AybhxCm1kAYZlcU7BgYneb4Xw5TZZAG/qakZy4HX",
+	"ZHtEVYbLuUBwxjkMTlW6FwcCLE2vVnLlk0MNZJhNUY9lZZXBO4PagHQbA8vER7AqjKpNt7Ecy7cLjQhz",
+	"rYrcxMHuOeXyhcrywuJoLPfhm29KCe3Oa775ZgQ+2hbDHG1MhTQxeBIrc05D/+IvVS2mO1mK02I+53Je",
+	"zUN5qdi5XEWGMRircvcv05a+pIexhPIZlESoAoUxGOd3HIfUEgg1N8cO8HiFCZgFCgHKnf89Ts9V8hFt",
+	"2NUrafh8YatdsKY0DWJ2UJYHKQ2XDlUO/sbt5dyJL71/7hTqSz+Y9s+mAr21PGkltyZ7cRmpD5WUTKZu",
+	"osLZDL7+qIXSFn5O6lQv5dYMMPCUGih+wLak/7Gk2kclZ3xeaEyJA/aGcKYEGmC6lVMYwcTnKCbgpKuJ",
+	"x3JS5SomwIRRoarMVMAzMUwohxF+z5h06qFZTHo8lpUdTUMNla+mynMQFWHFwB0dp45OKng1gfL88Ci4",
+	"4nUxpwNMKHA+hueHz9YHrJTJHo8lk8ou6iM/MQ13iCrrDDw/fO6zUwwybhxnOhIkxJw5sMCg4oA9AqHX",
+	"bTDTKluRN97Lj2HmseJpyoCSHi8V9l/jcv8/TBQI08LRrBnRJQKW0gkEmztydca5m8W96US4exhLmhMs",
+	"++iArhwnckf+3MKAogShxs+ZgQxCVRRMC3MMzpR3c529PPnup5djWZqQGTJDtDJVhUz3hvCe3IJwZ8Ff",
+	"aLDKDSgr8YZjn9K0ZNd7ERiEiSPTKI4uSgcgOhoeDg/JJshRspxHo+jZ8HD4zLkNzC5I6h9cHB00DcC5",
+	"T6RUtUSv0mgUOaP5RTlopQj/6eHhg9UiNkvEOioSqy3cxNHzw6O+2artHbSKWemlZ7e/VFeZuzee/vP2",
+	"N1ZriEnBFlnG9LIqTA7Ut6IiYLDCrnsOuWxuyKL3YjT64OZr4ungOjzd9GLsBywR9gj46i1zrsv0Hgtd",
+	"h89vf6Mql38Y/Do7JZzUKReWs4TbpRf2SgmSrl4YbIntuHUTq6dYpx5y0LypdfOhl1YO6gTbfeYn2eHT",
+	"tm2Se5nykube+JWqGPe3yvsPD0J0jdTxTdvitbrAmz+c3IORV19l8YR5eDudNe4zfcEs89/bLNEs4G+z",
+	"yzlaYgmf5QfW4B1PoPeViQfXjLzAm3tSetx50c3PvfGeWxlE89XQURwVMjyux9CIn5TpkOAv6JUvRoj3",
+	"UPVXSaIe9DCQCiReglkwnZo9Z/uXmKzJdjdqDabwZkvrtBz0GZHezHR3IL7awp2R/DB2UwmvpqPhUycM",
+	"tBIIVEh1K7gPrsPTzUFVC9tnNvkk12cEfUi5rwO9ysX/eWzbk4ZzR4kyn8shz5ssoJBEu7+R07yCXBk5",
+	"ffg9uHbr3kEBtFbpVgBVXv828X+G3lmN4ugX+R1mjHIVpxoxyy2ftkpQWuqg6CDM8yZhPrxN1cyCPqpJ",
+	"tZkZ/mSm1ENYRqsMReFPJZE46W7KpsEdVSipIQHbcP+eYu6Y+pwsm3Ppy+AN3eCG6dLf76ZLfSzDoQ/X",
+	"dUZkEpYsKAW2ruLeV/tYkwOrQWCx9Gl+WnbQaKFAedBjWG+g8HuBernWQWFDf4PVRcnDAIMCE6t0DJOP",
+	"uPzXBRMFTiBnXBsw6HYdAJKoLGPmGJgQ/iZL5pyTvu2QkbvbfggIFep8/T83QOF9GJyiTCmsd1beVDiv",
+	"byoMh8NewPj0wE47OXVy3fBPCIOQvIejw8MYqv4ch4eHveuVlRStZhq+OMW916hVOeqqVenK4jWysiE+",
+	"OwvhULzgqjBVFrZrP1XSdxMIPnxG4dfKSXfIwF8k0gHcqWrO/bK9yfvbFA4aLTl42RAWpbCrv7uvKVH7",
+	"X5uvP6eYqBRTcJSRWLEcrTT8IJHY6PkBTONYaspJYlp3b6DRTwxdchvCe/c1kzBZ6TkziUNrG47pWPp0",
+	"UH8nG+DSWPSJsRnjguLo2meR3LO95An6yPGKk0kTVzUGu0JypZePZ5aHt07WKmu2MlKOHnz9zph0qIv/",
+	"wmM8W3Bl1XDGvXD0bCs29r09iO+fbnOQZgODO0uL+/v3np3qtGSPYNnCjjq4dubFzcG10yk3XooItLhu",
+	"wX9H3zdYbYVcn6+LIP9K+vXFz++NQQ+ZBgaPqYQyVOqAQHaBoWignXHpVSF94YB+hB0+inx52yiZuQch",
+	"PH5a5AfyZqqM70qZ6+dQ5fGtw6vWbFuMrbqo9frk76gio0UgX4ruexzafBeqnr6u/MZfyrLFx2dI1VHt",
+	"Ih5fxC3TkLJ5KP15UF9LPriunm8OQnnS/eN5n0U+dMcJm/ctt++12JsOCu1aXrRm/YP1USM8V232/70w",
+	"+HPxdkfZn3MivemUK19q2WUn182G7sTodWl2ZxTSucWqsDChkqtJHAr4aINpWULIDPx4/svPwYn2Q//l",
+	"GGwCA6XHcnJCbf5GYPHK+hX3fSnjZC/uKDMcAbJk4Wd/YmDC08lYckNWS75N8w1fa8hCA1uwC2bHUmOi",
+	"pCSztKt4EQa+H1zZFXLCfL+4StLsjeUcrQkoEcxxnF8Ur1hixRKU7HbuSzb2p1t37rtiYgTEroBYo+FS",
+	"Z3iyxEmQCA5sKQxWG5H0xgbpvda6O16aW6taDhFJ2krGZLVDLoFRQWEdwnRYC6FIH8E8bt/voKrQStTR",
+	"7Q6efrYoZ2dL4hYU/7CAZd0wha4prrJVZw/DZvfeNooCXX5lCuMhkqrr5dJUuE4NdUNVcBz6Kzbqpx8+",
+	"z/rZPKo7KIwrf12sU128y+eapdR/ljWq0eFbLhmFAOj6mIGEab0E5vTd/nQZgClRjOVMCaEufT4nZZaN",
+	"4BCMTbmEQSnNlS8+1r4EPsvtMowI08ehANxPCTQ/E0piDIlQVXdjlWWMLvlxmRd2L4YjN40qbAxP3RNq",
+	"HY/lM8ArbmHgXqEn6gjMKAzNMyZIp3kx5XflHmVYaC+G507x+ETN6v5HMLkeR5c8tYtxNPrHYTyOFuio",
+	"ZRyNnj6/mex16ZKXV5icL1CI2xJ2b+szEtFSSYCek+9qYKAxR2ZDl7dSwzlRile5oE5H3kLuztdkIYne",
+	"b09ve0+qErQdOaHSvt4pQ4cdF8f8FZOgZUaNsH24jOTosD87p27NWna9Zu3yVvXd9R6R8uY3VzXLkRfB",
+	"bUicX3KbUK/X0Ay6YkfItbIq8XeO/5L4LTu8oIqywDbcf6hu4dAdm4Zc67PCvxZRL9S83zNwnOas/rIF",
+	"eY4aBJcIg0nTrrnal6mzbSa+33ouGJc0zoxlrnHGr5o5Oefo0CWYyge6dNK07UDQHJPhWJ5qdcW9qui6",
+	"V7Q/Y4mjf8NT9Lijpu2F6ZKr52Q4vXEn3roSotrlpsT2HYTYa8Q8eDJu/xIvPcT6lvE68y7OAk3rFqib",
+	"s/PeZQyXCZ5X7bMfzEMIAA0Gvd+Sc32dD3griC3j4h6b2c1IL4l5hxr50LusMtOJeHe0z9+ouQfLXwJ7",
+	"VWB7tvXUo+amHSUJmj9ebeXxtcttui36hcZoe+Oq1FrnM+dwWu17vqD8zV+x3K8oluvv1cBJnlOPLd/K",
+	"KdxXpnpJqjnSTAgU3GQPF8q9rt6/+XITNG3Cn9C9+AmVk45qYC1QpMAstSU7DlAbUQsBMIXJUaaY7sVj",
+	"OfH36ScxTIxV+QQGPjgbTFJ/symNq7/rI5BRd2h/ibhkuI+YO/d/QiF4N1fIck1gQJcbqIorfBd88o40",
+	"U82s29Sk07l96qjI/B8bULn/mwPa//Eu/7TLRSXfgwC/pEKJv4TZn1yYnfb2rXASrexWsXVi6nKhWMZ7",
+	"b/28X6iT7NXnJNyq6/XGPwj1R962er9QK+0eqr4Z1L+CW3/xqvvCQaOjDEn9spfMrx+c3PBxR68PCi2i",
+	"UXRAFlmYaC351+yG0khNNSqg1/+URH8flA5Z2TWFz0ZUrURM3NEco56qPPvNh5v/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

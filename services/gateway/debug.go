@@ -52,11 +52,20 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 		writeError(w, r, http.StatusBadRequest, "Invalid", "sinceSeconds and tail must not be negative")
 		return
 	}
+	release, ok := s.streamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.streamsCtx, cancel)
+	defer stop()
 	plain := strings.HasPrefix(r.Header.Get("Accept"), "text/plain")
 	flusher, _ := w.(http.Flusher)
 	started := false
 	enc := json.NewEncoder(w)
-	err := debugstream.Logs(r.Context(), s.bus.NC, debugstream.LogRequest{
+	err := debugstream.Logs(ctx, s.bus.NC, debugstream.LogRequest{
 		Project: project, Kind: registered, Name: name, Container: params.Container,
 		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail,
 	}, func(l debugstream.LogLine) error {
@@ -82,13 +91,13 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 		return err
 	})
 	switch {
-	case !started && err != nil && r.Context().Err() == nil:
+	case !started && err != nil && ctx.Err() == nil:
 		writeDebugError(w, r, err)
 	case !started:
 		// No line at all (an empty log): an empty, successful stream.
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
-	case err != nil && r.Context().Err() == nil:
+	case err != nil && ctx.Err() == nil:
 		s.log.Warn("log stream ended", "key", key, "err", err)
 	}
 }
@@ -104,6 +113,12 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		writeError(w, r, http.StatusBadRequest, "Invalid", "command is required")
 		return
 	}
+	s.auditExec(r, project, fmt.Sprintf("%s/%s pod=%q container=%q command=%q", registered, name, params.Pod, params.Container, params.Command))
+	release, ok := s.streamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered
@@ -113,6 +128,8 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	defer cancel()
 
 	stdinR, stdinW := io.Pipe()
+	// Once the session ends nothing reads stdin: unblock the reader below.
+	defer stdinR.CloseWithError(io.ErrClosedPipe)
 	resize := make(chan debugstream.TerminalSize, 4)
 	go func() { // client to server: stdin and resizes
 		defer stdinW.Close()
@@ -127,6 +144,9 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 			}
 			switch b[0] {
 			case chanStdin:
+				if !params.Stdin {
+					continue // the command has no stdin
+				}
 				if len(b) == 1 { // an empty stdin message ends the input
 					_ = stdinW.Close()
 					continue
@@ -151,6 +171,8 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		defer wmu.Unlock()
 		return conn.Write(ctx, websocket.MessageBinary, append([]byte{ch}, p...))
 	}
+	stop := context.AfterFunc(s.streamsCtx, cancel) // the gateway is shutting down
+	defer stop()
 	code, err := debugstream.Exec(ctx, s.bus.NC, debugstream.ExecRequest{
 		Project: project, Kind: registered, Name: name, Pod: params.Pod, Container: params.Container,
 		Command: params.Command, Stdin: params.Stdin, TTY: params.Tty,

@@ -54,7 +54,11 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 		_ = s.js.DeleteConsumer(context.WithoutCancel(r.Context()), bus.StreamEvents, cons.CachedInfo().Name)
 	}()
 	if !watch {
-		items, err := s.pastEvents(r.Context(), cons)
+		limit := params.Limit
+		if limit <= 0 || limit > maxEventPage {
+			limit = maxEventPage
+		}
+		items, err := s.pastEvents(r.Context(), cons, limit)
 		if err != nil {
 			writeRemoteError(w, r, err)
 			return
@@ -104,13 +108,17 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 		Event: e.Event, Generation: e.Generation, Time: e.Time, Message: e.Message}, true
 }
 
-// pastEvents reads what the consumer has now, without waiting for more.
-func (s *Service) pastEvents(ctx context.Context, cons jetstream.Consumer) ([]computeapi.Event, error) {
+// maxEventPage caps an events list; the next page starts after its last id.
+const maxEventPage = 1000
+
+// pastEvents reads up to limit events the consumer has now, without
+// waiting for more.
+func (s *Service) pastEvents(ctx context.Context, cons jetstream.Consumer, limit int) ([]computeapi.Event, error) {
 	items := []computeapi.Event{}
 	info := cons.CachedInfo()
 	pending := info.NumPending
-	for pending > 0 {
-		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(2*time.Second))
+	for pending > 0 && len(items) < limit {
+		batch, err := cons.Fetch(int(min(pending, uint64(limit-len(items)))), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("read events: %w", err)
 		}
@@ -137,6 +145,11 @@ func (s *Service) pastEvents(ctx context.Context, cons jetstream.Consumer) ([]co
 
 // streamEvents writes events as they come until the client goes away.
 func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, cons jetstream.Consumer) {
+	release, ok := s.streamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, r, http.StatusInternalServerError, "Internal", "streaming unsupported")
@@ -166,6 +179,8 @@ func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, cons jets
 	for {
 		select {
 		case <-r.Context().Done():
+			return
+		case <-s.streamsCtx.Done():
 			return
 		case <-tick.C:
 			if _, err := fmt.Fprintf(w, ": keep-alive\n\n"); err != nil {

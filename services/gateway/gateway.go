@@ -94,6 +94,12 @@ type Service struct {
 	ln     net.Listener
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// streamsCtx ends when the gateway stops: watches, log streams and exec
+	// sessions never finish by themselves.
+	streamsCtx    context.Context
+	streamsCancel context.CancelFunc
+	streams       streamCounter
 }
 
 // New builds the gateway.
@@ -125,6 +131,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 func (s *Service) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	s.streamsCtx, s.streamsCancel = context.WithCancel(context.Background())
 	var err error
 	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
 		return err
@@ -147,7 +154,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
 	}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -160,14 +167,20 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop drains requests for up to 5 s, then closes streams.
+// Stop ends the streams, lets calls in flight finish for up to 5 s, then
+// stops the caches.
 func (s *Service) Stop(ctx context.Context) error {
+	if s.streamsCancel != nil {
+		s.streamsCancel()
+	}
 	if s.srv != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		s.cancel() // ends watches, log streams and exec sessions
-		_ = s.srv.Shutdown(sctx)
-	} else if s.cancel != nil {
+		if err := s.srv.Shutdown(sctx); err != nil {
+			_ = s.srv.Close()
+		}
+	}
+	if s.cancel != nil {
 		s.cancel()
 	}
 	s.wg.Wait()
@@ -191,7 +204,7 @@ func (s *Service) Cache() *cache.Cache { return s.cache }
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.accessLog, middleware.Recoverer)
+	r.Use(requestID, s.accessLog, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveSpec)

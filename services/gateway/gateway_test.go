@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -162,5 +164,97 @@ func TestDocsAndContract(t *testing.T) {
 	}
 	if resp, b := g.do(t, "GET", "/openapi.json", "", nil); resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"operationId":"listWorkloads"`)) {
 		t.Fatalf("openapi.json: %d", resp.StatusCode)
+	}
+}
+
+func TestStreamsPerIdentityAreCapped(t *testing.T) {
+	g := newTestGateway(t, gateway.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := g.Bus.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w","generation":1,"uid":"u1"},"spec":{"replicas":1,"template":{"containers":[{"name":"c","image":"i"}]}}}`
+	if _, err := kv.Put(ctx, "p.app.w", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if _, ok := g.GW.Cache().Get("p.app.w"); !ok {
+			return errors.New("not cached")
+		}
+		return nil
+	})
+	watch := func() *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/v1/projects/p/workloads/app/w/events?watch=true", nil)
+		req.Header.Set("Authorization", "Bearer "+g.Admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var open []*http.Response
+	for range 20 {
+		resp := watch()
+		if resp.StatusCode != 200 {
+			t.Fatalf("watch %d: %d", len(open)+1, resp.StatusCode)
+		}
+		open = append(open, resp)
+	}
+	resp := watch()
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("watch 21: %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	// Closing one frees its slot.
+	open[0].Body.Close()
+	checkFor(t, 5*time.Second, func() error {
+		resp := watch()
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("after a close: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	for _, r := range open[1:] {
+		r.Body.Close()
+	}
+}
+
+func TestAuditTrailResistsJunk(t *testing.T) {
+	g := newTestGateway(t, gateway.Config{RatePerSecond: 5, Burst: 5})
+	sub, err := g.Bus.NC.SubscribeSync("atoll.audit.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	// Unauthenticated calls are limited per address before they are audited.
+	limited := 0
+	for range 20 {
+		resp, _ := g.do(t, "POST", "/v1/projects/p/workloads/app/x/pause", "", nil)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	// A verb that is not an operation is never a subject.
+	time.Sleep(1100 * time.Millisecond)
+	g.do(t, "POST", "/v1/projects/p/workloads/app/x/delete-all", "", nil)
+	g.do(t, "POST", "/v1/clusters/c/a.b", "", nil)
+	audited := map[string]int{}
+	for {
+		m, err := sub.NextMsg(500 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		audited[m.Subject]++
+	}
+	if limited < 10 || audited["atoll.audit.p.pause"] > 10 {
+		t.Fatalf("%d of 20 unauthenticated calls limited; audited %v", limited, audited)
+	}
+	for subj := range audited {
+		if subj != "atoll.audit.p.pause" {
+			t.Errorf("audited on %s", subj)
+		}
 	}
 }

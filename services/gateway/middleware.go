@@ -2,15 +2,22 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"golang.org/x/time/rate"
 
@@ -75,6 +82,10 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.auth.Authenticate(r.Header.Get("Authorization"))
 		if err != nil {
+			// Failed attempts are limited per address, before they are audited.
+			if !s.allowRate(w, r, "anonymous@"+remoteHost(r)) {
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="atoll"`)
 			s.auditRecord(r, nil, http.StatusUnauthorized)
 			writeError(w, r, http.StatusUnauthorized, "Unauthenticated", err.Error())
@@ -145,38 +156,70 @@ func (l *limiter) sweep(ctx context.Context) {
 // rateLimit answers 429 with Retry-After when the caller's bucket is empty.
 func (s *Service) rateLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := identity(r)
-		if ok, wait := s.limits.take(id.Subject); !ok {
-			secs := int(math.Ceil(wait.Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			writeError(w, r, http.StatusTooManyRequests, "RateLimited", "rate limit of "+strconv.FormatFloat(float64(s.limits.rate), 'f', -1, 64)+" requests per second exceeded; retry after "+strconv.Itoa(secs)+"s")
-			return
+		if s.allowRate(w, r, identity(r).Subject) {
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
-// AuditRecord is one audited call, published on atoll.audit.<project>.<verb>.
-type AuditRecord struct {
-	Time      time.Time `json:"time"`
-	Subject   string    `json:"subject"`
-	Project   string    `json:"project"`
-	Verb      string    `json:"verb"`
-	Method    string    `json:"method"`
-	Path      string    `json:"path"`
-	Status    int       `json:"status"`
-	Outcome   string    `json:"outcome"`
-	RequestID string    `json:"requestId"`
-	Remote    string    `json:"remote"`
+// allowRate spends one token of who's bucket, or answers 429.
+func (s *Service) allowRate(w http.ResponseWriter, r *http.Request, who string) bool {
+	ok, wait := s.limits.take(who)
+	if ok {
+		return true
+	}
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, http.StatusTooManyRequests, "RateLimited", "rate limit of "+strconv.FormatFloat(float64(s.limits.rate), 'f', -1, 64)+" requests per second exceeded; retry after "+strconv.Itoa(secs)+"s")
+	return false
 }
 
-// auditMutations records every mutating call (and exec) after it is answered.
+// remoteHost is the caller's address without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// requestID gives every request an ID of the gateway's own making (a
+// client's X-Request-Id is not trusted into audit records) and returns it
+// in X-Request-Id.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := fmt.Sprintf("%s-%06d", requestPrefix, requestSeq.Add(1))
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
+	})
+}
+
+var (
+	requestPrefix = func() string { b := make([]byte, 6); _, _ = rand.Read(b); return hex.EncodeToString(b) }()
+	requestSeq    atomic.Uint64
+)
+
+// AuditRecord is one audited call, published on atoll.audit.<project>.<verb>.
+type AuditRecord struct {
+	Time    time.Time `json:"time"`
+	Subject string    `json:"subject"`
+	Project string    `json:"project"`
+	Verb    string    `json:"verb"`
+	Method  string    `json:"method"`
+	Path    string    `json:"path"`
+	Status  int       `json:"status"`
+	Outcome string    `json:"outcome"`
+	// Detail says more where the verb alone does not (exec: what runs where).
+	Detail    string `json:"detail,omitempty"`
+	RequestID string `json:"requestId"`
+	Remote    string `json:"remote"`
+}
+
+// auditMutations records every mutating call after it is answered (exec
+// when it starts: see auditExec).
 func (s *Service) auditMutations(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, verb := auditTarget(r); verb == "" {
+		if _, verb := auditTarget(r); verb == "" || verb == "exec" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -190,19 +233,31 @@ func (s *Service) auditMutations(next http.Handler) http.Handler {
 	})
 }
 
+// auditExec records an exec session as it starts, with what runs where,
+// so that a session is on record even if it never ends.
+func (s *Service) auditExec(r *http.Request, project, detail string) {
+	s.publishAudit(r, AuditRecord{Project: project, Verb: "exec", Status: http.StatusSwitchingProtocols, Outcome: "started", Detail: detail}, identity(r))
+}
+
 // auditRecord publishes the audit record of r, if r is audited. The
 // record is stored in the audit stream before the call returns.
 func (s *Service) auditRecord(r *http.Request, id *auth.Identity, status int) {
 	project, verb := auditTarget(r)
-	if verb == "" {
+	if verb == "" || (verb == "exec" && id != nil) {
 		return
 	}
-	rec := AuditRecord{Time: time.Now().UTC(), Project: project, Verb: verb, Method: r.Method, Path: r.URL.Path,
-		Status: status, RequestID: middleware.GetReqID(r.Context()), Remote: r.RemoteAddr}
+	s.publishAudit(r, AuditRecord{Project: project, Verb: verb, Status: status}, id)
+}
+
+func (s *Service) publishAudit(r *http.Request, rec AuditRecord, id *auth.Identity) {
+	project, verb, status := rec.Project, rec.Verb, rec.Status
+	rec.Time, rec.Method, rec.Path = time.Now().UTC(), r.Method, r.URL.Path
+	rec.RequestID, rec.Remote = middleware.GetReqID(r.Context()), r.RemoteAddr
 	if id != nil {
 		rec.Subject = id.Subject
 	}
 	switch {
+	case rec.Outcome != "":
 	case status < 400:
 		rec.Outcome = "success"
 	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
@@ -213,7 +268,14 @@ func (s *Service) auditRecord(r *http.Request, id *auth.Identity, status int) {
 	b, _ := json.Marshal(rec)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
-	if _, err := s.bus.Publish(ctx, bus.AuditSubject(project, verb), "", b, nil); err != nil {
+	// The request ID deduplicates a retried publish.
+	var err error
+	for attempt := 0; attempt < 3 && ctx.Err() == nil; attempt++ {
+		if _, err = s.bus.Publish(ctx, bus.AuditSubject(project, verb), rec.RequestID+"/"+rec.Outcome, b, nil); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		s.log.Error("audit record not stored", "err", err, "project", project, "verb", verb, "subject", rec.Subject, "status", status)
 	}
 }
@@ -221,41 +283,54 @@ func (s *Service) auditRecord(r *http.Request, id *auth.Identity, status int) {
 // PlatformProject is the audit project of region-wide calls (clusters).
 const PlatformProject = "platform"
 
-// auditTarget names the project and verb of an audited request; verb is
-// "" for requests that are not audited (reads).
+// auditVerbs maps the routes that change something (and exec) to their
+// audit verbs; a route with a "{...}" verb takes it from that parameter,
+// which must be one of the listed values.
+var auditVerbs = map[string]struct {
+	verb   string
+	param  string
+	values []string
+}{
+	"POST /v1/projects/{project}/workloads":                                              {verb: "create"},
+	"PUT /v1/projects/{project}/workloads/{kind}/{name}":                                 {verb: "update"},
+	"DELETE /v1/projects/{project}/workloads/{kind}/{name}":                              {verb: "delete"},
+	"POST /v1/projects/{project}/workloads/{kind}/{name}/{operation}":                    {param: "operation", values: []string{"pause", "resume", "stop", "start", "restart"}},
+	"POST /v1/projects/{project}/workloads/{kind}/{name}/scale":                          {verb: "scale"},
+	"POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart": {verb: "restart-container"},
+	"GET /v1/projects/{project}/workloads/{kind}/{name}/exec":                            {verb: "exec"},
+	"PUT /v1/projects/{project}/quota/{tier}":                                            {verb: "set-quota"},
+	"POST /v1/clusters/{cluster}/{action}":                                               {param: "action", values: []string{"cordon", "uncordon"}},
+	"PATCH /v1/clusters/{cluster}/labels":                                                {verb: "label"},
+}
+
+// auditTarget names the project and verb of an audited request, from the
+// route chi matched; verb is "" for requests that are not audited (reads)
+// and for paths no route of the API matches.
 func auditTarget(r *http.Request) (project, verb string) {
-	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(p) < 2 || p[0] != "v1" {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
 		return "", ""
 	}
-	switch {
-	case p[1] == "clusters" && len(p) == 4 && r.Method == http.MethodPost && validToken(p[3]):
-		return PlatformProject, p[3] // cordon, uncordon
-	case p[1] == "clusters" && len(p) == 4 && r.Method == http.MethodPatch:
-		return PlatformProject, "label"
-	case p[1] != "projects" || len(p) < 4 || !validToken(p[2]):
+	a, ok := auditVerbs[r.Method+" "+rc.RoutePattern()]
+	if !ok {
 		return "", ""
 	}
-	project = p[2]
-	switch {
-	case p[3] == "quota" && r.Method == http.MethodPut:
-		return project, "set-quota"
-	case p[3] != "workloads":
-		return "", ""
-	case len(p) == 4 && r.Method == http.MethodPost:
-		return project, "create"
-	case len(p) == 6 && r.Method == http.MethodPut:
-		return project, "update"
-	case len(p) == 6 && r.Method == http.MethodDelete:
-		return project, "delete"
-	case len(p) == 7 && p[6] == "exec":
-		return project, "exec"
-	case len(p) == 7 && r.Method == http.MethodPost && validToken(p[6]):
-		return project, p[6] // pause, resume, stop, start, restart, scale
-	case len(p) == 9 && p[6] == "containers" && r.Method == http.MethodPost:
-		return project, "restart-container"
+	verb = a.verb
+	if a.param != "" {
+		v := chi.URLParam(r, a.param)
+		if !slices.Contains(a.values, v) {
+			return "", ""
+		}
+		verb = v
 	}
-	return "", ""
+	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") {
+		return PlatformProject, verb
+	}
+	project = chi.URLParam(r, "project")
+	if !validToken(project) {
+		return "", ""
+	}
+	return project, verb
 }
 
 // validToken says whether s can be one token of a subject.
@@ -275,4 +350,45 @@ func validToken(s string) bool {
 func isTooLarge(err error) bool {
 	var mbe *http.MaxBytesError
 	return errors.As(err, &mbe)
+}
+
+// Streams (event watches, log streams, exec sessions) each hold a
+// consumer or a session until they end; these caps keep one identity, or
+// all of them, from holding too many.
+const (
+	maxStreamsPerIdentity = 20
+	maxStreams            = 2000
+)
+
+type streamCounter struct {
+	mu    sync.Mutex
+	by    map[string]int // mu must be held
+	total int            // mu must be held
+}
+
+// streamSlot takes one of the caller's stream slots, or answers 429.
+func (s *Service) streamSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	who := identity(r).Subject
+	c := &s.streams
+	c.mu.Lock()
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	if c.by[who] >= maxStreamsPerIdentity || c.total >= maxStreams {
+		c.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		writeError(w, r, http.StatusTooManyRequests, "TooManyStreams", fmt.Sprintf("at most %d open watches, log streams and exec sessions per caller", maxStreamsPerIdentity))
+		return nil, false
+	}
+	c.by[who]++
+	c.total++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.total--
+		if c.by[who]--; c.by[who] == 0 {
+			delete(c.by, who)
+		}
+	}, true
 }

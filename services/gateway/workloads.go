@@ -354,6 +354,9 @@ func (s *Service) RestartContainer(w http.ResponseWriter, r *http.Request, proje
 
 // ScaleWorkload sets replicas (App) or parallelism (JobSet).
 func (s *Service) ScaleWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
+	if !allow(w, r, project, auth.RoleDeveloper, true) {
+		return
+	}
 	var req computeapi.ScaleRequest
 	if !decodeBody(w, r, &req) {
 		return

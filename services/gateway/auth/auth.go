@@ -123,7 +123,8 @@ type Config struct {
 	TokensFile string
 	// JWKSFile is a JSON Web Key Set whose keys verify JWTs ("" disables JWTs).
 	JWKSFile string
-	// Issuer and Audience, when set, must match the JWT's iss and aud.
+	// Issuer and Audience must match the JWT's iss and aud; both are
+	// required with a JWKSFile.
 	Issuer, Audience string
 }
 
@@ -146,6 +147,11 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 	}
 	if cfg.JWKSFile != "" {
+		// Without them, a token the identity provider issued to any other
+		// application would do here.
+		if cfg.Issuer == "" || cfg.Audience == "" {
+			return nil, fmt.Errorf("JWTs need an issuer and an audience to check (JWKS file %s)", cfg.JWKSFile)
+		}
 		b, err := os.ReadFile(cfg.JWKSFile)
 		if err != nil {
 			return nil, fmt.Errorf("read JWKS file: %w", err)

@@ -104,6 +104,9 @@ func TestJWT(t *testing.T) {
 	good := Claims{Claims: jwt.Claims{Subject: "alice", Issuer: "https://idp.example", Audience: jwt.Audience{"atoll"},
 		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now)},
 		Roles: map[string]Role{"shop": RoleViewer}}
+	if _, err := New(Config{JWKSFile: path}); err == nil {
+		t.Fatal("a JWKS without issuer and audience was accepted")
+	}
 	id, err := a.Authenticate("Bearer " + sign(key, "k1", good))
 	if err != nil || id.Subject != "alice" || id.Roles["shop"] != RoleViewer || id.PlatformAdmin {
 		t.Fatalf("good JWT: %+v %v", id, err)

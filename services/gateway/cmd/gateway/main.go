@@ -6,8 +6,9 @@
 // as SHA-256 digests ({tokens: [{subject, sha256, platformAdmin, roles:
 // {project: viewer|developer|admin}}]}); ATOLL_GATEWAY_JWKS names a JSON Web
 // Key Set whose keys verify JWTs (claims sub, exp, atoll.dev/roles,
-// atoll.dev/platform-admin), with ATOLL_GATEWAY_JWT_ISSUER and
-// ATOLL_GATEWAY_JWT_AUDIENCE checked when set.
+// atoll.dev/platform-admin), whose iss and aud must equal
+// ATOLL_GATEWAY_JWT_ISSUER and ATOLL_GATEWAY_JWT_AUDIENCE (both required
+// with a JWKS).
 package main
 
 import (
