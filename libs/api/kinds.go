@@ -66,7 +66,8 @@ type AppSpec struct {
 	Common
 	// Replicas is the number of pods across all zones.
 	Replicas *int32 `json:"replicas,omitempty"`
-	// Paused stops rollouts (set through the pause operation).
+	// Paused pauses the Deployments' rollouts (Kubernetes' own pause); the
+	// pause operation is a different thing: it holds the App at zero replicas.
 	Paused bool `json:"paused,omitempty"`
 }
 
