@@ -298,33 +298,7 @@ func (r *Resources) validate(p string, fe *FieldErrors) {
 type parsed struct{ cpu, mem *resource.Quantity }
 
 func (r ResourceList) validate(p string, fe *FieldErrors) parsed {
-	var out parsed
-	if r.CPU != "" {
-		q, err := resource.ParseQuantity(r.CPU)
-		switch {
-		case err != nil:
-			fe.add(p+".cpu", CodeInvalid, "%q is not a quantity", r.CPU)
-		case q.Sign() < 0:
-			fe.add(p+".cpu", CodeInvalid, "%s is negative", r.CPU)
-		case q.Cmp(maxContainerCPU) > 0:
-			fe.add(p+".cpu", CodeTooLarge, "%s exceeds the per-container maximum of %s", r.CPU, maxContainerCPU.String())
-		default:
-			out.cpu = &q
-		}
-	}
-	if r.Memory != "" {
-		q, err := resource.ParseQuantity(r.Memory)
-		switch {
-		case err != nil:
-			fe.add(p+".memory", CodeInvalid, "%q is not a quantity", r.Memory)
-		case q.Sign() < 0:
-			fe.add(p+".memory", CodeInvalid, "%s is negative", r.Memory)
-		case q.Cmp(maxContainerMemory) > 0:
-			fe.add(p+".memory", CodeTooLarge, "%s exceeds the per-container maximum of %s", r.Memory, maxContainerMemory.String())
-		default:
-			out.mem = &q
-		}
-	}
+	out := parsed{cpu: quantity(fe, p+".cpu", r.CPU, maxContainerCPU), mem: quantity(fe, p+".memory", r.Memory, maxContainerMemory)}
 	switch {
 	case r.GPU < 0:
 		fe.add(p+".nvidia.com/gpu", CodeInvalid, "%d is negative", r.GPU)
@@ -332,6 +306,26 @@ func (r ResourceList) validate(p string, fe *FieldErrors) parsed {
 		fe.add(p+".nvidia.com/gpu", CodeTooLarge, "%d exceeds the per-container maximum of %d", r.GPU, maxContainerGPUs)
 	}
 	return out
+}
+
+// quantity parses one amount ("" is unset) and checks it is within
+// [0, most]; it returns nil when unset or invalid.
+func quantity(fe *FieldErrors, field, v string, most resource.Quantity) *resource.Quantity {
+	if v == "" {
+		return nil
+	}
+	q, err := resource.ParseQuantity(v)
+	switch {
+	case err != nil:
+		fe.add(field, CodeInvalid, "%q is not a quantity", v)
+	case q.Sign() < 0:
+		fe.add(field, CodeInvalid, "%s is negative", v)
+	case q.Cmp(most) > 0:
+		fe.add(field, CodeTooLarge, "%s exceeds the per-container maximum of %s", v, most.String())
+	default:
+		return &q
+	}
+	return nil
 }
 
 func (pl *Placement) validate(p string, fe *FieldErrors) {

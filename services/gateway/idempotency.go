@@ -107,14 +107,13 @@ func (s *Service) finishIdempotent(w http.ResponseWriter, r *http.Request, kvKey
 	switch {
 	case err == nil:
 		// Record what the client gets: the stored document, rendered.
-		doc, derr := api.Decode(out)
-		if derr != nil {
-			writeError(w, r, http.StatusInternalServerError, "Internal", derr.Error())
+		doc, ok := decodeStored(w, r, out)
+		if !ok {
 			return
 		}
 		view, _ := renderWorkload(doc, nil)
 		s.recordIdempotent(ctx, kvKey, rev, bodyHash, http.StatusCreated, view)
-		s.respondWorkload(w, r, http.StatusCreated, out)
+		s.respondWorkload(w, r, http.StatusCreated, doc)
 	case errors.As(err, &re) && re.Code < 500:
 		var eb api.ErrorBody
 		if json.Unmarshal(re.Body, &eb) != nil || eb.Code == "" {

@@ -11,16 +11,8 @@ import (
 // renderWorkload is the API's view of a workload: what a developer needs,
 // none of the member clusters' objects or bookkeeping.
 func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
-	raw, err := json.Marshal(w)
+	spec, err := json.Marshal(w.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("render %s: %w", w.Key(), err)
-	}
-	// Spec and control are taken as stored, so the view never drifts from the model.
-	var parts struct {
-		Spec    json.RawMessage `json:"spec"`
-		Control json.RawMessage `json:"control"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fmt.Errorf("render %s: %w", w.Key(), err)
 	}
 	m := w.Metadata
@@ -29,11 +21,11 @@ func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
 		Kind:       w.Kind,
 		Metadata: computeapi.Metadata{Project: m.Project, Name: m.Name, Labels: m.Labels,
 			Generation: m.Generation, Uid: m.UID, Created: m.Created, Updated: m.Updated},
-		Spec:   parts.Spec,
+		Spec:   spec,
 		Status: statusView(st),
 	}
-	if len(parts.Control) > 0 && string(parts.Control) != "{}" && string(parts.Control) != "null" {
-		_ = json.Unmarshal(parts.Control, &out.Control)
+	if c := w.Control; !c.IsZero() {
+		out.Control = computeapi.Control{Paused: c.Paused, Stopped: c.Stopped, RestartedAt: c.RestartedAt, ContainerRestarts: c.ContainerRestarts}
 	}
 	return json.Marshal(out)
 }

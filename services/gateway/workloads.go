@@ -142,22 +142,27 @@ func (s *Service) readDocument(w http.ResponseWriter, r *http.Request, project s
 	return doc, true
 }
 
-// respondWorkload answers with the cached view of the workload admission
-// stored, once the cache shows that generation (read-your-writes), or with
-// the stored document itself when the cache is slower than the bound.
-func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status int, stored []byte) {
+// decodeStored decodes the workload a region service replied with.
+func decodeStored(w http.ResponseWriter, r *http.Request, stored []byte) (*api.Workload, bool) {
 	doc, err := api.Decode(stored)
 	if err != nil {
 		writeError(w, r, http.StatusInternalServerError, "Internal", "admission replied with an undecodable workload: "+err.Error())
-		return
+		return nil, false
 	}
+	return doc, true
+}
+
+// respondWorkload answers with the cached view of the workload admission
+// stored, once the cache shows that generation (read-your-writes), or with
+// the stored document itself when the cache is slower than the bound.
+func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status int, doc *api.Workload) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadYourWrites)
 	defer cancel()
 	gen, uid := doc.Metadata.Generation, doc.Metadata.UID
 	var got *cache.Item
 	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool {
 		got = it
-		return it != nil && it.Workload.Metadata.UID == uid && it.Generation >= gen
+		return it != nil && it.Workload.Metadata.UID == uid && it.Workload.Metadata.Generation >= gen
 	}) {
 		writeRawJSON(w, status, got.JSON)
 		return
@@ -266,7 +271,9 @@ func (s *Service) CreateWorkload(w http.ResponseWriter, r *http.Request, project
 		writeRemoteError(w, r, err)
 		return
 	}
-	s.respondWorkload(w, r, http.StatusCreated, out)
+	if doc, ok := decodeStored(w, r, out); ok {
+		s.respondWorkload(w, r, http.StatusCreated, doc)
+	}
 }
 
 // UpdateWorkload replaces a workload's spec and labels.
@@ -290,7 +297,9 @@ func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project
 		writeRemoteError(w, r, err)
 		return
 	}
-	s.respondWorkload(w, r, http.StatusOK, out)
+	if doc, ok := decodeStored(w, r, out); ok {
+		s.respondWorkload(w, r, http.StatusOK, doc)
+	}
 }
 
 // DeleteWorkload removes a workload from the region.
@@ -332,7 +341,9 @@ func (s *Service) operate(w http.ResponseWriter, r *http.Request, project, kind,
 		writeRemoteError(w, r, err)
 		return
 	}
-	s.respondWorkload(w, r, http.StatusOK, out)
+	if doc, ok := decodeStored(w, r, out); ok {
+		s.respondWorkload(w, r, http.StatusOK, doc)
+	}
 }
 
 // OperateWorkload pauses, resumes, stops, starts or restarts a workload.

@@ -23,8 +23,6 @@ import (
 // Item is one cached workload, its response rendered once per change.
 type Item struct {
 	Key, Project, Kind, Name string
-	Labels                   map[string]string
-	Generation               int64
 	// Phase is the status phase ("Pending" before any status).
 	Phase string
 	// Workload and Status are the decoded documents (read-only).
@@ -121,8 +119,7 @@ func (c *Cache) refresh(key string) {
 		return
 	}
 	it := &Item{Key: key, Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name,
-		Labels: w.Metadata.Labels, Generation: w.Metadata.Generation, Phase: api.PhasePending,
-		Workload: w, Status: st, JSON: b}
+		Phase: api.PhasePending, Workload: w, Status: st, JSON: b}
 	if st != nil && st.Phase != "" {
 		it.Phase = st.Phase
 	}
@@ -182,7 +179,7 @@ func (f Filter) match(it *Item) bool {
 		return false
 	}
 	for k, v := range f.Labels {
-		if got, ok := it.Labels[k]; !ok || got != v {
+		if got, ok := it.Workload.Metadata.Labels[k]; !ok || got != v {
 			return false
 		}
 	}
@@ -200,17 +197,17 @@ func (c *Cache) List(project string, f Filter, after string, limit int) (items [
 	if start < len(keys) && keys[start] == after {
 		start++
 	}
-	if f.Kind != "" && after == "" {
-		// Keys sort by kind first: skip straight to the kind's range.
-		prefix := api.Key(project, f.Kind, "")
-		start = sort.SearchStrings(keys, prefix)
+	end := len(keys)
+	if f.Kind != "" {
+		// Keys sort by kind first: only the kind's range needs a look.
+		if after == "" {
+			start = sort.SearchStrings(keys, api.Key(project, f.Kind, ""))
+		}
+		end = sort.SearchStrings(keys, api.Key(project, f.Kind, "~"))
 	}
-	for _, k := range keys[start:] {
+	for _, k := range keys[start:max(start, end)] {
 		it := c.items[k]
 		if !f.match(it) {
-			if f.Kind != "" && it.Kind != f.Kind && k > api.Key(project, f.Kind, "~") {
-				break
-			}
 			continue
 		}
 		if len(items) == limit {

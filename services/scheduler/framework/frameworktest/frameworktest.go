@@ -3,6 +3,8 @@
 package frameworktest
 
 import (
+	"testing"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/services/scheduler/framework"
 )
@@ -43,4 +45,14 @@ func Workload(pods int32, pl *api.Placement) *framework.Workload {
 	}
 	return &framework.Workload{Key: "p.app.w", Kind: api.KindApp, Tier: api.TierOnDemand, Placement: pl,
 		PerPod: api.Quantities{MilliCPU: 1000, MemoryBytes: 1 << 30}, Pods: pods}
+}
+
+// Prefers fails t unless s scores better above worse, both within
+// [0, framework.MaxScore].
+func Prefers(t testing.TB, s framework.Scorer, w *framework.Workload, better, worse *api.ClusterInfo, all []*api.ClusterInfo) {
+	t.Helper()
+	b, wo := s.Score(w, better, all), s.Score(w, worse, all)
+	if b <= wo || b > framework.MaxScore || wo < 0 {
+		t.Errorf("%s: better %s scored %d, worse %s scored %d", s.Name(), better.Name, b, worse.Name, wo)
+	}
 }

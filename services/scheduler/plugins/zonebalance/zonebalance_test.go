@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"atoll.dev/libs/api"
-	"atoll.dev/services/scheduler/framework"
 	ft "atoll.dev/services/scheduler/framework/frameworktest"
 	"atoll.dev/services/scheduler/plugins/zonebalance"
 )
@@ -21,11 +20,7 @@ func TestScore(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := zonebalance.New()
-			b, w := s.Score(ft.Workload(1, nil), tc.better, all), s.Score(ft.Workload(1, nil), tc.worse, all)
-			if b <= w || b > framework.MaxScore || w < 0 {
-				t.Errorf("better %d, worse %d", b, w)
-			}
+			ft.Prefers(t, zonebalance.New(), ft.Workload(1, nil), tc.better, tc.worse, all)
 		})
 	}
 }
