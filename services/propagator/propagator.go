@@ -177,10 +177,12 @@ func (s *Service) reconcile(ctx context.Context, key string) error {
 		s.state[key] = d
 	}
 	s.mu.Unlock()
-	for name, t := range s.targets {
-		if d.shard(name) != nil || t.holds(key) {
-			t.queue.Add(key)
-		}
+	// Every cluster looks, not only those that want or hold a shard: one
+	// may be creating the shard of the previous placement right now, and
+	// holds it only once that create returns; its queue runs the key again
+	// after, and removes what the new placement no longer wants.
+	for _, t := range s.targets {
+		t.queue.Add(key)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func waitPhase(t *testing.T, token, path, phase string) computeapi.Workload {
 			return err
 		}
 		if w.Status.Phase != phase {
-			return fmt.Errorf("phase %s, want %s", w.Status.Phase, phase)
+			return fmt.Errorf("phase %s, want %s (generation %d, observed %d, conditions %+v)", w.Status.Phase, phase, w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Conditions)
 		}
 		return nil
 	})
