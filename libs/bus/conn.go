@@ -62,19 +62,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		cfg.Replicas = 1
 	}
 	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus")}
-	opts := []nats.Option{
-		nats.Name(cfg.Name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				b.log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
-	}
-	url := cfg.URL
-	if url == "" {
+	if cfg.URL == "" {
 		if cfg.StoreDir == "" {
 			return nil, errors.New("open bus: embedded server needs a StoreDir")
 		}
@@ -83,28 +71,63 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			return nil, err
 		}
 		b.srv = srv
-		opts = append(opts, nats.InProcessServer(srv))
-		url = srv.ClientURL()
-	} else if cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
+	if err := b.connectTo(b.srv, cfg.Name); err != nil {
 		b.shutdownServer()
-		return nil, fmt.Errorf("connect to nats %s: %w", url, err)
+		return nil, err
 	}
-	b.NC = nc
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	b.JS = js
 	if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
 		b.Close()
 		return nil, err
 	}
 	return b, nil
+}
+
+// Connect opens another connection, named name, to the NATS system b is
+// connected to; closing it leaves b and its embedded server running. The
+// services of an all-in-one region each get their own, as they do in
+// production, so a burst on one service's connection never queues another
+// service's requests behind it.
+func (b *Bus) Connect(name string) (*Bus, error) {
+	c := &Bus{cfg: b.cfg, log: b.log}
+	c.cfg.Name = name
+	if err := c.connectTo(b.srv, name); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// connectTo connects b to srv in process, or to b's URL when srv is nil.
+func (b *Bus) connectTo(srv *server.Server, name string) error {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				b.log.Warn("nats disconnected", "connection", name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("nats reconnected", "connection", name, "url", nc.ConnectedUrl()) }),
+	}
+	url := b.cfg.URL
+	if srv != nil {
+		opts = append(opts, nats.InProcessServer(srv))
+		url = srv.ClientURL()
+	} else if b.cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	b.NC, b.JS = nc, js
+	return nil
 }
 
 // ServerOptions configures an embedded NATS server.

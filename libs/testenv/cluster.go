@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,9 +114,13 @@ func (c *Cluster) create(ctx context.Context) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
-	if o.Nice > 0 {
+	if o.Nice > 0 || o.BackgroundNice > 0 {
 		for _, pid := range c.Processes() {
-			if err := syscall.Setpriority(syscall.PRIO_PROCESS, pid, o.Nice); err != nil {
+			nice := o.Nice
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !apiPath[strings.TrimSpace(string(comm))] {
+				nice = max(nice, o.BackgroundNice)
+			}
+			if err := renice(pid, nice); err != nil {
 				log.Warn("renice member cluster process", "pid", pid, "err", err)
 			}
 		}
@@ -272,4 +277,40 @@ func (o *Options) tuningFile() (string, error) {
 		return "", err
 	}
 	return p, os.Rename(tmp, p)
+}
+
+// apiPath names the processes that serve API requests; the others
+// (controller-manager, scheduler, KWOK's simulated kubelets) work behind them.
+var apiPath = map[string]bool{"etcd": true, "kube-apiserver": true}
+
+// renice lowers a process's CPU priority. kwokctl starts each component in
+// a session of its own, and with the kernel's autogroup scheduling every
+// session is a group that gets an equal share of the CPU whatever its
+// processes' nice values: the group's own nice must be lowered too, or
+// fifteen cluster processes leave the caller a sixteenth of the machine.
+func renice(pid, nice int) error {
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, pid, nice); err != nil {
+		return fmt.Errorf("setpriority: %w", err)
+	}
+	// A process in the caller's own session shares the caller's group:
+	// lowering that group would lower the caller too.
+	group := fmt.Sprintf("/proc/%d/autogroup", pid)
+	if own, theirs := autogroupOf("/proc/self/autogroup"), autogroupOf(group); theirs == "" || theirs == own {
+		return nil
+	}
+	if err := os.WriteFile(group, []byte(strconv.Itoa(nice)), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("autogroup: %w", err)
+	}
+	return nil
+}
+
+// autogroupOf returns the name of the scheduling group an autogroup file
+// names ("/autogroup-42 nice 0" -> "/autogroup-42"), or "" without one.
+func autogroupOf(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	name, _, _ := strings.Cut(string(b), " ")
+	return name
 }

@@ -49,6 +49,11 @@ type Options struct {
 	// Nice lowers the CPU priority of the clusters' processes (0..19), as
 	// when the region's own services run on machines of their own.
 	Nice int
+	// BackgroundNice, when above Nice, lowers further the priority of the
+	// processes that work behind the API servers: the controller-manager,
+	// the scheduler and KWOK's simulated kubelets (which on a real cluster
+	// run on the nodes, not beside the API server).
+	BackgroundNice int
 	// OwnSignals says the caller tears the environment down on SIGINT and
 	// SIGTERM itself; otherwise testenv does, then lets the signal kill the process.
 	OwnSignals bool

@@ -43,7 +43,7 @@ var folders = map[string]folder{
 
 // fold computes and stores the status of one workload.
 func (s *Service) fold(ctx context.Context, key string) error {
-	project, kind, name, err := api.ParseKey(key)
+	_, _, _, err := api.ParseKey(key)
 	if err != nil {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (s *Service) fold(ctx context.Context, key string) error {
 		}
 	}
 	if w == nil {
-		return s.forgetStatus(ctx, key, project, kind, name)
+		return s.forgetStatus(ctx, key)
 	}
 	st := api.Status{Key: key, Generation: w.Metadata.Generation, Desired: w.Spec.Pods(), Phase: api.PhasePending}
 	switch {
@@ -109,7 +109,6 @@ func (s *Service) fold(ctx context.Context, key string) error {
 // shards reads each placed shard from its cluster's informer caches.
 func (s *Service) shards(w *api.Workload, p *api.PlacementDecision) []shardView {
 	ns := api.Namespace(w.Metadata.Project)
-	sel := labels.SelectorFromSet(labels.Set{api.LabelKind: api.KindLabel(w.Kind), api.LabelWorkload: w.Metadata.Name})
 	var out []shardView
 	for _, sh := range p.Shards {
 		v := shardView{cluster: sh.Cluster, zone: sh.Zone, desired: sh.Replicas}
@@ -118,7 +117,7 @@ func (s *Service) shards(w *api.Workload, p *api.PlacementDecision) []shardView 
 		}
 		if cw, ok := s.watches[sh.Cluster]; ok {
 			v.healthy = cw.isHealthy()
-			v.pods, _ = cw.pods.Pods(ns).List(sel)
+			v.pods = cw.workloadPods(w.Key())
 			v.deployment, _ = cw.deployments.Deployments(ns).Get(w.Metadata.Name)
 			v.job, _ = cw.jobs.Jobs(ns).Get(w.Metadata.Name)
 		}
@@ -319,7 +318,7 @@ func (s *Service) foldStopped(w *api.Workload, p *api.PlacementDecision, st *api
 		if !cw.isHealthy() {
 			continue
 		}
-		pods, _ := cw.pods.Pods(ns).List(sel)
+		pods := cw.workloadPods(w.Key())
 		left += len(pods)
 		for _, pod := range pods {
 			if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
@@ -410,11 +409,9 @@ func (s *Service) writeStatus(ctx context.Context, w *api.Workload, st api.Statu
 
 // forgetStatus removes the status of a deleted workload once no cluster
 // holds any of its objects.
-func (s *Service) forgetStatus(ctx context.Context, key, project, kind, name string) error {
-	ns := api.Namespace(project)
-	sel := labels.SelectorFromSet(labels.Set{api.LabelKind: api.KindLabel(kind), api.LabelWorkload: name})
+func (s *Service) forgetStatus(ctx context.Context, key string) error {
 	for _, cw := range s.watches {
-		if pods, _ := cw.pods.Pods(ns).List(sel); len(pods) > 0 && cw.isHealthy() {
+		if len(cw.workloadPods(key)) > 0 && cw.isHealthy() {
 			return nil // pods still terminating; their deletion requeues the key
 		}
 	}

@@ -37,6 +37,7 @@ type watch struct {
 	deployments appslisters.DeploymentLister
 	jobs        batchlisters.JobLister
 	pods        corelisters.PodLister
+	podIndex    cache.Indexer // pods by workload key (byWorkload)
 	nodes       corelisters.NodeLister
 	synced      []cache.InformerSynced
 
@@ -68,8 +69,15 @@ func newWatch(s *Service, m clusters.Member) (*watch, error) {
 		UpdateFunc: func(_, o any) { w.enqueueObject(o) },
 		DeleteFunc: w.enqueueObject,
 	}
+	podInf := f.Core().V1().Pods().Informer()
+	// A status fold looks up a workload's pods by key: a label-selector
+	// list would match every pod of the namespace, per fold.
+	if err := podInf.AddIndexers(cache.Indexers{byWorkload: indexByWorkload}); err != nil {
+		return nil, fmt.Errorf("cluster %s: pod index: %w", m.Name, err)
+	}
+	w.podIndex = podInf.GetIndexer()
 	for _, inf := range []cache.SharedIndexInformer{
-		f.Apps().V1().Deployments().Informer(), f.Batch().V1().Jobs().Informer(), f.Core().V1().Pods().Informer(),
+		f.Apps().V1().Deployments().Informer(), f.Batch().V1().Jobs().Informer(), podInf,
 	} {
 		if _, err := inf.AddEventHandler(onChange); err != nil {
 			return nil, err
@@ -119,6 +127,35 @@ func workloadKey(l map[string]string) (string, bool) {
 		return "", false
 	}
 	return p + "." + k + "." + n, true
+}
+
+// byWorkload indexes the platform's pods by workload key.
+const byWorkload = "atoll-workload"
+
+func indexByWorkload(o any) ([]string, error) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if key, ok := workloadKey(p.Labels); ok {
+		return []string{key}, nil
+	}
+	return nil, nil
+}
+
+// workloadPods returns the pods of the workload key in this cluster.
+func (w *watch) workloadPods(key string) []*corev1.Pod {
+	objs, err := w.podIndex.ByIndex(byWorkload, key)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (w *watch) enqueueObject(o any) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,4 +43,34 @@ func diagnose(reg *region.Region, names []string, t0 map[string]time.Time) {
 			fmt.Println(line)
 		}
 	}
+}
+
+// timeline writes, per app, its submit time and the arrival of its first
+// events relative to it, to the file ATOLL_BENCH_TIMELINE names.
+func timeline(names []string, t0 map[string]time.Time, seen map[string]map[string]time.Time, mu *sync.Mutex) {
+	path := os.Getenv("ATOLL_BENCH_TIMELINE")
+	if path == "" {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var first time.Time
+	for _, n := range names {
+		if first.IsZero() || t0[n].Before(first) {
+			first = t0[n]
+		}
+	}
+	var b strings.Builder
+	b.WriteString("app,submit_s,admitted_ms,scheduled_ms,propagated_ms\n")
+	ms := func(ev, n string) string {
+		t, ok := seen[ev][n]
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf("%.1f", float64(t.Sub(t0[n]).Microseconds())/1000)
+	}
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s,%.3f,%s,%s,%s\n", n, t0[n].Sub(first).Seconds(), ms(api.EventAdmitted, n), ms(api.EventScheduled, n), ms(api.EventPropagated, n))
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -66,6 +66,9 @@ type Options struct {
 	OwnSignals bool
 	// ClusterNice lowers the member clusters' CPU priority (see testenv.Options.Nice).
 	ClusterNice int
+	// ClusterBackgroundNice lowers further the clusters' controllers,
+	// schedulers and simulated kubelets (see testenv.Options.BackgroundNice).
+	ClusterBackgroundNice int
 	// GatewayListen is the gateway's address (default 127.0.0.1:0, a free port).
 	GatewayListen string
 }
@@ -96,7 +99,8 @@ type Region struct {
 	log   *slog.Logger
 	fleet bool // whether clusters have nodes
 	mu    sync.Mutex
-	apps  map[string]*fx.App // mu must be held
+	apps  map[string]*fx.App  // mu must be held
+	conns map[string]*bus.Bus // mu must be held: each service's own connection
 }
 
 // Start brings up the bus, the member clusters with their fleets, and every service.
@@ -110,7 +114,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Dir == "" {
 		return nil, errors.New("region needs a directory")
 	}
-	r := &Region{log: o.Logger, apps: map[string]*fx.App{}}
+	r := &Region{log: o.Logger, apps: map[string]*fx.App{}, conns: map[string]*bus.Bus{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
 	}
@@ -127,7 +131,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	debug := &testenv.DebugSim{LogsFile: r.PodLogFile, ExecWorkDir: filepath.Join(o.Dir, "exec")}
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, Debug: debug}, testenv.Zones(o.Zones...)...)
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug}, testenv.Zones(o.Zones...)...)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -206,13 +210,19 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 	if mod == nil {
 		return fmt.Errorf("no service %q", name)
 	}
+	// Each service talks over its own connection, as in production.
+	conn, err := r.Bus.Connect("atoll-" + name)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
 	var gw *gateway.Service
-	opts := []fx.Option{fx.Supply(r.Bus, r.log, r.Members, r.gatewayCfg), mod, fx.NopLogger}
+	opts := []fx.Option{fx.Supply(conn, r.log, r.Members, r.gatewayCfg), mod, fx.NopLogger}
 	if name == "gateway" {
 		opts = append(opts, fx.Populate(&gw))
 	}
 	app := fx.New(opts...)
 	if err := app.Start(ctx); err != nil {
+		conn.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	if gw != nil {
@@ -222,6 +232,7 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 	}
 	r.mu.Lock()
 	r.apps[name] = app
+	r.conns[name] = conn
 	r.mu.Unlock()
 	return nil
 }
@@ -229,13 +240,16 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 // StopService stops one service.
 func (r *Region) StopService(ctx context.Context, name string) error {
 	r.mu.Lock()
-	app := r.apps[name]
+	app, conn := r.apps[name], r.conns[name]
 	delete(r.apps, name)
+	delete(r.conns, name)
 	r.mu.Unlock()
 	if app == nil {
 		return nil
 	}
-	if err := app.Stop(ctx); err != nil {
+	err := app.Stop(ctx)
+	conn.Close()
+	if err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
 	return nil
