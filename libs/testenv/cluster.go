@@ -272,11 +272,18 @@ func (o *Options) tuningFile() (string, error) {
 	if b, err := os.ReadFile(p); err == nil && string(b) == tuning {
 		return p, nil
 	}
-	tmp := p + fmt.Sprintf(".%d", os.Getpid())
-	if err := os.WriteFile(tmp, []byte(tuning), 0o644); err != nil {
+	// Clusters start in parallel: each writes its own temporary file and
+	// renames it into place, so none sees a half-written one.
+	f, err := os.CreateTemp(o.WorkDir, "tuning-*.yaml")
+	if err != nil {
 		return "", err
 	}
-	return p, os.Rename(tmp, p)
+	_, werr := f.WriteString(tuning)
+	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	return p, os.Rename(f.Name(), p)
 }
 
 // apiPath names the processes that serve API requests; the others
