@@ -40,7 +40,20 @@ var (
 	replicas = 3
 	// onlyPath runs one path alone ("atoll" or "direct"), for diagnosis.
 	onlyPath = os.Getenv("ATOLL_BENCH_ONLY")
+	// clusterNice lowers the member clusters' CPU priority below the
+	// region's, as when the services run on machines of their own (0 puts
+	// them level with it); backgroundNice lowers their controllers,
+	// schedulers and simulated kubelets further (see testenv.Options).
+	clusterNice    = envNice("ATOLL_BENCH_CLUSTER_NICE", 10)
+	backgroundNice = envNice("ATOLL_BENCH_CLUSTER_BACKGROUND_NICE", 0)
 )
+
+func envNice(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v >= 0 && v <= 19 {
+		return v
+	}
+	return def
+}
 
 func envInt(k string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
@@ -167,7 +180,7 @@ func BenchmarkPipeline(b *testing.B) {
 	level := slog.LevelError
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log, ClusterNice: envInt("ATOLL_BENCH_CLUSTER_NICE", 10), ClusterBackgroundNice: envInt("ATOLL_BENCH_CLUSTER_BACKGROUND_NICE", 0)})
+	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log, ClusterNice: clusterNice, ClusterBackgroundNice: backgroundNice})
 	if err != nil {
 		b.Fatal(err)
 	}
