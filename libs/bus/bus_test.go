@@ -292,3 +292,36 @@ func TestUpdateRetriesLostRaces(t *testing.T) {
 		t.Errorf("no-change update: rev %d err %v, want rev %d ErrNoChange", rev, err, e.Revision())
 	}
 }
+
+// A service's own connection reaches the same buckets and subjects, and
+// closing it leaves the region's connection and server running.
+func TestConnectSharesTheSystem(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	c, err := b.Connect("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NC == b.NC {
+		t.Fatal("Connect returned the same connection")
+	}
+	kv, err := c.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "p.app.a", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if !c.NC.IsClosed() || b.NC.IsClosed() {
+		t.Fatalf("closed: child %v, parent %v; want child only", c.NC.IsClosed(), b.NC.IsClosed())
+	}
+	pkv, err := b.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := pkv.Get(ctx, "p.app.a")
+	if err != nil || string(e.Value()) != "x" {
+		t.Fatalf("parent reads %v, %v after the child closed; want x", e, err)
+	}
+}
