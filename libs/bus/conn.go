@@ -109,6 +109,19 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("nats reconnected", "connection", name, "url", nc.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			// A watch's consumer goes with its connection at shutdown, and
+			// the watch makes a new one when it is still wanted.
+			level := slog.LevelWarn
+			if errors.Is(err, nats.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				level = slog.LevelDebug
+			}
+			b.log.Log(context.Background(), level, "nats async error", "connection", name, "subject", subject, "err", err)
+		}),
 	}
 	url := b.cfg.URL
 	if srv != nil {
