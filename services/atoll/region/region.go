@@ -96,11 +96,10 @@ type Region struct {
 
 	gatewayCfg *gateway.Config
 
-	log   *slog.Logger
-	fleet bool // whether clusters have nodes
-	mu    sync.Mutex
-	apps  map[string]*fx.App  // mu must be held
-	conns map[string]*bus.Bus // mu must be held: each service's own connection
+	log     *slog.Logger
+	fleet   bool // whether clusters have nodes
+	mu      sync.Mutex
+	running map[string]running // mu must be held
 }
 
 // Start brings up the bus, the member clusters with their fleets, and every service.
@@ -114,7 +113,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Dir == "" {
 		return nil, errors.New("region needs a directory")
 	}
-	r := &Region{log: o.Logger, apps: map[string]*fx.App{}, conns: map[string]*bus.Bus{}}
+	r := &Region{log: o.Logger, running: map[string]running{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
 	}
@@ -199,6 +198,12 @@ func (r *Region) writeClustersFile(dir string) error {
 	return os.WriteFile(r.ClustersFile, []byte(out), 0o644)
 }
 
+// running is a started service: its fx application and its own connection.
+type running struct {
+	app  *fx.App
+	conn *bus.Bus
+}
+
 // StartService starts one service as its own fx application.
 func (r *Region) StartService(ctx context.Context, name string) error {
 	var mod fx.Option
@@ -231,8 +236,7 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 		r.gatewayCfg.Listen = strings.TrimPrefix(r.GatewayURL, "http://")
 	}
 	r.mu.Lock()
-	r.apps[name] = app
-	r.conns[name] = conn
+	r.running[name] = running{app: app, conn: conn}
 	r.mu.Unlock()
 	return nil
 }
@@ -240,15 +244,14 @@ func (r *Region) StartService(ctx context.Context, name string) error {
 // StopService stops one service.
 func (r *Region) StopService(ctx context.Context, name string) error {
 	r.mu.Lock()
-	app, conn := r.apps[name], r.conns[name]
-	delete(r.apps, name)
-	delete(r.conns, name)
+	svc, ok := r.running[name]
+	delete(r.running, name)
 	r.mu.Unlock()
-	if app == nil {
+	if !ok {
 		return nil
 	}
-	err := app.Stop(ctx)
-	conn.Close()
+	err := svc.app.Stop(ctx)
+	svc.conn.Close()
 	if err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
