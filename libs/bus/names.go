@@ -58,6 +58,9 @@ const (
 	// BucketIdempotency is written by the gateway: the outcome of each
 	// create made with an Idempotency-Key, kept for IdempotencyTTL.
 	BucketIdempotency = "idempotency"
+	// BucketLeases holds the leases of services that act on watched state
+	// (libs/bus/lease): one key per lease, written only by its candidates.
+	BucketLeases = "leases"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -158,6 +161,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketStatus, 1),
 			bucket(BucketClusters, 1),
 			ttlBucket(BucketIdempotency, IdempotencyTTL),
+			bucket(BucketLeases, 1),
 		},
 	}
 }
