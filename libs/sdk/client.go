@@ -9,6 +9,17 @@
 // typed *Error, and the streaming endpoints (events over Server-Sent
 // Events, logs as NDJSON, exec over a WebSocket).
 //
+// Retries are hashicorp/go-retryablehttp's, with the SDK's rules in its
+// CheckRetry. What it cannot express stays here: the wait is chosen in
+// CheckRetry, since Backoff cannot give the caller the answer when the wait
+// would exceed MaxRetryAfter or outlast the context (nor see the request
+// after a transport error); Retry-After is parsed here, since its parser is
+// unexported; a RoundTripper bounds each attempt, since the library sends
+// every attempt with the caller's context. Event streams are parsed by
+// tmaxmax/go-sse's Read, with a small tap for the retry field that Read
+// drops; WatchEvents reconnects by itself, since go-sse's Connection can
+// neither move the after parameter nor stop on the callback's error.
+//
 //	c, err := sdk.New("https://atoll.example.com", sdk.WithToken(token))
 //	w, created, err := c.Apply(ctx, "demo", yamlDoc)
 //	var apiErr *sdk.Error
@@ -159,7 +170,7 @@ func New(server string, opts ...Option) (*Client, error) {
 		userAgent: s.userAgent,
 		httpc:     s.httpc,
 	}
-	c.doer = &retryDoer{next: s.httpc, policy: s.retry, hooks: s.hooks, timeout: s.timeout}
+	c.doer = newRetryDoer(s.httpc, s.retry, s.hooks, s.timeout)
 	c.API, err = computeapi.NewClientWithResponses(c.server,
 		computeapi.WithHTTPClient(c.doer),
 		computeapi.WithRequestEditorFn(c.authorize))

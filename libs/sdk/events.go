@@ -1,7 +1,7 @@
 package sdk
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +10,9 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tmaxmax/go-sse"
 
 	"atoll.dev/libs/computeapi"
 )
@@ -107,56 +108,60 @@ func (c *Client) watchOnce(ctx context.Context, project, kind, name string, w *s
 	return true, readSSE(resp.Body, w)
 }
 
-// readSSE parses a text/event-stream and delivers the events after w.last.
+// maxEventSize bounds one event on the wire; go-sse's default is 64 KiB.
+const maxEventSize = 1 << 20
+
+// readSSE parses a text/event-stream with go-sse and delivers the events
+// after w.last. An event without data (an id or type alone) is not one, as
+// for EventSource.
 func readSSE(r io.Reader, w *sseWatch) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var (
-		id   string
-		data strings.Builder
-		has  bool
-	)
-	for {
-		line, err := br.ReadString('\n')
+	tap := &retryTap{r: r, set: func(d time.Duration) { w.retry = d }}
+	for ev, err := range sse.Read(tap, &sse.ReadConfig{MaxEventSize: maxEventSize}) {
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return errDropped
-			}
 			return err
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if has {
-				if err := w.dispatch(id, data.String()); err != nil {
-					return err
-				}
-			}
-			id, has = "", false
-			data.Reset()
+		if ev.Data == "" {
 			continue
 		}
-		if strings.HasPrefix(line, ":") {
-			continue // a comment, such as a keep-alive
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			id = value
-		case "data":
-			if has {
-				data.WriteByte('\n')
-			}
-			data.WriteString(value)
-			has = true
-		case "retry":
-			if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
-				w.retry = time.Duration(ms) * time.Millisecond
-			}
+		if err := w.dispatch(ev.LastEventID, ev.Data); err != nil {
+			return err
 		}
 	}
+	return errDropped
 }
 
-// dispatch delivers one event unless it was delivered before.
+// retryTap passes a stream through and reports its retry fields, which
+// sse.Read drops. It keeps at most 64 bytes of a line; a longer retry
+// field is ignored.
+type retryTap struct {
+	r    io.Reader
+	set  func(time.Duration)
+	line []byte
+	long bool // the current line is longer than any retry field
+}
+
+func (t *retryTap) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	for _, b := range p[:n] {
+		switch {
+		case b == '\n' || b == '\r':
+			if v, ok := bytes.CutPrefix(t.line, []byte("retry:")); ok && !t.long {
+				if ms, err := strconv.Atoi(string(bytes.TrimPrefix(v, []byte(" ")))); err == nil && ms >= 0 {
+					t.set(time.Duration(ms) * time.Millisecond)
+				}
+			}
+			t.line, t.long = t.line[:0], false
+		case len(t.line) < 64:
+			t.line = append(t.line, b)
+		default:
+			t.long = true
+		}
+	}
+	return n, err
+}
+
+// dispatch delivers one event unless it was delivered before. id is the
+// stream's last event ID, used when data carries none.
 func (w *sseWatch) dispatch(id, data string) error {
 	var ev computeapi.Event
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 )
 
 // MaxRetryAfter is the longest Retry-After the client waits for; a server
@@ -44,124 +46,142 @@ func isStreaming(ctx context.Context) bool {
 	return v
 }
 
-// retryDoer is the computeapi.HttpRequestDoer of a Client: it retries what
-// is safe to retry, with full-jitter exponential backoff, and reports
-// every attempt to the hooks.
+// retryDoer is the computeapi.HttpRequestDoer of a Client: a
+// go-retryablehttp client configured with the SDK's rules.
 type retryDoer struct {
-	next    *http.Client
+	httpc   *http.Client // sends one attempt, bounded by timeout
 	policy  RetryPolicy
 	hooks   Hooks
 	timeout time.Duration
+}
+
+// newRetryDoer sends attempts with httpc, each bounded by timeout if it is
+// positive.
+func newRetryDoer(httpc *http.Client, policy RetryPolicy, hooks Hooks, timeout time.Duration) *retryDoer {
+	if timeout > 0 {
+		next := httpc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		attempt := *httpc
+		attempt.Transport = &attemptTransport{next: next, timeout: timeout}
+		httpc = &attempt
+	}
+	return &retryDoer{httpc: httpc, policy: policy, hooks: hooks, timeout: timeout}
 }
 
 // Do sends req, retrying on 429 always, on 500/502/503/504 and transport
 // errors when req is safe to repeat (GET, HEAD, PUT, DELETE, OPTIONS, or
 // an Idempotency-Key header), honouring Retry-After on 429 and 503. The
 // caller's context stops it at once.
+//
+// Each call gets a retryablehttp.Client of its own, whose callbacks share
+// the call's state: its Backoff is not told the request when an attempt
+// failed without a response.
 func (d *retryDoer) Do(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	safe := idempotent(req)
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	for attempt := 1; ; attempt++ {
-		r := req
-		if attempt > 1 {
-			var err error
-			if r, err = rewind(req); err != nil {
-				return nil, err
-			}
-		}
-		resp, err := d.attempt(r, attempt)
-		if attempt >= d.policy.MaxAttempts || !replayable || ctx.Err() != nil || !retryable(resp, err, safe) {
-			normalizeRetryAfter(resp)
-			return resp, err
-		}
-		wait := backoff(d.policy, attempt)
-		if ra, ok := retryAfter(resp); ok {
-			if ra > MaxRetryAfter {
-				normalizeRetryAfter(resp)
-				return resp, err
-			}
-			wait = ra
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			// No time left to wait: the caller gets this answer now.
-			normalizeRetryAfter(resp)
-			return resp, err
-		}
-		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read request body: %w", req.Method, req.URL.Redacted(), err)
+	}
+	a := &call{doer: d, safe: idempotent(req)}
+	rc := &retryablehttp.Client{
+		HTTPClient:     d.httpc,
+		RetryMax:       d.policy.MaxAttempts - 1,
+		RequestLogHook: a.sending,
+		CheckRetry:     a.checkRetry,
+		Backoff:        a.backoff,
+		// The last attempt's answer or error, as it is.
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	resp, err := rc.Do(rreq)
+	normalizeRetryAfter(resp)
+	return resp, err
+}
+
+// call is one Do's state across its attempts.
+type call struct {
+	doer    *retryDoer
+	safe    bool          // repeating the request cannot do harm
+	attempt int           // the attempt under way, from 1
+	req     *http.Request // as sent in that attempt
+	start   time.Time     // when that attempt started
+	wait    time.Duration // the wait before the next attempt, chosen by checkRetry
+}
+
+// sending is the RequestLogHook, called before each attempt.
+func (a *call) sending(_ retryablehttp.Logger, req *http.Request, retry int) {
+	a.attempt, a.req, a.start = retry+1, req, time.Now()
+	if a.doer.hooks.OnRequest != nil {
+		a.doer.hooks.OnRequest(req)
 	}
 }
 
-// attempt sends one request within the per-attempt timeout.
-func (d *retryDoer) attempt(r *http.Request, n int) (*http.Response, error) {
-	var (
-		cancel  context.CancelFunc
-		expired = func() bool { return false }
-		parent  = r.Context()
-		stream  = isStreaming(parent)
-		headers *time.Timer
-	)
-	if d.timeout > 0 {
-		var actx context.Context
-		if stream {
-			// Bound only the wait for headers: the stream itself lasts.
-			actx, cancel = context.WithCancel(r.Context())
-			fired := make(chan struct{})
-			headers = time.AfterFunc(d.timeout, func() { close(fired); cancel() })
-			expired = func() bool {
-				select {
-				case <-fired:
-					return true
-				default:
-					return false
-				}
-			}
-		} else {
-			actx, cancel = context.WithTimeout(r.Context(), d.timeout)
-			expired = func() bool { return errors.Is(actx.Err(), context.DeadlineExceeded) }
-		}
-		r = r.WithContext(actx)
+// checkRetry is the CheckRetry, called after each attempt. It reports the
+// attempt to OnResponse (the ResponseLogHook misses transport errors) and
+// chooses the wait itself: only here can the caller still get this answer
+// when the wait would exceed MaxRetryAfter or outlast its context.
+func (a *call) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if a.doer.hooks.OnResponse != nil {
+		a.doer.hooks.OnResponse(a.req, resp, err, time.Since(a.start), a.attempt)
 	}
-	if d.hooks.OnRequest != nil {
-		d.hooks.OnRequest(r)
-	}
-	start := time.Now()
-	resp, err := d.next.Do(r)
-	if d.hooks.OnResponse != nil {
-		d.hooks.OnResponse(r, resp, err, time.Since(start), n)
-	}
-	if cancel == nil {
-		return resp, err
-	}
-	if headers != nil {
-		headers.Stop()
+	if ctx.Err() != nil || !retryable(resp, err, a.safe) {
+		return false, nil
 	}
 	if err != nil {
-		timedOut := expired()
-		cancel()
-		if timedOut && parent.Err() == nil {
-			return nil, fmt.Errorf("%s %s: %w after %v", r.Method, r.URL.Redacted(), ErrAttemptTimeout, d.timeout)
+		// The library knows the transport errors that another attempt
+		// cannot cure: a bad certificate, scheme or header, a redirect loop.
+		if again, _ := retryablehttp.DefaultRetryPolicy(ctx, nil, err); !again {
+			return false, nil
+		}
+	}
+	a.wait = backoff(a.doer.policy, a.attempt)
+	if ra, ok := retryAfter(resp); ok {
+		if ra > MaxRetryAfter {
+			return false, nil
+		}
+		a.wait = ra
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < a.wait {
+		return false, nil // no time left to wait: the caller gets this answer now
+	}
+	return true, nil
+}
+
+// backoff is the Backoff: the wait checkRetry chose.
+func (a *call) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
+	return a.wait
+}
+
+// attemptTransport bounds each attempt by timeout: the whole exchange, or
+// for streaming requests only the wait for response headers.
+type attemptTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t *attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(t.timeout, func() { cancel(ErrAttemptTimeout) })
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		timer.Stop()
+		cancel(nil)
+		if errors.Is(context.Cause(ctx), ErrAttemptTimeout) {
+			return nil, fmt.Errorf("%w after %v", ErrAttemptTimeout, t.timeout)
 		}
 		return nil, err
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	if isStreaming(ctx) {
+		timer.Stop() // the stream itself lasts
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { timer.Stop(); cancel(nil) }}
 	return resp, nil
 }
 
 // cancelBody releases an attempt's context when its body is closed.
 type cancelBody struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	cancel func()
 }
 
 func (b *cancelBody) Close() error {
@@ -203,20 +223,6 @@ func retryable(resp *http.Response, err error, safe bool) bool {
 func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// rewind copies req with a fresh body for another attempt.
-func rewind(req *http.Request) (*http.Request, error) {
-	r := req.Clone(req.Context())
-	if req.Body == nil || req.Body == http.NoBody {
-		return r, nil
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return nil, fmt.Errorf("replay request body: %w", err)
-	}
-	r.Body = body
-	return r, nil
 }
 
 // backoff is the full-jitter wait after the given attempt: uniform in

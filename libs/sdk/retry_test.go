@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -358,6 +360,7 @@ func TestRetryableTable(t *testing.T) {
 		{"409 safe", resp(409), nil, true, false},
 		{"transport safe", nil, io.ErrUnexpectedEOF, true, true},
 		{"transport unsafe", nil, io.ErrUnexpectedEOF, false, false},
+		{"dial unsafe", nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -406,5 +409,57 @@ func TestBackoffBounds(t *testing.T) {
 		if top < ceil/2 {
 			t.Errorf("attempt %d: largest of 2000 backoffs %v, want near %v", attempt, top, ceil)
 		}
+	}
+}
+
+func TestRetryAfterBeyondMaxIsReturnedInSeconds(t *testing.T) {
+	var a attempts
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		a.add(r)
+		// An HTTP date two hours ahead: beyond MaxRetryAfter.
+		w.Header().Set("Retry-After", time.Now().Add(2*time.Hour).UTC().Format(http.TimeFormat))
+		apiError(w, http.StatusServiceUnavailable, "Unavailable", "maintenance")
+	})
+	// A cancel, not a deadline: the deadline rule would hide a missing cap.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(5*time.Second, cancel).Stop()
+	r, err := c.API.GetWorkloadWithResponse(ctx, "demo", "App", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StatusCode() != http.StatusServiceUnavailable || a.n() != 1 {
+		t.Fatalf("status %d after %d attempts, want the 503 at once", r.StatusCode(), a.n())
+	}
+	// The contract declares Retry-After in seconds.
+	secs, err := strconv.Atoi(r.HTTPResponse.Header.Get("Retry-After"))
+	if err != nil || secs < 7190 || secs > 7201 {
+		t.Errorf("Retry-After %q, want about 7200 seconds", r.HTTPResponse.Header.Get("Retry-After"))
+	}
+}
+
+func TestNoRetryOfPermanentTransportError(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, testWorkload)
+	}))
+	t.Cleanup(srv.Close)
+	var (
+		mu    sync.Mutex
+		tries int
+	)
+	hooks := Hooks{OnResponse: func(*http.Request, *http.Response, error, time.Duration, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		tries++
+	}}
+	// The client does not trust the test server's certificate.
+	c, err := New(srv.URL, WithRetry(3, time.Millisecond, 5*time.Millisecond), WithHooks(hooks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(context.Background(), "demo", "App", "web"); err == nil {
+		t.Fatal("Get succeeded against an untrusted certificate")
+	}
+	if tries != 1 {
+		t.Errorf("%d attempts, want 1: another attempt cannot cure a bad certificate", tries)
 	}
 }

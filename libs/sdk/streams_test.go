@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -152,6 +153,52 @@ func TestReadSSE(t *testing.T) {
 	}
 	if w.last != 6 || w.retry != 1500*time.Millisecond {
 		t.Errorf("last %d retry %v, want 6 and 1.5s", w.last, w.retry)
+	}
+}
+
+func TestReadSSEAcrossReads(t *testing.T) {
+	// One byte per read, CR line ends, a retry field that is no retry
+	// (too long), and an event without data.
+	in := "retry: 250\r\r" +
+		"id: 9\r\r" +
+		"data: {\"id\":10,\"event\":\"running\",\"time\":\"2026-01-01T00:00:00Z\"}\r\r" +
+		"retry: " + strings.Repeat("0", 60) + "7\r\r"
+	var got []string
+	w := &sseWatch{fn: func(ev computeapi.Event) error { got = append(got, fmt.Sprintf("%d %s", ev.Id, ev.Event)); return nil }}
+	if err := readSSE(iotest.OneByteReader(strings.NewReader(in)), w); !errors.Is(err, errDropped) {
+		t.Fatalf("err = %v, want errDropped at EOF", err)
+	}
+	if diff := cmp.Diff([]string{"10 running"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if w.last != 10 || w.retry != 250*time.Millisecond {
+		t.Errorf("last %d retry %v, want 10 and 250ms", w.last, w.retry)
+	}
+}
+
+func TestStreamOutlivesAttemptTimeout(t *testing.T) {
+	lines := []computeapi.LogLine{{Pod: "web-1", Line: "before"}, {Pod: "web-1", Line: "after"}}
+	c := newTestClient(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_ = json.NewEncoder(w).Encode(lines[0])
+		http.NewResponseController(w).Flush()
+		select { // well past the attempt timeout
+		case <-time.After(500 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		_ = json.NewEncoder(w).Encode(lines[1])
+	}, WithTimeout(100*time.Millisecond))
+	var got []computeapi.LogLine
+	err := c.Logs(context.Background(), "demo", "App", "web", computeapi.StreamLogsParams{Follow: true}, func(l computeapi.LogLine) error {
+		got = append(got, l)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lines, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
 	}
 }
 
