@@ -89,3 +89,26 @@ func TestTypeErrorPathHasNoGoNames(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestPodRequestsCountsSidecarsLikeKubernetes(t *testing.T) {
+	c := func(cpu, mem string, gpu int64) api.Container {
+		return api.Container{Name: "c", Image: "i", Resources: api.Resources{Requests: api.ResourceList{CPU: cpu, Memory: mem, GPU: gpu}}}
+	}
+	for _, tc := range []struct {
+		name string
+		t    api.PodTemplate
+		want api.Quantities
+	}{
+		{"containers add up", api.PodTemplate{Containers: []api.Container{c("100m", "64Mi", 0), c("200m", "64Mi", 0)}}, api.Quantities{MilliCPU: 300, MemoryBytes: 128 << 20}},
+		{"sidecars run beside the containers", api.PodTemplate{Containers: []api.Container{c("100m", "64Mi", 0)}, Sidecars: []api.Container{c("50m", "32Mi", 0)}}, api.Quantities{MilliCPU: 150, MemoryBytes: 96 << 20}},
+		{"a larger init container wins", api.PodTemplate{InitContainers: []api.Container{c("1", "1Gi", 0)}, Containers: []api.Container{c("100m", "64Mi", 0)}, Sidecars: []api.Container{c("50m", "32Mi", 0)}}, api.Quantities{MilliCPU: 1000, MemoryBytes: 1 << 30}},
+		{"a smaller init container does not count", api.PodTemplate{InitContainers: []api.Container{c("10m", "1Mi", 0)}, Containers: []api.Container{c("100m", "64Mi", 0)}}, api.Quantities{MilliCPU: 100, MemoryBytes: 64 << 20}},
+		{"gpus", api.PodTemplate{Containers: []api.Container{c("1", "1Gi", 2), c("1", "1Gi", 1)}}, api.Quantities{MilliCPU: 2000, MemoryBytes: 2 << 30, GPUs: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.t.PodRequests(); got != tc.want {
+				t.Errorf("PodRequests() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"regexp"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // PodTemplate is what every pod of a workload runs.
@@ -120,37 +122,52 @@ type Quantities struct {
 	GPUs        int64 `json:"gpus"`
 }
 
-// PodRequests totals requests over containers and sidecars; init
-// containers run before and count only when larger (Kubernetes' rule).
+// PodRequests is a pod's effective request as the kube-scheduler counts
+// it (k8s.io/component-helpers/resource): the containers and native
+// sidecars together, or an init container with the sidecars started
+// before it when that is larger. The pod is laid out as the propagator
+// renders it: init containers first, then the sidecars.
 func (t *PodTemplate) PodRequests() Quantities {
-	var sum Quantities
-	for _, cs := range [][]Container{t.Containers, t.Sidecars} {
-		for _, c := range cs {
-			q := c.Resources.Requests.quantities()
-			sum.MilliCPU += q.MilliCPU
-			sum.MemoryBytes += q.MemoryBytes
-			sum.GPUs += q.GPUs
-		}
-	}
+	var pod corev1.Pod
+	always := corev1.ContainerRestartPolicyAlways
 	for _, c := range t.InitContainers {
-		q := c.Resources.Requests.quantities()
-		sum.MilliCPU = max(sum.MilliCPU, q.MilliCPU)
-		sum.MemoryBytes = max(sum.MemoryBytes, q.MemoryBytes)
-		sum.GPUs = max(sum.GPUs, q.GPUs)
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests.coreList()}})
 	}
-	return sum
+	for _, c := range t.Sidecars {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests.coreList()}})
+	}
+	for _, c := range t.Containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests.coreList()}})
+	}
+	return QuantitiesOf(resourcehelper.PodRequests(&pod, resourcehelper.PodResourcesOptions{}))
 }
 
-func (r ResourceList) quantities() Quantities {
-	var q Quantities
+// QuantitiesOf reads CPU, memory and GPUs out of a Kubernetes resource list.
+func QuantitiesOf(l corev1.ResourceList) Quantities {
+	return Quantities{
+		MilliCPU:    l.Cpu().MilliValue(),
+		MemoryBytes: l.Memory().Value(),
+		GPUs:        l.Name(GPUResource, resource.DecimalSI).Value(),
+	}
+}
+
+// GPUResource is the extended resource name of a GPU.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// coreList is r as a Kubernetes resource list; unparsable values (caught by
+// validation) count as zero.
+func (r ResourceList) coreList() corev1.ResourceList {
+	l := corev1.ResourceList{}
 	if v, err := resource.ParseQuantity(r.CPU); err == nil {
-		q.MilliCPU = v.MilliValue()
+		l[corev1.ResourceCPU] = v
 	}
 	if v, err := resource.ParseQuantity(r.Memory); err == nil {
-		q.MemoryBytes = v.Value()
+		l[corev1.ResourceMemory] = v
 	}
-	q.GPUs = r.GPU
-	return q
+	if r.GPU != 0 {
+		l[GPUResource] = *resource.NewQuantity(r.GPU, resource.DecimalSI)
+	}
+	return l
 }
 
 // Defaults for container resources when none are requested.

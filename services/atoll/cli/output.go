@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -52,23 +53,12 @@ func newTable(out io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 }
 
-// age is how long ago t was, in the largest fitting unit.
+// age is how long ago t was, as kubectl prints an AGE column.
 func age(t time.Time, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := now.Sub(t)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return duration.HumanDuration(now.Sub(t))
 }
 
 func clock(t time.Time) string {
