@@ -46,6 +46,12 @@ type Metadata struct {
 	Created time.Time `json:"created,omitzero"`
 	// Updated is when the spec was last admitted (set by admission).
 	Updated time.Time `json:"updated,omitzero"`
+	// Event is the domain event that opened this generation (admitted,
+	// updated, scaled, paused, ...; set by admission), so it is published
+	// even when the process that wrote the generation died before it could.
+	Event string `json:"event,omitempty"`
+	// EventMessage is that event's message.
+	EventMessage string `json:"eventMessage,omitempty"`
 }
 
 // Workload is one object of a primitive kind.

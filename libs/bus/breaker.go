@@ -13,7 +13,8 @@ type BreakerPolicy struct {
 	// ConsecutiveFailures opens a breaker (default 5).
 	ConsecutiveFailures uint32
 	// OpenFor is how long an open breaker rejects calls before it lets
-	// HalfOpenProbes through (default 10s).
+	// HalfOpenProbes through (default 1s): a target back from a short
+	// outage is found within about a second.
 	OpenFor time.Duration
 	// HalfOpenProbes is how many calls a half-open breaker lets through;
 	// that many successes close it (default 1).
@@ -23,7 +24,8 @@ type BreakerPolicy struct {
 	// IsFailure decides which errors count against the target; nil counts
 	// every error.
 	IsFailure func(error) bool
-	// IsExcluded names errors that count neither way (the caller gave up).
+	// IsExcluded names errors that count neither way: the caller gave up,
+	// or the bus itself was down (see IsBusOutage).
 	IsExcluded func(error) bool
 	// Logger receives state changes; slog.Default() when nil.
 	Logger *slog.Logger
@@ -44,7 +46,7 @@ func NewBreakerSet[T any](p BreakerPolicy) *BreakerSet[T] {
 		p.ConsecutiveFailures = 5
 	}
 	if p.OpenFor == 0 {
-		p.OpenFor = 10 * time.Second
+		p.OpenFor = time.Second
 	}
 	if p.HalfOpenProbes == 0 {
 		p.HalfOpenProbes = 1

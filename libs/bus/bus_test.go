@@ -69,6 +69,8 @@ func TestSubjects(t *testing.T) {
 		{bus.AuditSubject("search", "create"), "atoll.audit.search.create"},
 		{bus.DeadLetterSubject("ATOLL_EVENTS", "scheduler"), "atoll.dlq.ATOLL_EVENTS.scheduler"},
 		{bus.MsgID("search/app/web", 7), "search/app/web@7"},
+		{parsed(bus.ParseMsgID("p.app.web.admitted@12")), "p.app.web.admitted 12 true"},
+		{parsed(bus.ParseMsgID("no-revision")), " 0 false"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
@@ -76,6 +78,8 @@ func TestSubjects(t *testing.T) {
 		}
 	}
 }
+
+func parsed(key string, rev uint64, ok bool) string { return fmt.Sprint(key, " ", rev, " ", ok) }
 
 func TestRetriedPublishIsDeduplicated(t *testing.T) {
 	b := openBus(t)
@@ -323,5 +327,91 @@ func TestConnectSharesTheSystem(t *testing.T) {
 	e, err := pkv.Get(ctx, "p.app.a")
 	if err != nil || string(e.Value()) != "x" {
 		t.Fatalf("parent reads %v, %v after the child closed; want x", e, err)
+	}
+}
+
+// Update ends without writing when its mutator fails or its context ends
+// while it keeps losing races.
+func TestUpdateEnds(t *testing.T) {
+	b := openBus(t)
+	kv, err := b.KV(context.Background(), bus.BucketQuota)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		fn      func(calls int) ([]byte, error)
+		want    error
+		calls   func(n int) bool
+	}{
+		{"a mutator error aborts at once", time.Minute, func(int) ([]byte, error) { return nil, errBoom }, errBoom,
+			func(n int) bool { return n == 1 }},
+		{"a context ending while every race is lost", 300 * time.Millisecond, func(int) ([]byte, error) {
+			// Another writer wins each time: the key moves under us.
+			if _, err := kv.Put(context.Background(), "contended", []byte("theirs")); err != nil {
+				return nil, err
+			}
+			return []byte("ours"), nil
+		}, context.DeadlineExceeded, func(n int) bool { return n > 3 && n < bus.UpdateAttempts }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			calls := 0
+			_, err := bus.Update(ctx, kv, "contended", func([]byte, bool) ([]byte, error) {
+				calls++
+				return tc.fn(calls)
+			})
+			if !errors.Is(err, tc.want) {
+				t.Errorf("err %v, want %v", err, tc.want)
+			}
+			if !tc.calls(calls) {
+				t.Errorf("mutator ran %d times", calls)
+			}
+			if e, err := kv.Get(context.Background(), "contended"); err == nil && string(e.Value()) == "ours" {
+				t.Error("a failed Update wrote its value")
+			}
+		})
+	}
+}
+
+func TestCompareAndDeleteReportsTheDeletion(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(ctx, "p.app.web", []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.CompareAndDelete(ctx, b.JS, kv, "p.app.web", rev+5); !errors.Is(err, bus.ErrConflict) {
+		t.Fatalf("delete at a wrong revision: %v, want ErrConflict", err)
+	}
+	del, err := bus.CompareAndDelete(ctx, b.JS, kv, "p.app.web", rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "p.app.web"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after delete: %v, want not found", err)
+	}
+	h, err := kv.History(ctx, "p.app.web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if last.Operation() != jetstream.KeyValueDelete || last.Revision() != del {
+		t.Errorf("last entry %v@%d, want a delete marker at %d", last.Operation(), last.Revision(), del)
+	}
+	st, err := b.LastEntry(ctx, bus.BucketWorkloads, "p.app.web")
+	if err != nil || st.Op != jetstream.KeyValueDelete || st.Revision != del {
+		t.Errorf("LastEntry: %+v %v, want the delete marker at %d", st, err, del)
+	}
+	if _, err := b.LastEntry(ctx, bus.BucketWorkloads, "p.app.never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("LastEntry of a key never written: %v, want ErrKeyNotFound", err)
 	}
 }

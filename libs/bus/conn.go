@@ -1,7 +1,16 @@
 // Package bus is the one place for Atoll's NATS JetStream plumbing: subject
 // names, stream and Key-Value bucket definitions, the connection (embedded
 // server or remote URL), idempotent publishing, durable consumers with a
-// dead-letter path, compare-and-set updates and breaker-wrapped requests.
+// dead-letter path, compare-and-set updates (Update is the one retry loop),
+// breaker-wrapped requests and the work queue (client-go's workqueue).
+//
+// Short outages stay short. Open waits, with backoff, for a NATS server
+// that is not there yet. A request breaker opens on its target's failures
+// only: failures while the caller's own connection is down, reconnecting
+// or just back (ErrBusUnavailable) count neither way, and an open breaker
+// probes again after a second. Requests retry target failures, the bus's
+// outage and an open breaker for a few seconds, so callers wait out a
+// brief outage instead of failing.
 package bus
 
 import (
@@ -11,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -50,10 +60,15 @@ type Bus struct {
 	srv *server.Server
 	cfg Config
 	log *slog.Logger
+
+	streams sync.Map // stream name -> jetstream.Stream, looked up once
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the
-// region's topology exists.
+// region's topology exists. A server at cfg.URL that cannot be reached, or
+// whose JetStream is not ready yet, is waited for: Open keeps trying with
+// jittered backoff (ConnectRetryBase doubling up to ConnectRetryMax),
+// logging each failure, until ctx ends.
 func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -71,30 +86,90 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			return nil, err
 		}
 		b.srv = srv
+		if err := b.connectTo(srv, cfg.Name); err != nil {
+			b.shutdownServer()
+			return nil, err
+		}
+		if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
+			b.Close()
+			return nil, err
+		}
+		return b, nil
 	}
-	if err := b.connectTo(b.srv, cfg.Name); err != nil {
-		b.shutdownServer()
-		return nil, err
-	}
-	if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
-		b.Close()
-		return nil, err
+	err := b.retry(ctx, cfg.Name, func() error {
+		if err := b.connectTo(nil, cfg.Name); err != nil {
+			return err
+		}
+		if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
+			b.NC.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open bus: %w", err)
 	}
 	return b, nil
+}
+
+// Delays between attempts to reach a NATS server that is not there yet.
+const (
+	ConnectRetryBase = 100 * time.Millisecond
+	ConnectRetryMax  = 5 * time.Second
+)
+
+// retry runs fn until it succeeds or ctx ends, waiting between attempts.
+func (b *Bus) retry(ctx context.Context, name string, fn func() error) error {
+	delay := ConnectRetryBase
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			if attempt > 1 {
+				b.log.Info("nats reachable", "connection", name, "attempts", attempt)
+			}
+			return nil
+		}
+		wait := Jitter(delay, 0.2)
+		b.log.Warn("nats not reachable, retrying", "connection", name, "url", b.cfg.URL, "attempt", attempt, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (after %d attempts, last: %w)", ctx.Err(), attempt, err)
+		case <-t.C:
+		}
+		delay = min(2*delay, ConnectRetryMax)
+	}
 }
 
 // Connect opens another connection, named name, to the NATS system b is
 // connected to; closing it leaves b and its embedded server running. The
 // services of an all-in-one region each get their own, as they do in
 // production, so a burst on one service's connection never queues another
-// service's requests behind it.
+// service's requests behind it. It tries once; ConnectContext waits for a
+// server that cannot be reached.
 func (b *Bus) Connect(name string) (*Bus, error) {
-	c := &Bus{cfg: b.cfg, log: b.log}
-	c.cfg.Name = name
+	c := b.child(name)
 	if err := c.connectTo(b.srv, name); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ConnectContext is Connect that keeps trying, with backoff, until the
+// server can be reached or ctx ends.
+func (b *Bus) ConnectContext(ctx context.Context, name string) (*Bus, error) {
+	c := b.child(name)
+	if err := c.retry(ctx, name, func() error { return c.connectTo(b.srv, name) }); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", name, err)
+	}
+	return c, nil
+}
+
+func (b *Bus) child(name string) *Bus {
+	c := &Bus{cfg: b.cfg, log: b.log}
+	c.cfg.Name = name
+	return c
 }
 
 // connectTo connects b to srv in process, or to b's URL when srv is nil.
@@ -229,6 +304,20 @@ func (b *Bus) KV(ctx context.Context, bucket string) (jetstream.KeyValue, error)
 		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
 	}
 	return kv, nil
+}
+
+// Stream returns a handle on a named stream. Looking one up is a
+// stream-info request, so the handle is kept for the next call.
+func (b *Bus) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if s, ok := b.streams.Load(name); ok {
+		return s.(jetstream.Stream), nil
+	}
+	s, err := b.JS.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", name, err)
+	}
+	b.streams.Store(name, s)
+	return s, nil
 }
 
 // Close drains the connection and stops the embedded server, if any.

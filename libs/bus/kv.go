@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,17 +39,53 @@ func CompareAndSet(ctx context.Context, kv jetstream.KeyValue, key string, value
 	return n, nil
 }
 
+// CompareAndDelete deletes key (leaves a delete marker, which watchers
+// see) only if its latest revision is still rev, and returns the marker's
+// revision: the revision of the deletion, for an event's idempotency key.
+// A lost race returns an error matching ErrConflict.
+func CompareAndDelete(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, rev uint64) (uint64, error) {
+	// kv.Delete does the same but keeps the marker's revision to itself.
+	m := nats.NewMsg("$KV." + kv.Bucket() + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return 0, fmt.Errorf("delete %s@%d: %w", key, rev, ErrConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("delete %s@%d: %w", key, rev, err)
+	}
+	return ack.Sequence, nil
+}
+
 // Mutator returns the new value of a key from its current value; exists is
 // false for a key that is missing or deleted. Returning ErrNoChange skips
-// the write. It may run several times and must not have side effects.
+// the write; any other error ends Update with that error. It runs once per
+// attempt, so possibly several times: anything it does besides computing
+// the value must be safe to repeat, and what the last run did is what the
+// written value goes with.
 type Mutator func(cur []byte, exists bool) ([]byte, error)
 
-// Update reads key, applies fn and writes the result with compare-and-set,
-// re-reading and retrying when another writer wins, up to 16 attempts.
-// It returns the revision written (or read, on ErrNoChange).
+// Update bounds: a lost race is retried after a jittered delay that starts
+// at updateRetryBase and doubles up to updateRetryMax, at most
+// UpdateAttempts times in all (about ten seconds of steady losing).
+const (
+	UpdateAttempts  = 100
+	updateRetryBase = time.Millisecond
+	updateRetryMax  = 100 * time.Millisecond
+)
+
+// Update is the platform's one compare-and-set loop: it reads key, applies
+// fn and writes the result only if the key has not changed since it was
+// read. When another writer wins, it re-reads and applies fn again, after
+// a jittered, growing delay so contending writers spread out, until it
+// writes, fn fails, ctx ends or UpdateAttempts races are lost (an error
+// matching ErrConflict). It returns the revision written, or on
+// ErrNoChange the revision read (0 for a missing key) with ErrNoChange.
 func Update(ctx context.Context, kv jetstream.KeyValue, key string, fn Mutator) (uint64, error) {
-	const attempts = 16
-	for i := 0; ; i++ {
+	delay := updateRetryBase
+	for attempt := 1; ; attempt++ {
 		var (
 			cur    []byte
 			rev    uint64
@@ -59,7 +96,7 @@ func Update(ctx context.Context, kv jetstream.KeyValue, key string, fn Mutator) 
 		case err == nil:
 			cur, rev, exists = e.Value(), e.Revision(), true
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			// A deleted key reports not found; Create handles the tombstone.
+			// A deleted key reports not found; Create handles the marker.
 		default:
 			return 0, fmt.Errorf("update %s: read: %w", key, err)
 		}
@@ -74,13 +111,55 @@ func Update(ctx context.Context, kv jetstream.KeyValue, key string, fn Mutator) 
 		if err == nil {
 			return n, nil
 		}
-		if !errors.Is(err, ErrConflict) || i+1 >= attempts {
-			return 0, fmt.Errorf("update %s after %d attempts: %w", key, i+1, err)
+		if !errors.Is(err, ErrConflict) {
+			return 0, fmt.Errorf("update %s: %w", key, err)
 		}
+		if attempt >= UpdateAttempts {
+			return 0, fmt.Errorf("update %s: lost %d races: %w", key, attempt, err)
+		}
+		t := time.NewTimer(Jitter(delay, 0.5))
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(Jitter(time.Duration(i+1)*time.Millisecond, 0.5)):
+			t.Stop()
+			return 0, fmt.Errorf("update %s: %w (after losing %d races)", key, ctx.Err(), attempt)
+		case <-t.C:
 		}
+		delay = min(2*delay, updateRetryMax)
 	}
+}
+
+// KeyState is a key's latest entry, delete markers included.
+type KeyState struct {
+	// Op is a put, a delete or a purge.
+	Op jetstream.KeyValueOp
+	// Revision is the entry's revision (for a delete, the deletion's).
+	Revision uint64
+	// Time is when the entry was written.
+	Time time.Time
+}
+
+// LastEntry returns key's latest entry in bucket. Unlike a KeyValue's Get,
+// which reports a deleted key as not found, it returns the delete marker:
+// what a repair needs to announce a deletion. A key that never existed, or
+// was purged away, is jetstream.ErrKeyNotFound.
+func (b *Bus) LastEntry(ctx context.Context, bucket, key string) (KeyState, error) {
+	s, err := b.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return KeyState{}, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "$KV."+bucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return KeyState{}, fmt.Errorf("last entry of %s in %s: %w", key, bucket, jetstream.ErrKeyNotFound)
+	}
+	if err != nil {
+		return KeyState{}, fmt.Errorf("last entry of %s in %s: %w", key, bucket, err)
+	}
+	st := KeyState{Op: jetstream.KeyValuePut, Revision: m.Sequence, Time: m.Time}
+	switch m.Header.Get("KV-Operation") {
+	case "DEL":
+		st.Op = jetstream.KeyValueDelete
+	case "PURGE":
+		st.Op = jetstream.KeyValuePurge
+	}
+	return st, nil
 }

@@ -27,19 +27,25 @@ type MirrorEntry struct {
 // Mirror starts mirroring bucket until ctx is done; onChange, if set, is
 // called after each key changes (deletes included).
 func (b *Bus) Mirror(ctx context.Context, bucket string, onChange func(key string)) (*Mirror, error) {
+	return b.MirrorFiltered(ctx, bucket, jetstream.AllKeys, onChange)
+}
+
+// MirrorFiltered is Mirror restricted to the keys that match filter, a key
+// pattern with the * and > wildcards (such as "p.>").
+func (b *Bus) MirrorFiltered(ctx context.Context, bucket, filter string, onChange func(key string)) (*Mirror, error) {
 	kv, err := b.KV(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
 	m := &Mirror{entries: map[string]MirrorEntry{}, ready: make(chan struct{})}
-	go m.run(ctx, kv, onChange, b)
+	go m.run(ctx, kv, filter, onChange, b)
 	return m, nil
 }
 
-func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, onChange func(string), b *Bus) {
+func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, filter string, onChange func(string), b *Bus) {
 	var readyOnce sync.Once
 	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
+		w, err := kv.Watch(ctx, filter)
 		if err != nil {
 			select {
 			case <-ctx.Done():

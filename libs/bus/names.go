@@ -61,6 +61,11 @@ const (
 	// BucketLeases holds the leases of services that act on watched state
 	// (libs/bus/lease): one key per lease, written only by its candidates.
 	BucketLeases = "leases"
+	// BucketObservations is written by the aggregator replica holding each
+	// member cluster's lease: what the cluster holds of each workload (key
+	// <cluster>.<project>.<kind>.<name>) and the cluster's term marker
+	// (key <cluster>), which the replica folding statuses reads.
+	BucketObservations = "observations"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -162,6 +167,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketClusters, 1),
 			ttlBucket(BucketIdempotency, IdempotencyTTL),
 			bucket(BucketLeases, 1),
+			bucket(BucketObservations, 1),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,4 +29,18 @@ func (b *Bus) Publish(ctx context.Context, subject, msgID string, data []byte, h
 // revision that produced it.
 func MsgID(key string, revision uint64) string {
 	return key + "@" + strconv.FormatUint(revision, 10)
+}
+
+// ParseMsgID splits an idempotency key built by MsgID; ok is false for
+// anything else.
+func ParseMsgID(id string) (key string, revision uint64, ok bool) {
+	i := strings.LastIndexByte(id, '@')
+	if i < 0 {
+		return "", 0, false
+	}
+	rev, err := strconv.ParseUint(id[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], rev, true
 }

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // ReconcileFunc brings the world in line with one key's current state. It
@@ -18,161 +20,86 @@ import (
 // with backoff.
 type ReconcileFunc func(ctx context.Context, key string) error
 
-// Queue is a deduplicating work queue: a key queued while it waits is
-// queued once; a key queued while it is being processed runs again after.
+// Queue is a deduplicating, rate-limited work queue of keys: client-go's
+// workqueue (the one Kubernetes controllers use) behind the small API the
+// services need. A key queued while it waits is queued once; a key queued
+// while it is being processed runs again after; a key whose reconcile
+// fails comes back after a per-key exponential backoff (RetryBase doubling
+// up to RetryMax) and its backoff resets when it succeeds.
 type Queue struct {
-	mu         sync.Mutex
-	cond       *sync.Cond
-	order      []string               // mu must be held
-	queued     map[string]bool        // mu must be held
-	processing map[string]bool        // mu must be held
-	dirty      map[string]bool        // mu must be held: re-queue after processing
-	failures   map[string]int         // mu must be held
-	closed     bool                   // mu must be held
-	timers     map[string]*time.Timer // mu must be held
+	q      workqueue.TypedRateLimitingInterface[string]
+	retry  workqueue.TypedRateLimiter[string] // q's limiter, asked directly to log the delay
+	closed atomic.Bool
 }
+
+// Retry delays of a failing key: RetryBase after the first failure,
+// doubled after each further one, at most RetryMax.
+const (
+	RetryBase = 50 * time.Millisecond
+	RetryMax  = 30 * time.Second
+)
 
 // NewQueue returns an empty queue.
 func NewQueue() *Queue {
-	q := &Queue{
-		queued: map[string]bool{}, processing: map[string]bool{}, dirty: map[string]bool{},
-		failures: map[string]int{}, timers: map[string]*time.Timer{},
-	}
-	q.cond = sync.NewCond(&q.mu)
-	return q
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, RetryMax)
+	return &Queue{q: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{}), retry: rl}
 }
 
 // Add queues key.
-func (q *Queue) Add(key string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.addLocked(key)
-}
-
-func (q *Queue) addLocked(key string) {
-	if q.closed {
-		return
-	}
-	if q.processing[key] {
-		q.dirty[key] = true
-		return
-	}
-	if q.queued[key] {
-		return
-	}
-	q.queued[key] = true
-	q.order = append(q.order, key)
-	q.cond.Signal()
-}
+func (q *Queue) Add(key string) { q.q.Add(key) }
 
 // AddAfter queues key after d, unless it is queued sooner.
-func (q *Queue) AddAfter(key string, d time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed || q.timers[key] != nil {
-		return
-	}
-	q.timers[key] = time.AfterFunc(d, func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		delete(q.timers, key)
-		q.addLocked(key)
-	})
-}
+func (q *Queue) AddAfter(key string, d time.Duration) { q.q.AddAfter(key, d) }
 
-// Len is the number of keys waiting.
-func (q *Queue) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.order)
-}
-
-// get blocks for the next key; ok is false once the queue is closed.
-func (q *Queue) get() (string, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.order) == 0 && !q.closed {
-		q.cond.Wait()
-	}
-	if q.closed {
-		return "", false
-	}
-	key := q.order[0]
-	q.order = q.order[1:]
-	delete(q.queued, key)
-	q.processing[key] = true
-	return key, true
-}
-
-// done ends processing of key, re-queueing it if it changed meanwhile or
-// after backoff if it failed.
-func (q *Queue) done(key string, err error, base, maxDelay time.Duration) time.Duration {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.processing, key)
-	if err == nil {
-		delete(q.failures, key)
-	} else {
-		q.failures[key]++
-	}
-	if q.dirty[key] {
-		delete(q.dirty, key)
-		q.addLocked(key)
-		return 0
-	}
-	if err != nil {
-		d := base << min(q.failures[key]-1, 16)
-		d = Jitter(min(d, maxDelay), 0.2)
-		if q.timers[key] == nil && !q.closed {
-			q.timers[key] = time.AfterFunc(d, func() {
-				q.mu.Lock()
-				defer q.mu.Unlock()
-				delete(q.timers, key)
-				q.addLocked(key)
-			})
-		}
-		return d
-	}
-	return 0
-}
+// Len is the number of keys ready and waiting for a worker.
+func (q *Queue) Len() int { return q.q.Len() }
 
 // Close wakes the workers and drops what is queued.
 func (q *Queue) Close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.closed = true
-	for _, t := range q.timers {
-		t.Stop()
-	}
-	q.cond.Broadcast()
+	q.closed.Store(true)
+	q.q.ShutDown()
 }
 
-// Run processes keys with n workers until ctx is done.
+// Run processes keys with n workers until ctx is done (or the queue is
+// closed), then returns once every worker has finished its key.
 func (q *Queue) Run(ctx context.Context, n int, log *slog.Logger, fn ReconcileFunc) {
 	stop := context.AfterFunc(ctx, q.Close)
 	defer stop()
 	var wg sync.WaitGroup
 	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				key, ok := q.get()
-				if !ok {
-					return
-				}
-				err := fn(ctx, key)
-				if ctx.Err() != nil {
-					q.done(key, nil, 0, 0)
-					return
-				}
-				if d := q.done(key, err, 50*time.Millisecond, 30*time.Second); err != nil {
-					log.Warn("reconcile failed, retrying", "key", key, "retry_in", d, "err", err)
-				}
+		wg.Go(func() {
+			for q.next(ctx, log, fn) {
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// next reconciles one key; it reports false once the queue is closed.
+func (q *Queue) next(ctx context.Context, log *slog.Logger, fn ReconcileFunc) bool {
+	key, shutdown := q.q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.q.Done(key)
+	if q.closed.Load() {
+		// The workqueue hands out what is left after a shutdown; a closed
+		// Queue drops it.
+		return false
+	}
+	err := fn(ctx, key)
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		// AddRateLimited, with the delay at hand for the log.
+		d := q.retry.When(key)
+		q.q.AddAfter(key, d)
+		log.Warn("reconcile failed, retrying", "key", key, "retry_in", d, "err", err)
+	default:
+		q.q.Forget(key)
+	}
+	return true
 }
 
 // WatchKeys feeds every key of bucket into q: all current keys first, then

@@ -39,7 +39,14 @@ func TestQueueDeduplicatesAndRetries(t *testing.T) {
 		return nil
 	})
 	q.Add("flaky")
-	time.Sleep(50 * time.Millisecond)
+	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls["a"] != 1 {
+			return errors.New(`"a" not being processed yet`)
+		}
+		return nil
+	})
 	q.Add("a")
 	q.Add("a")
 	close(block)

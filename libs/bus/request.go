@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/sony/gobreaker/v2"
 )
 
 // RemoteError is an error reply from a micro endpoint: its
@@ -28,16 +28,35 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("remote error %d: %s", e.Code, e.Description)
 }
 
+// ErrBusUnavailable marks a call that failed while the caller's own NATS
+// connection was down, reconnecting, or had reconnected moments before
+// (the services that answer re-subscribe as they reconnect): an outage of
+// the bus, not of the target. Such failures are retried and never count
+// against the target's breaker.
+var ErrBusUnavailable = errors.New("bus unavailable")
+
+// IsBusOutage reports whether err is the bus's own outage rather than the
+// target's: ErrBusUnavailable, or the connection closed, disconnected,
+// reconnecting or draining.
+func IsBusOutage(err error) bool {
+	return errors.Is(err, ErrBusUnavailable) ||
+		errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrConnectionDraining)
+}
+
 // IsTargetFailure is the failure rule of the request breakers. These count
 // against a target, open its breaker and are retried:
 //   - no reply in time (nats.ErrTimeout or the attempt's deadline),
-//   - no responders on the subject (the service is down),
-//   - a lost or closed connection,
+//   - no responders on the subject while the connection is up (the
+//     service is down),
 //   - a RemoteError with a 5xx code (the service says it failed).
 //
-// Not failures, never retried: RemoteErrors with other codes (validation,
-// quota rejected, not found: the target answered correctly), and the caller's
-// own context being cancelled or past its deadline.
+// Not failures: RemoteErrors with other codes (validation, quota rejected,
+// not found: the target answered correctly), never retried; the caller's
+// own context being cancelled or past its deadline, never retried; and the
+// bus's own outage (IsBusOutage), retried but counted neither way.
 func IsTargetFailure(err error) bool {
 	if err == nil {
 		return false
@@ -46,15 +65,18 @@ func IsTargetFailure(err error) bool {
 	if errors.As(err, &re) {
 		return re.Code >= 500
 	}
-	if errors.Is(err, errCallerDone) {
+	if errors.Is(err, errCallerDone) || IsBusOutage(err) {
 		return false
 	}
 	return errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrConnectionClosed) ||
-		errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, nats.ErrConnectionReconnecting)
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// retryable reports whether a call that failed with err may be tried again:
+// a target failure, the bus's outage, or the target's breaker refusing.
+func retryable(err error) bool {
+	return IsTargetFailure(err) || IsBusOutage(err) || IsOpen(err)
 }
 
 var errCallerDone = errors.New("caller context done")
@@ -63,12 +85,25 @@ var errCallerDone = errors.New("caller context done")
 type RequestPolicy struct {
 	// Timeout bounds each attempt (default 2s); the caller's context bounds all.
 	Timeout time.Duration
-	// Attempts is the number of tries on a target failure (default 3).
+	// RetryFor is how long a call keeps retrying target failures, the bus's
+	// outage and an open breaker before it gives up (default 3s): a target
+	// absent for two seconds, or a NATS reconnect, costs its callers
+	// latency, not errors. The caller's context bounds it.
+	RetryFor time.Duration
+	// Attempts caps the tries of one call (0: as many as RetryFor allows).
 	Attempts int
-	// BaseDelay is the first retry delay, doubled each retry and jittered
-	// by ±50% (default 50ms).
+	// BaseDelay is the first retry delay, doubled each retry up to MaxDelay
+	// and jittered by ±50% (default 50ms).
 	BaseDelay time.Duration
-	// Breaker configures the per-target breakers; IsFailure is set to IsTargetFailure.
+	// MaxDelay caps the retry delay (default 250ms), so a target's return
+	// is noticed soon.
+	MaxDelay time.Duration
+	// Settle is how long after the connection reconnects failures other
+	// than a target's own error reply count as the bus's outage (default
+	// 2s): the services re-subscribe as they reconnect too.
+	Settle time.Duration
+	// Breaker configures the per-target breakers; IsFailure is set to
+	// IsTargetFailure and IsExcluded to the caller giving up or IsBusOutage.
 	Breaker BreakerPolicy
 }
 
@@ -77,6 +112,10 @@ type Requester struct {
 	nc       *nats.Conn
 	policy   RequestPolicy
 	breakers *BreakerSet[*nats.Msg]
+
+	mu          sync.Mutex
+	reconnects  uint64    // mu must be held: nc's reconnect count last seen
+	reconnected time.Time // mu must be held: when a new reconnect was first seen
 }
 
 // NewRequester returns a Requester on nc.
@@ -84,23 +123,31 @@ func NewRequester(nc *nats.Conn, p RequestPolicy) *Requester {
 	if p.Timeout == 0 {
 		p.Timeout = 2 * time.Second
 	}
-	if p.Attempts == 0 {
-		p.Attempts = 3
+	if p.RetryFor == 0 {
+		p.RetryFor = 3 * time.Second
 	}
 	if p.BaseDelay == 0 {
 		p.BaseDelay = 50 * time.Millisecond
 	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = 250 * time.Millisecond
+	}
+	if p.Settle == 0 {
+		p.Settle = 2 * time.Second
+	}
 	p.Breaker.IsFailure = IsTargetFailure
-	p.Breaker.IsExcluded = func(err error) bool { return errors.Is(err, errCallerDone) }
-	return &Requester{nc: nc, policy: p, breakers: NewBreakerSet[*nats.Msg](p.Breaker)}
+	p.Breaker.IsExcluded = func(err error) bool { return errors.Is(err, errCallerDone) || IsBusOutage(err) }
+	return &Requester{nc: nc, policy: p, breakers: NewBreakerSet[*nats.Msg](p.Breaker), reconnects: nc.Stats().Reconnects}
 }
 
 // Breakers exposes the per-target breakers (for health and tests).
 func (r *Requester) Breakers() *BreakerSet[*nats.Msg] { return r.breakers }
 
 // Request sends data to subject through target's breaker and returns the
-// reply body. Target failures (see IsTargetFailure) are retried with jittered
-// exponential backoff; an open breaker fails fast with gobreaker.ErrOpenState.
+// reply body. Target failures (see IsTargetFailure), the bus's own outage
+// and an open breaker (gobreaker.ErrOpenState) are retried with jittered
+// exponential backoff for up to RetryFor: callers wait out a brief outage
+// while the breaker keeps all but its probes off a failing target.
 func (r *Requester) Request(ctx context.Context, target, subject string, data []byte) ([]byte, error) {
 	return r.RequestWithHeader(ctx, target, subject, data, nil)
 }
@@ -116,24 +163,28 @@ const (
 // RequestWithHeader is Request with headers on the request message.
 func (r *Requester) RequestWithHeader(ctx context.Context, target, subject string, data []byte, hdr nats.Header) ([]byte, error) {
 	var last error
+	start := time.Now()
 	delay := r.policy.BaseDelay
-	for attempt := 1; attempt <= r.policy.Attempts; attempt++ {
+	for attempt := 1; ; attempt++ {
 		msg, err := r.breakers.Execute(target, func() (*nats.Msg, error) { return r.once(ctx, subject, data, hdr) })
 		if err == nil {
 			return msg.Data, nil
 		}
 		last = err
-		if IsOpen(err) || !IsTargetFailure(err) || attempt == r.policy.Attempts {
+		wait := Jitter(delay, 0.5)
+		if !retryable(err) || attempt == r.policy.Attempts || time.Since(start)+wait > r.policy.RetryFor {
 			break
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("request %s: %w", subject, ctx.Err())
-		case <-time.After(Jitter(delay, 0.5)):
+			t.Stop()
+			return nil, fmt.Errorf("request %s: %w (after %w)", subject, ctx.Err(), last)
+		case <-t.C:
 		}
-		delay *= 2
+		delay = min(2*delay, r.policy.MaxDelay)
 	}
-	if errors.Is(last, gobreaker.ErrOpenState) {
+	if IsOpen(last) {
 		return nil, fmt.Errorf("request %s: breaker for %s open: %w", subject, target, last)
 	}
 	return nil, fmt.Errorf("request %s: %w", subject, last)
@@ -143,12 +194,16 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
 	}
+	up, reconnects := r.nc.IsConnected(), r.nc.Stats().Reconnects
 	actx, cancel := context.WithTimeout(ctx, r.policy.Timeout)
 	defer cancel()
 	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: hdr})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
+		}
+		if !up || r.settling(reconnects) {
+			return nil, fmt.Errorf("%w: %w", ErrBusUnavailable, err)
 		}
 		return nil, err
 	}
@@ -157,4 +212,20 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 		return nil, &RemoteError{Code: n, Description: msg.Header.Get(micro.ErrorHeader), Body: msg.Data}
 	}
 	return msg, nil
+}
+
+// settling reports whether the connection is down now, reconnected since
+// a call began (its reconnect count was before), or reconnected less than
+// Settle ago.
+func (r *Requester) settling(before uint64) bool {
+	if !r.nc.IsConnected() {
+		return true
+	}
+	now := r.nc.Stats().Reconnects
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now != r.reconnects {
+		r.reconnects, r.reconnected = now, time.Now()
+	}
+	return now != before || time.Since(r.reconnected) < r.policy.Settle
 }

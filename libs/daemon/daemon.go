@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
-	"time"
+	"syscall"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -34,9 +35,13 @@ type Config struct {
 var BusModule = fx.Module("bus", fx.Provide(NewBus))
 
 // NewBus connects to the bus and closes it when the application stops.
+// NATS that cannot be reached at start is waited for, with backoff and a
+// log line per attempt (bus.Open), until it can be, or until SIGINT or
+// SIGTERM: a service started before its NATS server, or during its
+// restart, starts late instead of exiting.
 func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger) (*bus.Bus, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	b, err := bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, Logger: log})
 	if err != nil {
 		return nil, err

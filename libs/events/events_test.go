@@ -2,6 +2,9 @@ package events_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,18 +19,43 @@ func workload(gen int64) *api.Workload {
 	return &api.Workload{Kind: api.KindApp, Metadata: api.Metadata{Project: "p", Name: "web", Generation: gen}}
 }
 
-func TestEventsArriveInLifecycleOrder(t *testing.T) {
-	ctx := context.Background()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
+func openBus(t *testing.T) *bus.Bus {
+	t.Helper()
+	b, err := bus.Open(context.Background(), bus.Config{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return b
+}
+
+// stored counts the messages the events stream holds on subj.
+func stored(t *testing.T, b *bus.Bus, subj string) uint64 {
+	t.Helper()
+	s, err := b.JS.Stream(context.Background(), bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subj]
+}
+
+func TestEventsArriveInLifecycleOrder(t *testing.T) {
+	ctx := context.Background()
+	b := openBus(t)
+	p := events.NewPublisher(b, slog.Default(), events.Options{MaxWait: time.Minute})
 	// The scheduler is ready before admission has announced the workload.
 	done := make(chan error, 1)
-	go func() { done <- events.Publish(ctx, b, workload(1), api.EventScheduled, "", 2) }()
-	time.Sleep(100 * time.Millisecond)
-	if err := events.Publish(ctx, b, workload(1), api.EventAdmitted, "", 1); err != nil {
+	go func() { done <- p.Publish(ctx, workload(1), api.EventScheduled, "", 2) }()
+	select {
+	case err := <-done:
+		t.Fatalf("scheduled went out (%v) before its predecessor", err)
+	case <-time.After(100 * time.Millisecond): // the wait under test: nothing may happen in it
+	}
+	if err := p.Publish(ctx, workload(1), api.EventAdmitted, "", 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -51,22 +79,76 @@ func TestEventsArriveInLifecycleOrder(t *testing.T) {
 	}
 }
 
-func TestAMissingPredecessorDelaysByAtMostMaxWait(t *testing.T) {
+func TestTheWaitForAPredecessorIsBounded(t *testing.T) {
+	b := openBus(t)
+	tests := []struct {
+		name     string
+		maxWait  time.Duration
+		ctxAfter time.Duration
+		wantErr  error
+		atLeast  time.Duration
+		atMost   time.Duration
+	}{
+		// Generation 2 was never announced as updated: scheduled still goes out.
+		{"by MaxWait", 300 * time.Millisecond, time.Minute, nil, 300 * time.Millisecond, 3 * time.Second},
+		{"by the caller's context", time.Minute, 200 * time.Millisecond, context.DeadlineExceeded, 200 * time.Millisecond, 2 * time.Second},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := events.NewPublisher(b, slog.Default(), events.Options{MaxWait: tc.maxWait})
+			ctx, cancel := context.WithTimeout(context.Background(), tc.ctxAfter)
+			defer cancel()
+			w := workload(2)
+			w.Metadata.Name = "web" + string(rune('a'+i))
+			start := time.Now()
+			err := p.Publish(ctx, w, api.EventScheduled, "", 7)
+			d := time.Since(start)
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("err %v, want %v", err, tc.wantErr)
+			}
+			if d < tc.atLeast || d > tc.atMost {
+				t.Errorf("returned after %v, want between %v and %v", d, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}
+
+func TestEnsurePublishesEachEventOnce(t *testing.T) {
 	ctx := context.Background()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	b := openBus(t)
+	p := events.NewPublisher(b, slog.Default(), events.Options{})
+	w := workload(1)
+	subj := bus.EventSubject("p", api.KindApp, "web", api.EventAdmitted)
+	steps := []struct {
+		name string
+		rev  uint64
+		want uint64 // messages on the subject after the step
+	}{
+		{"missing: published", 5, 1},
+		{"present at this revision: nothing", 5, 1},
+		{"an older revision: nothing", 3, 1},
+		{"a newer revision: published", 9, 2},
 	}
-	defer b.Close()
-	old := events.MaxWait
-	events.MaxWait = 300 * time.Millisecond
-	defer func() { events.MaxWait = old }()
-	start := time.Now()
-	// Generation 2 was never announced as updated: scheduled still goes out.
-	if err := events.Publish(ctx, b, workload(2), api.EventScheduled, "", 7); err != nil {
-		t.Fatal(err)
+	for _, st := range steps {
+		if err := p.Ensure(ctx, w, api.EventAdmitted, "", st.rev); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := stored(t, b, subj); got != st.want {
+			t.Errorf("%s: %d messages, want %d", st.name, got, st.want)
+		}
 	}
-	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
-		t.Errorf("published after %v, want after MaxWait (300ms) and soon after", d)
+	// Replicas repairing the same state at once: the idempotency key
+	// absorbs the race between their looks and their publishes.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := p.Ensure(ctx, w, api.EventAdmitted, "", 12); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := stored(t, b, subj); got != 3 {
+		t.Errorf("concurrent Ensures stored %d messages in all, want 3", got)
 	}
 }

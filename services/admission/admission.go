@@ -6,6 +6,21 @@
 // Operations (pause, resume, stop, start, restart, restart-container,
 // scale) change a stored workload's Control or size through the same
 // steps: validated, quota adjusted, compare-and-set, event.
+//
+// Every write goes through bus.Update, the platform's one compare-and-set
+// loop. The quota reservation is made inside it, for the value about to
+// be written, so a retry after a lost race reserves for what it will
+// really write; a write that does not happen in the end (refused, its
+// context ended, every race lost) sets the reservation back to what the
+// stored workload demands, so quota always matches the stored workloads.
+//
+// Events are never lost. The workload records which event opened its
+// current generation (Metadata.Event). A replica that dies between a write
+// and its event leaves that record behind, and the repair loop, run by
+// whichever replica holds the admission-repair lease, ensures the event of
+// every workload's current generation (and of each recent deletion) with
+// the same idempotency key the writer used: on start, a short grace after
+// every write, and every RepairEvery.
 package admission
 
 import (
@@ -13,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -21,6 +37,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/events"
 )
 
 // Module is the admission service for fx. It needs a Config; DefaultConfig
@@ -69,13 +86,28 @@ func DefaultConfig() *Config {
 
 // Service serves admission requests.
 type Service struct {
-	bus   *bus.Bus
-	log   *slog.Logger
-	cfg   *Config
-	quota *bus.Requester
+	bus    *bus.Bus
+	log    *slog.Logger
+	cfg    *Config
+	quota  *bus.Requester
+	events *events.Publisher
+	hooks  hooks
 
 	workloads jetstream.KeyValue
 	svc       micro.Service
+	cancel    context.CancelFunc // ends the repair loop
+	done      chan struct{}      // closed when the repair loop has ended
+}
+
+// hooks let tests stand in for a crash at a chosen point.
+type hooks struct {
+	// beforeWrite runs in each attempt of a write, after the reservation,
+	// just before the compare-and-set.
+	beforeWrite func(ctx context.Context, key string)
+	// crashed, when set, makes writes return before publishing their
+	// event and keeps the repair loop from starting, as a replica that
+	// died right after its write would.
+	crashed atomic.Bool
 }
 
 // New returns an admission service; cfg nil means DefaultConfig.
@@ -83,19 +115,27 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
+	log = log.With("component", "admission")
 	return &Service{
-		bus:   b,
-		log:   log.With("component", "admission"),
-		cfg:   cfg,
-		quota: bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
+		bus:    b,
+		log:    log,
+		cfg:    cfg,
+		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
+		events: events.NewPublisher(b, log, events.Options{}),
 	}
 }
 
-// Start opens the workloads bucket and registers the endpoints.
+// Start opens the workloads bucket, starts campaigning for the repair
+// lease and registers the endpoints.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
 		return err
+	}
+	if !s.hooks.crashed.Load() {
+		if err := s.startRepair(ctx); err != nil {
+			return err
+		}
 	}
 	s.svc, err = micro.AddService(s.bus.NC, micro.Config{Name: "atoll-admission", Version: "0.1.0", Description: "workload admission"})
 	if err != nil {
@@ -109,12 +149,18 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop unregisters the endpoints; requests in flight finish.
+// Stop unregisters the endpoints (requests in flight finish) and ends the
+// repair loop, giving up its lease.
 func (s *Service) Stop() error {
+	var err error
 	if s.svc != nil {
-		return s.svc.Stop()
+		err = s.svc.Stop()
 	}
-	return nil
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	return err
 }
 
 // LoadConfig reads the platform configuration from a YAML file; an empty

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"atoll.dev/libs/api"
@@ -39,56 +38,47 @@ func (s *Service) Operate(ctx context.Context, op api.Operation, p Principal) (*
 		return nil, &Error{Status: api.StatusBadRequest, Body: api.ErrorBody{Code: "Invalid", Message: fe.Error(), Fields: fe}}
 	}
 	key := api.Key(op.Project, op.Kind, op.Name)
-	for attempt := 0; attempt < 8; attempt++ {
-		cur, rev, err := s.get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+	res := &reservation{s: s, project: op.Project, key: key}
+	var out *api.Workload
+	rev, err := bus.Update(ctx, s.workloads, key, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists {
 			return nil, &Error{Status: api.StatusNotFound, Body: api.ErrorBody{Code: "NotFound", Message: fmt.Sprintf("%s/%s/%s not found", op.Project, op.Kind, op.Name)}}
 		}
+		stored, err := api.Decode(cur)
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, unavailable(fmt.Errorf("decode stored %s: %w", key, err))
 		}
 		now := time.Now().UTC()
-		next, ch, aerr := applyOperation(cur, op, now)
+		next, ch, aerr := applyOperation(stored, op, now)
 		if aerr != nil {
 			return nil, aerr
 		}
 		if ch == nil {
-			return cur, nil
+			out = stored
+			return nil, bus.ErrNoChange
 		}
 		if fe := api.Validate(next); len(fe) > 0 {
 			return nil, invalid(fe)
 		}
-		held, want := demand(cur), demand(next)
-		if held != want {
-			if err := s.reserve(ctx, next); err != nil {
-				return nil, err
-			}
+		if err := res.hold(ctx, stored, next); err != nil {
+			return nil, err
 		}
-		next.Metadata.Generation, next.Metadata.Updated = cur.Metadata.Generation+1, now
-		b, err := json.Marshal(next)
-		if err != nil {
-			return nil, unavailable(err)
+		s.beforeWrite(ctx, key)
+		next.Metadata.Generation, next.Metadata.Updated = stored.Metadata.Generation+1, now
+		next.Metadata.Event, next.Metadata.EventMessage = ch.event, ch.message
+		out = next
+		return json.Marshal(next)
+	})
+	if err != nil {
+		res.restore(ctx)
+		if errors.Is(err, bus.ErrNoChange) {
+			return out, nil
 		}
-		nrev, err := bus.CompareAndSet(ctx, s.workloads, key, b, rev)
-		if errors.Is(err, bus.ErrConflict) {
-			continue // changed meanwhile: re-read, re-apply, re-reserve
-		}
-		if err != nil {
-			if held != want {
-				s.reserveQuietly(ctx, cur)
-			}
-			return nil, unavailable(err)
-		}
-		s.log.Debug("operation", "key", key, "op", op.Op, "principal", p.Name, "generation", next.Metadata.Generation)
-		s.emitMessage(ctx, next, ch.event, ch.message, nrev)
-		return next, nil
+		return nil, writeError(err, fmt.Sprintf("%s/%s/%s", op.Project, op.Kind, op.Name))
 	}
-	// What was reserved last may be for a state that lost the race: put
-	// back what the stored workload holds.
-	if cur, _, err := s.get(ctx, key); err == nil {
-		s.reserveQuietly(ctx, cur)
-	}
-	return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "Conflict", Message: fmt.Sprintf("%s/%s/%s is being changed concurrently; retry", op.Project, op.Kind, op.Name)}}
+	s.log.Debug("operation", "key", key, "op", op.Op, "principal", p.Name, "generation", out.Metadata.Generation)
+	s.publish(ctx, out, rev)
+	return out, nil
 }
 
 // applyOperation returns cur with op applied and what changed, or a nil

@@ -16,7 +16,6 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
-	"atoll.dev/libs/events"
 )
 
 // Error is an admission failure as data: an HTTP-like status and a body.
@@ -68,37 +67,39 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		return nil, aerr
 	}
 	key := w.Key()
-	if cur, _, err := s.get(ctx, key); err == nil {
-		if sameSpec(cur, w) {
-			return cur, nil
+	res := s.reservation(w)
+	var out *api.Workload
+	rev, err := bus.Update(ctx, s.workloads, key, func(cur []byte, exists bool) ([]byte, error) {
+		if exists {
+			stored, err := api.Decode(cur)
+			if err != nil {
+				return nil, unavailable(fmt.Errorf("decode stored %s: %w", key, err))
+			}
+			if !sameSpec(stored, w) {
+				return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "AlreadyExists", Message: fmt.Sprintf("%s already exists with a different spec; update it instead", w)}}
+			}
+			out = stored
+			return nil, bus.ErrNoChange
 		}
-		return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "AlreadyExists", Message: fmt.Sprintf("%s already exists with a different spec; update it instead", w)}}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, unavailable(err)
-	}
-	if err := s.reserve(ctx, w); err != nil {
-		return nil, err
-	}
-	now := time.Now().UTC()
-	w.Metadata.Generation, w.Metadata.UID, w.Metadata.Created, w.Metadata.Updated = 1, newUID(), now, now
-	b, err := json.Marshal(w)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	rev, err := bus.CompareAndSet(ctx, s.workloads, key, b, 0)
-	if errors.Is(err, bus.ErrConflict) {
-		// A concurrent submit of the same name won; report like a retry would.
-		if cur, _, gerr := s.get(ctx, key); gerr == nil && sameSpec(cur, w) {
-			return cur, nil
+		if err := res.hold(ctx, nil, w); err != nil {
+			return nil, err
 		}
-		return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "AlreadyExists", Message: fmt.Sprintf("%s already exists", w)}}
-	}
+		s.beforeWrite(ctx, key)
+		now := time.Now().UTC()
+		w.Metadata.Generation, w.Metadata.UID, w.Metadata.Created, w.Metadata.Updated = 1, newUID(), now, now
+		w.Metadata.Event, w.Metadata.EventMessage = api.EventAdmitted, ""
+		out = w
+		return json.Marshal(w)
+	})
 	if err != nil {
-		s.release(ctx, w)
-		return nil, unavailable(err)
+		res.restore(ctx)
+		if errors.Is(err, bus.ErrNoChange) {
+			return out, nil
+		}
+		return nil, writeError(err, w.String())
 	}
-	s.emit(ctx, w, api.EventAdmitted, rev)
-	return w, nil
+	s.publish(ctx, out, rev)
+	return out, nil
 }
 
 // Update replaces an existing workload's spec and labels.
@@ -108,39 +109,41 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		return nil, aerr
 	}
 	key := w.Key()
-	for attempt := 0; attempt < 8; attempt++ {
-		cur, rev, err := s.get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+	res := s.reservation(w)
+	var out *api.Workload
+	rev, err := bus.Update(ctx, s.workloads, key, func(cur []byte, exists bool) ([]byte, error) {
+		if !exists {
 			return nil, &Error{Status: api.StatusNotFound, Body: api.ErrorBody{Code: "NotFound", Message: fmt.Sprintf("%s not found", w)}}
 		}
+		stored, err := api.Decode(cur)
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, unavailable(fmt.Errorf("decode stored %s: %w", key, err))
 		}
 		next := *w
-		next.Control = carryControl(cur, w)
-		if sameSpec(cur, &next) && sameControl(cur, &next) {
-			return cur, nil
+		next.Control = carryControl(stored, w)
+		if sameSpec(stored, &next) && sameControl(stored, &next) {
+			out = stored
+			return nil, bus.ErrNoChange
 		}
-		if err := s.reserve(ctx, &next); err != nil {
+		if err := res.hold(ctx, stored, &next); err != nil {
 			return nil, err
 		}
-		next.Metadata.Generation = cur.Metadata.Generation + 1
-		next.Metadata.UID, next.Metadata.Created, next.Metadata.Updated = cur.Metadata.UID, cur.Metadata.Created, time.Now().UTC()
-		b, err := json.Marshal(&next)
-		if err != nil {
-			return nil, unavailable(err)
+		s.beforeWrite(ctx, key)
+		next.Metadata.Generation = stored.Metadata.Generation + 1
+		next.Metadata.UID, next.Metadata.Created, next.Metadata.Updated = stored.Metadata.UID, stored.Metadata.Created, time.Now().UTC()
+		next.Metadata.Event, next.Metadata.EventMessage = api.EventUpdated, ""
+		out = &next
+		return json.Marshal(&next)
+	})
+	if err != nil {
+		res.restore(ctx)
+		if errors.Is(err, bus.ErrNoChange) {
+			return out, nil
 		}
-		nrev, err := bus.CompareAndSet(ctx, s.workloads, key, b, rev)
-		if errors.Is(err, bus.ErrConflict) {
-			continue // another update won; re-read and re-reserve
-		}
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		s.emit(ctx, &next, api.EventUpdated, nrev)
-		return &next, nil
+		return nil, writeError(err, w.String())
 	}
-	return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "Conflict", Message: fmt.Sprintf("%s is being changed concurrently; retry", w)}}
+	s.publish(ctx, out, rev)
+	return out, nil
 }
 
 // Delete removes a workload and returns its quota. Deleting what does not
@@ -154,15 +157,111 @@ func (s *Service) Delete(ctx context.Context, project, kind, name string) error 
 	if err != nil {
 		return unavailable(err)
 	}
-	if err := s.workloads.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "Conflict", Message: "changed concurrently; retry"}}
-		}
+	// One compare-and-set, not a loop: a workload changed meanwhile is
+	// the caller's to look at again.
+	drev, err := bus.CompareAndDelete(ctx, s.bus.JS, s.workloads, key, rev)
+	if errors.Is(err, bus.ErrConflict) {
+		return &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "Conflict", Message: "changed concurrently; retry"}}
+	}
+	if err != nil {
 		return unavailable(err)
 	}
 	s.release(ctx, cur)
-	s.emit(ctx, cur, api.EventDeleted, rev+1)
+	cur.Metadata.Event, cur.Metadata.EventMessage = api.EventDeleted, ""
+	s.publish(ctx, cur, drev)
 	return nil
+}
+
+// writeError is what a caller is told about a write that did not happen.
+func writeError(err error, what string) error {
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, bus.ErrConflict):
+		return &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "Conflict", Message: fmt.Sprintf("%s is being changed concurrently; retry", what)}}
+	default:
+		return unavailable(err)
+	}
+}
+
+// beforeWrite runs the test hook of that name, if any.
+func (s *Service) beforeWrite(ctx context.Context, key string) {
+	if f := s.hooks.beforeWrite; f != nil {
+		f(ctx, key)
+	}
+}
+
+// publish announces the event w records as opening its generation (or
+// its deletion), written at rev. The write is committed: a failure here
+// is logged, not returned, and the repair loop publishes the event.
+func (s *Service) publish(ctx context.Context, w *api.Workload, rev uint64) {
+	if s.hooks.crashed.Load() {
+		return
+	}
+	if err := s.events.Publish(ctx, w, w.Metadata.Event, w.Metadata.EventMessage, rev); err != nil {
+		s.log.Warn("publish event, the repair loop will", "key", w.Key(), "event", w.Metadata.Event, "err", err)
+	}
+}
+
+// reservation is the quota side of one write: what the write reserved for
+// its key, so that a write that does not happen puts back what the stored
+// workload demands. Reserving replaces what the key held (it is set, not
+// added), so reserving again in a retry is safe.
+type reservation struct {
+	s       *Service
+	project string
+	key     string
+	// held is what this write reserved last; nil while it has reserved
+	// nothing and the quota holds what the stored workload demands.
+	held *api.Demand
+}
+
+func (s *Service) reservation(w *api.Workload) *reservation {
+	return &reservation{s: s, project: w.Metadata.Project, key: w.Key()}
+}
+
+// hold makes the quota hold what next demands. It skips the reservation
+// only when this write has reserved nothing yet and the stored workload
+// cur already demands the same; once it has reserved, it reserves again
+// in every retry, since the writer that beat it may have reserved
+// something else for the key in between.
+func (r *reservation) hold(ctx context.Context, cur, next *api.Workload) error {
+	want := demand(next)
+	if r.held == nil && cur != nil && demand(cur) == want {
+		return nil
+	}
+	if err := r.s.reserve(ctx, next); err != nil {
+		return err
+	}
+	r.held = &want
+	return nil
+}
+
+// restoreTimeout bounds setting a reservation back; the caller's context
+// may have ended, which is often why the write did not happen.
+const restoreTimeout = 5 * time.Second
+
+// restore, after a write that did not happen, makes the quota hold what
+// the stored workload demands again, or nothing when there is none.
+func (r *reservation) restore(ctx context.Context) {
+	if r.held == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+	defer cancel()
+	cur, _, err := r.s.get(ctx, r.key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		r.s.releaseKey(ctx, r.project, r.key)
+	case err != nil:
+		// The workload's next change reserves again; the quota's sweep
+		// returns what no workload holds.
+		r.s.log.Warn("restore quota reservation: read stored workload", "key", r.key, "err", err)
+	case demand(cur) != *r.held:
+		r.s.reserveQuietly(ctx, cur)
+	}
+	r.held = nil
 }
 
 func (s *Service) get(ctx context.Context, key string) (*api.Workload, uint64, error) {
@@ -230,20 +329,14 @@ func (s *Service) reserve(ctx context.Context, w *api.Workload) error {
 }
 
 func (s *Service) release(ctx context.Context, w *api.Workload) {
-	req, _ := json.Marshal(api.QuotaRelease{Project: w.Metadata.Project, Key: w.Key()})
+	s.releaseKey(ctx, w.Metadata.Project, w.Key())
+}
+
+func (s *Service) releaseKey(ctx context.Context, project, key string) {
+	req, _ := json.Marshal(api.QuotaRelease{Project: project, Key: key})
 	if _, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "release"), req); err != nil {
 		// The quota service's orphan sweep returns it later.
-		s.log.Warn("quota release", "key", w.Key(), "err", err)
-	}
-}
-
-func (s *Service) emit(ctx context.Context, w *api.Workload, event string, rev uint64) {
-	s.emitMessage(ctx, w, event, "", rev)
-}
-
-func (s *Service) emitMessage(ctx context.Context, w *api.Workload, event, message string, rev uint64) {
-	if err := events.Publish(ctx, s.bus, w, event, message, rev); err != nil {
-		s.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
+		s.log.Warn("quota release", "key", key, "err", err)
 	}
 }
 

@@ -1,0 +1,27 @@
+package admission
+
+import (
+	"context"
+
+	"atoll.dev/libs/bus"
+)
+
+// SetBeforeWrite sets the hook each write attempt runs after its
+// reservation, just before its compare-and-set.
+func SetBeforeWrite(s *Service, f func(ctx context.Context, key string)) { s.hooks.beforeWrite = f }
+
+// Crash makes s a replica that dies right after each write: writes return
+// without publishing their event, and Start runs no repair loop.
+func Crash(s *Service) { s.hooks.crashed.Store(true) }
+
+// RepairKey repairs key once, as the repair loop does.
+func RepairKey(ctx context.Context, s *Service, key string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m, err := s.bus.Mirror(ctx, bus.BucketWorkloads, nil)
+	if err != nil {
+		return err
+	}
+	<-m.Ready()
+	return s.repairKey(ctx, m, key)
+}

@@ -1,0 +1,158 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
+)
+
+// The repair loop (see the package comment).
+const (
+	// RepairLease is the lease, in bus.BucketLeases, of the replica that
+	// runs the repair loop.
+	RepairLease = "admission-repair"
+	// RepairGrace is how long after a write the repair loop looks at it:
+	// time for the writer to publish the event itself.
+	RepairGrace = 5 * time.Second
+	// RepairEvery is how often every workload is looked at again.
+	RepairEvery = 15 * time.Minute
+	// RepairDeletesWithin bounds the deletions whose event is repaired: a
+	// crash is repaired within minutes, and a bucket keeps a delete marker
+	// for every workload ever deleted.
+	RepairDeletesWithin = time.Hour
+	// repairWorkers is how many keys are repaired at once.
+	repairWorkers = 4
+)
+
+// startRepair runs the repair loop under RepairLease until Stop.
+func (s *Service) startRepair(ctx context.Context) error {
+	kv, err := s.bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return err
+	}
+	el, err := lease.NewElector(kv, lease.NewHolderID("admission"), lease.Options{Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("admission repair lease: %w", err)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel, s.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		el.Run(rctx, RepairLease, s.repair)
+	}()
+	return nil
+}
+
+// repair ensures, while ctx lasts, the event of every workload's current
+// generation and of every recent deletion: each key at once when the
+// workloads mirror replays it, RepairGrace after it changes, and again
+// every RepairEvery.
+func (s *Service) repair(ctx context.Context) {
+	s.log.Info("repairing events")
+	q := bus.NewQueue()
+	var (
+		m    *bus.Mirror
+		live atomic.Bool // the mirror has replayed what was there
+	)
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
+		var err error
+		m, err = s.bus.Mirror(ctx, bus.BucketWorkloads, func(key string) {
+			if live.Load() {
+				q.AddAfter(key, RepairGrace)
+				return
+			}
+			q.Add(key) // replayed: written before this replica looked
+		})
+		if err == nil {
+			break
+		}
+		s.log.Warn("repair: mirror workloads", "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+	go func() {
+		select {
+		case <-m.Ready():
+			live.Store(true)
+		case <-ctx.Done():
+		}
+	}()
+	go m.Resync(ctx, RepairEvery, q, nil)
+	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
+}
+
+// repairKey ensures the event of key's current generation, or of its
+// deletion, as the mirror m and the bucket show them.
+func (s *Service) repairKey(ctx context.Context, m *bus.Mirror, key string) error {
+	e, ok := m.Get(key)
+	if !ok {
+		return s.repairDelete(ctx, key)
+	}
+	w, err := api.Decode(e.Value)
+	if err != nil {
+		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+		return nil
+	}
+	event, message := w.Metadata.Event, w.Metadata.EventMessage
+	if event == "" {
+		if w.Metadata.Generation != 1 {
+			return nil // written before workloads recorded their event
+		}
+		event = api.EventAdmitted
+	}
+	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
+		return fmt.Errorf("repair %s: %w", key, err)
+	}
+	return nil
+}
+
+// repairDelete ensures the deleted event of key when its latest entry is
+// a delete marker younger than RepairDeletesWithin.
+func (s *Service) repairDelete(ctx context.Context, key string) error {
+	project, kind, name, err := api.ParseKey(key)
+	if err != nil {
+		return nil
+	}
+	st, err := s.bus.LastEntry(ctx, bus.BucketWorkloads, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("repair %s: %w", key, err)
+	}
+	if st.Op == jetstream.KeyValuePut || time.Since(st.Time) > RepairDeletesWithin {
+		return nil // there again (its own change is queued), or too old
+	}
+	w := &api.Workload{Kind: kind, Metadata: api.Metadata{Project: project, Name: name}}
+	if done, err := s.events.Published(ctx, w, api.EventDeleted, st.Revision); err != nil || done {
+		return err
+	}
+	// The event names the generation that was deleted: the last one written.
+	hist, err := s.workloads.History(ctx, key)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("repair %s: history: %w", key, err)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Revision() < st.Revision && hist[i].Operation() == jetstream.KeyValuePut {
+			if last, err := api.Decode(hist[i].Value()); err == nil {
+				w = last
+			}
+			break
+		}
+	}
+	if err := s.events.Ensure(ctx, w, api.EventDeleted, "", st.Revision); err != nil {
+		return fmt.Errorf("repair %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/services/admission"
+	"atoll.dev/services/quota"
+)
+
+// regionWithQuota starts the bus and the quota service; admission
+// services are started by the test.
+func regionWithQuota(t *testing.T) *bus.Bus {
+	t.Helper()
+	b, err := bus.Open(context.Background(), bus.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	q := quota.New(b, slog.Default())
+	if err := q.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Stop() })
+	return b
+}
+
+func startAdmission(t *testing.T, b *bus.Bus, crashed bool) *admission.Service {
+	t.Helper()
+	s := admission.New(b, slog.Default(), nil)
+	if crashed {
+		admission.Crash(s)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+// count is the number of events the stream holds on subj.
+func count(t *testing.T, b *bus.Bus, subj string) uint64 {
+	t.Helper()
+	s, err := b.JS.Stream(context.Background(), bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subj]
+}
+
+// eventually polls fn until it returns nil or the deadline passes.
+func eventually(t *testing.T, total time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: %v", total, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func doc(project, name string, replicas int) []byte {
+	return fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":%q},"spec":{"replicas":%d,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`, project, name, replicas)
+}
+
+// A replica that dies between its write and its event: the next replica
+// to run the repair publishes the event, once.
+func TestEventOfACrashedWriteArrivesOnceAfterRestart(t *testing.T) {
+	b := regionWithQuota(t)
+	ctx := context.Background()
+	subj := func(name, event string) string { return bus.EventSubject("crash", api.KindApp, name, event) }
+
+	healthy := startAdmission(t, b, false)
+	for _, name := range []string{"web", "gone"} {
+		if _, err := healthy.Submit(ctx, doc("crash", name, 2), admission.Principal{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := healthy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each write of this replica is followed by its death.
+	dying := startAdmission(t, b, true)
+	if _, err := dying.Operate(ctx, api.Operation{Project: "crash", Kind: api.KindApp, Name: "web", Op: api.OpScale, Replicas: replicas(3)}, admission.Principal{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dying.Submit(ctx, doc("crash", "other", 1), admission.Principal{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Delete(ctx, "crash", api.KindApp, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	lost := []string{subj("web", api.EventScaled), subj("other", api.EventAdmitted), subj("gone", api.EventDeleted)}
+	for _, s := range lost {
+		if n := count(t, b, s); n != 0 {
+			t.Fatalf("%s: %d events before any repair, want 0", s, n)
+		}
+	}
+
+	restarted := startAdmission(t, b, false)
+	start := time.Now()
+	eventually(t, 20*time.Second, func() error {
+		for _, s := range lost {
+			if n := count(t, b, s); n != 1 {
+				return fmt.Errorf("%s: %d events", s, n)
+			}
+		}
+		return nil
+	})
+	t.Logf("every lost event published %v after the restart", time.Since(start).Round(time.Millisecond))
+
+	// Repairing again, as a resync or another replica would, adds nothing.
+	for _, key := range []string{api.Key("crash", api.KindApp, "web"), api.Key("crash", api.KindApp, "other"), api.Key("crash", api.KindApp, "gone")} {
+		if err := admission.RepairKey(ctx, restarted, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]uint64{subj("web", api.EventAdmitted): 1, subj("gone", api.EventAdmitted): 1}
+	for _, s := range lost {
+		want[s] = 1
+	}
+	for s, n := range want {
+		if got := count(t, b, s); got != n {
+			t.Errorf("%s: %d events, want %d", s, got, n)
+		}
+	}
+	// The repaired event is the one the writer would have published.
+	st, err := b.JS.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subj("web", api.EventScaled))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(m.Data); !strings.Contains(body, `"generation":2`) || !strings.Contains(body, "replicas 2 -\\u003e 3") && !strings.Contains(body, "replicas 2 -> 3") {
+		t.Errorf("repaired scaled event %s, want generation 2 and its message", body)
+	}
+}
+
+// A write that reserved quota and then did not happen leaves the quota
+// holding what the stored workload demands; so does one that lost a race
+// and then happened.
+func TestFailedWriteLeavesQuotaMatchingTheStoredWorkload(t *testing.T) {
+	b := regionWithQuota(t)
+	s := startAdmission(t, b, false)
+	other := startAdmission(t, b, false)
+	ctx := context.Background()
+	scale := func(project string, n int32) api.Operation {
+		return api.Operation{Project: project, Kind: api.KindApp, Name: "web", Op: api.OpScale, Replicas: replicas(n)}
+	}
+	tests := []struct {
+		name  string
+		write func(ctx context.Context, project string) error
+		// race is the other replica's write that wins the first attempt (nil: none).
+		race func(project string) error
+		// succeeds: the write happens in the end (its context never ends).
+		succeeds     bool
+		wantReplicas int32
+	}{
+		{"update, context ends before the write", func(ctx context.Context, project string) error {
+			_, err := s.Update(ctx, doc(project, "web", 5), admission.Principal{})
+			return err
+		}, nil, false, 2},
+		{"scale, context ends before the write", func(ctx context.Context, project string) error {
+			_, err := s.Operate(ctx, scale(project, 6), admission.Principal{})
+			return err
+		}, nil, false, 2},
+		{"update, another replica wins the race and the context ends", func(ctx context.Context, project string) error {
+			_, err := s.Update(ctx, doc(project, "web", 5), admission.Principal{})
+			return err
+		}, func(project string) error {
+			_, err := other.Operate(ctx, scale(project, 4), admission.Principal{})
+			return err
+		}, false, 4},
+		{"update, another replica wins the race, the retry writes", func(ctx context.Context, project string) error {
+			_, err := s.Update(ctx, doc(project, "web", 5), admission.Principal{})
+			return err
+		}, func(project string) error {
+			_, err := other.Operate(ctx, scale(project, 4), admission.Principal{})
+			return err
+		}, true, 5},
+		{"stop, another replica wins the race and the context ends", func(ctx context.Context, project string) error {
+			_, err := s.Operate(ctx, api.Operation{Project: project, Kind: api.KindApp, Name: "web", Op: api.OpStop}, admission.Principal{})
+			return err
+		}, func(project string) error {
+			_, err := other.Operate(ctx, scale(project, 3), admission.Principal{})
+			return err
+		}, false, 3},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			project := fmt.Sprintf("drift%d", i)
+			if _, err := s.Submit(ctx, doc(project, "web", 2), admission.Principal{}); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			attempts := 0
+			admission.SetBeforeWrite(s, func(_ context.Context, _ string) {
+				attempts++
+				if attempts == 1 && tc.race != nil {
+					if err := tc.race(project); err != nil {
+						t.Errorf("the other replica's write: %v", err)
+					}
+					return
+				}
+				if !tc.succeeds {
+					cancel()
+				}
+			})
+			defer admission.SetBeforeWrite(s, nil)
+			err := tc.write(wctx, project)
+			var ae *admission.Error
+			switch {
+			case tc.succeeds && err != nil:
+				t.Fatalf("write: %v", err)
+			case !tc.succeeds && (!errors.As(err, &ae) || ae.Status != api.StatusUnavailable):
+				t.Fatalf("write: %v, want 503 (its context ended)", err)
+			}
+			w := stored(t, b, api.Key(project, api.KindApp, "web"))
+			if got := *w.Spec.(*api.AppSpec).Replicas; got != tc.wantReplicas {
+				t.Fatalf("stored replicas %d, want %d", got, tc.wantReplicas)
+			}
+			if got, want := used(t, b, project), api.DemandOf(w); got != want {
+				t.Errorf("quota holds %+v, the stored workload demands %+v", got, want)
+			}
+		})
+	}
+}
