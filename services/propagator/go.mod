@@ -8,7 +8,10 @@ require (
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/events v0.0.0
+	atoll.dev/libs/testenv v0.0.0
 	github.com/google/go-cmp v0.7.0
+	github.com/nats-io/nats.go v1.55.0
+	github.com/stretchr/testify v1.11.1
 	go.uber.org/fx v1.24.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -38,9 +41,9 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -52,6 +55,7 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -60,6 +64,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/component-helpers v0.36.3 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -74,4 +79,5 @@ replace (
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/daemon => ../../libs/daemon
 	atoll.dev/libs/events => ../../libs/events
+	atoll.dev/libs/testenv => ../../libs/testenv
 )

@@ -1,8 +1,41 @@
 // Package propagator is the propagator service: it turns each shard of a
 // placement into native objects in its member cluster with server-side
 // apply, and removes shards a placement no longer wants. Every member
-// cluster has its own queue, workers and circuit breaker, so a dead cluster
-// never slows the others.
+// cluster has its own queues, workers and circuit breaker, so a dead
+// cluster never slows the others.
+//
+// Replicas share the clusters. Each member cluster has a lease,
+// "propagator.<cluster>" (libs/bus/lease); a replica applies to a cluster
+// only during a term of that cluster's lease: the cluster's queues are
+// made when the lease is won and closed when it is lost, and a holder
+// that cannot renew stops before another replica can take the lease, so
+// two replicas never apply to one cluster at once. Every replica keeps
+// what a term needs warm whether it holds a lease or not: memory mirrors
+// of the workloads and placements buckets, and a metadata informer per
+// cluster and kind on the platform's objects (labels and annotations
+// only, without managed fields).
+//
+// New work first. A term has a work queue and a replay queue. The work
+// queue gets what changed after the term began (placement changes, a
+// deleted object to put back, retries) and, when the term starts, every
+// key that has a shard here but no object yet. Everything else is
+// replayed: the replay queue's workers only check a key against the
+// informer cache, and send it to the work queue when the live object is
+// not what the placement wants. An object carries the hash of what was
+// rendered for it (AnnoSpecHash), so an unchanged shard costs no API call
+// on a restart or a takeover, however many there are. Resync forces a
+// real apply of every shard once a period, to repair drift in fields the
+// hash cannot see.
+//
+// Events. A workload is announced propagated once every shard's cluster
+// holds an object with its shard's hash. One cluster announces each
+// workload, its first shard's (the announcer): its holder checks, in its
+// own informer caches, every shard's cluster after each reconcile of the
+// key, and when any of those caches reports a new hash for the key. It
+// publishes with events.Publisher.Ensure inside the reconcile, whose error
+// fails the reconcile so that the queue retries; a term's replay ensures
+// the event of every workload already propagated, so one whose event was
+// lost in a crash is announced, with the same message id.
 package propagator
 
 import (
@@ -11,13 +44,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/events"
 )
@@ -34,101 +71,154 @@ const (
 	FieldManager = "atoll-propagator"
 	// WorkersPerCluster apply in parallel in each member cluster.
 	WorkersPerCluster = 8
+	// ReplayWorkersPerCluster check replayed keys in parallel in each
+	// member cluster.
+	ReplayWorkersPerCluster = 4
 	// Resync re-applies every shard this often, to repair drift in the
 	// clusters; the keys are spread over the period, never sent in a burst.
 	Resync = 5 * time.Minute
+	// InformerSyncWait bounds how long Start waits for a cluster's objects
+	// to be listed.
+	InformerSyncWait = 5 * time.Second
+	// LeasePrefix starts the name of each member cluster's lease.
+	LeasePrefix = "propagator."
 )
 
-// desired is what one workload should look like, as last read.
-type desired struct {
-	workload  *api.Workload          // nil when deleted
-	placement *api.PlacementDecision // nil when deleted
-	rev       uint64                 // placement revision
-	applied   map[string]bool        // clusters done for rev
-	announced bool                   // propagated event sent for rev
-}
+// LeaseName is the lease a replica holds to apply to cluster.
+func LeaseName(cluster string) string { return LeasePrefix + cluster }
 
 // Service is the propagator.
 type Service struct {
 	bus      *bus.Bus
 	log      *slog.Logger
-	members  clusters.Members
+	events   *events.Publisher
+	holder   string
 	breakers *bus.BreakerSet[struct{}]
 
-	workloads, placements *bus.Mirror
-	top                   *bus.Queue
-	targets               map[string]*target
-	cancel                context.CancelFunc
-	wg                    sync.WaitGroup
+	// Lease tunes the elections (zero: the library's defaults); set it
+	// before Start.
+	Lease lease.Options
 
-	mu    sync.Mutex
-	state map[string]*desired // mu must be held
+	workloads, placements *bus.Mirror
+	// placementsLive is set once the placements mirror has replayed the
+	// bucket: only changes after that are new work.
+	placementsLive atomic.Bool
+	targets        map[string]*target
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+
+	mu      sync.Mutex
+	desired map[string]*desired // mu must be held: decoded, by key
 }
 
 // New returns a propagator for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
-	log = log.With("component", "propagator")
-	s := &Service{
-		bus: b, log: log, members: members,
-		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
-			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
-		targets: map[string]*target{},
-		state:   map[string]*desired{},
-	}
+	cs := map[string]clients{}
 	for _, m := range members {
-		t, err := newTarget(s, m)
+		c, err := clientsFor(m)
 		if err != nil {
 			return nil, err
 		}
-		s.targets[m.Name] = t
+		cs[m.Name] = c
 	}
-	return s, nil
+	return newService(b, log, cs), nil
 }
 
-// Start begins watching placements and applying shards.
+func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
+	log = log.With("component", "propagator")
+	s := &Service{
+		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
+		holder: lease.NewHolderID("propagator"),
+		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
+			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
+		targets: map[string]*target{},
+		desired: map[string]*desired{},
+	}
+	for name, c := range cs {
+		s.targets[name] = newTarget(s, name, c)
+	}
+	return s
+}
+
+// Kinds lists the kinds the propagator can render, sorted. A shard of any
+// other kind is logged as an error and left alone.
+func Kinds() []string { return slices.Sorted(maps.Keys(renderers)) }
+
+// Holder is this replica's name in the leases.
+func (s *Service) Holder() string { return s.holder }
+
+// Holds reports whether this replica applies to cluster now.
+func (s *Service) Holds(cluster string) bool {
+	t := s.targets[cluster]
+	return t != nil && t.term.Load() != nil
+}
+
+// Start starts the mirrors and the informers, waits until the mirrors
+// hold the buckets and the informers have listed their clusters (at most
+// InformerSyncWait for a cluster that does not answer), then campaigns
+// for every member cluster's lease; it does not wait for any lease. A
+// term that starts then finds its caches warm: new work is not queued
+// behind their first fill.
 func (s *Service) Start(ctx context.Context) error {
+	leases, err := s.bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return err
+	}
+	lo := s.Lease
+	if lo.Logger == nil {
+		lo.Logger = s.log
+	}
+	elector, err := lease.NewElector(leases, s.holder, lo)
+	if err != nil {
+		return err
+	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.top = bus.NewQueue()
-	var err error
 	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, nil); err != nil {
 		cancel()
 		return err
 	}
-	// The workload mirror must be current before placements are acted on.
-	select {
-	case <-s.workloads.Ready():
-	case <-ctx.Done():
-		cancel()
-		return ctx.Err()
-	}
-	if s.placements, err = s.bus.Mirror(rctx, bus.BucketPlacements, s.top.Add); err != nil {
+	if s.placements, err = s.bus.Mirror(rctx, bus.BucketPlacements, s.placementChanged); err != nil {
 		cancel()
 		return err
 	}
 	for _, t := range s.targets {
-		s.goRun(func() { t.run(rctx) })
+		t.startInformers(rctx)
 	}
-	s.goRun(func() { s.placements.Resync(rctx, Resync, s.top, s.forgetApplied) })
-	s.goRun(func() { s.top.Run(rctx, 4, s.log, s.reconcile) })
+	start := time.Now()
+	if !s.mirrorsReady(ctx) {
+		cancel()
+		return ctx.Err()
+	}
+	s.placementsLive.Store(true)
+	var synced sync.WaitGroup
+	for _, t := range s.targets {
+		synced.Go(func() {
+			sctx, done := context.WithTimeout(ctx, InformerSyncWait)
+			defer done()
+			if !t.informersSynced(sctx) {
+				t.log.Warn("cluster objects not listed yet; starting without them", "waited", InformerSyncWait)
+			}
+		})
+	}
+	synced.Wait()
+	if err := ctx.Err(); err != nil {
+		cancel()
+		return err
+	}
+	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
+	for _, t := range s.targets {
+		s.goRun(func() { elector.Run(rctx, LeaseName(t.name), t.lead) })
+	}
 	return nil
 }
 
-// Stop stops applying; calls in flight finish.
+// Stop ends every term and releases the leases for a standby to take at
+// once; calls in flight finish.
 func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
-	}
-}
-
-// forgetApplied makes every shard due again, so the resync re-applies it
-// and repairs drift in the clusters.
-func (s *Service) forgetApplied() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.state {
-		d.applied = map[string]bool{}
 	}
 }
 
@@ -137,54 +227,99 @@ func (s *Service) goRun(fn func()) {
 	go func() { defer s.wg.Done(); fn() }()
 }
 
-// reconcile reads one placement and its workload and hands the key to
-// every cluster that must act: those with a shard, and those holding one.
-func (s *Service) reconcile(ctx context.Context, key string) error {
-	d := &desired{applied: map[string]bool{}}
-	if pe, ok := s.placements.Get(key); ok {
-		var p api.PlacementDecision
-		if err := json.Unmarshal(pe.Value, &p); err != nil {
-			s.log.Error("undecodable placement", "key", key, "err", err)
-			return nil
+// mirrorsReady waits until both mirrors hold the buckets; false when ctx
+// ended first.
+func (s *Service) mirrorsReady(ctx context.Context) bool {
+	for _, m := range []*bus.Mirror{s.workloads, s.placements} {
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return false
 		}
-		d.placement, d.rev = &p, pe.Revision
 	}
-	if d.placement != nil {
-		we, ok := s.workloads.Get(key)
-		if !ok {
-			// The mirror may lag the placement by a moment; a placement whose
-			// workload is really gone is deleted by the scheduler, which
-			// brings the key back here.
-			s.top.AddAfter(key, 100*time.Millisecond)
-			return nil
-		}
-		w, err := api.Decode(we.Value)
-		if err != nil {
-			s.log.Error("undecodable workload", "key", key, "err", err)
-			return nil
-		}
-		// A placement made for an older generation waits for the scheduler.
-		if w.Metadata.Generation != d.placement.Generation {
-			s.top.AddAfter(key, 100*time.Millisecond)
-			return nil
-		}
-		d.workload = w
+	return true
+}
+
+// placementChanged hands a changed placement to every cluster this
+// replica applies to: those with a shard, and those holding one. (Every
+// cluster looks: one may be creating the shard of the previous placement
+// right now, and holds it only once that create returns; its queue runs
+// the key again after, and removes what the new placement no longer
+// wants.)
+func (s *Service) placementChanged(key string) {
+	if !s.placementsLive.Load() {
+		return // the mirror's first replay: each term replays on its own
 	}
+	if _, ok := s.placements.Get(key); !ok {
+		s.mu.Lock()
+		delete(s.desired, key)
+		s.mu.Unlock()
+	}
+	for _, t := range s.targets {
+		if tt := t.term.Load(); tt != nil {
+			tt.work.Add(key)
+		}
+	}
+	s.log.Debug("placement changed", "key", key)
+}
+
+// desired is what one workload should look like, as last read.
+type desired struct {
+	workload  *api.Workload          // nil when there is no placement
+	placement *api.PlacementDecision // nil when there is no placement
+	rev, wrev uint64                 // placement and workload revisions
+
+	mu        sync.Mutex
+	hashes    map[string]string // mu must be held: rendered hash by cluster
+	announced bool              // mu must be held: propagated event is out
+}
+
+// nothing is the desired state of a key without a placement.
+var nothing = &desired{}
+
+// errWait says a placement is newer than the workload the mirror holds.
+var errWait = errors.New("workload not current yet")
+
+// desiredFor returns the desired state of key from the mirrors; errWait
+// when the placement was made for a generation the workload mirror does
+// not show yet (or the workload is gone and its placement going).
+func (s *Service) desiredFor(key string) (*desired, error) {
+	pe, ok := s.placements.Get(key)
+	if !ok {
+		return nothing, nil
+	}
+	we, wok := s.workloads.Get(key)
 	s.mu.Lock()
-	if old, ok := s.state[key]; ok && old.rev == d.rev && d.rev != 0 {
-		d = old // same placement revision: keep what was applied
-	} else {
-		s.state[key] = d
+	d := s.desired[key]
+	s.mu.Unlock()
+	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision {
+		return d, nil
+	}
+	var p api.PlacementDecision
+	if err := json.Unmarshal(pe.Value, &p); err != nil {
+		return nil, fmt.Errorf("undecodable placement %s: %w", key, err)
+	}
+	if !wok {
+		// The mirror may lag the placement by a moment; a placement whose
+		// workload is really gone is deleted by the scheduler, which
+		// brings the key back here.
+		return nil, errWait
+	}
+	w, err := api.Decode(we.Value)
+	if err != nil {
+		return nil, fmt.Errorf("undecodable workload %s: %w", key, err)
+	}
+	// A placement made for an older generation waits for the scheduler.
+	if w.Metadata.Generation != p.Generation {
+		return nil, errWait
+	}
+	d = &desired{workload: w, placement: &p, rev: pe.Revision, wrev: we.Revision, hashes: map[string]string{}}
+	s.mu.Lock()
+	if _, still := s.placements.Get(key); still {
+		s.desired[key] = d
 	}
 	s.mu.Unlock()
-	// Every cluster looks, not only those that want or hold a shard: one
-	// may be creating the shard of the previous placement right now, and
-	// holds it only once that create returns; its queue runs the key again
-	// after, and removes what the new placement no longer wants.
-	for _, t := range s.targets {
-		t.queue.Add(key)
-	}
-	return nil
+	return d, nil
 }
 
 func (d *desired) shard(cluster string) *api.Shard {
@@ -199,55 +334,96 @@ func (d *desired) shard(cluster string) *api.Shard {
 	return nil
 }
 
-// snapshot returns the desired state of key, and whether cluster has
-// already applied it.
-func (s *Service) snapshot(key, cluster string) (*desired, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.state[key]
-	return d, d != nil && d.applied[cluster]
+// render returns the object of cluster's shard and its hash.
+func (d *desired) render(cluster string) (object, error) {
+	sh := d.shard(cluster)
+	if sh == nil {
+		return object{}, fmt.Errorf("%s has no shard in %s", d.workload.Key(), cluster)
+	}
+	r, ok := renderers[d.workload.Kind]
+	if !ok {
+		return object{}, fmt.Errorf("%s: %w %q", d.workload.Key(), errUnknownKind, d.workload.Kind)
+	}
+	o := r.render(d.workload, *sh)
+	stamp(&o)
+	d.mu.Lock()
+	d.hashes[cluster] = o.hash
+	d.mu.Unlock()
+	return o, nil
 }
 
-// applied records that cluster has applied rev of key and announces the
-// workload propagated once every shard has.
-func (s *Service) markApplied(ctx context.Context, key, cluster string, d *desired) {
-	s.mu.Lock()
-	if s.state[key] != d {
-		s.mu.Unlock()
-		return
+// hash returns the hash of cluster's shard, rendering it once.
+func (d *desired) hash(cluster string) (string, error) {
+	d.mu.Lock()
+	h, ok := d.hashes[cluster]
+	d.mu.Unlock()
+	if ok {
+		return h, nil
 	}
-	d.applied[cluster] = true
-	all := !d.announced
+	o, err := d.render(cluster)
+	return o.hash, err
+}
+
+// announcer is the cluster whose holder announces the workload: its
+// first shard's.
+func (d *desired) announcer() string {
+	if d.placement == nil || len(d.placement.Shards) == 0 {
+		return ""
+	}
+	first := d.placement.Shards[0].Cluster
+	for _, sh := range d.placement.Shards[1:] {
+		first = min(first, sh.Cluster)
+	}
+	return first
+}
+
+func (d *desired) isAnnounced() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.announced
+}
+
+// announce publishes the propagated event of d once every shard's cluster
+// shows the shard's hash in this replica's view; nothing otherwise (a
+// later change of a cache brings the key back).
+func (s *Service) announce(ctx context.Context, key string, d *desired) error {
+	if d.workload == nil || len(d.placement.Shards) == 0 || d.isAnnounced() {
+		return nil
+	}
 	for _, sh := range d.placement.Shards {
-		all = all && d.applied[sh.Cluster]
-	}
-	if all {
-		d.announced = true
-	}
-	s.mu.Unlock()
-	if !all {
-		return
-	}
-	if len(d.placement.Shards) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("%d shards applied", len(d.placement.Shards))
-	events.PublishAsync(ctx, s.bus, d.workload, api.EventPropagated, msg, d.rev, s.log)
-}
-
-// forget drops the state of a key no cluster holds or wants any more.
-func (s *Service) forget(key string, d *desired) {
-	if d == nil || d.placement != nil {
-		return
-	}
-	for _, t := range s.targets {
-		if t.holds(key) {
-			return
+		t := s.targets[sh.Cluster]
+		if t == nil {
+			return nil // a cluster this replica is not configured with
+		}
+		want, err := d.hash(sh.Cluster)
+		if err != nil {
+			return nil
+		}
+		if got, _ := t.observed(key); got != want {
+			return nil
 		}
 	}
-	s.mu.Lock()
-	if s.state[key] == d {
-		delete(s.state, key)
+	msg := fmt.Sprintf("%d shards applied", len(d.placement.Shards))
+	if err := s.events.Ensure(ctx, d.workload, api.EventPropagated, msg, d.rev); err != nil {
+		return fmt.Errorf("announce %s propagated: %w", key, err)
 	}
-	s.mu.Unlock()
+	d.mu.Lock()
+	d.announced = true
+	d.mu.Unlock()
+	s.log.Debug("announced propagated", "key", key, "rev", d.rev)
+	return nil
+}
+
+// seen is called when cluster from's informer sees key's object get a new
+// hash (or go): the announcer's holder, if here, looks again.
+func (s *Service) seen(key string) {
+	d, err := s.desiredFor(key)
+	if err != nil || d.isAnnounced() {
+		return
+	}
+	if t := s.targets[d.announcer()]; t != nil {
+		if tt := t.term.Load(); tt != nil {
+			tt.work.Add(key)
+		}
+	}
 }

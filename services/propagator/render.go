@@ -2,7 +2,12 @@ package propagator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,10 +27,43 @@ type object struct {
 	gvr  schema.GroupVersionResource
 	name string
 	obj  any // typed object with TypeMeta set, marshalled as the apply body
+	// hash identifies what was rendered (see stamp); empty until stamped.
+	hash string
 }
 
+// AnnoSpecHash on an object is the hash of what the propagator rendered
+// for it, so that a restarted or new holder recognises an unchanged shard
+// from its informer cache alone, without an API call.
+const AnnoSpecHash = "atoll.dev/spec-hash"
+
+// stamp computes the hash of o as rendered and writes it into o's
+// annotations. encoding/json writes struct fields in order and map keys
+// sorted, so the same render gives the same hash.
+func stamp(o *object) {
+	body, err := json.Marshal(o.obj)
+	if err != nil {
+		// Never for the typed objects renderers make. A hash no live
+		// object carries: each term applies the shard once.
+		o.hash = "unhashable"
+		return
+	}
+	sum := sha256.Sum256(body)
+	o.hash = hex.EncodeToString(sum[:12])
+	m := o.obj.(metav1.Object)
+	a := maps.Clone(m.GetAnnotations())
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnoSpecHash] = o.hash
+	m.SetAnnotations(a)
+}
+
+// errUnknownKind says a workload's kind has no renderer.
+var errUnknownKind = errors.New("the propagator cannot render kind")
+
 // renderer turns one shard of a workload into native objects. Adding a
-// kind means adding its renderer and the resources it deletes here.
+// kind means adding its renderer and the resources it deletes here;
+// TestEveryKindHasARenderer fails until then.
 type renderer struct {
 	render func(w *api.Workload, sh api.Shard) object
 	// resource is what the kind becomes, deleted when the shard goes.

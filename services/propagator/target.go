@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 
@@ -29,42 +34,264 @@ import (
 	"atoll.dev/libs/clusters"
 )
 
-// target applies shards to one member cluster.
-type target struct {
-	s     *Service
-	name  string
-	dyn   dynamic.Interface
-	cs    kubernetes.Interface // protobuf on the wire
-	queue *bus.Queue
-	log   *slog.Logger
-
-	mu         sync.Mutex
-	held       map[string]bool // mu must be held: keys with objects here
-	namespaces map[string]bool // mu must be held: namespaces known to exist
+// clients reach one member cluster.
+type clients struct {
+	dyn  dynamic.Interface
+	cs   kubernetes.Interface // protobuf on the wire
+	meta metadata.Interface
 }
 
-func newTarget(s *Service, m clusters.Member) (*target, error) {
+func clientsFor(m clusters.Member) (clients, error) {
 	cfg, err := m.RESTConfig()
 	if err != nil {
-		return nil, err
+		return clients{}, err
 	}
 	// A frozen cluster must fail fast: its breaker opens after a few of these.
 	cfg.Timeout = 5 * time.Second
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	// Informers' watches must not time out.
+	mcfg := rest.CopyConfig(cfg)
+	mcfg.Timeout = 0
+	meta, err := metadata.NewForConfig(mcfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &target{
-		s: s, name: m.Name, dyn: dyn, cs: cs, queue: bus.NewQueue(), log: s.log.With("cluster", m.Name),
-		held: map[string]bool{}, namespaces: map[string]bool{},
-	}, nil
+	return clients{dyn: dyn, cs: cs, meta: meta}, nil
+}
+
+// target applies shards to one member cluster.
+type target struct {
+	s    *Service
+	name string
+	clients
+	log *slog.Logger
+	// informers hold the platform's objects here, by kind: every replica
+	// runs them, so a term starts with them warm.
+	informers map[string]cache.SharedIndexInformer
+
+	// term is the current term while this replica holds the cluster's lease.
+	term atomic.Pointer[term]
+
+	mu         sync.Mutex
+	namespaces map[string]bool // mu must be held: namespaces known to exist
+}
+
+// term is one tenure of a cluster's lease.
+type term struct {
+	work, replay *bus.Queue
+	// replayLeft counts the keys of the first replay not checked yet.
+	replayLeft atomic.Int64
+
+	mu sync.Mutex
+	// done records what this term did to a key's object: the hash it
+	// applied, or removed. It is newer than the informer, which may lag.
+	done  map[string]string // mu must be held
+	force map[string]bool   // mu must be held: apply even if it looks current (resync)
+}
+
+// removed marks a key whose object this term deleted.
+const removed = "\x00removed"
+
+func newTerm() *term {
+	tt := &term{work: bus.NewQueue(), replay: bus.NewQueue(), done: map[string]string{}, force: map[string]bool{}}
+	tt.replayLeft.Store(-1) // until the replay is known
+	return tt
+}
+
+func (tt *term) record(key, hash string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	tt.done[key] = hash
+}
+
+func (tt *term) forgetDone(key string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	delete(tt.done, key)
+}
+
+func (tt *term) lookup(key string) (string, bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	h, ok := tt.done[key]
+	return h, ok
+}
+
+// forced reports, and with take clears, whether key must be applied anyway.
+func (tt *term) forced(key string, take bool) bool {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	f := tt.force[key]
+	if take {
+		delete(tt.force, key)
+	}
+	return f
+}
+
+func (tt *term) forceAll(keys []string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	for _, k := range keys {
+		tt.force[k] = true
+	}
+}
+
+func newTarget(s *Service, name string, c clients) *target {
+	t := &target{
+		s: s, name: name, clients: c, log: s.log.With("cluster", name),
+		informers: map[string]cache.SharedIndexInformer{}, namespaces: map[string]bool{},
+	}
+	for kind, r := range renderers {
+		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kind)
+		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, r.resource, metav1.NamespaceAll, 0, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
+		_ = inf.SetTransform(stripManagedFields)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial {
+					t.observe(obj, false)
+				}
+			},
+			UpdateFunc: func(old, obj any) {
+				if hashOf(old) != hashOf(obj) {
+					t.observe(obj, false)
+				}
+			},
+			DeleteFunc: func(obj any) { t.observe(obj, true) },
+		})
+		t.informers[kind] = inf
+	}
+	return t
+}
+
+// stripManagedFields keeps the informers small: they need labels and annotations.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func (t *target) startInformers(ctx context.Context) {
+	for _, inf := range t.informers {
+		t.s.goRun(func() { inf.RunWithContext(ctx) })
+	}
+}
+
+// informersSynced waits until every informer has listed the cluster;
+// false when ctx ended first.
+func (t *target) informersSynced(ctx context.Context) bool {
+	synced := make([]cache.InformerSynced, 0, len(t.informers))
+	all := true
+	for _, inf := range t.informers {
+		synced = append(synced, inf.HasSynced)
+		all = all && inf.HasSynced()
+	}
+	// WaitForCacheSync polls every 100ms, even when all are synced.
+	return all || cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// hashOf returns an informer object's spec hash; "" for one going away.
+func hashOf(obj any) string {
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetDeletionTimestamp() != nil {
+		return ""
+	}
+	return m.GetAnnotations()[AnnoSpecHash]
+}
+
+// keyOf returns the workload key of an informer object.
+func keyOf(obj any) (string, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", false
+	}
+	l := m.GetLabels()
+	if l[api.LabelProject] == "" || l[api.LabelKind] == "" || l[api.LabelWorkload] == "" {
+		return "", false
+	}
+	// Keys spell kinds as labels do: in lower case.
+	return api.Key(l[api.LabelProject], l[api.LabelKind], l[api.LabelWorkload]), true
+}
+
+// observe reacts to a change the informer saw: an object that went is put
+// back if its shard is still wanted, and the workload's announcer looks
+// again.
+func (t *target) observe(obj any, deleted bool) {
+	key, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	if deleted {
+		if tt := t.term.Load(); tt != nil {
+			tt.forgetDone(key)
+			tt.work.Add(key)
+		}
+	}
+	t.s.seen(key)
+}
+
+// live returns the hash of key's object in this cluster's informer, and
+// whether there is one (terminating objects have the hash "").
+func (t *target) live(key string) (string, bool) {
+	project, kind, name, err := api.ParseKey(key)
+	if err != nil {
+		return "", false
+	}
+	inf := t.informers[kind]
+	if inf == nil {
+		return "", false
+	}
+	obj, ok, err := inf.GetIndexer().GetByKey(api.Namespace(project) + "/" + name)
+	if err != nil || !ok {
+		return "", false
+	}
+	return hashOf(obj), true
+}
+
+// observed returns the hash key's object has here as this replica knows
+// it (what its term did, else the informer), and whether one exists.
+func (t *target) observed(key string) (string, bool) {
+	if tt := t.term.Load(); tt != nil {
+		if h, ok := tt.lookup(key); ok {
+			if h == removed {
+				return "", false
+			}
+			return h, true
+		}
+	}
+	return t.live(key)
+}
+
+func (t *target) holds(key string) bool {
+	_, ok := t.observed(key)
+	return ok
+}
+
+// liveKeys lists the keys with objects here, per the informers.
+func (t *target) liveKeys() []string {
+	var out []string
+	for _, inf := range t.informers {
+		for _, obj := range inf.GetStore().List() {
+			if k, ok := keyOf(obj); ok {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // isClusterFailure says which errors count against a cluster's breaker:
@@ -79,96 +306,176 @@ func isClusterFailure(err error) bool {
 	return true
 }
 
-func (t *target) holds(key string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.held[key]
-}
-
 func (t *target) call(fn func() error) error {
 	_, err := t.s.breakers.Execute(t.name, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
-// run learns which workloads already have objects here, then applies.
-func (t *target) run(ctx context.Context) {
-	go t.discover(ctx)
-	t.queue.Run(ctx, WorkersPerCluster, t.log, t.reconcile)
+// lead runs one term of the cluster's lease; it returns when ctx ends
+// (the lease is lost or the service stops).
+func (t *target) lead(ctx context.Context) {
+	start := time.Now()
+	if !t.s.mirrorsReady(ctx) {
+		return
+	}
+	tt := newTerm()
+	t.term.Store(tt)
+	defer t.term.CompareAndSwap(tt, nil)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tt.work.Run(ctx, WorkersPerCluster, t.log, func(ctx context.Context, key string) error { return t.reconcile(ctx, tt, key) })
+	})
+	if t.informersSynced(ctx) {
+		// New first: a key with a shard here and no object yet is work;
+		// every other key is replayed (checked, and sent to work only if
+		// its object is not what the placement wants).
+		fresh, replay := t.classify()
+		for _, k := range fresh {
+			tt.work.Add(k)
+		}
+		for _, k := range replay {
+			tt.replay.Add(k)
+		}
+		tt.replayLeft.Store(int64(len(replay)))
+		t.log.Info("term started", "holder", t.s.holder, "new", len(fresh), "replay", len(replay), "elapsed", time.Since(start).Round(time.Millisecond))
+		wg.Go(func() {
+			t.s.placements.Resync(ctx, Resync, tt.replay, func() { tt.forceAll(t.s.placements.Keys()) })
+		})
+		tt.replay.Run(ctx, ReplayWorkersPerCluster, t.log, func(ctx context.Context, key string) error {
+			err := t.check(ctx, tt, key)
+			if err == nil && tt.replayLeft.Add(-1) == 0 {
+				t.log.Info("replay done", "keys", len(replay), "elapsed", time.Since(start).Round(time.Millisecond))
+			}
+			return err
+		})
+	}
+	wg.Wait()
 }
 
-// discover lists the platform's objects in the cluster, so shards left by
-// an earlier placement are removed even after a restart.
-func (t *target) discover(ctx context.Context) {
-	for delay := time.Second; ctx.Err() == nil; delay = min(2*delay, 30*time.Second) {
-		keys := map[string]bool{}
-		err := t.call(func() error {
-			for kind, r := range renderers {
-				list, err := t.dyn.Resource(r.resource).Namespace("").List(ctx, metav1.ListOptions{
-					LabelSelector: api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kind),
-				})
-				if err != nil {
-					return err
-				}
-				for _, o := range list.Items {
-					l := o.GetLabels()
-					keys[api.Key(l[api.LabelProject], kind, l[api.LabelWorkload])] = true
-				}
-			}
-			return nil
-		})
-		if err == nil {
-			t.mu.Lock()
-			for k := range keys {
-				t.held[k] = true
-			}
-			t.mu.Unlock()
-			for k := range keys {
-				t.s.top.Add(k)
-			}
-			t.log.Info("discovered existing shards", "count", len(keys))
-			return
+// classify splits the keys a term starts with: those whose placement has
+// a shard here without an object here are new; the others (with an
+// object here, or none wanted) are replayed. It decodes placements only.
+func (t *target) classify() (fresh, replay []string) {
+	seen := map[string]bool{}
+	for _, k := range t.s.placements.Keys() {
+		seen[k] = true
+		e, ok := t.s.placements.Get(k)
+		if !ok {
+			continue
 		}
-		t.log.Warn("discover shards", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
+		var p struct {
+			Shards []struct {
+				Cluster string `json:"cluster"`
+			} `json:"shards"`
+		}
+		if json.Unmarshal(e.Value, &p) != nil {
+			replay = append(replay, k)
+			continue
+		}
+		wanted := slices.ContainsFunc(p.Shards, func(s struct {
+			Cluster string `json:"cluster"`
+		}) bool {
+			return s.Cluster == t.name
+		})
+		_, exists := t.live(k)
+		switch {
+		case wanted && !exists:
+			fresh = append(fresh, k)
+		case wanted || exists:
+			replay = append(replay, k)
 		}
 	}
+	for _, k := range t.liveKeys() {
+		if !seen[k] {
+			replay = append(replay, k) // no placement: removed if held
+		}
+	}
+	return fresh, replay
+}
+
+// desired returns the desired state of key, or nil when there is none to
+// act on yet: the workload mirror lags the placement (the key comes back
+// to the work queue shortly) or the state cannot be decoded (logged).
+func (t *target) desired(tt *term, key string) *desired {
+	d, err := t.s.desiredFor(key)
+	switch {
+	case errors.Is(err, errWait):
+		tt.work.AddAfter(key, 100*time.Millisecond)
+		return nil
+	case err != nil:
+		t.log.Error("cannot propagate", "key", key, "err", err)
+		return nil
+	}
+	return d
+}
+
+// check is the replay queue's reconcile: a key whose object here is what
+// its placement wants only gets its announcement ensured; any other goes
+// to the work queue.
+func (t *target) check(ctx context.Context, tt *term, key string) error {
+	d := t.desired(tt, key)
+	if d == nil {
+		return nil
+	}
+	if d.shard(t.name) == nil {
+		if t.holds(key) {
+			tt.work.Add(key)
+		}
+		return nil
+	}
+	want, err := d.hash(t.name)
+	if err != nil {
+		t.log.Error("cannot propagate", "key", key, "err", err)
+		return nil
+	}
+	if got, _ := t.observed(key); got != want || tt.forced(key, false) {
+		tt.work.Add(key)
+		return nil
+	}
+	if d.announcer() == t.name {
+		return t.s.announce(ctx, key, d)
+	}
+	return nil
 }
 
 // reconcile makes this cluster's part of key match the desired state.
-func (t *target) reconcile(ctx context.Context, key string) error {
-	d, done := t.s.snapshot(key, t.name)
-	if done {
-		return nil // this placement revision is already applied here
+func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
+	d := t.desired(tt, key)
+	if d == nil {
+		return nil
 	}
-	var sh *api.Shard
-	if d != nil {
-		sh = d.shard(t.name)
-	}
-	if sh == nil {
+	if d.shard(t.name) == nil {
 		if !t.holds(key) {
 			return nil
 		}
-		if err := t.remove(ctx, key); err != nil {
-			return err
-		}
-		t.s.forget(key, d)
+		return t.remove(ctx, tt, key)
+	}
+	o, err := d.render(t.name)
+	if err != nil {
+		// A kind this build cannot render: nothing to retry until it can.
+		t.log.Error("cannot propagate", "key", key, "err", err)
 		return nil
 	}
-	w := d.workload
-	if err := t.ensureNamespace(ctx, w.Metadata.Project); err != nil {
-		return err
+	forced := tt.forced(key, true)
+	if got, _ := t.observed(key); forced || got != o.hash {
+		w := d.workload
+		ns := api.Namespace(w.Metadata.Project)
+		err := t.ensureNamespace(ctx, w.Metadata.Project)
+		if err == nil {
+			err = t.createOrApply(ctx, key, renderers[w.Kind].create, o, ns)
+		}
+		if err != nil {
+			if forced {
+				tt.forceAll([]string{key}) // the retry applies too
+			}
+			return err
+		}
+		tt.record(key, o.hash)
+		t.log.Debug("applied", "key", key, "hash", o.hash, "forced", forced)
 	}
-	r := renderers[w.Kind]
-	obj := r.render(w, *sh)
-	if err := t.createOrApply(ctx, key, r.create, obj, api.Namespace(w.Metadata.Project)); err != nil {
-		return err
+	if d.announcer() == t.name {
+		return t.s.announce(ctx, key, d)
 	}
-	t.mu.Lock()
-	t.held[key] = true
-	t.mu.Unlock()
-	t.s.markApplied(ctx, key, t.name, d)
 	return nil
 }
 
@@ -293,17 +600,19 @@ func restartAnnotations(a map[string]string) map[string]string {
 	return out
 }
 
-func (t *target) remove(ctx context.Context, key string) error {
+func (t *target) remove(ctx context.Context, tt *term, key string) error {
 	project, kind, name, err := api.ParseKey(key)
 	if err != nil {
 		return nil
 	}
-	if err := t.delete(ctx, renderers[kind].resource, api.Namespace(project), name); err != nil {
+	r, ok := renderers[kind]
+	if !ok {
+		return nil // never held: the informers watch the known kinds
+	}
+	if err := t.delete(ctx, r.resource, api.Namespace(project), name); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	delete(t.held, key)
-	t.mu.Unlock()
+	tt.record(key, removed)
 	return nil
 }
 

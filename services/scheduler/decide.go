@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"atoll.dev/libs/api"
@@ -19,13 +22,19 @@ type candidate struct {
 }
 
 // divider splits a workload over its candidates, best first. Adding a kind
-// means adding its divider here.
+// means adding its divider here; TestEveryKindHasADivider fails until then.
 type divider func(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard
 
 var dividers = map[string]divider{
 	api.KindApp:    divideReplicas,
 	api.KindJobSet: divideIndexes,
 	api.KindPod:    oneCluster,
+}
+
+// Kinds lists the kinds the scheduler can divide, sorted. A workload of
+// any other kind is unschedulable, with a reason that says so.
+func Kinds() []string {
+	return slices.Sorted(maps.Keys(dividers))
 }
 
 // Decide places a workload on a snapshot of the member clusters. It is a
@@ -35,6 +44,12 @@ var dividers = map[string]divider{
 func Decide(w *api.Workload, clusters []*api.ClusterInfo, now time.Time) api.PlacementDecision {
 	d := api.PlacementDecision{Key: w.Key(), Generation: w.Metadata.Generation, Decided: now}
 	if w.Control.Stopped {
+		return d
+	}
+	divide, ok := dividers[w.Kind]
+	if !ok {
+		d.Unschedulable = true
+		d.Reasons = []api.Rejection{{Filter: "Kind", Reason: fmt.Sprintf("the scheduler cannot divide kind %q (it knows %s)", w.Kind, strings.Join(Kinds(), ", "))}}
 		return d
 	}
 	fw := framework.NewWorkload(w)
@@ -70,7 +85,7 @@ func Decide(w *api.Workload, clusters []*api.ClusterInfo, now time.Time) api.Pla
 		}
 		return cmp.Compare(a.cluster.Name, b.cluster.Name)
 	})
-	d.Shards = dividers[w.Kind](w, fw, cands)
+	d.Shards = divide(w, fw, cands)
 	d.Reasons = nil // placed: rejected clusters are not news
 	return d
 }

@@ -3,6 +3,40 @@
 // decides, per workload, which member clusters run which share of it.
 // Decisions are sticky: a placement changes only when its workload's
 // generation does or one of its clusters stops passing the health filter.
+//
+// Replicas. Every replica keeps memory mirrors of the workloads, placements
+// and clusters buckets warm (bus.Mirror), but only the holder of the lease
+// "scheduler" (libs/bus/lease) decides. Each time a replica wins the lease
+// it starts a term: it rebuilds the capacity it assumes taken from the
+// placements bucket as it is then (nothing is carried over from an earlier
+// term, its own or another replica's), and only then starts its queues.
+// The term ends when the lease is lost; a holder that cannot renew stops
+// deciding before a standby can take over, and every write is a
+// compare-and-set on the placement's revision besides.
+//
+// Assumed capacity. A cluster's inventory counts the pods running there
+// when it was computed (ClusterInfo.Updated); what was placed after that
+// is not in it yet. The term counts, per cluster, the pods of every
+// placement decided after the cluster's inventory time as requested
+// (kube-scheduler's "assume"), and drops them once a newer inventory
+// arrives. The same rule rebuilds the assumption on winning the lease, so
+// two terms never book the same free capacity twice. (Decision and
+// inventory times come from two services' clocks; skew between their
+// hosts shifts the window by as much.)
+//
+// Queues. New work never waits behind a replay: a term has a work queue,
+// fed by changes to workloads seen after the term began, by retries and by
+// what needs a decision; and a replay queue, fed with every key when the
+// term starts, on each resync and when a cluster's schedulability changes.
+// The replay queue's workers only check: a key whose placement still
+// stands gets its event ensured (see below); any other goes to the work
+// queue.
+//
+// Events. The scheduled (or unschedulable) event is published inside the
+// reconcile with events.Publisher.Ensure, whose error fails the reconcile
+// so that the queue retries it; a key whose placement was written by a
+// replica that died before announcing it is announced by the next check of
+// that key (a new term's replay or a resync), with the same message id.
 package scheduler
 
 import (
@@ -14,6 +48,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +56,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/events"
 )
 
@@ -34,66 +70,111 @@ var Module = fx.Module("scheduler",
 const (
 	// Workers reconcile workloads in parallel.
 	Workers = 8
-	// Resync re-reads every workload this often.
+	// ReplayWorkers check replayed keys in parallel.
+	ReplayWorkers = 4
+	// Resync re-checks every workload this often.
 	Resync = 5 * time.Minute
 	// RetryUnschedulable re-tries an unplaced workload this often.
 	RetryUnschedulable = 5 * time.Second
+	// LeaseName is the lease a replica holds to decide.
+	LeaseName = "scheduler"
 )
 
 // Service is the scheduler.
 type Service struct {
-	bus *bus.Bus
-	log *slog.Logger
+	bus    *bus.Bus
+	log    *slog.Logger
+	events *events.Publisher
+	holder string
 
-	workloads, placements, clusters, status jetstream.KeyValue
-	queue                                   *bus.Queue
-	cancel                                  context.CancelFunc
-	wg                                      sync.WaitGroup
+	// Lease tunes the election (zero: the library's defaults); set it
+	// before Start.
+	Lease lease.Options
 
-	mu       sync.RWMutex
-	snapshot map[string]*api.ClusterInfo // mu must be held
-	// assumed holds what this scheduler placed on each cluster since the
-	// cluster's last inventory record, so a burst of decisions does not all
-	// see the same free capacity (kube-scheduler's "assume").
-	assumed map[string]api.PoolInfo // mu must be held
+	placements, status jetstream.KeyValue
+	workloadM          *bus.Mirror
+	placementM         *bus.Mirror
+	clusterM           *bus.Mirror
+	clusterQ           *bus.Queue
+	cancel             context.CancelFunc
+	wg                 sync.WaitGroup
+
+	// term is the current term while this replica holds the lease.
+	term atomic.Pointer[term]
+
+	mu          sync.Mutex
+	inventory   map[string]decodedCluster // mu must be held: by cluster name
+	schedulable map[string]string         // mu must be held: last schedulability seen
+}
+
+type decodedCluster struct {
+	rev uint64
+	ci  *api.ClusterInfo
 }
 
 // New returns a scheduler on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
-	return &Service{bus: b, log: log.With("component", "scheduler"), snapshot: map[string]*api.ClusterInfo{}, assumed: map[string]api.PoolInfo{}}
+	log = log.With("component", "scheduler")
+	return &Service{
+		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
+		holder:    lease.NewHolderID("scheduler"),
+		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
+	}
 }
 
-// Start opens the buckets and starts watching.
+// Holder is this replica's name in the lease.
+func (s *Service) Holder() string { return s.holder }
+
+// Leading reports whether this replica holds the lease and decides.
+func (s *Service) Leading() bool { return s.term.Load() != nil }
+
+// Start opens the buckets, starts the mirrors and campaigns for the
+// lease; it does not wait for the lease.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
-	for _, kv := range []struct {
-		dst  *jetstream.KeyValue
-		name string
-	}{{&s.workloads, bus.BucketWorkloads}, {&s.placements, bus.BucketPlacements}, {&s.clusters, bus.BucketClusters}, {&s.status, bus.BucketStatus}} {
-		if *kv.dst, err = s.bus.KV(ctx, kv.name); err != nil {
-			return err
-		}
+	if s.placements, err = s.bus.KV(ctx, bus.BucketPlacements); err != nil {
+		return err
+	}
+	if s.status, err = s.bus.KV(ctx, bus.BucketStatus); err != nil {
+		return err
+	}
+	leases, err := s.bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return err
+	}
+	lo := s.Lease
+	if lo.Logger == nil {
+		lo.Logger = s.log
+	}
+	elector, err := lease.NewElector(leases, s.holder, lo)
+	if err != nil {
+		return err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.queue = bus.NewQueue()
-	// The inventory first, so the first decisions see the clusters.
-	inventoryLoaded := make(chan struct{})
-	var once sync.Once
-	s.goRun(func() { s.watchClusters(rctx, func() { once.Do(func() { close(inventoryLoaded) }) }) })
-	select {
-	case <-inventoryLoaded:
-	case <-time.After(5 * time.Second):
-		s.log.Warn("cluster inventory not loaded after 5s; scheduling with what is known")
-	case <-ctx.Done():
-		return ctx.Err()
+	s.clusterQ = bus.NewQueue()
+	mirrors := []struct {
+		dst      **bus.Mirror
+		bucket   string
+		onChange func(string)
+	}{
+		{&s.workloadM, bus.BucketWorkloads, s.workloadChanged},
+		{&s.placementM, bus.BucketPlacements, nil},
+		{&s.clusterM, bus.BucketClusters, s.clusterQ.Add},
 	}
-	s.goRun(func() { _ = s.bus.WatchKeys(rctx, bus.BucketWorkloads, Resync, s.queue, nil) })
-	s.goRun(func() { s.queue.Run(rctx, Workers, s.log, s.Reconcile) })
+	for _, m := range mirrors {
+		if *m.dst, err = s.bus.Mirror(rctx, m.bucket, m.onChange); err != nil {
+			cancel()
+			return err
+		}
+	}
+	s.goRun(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
+	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
 	return nil
 }
 
-// Stop stops watching; decisions in flight finish.
+// Stop ends the term, if any, and releases the lease for a standby to
+// take at once; decisions in flight finish.
 func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
@@ -106,43 +187,133 @@ func (s *Service) goRun(fn func()) {
 	go func() { defer s.wg.Done(); fn() }()
 }
 
-// watchClusters keeps the inventory snapshot and requeues every workload
-// when a cluster's schedulability changes (health, cordon, taints, labels).
-func (s *Service) watchClusters(ctx context.Context, loaded func()) {
-	for ctx.Err() == nil {
-		w, err := s.clusters.WatchAll(ctx)
-		if err != nil {
-			time.Sleep(time.Second)
-			continue
+// workloadChanged sends a changed workload to the current term's work queue.
+func (s *Service) workloadChanged(key string) {
+	if t := s.term.Load(); t != nil {
+		t.work.Add(key)
+	}
+}
+
+// lead runs one term; it returns when ctx ends (the lease is lost or the
+// service stops).
+func (s *Service) lead(ctx context.Context) {
+	start := time.Now()
+	for _, m := range []*bus.Mirror{s.workloadM, s.placementM, s.clusterM} {
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return
 		}
-		for e := range w.Updates() {
+	}
+	t := newTerm()
+	for {
+		n, err := s.rebuild(ctx, t)
+		if err == nil {
+			s.log.Info("term started: assumed capacity rebuilt from placements", "holder", s.holder, "placements", n)
+			break
+		}
+		s.log.Warn("rebuild assumed capacity", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	// Publish the term before listing the keys: a workload that changes
+	// from now on goes to the work queue, one that changed before is in
+	// the mirror and replayed.
+	s.term.Store(t)
+	defer s.term.CompareAndSwap(t, nil)
+	s.requeueAll(t)
+	s.log.Info("leading", "holder", s.holder, "replay", t.replay.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
+
+	var wg sync.WaitGroup
+	wg.Go(func() { s.workloadM.Resync(ctx, Resync, t.replay, nil) })
+	wg.Go(func() { s.placementM.Resync(ctx, Resync, t.replay, nil) })
+	wg.Go(func() {
+		t.replay.Run(ctx, ReplayWorkers, s.log, func(ctx context.Context, key string) error { return s.check(ctx, t, key) })
+	})
+	t.work.Run(ctx, Workers, s.log, func(ctx context.Context, key string) error { return s.reconcile(ctx, t, key) })
+	wg.Wait()
+}
+
+// rebuild reads the placements bucket as it is now (a watch's initial
+// values, not the mirror, which may lag) and assumes each placement's
+// pods on its clusters. It returns how many placements it read.
+func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
+	w, err := s.placements.WatchAll(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("watch placements: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return n, errors.New("placements watch closed")
+			}
 			if e == nil {
-				loaded()
+				return n, nil
+			}
+			if e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			changed := false
-			s.mu.Lock()
-			old := s.snapshot[e.Key()]
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(s.snapshot, e.Key())
-				changed = true
-			} else {
-				var ci api.ClusterInfo
-				if err := json.Unmarshal(e.Value(), &ci); err == nil {
-					s.snapshot[e.Key()] = &ci
-					delete(s.assumed, e.Key())
-					changed = old == nil || schedulability(old) != schedulability(&ci)
-				}
+			var d api.PlacementDecision
+			if json.Unmarshal(e.Value(), &d) != nil || len(d.Shards) == 0 {
+				continue
 			}
-			s.mu.Unlock()
-			if changed {
-				s.log.Info("cluster schedulability changed", "cluster", e.Key())
-				s.requeueAll(ctx)
+			we, ok := s.workloadM.Get(e.Key())
+			if !ok {
+				continue // deleted: its placement goes
 			}
+			wl, err := api.Decode(we.Value)
+			if err != nil {
+				continue
+			}
+			t.assume(e.Key(), wl, &d)
+			n++
 		}
-		_ = w.Stop()
 	}
-	loaded()
+}
+
+// requeueAll sends every workload and placement key to the replay queue.
+func (s *Service) requeueAll(t *term) {
+	for _, k := range s.workloadM.Keys() {
+		t.replay.Add(k)
+	}
+	for _, k := range s.placementM.Keys() {
+		t.replay.Add(k) // a placement whose workload is gone is deleted
+	}
+}
+
+// clusterChanged notes a cluster's new inventory and replays every
+// workload when its schedulability changed (health, cordon, taints,
+// labels).
+func (s *Service) clusterChanged(_ context.Context, name string) error {
+	ci := s.cluster(name)
+	sched := ""
+	if ci != nil {
+		sched = schedulability(ci)
+	}
+	s.mu.Lock()
+	old, had := s.schedulable[name]
+	if ci != nil {
+		s.schedulable[name] = sched
+	} else {
+		delete(s.schedulable, name)
+	}
+	s.mu.Unlock()
+	if had == (ci != nil) && old == sched {
+		return nil
+	}
+	s.log.Info("cluster schedulability changed", "cluster", name)
+	if t := s.term.Load(); t != nil {
+		s.requeueAll(t)
+	}
+	return nil
 }
 
 func schedulability(c *api.ClusterInfo) string {
@@ -150,60 +321,98 @@ func schedulability(c *api.ClusterInfo) string {
 	return string(b)
 }
 
-func (s *Service) requeueAll(ctx context.Context) {
-	keys, err := s.workloads.ListKeys(ctx)
-	if err != nil {
-		return
+// cluster returns the decoded inventory of one cluster from the mirror,
+// or nil when there is none.
+func (s *Service) cluster(name string) *api.ClusterInfo {
+	e, ok := s.clusterM.Get(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		delete(s.inventory, name)
+		return nil
 	}
-	for k := range keys.Keys() {
-		s.queue.Add(k)
+	if c, ok := s.inventory[name]; ok && c.rev == e.Revision {
+		return c.ci
 	}
+	var ci api.ClusterInfo
+	if err := json.Unmarshal(e.Value, &ci); err != nil {
+		s.log.Error("undecodable cluster inventory", "cluster", name, "err", err)
+		return nil
+	}
+	s.inventory[name] = decodedCluster{rev: e.Revision, ci: &ci}
+	return &ci
 }
 
 // assumedPool names the synthetic pool that carries assumed usage.
 const assumedPool = "(assumed)"
 
-// Snapshot returns the known clusters sorted by name, with what was placed
-// on them since their last inventory counted as requested.
-func (s *Service) Snapshot() []*api.ClusterInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]*api.ClusterInfo, 0, len(s.snapshot))
-	for name, c := range s.snapshot {
-		if a, ok := s.assumed[name]; ok {
-			cp := *c
-			cp.Pools = make(map[string]api.PoolInfo, len(c.Pools)+1)
-			for k, v := range c.Pools {
-				cp.Pools[k] = v
+// Snapshot returns the known clusters sorted by name, with what the
+// current term placed on them since their inventory was computed counted
+// as requested.
+func (s *Service) Snapshot() []*api.ClusterInfo { return s.snapshot(s.term.Load()) }
+
+func (s *Service) snapshot(t *term) []*api.ClusterInfo {
+	if s.clusterM == nil {
+		return nil
+	}
+	names := s.clusterM.Keys()
+	slices.Sort(names)
+	out := make([]*api.ClusterInfo, 0, len(names))
+	for _, name := range names {
+		c := s.cluster(name)
+		if c == nil {
+			continue
+		}
+		if t != nil {
+			if a, ok := t.assumedOn(c); ok {
+				cp := *c
+				cp.Pools = make(map[string]api.PoolInfo, len(c.Pools)+1)
+				for k, v := range c.Pools {
+					cp.Pools[k] = v
+				}
+				cp.Pools[assumedPool] = a
+				c = &cp
 			}
-			cp.Pools[assumedPool] = a
-			c = &cp
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b *api.ClusterInfo) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		return 1
-	})
 	return out
 }
 
-// Reconcile decides the placement of one workload.
-func (s *Service) Reconcile(ctx context.Context, key string) error {
-	we, err := s.workloads.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+// check is the replay queue's reconcile: a key whose placement still
+// stands only gets its event ensured; any other goes to the work queue.
+func (s *Service) check(ctx context.Context, t *term, key string) error {
+	we, wok := s.workloadM.Get(key)
+	pe, pok := s.placementM.Get(key)
+	if !wok || !pok {
+		t.work.Add(key)
+		return nil
+	}
+	w, err := api.Decode(we.Value)
+	if err != nil {
+		t.work.Add(key) // the reconcile logs it
+		return nil
+	}
+	var p api.PlacementDecision
+	if err := json.Unmarshal(pe.Value, &p); err != nil || !s.stillGood(&p, w, s.snapshot(t)) {
+		t.work.Add(key)
+		return nil
+	}
+	return s.announce(ctx, t, w, &p, pe.Revision)
+}
+
+// reconcile decides the placement of one workload.
+func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
+	we, ok := s.workloadM.Get(key)
+	if !ok {
 		// Deleted: its placement goes, and with it the shards.
 		if err := s.placements.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("delete placement %s: %w", key, err)
 		}
+		t.forget(key)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("read workload %s: %w", key, err)
-	}
-	w, err := api.Decode(we.Value())
+	w, err := api.Decode(we.Value)
 	if err != nil {
 		s.log.Error("undecodable workload", "key", key, "err", err)
 		return nil
@@ -220,58 +429,73 @@ func (s *Service) Reconcile(ctx context.Context, key string) error {
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("read placement %s: %w", key, err)
 	}
-	snap := s.Snapshot()
-	if prev != nil && (s.stillGood(prev, w, snap) || s.finished(ctx, key, w)) {
+	snap := s.snapshot(t)
+	if prev != nil && s.stillGood(prev, w, snap) {
+		return s.announce(ctx, t, w, prev, prevRev)
+	}
+	if prev != nil && s.finished(ctx, key, w) {
 		return nil
 	}
-	d := Decide(w, snap, time.Now().UTC())
+	// Decide and assume under the term's lock, so that parallel workers
+	// never see the same free capacity; the write happens outside it, and
+	// a write that fails gives back what was assumed.
+	t.decide.Lock()
+	d := Decide(w, s.snapshot(t), time.Now().UTC())
 	if prev != nil && sameDecision(prev, &d) {
+		t.decide.Unlock()
 		if d.Unschedulable {
-			s.queue.AddAfter(key, RetryUnschedulable)
+			t.work.AddAfter(key, RetryUnschedulable)
 		}
-		return nil
+		return s.announce(ctx, t, w, prev, prevRev)
 	}
+	undo := t.assume(key, w, &d)
+	t.decide.Unlock()
 	b, err := json.Marshal(&d)
 	if err != nil {
+		undo()
 		return err
 	}
 	rev, err := bus.CompareAndSet(ctx, s.placements, key, b, prevRev)
-	if err == nil {
-		s.assume(w, &d)
+	if err != nil {
+		undo()
 	}
 	if errors.Is(err, bus.ErrConflict) {
-		s.queue.Add(key) // another replica decided; look again
+		t.work.Add(key) // read a stale revision; look again
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("write placement %s: %w", key, err)
 	}
-	event, msg := api.EventScheduled, fmt.Sprintf("%d shards", len(d.Shards))
-	if w.Control.Stopped {
-		msg = "stopped: no shards"
-	}
 	if d.Unschedulable {
-		event, msg = api.EventUnschedulable, fmt.Sprintf("no cluster can take it: %d rejections", len(d.Reasons))
-		s.queue.AddAfter(key, RetryUnschedulable)
+		t.work.AddAfter(key, RetryUnschedulable)
 	}
-	s.emit(ctx, w, event, msg, rev)
 	s.log.Debug("placed", "key", key, "generation", d.Generation, "shards", d.Shards, "unschedulable", d.Unschedulable)
+	return s.announce(ctx, t, w, &d, rev)
+}
+
+// announce ensures the event of placement d, written at rev, is out.
+func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api.PlacementDecision, rev uint64) error {
+	key := w.Key()
+	if t.announcedAt(key) >= rev {
+		return nil
+	}
+	event, msg := eventOf(w, d)
+	if err := s.events.Ensure(ctx, w, event, msg, rev); err != nil {
+		return fmt.Errorf("announce placement of %s: %w", key, err)
+	}
+	t.announced(key, rev)
 	return nil
 }
 
-// assume counts a decision's pods as requested until the clusters report them.
-func (s *Service) assume(w *api.Workload, d *api.PlacementDecision) {
-	per := w.Spec.PodTemplate().PodRequests()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sh := range d.Shards {
-		a := s.assumed[sh.Cluster]
-		n := int64(sh.Replicas)
-		a.Requested.MilliCPU += per.MilliCPU * n
-		a.Requested.MemoryBytes += per.MemoryBytes * n
-		a.Requested.GPUs += per.GPUs * n
-		a.RequestedPods += n
-		s.assumed[sh.Cluster] = a
+// eventOf is the event a placement warrants, and its message.
+func eventOf(w *api.Workload, d *api.PlacementDecision) (event, msg string) {
+	switch {
+	case d.Unschedulable:
+		return api.EventUnschedulable, fmt.Sprintf("no cluster can take it: %d rejections", len(d.Reasons))
+	case w.Control.Stopped:
+		return api.EventScheduled, "stopped: no shards"
+	default:
+		return api.EventScheduled, fmt.Sprintf("%d shards", len(d.Shards))
 	}
 }
 
@@ -312,8 +536,4 @@ func sameDecision(a, b *api.PlacementDecision) bool {
 	ja, _ := json.Marshal([]any{a.Generation, a.Shards, a.Unschedulable, a.Reasons})
 	jb, _ := json.Marshal([]any{b.Generation, b.Shards, b.Unschedulable, b.Reasons})
 	return bytes.Equal(ja, jb)
-}
-
-func (s *Service) emit(ctx context.Context, w *api.Workload, event, msg string, rev uint64) {
-	events.PublishAsync(ctx, s.bus, w, event, msg, rev, s.log)
 }
