@@ -147,12 +147,9 @@ func QuantitiesOf(l corev1.ResourceList) Quantities {
 	return Quantities{
 		MilliCPU:    l.Cpu().MilliValue(),
 		MemoryBytes: l.Memory().Value(),
-		GPUs:        l.Name(GPUResource, resource.DecimalSI).Value(),
+		GPUs:        l.Name(corev1.ResourceName(ResourceGPUName), resource.DecimalSI).Value(),
 	}
 }
-
-// GPUResource is the extended resource name of a GPU.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // coreList is r as a Kubernetes resource list; unparsable values (caught by
 // validation) count as zero.
@@ -165,7 +162,7 @@ func (r ResourceList) coreList() corev1.ResourceList {
 		l[corev1.ResourceMemory] = v
 	}
 	if r.GPU != 0 {
-		l[GPUResource] = *resource.NewQuantity(r.GPU, resource.DecimalSI)
+		l[corev1.ResourceName(ResourceGPUName)] = *resource.NewQuantity(r.GPU, resource.DecimalSI)
 	}
 	return l
 }

@@ -1,14 +1,84 @@
 // Package aggregator is the aggregator service, the only writer of the
-// status and clusters buckets. Informers on every member cluster watch the
-// platform's labelled objects and the nodes; each workload's shards are
-// folded into one status, and each cluster's capacity and health into its
-// inventory record.
+// status, clusters and observations buckets: it watches the member
+// clusters, folds each workload's shards into one status, and keeps each
+// cluster's capacity and health in its inventory record.
+//
+// # Replicas and leases
+//
+// Any number of replicas run; leases (libs/bus/lease) split the work:
+//
+//   - "aggregator.<cluster>", one per member cluster, so that replicas
+//     share the clusters. Its holder runs that cluster's informers, probes
+//     it and writes its inventory (clusters bucket), and publishes what the
+//     cluster holds of each workload as an observation (observations
+//     bucket, key <cluster>.<workload key>: pod counts, the Deployment's or
+//     Job's status, the latest Kubernetes events; cluster.go, observe.go).
+//   - "aggregator-status", one for the region. Its holder folds, for each
+//     workload, the observations of the clusters its shards are on into
+//     one status (status bucket) and announces phase changes (status.go).
+//     It reads no cluster: only the workloads, placements, observations
+//     and clusters buckets, through in-memory mirrors it builds for its
+//     term.
+//
+// A workload's shards are usually on clusters held by different replicas:
+// splitting observing (per cluster) from folding (one writer of the status
+// bucket) keeps each bucket key with one writer at a time, with no
+// cross-replica compare-and-set on a shared document.
+//
+// # No phase regresses while a cache fills
+//
+// Observations are only ever computed from synced informer caches. A
+// cluster holder's term begins by writing the cluster's term marker (key
+// <cluster>) as syncing; it waits for its caches to sync
+// (cache.WaitForCacheSync), rewrites every observation that differs from
+// what its caches say (deleting those of workloads the cluster no longer
+// holds), and only then marks the term synced. The folder starts only once
+// its mirrors hold every key (a workload or placement missing from a
+// mirror that is still filling would read as deleted or unscheduled), and
+// leaves a workload's status untouched while a healthy cluster among its
+// shards' has a term that is not synced; it refolds the cluster's
+// workloads when the marker turns synced. So after a restart or a
+// takeover, a Running workload is folded from the same synced
+// observations as before, never from a half-filled cache, and a move back
+// to Progressing only ever comes from an observation of a synced cache.
+// An unhealthy cluster does not hold its workloads back: its last
+// observation stands and they are Degraded.
+//
+// # Events follow committed state
+//
+// fold publishes the event of a status's phase (running, progressing,
+// degraded, succeeded, failed) with events.Publisher.Ensure inside the
+// reconcile, returning its error so the queue retries. The idempotency key
+// is <key>.<event>@<rev> with rev the status revision that entered the
+// phase (kept in the status document as phaseRevision; 0 means the
+// document's own revision), so a folder that starts after a crash between
+// the write and the publish, a takeover or a resync republishes a missing
+// event under the same key, once, and a phase entered again gets a new one.
+//
+// # Requests
+//
+// Logs and exec (atoll.debug.*, queue group aggregator-debug) and cluster
+// operations (the atoll-aggregator micro service, a queue group) are
+// served by every replica, as every replica has every member's
+// credentials: a cluster whose lease the replica holds is read from its
+// synced informer caches, another by a live list against its API server.
+// A cluster operation changes the inventory with compare-and-set, so it
+// is safe on any replica beside the holder's probes.
+//
+// # Kinds
+//
+// A kind is folded by its folder in status.go (Kinds lists them; a test
+// checks every registered kind has one). A workload of a kind without a
+// folder gets a status saying so, never a panic.
 package aggregator
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,10 +86,11 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/fx"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/debugstream"
+	"atoll.dev/libs/events"
 )
 
 // Module is the aggregator service for fx; it needs clusters.Members.
@@ -40,81 +111,83 @@ const (
 	MaxEvents = 10
 	// StatusWorkers fold statuses in parallel.
 	StatusWorkers = 8
+	// ObserveWorkers compute and write each held cluster's observations.
+	ObserveWorkers = 4
 	// Resync refolds every workload this often.
 	Resync = 5 * time.Minute
 )
 
-// Service is the aggregator.
+// LeaseStatus is the lease of the replica that folds statuses; a member
+// cluster's lease is ClusterLease(name).
+const LeaseStatus = "aggregator-status"
+
+// ClusterLease names the lease of a member cluster.
+func ClusterLease(cluster string) string { return "aggregator." + cluster }
+
+// Service is one aggregator replica.
 type Service struct {
-	bus     *bus.Bus
-	log     *slog.Logger
-	members clusters.Members
-	watches map[string]*watch
+	bus      *bus.Bus
+	log      *slog.Logger
+	members  clusters.Members
+	clusters map[string]*cluster // by name; fixed after New
+	holder   string              // this replica's lease holder id
+	pub      *events.Publisher
 
-	status, clusterKV     jetstream.KeyValue
-	workloads, placements *bus.Mirror
-	queue                 *bus.Queue
-	ops                   micro.Service       // the cluster-operations endpoint
-	debug                 *debugstream.Server // logs and exec sessions (debug.go)
-	cancel                context.CancelFunc
-	wg                    sync.WaitGroup
+	// leaseOpts and eventOpts are the defaults but in tests.
+	leaseOpts lease.Options
+	eventOpts events.Options
+	// campaignFor, when set (tests), limits the leases this replica
+	// campaigns for, so that a test can split them across replicas.
+	campaignFor []string
+	// afterStatusWrite, when set (tests), runs between a status write and
+	// its event; an error ends the fold there, as a crash would.
+	afterStatusWrite func(key string) error
 
-	mu      sync.Mutex
-	written map[string]writtenStatus // mu must be held: last status written per key
-	events  map[string][]api.Event   // mu must be held: latest events per key
+	status, clusterKV, observations, workloadKV jetstream.KeyValue
+
+	elector *lease.Elector
+	ops     micro.Service       // the cluster-operations endpoint
+	debug   *debugstream.Server // logs and exec sessions (debug.go)
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
 }
 
-type writtenStatus struct {
-	rev   uint64
-	body  []byte // without the Updated time
-	phase string
-}
-
-// New returns an aggregator for the member clusters.
+// New returns an aggregator replica for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
 	s := &Service{
 		bus: b, log: log.With("component", "aggregator"), members: members,
-		watches: map[string]*watch{}, written: map[string]writtenStatus{}, events: map[string][]api.Event{},
+		clusters: map[string]*cluster{}, holder: lease.NewHolderID("aggregator"),
 	}
 	for _, m := range members {
-		w, err := newWatch(s, m)
+		c, err := newCluster(s, m)
 		if err != nil {
 			return nil, err
 		}
-		s.watches[m.Name] = w
+		s.clusters[m.Name] = c
 	}
 	return s, nil
 }
 
-// Start opens the buckets and starts the informers, probes and folding.
+// Start opens the buckets, campaigns for the status lease and every
+// cluster's, and serves cluster operations and debug sessions.
 func (s *Service) Start(ctx context.Context) error {
-	for _, kv := range []struct {
-		dst  *jetstream.KeyValue
-		name string
-	}{{&s.status, bus.BucketStatus}, {&s.clusterKV, bus.BucketClusters}} {
-		var err error
-		if *kv.dst, err = s.bus.KV(ctx, kv.name); err != nil {
-			return err
-		}
+	if err := s.open(ctx); err != nil {
+		return err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.queue = bus.NewQueue()
-	for _, w := range s.watches {
-		s.goRun(func() { w.run(rctx) })
+	campaign := func(lease string, fn func(context.Context)) {
+		if s.campaignFor == nil || slices.Contains(s.campaignFor, lease) {
+			s.goRun(func() { s.elector.Run(rctx, lease, fn) })
+		}
 	}
-	var err error
-	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.queue.Add); err != nil {
-		cancel()
-		return err
+	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
+		campaign(ClusterLease(name), s.clusters[name].lead)
 	}
-	if s.placements, err = s.bus.Mirror(rctx, bus.BucketPlacements, s.queue.Add); err != nil {
-		cancel()
-		return err
-	}
-	// Refold everything now and then: a missed change costs latency, never correctness.
-	s.goRun(func() { s.workloads.Resync(rctx, Resync, s.queue, nil) })
-	s.goRun(func() { s.queue.Run(rctx, StatusWorkers, s.log, s.fold) })
+	campaign(LeaseStatus, s.leadFolding)
 	if err := s.startOps(); err != nil {
 		s.Stop()
 		return err
@@ -126,7 +199,35 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop unregisters the cluster-operations endpoint and stops the informers and probes.
+// open opens the buckets, the elector and the event publisher.
+func (s *Service) open(ctx context.Context) error {
+	for _, kv := range []struct {
+		dst  *jetstream.KeyValue
+		name string
+	}{
+		{&s.status, bus.BucketStatus}, {&s.clusterKV, bus.BucketClusters},
+		{&s.observations, bus.BucketObservations}, {&s.workloadKV, bus.BucketWorkloads},
+	} {
+		var err error
+		if *kv.dst, err = s.bus.KV(ctx, kv.name); err != nil {
+			return fmt.Errorf("aggregator: %w", err)
+		}
+	}
+	leases, err := s.bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	o := s.leaseOpts
+	o.Logger = s.log
+	if s.elector, err = lease.NewElector(leases, s.holder, o); err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	s.pub = events.NewPublisher(s.bus, s.log, s.eventOpts)
+	return nil
+}
+
+// Stop ends the endpoints, then every term this replica leads, releasing
+// its leases for a standby to take at once.
 func (s *Service) Stop() {
 	s.stopDebug()
 	s.stopOps()
@@ -136,32 +237,29 @@ func (s *Service) Stop() {
 	}
 }
 
+// Holder is this replica's lease holder id.
+func (s *Service) Holder() string { return s.holder }
+
+// HeldLeases lists the leases this replica holds now.
+func (s *Service) HeldLeases() []string {
+	if s.elector == nil {
+		return nil
+	}
+	names := s.elector.HeldNames()
+	slices.Sort(names)
+	return names
+}
+
 func (s *Service) goRun(fn func()) {
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); fn() }()
 }
 
-// recordEvent keeps the latest Kubernetes events of a workload.
-func (s *Service) recordEvent(key string, e api.Event) {
-	s.mu.Lock()
-	evs := append(s.events[key], e)
-	if len(evs) > MaxEvents {
-		evs = evs[len(evs)-MaxEvents:]
-	}
-	s.events[key] = evs
-	s.mu.Unlock()
-	s.queue.Add(key)
-}
-
-func (s *Service) latestEvents(key string) []api.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]api.Event(nil), s.events[key]...)
-}
-
+// emit publishes a cluster signal; a failure is only logged (signals are
+// hints: the inventory record is the state).
 func (s *Service) emit(ctx context.Context, subj, id string, v any) {
 	b, _ := json.Marshal(v)
 	if _, err := s.bus.Publish(ctx, subj, id, b, nil); err != nil {
-		s.log.Warn("publish event", "subject", subj, "err", err)
+		s.log.Warn("publish signal", "subject", subj, "err", err)
 	}
 }

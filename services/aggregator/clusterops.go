@@ -88,7 +88,7 @@ func (s *Service) handleCluster(r micro.Request) {
 // as written. Refusals are *OpError: 400 for a bad operation, 404 for a
 // cluster that is not a member, 503 when the inventory cannot be written.
 func (s *Service) ApplyClusterOp(ctx context.Context, op api.ClusterOp) (*api.ClusterInfo, error) {
-	w, err := s.checkOp(&op)
+	c, err := s.checkOp(&op)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (s *Service) ApplyClusterOp(ctx context.Context, op api.ClusterOp) (*api.Cl
 			return nil, bus.ErrNoChange
 		}
 		ci.Admin = admin
-		mergeAdmin(&ci, w.member)
+		mergeAdmin(&ci, c.member)
 		ci.Updated = now
 		out, event = ci, ev
 		return json.Marshal(&ci)
@@ -134,13 +134,13 @@ func (s *Service) ApplyClusterOp(ctx context.Context, op api.ClusterOp) (*api.Cl
 	return &out, nil
 }
 
-// checkOp returns the watch of the operation's cluster, or why the
-// operation is refused (400 or 404).
-func (s *Service) checkOp(op *api.ClusterOp) (*watch, error) {
+// checkOp returns the operation's cluster, or why the operation is
+// refused (400 or 404).
+func (s *Service) checkOp(op *api.ClusterOp) (*cluster, error) {
 	fe := op.Validate()
-	w, member := s.watches[op.Cluster]
+	c, member := s.clusters[op.Cluster]
 	if member {
-		fe = append(fe, configLabelConflicts(op, w.member)...)
+		fe = append(fe, configLabelConflicts(op, c.member)...)
 	}
 	if len(fe) > 0 {
 		return nil, invalidOp(fe)
@@ -148,7 +148,7 @@ func (s *Service) checkOp(op *api.ClusterOp) (*watch, error) {
 	if !member {
 		return nil, &OpError{Status: api.StatusNotFound, Body: api.ErrorBody{Code: "NotFound", Message: fmt.Sprintf("cluster %s is not a member cluster of the region", op.Cluster)}}
 	}
-	return w, nil
+	return c, nil
 }
 
 func invalidOp(fe api.FieldErrors) *OpError {

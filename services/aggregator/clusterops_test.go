@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -25,7 +27,7 @@ import (
 var member = clusters.Member{Name: "zone-a", Zone: "a", Labels: map[string]string{"env": "prod"}}
 
 func TestClusterOpValidation(t *testing.T) {
-	s := &Service{watches: map[string]*watch{member.Name: {member: member}}}
+	s := &Service{clusters: map[string]*cluster{member.Name: {member: member}}}
 	long := strings.Repeat("x", 64)
 	tests := []struct {
 		name string
@@ -235,22 +237,31 @@ func startAggregator(t *testing.T, b *bus.Bus, ms clusters.Members) *Service {
 // request sends a cluster operation the way the gateway will.
 func request(t *testing.T, b *bus.Bus, body string) (*api.ClusterInfo, *api.ErrorBody, string) {
 	t.Helper()
-	reply, err := b.NC.Request(bus.RequestSubject("aggregator", VerbCluster), []byte(body), 10*time.Second)
+	ci, eb, code, err := tryRequest(b, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ci, eb, code
+}
+
+// tryRequest is request for polls: it returns its failure.
+func tryRequest(b *bus.Bus, body string) (*api.ClusterInfo, *api.ErrorBody, string, error) {
+	reply, err := b.NC.Request(bus.RequestSubject("aggregator", VerbCluster), []byte(body), 10*time.Second)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
 		var eb api.ErrorBody
 		if err := json.Unmarshal(reply.Data, &eb); err != nil {
-			t.Fatalf("error body %q: %v", reply.Data, err)
+			return nil, nil, "", fmt.Errorf("error body %q: %w", reply.Data, err)
 		}
-		return nil, &eb, code
+		return nil, &eb, code, nil
 	}
 	var ci api.ClusterInfo
 	if err := json.Unmarshal(reply.Data, &ci); err != nil {
-		t.Fatalf("reply %q: %v", reply.Data, err)
+		return nil, nil, "", fmt.Errorf("reply %q: %w", reply.Data, err)
 	}
-	return &ci, nil, ""
+	return &ci, nil, "", nil
 }
 
 func stored(t *testing.T, b *bus.Bus, name string) (api.ClusterInfo, uint64) {
@@ -312,16 +323,16 @@ func TestClusterOpsEndpoint(t *testing.T) {
 	}
 	defer signals.Unsubscribe()
 
-	// The first probe writes the inventory.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, eb, _ := request(t, b, `{"cluster":"zone-a","op":"cordon","principal":"alice"}`); eb == nil {
-			break
-		} else if eb.Code != "Unavailable" || time.Now().After(deadline) {
-			t.Fatalf("cordon before the first inventory: %+v", eb)
+	// The first probe writes the inventory; until then a cordon is refused
+	// as Unavailable, nothing else.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, eb, _, err := tryRequest(b, `{"cluster":"zone-a","op":"cordon","principal":"alice"}`)
+		require.NoError(c, err)
+		if eb != nil {
+			assert.Equal(t, "Unavailable", eb.Code, "cordon before the first inventory: %+v", eb)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		assert.Nil(c, eb)
+	}, 10*time.Second, 100*time.Millisecond)
 	ci, rev := stored(t, b, m.Name)
 	if !ci.Cordoned || !ci.Admin.Cordoned || ci.Admin.By != "alice" || ci.Admin.At.IsZero() {
 		t.Fatalf("after cordon stored %+v", ci)
@@ -366,7 +377,7 @@ func TestClusterOpsEndpoint(t *testing.T) {
 	// Inventory rewrites, as the probes make, keep the overrides (the
 	// aggregator stopped, so that only these write).
 	s.Stop()
-	w := s.watches[m.Name]
+	w := s.clusters[m.Name]
 	for i := range 3 {
 		fresh := api.ClusterInfo{Name: m.Name, Zone: m.Zone, Labels: m.Labels, Healthy: true, LastSeen: time.Now().UTC(),
 			Pools: map[string]api.PoolInfo{"general": {Nodes: 10 + i}}}
@@ -380,17 +391,13 @@ func TestClusterOpsEndpoint(t *testing.T) {
 	// A restarted aggregator keeps them too, through its own probes.
 	_, before := stored(t, b, m.Name)
 	s = startAggregator(t, b, clusters.Members{m})
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		ci, nrev = stored(t, b, m.Name)
-		if nrev > before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the restarted aggregator wrote no inventory")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	inventoryKV, err := b.KV(ctx, bus.BucketClusters)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := inventoryKV.Get(ctx, m.Name)
+		return err == nil && e.Revision() > before
+	}, 30*time.Second, 100*time.Millisecond, "the restarted aggregator writes the inventory")
+	ci, _ = stored(t, b, m.Name)
 	if !ci.Cordoned || !maps.Equal(ci.Labels, want) || ci.Pools["general"].Nodes != 12 {
 		t.Fatalf("after restart and a probe of the unreachable cluster stored %+v, want the overrides and the last known capacity", ci)
 	}

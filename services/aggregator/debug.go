@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -13,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
@@ -32,8 +35,11 @@ import (
 const DebugOpenTimeout = 10 * time.Second
 
 // debugBackend serves the logs and exec sessions of libs/debugstream from
-// the member clusters: it finds a workload's Pods in the informer caches by
-// the platform's labels and streams from the clusters' API servers.
+// the member clusters: it finds a workload's Pods by the platform's labels
+// and streams from the clusters' API servers. Every replica serves every
+// cluster (the sessions come through a queue group): a cluster this
+// replica observes is read from its synced informer caches, another by a
+// live list against its API server.
 type debugBackend struct {
 	s        *Service
 	clusters map[string]*debugCluster
@@ -45,26 +51,35 @@ var _ debugstream.Backend = (*debugBackend)(nil)
 // without the overall request timeout, as streams last as long as their
 // session; their context bounds them.
 type debugCluster struct {
-	name  string
-	cfg   *rest.Config
-	cs    kubernetes.Interface
-	watch *watch
+	name string
+	cfg  *rest.Config
+	cs   kubernetes.Interface
+	c    *cluster
 }
 
-// startDebug serves debug sessions for the member clusters.
-func (s *Service) startDebug() error {
+// newDebugBackend returns the backend of the replica's debug sessions.
+func newDebugBackend(s *Service) (*debugBackend, error) {
 	b := &debugBackend{s: s, clusters: map[string]*debugCluster{}}
 	for _, m := range s.members {
 		cfg, err := m.RESTConfig()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg.Timeout = 0
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
-			return fmt.Errorf("cluster %s stream client: %w", m.Name, err)
+			return nil, fmt.Errorf("cluster %s stream client: %w", m.Name, err)
 		}
-		b.clusters[m.Name] = &debugCluster{name: m.Name, cfg: cfg, cs: cs, watch: s.watches[m.Name]}
+		b.clusters[m.Name] = &debugCluster{name: m.Name, cfg: cfg, cs: cs, c: s.clusters[m.Name]}
+	}
+	return b, nil
+}
+
+// startDebug serves debug sessions for the member clusters.
+func (s *Service) startDebug() error {
+	b, err := newDebugBackend(s)
+	if err != nil {
+		return err
 	}
 	srv := debugstream.NewServer(s.bus.NC, b, debugstream.ServerOptions{QueueGroup: "aggregator-debug", Logger: s.log})
 	if err := srv.Start(); err != nil {
@@ -82,6 +97,16 @@ func (s *Service) stopDebug() {
 	}
 }
 
+// unreachable says whether this replica knows the cluster to be unhealthy:
+// only the replica observing it probes it.
+func (c *debugCluster) unreachable() bool {
+	if c.c == nil {
+		return false
+	}
+	t := c.c.synced()
+	return t != nil && !t.isHealthy()
+}
+
 // clusterPod is one of a workload's Pods.
 type clusterPod struct {
 	cluster *debugCluster
@@ -90,7 +115,7 @@ type clusterPod struct {
 
 // pods returns the workload's Pods by cluster name, then Pod name; a
 // workload the region does not know is a 404.
-func (b *debugBackend) pods(project, kind, name string) ([]clusterPod, error) {
+func (b *debugBackend) pods(ctx context.Context, project, kind, name string) ([]clusterPod, error) {
 	if !api.IsDNSLabel(project) || !api.IsDNSLabel(name) {
 		return nil, debugstream.Errorf(http.StatusBadRequest, "project %q and name %q must be DNS labels", project, name)
 	}
@@ -98,39 +123,75 @@ func (b *debugBackend) pods(project, kind, name string) ([]clusterPod, error) {
 	if err != nil {
 		return nil, debugstream.Errorf(http.StatusBadRequest, "unknown kind; one of %s", strings.Join(api.KindNames(), ", "))
 	}
-	if _, ok := b.s.workloads.Get(api.Key(project, kind, name)); !ok {
+	key := api.Key(project, kind, name)
+	if _, err := b.s.workloadKV.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, debugstream.Errorf(http.StatusNotFound, "no %s %s in project %s", kind, name, project)
+	} else if err != nil {
+		return nil, debugstream.Errorf(http.StatusServiceUnavailable, "look up %s %s: %v", kind, name, err)
 	}
-	sel := labels.SelectorFromSet(labels.Set{
-		api.LabelManaged: "true", api.LabelProject: project, api.LabelKind: api.KindLabel(kind), api.LabelWorkload: name,
-	})
-	names := make([]string, 0, len(b.clusters))
-	for n := range b.clusters {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var out []clusterPod
-	for _, n := range names {
+	var (
+		out         []clusterPod
+		unreachable []string
+	)
+	for _, n := range slices.Sorted(maps.Keys(b.clusters)) {
 		c := b.clusters[n]
-		if c.watch == nil {
-			continue
-		}
-		pods, err := c.watch.pods.Pods(api.Namespace(project)).List(sel)
+		pods, err := c.workloadPods(ctx, project, key)
 		if err != nil {
-			return nil, fmt.Errorf("list pods of %s %s in %s: %w", kind, name, n, err)
+			b.s.log.Warn("list pods for a debug session", "cluster", n, "key", key, "err", err)
+			unreachable = append(unreachable, n)
+			continue
 		}
 		slices.SortFunc(pods, func(x, y *corev1.Pod) int { return strings.Compare(x.Name, y.Name) })
 		for _, p := range pods {
 			out = append(out, clusterPod{cluster: c, pod: p})
 		}
 	}
+	if len(out) == 0 && len(unreachable) > 0 {
+		return nil, debugstream.Errorf(http.StatusServiceUnavailable, "cannot list the Pods of %s %s in %s", kind, name, strings.Join(unreachable, ", "))
+	}
+	return out, nil
+}
+
+// workloadPods lists the workload's Pods in the cluster: from the informer
+// caches when this replica observes it, else from its API server.
+func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([]*corev1.Pod, error) {
+	if c.c == nil {
+		return nil, nil
+	}
+	if t := c.c.synced(); t != nil {
+		objs, err := t.pods.ByIndex(byWorkload, key)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*corev1.Pod, 0, len(objs))
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok {
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+	_, kind, name, _ := api.ParseKey(key)
+	sel := labels.SelectorFromSet(labels.Set{
+		api.LabelManaged: "true", api.LabelProject: project, api.LabelKind: api.KindLabel(kind), api.LabelWorkload: name,
+	})
+	lctx, cancel := context.WithTimeout(ctx, DebugOpenTimeout)
+	defer cancel()
+	list, err := c.c.cs.CoreV1().Pods(api.Namespace(project)).List(lctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
 	return out, nil
 }
 
 // Logs implements debugstream.Backend: one source per container of each
 // Pod that has started.
-func (b *debugBackend) Logs(_ context.Context, req debugstream.LogRequest) ([]debugstream.LogSource, error) {
-	pods, err := b.pods(req.Project, req.Kind, req.Name)
+func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]debugstream.LogSource, error) {
+	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +238,7 @@ func hasContainer(p *corev1.Pod, name string) bool {
 // openLog returns a function that opens one container's log.
 func (c *debugCluster) openLog(ns, pod, container string, req debugstream.LogRequest) func(context.Context) (io.ReadCloser, error) {
 	return func(ctx context.Context) (io.ReadCloser, error) {
-		if c.watch != nil && !c.watch.isHealthy() {
+		if c.unreachable() {
 			return nil, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s is unreachable", c.name)
 		}
 		opts := &corev1.PodLogOptions{Container: container, Follow: req.Follow, Timestamps: true}
@@ -218,8 +279,8 @@ func (c *cancelOnClose) Close() error {
 
 // Exec implements debugstream.Backend: the named or first Running Pod,
 // and the named or first main container.
-func (b *debugBackend) Exec(_ context.Context, req debugstream.ExecRequest) (debugstream.ExecTarget, error) {
-	pods, err := b.pods(req.Project, req.Kind, req.Name)
+func (b *debugBackend) Exec(ctx context.Context, req debugstream.ExecRequest) (debugstream.ExecTarget, error) {
+	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
 	if err != nil {
 		return debugstream.ExecTarget{}, err
 	}
@@ -252,7 +313,7 @@ func (b *debugBackend) Exec(_ context.Context, req debugstream.ExecRequest) (deb
 		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "pod %s has no container %q", target.pod.Name, container)
 	}
 	c := target.cluster
-	if c.watch != nil && !c.watch.isHealthy() {
+	if c.unreachable() {
 		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s is unreachable", c.name)
 	}
 	ns, pod := target.pod.Namespace, target.pod.Name

@@ -9,11 +9,14 @@ require (
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
 	atoll.dev/libs/events v0.0.0
+	atoll.dev/libs/testenv v0.0.0
 	github.com/nats-io/nats.go v1.55.0
+	github.com/stretchr/testify v1.11.1
 	go.uber.org/fx v1.24.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
+	k8s.io/component-helpers v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 )
 
@@ -55,6 +58,7 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -79,4 +83,5 @@ replace (
 	atoll.dev/libs/daemon => ../../libs/daemon
 	atoll.dev/libs/debugstream => ../../libs/debugstream
 	atoll.dev/libs/events => ../../libs/events
+	atoll.dev/libs/testenv => ../../libs/testenv
 )

@@ -1,18 +1,18 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
-	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,52 +21,330 @@ import (
 	"atoll.dev/libs/events"
 )
 
-// shardView is what one cluster holds of a workload.
+// shardView is what one cluster holds of a workload's shard.
 type shardView struct {
 	cluster, zone string
 	healthy       bool
 	desired       int32
-	pods          []*corev1.Pod
-	deployment    *appsv1.Deployment
-	job           *batchv1.Job
+	obs           observation // zero when the cluster holds nothing of it
 }
 
-// folder computes a kind's phase and counts from its shards. Adding a kind
-// means adding its folder here.
+// folder computes a kind's phase and counts from its shards.
 type folder func(w *api.Workload, shards []shardView, st *api.Status)
 
+// folders are the kinds the aggregator folds. Adding a kind means adding
+// its folder here (TestEveryKindFolded fails until then).
 var folders = map[string]folder{
 	api.KindApp:    foldApp,
 	api.KindJobSet: foldJobSet,
 	api.KindPod:    foldPod,
 }
 
-// fold computes and stores the status of one workload.
-func (s *Service) fold(ctx context.Context, key string) error {
-	_, _, _, err := api.ParseKey(key)
-	if err != nil {
+// Kinds lists the kinds whose statuses the aggregator folds, sorted.
+func Kinds() []string { return slices.Sorted(maps.Keys(folders)) }
+
+// statusDoc is a status as stored in the status bucket: the api.Status
+// (what every reader decodes) and the revision that entered its phase.
+type statusDoc struct {
+	api.Status
+	// PhaseRevision is the status revision whose write entered Phase; 0
+	// means this document's own revision. The phase's event carries it in
+	// its idempotency key, so a repair republishes under the same key.
+	PhaseRevision uint64 `json:"phaseRevision,omitempty"`
+}
+
+// storedStatus is what the folder knows of a stored status.
+type storedStatus struct {
+	rev      uint64
+	body     []byte // the api.Status without Updated
+	phase    string
+	phaseRev uint64
+}
+
+// foldState is one term of the status lease: its mirrors of what it
+// folds, its queue, and what it wrote and announced.
+type foldState struct {
+	s   *Service
+	log *slog.Logger
+	q   *bus.Queue
+
+	workloads, placements, observations, inventory *bus.Mirror
+
+	folds atomic.Int64 // workload folds completed, for tests
+
+	mu        sync.Mutex
+	written   map[string]storedStatus    // mu must be held: last status known per key
+	announced map[string]string          // mu must be held: the event id ensured per key in this term
+	blocked   map[string]map[string]bool // mu must be held: keys waiting for a cluster's term to sync
+	health    map[string]bool            // mu must be held: each cluster's health as last folded
+}
+
+// leadFolding runs one term of the status lease.
+func (s *Service) leadFolding(ctx context.Context) {
+	f := &foldState{
+		s: s, log: s.log.With("lease", LeaseStatus), q: bus.NewQueue(),
+		written: map[string]storedStatus{}, announced: map[string]string{},
+		blocked: map[string]map[string]bool{}, health: map[string]bool{},
+	}
+	start := time.Now()
+	if !f.openMirrors(ctx) {
+		return
+	}
+	// Statuses of workloads deleted while no folder ran are forgotten too.
+	if keys, err := s.status.ListKeys(ctx); err == nil {
+		for k := range keys.Keys() {
+			f.q.Add(k)
+		}
+	} else if ctx.Err() == nil {
+		f.log.Warn("list statuses", "err", err)
+	}
+	for _, k := range f.workloads.Keys() {
+		f.q.Add(k)
+	}
+	s.setFolding(f)
+	defer s.setFolding(nil)
+	f.log.Info("folding statuses", "workloads", f.workloads.Len(), "ready_after", time.Since(start).Round(time.Millisecond))
+	var wg sync.WaitGroup
+	// Refold everything now and then: a missed change costs latency, never correctness.
+	wg.Go(func() { f.workloads.Resync(ctx, Resync, f.q, nil) })
+	f.q.Run(ctx, StatusWorkers, f.log, f.fold)
+	wg.Wait()
+}
+
+// openMirrors mirrors what the folder reads and waits until every mirror
+// holds every key: a workload or placement missing from a mirror still
+// filling would read as deleted or unscheduled. Mirror callbacks only
+// queue keys (a cluster's as "@<cluster>"): the workers read the mirrors.
+func (f *foldState) openMirrors(ctx context.Context) bool {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		err := f.mirror(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		f.log.Warn("mirror buckets", "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(bus.Jitter(delay, 0.2)):
+		}
+	}
+	for _, m := range []*bus.Mirror{f.workloads, f.placements, f.observations, f.inventory} {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.Ready():
+		}
+	}
+	return true
+}
+
+func (f *foldState) mirror(ctx context.Context) error {
+	b := f.s.bus
+	var err error
+	if f.workloads == nil {
+		if f.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, f.q.Add); err != nil {
+			return err
+		}
+	}
+	if f.placements == nil {
+		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.q.Add); err != nil {
+			return err
+		}
+	}
+	if f.observations == nil {
+		f.observations, err = b.Mirror(ctx, bus.BucketObservations, func(key string) {
+			if cluster, wkey, ok := strings.Cut(key, "."); ok {
+				f.q.Add(wkey)
+			} else {
+				f.q.Add("@" + cluster) // a term marker
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if f.inventory == nil {
+		if f.inventory, err = b.Mirror(ctx, bus.BucketClusters, func(cluster string) { f.q.Add("@" + cluster) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) setFolding(f *foldState) {
+	s.mu.Lock()
+	s.foldTerm = f
+	s.mu.Unlock()
+}
+
+// folding returns the current folding term, nil when this replica does
+// not hold the status lease.
+func (s *Service) folding() *foldState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.foldTerm
+}
+
+// fold computes, stores and announces the status of one workload key, or
+// handles a change of a cluster ("@<cluster>").
+func (f *foldState) fold(ctx context.Context, key string) error {
+	if cluster, ok := strings.CutPrefix(key, "@"); ok {
+		f.clusterChanged(cluster)
 		return nil
 	}
+	if _, _, _, err := api.ParseKey(key); err != nil {
+		return nil // not a workload key of a kind this build knows
+	}
 	var w *api.Workload
-	if e, ok := s.workloads.Get(key); ok {
+	if e, ok := f.workloads.Get(key); ok {
+		var err error
 		if w, err = api.Decode(e.Value); err != nil {
+			f.log.Warn("undecodable workload", "key", key, "err", err)
 			return nil
 		}
 	}
 	var p *api.PlacementDecision
-	if e, ok := s.placements.Get(key); ok {
+	if e, ok := f.placements.Get(key); ok {
 		p = &api.PlacementDecision{}
 		if json.Unmarshal(e.Value, p) != nil {
 			p = nil
 		}
 	}
 	if w == nil {
-		return s.forgetStatus(ctx, key)
+		return f.forget(ctx, key)
 	}
-	st := api.Status{Key: key, Generation: w.Metadata.Generation, Desired: w.Spec.Pods(), Phase: api.PhasePending}
+	if f.waitForSync(key, f.clustersOf(w, p)) {
+		return nil
+	}
+	st := f.compute(w, p)
+	phaseRev, wrote, err := f.write(ctx, w, st)
+	if err != nil {
+		return err
+	}
+	if hook := f.s.afterStatusWrite; hook != nil && wrote {
+		if err := hook(key); err != nil {
+			return err
+		}
+	}
+	if err := f.announce(ctx, w, st, phaseRev); err != nil {
+		return err
+	}
+	f.folds.Add(1)
+	return nil
+}
+
+// clustersOf lists the clusters whose observations a workload's status
+// reads: its shards', or every member's while it stops.
+func (f *foldState) clustersOf(w *api.Workload, p *api.PlacementDecision) []string {
+	if w.Control.Stopped {
+		return slices.Sorted(maps.Keys(f.s.clusters))
+	}
+	if p == nil || p.Unschedulable {
+		return nil
+	}
+	out := make([]string, 0, len(p.Shards))
+	for _, sh := range p.Shards {
+		out = append(out, sh.Cluster)
+	}
+	return out
+}
+
+// waitForSync reports whether a healthy member cluster among names has no
+// synced term (no observer, or one whose caches are still filling); the
+// key is then folded again when that cluster's marker turns synced.
+func (f *foldState) waitForSync(key string, names []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, name := range names {
+		if _, member := f.s.clusters[name]; !member || !f.healthy(name) {
+			continue
+		}
+		if m, ok := f.marker(name); ok && m.Synced {
+			continue
+		}
+		if f.blocked[name] == nil {
+			f.blocked[name] = map[string]bool{}
+		}
+		f.blocked[name][key] = true
+		f.log.Debug("status waits for the cluster's caches", "key", key, "cluster", name)
+		return true
+	}
+	return false
+}
+
+// clusterChanged refolds what a cluster's change concerns: the keys that
+// waited for its term to sync, and every workload when its health flipped.
+func (f *foldState) clusterChanged(name string) {
+	f.mu.Lock()
+	var keys []string
+	if m, ok := f.marker(name); ok && m.Synced {
+		keys = slices.Collect(maps.Keys(f.blocked[name]))
+		delete(f.blocked, name)
+	}
+	healthy := f.healthy(name)
+	was, known := f.health[name]
+	f.health[name] = healthy
+	f.mu.Unlock()
+	if known && was != healthy {
+		keys = f.workloads.Keys()
+	}
+	for _, k := range keys {
+		f.q.Add(k)
+	}
+}
+
+func (f *foldState) marker(cluster string) (marker, bool) {
+	e, ok := f.observations.Get(cluster)
+	if !ok {
+		return marker{}, false
+	}
+	var m marker
+	if json.Unmarshal(e.Value, &m) != nil {
+		return marker{}, false
+	}
+	return m, true
+}
+
+// healthy reports a member cluster's health as its inventory says (true
+// before its first inventory); false for a cluster that is not a member.
+func (f *foldState) healthy(cluster string) bool {
+	if _, ok := f.s.clusters[cluster]; !ok {
+		return false
+	}
+	e, ok := f.inventory.Get(cluster)
+	if !ok {
+		return true
+	}
+	var ci api.ClusterInfo
+	if json.Unmarshal(e.Value, &ci) != nil {
+		return true
+	}
+	return ci.Healthy
+}
+
+// observation returns what cluster holds of the workload key.
+func (f *foldState) observation(cluster, key string) (observation, bool) {
+	e, ok := f.observations.Get(observationKey(cluster, key))
+	if !ok {
+		return observation{}, false
+	}
+	var o observation
+	if err := json.Unmarshal(e.Value, &o); err != nil {
+		f.log.Warn("undecodable observation", "cluster", cluster, "key", key, "err", err)
+		return observation{}, false
+	}
+	return o, true
+}
+
+// compute folds a workload's status from its placement and observations.
+func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Status {
+	st := api.Status{Key: w.Key(), Generation: w.Metadata.Generation, Desired: w.Spec.Pods(), Phase: api.PhasePending}
 	switch {
 	case w.Control.Stopped:
-		s.foldStopped(w, p, &st)
+		f.foldStopped(w, p, &st)
 	case p == nil || p.Generation != w.Metadata.Generation && p.Unschedulable:
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Scheduled", Status: false, Reason: "Waiting", Message: "waiting for the scheduler"})
 	case p.Unschedulable:
@@ -74,89 +352,71 @@ func (s *Service) fold(ctx context.Context, key string) error {
 		st.Reasons = p.Reasons
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Scheduled", Status: false, Reason: "Unschedulable", Message: summarize(p.Reasons)})
 	default:
-		shards := s.shards(w, p)
-		st.Zones, st.Clusters = map[string]api.ZoneStatus{}, map[string]api.ZoneStatus{}
-		if w.Control.Paused && w.Kind == api.KindApp {
-			// A paused App's Deployments are held at zero.
-			st.Desired = 0
-			for i := range shards {
-				shards[i].desired = 0
-			}
-		}
-		folders[w.Kind](w, shards, &st)
-		if w.Control.Paused {
-			foldPaused(w, shards, &st)
-		}
-		images := map[string]bool{}
-		for _, sh := range shards {
-			for _, pod := range sh.pods {
-				if pod.Status.Phase == corev1.PodRunning {
-					for _, c := range pod.Spec.Containers {
-						images[c.Image] = true
-					}
-				}
-			}
-		}
-		for img := range images {
-			st.Images = append(st.Images, img)
-		}
-		slices.Sort(st.Images)
+		shards := f.shards(w, p)
+		foldShards(w, shards, &st, f.log)
 	}
-	st.Events = s.latestEvents(key)
-	return s.writeStatus(ctx, w, st)
+	st.Events = f.events(w.Key())
+	return st
 }
 
-// shards reads each placed shard from its cluster's informer caches.
-func (s *Service) shards(w *api.Workload, p *api.PlacementDecision) []shardView {
-	ns := api.Namespace(w.Metadata.Project)
-	var out []shardView
+// foldShards folds the shards of a placed workload with its kind's folder.
+func foldShards(w *api.Workload, shards []shardView, st *api.Status, log *slog.Logger) {
+	st.Zones, st.Clusters = map[string]api.ZoneStatus{}, map[string]api.ZoneStatus{}
+	if w.Control.Paused && w.Kind == api.KindApp {
+		// A paused App's Deployments are held at zero.
+		st.Desired = 0
+		for i := range shards {
+			shards[i].desired = 0
+		}
+	}
+	fold, ok := folders[w.Kind]
+	if !ok {
+		log.Error("no status folder for kind", "kind", w.Kind, "key", w.Key())
+		st.Conditions = append(st.Conditions, api.Condition{Type: "Folded", Status: false, Reason: "UnsupportedKind",
+			Message: fmt.Sprintf("the aggregator cannot fold kind %s; one of %s", w.Kind, strings.Join(Kinds(), ", "))})
+		return
+	}
+	fold(w, shards, st)
+	if w.Control.Paused {
+		foldPaused(w, shards, st)
+	}
+	images := map[string]bool{}
+	for _, sh := range shards {
+		for _, img := range sh.obs.Images {
+			images[img] = true
+		}
+	}
+	st.Images = slices.Sorted(maps.Keys(images))
+}
+
+// shards reads each placed shard's observation.
+func (f *foldState) shards(w *api.Workload, p *api.PlacementDecision) []shardView {
+	out := make([]shardView, 0, len(p.Shards))
 	for _, sh := range p.Shards {
-		v := shardView{cluster: sh.Cluster, zone: sh.Zone, desired: sh.Replicas}
+		v := shardView{cluster: sh.Cluster, zone: sh.Zone, desired: sh.Replicas, healthy: f.healthy(sh.Cluster)}
 		if w.Kind == api.KindJobSet {
 			v.desired = sh.IndexEnd - sh.IndexStart
 		}
-		if cw, ok := s.watches[sh.Cluster]; ok {
-			v.healthy = cw.isHealthy()
-			v.pods = cw.workloadPods(w.Key())
-			v.deployment, _ = cw.deployments.Deployments(ns).Get(w.Metadata.Name)
-			v.job, _ = cw.jobs.Jobs(ns).Get(w.Metadata.Name)
-		}
+		v.obs, _ = f.observation(sh.Cluster, w.Key())
 		out = append(out, v)
 	}
 	return out
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// events merges the latest Kubernetes events of the workload's objects in
+// every member cluster, oldest first.
+func (f *foldState) events(key string) []api.Event {
+	var out []api.Event
+	for _, name := range slices.Sorted(maps.Keys(f.s.clusters)) {
+		if o, ok := f.observation(name, key); ok {
+			out = append(out, o.Events...)
 		}
 	}
-	return false
-}
-
-func generationOf(annotations map[string]string) int64 {
-	g, _ := strconv.ParseInt(annotations[api.AnnoGeneration], 10, 64)
-	return g
-}
-
-// count adds a shard's pods to the status, per zone and cluster.
-func count(sh shardView) (ready, running int32) {
-	for _, p := range sh.pods {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if p.Status.Phase == corev1.PodRunning {
-			running++
-		}
-		if podReady(p) {
-			ready++
-		}
+	slices.SortStableFunc(out, func(a, b api.Event) int { return a.Time.Compare(b.Time) })
+	if len(out) > MaxEvents {
+		out = out[len(out)-MaxEvents:]
 	}
-	return ready, running
+	return out
 }
 
 func addTo(st *api.Status, sh shardView, zs api.ZoneStatus) {
@@ -178,12 +438,11 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 	gen := w.Metadata.Generation
 	rolled, sick := true, false
 	for _, sh := range shards {
-		ready, running := count(sh)
-		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: ready, Running: running})
-		d := sh.deployment
-		if d == nil || generationOf(d.Annotations) != gen || d.Status.ObservedGeneration < d.Generation ||
-			d.Status.UpdatedReplicas != sh.desired || d.Status.Replicas != sh.desired || d.Status.AvailableReplicas != sh.desired ||
-			ready != sh.desired {
+		o := sh.obs
+		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running})
+		d := o.Deployment
+		if d == nil || d.Generation != gen || !d.Observed ||
+			d.Updated != sh.desired || d.Replicas != sh.desired || d.Available != sh.desired || o.Ready != sh.desired {
 			rolled = false
 		}
 		sick = sick || !sh.healthy
@@ -203,18 +462,17 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 }
 
 func foldJobSet(w *api.Workload, shards []shardView, st *api.Status) {
-	js := w.Spec.(*api.JobSetSpec)
+	js, ok := w.Spec.(*api.JobSetSpec)
+	if !ok {
+		st.Conditions = append(st.Conditions, api.Condition{Type: "Folded", Status: false, Reason: "InvalidSpec", Message: fmt.Sprintf("a JobSet with a %T spec", w.Spec)})
+		return
+	}
 	failed := false
 	for _, sh := range shards {
-		ready, running := count(sh)
-		zs := api.ZoneStatus{Desired: sh.desired, Ready: ready, Running: running}
-		if j := sh.job; j != nil {
-			zs.Succeeded, zs.Failed = j.Status.Succeeded, j.Status.Failed
-			for _, c := range j.Status.Conditions {
-				if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-					failed = true
-				}
-			}
+		zs := api.ZoneStatus{Desired: sh.desired, Ready: sh.obs.Ready, Running: sh.obs.Running}
+		if j := sh.obs.Job; j != nil {
+			zs.Succeeded, zs.Failed = j.Succeeded, j.Failed
+			failed = failed || j.FailedCondition
 		}
 		addTo(st, sh, zs)
 	}
@@ -231,31 +489,19 @@ func foldJobSet(w *api.Workload, shards []shardView, st *api.Status) {
 	}
 }
 
-func foldPod(w *api.Workload, shards []shardView, st *api.Status) {
+func foldPod(_ *api.Workload, shards []shardView, st *api.Status) {
 	st.Phase = api.PhaseScheduled
 	for _, sh := range shards {
-		ready, running := count(sh)
-		zs := api.ZoneStatus{Desired: 1, Ready: ready, Running: running}
-		for _, p := range sh.pods {
-			switch p.Status.Phase {
-			case corev1.PodSucceeded:
-				zs.Succeeded++
-			case corev1.PodFailed:
-				zs.Failed++
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-					st.Conditions = append(st.Conditions, api.Condition{Type: "PodScheduled", Status: false, Reason: c.Reason, Message: c.Message})
-				}
-			}
-		}
+		o := sh.obs
+		zs := api.ZoneStatus{Desired: 1, Ready: o.Ready, Running: o.Running, Succeeded: o.Succeeded, Failed: o.Failed}
+		st.Conditions = append(st.Conditions, o.Unscheduled...)
 		addTo(st, sh, zs)
 		switch {
 		case zs.Succeeded > 0:
 			st.Phase = api.PhaseSucceeded
 		case zs.Failed > 0:
 			st.Phase = api.PhaseFailed
-		case ready > 0:
+		case zs.Ready > 0:
 			st.Phase = api.PhaseRunning
 		case !sh.healthy:
 			st.Phase = api.PhaseDegraded
@@ -279,7 +525,7 @@ func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
 		}
 		done = true
 		for _, sh := range shards {
-			done = done && jobSuspended(sh.job, w.Metadata.Generation)
+			done = done && jobSuspended(sh.obs.Job, w.Metadata.Generation)
 		}
 	}
 	reason := "Pausing"
@@ -293,42 +539,31 @@ func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
 	st.Conditions = append(st.Conditions, api.Condition{Type: "Paused", Status: done, Reason: reason})
 }
 
-func jobSuspended(j *batchv1.Job, gen int64) bool {
-	if j == nil || generationOf(j.Annotations) != gen || j.Spec.Suspend == nil || !*j.Spec.Suspend || j.Status.Active > 0 {
-		return false
-	}
-	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobSuspended {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func jobSuspended(j *jobObservation, gen int64) bool {
+	return j != nil && j.Generation == gen && j.Suspended && j.Active == 0
 }
 
 // foldStopped reports a stopped workload: Stopped once its placement of
 // this generation has no shards and no object of it is left in any
 // healthy cluster (an unreachable one is cleaned when it comes back);
 // Progressing while they are removed. Nothing is desired.
-func (s *Service) foldStopped(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
+func (f *foldState) foldStopped(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
 	st.Desired = 0
-	left := 0
-	ns := api.Namespace(w.Metadata.Project)
-	sel := labels.SelectorFromSet(labels.Set{api.LabelKind: api.KindLabel(w.Kind), api.LabelWorkload: w.Metadata.Name})
-	for _, cw := range s.watches {
-		if !cw.isHealthy() {
+	left := int32(0)
+	for _, name := range slices.Sorted(maps.Keys(f.s.clusters)) {
+		if !f.healthy(name) {
 			continue
 		}
-		pods := cw.workloadPods(w.Key())
-		left += len(pods)
-		for _, pod := range pods {
-			if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning {
-				st.Running++
-			}
+		o, ok := f.observation(name, w.Key())
+		if !ok {
+			continue
 		}
-		if d, err := cw.deployments.Deployments(ns).Get(w.Metadata.Name); err == nil && sel.Matches(labels.Set(d.Labels)) {
+		left += o.Pods
+		st.Running += o.Running
+		if o.Deployment != nil {
 			left++
 		}
-		if j, err := cw.jobs.Jobs(ns).Get(w.Metadata.Name); err == nil && sel.Matches(labels.Set(j.Labels)) {
+		if o.Job != nil {
 			left++
 		}
 	}
@@ -364,62 +599,132 @@ var phaseEvents = map[string]string{
 	api.PhaseProgressing: api.EventProgressing,
 }
 
-// writeStatus stores st if it changed, and announces a new phase.
-func (s *Service) writeStatus(ctx context.Context, w *api.Workload, st api.Status) error {
-	key := st.Key
-	body, _ := json.Marshal(st)
-	s.mu.Lock()
-	prev, known := s.written[key]
-	s.mu.Unlock()
-	if !known {
-		if e, err := s.status.Get(ctx, key); err == nil {
-			var old api.Status
-			if json.Unmarshal(e.Value(), &old) == nil {
-				old.Updated = time.Time{}
-				ob, _ := json.Marshal(old)
-				prev = writtenStatus{rev: e.Revision(), body: ob, phase: old.Phase}
-			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("read status %s: %w", key, err)
-		}
+// stored returns what the status bucket holds for key.
+func (f *foldState) stored(ctx context.Context, key string) (storedStatus, bool, error) {
+	f.mu.Lock()
+	prev, known := f.written[key]
+	f.mu.Unlock()
+	if known {
+		return prev, true, nil
 	}
-	if string(prev.body) == string(body) {
-		return nil
-	}
-	st.Updated = time.Now().UTC()
-	full, _ := json.Marshal(st)
-	rev, err := bus.CompareAndSet(ctx, s.status, key, full, prev.rev)
-	if errors.Is(err, bus.ErrConflict) {
-		s.mu.Lock()
-		delete(s.written, key) // re-read next time
-		s.mu.Unlock()
-		return err
+	e, err := f.s.status.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return storedStatus{}, false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("write status %s: %w", key, err)
+		return storedStatus{}, false, fmt.Errorf("read status %s: %w", key, err)
 	}
-	s.mu.Lock()
-	s.written[key] = writtenStatus{rev: rev, body: body, phase: st.Phase}
-	s.mu.Unlock()
-	if ev, ok := phaseEvents[st.Phase]; ok && st.Phase != prev.phase {
-		events.PublishAsync(ctx, s.bus, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), rev, s.log)
+	var doc statusDoc
+	if err := json.Unmarshal(e.Value(), &doc); err != nil {
+		// Rewritten by the next write; its phase is unknown.
+		return storedStatus{rev: e.Revision()}, true, nil
 	}
+	doc.Updated = time.Time{}
+	body, _ := json.Marshal(doc.Status)
+	prev = storedStatus{rev: e.Revision(), body: body, phase: doc.Phase, phaseRev: doc.PhaseRevision}
+	if prev.phaseRev == 0 {
+		prev.phaseRev = e.Revision()
+	}
+	return prev, true, nil
+}
+
+// write stores st if it differs from the stored status, with
+// compare-and-set, and returns the revision that entered its phase and
+// whether it wrote.
+func (f *foldState) write(ctx context.Context, w *api.Workload, st api.Status) (uint64, bool, error) {
+	key := st.Key
+	prev, exists, err := f.stored(ctx, key)
+	if err != nil {
+		return 0, false, err
+	}
+	body, err := json.Marshal(st)
+	if err != nil {
+		return 0, false, fmt.Errorf("encode status %s: %w", key, err)
+	}
+	if exists && bytes.Equal(prev.body, body) {
+		return prev.phaseRev, false, nil
+	}
+	doc := statusDoc{Status: st}
+	doc.Updated = time.Now().UTC()
+	if exists && prev.phase == st.Phase {
+		doc.PhaseRevision = prev.phaseRev
+	}
+	full, err := json.Marshal(doc)
+	if err != nil {
+		return 0, false, fmt.Errorf("encode status %s: %w", key, err)
+	}
+	rev, err := bus.CompareAndSet(ctx, f.s.status, key, full, prev.rev)
+	if err != nil {
+		f.mu.Lock()
+		delete(f.written, key) // re-read next time
+		f.mu.Unlock()
+		return 0, false, fmt.Errorf("write status %s: %w", key, err)
+	}
+	phaseRev := rev
+	if doc.PhaseRevision != 0 {
+		phaseRev = doc.PhaseRevision
+	}
+	f.mu.Lock()
+	f.written[key] = storedStatus{rev: rev, body: body, phase: st.Phase, phaseRev: phaseRev}
+	f.mu.Unlock()
+	if prev.phase != st.Phase {
+		f.log.Debug("phase changed", "key", key, "from", prev.phase, "to", st.Phase, "generation", w.Metadata.Generation)
+	}
+	return phaseRev, true, nil
+}
+
+// announce makes sure the event of the status's phase is in the stream,
+// once: published now if the write that entered the phase was not
+// followed by it (a crash, a takeover), skipped if it was.
+func (f *foldState) announce(ctx context.Context, w *api.Workload, st api.Status, phaseRev uint64) error {
+	ev, ok := phaseEvents[st.Phase]
+	if !ok {
+		return nil
+	}
+	key := w.Key()
+	id := events.MsgID(key, ev, phaseRev)
+	f.mu.Lock()
+	done := f.announced[key] == id
+	f.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := f.s.pub.Ensure(ctx, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), phaseRev); err != nil {
+		return fmt.Errorf("announce %s of %s: %w", ev, key, err)
+	}
+	f.mu.Lock()
+	f.announced[key] = id
+	f.mu.Unlock()
 	return nil
 }
 
-// forgetStatus removes the status of a deleted workload once no cluster
-// holds any of its objects.
-func (s *Service) forgetStatus(ctx context.Context, key string) error {
-	for _, cw := range s.watches {
-		if len(cw.workloadPods(key)) > 0 && cw.isHealthy() {
+// forget removes the status of a deleted workload once no healthy
+// cluster holds any of its pods.
+func (f *foldState) forget(ctx context.Context, key string) error {
+	for _, name := range slices.Sorted(maps.Keys(f.s.clusters)) {
+		if !f.healthy(name) {
+			continue
+		}
+		if m, ok := f.marker(name); !ok || !m.Synced {
+			f.q.AddAfter(key, time.Second) // not in the workloads mirror: no marker requeues it
+			return nil
+		}
+		if o, ok := f.observation(name, key); ok && o.Pods > 0 {
 			return nil // pods still terminating; their deletion requeues the key
 		}
 	}
-	s.mu.Lock()
-	delete(s.written, key)
-	delete(s.events, key)
-	s.mu.Unlock()
-	if err := s.status.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	_, exists, err := f.stored(ctx, key)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	delete(f.written, key)
+	delete(f.announced, key)
+	f.mu.Unlock()
+	if !exists {
+		return nil
+	}
+	if err := f.s.status.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("delete status %s: %w", key, err)
 	}
 	return nil

@@ -1,0 +1,478 @@
+package aggregator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
+)
+
+// cluster is one member cluster as every replica knows it: its
+// configuration and client. What a lease term builds (informers, health,
+// observations) is its clusterTerm.
+type cluster struct {
+	s      *Service
+	member clusters.Member
+	cfg    *rest.Config
+	cs     kubernetes.Interface
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	term *clusterTerm // mu must be held: the synced term this replica leads, nil otherwise
+}
+
+func newCluster(s *Service, m clusters.Member) (*cluster, error) {
+	cfg, err := m.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, cfg: cfg, cs: cs, log: s.log.With("cluster", m.Name)}, nil
+}
+
+// synced returns the cluster's current term when this replica leads it
+// and its caches have synced, else nil.
+func (c *cluster) synced() *clusterTerm {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term
+}
+
+func (c *cluster) setTerm(t *clusterTerm) {
+	c.mu.Lock()
+	c.term = t
+	c.mu.Unlock()
+}
+
+// marker is the value of a cluster's key in the observations bucket: which
+// term of which replica observes the cluster, and whether its caches have
+// synced and every observation has been rewritten from them.
+type marker struct {
+	Holder string    `json:"holder"`
+	Term   string    `json:"term"`
+	Synced bool      `json:"synced"`
+	Time   time.Time `json:"time"`
+}
+
+// observationKey is the key of what cluster holds of the workload key.
+func observationKey(cluster, key string) string { return cluster + "." + key }
+
+// clusterTerm is one lease term of a cluster: its informers, its health as
+// probed, and the observations it wrote.
+type clusterTerm struct {
+	c   *cluster
+	id  string
+	log *slog.Logger
+
+	factory                 informers.SharedInformerFactory
+	pods, deployments, jobs cache.Indexer // with the byWorkload index
+	podLister               corelisters.PodLister
+	nodes                   corelisters.NodeLister
+	hasSynced               []cache.InformerSynced
+	queue                   *bus.Queue // workload keys to observe
+
+	mu      sync.Mutex
+	events  map[string][]keyedEvent      // mu must be held: latest Kubernetes events per workload key
+	written map[string][sha256.Size]byte // mu must be held: digest of each observation as stored
+	lastOK  time.Time                    // mu must be held
+	healthy bool                         // mu must be held
+}
+
+// lead runs one term of the cluster's lease: it returns when ctx ends (the
+// lease is lost or the replica stops), having stopped everything it
+// started.
+func (c *cluster) lead(ctx context.Context) {
+	t, err := c.newTerm()
+	if err != nil {
+		c.log.Error("cannot observe member cluster", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		c.setTerm(nil)
+		t.factory.Shutdown()
+	}()
+	if !t.mark(ctx, false) {
+		return
+	}
+	t.initHealth(ctx)
+	wg.Go(func() { t.probeLoop(ctx) })
+	t.factory.Start(ctx.Done())
+	start := time.Now()
+	if !cache.WaitForCacheSync(ctx.Done(), t.hasSynced...) || !t.watchEvents(ctx) {
+		return
+	}
+	for delay := time.Second; !t.observeAll(ctx); delay = min(2*delay, 30*time.Second) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(bus.Jitter(delay, 0.2)):
+		}
+	}
+	if !t.mark(ctx, true) {
+		return
+	}
+	c.setTerm(t)
+	t.log.Info("member cluster caches synced; observing", "after", time.Since(start).Round(time.Millisecond))
+	t.queue.Run(ctx, ObserveWorkers, t.log, t.observe)
+}
+
+func (c *cluster) newTerm() (*clusterTerm, error) {
+	f := informers.NewSharedInformerFactory(c.cs, 0)
+	t := &clusterTerm{
+		c: c, id: fmt.Sprintf("%s/%d", c.s.holder, time.Now().UnixNano()), factory: f,
+		podLister: f.Core().V1().Pods().Lister(),
+		nodes:     f.Core().V1().Nodes().Lister(),
+		queue:     bus.NewQueue(),
+		events:    map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
+	}
+	t.log = c.log.With("term", t.id)
+	onChange := cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.enqueueObject,
+		UpdateFunc: func(_, o any) { t.enqueueObject(o) },
+		DeleteFunc: t.enqueueObject,
+	}
+	for _, x := range []struct {
+		inf cache.SharedIndexInformer
+		dst *cache.Indexer
+	}{
+		{f.Core().V1().Pods().Informer(), &t.pods},
+		{f.Apps().V1().Deployments().Informer(), &t.deployments},
+		{f.Batch().V1().Jobs().Informer(), &t.jobs},
+	} {
+		// An observation looks a workload's objects up by key: a
+		// label-selector list would match every object of the namespace.
+		if err := x.inf.AddIndexers(cache.Indexers{byWorkload: indexByWorkload}); err != nil {
+			return nil, fmt.Errorf("cluster %s: index: %w", c.member.Name, err)
+		}
+		if _, err := x.inf.AddEventHandler(onChange); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.member.Name, err)
+		}
+		*x.dst = x.inf.GetIndexer()
+		t.hasSynced = append(t.hasSynced, x.inf.HasSynced)
+	}
+	t.hasSynced = append(t.hasSynced, f.Core().V1().Nodes().Informer().HasSynced)
+	return t, nil
+}
+
+// watchEvents starts following the cluster's Kubernetes events, once the
+// objects they are attributed to are in the caches, and returns when its
+// handler has seen every event that existed.
+func (t *clusterTerm) watchEvents(ctx context.Context) bool {
+	reg, err := t.factory.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.onEvent,
+		UpdateFunc: func(_, o any) { t.onEvent(o) },
+	})
+	if err != nil {
+		t.log.Error("watch Kubernetes events", "err", err)
+		return false
+	}
+	t.factory.Start(ctx.Done())
+	return cache.WaitForCacheSync(ctx.Done(), reg.HasSynced)
+}
+
+// mark writes the term's marker, retrying until it is written or ctx ends.
+func (t *clusterTerm) mark(ctx context.Context, synced bool) bool {
+	b, _ := json.Marshal(marker{Holder: t.c.s.holder, Term: t.id, Synced: synced, Time: time.Now().UTC()})
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		_, err := t.c.s.observations.Put(ctx, t.c.member.Name, b)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		t.log.Warn("write term marker", "synced", synced, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(bus.Jitter(delay, 0.2)):
+		}
+	}
+}
+
+// initHealth starts the term from the health the inventory records, so a
+// takeover neither forgets that a cluster is sick nor announces a change.
+func (t *clusterTerm) initHealth(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.healthy, t.lastOK = true, time.Now()
+	e, err := t.c.s.clusterKV.Get(ctx, t.c.member.Name)
+	if err != nil {
+		return
+	}
+	var ci api.ClusterInfo
+	if json.Unmarshal(e.Value(), &ci) == nil && !ci.Healthy {
+		t.healthy, t.lastOK = false, ci.LastSeen
+	}
+}
+
+// observeAll rewrites every observation of the cluster from the synced
+// caches: the workloads the caches hold and those stored from an earlier
+// term (deleted when the cluster holds nothing of them any more).
+func (t *clusterTerm) observeAll(ctx context.Context) bool {
+	stored, err := t.stored(ctx)
+	if err != nil {
+		t.log.Warn("read stored observations", "err", err)
+		return false
+	}
+	keys := map[string]bool{}
+	prefix := t.c.member.Name + "."
+	t.mu.Lock()
+	for k, v := range stored {
+		t.written[k] = sha256.Sum256(v)
+		keys[strings.TrimPrefix(k, prefix)] = true
+	}
+	t.mu.Unlock()
+	for _, idx := range []cache.Indexer{t.pods, t.deployments, t.jobs} {
+		for _, k := range idx.ListIndexFuncValues(byWorkload) {
+			keys[k] = true
+		}
+	}
+	work := make(chan string)
+	var (
+		wg       sync.WaitGroup
+		failures sync.Map
+	)
+	for range 16 {
+		wg.Go(func() {
+			for k := range work {
+				if err := t.observe(ctx, k); err != nil {
+					failures.Store(k, err)
+				}
+			}
+		})
+	}
+	for k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	failed := 0
+	failures.Range(func(k, v any) bool {
+		if failed == 0 {
+			t.log.Warn("write observation", "key", k, "err", v)
+		}
+		failed++
+		return true
+	})
+	return failed == 0 && ctx.Err() == nil
+}
+
+// stored reads the observations of the cluster the bucket holds.
+func (t *clusterTerm) stored(ctx context.Context) (map[string][]byte, error) {
+	w, err := t.c.s.observations.Watch(ctx, t.c.member.Name+".>", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string][]byte{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("watch of stored observations ended")
+			}
+			if e == nil {
+				return out, nil
+			}
+			out[e.Key()] = e.Value()
+		}
+	}
+}
+
+// observe writes what the cluster holds of the workload key, if it
+// changed, or deletes it when the cluster holds nothing of it.
+func (t *clusterTerm) observe(ctx context.Context, key string) error {
+	okey := observationKey(t.c.member.Name, key)
+	obs := t.observation(key)
+	t.mu.Lock()
+	prev, had := t.written[okey]
+	t.mu.Unlock()
+	if obs == nil {
+		if !had {
+			return nil
+		}
+		if err := t.c.s.observations.Delete(ctx, okey); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("delete observation %s: %w", okey, err)
+		}
+		t.mu.Lock()
+		delete(t.written, okey)
+		delete(t.events, key)
+		t.mu.Unlock()
+		return nil
+	}
+	body, err := json.Marshal(obs)
+	if err != nil {
+		return fmt.Errorf("encode observation %s: %w", okey, err)
+	}
+	sum := sha256.Sum256(body)
+	if had && sum == prev {
+		return nil
+	}
+	if _, err := t.c.s.observations.Put(ctx, okey, body); err != nil {
+		return fmt.Errorf("write observation %s: %w", okey, err)
+	}
+	t.mu.Lock()
+	t.written[okey] = sum
+	t.mu.Unlock()
+	return nil
+}
+
+// workloadKey returns the workload key of a platform object's labels.
+func workloadKey(l map[string]string) (string, bool) {
+	if l[api.LabelManaged] != "true" {
+		return "", false
+	}
+	p, k, n := l[api.LabelProject], l[api.LabelKind], l[api.LabelWorkload]
+	if p == "" || k == "" || n == "" {
+		return "", false
+	}
+	return p + "." + k + "." + n, true
+}
+
+// byWorkload indexes the platform's objects by workload key.
+const byWorkload = "atoll-workload"
+
+func indexByWorkload(o any) ([]string, error) {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return nil, nil
+	}
+	if key, ok := workloadKey(m.GetLabels()); ok {
+		return []string{key}, nil
+	}
+	return nil, nil
+}
+
+func (t *clusterTerm) enqueueObject(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return
+	}
+	if key, ok := workloadKey(m.GetLabels()); ok {
+		t.queue.Add(key)
+	}
+}
+
+// onEvent attributes a Kubernetes event to the workload its object belongs to.
+func (t *clusterTerm) onEvent(o any) {
+	e, ok := o.(*corev1.Event)
+	if !ok || !strings.HasPrefix(e.Namespace, "atoll-") {
+		return
+	}
+	ref := e.InvolvedObject
+	var idx cache.Indexer
+	switch ref.Kind {
+	case "Pod":
+		idx = t.pods
+	case "Deployment":
+		idx = t.deployments
+	case "Job":
+		idx = t.jobs
+	default:
+		return
+	}
+	obj, exists, err := idx.GetByKey(ref.Namespace + "/" + ref.Name)
+	if err != nil || !exists {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	key, ok := workloadKey(m.GetLabels())
+	if !ok {
+		return
+	}
+	at := e.LastTimestamp.Time
+	if at.IsZero() {
+		at = e.EventTime.Time
+	}
+	if at.IsZero() {
+		at = e.CreationTimestamp.Time
+	}
+	ke := keyedEvent{name: e.Namespace + "/" + e.Name, ev: api.Event{
+		Cluster: t.c.member.Name, Object: strings.ToLower(ref.Kind) + "/" + ref.Name,
+		Type: e.Type, Reason: e.Reason, Message: e.Message, Time: at.UTC(),
+	}}
+	t.mu.Lock()
+	t.events[key] = addEvent(t.events[key], ke)
+	t.mu.Unlock()
+	t.queue.Add(key)
+}
+
+// keyedEvent is a Kubernetes event by its object's name: an event updated
+// (seen again) replaces itself.
+type keyedEvent struct {
+	name string
+	ev   api.Event
+}
+
+// addEvent keeps the latest MaxEvents events by time, then name, so that
+// a new term, which lists the events in another order than the previous
+// term saw them arrive, observes the same.
+func addEvent(evs []keyedEvent, ke keyedEvent) []keyedEvent {
+	if i := slices.IndexFunc(evs, func(x keyedEvent) bool { return x.name == ke.name }); i >= 0 {
+		evs[i] = ke
+	} else {
+		evs = append(evs, ke)
+	}
+	slices.SortFunc(evs, func(a, b keyedEvent) int {
+		if c := a.ev.Time.Compare(b.ev.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	if len(evs) > MaxEvents {
+		evs = slices.Clone(evs[len(evs)-MaxEvents:])
+	}
+	return evs
+}
+
+func (t *clusterTerm) latestEvents(key string) []api.Event {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []api.Event
+	for _, ke := range t.events[key] {
+		out = append(out, ke.ev)
+	}
+	return out
+}
+
+// isHealthy reports the cluster's health as last probed.
+func (t *clusterTerm) isHealthy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.healthy
+}
