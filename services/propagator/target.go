@@ -46,25 +46,32 @@ func clientsFor(m clusters.Member) (clients, error) {
 	if err != nil {
 		return clients{}, err
 	}
+	return newClients(m.Name, cfg)
+}
+
+// newClients builds the clients of cluster name on cfg (tests wrap its
+// transport to see which replica writes what).
+func newClients(name string, cfg *rest.Config) (clients, error) {
+	cfg = rest.CopyConfig(cfg)
 	// A frozen cluster must fail fast: its breaker opens after a few of these.
 	cfg.Timeout = 5 * time.Second
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
+		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	// Informers' watches must not time out.
 	mcfg := rest.CopyConfig(cfg)
 	mcfg.Timeout = 0
 	meta, err := metadata.NewForConfig(mcfg)
 	if err != nil {
-		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
+		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
-		return clients{}, fmt.Errorf("cluster %s: %w", m.Name, err)
+		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	return clients{dyn: dyn, cs: cs, meta: meta}, nil
 }
