@@ -46,37 +46,6 @@ type Limit struct {
 	Pods        int64 `json:"pods,omitempty"`
 }
 
-// Ledger is a project's quota: limits per tier and each workload's
-// reservation, stored in the quota bucket under the project's name.
-type Ledger struct {
-	Project string `json:"project"`
-	// Limits per tier; a tier without an entry is unlimited.
-	Limits map[Tier]Limit `json:"limits,omitempty"`
-	// Reservations by workload key.
-	Reservations map[string]Reservation `json:"reservations,omitempty"`
-}
-
-// Reservation is one workload's share of its project's quota.
-type Reservation struct {
-	Demand Demand    `json:"demand"`
-	At     time.Time `json:"at"`
-}
-
-// Used totals the reservations of one tier.
-func (l *Ledger) Used(t Tier) Demand {
-	u := Demand{Tier: t}
-	for _, r := range l.Reservations {
-		if r.Demand.Tier != t {
-			continue
-		}
-		u.MilliCPU += r.Demand.MilliCPU
-		u.MemoryBytes += r.Demand.MemoryBytes
-		u.GPUs += r.Demand.GPUs
-		u.Pods += r.Demand.Pods
-	}
-	return u
-}
-
 // QuotaReserve asks to hold Demand for a workload, replacing what it held.
 type QuotaReserve struct {
 	Project string `json:"project"`
@@ -112,29 +81,6 @@ func (r *QuotaRejection) Error() string {
 		r.Project, r.Tier, r.Resource, r.Limit, r.Used, r.Requested)
 }
 
-// Check returns the first limit of tier d.Tier that holding d on top of
-// used would break, or nil.
-func (l *Ledger) Check(d Demand, used Demand) *QuotaRejection {
-	lim, ok := l.Limits[d.Tier]
-	if !ok {
-		return nil
-	}
-	for _, c := range []struct {
-		name              string
-		limit, used, want int64
-	}{
-		{"cpu", lim.MilliCPU, used.MilliCPU, d.MilliCPU},
-		{"memory", lim.MemoryBytes, used.MemoryBytes, d.MemoryBytes},
-		{"nvidia.com/gpu", lim.GPUs, used.GPUs, d.GPUs},
-		{"pods", lim.Pods, used.Pods, d.Pods},
-	} {
-		if c.limit > 0 && c.used+c.want > c.limit {
-			return &QuotaRejection{Project: l.Project, Tier: d.Tier, Resource: c.name, Limit: c.limit, Used: c.used, Requested: c.want}
-		}
-	}
-	return nil
-}
-
 // Request/reply error codes, HTTP-like, carried in Nats-Service-Error-Code.
 const (
 	StatusBadRequest    = 400
@@ -162,16 +108,4 @@ type WorkloadRef struct {
 	Project string `json:"project"`
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
-}
-
-// Clone returns a copy whose maps can be changed without touching l.
-func (l *Ledger) Clone() *Ledger {
-	c := &Ledger{Project: l.Project, Limits: make(map[Tier]Limit, len(l.Limits)), Reservations: make(map[string]Reservation, len(l.Reservations)+1)}
-	for k, v := range l.Limits {
-		c.Limits[k] = v
-	}
-	for k, v := range l.Reservations {
-		c.Reservations[k] = v
-	}
-	return c
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway/auth"
@@ -86,7 +87,7 @@ type Service struct {
 
 	cache    *cache.Cache
 	clusters *bus.Mirror
-	quota    *bus.Mirror
+	quota    *bus.Mirror // the projects' ledgers (api.QuotaProjectFilter)
 	idem     jetstream.KeyValue
 	js       jetstream.JetStream
 
@@ -139,7 +140,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.clusters, err = s.bus.Mirror(runCtx, bus.BucketClusters, nil); err != nil {
 		return fmt.Errorf("mirror clusters: %w", err)
 	}
-	if s.quota, err = s.bus.Mirror(runCtx, bus.BucketQuota, nil); err != nil {
+	// Only the projects' ledgers: not every workload's reservation.
+	if s.quota, err = s.bus.MirrorFiltered(runCtx, bus.BucketQuota, api.QuotaProjectFilter, nil); err != nil {
 		return fmt.Errorf("mirror quota: %w", err)
 	}
 	if s.idem, err = s.bus.KV(ctx, bus.BucketIdempotency); err != nil {

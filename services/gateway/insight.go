@@ -34,7 +34,11 @@ func (s *Service) ListProjects(w http.ResponseWriter, r *http.Request) {
 				seen[p] = "platform-admin"
 			}
 		}
-		for _, p := range s.quota.Keys() {
+		for _, k := range s.quota.Keys() {
+			p, ok := api.QuotaProjectOfKey(k)
+			if !ok {
+				continue
+			}
 			if _, ok := seen[p]; !ok {
 				seen[p] = "platform-admin"
 			}
@@ -54,7 +58,7 @@ func (s *Service) GetQuota(w http.ResponseWriter, r *http.Request, project strin
 		return
 	}
 	var l *api.Ledger
-	if e, ok := s.quota.Get(project); ok {
+	if e, ok := s.quota.Get(api.QuotaProjectKey(project)); ok {
 		l = new(api.Ledger)
 		if err := json.Unmarshal(e.Value, l); err != nil {
 			writeError(w, r, http.StatusInternalServerError, "Internal", "unreadable ledger: "+err.Error())

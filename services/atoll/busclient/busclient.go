@@ -106,7 +106,8 @@ func (c *Client) SetQuota(ctx context.Context, project string, tier api.Tier, li
 	return err
 }
 
-// Quota returns a project's ledger.
+// Quota returns a project's limits, usage per tier and number of
+// reservations (api.Ledger, without the reservations themselves).
 func (c *Client) Quota(ctx context.Context, project string) (*api.Ledger, error) {
 	b, _ := json.Marshal(api.QuotaRelease{Project: project})
 	out, err := c.call(ctx, "quota", "get", b)
