@@ -1,7 +1,7 @@
 # Atoll: one Makefile, every rule fans out over the modules in go.work.
 #
 #   make test    install what is missing, build the member-cluster toolchain, run every test
-#   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, kwokctl into bin/
+#   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl into bin/
 #   make lint    gofmt and go vet over every module
 #   make bench   benchmarks, with their baselines measured in the same run
 

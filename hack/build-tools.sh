@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the member-cluster toolchain into bin/ from the Go module proxy:
-# kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
-# etcd (go.etcd.io/etcd/server/v3), kwok and kwokctl (sigs.k8s.io/kwok).
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
+# (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), kwok and kwokctl
+# (sigs.k8s.io/kwok). kwokctl gets kubectl from here (libs/testenv sets
+# KWOK_KUBECTL_BINARY) instead of downloading it.
 #
 # Versions come from tools/versions.mk via the environment (see Makefile).
 # Each group is stamped with its version; a group whose stamp matches is skipped.
+# Within the kube group, a binary that is missing while the stamp matches (one
+# added to the group later, as kubectl was) is built alone.
 set -euo pipefail
 
 : "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}"
@@ -18,11 +22,18 @@ log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 stamp_ok() { [[ -f "$BIN/.stamp-$1" && "$(cat "$BIN/.stamp-$1")" == "$2" ]] && shift 2 && for b in "$@"; do [[ -x "$BIN/$b" ]] || return 1; done; }
 
+# The Kubernetes binaries, all from one k8s.io/kubernetes module build.
+KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+
 build_kube() {
   local want="$KUBE_VERSION/$KUBE_STAGING_VERSION"
-  if stamp_ok kube "$want" kube-apiserver kube-controller-manager kube-scheduler; then
+  if stamp_ok kube "$want" "${KUBE_BINS[@]}"; then
     log "kubernetes $KUBE_VERSION up to date"; return
   fi
+  local todo=() b
+  for b in "${KUBE_BINS[@]}"; do
+    if stamp_ok kube "$want" "$b"; then log "kubernetes: $b $KUBE_VERSION up to date"; else todo+=("$b"); fi
+  done
   local dir="$WORK/kube"
   rm -rf "$dir"; mkdir -p "$dir"
   log "kubernetes $KUBE_VERSION: fetching module and its staging list"
@@ -43,20 +54,14 @@ build_kube() {
     echo ")"
   } >"$dir/go.mod"
   log "kubernetes: $(grep -c '=> k8s.io' "$dir/go.mod") staging modules replaced"
-  cat >"$dir/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-GO
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for b in "${KUBE_BINS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$b"; done
+    printf ')\n'
+  } >"$dir/tools.go"
   log "kubernetes: go mod tidy"
   (cd "$dir" && go mod tidy -e >/dev/null)
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  for c in "${todo[@]}"; do
     log "kubernetes: building $c (cold: several minutes each on 2 cores)"
     (cd "$dir" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c")
   done

@@ -1,5 +1,6 @@
 # Pinned versions of the member-cluster toolchain. This is the only place they
 # are set; `make tools` rebuilds a binary only when its pin changes.
+# KUBE_VERSION pins kube-apiserver, kube-controller-manager, kube-scheduler and kubectl.
 KUBE_VERSION := v1.36.3
 KUBE_STAGING_VERSION := v0.36.3
 ETCD_VERSION := v3.6.16

@@ -4,6 +4,13 @@
 // dead-letter path, compare-and-set updates (Update is the one retry loop),
 // breaker-wrapped requests and the work queue (client-go's workqueue).
 //
+// Each service connects as its own NATS user (permissions.go: Grants, the
+// one source of truth for who may do what; natsconf.go: the users' nkeys
+// and the server configuration made from them). A one-shot bootstrap as
+// the admin user creates the streams and buckets (Bootstrap); a service
+// opened with SkipEnsure waits for them instead of creating them, and so
+// needs no JetStream admin rights.
+//
 // Short outages stay short. Open waits, with backoff, for a NATS server
 // that is not there yet. A request breaker opens on its target's failures
 // only: failures while the caller's own connection is down, reconnecting
@@ -44,10 +51,38 @@ type Config struct {
 	Port int
 	// Replicas is the replication factor for streams and buckets (default 1).
 	Replicas int
-	// CredsFile authenticates a remote connection, when set.
+	// CredsFile authenticates a remote connection with a NATS JWT
+	// credentials file, when set.
 	CredsFile string
+	// NKeyFile authenticates as an Atoll user with its credentials file
+	// (Auth.CredentialsFile): the user's name and nkey seed. The
+	// connection's inboxes are then InboxPrefix(user), the only ones the
+	// user may subscribe to.
+	NKeyFile string
+	// Auth turns on users and permissions in the embedded server: it
+	// accepts only Auth's users. The bus's own connection is the admin
+	// unless NKeyFile says otherwise.
+	Auth *Auth
+	// SkipEnsure opens without creating the streams and buckets: Open
+	// waits, with backoff, until those the user reads exist (made by
+	// Bootstrap). Services whose user may not create them need it.
+	SkipEnsure bool
 	// Logger receives connection state changes; slog.Default() when nil.
 	Logger *slog.Logger
+}
+
+// WithCredentials returns c authenticating with the credentials file at
+// path: an Atoll user's (Auth.CredentialsFile) as NKeyFile, anything else
+// (a NATS JWT .creds file) as CredsFile. An empty path changes nothing.
+func (c Config) WithCredentials(path string) Config {
+	switch {
+	case path == "":
+	case isAtollCredentials(path):
+		c.NKeyFile = path
+	default:
+		c.CredsFile = path
+	}
+	return c
 }
 
 // Bus is a connection to a region's NATS JetStream system.
@@ -57,18 +92,20 @@ type Bus struct {
 	// JS is the JetStream API on NC.
 	JS jetstream.JetStream
 
-	srv *server.Server
-	cfg Config
-	log *slog.Logger
+	srv  *server.Server
+	cfg  Config
+	log  *slog.Logger
+	user string // the NATS user connected as (NKeyFile), "" without one
 
 	streams sync.Map // stream name -> jetstream.Stream, looked up once
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the
-// region's topology exists. A server at cfg.URL that cannot be reached, or
-// whose JetStream is not ready yet, is waited for: Open keeps trying with
-// jittered backoff (ConnectRetryBase doubling up to ConnectRetryMax),
-// logging each failure, until ctx ends.
+// region's topology exists (with SkipEnsure: waits until it does). A
+// server at cfg.URL that cannot be reached, or whose JetStream is not
+// ready yet, is waited for: Open keeps trying with jittered backoff
+// (ConnectRetryBase doubling up to ConnectRetryMax), logging each
+// failure, until ctx ends.
 func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -81,7 +118,10 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		if cfg.StoreDir == "" {
 			return nil, errors.New("open bus: embedded server needs a StoreDir")
 		}
-		srv, err := StartServer(ServerOptions{StoreDir: cfg.StoreDir, Listen: cfg.Listen, Port: cfg.Port})
+		if cfg.Auth != nil && cfg.NKeyFile == "" {
+			b.cfg.NKeyFile = cfg.Auth.CredentialsFile(UserAdmin)
+		}
+		srv, err := StartServer(ServerOptions{StoreDir: cfg.StoreDir, Listen: cfg.Listen, Port: cfg.Port, Auth: cfg.Auth})
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			b.shutdownServer()
 			return nil, err
 		}
-		if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
+		if err := b.ready(ctx); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -100,16 +140,85 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		if err := b.connectTo(nil, cfg.Name); err != nil {
 			return err
 		}
+		if cfg.SkipEnsure {
+			return nil
+		}
 		if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
 			b.NC.Close()
 			return err
 		}
 		return nil
 	})
+	if err == nil && cfg.SkipEnsure {
+		if err = b.waitTopology(ctx); err != nil {
+			b.NC.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open bus: %w", err)
 	}
 	return b, nil
+}
+
+// ready ensures the topology, or with SkipEnsure waits for it.
+func (b *Bus) ready(ctx context.Context) error {
+	if b.cfg.SkipEnsure {
+		return b.waitTopology(ctx)
+	}
+	return b.Ensure(ctx, DefaultTopology(b.cfg.Replicas))
+}
+
+// waitTopology waits, with backoff, until the streams b's user reads exist
+// (every stream for the admin or without users).
+func (b *Bus) waitTopology(ctx context.Context) error {
+	var names []string
+	if g, ok := Grants()[b.user]; ok {
+		names = g.Streams()
+	} else {
+		t := DefaultTopology(1)
+		for _, s := range t.Streams {
+			names = append(names, s.Name)
+		}
+		for _, k := range t.Buckets {
+			names = append(names, kvStream(k.Bucket))
+		}
+	}
+	delay := ConnectRetryBase
+	for attempt := 1; ; attempt++ {
+		var missing []string
+		var last error
+		for _, n := range names {
+			if _, err := b.Stream(ctx, n); err != nil {
+				missing, last = append(missing, n), err
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		wait := Jitter(delay, 0.2)
+		b.log.Warn("bus topology not bootstrapped yet, waiting", "connection", b.cfg.Name, "missing", missing, "attempt", attempt, "retry_in", wait, "err", last)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("wait for streams %s: %w (last: %w)", strings.Join(missing, ", "), ctx.Err(), last)
+		case <-t.C:
+		}
+		delay = min(2*delay, ConnectRetryMax)
+	}
+}
+
+// Bootstrap creates or updates the region's streams and buckets at
+// cfg.Replicas, connected as cfg's user (the admin), and disconnects: the
+// one-shot job that lets services open with SkipEnsure.
+func Bootstrap(ctx context.Context, cfg Config) error {
+	cfg.SkipEnsure = false
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	b.Close()
+	return nil
 }
 
 // Delays between attempts to reach a NATS server that is not there yet.
@@ -166,11 +275,25 @@ func (b *Bus) ConnectContext(ctx context.Context, name string) (*Bus, error) {
 	return c, nil
 }
 
+// ConnectAs is Connect as the user of the credentials file nkeyFile (see
+// Config.NKeyFile), as each service of an all-in-one region connects.
+func (b *Bus) ConnectAs(name, nkeyFile string) (*Bus, error) {
+	c := b.child(name)
+	c.cfg.NKeyFile = nkeyFile
+	if err := c.connectTo(b.srv, name); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 func (b *Bus) child(name string) *Bus {
 	c := &Bus{cfg: b.cfg, log: b.log}
 	c.cfg.Name = name
 	return c
 }
+
+// User is the NATS user b is connected as, "" without one (no NKeyFile).
+func (b *Bus) User() string { return b.user }
 
 // connectTo connects b to srv in process, or to b's URL when srv is nil.
 func (b *Bus) connectTo(srv *server.Server, name string) error {
@@ -205,6 +328,19 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 	} else if b.cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
 	}
+	user := ""
+	if b.cfg.NKeyFile != "" {
+		u, err := CredentialsUser(b.cfg.NKeyFile)
+		if err != nil {
+			return err
+		}
+		nk, err := nats.NkeyOptionFromSeed(b.cfg.NKeyFile)
+		if err != nil {
+			return fmt.Errorf("nats credentials %s: %w", b.cfg.NKeyFile, err)
+		}
+		user = u
+		opts = append(opts, nk, nats.CustomInboxPrefix(InboxPrefix(u)))
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", url, err)
@@ -214,7 +350,7 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 		nc.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	b.NC, b.JS = nc, js
+	b.NC, b.JS, b.user = nc, js, user
 	return nil
 }
 
@@ -232,6 +368,9 @@ type ServerOptions struct {
 	ClusterName string
 	ClusterPort int
 	Routes      []string
+	// Auth, when set, makes the server accept only its users, each with
+	// its permissions; without it anyone may connect and do anything.
+	Auth *Auth
 }
 
 // StartServer starts an embedded nats-server with JetStream on and waits
@@ -248,6 +387,9 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 	}
 	if o.Port > 0 {
 		opts.Port = o.Port
+	}
+	if o.Auth != nil {
+		opts.Nkeys = o.Auth.ServerUsers()
 	}
 	if o.ClusterName != "" {
 		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: "127.0.0.1", Port: o.ClusterPort}

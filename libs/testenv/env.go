@@ -24,7 +24,7 @@ import (
 )
 
 // Binaries the member clusters are made of, all expected in the bin dir.
-var binaries = []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+var binaries = []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
 
 // ErrMissingBinaries says `make tools` has not been run.
 var ErrMissingBinaries = errors.New("member-cluster binaries missing: run `make tools`")
@@ -223,7 +223,14 @@ func (e *Env) Stop(ctx context.Context) error {
 // kwokctl runs the kwokctl binary with the environment's work directory.
 func (o *Options) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kwokctl"), args...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+o.WorkDir)
+	// kwokctl runs kubectl to wait for a cluster. v0.8 has no
+	// --kubectl-binary flag: it takes kubectl from PATH, else from
+	// KWOK_KUBECTL_BINARY, else downloads it (retried for the whole --wait
+	// where that fails slowly). The bin dir goes first on PATH so the
+	// kubectl `make tools` built, of the clusters' version, is the one.
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+o.WorkDir,
+		"KWOK_KUBECTL_BINARY="+filepath.Join(o.BinDir, "kubectl"),
+		"PATH="+o.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	// kwokctl must not die with a Ctrl-C meant for us before it has cleaned up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.CombinedOutput()

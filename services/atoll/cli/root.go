@@ -99,6 +99,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 		add("debug", operateCmd(g, op))
 	}
 	add("region", quotaCmd(g), clustersCmd(g), whoamiCmd(g), loginCmd(g), devCmd())
+	add("region", bootstrapCmd())
 	return root
 }
 

@@ -1,0 +1,262 @@
+package bus
+
+// Who may do what on the bus.
+//
+// Every service connects to NATS as its own user, allowed only the subjects
+// its work needs; the admin user (the one-shot bootstrap, operators, the
+// all-in-one region's own connection) may do anything. Grants below is the
+// one source of truth: what each service reads, writes, publishes, serves
+// and calls, in the bus's own terms (buckets, streams, endpoints). Grant.
+// Permission turns that into NATS subjects, including the JetStream API
+// subjects nats.go's jetstream package uses for them, and natsconf.go into
+// a nats-server configuration and the embedded server's users.
+//
+// What a grant means in subjects:
+//
+//   - Reading a bucket b (Get, Watch, a Mirror, LastEntry) is publishing to
+//     the read-only JetStream API of its stream KV_b: STREAM.INFO, DIRECT.GET
+//     and STREAM.MSG.GET, and CONSUMER.CREATE, INFO, DELETE and MSG.NEXT for
+//     the ordered consumers of watches; and answering their flow control
+//     ($JS.FC.KV_b.>). Nothing that changes the stream (STREAM.UPDATE,
+//     PURGE, DELETE, MSG.DELETE) is ever granted: only the admin has those.
+//   - Writing a bucket is publishing to $KV.b.<key> for the keys granted: a
+//     bucket has exactly one writing service (names.go), and the leases
+//     bucket, shared by every leased service, is restricted per key.
+//   - Emitting publishes to a stream's subjects (the JetStream ack comes
+//     back to the connection's inbox); following a stream is reading it as
+//     a bucket is read.
+//   - Serving is a queue subscription on the endpoint's subject plus
+//     $SRV.> (micro's discovery), and the right to answer each request once
+//     (allow_responses); calling is publishing to the endpoint's subject.
+//   - Every user subscribes to its own inboxes only, _INBOX.<user>.> (the
+//     connection's inbox prefix, see InboxPrefix), so no service reads
+//     another's replies.
+//
+// Caller identity. Admission, quota's set, the aggregator's cluster
+// operations and the debug endpoints believe the identity headers
+// (HeaderPrincipal, HeaderPlatformAdmin) and the gateway's authorisation
+// because only the gateway's user may publish to their subjects. One more
+// path reaches any subject, though: JetStream itself publishes to a push
+// consumer's deliver subject (in any queue group) and to a direct get's
+// reply subject, neither checked against the requester's permissions, so a
+// service that writes a bucket could have a message it wrote there,
+// identity headers and all, delivered to an endpoint
+// (TestOnlyFromRefusesWhatJetStreamDeliversForAnotherUser does). Such
+// messages never carry a reply subject in the caller's inboxes: OnlyFrom
+// refuses them, and endpoints that trust their caller wrap their handlers
+// with it.
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The bus's users: one per service and the admin.
+const (
+	// UserAdmin bootstraps streams and buckets and may do anything.
+	UserAdmin      = "admin"
+	UserGateway    = "gateway"
+	UserAdmission  = "admission"
+	UserQuota      = "quota"
+	UserScheduler  = "scheduler"
+	UserPropagator = "propagator"
+	UserAggregator = "aggregator"
+)
+
+// Users lists every user: the admin first, then the services.
+func Users() []string {
+	return []string{UserAdmin, UserGateway, UserAdmission, UserQuota, UserScheduler, UserPropagator, UserAggregator}
+}
+
+// Keys is a bucket and the keys written in it ("*" and ">" wildcards; ">"
+// alone: every key).
+type Keys struct {
+	Bucket string
+	Keys   []string
+}
+
+// Grant is what one service does on the bus.
+type Grant struct {
+	// Writes are the buckets the service writes, each with the keys it may
+	// write; it may read them too.
+	Writes []Keys
+	// Reads are the buckets it only reads: gets, watches, mirrors.
+	Reads []string
+	// Emits are the stream subjects it publishes to through JetStream.
+	Emits []string
+	// Follows are the streams whose stored messages it reads (the last
+	// message on a subject, ordered consumers).
+	Follows []string
+	// Serves are the subjects of its micro endpoints.
+	Serves []string
+	// Calls are the endpoint subjects it sends requests to.
+	Calls []string
+	// Sends and Receives are plain subjects it publishes and subscribes to
+	// (the frames of debug sessions).
+	Sends, Receives []string
+}
+
+// Grants returns what each service may do, by user name. The admin has no
+// grant: it may do anything.
+func Grants() map[string]Grant {
+	all := []string{">"}
+	events := EventRoot + ".>"
+	debugOpen := []string{DebugSubject("logs", "*", "*", "*"), DebugSubject("exec", "*", "*", "*")}
+	return map[string]Grant{
+		UserGateway: {
+			Writes:  []Keys{{BucketIdempotency, all}},
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota},
+			Emits:   []string{AuditRoot + ".>"},
+			Follows: []string{StreamEvents},
+			// Only the gateway calls the endpoints that trust their caller.
+			Calls: append([]string{
+				RequestSubject("admission", "*"),
+				RequestSubject("quota", "get"), RequestSubject("quota", "set"),
+				RequestSubject("aggregator", "*"),
+			}, debugOpen...),
+			Sends:    []string{DebugSessionSubject("*", "up")},
+			Receives: []string{DebugSessionSubject("*", "down")},
+		},
+		UserAdmission: {
+			Writes:  []Keys{{BucketWorkloads, all}, {BucketLeases, []string{"admission-repair"}}},
+			Emits:   []string{events},
+			Follows: []string{StreamEvents},
+			Serves:  []string{RequestSubject("admission", "*")},
+			Calls:   []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
+		},
+		UserQuota: {
+			Writes: []Keys{{BucketQuota, all}},
+			Reads:  []string{BucketWorkloads},
+			Serves: []string{RequestSubject("quota", "*")},
+		},
+		UserScheduler: {
+			Writes:  []Keys{{BucketPlacements, all}, {BucketLeases, []string{"scheduler"}}},
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters},
+			Emits:   []string{events},
+			Follows: []string{StreamEvents},
+		},
+		UserPropagator: {
+			Writes:  []Keys{{BucketLeases, []string{"propagator.*"}}},
+			Reads:   []string{BucketWorkloads, BucketPlacements},
+			Emits:   []string{events},
+			Follows: []string{StreamEvents},
+		},
+		UserAggregator: {
+			Writes: []Keys{
+				{BucketStatus, all}, {BucketClusters, all}, {BucketObservations, all},
+				{BucketLeases, []string{"aggregator.*", "aggregator-status"}},
+			},
+			Reads:    []string{BucketWorkloads, BucketPlacements},
+			Emits:    []string{events, ClusterRoot + ".>"},
+			Follows:  []string{StreamEvents},
+			Serves:   append([]string{RequestSubject("aggregator", "*")}, debugOpen...),
+			Sends:    []string{DebugSessionSubject("*", "down")},
+			Receives: []string{DebugSessionSubject("*", "up")},
+		},
+	}
+}
+
+// Permission is a user's subject permissions.
+type Permission struct {
+	// Publish and Subscribe are the subjects allowed; everything else is
+	// refused.
+	Publish, Subscribe []string
+	// Responses lets the user answer the requests it receives, once each,
+	// whatever their reply subject.
+	Responses bool
+}
+
+// InboxPrefix is the inbox prefix of user's connections: replies to its
+// requests come to InboxPrefix(user)+".>", which only user may subscribe to.
+func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// jsAPI is the JetStream API prefix.
+const jsAPI = "$JS.API."
+
+// Permission returns the subjects the grant allows user, sorted and
+// without duplicates.
+func (g Grant) Permission(user string) Permission {
+	var pub, sub []string
+	read := func(stream string) {
+		pub = append(pub,
+			jsAPI+"STREAM.INFO."+stream,
+			jsAPI+"DIRECT.GET."+stream, jsAPI+"DIRECT.GET."+stream+".>",
+			jsAPI+"STREAM.MSG.GET."+stream,
+			jsAPI+"CONSUMER.CREATE."+stream, jsAPI+"CONSUMER.CREATE."+stream+".>",
+			jsAPI+"CONSUMER.INFO."+stream+".*",
+			jsAPI+"CONSUMER.DELETE."+stream+".*",
+			jsAPI+"CONSUMER.MSG.NEXT."+stream+".*",
+			"$JS.FC."+stream+".>",
+		)
+	}
+	for _, w := range g.Writes {
+		read(kvStream(w.Bucket))
+		for _, k := range w.Keys {
+			pub = append(pub, kvSubject(w.Bucket, k))
+		}
+	}
+	for _, b := range g.Reads {
+		read(kvStream(b))
+	}
+	for _, s := range g.Follows {
+		read(s)
+	}
+	pub = append(pub, g.Emits...)
+	pub = append(pub, g.Calls...)
+	pub = append(pub, g.Sends...)
+	sub = append(sub, InboxPrefix(user)+".>")
+	sub = append(sub, g.Serves...)
+	sub = append(sub, g.Receives...)
+	if len(g.Serves) > 0 {
+		sub = append(sub, "$SRV.>")
+	}
+	slices.Sort(pub)
+	slices.Sort(sub)
+	return Permission{Publish: slices.Compact(pub), Subscribe: slices.Compact(sub), Responses: len(g.Serves) > 0}
+}
+
+// Streams lists the streams the grant reads: its buckets' and those it
+// follows.
+func (g Grant) Streams() []string {
+	var out []string
+	for _, w := range g.Writes {
+		out = append(out, kvStream(w.Bucket))
+	}
+	for _, b := range g.Reads {
+		out = append(out, kvStream(b))
+	}
+	out = append(out, g.Follows...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func kvStream(bucket string) string       { return "KV_" + bucket }
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// OnlyFrom wraps the handler of an endpoint that believes what its callers
+// say about themselves: it answers only requests whose reply subject is in
+// the inboxes of one of users, and refuses the others with 403. Subject
+// permissions keep other users from publishing to the endpoint; this also
+// refuses what JetStream publishes there on another user's behalf (a
+// consumer's deliver subject, a direct get's reply), whose reply subject is
+// JetStream's own or none. A bus connected without a user (permissions
+// off) passes every request.
+func (b *Bus) OnlyFrom(h micro.HandlerFunc, users ...string) micro.HandlerFunc {
+	if b.user == "" {
+		return h
+	}
+	return func(r micro.Request) {
+		for _, u := range users {
+			if strings.HasPrefix(r.Reply(), InboxPrefix(u)+".") {
+				h(r)
+				return
+			}
+		}
+		_ = RespondError(r, http.StatusForbidden, "caller not allowed", map[string]string{
+			"code": "Forbidden", "message": "this endpoint answers only " + strings.Join(users, ", "),
+		})
+	}
+}
