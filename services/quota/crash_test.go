@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -177,13 +179,15 @@ func TestCrashAtEachStepIsRepairedExactly(t *testing.T) {
 				if _, err := keyTotals(repairer, "p"); err == nil {
 					t.Fatal("no intent left by the crash")
 				}
-				Eventually(t, 5*time.Second, func() error {
-					if err := repairer.RepairOnce(ctx, 0); err != nil {
+				require.EventuallyWithT(t, func(c *assert.CollectT) {
+					assert.NoError(c, func() error {
+						if err := repairer.RepairOnce(ctx, 0); err != nil {
+							return err
+						}
+						_, err := keyTotals(repairer, "p")
 						return err
-					}
-					_, err := keyTotals(repairer, "p")
-					return err
-				})
+					}())
+				}, 5*time.Second, 20*time.Millisecond)
 				// Repeating the sweep and the operation changes nothing.
 				if err := repairer.RepairOnce(ctx, 0); err != nil {
 					t.Fatal(err)
@@ -246,13 +250,15 @@ func TestRepairRechecksTheLimit(t *testing.T) {
 			if err := repairer.Reserve(ctx, "p", "p.app.filler", demand(api.TierOnDemand, fill)); err != nil {
 				t.Fatal(err)
 			}
-			Eventually(t, 5*time.Second, func() error {
-				if err := repairer.RepairOnce(ctx, 0); err != nil {
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				assert.NoError(c, func() error {
+					if err := repairer.RepairOnce(ctx, 0); err != nil {
+						return err
+					}
+					_, err := keyTotals(repairer, "p")
 					return err
-				}
-				_, err := keyTotals(repairer, "p")
-				return err
-			})
+				}())
+			}, 5*time.Second, 20*time.Millisecond)
 			keys, _ := keyTotals(repairer, "p")
 			if diff := cmp.Diff(tc.want, keys); diff != "" {
 				t.Errorf("reservation keys (-want +got):\n%s", diff)
@@ -304,24 +310,6 @@ func TestIntentOutlivingTheRingIsRecounted(t *testing.T) {
 				t.Errorf("%d recounts, want 1", n)
 			}
 		})
-	}
-}
-
-// Eventually polls fn until it returns nil or the deadline passes (the
-// external tests use it too). It gives way to the platform's shared poller
-// once there is one.
-func Eventually(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %v: %v", total, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

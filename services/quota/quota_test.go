@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -257,15 +259,17 @@ func TestOrphanedReservationIsReturned(t *testing.T) {
 		}
 	}
 	// The sweep works from its watch of the bucket: poll until it has seen both.
-	quota.Eventually(t, 5*time.Second, func() error {
-		if err := s.SweepOnce(ctx, 0); err != nil {
-			return err
-		}
-		if l := ledger(t, s, "p"); l.Reservations != 1 || l.Used(api.TierOnDemand).Pods != 1 {
-			return fmt.Errorf("%d reservations, %d pods; want 1, 1", l.Reservations, l.Used(api.TierOnDemand).Pods)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, func() error {
+			if err := s.SweepOnce(ctx, 0); err != nil {
+				return err
+			}
+			if l := ledger(t, s, "p"); l.Reservations != 1 || l.Used(api.TierOnDemand).Pods != 1 {
+				return fmt.Errorf("%d reservations, %d pods; want 1, 1", l.Reservations, l.Used(api.TierOnDemand).Pods)
+			}
+			return nil
+		}())
+	}, 5*time.Second, 20*time.Millisecond)
 	qkv, _ := b.KV(ctx, bus.BucketQuota)
 	if _, err := qkv.Get(ctx, api.QuotaReservationKey("p", "p.app.kept")); err != nil {
 		t.Errorf("live workload's reservation: %v", err)
