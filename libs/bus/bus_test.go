@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -25,22 +26,6 @@ func openBus(t *testing.T) *bus.Bus {
 	}
 	t.Cleanup(b.Close)
 	return b
-}
-
-// checkFor polls fn until it returns nil or the deadline passes.
-func checkFor(t *testing.T, total, every time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", total, err)
-		}
-		time.Sleep(every)
-	}
 }
 
 func TestOpenCreatesTopology(t *testing.T) {
@@ -166,7 +151,11 @@ func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
 	}
 
 	// No delivery beyond MaxDeliver, even after waiting longer than the last backoff.
-	time.Sleep(time.Second)
+	require.Never(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(times) > maxDeliver
+	}, time.Second, 10*time.Millisecond, "a delivery beyond MaxDeliver")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(times) != maxDeliver {

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -74,14 +76,14 @@ func TestClusterLosesNoAckedMessageWhenAServerDies(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	checkFor(t, 60*time.Second, 200*time.Millisecond, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		defer acancel()
 		_, err := js.CreateOrUpdateStream(actx, jetstream.StreamConfig{
 			Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage, Duplicates: 5 * time.Minute,
 		})
-		return err
-	})
+		assert.NoError(c, err, "create the R3 stream")
+	}, 60*time.Second, 200*time.Millisecond)
 
 	// Kill the stream leader: the hardest case, it forces an election.
 	si, err := js.Stream(ctx, "R3")
@@ -125,48 +127,41 @@ func TestClusterLosesNoAckedMessageWhenAServerDies(t *testing.T) {
 		}
 		id := fmt.Sprintf("m-%05d", i)
 		// A publish whose ack is lost is retried with the same id until acked.
-		for attempt := 0; ; attempt++ {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			defer pcancel()
 			_, err := pjs.Publish(pctx, "r3.msg", []byte(id), jetstream.WithMsgID(id))
-			pcancel()
-			if err == nil {
-				acked[id] = true
-				break
+			if !assert.NoError(c, err, "publish %s", id) {
+				retries++
 			}
-			if ctx.Err() != nil || attempt > 100 {
-				t.Fatalf("publish %s: %v", id, err)
-			}
-			retries++
-			time.Sleep(50 * time.Millisecond)
-		}
+		}, time.Minute, 50*time.Millisecond)
+		acked[id] = true
 	}
 	t.Logf("published %d messages, %d retried publishes", len(acked), retries)
 
 	// Read the stream back from the survivors, message by message.
 	var last uint64
-	checkFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		defer acancel()
 		info, err := si.Info(actx)
-		if err != nil {
-			return err
+		if assert.NoError(c, err, "stream info") {
+			last = info.State.LastSeq
 		}
-		last = info.State.LastSeq
-		return nil
-	})
+	}, 30*time.Second, 200*time.Millisecond)
 	seen := map[string]int{}
 	for seq := uint64(1); seq <= last; seq++ {
 		var msg *jetstream.RawStreamMsg
-		checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 			defer acancel()
 			var err error
 			msg, err = si.GetMsg(actx, seq)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				return nil
+				return
 			}
-			return err
-		})
+			assert.NoError(c, err, "get message %d", seq)
+		}, 30*time.Second, 100*time.Millisecond)
 		if msg != nil {
 			seen[string(msg.Data)]++
 		}

@@ -3,7 +3,6 @@ package bus_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -54,12 +55,9 @@ func TestOpenWaitsForTheServer(t *testing.T) {
 		opened <- err
 	}()
 	// Open has found nothing there, more than once, and is still trying.
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if n := logs.count("nats not reachable, retrying"); n < 3 {
-			return fmt.Errorf("%d failed attempts logged, want 3", n)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, logs.count("nats not reachable, retrying"), 3, "failed attempts logged")
+	}, 10*time.Second, 10*time.Millisecond)
 	select {
 	case err := <-opened:
 		t.Fatalf("Open returned %v with no server", err)
@@ -159,39 +157,27 @@ func TestBriefTargetOutageIsWaitedOut(t *testing.T) {
 	stop := make(chan struct{})
 	successes, failures := steady(r, subject, 4, stop)
 
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if r.Breakers().For("svc").Counts().TotalSuccesses < 20 {
-			return errors.New("callers not going yet")
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, r.Breakers().For("svc").Counts().TotalSuccesses, uint32(20), "callers going")
+	}, 5*time.Second, 10*time.Millisecond)
 	down := time.Now()
 	if err := svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if st := r.Breakers().State("svc"); st != gobreaker.StateOpen {
-			return fmt.Errorf("breaker %v with the target gone, want open", st)
-		}
-		return nil
-	})
-	time.Sleep(2*time.Second - time.Since(down)) // the outage under test
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, gobreaker.StateOpen, r.Breakers().State("svc"), "breaker with the target gone")
+	}, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(2*time.Second - time.Since(down)) // the subject: a 2s outage of the target
 	svc = serve()
 	defer func() { _ = svc.Stop() }()
 	back := time.Now()
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if st := r.Breakers().State("svc"); st != gobreaker.StateClosed {
-			return fmt.Errorf("breaker %v after the target's return, want closed", st)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, gobreaker.StateClosed, r.Breakers().State("svc"), "breaker after the target's return")
+	}, 5*time.Second, 5*time.Millisecond)
 	recovered := time.Since(back)
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if r.Breakers().For("svc").Counts().TotalSuccesses < 20 {
-			return errors.New("too few successes since the return")
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, r.Breakers().For("svc").Counts().TotalSuccesses, uint32(20), "successes since the return")
+	}, 5*time.Second, 10*time.Millisecond)
 	close(stop)
 	oks := successes()
 	gap := longestGap(oks)
@@ -248,12 +234,7 @@ func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
 	// A server shutting down drops the responders' connections first and
 	// may answer "no responders" until it drops this one: the calls under
 	// test are those made once the connection knows it is down.
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
-		if client.NC.IsConnected() {
-			return errors.New("client still connected")
-		}
-		return nil
-	})
+	require.Eventually(t, func() bool { return !client.NC.IsConnected() }, 5*time.Second, time.Millisecond, "client still connected")
 	for i := range 5 {
 		_, err := r.Request(ctx, "svc", subject, nil)
 		if !bus.IsBusOutage(err) {
@@ -270,13 +251,17 @@ func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
 	}
 	defer srv.Shutdown()
 	back := time.Now()
-	checkFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+	var tripped atomic.Value // the first breaker state other than closed seen while the bus came back
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := r.Request(ctx, "svc", subject, nil)
 		if st := r.Breakers().State("svc"); st != gobreaker.StateClosed {
-			t.Fatalf("breaker %v while the bus came back (last error %v)", st, err)
+			tripped.CompareAndSwap(nil, st)
 		}
-		return err
-	})
+		assert.NoError(c, err, "request after the server's restart")
+	}, 10*time.Second, 5*time.Millisecond)
+	if st := tripped.Load(); st != nil {
+		t.Fatalf("breaker %v while the bus came back", st)
+	}
 	t.Logf("requests succeed %v after the server's restart; breaker counts %+v", time.Since(back).Round(time.Millisecond), r.Breakers().For("svc").Counts())
 	if c := r.Breakers().For("svc").Counts(); c.TotalFailures != 0 {
 		t.Errorf("failures counted during the bus's outage: %+v", c)

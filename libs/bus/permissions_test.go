@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -134,12 +136,7 @@ func (r *authRegion) refused(t *testing.T, conn string, op func(ctx context.Cont
 	if err := op(ctx); err == nil {
 		t.Fatal("allowed, want refused")
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if len(r.seen.of(conn)) == 0 {
-			return errors.New("no permission violation reported")
-		}
-		return nil
-	})
+	require.Eventually(t, func() bool { return len(r.seen.of(conn)) > 0 }, 5*time.Second, 10*time.Millisecond, "no permission violation reported")
 }
 
 // concrete turns a subject pattern into a subject it matches.
@@ -657,14 +654,11 @@ func TestOnlyFromRefusesWhatJetStreamDeliversForAnotherUser(t *testing.T) {
 	if err := sch.NC.PublishRequest("$JS.API.DIRECT.GET.KV_"+bus.BucketPlacements+".$KV."+bus.BucketPlacements+".forged", subject, nil); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		mu.Lock()
 		defer mu.Unlock()
-		if arrived["forger"] < 2 {
-			return fmt.Errorf("%d forged requests arrived, want 2 (JetStream no longer delivers them?)", arrived["forger"])
-		}
-		return nil
-	})
+		assert.GreaterOrEqual(c, arrived["forger"], 2, "forged requests arrived (JetStream no longer delivers them?)")
+	}, 10*time.Second, 10*time.Millisecond)
 
 	// The gateway's own request is answered.
 	gw := r.as(t, bus.UserGateway, "gateway")
@@ -726,12 +720,9 @@ func TestSkipEnsureWaitsForTheBootstrap(t *testing.T) {
 			SkipEnsure: true, Logger: slog.New(logs)})
 		opened <- err
 	}()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if n := logs.count("bus topology not bootstrapped yet, waiting"); n < 2 {
-			return fmt.Errorf("%d waits logged, want 2", n)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, logs.count("bus topology not bootstrapped yet, waiting"), 2, "waits logged")
+	}, 10*time.Second, 10*time.Millisecond)
 	select {
 	case err := <-opened:
 		t.Fatalf("open returned before the bootstrap: %v", err)

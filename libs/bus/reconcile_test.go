@@ -3,11 +3,13 @@ package bus_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -39,25 +41,19 @@ func TestQueueDeduplicatesAndRetries(t *testing.T) {
 		return nil
 	})
 	q.Add("flaky")
-	checkFor(t, 5*time.Second, time.Millisecond, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		mu.Lock()
 		defer mu.Unlock()
-		if calls["a"] != 1 {
-			return errors.New(`"a" not being processed yet`)
-		}
-		return nil
-	})
+		assert.Equal(c, 1, calls["a"], `"a" being processed`)
+	}, 5*time.Second, time.Millisecond)
 	q.Add("a")
 	q.Add("a")
 	close(block)
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		mu.Lock()
 		defer mu.Unlock()
-		if calls["a"] != 2 || calls["flaky"] != 3 {
-			return fmt.Errorf("calls %v, want a:2 flaky:3", calls)
-		}
-		return nil
-	})
+		assert.Equal(c, map[string]int{"a": 2, "flaky": 3}, calls)
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 func TestWatchKeysFeedsCurrentAndNewKeys(t *testing.T) {
@@ -120,19 +116,17 @@ func TestMirrorFollowsTheBucket(t *testing.T) {
 	}
 	rev, _ := kv.Put(ctx, "p.app.a", []byte("2"))
 	_ = kv.Delete(ctx, "p.app.gone")
-	checkFor(t, 2*time.Second, 10*time.Millisecond, func() error {
-		if e, _ := m.Get("p.app.a"); e.Revision != rev || string(e.Value) != "2" {
-			return fmt.Errorf("mirror has %q@%d", e.Value, e.Revision)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e, _ := m.Get("p.app.a")
+		assert.Equal(c, rev, e.Revision, "mirrored revision")
+		assert.Equal(c, "2", string(e.Value), "mirrored value")
+	}, 2*time.Second, 10*time.Millisecond)
 	if err := kv.Delete(ctx, "p.app.a"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 2*time.Second, 10*time.Millisecond, func() error {
-		if _, ok := m.Get("p.app.a"); ok || m.Len() != 0 {
-			return errors.New("deleted key still mirrored")
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, ok := m.Get("p.app.a")
+		assert.False(c, ok, "deleted key still mirrored")
+		assert.Zero(c, m.Len(), "keys mirrored")
+	}, 2*time.Second, 10*time.Millisecond)
 }

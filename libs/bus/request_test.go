@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 )
@@ -56,6 +57,7 @@ func TestBreakerOpensPerTargetAndHalfOpens(t *testing.T) {
 		BaseDelay: time.Millisecond,
 		Breaker:   bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: openFor},
 	})
+	tripping := time.Now() // before the failure that opens the breaker
 	for i := 0; i < 3; i++ {
 		_, err := r.Request(ctx, "bad", bad, nil)
 		var re *bus.RemoteError
@@ -83,10 +85,11 @@ func TestBreakerOpensPerTargetAndHalfOpens(t *testing.T) {
 	if st := r.Breakers().State("good"); st != gobreaker.StateClosed {
 		t.Errorf("good breaker %v, want closed", st)
 	}
-	// After OpenFor the breaker half-opens; a successful probe closes it.
-	time.Sleep(openFor + 100*time.Millisecond)
-	if st := r.Breakers().State("bad"); st != gobreaker.StateHalfOpen {
-		t.Fatalf("bad breaker %v after timeout, want half-open", st)
+	// After OpenFor the breaker half-opens, not before; a successful probe closes it.
+	require.Eventually(t, func() bool { return r.Breakers().State("bad") == gobreaker.StateHalfOpen },
+		openFor+5*time.Second, 5*time.Millisecond, "bad breaker half-open after OpenFor")
+	if waited := time.Since(tripping); waited < openFor {
+		t.Fatalf("bad breaker half-open %v after it opened, want at least OpenFor %v", waited, openFor)
 	}
 	badCode.Store(0)
 	if _, err := r.Request(ctx, "bad", bad, nil); err != nil {

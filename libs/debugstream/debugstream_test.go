@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/debugstream"
@@ -92,21 +94,6 @@ func fixed(cluster, pod, container, text string) debugstream.LogSource {
 		Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil }}
 }
 
-func waitFor(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %v: %v", total, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestLogsOrder streams many lines of several containers, more than a
 // window's worth, and checks each container's lines arrive whole and in order.
 func TestLogsOrder(t *testing.T) {
@@ -143,12 +130,7 @@ func TestLogsOrder(t *testing.T) {
 			t.Errorf("%s: %d lines, want %d", c, next[c], n)
 		}
 	}
-	waitFor(t, 2*time.Second, func() error {
-		if n := e.srv.Sessions(); n != 0 {
-			return fmt.Errorf("%d sessions open after the stream ended", n)
-		}
-		return nil
-	})
+	require.Eventually(t, func() bool { return e.srv.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond, "sessions open after the stream ended")
 }
 
 // TestLogsLines covers how lines are cut and stamped.
@@ -245,10 +227,16 @@ func TestLogsSlowReader(t *testing.T) {
 			return nil
 		})
 	}()
-	// Let the server run into the window, then check it stays there.
-	time.Sleep(300 * time.Millisecond)
-	first := src.read.Load()
-	time.Sleep(700 * time.Millisecond)
+	// Let the server run into the window: its reads stop growing.
+	var first int64 = -1
+	require.Eventually(t, func() bool {
+		n := src.read.Load()
+		stopped := n > 0 && n == first
+		first = n
+		return stopped
+	}, 5*time.Second, 100*time.Millisecond, "the server's reads never stopped")
+	// The subject: it stays there while the reader is stuck.
+	require.Never(t, func() bool { return src.read.Load() != first }, 700*time.Millisecond, 10*time.Millisecond, "the server read on")
 	stalled := src.read.Load()
 	// Window of 4 frames of 32 KiB, 64 queued lines, 16 KiB read buffers:
 	// well under 1 MiB; unbounded, this source gives gigabytes a second.
@@ -256,12 +244,9 @@ func TestLogsSlowReader(t *testing.T) {
 		t.Errorf("server read %d bytes, then %d, of a log nobody reads; want a bounded, stalled read", first, stalled)
 	}
 	close(release)
-	waitFor(t, 5*time.Second, func() error {
-		if src.read.Load() < 4*stalled {
-			return fmt.Errorf("read %d bytes since the reader went on", src.read.Load())
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, src.read.Load(), 4*stalled, "bytes read since the reader went on")
+	}, 5*time.Second, 10*time.Millisecond)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Logs returned %v, want context.Canceled", err)
@@ -401,12 +386,7 @@ func TestClientCancel(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("the server still reads the log 2s after the client cancelled")
 	}
-	waitFor(t, 2*time.Second, func() error {
-		if n := e.srv.Sessions(); n != 0 {
-			return fmt.Errorf("%d sessions open", n)
-		}
-		return nil
-	})
+	require.Eventually(t, func() bool { return e.srv.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond, "sessions open")
 }
 
 // TestClientGone: the client's connection dies without a close frame; the
@@ -429,12 +409,7 @@ func TestClientGone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server still reads the log 5s after the client went")
 	}
-	waitFor(t, 2*time.Second, func() error {
-		if n := e.srv.Sessions(); n != 0 {
-			return fmt.Errorf("%d sessions open", n)
-		}
-		return nil
-	})
+	require.Eventually(t, func() bool { return e.srv.Sessions() == 0 }, 2*time.Second, 10*time.Millisecond, "sessions open")
 }
 
 // TestCallbackError: an error from the callback ends the session and is returned.

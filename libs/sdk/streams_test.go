@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 
 	"atoll.dev/libs/computeapi"
 )
@@ -324,8 +325,10 @@ func TestExecFraming(t *testing.T) {
 	// stdin ends only after the resize was seen, so the order is known.
 	pr, pw := io.Pipe()
 	go func() {
-		for !strings.Contains(syncString(&stderr), "resize") {
-			time.Sleep(5 * time.Millisecond)
+		if !assert.Eventually(t, func() bool { return strings.Contains(syncString(&stderr), "resize") },
+			5*time.Second, 5*time.Millisecond, "the resize reached the server") {
+			pw.CloseWithError(errors.New("no resize seen"))
+			return
 		}
 		pw.Write([]byte("Hello "))
 		pw.Write([]byte("World"))

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -56,16 +57,12 @@ func TestDebugSimulation(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "box", metav1.GetOptions{})
-		if err != nil {
-			return err
+		if assert.NoError(ct, err, "get pod") {
+			assert.Equal(ct, corev1.PodRunning, p.Status.Phase, "pod phase")
 		}
-		if p.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("pod %s", p.Status.Phase)
-		}
-		return nil
-	})
+	}, time.Minute, 200*time.Millisecond)
 
 	t.Run("logs", func(t *testing.T) {
 		b, err := c.Client.CoreV1().Pods("default").GetLogs("box", &corev1.PodLogOptions{Container: "app"}).DoRaw(ctx)

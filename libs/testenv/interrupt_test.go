@@ -28,7 +28,7 @@ func TestHelperOwner(t *testing.T) {
 		os.Exit(2)
 	}
 	fmt.Println("DIR", env.Clusters[0].Dir())
-	time.Sleep(5 * time.Minute)
+	time.Sleep(5 * time.Minute) // the subject: the owner waits to be signalled; 5 minutes only bound a leaked helper
 }
 
 func startOwner(t *testing.T) (*exec.Cmd, string) {

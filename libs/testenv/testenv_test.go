@@ -2,10 +2,11 @@ package testenv_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,10 +40,10 @@ func TestThreeZonalClusters(t *testing.T) {
 		}
 	}
 	for _, c := range env.Clusters {
-		waitFor(t, 2*time.Minute, func() error {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-			if err != nil {
-				return err
+			if !assert.NoError(ct, err, "list pods") {
+				return
 			}
 			running := 0
 			for _, p := range pods.Items {
@@ -50,11 +51,8 @@ func TestThreeZonalClusters(t *testing.T) {
 					running++
 				}
 			}
-			if running != replicas {
-				return fmt.Errorf("%s: %d of %d pods running", c.Name, running, replicas)
-			}
-			return nil
-		})
+			assert.Equal(ct, replicas, running, "%s: pods running", c.Name)
+		}, 2*time.Minute, 200*time.Millisecond)
 		nodeList, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: testenv.LabelZone + "=" + c.Zone})
 		if err != nil {
 			t.Fatal(err)
@@ -119,20 +117,5 @@ func deployment(name string, replicas int32) *appsv1.Deployment {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27"}}},
 			},
 		},
-	}
-}
-
-func waitFor(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %v: %v", total, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

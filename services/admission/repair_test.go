@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -47,34 +49,14 @@ func startAdmission(t *testing.T, b *bus.Bus, crashed bool) *admission.Service {
 	return s
 }
 
-// count is the number of events the stream holds on subj.
-func count(t *testing.T, b *bus.Bus, subj string) uint64 {
-	t.Helper()
+// count is the number of events the stream holds on subj. t is a test or
+// the *assert.CollectT of a poll.
+func count(t require.TestingT, b *bus.Bus, subj string) uint64 {
 	s, err := b.JS.Stream(context.Background(), bus.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "events stream")
 	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "events stream info")
 	return info.State.Subjects[subj]
-}
-
-// eventually polls fn until it returns nil or the deadline passes.
-func eventually(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not after %v: %v", total, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func doc(project, name string, replicas int) []byte {
@@ -121,14 +103,11 @@ func TestEventOfACrashedWriteArrivesOnceAfterRestart(t *testing.T) {
 
 	restarted := startAdmission(t, b, false)
 	start := time.Now()
-	eventually(t, 20*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, s := range lost {
-			if n := count(t, b, s); n != 1 {
-				return fmt.Errorf("%s: %d events", s, n)
-			}
+			assert.Equal(c, uint64(1), count(c, b, s), "%s: events", s)
 		}
-		return nil
-	})
+	}, 20*time.Second, 20*time.Millisecond)
 	t.Logf("every lost event published %v after the restart", time.Since(start).Round(time.Millisecond))
 
 	// Repairing again, as a resync or another replica would, adds nothing.

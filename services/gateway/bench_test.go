@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
@@ -270,17 +273,17 @@ func BenchmarkGatewayReads(b *testing.B) {
 	t0 := time.Now()
 	keys := populate(ctx, b, g.Bus)
 	wrote := time.Since(t0)
-	checkFor(b, 60*time.Second, func() error {
-		if n := g.GW.Cache().Len(); n < len(keys) {
-			return fmt.Errorf("cache holds %d of %d workloads", n, len(keys))
+	require.EventuallyWithT(b, func(c *assert.CollectT) {
+		if !assert.GreaterOrEqual(c, g.GW.Cache().Len(), len(keys), "workloads cached") {
+			return
 		}
 		for _, k := range keys {
 			if it, ok := g.GW.Cache().Get(k); !ok || it.Status == nil {
-				return fmt.Errorf("%s not cached with its status", k)
+				c.Errorf("%s not cached with its status", k)
+				return
 			}
 		}
-		return nil
-	})
+	}, 60*time.Second, 20*time.Millisecond)
 	b.Logf("populated %d workloads and statuses in %v; cache complete after %v", len(keys), wrote.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 
 	workloads, err := g.Bus.KV(ctx, bus.BucketWorkloads)
@@ -507,20 +510,4 @@ func BenchmarkGatewayReads(b *testing.B) {
 	b.ReportMetric(kvL.rps(), "kvlist-req/s")
 	b.ReportMetric(gwG.rps()/kvG.rps(), "get-rps-ratio")
 	b.ReportMetric(gwL.rps()/kvL.rps(), "list-rps-ratio")
-}
-
-// checkFor polls f until it returns nil or timeout passes.
-func checkFor(tb testing.TB, timeout time.Duration, f func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -315,14 +317,12 @@ func seedFuzzRegion(ctx context.Context, tb testing.TB, g *testGateway) {
 	put(bus.BucketStatus, st.Key, st)
 	put(bus.BucketWorkloads, w.Key(), w)
 	put(bus.BucketClusters, "zone-a-1", fuzzCluster())
-	checkFor(tb, 10*time.Second, func() error {
+	require.EventuallyWithT(tb, func(c *assert.CollectT) {
 		for _, path := range []string{"/v1/projects/p/workloads/app/web", "/v1/clusters/zone-a-1"} {
-			if resp, b := g.do(tb, "GET", path, g.Admin, nil); resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
-			}
+			resp, b := g.do(c, "GET", path, g.Admin, nil)
+			assert.Equal(c, http.StatusOK, resp.StatusCode, "GET %s: %s", path, b)
 		}
-		return nil
-	})
+	}, 10*time.Second, 20*time.Millisecond)
 }
 
 func fuzzCluster() *api.ClusterInfo {
@@ -605,18 +605,11 @@ func TestEventReadsLeaveNoConsumers(t *testing.T) {
 			t.Fatalf("%s, request %d: %d %s", path, i+1, rec.Code, rec.Body)
 		}
 	}
-	checkFor(t, 10*time.Second, func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		s, err := g.Bus.JS.Stream(t.Context(), bus.StreamEvents)
-		if err != nil {
-			return err
-		}
+		require.NoError(c, err, "events stream")
 		info, err := s.Info(t.Context())
-		if err != nil {
-			return err
-		}
-		if n := info.State.Consumers; n > 10 {
-			return fmt.Errorf("%d consumers left on %s after 1,100 reads", n, bus.StreamEvents)
-		}
-		return nil
-	})
+		require.NoError(c, err, "events stream info")
+		assert.LessOrEqual(c, info.State.Consumers, 10, "consumers left on %s after 1,100 reads", bus.StreamEvents)
+	}, 10*time.Second, 20*time.Millisecond)
 }

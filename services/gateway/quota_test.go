@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -43,20 +45,15 @@ func TestQuotaIsReadFromTheProjectLedgers(t *testing.T) {
 		{Tier: "OnDemand", Limit: computeapi.Resources{Pods: 10}, Used: computeapi.Resources{MilliCPU: 3000, Pods: 3}},
 		{Tier: "Preemptible", Unlimited: true},
 	}}
-	checkFor(t, 5*time.Second, func() error {
-		resp, body := g.do(t, "GET", "/v1/projects/team/quota", g.Admin, nil)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, body := g.do(c, "GET", "/v1/projects/team/quota", g.Admin, nil)
+		require.Equal(c, 200, resp.StatusCode, "GET quota: %s", body)
 		var got computeapi.Quota
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		}
-		if err := json.Unmarshal(body, &got); err != nil {
-			return err
-		}
+		require.NoError(c, json.Unmarshal(body, &got), "GET quota")
 		if diff := cmp.Diff(want, got); diff != "" {
-			return fmt.Errorf("quota (-want +got):\n%s", diff)
+			c.Errorf("quota (-want +got):\n%s", diff)
 		}
-		return nil
-	})
+	}, 5*time.Second, 20*time.Millisecond)
 	// A mirror filtered as the gateway's holds the ledger only.
 	m, err := g.Bus.MirrorFiltered(t.Context(), bus.BucketQuota, api.QuotaProjectFilter, nil)
 	if err != nil {

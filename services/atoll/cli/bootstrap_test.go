@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,7 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -215,20 +215,12 @@ func TestServicesRunAsTheirOwnUsers(t *testing.T) {
 	}
 	key := api.Key("demo", api.KindApp, "web")
 	var placed api.PlacementDecision
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		e, err := placements.Get(ctx, key)
-		if err == nil {
-			if err := json.Unmarshal(e.Value(), &placed); err != nil {
-				t.Fatal(err)
-			}
-			break
+		if assert.NoError(c, err, "placement of %s", key) {
+			assert.NoError(c, json.Unmarshal(e.Value(), &placed), "placement of %s", key)
 		}
-		if !errors.Is(err, jetstream.ErrKeyNotFound) || time.Now().After(deadline) {
-			t.Fatalf("placement of %s: %v", key, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}, 30*time.Second, 20*time.Millisecond)
 	if s := fmt.Sprint(placed); !strings.Contains(s, "zone-a-1") {
 		t.Errorf("placement %s, want a shard on zone-a-1", s)
 	}

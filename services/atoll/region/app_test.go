@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"atoll.dev/libs/api"
@@ -22,11 +24,12 @@ func appDoc(project, name string, replicas int, image string) []byte {
 func waitZones(t *testing.T, key string, want map[string]int32, image string) *api.Status {
 	t.Helper()
 	var st *api.Status
-	waitFor(t, 90*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		var err error
 		st, err = cl.Status(context.Background(), key)
 		if err != nil || st == nil {
-			return fmt.Errorf("no status yet: %v", err)
+			ct.Errorf("no status yet: %v", err)
+			return
 		}
 		got := map[string]int32{}
 		for z, zs := range st.Zones {
@@ -35,13 +38,13 @@ func waitZones(t *testing.T, key string, want map[string]int32, image string) *a
 			}
 		}
 		if st.Phase != api.PhaseRunning || fmt.Sprint(got) != fmt.Sprint(want) {
-			return fmt.Errorf("phase %s, ready per zone %v, want Running %v", st.Phase, got, want)
+			ct.Errorf("phase %s, ready per zone %v, want Running %v", st.Phase, got, want)
+			return
 		}
 		if image != "" && !slices.Equal(st.Images, []string{image}) {
-			return fmt.Errorf("images %v, want only %s", st.Images, image)
+			ct.Errorf("images %v, want only %s", st.Images, image)
 		}
-		return nil
-	})
+	}, 90*time.Second, 250*time.Millisecond)
 	return st
 }
 
@@ -128,7 +131,7 @@ func TestAppLifecycle(t *testing.T) {
 	if err := cl.Delete(ctx, project, api.KindApp, name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, c := range reg.Env.Clusters {
 			ns := api.Namespace(project)
 			sel := metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name}
@@ -136,12 +139,12 @@ func TestAppLifecycle(t *testing.T) {
 			rs, _ := c.Client.AppsV1().ReplicaSets(ns).List(ctx, sel)
 			p, _ := c.Client.CoreV1().Pods(ns).List(ctx, sel)
 			if n := len(d.Items) + len(rs.Items) + len(p.Items); n > 0 {
-				return fmt.Errorf("%s still has %d deployments, %d replicasets, %d pods", c.Name, len(d.Items), len(rs.Items), len(p.Items))
+				ct.Errorf("%s still has %d deployments, %d replicasets, %d pods", c.Name, len(d.Items), len(rs.Items), len(p.Items))
+				return
 			}
 		}
 		if st, _ := cl.Status(ctx, key); st != nil {
-			return fmt.Errorf("status still present: %s", st.Phase)
+			ct.Errorf("status still present: %s", st.Phase)
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/testenv"
 )
@@ -52,9 +55,9 @@ type cliResult struct {
 	code           int
 }
 
-// run runs the binary with args and stdin, within 2 minutes.
-func (b *atollBinary) run(t *testing.T, stdin string, args ...string) cliResult {
-	t.Helper()
+// invoke runs the binary with args and stdin, within 2 minutes; the error
+// is one running it at all, not its exit code.
+func (b *atollBinary) invoke(stdin string, args ...string) (cliResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.path, args...)
@@ -64,13 +67,23 @@ func (b *atollBinary) run(t *testing.T, stdin string, args ...string) cliResult 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
-	t.Logf("$ atoll %s\n%s%s", strings.Join(args, " "), firstLines(r.stdout, 25), r.stderr)
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("atoll %s: %v", strings.Join(args, " "), err)
+		return r, fmt.Errorf("atoll %s: %w", strings.Join(args, " "), err)
+	}
+	return r, nil
+}
+
+// run is invoke that logs the run and fails the test if the binary could not run.
+func (b *atollBinary) run(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	r, err := b.invoke(stdin, args...)
+	t.Logf("$ atoll %s\n%s%s", strings.Join(args, " "), firstLines(r.stdout, 25), r.stderr)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return r
 }
@@ -177,9 +190,11 @@ func (b *atollBinary) ok(t *testing.T, stdin string, args ...string) string {
 }
 
 // getJSON runs `atoll get ... -o json` into v.
-func (b *atollBinary) getJSON(t *testing.T, v any, args ...string) error {
-	t.Helper()
-	r := b.run(t, "", append(append([]string{"get"}, args...), "-o", "json")...)
+func (b *atollBinary) getJSON(v any, args ...string) error {
+	r, err := b.invoke("", append(append([]string{"get"}, args...), "-o", "json")...)
+	if err != nil {
+		return err
+	}
 	if r.code != 0 {
 		return fmt.Errorf("exit %d: %s", r.code, r.stderr)
 	}
@@ -278,30 +293,28 @@ func TestCLI(t *testing.T) {
 	}
 
 	t.Run("get shows both", func(t *testing.T) {
-		waitFor(t, 30*time.Second, func() error {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			var l computeapi.WorkloadList
-			if err := atoll.getJSON(t, &l); err != nil {
-				return err
+			if !assert.NoError(ct, atoll.getJSON(&l)) {
+				return
 			}
 			var names []string
 			for _, w := range l.Items {
 				names = append(names, w.Kind+"/"+w.Metadata.Name)
 			}
 			if strings.Join(names, " ") != "App/web App/worker" {
-				return fmt.Errorf("workloads %v, want App/web App/worker", names)
+				ct.Errorf("workloads %v, want App/web App/worker", names)
 			}
-			return nil
-		})
+		}, 30*time.Second, 250*time.Millisecond)
 		var w computeapi.Workload
-		waitFor(t, 90*time.Second, func() error {
-			if err := atoll.getJSON(t, &w, "app", "web"); err != nil {
-				return err
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			if !assert.NoError(ct, atoll.getJSON(&w, "app", "web")) {
+				return
 			}
 			if w.Status.Phase != "Running" || w.Status.Ready != 3 || len(w.Status.Zones) != 3 {
-				return fmt.Errorf("phase %s, ready %d, zones %v; want Running 3 over 3 zones", w.Status.Phase, w.Status.Ready, w.Status.Zones)
+				ct.Errorf("phase %s, ready %d, zones %v; want Running 3 over 3 zones", w.Status.Phase, w.Status.Ready, w.Status.Zones)
 			}
-			return nil
-		})
+		}, 90*time.Second, 250*time.Millisecond)
 		out := atoll.ok(t, "", "get", "apps", "-l", "team=cli")
 		if !strings.Contains(out, "web") || strings.Contains(out, "worker") || !strings.Contains(out, "a:1/1 b:1/1 c:1/1") {
 			t.Errorf("get apps -l team=cli:\n%s", out)
@@ -322,28 +335,31 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(out, "app/web scaled to 6") {
 			t.Errorf("scale said %q", out)
 		}
-		waitFor(t, 90*time.Second, func() error {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			var w computeapi.Workload
-			if err := atoll.getJSON(t, &w, "app", "web"); err != nil {
-				return err
+			if !assert.NoError(ct, atoll.getJSON(&w, "app", "web")) {
+				return
 			}
 			if w.Status.Phase != "Running" || w.Status.Desired != 6 || w.Status.Ready != 6 {
-				return fmt.Errorf("phase %s, %d/%d ready, want Running 6/6", w.Status.Phase, w.Status.Ready, w.Status.Desired)
+				ct.Errorf("phase %s, %d/%d ready, want Running 6/6", w.Status.Phase, w.Status.Ready, w.Status.Desired)
 			}
-			return nil
-		})
+		}, 90*time.Second, 250*time.Millisecond)
 	})
 
 	t.Run("events", func(t *testing.T) {
 		var l computeapi.EventList
-		waitFor(t, 30*time.Second, func() error {
-			r := atoll.run(t, "", "events", "app", "web", "-o", "json")
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			r, err := atoll.invoke("", "events", "app", "web", "-o", "json")
+			if !assert.NoError(ct, err) {
+				return
+			}
 			if r.code != 0 {
-				return fmt.Errorf("exit %d: %s", r.code, r.stderr)
+				ct.Errorf("exit %d: %s", r.code, r.stderr)
+				return
 			}
 			l = computeapi.EventList{}
-			if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
-				return err
+			if !assert.NoError(ct, json.Unmarshal([]byte(r.stdout), &l)) {
+				return
 			}
 			seen := map[string]bool{}
 			for _, e := range l.Items {
@@ -351,11 +367,11 @@ func TestCLI(t *testing.T) {
 			}
 			for _, want := range []string{"admitted", "scheduled", "propagated", "running", "scaled"} {
 				if !seen[want] {
-					return fmt.Errorf("events %v lack %s", seen, want)
+					ct.Errorf("events %v lack %s", seen, want)
+					return
 				}
 			}
-			return nil
-		})
+		}, 30*time.Second, 250*time.Millisecond)
 		for i := 1; i < len(l.Items); i++ {
 			if l.Items[i].Id <= l.Items[i-1].Id {
 				t.Errorf("event ids out of order: %d after %d", l.Items[i].Id, l.Items[i-1].Id)
@@ -497,12 +513,11 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(out, "app/worker deleted") {
 			t.Errorf("delete -f said %q", out)
 		}
-		waitFor(t, 30*time.Second, func() error {
-			r := atoll.run(t, "", "get", "app", "web")
-			if r.code == 0 || !strings.Contains(r.stderr, "404") {
-				return fmt.Errorf("get after delete: exit %d, stderr %q", r.code, r.stderr)
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			r, err := atoll.invoke("", "get", "app", "web")
+			if assert.NoError(ct, err) && (r.code == 0 || !strings.Contains(r.stderr, "404")) {
+				ct.Errorf("get after delete: exit %d, stderr %q", r.code, r.stderr)
 			}
-			return nil
-		})
+		}, 30*time.Second, 250*time.Millisecond)
 	})
 }

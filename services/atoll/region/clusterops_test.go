@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"atoll.dev/libs/api"
@@ -17,24 +19,22 @@ import (
 	"atoll.dev/services/atoll/busclient"
 )
 
-// storedCluster reads a cluster's inventory record.
-func storedCluster(t *testing.T, name string) api.ClusterInfo {
-	t.Helper()
+// storedCluster reads a cluster's inventory record; t is a test or the
+// *assert.CollectT of a poll.
+func storedCluster(t require.TestingT, name string) api.ClusterInfo {
 	for _, ci := range mustClusters(t) {
 		if ci.Name == name {
 			return ci
 		}
 	}
-	t.Fatalf("cluster %s not in the inventory", name)
+	t.Errorf("cluster %s not in the inventory", name)
+	t.FailNow()
 	return api.ClusterInfo{}
 }
 
-func mustClusters(t *testing.T) []api.ClusterInfo {
-	t.Helper()
+func mustClusters(t require.TestingT) []api.ClusterInfo {
 	cs, err := cl.Clusters(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "read the cluster inventory")
 	return cs
 }
 
@@ -42,17 +42,17 @@ func mustClusters(t *testing.T) []api.ClusterInfo {
 func waitPlaced(t *testing.T, key string) map[string]int32 {
 	t.Helper()
 	var got map[string]int32
-	waitFor(t, 60*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		p, err := cl.Placement(context.Background(), key)
 		if err != nil || p == nil || len(p.Shards) == 0 {
-			return fmt.Errorf("no placement yet: %+v %v", p, err)
+			ct.Errorf("no placement yet: %+v %v", p, err)
+			return
 		}
 		got = map[string]int32{}
 		for _, s := range p.Shards {
 			got[s.Cluster] += s.Replicas
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 	return got
 }
 
@@ -61,13 +61,12 @@ func waitPlaced(t *testing.T, key string) map[string]int32 {
 func waitRewritten(t *testing.T, name string, since time.Time) api.ClusterInfo {
 	t.Helper()
 	var ci api.ClusterInfo
-	waitFor(t, 30*time.Second, func() error {
-		ci = storedCluster(t, name)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		ci = storedCluster(ct, name)
 		if !ci.Updated.After(since) {
-			return fmt.Errorf("inventory of %s last written %v, not after %v", name, ci.Updated, since)
+			ct.Errorf("inventory of %s last written %v, not after %v", name, ci.Updated, since)
 		}
-		return nil
-	})
+	}, 30*time.Second, 250*time.Millisecond)
 	return ci
 }
 

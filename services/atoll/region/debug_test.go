@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"atoll.dev/libs/api"
@@ -104,23 +106,20 @@ func TestDebug(t *testing.T) {
 				return nil
 			})
 		}()
-		fromAll := func(line string) func() error {
-			return func() error {
+		fromAll := func(line string) func(*assert.CollectT) {
+			return func(ct *assert.CollectT) {
 				mu.Lock()
 				defer mu.Unlock()
-				if n := len(seen[line]); n != 3 {
-					return fmt.Errorf("%q from %d pods, want 3", line, n)
-				}
-				return nil
+				assert.Len(ct, seen[line], 3, "pods that sent %q", line)
 			}
 		}
 		// Tail 1: each stream starts with the last line; then all three are open.
-		waitFor(t, 20*time.Second, fromAll(before))
+		require.EventuallyWithT(t, fromAll(before), 20*time.Second, 250*time.Millisecond)
 		after := fmt.Sprintf("debug-after %d", time.Now().UnixNano())
 		if err := testenv.AppendLog(reg.PodLogFile, after); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, fromAll(after))
+		require.EventuallyWithT(t, fromAll(after), 20*time.Second, 250*time.Millisecond)
 		cancel()
 		select {
 		case err := <-done:

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"atoll.dev/libs/api"
@@ -29,17 +31,17 @@ func TestRemovedFieldsLeaveTheClusters(t *testing.T) {
 	if _, err := cl.Update(ctx, doc("")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, c := range reg.Env.Clusters {
 			d, err := c.Client.AppsV1().Deployments(api.Namespace("fields")).Get(ctx, "svc", metav1.GetOptions{})
-			if err != nil {
-				return err
+			if !assert.NoError(ct, err) {
+				return
 			}
 			ctr := d.Spec.Template.Spec.Containers[0]
 			if len(ctr.Env) > 0 || len(ctr.Ports) > 0 {
-				return fmt.Errorf("%s still has env %v ports %v", c.Name, ctr.Env, ctr.Ports)
+				ct.Errorf("%s still has env %v ports %v", c.Name, ctr.Env, ctr.Ports)
+				return
 			}
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 }

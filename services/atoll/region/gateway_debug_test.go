@@ -66,12 +66,16 @@ func TestGatewayLogsAndExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := marker + " later"
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		_ = testenv.AppendLog(reg.PodLogFile, late)
-	}()
+	// The stream is live once its first line (the tail) is in: a line
+	// appended after it must follow.
 	fs := bufio.NewScanner(resp.Body)
+	if !fs.Scan() {
+		t.Fatalf("the followed stream ended before its first line: %v", fs.Err())
+	}
+	late := marker + " later"
+	if err := testenv.AppendLog(reg.PodLogFile, late); err != nil {
+		t.Fatal(err)
+	}
 	found := false
 	for !found && fs.Scan() {
 		found = strings.Contains(fs.Text(), late)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,13 +24,11 @@ import (
 	"atoll.dev/libs/computeapi"
 )
 
-// api calls the gateway and returns the status and body.
-func call(t *testing.T, method, path, token string, body []byte, hdr ...string) (int, []byte, http.Header) {
-	t.Helper()
+// call calls the gateway and returns the status and body; t is a test or
+// the *assert.CollectT of a poll.
+func call(t require.TestingT, method, path, token string, body []byte, hdr ...string) (int, []byte, http.Header) {
 	req, err := http.NewRequest(method, reg.GatewayURL+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "%s %s", method, path)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -39,20 +39,16 @@ func call(t *testing.T, method, path, token string, body []byte, hdr ...string) 
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
+	require.NoError(t, err, "%s %s", method, path)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, resp.Header
 }
 
-func mustStatus(t *testing.T, want int, method, path, token string, body []byte, hdr ...string) []byte {
-	t.Helper()
+// mustStatus is call that fails t unless the answer has status want.
+func mustStatus(t require.TestingT, want int, method, path, token string, body []byte, hdr ...string) []byte {
 	got, b, _ := call(t, method, path, token, body, hdr...)
-	if got != want {
-		t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, b)
-	}
+	require.Equal(t, want, got, "%s %s: %s", method, path, b)
 	return b
 }
 
@@ -62,21 +58,35 @@ func gwApp(name string, replicas int, labels map[string]string) []byte {
 "spec":{"replicas":%d,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"50m","memory":"32Mi"}}}]}}}`, name, l, replicas))
 }
 
+// waitPhase waits until the workload at path is in phase, and returns it.
 func waitPhase(t *testing.T, token, path, phase string) computeapi.Workload {
 	t.Helper()
-	var w computeapi.Workload
-	waitFor(t, 90*time.Second, func() error {
-		_, b, _ := call(t, "GET", path, token, nil)
-		w = computeapi.Workload{}
-		if err := json.Unmarshal(b, &w); err != nil {
-			return err
-		}
-		if w.Status.Phase != phase {
-			return fmt.Errorf("phase %s, want %s (generation %d, observed %d, conditions %+v)", w.Status.Phase, phase, w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Conditions)
-		}
-		return nil
+	return waitWorkload(t, token, path, func(ct *assert.CollectT, w computeapi.Workload) {
+		assert.Equal(ct, phase, w.Status.Phase, "phase (generation %d, observed %d, conditions %+v)",
+			w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Conditions)
 	})
+}
+
+// waitWorkload reads the workload at path until check passes, for up to
+// 90 seconds, and returns it.
+func waitWorkload(t *testing.T, token, path string, check func(*assert.CollectT, computeapi.Workload)) computeapi.Workload {
+	t.Helper()
+	var w computeapi.Workload
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, b, _ := call(ct, "GET", path, token, nil)
+		w = computeapi.Workload{}
+		require.NoError(ct, json.Unmarshal(b, &w), "GET %s: %s", path, b)
+		check(ct, w)
+	}, 90*time.Second, 250*time.Millisecond)
 	return w
+}
+
+// running checks that a workload is Running with ready replicas ready.
+func running(ready int32) func(*assert.CollectT, computeapi.Workload) {
+	return func(ct *assert.CollectT, w computeapi.Workload) {
+		assert.Equal(ct, api.PhaseRunning, w.Status.Phase, "phase")
+		assert.Equal(ct, ready, w.Status.Ready, "ready replicas")
+	}
 }
 
 func TestGatewayWorkloadAPI(t *testing.T) {
@@ -162,13 +172,7 @@ func TestGatewayWorkloadAPI(t *testing.T) {
 	if !bytes.Contains(sc.Spec, []byte(`"replicas":2`)) {
 		t.Fatalf("scale: spec %s", sc.Spec)
 	}
-	waitFor(t, 90*time.Second, func() error {
-		w := waitPhase(t, dev, base+"/app/web", api.PhaseRunning)
-		if w.Status.Ready != 2 {
-			return fmt.Errorf("ready %d, want 2", w.Status.Ready)
-		}
-		return nil
-	})
+	waitWorkload(t, dev, base+"/app/web", running(2))
 	for _, n := range []string{"web", "idem", "page-0", "page-1", "page-2", "page-3"} {
 		mustStatus(t, 204, "DELETE", base+"/app/"+n, dev, nil)
 	}
@@ -389,22 +393,13 @@ func TestGatewayWatchResumes(t *testing.T) {
 	head := sseEvents(t, ctx, base+"/app/w/events", dev, "", 2)
 	// More events happen while no one watches: a scale and a rollout.
 	mustStatus(t, 200, "POST", base+"/app/w/scale", dev, []byte(`{"replicas":3}`))
-	waitFor(t, 90*time.Second, func() error {
-		w := waitPhase(t, dev, base+"/app/w", api.PhaseRunning)
-		if w.Status.Ready != 3 {
-			return fmt.Errorf("ready %d", w.Status.Ready)
-		}
-		return nil
-	})
+	waitWorkload(t, dev, base+"/app/w", running(3))
 	var list computeapi.EventList
-	waitFor(t, 30*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		list = computeapi.EventList{}
-		_ = json.Unmarshal(mustStatus(t, 200, "GET", base+"/app/w/events", dev, nil), &list)
-		if len(list.Items) < 5 {
-			return fmt.Errorf("only %d events retained: %+v", len(list.Items), list.Items)
-		}
-		return nil
-	})
+		_ = json.Unmarshal(mustStatus(ct, 200, "GET", base+"/app/w/events", dev, nil), &list)
+		assert.GreaterOrEqual(ct, len(list.Items), 5, "events retained: %+v", list.Items)
+	}, 30*time.Second, 250*time.Millisecond)
 	// Resume from the last id seen: exactly the rest, in order.
 	tail := sseEvents(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(head[len(head)-1].Id, 10), len(list.Items)-len(head))
 	got := append(head, tail...)
@@ -423,19 +418,23 @@ func TestGatewayWatchResumes(t *testing.T) {
 	}
 	// A resume after the last event listed waits for new ones, up to the
 	// delete: each later than the resume point, in order, none twice.
-	var wg sync.WaitGroup
-	wg.Add(1)
 	var after []computeapi.Event
 	last := wantIDs[len(wantIDs)-1]
+	opened, finished := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(finished)
+		var once sync.Once
 		after = sseUntil(t, ctx, base+"/app/w/events", dev, strconv.FormatInt(last, 10), func(got []computeapi.Event) bool {
+			once.Do(func() { close(opened) }) // first asked once the watch has answered: the server is watching
 			return len(got) > 0 && got[len(got)-1].Event == api.EventDeleted
 		})
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-opened:
+	case <-finished:
+	}
 	mustStatus(t, 204, "DELETE", base+"/app/w", dev, nil)
-	wg.Wait()
+	<-finished
 	if len(after) == 0 || after[len(after)-1].Event != api.EventDeleted {
 		t.Fatalf("after the resume point, no delete: %+v", after)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,13 +31,12 @@ func TestJobSetSplitsIndexRangesAndSucceeds(t *testing.T) {
 	}
 	key := api.Key("batch", api.KindJobSet, "render")
 	var p *api.PlacementDecision
-	waitFor(t, 30*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		var err error
 		if p, err = cl.Placement(ctx, key); err != nil || p == nil || len(p.Shards) == 0 {
-			return fmt.Errorf("no placement: %+v %v", p, err)
+			ct.Errorf("no placement: %+v %v", p, err)
 		}
-		return nil
-	})
+	}, 30*time.Second, 250*time.Millisecond)
 	// Disjoint ranges that cover 0..29, one per cluster.
 	covered := make([]int, 30)
 	for _, sh := range p.Shards {
@@ -55,11 +56,11 @@ func TestJobSetSplitsIndexRangesAndSucceeds(t *testing.T) {
 	for _, sh := range p.Shards {
 		c := reg.Env.Cluster(sh.Cluster)
 		var j *batchv1.Job
-		waitFor(t, 30*time.Second, func() error {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			var err error
 			j, err = c.Client.BatchV1().Jobs(api.Namespace("batch")).Get(ctx, "render", metav1.GetOptions{})
-			return err
-		})
+			assert.NoError(ct, err)
+		}, 30*time.Second, 250*time.Millisecond)
 		if got, want := j.Annotations[api.AnnoIndexRange], fmt.Sprintf("%d-%d", sh.IndexStart, sh.IndexEnd-1); got != want {
 			t.Errorf("%s: index range %q, want %q", sh.Cluster, got, want)
 		}
@@ -74,16 +75,16 @@ func TestJobSetSplitsIndexRangesAndSucceeds(t *testing.T) {
 			t.Errorf("%s: env %v", sh.Cluster, env)
 		}
 	}
-	waitFor(t, 120*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		st, err := cl.Status(ctx, key)
 		if err != nil || st == nil {
-			return fmt.Errorf("no status: %v", err)
+			ct.Errorf("no status: %v", err)
+			return
 		}
 		if st.Phase != api.PhaseSucceeded || st.Succeeded != 30 {
-			return fmt.Errorf("phase %s, %d/30 succeeded", st.Phase, st.Succeeded)
+			ct.Errorf("phase %s, %d/30 succeeded", st.Phase, st.Succeeded)
 		}
-		return nil
-	})
+	}, 120*time.Second, 250*time.Millisecond)
 }
 
 func gpuPodDoc(name string) []byte {
@@ -99,13 +100,15 @@ func TestGPUPodWaitsForGPUsThenLandsWhereTheyAre(t *testing.T) {
 	}
 	key := api.Key("ml", api.KindPod, "notebook")
 	// No GPU anywhere: Unschedulable, and the status says why per cluster.
-	waitFor(t, 30*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		st, err := cl.Status(ctx, key)
 		if err != nil || st == nil {
-			return fmt.Errorf("no status: %v", err)
+			ct.Errorf("no status: %v", err)
+			return
 		}
 		if st.Phase != api.PhaseUnscheduled {
-			return fmt.Errorf("phase %s, want Unschedulable", st.Phase)
+			ct.Errorf("phase %s, want Unschedulable", st.Phase)
+			return
 		}
 		var clusters []string
 		for _, r := range st.Reasons {
@@ -115,10 +118,9 @@ func TestGPUPodWaitsForGPUsThenLandsWhereTheyAre(t *testing.T) {
 		}
 		slices.Sort(clusters)
 		if !slices.Equal(clusters, []string{"zone-a", "zone-b", "zone-c"}) {
-			return fmt.Errorf("hardware reasons for %v (%+v)", clusters, st.Reasons)
+			ct.Errorf("hardware reasons for %v (%+v)", clusters, st.Reasons)
 		}
-		return nil
-	})
+	}, 30*time.Second, 250*time.Millisecond)
 	for _, c := range reg.Env.Clusters {
 		if _, err := c.Client.CoreV1().Pods(api.Namespace("ml")).Get(ctx, "notebook", metav1.GetOptions{}); err == nil {
 			t.Errorf("%s runs the pod before any GPU exists", c.Name)
@@ -128,13 +130,12 @@ func TestGPUPodWaitsForGPUsThenLandsWhereTheyAre(t *testing.T) {
 	if _, err := reg.Env.Cluster("zone-b").AddNodes(ctx, region.GPUPool()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		st, err := cl.Status(ctx, key)
 		if err != nil || st == nil || st.Phase != api.PhaseRunning {
-			return fmt.Errorf("status %+v %v", st, err)
+			ct.Errorf("status %+v %v", st, err)
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 	for _, c := range reg.Env.Clusters {
 		p, err := c.Client.CoreV1().Pods(api.Namespace("ml")).Get(ctx, "notebook", metav1.GetOptions{})
 		switch {

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"atoll.dev/services/atoll/busclient"
 	"atoll.dev/services/atoll/region"
 )
@@ -66,18 +69,9 @@ func needRegion(t *testing.T) {
 	}
 }
 
-// waitFor polls fn until it returns nil or the deadline passes.
+// waitFor is require.EventuallyWithT for the checks in zz_resilience_test.go
+// still written as func() error; new checks call require.EventuallyWithT.
 func waitFor(t *testing.T, total time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %v: %v", total, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.NoError(ct, fn()) }, total, 250*time.Millisecond)
 }

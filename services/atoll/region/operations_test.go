@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,10 +21,11 @@ import (
 func waitStatus(t *testing.T, key string, gen int64, phase string, zones map[string]int32) *api.Status {
 	t.Helper()
 	var st *api.Status
-	waitFor(t, 90*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		var err error
 		if st, err = cl.Status(context.Background(), key); err != nil || st == nil {
-			return fmt.Errorf("no status yet: %v", err)
+			ct.Errorf("no status yet: %v", err)
+			return
 		}
 		got := map[string]int32{}
 		for z, zs := range st.Zones {
@@ -31,22 +34,19 @@ func waitStatus(t *testing.T, key string, gen int64, phase string, zones map[str
 			}
 		}
 		if st.Generation != gen || st.Phase != phase || zones != nil && fmt.Sprint(got) != fmt.Sprint(zones) {
-			return fmt.Errorf("generation %d phase %s ready per zone %v; want %d %s %v", st.Generation, st.Phase, got, gen, phase, zones)
+			ct.Errorf("generation %d phase %s ready per zone %v; want %d %s %v", st.Generation, st.Phase, got, gen, phase, zones)
 		}
-		return nil
-	})
+	}, 90*time.Second, 250*time.Millisecond)
 	return st
 }
 
-// podUIDs lists the live (not terminating) pods of a workload in every cluster.
-func podUIDs(t *testing.T, project, name string) []string {
-	t.Helper()
+// podUIDs lists the live (not terminating) pods of a workload in every
+// cluster; t is a test or the *assert.CollectT of a poll.
+func podUIDs(t require.TestingT, project, name string) []string {
 	var out []string
 	for _, c := range reg.Env.Clusters {
 		pods, err := c.Client.CoreV1().Pods(api.Namespace(project)).List(context.Background(), metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "%s: list the pods of %s", c.Name, name)
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil {
 				out = append(out, string(p.UID))
@@ -127,18 +127,18 @@ func TestOperationsOnAnApp(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
-		after := podUIDs(t, project, name)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		after := podUIDs(ct, project, name)
 		for _, uid := range after {
 			if slices.Contains(before, uid) {
-				return fmt.Errorf("pod %s survived the restart", uid)
+				ct.Errorf("pod %s survived the restart", uid)
+				return
 			}
 		}
 		if len(after) != 3 {
-			return fmt.Errorf("%d pods, want 3", len(after))
+			ct.Errorf("%d pods, want 3", len(after))
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 
 	// Restart one container: its own annotation, and the pods roll.
 	before = podUIDs(t, project, name)
@@ -155,14 +155,14 @@ func TestOperationsOnAnApp(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
-		for _, uid := range podUIDs(t, project, name) {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		for _, uid := range podUIDs(ct, project, name) {
 			if slices.Contains(before, uid) {
-				return fmt.Errorf("pod %s survived the container restart", uid)
+				ct.Errorf("pod %s survived the container restart", uid)
+				return
 			}
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 
 	// Scale to 6, quota held exactly.
 	sc := op(api.OpScale)
@@ -250,21 +250,21 @@ func TestOperationsPauseAJobSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() error {
-		if err := jobs(func(j *batchv1.Job) error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		err := jobs(func(j *batchv1.Job) error {
 			if j.Spec.Suspend != nil && *j.Spec.Suspend {
 				return fmt.Errorf("still suspended")
 			}
 			return nil
-		}); err != nil {
-			return err
+		})
+		if !assert.NoError(ct, err) {
+			return
 		}
 		now, err := cl.Status(ctx, key)
 		if err != nil || now == nil || now.Generation != w.Metadata.Generation || now.Succeeded <= st.Succeeded {
-			return fmt.Errorf("status %+v %v: no progress past %d since the resume", now, err, st.Succeeded)
+			ct.Errorf("status %+v %v: no progress past %d since the resume", now, err, st.Succeeded)
 		}
-		return nil
-	})
+	}, 60*time.Second, 250*time.Millisecond)
 }
 
 func TestOperationsRestartAPod(t *testing.T) {
@@ -293,17 +293,18 @@ func TestOperationsRestartAPod(t *testing.T) {
 	}
 	stamp := w.Control.RestartedAt.UTC().Format(time.RFC3339Nano)
 	waitStatus(t, key, w.Metadata.Generation, api.PhaseRunning, nil)
-	waitFor(t, 60*time.Second, func() error {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		for _, c := range reg.Env.Clusters {
 			p, err := c.Client.CoreV1().Pods(api.Namespace(project)).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				continue
 			}
 			if string(p.UID) == before[0] || p.Annotations[api.AnnoRestartedAt] != stamp || p.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("%s: pod %s annotations %v phase %s; want a new Running pod restarted at %s", c.Name, p.UID, p.Annotations, p.Status.Phase, stamp)
+				ct.Errorf("%s: pod %s annotations %v phase %s; want a new Running pod restarted at %s", c.Name, p.UID, p.Annotations, p.Status.Phase, stamp)
+				return
 			}
-			return nil
+			return
 		}
-		return fmt.Errorf("no pod")
-	})
+		ct.Errorf("no pod")
+	}, 60*time.Second, 250*time.Millisecond)
 }

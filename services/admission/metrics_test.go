@@ -1,0 +1,108 @@
+package admission_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
+	"atoll.dev/services/admission"
+	"atoll.dev/services/quota"
+)
+
+// scrape returns the status and body of GET url.
+func scrape(t require.TestingT, url string) (int, string) {
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// sample returns the value of the series of /metrics text that starts
+// with prefix (name{labels}), -1 when there is none.
+func sample(metrics, prefix string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + ` (\S+)$`).FindStringSubmatch(metrics)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestAdminPortOfAdmission: admission's /readyz answers 503 until it has
+// started and 200 after; after a few requests its /metrics holds its
+// endpoints' latencies and errors, its repair queue's reconciles (each
+// after RepairGrace, so without a lag: only Add starts one), its
+// lease and its quota breaker, with non-zero counts.
+func TestAdminPortOfAdmission(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	b, err := bus.Open(t.Context(), bus.Config{StoreDir: t.TempDir(), Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	q := quota.New(b, quiet)
+	require.NoError(t, q.Start(t.Context()))
+	t.Cleanup(func() { _ = q.Stop() })
+
+	adm, err := admin.New(admin.Config{Service: "admission", Listen: "127.0.0.1:0"}, quiet)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adm.Close(context.Background()) })
+	adm.AddCheck("bus", admin.BusConnected(b))
+	s := admission.New(b, quiet, nil)
+	s.Instrument(adm)
+
+	code, body := scrape(t, adm.URL()+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "admission: starting")
+
+	require.NoError(t, s.Start(t.Context()))
+	t.Cleanup(func() { _ = s.Stop() })
+	adm.MarkStarted()
+	code, body = scrape(t, adm.URL()+"/readyz")
+	assert.Equal(t, http.StatusOK, code, body)
+
+	for i := range 3 {
+		doc := fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web-%d"},"spec":{"replicas":1,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`, i)
+		if _, eb := call(t, b, admission.VerbSubmit, []byte(doc), nil); eb != nil {
+			t.Fatalf("submit: %+v", eb)
+		}
+	}
+	if _, eb := call(t, b, admission.VerbOperate, []byte(`[]`), nil); eb == nil || eb.Code != "BadRequest" {
+		t.Fatalf("operate with an array: got %+v, want BadRequest", eb)
+	}
+
+	const svc = `service="admission"`
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, metrics := scrape(c, adm.URL()+"/metrics")
+		for _, series := range []struct {
+			prefix string
+			want   func(float64) bool
+		}{
+			{`atoll_micro_request_duration_seconds_count{endpoint="submit",` + svc + `}`, eq(3)},
+			{`atoll_micro_request_duration_seconds_count{endpoint="operate",` + svc + `}`, eq(1)},
+			{`atoll_micro_request_errors_total{code="400",endpoint="operate",` + svc + `}`, eq(1)},
+			{`atoll_lease_held{lease="admission-repair",` + svc + `}`, eq(1)},
+			{`atoll_reconcile_duration_seconds_count{queue="repair",` + svc + `}`, positive},
+			{`atoll_queue_depth{queue="repair",` + svc + `}`, atLeast0},
+			{`atoll_breaker_state{` + svc + `,target="quota"}`, eq(0)},
+		} {
+			v := sample(metrics, series.prefix)
+			assert.True(c, series.want(v), "%s = %v", series.prefix, v)
+		}
+	}, 15*time.Second, 50*time.Millisecond)
+}
+
+func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+func positive(v float64) bool            { return v > 0 }
+func atLeast0(v float64) bool            { return v >= 0 }

@@ -1,0 +1,127 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
+	"atoll.dev/services/gateway"
+)
+
+// instrumented starts a test gateway with an admin server's metrics.
+func instrumented(t *testing.T) (*testGateway, *admin.Server) {
+	t.Helper()
+	adm, err := admin.New(admin.Config{Service: "gateway"}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	g := newTestGateway(t, gateway.Config{}, func(gw *gateway.Service) { gw.Instrument(adm) })
+	return g, adm
+}
+
+func TestHTTPMetricsPerRouteAndAvailability(t *testing.T) {
+	g, adm := instrumented(t)
+	g.do(t, http.MethodGet, "/healthz", "", nil)
+	g.do(t, http.MethodGet, "/v1/whoami", g.Admin, nil)
+	g.do(t, http.MethodGet, "/v1/projects/demo/workloads", "", nil) // 401
+	// No admission behind this gateway: a create is answered 503 once
+	// its retries give up.
+	resp, _ := g.do(t, http.MethodPost, "/v1/projects/demo/workloads", g.Admin,
+		[]byte(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"web"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`))
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	got := gather(t, adm.Registry())
+	for series, want := range map[string]float64{
+		`atoll_http_requests_total{code="200",method="GET",route="/healthz",service="gateway"}`:                     1,
+		`atoll_http_requests_total{code="200",method="GET",route="/v1/whoami",service="gateway"}`:                   1,
+		`atoll_http_requests_total{code="401",method="GET",route="/v1/projects/{project}/workloads",service="gateway"}`: 1,
+		`atoll_http_requests_total{code="503",method="POST",route="/v1/projects/{project}/workloads",service="gateway"}`: 1,
+		`atoll_http_request_duration_seconds{method="GET",route="/v1/whoami",service="gateway"}`:                    1,
+		`atoll_sli_api_requests_total{service="gateway"}`:                                                           3,
+		`atoll_sli_api_errors_total{service="gateway"}`:                                                             1,
+		`atoll_breaker_state{service="gateway",target="admission"}`:                                                 0,
+	} {
+		assert.Equal(t, want, got[series], series)
+	}
+}
+
+// TestLaunchSLIFromEvents: the gateway turns a workload's events into
+// submit→propagated and submit→running latencies, once per generation.
+func TestLaunchSLIFromEvents(t *testing.T) {
+	g, adm := instrumented(t)
+	ctx := t.Context()
+	// The SLI's consumer reads events from its creation on.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := g.Bus.Stream(ctx, bus.StreamEvents)
+		require.NoError(c, err)
+		info, err := st.Info(ctx)
+		require.NoError(c, err)
+		assert.Positive(c, info.State.Consumers)
+	}, 10*time.Second, 20*time.Millisecond)
+
+	publish := func(name, event string, gen int64) {
+		body, _ := json.Marshal(api.WorkloadEvent{Project: "demo", Kind: api.KindApp, Name: name, Event: event, Generation: gen, Time: time.Now()})
+		_, err := g.Bus.Publish(ctx, bus.EventSubject("demo", api.KindApp, name, event), fmt.Sprintf("%s.%s.%d", name, event, gen), body, nil)
+		require.NoError(t, err)
+	}
+	for _, e := range []struct {
+		name, event string
+		gen         int64
+	}{
+		{"web", api.EventAdmitted, 1}, {"web", api.EventScheduled, 1}, {"web", api.EventPropagated, 1}, {"web", api.EventRunning, 1},
+		{"web", api.EventRunning, 1}, // again (back from progressing): not a launch
+		{"web", api.EventScaled, 2}, {"web", api.EventPropagated, 2},
+		{"old", api.EventPropagated, 7}, // its generation started before the gateway: unknown
+	} {
+		publish(e.name, e.event, e.gen)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := gather(c, adm.Registry())
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted"}`])
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`])
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="scaled"}`])
+		assert.NotContains(c, got, `atoll_sli_submit_to_running_seconds{service="gateway",start="scaled"}`)
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// gather returns each series of reg by name and labels: a counter's or
+// gauge's value, a histogram's sample count.
+func gather(t assert.TestingT, reg *prometheus.Registry) map[string]float64 {
+	mfs, err := reg.Gather()
+	assert.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = value(m)
+		}
+	}
+	return out
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	default:
+		return m.Gauge.GetValue()
+	}
+}
+
+var _ = context.Background
