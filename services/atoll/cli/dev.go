@@ -18,6 +18,7 @@ func devCmd() *cobra.Command {
 	var (
 		zones, gpuZones string
 		nodes, port     int
+		replicas        int
 		dir, logLevel   string
 		listen          string
 	)
@@ -50,6 +51,7 @@ and a platform admin token. Ctrl-C stops everything and leaves nothing running.`
 			r, err := region.Start(ctx, region.Options{
 				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
 				Listen: true, Port: port, Logger: log, OwnSignals: true, GatewayListen: listen,
+				Replicas: replicas,
 			})
 			if err != nil {
 				return err
@@ -79,6 +81,7 @@ and a platform admin token. Ctrl-C stops everything and leaves nothing running.`
 	f.IntVar(&port, "nats-port", 4222, "loopback port of the embedded NATS server")
 	f.StringVar(&dir, "dir", "", "state directory (default: a temporary one, removed on exit)")
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	f.IntVar(&replicas, "replicas", 1, "replicas of every service, each its own application and bus connection (gateway replicas after the first listen on free ports)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the Compute API (gateway)")
 	return cmd
 }

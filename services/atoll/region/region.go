@@ -3,6 +3,20 @@
 // own fx application, so that each can be stopped and restarted alone.
 // `atoll dev` and the end-to-end tests use it; production runs each
 // service as its own process with the same fx modules.
+//
+// Options.Replicas runs N replicas of every service, each its own fx
+// application on its own bus connection, named atoll-<service>-<replica>,
+// as N processes would be. A replica can be stopped cleanly (its stop
+// hooks run and it releases its leases) or killed: Kill closes its NATS
+// connection abruptly first, so it can neither renew nor release a lease,
+// then stops its application within a bounded time, the in-process
+// equivalent of kill -9. LeaseHolder maps the holder written in a lease
+// record (bus.BucketLeases) back to the replica that wrote it.
+//
+// With Options.RestartableBus every connection, the region's own
+// included, reaches the embedded server over loopback TCP, so StopBus and
+// StartBus can take the NATS server away and bring it back on the same
+// port and store while the services keep running and reconnect.
 package region
 
 import (
@@ -11,16 +25,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/testenv"
 	"atoll.dev/services/admission"
@@ -69,9 +89,28 @@ type Options struct {
 	// ClusterBackgroundNice lowers further the clusters' controllers,
 	// schedulers and simulated kubelets (see testenv.Options.BackgroundNice).
 	ClusterBackgroundNice int
-	// GatewayListen is the gateway's address (default 127.0.0.1:0, a free port).
+	// GatewayListen is the address of the gateway's replica 0 (default
+	// 127.0.0.1:0, a free port); other replicas take free ports.
 	GatewayListen string
+	// Replicas is the number of replicas of every service (default 1).
+	Replicas int
+	// RestartableBus makes every connection reach the embedded server over
+	// loopback TCP (at Port, or a free port) so that StopBus and StartBus
+	// can restart it; otherwise the services connect in process.
+	RestartableBus bool
 }
+
+// HolderTag is the fx name tag of the lease holder id the region supplies
+// to each replica ("<service>-<replica>"). A service that takes it, e.g.
+// with fx.ParamTags(`name:"leaseHolder" optional:"true"`), lets
+// LeaseHolder name the replica holding a lease directly.
+const HolderTag = `name:"` + holderName + `"`
+
+const holderName = "leaseHolder"
+
+// KillTimeout bounds how long Kill waits for a killed replica's
+// application to stop; its stop hooks cannot reach the bus any more.
+const KillTimeout = 5 * time.Second
 
 // Region is a running region.
 type Region struct {
@@ -96,11 +135,31 @@ type Region struct {
 
 	gatewayCfg *gateway.Config
 
-	log     *slog.Logger
-	fleet   bool // whether clusters have nodes
+	log      *slog.Logger
+	fleet    bool // whether clusters have nodes
+	replicas int  // replicas per service
+
+	// srvOpts and srv are the embedded server of a RestartableBus (srv
+	// nil while stopped); busMu guards srv.
+	srvOpts bus.ServerOptions
+	busMu   sync.Mutex
+	srv     *server.Server
+
 	mu      sync.Mutex
-	running map[string]running // mu must be held
+	running map[Replica]running // mu must be held
+	listen  map[int]string      // each gateway replica's address once bound; mu must be held
+	holders map[string]Replica  // every lease holder id a replica reported, kept after it stops; mu must be held
 }
+
+// Replica names one replica of one service.
+type Replica struct {
+	// Service is the service's name, as in Services.
+	Service string
+	// Index is the replica's number, from 0.
+	Index int
+}
+
+func (r Replica) String() string { return r.Service + "-" + strconv.Itoa(r.Index) }
 
 // Start brings up the bus, the member clusters with their fleets, and every service.
 func Start(ctx context.Context, o Options) (*Region, error) {
@@ -113,12 +172,15 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Dir == "" {
 		return nil, errors.New("region needs a directory")
 	}
-	r := &Region{log: o.Logger, running: map[string]running{}}
+	if o.Replicas < 1 {
+		o.Replicas = 1
+	}
+	r := &Region{log: o.Logger, replicas: o.Replicas, running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: filepath.Join(o.Dir, "jetstream"), Listen: o.Listen, Port: o.Port, Name: "atoll-region", Logger: o.Logger})
+	b, err := r.openBus(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +188,13 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
 	r.PodLogFile = filepath.Join(o.Dir, "pods.log")
 	if err := testenv.AppendLog(r.PodLogFile, "atoll: simulated container log; append lines to "+r.PodLogFile); err != nil {
-		b.Close()
+		r.closeBus()
 		return nil, err
 	}
 	debug := &testenv.DebugSim{LogsFile: r.PodLogFile, ExecWorkDir: filepath.Join(o.Dir, "exec")}
 	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug}, testenv.Zones(o.Zones...)...)
 	if err != nil {
-		b.Close()
+		r.closeBus()
 		return nil, err
 	}
 	r.Env = env
@@ -198,72 +260,355 @@ func (r *Region) writeClustersFile(dir string) error {
 	return os.WriteFile(r.ClustersFile, []byte(out), 0o644)
 }
 
-// running is a started service: its fx application and its own connection.
+// openBus opens the region's bus: an embedded server, reached in process
+// or, with RestartableBus, over loopback TCP.
+func (r *Region) openBus(ctx context.Context, o Options) (*bus.Bus, error) {
+	store := filepath.Join(o.Dir, "jetstream")
+	if !o.RestartableBus {
+		return bus.Open(ctx, bus.Config{StoreDir: store, Listen: o.Listen, Port: o.Port, Name: "atoll-region", Logger: o.Logger})
+	}
+	r.srvOpts = bus.ServerOptions{StoreDir: store, Listen: true, Port: o.Port}
+	srv, err := bus.StartServer(r.srvOpts)
+	if err != nil {
+		return nil, err
+	}
+	// A restart comes back on the port the first start took.
+	r.srvOpts.Port = srv.Addr().(*net.TCPAddr).Port
+	r.srv = srv
+	b, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: "atoll-region", Logger: o.Logger})
+	if err != nil {
+		r.closeBus()
+		return nil, err
+	}
+	return b, nil
+}
+
+// closeBus closes the region's connection and its embedded server.
+func (r *Region) closeBus() {
+	if r.Bus != nil {
+		r.Bus.Close()
+	}
+	r.busMu.Lock()
+	defer r.busMu.Unlock()
+	if r.srv != nil {
+		r.srv.Shutdown()
+		r.srv.WaitForShutdown()
+		r.srv = nil
+	}
+}
+
+// StopBus shuts the embedded NATS server down, as an outage would; every
+// connection keeps trying to reconnect. It needs Options.RestartableBus.
+func (r *Region) StopBus() error {
+	r.busMu.Lock()
+	defer r.busMu.Unlock()
+	if r.srvOpts.StoreDir == "" {
+		return errors.New("stop bus: the region's bus is not restartable (Options.RestartableBus)")
+	}
+	if r.srv == nil {
+		return nil
+	}
+	r.srv.Shutdown()
+	r.srv.WaitForShutdown()
+	r.srv = nil
+	return nil
+}
+
+// StartBus starts the embedded NATS server again on the same port and
+// store after StopBus.
+func (r *Region) StartBus() error {
+	r.busMu.Lock()
+	defer r.busMu.Unlock()
+	if r.srvOpts.StoreDir == "" {
+		return errors.New("start bus: the region's bus is not restartable (Options.RestartableBus)")
+	}
+	if r.srv != nil {
+		return nil
+	}
+	srv, err := bus.StartServer(r.srvOpts)
+	if err != nil {
+		return fmt.Errorf("restart bus: %w", err)
+	}
+	r.srv = srv
+	return nil
+}
+
+// Replicas is the number of replicas of every service.
+func (r *Region) Replicas() int { return r.replicas }
+
+// running is a started replica: its fx application and its own connection.
 type running struct {
 	app  *fx.App
 	conn *bus.Bus
 }
 
-// StartService starts one service as its own fx application.
-func (r *Region) StartService(ctx context.Context, name string) error {
-	var mod fx.Option
+func module(name string) fx.Option {
 	for _, s := range Services {
 		if s.Name == name {
-			mod = s.Module
+			return s.Module
 		}
 	}
+	return nil
+}
+
+// StartService starts every replica of a service that is not running.
+func (r *Region) StartService(ctx context.Context, name string) error {
+	if module(name) == nil {
+		return fmt.Errorf("no service %q", name)
+	}
+	for i := range r.replicas {
+		if err := r.StartReplica(ctx, name, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartReplica starts replica i of a service as its own fx application on
+// its own bus connection; it does nothing when that replica runs already.
+func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
+	mod := module(name)
 	if mod == nil {
 		return fmt.Errorf("no service %q", name)
 	}
-	// Each service talks over its own connection, as in production.
-	conn, err := r.Bus.Connect("atoll-" + name)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+	if i < 0 || i >= r.replicas {
+		return fmt.Errorf("%s has replicas 0 to %d, not %d", name, r.replicas-1, i)
 	}
-	var gw *gateway.Service
-	opts := []fx.Option{fx.Supply(conn, r.log, r.Members, r.gatewayCfg), mod, fx.NopLogger}
+	id := Replica{Service: name, Index: i}
+	r.mu.Lock()
+	_, up := r.running[id]
+	r.mu.Unlock()
+	if up {
+		return nil
+	}
+	// Each replica talks over its own connection, as in production.
+	conn, err := r.Bus.Connect(connName(id))
+	if err != nil {
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	gwCfg := r.gatewayConfig(i)
+	var (
+		gw      *gateway.Service
+		holders []string
+	)
+	opts := []fx.Option{
+		fx.Supply(conn, r.log, r.Members, gwCfg, fx.Annotated{Name: holderName, Target: id.String()}),
+		mod,
+		// Electors a service shares through fx tell their holder ids.
+		fx.Invoke(fx.Annotate(func(e *lease.Elector) {
+			if e != nil {
+				holders = append(holders, e.Holder())
+			}
+		}, fx.ParamTags(`optional:"true"`))),
+		holderHooks[name](&holders),
+		fx.NopLogger,
+	}
 	if name == "gateway" {
 		opts = append(opts, fx.Populate(&gw))
 	}
 	app := fx.New(opts...)
 	if err := app.Start(ctx); err != nil {
 		conn.Close()
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	if gw != nil {
-		r.GatewayURL = gw.URL()
-		// A restart listens where the first start did.
-		r.gatewayCfg.Listen = strings.TrimPrefix(r.GatewayURL, "http://")
+		return fmt.Errorf("start %s: %w", id, err)
 	}
 	r.mu.Lock()
-	r.running[name] = running{app: app, conn: conn}
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	for _, h := range holders {
+		r.holders[h] = id
+	}
+	if gw != nil {
+		// A restart listens where the first start did.
+		r.listen[i] = strings.TrimPrefix(gw.URL(), "http://")
+		if i == 0 {
+			r.GatewayURL = gw.URL()
+		}
+	}
+	r.running[id] = running{app: app, conn: conn}
 	return nil
 }
 
-// StopService stops one service.
-func (r *Region) StopService(ctx context.Context, name string) error {
+// holderHooks record the lease holder id a service's *Service reports
+// through a Holder() string method, when it has one.
+var holderHooks = map[string]func(*[]string) fx.Option{
+	"quota":      holderOf[*quota.Service],
+	"admission":  holderOf[*admission.Service],
+	"aggregator": holderOf[*aggregator.Service],
+	"scheduler":  holderOf[*scheduler.Service],
+	"propagator": holderOf[*propagator.Service],
+	"gateway":    holderOf[*gateway.Service],
+}
+
+func holderOf[T any](dst *[]string) fx.Option {
+	return fx.Invoke(func(s T) {
+		if h, ok := any(s).(interface{ Holder() string }); ok && h.Holder() != "" {
+			*dst = append(*dst, h.Holder())
+		}
+	})
+}
+
+func connName(id Replica) string { return "atoll-" + id.String() }
+
+// gatewayConfig is the configuration of gateway replica i: replica 0
+// listens at Options.GatewayListen, the others on free ports, and each
+// keeps its address across restarts.
+func (r *Region) gatewayConfig(i int) *gateway.Config {
+	c := *r.gatewayCfg
 	r.mu.Lock()
-	svc, ok := r.running[name]
-	delete(r.running, name)
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	if l, ok := r.listen[i]; ok {
+		c.Listen = l
+	} else if i > 0 {
+		c.Listen = "127.0.0.1:0"
+	}
+	return &c
+}
+
+// GatewayURLs are the addresses of the gateway's replicas that have
+// started, by replica.
+func (r *Region) GatewayURLs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, r.replicas)
+	for i := range out {
+		if l, ok := r.listen[i]; ok {
+			out[i] = "http://" + l
+		}
+	}
+	return out
+}
+
+// StopService stops every replica of a service cleanly.
+func (r *Region) StopService(ctx context.Context, name string) error {
+	var errs []error
+	for i := r.replicas - 1; i >= 0; i-- {
+		errs = append(errs, r.StopReplica(ctx, name, i))
+	}
+	return errors.Join(errs...)
+}
+
+// StopReplica stops one replica cleanly: its stop hooks run while its
+// connection is up, so it releases its leases.
+func (r *Region) StopReplica(ctx context.Context, name string, i int) error {
+	svc, ok := r.take(Replica{Service: name, Index: i})
 	if !ok {
 		return nil
 	}
 	err := svc.app.Stop(ctx)
 	svc.conn.Close()
 	if err != nil {
-		return fmt.Errorf("stop %s: %w", name, err)
+		return fmt.Errorf("stop %s-%d: %w", name, i, err)
 	}
 	return nil
 }
 
-// Restart stops a service and starts it again.
+// Kill stops replica i of a service the way kill -9 stops a process: its
+// NATS connection closes abruptly first, so it can neither renew nor
+// release its leases, then its application stops within KillTimeout (its
+// stop hooks fail to reach the bus; their errors are ignored).
+func (r *Region) Kill(name string, i int) error {
+	id := Replica{Service: name, Index: i}
+	svc, ok := r.take(id)
+	if !ok {
+		return fmt.Errorf("kill %s: not running", id)
+	}
+	svc.conn.NC.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
+	defer cancel()
+	if err := svc.app.Stop(ctx); err != nil {
+		r.log.Debug("killed replica stopped with errors", "replica", id.String(), "err", err)
+	}
+	return nil
+}
+
+func (r *Region) take(id Replica) (running, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	svc, ok := r.running[id]
+	delete(r.running, id)
+	return svc, ok
+}
+
+// Running reports whether replica i of a service runs.
+func (r *Region) Running(name string, i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.running[Replica{Service: name, Index: i}]
+	return ok
+}
+
+// Restart stops a service's replicas and starts them again.
 func (r *Region) Restart(ctx context.Context, name string) error {
 	if err := r.StopService(ctx, name); err != nil {
 		return err
 	}
 	return r.StartService(ctx, name)
+}
+
+// ErrNoHolder is returned by LeaseHolder when nobody holds the lease.
+var ErrNoHolder = errors.New("lease not held")
+
+// Leases lists the names of the leases in bus.BucketLeases.
+func (r *Region) Leases(ctx context.Context) ([]string, error) {
+	kv, err := r.Bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// LeaseHolder returns the replica (of the service that owns the lease)
+// whose holder id the lease record names.
+func (r *Region) LeaseHolder(ctx context.Context, name string) (int, error) {
+	id, _, err := r.Holder(ctx, name)
+	return id.Index, err
+}
+
+// Holder returns the replica named by lease name's record and the record
+// itself; ErrNoHolder when the lease is free. A record names a replica by
+// the holder id its service reports (a Holder() string method on its
+// *Service, or an *lease.Elector it shares through fx), the id the region
+// supplies (HolderTag), or its connection name followed by "-"
+// (lease.NewHolderID(conn.NC.Opts.Name)). Replicas that have stopped, or
+// were killed and still hold a lease until it expires, are named too.
+func (r *Region) Holder(ctx context.Context, name string) (Replica, lease.Record, error) {
+	kv, err := r.Bus.KV(ctx, bus.BucketLeases)
+	if err != nil {
+		return Replica{}, lease.Record{}, err
+	}
+	rec, _, err := lease.Current(ctx, kv, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Replica{}, rec, fmt.Errorf("%s: %w", name, ErrNoHolder)
+	}
+	if err != nil {
+		return Replica{}, rec, fmt.Errorf("lease %s: %w", name, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.holders[rec.Holder]; ok {
+		return id, rec, nil
+	}
+	for _, s := range Services {
+		for i := range r.replicas {
+			id := Replica{Service: s.Name, Index: i}
+			if holderIs(rec.Holder, id.String()) || holderIs(rec.Holder, connName(id)) {
+				return id, rec, nil
+			}
+		}
+	}
+	return Replica{}, rec, fmt.Errorf("lease %s: holder %q is none of the region's replicas", name, rec.Holder)
+}
+
+// holderIs reports whether holder is id or starts with id and a dash.
+func holderIs(holder, id string) bool {
+	return holder == id || strings.HasPrefix(holder, id+"-")
 }
 
 // Stop stops every service, the member clusters and the bus.
@@ -275,9 +620,7 @@ func (r *Region) Stop(ctx context.Context) error {
 	if r.Env != nil {
 		errs = append(errs, r.Env.Stop(ctx))
 	}
-	if r.Bus != nil {
-		r.Bus.Close()
-	}
+	r.closeBus()
 	return errors.Join(errs...)
 }
 

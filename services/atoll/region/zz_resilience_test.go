@@ -227,7 +227,7 @@ func TestServiceRestartsLoseAndDuplicateNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(l.Reservations); got != n {
+	if got := int(l.Reservations); got != n {
 		t.Errorf("%d reservations, want %d", got, n)
 	}
 }
