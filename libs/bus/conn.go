@@ -98,6 +98,9 @@ type Bus struct {
 	user string // the NATS user connected as (NKeyFile), "" without one
 
 	streams sync.Map // stream name -> jetstream.Stream, looked up once
+
+	reconnectMu sync.Mutex
+	reconnected chan struct{} // reconnectMu must be held; closed at the next reconnect
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the
@@ -306,7 +309,10 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 				b.log.Warn("nats disconnected", "connection", name, "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("nats reconnected", "connection", name, "url", nc.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.log.Info("nats reconnected", "connection", name, "url", nc.ConnectedUrl())
+			b.signalReconnect()
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
 			if sub != nil {
@@ -481,4 +487,26 @@ func (b *Bus) shutdownServer() {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 	}
+}
+
+// Reconnected returns a channel closed at the connection's next reconnect.
+// Watches re-establish themselves on it: after a server restart a watch's
+// ordered consumer is gone, and the client library would notice only after
+// several missed heartbeats.
+func (b *Bus) Reconnected() <-chan struct{} {
+	b.reconnectMu.Lock()
+	defer b.reconnectMu.Unlock()
+	if b.reconnected == nil {
+		b.reconnected = make(chan struct{})
+	}
+	return b.reconnected
+}
+
+func (b *Bus) signalReconnect() {
+	b.reconnectMu.Lock()
+	defer b.reconnectMu.Unlock()
+	if b.reconnected != nil {
+		close(b.reconnected)
+	}
+	b.reconnected = make(chan struct{})
 }

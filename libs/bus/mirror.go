@@ -45,46 +45,70 @@ func (b *Bus) MirrorFiltered(ctx context.Context, bucket, filter string, onChang
 func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, filter string, onChange func(string), b *Bus) {
 	var readyOnce sync.Once
 	for ctx.Err() == nil {
+		reconnected := b.Reconnected() // taken before the watch, so no reconnect slips between
 		w, err := kv.Watch(ctx, filter)
 		if err != nil {
 			select {
 			case <-ctx.Done():
+			case <-reconnected:
 			case <-time.After(time.Second):
 			}
 			continue
 		}
-		replay := map[string]bool{} // keys seen before the watch caught up; nil after
-		for e := range w.Updates() {
-			if e == nil {
-				// Keys deleted while the watch was down are gone from the replay.
-				m.mu.Lock()
-				for k := range m.entries {
-					if !replay[k] {
-						delete(m.entries, k)
-					}
-				}
-				m.mu.Unlock()
-				replay = nil
-				readyOnce.Do(func() { close(m.ready) })
-				continue
-			}
-			if replay != nil {
-				replay[e.Key()] = true
-			}
-			m.mu.Lock()
-			if e.Operation() == jetstream.KeyValuePut {
-				m.entries[e.Key()] = MirrorEntry{Value: e.Value(), Revision: e.Revision()}
-			} else {
-				delete(m.entries, e.Key())
-			}
-			m.mu.Unlock()
-			if onChange != nil {
-				onChange(e.Key())
-			}
-		}
+		m.follow(ctx, w, reconnected, onChange, &readyOnce)
 		_ = w.Stop()
 		if ctx.Err() == nil {
-			b.log.Warn("mirror watch ended, re-establishing")
+			b.log.Info("mirror watch ended, watching again", "bucket", kv.Bucket())
+		}
+	}
+}
+
+// follow applies a watch's updates until it ends, ctx ends or the
+// connection reconnects (then the caller watches again: the replay brings
+// what changed while the connection was down, and keys deleted meanwhile
+// are dropped when it completes).
+func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once) {
+	replay := map[string]bool{} // keys seen before the watch caught up; nil after
+	for {
+		var (
+			e  jetstream.KeyValueEntry
+			ok bool
+		)
+		select {
+		case <-ctx.Done():
+			return
+		case <-reconnected:
+			return
+		case e, ok = <-w.Updates():
+			if !ok {
+				return
+			}
+		}
+		if e == nil {
+			// Keys deleted while the watch was down are gone from the replay.
+			m.mu.Lock()
+			for k := range m.entries {
+				if !replay[k] {
+					delete(m.entries, k)
+				}
+			}
+			m.mu.Unlock()
+			replay = nil
+			readyOnce.Do(func() { close(m.ready) })
+			continue
+		}
+		if replay != nil {
+			replay[e.Key()] = true
+		}
+		m.mu.Lock()
+		if e.Operation() == jetstream.KeyValuePut {
+			m.entries[e.Key()] = MirrorEntry{Value: e.Value(), Revision: e.Revision()}
+		} else {
+			delete(m.entries, e.Key())
+		}
+		m.mu.Unlock()
+		if onChange != nil {
+			onChange(e.Key())
 		}
 	}
 }
