@@ -2,6 +2,8 @@ package bus
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,6 +87,24 @@ func (s *BreakerSet[T]) For(target string) *gobreaker.CircuitBreaker[T] {
 	cb := gobreaker.NewCircuitBreaker[T](st)
 	s.breakers[target] = cb
 	return cb
+}
+
+// Instrument reports the state of every breaker of the set, now and
+// later, as atoll_breaker_state{target} on m (nil: nothing).
+func (s *BreakerSet[T]) Instrument(m *Metrics) {
+	if m != nil {
+		m.live.addBreakers(s)
+	}
+}
+
+// states calls yield with each target's state, in target order.
+func (s *BreakerSet[T]) states(yield func(target string, st gobreaker.State)) {
+	s.mu.Lock()
+	bs := maps.Clone(s.breakers)
+	s.mu.Unlock()
+	for _, target := range slices.Sorted(maps.Keys(bs)) {
+		yield(target, bs[target].State())
+	}
 }
 
 // State reports the state of target's breaker (closed if never used).

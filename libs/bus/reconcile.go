@@ -26,10 +26,71 @@ type ReconcileFunc func(ctx context.Context, key string) error
 // while it is being processed runs again after; a key whose reconcile
 // fails comes back after a per-key exponential backoff (RetryBase doubling
 // up to RetryMax) and its backoff resets when it succeeds.
+//
+// A queue made with Instrumented reports its depth, each reconcile's
+// duration and failures, and its lag (see Metrics) under its name.
 type Queue struct {
 	q      workqueue.TypedRateLimitingInterface[string]
 	retry  workqueue.TypedRateLimiter[string] // q's limiter, asked directly to log the delay
 	closed atomic.Bool
+
+	name    string
+	metrics *Metrics // nil: not instrumented
+	lag     lagClock
+}
+
+// QueueOption configures a Queue.
+type QueueOption func(*Queue)
+
+// Instrumented names a queue in m's metrics (nil m: no metrics). Queues
+// of the same name add up: a service names a queue for its role ("work",
+// "replay"), not for the term that made it.
+func Instrumented(m *Metrics, name string) QueueOption {
+	return func(q *Queue) { q.metrics, q.name = m, name }
+}
+
+// lagClock keeps, per key, when a change of it was first queued and not
+// yet reconciled successfully: the start of its reconcile lag.
+type lagClock struct {
+	mu      sync.Mutex
+	pending map[string]time.Time // mu must be held: queued since, not yet taken by a worker
+	running map[string]time.Time // mu must be held: what the worker on the key covers
+}
+
+// queued notes a change of key (a first one since it was last taken).
+func (l *lagClock) queued(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.pending[key]; !ok {
+		l.pending[key] = now
+	}
+}
+
+// taken moves key's pending change to its worker.
+func (l *lagClock) taken(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.pending[key]; ok {
+		l.running[key] = t
+		delete(l.pending, key)
+	}
+}
+
+// finished ends the worker's run on key; it returns when the change it
+// covered was queued (ok false if none), and, when the run failed, keeps
+// that time for the retry.
+func (l *lagClock) finished(key string, failed bool) (since time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	since, ok = l.running[key]
+	delete(l.running, key)
+	if ok && failed {
+		if p, queued := l.pending[key]; !queued || since.Before(p) {
+			l.pending[key] = since
+		}
+		return since, false
+	}
+	return since, ok
 }
 
 // Retry delays of a failing key: RetryBase after the first failure,
@@ -40,13 +101,26 @@ const (
 )
 
 // NewQueue returns an empty queue.
-func NewQueue() *Queue {
+func NewQueue(opts ...QueueOption) *Queue {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, RetryMax)
-	return &Queue{q: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{}), retry: rl}
+	q := &Queue{q: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{}), retry: rl}
+	for _, o := range opts {
+		o(q)
+	}
+	if q.metrics != nil {
+		q.lag = lagClock{pending: map[string]time.Time{}, running: map[string]time.Time{}}
+	}
+	return q
 }
 
-// Add queues key.
-func (q *Queue) Add(key string) { q.q.Add(key) }
+// Add queues key. A change queued by Add starts the key's reconcile lag;
+// AddAfter (resyncs, delayed checks) does not.
+func (q *Queue) Add(key string) {
+	if q.metrics != nil {
+		q.lag.queued(key, time.Now())
+	}
+	q.q.Add(key)
+}
 
 // AddAfter queues key after d, unless it is queued sooner.
 func (q *Queue) AddAfter(key string, d time.Duration) { q.q.AddAfter(key, d) }
@@ -65,6 +139,10 @@ func (q *Queue) Close() {
 func (q *Queue) Run(ctx context.Context, n int, log *slog.Logger, fn ReconcileFunc) {
 	stop := context.AfterFunc(ctx, q.Close)
 	defer stop()
+	if q.metrics != nil {
+		q.metrics.live.addQueue(q, q.name)
+		defer q.metrics.live.removeQueue(q)
+	}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -87,7 +165,7 @@ func (q *Queue) next(ctx context.Context, log *slog.Logger, fn ReconcileFunc) bo
 		// Queue drops it.
 		return false
 	}
-	err := fn(ctx, key)
+	err := q.reconcile(ctx, key, fn)
 	switch {
 	case ctx.Err() != nil:
 		return false
@@ -100,6 +178,28 @@ func (q *Queue) next(ctx context.Context, log *slog.Logger, fn ReconcileFunc) bo
 		q.q.Forget(key)
 	}
 	return true
+}
+
+// reconcile runs fn on key, recording its duration, failure and lag when
+// the queue is instrumented.
+func (q *Queue) reconcile(ctx context.Context, key string, fn ReconcileFunc) error {
+	m := q.metrics
+	if m == nil {
+		return fn(ctx, key)
+	}
+	q.lag.taken(key)
+	start := time.Now()
+	err := fn(ctx, key)
+	end := time.Now()
+	m.reconcileDuration.WithLabelValues(q.name).Observe(end.Sub(start).Seconds())
+	failed := err != nil && ctx.Err() == nil
+	if failed {
+		m.reconcileErrors.WithLabelValues(q.name).Inc()
+	}
+	if since, ok := q.lag.finished(key, failed || ctx.Err() != nil); ok {
+		m.reconcileLag.WithLabelValues(q.name).Observe(end.Sub(since).Seconds())
+	}
+	return err
 }
 
 // WatchKeys feeds every key of bucket into q: all current keys first, then

@@ -25,6 +25,9 @@ func RespondError(r micro.Request, code int, description string, body any) error
 // Concurrent runs a micro handler on up to n requests at once. micro calls
 // an endpoint's handler for one request at a time, so a handler that waits
 // on other services would otherwise queue every caller behind the slowest.
+// Bus.Serve does this, and the rest of the prologue, for the request/reply
+// endpoints; Concurrent is for handlers that answer in their own way (the
+// debug sessions of libs/debugstream).
 func Concurrent(n int, h micro.HandlerFunc) micro.HandlerFunc {
 	sem := make(chan struct{}, n)
 	return func(r micro.Request) {

@@ -1,6 +1,6 @@
 // Package daemon is what every service's main shares: flags, logging, the
-// bus connection as an fx module, and running an fx application until a
-// signal.
+// bus connection as an fx module, the admin port (package admin: /metrics,
+// /healthz, /readyz), and running an fx application until a signal.
 package daemon
 
 import (
@@ -17,6 +17,7 @@ import (
 	"go.uber.org/fx/fxevent"
 
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
 )
 
 // Config is the process configuration common to every service.
@@ -29,17 +30,25 @@ type Config struct {
 	Replicas int
 	// ClustersFile lists member clusters (cluster-facing services only).
 	ClustersFile string
+	// AdminListen is the admin HTTP address (/metrics, /healthz, /readyz);
+	// empty for none.
+	AdminListen string
 }
 
+// DefaultAdminListen is the admin port's address when none is given.
+const DefaultAdminListen = "127.0.0.1:9090"
+
 // BusModule provides a *bus.Bus connected to Config.NATSURL, closed on stop.
-var BusModule = fx.Module("bus", fx.Provide(NewBus))
+var BusModule = fx.Module("bus", fx.Provide(fx.Annotate(NewBus, fx.ParamTags(``, ``, ``, `optional:"true"`))))
 
 // NewBus connects to the bus and closes it when the application stops.
 // NATS that cannot be reached at start is waited for, with backoff and a
 // log line per attempt (bus.Open), until it can be, or until SIGINT or
 // SIGTERM: a service started before its NATS server, or during its
-// restart, starts late instead of exiting.
-func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger) (*bus.Bus, error) {
+// restart, starts late instead of exiting. The admin server, when there is
+// one, is made first, so that the service answers its probes (alive, not
+// ready) while it waits.
+func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, _ *admin.Server) (*bus.Bus, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, Logger: log})
@@ -62,6 +71,7 @@ func Main(service, about string, needsClusters bool, modules ...fx.Option) {
 	fs.StringVar(&cfg.NATSURL, "nats", env("ATOLL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated (ATOLL_NATS_URL)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replication of the streams and buckets this service ensures (3 or 5 in production)")
 	level := fs.String("log-level", env("ATOLL_LOG_LEVEL", "info"), "debug, info, warn or error (ATOLL_LOG_LEVEL)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", env("ATOLL_ADMIN_LISTEN", DefaultAdminListen), "admin HTTP address for /metrics, /healthz and /readyz; empty for none (ATOLL_ADMIN_LISTEN)")
 	if needsClusters {
 		fs.StringVar(&cfg.ClustersFile, "clusters", env("ATOLL_CLUSTERS", ""), "YAML list of member clusters: name, zone, labels, kubeconfig (ATOLL_CLUSTERS)")
 	}
@@ -70,10 +80,12 @@ func Main(service, about string, needsClusters bool, modules ...fx.Option) {
 	slog.SetDefault(log)
 
 	app := fx.New(
-		fx.Supply(cfg, log),
+		fx.Supply(cfg, log, admin.Config{Service: service, Listen: cfg.AdminListen}),
 		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log.With("component", "fx")} }),
+		admin.Module,
 		BusModule,
 		fx.Options(modules...),
+		admin.Started,
 	)
 	if err := app.Err(); err != nil {
 		log.Error("start", "service", service, "err", err)

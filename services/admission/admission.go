@@ -25,18 +25,20 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/fx"
 	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
 )
 
@@ -45,10 +47,14 @@ import (
 var Module = fx.Module("admission",
 	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("admission"),
 )
 
 // Endpoint verbs, at bus.RequestSubject("admission", verb).
 const (
+	// RequestTimeout bounds each request's work.
+	RequestTimeout = 15 * time.Second
+
 	VerbSubmit = "submit"
 	VerbUpdate = "update"
 	VerbDelete = "delete"
@@ -94,9 +100,11 @@ type Service struct {
 	hooks  hooks
 
 	workloads jetstream.KeyValue
-	svc       micro.Service
+	endpoints *bus.Endpoints
 	cancel    context.CancelFunc // ends the repair loop
 	done      chan struct{}      // closed when the repair loop has ended
+	metrics   *bus.Metrics       // nil without an admin server
+	started   atomic.Bool        // the endpoints are registered
 }
 
 // hooks let tests stand in for a crash at a chosen point.
@@ -137,24 +145,44 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.svc, err = micro.AddService(s.bus.NC, micro.Config{Name: "atoll-admission", Version: "0.1.0", Description: "workload admission"})
+	s.endpoints, err = s.bus.Serve(context.WithoutCancel(ctx),
+		bus.ServeConfig{Name: "admission", Description: "workload admission", Metrics: s.metrics, Logger: s.log},
+		bus.Endpoint(VerbSubmit, RequestTimeout, s.submit),
+		bus.Endpoint(VerbUpdate, RequestTimeout, s.update),
+		bus.Endpoint(VerbDelete, RequestTimeout, s.delete),
+		bus.Endpoint(VerbOperate, RequestTimeout, s.operate),
+	)
 	if err != nil {
-		return fmt.Errorf("register admission service: %w", err)
+		return err
 	}
-	for verb, h := range map[string]micro.HandlerFunc{VerbSubmit: s.handleSubmit, VerbUpdate: s.handleUpdate, VerbDelete: s.handleDelete, VerbOperate: s.handleOperate} {
-		if err := s.svc.AddEndpoint(verb, bus.Concurrent(64, h), micro.WithEndpointSubject(bus.RequestSubject("admission", verb))); err != nil {
-			return fmt.Errorf("register admission %s: %w", verb, err)
-		}
-	}
+	s.started.Store(true)
 	return nil
 }
 
-// Stop unregisters the endpoints (requests in flight finish) and ends the
-// repair loop, giving up its lease.
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) {
+	s.metrics = a.Metrics()
+	s.quota.Breakers().Instrument(s.metrics)
+}
+
+// Ready reports whether the replica serves: the workloads bucket open, the
+// endpoints registered and the repair lease's state known.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("starting")
+	}
+	return admin.LeaseKnown(s.bus, RepairLease)(ctx)
+}
+
+// Stop unregisters the endpoints (requests in flight are cancelled:
+// their callers retry on another replica) and ends the repair loop,
+// giving up its lease.
 func (s *Service) Stop() error {
 	var err error
-	if s.svc != nil {
-		err = s.svc.Stop()
+	s.started.Store(false)
+	if s.endpoints != nil {
+		err = s.endpoints.Stop()
 	}
 	if s.cancel != nil {
 		s.cancel()

@@ -3,11 +3,7 @@ package admission_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,29 +16,8 @@ import (
 	"atoll.dev/services/quota"
 )
 
-// scrape returns the status and body of GET url.
-func scrape(t require.TestingT, url string) (int, string) {
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
-}
-
-// sample returns the value of the series of /metrics text that starts
-// with prefix (name{labels}), -1 when there is none.
-func sample(metrics, prefix string) float64 {
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + ` (\S+)$`).FindStringSubmatch(metrics)
-	if m == nil {
-		return -1
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
-}
-
-// TestAdminPortOfAdmission: admission's /readyz answers 503 until it has
-// started and 200 after; after a few requests its /metrics holds its
+// TestAdminPortOfAdmission: admission is not ready until it has started,
+// ready after; after a few requests its /metrics holds its
 // endpoints' latencies and errors, its repair queue's reconciles (each
 // after RepairGrace, so without a lag: only Add starts one), its
 // lease and its quota breaker, with non-zero counts.
@@ -61,16 +36,14 @@ func TestAdminPortOfAdmission(t *testing.T) {
 	adm.AddCheck("bus", admin.BusConnected(b))
 	s := admission.New(b, quiet, nil)
 	s.Instrument(adm)
+	adm.AddCheck("admission", s.Ready)
+	adm.MarkStarted()
 
-	code, body := scrape(t, adm.URL()+"/readyz")
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Contains(t, body, "admission: starting")
-
+	// /readyz answers 503 while adm.Ready fails, 200 once it passes.
+	assert.EqualError(t, adm.Ready(t.Context()), "admission: starting")
 	require.NoError(t, s.Start(t.Context()))
 	t.Cleanup(func() { _ = s.Stop() })
-	adm.MarkStarted()
-	code, body = scrape(t, adm.URL()+"/readyz")
-	assert.Equal(t, http.StatusOK, code, body)
+	assert.NoError(t, adm.Ready(t.Context()))
 
 	for i := range 3 {
 		doc := fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web-%d"},"spec":{"replicas":1,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`, i)
@@ -84,21 +57,22 @@ func TestAdminPortOfAdmission(t *testing.T) {
 
 	const svc = `service="admission"`
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, metrics := scrape(c, adm.URL()+"/metrics")
+		got, err := admin.Scrape(t.Context(), adm.URL())
+		require.NoError(c, err)
 		for _, series := range []struct {
-			prefix string
-			want   func(float64) bool
+			name string
+			want func(float64) bool
 		}{
-			{`atoll_micro_request_duration_seconds_count{endpoint="submit",` + svc + `}`, eq(3)},
-			{`atoll_micro_request_duration_seconds_count{endpoint="operate",` + svc + `}`, eq(1)},
+			{`atoll_micro_request_duration_seconds{endpoint="submit",` + svc + `}`, eq(3)},
+			{`atoll_micro_request_duration_seconds{endpoint="operate",` + svc + `}`, eq(1)},
 			{`atoll_micro_request_errors_total{code="400",endpoint="operate",` + svc + `}`, eq(1)},
 			{`atoll_lease_held{lease="admission-repair",` + svc + `}`, eq(1)},
-			{`atoll_reconcile_duration_seconds_count{queue="repair",` + svc + `}`, positive},
+			{`atoll_reconcile_duration_seconds{queue="repair",` + svc + `}`, positive},
 			{`atoll_queue_depth{queue="repair",` + svc + `}`, atLeast0},
 			{`atoll_breaker_state{` + svc + `,target="quota"}`, eq(0)},
 		} {
-			v := sample(metrics, series.prefix)
-			assert.True(c, series.want(v), "%s = %v", series.prefix, v)
+			v, ok := got[series.name]
+			assert.True(c, ok && series.want(v), "%s = %v (present %v)", series.name, v, ok)
 		}
 	}, 15*time.Second, 50*time.Millisecond)
 }

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,16 +220,6 @@ func (s *Service) reserveQuietly(ctx context.Context, w *api.Workload) {
 	}
 }
 
-func (s *Service) handleOperate(r micro.Request) {
-	var op api.Operation
-	dec := json.NewDecoder(bytes.NewReader(r.Data()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&op); err != nil {
-		s.reply(r, nil, &Error{Status: api.StatusBadRequest, Body: api.ErrorBody{Code: "BadRequest", Message: fmt.Sprintf("operation: %v", err)}})
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	w, err := s.Operate(ctx, op, principal(r))
-	s.reply(r, w, err)
+func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (any, error) {
+	return s.Operate(ctx, op, principal(r))
 }

@@ -38,7 +38,7 @@ func (s *Service) startRepair(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	el, err := lease.NewElector(kv, lease.NewHolderID("admission"), lease.Options{Logger: s.log})
+	el, err := lease.NewElector(kv, lease.NewHolderID("admission"), lease.Options{Logger: s.log, OnChange: s.metrics.LeaseHook(nil)})
 	if err != nil {
 		return fmt.Errorf("admission repair lease: %w", err)
 	}
@@ -57,7 +57,7 @@ func (s *Service) startRepair(ctx context.Context) error {
 // every RepairEvery.
 func (s *Service) repair(ctx context.Context) {
 	s.log.Info("repairing events")
-	q := bus.NewQueue()
+	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
 	var (
 		m    *bus.Mirror
 		live atomic.Bool // the mirror has replayed what was there

@@ -18,13 +18,9 @@ import (
 	"atoll.dev/libs/bus"
 )
 
-// Error is an admission failure as data: an HTTP-like status and a body.
-type Error struct {
-	Status int
-	Body   api.ErrorBody
-}
-
-func (e *Error) Error() string { return e.Body.Message }
+// Error is an admission failure as data: an HTTP-like status and a body,
+// which the endpoints answer as they are (bus.Error).
+type Error = bus.Error
 
 func invalid(fe api.FieldErrors) *Error {
 	status, code := api.StatusUnprocessable, "Invalid"
@@ -354,40 +350,17 @@ func principal(r micro.Request) Principal {
 	return Principal{Name: r.Headers().Get(HeaderPrincipal), PlatformAdmin: r.Headers().Get(HeaderPlatformAdmin) == "true"}
 }
 
-func (s *Service) reply(r micro.Request, v any, err error) {
-	var ae *Error
-	switch {
-	case errors.As(err, &ae):
-		_ = bus.RespondError(r, ae.Status, ae.Body.Message, ae.Body)
-	case err != nil:
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-	default:
-		_ = bus.RespondJSON(r, v)
+func (s *Service) submit(ctx context.Context, doc []byte, r micro.Request) (any, error) {
+	return s.Submit(ctx, doc, principal(r))
+}
+
+func (s *Service) update(ctx context.Context, doc []byte, r micro.Request) (any, error) {
+	return s.Update(ctx, doc, principal(r))
+}
+
+func (s *Service) delete(ctx context.Context, req api.WorkloadRef, _ micro.Request) (any, error) {
+	if err := s.Delete(ctx, req.Project, req.Kind, req.Name); err != nil {
+		return nil, err
 	}
-}
-
-func (s *Service) handleSubmit(r micro.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	w, err := s.Submit(ctx, r.Data(), principal(r))
-	s.reply(r, w, err)
-}
-
-func (s *Service) handleUpdate(r micro.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	w, err := s.Update(ctx, r.Data(), principal(r))
-	s.reply(r, w, err)
-}
-
-func (s *Service) handleDelete(r micro.Request) {
-	var req api.WorkloadRef
-	if err := json.Unmarshal(r.Data(), &req); err != nil {
-		s.reply(r, nil, &Error{Status: api.StatusBadRequest, Body: api.ErrorBody{Code: "BadRequest", Message: err.Error()}})
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	err := s.Delete(ctx, req.Project, req.Kind, req.Name)
-	s.reply(r, map[string]bool{"deleted": true}, err)
+	return map[string]bool{"deleted": true}, nil
 }

@@ -75,20 +75,22 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/debugstream"
 	"atoll.dev/libs/events"
 )
@@ -97,6 +99,7 @@ import (
 var Module = fx.Module("aggregator",
 	fx.Provide(New),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("aggregator"),
 )
 
 // Tunables.
@@ -146,10 +149,12 @@ type Service struct {
 	status, clusterKV, observations, workloadKV jetstream.KeyValue
 
 	elector *lease.Elector
-	ops     micro.Service       // the cluster-operations endpoint
+	ops     *bus.Endpoints      // the cluster-operations endpoint
 	debug   *debugstream.Server // logs and exec sessions (debug.go)
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	metrics *bus.Metrics // nil without an admin server
+	started atomic.Bool  // Start has finished
 
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
@@ -188,7 +193,7 @@ func (s *Service) Start(ctx context.Context) error {
 		campaign(ClusterLease(name), s.clusters[name].lead)
 	}
 	campaign(LeaseStatus, s.leadFolding)
-	if err := s.startOps(); err != nil {
+	if err := s.startOps(rctx); err != nil {
 		s.Stop()
 		return err
 	}
@@ -196,7 +201,33 @@ func (s *Service) Start(ctx context.Context) error {
 		s.Stop()
 		return err
 	}
+	s.started.Store(true)
 	return nil
+}
+
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) {
+	s.metrics = a.Metrics()
+}
+
+// Ready reports whether the replica serves: started, the state of its
+// leases known and, while it holds the status lease, the folder's mirrors
+// full. A member cluster's informer caches do not count: a cluster that is
+// down never syncs, the replica still serves every other, and the folder
+// already holds back the workloads of a cluster whose term has not synced.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("starting")
+	}
+	names := []string{LeaseStatus}
+	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
+		names = append(names, ClusterLease(name))
+	}
+	if s.elector.Held(LeaseStatus) && s.folding() == nil {
+		return errors.New("status folder: mirrors filling")
+	}
+	return admin.LeaseKnown(s.bus, names...)(ctx)
 }
 
 // open opens the buckets, the elector and the event publisher.
@@ -219,6 +250,7 @@ func (s *Service) open(ctx context.Context) error {
 	}
 	o := s.leaseOpts
 	o.Logger = s.log
+	o.OnChange = s.metrics.LeaseHook(o.OnChange)
 	if s.elector, err = lease.NewElector(leases, s.holder, o); err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
@@ -229,6 +261,7 @@ func (s *Service) open(ctx context.Context) error {
 // Stop ends the endpoints, then every term this replica leads, releasing
 // its leases for a standby to take at once.
 func (s *Service) Stop() {
+	s.started.Store(false)
 	s.stopDebug()
 	s.stopOps()
 	if s.cancel != nil {

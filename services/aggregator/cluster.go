@@ -148,7 +148,7 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		c: c, id: fmt.Sprintf("%s/%d", c.s.holder, time.Now().UnixNano()), factory: f,
 		podLister: f.Core().V1().Pods().Lister(),
 		nodes:     f.Core().V1().Nodes().Lister(),
-		queue:     bus.NewQueue(),
+		queue:     bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
 		events:    map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
 	}
 	t.log = c.log.With("term", t.id)

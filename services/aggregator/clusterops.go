@@ -23,32 +23,31 @@ import (
 // api.ClusterOp, the reply the cluster's api.ClusterInfo as written.
 const VerbCluster = "cluster"
 
-// OpError is a refused cluster operation as data: an HTTP-like status and a body.
-type OpError struct {
-	Status int
-	Body   api.ErrorBody
-}
+// OpError is a refused cluster operation as data: an HTTP-like status and
+// a body, which the endpoint answers as they are (bus.Error).
+type OpError = bus.Error
 
-func (e *OpError) Error() string { return e.Body.Message }
+// OpTimeout bounds each cluster operation.
+const OpTimeout = 10 * time.Second
 
 // errNoInventory says a cluster has no inventory record to change yet.
 var errNoInventory = errors.New("no inventory yet")
 
-// startOps registers the cluster-operations endpoint.
-func (s *Service) startOps() error {
-	svc, err := micro.AddService(s.bus.NC, micro.Config{Name: "atoll-aggregator", Version: "0.1.0", Description: "member-cluster operations"})
+// startOps registers the cluster-operations endpoint; requests in flight
+// end with ctx.
+func (s *Service) startOps(ctx context.Context) error {
+	eps, err := s.bus.Serve(ctx,
+		bus.ServeConfig{Name: "aggregator", Description: "member-cluster operations", Concurrency: 16, Metrics: s.metrics, Logger: s.log},
+		bus.Endpoint(VerbCluster, OpTimeout, s.clusterOp),
+	)
 	if err != nil {
-		return fmt.Errorf("register aggregator service: %w", err)
+		return err
 	}
-	if err := svc.AddEndpoint(VerbCluster, bus.Concurrent(16, s.handleCluster), micro.WithEndpointSubject(bus.RequestSubject("aggregator", VerbCluster))); err != nil {
-		_ = svc.Stop()
-		return fmt.Errorf("register aggregator %s: %w", VerbCluster, err)
-	}
-	s.ops = svc
+	s.ops = eps
 	return nil
 }
 
-// stopOps unregisters the endpoint; requests in flight finish.
+// stopOps unregisters the endpoint and cancels the requests in flight.
 func (s *Service) stopOps() {
 	if s.ops == nil {
 		return
@@ -59,27 +58,8 @@ func (s *Service) stopOps() {
 	s.ops = nil
 }
 
-func (s *Service) handleCluster(r micro.Request) {
-	var op api.ClusterOp
-	dec := json.NewDecoder(bytes.NewReader(r.Data()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&op); err != nil {
-		body := api.ErrorBody{Code: "BadRequest", Message: fmt.Sprintf("decode cluster operation: %v", err)}
-		_ = bus.RespondError(r, api.StatusBadRequest, body.Message, body)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ci, err := s.ApplyClusterOp(ctx, op)
-	var oe *OpError
-	switch {
-	case errors.As(err, &oe):
-		_ = bus.RespondError(r, oe.Status, oe.Body.Message, oe.Body)
-	case err != nil:
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-	default:
-		_ = bus.RespondJSON(r, ci)
-	}
+func (s *Service) clusterOp(ctx context.Context, op api.ClusterOp, _ micro.Request) (any, error) {
+	return s.ApplyClusterOp(ctx, op)
 }
 
 // ApplyClusterOp validates a platform admin's operation on a member

@@ -82,7 +82,7 @@ type foldState struct {
 // leadFolding runs one term of the status lease.
 func (s *Service) leadFolding(ctx context.Context) {
 	f := &foldState{
-		s: s, log: s.log.With("lease", LeaseStatus), q: bus.NewQueue(),
+		s: s, log: s.log.With("lease", LeaseStatus), q: bus.NewQueue(bus.Instrumented(s.metrics, "status")),
 		written: map[string]storedStatus{}, announced: map[string]string{},
 		blocked: map[string]map[string]bool{}, health: map[string]bool{},
 	}

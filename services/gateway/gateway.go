@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -27,6 +28,7 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/gateway/cache"
 	"atoll.dev/services/gateway/console"
@@ -36,6 +38,7 @@ import (
 var Module = fx.Module("gateway",
 	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("gateway"),
 )
 
 // Config configures the gateway.
@@ -91,10 +94,13 @@ type Service struct {
 	idem     jetstream.KeyValue
 	js       jetstream.JetStream
 
-	srv    *http.Server
-	ln     net.Listener
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	srv     *http.Server
+	ln      net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started atomic.Bool  // serving
+	reqs    *httpMetrics // nil without an admin server (metrics.go)
+	launch  *launchSLI   // nil without an admin server
 
 	// streamsCtx ends when the gateway stops: watches, log streams and exec
 	// sessions never finish by themselves.
@@ -165,6 +171,10 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}()
 	go func() { defer s.wg.Done(); s.limits.sweep(runCtx) }()
+	if s.launch != nil {
+		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
+	}
+	s.started.Store(true)
 	s.log.Info("gateway listening", "url", s.URL(), "workloads", s.cache.Len())
 	return nil
 }
@@ -172,6 +182,7 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop ends the streams, lets calls in flight finish for up to 5 s, then
 // stops the caches.
 func (s *Service) Stop(ctx context.Context) error {
+	s.started.Store(false)
 	if s.streamsCancel != nil {
 		s.streamsCancel()
 	}
@@ -231,20 +242,25 @@ func (s *Service) Handler() http.Handler {
 	return r
 }
 
-func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.bus.NC.IsConnected() {
-		w.WriteHeader(http.StatusOK)
+// readyz is the API port's readiness, the same as the admin port's
+// gateway check.
+func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.Ready(r.Context()); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	http.Error(w, "bus disconnected", http.StatusServiceUnavailable)
+	w.WriteHeader(http.StatusOK)
 }
 
+// accessLog logs each request (at debug level) and records its metrics.
 func (s *Service) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
+		elapsed := time.Since(start)
+		s.reqs.observe(r, ww.Status(), elapsed)
 		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", ww.Status(),
-			"bytes", ww.BytesWritten(), "ms", time.Since(start).Milliseconds(), "request_id", middleware.GetReqID(r.Context()))
+			"bytes", ww.BytesWritten(), "ms", elapsed.Milliseconds(), "request_id", middleware.GetReqID(r.Context()))
 	})
 }

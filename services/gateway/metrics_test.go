@@ -1,17 +1,13 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,19 +37,23 @@ func TestHTTPMetricsPerRouteAndAvailability(t *testing.T) {
 		[]byte(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"web"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`))
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
-	got := gather(t, adm.Registry())
-	for series, want := range map[string]float64{
-		`atoll_http_requests_total{code="200",method="GET",route="/healthz",service="gateway"}`:                     1,
-		`atoll_http_requests_total{code="200",method="GET",route="/v1/whoami",service="gateway"}`:                   1,
-		`atoll_http_requests_total{code="401",method="GET",route="/v1/projects/{project}/workloads",service="gateway"}`: 1,
-		`atoll_http_requests_total{code="503",method="POST",route="/v1/projects/{project}/workloads",service="gateway"}`: 1,
-		`atoll_http_request_duration_seconds{method="GET",route="/v1/whoami",service="gateway"}`:                    1,
-		`atoll_sli_api_requests_total{service="gateway"}`:                                                           3,
-		`atoll_sli_api_errors_total{service="gateway"}`:                                                             1,
-		`atoll_breaker_state{service="gateway",target="admission"}`:                                                 0,
-	} {
-		assert.Equal(t, want, got[series], series)
-	}
+	// Each request is recorded once its answer is written.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := admin.Gather(adm.Registry())
+		require.NoError(c, err)
+		for series, want := range map[string]float64{
+			`atoll_http_requests_total{code="200",method="GET",route="/healthz",service="gateway"}`:                          1,
+			`atoll_http_requests_total{code="200",method="GET",route="/v1/whoami",service="gateway"}`:                        1,
+			`atoll_http_requests_total{code="401",method="GET",route="/v1/projects/{project}/workloads",service="gateway"}`:  1,
+			`atoll_http_requests_total{code="503",method="POST",route="/v1/projects/{project}/workloads",service="gateway"}`: 1,
+			`atoll_http_request_duration_seconds{method="GET",route="/v1/whoami",service="gateway"}`:                         1,
+			`atoll_sli_api_requests_total{service="gateway"}`:                                                                3,
+			`atoll_sli_api_errors_total{service="gateway"}`:                                                                  1,
+		} {
+			assert.Equal(c, want, got[series], series)
+		}
+		assert.Positive(c, got[`atoll_breaker_state{service="gateway",target="admission"}`], "admission's breaker is not closed")
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 // TestLaunchSLIFromEvents: the gateway turns a workload's events into
@@ -87,41 +87,11 @@ func TestLaunchSLIFromEvents(t *testing.T) {
 		publish(e.name, e.event, e.gen)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := gather(c, adm.Registry())
+		got, err := admin.Gather(adm.Registry())
+		require.NoError(c, err)
 		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted"}`])
 		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`])
 		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="scaled"}`])
 		assert.NotContains(c, got, `atoll_sli_submit_to_running_seconds{service="gateway",start="scaled"}`)
 	}, 10*time.Second, 20*time.Millisecond)
 }
-
-// gather returns each series of reg by name and labels: a counter's or
-// gauge's value, a histogram's sample count.
-func gather(t assert.TestingT, reg *prometheus.Registry) map[string]float64 {
-	mfs, err := reg.Gather()
-	assert.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = value(m)
-		}
-	}
-	return out
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	default:
-		return m.Gauge.GetValue()
-	}
-}
-
-var _ = context.Background

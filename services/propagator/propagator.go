@@ -56,6 +56,7 @@ import (
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
 )
 
@@ -63,6 +64,7 @@ import (
 var Module = fx.Module("propagator",
 	fx.Provide(New),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("propagator"),
 )
 
 // Tunables.
@@ -106,6 +108,9 @@ type Service struct {
 	targets        map[string]*target
 	cancel         context.CancelFunc
 	wg             sync.WaitGroup
+	metrics        *bus.Metrics  // nil without an admin server
+	apply          *applyMetrics // nil without an admin server
+	started        atomic.Bool   // Start has finished
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -168,6 +173,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if lo.Logger == nil {
 		lo.Logger = s.log
 	}
+	lo.OnChange = s.metrics.LeaseHook(lo.OnChange)
 	elector, err := lease.NewElector(leases, s.holder, lo)
 	if err != nil {
 		return err
@@ -210,12 +216,36 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, t := range s.targets {
 		s.goRun(func() { elector.Run(rctx, LeaseName(t.name), t.lead) })
 	}
+	s.started.Store(true)
 	return nil
+}
+
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) {
+	s.metrics = a.Metrics()
+	s.apply = newApplyMetrics(a.Registerer())
+	s.breakers.Instrument(s.metrics)
+}
+
+// Ready reports whether the replica can apply: started (its mirrors full
+// and every member cluster's objects listed, or waited for) and the state
+// of every cluster's lease known.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("starting")
+	}
+	names := make([]string, 0, len(s.targets))
+	for _, name := range slices.Sorted(maps.Keys(s.targets)) {
+		names = append(names, LeaseName(name))
+	}
+	return admin.LeaseKnown(s.bus, names...)(ctx)
 }
 
 // Stop ends every term and releases the leases for a standby to take at
 // once; calls in flight finish.
 func (s *Service) Stop() {
+	s.started.Store(false)
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()

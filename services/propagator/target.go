@@ -109,8 +109,11 @@ type term struct {
 // removed marks a key whose object this term deleted.
 const removed = "\x00removed"
 
-func newTerm() *term {
-	tt := &term{work: bus.NewQueue(), replay: bus.NewQueue(), done: map[string]string{}, force: map[string]bool{}}
+func newTerm(m *bus.Metrics, cluster string) *term {
+	tt := &term{
+		work: bus.NewQueue(bus.Instrumented(m, "work/"+cluster)), replay: bus.NewQueue(bus.Instrumented(m, "replay/"+cluster)),
+		done: map[string]string{}, force: map[string]bool{},
+	}
 	tt.replayLeft.Store(-1) // until the replay is known
 	return tt
 }
@@ -325,7 +328,7 @@ func (t *target) lead(ctx context.Context) {
 	if !t.s.mirrorsReady(ctx) {
 		return
 	}
-	tt := newTerm()
+	tt := newTerm(t.s.metrics, t.name)
 	t.term.Store(tt)
 	defer t.term.CompareAndSwap(tt, nil)
 	var wg sync.WaitGroup
@@ -467,9 +470,13 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 	if got, _ := t.observed(key); forced || got != o.hash {
 		w := d.workload
 		ns := api.Namespace(w.Metadata.Project)
+		start := time.Now()
 		err := t.ensureNamespace(ctx, w.Metadata.Project)
 		if err == nil {
 			err = t.createOrApply(ctx, key, renderers[w.Kind].create, o, ns)
+		}
+		if ctx.Err() == nil {
+			t.s.apply.applied(t.name, start, err)
 		}
 		if err != nil {
 			if forced {

@@ -109,12 +109,14 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
 )
 
 // Module is the quota service for fx.
 var Module = fx.Module("quota",
 	fx.Provide(New),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("quota"),
 )
 
 // Endpoint verbs, at bus.RequestSubject("quota", verb).
@@ -148,7 +150,8 @@ type Service struct {
 	workloads jetstream.KeyValue
 	mirror    *bus.Mirror   // the quota bucket, for the repair and orphan sweeps
 	mirrorSet chan struct{} // closed once mirror is set: its callback may run before
-	svc       micro.Service
+	endpoints *bus.Endpoints
+	metrics   *bus.Metrics // nil without an admin server
 	cancel    context.CancelFunc
 	loops     sync.WaitGroup
 
@@ -202,18 +205,15 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("mirror quota: %w", err)
 	}
-	s.svc, err = micro.AddService(s.bus.NC, micro.Config{Name: "atoll-quota", Version: "0.2.0", Description: "project quota per tier"})
+	s.endpoints, err = s.bus.Serve(rctx, bus.ServeConfig{Name: "quota", Version: "0.2.0", Description: "project quota per tier", Metrics: s.metrics, Logger: s.log},
+		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve),
+		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease),
+		bus.Endpoint(VerbGet, RequestTimeout, s.handleGet),
+		bus.Endpoint(VerbSet, RequestTimeout, s.handleSet),
+	)
 	if err != nil {
 		cancel()
-		return fmt.Errorf("register quota service: %w", err)
-	}
-	for verb, h := range map[string]micro.HandlerFunc{
-		VerbReserve: s.handleReserve, VerbRelease: s.handleRelease, VerbGet: s.handleGet, VerbSet: s.handleSet,
-	} {
-		if err := s.svc.AddEndpoint(verb, bus.Concurrent(64, h), micro.WithEndpointSubject(bus.RequestSubject("quota", verb))); err != nil {
-			cancel()
-			return fmt.Errorf("register quota %s: %w", verb, err)
-		}
+		return err
 	}
 	s.loops.Add(2)
 	go s.every(rctx, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
@@ -227,8 +227,8 @@ func (s *Service) Stop() error {
 		s.cancel()
 		s.loops.Wait()
 	}
-	if s.svc != nil {
-		return s.svc.Stop()
+	if s.endpoints != nil {
+		return s.endpoints.Stop()
 	}
 	return nil
 }
@@ -381,88 +381,51 @@ func decodeLedger(project string, b []byte, exists bool) (*api.Ledger, error) {
 	return l, nil
 }
 
-func (s *Service) handleReserve(r micro.Request) {
-	var req api.QuotaReserve
-	if !decode(r, &req) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// RequestTimeout bounds each request's work.
+const RequestTimeout = 10 * time.Second
+
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) { s.metrics = a.Metrics() }
+
+func (s *Service) handleReserve(ctx context.Context, req api.QuotaReserve, _ micro.Request) (any, error) {
 	err := s.Reserve(ctx, req.Project, req.Key, req.Demand)
 	var rej *api.QuotaRejection
 	switch {
 	case errors.As(err, &rej):
-		_ = bus.RespondError(r, api.StatusConflict, rej.Error(), api.ErrorBody{Code: "QuotaExceeded", Message: rej.Error(), Quota: rej})
+		return nil, &bus.Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "QuotaExceeded", Message: rej.Error(), Quota: rej}}
 	case errors.Is(err, ErrAborted):
-		_ = bus.RespondError(r, api.StatusUnavailable, err.Error(), api.ErrorBody{Code: "Unavailable", Message: err.Error()})
+		return nil, bus.Errorf(api.StatusUnavailable, "Unavailable", "%v", err)
 	case err != nil:
-		s.log.Error("reserve", "project", req.Project, "key", req.Key, "err", err)
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-	default:
-		_ = bus.RespondJSON(r, map[string]bool{"reserved": true})
+		return nil, err
 	}
+	return map[string]bool{"reserved": true}, nil
 }
 
-func (s *Service) handleRelease(r micro.Request) {
-	var req api.QuotaRelease
-	if !decode(r, &req) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+func (s *Service) handleRelease(ctx context.Context, req api.QuotaRelease, _ micro.Request) (any, error) {
 	if err := s.Release(ctx, req.Project, req.Key); err != nil {
-		s.log.Error("release", "project", req.Project, "key", req.Key, "err", err)
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-		return
+		return nil, err
 	}
-	_ = bus.RespondJSON(r, map[string]bool{"released": true})
+	return map[string]bool{"released": true}, nil
 }
 
-func (s *Service) handleSet(r micro.Request) {
-	var req api.QuotaSet
-	if !decode(r, &req) {
-		return
-	}
+func (s *Service) handleSet(ctx context.Context, req api.QuotaSet, _ micro.Request) (any, error) {
 	if !api.IsDNSLabel(req.Project) {
-		_ = bus.RespondError(r, api.StatusUnprocessable, "invalid project", api.ErrorBody{Code: "Invalid", Message: "project is not a DNS label"})
-		return
+		return nil, bus.Errorf(api.StatusUnprocessable, "Invalid", "project is not a DNS label")
 	}
 	switch req.Tier {
 	case api.TierReserved, api.TierOnDemand, api.TierPreemptible:
 	default:
-		_ = bus.RespondError(r, api.StatusUnprocessable, "invalid tier", api.ErrorBody{Code: "Invalid", Message: fmt.Sprintf("tier %q: one of Reserved, OnDemand, Preemptible", req.Tier)})
-		return
+		return nil, bus.Errorf(api.StatusUnprocessable, "Invalid", "tier %q: one of Reserved, OnDemand, Preemptible", req.Tier)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := s.SetLimit(ctx, req.Project, req.Tier, req.Limit); err != nil {
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-		return
+		return nil, err
 	}
-	_ = bus.RespondJSON(r, map[string]bool{"set": true})
+	return map[string]bool{"set": true}, nil
 }
 
 // handleGet replies with the project's api.Ledger: limits, usage per tier
 // and the number of reservations (not the reservations themselves).
-func (s *Service) handleGet(r micro.Request) {
-	var req api.QuotaRelease // {project}
-	if !decode(r, &req) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := s.Ledger(ctx, req.Project)
-	if err != nil {
-		_ = bus.RespondError(r, api.StatusInternal, err.Error(), api.ErrorBody{Code: "Internal", Message: err.Error()})
-		return
-	}
-	_ = bus.RespondJSON(r, l)
-}
-
-func decode(r micro.Request, v any) bool {
-	if err := json.Unmarshal(r.Data(), v); err != nil {
-		_ = bus.RespondError(r, api.StatusBadRequest, "malformed request", api.ErrorBody{Code: "BadRequest", Message: err.Error()})
-		return false
-	}
-	return true
+func (s *Service) handleGet(ctx context.Context, req api.QuotaRelease, _ micro.Request) (any, error) { // {project}
+	return s.Ledger(ctx, req.Project)
 }

@@ -57,6 +57,7 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
 )
 
@@ -64,6 +65,7 @@ import (
 var Module = fx.Module("scheduler",
 	fx.Provide(New),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("scheduler"),
 )
 
 // Tunables.
@@ -98,6 +100,8 @@ type Service struct {
 	clusterQ           *bus.Queue
 	cancel             context.CancelFunc
 	wg                 sync.WaitGroup
+	metrics            *bus.Metrics // nil without an admin server
+	started            atomic.Bool  // Start has finished
 
 	// term is the current term while this replica holds the lease.
 	term atomic.Pointer[term]
@@ -146,13 +150,14 @@ func (s *Service) Start(ctx context.Context) error {
 	if lo.Logger == nil {
 		lo.Logger = s.log
 	}
+	lo.OnChange = s.metrics.LeaseHook(lo.OnChange)
 	elector, err := lease.NewElector(leases, s.holder, lo)
 	if err != nil {
 		return err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.clusterQ = bus.NewQueue()
+	s.clusterQ = bus.NewQueue(bus.Instrumented(s.metrics, "clusters"))
 	mirrors := []struct {
 		dst      **bus.Mirror
 		bucket   string
@@ -170,12 +175,39 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.goRun(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
 	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
+	s.started.Store(true)
 	return nil
+}
+
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) {
+	s.metrics = a.Metrics()
+}
+
+// Ready reports whether the replica can decide: started, its mirrors of
+// the workloads, placements and clusters full, and the lease's state known.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("starting")
+	}
+	for _, m := range []struct {
+		name string
+		m    *bus.Mirror
+	}{{bus.BucketWorkloads, s.workloadM}, {bus.BucketPlacements, s.placementM}, {bus.BucketClusters, s.clusterM}} {
+		select {
+		case <-m.m.Ready():
+		default:
+			return fmt.Errorf("mirror of %s filling", m.name)
+		}
+	}
+	return admin.LeaseKnown(s.bus, LeaseName)(ctx)
 }
 
 // Stop ends the term, if any, and releases the lease for a standby to
 // take at once; decisions in flight finish.
 func (s *Service) Stop() {
+	s.started.Store(false)
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
@@ -205,7 +237,7 @@ func (s *Service) lead(ctx context.Context) {
 			return
 		}
 	}
-	t := newTerm()
+	t := newTerm(s.metrics)
 	for {
 		n, err := s.rebuild(ctx, t)
 		if err == nil {

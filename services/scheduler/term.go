@@ -37,9 +37,9 @@ type assumption struct {
 	pods    int64
 }
 
-func newTerm() *term {
+func newTerm(m *bus.Metrics) *term {
 	return &term{
-		work: bus.NewQueue(), replay: bus.NewQueue(),
+		work: bus.NewQueue(bus.Instrumented(m, "work")), replay: bus.NewQueue(bus.Instrumented(m, "replay")),
 		assumed: map[string]*assumedOn{}, onClusters: map[string][]string{}, published: map[string]uint64{},
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/testenv"
 	"atoll.dev/services/admission"
 	"atoll.dev/services/aggregator"
@@ -338,8 +339,9 @@ func (r *Region) Replicas() int { return r.replicas }
 
 // running is a started replica: its fx application and its own connection.
 type running struct {
-	app  *fx.App
-	conn *bus.Bus
+	app   *fx.App
+	conn  *bus.Bus
+	admin *admin.Server // its admin port: /metrics, /healthz, /readyz
 }
 
 func module(name string) fx.Option {
@@ -389,10 +391,13 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	gwCfg := r.gatewayConfig(i)
 	var (
 		gw      *gateway.Service
+		adm     *admin.Server
 		holders []string
 	)
 	opts := []fx.Option{
-		fx.Supply(conn, r.log, r.Members, gwCfg, fx.Annotated{Name: holderName, Target: id.String()}),
+		fx.Supply(conn, r.log, r.Members, gwCfg, fx.Annotated{Name: holderName, Target: id.String()},
+			admin.Config{Service: name, Listen: "127.0.0.1:0"}),
+		admin.Module,
 		mod,
 		// Electors a service shares through fx tell their holder ids.
 		fx.Invoke(fx.Annotate(func(e *lease.Elector) {
@@ -401,6 +406,8 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 			}
 		}, fx.ParamTags(`optional:"true"`))),
 		holderHooks[name](&holders),
+		admin.Started, // a root option, after mod: ready once its start hooks have run
+		fx.Populate(&adm),
 		fx.NopLogger,
 	}
 	if name == "gateway" {
@@ -423,8 +430,19 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 			r.GatewayURL = gw.URL()
 		}
 	}
-	r.running[id] = running{app: app, conn: conn}
+	r.running[id] = running{app: app, conn: conn, admin: adm}
 	return nil
+}
+
+// AdminURL is the base URL of the admin port (/metrics, /healthz,
+// /readyz) of replica i of a service, "" when it does not run.
+func (r *Region) AdminURL(name string, i int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if svc, ok := r.running[Replica{Service: name, Index: i}]; ok {
+		return svc.admin.URL()
+	}
+	return ""
 }
 
 // holderHooks record the lease holder id a service's *Service reports

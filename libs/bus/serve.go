@@ -1,0 +1,318 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"atoll.dev/libs/api"
+)
+
+// This file is the one prologue of every micro endpoint. A service
+// registers its endpoints with Bus.Serve, each made by Endpoint from a
+// function of a decoded request:
+//
+//	eps, err := b.Serve(ctx, bus.ServeConfig{Name: "admission", Metrics: m, Logger: log},
+//		bus.Endpoint(VerbOperate, 15*time.Second, s.operate), ...)
+//	...
+//	func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (any, error)
+//
+// and the prologue does the rest the same way everywhere: it decodes the
+// request strictly (a malformed one gets 400 naming the problem in JSON
+// terms, never a Go type), gives the function a context that ends with
+// the endpoint's timeout or when the service stops, answers its result as
+// JSON or its error as a status and an api.ErrorBody (an *Error as it
+// says, a context that ended as 503, anything else as 500), and records
+// the request's latency and error code (Metrics).
+
+// Error is a refusal: an endpoint function returns it to answer with
+// Status and Body.
+type Error struct {
+	// Status is HTTP-like: 4xx the caller's fault, 5xx the service's.
+	Status int
+	// Body is the error document the caller receives.
+	Body api.ErrorBody
+}
+
+func (e *Error) Error() string { return e.Body.Message }
+
+// Errorf returns an *Error with status, a machine-readable code and a
+// formatted message.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Body: api.ErrorBody{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+// EndpointFunc is an endpoint's logic: it gets the decoded request (a
+// []byte Req gets the body as it came) and the raw request for its
+// headers, and returns the reply to send as JSON, or an error.
+type EndpointFunc[Req any] func(ctx context.Context, req Req, r micro.Request) (any, error)
+
+// EndpointSpec is one endpoint for Bus.Serve; Endpoint makes it.
+type EndpointSpec struct {
+	verb    string
+	timeout time.Duration
+	serve   func(ctx context.Context, r micro.Request) (any, error)
+}
+
+// Endpoint returns the endpoint verb, served by fn, at
+// RequestSubject(service, verb); each request's context ends after
+// timeout (or when the service stops).
+func Endpoint[Req any](verb string, timeout time.Duration, fn EndpointFunc[Req]) EndpointSpec {
+	return EndpointSpec{verb: verb, timeout: timeout, serve: func(ctx context.Context, r micro.Request) (any, error) {
+		var req Req
+		if raw, ok := any(&req).(*[]byte); ok {
+			*raw = r.Data()
+		} else if err := DecodeRequest(r.Data(), &req); err != nil {
+			return nil, err
+		}
+		return fn(ctx, req, r)
+	}}
+}
+
+// DecodeRequest decodes a JSON request strictly: unknown fields and
+// anything after the value are refused. Its error is a 400 *Error whose
+// message names the problem in JSON terms (a field's path, the JSON type
+// sent and the one wanted), never a Go type.
+func DecodeRequest(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Errorf(api.StatusBadRequest, "BadRequest", "malformed request: %s", describeJSONError(err, v))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Errorf(api.StatusBadRequest, "BadRequest", "malformed request: data after the JSON value at offset %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// describeJSONError says what encoding/json found wrong without its Go
+// type names.
+func describeJSONError(err error, v any) string {
+	var (
+		te *json.UnmarshalTypeError
+		se *json.SyntaxError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return "empty body, want " + jsonKind(reflect.TypeOf(v))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at offset %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te):
+		if field := jsonPath(te.Field); field != "" {
+			return fmt.Sprintf("field %s: got %s, want %s", field, article(te.Value), jsonKind(te.Type))
+		}
+		return fmt.Sprintf("got %s, want %s", article(te.Value), jsonKind(te.Type))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a string (base64)"
+		}
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another JSON value"
+}
+
+// article puts "a" or "an" before a JSON value kind as encoding/json names
+// it ("array", "string", "number 1.5").
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
+// jsonPath drops the names of embedded Go structs from a decoder's field
+// path: the protocol's JSON names are lower camel case, Go's are not.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// ServeConfig describes a service's micro endpoints.
+type ServeConfig struct {
+	// Name is the service's name: the micro service is atoll-<Name>, and
+	// an endpoint's subject is RequestSubject(Name, verb).
+	Name string
+	// Version is the micro service's version (default 0.1.0).
+	Version string
+	// Description is the micro service's description.
+	Description string
+	// Concurrency bounds the requests each endpoint handles at once
+	// (default 64); micro alone would handle one at a time.
+	Concurrency int
+	// Callers, when set, are the only NATS users whose requests are
+	// answered (Bus.OnlyFrom); others get 403.
+	Callers []string
+	// Metrics records each request (nil: none).
+	Metrics *Metrics
+	// Logger receives failures; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Endpoints are a service's running micro endpoints.
+type Endpoints struct {
+	svc     micro.Service
+	ctx     context.Context // the service's lifetime: ends with Stop or Serve's ctx
+	cancel  context.CancelFunc
+	metrics *Metrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	stopping bool // mu must be held
+	inFlight sync.WaitGroup
+}
+
+// errStopping answers requests that arrive while the service stops; the
+// caller's Requester retries them on another replica.
+var errStopping = Errorf(api.StatusUnavailable, "Unavailable", "service stopping")
+
+// Serve registers endpoints as the micro service cfg names. Every
+// request's context derives from ctx, which should be the service's
+// lifetime: it ends when ctx ends or Stop is called.
+func (b *Bus) Serve(ctx context.Context, cfg ServeConfig, endpoints ...EndpointSpec) (*Endpoints, error) {
+	if cfg.Version == "" {
+		cfg.Version = "0.1.0"
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	svc, err := micro.AddService(b.NC, micro.Config{Name: "atoll-" + cfg.Name, Version: cfg.Version, Description: cfg.Description})
+	if err != nil {
+		return nil, fmt.Errorf("register %s service: %w", cfg.Name, err)
+	}
+	e := &Endpoints{svc: svc, metrics: cfg.Metrics, log: cfg.Logger}
+	e.ctx, e.cancel = context.WithCancel(ctx)
+	for _, spec := range endpoints {
+		h := e.handler(spec, cfg.Concurrency)
+		if len(cfg.Callers) > 0 {
+			h = b.OnlyFrom(h, cfg.Callers...)
+		}
+		if err := svc.AddEndpoint(spec.verb, h, micro.WithEndpointSubject(RequestSubject(cfg.Name, spec.verb))); err != nil {
+			_ = e.Stop()
+			return nil, fmt.Errorf("register %s %s: %w", cfg.Name, spec.verb, err)
+		}
+	}
+	return e, nil
+}
+
+// Stop unregisters the endpoints, cancels the contexts of the requests in
+// flight (their callers get 503 unless they finish first) and waits for
+// their handlers to return.
+func (e *Endpoints) Stop() error {
+	err := e.svc.Stop()
+	e.mu.Lock()
+	e.stopping = true
+	e.mu.Unlock()
+	e.cancel()
+	e.inFlight.Wait()
+	return err
+}
+
+// handler runs spec on up to n requests at once, each on its own goroutine.
+func (e *Endpoints) handler(spec EndpointSpec, n int) micro.HandlerFunc {
+	sem := make(chan struct{}, n)
+	return func(r micro.Request) {
+		start := time.Now()
+		if !e.enter() {
+			// Delivered by the subscription's drain after Stop.
+			e.reply(r, spec, start, nil, errStopping)
+			return
+		}
+		sem <- struct{}{}
+		go func() {
+			defer e.inFlight.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(e.ctx, spec.timeout)
+			defer cancel()
+			v, err := spec.serve(ctx, r)
+			e.reply(r, spec, start, v, err)
+		}()
+	}
+}
+
+// enter counts a request in flight; false once the endpoints stop.
+func (e *Endpoints) enter() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopping {
+		return false
+	}
+	e.inFlight.Add(1)
+	return true
+}
+
+// reply answers r with v or err and records the request.
+func (e *Endpoints) reply(r micro.Request, spec EndpointSpec, start time.Time, v any, err error) {
+	if err == nil {
+		err = r.RespondJSON(v)
+		if err == nil || !errors.Is(err, micro.ErrMarshalResponse) {
+			if err != nil {
+				e.log.Warn("reply", "endpoint", spec.verb, "err", err)
+			}
+			e.metrics.endpointDone(spec.verb, statusOK, time.Since(start).Seconds())
+			return
+		}
+	}
+	var be *Error
+	switch {
+	case errors.As(err, &be):
+	case e.ctx.Err() != nil:
+		be = errStopping
+	case errors.Is(err, context.DeadlineExceeded):
+		be = Errorf(api.StatusUnavailable, "Timeout", "%s did not finish within %s: %v", spec.verb, spec.timeout, err)
+	default:
+		e.log.Error("request failed", "endpoint", spec.verb, "err", err)
+		be = Errorf(api.StatusInternal, "Internal", "%v", err)
+	}
+	if rerr := RespondError(r, be.Status, be.Body.Message, be.Body); rerr != nil {
+		e.log.Warn("reply", "endpoint", spec.verb, "err", rerr)
+	}
+	e.metrics.endpointDone(spec.verb, be.Status, time.Since(start).Seconds())
+}
+
+// statusOK is the code recorded for a successful reply.
+const statusOK = 200
