@@ -15,7 +15,9 @@ GO ?= go
 # Every module listed in go.work.
 MODULES := $(shell sed -n 's|^[[:space:]]*\./\(.*\)$$|\1|p' go.work)
 TEST_TIMEOUT ?= 45m
-TEST_FLAGS ?=
+# One package at a time: several packages start member clusters, and two at once on 2 cores
+# would measure each other rather than the code.
+TEST_FLAGS ?= -p 1
 FUZZTIME ?= 30s
 BENCH ?= .
 BENCH_FLAGS ?=
