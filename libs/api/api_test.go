@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,5 +111,29 @@ func TestPodRequestsCountsSidecarsLikeKubernetes(t *testing.T) {
 				t.Errorf("PodRequests() = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDecodeErrorsNameNoGoTypes(t *testing.T) {
+	for _, tc := range []struct {
+		doc, want string
+	}{
+		{`[]`, "got an array, want an object"},
+		{`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":5}}`, "got a number, want a string"},
+		{`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"x"},"spec":{"replicas":"three"}}`, "want an integer"},
+	} {
+		_, err := api.Decode([]byte(tc.doc))
+		if err == nil {
+			t.Fatalf("%s: no error", tc.doc)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %q does not say %q", tc.doc, msg, tc.want)
+		}
+		for _, goName := range []string{"struct", "int32", "int64", "string \"json", "api."} {
+			if strings.Contains(msg, goName) {
+				t.Errorf("%s: %q shows a Go type name (%s)", tc.doc, msg, goName)
+			}
+		}
 	}
 }

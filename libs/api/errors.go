@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 )
 
@@ -73,7 +75,7 @@ func asFieldErrors(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return FieldErrors{{Field: jsonPath(te.Field), Code: CodeType, Reason: fmt.Sprintf("got %s, want %s", te.Value, te.Type.String())}}
+		return FieldErrors{{Field: jsonPath(te.Field), Code: CodeType, Reason: fmt.Sprintf("got %s, want %s", article(te.Value), jsonKind(te.Type))}}
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -98,4 +100,65 @@ func jsonPath(field string) string {
 		out = append(out, p)
 	}
 	return strings.Join(out, ".")
+}
+
+// DescribeJSONError says what encoding/json found wrong without its Go
+// type names.
+func DescribeJSONError(err error, v any) string {
+	var (
+		te *json.UnmarshalTypeError
+		se *json.SyntaxError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return "empty body, want " + jsonKind(reflect.TypeOf(v))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at offset %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te):
+		if field := jsonPath(te.Field); field != "" {
+			return fmt.Sprintf("field %s: got %s, want %s", field, article(te.Value), jsonKind(te.Type))
+		}
+		return fmt.Sprintf("got %s, want %s", article(te.Value), jsonKind(te.Type))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a string (base64)"
+		}
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another JSON value"
+}
+
+// article puts "a" or "an" before a JSON value kind as encoding/json names
+// it ("array", "string", "number 1.5").
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
 }
