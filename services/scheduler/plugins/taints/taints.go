@@ -5,6 +5,10 @@ package taints
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/services/scheduler/framework"
 )
@@ -36,20 +40,15 @@ func (*Taints) Filter(w *framework.Workload, c *api.ClusterInfo) string {
 	return ""
 }
 
+// tolerated matches as the kube-scheduler does
+// (k8s.io/component-helpers/scheduling/corev1): an empty effect matches
+// every effect, Exists with an empty key every taint, Equal (the default)
+// key and value.
 func tolerated(taint api.Toleration, tols []api.Toleration) bool {
-	for _, t := range tols {
-		if t.Effect != "" && t.Effect != taint.Effect {
-			continue
-		}
-		if t.Key == "" && t.Operator == "Exists" {
-			return true
-		}
-		if t.Key != taint.Key {
-			continue
-		}
-		if t.Operator == "Exists" || t.Value == taint.Value {
-			return true
-		}
+	kt := &corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)}
+	kts := make([]corev1.Toleration, len(tols))
+	for i, t := range tols {
+		kts[i] = corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
 	}
-	return false
+	return corev1helpers.TolerationsTolerateTaint(klog.Background(), kts, kt, false)
 }

@@ -22,6 +22,10 @@ func TestFilter(t *testing.T) {
 		{"untolerated taint", ft.Workload(1, nil), tainted, "taint dedicated=ml:NoSchedule"},
 		{"tolerated taint", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "dedicated", Operator: "Equal", Value: "ml"}}}), tainted, ""},
 		{"exists tolerates all", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Operator: "Exists"}}}), tainted, ""},
+		{"default operator is Equal", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "dedicated", Value: "ml"}}}), tainted, ""},
+		{"Equal with another value does not tolerate", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "dedicated", Value: "web"}}}), tainted, "not tolerated"},
+		{"Exists on the key tolerates any value", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "dedicated", Operator: "Exists"}}}), tainted, ""},
+		{"another key does not tolerate", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "gpu", Operator: "Exists"}}}), tainted, "not tolerated"},
 		{"other effect does not tolerate", ft.Workload(1, &api.Placement{Tolerations: []api.Toleration{{Key: "dedicated", Operator: "Exists", Effect: "NoExecute"}}}), tainted, "not tolerated"},
 	}
 	for _, tc := range tests {
