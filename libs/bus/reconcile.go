@@ -2,15 +2,11 @@ package bus
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -200,70 +196,4 @@ func (q *Queue) reconcile(ctx context.Context, key string, fn ReconcileFunc) err
 		m.reconcileLag.WithLabelValues(q.name).Observe(end.Sub(since).Seconds())
 	}
 	return err
-}
-
-// WatchKeys feeds every key of bucket into q: all current keys first, then
-// each change (deletes included), and every key again every resync period,
-// spread over the period so a resync never arrives as a burst.
-// It returns when ctx is done, re-establishing the watch if it breaks.
-func (b *Bus) WatchKeys(ctx context.Context, bucket string, resync time.Duration, q *Queue, onInitial func()) error {
-	kv, err := b.KV(ctx, bucket)
-	if err != nil {
-		return err
-	}
-	log := b.log.With("bucket", bucket)
-	initial := true
-	var tick <-chan time.Time
-	if resync > 0 {
-		t := time.NewTicker(resync)
-		defer t.Stop()
-		tick = t.C
-	}
-	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx, jetstream.MetaOnly())
-		if err != nil {
-			log.Warn("watch", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		if err := b.pump(ctx, w, q, tick, resync, kv, &initial, onInitial); err != nil && ctx.Err() == nil {
-			log.Warn("watch ended, re-establishing", "err", err)
-		}
-		_ = w.Stop()
-	}
-	return nil
-}
-
-var errWatchClosed = errors.New("watch channel closed")
-
-func (b *Bus) pump(ctx context.Context, w jetstream.KeyWatcher, q *Queue, tick <-chan time.Time, resync time.Duration, kv jetstream.KeyValue, initial *bool, onInitial func()) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errWatchClosed
-			}
-			if e == nil {
-				if *initial && onInitial != nil {
-					onInitial()
-				}
-				*initial = false
-				continue
-			}
-			q.Add(e.Key())
-		case <-tick:
-			keys, err := kv.ListKeys(ctx)
-			if err != nil {
-				return fmt.Errorf("resync list keys: %w", err)
-			}
-			for k := range keys.Keys() {
-				q.AddAfter(k, rand.N(resync))
-			}
-		}
-	}
 }

@@ -56,47 +56,6 @@ func TestQueueDeduplicatesAndRetries(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 }
 
-func TestWatchKeysFeedsCurrentAndNewKeys(t *testing.T) {
-	b := openBus(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	kv, err := b.KV(ctx, bus.BucketStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, "p.app.old", []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	q := bus.NewQueue()
-	seen := make(chan string, 10)
-	go q.Run(ctx, 1, slog.Default(), func(ctx context.Context, key string) error { seen <- key; return nil })
-	go func() { _ = b.WatchKeys(ctx, bus.BucketStatus, 0, q, nil) }()
-	next := func() string {
-		select {
-		case k := <-seen:
-			return k
-		case <-time.After(5 * time.Second):
-			t.Fatal("no key fed")
-			return ""
-		}
-	}
-	if k := next(); k != "p.app.old" {
-		t.Fatalf("first key %q, want the existing p.app.old", k)
-	}
-	if _, err := kv.Put(ctx, "p.app.new", []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	if k := next(); k != "p.app.new" {
-		t.Fatalf("key %q, want p.app.new", k)
-	}
-	if err := kv.Delete(ctx, "p.app.old"); err != nil {
-		t.Fatal(err)
-	}
-	if k := next(); k != "p.app.old" {
-		t.Fatalf("key %q, want the deleted p.app.old", k)
-	}
-}
-
 func TestMirrorFollowsTheBucket(t *testing.T) {
 	b := openBus(t)
 	ctx, cancel := context.WithCancel(context.Background())
