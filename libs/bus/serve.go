@@ -60,6 +60,15 @@ type EndpointSpec struct {
 	verb    string
 	timeout time.Duration
 	serve   func(ctx context.Context, r micro.Request) (any, error)
+	callers []string // From's users; none: ServeConfig.Callers
+}
+
+// From returns s answering only requests from users (Bus.OnlyFrom), in
+// place of ServeConfig.Callers: for a service whose endpoints trust
+// different callers.
+func (s EndpointSpec) From(users ...string) EndpointSpec {
+	s.callers = users
+	return s
 }
 
 // Endpoint returns the endpoint verb, served by fn, at
@@ -106,7 +115,8 @@ type ServeConfig struct {
 	// (default 64); micro alone would handle one at a time.
 	Concurrency int
 	// Callers, when set, are the only NATS users whose requests are
-	// answered (Bus.OnlyFrom); others get 403.
+	// answered (Bus.OnlyFrom); others get 403. EndpointSpec.From sets
+	// them per endpoint instead.
 	Callers []string
 	// Metrics records each request (nil: none).
 	Metrics *Metrics
@@ -152,8 +162,12 @@ func (b *Bus) Serve(ctx context.Context, cfg ServeConfig, endpoints ...EndpointS
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	for _, spec := range endpoints {
 		h := e.handler(spec, cfg.Concurrency)
-		if len(cfg.Callers) > 0 {
-			h = b.OnlyFrom(h, cfg.Callers...)
+		callers := spec.callers
+		if len(callers) == 0 {
+			callers = cfg.Callers
+		}
+		if len(callers) > 0 {
+			h = b.OnlyFrom(h, callers...)
 		}
 		if err := svc.AddEndpoint(spec.verb, h, micro.WithEndpointSubject(RequestSubject(cfg.Name, spec.verb))); err != nil {
 			_ = e.Stop()

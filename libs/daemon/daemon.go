@@ -26,7 +26,14 @@ type Config struct {
 	Service string
 	// NATSURL is the bus (comma-separated URLs).
 	NATSURL string
-	// Replicas is the replication of streams and buckets the service ensures.
+	// NATSCreds is the service's NATS credentials file: its own user's
+	// (`atoll bootstrap auth`), or a NATS JWT .creds file. With one the
+	// service does not create the streams and buckets but waits until the
+	// bootstrap (`atoll bootstrap`) has; without one it connects with no
+	// user and ensures them itself (a server without permissions).
+	NATSCreds string
+	// Replicas is the replication of the streams and buckets the service
+	// ensures (without NATSCreds only).
 	Replicas int
 	// ClustersFile lists member clusters (cluster-facing services only).
 	ClustersFile string
@@ -41,17 +48,20 @@ const DefaultAdminListen = "127.0.0.1:9090"
 // BusModule provides a *bus.Bus connected to Config.NATSURL, closed on stop.
 var BusModule = fx.Module("bus", fx.Provide(fx.Annotate(NewBus, fx.ParamTags(``, ``, ``, `optional:"true"`))))
 
-// NewBus connects to the bus and closes it when the application stops.
-// NATS that cannot be reached at start is waited for, with backoff and a
-// log line per attempt (bus.Open), until it can be, or until SIGINT or
-// SIGTERM: a service started before its NATS server, or during its
+// NewBus connects to the bus, as the user of Config.NATSCreds when set,
+// and closes it when the application stops. NATS that cannot be reached
+// at start is waited for, with backoff and a log line per attempt
+// (bus.Open), until it can be, or until SIGINT or SIGTERM, and so, with
+// credentials, are the streams and buckets that `atoll bootstrap` creates:
+// a service started before its NATS server or its bootstrap, or during a
 // restart, starts late instead of exiting. The admin server, when there is
 // one, is made first, so that the service answers its probes (alive, not
 // ready) while it waits.
 func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, _ *admin.Server) (*bus.Bus, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := bus.Open(ctx, bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, Logger: log})
+	bc := bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, SkipEnsure: cfg.NATSCreds != "", Logger: log}
+	b, err := bus.Open(ctx, bc.WithCredentials(cfg.NATSCreds))
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +79,8 @@ func Main(service, about string, needsClusters bool, modules ...fx.Option) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.NATSURL, "nats", env("ATOLL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated (ATOLL_NATS_URL)")
-	fs.IntVar(&cfg.Replicas, "replicas", 1, "replication of the streams and buckets this service ensures (3 or 5 in production)")
+	fs.StringVar(&cfg.NATSCreds, "nats-creds", env("ATOLL_NATS_CREDS", ""), "this service's NATS credentials file (atoll bootstrap auth); with one, the streams and buckets are left to atoll bootstrap (ATOLL_NATS_CREDS)")
+	fs.IntVar(&cfg.Replicas, "replicas", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	level := fs.String("log-level", env("ATOLL_LOG_LEVEL", "info"), "debug, info, warn or error (ATOLL_LOG_LEVEL)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", env("ATOLL_ADMIN_LISTEN", DefaultAdminListen), "admin HTTP address for /metrics, /healthz and /readyz; empty for none (ATOLL_ADMIN_LISTEN)")
 	if needsClusters {

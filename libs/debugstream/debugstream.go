@@ -39,6 +39,18 @@
 // Debug-Error-Code and Debug-Error say why the session failed. The client
 // sends close when it stops early (its context ended, or its callback
 // failed), and the server then ends the session at once.
+//
+// # Trust
+//
+// The server believes that whoever opens a session may see the workload's
+// logs or run commands in its Pods: the gateway authorises its user first.
+// That trust rests on the bus's permissions (libs/bus Grants): only the
+// gateway's NATS user may publish to atoll.debug.* and to the sessions' up
+// subjects, and only the cluster-facing side may serve them. Because
+// JetStream can deliver a message to any subject on another user's behalf
+// (a consumer's deliver subject, a direct get's reply), the server also
+// refuses open requests whose reply subject is not in an allowed user's
+// inbox: ServerOptions.Wrap with bus.Bus.OnlyFrom, as the aggregator sets.
 package debugstream
 
 import (

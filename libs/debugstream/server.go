@@ -70,6 +70,10 @@ type ServerOptions struct {
 	MaxSessions int
 	// Logger receives session logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// Wrap, when set, wraps the handler of each open endpoint: the
+	// aggregator answers only the gateway's sessions with
+	// func(h micro.HandlerFunc) micro.HandlerFunc { return b.OnlyFrom(h, bus.UserGateway) }.
+	Wrap func(micro.HandlerFunc) micro.HandlerFunc
 }
 
 // Server serves debug sessions from a Backend.
@@ -114,7 +118,11 @@ func (s *Server) Start() error {
 	}
 	for _, verb := range []string{verbLogs, verbExec} {
 		subj := bus.DebugSubject(verb, "*", "*", "*")
-		if err := svc.AddEndpoint(verb, bus.Concurrent(32, s.handleOpen(verb)), micro.WithEndpointSubject(subj)); err != nil {
+		h := bus.Concurrent(32, s.handleOpen(verb))
+		if s.opts.Wrap != nil {
+			h = s.opts.Wrap(h)
+		}
+		if err := svc.AddEndpoint(verb, h, micro.WithEndpointSubject(subj)); err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("register debug stream %s: %w", verb, err)
 		}

@@ -21,6 +21,15 @@
 // every workload's current generation (and of each recent deletion) with
 // the same idempotency key the writer used: on start, a short grace after
 // every write, and every RepairEvery.
+//
+// Admission believes who the caller says the user is (the identity
+// headers bus.HeaderPrincipal and bus.HeaderPlatformAdmin, and the
+// gateway's authorisation behind them) only because of the bus's
+// permissions (libs/bus Grants): only the gateway's NATS user may publish
+// to admission's subjects. The endpoints also answer only requests whose
+// reply subject is in the gateway's inboxes (bus.Bus.OnlyFrom), because
+// JetStream can deliver a message to any subject on another user's behalf
+// (a consumer's deliver subject, a direct get's reply).
 package admission
 
 import (
@@ -146,7 +155,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.endpoints, err = s.bus.Serve(context.WithoutCancel(ctx),
-		bus.ServeConfig{Name: "admission", Description: "workload admission", Metrics: s.metrics, Logger: s.log},
+		bus.ServeConfig{Name: "admission", Description: "workload admission", Callers: []string{bus.UserGateway}, Metrics: s.metrics, Logger: s.log},
 		bus.Endpoint(VerbSubmit, RequestTimeout, s.submit),
 		bus.Endpoint(VerbUpdate, RequestTimeout, s.update),
 		bus.Endpoint(VerbDelete, RequestTimeout, s.delete),

@@ -65,6 +65,15 @@
 // A cluster operation changes the inventory with compare-and-set, so it
 // is safe on any replica beside the holder's probes.
 //
+// Both trust their caller: a debug session opened for a workload, or a
+// cluster operation, is taken to be one the gateway has authorised for
+// its user. That trust rests on the bus's permissions (libs/bus Grants):
+// only the gateway's NATS user may publish to atoll.debug.* and to the
+// aggregator's endpoints, and both answer only requests whose reply
+// subject is in the gateway's inboxes (bus.Bus.OnlyFrom), because
+// JetStream can deliver a message to any subject on another user's
+// behalf (a consumer's deliver subject, a direct get's reply).
+//
 // # Kinds
 //
 // A kind is folded by its folder in status.go (Kinds lists them; a test

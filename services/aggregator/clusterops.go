@@ -37,7 +37,9 @@ var errNoInventory = errors.New("no inventory yet")
 // end with ctx.
 func (s *Service) startOps(ctx context.Context) error {
 	eps, err := s.bus.Serve(ctx,
-		bus.ServeConfig{Name: "aggregator", Description: "member-cluster operations", Concurrency: 16, Metrics: s.metrics, Logger: s.log},
+		bus.ServeConfig{Name: "aggregator", Description: "member-cluster operations", Concurrency: 16,
+			// The gateway has checked that the caller is a platform admin.
+			Callers: []string{bus.UserGateway}, Metrics: s.metrics, Logger: s.log},
 		bus.Endpoint(VerbCluster, OpTimeout, s.clusterOp),
 	)
 	if err != nil {

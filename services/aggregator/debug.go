@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 	"atoll.dev/libs/debugstream"
 )
 
@@ -81,7 +83,11 @@ func (s *Service) startDebug() error {
 	if err != nil {
 		return err
 	}
-	srv := debugstream.NewServer(s.bus.NC, b, debugstream.ServerOptions{QueueGroup: "aggregator-debug", Logger: s.log})
+	srv := debugstream.NewServer(s.bus.NC, b, debugstream.ServerOptions{
+		QueueGroup: "aggregator-debug", Logger: s.log,
+		// Sessions are opened for users the gateway has authorised.
+		Wrap: func(h micro.HandlerFunc) micro.HandlerFunc { return s.bus.OnlyFrom(h, bus.UserGateway) },
+	})
 	if err := srv.Start(); err != nil {
 		return err
 	}

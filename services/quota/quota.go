@@ -206,10 +206,12 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("mirror quota: %w", err)
 	}
 	s.endpoints, err = s.bus.Serve(rctx, bus.ServeConfig{Name: "quota", Version: "0.2.0", Description: "project quota per tier", Metrics: s.metrics, Logger: s.log},
-		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve),
-		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease),
-		bus.Endpoint(VerbGet, RequestTimeout, s.handleGet),
-		bus.Endpoint(VerbSet, RequestTimeout, s.handleSet),
+		// Admission reserves and releases; the gateway reads and sets the
+		// limits for the users it has authorised (bus.Bus.OnlyFrom).
+		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve).From(bus.UserAdmission),
+		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease).From(bus.UserAdmission),
+		bus.Endpoint(VerbGet, RequestTimeout, s.handleGet).From(bus.UserGateway),
+		bus.Endpoint(VerbSet, RequestTimeout, s.handleSet).From(bus.UserGateway),
 	)
 	if err != nil {
 		cancel()

@@ -30,7 +30,6 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/admission"
-	"atoll.dev/services/atoll/busclient"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -187,7 +186,8 @@ func BenchmarkPipeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer reg.Stop(context.Background())
-	cl := busclient.New(reg.Bus)
+	cl, gw := regionClient(b, reg)
+	defer gw.Close()
 
 	atollT, directT := newTracker(), newTracker()
 	for _, c := range reg.Env.Clusters {

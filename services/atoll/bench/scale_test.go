@@ -58,13 +58,17 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,7 +93,7 @@ var (
 	// scaleNodes is the fleet per zone; the measured Apps need little.
 	scaleNodes = envInt("ATOLL_BENCH_SCALE_NODES", 10)
 	// scaleFillers is how many submitters fill the project at once.
-	scaleFillers = envInt("ATOLL_BENCH_SCALE_FILLERS", 16)
+	scaleFillers = envInt("ATOLL_BENCH_SCALE_FILLERS", 8)
 )
 
 const (
@@ -100,7 +104,7 @@ const (
 	scaleTarget = 1.2
 	// fillAttempts bounds the submissions of one fill App (the same
 	// document again is not a conflict: admission returns what it stored).
-	fillAttempts = 3
+	fillAttempts = 8
 	// propagateWait bounds how long after the last measured submission its
 	// propagated events may still arrive before the missing ones count as lost.
 	propagateWait = 2 * time.Minute
@@ -154,13 +158,14 @@ type eventLog struct {
 	mu        sync.Mutex
 	scheduled map[string]bool                 // mu must be held; fill Apps announced scheduled
 	stopped   map[string]bool                 // mu must be held; fill Apps whose status is Stopped
+	gone      map[string]bool                 // mu must be held; measured Apps whose status was removed
 	first     map[string]map[string]time.Time // mu must be held; event -> measured App -> first arrival
 	// changed gets a signal (never blocking) after each recorded arrival.
 	changed chan struct{}
 }
 
 func newEventLog() *eventLog {
-	return &eventLog{scheduled: map[string]bool{}, stopped: map[string]bool{},
+	return &eventLog{scheduled: map[string]bool{}, stopped: map[string]bool{}, gone: map[string]bool{},
 		first: map[string]map[string]time.Time{}, changed: make(chan struct{}, 1)}
 }
 
@@ -177,8 +182,10 @@ func (l *eventLog) notify() {
 	}
 }
 
-// watchStatus records, until ctx ends, the fill Apps whose status is
-// Stopped, from a watch of the project's keys in the status bucket.
+// watchStatus records, until ctx ends, from a watch of the project's keys
+// in the status bucket, the fill Apps whose status is Stopped and the
+// measured Apps whose status is gone (the aggregator removes a deleted
+// workload's status once no cluster holds a pod of it).
 func (l *eventLog) watchStatus(ctx context.Context, b *bus.Bus) error {
 	kv, err := b.KV(ctx, bus.BucketStatus)
 	if err != nil {
@@ -190,19 +197,27 @@ func (l *eventLog) watchStatus(ctx context.Context, b *bus.Bus) error {
 	}
 	go func() {
 		for e := range w.Updates() {
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
+			if e == nil {
 				continue
 			}
-			if _, _, name, err := api.ParseKey(e.Key()); err != nil || !strings.HasPrefix(name, fillPrefix) {
+			_, _, name, err := api.ParseKey(e.Key())
+			if err != nil {
 				continue
 			}
+			fill := strings.HasPrefix(name, fillPrefix)
 			var st api.Status
-			if json.Unmarshal(e.Value(), &st) != nil || st.Phase != api.PhaseStopped {
+			switch {
+			case !fill && e.Operation() != jetstream.KeyValuePut:
+				l.mu.Lock()
+				l.gone[name] = true
+				l.mu.Unlock()
+			case fill && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &st) == nil && st.Phase == api.PhaseStopped:
+				l.mu.Lock()
+				l.stopped[name] = true
+				l.mu.Unlock()
+			default:
 				continue
 			}
-			l.mu.Lock()
-			l.stopped[e.Key()] = true
-			l.mu.Unlock()
 			l.notify()
 		}
 	}()
@@ -273,6 +288,27 @@ type fillResult struct {
 	retries  int
 }
 
+// submitFill submits fill App i and returns how many times it retried.
+// The fill pushes the region as hard as it will go, so a failure under
+// that load (a timeout, an open breaker) is waited out with backoff: the
+// fill is not what is measured. A refusal (4xx) is not retried.
+func submitFill(ctx context.Context, admin *bus.Requester, i int) (int, error) {
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), fillDoc(i), adminHeader)
+		var re *bus.RemoteError
+		if err == nil || attempt == fillAttempts || ctx.Err() != nil || errors.As(err, &re) && re.Code < 500 {
+			return attempt - 1, err
+		}
+		select {
+		case <-ctx.Done():
+			return attempt, ctx.Err()
+		case <-time.After(bus.Jitter(delay, 0.5)):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
 // fill submits the fill Apps from..to-1 as a platform admin with
 // scaleFillers submitters and waits until every fill App up to to is
 // settled.
@@ -290,22 +326,13 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				var err error
-				for attempt := range fillAttempts {
-					if _, err = admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), fillDoc(i), adminHeader); err == nil || ctx.Err() != nil {
-						break
-					}
-					if attempt < fillAttempts-1 {
-						mu.Lock()
-						res.retries++
-						mu.Unlock()
-					}
-				}
+				retries, err := submitFill(ctx, admin, i)
+				mu.Lock()
+				res.retries += retries
 				if err != nil {
-					mu.Lock()
 					errs = append(errs, fmt.Errorf("fill %d: %w", i, err))
-					mu.Unlock()
 				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -336,12 +363,48 @@ type sizeResult struct {
 	rate              float64 // achieved, per minute
 	admitted, prop    []time.Duration
 	errs, lost        int
-	cleanupErrs       int
+	cleanupErrs       int // deletions that failed, or whose objects stayed in the clusters
 	firstErr          error
 	// load is the machine's 1-minute load average after the round
 	// (/proc/loadavg; "-" where there is none): this machine is shared,
 	// and a busy neighbour shows in the latencies.
 	load string
+	// cpu is this process's CPU use during the round, in percent of one
+	// core: the region, all of it, against what the machine's load says.
+	cpu float64
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profile writes a CPU profile of the region (all of it runs in this
+// process) from now until the returned function is called, to
+// $ATOLL_BENCH_SCALE_PROFILE/scale-<round><size>.pprof when that is set.
+func profile(b *testing.B, round string, size int) func() {
+	dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s%d.pprof", round, size)))
+	if err != nil {
+		b.Logf("profile: %v", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Logf("profile: %v", err)
+		_ = f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 // loadAverage returns the 1-minute load average, or "-".
@@ -386,6 +449,8 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 			return nil
 		}}
 	}
+	stop := profile(b, round, size)
+	cpu0, wall0 := cpuTime(), time.Now()
 	started, rate := offer(b, plan, time.Minute/time.Duration(scaleRate))
 	res.rate, res.load = rate, loadAverage()
 	wctx, cancel := context.WithTimeout(ctx, propagateWait)
@@ -398,6 +463,8 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 		}
 		return true
 	})
+	stop()
+	res.cpu = 100 * float64(cpuTime()-cpu0) / float64(time.Since(wall0))
 	for _, name := range names {
 		t1, ok := replied[name]
 		if !ok {
@@ -412,6 +479,26 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 		}
 	}
 	res.cleanupErrs = deleteAll(ctx, cl, names, replied)
+	// The next round, or fill, starts once the member clusters are rid of
+	// this round's objects: their deletion is not what it measures.
+	dctx, dcancel := context.WithTimeout(ctx, propagateWait)
+	defer dcancel()
+	if err := events.wait(dctx, func() bool {
+		for name := range replied {
+			if !events.gone[name] {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		events.mu.Lock()
+		for name := range replied {
+			if !events.gone[name] {
+				res.cleanupErrs++
+			}
+		}
+		events.mu.Unlock()
+	}
 	return res
 }
 
@@ -467,7 +554,8 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer reg.Stop(context.Background())
-	cl := busclient.New(reg.Bus)
+	cl, gw := regionClient(b, reg)
+	defer gw.Close()
 
 	// Far more than the largest size needs, on every resource.
 	lim := api.Limit{MilliCPU: 1 << 40, MemoryBytes: 1 << 60, Pods: 1 << 30}
@@ -478,7 +566,8 @@ func BenchmarkScale(b *testing.B) {
 	if err := events.watchStatus(ctx, reg.Bus); err != nil {
 		b.Fatal(err)
 	}
-	admin := bus.NewRequester(reg.Bus.NC, bus.RequestPolicy{})
+	// Submissions as a platform admin, as the gateway makes them.
+	admin := bus.NewRequester(gw.NC, bus.RequestPolicy{})
 	sub, err := reg.Bus.NC.Subscribe(bus.EventSubject(scaleProject, api.KindApp, "*", "*"), events.observe)
 	if err != nil {
 		b.Fatal(err)
@@ -531,7 +620,7 @@ func BenchmarkScale(b *testing.B) {
 			// One round at the offered rate first, not counted: a cold
 			// path would inflate the baseline and flatter every ratio.
 			if w := measure(ctx, b, cl, events, size, min(scaleSubmissions, warmSubmissions), "w"); w.errs+w.lost+w.cleanupErrs > 0 {
-				b.Fatalf("warm-up round at %d: %d failed, %d lost, %d deletions failed; first error: %v", size, w.errs, w.lost, w.cleanupErrs, w.firstErr)
+				b.Fatalf("warm-up round at %d: %d failed, %d lost, %d deletions failed or unfinished; first error: %v", size, w.errs, w.lost, w.cleanupErrs, w.firstErr)
 			}
 		}
 		results = append(results, measure(ctx, b, cl, events, size, scaleSubmissions, "m"))
@@ -547,7 +636,7 @@ func BenchmarkScale(b *testing.B) {
 
 	for _, r := range results {
 		if r.errs > 0 || r.lost > 0 || r.cleanupErrs > 0 {
-			b.Errorf("at %d: %d submissions failed, %d admitted but never propagated, %d deletions failed; first error: %v",
+			b.Errorf("at %d: %d submissions failed, %d admitted but never propagated, %d deletions failed or unfinished; first error: %v",
 				r.size, r.errs, r.lost, r.cleanupErrs, r.firstErr)
 		}
 	}
@@ -573,21 +662,27 @@ func printScale(fills []fillResult, results []sizeResult, clusters int) {
 			}
 			return fmt.Sprintf("%.0f", float64(n)/d.Seconds())
 		}
-		fmt.Printf("  %-16s %8d %12v %10s %14v %10s %8d\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
-			f.admitted.Round(100*time.Millisecond), perSec(f.admitted), f.settled.Round(100*time.Millisecond), perSec(f.settled), f.retries)
+		took := func(d time.Duration) string {
+			if d <= 0 {
+				return "-"
+			}
+			return d.Round(100 * time.Millisecond).String()
+		}
+		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %8d\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
+			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), f.retries)
 	}
 	if len(results) == 0 {
 		return
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
-	fmt.Printf("\n  %8s %6s %9s %11s %11s %11s %11s %7s %5s %10s %10s %6s\n", "holds", "subm", "rate/min",
-		"adm P50", "adm P99", "prop P50", "prop P99", "errors", "lost", "adm P99 x", "prop P99 x", "load")
+	fmt.Printf("\n  %8s %6s %9s %11s %11s %11s %11s %7s %5s %10s %10s %5s %6s\n", "holds", "subm", "rate/min",
+		"adm P50", "adm P99", "prop P50", "prop P99", "errors", "lost", "adm P99 x", "prop P99 x", "cpu%", "load")
 	base := results[0]
 	b99, bp99 := percentile(base.admitted, .99), percentile(base.prop, .99)
 	for _, r := range results {
 		a99, p99 := percentile(r.admitted, .99), percentile(r.prop, .99)
-		fmt.Printf("  %8d %6d %9.0f %11s %11s %11s %11s %7d %5d %10.2f %10.2f %6s\n", r.size, r.submissions, r.rate,
-			ms(percentile(r.admitted, .5)), ms(a99), ms(percentile(r.prop, .5)), ms(p99), r.errs, r.lost, ratio(a99, b99), ratio(p99, bp99), r.load)
+		fmt.Printf("  %8d %6d %9.0f %11s %11s %11s %11s %7d %5d %10.2f %10.2f %5.0f %6s\n", r.size, r.submissions, r.rate,
+			ms(percentile(r.admitted, .5)), ms(a99), ms(percentile(r.prop, .5)), ms(p99), r.errs, r.lost, ratio(a99, b99), ratio(p99, bp99), r.cpu, r.load)
 	}
 	last := results[len(results)-1]
 	verdict := func(x float64) string {

@@ -1,6 +1,14 @@
-// Package busclient talks to a region over the bus, as the gateway will:
+// Package busclient talks to a region over the bus, as the gateway does:
 // submit, update, operate on and delete workloads through admission, set
-// quota, and read status from the buckets.
+// quota, and read status from the buckets. The end-to-end tests and the
+// benchmark use it.
+//
+// With permissions on, it needs two connections: the endpoints it calls
+// (admission, quota's get and set, the aggregator's cluster operations)
+// answer only the gateway's NATS user, and what it reads (the workloads,
+// placements, status and clusters buckets, events on core NATS) takes
+// more than the gateway's user may read, so it reads as another user (the
+// admin, in tests).
 package busclient
 
 import (
@@ -18,13 +26,18 @@ import (
 
 // Client is a region client.
 type Client struct {
-	b   *bus.Bus
+	b   *bus.Bus // reads buckets and events
 	req *bus.Requester
 }
 
-// New returns a client on b.
-func New(b *bus.Bus) *Client {
-	return &Client{b: b, req: bus.NewRequester(b.NC, bus.RequestPolicy{})}
+// New returns a client that reads over reader and calls the endpoints over
+// caller, which should be connected as bus.UserGateway (region.ConnectAs);
+// a nil caller means reader (a region without permissions).
+func New(reader, caller *bus.Bus) *Client {
+	if caller == nil {
+		caller = reader
+	}
+	return &Client{b: reader, req: bus.NewRequester(caller.NC, bus.RequestPolicy{})}
 }
 
 // Error is a rejection by the region: its status and body.

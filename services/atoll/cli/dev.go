@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"atoll.dev/libs/bus"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -29,7 +30,14 @@ func devCmd() *cobra.Command {
 cluster per zone (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and KWOK nodes, from the binaries 'make tools' builds), and
 every Atoll service, the gateway included: it prints the Compute API's URL
-and a platform admin token. Ctrl-C stops everything and leaves nothing running.`,
+and a platform admin token. Ctrl-C stops everything and leaves nothing running.
+
+NATS permissions are on, as in production: each service connects as its
+own NATS user, allowed only its own subjects, and the region's own
+connection is the admin, which creates the streams and buckets. The users'
+credentials are made in <dir>/nats; to reach the bus from another process,
+connect with one of them (--creds <dir>/nats/admin.nk, $ATOLL_NATS_CREDS),
+e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 		Example: `  atoll dev --zones a,b,c --nodes 10 --gpu-zones b
   atoll apply -f deploy/examples/app.yaml`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,8 +65,9 @@ and a platform admin token. Ctrl-C stops everything and leaves nothing running.`
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "\nAtoll region running.\n  API:       %s  (docs %s/docs, console %s/console/)\n  token:     %s  (platform admin)\n  NATS:      %s\n  clusters:  %s\n",
-				r.GatewayURL, r.GatewayURL, r.GatewayURL, r.AdminToken, r.Bus.ClientURL(), r.ClustersFile)
+			fmt.Fprintf(out, "\nAtoll region running.\n  API:       %s  (docs %s/docs, console %s/console/)\n  token:     %s  (platform admin)\n  NATS:      %s  (admin credentials %s; a service's: %s)\n  clusters:  %s\n",
+				r.GatewayURL, r.GatewayURL, r.GatewayURL, r.AdminToken, r.Bus.ClientURL(),
+				r.NATSAuth.CredentialsFile(bus.UserAdmin), r.NATSAuth.CredentialsFile("<service>"), r.ClustersFile)
 			for _, c := range r.Env.Clusters {
 				fmt.Fprintf(out, "  %-10s kubeconfig %s\n", c.Name+":", c.Kubeconfig)
 			}

@@ -49,7 +49,7 @@ func TestDebug(t *testing.T) {
 	if len(want) != 3 {
 		t.Fatalf("pods per cluster %v, want one in each of 3 clusters", want)
 	}
-	nc := reg.Bus.NC
+	nc := gwBus.NC // debug sessions answer only the gateway's user
 	logReq := debugstream.LogRequest{Project: project, Kind: api.KindApp, Name: name}
 
 	t.Run("logs", func(t *testing.T) {

@@ -12,15 +12,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"atoll.dev/libs/bus"
 	"atoll.dev/services/atoll/busclient"
 	"atoll.dev/services/atoll/region"
 )
 
 // One region for the package: three member clusters (zones a, b, c) with
 // 20 nodes each. Tests use their own projects.
+//
+// Permissions are on. Tests read as the admin (reg.Bus) and call the
+// endpoints that answer only the gateway (admission, quota's get and set,
+// the aggregator's cluster operations and debug sessions) as the
+// gateway's NATS user (gwBus), as the gateway itself does.
 var (
-	reg *region.Region
-	cl  *busclient.Client
+	reg   *region.Region
+	gwBus *bus.Bus
+	cl    *busclient.Client
 )
 
 func TestMain(m *testing.M) {
@@ -28,7 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	// No region for -short, or when no test is selected (make bench).
 	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
 		return m.Run()
@@ -57,8 +64,19 @@ func run(m *testing.M) int {
 		if err := reg.Stop(sctx); err != nil {
 			fmt.Fprintln(os.Stderr, "stop region:", err)
 		}
+		// Every service kept to its grant (libs/bus Grants) the whole run.
+		if v := reg.PermissionViolations(); len(v) > 0 {
+			fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
+			code = 1
+		}
 	}()
-	cl = busclient.New(reg.Bus)
+	gwBus, err = reg.ConnectAs("atoll-e2e-gateway", bus.UserGateway)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect as the gateway:", err)
+		return 1
+	}
+	defer gwBus.Close()
+	cl = busclient.New(reg.Bus, gwBus)
 	return m.Run()
 }
 

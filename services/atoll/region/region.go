@@ -17,6 +17,18 @@
 // included, reaches the embedded server over loopback TCP, so StopBus and
 // StartBus can take the NATS server away and bring it back on the same
 // port and store while the services keep running and reconnect.
+//
+// Permissions are on, as in production: the embedded server accepts only
+// the NATS users of libs/bus (their credentials made in <Dir>/nats by
+// bus.CreateAuth), each service's replicas connect as the service's own
+// user, allowed only its own subjects, and the region's own connection
+// (Region.Bus) is the admin, which creates the streams and buckets as the
+// bootstrap job does in production. A replica is handed its connection
+// (fx.Supply of a *bus.Bus), so it never ensures the topology itself.
+// Tests and tools reach the region as the admin (Region.Bus) or, to call
+// the endpoints that answer only the gateway, as the gateway's user
+// (ConnectAs). PermissionViolations lists what the server refused any
+// connection, so a test can check that every service kept to its grant.
 package region
 
 import (
@@ -133,12 +145,16 @@ type Region struct {
 	AdminToken string
 	// Auth holds the gateway's credentials; Token adds to it.
 	Auth *auth.Authenticator
+	// NATSAuth holds the NATS users' credentials (in <Dir>/nats): Bus is
+	// the admin, each service's replicas connect as its user.
+	NATSAuth *bus.Auth
 
 	gatewayCfg *gateway.Config
 
-	log      *slog.Logger
-	fleet    bool // whether clusters have nodes
-	replicas int  // replicas per service
+	log        *slog.Logger
+	violations *violations // the permission violations logged
+	fleet      bool        // whether clusters have nodes
+	replicas   int         // replicas per service
 
 	// srvOpts and srv are the embedded server of a RestartableBus (srv
 	// nil while stopped); busMu guards srv.
@@ -167,6 +183,8 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	seen := &violations{}
+	o.Logger = slog.New(&violationHandler{Handler: o.Logger.Handler(), seen: seen})
 	if len(o.Zones) == 0 {
 		o.Zones = []string{"a", "b", "c"}
 	}
@@ -176,7 +194,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
-	r := &Region{log: o.Logger, replicas: o.Replicas, running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
+	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
 	}
@@ -261,14 +279,20 @@ func (r *Region) writeClustersFile(dir string) error {
 	return os.WriteFile(r.ClustersFile, []byte(out), 0o644)
 }
 
-// openBus opens the region's bus: an embedded server, reached in process
-// or, with RestartableBus, over loopback TCP.
+// openBus opens the region's bus as the admin user, which creates the
+// streams and buckets: an embedded server with the region's NATS users,
+// reached in process or, with RestartableBus, over loopback TCP.
 func (r *Region) openBus(ctx context.Context, o Options) (*bus.Bus, error) {
+	natsAuth, err := bus.CreateAuth(filepath.Join(o.Dir, "nats"))
+	if err != nil {
+		return nil, err
+	}
+	r.NATSAuth = natsAuth
 	store := filepath.Join(o.Dir, "jetstream")
 	if !o.RestartableBus {
-		return bus.Open(ctx, bus.Config{StoreDir: store, Listen: o.Listen, Port: o.Port, Name: "atoll-region", Logger: o.Logger})
+		return bus.Open(ctx, bus.Config{StoreDir: store, Listen: o.Listen, Port: o.Port, Name: "atoll-region", Auth: natsAuth, Logger: o.Logger})
 	}
-	r.srvOpts = bus.ServerOptions{StoreDir: store, Listen: true, Port: o.Port}
+	r.srvOpts = bus.ServerOptions{StoreDir: store, Listen: true, Port: o.Port, Auth: natsAuth}
 	srv, err := bus.StartServer(r.srvOpts)
 	if err != nil {
 		return nil, err
@@ -276,7 +300,7 @@ func (r *Region) openBus(ctx context.Context, o Options) (*bus.Bus, error) {
 	// A restart comes back on the port the first start took.
 	r.srvOpts.Port = srv.Addr().(*net.TCPAddr).Port
 	r.srv = srv
-	b, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: "atoll-region", Logger: o.Logger})
+	b, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: "atoll-region", NKeyFile: natsAuth.CredentialsFile(bus.UserAdmin), Logger: o.Logger})
 	if err != nil {
 		r.closeBus()
 		return nil, err
@@ -383,8 +407,9 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	if up {
 		return nil
 	}
-	// Each replica talks over its own connection, as in production.
-	conn, err := r.Bus.Connect(connName(id))
+	// Each replica talks over its own connection, as its service's user,
+	// as in production.
+	conn, err := r.ConnectAs(connName(id), name)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
@@ -432,6 +457,18 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	}
 	r.running[id] = running{app: app, conn: conn, admin: adm}
 	return nil
+}
+
+// ConnectAs opens a connection named name to the region's bus as a NATS
+// user (bus.Users: a service's, or bus.UserAdmin); the caller closes it.
+// Tests call the endpoints that answer only the gateway (admission,
+// quota's get and set, the aggregator's cluster operations and debug
+// sessions) over a connection as bus.UserGateway.
+func (r *Region) ConnectAs(name, user string) (*bus.Bus, error) {
+	if !slices.Contains(bus.Users(), user) {
+		return nil, fmt.Errorf("connect %s: no NATS user %q (libs/bus Users and Grants)", name, user)
+	}
+	return r.Bus.ConnectAs(name, r.NATSAuth.CredentialsFile(user))
 }
 
 // AdminURL is the base URL of the admin port (/metrics, /healthz,
@@ -694,4 +731,67 @@ func (r *Region) waitInventory(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// PermissionViolations returns the permission violations the NATS server
+// has reported to any of the region's connections so far ("<connection>:
+// <error>"): none when every service keeps to its grant (libs/bus Grants).
+func (r *Region) PermissionViolations() []string {
+	r.violations.mu.Lock()
+	defer r.violations.mu.Unlock()
+	return slices.Clone(r.violations.got)
+}
+
+// violations are the permission violations logged through a
+// violationHandler.
+type violations struct {
+	mu  sync.Mutex
+	got []string // mu must be held
+}
+
+// violationHandler passes records on to Handler and keeps those that
+// report a permission violation: the bus logs what the server reports to
+// a connection as an async error, with the connection's name.
+type violationHandler struct {
+	slog.Handler
+	seen  *violations
+	attrs []slog.Attr // attributes added by WithAttrs
+}
+
+func (h *violationHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.Handler.Enabled(ctx, l)
+}
+
+func (h *violationHandler) Handle(ctx context.Context, rec slog.Record) error {
+	var conn, msg string
+	note := func(a slog.Attr) bool {
+		switch a.Key {
+		case "connection":
+			conn = a.Value.String()
+		case "err":
+			msg = a.Value.String()
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		note(a)
+	}
+	rec.Attrs(note)
+	if strings.Contains(strings.ToLower(msg), "permissions violation") {
+		h.seen.mu.Lock()
+		h.seen.got = append(h.seen.got, conn+": "+msg)
+		h.seen.mu.Unlock()
+	}
+	if !h.Handler.Enabled(ctx, rec.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h *violationHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &violationHandler{Handler: h.Handler.WithAttrs(attrs), seen: h.seen, attrs: append(slices.Clip(h.attrs), attrs...)}
+}
+
+func (h *violationHandler) WithGroup(name string) slog.Handler {
+	return &violationHandler{Handler: h.Handler.WithGroup(name), seen: h.seen, attrs: h.attrs}
 }

@@ -75,6 +75,12 @@ func run(m *testing.M) int {
 	if err := reg.Stop(sctx); err != nil {
 		fmt.Fprintln(os.Stderr, "stop region:", err)
 	}
+	// Every service kept to its grant (libs/bus Grants) the whole run,
+	// kills and NATS outages included.
+	if v := reg.PermissionViolations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
+		code = 1
+	}
 	_ = logFile.Close()
 	if code == 0 {
 		_ = os.Remove(logPath)

@@ -1,0 +1,64 @@
+package bus_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"atoll.dev/libs/bus"
+)
+
+// Callers are set per service (ServeConfig.Callers) or per endpoint
+// (EndpointSpec.From), which wins: a request from anyone else is answered
+// 403, whatever the subject permissions let through.
+func TestServeCallersPerEndpoint(t *testing.T) {
+	r := startAuthRegion(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := r.as(t, bus.UserQuota, "quota")
+	ok := func(context.Context, []byte, micro.Request) (any, error) { return "ok", nil }
+	eps, err := q.Serve(ctx, bus.ServeConfig{Name: "quota", Callers: []string{bus.UserAdmin}, Logger: quiet},
+		bus.Endpoint("reserve", 5*time.Second, ok).From(bus.UserAdmission),
+		bus.Endpoint("get", 5*time.Second, ok).From(bus.UserGateway),
+		bus.Endpoint("release", 5*time.Second, ok), // the service's callers
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eps.Stop() })
+	conns := map[string]*nats.Conn{
+		bus.UserAdmin:     r.admin.NC,
+		bus.UserAdmission: r.as(t, bus.UserAdmission, "admission").NC,
+		bus.UserGateway:   r.as(t, bus.UserGateway, "gateway").NC,
+	}
+	tests := []struct {
+		caller, verb string
+		want         int
+	}{
+		{bus.UserAdmission, "reserve", 200},
+		{bus.UserAdmin, "reserve", 403}, // the admin may publish anything, and is refused all the same
+		{bus.UserGateway, "get", 200},
+		{bus.UserAdmin, "get", 403},
+		{bus.UserAdmin, "release", 200},
+		{bus.UserAdmission, "release", 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.caller+" "+tt.verb, func(t *testing.T) {
+			m, err := conns[tt.caller].RequestWithContext(ctx, bus.RequestSubject("quota", tt.verb), []byte("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 200
+			if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+				got, _ = strconv.Atoi(code)
+			}
+			if got != tt.want {
+				t.Errorf("status %d (%s), want %d", got, m.Data, tt.want)
+			}
+		})
+	}
+}
