@@ -40,6 +40,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"slices"
 	"strconv"
 	"strings"
@@ -272,11 +273,11 @@ func GPUPool() testenv.NodePool {
 
 func (r *Region) writeClustersFile(dir string) error {
 	r.ClustersFile = filepath.Join(dir, "clusters.yaml")
-	var out string
-	for _, m := range r.Members {
-		out += fmt.Sprintf("- name: %s\n  zone: %s\n  kubeconfig: %s\n", m.Name, m.Zone, m.Kubeconfig)
+	out, err := yaml.Marshal(r.Members)
+	if err != nil {
+		return fmt.Errorf("clusters file: %w", err)
 	}
-	return os.WriteFile(r.ClustersFile, []byte(out), 0o644)
+	return os.WriteFile(r.ClustersFile, out, 0o644)
 }
 
 // openBus opens the region's bus as the admin user, which creates the
