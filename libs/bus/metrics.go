@@ -1,11 +1,16 @@
 package bus
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
+
+	"atoll.dev/libs/bus/lease"
 )
 
 // Metrics are the Prometheus metrics of what this package runs for one
@@ -166,4 +171,23 @@ func (c *liveCollector) addBreakers(b breakerStates) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.breakers = append(c.breakers, b)
+}
+
+// Elector opens the leases bucket and returns holder's elector there, the
+// way every leased service sets it up: o's logger defaults to log, and a
+// change of any lease also sets atoll_lease_held in m (which may be nil).
+func (b *Bus) Elector(ctx context.Context, holder string, o lease.Options, log *slog.Logger, m *Metrics) (*lease.Elector, error) {
+	kv, err := b.KV(ctx, BucketLeases)
+	if err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = log
+	}
+	o.OnChange = m.LeaseHook(o.OnChange)
+	el, err := lease.NewElector(kv, holder, o)
+	if err != nil {
+		return nil, fmt.Errorf("lease elector %s: %w", holder, err)
+	}
+	return el, nil
 }

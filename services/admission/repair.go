@@ -34,11 +34,7 @@ const (
 
 // startRepair runs the repair loop under RepairLease until Stop.
 func (s *Service) startRepair(ctx context.Context) error {
-	kv, err := s.bus.KV(ctx, bus.BucketLeases)
-	if err != nil {
-		return err
-	}
-	el, err := lease.NewElector(kv, lease.NewHolderID("admission"), lease.Options{Logger: s.log, OnChange: s.metrics.LeaseHook(nil)})
+	el, err := s.bus.Elector(ctx, lease.NewHolderID("admission"), lease.Options{}, s.log, s.metrics)
 	if err != nil {
 		return fmt.Errorf("admission repair lease: %w", err)
 	}

@@ -253,14 +253,10 @@ func (s *Service) open(ctx context.Context) error {
 			return fmt.Errorf("aggregator: %w", err)
 		}
 	}
-	leases, err := s.bus.KV(ctx, bus.BucketLeases)
-	if err != nil {
-		return fmt.Errorf("aggregator: %w", err)
-	}
 	o := s.leaseOpts
 	o.Logger = s.log
-	o.OnChange = s.metrics.LeaseHook(o.OnChange)
-	if s.elector, err = lease.NewElector(leases, s.holder, o); err != nil {
+	var err error
+	if s.elector, err = s.bus.Elector(ctx, s.holder, o, s.log, s.metrics); err != nil {
 		return fmt.Errorf("aggregator: %w", err)
 	}
 	s.pub = events.NewPublisher(s.bus, s.log, s.eventOpts)

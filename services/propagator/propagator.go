@@ -165,16 +165,7 @@ func (s *Service) Holds(cluster string) bool {
 // term that starts then finds its caches warm: new work is not queued
 // behind their first fill.
 func (s *Service) Start(ctx context.Context) error {
-	leases, err := s.bus.KV(ctx, bus.BucketLeases)
-	if err != nil {
-		return err
-	}
-	lo := s.Lease
-	if lo.Logger == nil {
-		lo.Logger = s.log
-	}
-	lo.OnChange = s.metrics.LeaseHook(lo.OnChange)
-	elector, err := lease.NewElector(leases, s.holder, lo)
+	elector, err := s.bus.Elector(ctx, s.holder, s.Lease, s.log, s.metrics)
 	if err != nil {
 		return err
 	}

@@ -142,16 +142,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.status, err = s.bus.KV(ctx, bus.BucketStatus); err != nil {
 		return err
 	}
-	leases, err := s.bus.KV(ctx, bus.BucketLeases)
-	if err != nil {
-		return err
-	}
-	lo := s.Lease
-	if lo.Logger == nil {
-		lo.Logger = s.log
-	}
-	lo.OnChange = s.metrics.LeaseHook(lo.OnChange)
-	elector, err := lease.NewElector(leases, s.holder, lo)
+	elector, err := s.bus.Elector(ctx, s.holder, s.Lease, s.log, s.metrics)
 	if err != nil {
 		return err
 	}
