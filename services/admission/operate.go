@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,16 +67,10 @@ func (s *Service) Operate(ctx context.Context, op api.Operation, p Principal) (*
 		out = next
 		return json.Marshal(next)
 	})
-	if err != nil {
-		res.restore(ctx)
-		if errors.Is(err, bus.ErrNoChange) {
-			return out, nil
-		}
-		return nil, writeError(err, fmt.Sprintf("%s/%s/%s", op.Project, op.Kind, op.Name))
+	if err == nil {
+		s.log.Debug("operation", "key", key, "op", op.Op, "principal", p.Name, "generation", out.Metadata.Generation)
 	}
-	s.log.Debug("operation", "key", key, "op", op.Op, "principal", p.Name, "generation", out.Metadata.Generation)
-	s.publish(ctx, out, rev)
-	return out, nil
+	return s.settle(ctx, res, out, rev, err, fmt.Sprintf("%s/%s/%s", op.Project, op.Kind, op.Name))
 }
 
 // applyOperation returns cur with op applied and what changed, or a nil

@@ -87,12 +87,19 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = w
 		return json.Marshal(w)
 	})
+	return s.settle(ctx, res, out, rev, err, w.String())
+}
+
+// settle ends a write of admission's: one that failed, or was not needed,
+// gives the quota back to what the stored workload holds; one that landed
+// is announced.
+func (s *Service) settle(ctx context.Context, res *reservation, out *api.Workload, rev uint64, err error, what string) (*api.Workload, error) {
 	if err != nil {
 		res.restore(ctx)
 		if errors.Is(err, bus.ErrNoChange) {
 			return out, nil
 		}
-		return nil, writeError(err, w.String())
+		return nil, writeError(err, what)
 	}
 	s.publish(ctx, out, rev)
 	return out, nil
@@ -131,15 +138,7 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = &next
 		return json.Marshal(&next)
 	})
-	if err != nil {
-		res.restore(ctx)
-		if errors.Is(err, bus.ErrNoChange) {
-			return out, nil
-		}
-		return nil, writeError(err, w.String())
-	}
-	s.publish(ctx, out, rev)
-	return out, nil
+	return s.settle(ctx, res, out, rev, err, w.String())
 }
 
 // Delete removes a workload and returns its quota. Deleting what does not
