@@ -261,6 +261,39 @@ type Resources struct {
 	Pods        int64 `json:"pods,omitempty,omitzero"`
 }
 
+// SLIHistory defines model for SLIHistory.
+type SLIHistory struct {
+	// IntervalSeconds The width of each point in seconds (60).
+	IntervalSeconds int `json:"intervalSeconds"`
+
+	// Minutes The last hour, oldest first; the last point is the current minute, still filling.
+	Minutes []SLIMinute `json:"minutes"`
+}
+
+// SLIMinute defines model for SLIMinute.
+type SLIMinute struct {
+	// Errors Those answered with a 5xx.
+	Errors int64 `json:"errors"`
+
+	// LaunchMaxSeconds Their longest launch latency; absent without launches.
+	LaunchMaxSeconds float64 `json:"launchMaxSeconds,omitempty,omitzero"`
+
+	// LaunchP50Seconds Their median launch latency (estimated from exponential buckets, at most the maximum); absent without launches.
+	LaunchP50Seconds float64 `json:"launchP50Seconds,omitempty,omitzero"`
+
+	// LaunchP95Seconds Their 95th percentile launch latency; absent without launches.
+	LaunchP95Seconds float64 `json:"launchP95Seconds,omitempty,omitzero"`
+
+	// Launches Workload generations that reached running in the minute.
+	Launches int64 `json:"launches"`
+
+	// Requests Compute API requests answered in the minute.
+	Requests int64 `json:"requests"`
+
+	// Start The minute's start.
+	Start time.Time `json:"start"`
+}
+
 // ScaleRequest defines model for ScaleRequest.
 type ScaleRequest struct {
 	Replicas int32 `json:"replicas"`
@@ -689,6 +722,22 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
+	//
+	// What the console draws: one point per minute of the last hour, oldest
+	// first, the current (partial) minute last. `requests` and `errors` are
+	// the Compute API requests the answering gateway replica served and
+	// those it answered with a 5xx (availability is 1 - errors/requests);
+	// the launch latency is from the event that started a workload's
+	// generation (admitted, updated, scaled, ...) to its running event, for
+	// the generations that reached running in that minute, read from the
+	// events stream. The history is kept in the gateway's memory and starts
+	// empty when it starts; Prometheus scrapes the same indicators from the
+	// gateway's `/metrics` (`atoll_sli_*`) for anything longer.
+	//
+	// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
+	GetSLIs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// WhoAmI Who the caller is and the roles it holds
 	//
 	// Corresponds with GET /v1/whoami (the `WhoAmI` operationId).
@@ -1076,6 +1125,32 @@ func (c *Client) ScaleWorkload(ctx context.Context, project ProjectPath, kind Ki
 // Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 func (c *Client) OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateWorkloadRequest(c.Server, project, kind, name, operation)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
+//
+// What the console draws: one point per minute of the last hour, oldest
+// first, the current (partial) minute last. `requests` and `errors` are
+// the Compute API requests the answering gateway replica served and
+// those it answered with a 5xx (availability is 1 - errors/requests);
+// the launch latency is from the event that started a workload's
+// generation (admitted, updated, scaled, ...) to its running event, for
+// the generations that reached running in that minute, read from the
+// events stream. The history is kept in the gateway's memory and starts
+// empty when it starts; Prometheus scrapes the same indicators from the
+// gateway's `/metrics` (`atoll_sli_*`) for anything longer.
+//
+// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
+func (c *Client) GetSLIs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSLIsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2144,6 +2219,33 @@ func NewOperateWorkloadRequest(server string, project ProjectPath, kind KindPath
 	return req, nil
 }
 
+// NewGetSLIsRequest constructs an http.Request for the GetSLIs method
+func NewGetSLIsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/slis")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWhoAmIRequest constructs an http.Request for the WhoAmI method
 func NewWhoAmIRequest(server string) (*http.Request, error) {
 	var err error
@@ -2401,6 +2503,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*OperateWorkloadResponse, error)
+
+	// GetSLIsWithResponse The last hour of the service-level indicators, per minute (any signed-in caller)
+	//
+	// What the console draws: one point per minute of the last hour, oldest
+	// first, the current (partial) minute last. `requests` and `errors` are
+	// the Compute API requests the answering gateway replica served and
+	// those it answered with a 5xx (availability is 1 - errors/requests);
+	// the launch latency is from the event that started a workload's
+	// generation (admitted, updated, scaled, ...) to its running event, for
+	// the generations that reached running in that minute, read from the
+	// events stream. The history is kept in the gateway's memory and starts
+	// empty when it starts; Prometheus scrapes the same indicators from the
+	// gateway's `/metrics` (`atoll_sli_*`) for anything longer.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
+	GetSLIsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSLIsResponse, error)
 
 	// WhoAmIWithResponse Who the caller is and the roles it holds
 	//
@@ -3946,6 +4066,68 @@ func (r OperateWorkloadResponse) ContentType() string {
 	return ""
 }
 
+// GetSLIsResponse429Headers the declared response headers of an HTTP 429 response for GetSLIs
+type GetSLIsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetSLIsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SLIHistory
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSLIsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSLIsResponse) GetJSON200() *SLIHistory {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSLIsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSLIsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSLIsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSLIsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSLIsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSLIsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WhoAmIResponse429Headers the declared response headers of an HTTP 429 response for WhoAmI
 type WhoAmIResponse429Headers struct {
 	RetryAfter int
@@ -4331,6 +4513,30 @@ func (c *ClientWithResponses) OperateWorkloadWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseOperateWorkloadResponse(rsp)
+}
+
+// GetSLIsWithResponse The last hour of the service-level indicators, per minute (any signed-in caller)
+//
+// What the console draws: one point per minute of the last hour, oldest
+// first, the current (partial) minute last. `requests` and `errors` are
+// the Compute API requests the answering gateway replica served and
+// those it answered with a 5xx (availability is 1 - errors/requests);
+// the launch latency is from the event that started a workload's
+// generation (admitted, updated, scaled, ...) to its running event, for
+// the generations that reached running in that minute, read from the
+// events stream. The history is kept in the gateway's memory and starts
+// empty when it starts; Prometheus scrapes the same indicators from the
+// gateway's `/metrics` (`atoll_sli_*`) for anything longer.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
+func (c *ClientWithResponses) GetSLIsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSLIsResponse, error) {
+	rsp, err := c.GetSLIs(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSLIsResponse(rsp)
 }
 
 // WhoAmIWithResponse Who the caller is and the roles it holds
@@ -5747,6 +5953,59 @@ func ParseOperateWorkloadResponse(rsp *http.Response) (*OperateWorkloadResponse,
 	return response, nil
 }
 
+// ParseGetSLIsResponse parses an HTTP response from a GetSLIsWithResponse call
+func ParseGetSLIsResponse(rsp *http.Response) (*GetSLIsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSLIsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SLIHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSLIsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWhoAmIResponse parses an HTTP response from a WhoAmIWithResponse call
 func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5856,6 +6115,9 @@ type ServerInterface interface {
 	// OperateWorkload Pause, resume, stop, start or restart a workload
 	// (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 	OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string)
+	// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
+	// (GET /v1/slis)
+	GetSLIs(w http.ResponseWriter, r *http.Request)
 	// WhoAmI Who the caller is and the roles it holds
 	// (GET /v1/whoami)
 	WhoAmI(w http.ResponseWriter, r *http.Request)
@@ -5970,6 +6232,12 @@ func (_ Unimplemented) ScaleWorkload(w http.ResponseWriter, r *http.Request, pro
 // OperateWorkload Pause, resume, stop, start or restart a workload
 // (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 func (_ Unimplemented) OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
+// (GET /v1/slis)
+func (_ Unimplemented) GetSLIs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -6908,6 +7176,20 @@ func (siw *ServerInterfaceWrapper) OperateWorkload(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// GetSLIs operation middleware
+func (siw *ServerInterfaceWrapper) GetSLIs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSLIs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // WhoAmI operation middleware
 func (siw *ServerInterfaceWrapper) WhoAmI(w http.ResponseWriter, r *http.Request) {
 
@@ -7092,6 +7374,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Patch(options.BaseURL+"/v1/clusters/{cluster}/labels", wrapper.EditClusterLabels)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/slis", wrapper.GetSLIs)
+	})
 
 	return r
 }
@@ -7101,100 +7386,111 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D1rc9s2tn/lDO/ORO7Qsp3k7uzKs3PHTdNOmrT12snmQ5U7gsgjCQ0IsABoW/H4v9/BAfiSSFmyHTfN",
-	"7ZeEkkA8zvuF4+soUVmuJEprotF1lDPNMrSo6dMLURiL+pTZhfvIZTSKcvchjiTLMBpFiR8RxZHG3wuu",
-	"MY1GVhcYRyZZYMbca3aZu6HGai7n0c1NHL1KMcuVRZksX+PSjUnRJJrnliu3xgkkgqO0+8lCGZTwEZcw",
-	"YBYyZSwcPf0HJAumWeK2uXcMDDRavYRLbhdgFwiGZUjvMJnCVKVLN6DQ0tCvM66NBVXYRGU4jGJ/rAWy",
-	"lM4RDtbY4r7bY/NAGbt6g3LugHL09B9xxwFfc5mWUFs5Wp7H8KOanqMFpeFUpTBgcgkJM7hX7aYN5I9c",
-	"pjtC+GeW4Qa00X+7zXiq1W+Y2A2T5n7ExnlzZi1q9+7//sr2Px3u//PD4Nf98HR9GP/96Kb8fu9//hat",
-	"w/bGzW5yJQ0SiX7L0jP8vUBj3adESYuSHlmeC54wB/aD34yD/XVjH3/TOItG0X8d1OR/4H81By+1Vtov",
-	"1cbd2wWC9osBN5AxMVM6wxQGZiktu4qhkB+lupQw4yhSE8OlVnIO7gwmhilLoeavvWPAC9RLPxZyraYC",
-	"Mzev4MZiGt3E0QslZ4Inj3Q0NXXoA7zixhpgQiNLlzA48Q8v6eu9mHhI5ahpfUgVGpDKgtvUEqwCbg04",
-	"inXkbSyzCIN30hR5rrTFNIbyUHuxG+Fm+71Q1jHxrDDoeTRZMDlHGPzb/fLyKkFMMd1zIPle6SlPU5SP",
-	"A5OECYEaMrakQ6YK7IKbaue5YNbRwBMDuRI8WbZOkaqkyFBaGCQqRai2Xp88sMwTswIDXr7TAkBci7ip",
-	"Vh9RguAZtwSXn5X9XhUy/fxg+VmBKZJFSS4DpQk0F9zwqUBHAbYCHG3trVJvmJ7j4zIoyX3HTW5pB20m",
-	"aWNzZvGSLYElCebWhA3+xOQyyBHzmJT1xIB2LEKIJLJw7COLbIoa1MwxmgRjNbLMxO44Jkdpj4PGYzOL",
-	"GiZn7sP+ifswAYOJkqmJ4qDS6DiNEe3tB/HKpcU50l5v4uidZIVdKM0/4ePQ0wUTPIVEY4rSciYIK+8k",
-	"u2BcsKl4BMo5AY1zJ88M6gueIKQ89WJNmkvUwCVYnuGx+27B5dyhwot6q2DBLkqRlX521ORaJWjM44Dl",
-	"bVOKcQOXKMR+UHrTwgKXhLpbVFlMhlgJuUtm4FJza1GSYRE20bA3yVDQTsdYjoEddaqkp8YAl6lSApl0",
-	"lLJAJuxi2f2jYFMUNAlLU+7OxcRpa/IVE6OyObyA83MYe45e57jTMxuNopRZ3HdEsW6lxFHmUORF3tpv",
-	"3lzq+CFXavNON+HwVCnRufkidztNt9/7JyWx2was7bpfSxOSBtcoiGtUfejYS0DwG+7NtTaSucWs/bDp",
-	"vCWt1EdmWrPl2j79ZJ2bUdKDeX0rm9CnkQXmWvvJmTuF6aZD/81tUKVfq4l6dm21EuuexfsFs7VhZrxU",
-	"MmidU7HKTdIyLlGfobFM2400tx3NrG0zZ4Xp41ftl8X0xG6/grEqz7tnvOkEU1G6tK3jpGg8rBvrcmmf",
-	"Pa3XrCRuHM0YF1sPJjN527GFlO5g2402ReItwK3Gd4HjuyDEf0LLUmbZOmAeQk72S7bgGq4R7S+5X+kY",
-	"ssJYwN8LJrxlzOzCWdX+xWEUbyOOuvjF67YOjZLi+nZeeX0WgzeBnDWSMNJglfEeQ2lqx9ByjeJVY/2M",
-	"WXzj7Dr3YTgcdlG1dxS3Fnrfu+FBW6/Kvc1Kh/wLwq4Qv8yi0a+bF6KjnKEDooPMzYcuy6DphMQwU7oN",
-	"AXfgq/252neb2Tcfeb6vArr3c+XIVUejGRMGAy7R2Ffp7TKSUFefthPpF8EmaiMdy6/bZ2Fp5syRNAZ3",
-	"/LQQ7tG9yeYe+YFbY6gYMQYvGmJIUSAN8hKvF9NzlEE0rzLx3593Mj1P13d6qgyxJtmj5Ow4o/WJATpZ",
-	"cBSOoTAIzMAbZuw+gWL/1XduU1usSrGmLgK6m0VT8/269OD+pW3E/6pOT6O4EW4K8bFgkXgktwAeFuul",
-	"lIewRzzJ3d0aabB2r7DqFh8dZMLswnmPPtyJIo1B8I/onMdkaDHLBbM4rMwA8+vhhyHPHHbjHeydlaP5",
-	"vcQle4bXuo76itw8u1w/aBlPOUkzLnuMByVwo5pCWWRuPxccLymim+IFCjciionVm5uqj9mG4JkSCDnq",
-	"DgVUn8MU0x7qXgFNOTBeOWB5mi4gvS6m2CPGktpN2olN1bSXGTcYtbvw6SYzd+2Eb5zFccpsslg/osZM",
-	"XWCL+frMj0r9GbT3MV86t6jmb7j3hrZHQcVXnb8KLvu8v/Sh5WSdnXGTN3cW9tFFeP0mYqJxN09yZ533",
-	"WEbo2m8F7wb+js7zCvxrFRV0U0snuTW7EECe/BrwmRAqYbaM+2xSRWdoVKETpDDaPC/edvNkHEmVtqC6",
-	"6sz8vOl3stc8aLbejOWdXNGFxtMaW21A9OLXydKt4xY0+EP/ug9hEpRHuLtR8O/Sal9RkxvNqhBY3GqL",
-	"bzlqv8htm6xp2a/Qu93aa1j3MZ2nsKUo2HTGFvFtMZcONNgLsG7eN1susBFSUWP5OEAgzN08SBc4N0By",
-	"k/6ZcdH307a2XK04wmQb7bmaxdfT3RnFYUpjlLzQJwZKiJhj+IRagdLApsa5MBkyaUAq71Wux67meWE6",
-	"kZJxyTNn+R12UUCGmdLLb5cW7/Q2F4K/OH13h1dzle6+Ypc8PE+YwEaqe9Veoti/6QwQ3bJUE/HVPF14",
-	"roVFP2ffVxXEUSGFD5qsU9PPgSwoEYaWQg52wQ24yRomesNdKJl4y32thmN5sJUaXNsFmfdKfxSKpV2l",
-	"LJfhN+eRN3PGsFAiNcBtSOtya8DHfYElWhkDgQvNOhewnP8HteE9JntSx4g3htDDsM1uf20Nbpqrshqd",
-	"IZ5jsg6JtwukuoAnlMRMQoYsxRkrhDWUIqpAkxWWrKR1t6sRUopG0W9GyeEZu/wpeD2tGPym7ZYIO/ej",
-	"V/HegG8VXqggEQ64iQ7KcGtPlJ5BYVBTFgzNECZuvokjarsCo4FBhJM8P88xKcuG/POpSt3D3m20gVcs",
-	"ywWpdauEGKZ4cXBx1GWslyRQ+s8neR7FkV8zclZp2uk3b0sgaxHoBqHshOIVVN0BO922nWMaLgvsCqcY",
-	"47h3Ug6ZBMmDIPHKQs7meFwqMOUjc4IZ/0NnMHA3O7KSLnc3JFfovc+euHP2MaRbuhRXUqbZdsjtVZm5",
-	"Djd/twwORQNNtzQSzKKx8LqYopZoMYRRK2ullNxPTCh2IUm81Qnq6E3HCXbKKlFczuwWCVFTg/oC0x92",
-	"9b/zBTO9Wc/tk1tkKpou4bdsARYSJqWyMCWtmFAUHXWp90glePtza7g3UhbrYPmcSbc75tkfnuFWnRHC",
-	"6IeuYQaTQnO7PHdT+hWnyLQ3y1asGAknp6/AUr7HGevw4/u3YPhcYgrTJTAqtw1sEyqsnhj48f3r82FZ",
-	"OkuGmZ+/2s3C2tzXnXA5Ux3pQYm0sBO3vsSkIh01AybhxCm1kAYZlcU7BgYneb4Xw5TZZAG/qakZy4HX",
-	"ZHtEVYbLuUBwxjkMTlW6FwcCLE2vVnLlk0MNZJhNUY9lZZXBO4PagHQbA8vER7AqjKpNt7Ecy7cLjQhz",
-	"rYrcxMHuOeXyhcrywuJoLPfhm29KCe3Oa775ZgQ+2hbDHG1MhTQxeBIrc05D/+IvVS2mO1mK02I+53Je",
-	"zUN5qdi5XEWGMRircvcv05a+pIexhPIZlESoAoUxGOd3HIfUEgg1N8cO8HiFCZgFCgHKnf89Ts9V8hFt",
-	"2NUrafh8YatdsKY0DWJ2UJYHKQ2XDlUO/sbt5dyJL71/7hTqSz+Y9s+mAr21PGkltyZ7cRmpD5WUTKZu",
-	"osLZDL7+qIXSFn5O6lQv5dYMMPCUGih+wLak/7Gk2kclZ3xeaEyJA/aGcKYEGmC6lVMYwcTnKCbgpKuJ",
-	"x3JS5SomwIRRoarMVMAzMUwohxF+z5h06qFZTHo8lpUdTUMNla+mynMQFWHFwB0dp45OKng1gfL88Ci4",
-	"4nUxpwNMKHA+hueHz9YHrJTJHo8lk8ou6iM/MQ13iCrrDDw/fO6zUwwybhxnOhIkxJw5sMCg4oA9AqHX",
-	"bTDTKluRN97Lj2HmseJpyoCSHi8V9l/jcv8/TBQI08LRrBnRJQKW0gkEmztydca5m8W96US4exhLmhMs",
-	"++iArhwnckf+3MKAogShxs+ZgQxCVRRMC3MMzpR3c529PPnup5djWZqQGTJDtDJVhUz3hvCe3IJwZ8Ff",
-	"aLDKDSgr8YZjn9K0ZNd7ERiEiSPTKI4uSgcgOhoeDg/JJshRspxHo+jZ8HD4zLkNzC5I6h9cHB00DcC5",
-	"T6RUtUSv0mgUOaP5RTlopQj/6eHhg9UiNkvEOioSqy3cxNHzw6O+2artHbSKWemlZ7e/VFeZuzee/vP2",
-	"N1ZriEnBFlnG9LIqTA7Ut6IiYLDCrnsOuWxuyKL3YjT64OZr4ungOjzd9GLsBywR9gj46i1zrsv0Hgtd",
-	"h89vf6Mql38Y/Do7JZzUKReWs4TbpRf2SgmSrl4YbIntuHUTq6dYpx5y0LypdfOhl1YO6gTbfeYn2eHT",
-	"tm2Se5nykube+JWqGPe3yvsPD0J0jdTxTdvitbrAmz+c3IORV19l8YR5eDudNe4zfcEs89/bLNEs4G+z",
-	"yzlaYgmf5QfW4B1PoPeViQfXjLzAm3tSetx50c3PvfGeWxlE89XQURwVMjyux9CIn5TpkOAv6JUvRoj3",
-	"UPVXSaIe9DCQCiReglkwnZo9Z/uXmKzJdjdqDabwZkvrtBz0GZHezHR3IL7awp2R/DB2UwmvpqPhUycM",
-	"tBIIVEh1K7gPrsPTzUFVC9tnNvkk12cEfUi5rwO9ysX/eWzbk4ZzR4kyn8shz5ssoJBEu7+R07yCXBk5",
-	"ffg9uHbr3kEBtFbpVgBVXv828X+G3lmN4ugX+R1mjHIVpxoxyy2ftkpQWuqg6CDM8yZhPrxN1cyCPqpJ",
-	"tZkZ/mSm1ENYRqsMReFPJZE46W7KpsEdVSipIQHbcP+eYu6Y+pwsm3Ppy+AN3eCG6dLf76ZLfSzDoQ/X",
-	"dUZkEpYsKAW2ruLeV/tYkwOrQWCx9Gl+WnbQaKFAedBjWG+g8HuBernWQWFDf4PVRcnDAIMCE6t0DJOP",
-	"uPzXBRMFTiBnXBsw6HYdAJKoLGPmGJgQ/iZL5pyTvu2QkbvbfggIFep8/T83QOF9GJyiTCmsd1beVDiv",
-	"byoMh8NewPj0wE47OXVy3fBPCIOQvIejw8MYqv4ch4eHveuVlRStZhq+OMW916hVOeqqVenK4jWysiE+",
-	"OwvhULzgqjBVFrZrP1XSdxMIPnxG4dfKSXfIwF8k0gHcqWrO/bK9yfvbFA4aLTl42RAWpbCrv7uvKVH7",
-	"X5uvP6eYqBRTcJSRWLEcrTT8IJHY6PkBTONYaspJYlp3b6DRTwxdchvCe/c1kzBZ6TkziUNrG47pWPp0",
-	"UH8nG+DSWPSJsRnjguLo2meR3LO95An6yPGKk0kTVzUGu0JypZePZ5aHt07WKmu2MlKOHnz9zph0qIv/",
-	"wmM8W3Bl1XDGvXD0bCs29r09iO+fbnOQZgODO0uL+/v3np3qtGSPYNnCjjq4dubFzcG10yk3XooItLhu",
-	"wX9H3zdYbYVcn6+LIP9K+vXFz++NQQ+ZBgaPqYQyVOqAQHaBoWignXHpVSF94YB+hB0+inx52yiZuQch",
-	"PH5a5AfyZqqM70qZ6+dQ5fGtw6vWbFuMrbqo9frk76gio0UgX4ruexzafBeqnr6u/MZfyrLFx2dI1VHt",
-	"Ih5fxC3TkLJ5KP15UF9LPriunm8OQnnS/eN5n0U+dMcJm/ctt++12JsOCu1aXrRm/YP1USM8V232/70w",
-	"+HPxdkfZn3MivemUK19q2WUn182G7sTodWl2ZxTSucWqsDChkqtJHAr4aINpWULIDPx4/svPwYn2Q//l",
-	"GGwCA6XHcnJCbf5GYPHK+hX3fSnjZC/uKDMcAbJk4Wd/YmDC08lYckNWS75N8w1fa8hCA1uwC2bHUmOi",
-	"pCSztKt4EQa+H1zZFXLCfL+4StLsjeUcrQkoEcxxnF8Ur1hixRKU7HbuSzb2p1t37rtiYgTEroBYo+FS",
-	"Z3iyxEmQCA5sKQxWG5H0xgbpvda6O16aW6taDhFJ2krGZLVDLoFRQWEdwnRYC6FIH8E8bt/voKrQStTR",
-	"7Q6efrYoZ2dL4hYU/7CAZd0wha4prrJVZw/DZvfeNooCXX5lCuMhkqrr5dJUuE4NdUNVcBz6Kzbqpx8+",
-	"z/rZPKo7KIwrf12sU128y+eapdR/ljWq0eFbLhmFAOj6mIGEab0E5vTd/nQZgClRjOVMCaEufT4nZZaN",
-	"4BCMTbmEQSnNlS8+1r4EPsvtMowI08ehANxPCTQ/E0piDIlQVXdjlWWMLvlxmRd2L4YjN40qbAxP3RNq",
-	"HY/lM8ArbmHgXqEn6gjMKAzNMyZIp3kx5XflHmVYaC+G507x+ETN6v5HMLkeR5c8tYtxNPrHYTyOFuio",
-	"ZRyNnj6/mex16ZKXV5icL1CI2xJ2b+szEtFSSYCek+9qYKAxR2ZDl7dSwzlRile5oE5H3kLuztdkIYne",
-	"b09ve0+qErQdOaHSvt4pQ4cdF8f8FZOgZUaNsH24jOTosD87p27NWna9Zu3yVvXd9R6R8uY3VzXLkRfB",
-	"bUicX3KbUK/X0Ay6YkfItbIq8XeO/5L4LTu8oIqywDbcf6hu4dAdm4Zc67PCvxZRL9S83zNwnOas/rIF",
-	"eY4aBJcIg0nTrrnal6mzbSa+33ouGJc0zoxlrnHGr5o5Oefo0CWYyge6dNK07UDQHJPhWJ5qdcW9qui6",
-	"V7Q/Y4mjf8NT9Lijpu2F6ZKr52Q4vXEn3roSotrlpsT2HYTYa8Q8eDJu/xIvPcT6lvE68y7OAk3rFqib",
-	"s/PeZQyXCZ5X7bMfzEMIAA0Gvd+Sc32dD3griC3j4h6b2c1IL4l5hxr50LusMtOJeHe0z9+ouQfLXwJ7",
-	"VWB7tvXUo+amHSUJmj9ebeXxtcttui36hcZoe+Oq1FrnM+dwWu17vqD8zV+x3K8oluvv1cBJnlOPLd/K",
-	"KdxXpnpJqjnSTAgU3GQPF8q9rt6/+XITNG3Cn9C9+AmVk45qYC1QpMAstSU7DlAbUQsBMIXJUaaY7sVj",
-	"OfH36ScxTIxV+QQGPjgbTFJ/symNq7/rI5BRd2h/ibhkuI+YO/d/QiF4N1fIck1gQJcbqIorfBd88o40",
-	"U82s29Sk07l96qjI/B8bULn/mwPa//Eu/7TLRSXfgwC/pEKJv4TZn1yYnfb2rXASrexWsXVi6nKhWMZ7",
-	"b/28X6iT7NXnJNyq6/XGPwj1R962er9QK+0eqr4Z1L+CW3/xqvvCQaOjDEn9spfMrx+c3PBxR68PCi2i",
-	"UXRAFlmYaC351+yG0khNNSqg1/+URH8flA5Z2TWFz0ZUrURM3NEco56qPPvNh5v/CwAA//8=",
+	"7D1rc9s2tn/lDO/OROrQsp2mO1t5du64adqbJm29drL5UOWuIPJYQgMCLADaVjP+73dwAL4kUpb8aprb",
+	"T2EsEDg4L5wXDj9GicpyJVFaE40/RjnTLEOLmv73XBTGoj5hduH+y2U0jnL3nziSLMNoHCV+RBRHGn8r",
+	"uMY0GltdYByZZIEZc6/ZZe6GGqu5nEfX13H0MsUsVxZlsnyFSzcmRZNonluu3BrHkAiO0u4lC2VQwgdc",
+	"woBZyJSxcPj0H5AsmGaJA3N4BAw0Wr2ES24XYBcIhmVI7zCZwkylSzeg0NLQr+dcGwuqsInKcBTFflsL",
+	"ZCntI2ysAeKeg7G5oYxdvUY5d0g5fPqPuGODr7hMS6ytbC3PY/hBzc7QgtJwolIYMLmEhBkcVtC0kfyB",
+	"y3RHDP/EMtxANvpntxlPtPoVE7th0tyP2DhvzqxF7d7931/Y3u8He1+/H/yyF54+HsR/P7wu/z78779F",
+	"67i9drObXEmDxKLfsPQUfyvQWPe/REmLkh5ZngueMIf2/V+Nw/3HBhx/03gejaP/2q/Zf9//avZfaK20",
+	"X6pNuzcLBO0XA24gY+Jc6QxTGJiltOwqhkJ+kOpSwjlHkZoYLrWSc3B7MDHMWAq1fA2PAC9QL/1YyLWa",
+	"CczcvIIbi2l0HUfPlTwXPHmkramZIx/gFTfWABMaWbqEwbF/eEF/HsYkQypHTetDqtCAVBYcUEuwCrg1",
+	"4DjWsbexzCIM3kpT5LnSFtMYyk0NYzfCzfZboawT4vPCoJfRZMHkHGHwL/fLi6sEMcV06FDyndIznqYo",
+	"HwcnCRMCNWRsSZtMFdgFNxXkuWDW8cATA7kSPFm2dpGqpMhQWhgkKkWoQK93HkTmiVnBAS/faSEgrlXc",
+	"TKsPKEHwjFvCy0/KfqcKmT48Wn5SYIpkUbLLQGlCzQU3fCbQcYCtEEegvVHqNdNzfFwBJb3vpMkt7bDN",
+	"JAE2ZxYv2RJYkmBuTQDwRyaXQY+Yx+SsJwa0ExEiJLGFEx9ZZDPUoM6doEkwViPLTOy2Y3KU9iiceOzc",
+	"oobpqfvP3rH7zxQMJkqmJorDkUbbaYxogx/UK5cW50iwXsfRW8kKu1Ca/46Pw08XTPAUEo0pSsuZIKq8",
+	"leyCccFm4hE45xg0zp0+M6gveIKQ8tSrNWkuUQOXYHmGR+5vCy7njhRe1VsFC3ZRqqz0wUmTa5WgMY+D",
+	"ljdNLcYNXKIQe+HQmxUWuCTS3XCUxWSIlZi7ZAYuNbcWJRkWAYiGvUmGgnZnjOUYxFGnSnpuDHiZKSWQ",
+	"SccpC2TCLpbdPwo2Q0GTsDTlbl9MnLQmXzExKpvDKzg/h7Fn6M8ct3tmo3GUMot7jinWrZQ4yhyJvMpb",
+	"+82bSx0/5EpthnQTDU+UEp3AF7mDNN0e9t+VxG4bsLbrfilNSBpckyCuSfW+A5ZA4Nfcm2ttInOLWfth",
+	"035LXqm3zLRmyzU4/WSdwCjp0bwOyibyaWRBuNZ+cuZOYbr50P/lJqzSr9VEPVBbrcS6Z/FuwWxtmBmv",
+	"lQxa51SsSpO0jEvUp2gs03Yjz23HM2tg5qwwffKq/bKYHtvtVzBW5Xn3jNedaCpKl7a1nRSNx3VjXS7t",
+	"l0/rNSuNG0fnjIutB5OZvO3YQkq3se1GmyLxFuBW47vQ8W1Q4j+iZSmzbB0x96En+zVbcA3XmPbn3K90",
+	"BFlhLOBvBRPeMmZ24axq/+IoirdRR13y4s+2jhMlxXVwXvrzLAZvAjlrJGF0glXGewylqR1DyzWKV431",
+	"U2bxtbPr3H9Go1EXV3tHcWul950bHk7rVb23+dAh/4KoK8TP59H4l80L0VZO0SHRYeb6fZdl0HRCYjhX",
+	"uo0Bt+Grvbnac8DsmQ8831OB3Hu5cuyqo/E5EwYDLdHYl+nNOpJIV++2k+gXwSZqEx3LP7f3wtLMmSNp",
+	"DG77aSHco3uTzT3xg7TGUAliDF41xJCiQBrkNV4vpecog2peFeK/P+sUep6uQ3qiDIkm2aPk7Dij9YkB",
+	"2llwFI6gMAjMwGtm7B6hYu/ltw6oLValWFMXA93Ooqnlfl17cP/SNup/9UxPo7gRbgrxsWCReCK3EB4W",
+	"6+WU+7BHPMvd3hppiHavsupWHx1swuzCeY8+3IkijUHwD+icx2RkMcsFsziqzADzy8H7Ec8cdeMd7J2V",
+	"rXlY4lI8w2tdW31Jbp5drm+0jKccpxmXPcaDErjxmEJZZA6eC46XFNFN8QKFGxHFJOpNoOpttjF4qgRC",
+	"jrrjAKr3YYpZD3evoKYcGK9ssNxNF5JeFTPsUWNJ7SbtJKZq1iuMG4zaXeR0k5m7tsPXzuI4YTZZrG9R",
+	"Y6YusCV8feZHdfwZtHcxXzpBVPPX3HtD25OgkqvOXwWXfd5fet96ss7OuMmbkAU4uhiv30RMNO7mSe58",
+	"5j2WEbr2W8G7kb+j87yC//qICmdT60xya3YRgDz5NeQzIVTCbBn32XQUnaJRhU6QwmjzvHjTLZNxJFXa",
+	"wuqqM/PTpt/JXvOo2RoYyzuloouMJzW12ojopa/TpVvHLWjw+/5178MkKLdwe6PgX6XVvnJMbjSrQmBx",
+	"KxDfcNR+kZuArHnZr9ALbu01rPuYzlPYUhVs2mOL+baYSwce7EVYt+ybLRfYiKmosXwcMBDmbm6kC50b",
+	"MLnp/Dnnou+nbW25+uAIk22052oRX093ZxSHKY1R8kKfGCgxYo7gd9QKlAY2M86FyZBJA1J5r3I9djXP",
+	"C9NJlIxLnjnL76CLAzLMlF5+s7R4q7e5EPz5ydtbvJqrdPcVu/Th2euX/8ONVbrDbCZf+oKJs5BgWCOD",
+	"89Yveeq9AmTJAsgBd25kSErA4O8Hw1HUvXtZWOyZVTBjYaEKHYMSKRrr6yuOiNz0Y1gpJHYLrYnMNGcM",
+	"xnIh4NzhV86p/GEbrXX2+uWPNMHNqnUFM/Vu3nfjOMy7HjpwnlknDpRztilLhKlP0DL46upqS39bsEIm",
+	"ix/Z1SbacQ1CybnDrh8PzoGTyfKoFBu3rirKn9G0Vk9V4ayGanmfXqxXP/nq4IbVM0w5kyuLwwCN5Zmz",
+	"j+BcqwzwyhOKMwGzIvmA1sRQlu046mfsyvH88J7A/vqrG8D++iu7cF5c4oAS+CDI6xKMd0p/EIqlUNt7",
+	"jv2ZBe2ED9MyolTGcTxTbskyupGnbq/7XGV5YRGOT16WeXBT8+Zt1qJAfbfk+3meGKAxbZxtbSH7+Rt7",
+	"iktJa+C3U1QTJrBR+bPqPlIq1HTGy2/QvE3wqnm6QKhtp35D566WcRwVUvgY8joVfgqnJNUFoKUIrF04",
+	"TctRN3R5I3pS2jRbwrWaneLBdWwYMV2YKfm/q7LvspQNZlolNLBQIjXAbahy4ZY4yxYGWKKVMRCMErNu",
+	"FLCc/xu14T0RjKROmW3MKIZhm6OgtXO8aa7KiXYylGPSLUJumSdU05GEgoEUz1khSGrTGjVZYUmJrEeh",
+	"GhH2aBz9apQcnbLLH0MQqJWS3ARuSbAzP3qV7g38VtHWChNhg5v4oMw+9SQtGRQGNRUFoBnB1M03LS2G",
+	"Jo4GBhGO8/wsx6SsovTPJyp1D8ObeAOvWJYLshesEmKU4sX+xWFX7KJkgTKceJznURz5NSPnpKedYcRt",
+	"GWQtIddglJ1IvEKqW1Cn29V1QsNlgV3RZWOc9E7LIdOgeRAkXlnI2Ryrs1XJhiXI5tiZG9nNra60y+39",
+	"6hV+73Ovbl2MEbLPXXZ8UlYd7FDqUBUqdEQ9d0toU3Kk15S3zsJ8VcxQS7QYskqV81Zq7icm1P6ZrQ32",
+	"OpjdsYOdkuyUpjC7BYbVzKC+wPT7XcOR+YKZ3iKQ7XP95Dl3mYmLZQuxkDAplYUZnYoJJRVRl+ceHQne",
+	"Hd8a740M7jpaHrIG4ZZlR/cvcKuxGaLo+65hBpNCc7s8c1P6FWfItDfLVqwYSSa2pfS30sDgh3dvwPC5",
+	"xBRmS2B0+yCITSg4fWLgh3evzkblTQIyzPz8FTQLa3NfhsflueqolpDetnfq1lfcVayjzoFJOHaHWsgK",
+	"j8taRgOD4zwfxjBjNlnAr2pmJnLgT7IhcZXhci4QcpUaGJyodBgHBixNr1au+XdHGsjQ+UETWVll8Nag",
+	"NiAdYGCZ+ABWhVG16TaRE/lmoRFhrlWRO/+Q7J4TLoPzMp7IPfjii8qFOj55ab74Ygw++RDDHG1MdYUx",
+	"eBYrU/Aj/+LPVWm621mKs2I+d55WOQ+l6WPQaIqMAhAqj70LQ3+kh4mE8hmURKjyJjEY53cchUw7CDU3",
+	"Rw7xeIUJmAUKAcrt/x3OzpTzgANUL6Xh84WtoGBNbRrU7KCsllQaLh2pHP6Ng+XMqS+9d+YO1Bd+MMHP",
+	"ZgK9tTxt5fqnw7hMXIbCciZTN1HhbAZfjtkiaYs+x3XlC5UaGGDgOTVw/IBtyf8TSTEfJc/5vHAuqJOA",
+	"4QhOlUADTLdSrGOY+pTt1HnJqYknclqlbqfAhFGhyNZUyDMxTCmlG37PmHTHQ7O2/mgiKzuahhqq5k+V",
+	"lyCqSY2BOz5OHZ9U+Goi5dnBYYhM1rXtDjHhvscRPDv4cn3Ayq2Bo4lkUtlFveUnpuEOkZtu4NnBM5+s",
+	"Z5Bx4yTTsSAR5tShBQaVBAwJhf5s8xGYtr7xQc8Yzj1VPE8ZUNLTpaL+K1zu/ZuJAsuozZjuVLGUdiDY",
+	"3LGrM87dLO5Np8Ldw0TSnGDZB4d05SSRO/bnFgYUNC2ji04cIRSJwqwwR+BMeTfX6Yvjb398MZGlCZkh",
+	"M8QrM1XIdDiCd+QWhCtc/n6XVW5AWZg8mvgKD0t2vVeBjUhIFEcXpQMQHY4ORgdkE+QoWc6jcfTl6GD0",
+	"pXMbmF2Q1t+/ONxvGoBzn1euSitfptE4ckbz83LQyp2kpwcH91aa3ayY7SjQrkC4jqNnB4d9s1Xg7bdq",
+	"++mlL29+qb504954+vXNb6xeqaADtsgyppfVPY3AfStHBAxWxHXoiMvmxodzSY1G7918TTrtfwxP170U",
+	"+x5Lgj0CvXpvfdRVy49FroNnN79R3R66H/o6OyXs1B0uLGcJt0uv7JUSpF29MtiS2nHrYmpP7WI9ZL95",
+	"cfX6fS+v7Nf1BneZn3SHr2Jps9yLlJc899qvVEU6v1Hef7gXpmtU0ly3LV6rC7z+w9k9GHn1zT7PmAc3",
+	"81njeucnLDJfbbNE8z5TW1zO0JJI+KInYA3Z8Qx6V524/5GRF3h9R06PO+/9+rk3Xvstg2j+ckgUR4UM",
+	"j+sxNJInZTo0+HN65ZNR4j1c/VmyqEc9DKQCiZdgFkynZuhs/5KSNdvuxq3BFN5saZ2Ugx6Q6M3Cnw7C",
+	"VyDcmsj3YzeV+Go6Gj51wkArgUB1pTeie/9jeLrer64G9JlNPsn1gKgPFUjrSK9Kk/48tu1xw7mjRJnP",
+	"5ZDnTRZQSKLd3chpdmSojJw++u5/dOve4gBordJ9AFRlTjep/1P0zmoURz/LbzFjlKs40YhZbvmsVZHX",
+	"Og6KDsY8azLm/dtUzSzoo5pUm4XhT2ZK3YdltCpQFP5UEkmSbnfYNKSjCiU1NGAb799RzB1Tn5Nlcy79",
+	"rSBDDS1gtvTtLuiOM8tw5MN1nRGZhCULSoGtH3HvKjjW9MBqEFgsfZqflh00OspQHvQI1vvJ/FagXq41",
+	"lNnQ7mV1UfIwwKDAxCodw/QDLv95wUSBU8gZ1wYMOqgDQhKVZcwcARPCX+zLnHPSBw4ZubvBQ0ioSOdL",
+	"W7gBCu/D4ARlSmG90/Li1ll9cWs0GvUixqcHdoLkxOl1w39HGITkPRweHNR1T4cHBwe965WVFK3eQr44",
+	"xb3XqFU57KpV6criNbKyIT57HsKheMFVYaosbBc8VdJ3EwreP6Dya+WkO3TgzxJpA25XteR+2t7k3W0K",
+	"h42WHrxsKItS2dV/u6spUftfm7tBpJioFFNwnJFYsRyv9D8ildhogQRM40RqykmWtZLVFbUnhu78juAd",
+	"lVBKmK604JrGodMXx3QifTqov7EXcGks+sTYOeOC4ujaZ5Hcs73kCfrI8YqTSRNXNQa7YnKltZkXlvu3",
+	"TtYqa7YyUg7vff3OmHS4JvSJx3i2kMqq/5Z74fDLrcTYtzoiuX+6zUaa/VxurS3u7t97carTkj2KZQs7",
+	"av+jMy+u9z+6M+XaaxGBvqa6LWrf0t8borbCrs/WVZB/Jf384ud3pqDHTIOCR1RCGSp1QCC7wFA00M64",
+	"9B4hfeGAfoIdPIp+edMombkDIzx+WuR78maqjO9KmetDHOXxjcOrTpVbjK2aSvb65G+pIqPFIJ/K2fc4",
+	"vPk2VD19XvmNvw7LlhyfIlVHtYt4fBG3TEPK5r7Oz/26S8P+x+r5ej+UJ909nvcg+qE7Tti8fr5969ne",
+	"dFDoXvW8NesffB41wnMVsP/vlcGfS7Y7yv7o1iSZTrnypZZddnLde+1Wgl6XZndGId+FS2pTKrmaxqGA",
+	"jwBMyxJCZuCHs59/Ck60H/pPJ2BTGCg9kdNj6no6BotX1q+450sZp8O4o8xw7C+L0sAnBqY8nU4kN2S1",
+	"5Nv0IvK1hiz086Y7cBOpMVFSklnaVbwIA98es2ySO2W+fWalaYYTOUdrAkkEcxLnF8UrllixBCW7nftS",
+	"jP3u1p37rpgYIbErINboP9cZnixpEjSCQ1sKg9W+TL2xQXqvte6Od4jXqparm5jUvFpWEHIJjAoK6xCm",
+	"o1oIRfoI5lH7fgdVhVaqjm538PTBopydHdpbWPzDApZ1/yi6tb0qVp0tXZvNzNskCnz5mR0Y95FUXS+X",
+	"psJ16i8eqoLj0G62UT99/3nWB/OobnFgXPnrYp3Hxdt8rllK7bhZoxodvuGSUQiAro8ZSJjWS2DuvNub",
+	"LQMyJYqJPFdCqEufz0mZZWM4AGNTLmFQanPli4+1L4HPcrsMI8L0cSgA91MCzc+EkhhDIlTV7F1lGaNL",
+	"flzmhR3GcOimUYWN4al7Qq3jifwS8IpbGLhX6IkapDMKQ/OMCTrTvJryULlHGRYaxvDMHTw+UbMK/xim",
+	"HycRNUiYRON/HMSTaIGOWybR+Omz6+mw6yx5cYXJ2QKFuClh96beIzEtlQToOfmuBgYac2Q2NL0sTzin",
+	"SvEqF9T4zVvI3fmaLCTR++3pbe9JVYq2IydU2tc7Zeiw4+KYv2ISTplxI2xfXohXsj9t6ZtYbYSh6zVr",
+	"lzce313vEStvfnP1ZDn0KriNibNLbhNqfR1641fiCLlWViX+zvFfGr9lhxdUURbEhvv/VLdw6I5NQ6/1",
+	"WeGfi6oXat7vGThJc1Z/+UWGHDUILhEG06Zdc7UnU2fbTP3nJ3LBuKRxZiJzjef8qpmTc44OXYKpfKBL",
+	"p03bDgTNMR1N5IlWV9wfFV33ivbOWeL43/AUPe3oGxaF6dKrZ2Q4vXY73roSooJyU2L7FkrsFWIePBkH",
+	"v8RLj7G+ZfyZeRtngaZ1C9TfquC9yxguE6xb2tybhxAQGgx6D1LZMOhGFFvGxR2A2c1IL5l5hxr50Mqx",
+	"MtOJeXe0z1+ruUfLXwp7VWF7sfXco+amHSUJJ3+82srjc9fbdFv0E43R9sZVqbXOA+dwWu17PqH8zV+x",
+	"3M8oluvv1cBxnlPLQd/KKdxXpnpJqjnSTAgU3GT3F8r9WL1//ekmaNqMP6V78VMqJx3XyFqgSIFZ6tJ4",
+	"FLA2phYCYAqTo0wxHcYTOfX36acxTI1V+RQGPjgbTFJ/symNq8+cCWTULN9fIi4F7gPmzv2fUgjezRWy",
+	"XFMY0OUGquIKfws+eUeaqRbWbWrSad8+dVRk/tsrKo/iRmcy/7TLRSXfgwA/pUKJv5TZn1yZnfT2rXAa",
+	"rexWsXViygi+Ide0CAGpREmjBEKq2aUZU1LMt/N0PqZvAFgGedYagU4kRXbiVt/PQc605UwMy7fdayMn",
+	"6B5RU3I6p74H4NQXjLr3Ozsbuh982wSnF8oP+wXdVfZFoM4Xlrp0ctvVqBMGAeVccEufDDyEPfAQ7Jdr",
+	"DY88HCsdMLmpq/x9Boq6PIbPG7UM4Imsm0HCoP7kSOiTEzqLhPr08juaZVSM5qZPrHgwtusryeo+q9TN",
+	"oQR1IkMI3Xu2I3CKYuGby9KH7TC3ZVZvtZtEGXbX1kykD/lSYICHXZsjONEqQ7vAwoBJNMtDmJe+ystl",
+	"6vSc0qYBTb3GdD9Dq3lipjCYUoe2/xjB//PFdEiXPpj0/Tp8N1TdFT34Hu3Z65cPelGw0Ym3R+lWsvBH",
+	"XxasACmlNLQE2hN4gaJBjbgp0fRBYt/NZY/L6lOeG+7VXC4Uy3jvHcJ3C3WcvXxImlSfFNn4tc0/khzv",
+	"FmqleUzVhYe64XDrr3F2o7nRn4psyLIz1S/vnRXisxjeuiy0iMbRPvl3YaLe9rTHJyQpZaK7cZ9i/Ttd",
+	"/V2VOiyvril8brNqTGTijlY79VTl3q/fX/9fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

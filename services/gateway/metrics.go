@@ -35,15 +35,20 @@ import (
 // replica reads every event, so every replica's histograms hold the same
 // observations; aggregate them across replicas with max or avg, not sum
 // (quantiles are the same either way).
+//
+// The same observations also feed the last hour's history per minute that
+// GET /v1/slis serves to the console (slis.go).
 type httpMetrics struct {
 	duration    *prometheus.HistogramVec
 	requests    *prometheus.CounterVec
 	apiRequests prometheus.Counter
 	apiErrors   prometheus.Counter
+	history     *sliHistory // the last hour of the SLIs, per minute
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+func newHTTPMetrics(reg prometheus.Registerer, history *sliHistory) *httpMetrics {
 	m := &httpMetrics{
+		history: history,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atoll_http_request_duration_seconds",
 			Help:    "Time to answer an HTTP request, by route pattern (streams count until they end).",
@@ -85,14 +90,16 @@ func (m *httpMetrics) observe(r *http.Request, status int, elapsed time.Duration
 		if status >= 500 {
 			m.apiErrors.Inc()
 		}
+		m.history.request(time.Now(), status >= 500)
 	}
 }
 
 // Instrument records the gateway's metrics on a's registry; call it
 // before Start.
 func (s *Service) Instrument(a *admin.Server) {
-	s.reqs = newHTTPMetrics(a.Registerer())
-	s.launch = newLaunchSLI(a.Registerer())
+	history := newSLIHistory()
+	s.reqs = newHTTPMetrics(a.Registerer(), history)
+	s.launch = newLaunchSLI(a.Registerer(), history)
 	s.req.Breakers().Instrument(a.Metrics())
 }
 
@@ -115,6 +122,7 @@ func (s *Service) Ready(context.Context) error {
 // launchSLIMaxAge.
 type launchSLI struct {
 	propagated, running *prometheus.HistogramVec
+	history             *sliHistory // the last hour of the SLIs, per minute
 
 	mu   sync.Mutex
 	open map[string]*generation // mu must be held: by project/kind/name
@@ -131,7 +139,7 @@ type generation struct {
 // launchSLIMaxAge bounds how long a generation waits for its running event.
 const launchSLIMaxAge = time.Hour
 
-func newLaunchSLI(reg prometheus.Registerer) *launchSLI {
+func newLaunchSLI(reg prometheus.Registerer, history *sliHistory) *launchSLI {
 	buckets := prometheus.ExponentialBuckets(0.01, 2, 16) // 10 ms to 5.5 min
 	l := &launchSLI{
 		propagated: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -144,7 +152,8 @@ func newLaunchSLI(reg prometheus.Registerer) *launchSLI {
 			Help:    "From the event that starts a workload's generation (admitted, updated, scaled, ...) to its running event.",
 			Buckets: buckets,
 		}, []string{"start"}),
-		open: map[string]*generation{},
+		open:    map[string]*generation{},
+		history: history,
 	}
 	reg.MustRegister(l.propagated, l.running)
 	return l
@@ -165,6 +174,7 @@ func (l *launchSLI) observe(e api.WorkloadEvent, at time.Time) {
 		l.propagated.WithLabelValues(g.start).Observe(at.Sub(g.at).Seconds())
 	case e.Event == api.EventRunning:
 		l.running.WithLabelValues(g.start).Observe(at.Sub(g.at).Seconds())
+		l.history.launch(at, at.Sub(g.at))
 		delete(l.open, key)
 	case e.Event == api.EventDeleted, e.Event == api.EventSucceeded, e.Event == api.EventFailed:
 		delete(l.open, key)

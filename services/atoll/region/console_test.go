@@ -203,6 +203,381 @@ func TestConsole(t *testing.T) {
 	})
 }
 
+// TestConsoleForOperators drives the console's operator side in a real
+// headless Chromium: a platform admin picks a project from the list of
+// projects, scales, pauses, resumes, stops and starts an App with its
+// buttons (each confirmed in the dialog) and sees each result, sees the
+// API's refusal of a restart while stopped, reads the region page (every
+// cluster by zone with its capacity bars; cordon and uncordon) and the SLI
+// charts, and deletes the App; a viewer's pause shows the API's 403.
+func TestConsoleForOperators(t *testing.T) {
+	needRegion(t)
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("the console test needs Debian's Chromium at %s (`make browser` installs it): %v", chromiumPath, err)
+	}
+	if reg.GatewayURL == "" {
+		t.Fatal("the region runs no gateway")
+	}
+	b := startChromium(t)
+	project := fmt.Sprintf("console-ops-%d", time.Now().UnixNano()%1_000_000)
+	admin := reg.Token("root@"+project, true, nil)
+	viewer := reg.Token("viewer@"+project, false, map[string]string{project: "viewer"})
+	path := "/v1/projects/" + project + "/workloads"
+	app := path + "/App/web"
+	detailHash := "#/p/" + project + "/App/web"
+	doc := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"web"},
+"spec":{"replicas":3,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"50m","memory":"32Mi"}}}]}}}`
+	if status, body := consoleCall(t, http.MethodPost, path, admin, []byte(doc)); status != http.StatusCreated {
+		t.Fatalf("create the App: status %d: %s", status, body)
+	}
+	t.Cleanup(func() { consoleCall(t, http.MethodDelete, app, admin, nil) })
+
+	tab := b.newTab(t)
+	tab.do("sign in as a platform admin", 30*time.Second,
+		chromedp.Navigate(reg.GatewayURL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), admin),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#identity")),
+	)
+
+	// The platform admin picks from the list of projects, in the top bar
+	// and on the projects page, instead of typing a name.
+	type picker struct {
+		Options  []string `json:"options"`
+		Links    []string `json:"links"`
+		TextBox  bool     `json:"textBox"`
+		Selector bool     `json:"selector"`
+	}
+	got := pollJS[picker](tab, "the project in the admin's picker", 30*time.Second, fmt.Sprintf(`(() => {
+		const p = {
+			options: [...document.querySelectorAll('#project-select option')].map(o => o.value).filter(Boolean),
+			links: [...document.querySelectorAll('#projects a[data-project]')].map(a => a.dataset.project),
+			textBox: !document.querySelector('#project').hidden,
+			selector: !document.querySelector('#project-select').hidden,
+		};
+		return p.options.includes(%[1]q) && p.links.includes(%[1]q) ? p : null;
+	})()`, project))
+	if got.TextBox || !got.Selector {
+		tab.errorf("platform admin's picker: text box shown %v, project list shown %v; want the list only", got.TextBox, got.Selector)
+	}
+	if !slices.IsSorted(got.Options) {
+		tab.errorf("projects in the picker not sorted: %v", got.Options)
+	}
+	t.Logf("projects in the admin's picker: %v", got.Options)
+	tab.do("pick the project", 30*time.Second,
+		chromedp.SetValue(chromedp.CSS("#project-select"), project),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#project-select').dispatchEvent(new Event('change'))`),
+		chromedp.WaitVisible(chromedp.CSS(`#workloads tr[data-workload="app/web"]`)),
+	)
+	pollJS[bool](tab, "the App Running 3/3 in the list", 2*time.Minute, `(() => {
+		const tr = document.querySelector('#workloads tbody tr[data-workload="app/web"]');
+		return tr?.querySelector('[data-phase]').dataset.phase === 'Running' && tr.querySelector('[data-ready]').dataset.ready === '3';
+	})()`)
+	tab.do("open the App", 30*time.Second,
+		chromedp.Click(chromedp.CSS(`#workloads tr[data-workload="app/web"] td.name a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail-phase[data-phase="Running"]`)),
+	)
+	readZones(tab, 3)
+
+	// Scale: the dialog offers the current replicas; 5 is confirmed, and
+	// the page shows 5 desired and then 5 ready across the zones.
+	tab.do("ask to scale", 30*time.Second,
+		chromedp.Click(chromedp.CSS("#op-scale")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-replicas")),
+	)
+	if v := evalJS[string](tab, "read the offered replicas", `document.querySelector('#confirm-replicas').value`); v != "3" {
+		tab.errorf("the scale dialog offers %q replicas, want the current 3", v)
+	}
+	tab.picture("console-scale-dialog")
+	tab.do("scale to 5", 30*time.Second,
+		chromedp.SetValue(chromedp.CSS("#confirm-replicas"), "5"),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+	)
+	pollJS[bool](tab, "5 desired in the header", time.Minute, `document.querySelector('#detail-ready').dataset.desired === '5'`)
+	if zones := readZones(tab, 5); !balanced(zones, 3) {
+		tab.errorf("replicas per zone after scaling to 5 with the button: %v, want 1 or 2 in each of 3 zones", zones)
+	}
+	pollJS[[]string](tab, "the scaled event", time.Minute, eventsExpr(`e.includes('scaled')`))
+	if w := getApp(t, app, admin); w.Spec.Replicas != 5 {
+		tab.errorf("the API holds %d replicas after scaling to 5 with the button", w.Spec.Replicas)
+	}
+
+	// Pause: the App turns Paused and the button offers Resume.
+	tab.do("pause", 30*time.Second,
+		chromedp.Click(chromedp.CSS(`#op-pause[data-op="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+	)
+	pollJS[bool](tab, "Paused, with Resume offered", 2*time.Minute,
+		`document.querySelector('#detail-phase').dataset.phase === 'Paused' && document.querySelector('#op-pause').dataset.op === 'resume'`)
+	if w := getApp(t, app, admin); !w.Control.Paused {
+		tab.errorf("the API holds the App unpaused after Pause: %+v", w.Control)
+	}
+	pollJS[[]string](tab, "the paused event", time.Minute, eventsExpr(`e.includes('paused')`))
+	tab.picture("console-workload-paused")
+
+	tab.do("resume", 30*time.Second,
+		chromedp.Click(chromedp.CSS(`#op-pause[data-op="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+	)
+	pollJS[bool](tab, "Running again, with Pause offered", 2*time.Minute,
+		`document.querySelector('#detail-phase').dataset.phase === 'Running' && document.querySelector('#op-pause').dataset.op === 'pause'`)
+	readZones(tab, 5)
+
+	// A refusal: restarting a stopped App answers 409, and the page shows
+	// the API's error.
+	tab.do("stop", 30*time.Second,
+		chromedp.Click(chromedp.CSS(`#op-stop[data-op="stop"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(`#op-stop[data-op="start"]`)),
+	)
+	refusal := apiRefusal(t, http.MethodPost, app+"/restart", admin, http.StatusConflict)
+	tab.do("restart while stopped", 30*time.Second,
+		chromedp.Click(chromedp.CSS("#op-restart")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitVisible(chromedp.CSS("#op-error")),
+	)
+	if shown := evalJS[string](tab, "read the refusal", `document.querySelector('#op-error').textContent`); !strings.Contains(shown, refusal) {
+		tab.errorf("operation error %q, want the API's %q", shown, refusal)
+	}
+	tab.picture("console-refused")
+	tab.do("start", 30*time.Second,
+		chromedp.Click(chromedp.CSS(`#op-stop[data-op="start"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(`#op-stop[data-op="stop"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS("#op-error")),
+	)
+	readZones(tab, 5)
+
+	// Cancelling the dialog does nothing.
+	tab.do("ask to delete, and cancel", 30*time.Second,
+		chromedp.Click(chromedp.CSS("#op-delete")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-cancel")),
+		chromedp.Click(chromedp.CSS("#confirm-cancel")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+	)
+	if status, body := consoleCall(t, http.MethodGet, app, admin, nil); status != http.StatusOK {
+		tab.fatalf("after a cancelled delete the App answers %d: %s", status, body)
+	}
+	tab.picture("console-workload")
+
+	// A viewer's pause: the API's 403 shows, and nothing changes.
+	{
+		vtab := b.newTab(t)
+		refusal := apiRefusal(t, http.MethodPost, app+"/pause", viewer, http.StatusForbidden)
+		vtab.do("sign in as a viewer on the App's page", 30*time.Second,
+			chromedp.Navigate(reg.GatewayURL+"/console/"+detailHash),
+			chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), viewer),
+			chromedp.Click(chromedp.CSS("#signin")),
+			chromedp.WaitVisible(chromedp.CSS(`#detail-phase[data-phase="Running"]`)),
+			chromedp.Click(chromedp.CSS(`#op-pause[data-op="pause"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+			chromedp.Click(chromedp.CSS("#confirm-ok")),
+			chromedp.WaitVisible(chromedp.CSS("#op-error")),
+		)
+		if shown := evalJS[string](vtab, "read the refusal", `document.querySelector('#op-error').textContent`); !strings.Contains(shown, refusal) {
+			vtab.errorf("operation error %q, want the API's %q", shown, refusal)
+		}
+		if op := evalJS[string](vtab, "read the pause button", `document.querySelector('#op-pause').dataset.op`); op != "pause" {
+			vtab.errorf("after a refused pause the button offers %q, want pause", op)
+		}
+		// The region page shows anyone the SLI charts, and clusters only
+		// to platform admins: no cluster, no error.
+		vtab.do("open the region page as a viewer", 30*time.Second,
+			chromedp.Click(chromedp.CSS("#nav-region")),
+			chromedp.WaitVisible(chromedp.CSS("#region-note")),
+		)
+		pollJS[bool](vtab, "the SLI charts for a viewer", 30*time.Second, `document.querySelectorAll('#chart-launch svg circle.pt').length > 0`)
+		if n := evalJS[int](vtab, "count clusters", `document.querySelectorAll('#region-zones .cluster').length`); n != 0 {
+			vtab.errorf("a viewer's region page shows %d clusters, want none", n)
+		}
+		if errs := visibleErrors(vtab); errs != "" {
+			vtab.errorf("errors on a viewer's region page: %s", errs)
+		}
+	}
+
+	// The region page: every cluster under its zone, healthy and
+	// uncordoned, with a bar per resource of each pool whose capacity is
+	// the API's; the App's requests show in the CPU bars.
+	status, body := consoleCall(t, http.MethodGet, "/v1/clusters", admin, nil)
+	var clusters struct {
+		Items []struct {
+			Name, Zone        string
+			Healthy, Cordoned bool
+			Pools             map[string]struct {
+				Allocatable struct{ MilliCPU, MemoryBytes, Pods int64 }
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &clusters); status != http.StatusOK || err != nil || len(clusters.Items) == 0 {
+		t.Fatalf("list the clusters: status %d (%v): %s", status, err, body)
+	}
+	want := map[string]clusterCard{}
+	for _, c := range clusters.Items {
+		card := clusterCard{Zone: c.Zone, Section: c.Zone, Healthy: c.Healthy, Cordoned: c.Cordoned, Pools: map[string]poolBars{}}
+		for name, p := range c.Pools {
+			card.Pools[name] = poolBars{CPU: p.Allocatable.MilliCPU, Memory: p.Allocatable.MemoryBytes, Pods: p.Allocatable.Pods}
+		}
+		want[c.Name] = card
+	}
+	tab.do("open the region page", 30*time.Second,
+		chromedp.Click(chromedp.CSS("#nav-region")),
+		chromedp.WaitVisible(chromedp.CSS("#region-view")),
+	)
+	cards := pollJS[map[string]clusterCard](tab, "every cluster on the region page", time.Minute, fmt.Sprintf(`(() => {
+		const cards = [...document.querySelectorAll('#region-zones .cluster[data-cluster]')];
+		if (cards.length !== %d) return null;
+		const bar = (pool, r, f) => Number(pool.querySelector('.bar-row[data-resource="' + r + '"]')?.dataset[f] ?? -1);
+		return Object.fromEntries(cards.map(c => [c.dataset.cluster, {
+			zone: c.dataset.zone,
+			section: c.closest('section[data-zone]').dataset.zone,
+			healthy: c.dataset.healthy === 'true',
+			cordoned: c.dataset.cordoned === 'true',
+			cpuUsed: [...c.querySelectorAll('.pool')].reduce((n, p) => n + bar(p, 'cpu', 'used'), 0),
+			pools: Object.fromEntries([...c.querySelectorAll('.pool[data-pool]')].map(p => [p.dataset.pool,
+				{cpu: bar(p, 'cpu', 'capacity'), memory: bar(p, 'memory', 'capacity'), pods: bar(p, 'pods', 'capacity')}])),
+		}]));
+	})()`, len(want)))
+	cpuUsed := int64(0)
+	for name, c := range cards {
+		cpuUsed += c.CPUUsed
+		c.CPUUsed = 0
+		cards[name] = c
+	}
+	if diff := cmp.Diff(want, cards); diff != "" {
+		tab.errorf("clusters on the region page (-want +got):\n%s", diff)
+	}
+	if cpuUsed < 5*50 {
+		tab.errorf("the CPU bars show %dm requested in all, want at least the App's 5 x 50m", cpuUsed)
+	}
+
+	// The SLI charts: points for the launches and requests of the last hour.
+	type charts struct {
+		Launch int `json:"launch"`
+		Errors int `json:"errors"`
+	}
+	drawn := pollJS[charts](tab, "points in both SLI charts", 30*time.Second, `(() => {
+		const n = (id) => document.querySelectorAll(id + ' svg circle.pt').length;
+		const c = {launch: n('#chart-launch'), errors: n('#chart-errors')};
+		return c.launch > 0 && c.errors > 0 ? c : null;
+	})()`)
+	t.Logf("SLI charts: %d launch latency points, %d error rate points", drawn.Launch, drawn.Errors)
+	tab.picture("console-region")
+
+	// Cordon and uncordon a cluster with its button.
+	name := clusters.Items[0].Name
+	t.Cleanup(func() { consoleCall(t, http.MethodPost, "/v1/clusters/"+name+"/uncordon", admin, nil) })
+	button := chromedp.CSS(fmt.Sprintf(`#region-zones .cluster[data-cluster=%q] button.cordon`, name))
+	tab.do("cordon "+name, 30*time.Second,
+		chromedp.Click(button),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#region-zones .cluster[data-cluster=%q][data-cordoned="true"] .badge.cordoned`, name))),
+	)
+	if status, body := consoleCall(t, http.MethodGet, "/v1/clusters/"+name, admin, nil); status != http.StatusOK || !strings.Contains(string(body), `"cordoned":true`) {
+		tab.errorf("after Cordon the API answers %d: %s", status, body)
+	}
+	tab.do("uncordon "+name, 30*time.Second,
+		chromedp.Click(button),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitNotVisible(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#region-zones .cluster[data-cluster=%q][data-cordoned="false"] button.cordon[data-op="cordon"]`, name))),
+	)
+
+	// Delete from the App's page: back to the list, without it.
+	tab.do("delete the App", 30*time.Second,
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, detailHash)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail-phase[data-phase="Running"]`)),
+		chromedp.Click(chromedp.CSS("#op-delete")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")),
+		chromedp.WaitVisible(chromedp.CSS("#list-view")),
+	)
+	pollJS[bool](tab, "the App gone from the list", 30*time.Second, `!document.querySelector('#workloads tbody tr[data-workload="app/web"]')`)
+	if status, body := consoleCall(t, http.MethodGet, app, admin, nil); status != http.StatusNotFound {
+		tab.errorf("after Delete the App answers %d, want 404: %s", status, body)
+	}
+	if errs := visibleErrors(tab); errs != "" {
+		tab.errorf("errors on the page at the end: %s", errs)
+	}
+}
+
+// clusterCard is what the region page shows of a cluster.
+type clusterCard struct {
+	Zone     string              `json:"zone"`
+	Section  string              `json:"section"` // the zone it is listed under
+	Healthy  bool                `json:"healthy"`
+	Cordoned bool                `json:"cordoned"`
+	CPUUsed  int64               `json:"cpuUsed"`
+	Pools    map[string]poolBars `json:"pools"`
+}
+
+// poolBars are the capacities of a pool's bars.
+type poolBars struct {
+	CPU    int64 `json:"cpu"`
+	Memory int64 `json:"memory"`
+	Pods   int64 `json:"pods"`
+}
+
+// balanced reports whether zones holds n zones whose ready replicas differ by one at most.
+func balanced(zones map[string]zoneCounts, n int) bool {
+	lo, hi := -1, -1
+	for _, z := range zones {
+		if lo < 0 || z.Ready < lo {
+			lo = z.Ready
+		}
+		hi = max(hi, z.Ready)
+	}
+	return len(zones) == n && hi-lo <= 1
+}
+
+// appView is what the tests read of an App from the API.
+type appView struct {
+	Spec struct {
+		Replicas int `json:"replicas"`
+	} `json:"spec"`
+	Control struct {
+		Paused  bool `json:"paused"`
+		Stopped bool `json:"stopped"`
+	} `json:"control"`
+}
+
+// getApp reads an App through the API.
+func getApp(t *testing.T, path, token string) appView {
+	t.Helper()
+	status, body := consoleCall(t, http.MethodGet, path, token, nil)
+	var w appView
+	if err := json.Unmarshal(body, &w); status != http.StatusOK || err != nil {
+		t.Fatalf("get %s: status %d (%v): %s", path, status, err, body)
+	}
+	return w
+}
+
+// apiRefusal calls the API expecting a refusal with status want, and
+// returns "code: message" of its error, as the console shows it.
+func apiRefusal(t *testing.T, method, path, token string, want int) string {
+	t.Helper()
+	status, body := consoleCall(t, method, path, token, nil)
+	var e struct{ Code, Message string }
+	if err := json.Unmarshal(body, &e); status != want || err != nil || e.Message == "" {
+		t.Fatalf("%s %s: status %d (%v), want %d with an error document: %s", method, path, status, err, want, body)
+	}
+	return e.Code + ": " + e.Message
+}
+
 // zoneCounts are the replicas the console shows for one zone.
 type zoneCounts struct {
 	Desired int `json:"desired"`
@@ -230,11 +605,12 @@ func eventsExpr(cond string) string {
 	})()`
 }
 
-// visibleErrors returns the text of every error the page shows.
+// visibleErrors returns the text of every error the page shows (not
+// those left in a hidden view).
 func visibleErrors(tab *browserTab) string {
 	tab.t.Helper()
 	return evalJS[string](tab, "read the errors", `[...document.querySelectorAll('.error')]
-		.filter(e => !e.hidden).map(e => '#' + e.id + ': ' + e.textContent).join('; ')`)
+		.filter(e => e.checkVisibility()).map(e => '#' + e.id + ': ' + e.textContent).join('; ')`)
 }
 
 // checkLogTail waits for a line in the open App's live log tail, with no
@@ -408,6 +784,27 @@ func (tab *browserTab) screenshot(when string) {
 		return
 	}
 	t.Logf("screenshot %s: %s", when, path)
+}
+
+// picture saves the page as name.png in the test's artifact directory
+// (kept with `go test -artifacts -outputdir DIR`) and logs its path, to be
+// looked at.
+func (tab *browserTab) picture(name string) {
+	t := tab.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("no screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(t.ArtifactDir(), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("no screenshot %s: %v", name, err)
+		return
+	}
+	t.Logf("screenshot %s: %s", name, path)
 }
 
 // errorf fails the test, and saves a screenshot of the page as it is.

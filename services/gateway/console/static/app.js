@@ -8,20 +8,40 @@
 // streamed with fetch and a ReadableStream.
 //
 // Routes live in the fragment: #/ (projects), #/p/<project> (workloads),
-// #/p/<project>/<kind>/<name> (one workload).
+// #/p/<project>/<kind>/<name> (one workload), #/region (the SLIs, and the
+// member clusters for platform admins).
+//
+// Operations (scale, pause/resume, restart, stop/start, delete) ask first in
+// a modal <dialog>, then call the API; a refusal shows the API's error
+// document under the buttons, and a success renders the workload the API
+// answers at once. The SLI charts are inline SVG drawn from GET /v1/slis
+// (the gateway's per-minute history of the last hour). Styles are set
+// through the CSSOM only: the page's Content-Security-Policy forbids style
+// attributes.
 //
 // Hooks the browser test relies on (keep them stable): #token, #signin,
-// #signin-error, #whoami, #signout, #project, #project-open, #error,
+// #signin-error, #whoami, #signout, #project, #project-open,
+// #project-select option[value] (platform admins), #projects a[data-project],
+// #nav-region, #error,
 // #workloads tbody tr[data-workload="<kind>/<name>"] (kind in lower case)
 // with td[data-phase] and td[data-ready][data-desired], #detail-phase[data-phase],
-// #zones tr[data-zone] td[data-field], #clusters tr[data-cluster],
-// #conditions tr[data-condition], #reasons tr, #kube-events tr,
-// #events li[data-event][data-id], #events-error, #logs .log-line,
-// #logs-status, #logs-error.
+// #detail-ready[data-ready][data-desired], #zones tr[data-zone] td[data-field],
+// #clusters tr[data-cluster], #conditions tr[data-condition], #reasons tr,
+// #kube-events tr, #events li[data-event][data-id], #events-error,
+// #logs .log-line, #logs-status, #logs-error;
+// #op-scale, #op-pause[data-op=pause|resume], #op-restart,
+// #op-stop[data-op=stop|start], #op-delete, #op-status, #op-error;
+// the dialog #confirm with #confirm-replicas, #confirm-ok, #confirm-cancel;
+// #region-zones section[data-zone] .cluster[data-cluster][data-healthy][data-cordoned]
+// .pool[data-pool] .bar-row[data-resource][data-used][data-capacity],
+// .cluster button.cordon[data-op], .cluster .cluster-error;
+// #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
+// #region-error.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
 const POLL_MS = 2000;
+const SLI_POLL_MS = 10000;
 const MAX_LOG_LINES = 2000;
 const MAX_EVENTS = 1000;
 const PROJECT_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -62,6 +82,7 @@ function describe(err) {
 const session = {
   token: sessionStorage.getItem(TOKEN_KEY) || '',
   identity: null,
+  projects: [], // the last GET /v1/projects: [{name, role}]
 };
 
 // request calls the API and throws an APIError for any non-2xx answer.
@@ -108,9 +129,9 @@ function sleep(ms, signal) {
   });
 }
 
-// poll runs fn every POLL_MS until signal aborts. onError decides whether
-// an error ends the polling; a 401 always does, and signs out.
-async function poll(signal, fn, onError) {
+// poll runs fn every ms (POLL_MS) until signal aborts. onError decides
+// whether an error ends the polling; a 401 always does, and signs out.
+async function poll(signal, fn, onError, ms = POLL_MS) {
   while (!signal.aborted) {
     try {
       await fn();
@@ -119,7 +140,7 @@ async function poll(signal, fn, onError) {
       if (err.status === 401) return expired(err);
       if (onError(err)) return;
     }
-    await sleep(POLL_MS, signal);
+    await sleep(ms, signal);
   }
 }
 
@@ -224,7 +245,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view'];
+const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -235,12 +256,14 @@ let current = null;
 
 function startView() {
   current?.abort();
+  closeDialog();
   current = new AbortController();
   return current.signal;
 }
 
 function stopView() {
   current?.abort();
+  closeDialog();
   current = null;
 }
 
@@ -253,6 +276,7 @@ function parseRoute() {
   }
   if (parts[0] === 'p' && parts.length === 2) return { view: 'list', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
+  if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   return { view: 'projects' };
 }
 
@@ -266,14 +290,17 @@ function route() {
   const r = parseRoute();
   const signal = startView();
   setProject(r.project);
+  const here = r.view === 'region' ? '#/region' : '#/';
+  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.getAttribute('href') === here);
   if (r.project && !PROJECT_RE.test(r.project)) {
     showIn('#error', `"${r.project}" is not a project name.`);
-    renderProjects();
+    renderProjects(signal);
     return;
   }
   if (r.view === 'list') listView(r.project, signal);
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
-  else renderProjects();
+  else if (r.view === 'region') regionView(signal);
+  else renderProjects(signal);
 }
 
 // --- sign in and out ---------------------------------------------------------
@@ -291,10 +318,15 @@ function signOut(message, keepRoute = false) {
   stopView();
   session.token = '';
   session.identity = null;
+  session.projects = [];
   sessionStorage.removeItem(TOKEN_KEY);
   $('#identity').hidden = true;
   $('#project-form').hidden = true;
+  $('#nav').hidden = true;
   $('#project-list').replaceChildren();
+  $('#project-select').replaceChildren();
+  $('#region-zones').replaceChildren();
+  for (const c of ['#chart-launch', '#chart-errors', '#launch-summary', '#errors-summary']) $(c).replaceChildren();
   $('#workloads tbody').replaceChildren();
   $('#events').replaceChildren();
   $('#logs').replaceChildren();
@@ -314,45 +346,104 @@ function expired(err) {
   signOut(`Signed out: ${describe(err)}`, true);
 }
 
+// renderIdentity shows who is signed in. A platform admin picks a project
+// from the list of every project (a select filled from GET /v1/projects);
+// anyone else types one, helped by the projects they hold a role in.
 function renderIdentity() {
   const id = session.identity;
   $('#whoami').textContent = id.subject;
   $('#admin-badge').hidden = !id.platformAdmin;
   $('#identity').hidden = false;
   $('#project-form').hidden = false;
+  $('#nav').hidden = false;
+  $('#project').hidden = !!id.platformAdmin;
+  $('#project').required = !id.platformAdmin;
+  $('#project-open').hidden = !!id.platformAdmin;
+  $('#project-select').hidden = !id.platformAdmin;
   const opts = Object.entries(id.roles || {})
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([p, role]) => el('option', { value: p, label: `${p} (${role})` }));
   $('#project-list').replaceChildren(...opts);
+  renderProjectPicker();
+  // The projects page loads the list itself.
+  if (id.platformAdmin && parseRoute().view !== 'projects') {
+    loadProjects().catch((err) => (err.status === 401 ? expired(err) : showIn('#error', err)));
+  }
   hide('#signin-error');
+}
+
+// loadProjects fetches the projects the caller may open: for a platform
+// admin every project with workloads or quota.
+async function loadProjects(signal) {
+  const list = await getJSON('/projects', { signal });
+  if (!session.identity || signal?.aborted) return session.projects;
+  session.projects = (list.items || []).filter((p) => p && typeof p.name === 'string');
+  renderProjectPicker();
+  return session.projects;
+}
+
+// renderProjectPicker fills a platform admin's project select, keeping the
+// open project in it even when the list does not hold it (yet).
+function renderProjectPicker() {
+  if (!session.identity?.platformAdmin) return;
+  const sel = $('#project-select');
+  const open = parseRoute().project || '';
+  const names = session.projects.map((p) => p.name);
+  if (open && PROJECT_RE.test(open) && !names.includes(open)) names.push(open);
+  names.sort((a, b) => a.localeCompare(b));
+  const have = [...sel.options].map((o) => o.value).join('\n');
+  if (have !== ['', ...names].join('\n')) {
+    sel.replaceChildren(el('option', { value: '', text: 'Choose a project…' }), ...names.map((n) => el('option', { value: n, text: n })));
+  }
+  sel.value = open;
 }
 
 function setProject(project) {
   const id = session.identity;
   $('#project').value = project || '';
+  renderProjectPicker();
   const role = project ? id.roles?.[project] || (id.platformAdmin ? '' : 'no role') : '';
   $('#role').textContent = role;
   $('#role').hidden = !role;
 }
 
-function renderProjects() {
+function renderProjectLinks(items) {
+  $('#projects').replaceChildren(
+    ...items.map(({ name, role }) =>
+      el('li', {}, el('a', { href: `#/p/${enc(name)}`, 'data-project': name }, name, el('span', { class: 'badge', text: role }))),
+    ),
+  );
+}
+
+// renderProjects lists the caller's projects: at once those of its roles,
+// then what GET /v1/projects answers (for a platform admin, every project).
+function renderProjects(signal) {
   show('projects-view');
   document.title = 'Atoll console';
   const id = session.identity;
-  const roles = Object.entries(id.roles || {}).sort(([a], [b]) => a.localeCompare(b));
-  $('#projects').replaceChildren(
-    ...roles.map(([p, role]) =>
-      el('li', {}, el('a', { href: `#/p/${enc(p)}`, 'data-project': p }, p, el('span', { class: 'badge', text: role }))),
-    ),
-  );
+  const roles = Object.entries(id.roles || {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, role]) => ({ name, role }));
+  renderProjectLinks(id.platformAdmin && session.projects.length ? session.projects : roles);
   let hint;
-  if (id.platformAdmin) hint = 'As a platform admin you may open any project: type its name above.';
+  if (id.platformAdmin) hint = 'Every project with workloads or quota. As a platform admin you may open any of them.';
   else if (roles.length) hint = 'Pick a project.';
   else hint = 'You hold no role in any project yet: ask a project admin for one.';
   $('#projects-hint').textContent = hint;
   if (!id.platformAdmin && roles.length === 1 && parseRoute().view === 'projects') {
-    location.replace(`#/p/${enc(roles[0][0])}`);
+    location.replace(`#/p/${enc(roles[0].name)}`);
+    return;
   }
+  if (!signal) return;
+  loadProjects(signal)
+    .then((items) => {
+      if (!signal.aborted) renderProjectLinks(items);
+    })
+    .catch((err) => {
+      if (signal.aborted) return;
+      if (err.status === 401) return expired(err);
+      showIn('#error', err);
+    });
 }
 
 // --- the workload list ---------------------------------------------------
@@ -471,11 +562,21 @@ function detailView(project, kind, name, signal) {
   for (const sel of ['#meta', '#zones tbody', '#clusters tbody', '#reasons tbody', '#conditions tbody', '#kube-events tbody', '#events', '#logs']) {
     $(sel).replaceChildren();
   }
-  for (const sel of ['#detail-error', '#events-error', '#logs-error']) hide(sel);
+  for (const sel of ['#detail-error', '#events-error', '#logs-error', '#op-error']) hide(sel);
   for (const sel of ['#zones-empty', '#conditions-empty', '#kube-events-empty', '#events-empty', '#reasons-card']) $(sel).hidden = true;
+  $('#op-status').textContent = '';
 
   const base = `/projects/${enc(project)}/workloads/${enc(kind)}/${enc(name)}`;
   let last = '';
+  const render = (w) => {
+    const snapshot = JSON.stringify(w);
+    if (snapshot !== last) {
+      last = snapshot;
+      renderDetail(w);
+    }
+  };
+  shown = { project, base, workload: null, render, signal, busy: false };
+  renderActions();
   poll(
     signal,
     async () => {
@@ -483,11 +584,7 @@ function detailView(project, kind, name, signal) {
       if (signal.aborted) return;
       hide('#detail-error');
       $('#detail-status').textContent = `live · updated ${clock(new Date())}`;
-      const snapshot = JSON.stringify(w);
-      if (snapshot !== last) {
-        last = snapshot;
-        renderDetail(w);
-      }
+      render(w);
     },
     (err) => {
       showIn('#detail-error', err);
@@ -524,9 +621,13 @@ function renderDetail(w) {
   const st = w.status || {};
   const md = w.metadata || {};
   const phase = st.phase || 'Pending';
+  if (shown) shown.workload = w;
+  renderActions();
   $('#detail-title').textContent = `${w.kind} ${md.name}`;
   $('#detail-phase').dataset.phase = phase;
   $('#detail-phase').textContent = phase;
+  $('#detail-ready').dataset.ready = num(st.ready);
+  $('#detail-ready').dataset.desired = num(st.desired);
   $('#detail-ready').textContent = `${num(st.ready)} of ${num(st.desired)} ready`;
 
   const rows = [
@@ -545,6 +646,7 @@ function renderDetail(w) {
         : '',
     ],
     ['Images', (st.images || []).join(', ')],
+    ['Spec', specSummary(w)],
     ['Paused', w.control?.paused ? 'yes' : ''],
     ['Stopped', w.control?.stopped ? 'yes' : ''],
     ['Restarted', stamp(w.control?.restartedAt)],
@@ -598,6 +700,219 @@ function renderDetail(w) {
       ),
     ),
   );
+}
+
+// specSummary says how many pods a workload asks for.
+function specSummary(w) {
+  const spec = w.spec || {};
+  if (w.kind === 'App') return `${spec.replicas ?? 1} replicas`;
+  if (w.kind === 'JobSet') return `parallelism ${num(spec.parallelism)} of ${num(spec.completions)} completions`;
+  return '';
+}
+
+// --- operations --------------------------------------------------------------
+
+// shown is the workload the detail view shows, for its operation buttons:
+// {project, base (its API path), workload (the last one rendered), render,
+// signal (the view's), busy (an operation in flight)}.
+let shown = null;
+
+const OP_BUTTONS = ['#op-scale', '#op-pause', '#op-restart', '#op-stop', '#op-delete'];
+
+// renderActions fits the buttons to the workload: Pause or Resume, Stop or
+// Start, and no Scale or Pause for a Pod (the API would refuse them).
+function renderActions() {
+  const w = shown?.workload;
+  const c = w?.control || {};
+  const replicated = !w || w.kind === 'App' || w.kind === 'JobSet';
+  $('#op-scale').hidden = !replicated;
+  $('#op-pause').hidden = !replicated;
+  setOp($('#op-pause'), c.paused ? 'resume' : 'pause', c.paused ? 'Resume' : 'Pause');
+  setOp($('#op-stop'), c.stopped ? 'start' : 'stop', c.stopped ? 'Start' : 'Stop');
+  for (const sel of OP_BUTTONS) $(sel).disabled = !w || !!shown?.busy;
+}
+
+function setOp(button, op, label) {
+  if (button.dataset.op !== op) button.dataset.op = op;
+  if (button.textContent !== label) button.textContent = label;
+}
+
+// opText is what the dialog asks before each operation, and what the page
+// says once it is done.
+function opText(op, w) {
+  const what = `${w.kind} ${w.metadata?.name}`;
+  const spec = w.spec || {};
+  switch (op) {
+    case 'scale':
+      if (w.kind === 'JobSet') {
+        return {
+          title: `Scale ${what}`,
+          text: `How many of its ${num(spec.completions)} indexes run at once (1 to ${num(spec.completions)}); pause it to run none.`,
+          ok: 'Scale',
+          input: { label: 'Parallelism', value: num(spec.parallelism), min: 1, max: num(spec.completions) || undefined },
+          done: (v) => `parallelism set to ${v.spec?.parallelism}`,
+        };
+      }
+      return {
+        title: `Scale ${what}`,
+        text: 'The replicas the App runs, spread over the zones by the scheduler.',
+        ok: 'Scale',
+        input: { label: 'Replicas', value: spec.replicas ?? 1, min: 0 },
+        done: (v) => `scaled to ${v.spec?.replicas ?? 1} replicas`,
+      };
+    case 'pause':
+      return {
+        title: `Pause ${what}?`,
+        text: w.kind === 'JobSet'
+          ? 'Its Jobs are suspended until it is resumed. Its quota stays reserved.'
+          : 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.',
+        ok: 'Pause',
+        done: () => 'paused',
+      };
+    case 'resume':
+      return { title: `Resume ${what}?`, text: 'Its pods run again.', ok: 'Resume', done: () => 'resumed' };
+    case 'restart':
+      return { title: `Restart ${what}?`, text: 'Every pod is replaced, a few at a time.', ok: 'Restart', done: () => 'restart requested' };
+    case 'stop':
+      return {
+        title: `Stop ${what}?`,
+        text: 'Every object of it leaves the member clusters and its quota is released. The workload is kept: start it to run it again.',
+        ok: 'Stop',
+        danger: true,
+        done: () => 'stopped',
+      };
+    case 'start':
+      return {
+        title: `Start ${what}?`,
+        text: 'It is placed and runs again; the project\'s quota must hold it.',
+        ok: 'Start',
+        done: () => 'started',
+      };
+    case 'delete':
+      return {
+        title: `Delete ${what}?`,
+        text: 'Its objects leave every member cluster and the workload is gone. This cannot be undone.',
+        ok: 'Delete',
+        danger: true,
+        done: () => 'deleted',
+      };
+  }
+  return null;
+}
+
+// operate asks for op on the shown workload, then calls the API. The
+// answer (the workload after the operation) is drawn at once; a refusal
+// shows the API's error under the buttons.
+async function operate(op) {
+  const view = shown;
+  const w = view?.workload;
+  const text = w && opText(op, w);
+  if (!text || view.busy) return;
+  const answer = await confirmDialog(text);
+  if (!answer || view.signal.aborted) return;
+  hide('#op-error');
+  view.busy = true;
+  renderActions();
+  $('#op-status').textContent = `${op}…`;
+  try {
+    if (op === 'delete') {
+      await request(view.base, { method: 'DELETE', signal: view.signal });
+      if (view.signal.aborted) return;
+      location.hash = `#/p/${enc(view.project)}`;
+      return;
+    }
+    const scale = op === 'scale';
+    const res = await request(scale ? `${view.base}/scale` : `${view.base}/${op}`, {
+      method: 'POST',
+      headers: scale ? { 'Content-Type': 'application/json' } : {},
+      body: scale ? JSON.stringify({ replicas: answer.value }) : undefined,
+      signal: view.signal,
+    });
+    const next = await res.json();
+    if (view.signal.aborted) return;
+    // The gateway answers the cached view, with its status; when the cache
+    // lagged it answers the stored document alone: keep the status shown.
+    if (!next.status && view.workload?.status) next.status = view.workload.status;
+    view.render(next);
+    $('#op-status').textContent = `${text.done(next)} · ${clock(new Date())}`;
+  } catch (err) {
+    if (view.signal.aborted) return;
+    if (err.status === 401) return expired(err);
+    $('#op-status').textContent = '';
+    showIn('#op-error', `${op[0].toUpperCase()}${op.slice(1)} refused. ${describe(err)}`);
+  } finally {
+    view.busy = false;
+    if (shown === view) renderActions();
+  }
+}
+
+// --- the confirmation dialog --------------------------------------------------
+
+// pending resolves the open dialog's promise.
+let pending = null;
+
+// confirmDialog asks a question in the modal dialog and resolves to
+// {value} (the number typed, when it asks for one) or null when cancelled
+// (Cancel, Escape, or the view changing underneath).
+function confirmDialog({ title, text, ok, danger, input }) {
+  closeDialog();
+  const dlg = $('#confirm');
+  $('#confirm-title').textContent = title;
+  $('#confirm-text').textContent = text;
+  const okButton = $('#confirm-ok');
+  okButton.textContent = ok;
+  okButton.classList.toggle('danger', !!danger);
+  $('#confirm-replicas-row').hidden = !input;
+  const field = $('#confirm-replicas');
+  if (input) {
+    $('#confirm-replicas-label').textContent = input.label;
+    field.value = String(input.value);
+    field.min = String(input.min ?? 0);
+    if (input.max !== undefined) field.max = String(input.max);
+    else field.removeAttribute('max');
+  }
+  hide('#confirm-invalid');
+  dlg.showModal();
+  if (input) field.select();
+  (input ? field : danger ? $('#confirm-cancel') : okButton).focus();
+  return new Promise((resolve) => {
+    pending = (v) => {
+      pending = null;
+      resolve(v);
+    };
+    pending.input = input;
+  });
+}
+
+// closeDialog closes the dialog, resolving its question with value (null: cancelled).
+function closeDialog(value = null) {
+  const p = pending;
+  if ($('#confirm').open) $('#confirm').close();
+  if (p) p(value);
+}
+
+function wireDialog() {
+  $('#confirm-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const input = pending?.input;
+    if (!input) return closeDialog({});
+    const raw = $('#confirm-replicas').value.trim();
+    const n = Number(raw);
+    const max = input.max;
+    if (raw === '' || !Number.isInteger(n) || n < (input.min ?? 0) || (max !== undefined && n > max)) {
+      showIn('#confirm-invalid', `Enter a whole number from ${input.min ?? 0}${max !== undefined ? ` to ${max}` : ' up'}.`);
+      $('#confirm-replicas').focus();
+      return;
+    }
+    closeDialog({ value: n });
+  });
+  $('#confirm-cancel').addEventListener('click', () => closeDialog());
+  // Escape, or the browser closing it: a cancel (unless it was opened
+  // again before this event arrived).
+  $('#confirm').addEventListener('close', () => {
+    if (!$('#confirm').open) closeDialog();
+  });
+  for (const sel of OP_BUTTONS) $(sel).addEventListener('click', (e) => operate(e.currentTarget.dataset.op));
 }
 
 // watchEvents lists the workload's events, then follows them live,
@@ -757,6 +1072,424 @@ async function tailLogs(base, signal) {
   }
 }
 
+// --- the region ----------------------------------------------------------------
+
+// regionView draws the SLIs for everyone and, for platform admins, the
+// member clusters by zone: health, cordon, and per pool the capacity and
+// what is requested of it as bars.
+function regionView(signal) {
+  show('region-view');
+  document.title = 'Region · Atoll console';
+  const admin = !!session.identity.platformAdmin;
+  for (const sel of ['#region-error', '#slis-error']) hide(sel);
+  $('#region-note').hidden = admin;
+  $('#region-empty').hidden = true;
+  $('#region-status').textContent = 'loading…';
+  $('#region-zones').replaceChildren();
+  clusterCards.clear();
+  if (admin) {
+    poll(
+      signal,
+      async () => {
+        const list = await getJSON('/clusters', { signal });
+        if (signal.aborted) return;
+        renderRegion(list.items || [], signal);
+        hide('#region-error');
+        $('#region-status').textContent = `live · updated ${clock(new Date())}`;
+      },
+      (err) => {
+        showIn('#region-error', err);
+        const final = err.status === 403;
+        $('#region-status').textContent = final ? '' : 'retrying…';
+        return final;
+      },
+    );
+  } else {
+    $('#region-status').textContent = '';
+  }
+  poll(
+    signal,
+    async () => {
+      const h = await getJSON('/slis', { signal });
+      if (signal.aborted) return;
+      renderSLIs(h);
+      hide('#slis-error');
+    },
+    (err) => {
+      showIn('#slis-error', err);
+      return err.status === 403 || err.status === 404;
+    },
+    SLI_POLL_MS,
+  );
+}
+
+// clusterCards holds each cluster's card by name, so a poll updates the
+// cards in place (their buttons stay put under the pointer).
+const clusterCards = new Map();
+
+const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
+
+function cores(milli) {
+  const c = num(milli) / 1000;
+  return c >= 100 || Number.isInteger(c) ? String(Math.round(c)) : c.toFixed(c >= 10 ? 1 : 2);
+}
+
+function bytes(b) {
+  b = num(b);
+  if (b >= GiB) return `${(b / GiB).toFixed(b >= 100 * GiB ? 0 : 1)} GiB`;
+  return `${Math.round(b / MiB)} MiB`;
+}
+
+// bar is one resource of a pool: what is requested of what is allocatable.
+function bar(resource, label, used, capacity, fmt, unit = '') {
+  used = num(used);
+  capacity = num(capacity);
+  const pct = capacity > 0 ? Math.min(100, (used / capacity) * 100) : 0;
+  const fill = el('div', { class: 'bar-fill' });
+  fill.style.width = `${pct.toFixed(1)}%`;
+  const level = pct >= 90 ? 'full' : pct >= 75 ? 'high' : used > 0 ? 'some' : '';
+  return el(
+    'div',
+    { class: `bar-row ${level}`, 'data-resource': resource, 'data-used': used, 'data-capacity': capacity },
+    el('span', { class: 'bar-label', text: label }),
+    el(
+      'div',
+      {
+        class: 'bar',
+        role: 'meter',
+        'aria-label': `${label} requested`,
+        'aria-valuemin': 0,
+        'aria-valuemax': capacity,
+        'aria-valuenow': Math.min(used, capacity),
+      },
+      fill,
+    ),
+    el('span', { class: 'bar-value', text: `${fmt(used)} / ${fmt(capacity)}${unit} · ${Math.round(pct)}%` }),
+  );
+}
+
+function poolView(name, p) {
+  const alloc = p.allocatable || {};
+  const req = p.requested || {};
+  const nodes = num(p.nodes);
+  const ready = num(p.readyNodes);
+  const bars = [
+    bar('cpu', 'CPU', req.milliCPU, alloc.milliCPU, cores, ' cores'),
+    bar('memory', 'Memory', req.memoryBytes, alloc.memoryBytes, bytes),
+  ];
+  if (num(alloc.gpus) > 0 || num(req.gpus) > 0) bars.push(bar('gpus', 'GPUs', req.gpus, alloc.gpus, String));
+  bars.push(bar('pods', 'Pods', req.pods, alloc.pods, String));
+  return el(
+    'div',
+    { class: 'pool', 'data-pool': name },
+    el(
+      'div',
+      { class: 'pool-head' },
+      el('span', { class: 'pool-name', text: name }),
+      p.tier ? el('span', { class: 'badge', text: p.tier }) : null,
+      p.gpuType ? el('span', { class: 'badge gpu', text: p.gpuType }) : null,
+      el('span', { class: `nodes ${ready < nodes ? 'warn-text' : 'muted'}`, 'data-nodes': nodes, 'data-ready-nodes': ready, text: `${ready} / ${nodes} nodes ready` }),
+    ),
+    ...bars,
+  );
+}
+
+// clusterCard returns the card of cluster name, made on first use.
+function clusterCard(name, signal) {
+  let card = clusterCards.get(name);
+  if (card) return card;
+  const button = el('button', { type: 'button', class: 'secondary cordon', 'data-cluster': name, 'data-op': 'cordon', text: 'Cordon' });
+  button.addEventListener('click', () => cordon(name, button.dataset.op, card, signal));
+  card = el(
+    'article',
+    { class: 'card cluster', 'data-cluster': name },
+    el(
+      'div',
+      { class: 'cluster-head' },
+      el('h3', { text: name }),
+      el('span', { class: 'badge health' }),
+      el('span', { class: 'badge cordoned', text: 'cordoned' }),
+      el('span', { class: 'seen muted' }),
+      button,
+    ),
+    el('p', { class: 'cluster-message muted' }),
+    el('div', { class: 'labels cluster-labels' }),
+    el('div', { class: 'pools' }),
+    el('p', { class: 'error cluster-error', role: 'alert', hidden: true }),
+  );
+  clusterCards.set(name, card);
+  return card;
+}
+
+function updateCluster(card, c) {
+  card.dataset.healthy = String(!!c.healthy);
+  card.dataset.cordoned = String(!!c.cordoned);
+  card.dataset.zone = c.zone || '';
+  const health = card.querySelector('.health');
+  health.textContent = c.healthy ? 'healthy' : 'unhealthy';
+  health.dataset.healthy = String(!!c.healthy);
+  card.querySelector('.cordoned').hidden = !c.cordoned;
+  const seen = card.querySelector('.seen');
+  seen.textContent = c.lastSeen && when(c.lastSeen) ? `seen ${ago(c.lastSeen)}` : '';
+  seen.title = stamp(c.lastSeen);
+  const button = card.querySelector('button.cordon');
+  setOp(button, c.cordoned ? 'uncordon' : 'cordon', c.cordoned ? 'Uncordon' : 'Cordon');
+  const msg = card.querySelector('.cluster-message');
+  msg.textContent = c.message || '';
+  msg.hidden = !c.message;
+  msg.classList.toggle('bad-text', !c.healthy);
+  const labels = Object.entries(c.labels || {}).sort(([a], [b]) => a.localeCompare(b));
+  card.querySelector('.cluster-labels').replaceChildren(...labels.flatMap(([k, v]) => [el('code', { text: `${k}=${v}` }), ' ']));
+  const pools = Object.keys(c.pools || {}).sort();
+  const snapshot = JSON.stringify(pools.map((p) => [p, c.pools[p]]));
+  const box = card.querySelector('.pools');
+  if (box.dataset.snapshot !== snapshot) {
+    box.dataset.snapshot = snapshot;
+    box.replaceChildren(...pools.map((p) => poolView(p, c.pools[p])));
+    if (!pools.length) box.append(el('p', { class: 'muted', text: 'No node pools reported.' }));
+  }
+}
+
+// renderRegion groups the clusters by zone, each zone a section with its
+// clusters' cards and a total.
+function renderRegion(clusters, signal) {
+  const zones = new Map();
+  for (const c of clusters) {
+    const z = c.zone || '(no zone)';
+    if (!zones.has(z)) zones.set(z, []);
+    zones.get(z).push(c);
+  }
+  const names = new Set(clusters.map((c) => c.name));
+  for (const n of [...clusterCards.keys()]) if (!names.has(n)) clusterCards.delete(n);
+  const root = $('#region-zones');
+  const sections = [...zones.keys()].sort().map((z) => {
+    const list = zones.get(z).sort((a, b) => a.name.localeCompare(b.name));
+    let section = [...root.children].find((s) => s.dataset.zone === z);
+    if (!section) {
+      section = el('section', { class: 'zone', 'data-zone': z }, el('div', { class: 'heading' }, el('h2', { text: `Zone ${z}` }), el('span', { class: 'zone-summary muted' })), el('div', { class: 'cluster-grid' }));
+    }
+    let cpuUsed = 0;
+    let cpuCap = 0;
+    let nodes = 0;
+    let ready = 0;
+    for (const c of list) {
+      for (const p of Object.values(c.pools || {})) {
+        cpuUsed += num(p.requested?.milliCPU);
+        cpuCap += num(p.allocatable?.milliCPU);
+        nodes += num(p.nodes);
+        ready += num(p.readyNodes);
+      }
+    }
+    const healthy = list.filter((c) => c.healthy).length;
+    section.querySelector('.zone-summary').textContent =
+      `${list.length} cluster${list.length === 1 ? '' : 's'} · ${healthy} healthy · ${ready}/${nodes} nodes ready · CPU ${cpuCap ? Math.round((cpuUsed / cpuCap) * 100) : 0}% requested`;
+    const grid = section.querySelector('.cluster-grid');
+    const cards = list.map((c) => {
+      const card = clusterCard(c.name, signal);
+      updateCluster(card, c);
+      return card;
+    });
+    cards.forEach((card, i) => {
+      if (grid.children[i] !== card) grid.insertBefore(card, grid.children[i] || null);
+    });
+    while (grid.children.length > cards.length) grid.lastElementChild.remove();
+    return section;
+  });
+  sections.forEach((sec, i) => {
+    if (root.children[i] !== sec) root.insertBefore(sec, root.children[i] || null);
+  });
+  while (root.children.length > sections.length) root.lastElementChild.remove();
+  $('#region-empty').hidden = clusters.length > 0;
+}
+
+// cordon asks, then cordons or uncordons a cluster; the card shows the
+// cluster the API answers, or its refusal.
+async function cordon(name, action, card, signal) {
+  const cordoning = action === 'cordon';
+  const answer = await confirmDialog({
+    title: `${cordoning ? 'Cordon' : 'Uncordon'} cluster ${name}?`,
+    text: cordoning
+      ? 'The scheduler places no new shards on it; what runs there stays. Failover still moves shards off it if it turns unhealthy.'
+      : 'The scheduler may place shards on it again.',
+    ok: cordoning ? 'Cordon' : 'Uncordon',
+    danger: cordoning,
+  });
+  if (!answer || signal.aborted) return;
+  const err = card.querySelector('.cluster-error');
+  err.hidden = true;
+  const button = card.querySelector('button.cordon');
+  button.disabled = true;
+  try {
+    const c = await getJSON(`/clusters/${enc(name)}/${action}`, { method: 'POST', signal });
+    if (signal.aborted) return;
+    updateCluster(card, c);
+  } catch (e) {
+    if (signal.aborted) return;
+    if (e.status === 401) return expired(e);
+    err.textContent = `${cordoning ? 'Cordon' : 'Uncordon'} refused. ${describe(e)}`;
+    err.hidden = false;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// --- SLI charts ----------------------------------------------------------------
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+function svg(tag, attrs = {}, ...children) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}
+
+// niceCeil rounds up to 1, 2 or 5 times a power of ten.
+function niceCeil(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function seconds(v) {
+  if (v >= 60) return `${(v / 60).toFixed(1)} min`;
+  if (v >= 10) return `${Math.round(v)} s`;
+  if (v >= 1) return `${v.toFixed(1)} s`;
+  return `${Math.round(v * 1000)} ms`;
+}
+
+function percent(v) {
+  if (v === 0) return '0%';
+  if (v < 0.1) return `${v.toFixed(3)}%`;
+  if (v < 10) return `${v.toFixed(1)}%`;
+  return `${Math.round(v)}%`;
+}
+
+// drawChart draws a small line chart of per-minute series into box:
+// times (ISO minute starts), series [{name, cls, values (null: no point)}],
+// optional volume (drawn as faint bars scaled to their own maximum), fmt
+// for the axis and the points' titles, floor the least top of the y axis,
+// an optional threshold {value, label} drawn as a dashed line.
+function drawChart(box, { times, series, volume, fmt, floor, empty, threshold }) {
+  const W = 600;
+  const H = 180;
+  const L = 56;
+  const R = 10;
+  const T = 10;
+  const B = 22;
+  const n = times.length;
+  const pw = W - L - R;
+  const ph = H - T - B;
+  const x = (i) => L + (n > 1 ? (i * pw) / (n - 1) : pw);
+  const values = series.flatMap((s) => s.values.filter((v) => v !== null && Number.isFinite(v)));
+  const top = niceCeil(Math.max(floor, ...values));
+  const y = (v) => T + ph - (Math.min(v, top) / top) * ph;
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', 'data-points': 0 });
+  // Grid and y labels.
+  for (const f of [0, 0.5, 1]) {
+    const gy = y(top * f);
+    root.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: gy, y2: gy }));
+    root.append(svg('text', { class: 'axis', x: L - 6, y: gy + 4, 'text-anchor': 'end' }, fmt(top * f)));
+  }
+  // x labels: minutes before now.
+  for (const back of [60, 45, 30, 15, 0]) {
+    const i = n - 1 - back;
+    if (i < 0 && back !== 60) continue;
+    root.append(svg('text', { class: 'axis', x: x(Math.max(i, 0)), y: H - 6, 'text-anchor': back === 60 ? 'start' : back === 0 ? 'end' : 'middle' }, back ? `-${back}m` : 'now'));
+  }
+  if (volume) {
+    const vmax = Math.max(1, ...volume);
+    const bw = Math.max(1, pw / Math.max(n, 1) - 1);
+    volume.forEach((v, i) => {
+      if (!v) return;
+      const h = (v / vmax) * ph * 0.35;
+      root.append(svg('rect', { class: 'volume', x: x(i) - bw / 2, y: T + ph - h, width: bw, height: h }, svg('title', {}, `${clock(times[i])} · ${v} requests`)));
+    });
+  }
+  if (threshold) {
+    const ty = y(threshold.value);
+    root.append(svg('line', { class: 'slo', x1: L, x2: W - R, y1: ty, y2: ty }));
+    root.append(svg('text', { class: 'slo-label', x: W - R, y: ty - 4, 'text-anchor': 'end' }, threshold.label));
+  }
+  let points = 0;
+  for (const s of series) {
+    let d = '';
+    let pen = false;
+    s.values.forEach((v, i) => {
+      if (v === null || !Number.isFinite(v)) {
+        pen = false;
+        return;
+      }
+      d += `${pen ? 'L' : 'M'}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+      pen = true;
+    });
+    if (d) root.append(svg('path', { class: `line ${s.cls}`, d }));
+    s.values.forEach((v, i) => {
+      if (v === null || !Number.isFinite(v)) return;
+      points++;
+      const extra = s.title ? ` · ${s.title(i)}` : '';
+      root.append(
+        svg('circle', { class: `pt ${s.cls}`, cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 2.5, 'data-minute': times[i], 'data-value': v },
+          svg('title', {}, `${clock(times[i])} · ${s.name} ${fmt(v)}${extra}`)),
+      );
+    });
+  }
+  root.setAttribute('data-points', points);
+  if (!points) root.append(svg('text', { class: 'empty', x: L + pw / 2, y: T + ph / 2, 'text-anchor': 'middle' }, empty));
+  box.replaceChildren(root);
+}
+
+// renderSLIs draws the last hour of GET /v1/slis: launch latency (P50 and
+// P95 per minute) and the share of Compute API requests answered 5xx.
+function renderSLIs(h) {
+  const mins = Array.isArray(h?.minutes) ? h.minutes : [];
+  const times = mins.map((m) => m.start);
+  const launches = mins.map((m) => num(m.launches));
+  drawChart($('#chart-launch'), {
+    times,
+    fmt: seconds,
+    floor: 1,
+    empty: 'No launches in the last hour',
+    series: [
+      { name: 'P95', cls: 'p95', values: mins.map((m) => (m.launches ? num(m.launchP95Seconds) : null)), title: (i) => `${launches[i]} launches` },
+      { name: 'P50', cls: 'p50', values: mins.map((m) => (m.launches ? num(m.launchP50Seconds) : null)), title: (i) => `${launches[i]} launches` },
+    ],
+  });
+  const requests = mins.map((m) => num(m.requests));
+  drawChart($('#chart-errors'), {
+    times,
+    fmt: percent,
+    floor: 1,
+    empty: 'No requests in the last hour',
+    volume: requests,
+    // PinCompute's availability objective: 99.9%.
+    threshold: { value: 0.1, label: 'SLO: 99.9% available' },
+    series: [
+      {
+        name: '5xx',
+        cls: 'err',
+        values: mins.map((m) => (m.requests ? (num(m.errors) / m.requests) * 100 : null)),
+        title: (i) => `${num(mins[i].errors)} of ${requests[i]} requests`,
+      },
+    ],
+  });
+  const total = launches.reduce((a, b) => a + b, 0);
+  const worst = Math.max(0, ...mins.map((m) => (m.launches ? num(m.launchMaxSeconds) : 0)));
+  const latest = [...mins].reverse().find((m) => m.launches);
+  $('#launch-summary').replaceChildren(
+    el('span', { class: 'key p50', text: 'P50' }), ' ', el('span', { class: 'key p95', text: 'P95' }), ' · ',
+    total ? `${total} launch${total === 1 ? '' : 'es'} · latest minute P50 ${seconds(num(latest.launchP50Seconds))}, P95 ${seconds(num(latest.launchP95Seconds))} · slowest ${seconds(worst)}` : 'no launches',
+  );
+  const reqs = requests.reduce((a, b) => a + b, 0);
+  const errs = mins.reduce((a, m) => a + num(m.errors), 0);
+  $('#errors-summary').replaceChildren(
+    el('span', { class: 'key err', text: '5xx rate' }), ' ', el('span', { class: 'key volume', text: 'requests' }), ' · ',
+    reqs ? `${reqs} requests, ${errs} answered 5xx · availability ${(100 * (1 - errs / reqs)).toFixed(3)}% (this gateway replica)` : 'no requests',
+  );
+}
+
 // --- wiring ------------------------------------------------------------------
 
 function wire() {
@@ -796,6 +1529,12 @@ function wire() {
     else location.hash = target;
   });
 
+  $('#project-select').addEventListener('change', (e) => {
+    const p = e.currentTarget.value;
+    if (p && PROJECT_RE.test(p)) location.hash = `#/p/${enc(p)}`;
+  });
+
+  wireDialog();
   window.addEventListener('hashchange', route);
 }
 
