@@ -131,6 +131,13 @@ const (
 	// OrphanAge is how long a reservation may exist without its workload
 	// before it is returned (admission reserves before it writes the workload).
 	OrphanAge = 30 * time.Second
+	// FullSweepEvery is how often every reservation is checked against the
+	// workloads bucket. Between full sweeps each reservation is checked
+	// once, OrphanAge after it was committed (a workload admission never
+	// wrote); a full sweep also finds a workload deleted without its
+	// release (admission died in between). Its cost grows with the number
+	// of reservations, so it is rare.
+	FullSweepEvery = 10 * time.Minute
 	// TxnRing is how many transaction outcomes a ledger keeps (see the
 	// package comment for the size).
 	TxnRing = 128
@@ -167,6 +174,7 @@ type Service struct {
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex // mu must be held; one per project, held from a transaction's ledger read to its decision
 	intents map[string]time.Time   // mu must be held; reservation keys holding an intent, and when it was first seen
+	orphans map[string]time.Time   // mu must be held; committed reservation keys to check once for a missing workload, and when
 	ledgers map[string]known       // mu must be held; each project's ledger as last read or written here
 }
 
@@ -180,7 +188,7 @@ type known struct {
 // New returns a quota service on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
 	return &Service{bus: b, log: log.With("component", "quota"), intentAge: IntentAge, orphanAge: OrphanAge,
-		locks: map[string]*sync.Mutex{}, intents: map[string]time.Time{}, ledgers: map[string]known{}}
+		locks: map[string]*sync.Mutex{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the repair
@@ -217,9 +225,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	s.loops.Add(2)
+	s.loops.Add(3)
 	go s.every(rctx, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
-	go s.every(rctx, s.orphanAge/3, "orphan sweep", func(ctx context.Context) error { return s.SweepOnce(ctx, s.orphanAge) })
+	go s.every(rctx, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
+	go s.every(rctx, FullSweepEvery, "orphan sweep", func(ctx context.Context) error { return s.SweepOnce(ctx, s.orphanAge) })
 	return nil
 }
 

@@ -27,6 +27,13 @@ func (s *Service) observe(key string) {
 		}
 		pending = json.Unmarshal(e.Value, &r) == nil && r.State != api.ReservationCommitted
 	}
+	_, exists := s.mirror.Get(key)
+	replaying := true
+	select {
+	case <-s.mirror.Ready():
+		replaying = false
+	default:
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !pending {
@@ -34,6 +41,62 @@ func (s *Service) observe(key string) {
 	} else if _, ok := s.intents[key]; !ok {
 		s.intents[key] = time.Now()
 	}
+	switch {
+	case !exists || pending:
+		delete(s.orphans, key)
+	case !replaying:
+		// A reservation committed now is checked once, OrphanAge later;
+		// those replayed at start are the full sweep's.
+		s.orphans[key] = time.Now().Add(s.orphanAge)
+	}
+}
+
+// CheckOrphans checks each reservation committed at least OrphanAge ago
+// and not checked yet: one read of its workload's key, and a release when
+// the workload is missing. Its cost is per new reservation, not per
+// reservation held.
+func (s *Service) CheckOrphans(ctx context.Context) error {
+	now := time.Now()
+	var due []string
+	s.mu.Lock()
+	for k, at := range s.orphans {
+		if !at.After(now) {
+			due = append(due, k)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, k := range due {
+		if err := s.checkOrphan(ctx, k); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.mu.Lock()
+		if at, ok := s.orphans[k]; ok && !at.After(now) {
+			delete(s.orphans, k)
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) checkOrphan(ctx context.Context, key string) error {
+	e, ok := s.mirror.Get(key)
+	if !ok {
+		return nil
+	}
+	r, err := decodeReservation(e.Value)
+	if err != nil || r.State != api.ReservationCommitted {
+		return nil
+	}
+	if _, err := s.workloads.Get(ctx, r.Key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if err != nil {
+			return fmt.Errorf("orphan check %s: %w", r.Key, err)
+		}
+		return nil
+	}
+	s.log.Info("releasing orphaned reservation", "project", r.Project, "key", r.Key)
+	return s.release(ctx, r.Project, r.Key, r.Txn)
 }
 
 // RepairOnce decides and finishes every intent seen for at least age (its
