@@ -8,16 +8,25 @@ package bench
 // workloads through admission's submit over the bus (the request the
 // gateway sends), with several submitters at once and as fast as the
 // region admits them; the bench then waits until every filled workload has
-// been through the whole pipeline (scheduled, and its status folded), so
-// that no backlog of the fill is measured. It then offers M submissions of
+// been through the whole pipeline (scheduled, and its status folded), and
+// then until the region's CPU use is back near idle (waitQuiet), so that
+// neither a backlog nor the aftermath of the fill is measured. It then offers M submissions of
 // small schedulable Apps open loop at a fixed rate (3,000 a minute: one
 // every 20 ms, never waiting for the previous one) and measures, from each
 // submission's start, the admission reply (submit -> admitted) and the
 // arrival of its propagated event (submit -> propagated; the subscription
 // is made before anything is submitted). The measured Apps are deleted
-// afterwards, so the project holds exactly the next size's fill and
-// nothing else; the quota ledger's reservation count is checked against S
-// before each measurement.
+// afterwards, and the next step waits until their statuses are gone (no
+// cluster holds a pod of them), so the project holds exactly the next
+// size's fill and the clusters are not busy deleting; the quota ledger's
+// reservation count is checked against S before each measurement. An
+// uncounted round at the first size warms the path.
+//
+// Each round's line also shows the region's CPU use (all of it runs in
+// this process) and the machine's load average: on a shared machine a
+// busy neighbour shows in the latencies, and the two columns tell one
+// from the other. ATOLL_BENCH_SCALE_PROFILE=<dir> writes a CPU profile of
+// each round.
 //
 // What fills the project: stopped Apps, submitted stopped (the document
 // carries control.stopped, which admission accepts from a platform admin;
@@ -92,6 +101,12 @@ var (
 	scaleRate = envInt("ATOLL_BENCH_SCALE_RATE", 3000)
 	// scaleNodes is the fleet per zone; the measured Apps need little.
 	scaleNodes = envInt("ATOLL_BENCH_SCALE_NODES", 10)
+	// scaleClusterNice is the member clusters' nice value (see
+	// clusterNice). 0 by default, unlike the pipeline bench: the fill
+	// never reaches them and the measured rounds ask little of them, and
+	// on a shared machine a niced cluster is starved by the neighbours,
+	// which then shows as propagation latency.
+	scaleClusterNice = envNice("ATOLL_BENCH_SCALE_CLUSTER_NICE", 0)
 	// scaleFillers is how many submitters fill the project at once.
 	scaleFillers = envInt("ATOLL_BENCH_SCALE_FILLERS", 8)
 )
@@ -114,6 +129,12 @@ const (
 	// warmSubmissions is the size of the uncounted round before the first
 	// measurement.
 	warmSubmissions = 100
+	// quietWindow, quietMargin and quietWait define quiet (see waitQuiet):
+	// CPU use over quietWindow at most quietMargin percent of a core above
+	// idle, waited for up to quietWait.
+	quietWindow = 3 * time.Second
+	quietMargin = 15.0
+	quietWait   = 3 * time.Minute
 )
 
 // envSizes reads a comma-separated list of positive sizes, sorted and
@@ -158,6 +179,7 @@ type eventLog struct {
 	mu        sync.Mutex
 	scheduled map[string]bool                 // mu must be held; fill Apps announced scheduled
 	stopped   map[string]bool                 // mu must be held; fill Apps whose status is Stopped
+	statused  map[string]bool                 // mu must be held; measured Apps that have had a status
 	gone      map[string]bool                 // mu must be held; measured Apps whose status was removed
 	first     map[string]map[string]time.Time // mu must be held; event -> measured App -> first arrival
 	// changed gets a signal (never blocking) after each recorded arrival.
@@ -165,7 +187,7 @@ type eventLog struct {
 }
 
 func newEventLog() *eventLog {
-	return &eventLog{scheduled: map[string]bool{}, stopped: map[string]bool{}, gone: map[string]bool{},
+	return &eventLog{scheduled: map[string]bool{}, stopped: map[string]bool{}, statused: map[string]bool{}, gone: map[string]bool{},
 		first: map[string]map[string]time.Time{}, changed: make(chan struct{}, 1)}
 }
 
@@ -207,7 +229,11 @@ func (l *eventLog) watchStatus(ctx context.Context, b *bus.Bus) error {
 			fill := strings.HasPrefix(name, fillPrefix)
 			var st api.Status
 			switch {
-			case !fill && e.Operation() != jetstream.KeyValuePut:
+			case !fill && e.Operation() == jetstream.KeyValuePut:
+				l.mu.Lock()
+				l.statused[name] = true
+				l.mu.Unlock()
+			case !fill:
 				l.mu.Lock()
 				l.gone[name] = true
 				l.mu.Unlock()
@@ -285,6 +311,7 @@ type fillResult struct {
 	from, to int
 	admitted time.Duration // until the last App's submit returned
 	settled  time.Duration // until the last App is scheduled and Stopped
+	quiet    time.Duration // until the region's CPU use is back near idle (0: it was not within quietWait)
 	retries  int
 }
 
@@ -311,8 +338,8 @@ func submitFill(ctx context.Context, admin *bus.Requester, i int) (int, error) {
 
 // fill submits the fill Apps from..to-1 as a platform admin with
 // scaleFillers submitters and waits until every fill App up to to is
-// settled.
-func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to int) (fillResult, error) {
+// settled, and then until the region is quiet (see waitQuiet).
+func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to int, idle float64) (fillResult, error) {
 	res := fillResult{from: from, to: to}
 	begin := time.Now()
 	next := make(chan int)
@@ -354,6 +381,11 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to 
 		return res, fmt.Errorf("fill to %d: %d Apps scheduled and %d Stopped after %v: %w", to, sc, st, time.Since(begin).Round(time.Second), err)
 	}
 	res.settled = time.Since(begin)
+	if quiet, err := waitQuiet(ctx, idle); err != nil {
+		return res, err
+	} else if quiet {
+		res.quiet = time.Since(begin)
+	}
 	return res, nil
 }
 
@@ -405,6 +437,39 @@ func profile(b *testing.B, round string, size int) func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}
+}
+
+// cpuOver returns this process's CPU use over the next d, in percent of
+// one core.
+func cpuOver(ctx context.Context, d time.Duration) (float64, error) {
+	c0, t0 := cpuTime(), time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(d):
+	}
+	return 100 * float64(cpuTime()-c0) / float64(time.Since(t0)), nil
+}
+
+// waitQuiet waits, up to quietWait, until the region's CPU use over
+// quietWindow is within quietMargin of idle, and reports whether it got
+// there. A fill leaves work behind it that the size does not (admission's
+// event repair looks at each write RepairGrace after it, the NATS server
+// keeps a reply permission per delivered message with a reply subject for
+// two minutes, garbage from the burst): a project that holds S workloads
+// is measured, not one that has just received them.
+func waitQuiet(ctx context.Context, idle float64) (bool, error) {
+	deadline := time.Now().Add(quietWait)
+	for time.Now().Before(deadline) {
+		c, err := cpuOver(ctx, quietWindow)
+		if err != nil {
+			return false, err
+		}
+		if c <= idle+quietMargin {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // loadAverage returns the 1-minute load average, or "-".
@@ -478,61 +543,70 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 			res.lost++
 		}
 	}
-	res.cleanupErrs = deleteAll(ctx, cl, names, replied)
+	// Every name is deleted: a submission that failed for its caller (a
+	// timeout) may still have been written.
+	deleted, failed := deleteAll(ctx, cl, names)
+	res.cleanupErrs = failed
 	// The next round, or fill, starts once the member clusters are rid of
-	// this round's objects: their deletion is not what it measures.
+	// this round's objects: their deletion is not what it measures. An
+	// App's objects are gone once its status is (or if it never had one).
+	left := func() []string {
+		var out []string
+		for _, name := range deleted {
+			if events.statused[name] && !events.gone[name] {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
 	dctx, dcancel := context.WithTimeout(ctx, propagateWait)
 	defer dcancel()
-	if err := events.wait(dctx, func() bool {
-		for name := range replied {
-			if !events.gone[name] {
-				return false
-			}
-		}
-		return true
-	}); err != nil {
+	if err := events.wait(dctx, func() bool { return len(left()) == 0 }); err != nil {
 		events.mu.Lock()
-		for name := range replied {
-			if !events.gone[name] {
-				res.cleanupErrs++
-			}
-		}
+		res.cleanupErrs += len(left())
 		events.mu.Unlock()
 	}
 	return res
 }
 
-// deleteAll deletes the measured Apps that were admitted and returns how
-// many deletions failed.
-func deleteAll(ctx context.Context, cl *busclient.Client, names []string, admitted map[string]time.Time) int {
+// deleteAll deletes the named Apps and returns those it deleted and how
+// many deletions failed. NotFound is not a failure: the App was never
+// written, or an earlier attempt of the same call, which the client
+// retried after a timeout, deleted it (so it counts as deleted).
+func deleteAll(ctx context.Context, cl *busclient.Client, names []string) ([]string, int) {
 	next := make(chan string)
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		deleted []string
+		failed  int
 	)
 	for range scaleFillers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for name := range next {
-				if err := cl.Delete(ctx, scaleProject, api.KindApp, name); err != nil {
+				err := cl.Delete(ctx, scaleProject, api.KindApp, name)
+				var e *busclient.Error
+				notFound := errors.As(err, &e) && e.Status == api.StatusNotFound
+				mu.Lock()
+				switch {
+				case err == nil || notFound:
+					deleted = append(deleted, name)
+				default:
 					slog.Error("delete measured App", "name", name, "err", err)
-					mu.Lock()
 					failed++
-					mu.Unlock()
 				}
+				mu.Unlock()
 			}
 		}()
 	}
 	for _, name := range names {
-		if _, ok := admitted[name]; ok {
-			next <- name
-		}
+		next <- name
 	}
 	close(next)
 	wg.Wait()
-	return failed
+	return deleted, failed
 }
 
 // BenchmarkScale measures submit -> admitted and submit -> propagated, P50
@@ -549,7 +623,7 @@ func BenchmarkScale(b *testing.B) {
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	reg, err := region.Start(ctx, region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
-		ClusterNice: clusterNice, ClusterBackgroundNice: backgroundNice})
+		ClusterNice: scaleClusterNice, ClusterBackgroundNice: backgroundNice})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -594,6 +668,22 @@ func BenchmarkScale(b *testing.B) {
 	if err := cl.Delete(ctx, scaleProject, api.KindApp, warm); err != nil {
 		b.Fatal(err)
 	}
+	wctx, wcancel = context.WithTimeout(ctx, 2*time.Minute)
+	err = events.wait(wctx, func() bool { return events.gone[warm] })
+	wcancel()
+	if err != nil {
+		b.Fatalf("warm-up App never left the clusters: %v", err)
+	}
+	// The region's idle CPU use, what quiet is measured against: the
+	// lowest of a few windows, as the clusters settle after their start.
+	idle := 100.0
+	for range 3 {
+		c, err := cpuOver(ctx, quietWindow)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idle = min(idle, c)
+	}
 
 	b.ResetTimer()
 	var (
@@ -602,10 +692,10 @@ func BenchmarkScale(b *testing.B) {
 		have    int
 	)
 	for _, size := range scaleSizes {
-		f, err := fill(ctx, admin, events, have, size)
+		f, err := fill(ctx, admin, events, have, size, idle)
 		fills = append(fills, f)
 		if err != nil {
-			printScale(fills, results, len(reg.Env.Clusters))
+			printScale(fills, results, len(reg.Env.Clusters), idle)
 			b.Fatal(err)
 		}
 		have = size
@@ -626,7 +716,7 @@ func BenchmarkScale(b *testing.B) {
 		results = append(results, measure(ctx, b, cl, events, size, scaleSubmissions, "m"))
 	}
 	b.StopTimer()
-	printScale(fills, results, len(reg.Env.Clusters))
+	printScale(fills, results, len(reg.Env.Clusters), idle)
 	// The measured Apps' deletions gave their reservations back.
 	if l, err := cl.Quota(ctx, scaleProject); err != nil {
 		b.Error(err)
@@ -649,11 +739,14 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(percentile(last.prop, .99).Microseconds())/1000, "propagated-p99-ms")
 }
 
-// printScale prints the fill and the measurement tables.
-func printScale(fills []fillResult, results []sizeResult, clusters int) {
+// printScale prints the fill and the measurement tables; a "-" in the
+// fill table's quiet column means the region was not quiet within
+// quietWait (and was measured anyway).
+func printScale(fills []fillResult, results []sizeResult, clusters int, idle float64) {
 	fmt.Printf("\nscale: project %q filled with stopped Apps through admission, then %d Apps of 1 replica offered open loop at %d/min; %d clusters x %d nodes\n",
 		scaleProject, scaleSubmissions, scaleRate, clusters, scaleNodes)
-	fmt.Printf("  %-16s %8s %12s %10s %14s %10s %8s\n", "fill", "Apps", "admitted in", "Apps/s", "settled after", "Apps/s", "retries")
+	fmt.Printf("  region idle at %.0f%% of a core; quiet: at most %.0f%% over %v\n", idle, idle+quietMargin, quietWindow)
+	fmt.Printf("  %-16s %8s %12s %10s %14s %10s %12s %8s\n", "fill", "Apps", "admitted in", "Apps/s", "settled after", "Apps/s", "quiet after", "retries")
 	for _, f := range fills {
 		n := f.to - f.from
 		perSec := func(d time.Duration) string {
@@ -668,8 +761,8 @@ func printScale(fills []fillResult, results []sizeResult, clusters int) {
 			}
 			return d.Round(100 * time.Millisecond).String()
 		}
-		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %8d\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
-			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), f.retries)
+		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %12s %8d\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
+			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), took(f.quiet), f.retries)
 	}
 	if len(results) == 0 {
 		return
