@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/atoll/busclient"
 	"atoll.dev/services/atoll/region"
@@ -85,11 +82,4 @@ func needRegion(t *testing.T) {
 	if reg == nil {
 		t.Skip("end-to-end tests need member clusters (not under -short)")
 	}
-}
-
-// waitFor is require.EventuallyWithT for the checks in zz_resilience_test.go
-// still written as func() error; new checks call require.EventuallyWithT.
-func waitFor(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.NoError(ct, fn()) }, total, 250*time.Millisecond)
 }

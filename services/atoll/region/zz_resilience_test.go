@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"sync"
 	"testing"
 	"time"
@@ -57,27 +59,29 @@ func TestFrozenClusterShardsMoveAndOthersAreNotSlowed(t *testing.T) {
 	}()
 	frozeAt := time.Now()
 	// The shards leave zone-c: all 9 replicas run in zones a and b.
-	waitFor(t, 60*time.Second, func() error {
-		p, err := cl.Placement(ctx, key)
-		if err != nil || p == nil {
-			return fmt.Errorf("placement: %v", err)
-		}
-		var inC, total int32
-		for _, sh := range p.Shards {
-			total += sh.Replicas
-			if sh.Cluster == "zone-c" {
-				inC += sh.Replicas
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, func() error {
+			p, err := cl.Placement(ctx, key)
+			if err != nil || p == nil {
+				return fmt.Errorf("placement: %v", err)
 			}
-		}
-		if inC > 0 || total != 9 {
-			return fmt.Errorf("shards %+v", p.Shards)
-		}
-		st, err := cl.Status(ctx, key)
-		if err != nil || st == nil || st.Phase != api.PhaseRunning || st.Ready != 9 {
-			return fmt.Errorf("status %+v", st)
-		}
-		return nil
-	})
+			var inC, total int32
+			for _, sh := range p.Shards {
+				total += sh.Replicas
+				if sh.Cluster == "zone-c" {
+					inC += sh.Replicas
+				}
+			}
+			if inC > 0 || total != 9 {
+				return fmt.Errorf("shards %+v", p.Shards)
+			}
+			st, err := cl.Status(ctx, key)
+			if err != nil || st == nil || st.Phase != api.PhaseRunning || st.Ready != 9 {
+				return fmt.Errorf("status %+v", st)
+			}
+			return nil
+		}())
+	}, 60*time.Second, 250*time.Millisecond)
 	moved := time.Since(frozeAt)
 	t.Logf("zone-c frozen: 9 replicas Running in zones a and b %v later", moved.Round(time.Millisecond))
 	if moved > 60*time.Second {
@@ -95,26 +99,30 @@ func TestFrozenClusterShardsMoveAndOthersAreNotSlowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	waitFor(t, 90*time.Second, func() error {
-		_, err := zc.Client.AppsV1().Deployments(api.Namespace(project)).Get(ctx, "api", metav1.GetOptions{})
-		if err == nil {
-			return errors.New("stale shard still in zone-c")
-		}
-		return nil
-	})
-	// Let the inventory see zone-c healthy before the next test.
-	waitFor(t, 60*time.Second, func() error {
-		cs, err := cl.Clusters(ctx)
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			if !c.Healthy {
-				return fmt.Errorf("%s unhealthy", c.Name)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, func() error {
+			_, err := zc.Client.AppsV1().Deployments(api.Namespace(project)).Get(ctx, "api", metav1.GetOptions{})
+			if err == nil {
+				return errors.New("stale shard still in zone-c")
 			}
-		}
-		return nil
-	})
+			return nil
+		}())
+	}, 90*time.Second, 250*time.Millisecond)
+	// Let the inventory see zone-c healthy before the next test.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, func() error {
+			cs, err := cl.Clusters(ctx)
+			if err != nil {
+				return err
+			}
+			for _, c := range cs {
+				if !c.Healthy {
+					return fmt.Errorf("%s unhealthy", c.Name)
+				}
+			}
+			return nil
+		}())
+	}, 60*time.Second, 250*time.Millisecond)
 }
 
 func TestServiceRestartsLoseAndDuplicateNothing(t *testing.T) {
@@ -132,26 +140,23 @@ func TestServiceRestartsLoseAndDuplicateNothing(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range n {
-			for attempt := 0; ; attempt++ {
+			admitted := assert.Eventually(t, func() bool {
 				_, err := cl.Submit(ctx, doc(i))
 				var e *busclient.Error
-				if err == nil || errors.As(err, &e) && e.Status < 500 {
-					if err != nil {
-						t.Errorf("w-%03d rejected: %v", i, err)
-					}
-					break
+				if err != nil && errors.As(err, &e) && e.Status < 500 {
+					t.Errorf("w-%03d rejected: %v", i, err)
+					return true
 				}
-				if attempt > 200 {
-					t.Errorf("w-%03d not admitted: %v", i, err)
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+				return err == nil
+			}, 10*time.Second, 50*time.Millisecond)
+			if !admitted {
+				t.Errorf("w-%03d not admitted within 10s", i)
 			}
-			time.Sleep(40 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond) // the subject: a steady stream of submissions
 		}
 	}()
 	for _, svc := range []string{"quota", "admission", "aggregator", "scheduler", "propagator"} {
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(700 * time.Millisecond) // the subject: restarts spaced through the stream
 		if err := reg.Restart(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -159,42 +164,44 @@ func TestServiceRestartsLoseAndDuplicateNothing(t *testing.T) {
 	}
 	wg.Wait()
 
-	waitFor(t, 3*time.Minute, func() error {
-		running, stored, placed := 0, 0, 0
-		phases := map[string]int{}
-		for i := range n {
-			key := api.Key(project, api.KindApp, fmt.Sprintf("w-%03d", i))
-			if w, _ := cl.Workload(ctx, key); w != nil {
-				stored++
-			}
-			if p, _ := cl.Placement(ctx, key); p != nil && len(p.Shards) > 0 {
-				placed++
-			}
-			st, _ := cl.Status(ctx, key)
-			if st != nil {
-				phases[st.Phase]++
-			}
-			if st != nil && st.Phase == api.PhaseRunning && st.Ready == 1 {
-				running++
-			}
-		}
-		if running != n {
-			inClusters := map[string]string{}
-			for _, c := range reg.Env.Clusters {
-				ds, _ := c.Client.AppsV1().Deployments(api.Namespace(project)).List(ctx, metav1.ListOptions{})
-				ps, _ := c.Client.CoreV1().Pods(api.Namespace(project)).List(ctx, metav1.ListOptions{})
-				phase := map[string]int{}
-				for _, p := range ps.Items {
-					phase[string(p.Status.Phase)]++
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, func() error {
+			running, stored, placed := 0, 0, 0
+			phases := map[string]int{}
+			for i := range n {
+				key := api.Key(project, api.KindApp, fmt.Sprintf("w-%03d", i))
+				if w, _ := cl.Workload(ctx, key); w != nil {
+					stored++
 				}
-				if ds != nil {
-					inClusters[c.Name] = fmt.Sprintf("%d deployments, pods %v", len(ds.Items), phase)
+				if p, _ := cl.Placement(ctx, key); p != nil && len(p.Shards) > 0 {
+					placed++
+				}
+				st, _ := cl.Status(ctx, key)
+				if st != nil {
+					phases[st.Phase]++
+				}
+				if st != nil && st.Phase == api.PhaseRunning && st.Ready == 1 {
+					running++
 				}
 			}
-			return fmt.Errorf("%d of %d Running (%d stored, %d placed, phases %v, clusters %v)", running, n, stored, placed, phases, inClusters)
-		}
-		return nil
-	})
+			if running != n {
+				inClusters := map[string]string{}
+				for _, c := range reg.Env.Clusters {
+					ds, _ := c.Client.AppsV1().Deployments(api.Namespace(project)).List(ctx, metav1.ListOptions{})
+					ps, _ := c.Client.CoreV1().Pods(api.Namespace(project)).List(ctx, metav1.ListOptions{})
+					phase := map[string]int{}
+					for _, p := range ps.Items {
+						phase[string(p.Status.Phase)]++
+					}
+					if ds != nil {
+						inClusters[c.Name] = fmt.Sprintf("%d deployments, pods %v", len(ds.Items), phase)
+					}
+				}
+				return fmt.Errorf("%d of %d Running (%d stored, %d placed, phases %v, clusters %v)", running, n, stored, placed, phases, inClusters)
+			}
+			return nil
+		}())
+	}, 3*time.Minute, 250*time.Millisecond)
 	// Exactly one Deployment and one pod per workload across the clusters.
 	deployments, pods := map[string]int{}, map[string]int{}
 	for _, c := range reg.Env.Clusters {
