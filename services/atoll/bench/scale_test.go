@@ -30,8 +30,8 @@ package bench
 // each round. The member clusters run below the region's CPU priority, as
 // in the pipeline bench (ATOLL_BENCH_CLUSTER_NICE, 10): at the same
 // priority, on 2 cores, the clusters creating the measured Apps' pods take
-// the CPU from admission (measured: admitted P50 150-500 ms instead of 3
-// ms, at every size alike).
+// the CPU from admission (in this machine's runs: admitted P50 150-500 ms
+// instead of 3 ms, at every size alike).
 //
 // What fills the project: stopped Apps, submitted stopped (the document
 // carries control.stopped, which admission accepts from a platform admin;
@@ -411,8 +411,9 @@ type sizeResult struct {
 	cpu float64
 	// heapMB, gcs and gcPause are the Go heap in use after the round, and
 	// the collections and their stop-the-world pauses during it: every
-	// service shares this process's heap, so the mirrors of a large
-	// project make every service's collections longer.
+	// service shares this process's heap, so a large project's mirrors
+	// change how often and how long it collects, for all of them; the
+	// columns show whether collections coincide with a slow round.
 	heapMB  uint64
 	gcs     uint32
 	gcPause time.Duration
