@@ -56,14 +56,8 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer scancel()
-		if err := reg.Stop(sctx); err != nil {
-			fmt.Fprintln(os.Stderr, "stop region:", err)
-		}
 		// Every service kept to its grant (libs/bus Grants) the whole run.
-		if v := reg.PermissionViolations(); len(v) > 0 {
-			fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
+		if !reg.StopAndAudit() {
 			code = 1
 		}
 	}()

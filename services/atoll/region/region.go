@@ -667,6 +667,22 @@ func holderIs(holder, id string) bool {
 	return holder == id || strings.HasPrefix(holder, id+"-")
 }
 
+// StopAndAudit stops the region (within two minutes) and reports, on
+// stderr, a stop failure and any NATS permission violation seen during the
+// run; it returns false when a service stepped outside its grant.
+func (r *Region) StopAndAudit() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "stop region:", err)
+	}
+	if v := r.PermissionViolations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
+		return false
+	}
+	return true
+}
+
 // Stop stops every service, the member clusters and the bus.
 func (r *Region) Stop(ctx context.Context) error {
 	var errs []error

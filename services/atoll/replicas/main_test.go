@@ -70,15 +70,9 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "region of %d replicas per service ready in %v; services log to %s\n", reg.Replicas(), time.Since(start).Round(time.Millisecond), logPath)
 	code := m.Run()
-	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer scancel()
-	if err := reg.Stop(sctx); err != nil {
-		fmt.Fprintln(os.Stderr, "stop region:", err)
-	}
 	// Every service kept to its grant (libs/bus Grants) the whole run,
 	// kills and NATS outages included.
-	if v := reg.PermissionViolations(); len(v) > 0 {
-		fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
+	if !reg.StopAndAudit() {
 		code = 1
 	}
 	_ = logFile.Close()
