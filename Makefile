@@ -6,7 +6,7 @@
 #   make bench   benchmarks, with their baselines measured in the same run
 
 include tools/versions.mk
-export KUBE_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION
+export KUBE_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION
 
 SHELL := /bin/bash
 # Go lives in /usr/local/go on a fresh machine, not always on PATH.
@@ -76,6 +76,26 @@ browser: ## install Debian's Chromium for the console's browser test (apt-get; s
 	  echo "==> installing Debian's chromium (apt-get update first)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium fonts-liberation >/dev/null && /usr/bin/chromium --version; fi
+
+# The deployable services: one image, one Deployment and one compose entry
+# each (hack/images.sh, deploy/k8s, compose.yaml). A new service: one word here.
+SERVICES ?= admission aggregator autoscaler gateway propagator quota remediation scheduler
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+export SERVICES VERSION
+
+.PHONY: images
+images: tools ## build every image offline, FROM scratch, tagged atoll/<name>:$(VERSION) (installs and starts Docker when missing)
+	@./hack/images.sh
+
+.PHONY: compose-up compose-down compose-test
+compose-up: images atoll ## the region in Docker Compose: 3 NATS servers, every service x2, 3 member clusters; prints an admin token
+	@./hack/compose.sh up
+
+compose-down: ## remove the Compose region: every container, network and volume
+	@./hack/compose.sh down
+
+compose-test: images atoll ## up, smoke and fault test (1,000 Apps while replicas and NATS servers are killed and partitioned), down
+	@./hack/compose.sh test
 
 .PHONY: run atoll
 atoll: deps ## build the atoll command into bin/atoll

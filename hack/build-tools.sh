@@ -2,7 +2,7 @@
 # Builds the member-cluster toolchain into bin/ from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
 # (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), kwok and kwokctl
-# (sigs.k8s.io/kwok). kwokctl gets kubectl from here (libs/testenv sets
+# (sigs.k8s.io/kwok), metrics-server. kwokctl gets kubectl from here (libs/testenv sets
 # KWOK_KUBECTL_BINARY) instead of downloading it.
 #
 # Versions come from tools/versions.mk via the environment (see Makefile).
@@ -11,7 +11,7 @@
 # added to the group later, as kubectl was) is built alone.
 set -euo pipefail
 
-: "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}"
+: "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}" "${METRICS_SERVER_VERSION:?}"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN="$ROOT/bin"
 WORK="$BIN/.build"
@@ -106,9 +106,19 @@ build_kwok() {
   log "kwok done"
 }
 
+# metrics-server (sigs.k8s.io/metrics-server): kwokctl starts it in member
+# clusters given --enable metrics-server --metrics-server-binary (libs/testenv).
+build_metrics_server() {
+  if stamp_ok metrics-server "$METRICS_SERVER_VERSION" metrics-server; then log "metrics-server $METRICS_SERVER_VERSION up to date"; return; fi
+  log "metrics-server $METRICS_SERVER_VERSION: go install (cold: ~8 minutes on 2 cores)"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION"
+  echo "$METRICS_SERVER_VERSION" >"$BIN/.stamp-metrics-server"
+  log "metrics-server done"
+}
+
 want=${1:-all}
 case "$want" in
-  all) build_kwok; build_etcd; build_kube ;;
-  kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;;
-  *) echo "usage: $0 [all|kube|etcd|kwok]" >&2; exit 2 ;;
+  all) build_kwok; build_etcd; build_kube; build_metrics_server ;;
+  kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; metrics-server) build_metrics_server ;;
+  *) echo "usage: $0 [all|kube|etcd|kwok|metrics-server]" >&2; exit 2 ;;
 esac

@@ -5,3 +5,5 @@ KUBE_VERSION := v1.36.3
 KUBE_STAGING_VERSION := v0.36.3
 ETCD_VERSION := v3.6.16
 KWOK_VERSION := v0.8.0
+# METRICS_SERVER_VERSION pins metrics-server (member clusters run it for the autoscaler).
+METRICS_SERVER_VERSION := v0.9.0

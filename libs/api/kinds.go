@@ -21,6 +21,9 @@ type Common struct {
 	Tier Tier `json:"tier,omitempty"`
 	// Placement constrains where the workload may run.
 	Placement *Placement `json:"placement,omitempty"`
+	// Priority orders work within its tier (higher first, MinPriority to
+	// MaxPriority); among Preemptible work the lower is preempted first.
+	Priority int32 `json:"priority,omitempty"`
 	// Template is what each pod runs.
 	Template PodTemplate `json:"template"`
 }
@@ -51,6 +54,9 @@ func (c *Common) defaults() {
 
 func (c *Common) validate(fe *FieldErrors) {
 	validateTier("spec.tier", c.Tier, fe)
+	if c.Priority < MinPriority || c.Priority > MaxPriority {
+		fe.add("spec.priority", CodeInvalid, "%d: between %d and %d", c.Priority, MinPriority, MaxPriority)
+	}
 	c.Placement.validate("spec.placement", fe)
 	c.Template.validate("spec.template", fe)
 }
@@ -69,6 +75,9 @@ type AppSpec struct {
 	// Paused pauses the Deployments' rollouts (Kubernetes' own pause); the
 	// pause operation is a different thing: it holds the App at zero replicas.
 	Paused bool `json:"paused,omitempty"`
+	// Availability is the disruption budget of each shard (availability.go);
+	// nil means DefaultMaxUnavailable.
+	Availability *Availability `json:"availability,omitempty"`
 }
 
 // Default implements Spec.
@@ -87,6 +96,7 @@ func (s *AppSpec) Validate() FieldErrors {
 	if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > MaxReplicas) {
 		fe.add("spec.replicas", CodeInvalid, "%d is not between 0 and %d", *s.Replicas, MaxReplicas)
 	}
+	s.Availability.validate("spec.availability", &fe)
 	return fe
 }
 

@@ -20,6 +20,14 @@ type PlacementDecision struct {
 	Reasons []Rejection `json:"reasons,omitempty"`
 	// Decided is when the decision was made.
 	Decided time.Time `json:"decided"`
+	// Queue is the tier queue an unschedulable workload waits in
+	// (Reserved, OnDemand, Preemptible), and Position its place there
+	// (1: next) when the decision was made.
+	Queue    string `json:"queue,omitempty"`
+	Position int    `json:"position,omitempty"`
+	// PreemptedBy names the workload (key) whose room this one's last
+	// placement was taken back for; set while it waits to run again.
+	PreemptedBy string `json:"preemptedBy,omitempty"`
 }
 
 // Shard is the part of a workload in one member cluster.
@@ -33,6 +41,9 @@ type Shard struct {
 	// IndexStart and IndexEnd (exclusive) are a JobSet shard's index range.
 	IndexStart int32 `json:"indexStart,omitempty"`
 	IndexEnd   int32 `json:"indexEnd,omitempty"`
+	// PoolTier is PoolTierReserved when the shard's pods run on the
+	// cluster's Reserved pools, empty on its shared pools.
+	PoolTier string `json:"poolTier,omitempty"`
 }
 
 // Rejection is one filter's verdict against one cluster.

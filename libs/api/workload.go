@@ -143,6 +143,10 @@ type Kind struct {
 	Name string
 	// New returns an empty spec of the kind.
 	New func() Spec
+	// Unplaced marks a kind the scheduler never places (a Scaler is a
+	// policy another service acts on): the scheduler, the propagator and
+	// the aggregator's folders leave it alone.
+	Unplaced bool
 }
 
 var (
@@ -164,6 +168,24 @@ func KindNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// PlacedKindNames lists the registered kinds the scheduler places, sorted.
+func PlacedKindNames() []string {
+	names := make([]string, 0, len(kinds))
+	for n, k := range kinds {
+		if !k.Unplaced {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Placed reports whether kind is registered and placed by the scheduler.
+func Placed(kind string) bool {
+	k, ok := kinds[kind]
+	return ok && !k.Unplaced
 }
 
 // Spec is what every kind's spec provides to the platform's services.

@@ -191,7 +191,10 @@ func (b *Bus) waitTopology(ctx context.Context) error {
 		var missing []string
 		var last error
 		for _, n := range names {
-			if _, err := b.Stream(ctx, n); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, EnsureRequestTimeout)
+			_, err := b.Stream(rctx, n)
+			cancel()
+			if err != nil {
 				missing, last = append(missing, n), err
 			}
 		}
@@ -430,15 +433,27 @@ func (b *Bus) ClientURL() string {
 	return b.NC.ConnectedUrl()
 }
 
+// EnsureRequestTimeout bounds each stream or bucket request of Ensure: a
+// request sent while a new JetStream cluster elects its meta leader can
+// go unanswered, and would otherwise wait for the caller's whole deadline
+// instead of being retried (Open retries Ensure).
+const EnsureRequestTimeout = 10 * time.Second
+
 // Ensure creates or updates the given streams and buckets.
 func (b *Bus) Ensure(ctx context.Context, t Topology) error {
 	for _, sc := range t.Streams {
-		if _, err := b.JS.CreateOrUpdateStream(ctx, sc); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, EnsureRequestTimeout)
+		_, err := b.JS.CreateOrUpdateStream(rctx, sc)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
 	for _, kc := range t.Buckets {
-		if _, err := b.JS.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, EnsureRequestTimeout)
+		_, err := b.JS.CreateOrUpdateKeyValue(rctx, kc)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 	}

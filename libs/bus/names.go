@@ -66,6 +66,19 @@ const (
 	// <cluster>.<project>.<kind>.<name>) and the cluster's term marker
 	// (key <cluster>), which the replica folding statuses reads.
 	BucketObservations = "observations"
+	// BucketScalers is written by the autoscaler: per Scaler (key
+	// <project>.scaler.<name>) its history and recent decisions.
+	BucketScalers = "scalers"
+	// BucketDisruption is the disruption ledger (libs/disruption), shared
+	// by the two services that take nodes out of service, remediation and
+	// upgrade: one key per member cluster (d.<cluster>) holding a lease per
+	// node being disrupted, keyed by node UID, decided by compare-and-set.
+	BucketDisruption = "disruption"
+	// BucketRemediation is written by the remediation service: its policy
+	// (key policy), pauses (pause.region, pause.<cluster>), each cluster's
+	// view (s.<cluster>: reachable, breakers) and what it is doing to each
+	// node it watches (n.<cluster>.<node UID>).
+	BucketRemediation = "remediation"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -168,6 +181,9 @@ func DefaultTopology(replicas int) Topology {
 			ttlBucket(BucketIdempotency, IdempotencyTTL),
 			bucket(BucketLeases, 1),
 			bucket(BucketObservations, 1),
+			bucket(BucketScalers, 1),
+			bucket(BucketDisruption, 1),
+			bucket(BucketRemediation, 1),
 		},
 	}
 }

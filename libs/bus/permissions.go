@@ -35,7 +35,10 @@ package bus
 // Caller identity. Admission, quota's set, the aggregator's cluster
 // operations and the debug endpoints believe the identity headers
 // (HeaderPrincipal, HeaderPlatformAdmin) and the gateway's authorisation
-// because only the gateway's user may publish to their subjects. One more
+// because only the gateway's user may publish to their subjects. (The
+// autoscaler's user may also call admission's operate, whose handler
+// recognises it by its inbox, ignores its headers and lets it only scale
+// Apps.) One more
 // path reaches any subject, though: JetStream itself publishes to a push
 // consumer's deliver subject (in any queue group) and to a direct get's
 // reply subject, neither checked against the requester's permissions, so a
@@ -64,11 +67,17 @@ const (
 	UserScheduler  = "scheduler"
 	UserPropagator = "propagator"
 	UserAggregator = "aggregator"
+	// UserAutoscaler is the autoscaler's user: besides the gateway, the
+	// only caller admission's operate endpoint answers, and admission
+	// lets it only scale Apps.
+	UserAutoscaler = "autoscaler"
+	// UserRemediation is the remediation service's user.
+	UserRemediation = "remediation"
 )
 
 // Users lists every user: the admin first, then the services.
 func Users() []string {
-	return []string{UserAdmin, UserGateway, UserAdmission, UserQuota, UserScheduler, UserPropagator, UserAggregator}
+	return []string{UserAdmin, UserGateway, UserAdmission, UserQuota, UserScheduler, UserPropagator, UserAggregator, UserRemediation, UserAutoscaler}
 }
 
 // Keys is a bucket and the keys written in it ("*" and ">" wildcards; ">"
@@ -104,11 +113,12 @@ type Grant struct {
 func Grants() map[string]Grant {
 	all := []string{">"}
 	events := EventRoot + ".>"
+	metrics := MetricsRoot + ".>" // samples: the aggregator's and the gateway's (custom)
 	debugOpen := []string{DebugSubject("logs", "*", "*", "*"), DebugSubject("exec", "*", "*", "*")}
 	return map[string]Grant{
 		UserGateway: {
 			Writes:  []Keys{{BucketIdempotency, all}},
-			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota},
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
 			// Only the gateway calls the endpoints that trust their caller.
@@ -116,8 +126,9 @@ func Grants() map[string]Grant {
 				RequestSubject("admission", "*"),
 				RequestSubject("quota", "get"), RequestSubject("quota", "set"),
 				RequestSubject("aggregator", "*"),
+				RequestSubject("remediation", "*"),
 			}, debugOpen...),
-			Sends:    []string{DebugSessionSubject("*", "up")},
+			Sends:    []string{DebugSessionSubject("*", "up"), metrics},
 			Receives: []string{DebugSessionSubject("*", "down")},
 		},
 		UserAdmission: {
@@ -153,8 +164,27 @@ func Grants() map[string]Grant {
 			Emits:    []string{events, ClusterRoot + ".>"},
 			Follows:  []string{StreamEvents},
 			Serves:   append([]string{RequestSubject("aggregator", "*")}, debugOpen...),
-			Sends:    []string{DebugSessionSubject("*", "down")},
+			Sends:    []string{DebugSessionSubject("*", "down"), metrics},
 			Receives: []string{DebugSessionSubject("*", "up")},
+		},
+		UserAutoscaler: {
+			Writes:  []Keys{{BucketScalers, all}, {BucketLeases, []string{"autoscaler"}}},
+			Reads:   []string{BucketWorkloads, BucketStatus},
+			Emits:   []string{events},
+			Follows: []string{StreamEvents},
+			// Scaling goes through admission (quota applies), never the
+			// workloads bucket.
+			Calls:    []string{RequestSubject("admission", "operate")},
+			Receives: []string{metrics},
+		},
+		UserRemediation: {
+			Writes: []Keys{
+				{BucketRemediation, all}, {BucketDisruption, all},
+				{BucketLeases, []string{"remediation.*"}},
+			},
+			Emits:   []string{NodeRoot + ".>"},
+			Follows: []string{StreamSignals},
+			Serves:  []string{RequestSubject("remediation", "*")},
 		},
 	}
 }

@@ -371,6 +371,12 @@ func TestEveryGrantWorks(t *testing.T) {
 	if _, err := r.admin.Publish(ctx, seedEvent, "seed", []byte("{}"), nil); err != nil {
 		t.Fatal(err)
 	}
+	// And in the signals stream, which the remediation service follows.
+	seedSignal := bus.NodeSubject("c", "seed", "seed")
+	if _, err := r.admin.Publish(ctx, seedSignal, "seed-signal", []byte("{}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	seedOf := map[string]string{bus.StreamSignals: seedSignal}
 
 	conns := map[string]*bus.Bus{}
 	for _, u := range bus.Users()[1:] {
@@ -425,10 +431,14 @@ func TestEveryGrantWorks(t *testing.T) {
 					t.Errorf("stream %s: %v", s, err)
 					continue
 				}
-				if _, err := st.GetLastMsgForSubject(ctx, seedEvent); err != nil {
+				seed := seedEvent
+				if v, ok := seedOf[s]; ok {
+					seed = v
+				}
+				if _, err := st.GetLastMsgForSubject(ctx, seed); err != nil {
 					t.Errorf("last message of %s: %v", s, err)
 				}
-				oc, err := b.JS.OrderedConsumer(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{seedEvent}})
+				oc, err := b.JS.OrderedConsumer(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{seed}})
 				if err != nil {
 					t.Errorf("ordered consumer on %s: %v", s, err)
 					continue

@@ -44,6 +44,54 @@ func (e IdentityRoles) Valid() bool {
 	}
 }
 
+// Defines values for MetricProposalState.
+const (
+	FailedFallback  MetricProposalState = "failed-fallback"
+	FailedHold      MetricProposalState = "failed-hold"
+	Ok              MetricProposalState = "ok"
+	WithinTolerance MetricProposalState = "within-tolerance"
+)
+
+// Valid indicates whether the value is a known member of the MetricProposalState enum.
+func (e MetricProposalState) Valid() bool {
+	switch e {
+	case FailedFallback:
+		return true
+	case FailedHold:
+		return true
+	case Ok:
+		return true
+	case WithinTolerance:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScalerDecisionOutcome.
+const (
+	None    ScalerDecisionOutcome = "none"
+	Refused ScalerDecisionOutcome = "refused"
+	Scaled  ScalerDecisionOutcome = "scaled"
+	Skipped ScalerDecisionOutcome = "skipped"
+)
+
+// Valid indicates whether the value is a known member of the ScalerDecisionOutcome enum.
+func (e ScalerDecisionOutcome) Valid() bool {
+	switch e {
+	case None:
+		return true
+	case Refused:
+		return true
+	case Scaled:
+		return true
+	case Skipped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkloadDocumentKind.
 const (
 	App    WorkloadDocumentKind = "App"
@@ -206,6 +254,28 @@ type Metadata struct {
 	Updated    time.Time         `json:"updated,omitempty,omitzero"`
 }
 
+// MetricProposal defines model for MetricProposal.
+type MetricProposal struct {
+	// AgeSeconds How old the sample was
+	AgeSeconds float64             `json:"ageSeconds,omitempty,omitzero"`
+	Metric     string              `json:"metric"`
+	Ratio      float64             `json:"ratio,omitempty,omitzero"`
+	Replicas   int32               `json:"replicas"`
+	State      MetricProposalState `json:"state"`
+	Target     float64             `json:"target,omitempty,omitzero"`
+	Value      float64             `json:"value,omitempty,omitzero"`
+}
+
+// MetricProposalState defines model for MetricProposal.State.
+type MetricProposalState string
+
+// MetricSample defines model for MetricSample.
+type MetricSample struct {
+	// Time When it was measured (default: when received)
+	Time  time.Time `json:"time,omitempty,omitzero"`
+	Value float64   `json:"value"`
+}
+
 // Pool defines model for Pool.
 type Pool struct {
 	// Allocatable Amounts of the quota's resources; zero or absent means no limit.
@@ -297,6 +367,40 @@ type SLIMinute struct {
 // ScaleRequest defines model for ScaleRequest.
 type ScaleRequest struct {
 	Replicas int32 `json:"replicas"`
+}
+
+// ScalerDecision defines model for ScalerDecision.
+type ScalerDecision struct {
+	Current int32 `json:"current"`
+	Desired int32 `json:"desired"`
+
+	// Detail Admission's refusal, or why the evaluation was skipped
+	Detail        string `json:"detail,omitempty,omitzero"`
+	Floor         int32  `json:"floor,omitempty,omitzero"`
+	FloorSchedule string `json:"floorSchedule,omitempty,omitzero"`
+
+	// Generation The Scaler's generation evaluated
+	Generation int64 `json:"generation,omitempty,omitzero"`
+
+	// Limited What held the replicas back (a rate policy, the cooldown, min or max)
+	Limited   string                `json:"limited,omitempty,omitzero"`
+	Outcome   ScalerDecisionOutcome `json:"outcome"`
+	Proposals []MetricProposal      `json:"proposals,omitempty,omitzero"`
+
+	// Raw The max of the proposals and the floor, within min and max
+	Raw        int32     `json:"raw,omitempty,omitzero"`
+	Ready      int32     `json:"ready,omitempty,omitzero"`
+	Reason     string    `json:"reason"`
+	Stabilized int32     `json:"stabilized,omitempty,omitzero"`
+	Time       time.Time `json:"time"`
+}
+
+// ScalerDecisionOutcome defines model for ScalerDecision.Outcome.
+type ScalerDecisionOutcome string
+
+// ScalerHistory defines model for ScalerHistory.
+type ScalerHistory struct {
+	Decisions []ScalerDecision `json:"decisions"`
 }
 
 // TierQuota defines model for TierQuota.
@@ -475,6 +579,9 @@ type StreamLogsParams struct {
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
+// PushMetricJSONRequestBody defines body for PushMetric for application/json ContentType.
+type PushMetricJSONRequestBody = MetricSample
+
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = Resources
 
@@ -595,6 +702,30 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjects(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PushMetricWithBody Push a sample of an App's custom metric (developers of the project)
+	//
+	// The value is the metric's total over the App (a Scaler with a
+	// per-pod target divides it by the App's pods). Samples go to the
+	// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+	// may push a few samples a second (429 above).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+	PushMetricWithBody(ctx context.Context, project ProjectPath, app string, metric string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PushMetric Push a sample of an App's custom metric (developers of the project)
+	//
+	// The value is the metric's total over the App (a Scaler with a
+	// per-pod target divides it by the App's pods). Samples go to the
+	// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+	// may push a few samples a second (429 above).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+	PushMetric(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetQuota A project's limits and usage per tier
 	//
 	// Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
@@ -613,6 +744,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/projects/{project}/quota/{tier} (the `SetQuota` operationId).
 	SetQuota(ctx context.Context, project ProjectPath, tier string, body SetQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
+	//
+	// Each decision the autoscaler recorded: its inputs (current and
+	// ready replicas, each metric's value and proposal), the schedule
+	// floor, the replicas chosen and why, and what came of it (scaled,
+	// refused with admission's reason, none, skipped). A decision is
+	// recorded when it differs from the previous one, and at least every
+	// 30 s.
+	//
+	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
+	GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkloads List a project's workloads
 	//
@@ -838,6 +981,50 @@ func (c *Client) ListProjects(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
+// PushMetricWithBody Push a sample of an App's custom metric (developers of the project)
+//
+// The value is the metric's total over the App (a Scaler with a
+// per-pod target divides it by the App's pods). Samples go to the
+// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+// may push a few samples a second (429 above).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+func (c *Client) PushMetricWithBody(ctx context.Context, project ProjectPath, app string, metric string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushMetricRequestWithBody(c.Server, project, app, metric, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PushMetric Push a sample of an App's custom metric (developers of the project)
+//
+// The value is the metric's total over the App (a Scaler with a
+// per-pod target divides it by the App's pods). Samples go to the
+// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+// may push a few samples a second (429 above).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+func (c *Client) PushMetric(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPushMetricRequest(c.Server, project, app, metric, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetQuota A project's limits and usage per tier
 //
 // Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
@@ -877,6 +1064,28 @@ func (c *Client) SetQuotaWithBody(ctx context.Context, project ProjectPath, tier
 // Corresponds with PUT /v1/projects/{project}/quota/{tier} (the `SetQuota` operationId).
 func (c *Client) SetQuota(ctx context.Context, project ProjectPath, tier string, body SetQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetQuotaRequest(c.Server, project, tier, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
+//
+// Each decision the autoscaler recorded: its inputs (current and
+// ready replicas, each metric's value and proposal), the schedule
+// floor, the replicas chosen and why, and what came of it (scaled,
+// refused with admission's reason, none, skipped). A decision is
+// recorded when it differs from the previous one, and at least every
+// 30 s.
+//
+// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
+func (c *Client) GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetScalerHistoryRequest(c.Server, project, name)
 	if err != nil {
 		return nil, err
 	}
@@ -1352,6 +1561,67 @@ func NewListProjectsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPushMetricRequest calls the generic PushMetric builder with application/json body
+func NewPushMetricRequest(server string, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPushMetricRequestWithBody(server, project, app, metric, "application/json", bodyReader)
+}
+
+// NewPushMetricRequestWithBody constructs an http.Request for the PushMetric method, with any body, and a specified content type
+func NewPushMetricRequestWithBody(server string, project ProjectPath, app string, metric string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "app", app, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "metric", metric, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/apps/%s/metrics/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetQuotaRequest constructs an http.Request for the GetQuota method
 func NewGetQuotaRequest(server string, project ProjectPath) (*http.Request, error) {
 	var err error
@@ -1436,6 +1706,47 @@ func NewSetQuotaRequestWithBody(server string, project ProjectPath, tier string,
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetScalerHistoryRequest constructs an http.Request for the GetScalerHistory method
+func NewGetScalerHistoryRequest(server string, project ProjectPath, name NamePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/scalers/%s/history", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2359,6 +2670,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjectsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListProjectsResponse, error)
 
+	// PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
+	//
+	// The value is the metric's total over the App (a Scaler with a
+	// per-pod target divides it by the App's pods). Samples go to the
+	// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+	// may push a few samples a second (429 above).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+	PushMetricWithBodyWithResponse(ctx context.Context, project ProjectPath, app string, metric string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMetricResponse, error)
+
+	// PushMetricWithResponse Push a sample of an App's custom metric (developers of the project)
+	//
+	// The value is the metric's total over the App (a Scaler with a
+	// per-pod target divides it by the App's pods). Samples go to the
+	// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+	// may push a few samples a second (429 above).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+	PushMetricWithResponse(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMetricResponse, error)
+
 	// GetQuotaWithResponse A project's limits and usage per tier
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2379,6 +2714,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/projects/{project}/quota/{tier} (the `SetQuota` operationId).
 	SetQuotaWithResponse(ctx context.Context, project ProjectPath, tier string, body SetQuotaJSONRequestBody, reqEditors ...RequestEditorFn) (*SetQuotaResponse, error)
+
+	// GetScalerHistoryWithResponse A Scaler's recent decisions, oldest first (viewers of the project)
+	//
+	// Each decision the autoscaler recorded: its inputs (current and
+	// ready replicas, each metric's value and proposal), the schedule
+	// floor, the replicas chosen and why, and what came of it (scaled,
+	// refused with admission's reason, none, skipped). A decision is
+	// recorded when it differs from the previous one, and at least every
+	// 30 s.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
+	GetScalerHistoryWithResponse(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*GetScalerHistoryResponse, error)
 
 	// ListWorkloadsWithResponse List a project's workloads
 	//
@@ -2896,6 +3245,96 @@ func (r ListProjectsResponse) ContentType() string {
 	return ""
 }
 
+// PushMetricResponse429Headers the declared response headers of an HTTP 429 response for PushMetric
+type PushMetricResponse429Headers struct {
+	RetryAfter int
+}
+
+// PushMetricResponse503Headers the declared response headers of an HTTP 503 response for PushMetric
+type PushMetricResponse503Headers struct {
+	RetryAfter int
+}
+
+type PushMetricResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PushMetricResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PushMetricResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PushMetricResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PushMetricResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PushMetricResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PushMetricResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PushMetricResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PushMetricResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PushMetricResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PushMetricResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PushMetricResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PushMetricResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetQuotaResponse429Headers the declared response headers of an HTTP 429 response for GetQuota
 type GetQuotaResponse429Headers struct {
 	RetryAfter int
@@ -3035,6 +3474,96 @@ func (r SetQuotaResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetQuotaResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetScalerHistoryResponse429Headers the declared response headers of an HTTP 429 response for GetScalerHistory
+type GetScalerHistoryResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetScalerHistoryResponse503Headers the declared response headers of an HTTP 503 response for GetScalerHistory
+type GetScalerHistoryResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetScalerHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScalerHistory
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetScalerHistoryResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetScalerHistoryResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON200() *ScalerHistory {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetScalerHistoryResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetScalerHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetScalerHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetScalerHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetScalerHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4268,6 +4797,42 @@ func (c *ClientWithResponses) ListProjectsWithResponse(ctx context.Context, reqE
 	return ParseListProjectsResponse(rsp)
 }
 
+// PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
+//
+// The value is the metric's total over the App (a Scaler with a
+// per-pod target divides it by the App's pods). Samples go to the
+// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+// may push a few samples a second (429 above).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+func (c *ClientWithResponses) PushMetricWithBodyWithResponse(ctx context.Context, project ProjectPath, app string, metric string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PushMetricResponse, error) {
+	rsp, err := c.PushMetricWithBody(ctx, project, app, metric, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePushMetricResponse(rsp)
+}
+
+// PushMetricWithResponse Push a sample of an App's custom metric (developers of the project)
+//
+// The value is the metric's total over the App (a Scaler with a
+// per-pod target divides it by the App's pods). Samples go to the
+// autoscaler on `atoll.metrics.<project>.<app>.<metric>`; each App
+// may push a few samples a second (429 above).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
+func (c *ClientWithResponses) PushMetricWithResponse(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMetricResponse, error) {
+	rsp, err := c.PushMetric(ctx, project, app, metric, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePushMetricResponse(rsp)
+}
+
 // GetQuotaWithResponse A project's limits and usage per tier
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4305,6 +4870,26 @@ func (c *ClientWithResponses) SetQuotaWithResponse(ctx context.Context, project 
 		return nil, err
 	}
 	return ParseSetQuotaResponse(rsp)
+}
+
+// GetScalerHistoryWithResponse A Scaler's recent decisions, oldest first (viewers of the project)
+//
+// Each decision the autoscaler recorded: its inputs (current and
+// ready replicas, each metric's value and proposal), the schedule
+// floor, the replicas chosen and why, and what came of it (scaled,
+// refused with admission's reason, none, skipped). A decision is
+// recorded when it differs from the previous one, and at least every
+// 30 s.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
+func (c *ClientWithResponses) GetScalerHistoryWithResponse(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*GetScalerHistoryResponse, error) {
+	rsp, err := c.GetScalerHistory(ctx, project, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetScalerHistoryResponse(rsp)
 }
 
 // ListWorkloadsWithResponse List a project's workloads
@@ -4873,6 +5458,93 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 	return response, nil
 }
 
+// ParsePushMetricResponse parses an HTTP response from a PushMetricWithResponse call
+func ParsePushMetricResponse(rsp *http.Response) (*PushMetricResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PushMetricResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PushMetricResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PushMetricResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetQuotaResponse parses an HTTP response from a GetQuotaWithResponse call
 func ParseGetQuotaResponse(rsp *http.Response) (*GetQuotaResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4987,6 +5659,90 @@ func ParseSetQuotaResponse(rsp *http.Response) (*SetQuotaResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers SetQuotaResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetScalerHistoryResponse parses an HTTP response from a GetScalerHistoryWithResponse call
+func ParseGetScalerHistoryResponse(rsp *http.Response) (*GetScalerHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetScalerHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScalerHistory
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetScalerHistoryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetScalerHistoryResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6076,12 +6832,18 @@ type ServerInterface interface {
 	// ListProjects The projects the caller holds a role in
 	// (GET /v1/projects)
 	ListProjects(w http.ResponseWriter, r *http.Request)
+	// PushMetric Push a sample of an App's custom metric (developers of the project)
+	// (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
+	PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string)
 	// GetQuota A project's limits and usage per tier
 	// (GET /v1/projects/{project}/quota)
 	GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath)
 	// SetQuota Set a project's limit for one tier (platform admins)
 	// (PUT /v1/projects/{project}/quota/{tier})
 	SetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath, tier string)
+	// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
+	// (GET /v1/projects/{project}/scalers/{name}/history)
+	GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath)
 	// ListWorkloads List a project's workloads
 	// (GET /v1/projects/{project}/workloads)
 	ListWorkloads(w http.ResponseWriter, r *http.Request, project ProjectPath, params ListWorkloadsParams)
@@ -6157,6 +6919,12 @@ func (_ Unimplemented) ListProjects(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// PushMetric Push a sample of an App's custom metric (developers of the project)
+// (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
+func (_ Unimplemented) PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetQuota A project's limits and usage per tier
 // (GET /v1/projects/{project}/quota)
 func (_ Unimplemented) GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath) {
@@ -6166,6 +6934,12 @@ func (_ Unimplemented) GetQuota(w http.ResponseWriter, r *http.Request, project 
 // SetQuota Set a project's limit for one tier (platform admins)
 // (PUT /v1/projects/{project}/quota/{tier})
 func (_ Unimplemented) SetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath, tier string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
+// (GET /v1/projects/{project}/scalers/{name}/history)
+func (_ Unimplemented) GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -6371,6 +7145,50 @@ func (siw *ServerInterfaceWrapper) ListProjects(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// PushMetric operation middleware
+func (siw *ServerInterfaceWrapper) PushMetric(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "app" -------------
+	var app string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "app", chi.URLParam(r, "app"), &app, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "app", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "metric" -------------
+	var metric string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "metric", chi.URLParam(r, "metric"), &metric, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "metric", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PushMetric(w, r, project, app, metric)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetQuota operation middleware
 func (siw *ServerInterfaceWrapper) GetQuota(w http.ResponseWriter, r *http.Request) {
 
@@ -6423,6 +7241,41 @@ func (siw *ServerInterfaceWrapper) SetQuota(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SetQuota(w, r, project, tier)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetScalerHistory operation middleware
+func (siw *ServerInterfaceWrapper) GetScalerHistory(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetScalerHistory(w, r, project, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7375,6 +8228,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Patch(options.BaseURL+"/v1/clusters/{cluster}/labels", wrapper.EditClusterLabels)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/scalers/{name}/history", wrapper.GetScalerHistory)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/apps/{app}/metrics/{metric}", wrapper.PushMetric)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/slis", wrapper.GetSLIs)
 	})
 
@@ -7386,111 +8245,126 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D1rc9s2tn/lDO/OROrQsp2mO1t5du64adqbJm29drL5UOWuIPJYQgMCLADaVjP+73dwAL4kUpb8aprb",
-	"T2EsEDg4L5wXDj9GicpyJVFaE40/RjnTLEOLmv73XBTGoj5hduH+y2U0jnL3nziSLMNoHCV+RBRHGn8r",
-	"uMY0GltdYByZZIEZc6/ZZe6GGqu5nEfX13H0MsUsVxZlsnyFSzcmRZNonluu3BrHkAiO0u4lC2VQwgdc",
-	"woBZyJSxcPj0H5AsmGaJA3N4BAw0Wr2ES24XYBcIhmVI7zCZwkylSzeg0NLQr+dcGwuqsInKcBTFflsL",
-	"ZCntI2ysAeKeg7G5oYxdvUY5d0g5fPqPuGODr7hMS6ytbC3PY/hBzc7QgtJwolIYMLmEhBkcVtC0kfyB",
-	"y3RHDP/EMtxANvpntxlPtPoVE7th0tyP2DhvzqxF7d7931/Y3u8He1+/H/yyF54+HsR/P7wu/z78779F",
-	"67i9drObXEmDxKLfsPQUfyvQWPe/REmLkh5ZngueMIf2/V+Nw/3HBhx/03gejaP/2q/Zf9//avZfaK20",
-	"X6pNuzcLBO0XA24gY+Jc6QxTGJiltOwqhkJ+kOpSwjlHkZoYLrWSc3B7MDHMWAq1fA2PAC9QL/1YyLWa",
-	"CczcvIIbi2l0HUfPlTwXPHmkramZIx/gFTfWABMaWbqEwbF/eEF/HsYkQypHTetDqtCAVBYcUEuwCrg1",
-	"4DjWsbexzCIM3kpT5LnSFtMYyk0NYzfCzfZboawT4vPCoJfRZMHkHGHwL/fLi6sEMcV06FDyndIznqYo",
-	"HwcnCRMCNWRsSZtMFdgFNxXkuWDW8cATA7kSPFm2dpGqpMhQWhgkKkWoQK93HkTmiVnBAS/faSEgrlXc",
-	"TKsPKEHwjFvCy0/KfqcKmT48Wn5SYIpkUbLLQGlCzQU3fCbQcYCtEEegvVHqNdNzfFwBJb3vpMkt7bDN",
-	"JAE2ZxYv2RJYkmBuTQDwRyaXQY+Yx+SsJwa0ExEiJLGFEx9ZZDPUoM6doEkwViPLTOy2Y3KU9iiceOzc",
-	"oobpqfvP3rH7zxQMJkqmJorDkUbbaYxogx/UK5cW50iwXsfRW8kKu1Ca/46Pw08XTPAUEo0pSsuZIKq8",
-	"leyCccFm4hE45xg0zp0+M6gveIKQ8tSrNWkuUQOXYHmGR+5vCy7njhRe1VsFC3ZRqqz0wUmTa5WgMY+D",
-	"ljdNLcYNXKIQe+HQmxUWuCTS3XCUxWSIlZi7ZAYuNbcWJRkWAYiGvUmGgnZnjOUYxFGnSnpuDHiZKSWQ",
-	"SccpC2TCLpbdPwo2Q0GTsDTlbl9MnLQmXzExKpvDKzg/h7Fn6M8ct3tmo3GUMot7jinWrZQ4yhyJvMpb",
-	"+82bSx0/5EpthnQTDU+UEp3AF7mDNN0e9t+VxG4bsLbrfilNSBpckyCuSfW+A5ZA4Nfcm2ttInOLWfth",
-	"035LXqm3zLRmyzU4/WSdwCjp0bwOyibyaWRBuNZ+cuZOYbr50P/lJqzSr9VEPVBbrcS6Z/FuwWxtmBmv",
-	"lQxa51SsSpO0jEvUp2gs03Yjz23HM2tg5qwwffKq/bKYHtvtVzBW5Xn3jNedaCpKl7a1nRSNx3VjXS7t",
-	"l0/rNSuNG0fnjIutB5OZvO3YQkq3se1GmyLxFuBW47vQ8W1Q4j+iZSmzbB0x96En+zVbcA3XmPbn3K90",
-	"BFlhLOBvBRPeMmZ24axq/+IoirdRR13y4s+2jhMlxXVwXvrzLAZvAjlrJGF0glXGewylqR1DyzWKV431",
-	"U2bxtbPr3H9Go1EXV3tHcWul950bHk7rVb23+dAh/4KoK8TP59H4l80L0VZO0SHRYeb6fZdl0HRCYjhX",
-	"uo0Bt+Grvbnac8DsmQ8831OB3Hu5cuyqo/E5EwYDLdHYl+nNOpJIV++2k+gXwSZqEx3LP7f3wtLMmSNp",
-	"DG77aSHco3uTzT3xg7TGUAliDF41xJCiQBrkNV4vpecog2peFeK/P+sUep6uQ3qiDIkm2aPk7Dij9YkB",
-	"2llwFI6gMAjMwGtm7B6hYu/ltw6oLValWFMXA93Ooqnlfl17cP/SNup/9UxPo7gRbgrxsWCReCK3EB4W",
-	"6+WU+7BHPMvd3hppiHavsupWHx1swuzCeY8+3IkijUHwD+icx2RkMcsFsziqzADzy8H7Ec8cdeMd7J2V",
-	"rXlY4lI8w2tdW31Jbp5drm+0jKccpxmXPcaDErjxmEJZZA6eC46XFNFN8QKFGxHFJOpNoOpttjF4qgRC",
-	"jrrjAKr3YYpZD3evoKYcGK9ssNxNF5JeFTPsUWNJ7SbtJKZq1iuMG4zaXeR0k5m7tsPXzuI4YTZZrG9R",
-	"Y6YusCV8feZHdfwZtHcxXzpBVPPX3HtD25OgkqvOXwWXfd5fet96ss7OuMmbkAU4uhiv30RMNO7mSe58",
-	"5j2WEbr2W8G7kb+j87yC//qICmdT60xya3YRgDz5NeQzIVTCbBn32XQUnaJRhU6QwmjzvHjTLZNxJFXa",
-	"wuqqM/PTpt/JXvOo2RoYyzuloouMJzW12ojopa/TpVvHLWjw+/5178MkKLdwe6PgX6XVvnJMbjSrQmBx",
-	"KxDfcNR+kZuArHnZr9ALbu01rPuYzlPYUhVs2mOL+baYSwce7EVYt+ybLRfYiKmosXwcMBDmbm6kC50b",
-	"MLnp/Dnnou+nbW25+uAIk22052oRX093ZxSHKY1R8kKfGCgxYo7gd9QKlAY2M86FyZBJA1J5r3I9djXP",
-	"C9NJlIxLnjnL76CLAzLMlF5+s7R4q7e5EPz5ydtbvJqrdPcVu/Th2euX/8ONVbrDbCZf+oKJs5BgWCOD",
-	"89Yveeq9AmTJAsgBd25kSErA4O8Hw1HUvXtZWOyZVTBjYaEKHYMSKRrr6yuOiNz0Y1gpJHYLrYnMNGcM",
-	"xnIh4NzhV86p/GEbrXX2+uWPNMHNqnUFM/Vu3nfjOMy7HjpwnlknDpRztilLhKlP0DL46upqS39bsEIm",
-	"ix/Z1SbacQ1CybnDrh8PzoGTyfKoFBu3rirKn9G0Vk9V4ayGanmfXqxXP/nq4IbVM0w5kyuLwwCN5Zmz",
-	"j+BcqwzwyhOKMwGzIvmA1sRQlu046mfsyvH88J7A/vqrG8D++iu7cF5c4oAS+CDI6xKMd0p/EIqlUNt7",
-	"jv2ZBe2ED9MyolTGcTxTbskyupGnbq/7XGV5YRGOT16WeXBT8+Zt1qJAfbfk+3meGKAxbZxtbSH7+Rt7",
-	"iktJa+C3U1QTJrBR+bPqPlIq1HTGy2/QvE3wqnm6QKhtp35D566WcRwVUvgY8joVfgqnJNUFoKUIrF04",
-	"TctRN3R5I3pS2jRbwrWaneLBdWwYMV2YKfm/q7LvspQNZlolNLBQIjXAbahy4ZY4yxYGWKKVMRCMErNu",
-	"FLCc/xu14T0RjKROmW3MKIZhm6OgtXO8aa7KiXYylGPSLUJumSdU05GEgoEUz1khSGrTGjVZYUmJrEeh",
-	"GhH2aBz9apQcnbLLH0MQqJWS3ARuSbAzP3qV7g38VtHWChNhg5v4oMw+9SQtGRQGNRUFoBnB1M03LS2G",
-	"Jo4GBhGO8/wsx6SsovTPJyp1D8ObeAOvWJYLshesEmKU4sX+xWFX7KJkgTKceJznURz5NSPnpKedYcRt",
-	"GWQtIddglJ1IvEKqW1Cn29V1QsNlgV3RZWOc9E7LIdOgeRAkXlnI2Ryrs1XJhiXI5tiZG9nNra60y+39",
-	"6hV+73Ovbl2MEbLPXXZ8UlYd7FDqUBUqdEQ9d0toU3Kk15S3zsJ8VcxQS7QYskqV81Zq7icm1P6ZrQ32",
-	"OpjdsYOdkuyUpjC7BYbVzKC+wPT7XcOR+YKZ3iKQ7XP95Dl3mYmLZQuxkDAplYUZnYoJJRVRl+ceHQne",
-	"Hd8a740M7jpaHrIG4ZZlR/cvcKuxGaLo+65hBpNCc7s8c1P6FWfItDfLVqwYSSa2pfS30sDgh3dvwPC5",
-	"xBRmS2B0+yCITSg4fWLgh3evzkblTQIyzPz8FTQLa3NfhsflueqolpDetnfq1lfcVayjzoFJOHaHWsgK",
-	"j8taRgOD4zwfxjBjNlnAr2pmJnLgT7IhcZXhci4QcpUaGJyodBgHBixNr1au+XdHGsjQ+UETWVll8Nag",
-	"NiAdYGCZ+ABWhVG16TaRE/lmoRFhrlWRO/+Q7J4TLoPzMp7IPfjii8qFOj55ab74Ygw++RDDHG1MdYUx",
-	"eBYrU/Aj/+LPVWm621mKs2I+d55WOQ+l6WPQaIqMAhAqj70LQ3+kh4mE8hmURKjyJjEY53cchUw7CDU3",
-	"Rw7xeIUJmAUKAcrt/x3OzpTzgANUL6Xh84WtoGBNbRrU7KCsllQaLh2pHP6Ng+XMqS+9d+YO1Bd+MMHP",
-	"ZgK9tTxt5fqnw7hMXIbCciZTN1HhbAZfjtkiaYs+x3XlC5UaGGDgOTVw/IBtyf8TSTEfJc/5vHAuqJOA",
-	"4QhOlUADTLdSrGOY+pTt1HnJqYknclqlbqfAhFGhyNZUyDMxTCmlG37PmHTHQ7O2/mgiKzuahhqq5k+V",
-	"lyCqSY2BOz5OHZ9U+Goi5dnBYYhM1rXtDjHhvscRPDv4cn3Ayq2Bo4lkUtlFveUnpuEOkZtu4NnBM5+s",
-	"Z5Bx4yTTsSAR5tShBQaVBAwJhf5s8xGYtr7xQc8Yzj1VPE8ZUNLTpaL+K1zu/ZuJAsuozZjuVLGUdiDY",
-	"3LGrM87dLO5Np8Ldw0TSnGDZB4d05SSRO/bnFgYUNC2ji04cIRSJwqwwR+BMeTfX6Yvjb398MZGlCZkh",
-	"M8QrM1XIdDiCd+QWhCtc/n6XVW5AWZg8mvgKD0t2vVeBjUhIFEcXpQMQHY4ORgdkE+QoWc6jcfTl6GD0",
-	"pXMbmF2Q1t+/ONxvGoBzn1euSitfptE4ckbz83LQyp2kpwcH91aa3ayY7SjQrkC4jqNnB4d9s1Xg7bdq",
-	"++mlL29+qb504954+vXNb6xeqaADtsgyppfVPY3AfStHBAxWxHXoiMvmxodzSY1G7918TTrtfwxP170U",
-	"+x5Lgj0CvXpvfdRVy49FroNnN79R3R66H/o6OyXs1B0uLGcJt0uv7JUSpF29MtiS2nHrYmpP7WI9ZL95",
-	"cfX6fS+v7Nf1BneZn3SHr2Jps9yLlJc899qvVEU6v1Hef7gXpmtU0ly3LV6rC7z+w9k9GHn1zT7PmAc3",
-	"81njeucnLDJfbbNE8z5TW1zO0JJI+KInYA3Z8Qx6V524/5GRF3h9R06PO+/9+rk3Xvstg2j+ckgUR4UM",
-	"j+sxNJInZTo0+HN65ZNR4j1c/VmyqEc9DKQCiZdgFkynZuhs/5KSNdvuxq3BFN5saZ2Ugx6Q6M3Cnw7C",
-	"VyDcmsj3YzeV+Go6Gj51wkArgUB1pTeie/9jeLrer64G9JlNPsn1gKgPFUjrSK9Kk/48tu1xw7mjRJnP",
-	"5ZDnTRZQSKLd3chpdmSojJw++u5/dOve4gBordJ9AFRlTjep/1P0zmoURz/LbzFjlKs40YhZbvmsVZHX",
-	"Og6KDsY8azLm/dtUzSzoo5pUm4XhT2ZK3YdltCpQFP5UEkmSbnfYNKSjCiU1NGAb799RzB1Tn5Nlcy79",
-	"rSBDDS1gtvTtLuiOM8tw5MN1nRGZhCULSoGtH3HvKjjW9MBqEFgsfZqflh00OspQHvQI1vvJ/FagXq41",
-	"lNnQ7mV1UfIwwKDAxCodw/QDLv95wUSBU8gZ1wYMOqgDQhKVZcwcARPCX+zLnHPSBw4ZubvBQ0ioSOdL",
-	"W7gBCu/D4ARlSmG90/Li1ll9cWs0GvUixqcHdoLkxOl1w39HGITkPRweHNR1T4cHBwe965WVFK3eQr44",
-	"xb3XqFU57KpV6criNbKyIT57HsKheMFVYaosbBc8VdJ3EwreP6Dya+WkO3TgzxJpA25XteR+2t7k3W0K",
-	"h42WHrxsKItS2dV/u6spUftfm7tBpJioFFNwnJFYsRyv9D8ildhogQRM40RqykmWtZLVFbUnhu78juAd",
-	"lVBKmK604JrGodMXx3QifTqov7EXcGks+sTYOeOC4ujaZ5Hcs73kCfrI8YqTSRNXNQa7YnKltZkXlvu3",
-	"TtYqa7YyUg7vff3OmHS4JvSJx3i2kMqq/5Z74fDLrcTYtzoiuX+6zUaa/VxurS3u7t97carTkj2KZQs7",
-	"av+jMy+u9z+6M+XaaxGBvqa6LWrf0t8borbCrs/WVZB/Jf384ud3pqDHTIOCR1RCGSp1QCC7wFA00M64",
-	"9B4hfeGAfoIdPIp+edMombkDIzx+WuR78maqjO9KmetDHOXxjcOrTpVbjK2aSvb65G+pIqPFIJ/K2fc4",
-	"vPk2VD19XvmNvw7LlhyfIlVHtYt4fBG3TEPK5r7Oz/26S8P+x+r5ej+UJ909nvcg+qE7Tti8fr5969ne",
-	"dFDoXvW8NesffB41wnMVsP/vlcGfS7Y7yv7o1iSZTrnypZZddnLde+1Wgl6XZndGId+FS2pTKrmaxqGA",
-	"jwBMyxJCZuCHs59/Ck60H/pPJ2BTGCg9kdNj6no6BotX1q+450sZp8O4o8xw7C+L0sAnBqY8nU4kN2S1",
-	"5Nv0IvK1hiz086Y7cBOpMVFSklnaVbwIA98es2ySO2W+fWalaYYTOUdrAkkEcxLnF8UrllixBCW7nftS",
-	"jP3u1p37rpgYIbErINboP9cZnixpEjSCQ1sKg9W+TL2xQXqvte6Od4jXqparm5jUvFpWEHIJjAoK6xCm",
-	"o1oIRfoI5lH7fgdVhVaqjm538PTBopydHdpbWPzDApZ1/yi6tb0qVp0tXZvNzNskCnz5mR0Y95FUXS+X",
-	"psJ16i8eqoLj0G62UT99/3nWB/OobnFgXPnrYp3Hxdt8rllK7bhZoxodvuGSUQiAro8ZSJjWS2DuvNub",
-	"LQMyJYqJPFdCqEufz0mZZWM4AGNTLmFQanPli4+1L4HPcrsMI8L0cSgA91MCzc+EkhhDIlTV7F1lGaNL",
-	"flzmhR3GcOimUYWN4al7Qq3jifwS8IpbGLhX6IkapDMKQ/OMCTrTvJryULlHGRYaxvDMHTw+UbMK/xim",
-	"HycRNUiYRON/HMSTaIGOWybR+Omz6+mw6yx5cYXJ2QKFuClh96beIzEtlQToOfmuBgYac2Q2NL0sTzin",
-	"SvEqF9T4zVvI3fmaLCTR++3pbe9JVYq2IydU2tc7Zeiw4+KYv2ISTplxI2xfXohXsj9t6ZtYbYSh6zVr",
-	"lzce313vEStvfnP1ZDn0KriNibNLbhNqfR1641fiCLlWViX+zvFfGr9lhxdUURbEhvv/VLdw6I5NQ6/1",
-	"WeGfi6oXat7vGThJc1Z/+UWGHDUILhEG06Zdc7UnU2fbTP3nJ3LBuKRxZiJzjef8qpmTc44OXYKpfKBL",
-	"p03bDgTNMR1N5IlWV9wfFV33ivbOWeL43/AUPe3oGxaF6dKrZ2Q4vXY73roSooJyU2L7FkrsFWIePBkH",
-	"v8RLj7G+ZfyZeRtngaZ1C9TfquC9yxguE6xb2tybhxAQGgx6D1LZMOhGFFvGxR2A2c1IL5l5hxr50Mqx",
-	"MtOJeXe0z1+ruUfLXwp7VWF7sfXco+amHSUJJ3+82srjc9fbdFv0E43R9sZVqbXOA+dwWu17PqH8zV+x",
-	"3M8oluvv1cBxnlPLQd/KKdxXpnpJqjnSTAgU3GT3F8r9WL1//ekmaNqMP6V78VMqJx3XyFqgSIFZ6tJ4",
-	"FLA2phYCYAqTo0wxHcYTOfX36acxTI1V+RQGPjgbTFJ/symNq8+cCWTULN9fIi4F7gPmzv2fUgjezRWy",
-	"XFMY0OUGquIKfws+eUeaqRbWbWrSad8+dVRk/tsrKo/iRmcy/7TLRSXfgwA/pUKJv5TZn1yZnfT2rXAa",
-	"rexWsXViygi+Ide0CAGpREmjBEKq2aUZU1LMt/N0PqZvAFgGedYagU4kRXbiVt/PQc605UwMy7fdayMn",
-	"6B5RU3I6p74H4NQXjLr3Ozsbuh982wSnF8oP+wXdVfZFoM4Xlrp0ctvVqBMGAeVccEufDDyEPfAQ7Jdr",
-	"DY88HCsdMLmpq/x9Boq6PIbPG7UM4Imsm0HCoP7kSOiTEzqLhPr08juaZVSM5qZPrHgwtusryeo+q9TN",
-	"oQR1IkMI3Xu2I3CKYuGby9KH7TC3ZVZvtZtEGXbX1kykD/lSYICHXZsjONEqQ7vAwoBJNMtDmJe+ystl",
-	"6vSc0qYBTb3GdD9Dq3lipjCYUoe2/xjB//PFdEiXPpj0/Tp8N1TdFT34Hu3Z65cPelGw0Ym3R+lWsvBH",
-	"XxasACmlNLQE2hN4gaJBjbgp0fRBYt/NZY/L6lOeG+7VXC4Uy3jvHcJ3C3WcvXxImlSfFNn4tc0/khzv",
-	"FmqleUzVhYe64XDrr3F2o7nRn4psyLIz1S/vnRXisxjeuiy0iMbRPvl3YaLe9rTHJyQpZaK7cZ9i/Ttd",
-	"/V2VOiyvril8brNqTGTijlY79VTl3q/fX/9fAAAA//8=",
+	"7H1rc9s21vBfOcN3ZyJ1aNlO0p2tPTvvuGnaTZu23jjZfKjyrCDySEINAiwAWlYz/u/P4AC8SaQsOXaa",
+	"9sknyxKJy7nh3PE+SlSWK4nSmujkfZQzzTK0qOm/Z6IwFvU5swv3L5fRSZS7f+JIsgyjkyjxT0RxpPG3",
+	"gmtMoxOrC4wjkywwY+41u8rdo8ZqLufRzU0cvUgxy5VFmax+wJV7JkWTaJ5brtwcZ5AIjtIeJAtlUMIl",
+	"rmDALGTKWDh+/A9IFkyzxC1zeAoMNFq9giW3C7ALBMMypHeYTGGq0pV7oNDS0K8zro0FVdhEZTiKYr+t",
+	"BbKU9hE21ljigVtjc0MZu36Jcu6Acvz4H3HHBn/gMi2htra1PI/hezW9QAtKw7lKYcDkChJmcFitpg3k",
+	"Sy7TPSH8E8twC9roz34jnmv1KyZ2y6C5f2LruDmzFrV7939+YQe/Hx189W7wy0H49P4o/vvxTfn98P//",
+	"LdqE7Y0b3eRKGiQS/Zqlr/C3Ao11/yVKWpT0keW54AlzYD/81TjYv2+s428aZ9FJ9P8Oa/I/9L+aw+da",
+	"K+2nauPu9QJB+8mAG8iYmCmdYQoDs5KWXcdQyEuplhJmHEVqYlhqJefg9mBimLIUav4angJeoV75ZyHX",
+	"aiowc+MKbiym0U0cPVNyJnjykbampg59gNfcWANMaGTpCgZn/sNz+noYEw+pHDXND6lCA1JZcItagVXA",
+	"rQFHsY68jWUWYfBGmiLPlbaYxlBuahi7J9xovxXKOiaeFQY9jyYLJucIg3+7X55fJ4gppkMHkm+VnvI0",
+	"RflxYJIwIVBDxla0yVSBXXBTrTwXzDoaeGQgV4Inq9YuUpUUGUoLg0SlCNXS650Hlnlk1mDAy3daAIhr",
+	"ETfV6hIlCJ5xS3D5SdlvVSHThwfLTwpMkSxKchkoTaC54oZPBToKsBXgaGmvlXrJ9Bw/LoOS3Hfc5KZ2",
+	"0GaSFjZnFpdsBSxJMLcmLPBHJldBjpiPSVmPDGjHIoRIIgvHPrLIpqhBzRyjSTBWI8tM7LZjcpT2NJx4",
+	"bGZRw+SV++fgzP0zAYOJkqmJ4nCk0XYaT7SXH8QrlxbnSGu9iaM3khV2oTT/HT8OPV0xwVNINKYoLWeC",
+	"sPJGsivGBZuKj0A5Z6Bx7uSZQX3FE4SUp16sSbNEDVyC5Rmeuu8WXM4dKryotwoW7KoUWemDoybXKkFj",
+	"Pg5YXjelGDewRCEOwqE3LSxwSai75SiLSRErIbdkBpaaW4uSFIuwiIa+SYqCdmeM5RjYUadKemoMcJkq",
+	"JZBJRykLZMIuVt0/CjZFQYOwNOVuX0yctwZfUzEqncMLOD+GsRfozxy3e2ajkyhlFg8cUWxqKXGUORR5",
+	"kbfxm1eXOn7Ildq+0m04PFdKdC6+yN1K093X/ruS2K0D1nrdL6UKSQ/XKIhrVL3rWEtA8Evu1bU2krnF",
+	"rP1h235LWqm3zLRmq411+sE6F6OkB/PmUrahTyMLzLXxk1N3CtNNh/6b26BKv1YD9azaaiU2LYu3C2Zr",
+	"xcx4qWTQOqNinZukZVyifoXGMm230txuNLOxzJwVpo9ftZ8W0zO7+wzGqjzvHvGmE0xFadK2tpOi8bBu",
+	"zMulffK4nrOSuHE0Y1zs/DCpybs+W0jpNrbb06ZIvAa40/Nd4PgmCPEf0bKUWbYJmPuQk/2SLZiGG0T7",
+	"c+5nOoWsMBbwt4IJrxkzu3BatX9xFMW7iKMufvFnW8eJkuLmcl748ywGrwI5bSRhdIJVynsMpaodQ8s0",
+	"iteV9VfM4kun17l/RqNRF1V7Q3Fnofetezyc1utyb/uhQ/YFYVeIn2fRyS/bJ6KtvEIHRAeZm3ddmkHT",
+	"CIlhpnQbAm7D1wdzdeAWc2AueX6gAroPcuXIVUcnMyYMBlyisS/S22Ukoa7ebSfSr4JO1EY6ll+398LS",
+	"zKkjaQxu+2kh3Ef3Jpt75AdujaFixBi8aIghRYH0kJd4vZieowyieZ2J//60k+l5urnSc2WINUkfJWPH",
+	"Ka2PDNDOgqFwCoVBYAZeMmMPCBQHL75xi9phVvI1dRHQ3TSamu83pQf3L+0i/tfP9DSKG+6m4B8LGolH",
+	"cgvgYbJeSrkPfcST3N21kQZr9wqrbvHRQSbMLpz16N2dKNIYBL9EZzwmI4tZLpjFUaUGmF+O3o145rAb",
+	"76HvrG3NryUu2TO81rXVF2Tm2dXmRkt/ylmacdmjPCiBW48plEXm1nPFcUke3RSvULgnophYvbmoeptt",
+	"CL5SAiFH3XEA1fswxbSHutdAUz4Yr22w3E0XkH4optgjxpLaTNqLTdW0lxm3KLX78Ok2NXdjhy+dxnHO",
+	"bLLY3KLGTF1hi/n61I/q+DNoP0R96Vyimr/k3hraHQUVX3X+Krjss/7S+5aTdXTGDd5cWVhHF+H1q4iJ",
+	"xv0syb3PvI+lhG78VvBu4O9pPK/Bvz6iwtnUOpPcnD0I0Dxx21aGiU00sDleBE/ShuT/l1qCEmkZBssF",
+	"wpKZ5tGfqmIqGkv3vkYvOty83eLBrbkNhN5hNJIbyuxq21hmsSm31WUUR0tuF1weWCVQM5m4ibzCdbBQ",
+	"dMqE/2ZMiClLLjtFumV6jnbHZV8xUeBOz64hOYCt3EkDAP3IvSDUbKK25PV1yx4lcEueswyZKTSmMEhx",
+	"xgphT2DpftaYIL/CdNjC9Tbm3LLhjEueOWwc3bZ5P0jXRskftUm7QqiE2dJ7uU2heoVGFTpBcgbP8+J1",
+	"98kSR1KlLdmwbpL/tO13sjo8g++8GMs7ZXuXMDqvZU4bEL1SymkEO3vf6OF3/fPeh2JbbuHuqu2/S9tz",
+	"TdnbahwE9/hOS3zNUftJbltkLZH9DL3LrW3fTU+Js3d3PNC27bFFfDuMpQMN9gKs+wQzO06wFVJRY/o4",
+	"QCCM3dxIFzi3QHKbFjXjou+nXS2SWv0Jg221SmoW30zayMibWJpU5Et5ZKCEiDmF31ErUBrY1DhDPEMm",
+	"DUjlfSObHth5XphOpHRI3gYFZJgpvfp6ZfFOb3Mh+LPzN3d4NVfp/jN2ycOLly/+xY1VusP4I4/QFRO9",
+	"ys3rBcKSp962RZYsgNxIwGUZWoPB34+Go6h797Kw2DOqYMbCQhU6dtoTGuuzhE4J3fRjmCmkJxRaE5pp",
+	"zBiM5ULAzMFXzimJZxepdfHyxY80wO2idQ0y9W7edcM4jLvpANNa6U4YKIMh1ompTzNg8OX19Y5eI8EK",
+	"mSx+ZNfbcMc1CCXnDrr+eRCMEqxOS7Zx86qi/BnNaDfF1T9+/uXRLbNnmHIm1yaHARrLM6flw0yrDPDa",
+	"I4ozAdMiuURrYiiTzxz2M3btaH54T8v+6stblv3Vl3YBOerELUrggwCvizHeKn0pFEuhtloc+TML2jEf",
+	"pqVftPRGeqLckWR0I9uiPe8zleWFRTg7f1Fmc5iaNu8yF4Wbujnfj/PIAD0z2lF7Xvfv0PiNPcUlpzXg",
+	"28mqCRPYyF9bd4JssaRukbzN5W01SGgJ+htMuOk+o72s29Ga2y+8lqJlvCOUeZZm3Bjv2aaUKCYoN2a5",
+	"WBHy0ZkdPv/M2UTmklNosCu+IpR3qO4S7HPPXoQIQKfi0fZnbBKTh+Uj0+CYcq20vF0kqQ8Y9YR3Fxhs",
+	"+xKl4IxfGDCfReRz0HyKXqKUSNVSxo7EHfAydj3sAlHIhG2a4NIH9Y3bjlfwZkHVK0HdZW7nwWOxu96+",
+	"5uno8OlptuzhW3ZdqmPVvJRmQj5vh0mfLccl7d/9krHrNRzcRyB3azbAlIsyiWqHsT7A0xceKpm1ZsRq",
+	"hTWi+6VAr2qWBvGwO2rXxMptGk49Qdfqavuu3xj7UOs9jgrZy3w/BU2eMvDQUqzTLpw2yFE39M1GnKK0",
+	"u3Zc1wY+g5O2YWh1QaY8o7ty6Jfl+c1MK1kVFkqkBrgN+aTc0ulnCwMs0coYCIaT2TRcWM7/g7o8KTpd",
+	"3yE5ZWvuTnhse7yxdkPfIkP8c47jcky6xYWb5hFlTyYhNS+4z7zQqECTFZbE9ma8pxHLjk6iX42So1ds",
+	"+WMIt7SSf7Ytt0TYhX96He8N+FZxzQoSYYPb6KDM8+g5PxgUBjWl36EZwcSNNymtmiaMBgYRzvL8Isek",
+	"rFfwn89V6j4Mb6MNvA4+zohZJcQoxavDq+OuA6gkgfL0OcvzKI78nFEcnavu42ZXAtlIfWkQyl4oXkPV",
+	"HbDT7Y5zTMNlgV1xXGMc907KRyZB8iBIvLaQszlW+r+SDWuVzbEzC2E/118lXe7u+1uj9z4X0J3THkOe",
+	"V5evISnz+/ZIKqxSAjt0kf10W0pD6HU3WGcF/1BMUUu0GPI3KgdTKbkfmZBlb3Z2KtRh444d7JXORgkB",
+	"Zr8QrJoa1FeYfrdv4C9fMNObbrmnMtZlygbDoToSEyalsjClUzGh9B3U5blHR4J3Ge4M90auVIcW+4DZ",
+	"fndM8L1/hlv3HxNG33U9ZjApNLcrZ2tlfsYpMu3VsjUtRpIbwFKimdLA4Pu3r8HwucQUpitgVOcX2CaU",
+	"djwy8P3bHy5GZc0eKWZ+/Go1C2tzn/DO5Ux15CVK739w4tbntleko2bAJJy5Qy3kX52UVQMGBmd5Poxh",
+	"ymyygF/V1IzlwJ9kQ6Iqw+VcOEMtNTA4V+kwDgRYql6trK7fHWogw2yKeiwrrQzeGNQGpFsYWCYuwarw",
+	"VK26jeVYvl5oRJhrVeQmDnrPOZfBwXIylgfwxReVm+fs/IX54osT8GH+GOZoY8rgj8GTWJnsNvIv/lwV",
+	"gbmdpTgt5nMu59U4lBAXg0ZTZOQkVXns3Sz0JX0YSyg/g5LOag0ZCjGQ9XkactpAqLk5dYDHa0zALFAI",
+	"UG7/b3F6oZJLtGFVL6Th84WtVsGa0jSI2UFZl6A0LB2qHPyNW8uFE1/64MIdqM/9w7R+NhXoteVJK6tu",
+	"MozLFKFQwsVk6gYqnM4QVxZphdIWfs7qHFNK6jPAwFNqoPgB25H+x9Lb/HLG5xQedhwwHMErJdAA061k",
+	"phOY+OSoCTjpauKxnFRJUhNgwqhQzmIq4JkYJpQ8FX7PmHTHQ7OK7XQsKz2aHjVUN5cqz0FU/REDd3Sc",
+	"Ojqp4NUEytOj4xA9qavIHGBCZeUpPD16svnAWn3e6Vgyqeyi3vIj0zCHyJVo4OnRU58Wx4DcTXLuSJAQ",
+	"88qBBQYVBwwJhP5s817itrzxgZkYZh4rnqYMKOnxUmH/B1wd/IeJAkvP8glVL7OUdiDY3JGrU87dKO5N",
+	"J8Ldh7GkMcGySwd05TiRO/LnFgYU2CkjII4dIZRjwLQwp+BUeTfWq+dn3/z4fCxLFbJKJZiqQqbDEbwl",
+	"syAUS/sUEqvcA2UJ0Gjscykt6fVeBDa8tVEcXZUGQHQ8OhodkU6Qo2Q5j06iJ6Oj0RNnNjC7IKl/eHV8",
+	"2FQAQ7ZGVcTwIo1OIqc0PysfWqv+fXx0dG9FUM3alI5SqGoJN3H09Oi4b7RqeYetKjp66cntL9Xlre6N",
+	"x1/d/sZ68SIdsEWWMb2qKiID9a0dETBYY1dyD7K58SEnEqPROzdeE0+H78Onm16MfYclwj4CvnrrK+v6",
+	"oI+FrqOnt79R1eneD36dnhJ26g4XlrOE25UX9koJkq5eGOyI7bjVAqKnSqB+5LDZIuLmXS+tHNaZfR8y",
+	"PskOny/aJrnnKS9p7qWfqYrGfK28/XAvRNfIWb1pa7xWF3jzh5N7UPLqGnpPmEe301mjkcInzDJf7jJF",
+	"s3K4zS4XaIklfHoxsAbveAL9UJl4+J6RFXjzgZQed3bY8GNvbbBROtF8GWYUR4UMHzd9aMRPynRI8Gf0",
+	"yicjxHuo+i9Joh70MJAKJC7BLJhOzdDp/iUma7Ldj1qDKrxd0zovH3pApDeTEzsQXy3hzki+H72phFfT",
+	"0PChEwZaCQSq4LgV3Ifvw6ebQ5bn5vA9y/ObQ581bA7f+w93kBfNhjxOXmxyz1meB0XfTeGsKDXraTHE",
+	"yOf+gH17OheYFMaqLKzvkQG3mBiYA7CPH9I3vh2KM++SvKBIdrC2lgueLNqhrWDTmL5WSlWy9gNutSFV",
+	"N7dMCdNlxKXauFWWBX+GDYgbVDDw2VhjmaM+yFUKPq0dUn7FUw+cYCye5Tk1oknNcAQ+xdzAXIWWLGPH",
+	"Jcr4MZWEiY/LBEIcjYujoydJIFX6B8N3LM9b//s3/FeTU5+Id5bnY+ls2LwwC2Awc6IrrICF7DwYPH38",
+	"FbCpusKhtyTb4ue8MIsfm/i5b+WtlXu/k/r2uBuJdWUF5MVUcLMoT5e/jKJ1Nxn6waffuSefAODgaiWy",
+	"bskKGFT+KtNIA3Gk2zwC624IW8VyVRvdZ8363IMHPBFD8vrmWVhltf95XA5nDZ8b5S/4EDs5RMkwDbkN",
+	"H257tk7Ad7fg9/C9m/ceztmOU6XKkL9NK3+F3ocYxdHP8hvMGIWQzzVills+bRVztM6TooMwL5qEef/S",
+	"spmc8lEt3e3M8CezcO/DYF1nKIpKKYnESXezARrc4TUCc/jeEfPN4aLOAQvisI2E5+64L9O1CA0NtUKj",
+	"M1EwPaGkIi7zwhoYlOnyFBrxXQXL/MXYqw+VIuTVI0rJCVl9oeNg2ZlhLENyXysLMvQJde8tF6s4fGAW",
+	"EpbRMeI0SJ/OGLslUDpjUKxauabMKBmDVBLjMq10OIKzesPcuPf9Ln3lHXeq2GzmTqIqMpBrvOKqMEAD",
+	"udUwCwKZsT4WMpZPjsB0KUHfoW3n4j0go7Un6jHBS3r4rKvgxkFX5ftqTByBV1mM7TISGPhw2zZV5Z5O",
+	"wfjWx6vOsNtOzCrq1ysGvqX0CEw9r7I5l75ViqEun84ioR6g1PiNZTjykdXO4FnCkgVlK216I95W69iA",
+	"ynq8Xqx8RiZNO2i02aWUtVPYbLL7W4HEX+0uu1t64K5PSs5gMCgwsU4kTS5x9U+SYBPIGdcGDLpVB4Ak",
+	"KsuYOQUmhO92lDGbLPqWQ/7I/dZDQKhQ5ysluAHKxIDBOcqUIrCvym42F3U3m9Fo1AsYn8mx10rOna5n",
+	"+O9YlSnD8dFRXUZzfHR01DtfmfTaarjsax3ce43Sh+Ou0ocug62RQBdC6bO2nC4T5rrWU+XnbQPBuweU",
+	"0630wQ4x/bNE2oDbVc25n7Y9+uF2hoNGSzdaNoRFKVbr7z7UvNjm1Gm2yEwxUU43cJSRWLE6WWsK7XWT",
+	"ui80MI1OpXBTlTpJ1bfnkaFGaCN4S6qKhMlaX/JJHNqfc0zH0mfu9Hc7By6NRZ/DNGNcUMqD9gk/7rNd",
+	"8gS7tJJnNHCVDrovJNf6vXtmuX+LZSMJeifD5fje5+9MHwi9Uz5xL9EOXFk1JXcvHD/ZiY19/2fi+8e7",
+	"bKTZ5PaPU/A8zhoZZD2CZQc96vC9Uy9ugpHlpYhAX6LbZrVv6PsGq62R69NNEeRfST+r6BsY9JBpYPCU",
+	"DNOQVO0ssisM+Z3t5JjeI6TPRdiPsKOPIl9eN7KbP4AQPn4Gy3fk4aiS89Yqkh7iKL/dRqqu79jPnurx",
+	"072h5NkWgXwqZ9/Hoc03IUH9LxYh+XxYNvn4FVIiezvf2tfbyTRk19zX+XlYt648fF99vjkMmeQf7uN/",
+	"EPnQHTto9uTb/T6e3syd0NL7WWvUP/g8arjsq8X+nxcGfy7e7qjQoCY8pDrlylfFdOnJO4Zg+xi9rqLr",
+	"9EK+DT1PJpQdPymjArTAtKz2YAa+v/j5p2BE+0f/6RhsAgOlx3JyRlfBnIDFa+tnPPBVJ5Nh3FERcuJj",
+	"FvTgIwMTnk7GkhvSWvJdGjSHiEC45IxaqviggpSklnbVmcDA3xlS3hw0Yf5OkUrSDMdyjtYElAjmOM5P",
+	"itcssWIFSnYb9yUb+91tGvddPjECYpdDrNGUv9M9WeIkSAQHthQG682qe32D9F5r3j1bUm0UmFWNfehG",
+	"L1mtkEtgVPtRuzBDEwk3uvdgnrZLcamApxJ1VIjL0wfzcnZeW9eC4h/msKybalMTsHW26rznpnnD21rE",
+	"0dPl5/yajfjTZmUb1RjSpWuhgCsOd/A0St3+iKjTHS2qOxwY176yv/O4eJPPNUvpjjLWKByEr7lk5AKg",
+	"Sn8DCdN6BcyddwfTVQCmRDGWMyWEWvp4TsosO4EjMDblEgalNFe+Tkz7asUst6vwRBg+DrV6fkig8Zmg",
+	"QHEiVHUDnsoyRv0YKIo+jOHYDaMKG8Nj9wm1jsfyCeA1tzCgrkjuE90ax8gNzTMm6EzzYsqvyn2UYaJh",
+	"DE/dweMDNevrP4HJ+3FE/fbG0ck/juJxtEBHLePo5PHTm0lnDt/za0wuFijEbQG71/UeiWgpTUjPyXY1",
+	"MNCYI7PhJpDyhHOiFK9zQd3wvYbcHa/JQmJNvz69a0l7JWg7YkKlfr1XhA47avx9NXDVz7d225f91ZTs",
+	"D1v6zt5b19D1mrWrW4/vrveIlLe/uX6yHHsR3IbExZLbhO4DCxcGVuwIuVZWJb49zGeJ39LDC0r+D2zD",
+	"/T9VwTSlDzfkWp8W/lcR9ULN+y0Dx2lO6y+vqcxRg+ASYTBp6jXXBzJ1us3E38mZC8YlPWfGMtc449fN",
+	"mJwzdKheubKBKAOobUDQGJPRWJ5rdc39UdFVAn4wY4mjf8NTrFO/p0VnWtAFKU4v3Y53zoSoVrktsH0H",
+	"IfYDYh4sGbd+iUsPsb5p/Jl5F2OBhnUT1Bd48t5pDJcJ1h1S781CCAANCr1fUtl/9lYQU3/Duy9mPyW9",
+	"JOY9yhnD/RaVmk7Eu6d+/lLNPVg+C+x1ge3Z1lOPmpu2lySc/PF617W/utymPMxP1Efb61elVL8HjuG0",
+	"usF+QvGbz77cv5Av15dAh6KaKoHat5ahfEnKOdJMCBTcZPfnyn1fvX/z6QZo2oQ/oRZGE0onPamBRV14",
+	"maWm/6cBaifU7QlMYXKUKabDeCwnvvXRJIaJsSqfwMA7Z4NK6ovQ07i6+10goxsEfb+XkuEuMXfm/4Rc",
+	"8G6sEOWaUNtfRT3nyx5KwSbvCDPVzLpLnQrt24eOisxfSKvyKG40uvaf9qkp9+2i8FNKlPgszP7kwuy8",
+	"t8WYk2hlY7GdA1NG8C2xpkVwSCVKGiUQUs2W5oSCYv52CGdj+n7ypZNn416JsSTPTty6RmKQM205E8Py",
+	"bffayDG6B9SEjM6Jbyk/8Qmj7v3ORvlUkUMdrpxcCFn2pewqW1hRJY6lSx+47br3AQYB5FxwuwJu4BgO",
+	"wK/gsJxreOrXsXahAm8UwvgIFF0aEO58binAY9nolD6o72ENLQ1DE7iQnw5WkZuw9IrR2HTvrF/GbtcU",
+	"sPraDmq8VS51LIML3Vu2I2gUv9Bt/5jbMqq33virdLtra8bSu3zL0iD/7Smca5WhXWBhwCSa5cHNaxhl",
+	"5aZOzqlGBdFY1nNMymYBExj4ou3/GsH/+8VkSIVgTPrWav5yDd1XVPTyxYP2dGhc7NIjdCte+KP7OlQL",
+	"Kbk0dG88EHiFooGNuMnRAyZXofHeAZehH8TWWrvlQrGM99YVv12os+zFQ+Kkume1r7sK7eGPRMfbhVrr",
+	"81c1TKTGhdz6jhvdYG60EiUdsmwi+ss7p4X4KIbXLgstopPokOy7MFDvbSdn58QpZaC7UU+xeXl5fwPM",
+	"Ds2rawgf26x6SJq4oytiPVS595t3N/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

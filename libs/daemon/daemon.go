@@ -1,12 +1,31 @@
 // Package daemon is what every service's main shares: flags, logging, the
 // bus connection as an fx module, the admin port (package admin: /metrics,
 // /healthz, /readyz), and running an fx application until a signal.
+//
+// # Configuration a container can use
+//
+// Every setting is a flag and an environment variable (FlagSet): the
+// shared ones (Config: -nats, -nats-creds, -replicas, -admin-listen,
+// -log-level, -clusters) and each service's own, which its main defines in
+// Command.Flags. `-h` names every variable; a flag given wins over its
+// variable, a non-empty variable over the default, and a variable that
+// does not parse is refused (exit 2) rather than ignored. Command.Validate
+// refuses a configuration the service cannot work with before anything
+// starts (the gateway without a token source).
+//
+// # One line when started
+//
+// fx's own log of every provide, invoke and hook is kept for -log-level
+// debug; otherwise a service logs one line when it has started (FxLogger)
+// and, after that, only what happens.
 package daemon
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -40,6 +59,8 @@ type Config struct {
 	// AdminListen is the admin HTTP address (/metrics, /healthz, /readyz);
 	// empty for none.
 	AdminListen string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
 }
 
 // DefaultAdminListen is the admin port's address when none is given.
@@ -69,37 +90,105 @@ func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, _ *admin.Server) (*bu
 	return b, nil
 }
 
-// Main parses the flags, sets up logging and runs the service's fx module
-// until SIGINT or SIGTERM. It is the only place that exits the process.
+// Version is the build's version, set by the image build
+// (-ldflags "-X atoll.dev/libs/daemon.Version=v1.2.3"); `-version` prints it
+// and the start line logs it.
+var Version = "dev"
+
+// Command describes a service's command line: the flags every service
+// shares (Config's) and the service's own.
+type Command struct {
+	// Service is the service's name; About, a line saying what it does.
+	Service, About string
+	// Clusters adds --clusters (ATOLL_CLUSTERS): cluster-facing services.
+	Clusters bool
+	// Flags defines the service's own flags, each with its environment
+	// variable (ATOLL_<SERVICE>_<SETTING>).
+	Flags func(*FlagSet)
+	// Validate, when set, runs after parsing and before anything starts:
+	// a configuration the service cannot work with is refused here, with
+	// a message naming the flag and its variable, instead of at the first
+	// request.
+	Validate func() error
+}
+
+// Parse reads the command line args and the environment getenv into the
+// shared Config and the command's own flags. It returns flag.ErrHelp
+// after writing the help text to out when asked for -h.
+func Parse(cmd Command, args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	cfg := Config{Service: cmd.Service, LogLevel: "info"}
+	f := newFlagSet(cmd.Service, getenv)
+	defineCommon(f, &cfg, cmd.Clusters)
+	if cmd.Flags != nil {
+		cmd.Flags(f)
+	}
+	version := false
+	f.fs.BoolVar(&version, "version", false, "print the version and exit")
+	if err := f.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.usage(out, cmd.Service, cmd.About)
+		}
+		return cfg, err
+	}
+	if version {
+		fmt.Fprintf(out, "%s %s\n", cmd.Service, Version)
+		return cfg, ErrVersion
+	}
+	if cmd.Validate != nil {
+		if err := cmd.Validate(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// ErrVersion is Parse's answer to -version, after printing it.
+var ErrVersion = errors.New("version printed")
+
+// defineCommon defines the flags of Config.
+func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
+	f.String(&cfg.NATSURL, "nats", "ATOLL_NATS_URL", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
+	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll bootstrap auth); with one, the streams and buckets are left to atoll bootstrap")
+	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
+	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
+	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")
+	if clusters {
+		f.String(&cfg.ClustersFile, "clusters", "ATOLL_CLUSTERS", "", "YAML list of member clusters: name, zone, labels, kubeconfig")
+	}
+}
+
+// Main runs a service that has only the shared flags; see Run.
 func Main(service, about string, needsClusters bool, modules ...fx.Option) {
-	cfg := Config{Service: service}
-	fs := flag.NewFlagSet(service, flag.ExitOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "%s: %s\n\nUsage: %s [flags]\n\nFlags (each also read from the environment variable shown):\n", service, about, service)
-		fs.PrintDefaults()
+	Run(Command{Service: service, About: about, Clusters: needsClusters}, modules...)
+}
+
+// Run parses the command line (Parse), sets up logging and runs the
+// service's fx modules until SIGINT or SIGTERM. It is the only place that
+// exits the process: 0 after -h or -version, 2 on a bad command line or
+// environment, 1 when the service cannot start. A service logs one line
+// when it has started (fx's own steps only at -log-level debug).
+func Run(cmd Command, modules ...fx.Option) {
+	cfg, err := Parse(cmd, os.Args[1:], os.Getenv, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, ErrVersion):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "%s: %v\n(%s -h lists the flags and their environment variables)\n", cmd.Service, err, cmd.Service)
+		os.Exit(2)
 	}
-	fs.StringVar(&cfg.NATSURL, "nats", env("ATOLL_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated (ATOLL_NATS_URL)")
-	fs.StringVar(&cfg.NATSCreds, "nats-creds", env("ATOLL_NATS_CREDS", ""), "this service's NATS credentials file (atoll bootstrap auth); with one, the streams and buckets are left to atoll bootstrap (ATOLL_NATS_CREDS)")
-	fs.IntVar(&cfg.Replicas, "replicas", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
-	level := fs.String("log-level", env("ATOLL_LOG_LEVEL", "info"), "debug, info, warn or error (ATOLL_LOG_LEVEL)")
-	fs.StringVar(&cfg.AdminListen, "admin-listen", env("ATOLL_ADMIN_LISTEN", DefaultAdminListen), "admin HTTP address for /metrics, /healthz and /readyz; empty for none (ATOLL_ADMIN_LISTEN)")
-	if needsClusters {
-		fs.StringVar(&cfg.ClustersFile, "clusters", env("ATOLL_CLUSTERS", ""), "YAML list of member clusters: name, zone, labels, kubeconfig (ATOLL_CLUSTERS)")
-	}
-	_ = fs.Parse(os.Args[1:])
-	log := NewLogger(*level)
+	log := NewLogger(cfg.LogLevel)
 	slog.SetDefault(log)
 
 	app := fx.New(
-		fx.Supply(cfg, log, admin.Config{Service: service, Listen: cfg.AdminListen}),
-		fx.WithLogger(func() fxevent.Logger { return &fxevent.SlogLogger{Logger: log.With("component", "fx")} }),
+		fx.Supply(cfg, log, admin.Config{Service: cmd.Service, Listen: cfg.AdminListen}),
+		fx.WithLogger(func() fxevent.Logger { return FxLogger(log, cfg) }),
 		admin.Module,
 		BusModule,
 		fx.Options(modules...),
 		admin.Started,
 	)
 	if err := app.Err(); err != nil {
-		log.Error("start", "service", service, "err", err)
+		log.Error("cannot start", "service", cmd.Service, "err", err)
 		os.Exit(1)
 	}
 	app.Run()
@@ -112,11 +201,4 @@ func NewLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-}
-
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -71,11 +71,21 @@ func (c *Cluster) create(ctx context.Context) error {
 	if !o.KeepQPSLimits {
 		args = append(args, "--disable-qps-limits")
 	}
-	tuning, err := o.tuningFile()
-	if err != nil {
-		return err
+	var err error
+	if o.MetricsServer {
+		// Its configuration includes the tuning: kwokctl reads one.
+		ms, err := o.metricsServerArgs()
+		if err != nil {
+			return err
+		}
+		args = append(args, ms...)
+	} else {
+		tuning, err := o.tuningFile()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--config", tuning)
 	}
-	args = append(args, "--config", tuning)
 	if c.env.debugFile != "" {
 		args = append(args, "--config", c.env.debugFile)
 	}

@@ -60,6 +60,9 @@ type Options struct {
 	// Debug, when set, makes every Pod's containers serve logs from a file
 	// and run exec commands locally (see DebugSim); off by default.
 	Debug *DebugSim
+	// MetricsServer runs metrics-server in every cluster, with pod usage
+	// driven by pod annotations (see metrics.go); off by default.
+	MetricsServer bool
 }
 
 // ClusterSpec describes one member cluster to start.

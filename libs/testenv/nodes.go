@@ -146,9 +146,12 @@ func (c *Cluster) node(name string, p NodePool, capacity corev1.ResourceList) *c
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      labels,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Name:   name,
+			Labels: labels,
+			// No status.addresses (kwok #1681, see metrics.go); where
+			// metrics-server finds the node's resource metrics.
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0",
+				annoMetricsPath: "/metrics/nodes/" + name + "/metrics/resource"},
 		},
 		Spec: corev1.NodeSpec{Taints: p.Taints},
 		Status: corev1.NodeStatus{

@@ -29,7 +29,10 @@
 // to admission's subjects. The endpoints also answer only requests whose
 // reply subject is in the gateway's inboxes (bus.Bus.OnlyFrom), because
 // JetStream can deliver a message to any subject on another user's behalf
-// (a consumer's deliver subject, a direct get's reply).
+// (a consumer's deliver subject, a direct get's reply). One exception,
+// explicit: the autoscaler's user may call operate (and nothing else), and
+// only to scale an App; its headers are not read, its principal is the
+// autoscaler, and quota applies to its scales as to anyone's.
 package admission
 
 import (
@@ -159,7 +162,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.Endpoint(VerbSubmit, RequestTimeout, s.submit),
 		bus.Endpoint(VerbUpdate, RequestTimeout, s.update),
 		bus.Endpoint(VerbDelete, RequestTimeout, s.delete),
-		bus.Endpoint(VerbOperate, RequestTimeout, s.operate),
+		// The autoscaler calls operate too, and may only scale Apps (see
+		// operate): quota applies to its changes as to anyone's.
+		bus.Endpoint(VerbOperate, RequestTimeout, s.operate).From(bus.UserGateway, bus.UserAutoscaler),
 	)
 	if err != nil {
 		return err

@@ -214,5 +214,14 @@ func (s *Service) reserveQuietly(ctx context.Context, w *api.Workload) {
 }
 
 func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (any, error) {
+	if strings.HasPrefix(r.Reply(), bus.InboxPrefix(bus.UserAutoscaler)+".") {
+		// Admission believes identity only from the users allowed to call
+		// it (bus.OnlyFrom); the autoscaler is one, for one thing only.
+		if op.Op != api.OpScale || op.Kind != api.KindApp {
+			return nil, &Error{Status: api.StatusForbidden, Body: api.ErrorBody{Code: "Forbidden",
+				Message: fmt.Sprintf("the autoscaler may only scale Apps, not %s", op.String())}}
+		}
+		return s.Operate(ctx, op, Principal{Name: bus.UserAutoscaler})
+	}
 	return s.Operate(ctx, op, principal(r))
 }

@@ -139,6 +139,7 @@ func (c *cluster) lead(ctx context.Context) {
 	}
 	c.setTerm(t)
 	t.log.Info("member cluster caches synced; observing", "after", time.Since(start).Round(time.Millisecond))
+	wg.Go(func() { t.podMetricsLoop(ctx) }) // podmetrics.go: samples for the autoscaler
 	t.queue.Run(ctx, ObserveWorkers, t.log, t.observe)
 }
 

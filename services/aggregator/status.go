@@ -343,6 +343,11 @@ func (f *foldState) observation(cluster, key string) (observation, bool) {
 func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Status {
 	st := api.Status{Key: w.Key(), Generation: w.Metadata.Generation, Desired: w.Spec.Pods(), Phase: api.PhasePending}
 	switch {
+	case !api.Placed(w.Kind):
+		// A policy kind (a Scaler) runs nothing: it is in force once stored.
+		st.Phase = api.PhaseRunning
+		st.Conditions = append(st.Conditions, api.Condition{Type: "Placed", Status: false, Reason: "NotPlaced",
+			Message: fmt.Sprintf("a %s places nothing: another service acts on it", w.Kind)})
 	case w.Control.Stopped:
 		f.foldStopped(w, p, &st)
 	case p == nil || p.Generation != w.Metadata.Generation && p.Unschedulable:
@@ -351,6 +356,7 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 		st.Phase = api.PhaseUnscheduled
 		st.Reasons = p.Reasons
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Scheduled", Status: false, Reason: "Unschedulable", Message: summarize(p.Reasons)})
+		st.Conditions = append(st.Conditions, queuedConditions(p)...)
 	default:
 		shards := f.shards(w, p)
 		foldShards(w, shards, &st, f.log)

@@ -12,9 +12,12 @@ require (
 	atoll.dev/libs/testenv v0.0.0
 	atoll.dev/services/admission v0.0.0
 	atoll.dev/services/aggregator v0.0.0
+	atoll.dev/services/autoscaler v0.0.0
 	atoll.dev/services/gateway v0.0.0
 	atoll.dev/services/propagator v0.0.0
 	atoll.dev/services/quota v0.0.0
+	atoll.dev/services/remediation v0.0.0
+	atoll.dev/libs/disruption v0.0.0
 	atoll.dev/services/scheduler v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/go-cmp v0.7.0
@@ -111,8 +114,11 @@ replace (
 	atoll.dev/libs/testenv => ../../libs/testenv
 	atoll.dev/services/admission => ../admission
 	atoll.dev/services/aggregator => ../aggregator
+	atoll.dev/services/autoscaler => ../autoscaler
 	atoll.dev/services/gateway => ../gateway
 	atoll.dev/services/propagator => ../propagator
 	atoll.dev/services/quota => ../quota
+	atoll.dev/services/remediation => ../remediation
+	atoll.dev/libs/disruption => ../../libs/disruption
 	atoll.dev/services/scheduler => ../scheduler
 )

@@ -87,6 +87,9 @@ type Service struct {
 	auth   *auth.Authenticator
 	req    *bus.Requester
 	limits *limiter
+	// metricLimits bounds the custom metric samples pushed per App
+	// (metricsapi.go).
+	metricLimits *limiter
 
 	cache    *cache.Cache
 	clusters *bus.Mirror
@@ -131,6 +134,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		req:    bus.NewRequester(b.NC, bus.RequestPolicy{Timeout: 5 * time.Second}),
 		limits: newLimiter(c.RatePerSecond, c.Burst),
 		js:     b.JS,
+
+		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
 	}, nil
 }
 
@@ -171,6 +176,8 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}()
 	go func() { defer s.wg.Done(); s.limits.sweep(runCtx) }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.metricLimits.sweep(runCtx) }()
 	if s.launch != nil {
 		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
 	}

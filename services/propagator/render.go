@@ -133,9 +133,11 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	if w.Control.Paused {
 		replicas = 0
 	}
+	m := meta(w, sh)
+	m.Annotations[AnnoAvailability] = availabilityOf(s)
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta(w, sh),
+		ObjectMeta: m,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Paused:   s.Paused,
@@ -236,6 +238,9 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 			spec.NodeSelector = map[string]string{}
 		}
 		spec.NodeSelector[api.NodeLabelGPU] = h.GPUType
+	}
+	if sh.PoolTier == api.PoolTierReserved {
+		reservedPool(&spec)
 	}
 	podLabels := selector(w)
 	podLabels[api.LabelManaged] = "true"

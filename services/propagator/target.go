@@ -475,6 +475,9 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		if err == nil {
 			err = t.createOrApply(ctx, key, renderers[w.Kind].create, o, ns)
 		}
+		if err == nil {
+			err = t.applyBudget(ctx, d, ns)
+		}
 		if ctx.Err() == nil {
 			t.s.apply.applied(t.name, start, err)
 		}
@@ -624,6 +627,9 @@ func (t *target) remove(ctx context.Context, tt *term, key string) error {
 		return nil // never held: the informers watch the known kinds
 	}
 	if err := t.delete(ctx, r.resource, api.Namespace(project), name); err != nil {
+		return err
+	}
+	if err := t.removeBudget(ctx, kind, api.Namespace(project), name); err != nil {
 		return err
 	}
 	tt.record(key, removed)

@@ -25,7 +25,7 @@ const (
 	podsTotal  = 45 // more than the 30 that fit in the three clusters
 )
 
-func openBus(t *testing.T) *bus.Bus {
+func openBus(t testing.TB) *bus.Bus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -35,7 +35,7 @@ func openBus(t *testing.T) *bus.Bus {
 	return b
 }
 
-func kv(t *testing.T, b *bus.Bus, bucket string) jetstream.KeyValue {
+func kv(t testing.TB, b *bus.Bus, bucket string) jetstream.KeyValue {
 	t.Helper()
 	k, err := b.KV(context.Background(), bucket)
 	require.NoError(t, err)
@@ -93,7 +93,7 @@ func replica(t *testing.T, b *bus.Bus, name string) (*scheduler.Service, *bus.Bu
 }
 
 // placements reads every placement.
-func placements(t *testing.T, b *bus.Bus) map[string]api.PlacementDecision {
+func placements(t testing.TB, b *bus.Bus) map[string]api.PlacementDecision {
 	t.Helper()
 	ctx := context.Background()
 	k := kv(t, b, bus.BucketPlacements)

@@ -37,6 +37,13 @@
 // so that the queue retries it; a key whose placement was written by a
 // replica that died before announcing it is announced by the next check of
 // that key (a new term's replay or a resync), with the same message id.
+//
+// Tiers (tiers.go). Pools per tier and the burst buffer are the
+// framework's (framework.CapacityOf); the queues hand out work Reserved
+// first, then OnDemand, then Preemptible, by priority, then admission; a
+// Reserved or OnDemand workload short of room preempts Preemptible work
+// (PlanPreemption), bounded in rate, and its victims wait, unschedulable,
+// until capacity returns.
 package scheduler
 
 import (
@@ -46,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,8 +78,9 @@ var Module = fx.Module("scheduler",
 
 // Tunables.
 const (
-	// Workers reconcile workloads in parallel.
-	Workers = 8
+	// Workers reconcile workloads in parallel: they decide one at a
+	// time, and wait for the bus (read, compare-and-set, event) together.
+	Workers = 16
 	// ReplayWorkers check replayed keys in parallel.
 	ReplayWorkers = 4
 	// Resync re-checks every workload this often.
@@ -92,6 +101,11 @@ type Service struct {
 	// Lease tunes the election (zero: the library's defaults); set it
 	// before Start.
 	Lease lease.Options
+	// Options configure tiers: pools, buffer, preemption (tiers.go); set
+	// them before Start.
+	Options Options
+	tiers   tierState
+	inv     inventoryCache
 
 	placements, status jetstream.KeyValue
 	workloadM          *bus.Mirror
@@ -123,6 +137,7 @@ func New(b *bus.Bus, log *slog.Logger) *Service {
 		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
 		holder:    lease.NewHolderID("scheduler"),
 		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
+		Options: OptionsFromEnv(os.Getenv, log),
 	}
 }
 
@@ -156,7 +171,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}{
 		{&s.workloadM, bus.BucketWorkloads, s.workloadChanged},
 		{&s.placementM, bus.BucketPlacements, nil},
-		{&s.clusterM, bus.BucketClusters, s.clusterQ.Add},
+		{&s.clusterM, bus.BucketClusters, s.inventoryChanged},
 	}
 	for _, m := range mirrors {
 		if *m.dst, err = s.bus.Mirror(rctx, m.bucket, m.onChange); err != nil {
@@ -228,7 +243,8 @@ func (s *Service) lead(ctx context.Context) {
 			return
 		}
 	}
-	t := newTerm(s.metrics)
+	t := newTerm(s.metrics, s.sortKey)
+	t.grace = s.Options.AssumeGrace
 	for {
 		n, err := s.rebuild(ctx, t)
 		if err == nil {
@@ -366,8 +382,12 @@ func (s *Service) cluster(name string) *api.ClusterInfo {
 	return &ci
 }
 
-// assumedPool names the synthetic pool that carries assumed usage.
-const assumedPool = "(assumed)"
+// assumedPool and assumedReservedPool name the synthetic pools that carry
+// assumed usage of the shared and the Reserved pools.
+const (
+	assumedPool         = "(assumed)"
+	assumedReservedPool = "(assumed Reserved)"
+)
 
 // Snapshot returns the known clusters sorted by name, with what the
 // current term placed on them since their inventory was computed counted
@@ -378,28 +398,11 @@ func (s *Service) snapshot(t *term) []*api.ClusterInfo {
 	if s.clusterM == nil {
 		return nil
 	}
-	names := s.clusterM.Keys()
-	slices.Sort(names)
-	out := make([]*api.ClusterInfo, 0, len(names))
-	for _, name := range names {
-		c := s.cluster(name)
-		if c == nil {
-			continue
-		}
-		if t != nil {
-			if a, ok := t.assumedOn(c); ok {
-				cp := *c
-				cp.Pools = make(map[string]api.PoolInfo, len(c.Pools)+1)
-				for k, v := range c.Pools {
-					cp.Pools[k] = v
-				}
-				cp.Pools[assumedPool] = a
-				c = &cp
-			}
-		}
-		out = append(out, c)
+	base := s.inventoryList()
+	if t == nil {
+		return slices.Clone(base)
 	}
-	return out
+	return t.overlay(base)
 }
 
 // check is the replay queue's reconcile: a key whose placement still
@@ -433,12 +436,21 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 			return fmt.Errorf("delete placement %s: %w", key, err)
 		}
 		t.forget(key)
+		s.forgetRank(key)
+		// Its room is free: waiting work looks again now, in tier order,
+		// not at its next retry.
+		for _, k := range t.pendingKeys() {
+			t.work.Add(k)
+		}
 		return nil
 	}
 	w, err := api.Decode(we.Value)
 	if err != nil {
 		s.log.Error("undecodable workload", "key", key, "err", err)
 		return nil
+	}
+	if !api.Placed(w.Kind) {
+		return nil // a policy kind (a Scaler) is placed nowhere
 	}
 	var (
 		prev    *api.PlacementDecision
@@ -452,8 +464,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("read placement %s: %w", key, err)
 	}
-	snap := s.snapshot(t)
-	if prev != nil && s.stillGood(prev, w, snap) {
+	if prev != nil && s.stillGood(prev, w, s.snapshot(t)) {
 		return s.announce(ctx, t, w, prev, prevRev)
 	}
 	if prev != nil && s.finished(ctx, key, w) {
@@ -462,8 +473,15 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	// Decide and assume under the term's lock, so that parallel workers
 	// never see the same free capacity; the write happens outside it, and
 	// a write that fails gives back what was assumed.
-	t.decide.Lock()
-	d := Decide(w, s.snapshot(t), time.Now().UTC())
+	t.decide.Lock(s.sortKey(key))
+	d, wait, err := s.decide(ctx, t, w, prev)
+	if err != nil || wait > 0 {
+		t.decide.Unlock()
+		if wait > 0 {
+			t.work.AddAfter(key, wait) // preemption's rate bound
+		}
+		return err
+	}
 	if prev != nil && sameDecision(prev, &d) {
 		t.decide.Unlock()
 		if d.Unschedulable {
@@ -493,7 +511,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		t.work.AddAfter(key, RetryUnschedulable)
 	}
 	s.log.Debug("placed", "key", key, "generation", d.Generation, "shards", d.Shards, "unschedulable", d.Unschedulable)
-	return s.announce(ctx, t, w, &d, rev)
+	return s.announceWritten(ctx, t, w, &d, rev)
 }
 
 // announce ensures the event of placement d, written at rev, is out.
@@ -507,6 +525,19 @@ func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api
 		return fmt.Errorf("announce placement of %s: %w", key, err)
 	}
 	t.announced(key, rev)
+	return nil
+}
+
+// announceWritten publishes the event of placement d, which this
+// reconcile has just written at rev: no event can be out for a revision
+// this new, so it publishes without looking first (under the same
+// message id as Ensure, so a retry is deduplicated).
+func (s *Service) announceWritten(ctx context.Context, t *term, w *api.Workload, d *api.PlacementDecision, rev uint64) error {
+	event, msg := eventOf(w, d)
+	if err := s.events.Publish(ctx, w, event, msg, rev); err != nil {
+		return fmt.Errorf("announce placement of %s: %w", w.Key(), err)
+	}
+	t.announced(w.Key(), rev)
 	return nil
 }
 
@@ -556,7 +587,8 @@ func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap [
 }
 
 func sameDecision(a, b *api.PlacementDecision) bool {
-	ja, _ := json.Marshal([]any{a.Generation, a.Shards, a.Unschedulable, a.Reasons})
-	jb, _ := json.Marshal([]any{b.Generation, b.Shards, b.Unschedulable, b.Reasons})
+	// A queue position alone is no new decision: it is as of the last one.
+	ja, _ := json.Marshal([]any{a.Generation, a.Shards, a.Unschedulable, a.Reasons, a.Queue, a.PreemptedBy})
+	jb, _ := json.Marshal([]any{b.Generation, b.Shards, b.Unschedulable, b.Reasons, b.Queue, b.PreemptedBy})
 	return bytes.Equal(ja, jb)
 }

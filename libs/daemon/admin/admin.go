@@ -117,7 +117,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			s.log.Error("admin serve", "err", err)
 		}
 	}()
-	s.log.Info("admin listening", "url", s.URL())
+	// At debug: the service's one start line (daemon.FxLogger) names the address.
+	s.log.Debug("admin listening", "url", s.URL())
 	return s, nil
 }
 

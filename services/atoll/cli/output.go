@@ -298,17 +298,20 @@ func clusterTotals(c computeapi.Cluster) (nodes, ready int, alloc, req computeap
 func printClusters(out io.Writer, cs []computeapi.Cluster) {
 	tw := newTable(out)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "NAME\tZONE\tHEALTHY\tCORDONED\tNODES\tCPU REQ/ALLOC\tPODS\tGPUS\tLABELS\n")
+	fmt.Fprintf(tw, "NAME\tZONE\tHEALTHY\tCORDONED\tNODES\tCPU REQ/ALLOC\tPODS\tGPUS\tBUFFER\tLABELS\n")
 	for _, c := range cs {
 		nodes, ready, alloc, req := clusterTotals(c)
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%d/%d\t%s/%s\t%d/%d\t%d/%d\t%s\n", c.Name, c.Zone, c.Healthy, c.Cordoned,
-			ready, nodes, cpu(req.MilliCPU), cpu(alloc.MilliCPU), req.Pods, alloc.Pods, req.Gpus, alloc.Gpus, labelsLine(c.Labels))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%d/%d\t%s/%s\t%d/%d\t%d/%d\t%s\t%s\n", c.Name, c.Zone, c.Healthy, c.Cordoned,
+			ready, nodes, cpu(req.MilliCPU), cpu(alloc.MilliCPU), req.Pods, alloc.Pods, req.Gpus, alloc.Gpus, bufferOf(c), labelsLine(c.Labels))
 	}
 }
 
 func describeCluster(out io.Writer, c computeapi.Cluster, now time.Time) {
 	tw := newTable(out)
 	fmt.Fprintf(tw, "Name:\t%s\nZone:\t%s\nHealthy:\t%v\nCordoned:\t%v\nLabels:\t%s\n", c.Name, c.Zone, c.Healthy, c.Cordoned, labelsLine(c.Labels))
+	if b := bufferOf(c); b != "-" {
+		fmt.Fprintf(tw, "Burst buffer:\t%s of each pool kept free of OnDemand and Preemptible work (Reserved may use it)\n", b)
+	}
 	if c.Message != "" {
 		fmt.Fprintf(tw, "Message:\t%s\n", c.Message)
 	}
@@ -329,4 +332,14 @@ func describeCluster(out io.Writer, c computeapi.Cluster, now time.Time) {
 			p.Requested.Pods, p.Allocatable.Pods, p.Requested.Gpus, p.Allocatable.Gpus, orDash(p.GpuType))
 	}
 	tw.Flush()
+}
+
+// bufferOf is the cluster's burst buffer as its label sets it (the
+// scheduler's default applies without one: "-").
+func bufferOf(c computeapi.Cluster) string {
+	v, ok := c.Labels[api.LabelBufferPercent]
+	if !ok {
+		return "-"
+	}
+	return strings.TrimSuffix(v, "%") + "%"
 }

@@ -101,6 +101,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	add("region", quotaCmd(g), clustersCmd(g), whoamiCmd(g), loginCmd(g), devCmd())
 	add("region", bootstrapCmd())
 	add("region", canaryCmd(g))
+	add("region", remediationCmd())
 	return root
 }
 

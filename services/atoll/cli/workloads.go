@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 )
@@ -201,13 +202,24 @@ platform events (admitted, scheduled, propagated, running, ...).`,
 				return err
 			}
 			events, evErr := c.ListEvents(ctx, project, kind, name, 0)
+			var (
+				history []computeapi.ScalerDecision
+				hErr    error
+			)
+			if kind == api.KindScaler {
+				history, hErr = c.ScalerHistory(ctx, project, name)
+			}
 			if g.output != "table" {
 				return printData(cmd.OutOrStdout(), g.output, struct {
-					Workload *computeapi.Workload `json:"workload"`
-					Events   []computeapi.Event   `json:"events"`
-				}{w, events})
+					Workload  *computeapi.Workload        `json:"workload"`
+					Events    []computeapi.Event          `json:"events"`
+					Decisions []computeapi.ScalerDecision `json:"decisions,omitempty"`
+				}{w, events, history})
 			}
 			describeWorkload(cmd.OutOrStdout(), *w, events, evErr, time.Now())
+			if kind == api.KindScaler {
+				describeScaler(cmd.OutOrStdout(), history, hErr, time.Now())
+			}
 			return nil
 		}),
 	}

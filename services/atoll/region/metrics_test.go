@@ -42,6 +42,11 @@ func TestAdminPortsOfEveryService(t *testing.T) {
 			`atoll_sli_api_requests_total{service="gateway"}`, `atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted"}`,
 			`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`},
 		"quota": {`go_goroutines{service="quota"}`},
+		// No Scaler here: its lease is what the autoscaler shows
+		// (services/atoll/autoscale scales Apps).
+		"autoscaler": {`atoll_lease_held{lease="autoscaler",service="autoscaler"}`},
+		// Every member cluster reachable, under a lease per cluster.
+		"remediation": {`atoll_lease_held{lease="remediation.`, `atoll_remediation_cluster_reachable{cluster=`},
 	}
 	for name, series := range want {
 		t.Run(name, func(t *testing.T) {

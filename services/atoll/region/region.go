@@ -59,10 +59,12 @@ import (
 	"atoll.dev/libs/testenv"
 	"atoll.dev/services/admission"
 	"atoll.dev/services/aggregator"
+	"atoll.dev/services/autoscaler"
 	"atoll.dev/services/gateway"
 	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/propagator"
 	"atoll.dev/services/quota"
+	"atoll.dev/services/remediation"
 	"atoll.dev/services/scheduler"
 )
 
@@ -77,6 +79,8 @@ var Services = []struct {
 	{"scheduler", scheduler.Module},
 	{"propagator", propagator.Module},
 	{"gateway", gateway.Module},
+	{"autoscaler", autoscaler.Module},
+	{"remediation", remediation.Module},
 }
 
 // Options configures a region.
@@ -108,6 +112,10 @@ type Options struct {
 	GatewayListen string
 	// Replicas is the number of replicas of every service (default 1).
 	Replicas int
+	// MetricsServer runs metrics-server in every member cluster, pod usage
+	// driven by pod annotations (testenv.Options.MetricsServer): the
+	// autoscaler's cpu and memory samples.
+	MetricsServer bool
 	// RestartableBus makes every connection reach the embedded server over
 	// loopback TCP (at Port, or a free port) so that StopBus and StartBus
 	// can restart it; otherwise the services connect in process.
@@ -212,7 +220,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	debug := &testenv.DebugSim{LogsFile: r.PodLogFile, ExecWorkDir: filepath.Join(o.Dir, "exec")}
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug}, testenv.Zones(o.Zones...)...)
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug, MetricsServer: o.MetricsServer}, testenv.Zones(o.Zones...)...)
 	if err != nil {
 		r.closeBus()
 		return nil, err
@@ -486,12 +494,14 @@ func (r *Region) AdminURL(name string, i int) string {
 // holderHooks record the lease holder id a service's *Service reports
 // through a Holder() string method, when it has one.
 var holderHooks = map[string]func(*[]string) fx.Option{
-	"quota":      holderOf[*quota.Service],
-	"admission":  holderOf[*admission.Service],
-	"aggregator": holderOf[*aggregator.Service],
-	"scheduler":  holderOf[*scheduler.Service],
-	"propagator": holderOf[*propagator.Service],
-	"gateway":    holderOf[*gateway.Service],
+	"quota":       holderOf[*quota.Service],
+	"admission":   holderOf[*admission.Service],
+	"aggregator":  holderOf[*aggregator.Service],
+	"scheduler":   holderOf[*scheduler.Service],
+	"propagator":  holderOf[*propagator.Service],
+	"gateway":     holderOf[*gateway.Service],
+	"autoscaler":  holderOf[*autoscaler.Service],
+	"remediation": holderOf[*remediation.Service],
 }
 
 func holderOf[T any](dst *[]string) fx.Option {

@@ -2,12 +2,12 @@
 // mutates workloads, asks quota, and persists them.
 //
 // The platform's managed sidecars and init containers come from the YAML
-// file named by ATOLL_ADMISSION_CONFIG (default: a small log shipper).
+// file named by --config (ATOLL_ADMISSION_CONFIG; default: a small log
+// shipper). Every setting is a flag and an environment variable
+// (`admission -h`).
 package main
 
 import (
-	"os"
-
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/daemon"
@@ -15,7 +15,14 @@ import (
 )
 
 func main() {
-	daemon.Main("admission", "validates, defaults, mutates and persists workloads", false,
-		fx.Provide(func() (*admission.Config, error) { return admission.LoadConfig(os.Getenv("ATOLL_ADMISSION_CONFIG")) }),
+	var configFile string
+	daemon.Run(daemon.Command{
+		Service: "admission",
+		About:   "validates, defaults, mutates and persists workloads",
+		Flags: func(f *daemon.FlagSet) {
+			f.String(&configFile, "config", "ATOLL_ADMISSION_CONFIG", "", "YAML file of the platform's managed sidecars and init containers (default: a small log shipper)")
+		},
+	},
+		fx.Provide(func() (*admission.Config, error) { return admission.LoadConfig(configFile) }),
 		admission.Module)
 }

@@ -2,42 +2,61 @@
 // served at /openapi.yaml, rendered at /docs), the web console at
 // /console/, authentication, authorization, rate limits and audit.
 //
-// Credentials: ATOLL_GATEWAY_TOKENS names a YAML file of API tokens, kept
-// as SHA-256 digests ({tokens: [{subject, sha256, platformAdmin, roles:
-// {project: viewer|developer|admin}}]}); ATOLL_GATEWAY_JWKS names a JSON Web
-// Key Set whose keys verify JWTs (claims sub, exp, atoll.dev/roles,
-// atoll.dev/platform-admin), whose iss and aud must equal
-// ATOLL_GATEWAY_JWT_ISSUER and ATOLL_GATEWAY_JWT_AUDIENCE (both required
-// with a JWKS).
+// Every setting is a flag and an environment variable (`gateway -h`).
+// Credentials: --tokens names a YAML file of API tokens, kept as SHA-256
+// digests ({tokens: [{subject, sha256, platformAdmin, roles: {project:
+// viewer|developer|admin}}]}); --jwks names a JSON Web Key Set whose keys
+// verify JWTs (claims sub, exp, atoll.dev/roles, atoll.dev/platform-admin),
+// whose iss and aud must equal --jwt-issuer and --jwt-audience (both
+// required with a JWKS). A gateway with neither refuses to start: it could
+// only answer 401.
 package main
 
 import (
-	"os"
-	"strconv"
+	"errors"
 
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/daemon"
 	"atoll.dev/services/gateway"
-	"atoll.dev/services/gateway/auth"
 )
 
 func main() {
-	daemon.Main("gateway", "serves the Compute API, its docs and the web console", false,
-		fx.Provide(func() *gateway.Config {
-			rate, _ := strconv.ParseFloat(os.Getenv("ATOLL_GATEWAY_RATE"), 64)
-			burst, _ := strconv.Atoi(os.Getenv("ATOLL_GATEWAY_BURST"))
-			return &gateway.Config{
-				Listen: os.Getenv("ATOLL_GATEWAY_LISTEN"),
-				Auth: auth.Config{
-					TokensFile: os.Getenv("ATOLL_GATEWAY_TOKENS"),
-					JWKSFile:   os.Getenv("ATOLL_GATEWAY_JWKS"),
-					Issuer:     os.Getenv("ATOLL_GATEWAY_JWT_ISSUER"),
-					Audience:   os.Getenv("ATOLL_GATEWAY_JWT_AUDIENCE"),
-				},
-				RatePerSecond: rate,
-				Burst:         burst,
-			}
-		}),
-		gateway.Module)
+	cfg := &gateway.Config{}
+	daemon.Run(command(cfg), fx.Supply(cfg), gateway.Module)
+}
+
+// command is the gateway's command line, filling cfg.
+func command(cfg *gateway.Config) daemon.Command {
+	return daemon.Command{
+		Service: "gateway",
+		About:   "serves the Compute API, its docs and the web console",
+		Flags: func(f *daemon.FlagSet) {
+			f.String(&cfg.Listen, "listen", "ATOLL_GATEWAY_LISTEN", "127.0.0.1:8080", "the Compute API's HTTP address")
+			f.String(&cfg.Auth.TokensFile, "tokens", "ATOLL_GATEWAY_TOKENS", "", "YAML file of API tokens (SHA-256 digests, subjects, roles)")
+			f.String(&cfg.Auth.JWKSFile, "jwks", "ATOLL_GATEWAY_JWKS", "", "JSON Web Key Set verifying JWTs (needs --jwt-issuer and --jwt-audience)")
+			f.String(&cfg.Auth.Issuer, "jwt-issuer", "ATOLL_GATEWAY_JWT_ISSUER", "", "the iss every JWT must carry")
+			f.String(&cfg.Auth.Audience, "jwt-audience", "ATOLL_GATEWAY_JWT_AUDIENCE", "", "the aud every JWT must carry")
+			f.Float64(&cfg.RatePerSecond, "rate", "ATOLL_GATEWAY_RATE", 50, "requests per second allowed to each identity")
+			f.Int(&cfg.Burst, "burst", "ATOLL_GATEWAY_BURST", 100, "requests each identity may send at once above the rate")
+		},
+		Validate: func() error { return validate(cfg) },
+	}
+}
+
+// errNoTokenSource is the refusal of a gateway that could authenticate
+// nobody.
+const errNoTokenSource = "no token source: set --tokens (ATOLL_GATEWAY_TOKENS) or --jwks (ATOLL_GATEWAY_JWKS); without one every request would be refused with 401"
+
+func validate(cfg *gateway.Config) error {
+	if cfg.Auth.TokensFile == "" && cfg.Auth.JWKSFile == "" {
+		return errors.New(errNoTokenSource)
+	}
+	if cfg.Auth.JWKSFile != "" && (cfg.Auth.Issuer == "" || cfg.Auth.Audience == "") {
+		return errors.New("--jwks needs --jwt-issuer (ATOLL_GATEWAY_JWT_ISSUER) and --jwt-audience (ATOLL_GATEWAY_JWT_AUDIENCE): without them a token issued to any other application would do")
+	}
+	if cfg.RatePerSecond <= 0 || cfg.Burst <= 0 {
+		return errors.New("--rate (ATOLL_GATEWAY_RATE) and --burst (ATOLL_GATEWAY_BURST) must be positive")
+	}
+	return nil
 }

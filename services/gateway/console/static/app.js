@@ -597,6 +597,94 @@ function detailView(project, kind, name, signal) {
   );
   watchEvents(base, signal);
   tailLogs(base, signal);
+  $('#scaler-card').hidden = kind !== 'Scaler';
+  if (kind === 'Scaler') watchScaler(project, name, signal);
+}
+
+// watchScaler polls a Scaler's recorded decisions and draws the replicas
+// it chose and its metrics' values over time, with the latest decisions
+// and their reasons below.
+function watchScaler(project, name, signal) {
+  $('#decisions tbody').replaceChildren();
+  $('#chart-scaler').replaceChildren();
+  hide('#scaler-error');
+  poll(
+    signal,
+    async () => {
+      const h = await getJSON(`/projects/${enc(project)}/scalers/${enc(name)}/history`, { signal });
+      if (signal.aborted) return;
+      hide('#scaler-error');
+      $('#scaler-status').textContent = `live · updated ${clock(new Date())}`;
+      renderScaler(Array.isArray(h?.decisions) ? h.decisions : []);
+    },
+    (err) => {
+      showIn('#scaler-error', err);
+      return err.status === 403 || err.status === 400;
+    },
+  );
+}
+
+function renderScaler(ds) {
+  const box = $('#chart-scaler');
+  const W = 600;
+  const H = 160;
+  const L = 40;
+  const R = 40;
+  const T = 10;
+  const B = 20;
+  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', 'data-points': ds.length });
+  if (!ds.length) {
+    root.append(svg('text', { class: 'empty', x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'No decisions yet'));
+    box.replaceChildren(root);
+    $('#decisions tbody').replaceChildren();
+    return;
+  }
+  const t0 = Date.parse(ds[0].time);
+  const t1 = Math.max(t0 + 1000, Date.parse(ds[ds.length - 1].time));
+  const x = (t) => L + ((Date.parse(t) - t0) / (t1 - t0)) * (W - L - R);
+  const rmax = niceCeil(Math.max(1, ...ds.map((d) => d.desired || 0)));
+  const yr = (v) => T + (H - T - B) * (1 - v / rmax);
+  const metric = ds.flatMap((d) => d.proposals || []).find((p) => p.state === 'ok' || p.state === 'within-tolerance')?.metric;
+  const valueOf = (d) => (d.proposals || []).find((p) => p.metric === metric && (p.state === 'ok' || p.state === 'within-tolerance'));
+  const mvals = ds.map((d) => valueOf(d)?.value).filter((v) => Number.isFinite(v));
+  const mmax = niceCeil(Math.max(1, ...mvals));
+  const ym = (v) => T + (H - T - B) * (1 - v / mmax);
+  for (const f of [0, 0.5, 1]) {
+    root.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: yr(rmax * f), y2: yr(rmax * f) }));
+    root.append(svg('text', { class: 'axis', x: L - 6, y: yr(rmax * f) + 4, 'text-anchor': 'end' }, String(Math.round(rmax * f))));
+    if (metric) root.append(svg('text', { class: 'axis', x: W - R + 6, y: ym(mmax * f) + 4 }, String(Math.round(mmax * f))));
+  }
+  root.append(svg('text', { class: 'axis', x: L, y: H - 4 }, clock(ds[0].time)));
+  root.append(svg('text', { class: 'axis', x: W - R, y: H - 4, 'text-anchor': 'end' }, `${clock(ds[ds.length - 1].time)}${metric ? ` · right: ${metric}` : ''}`));
+  // Replicas as a step line, the metric as points joined.
+  let d = '';
+  ds.forEach((dec, i) => {
+    const px = x(dec.time);
+    const py = yr(dec.desired);
+    d += i ? `H${px.toFixed(1)}V${py.toFixed(1)}` : `M${px.toFixed(1)},${py.toFixed(1)}`;
+  });
+  root.append(svg('path', { class: 'line p50', d }));
+  let m = '';
+  ds.forEach((dec) => {
+    const p = valueOf(dec);
+    if (!p) return;
+    m += `${m ? 'L' : 'M'}${x(dec.time).toFixed(1)},${ym(p.value).toFixed(1)}`;
+  });
+  if (m) root.append(svg('path', { class: 'line p95', d: m }));
+  ds.forEach((dec) => {
+    root.append(svg('circle', { class: 'pt p50', cx: x(dec.time).toFixed(1), cy: yr(dec.desired).toFixed(1), r: 2.5, 'data-replicas': dec.desired },
+      svg('title', {}, `${clock(dec.time)} · ${dec.current} → ${dec.desired} · ${dec.outcome} · ${dec.reason}`)));
+  });
+  box.replaceChildren(root);
+  const rows = ds.slice(-12).reverse().map((dec) => el('tr', { 'data-outcome': dec.outcome },
+    el('td', {}, clock(dec.time)),
+    el('td', { class: 'num' }, `${dec.current} → ${dec.desired}`),
+    el('td', {}, (dec.proposals || []).map((p) => (p.state.startsWith('failed') ? `${p.metric} ${p.state} → ${p.replicas}` : `${p.metric} ${+p.value.toFixed(1)}/${p.target} → ${p.replicas}`)).join(', ') || '–'),
+    el('td', {}, dec.floor ? `${dec.floor} (${dec.floorSchedule})` : '–'),
+    el('td', {}, dec.outcome === 'refused' ? `refused: ${dec.detail}` : dec.outcome),
+    el('td', {}, dec.reason),
+  ));
+  $('#decisions tbody').replaceChildren(...rows);
 }
 
 function countsRows(tbody, map, attr) {

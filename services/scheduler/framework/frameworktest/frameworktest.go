@@ -51,7 +51,8 @@ func Workload(pods int32, pl *api.Placement) *framework.Workload {
 // [0, framework.MaxScore].
 func Prefers(t testing.TB, s framework.Scorer, w *framework.Workload, better, worse *api.ClusterInfo, all []*api.ClusterInfo) {
 	t.Helper()
-	b, wo := s.Score(w, better, all), s.Score(w, worse, all)
+	r := framework.NewRegion(all)
+	b, wo := s.Score(w, better, r), s.Score(w, worse, r)
 	if b <= wo || b > framework.MaxScore || wo < 0 {
 		t.Errorf("%s: better %s scored %d, worse %s scored %d", s.Name(), better.Name, b, worse.Name, wo)
 	}

@@ -1,5 +1,8 @@
 // Package fit filters out member clusters without room for one more of the
-// workload's pods, by the aggregator's inventory.
+// workload's pods, by the aggregator's inventory, in the pools the
+// workload's tier may use (framework.CapacityFor: Reserved pools for
+// Reserved work where a cluster has them, shared pools minus the burst
+// buffer for OnDemand and Preemptible work).
 package fit
 
 import (
@@ -25,19 +28,27 @@ func (*Fit) Name() string { return Name }
 
 // Filter implements framework.Filter.
 func (*Fit) Filter(w *framework.Workload, c *api.ClusterInfo) string {
-	alloc, req, allocPods, reqPods, maxFree := framework.Totals(c)
+	t := framework.CapacityFor(w, c)
+	free, freePods := t.Free()
 	p := w.PerPod
+	if t.Pools > 0 && freePods >= 1 && p.MilliCPU <= free.MilliCPU && p.MemoryBytes <= free.MemoryBytes &&
+		p.MilliCPU <= t.MaxFree.MilliCPU && p.MemoryBytes <= t.MaxFree.MemoryBytes {
+		return ""
+	}
+	where := t.Describe(w.Tier)
 	switch {
-	case allocPods-reqPods < 1:
-		return fmt.Sprintf("no free pod slots (%d of %d used)", reqPods, allocPods)
-	case p.MilliCPU > alloc.MilliCPU-req.MilliCPU:
-		return fmt.Sprintf("insufficient cpu: pod needs %dm, %dm free", p.MilliCPU, alloc.MilliCPU-req.MilliCPU)
-	case p.MemoryBytes > alloc.MemoryBytes-req.MemoryBytes:
-		return fmt.Sprintf("insufficient memory: pod needs %d bytes, %d free", p.MemoryBytes, alloc.MemoryBytes-req.MemoryBytes)
-	case p.MilliCPU > maxFree.MilliCPU:
-		return fmt.Sprintf("no node has %dm cpu free (largest %dm)", p.MilliCPU, maxFree.MilliCPU)
-	case p.MemoryBytes > maxFree.MemoryBytes:
-		return fmt.Sprintf("no node has %d bytes of memory free (largest %d)", p.MemoryBytes, maxFree.MemoryBytes)
+	case t.Pools == 0:
+		return fmt.Sprintf("no pools for %s", where)
+	case freePods < 1:
+		return fmt.Sprintf("no free pod slots (%d of %d used; %s)", t.ReqPods, t.AllocPods, where)
+	case p.MilliCPU > free.MilliCPU:
+		return fmt.Sprintf("insufficient cpu: pod needs %dm, %dm free (%s)", p.MilliCPU, max(free.MilliCPU, 0), where)
+	case p.MemoryBytes > free.MemoryBytes:
+		return fmt.Sprintf("insufficient memory: pod needs %d bytes, %d free (%s)", p.MemoryBytes, max(free.MemoryBytes, 0), where)
+	case p.MilliCPU > t.MaxFree.MilliCPU:
+		return fmt.Sprintf("no node has %dm cpu free (largest %dm)", p.MilliCPU, t.MaxFree.MilliCPU)
+	case p.MemoryBytes > t.MaxFree.MemoryBytes:
+		return fmt.Sprintf("no node has %d bytes of memory free (largest %d)", p.MemoryBytes, t.MaxFree.MemoryBytes)
 	}
 	return ""
 }

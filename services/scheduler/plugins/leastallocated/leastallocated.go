@@ -22,17 +22,18 @@ func New() *LeastAllocated { return &LeastAllocated{} }
 func (*LeastAllocated) Name() string { return Name }
 
 // Score implements framework.Scorer: the mean free share of cpu and memory.
-func (*LeastAllocated) Score(_ *framework.Workload, c *api.ClusterInfo, _ []*api.ClusterInfo) int64 {
-	return framework.MaxScore - Utilization(c)
+func (*LeastAllocated) Score(w *framework.Workload, c *api.ClusterInfo, _ *framework.Region) int64 {
+	return framework.MaxScore - Utilization(framework.CapacityFor(w, c))
 }
 
-// Utilization is the mean requested share of cpu and memory, 0..100.
-func Utilization(c *api.ClusterInfo) int64 {
-	alloc, req, _, _, _ := framework.Totals(c)
+// Utilization is the mean requested share of cpu and memory of the pools
+// a tier may use, 0..100.
+func Utilization(t framework.Capacity) int64 {
+	alloc, req := t.Alloc, t.Req
 	if alloc.MilliCPU == 0 || alloc.MemoryBytes == 0 {
 		return framework.MaxScore
 	}
 	cpu := req.MilliCPU * framework.MaxScore / alloc.MilliCPU
 	mem := req.MemoryBytes / 1024 * framework.MaxScore / max(alloc.MemoryBytes/1024, 1)
-	return min((cpu+mem)/2, framework.MaxScore)
+	return max(0, min((cpu+mem)/2, framework.MaxScore))
 }

@@ -23,6 +23,6 @@ func New() *MostAllocated { return &MostAllocated{} }
 func (*MostAllocated) Name() string { return Name }
 
 // Score implements framework.Scorer.
-func (*MostAllocated) Score(_ *framework.Workload, c *api.ClusterInfo, _ []*api.ClusterInfo) int64 {
-	return leastallocated.Utilization(c)
+func (*MostAllocated) Score(w *framework.Workload, c *api.ClusterInfo, _ *framework.Region) int64 {
+	return leastallocated.Utilization(framework.CapacityFor(w, c))
 }

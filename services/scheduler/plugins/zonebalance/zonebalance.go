@@ -1,5 +1,7 @@
 // Package zonebalance scores member clusters in lightly loaded zones
-// higher, so single-cluster workloads even out the zones.
+// higher, so single-cluster workloads even out the zones. The zones'
+// totals come from framework.Region, computed once per decision, so a
+// decision stays linear in the number of clusters.
 package zonebalance
 
 import (
@@ -23,14 +25,8 @@ func (*ZoneBalance) Name() string { return Name }
 
 // Score implements framework.Scorer: 100 minus the zone's share of the
 // region's requested pods, scaled so an even split scores the same everywhere.
-func (*ZoneBalance) Score(_ *framework.Workload, c *api.ClusterInfo, all []*api.ClusterInfo) int64 {
-	perZone := map[string]int64{}
-	var total int64
-	for _, o := range all {
-		_, _, _, reqPods, _ := framework.Totals(o)
-		perZone[o.Zone] += reqPods
-		total += reqPods
-	}
+func (*ZoneBalance) Score(_ *framework.Workload, c *api.ClusterInfo, r *framework.Region) int64 {
+	perZone, total := r.ZonePods, r.TotalPods
 	if total == 0 || len(perZone) < 2 {
 		return framework.MaxScore
 	}

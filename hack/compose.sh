@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The Compose region (compose.yaml), project "atoll":
+#
+#   hack/compose.sh up     images must exist (make images); makes the NATS users
+#                          and an admin API token (deploy/compose/secrets), starts
+#                          everything, every service at 2 replicas, waits until the
+#                          gateway lists 3 healthy member clusters, prints the token
+#   hack/compose.sh down   removes every container, network and volume
+#   hack/compose.sh test   up, then the smoke and fault test (atoll-chaos:
+#                          $CHAOS_N submissions, default 1000, while every
+#                          service replica and a NATS server are killed and
+#                          another NATS server is disconnected for 30 s), then down
+#
+# Environment: SERVICES (the Makefile's), VERSION (the images' tag).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+: "${SERVICES:?set SERVICES (the Makefile does)}"
+export ATOLL_VERSION=${VERSION:-latest}
+SECRETS="$ROOT/deploy/compose/secrets"
+SERVER=http://127.0.0.1:8080
+
+log() { printf '[compose %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+COMPOSE=$("$ROOT/hack/docker.sh" compose)
+compose() { $COMPOSE -p atoll -f "$ROOT/compose.yaml" "$@"; }
+
+secrets() {
+  mkdir -p "$SECRETS"
+  # One nkey per service and the admin (kept across runs), auth.conf regenerated.
+  "$ROOT/bin/atoll" bootstrap auth --dir "$SECRETS/nats" >/dev/null
+  if [[ ! -s "$SECRETS/admin-token" ]]; then
+    (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/admin-token")
+  fi
+  local digest
+  digest=$(printf '%s' "$(cat "$SECRETS/admin-token")" | sha256sum | cut -d' ' -f1)
+  printf 'tokens:\n  - subject: platform-admin\n    sha256: %s\n    platformAdmin: true\n' "$digest" >"$SECRETS/tokens.yaml"
+  chmod 0644 "$SECRETS/nats/auth.conf" "$SECRETS/tokens.yaml"
+  if [[ $(id -u) == 0 ]]; then
+    # The containers run as 65532 and read their credentials (mode 0600).
+    chown -R 65532:65532 "$SECRETS/nats"
+  else
+    export ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
+  fi
+}
+
+scale_flags() {
+  local s
+  for s in $SERVICES; do printf -- '--scale %s=2 ' "$s"; done
+}
+
+up() {
+  secrets
+  local t0=$SECONDS
+  log "starting: 3 NATS servers, the bootstrap, 3 member clusters, $(wc -w <<<"$SERVICES") services x2"
+  # shellcheck disable=SC2046
+  compose up -d --no-build --remove-orphans $(scale_flags) >&2
+  local token
+  token=$(cat "$SECRETS/admin-token")
+  log "waiting for the gateway to list 3 healthy member clusters"
+  local out=""
+  for _ in $(seq 1 180); do
+    out=$("$ROOT/bin/atoll" --server "$SERVER" --token "$token" clusters -o json 2>/dev/null || true)
+    if [[ $(grep -o '"healthy": *true' <<<"$out" | wc -l) -ge 3 && $(grep -Eo '"readyNodes": *[1-9]' <<<"$out" | wc -l) -ge 3 ]]; then break; fi
+    sleep 2 # polling the gateway until the region is up
+  done
+  if [[ $(grep -o '"healthy": *true' <<<"$out" | wc -l) -lt 3 ]]; then
+    log "the region did not come up in 6 minutes"; compose ps >&2; exit 1
+  fi
+  log "region up in $((SECONDS - t0))s"
+  "$ROOT/bin/atoll" --server "$SERVER" --token "$token" clusters >&2 || true
+  cat >&2 <<MSG
+
+The Compute API: $SERVER (and http://127.0.0.1:8081, the second gateway)
+Admin token:     $token   (also in deploy/compose/secrets/admin-token)
+
+  bin/atoll login --server $SERVER --token $token --project demo
+  bin/atoll apply -f deploy/examples/app.yaml
+  bin/atoll get app web
+MSG
+}
+
+down() {
+  compose down --volumes --remove-orphans --timeout 20 >&2
+  log "removed: $(docker ps -aq --filter label=com.docker.compose.project=atoll | wc -l) containers, $(docker volume ls -q --filter label=com.docker.compose.project=atoll | wc -l) volumes, $(docker network ls -q --filter label=com.docker.compose.project=atoll | wc -l) networks left"
+}
+
+chaos_test() {
+  local t0=$SECONDS
+  (cd "$ROOT/services/atoll" && PATH="$PATH:/usr/local/go/bin" go build -o "$ROOT/bin/atoll-chaos" ./cmd/atoll-chaos)
+  # CHAOS_KEEP=1 leaves the region up afterwards, to look into a failure.
+  [[ -n "${CHAOS_KEEP:-}" ]] || trap 'down' EXIT
+  up
+  log "smoke and fault test: ${CHAOS_N:-1000} Apps"
+  ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES"
+  log "compose test passed in $((SECONDS - t0))s (images built before)"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  test) chaos_test ;;
+  *) echo "usage: $0 up|down|test" >&2; exit 2 ;;
+esac

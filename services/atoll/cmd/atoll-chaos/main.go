@@ -1,0 +1,457 @@
+// Command atoll-chaos is the smoke and fault test of the Compose region
+// (`make compose-test`, hack/compose.sh test). It talks to the region only
+// as a user does, through the gateways with the SDK, and hurts it only from
+// outside, with the docker CLI:
+//
+//   - smoke: one App of 3 replicas, Running 1/1/1 over zones a, b and c,
+//     with its events; its quota footprint is measured for the fault test.
+//   - fault: -n Apps (1 replica each) submitted at -rate per second with an
+//     idempotency key each, alternating between the gateways and retried
+//     on the other when one fails, while every service replica is
+//     `docker kill`ed once, one NATS server is killed, and another is
+//     disconnected from the bus network for -partition. Then it waits until
+//     every accepted App is Running and counts: accepted, converged, lost
+//     (accepted but never Running), duplicated (an App with more than one
+//     Deployment in a cluster, or more replicas than desired), the quota
+//     usage against the sum of the accepted Apps' footprints, and the Apps
+//     whose events lack admitted, scheduled, propagated or running.
+//
+// It exits 1 when anything is lost, duplicated or unaccounted for.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/sdk"
+)
+
+type options struct {
+	servers   []string
+	token     string
+	project   string
+	n         int
+	rate      float64
+	partition time.Duration
+	converge  time.Duration
+	compose   string // the compose project: containers are <compose>_<service>_<i>
+	services  []string
+	skipFault bool
+	// quotaSettle is how long the quota ledger may take to equal the sum.
+	quotaSettle time.Duration
+}
+
+func main() {
+	var o options
+	var servers, services string
+	flag.StringVar(&servers, "servers", "http://127.0.0.1:8080,http://127.0.0.1:8081", "the gateways, comma-separated")
+	flag.StringVar(&o.token, "token", os.Getenv("ATOLL_TOKEN"), "a platform admin's API token (ATOLL_TOKEN)")
+	flag.StringVar(&o.project, "project", fmt.Sprintf("chaos-%d", time.Now().Unix()%100000), "the project of the fault test's Apps")
+	flag.IntVar(&o.n, "n", 1000, "Apps to submit")
+	flag.Float64Var(&o.rate, "rate", 8, "submissions per second")
+	flag.DurationVar(&o.partition, "partition", 30*time.Second, "how long a NATS server is disconnected")
+	flag.DurationVar(&o.converge, "converge", 10*time.Minute, "how long every accepted App may take to be Running")
+	flag.StringVar(&o.compose, "compose-project", "atoll", "the compose project")
+	flag.StringVar(&services, "services", os.Getenv("SERVICES"), "the services whose replicas are killed (SERVICES)")
+	flag.BoolVar(&o.skipFault, "smoke-only", false, "run the smoke test only")
+	flag.DurationVar(&o.quotaSettle, "quota-settle", 2*time.Minute, "how long the quota ledger may take to equal the sum of the Apps")
+	flag.Parse()
+	o.servers = strings.Split(servers, ",")
+	o.services = strings.Fields(services)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), log, o); err != nil {
+		log.Error("compose test failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) error {
+	var clients []*sdk.Client
+	for _, s := range o.servers {
+		c, err := sdk.New(s, sdk.WithToken(o.token), sdk.WithTimeout(5*time.Second), sdk.WithRetry(3, 200*time.Millisecond, time.Second))
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	start := time.Now()
+	footprint, err := smoke(ctx, log, clients[0], o)
+	if err != nil {
+		return fmt.Errorf("smoke: %w", err)
+	}
+	log.Info("smoke passed", "footprint_milliCPU", footprint.MilliCPU, "footprint_pods", footprint.Pods, "elapsed", time.Since(start).Round(time.Millisecond))
+	if o.skipFault {
+		return nil
+	}
+	return fault(ctx, log, clients, o, footprint)
+}
+
+// appDoc is an App of replicas replicas, 10m CPU and 16Mi each, one per
+// zone at most.
+func appDoc(project, name string, replicas int) computeapi.WorkloadDocument {
+	spec := fmt.Sprintf(`{"replicas": %d, "tier": "OnDemand", "template": {"containers": [{"name": "app", "image": "registry.local/app:1", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}`, replicas)
+	return computeapi.WorkloadDocument{ApiVersion: "atoll.dev/v1", Kind: "App", Metadata: computeapi.DocumentMetadata{Project: project, Name: name}, Spec: json.RawMessage(spec)}
+}
+
+var lifecycle = []string{"admitted", "scheduled", "propagated", "running"}
+
+// smoke runs one App through the region and returns its quota footprint.
+func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (computeapi.Resources, error) {
+	project := o.project + "-smoke"
+	if _, err := c.CreateWorkload(ctx, project, appDoc(project, "smoke", 3), sdk.NewIdempotencyKey()); err != nil {
+		return computeapi.Resources{}, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		w, err := c.Get(ctx, project, "App", "smoke")
+		if err == nil && w.Status.Phase == "Running" && w.Status.Ready == 3 && len(w.Status.Zones) == 3 {
+			zones := []string{}
+			for z, n := range w.Status.Zones {
+				zones = append(zones, fmt.Sprintf("%s:%d/%d", z, n.Ready, n.Desired))
+			}
+			sort.Strings(zones)
+			log.Info("smoke App Running", "zones", strings.Join(zones, " "))
+			break
+		}
+		if time.Now().After(deadline) {
+			return computeapi.Resources{}, fmt.Errorf("App smoke not Running 1/1/1 within 2m (last: %v %v)", w, err)
+		}
+		time.Sleep(500 * time.Millisecond) // polling the App's status
+	}
+	if missing, err := missingEvents(ctx, c, project, "smoke"); err != nil || len(missing) > 0 {
+		return computeapi.Resources{}, fmt.Errorf("App smoke events: missing %v (%v)", missing, err)
+	}
+	q, err := c.Quota(ctx, project)
+	if err != nil {
+		return computeapi.Resources{}, err
+	}
+	used := onDemand(q)
+	if used.Pods != 3 {
+		return computeapi.Resources{}, fmt.Errorf("quota of 1 App of 3 replicas counts %d pods", used.Pods)
+	}
+	if err := c.Delete(ctx, project, "App", "smoke"); err != nil {
+		return computeapi.Resources{}, err
+	}
+	return computeapi.Resources{MilliCPU: used.MilliCPU / 3, MemoryBytes: used.MemoryBytes / 3, Pods: 1}, nil
+}
+
+func onDemand(q *computeapi.Quota) computeapi.Resources {
+	for _, t := range q.Tiers {
+		if t.Tier == "OnDemand" {
+			return t.Used
+		}
+	}
+	return computeapi.Resources{}
+}
+
+func missingEvents(ctx context.Context, c *sdk.Client, project, name string) ([]string, error) {
+	var evs []computeapi.Event
+	var err error
+	// A read refused now and then (the rate limit, a gateway restarting)
+	// is not a missing event: read again.
+	for try := range 5 {
+		if evs, err = c.ListEvents(ctx, project, "App", name, 0); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 500 * time.Millisecond) // backing off before reading again
+	}
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, e := range evs {
+		seen[e.Event] = true
+	}
+	var missing []string
+	for _, want := range lifecycle {
+		if !seen[want] {
+			missing = append(missing, want)
+		}
+	}
+	return missing, nil
+}
+
+// fault submits o.n Apps while the faults run, then counts.
+func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o options, footprint computeapi.Resources) error {
+	start := time.Now()
+	var accepted sync.Map // name -> true
+	var failed, attempts atomic.Int64
+	interval := time.Duration(float64(time.Second) / o.rate)
+	window := time.Duration(o.n) * interval
+
+	faultsDone := make(chan []string)
+	go func() { faultsDone <- injectFaults(ctx, log, o, window) }()
+
+	var wg sync.WaitGroup
+	tick := time.NewTicker(interval)
+	for i := range o.n {
+		<-tick.C // pacing the submissions is the subject: they must span the faults
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("app-%04d", i)
+			key := "chaos-" + o.project + "-" + name // one key per App, across every retry and gateway
+			deadline := time.Now().Add(2 * time.Minute)
+			for try := 0; ; try++ {
+				attempts.Add(1)
+				c := clients[(i+try)%len(clients)]
+				_, err := c.CreateWorkload(ctx, o.project, appDoc(o.project, name, 1), key)
+				if err == nil || sdk.IsConflict(err) {
+					accepted.Store(name, true)
+					return
+				}
+				if time.Now().After(deadline) {
+					failed.Add(1)
+					log.Warn("submission abandoned", "app", name, "err", err)
+					return
+				}
+				time.Sleep(500 * time.Millisecond) // backing off before the other gateway
+			}
+		}()
+	}
+	tick.Stop()
+	wg.Wait()
+	submitted := time.Since(start)
+	faults := <-faultsDone
+	var names []string
+	accepted.Range(func(k, _ any) bool { names = append(names, k.(string)); return true })
+	sort.Strings(names)
+	log.Info("submissions done", "accepted", len(names), "abandoned", failed.Load(), "attempts", attempts.Load(), "elapsed", submitted.Round(time.Second), "faults", strings.Join(faults, ", "))
+
+	// Convergence: every accepted App Running with its replica ready.
+	c := clients[0]
+	convergeStart := time.Now()
+	var notRunning []string
+	for {
+		items, err := c.ListAll(ctx, o.project, computeapi.ListWorkloadsParams{})
+		if err == nil {
+			byName := map[string]computeapi.Workload{}
+			for _, w := range items {
+				byName[w.Metadata.Name] = w
+			}
+			notRunning = notRunning[:0]
+			for _, n := range names {
+				w, ok := byName[n]
+				if !ok || w.Status.Phase != "Running" || w.Status.Ready != 1 {
+					notRunning = append(notRunning, n)
+				}
+			}
+			if len(notRunning) == 0 {
+				break
+			}
+		}
+		if time.Since(convergeStart) > o.converge {
+			break
+		}
+		time.Sleep(2 * time.Second) // polling the region until it converges
+	}
+	converge := time.Since(convergeStart)
+	total := time.Since(start)
+
+	// Duplicates: the Deployments of the project in each member cluster.
+	perApp := map[string]int{}
+	dupes := map[string]bool{}
+	for _, z := range []string{"a", "b", "c"} {
+		deps, err := deployments(ctx, o.compose, "zone-"+z, "atoll-"+o.project)
+		if err != nil {
+			return err
+		}
+		for app, n := range deps {
+			perApp[app] += n.count
+			if n.count > 1 || n.replicas > 1 {
+				dupes[app] = true
+			}
+		}
+	}
+	for app, n := range perApp {
+		if n > 1 {
+			dupes[app] = true
+		}
+	}
+	// Apps that exist but were never acknowledged are not duplicates: an
+	// abandoned submission may still have been admitted.
+	items, err := c.ListAll(ctx, o.project, computeapi.ListWorkloadsParams{})
+	if err != nil {
+		return err
+	}
+	want := computeapi.Resources{MilliCPU: footprint.MilliCPU * int64(len(items)), MemoryBytes: footprint.MemoryBytes * int64(len(items)), Pods: int64(len(items))}
+	// The ledger may settle after the Apps run (quota repairs intents): it
+	// gets -quota-settle to equal the sum.
+	var used computeapi.Resources
+	quotaStart := time.Now()
+	for {
+		q, err := c.Quota(ctx, o.project)
+		if err != nil {
+			return err
+		}
+		if used = onDemand(q); used == want || time.Since(quotaStart) > o.quotaSettle {
+			break
+		}
+		time.Sleep(2 * time.Second) // polling the ledger until it settles
+	}
+	quotaWait := time.Since(quotaStart)
+	var noEvents []string
+	for _, n := range names {
+		missing, err := missingEvents(ctx, c, o.project, n)
+		switch {
+		case err != nil:
+			noEvents = append(noEvents, fmt.Sprintf("%s: %v", n, err))
+		case len(missing) > 0:
+			noEvents = append(noEvents, fmt.Sprintf("%s:%v", n, missing))
+		}
+	}
+	fmt.Printf("compose fault test: submitted=%d accepted=%d abandoned=%d existing=%d converged=%d lost=%d duplicated=%d\n",
+		o.n, len(names), failed.Load(), len(items), len(names)-len(notRunning), len(notRunning), len(dupes))
+	fmt.Printf("  quota used cpu=%dm mem=%d pods=%d, sum of the Apps' footprints cpu=%dm mem=%d pods=%d: %s (after %s)\n",
+		used.MilliCPU, used.MemoryBytes, used.Pods, want.MilliCPU, want.MemoryBytes, want.Pods, map[bool]string{true: "equal", false: "DIFFERENT"}[used == want], quotaWait.Round(time.Second))
+	fmt.Printf("  events: %d of %d accepted Apps lack admitted/scheduled/propagated/running\n", len(noEvents), len(names))
+	fmt.Printf("  faults: %s\n", strings.Join(faults, ", "))
+	fmt.Printf("  time: submissions %s, converged %s after them, total %s\n", submitted.Round(time.Second), converge.Round(time.Second), total.Round(time.Second))
+	var errs []error
+	if len(notRunning) > 0 {
+		errs = append(errs, fmt.Errorf("%d accepted Apps not Running: %v", len(notRunning), head(notRunning)))
+	}
+	if len(dupes) > 0 {
+		var d []string
+		for k := range dupes {
+			d = append(d, k)
+		}
+		errs = append(errs, fmt.Errorf("%d Apps duplicated: %v", len(dupes), head(d)))
+	}
+	if used != want {
+		errs = append(errs, errors.New("quota usage is not the sum of the Apps"))
+	}
+	if len(noEvents) > 0 {
+		errs = append(errs, fmt.Errorf("%d Apps lack lifecycle events: %v", len(noEvents), head(noEvents)))
+	}
+	if len(names) < o.n*9/10 {
+		errs = append(errs, fmt.Errorf("only %d of %d submissions accepted", len(names), o.n))
+	}
+	return errors.Join(errs...)
+}
+
+func head(s []string) []string {
+	slices.Sort(s)
+	return s[:min(10, len(s))]
+}
+
+type deployment struct{ count, replicas int }
+
+// deployments lists a namespace's Deployments in a member cluster, per
+// workload label, with kubectl inside the member's container (the members
+// network is not reachable from the host).
+func deployments(ctx context.Context, compose, cluster, namespace string) (map[string]deployment, error) {
+	out, err := exec.CommandContext(ctx, "docker", "exec", compose+"_"+cluster+"_1", "/kubectl", "--kubeconfig", "/kubeconfigs/"+cluster+".kubeconfig",
+		"get", "deployments", "-n", namespace, "-o", "json").Output()
+	if err != nil {
+		return nil, fmt.Errorf("list deployments in %s: %w", cluster, err)
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Replicas int `json:"replicas"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, err
+	}
+	m := map[string]deployment{}
+	for _, d := range list.Items {
+		app := d.Metadata.Labels["atoll.dev/workload"]
+		x := m[app]
+		x.count++
+		x.replicas += d.Spec.Replicas
+		m[app] = x
+	}
+	return m, nil
+}
+
+// injectFaults spreads the faults over window: each service replica
+// killed once, one NATS server killed, another disconnected for
+// o.partition. Killed containers come back by their restart policy (or
+// are started). It returns what it did.
+func injectFaults(ctx context.Context, log *slog.Logger, o options, window time.Duration) []string {
+	var steps []func() string
+	for _, s := range o.services {
+		for i := 1; i <= 2; i++ {
+			name := fmt.Sprintf("%s_%s_%d", o.compose, s, i)
+			steps = append(steps, func() string { return kill(ctx, log, name) })
+		}
+	}
+	// The NATS faults in the middle: a kill, then a partition of another
+	// server, which runs beside the kills that follow.
+	mid := len(steps) / 2
+	natsKill := func() string { return kill(ctx, log, o.compose+"_nats-1_1") }
+	partitioned := make(chan string, 1)
+	partition := func() string {
+		c := o.compose + "_nats-2_1"
+		if err := docker(ctx, "network", "disconnect", o.compose+"_bus", c); err != nil {
+			partitioned <- ""
+			return "partition " + c + " FAILED: " + err.Error()
+		}
+		log.Info("fault: NATS server disconnected", "container", c, "for", o.partition)
+		go func() {
+			time.Sleep(o.partition) // the partition's length is the subject
+			if err := docker(ctx, "network", "connect", "--alias", "nats-2", o.compose+"_bus", c); err != nil {
+				partitioned <- "reconnect " + c + " FAILED: " + err.Error()
+				return
+			}
+			log.Info("fault: NATS server reconnected", "container", c)
+			partitioned <- ""
+		}()
+		return fmt.Sprintf("disconnected %s for %s", c, o.partition)
+	}
+	steps = slices.Insert(steps, mid, natsKill, partition)
+	// Step k at start + k*gap, over the middle 90% of the window.
+	start := time.Now()
+	gap := window * 9 / 10 / time.Duration(len(steps))
+	var done []string
+	for k, step := range steps {
+		time.Sleep(time.Until(start.Add(window/20 + time.Duration(k)*gap))) // spreading the faults over the submissions is the subject
+		done = append(done, step())
+	}
+	if msg := <-partitioned; msg != "" {
+		done = append(done, msg)
+	}
+	return done
+}
+
+// kill kills a container, as a crash would, and starts it again a second
+// later, as an orchestrator would (the engine does not restart a container
+// it was told to kill).
+func kill(ctx context.Context, log *slog.Logger, name string) string {
+	if err := docker(ctx, "kill", name); err != nil {
+		return "kill " + name + " FAILED: " + err.Error()
+	}
+	log.Info("fault: killed", "container", name)
+	time.Sleep(time.Second) // the time it stays dead is the subject
+	if err := docker(ctx, "start", name); err != nil {
+		return "killed " + name + ", start FAILED: " + err.Error()
+	}
+	return "killed " + name
+}
+
+func docker(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

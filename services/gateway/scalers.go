@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/services/gateway/auth"
+)
+
+// scalerState is the part of the autoscaler's per-Scaler document (bucket
+// scalers, written by the autoscaler only) the gateway serves: its
+// recorded decisions, as the autoscaler encodes them.
+type scalerState struct {
+	Decisions []struct {
+		At            time.Time `json:"at"`
+		Generation    int64     `json:"generation"`
+		Current       int32     `json:"current"`
+		Ready         int32     `json:"ready"`
+		Desired       int32     `json:"desired"`
+		Raw           int32     `json:"raw"`
+		Stabilized    int32     `json:"stabilized"`
+		Floor         int32     `json:"floor"`
+		FloorSchedule string    `json:"floorSchedule"`
+		Limited       string    `json:"limited"`
+		Reason        string    `json:"reason"`
+		Outcome       string    `json:"outcome"`
+		Detail        string    `json:"detail"`
+		Proposals     []struct {
+			Metric   string        `json:"metric"`
+			Value    float64       `json:"value"`
+			Target   float64       `json:"target"`
+			Ratio    float64       `json:"ratio"`
+			Replicas int32         `json:"replicas"`
+			State    string        `json:"state"`
+			Age      time.Duration `json:"age"`
+		} `json:"proposals"`
+	} `json:"decisions"`
+}
+
+// GetScalerHistory serves a Scaler's recent decisions.
+func (s *Service) GetScalerHistory(w http.ResponseWriter, r *http.Request, project computeapi.ProjectPath, name computeapi.NamePath) {
+	if _, _, ok := s.workload(w, r, project, api.KindScaler, name, auth.RoleViewer); !ok {
+		return
+	}
+	out := computeapi.ScalerHistory{Decisions: []computeapi.ScalerDecision{}}
+	kv, err := s.js.KeyValue(r.Context(), bus.BucketScalers)
+	if err != nil {
+		writeRemoteError(w, r, err)
+		return
+	}
+	e, err := kv.Get(r.Context(), api.Key(project, api.KindScaler, name))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		writeJSON(w, http.StatusOK, out) // not evaluated yet
+		return
+	case err != nil:
+		writeRemoteError(w, r, err)
+		return
+	}
+	var st scalerState
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		writeError(w, r, http.StatusInternalServerError, "Internal", "undecodable scaler state: "+err.Error())
+		return
+	}
+	for _, d := range st.Decisions {
+		cd := computeapi.ScalerDecision{Time: d.At, Generation: d.Generation, Current: d.Current, Ready: d.Ready, Desired: d.Desired,
+			Raw: d.Raw, Stabilized: d.Stabilized, Floor: d.Floor, FloorSchedule: d.FloorSchedule, Limited: d.Limited,
+			Reason: d.Reason, Outcome: computeapi.ScalerDecisionOutcome(d.Outcome), Detail: d.Detail}
+		for _, p := range d.Proposals {
+			cd.Proposals = append(cd.Proposals, computeapi.MetricProposal{Metric: p.Metric, Value: p.Value, Target: p.Target,
+				Ratio: p.Ratio, Replicas: p.Replicas, State: computeapi.MetricProposalState(p.State), AgeSeconds: p.Age.Seconds()})
+		}
+		out.Decisions = append(out.Decisions, cd)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,185 @@
+package remediation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"atoll.dev/libs/bus"
+)
+
+// Endpoints, at bus.RequestSubject("remediation", verb); they answer the
+// gateway's user (which checks its caller is a platform admin) and the
+// admin user (operators: `atoll remediation`).
+const (
+	// VerbStatus answers a ClusterStatus per cluster (StatusRequest).
+	VerbStatus = "status"
+	// VerbPause pauses new actions in a cluster or the region (PauseRequest).
+	VerbPause = "pause"
+	// VerbResume lifts a pause (PauseRequest).
+	VerbResume = "resume"
+)
+
+// OpTimeout bounds each request.
+const OpTimeout = 10 * time.Second
+
+// StatusRequest asks for one cluster's status, or every cluster's.
+type StatusRequest struct {
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// ClusterStatus is one cluster's remediation status: its view (reachable,
+// paused, breakers), the disruption leases on its nodes, and every node
+// the service watches that is not simply healthy, with what is being
+// done to it, why, and its history.
+type ClusterStatus struct {
+	ClusterView
+	Leases []LeaseInfo `json:"leases,omitempty"`
+	Nodes  []NodeState `json:"nodes,omitempty"`
+}
+
+// LeaseInfo is one disruption lease.
+type LeaseInfo struct {
+	Node    string    `json:"node"`
+	Owner   string    `json:"owner"`
+	Reason  string    `json:"reason,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// PauseRequest pauses or resumes a cluster ("" for the region).
+type PauseRequest struct {
+	Cluster string `json:"cluster,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	By      string `json:"by,omitempty"`
+}
+
+func (s *Service) startOps(ctx context.Context) error {
+	eps, err := s.bus.Serve(ctx,
+		bus.ServeConfig{Name: "remediation", Description: "node remediation: status, pause, resume", Concurrency: 4,
+			Callers: []string{bus.UserGateway, bus.UserAdmin}, Metrics: s.metrics, Logger: s.log},
+		bus.Endpoint(VerbStatus, OpTimeout, s.status),
+		bus.Endpoint(VerbPause, OpTimeout, s.pause),
+		bus.Endpoint(VerbResume, OpTimeout, s.resume),
+	)
+	if err != nil {
+		return err
+	}
+	s.ops = eps
+	return nil
+}
+
+func (s *Service) checkCluster(name string) error {
+	if name != "" && s.clusters[name] == nil {
+		return bus.Errorf(http.StatusNotFound, "NotFound", "no member cluster %q", name)
+	}
+	return nil
+}
+
+func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) (any, error) {
+	if err := s.checkCluster(r.Cluster); err != nil {
+		return nil, err
+	}
+	var out []ClusterStatus
+	for _, name := range sortedKeys(s.clusters) {
+		if r.Cluster != "" && name != r.Cluster {
+			continue
+		}
+		st, err := s.Status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Status reads one cluster's status from the bucket and the ledger.
+func (s *Service) Status(ctx context.Context, cluster string) (ClusterStatus, error) {
+	out := ClusterStatus{ClusterView: ClusterView{Cluster: cluster}}
+	if e, err := s.kv.Get(ctx, StatusKey(cluster)); err == nil {
+		_ = json.Unmarshal(e.Value(), &out.ClusterView)
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return out, fmt.Errorf("status of %s: %w", cluster, err)
+	}
+	if why, err := s.paused(ctx, cluster); err == nil {
+		out.Paused = why
+	}
+	leases, err := s.ledger.Leases(ctx, cluster)
+	if err != nil {
+		return out, err
+	}
+	for _, l := range leases {
+		out.Leases = append(out.Leases, LeaseInfo{Node: l.Node.Name, Owner: l.Owner, Reason: l.Reason, Expires: l.Expires})
+	}
+	lister, err := s.kv.ListKeysFiltered(ctx, "n."+cluster+".*")
+	if err != nil {
+		return out, fmt.Errorf("status of %s: %w", cluster, err)
+	}
+	for k := range lister.Keys() {
+		e, err := s.kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var st NodeState
+		if json.Unmarshal(e.Value(), &st) == nil {
+			out.Nodes = append(out.Nodes, st)
+		}
+	}
+	slices.SortFunc(out.Nodes, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (any, error) {
+	if err := s.checkCluster(r.Cluster); err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(Pause{Reason: r.Reason, By: r.By, Since: time.Now().UTC()})
+	key := KeyPauseRegion
+	if r.Cluster != "" {
+		key = PauseKey(r.Cluster)
+	}
+	if _, err := s.kv.Put(ctx, key, b); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
+	s.log.Info("remediation paused", "cluster", r.Cluster, "reason", r.Reason, "by", r.By)
+	return map[string]string{"paused": scope(r.Cluster)}, nil
+}
+
+func (s *Service) resume(ctx context.Context, r PauseRequest, _ micro.Request) (any, error) {
+	if err := s.checkCluster(r.Cluster); err != nil {
+		return nil, err
+	}
+	key := KeyPauseRegion
+	if r.Cluster != "" {
+		key = PauseKey(r.Cluster)
+	}
+	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	s.log.Info("remediation resumed", "cluster", r.Cluster, "by", r.By)
+	return map[string]string{"resumed": scope(r.Cluster)}, nil
+}
+
+func scope(cluster string) string {
+	if cluster == "" {
+		return "region"
+	}
+	return cluster
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

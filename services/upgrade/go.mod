@@ -1,0 +1,3 @@
+module atoll.dev/services/upgrade
+
+go 1.26.0
