@@ -311,7 +311,7 @@ var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "
 
 func clockMinutes(s string) (int, error) {
 	t, err := time.Parse("15:04", s)
-	if err != nil {
+	if err != nil || len(s) != 5 {
 		return 0, fmt.Errorf("%q: want HH:MM", s)
 	}
 	return t.Hour()*60 + t.Minute(), nil

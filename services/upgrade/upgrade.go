@@ -1,0 +1,242 @@
+// Package upgrade is the upgrade service: it rotates the member clusters'
+// nodes to a new version label, plan by plan, in waves, through the
+// disruption ledger it shares with the remediation service
+// (libs/disruption). The decisions are the pure package plan; this
+// package does the I/O around them.
+//
+// # Plans, progress, control
+//
+// Bucket bus.BucketUpgrade holds, per plan, its Spec (key plan.<name>,
+// written by platform admins), the operator's Control (ctl.<name>: pause,
+// resume, abort) and the Progress (p.<name>, written by this service
+// only). A pause, resume or abort is a write of ctl.<name>, so one given
+// while the service is down is read by the next term before it does
+// anything.
+//
+// # Lease and terms
+//
+// One lease, "upgrade" (libs/bus/lease), makes one replica the leader. A
+// term ticks every Tick: for each plan it reads spec, control and
+// progress, lists the current cluster's nodes and reads the SLO gate,
+// runs plan.Advance, takes ledger leases for the nodes that start (a node
+// remediation holds, or one the shared budget refuses, stays pending and
+// is retried), then runs plan.Step for each node of the plan. The
+// progress Step returns is written (compare-and-set on the revision this
+// term read, so a deposed leader cannot overwrite its successor) BEFORE
+// the side effect it names is performed; each side effect is idempotent
+// given that record (see package plan), so a standby resumes exactly.
+//
+// # SLO gate
+//
+// The gate of the current cluster breaches when its API server does not
+// answer (never read as healthy or as "all nodes down"), when an App's
+// shard there has fewer ready replicas than its availability budget
+// allows (bucket status, budget from bucket workloads), or when pods have
+// been Pending there for longer than PendingGrace. A breach pauses the
+// plan (plan.PausedBy gate) and, with rollback uncordon, uncordons the
+// in-flight nodes whose drain has not finished; later clusters are not
+// touched until an operator resumes.
+//
+// # Events
+//
+// plan.Events are published on atoll.cluster.<cluster>.<event>
+// (bus.ClusterSubject) after the progress that caused them is stored,
+// with the idempotency key <plan>@<seq>.
+package upgrade
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"k8s.io/client-go/kubernetes"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
+	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/daemon/admin"
+	"atoll.dev/libs/disruption"
+	"atoll.dev/services/upgrade/plan"
+)
+
+// Module is the upgrade service for fx; it needs clusters.Members.
+var Module = fx.Module("upgrade",
+	fx.Provide(New),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
+	admin.Attach[*Service]("upgrade"),
+)
+
+// Owner is this service's name in the disruption ledger.
+const Owner = "upgrade"
+
+// LeaseName is the service's lease.
+const LeaseName = "upgrade"
+
+// Tunables.
+const (
+	// Tick is how often the leader moves every plan.
+	Tick = time.Second
+	// LeaseTTL is a node's ledger lease lifetime, renewed every tick.
+	LeaseTTL = 2 * time.Minute
+	// PendingGrace is how long a pod may stay Pending in the current
+	// cluster before the gate breaches.
+	PendingGrace = 2 * time.Minute
+)
+
+// Keys of bucket bus.BucketUpgrade.
+func SpecKey(plan string) string     { return "plan." + plan }
+func ControlKey(plan string) string  { return "ctl." + plan }
+func ProgressKey(plan string) string { return "p." + plan }
+
+// Service is one upgrade replica.
+type Service struct {
+	bus      *bus.Bus
+	log      *slog.Logger
+	holder   string
+	clusters map[string]*member
+
+	kv        jetstream.KeyValue
+	workloads jetstream.KeyValue
+	status    jetstream.KeyValue
+	ledger    *disruption.Ledger
+	elector   *lease.Elector
+	metrics   *bus.Metrics
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started atomic.Bool
+}
+
+// member is a member cluster's client and node provider.
+type member struct {
+	name     string
+	cs       kubernetes.Interface
+	provider disruption.Provider
+}
+
+// New returns an upgrade replica for the member clusters.
+func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
+	s := &Service{bus: b, log: log.With("component", "upgrade"), holder: lease.NewHolderID("upgrade"), clusters: map[string]*member{}}
+	for _, m := range members {
+		cfg, err := m.RESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		}
+		s.clusters[m.Name] = &member{name: m.Name, cs: cs, provider: &disruption.KWOK{Client: cs}}
+	}
+	return s, nil
+}
+
+// Instrument records the service's metrics on a's registry; call it
+// before Start.
+func (s *Service) Instrument(a *admin.Server) { s.metrics = a.Metrics() }
+
+// Start opens the buckets and campaigns for the lease.
+func (s *Service) Start(ctx context.Context) error {
+	var err error
+	if s.kv, err = s.bus.KV(ctx, bus.BucketUpgrade); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	if s.status, err = s.bus.KV(ctx, bus.BucketStatus); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	if s.ledger, err = disruption.OpenLedger(ctx, s.bus); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	if s.elector, err = s.bus.Elector(ctx, s.holder, lease.Options{Logger: s.log}, s.log, s.metrics); err != nil {
+		return fmt.Errorf("upgrade: %w", err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Go(func() { s.elector.Run(rctx, LeaseName, s.lead) })
+	s.started.Store(true)
+	return nil
+}
+
+// Stop ends the term, releasing the lease.
+func (s *Service) Stop() {
+	s.started.Store(false)
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+}
+
+// Ready reports whether the replica has started and knows its lease.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("starting")
+	}
+	return admin.LeaseKnown(s.bus, LeaseName)(ctx)
+}
+
+// Holder is this replica's lease holder id.
+func (s *Service) Holder() string { return s.holder }
+
+// lead runs one term of the lease.
+func (s *Service) lead(ctx context.Context) {
+	s.log.Info("leading upgrades")
+	tick := time.NewTicker(Tick)
+	defer tick.Stop()
+	for {
+		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconcile plans", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// reconcile moves every plan once.
+func (s *Service) reconcile(ctx context.Context) error {
+	keys, err := s.kv.ListKeysFiltered(ctx, SpecKey("*"))
+	if err != nil {
+		return fmt.Errorf("list plans: %w", err)
+	}
+	var names []string
+	for k := range keys.Keys() {
+		names = append(names, strings.TrimPrefix(k, "plan."))
+	}
+	slices.Sort(names)
+	var errs []error
+	for _, name := range names {
+		if err := s.move(ctx, name); err != nil {
+			errs = append(errs, fmt.Errorf("plan %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// get decodes key into v; it returns the revision, 0 when absent.
+func get(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return e.Revision(), nil
+}
