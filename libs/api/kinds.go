@@ -78,6 +78,9 @@ type AppSpec struct {
 	// Availability is the disruption budget of each shard (availability.go);
 	// nil means DefaultMaxUnavailable.
 	Availability *Availability `json:"availability,omitempty"`
+	// Rollout is how a template change rolls out across zones
+	// (rollout.go); nil means the defaults.
+	Rollout *RolloutStrategy `json:"rollout,omitempty"`
 }
 
 // Default implements Spec.
@@ -97,6 +100,7 @@ func (s *AppSpec) Validate() FieldErrors {
 		fe.add("spec.replicas", CodeInvalid, "%d is not between 0 and %d", *s.Replicas, MaxReplicas)
 	}
 	s.Availability.validate("spec.availability", &fe)
+	s.Rollout.validate("spec.rollout", &fe)
 	return fe
 }
 

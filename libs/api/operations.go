@@ -28,16 +28,23 @@ type Control struct {
 	// container and when), visible on the pod template as its own
 	// annotation (see ContainerRestartAnnotation).
 	ContainerRestarts map[string]time.Time `json:"containerRestarts,omitempty"`
+	// Rollout is what the rollout operations (pause, resume, undo of an
+	// App's zone-by-zone rollout) asked; see RolloutControl.
+	Rollout *RolloutControl `json:"rollout,omitempty"`
 }
 
 // IsZero reports whether no operation has set anything (omitzero uses it).
 func (c Control) IsZero() bool {
-	return !c.Paused && !c.Stopped && c.RestartedAt.IsZero() && len(c.ContainerRestarts) == 0
+	return !c.Paused && !c.Stopped && c.RestartedAt.IsZero() && len(c.ContainerRestarts) == 0 && c.Rollout == nil
 }
 
 // Clone returns a copy whose map can be changed without touching c.
 func (c Control) Clone() Control {
 	c.ContainerRestarts = maps.Clone(c.ContainerRestarts)
+	if c.Rollout != nil {
+		r := *c.Rollout
+		c.Rollout = &r
+	}
 	return c
 }
 
@@ -91,7 +98,7 @@ const (
 )
 
 // Ops lists every operation.
-var Ops = []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale}
+var Ops = []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}
 
 // Operation is the body of atoll.req.admission.operate: one operation on
 // one stored workload.
@@ -137,7 +144,7 @@ func (o *Operation) Validate() FieldErrors {
 		case *o.Replicas < 0 || *o.Replicas > MaxReplicas:
 			fe.add("replicas", CodeInvalid, "%d is not between 0 and %d", *o.Replicas, MaxReplicas)
 		}
-	case OpPause, OpResume, OpStop, OpStart, OpRestart:
+	case OpPause, OpResume, OpStop, OpStart, OpRestart, OpRolloutPause, OpRolloutResume, OpRolloutUndo:
 	case "":
 		fe.add("op", CodeRequired, "op is required; one of %s", strings.Join(Ops, ", "))
 	default:

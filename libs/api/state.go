@@ -97,6 +97,10 @@ type Status struct {
 	Events []Event `json:"events,omitempty"`
 	// Images are the images the running pods use, for rollouts.
 	Images []string `json:"images,omitempty"`
+	// CronJob is a CronJob's schedule and runs (cronjob.go).
+	CronJob *CronJobStatus `json:"cronJob,omitempty"`
+	// Daemon is a Daemon's DaemonSet counters, summed and per cluster (daemon.go).
+	Daemon *DaemonStatus `json:"daemon,omitempty"`
 	// Updated is when the status was last computed.
 	Updated time.Time `json:"updated"`
 }

@@ -147,6 +147,12 @@ type Kind struct {
 	// policy another service acts on): the scheduler, the propagator and
 	// the aggregator's folders leave it alone.
 	Unplaced bool
+	// AdminOnly marks a kind only platform admins may create (a Daemon):
+	// admission refuses it to anyone else with 403.
+	AdminOnly bool
+	// EveryCluster marks a kind placed in every member cluster that passes
+	// its filters (a Daemon), not in a count of them.
+	EveryCluster bool
 }
 
 var (
@@ -181,6 +187,12 @@ func PlacedKindNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// AdminOnly reports whether only platform admins may create kind.
+func AdminOnly(kind string) bool { return kinds[kind].AdminOnly }
+
+// EveryCluster reports whether kind is placed in every matching cluster.
+func EveryCluster(kind string) bool { return kinds[kind].EveryCluster }
 
 // Placed reports whether kind is registered and placed by the scheduler.
 func Placed(kind string) bool {

@@ -79,6 +79,11 @@ const (
 	// view (s.<cluster>: reachable, breakers) and what it is doing to each
 	// node it watches (n.<cluster>.<node UID>).
 	BucketRemediation = "remediation"
+	// BucketUpgrade holds the rotation plans of the upgrade service: each
+	// plan's spec (plan.<name>) and its operator control (ctl.<name>:
+	// pause, resume, abort), written by platform admins, and its progress
+	// (p.<name>), written by the upgrade service only.
+	BucketUpgrade = "upgrade"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -184,6 +189,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketScalers, 1),
 			bucket(BucketDisruption, 1),
 			bucket(BucketRemediation, 1),
+			bucket(BucketUpgrade, 1),
 		},
 	}
 }

@@ -73,11 +73,13 @@ const (
 	UserAutoscaler = "autoscaler"
 	// UserRemediation is the remediation service's user.
 	UserRemediation = "remediation"
+	// UserUpgrade is the upgrade service's user.
+	UserUpgrade = "upgrade"
 )
 
 // Users lists every user: the admin first, then the services.
 func Users() []string {
-	return []string{UserAdmin, UserGateway, UserAdmission, UserQuota, UserScheduler, UserPropagator, UserAggregator, UserRemediation, UserAutoscaler}
+	return []string{UserAdmin, UserGateway, UserAdmission, UserQuota, UserScheduler, UserPropagator, UserAggregator, UserRemediation, UserAutoscaler, UserUpgrade}
 }
 
 // Keys is a bucket and the keys written in it ("*" and ">" wildcards; ">"
@@ -185,6 +187,14 @@ func Grants() map[string]Grant {
 			Emits:   []string{NodeRoot + ".>"},
 			Follows: []string{StreamSignals},
 			Serves:  []string{RequestSubject("remediation", "*")},
+		},
+		UserUpgrade: {
+			Writes: []Keys{
+				{BucketUpgrade, []string{"p.*"}}, {BucketDisruption, all},
+				{BucketLeases, []string{"upgrade"}},
+			},
+			Reads: []string{BucketWorkloads, BucketStatus},
+			Emits: []string{ClusterRoot + ".>"},
 		},
 	}
 }

@@ -17,6 +17,7 @@ require (
 	atoll.dev/services/propagator v0.0.0
 	atoll.dev/services/quota v0.0.0
 	atoll.dev/services/remediation v0.0.0
+	atoll.dev/services/upgrade v0.0.0
 	atoll.dev/libs/disruption v0.0.0
 	atoll.dev/services/scheduler v0.0.0
 	github.com/chromedp/chromedp v0.23.0
@@ -119,6 +120,7 @@ replace (
 	atoll.dev/services/propagator => ../propagator
 	atoll.dev/services/quota => ../quota
 	atoll.dev/services/remediation => ../remediation
+	atoll.dev/services/upgrade => ../upgrade
 	atoll.dev/libs/disruption => ../../libs/disruption
 	atoll.dev/services/scheduler => ../scheduler
 )

@@ -583,7 +583,7 @@ func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap [
 			return false
 		}
 	}
-	return true
+	return everyClusterStands(prev, w, snap) // everycluster.go
 }
 
 func sameDecision(a, b *api.PlacementDecision) bool {

@@ -65,7 +65,6 @@ import (
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/disruption"
-	"atoll.dev/services/upgrade/plan"
 )
 
 // Module is the upgrade service for fx; it needs clusters.Members.

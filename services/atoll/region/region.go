@@ -66,6 +66,7 @@ import (
 	"atoll.dev/services/quota"
 	"atoll.dev/services/remediation"
 	"atoll.dev/services/scheduler"
+	"atoll.dev/services/upgrade"
 )
 
 // Services are the region's services by name, in start order.
@@ -81,6 +82,7 @@ var Services = []struct {
 	{"gateway", gateway.Module},
 	{"autoscaler", autoscaler.Module},
 	{"remediation", remediation.Module},
+	{"upgrade", upgrade.Module},
 }
 
 // Options configures a region.
@@ -502,6 +504,7 @@ var holderHooks = map[string]func(*[]string) fx.Option{
 	"gateway":     holderOf[*gateway.Service],
 	"autoscaler":  holderOf[*autoscaler.Service],
 	"remediation": holderOf[*remediation.Service],
+	"upgrade":     holderOf[*upgrade.Service],
 }
 
 func holderOf[T any](dst *[]string) fx.Option {

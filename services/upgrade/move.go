@@ -1,0 +1,439 @@
+package upgrade
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/disruption"
+	"atoll.dev/services/upgrade/plan"
+)
+
+// AnnoCordonedBy marks a node this service cordoned (the same annotation
+// remediation uses: a cordoned node without it was cordoned by a human).
+const AnnoCordonedBy = "atoll.dev/cordoned-by"
+
+// progress is a plan's progress with the revision it was read at.
+type progress struct {
+	p   plan.Progress
+	rev uint64
+}
+
+// store writes p (compare-and-set on its revision).
+func (s *Service) store(ctx context.Context, name string, pr *progress) error {
+	b, err := json.Marshal(pr.p)
+	if err != nil {
+		return err
+	}
+	var rev uint64
+	if pr.rev == 0 {
+		rev, err = s.kv.Create(ctx, ProgressKey(name), b)
+	} else {
+		rev, err = s.kv.Update(ctx, ProgressKey(name), b, pr.rev)
+	}
+	if err != nil {
+		return fmt.Errorf("store progress: %w", err)
+	}
+	pr.rev = rev
+	return nil
+}
+
+// move runs one tick of plan name.
+func (s *Service) move(ctx context.Context, name string) error {
+	var spec plan.Spec
+	if _, err := get(ctx, s.kv, SpecKey(name), &spec); err != nil {
+		return err
+	}
+	spec.Default()
+	var ctl plan.Control
+	if _, err := get(ctx, s.kv, ControlKey(name), &ctl); err != nil {
+		return err
+	}
+	pr := &progress{}
+	rev, err := get(ctx, s.kv, ProgressKey(name), &pr.p)
+	if err != nil {
+		return err
+	}
+	pr.rev = rev
+	pr.p.Plan = name
+	if err := spec.Validate(); err != nil {
+		if pr.p.Phase != plan.PhasePaused {
+			plan.Pause(&pr.p, plan.ByNode, "invalid plan: "+err.Error(), ctl)
+			return s.store(ctx, name, pr)
+		}
+		return nil
+	}
+	if pr.p.Phase == plan.PhaseDone || pr.p.Phase == plan.PhaseAborted {
+		return nil
+	}
+	now := time.Now()
+
+	// The current pool and the gate.
+	cname := pr.p.CurrentCluster(&spec)
+	var pool []plan.PoolNode
+	var nodes map[string]*corev1.Node // the current cluster's, by UID
+	gate := plan.Gate{}
+	if cname != "" {
+		m := s.clusters[cname]
+		if m == nil {
+			gate.Breach = "no credentials for cluster " + cname
+		} else {
+			nodes, err = s.nodes(ctx, m)
+			if err != nil {
+				gate.Breach = "cluster " + cname + " API unreachable: " + err.Error()
+			} else {
+				pname := spec.Clusters[pr.p.Cluster].Pools[pr.p.Pool].Name
+				for _, n := range nodes {
+					if n.Labels[disruption.LabelPool] == pname && n.DeletionTimestamp == nil {
+						pool = append(pool, plan.PoolNode{UID: string(n.UID), Name: n.Name,
+							Version: n.Labels[spec.Target.Label], Ready: ready(n)})
+					}
+				}
+				gate.Breach = s.gate(ctx, m, now)
+			}
+		}
+	}
+	next, start, evs := plan.Advance(&spec, pr.p, ctl, pool, gate, now)
+	for _, n := range start {
+		if err := s.acquire(ctx, &spec, n, nodes); err != nil {
+			s.log.Info("node not started", "plan", name, "node", n.Name, "why", err)
+			continue
+		}
+		n.State, n.Since = plan.NodeLeased, now
+	}
+	pr.p = next
+	if err := s.store(ctx, name, pr); err != nil {
+		return err
+	}
+	s.publish(ctx, name, pr, evs)
+
+	// Every node of the plan in flight (and terminal ones: their leases).
+	rb := plan.Rollback(&spec, pr.p)
+	for _, uid := range slices.Sorted(maps.Keys(pr.p.Nodes)) {
+		n := pr.p.Nodes[uid]
+		if !n.State.Started() {
+			continue
+		}
+		m := s.clusters[n.Cluster]
+		if m == nil {
+			continue
+		}
+		if n.State.Terminal() {
+			if n.Cluster != cname { // released when its cluster was current
+				continue
+			}
+		}
+		cn, err := s.clusterNodes(ctx, m, cname, nodes)
+		if err != nil {
+			continue // unreachable: the gate pauses the plan; nothing is done blind
+		}
+		obs := s.observe(ctx, m, n, cn)
+		was := *n
+		after, act := plan.Step(&spec, *n, obs, rb, now)
+		if (act == plan.ActSurge || act == plan.ActReplace) && after.Replacement == "" {
+			after.Replacement = disruption.ReplacementName(cn[uid], 0)
+		}
+		var evs []plan.Event
+		switch {
+		case act == plan.ActPause && pr.p.Phase != plan.PhasePaused:
+			plan.Pause(&pr.p, plan.ByNode, n.Name+": "+after.Why, ctl)
+			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvPaused, Message: pr.p.Reason})
+		case after.State == plan.NodeDone && was.State != plan.NodeDone:
+			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeRotated, Message: n.Name + " -> " + after.Replacement})
+		case after.State == plan.NodeSkipped && was.State != plan.NodeSkipped:
+			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeSkipped, Message: n.Name + ": " + after.Why})
+		}
+		pr.p.Nodes[uid] = &after
+		if !equalNode(was, after) || len(evs) > 0 {
+			if err := s.store(ctx, name, pr); err != nil {
+				return err // a successor holds the plan: act on nothing
+			}
+			s.publish(ctx, name, pr, evs)
+		}
+		if err := s.act(ctx, &spec, m, &after, cn[uid], act); err != nil {
+			s.log.Warn("node action", "plan", name, "node", n.Name, "action", act, "err", err)
+		}
+		if !equalNode(after, *pr.p.Nodes[uid]) || act == plan.ActDrain || act == plan.ActForce {
+			pr.p.Nodes[uid] = &after
+			if err := s.store(ctx, name, pr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func equalNode(a, b plan.Node) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// clusterNodes returns the nodes of m by UID (those of the current
+// cluster are listed already).
+func (s *Service) clusterNodes(ctx context.Context, m *member, current string, cur map[string]*corev1.Node) (map[string]*corev1.Node, error) {
+	if m.name == current && cur != nil {
+		return cur, nil
+	}
+	return s.nodes(ctx, m)
+}
+
+// nodes lists m's nodes by UID.
+func (s *Service) nodes(ctx context.Context, m *member) (map[string]*corev1.Node, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := m.cs.CoreV1().Nodes().List(cctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes of %s: %w", m.name, err)
+	}
+	out := make(map[string]*corev1.Node, len(l.Items))
+	for i := range l.Items {
+		out[string(l.Items[i].UID)] = &l.Items[i]
+	}
+	return out, nil
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// acquire takes the ledger lease of n within the pool's budget (the
+// plan's max unavailable) and the shared cluster budget.
+func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, nodes map[string]*corev1.Node) error {
+	fleet := disruption.Fleet{}
+	for uid, k := range nodes {
+		fleet[uid] = disruption.FleetNode{Pool: k.Labels[disruption.LabelPool], NotReady: !ready(k)}
+	}
+	budget := disruption.Budget{}
+	for _, c := range spec.Clusters {
+		for _, p := range c.Pools {
+			if c.Name == n.Cluster && p.Name == n.Pool && !n.Surge {
+				budget.Pool = disruption.Limit(p.MaxUnavailable)
+			}
+		}
+	}
+	_, err := s.ledger.Acquire(ctx, disruption.Request{
+		Node:  disruption.NodeRef{Cluster: n.Cluster, Pool: n.Pool, Name: n.Name, UID: n.UID},
+		Owner: Owner, Reason: "rotate to " + spec.Target.Label + "=" + spec.Target.Value,
+		TTL: LeaseTTL, Budget: budget, Fleet: fleet,
+	})
+	return err
+}
+
+// observe reads what Step needs of n.
+func (s *Service) observe(ctx context.Context, m *member, n *plan.Node, nodes map[string]*corev1.Node) plan.Observed {
+	o := plan.Observed{}
+	if k := nodes[n.UID]; k != nil {
+		o.Exists, o.Unschedulable = true, k.Spec.Unschedulable
+		// Drained is what the last pass found, recorded as Blocked == ""
+		// and no evictable pod left: asked again here, cheaply.
+		if n.State == plan.NodeDraining && !n.DrainStarted.IsZero() {
+			o.Drained = s.empty(ctx, m, k.Name)
+		}
+	}
+	if n.Replacement != "" {
+		for _, k := range nodes {
+			if k.Name == n.Replacement {
+				o.ReplacementReady = ready(k)
+			}
+		}
+	}
+	o.WorkloadsAvailable = s.noPending(ctx, m)
+	return o
+}
+
+// empty reports whether nothing evictable is left on node.
+func (s *Service) empty(ctx context.Context, m *member, node string) bool {
+	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[disruption.AnnoMirror] != "" || p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == "DaemonSet" {
+			continue
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// noPending reports whether no pod of m is Pending (the displaced
+// workloads are running again).
+func (s *Service) noPending(ctx context.Context, m *member) bool {
+	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+	return err == nil && len(pods.Items) == 0
+}
+
+// act performs one side effect, idempotently.
+func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.Node, k *corev1.Node, act plan.Action) error {
+	ref := disruption.NodeRef{Cluster: n.Cluster, Pool: n.Pool, Name: n.Name, UID: n.UID}
+	switch act {
+	case plan.ActNone, plan.ActPause:
+		if n.State.Started() && !n.State.Terminal() {
+			return s.ledger.Renew(ctx, ref, Owner, LeaseTTL)
+		}
+		return nil
+	case plan.ActRelease:
+		return s.ledger.Release(ctx, ref, Owner)
+	}
+	if err := s.ledger.Renew(ctx, ref, Owner, LeaseTTL); err != nil && !errors.Is(err, disruption.ErrNotHeld) {
+		return err
+	}
+	labels := map[string]string{spec.Target.Label: spec.Target.Value}
+	switch act {
+	case plan.ActCordon, plan.ActUncordon:
+		if k == nil {
+			return nil
+		}
+		patch := `{"metadata":{"annotations":{"` + AnnoCordonedBy + `":"upgrade"}},"spec":{"unschedulable":true}}`
+		if act == plan.ActUncordon {
+			patch = `{"metadata":{"annotations":{"` + AnnoCordonedBy + `":null}},"spec":{"unschedulable":false}}`
+		}
+		_, err := m.cs.CoreV1().Nodes().Patch(ctx, k.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	case plan.ActDrain, plan.ActForce:
+		if k == nil {
+			return nil
+		}
+		skip := map[string]bool{}
+		for _, uid := range n.Evicted {
+			skip[uid] = true
+		}
+		res, err := disruption.Drain(ctx, m.cs, k.Name, disruption.DrainOptions{Force: act == plan.ActForce, Skip: skip, SkipTerminatingAfter: time.Minute})
+		for _, p := range append(res.Evicted, res.Deleted...) {
+			n.Evicted = append(n.Evicted, p.UID)
+		}
+		n.Blocked = ""
+		if len(res.Blocked) > 0 {
+			n.Blocked = res.Blocked[0].PDB
+		}
+		return err
+	case plan.ActSurge:
+		if k == nil {
+			return nil
+		}
+		return surge(ctx, m.provider, k, disruption.Replacement{Name: n.Replacement, Labels: labels})
+	case plan.ActReplace:
+		old := k
+		if old == nil {
+			// The old node is gone already: the provider only creates.
+			old = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(n.UID)}}
+		}
+		return m.provider.Replace(ctx, old, disruption.Replacement{Name: n.Replacement, Labels: labels})
+	}
+	return nil
+}
+
+// surge creates r ahead of old without deleting old. disruption.Provider
+// has only Replace (create, then delete with old's UID as a
+// precondition); Replace on a copy of old with another UID creates r and
+// its delete is refused by the precondition (a conflict Replace ignores),
+// so old stays until the Replace after its drain. This wraps the shared
+// library instead of changing it.
+func surge(ctx context.Context, p disruption.Provider, old *corev1.Node, r disruption.Replacement) error {
+	ghost := old.DeepCopy()
+	ghost.UID = types.UID("surge-" + string(old.UID))
+	return p.Replace(ctx, ghost, r)
+}
+
+// publish emits evs after the progress that caused them is stored.
+func (s *Service) publish(ctx context.Context, name string, pr *progress, evs []plan.Event) {
+	for _, e := range evs {
+		if e.Cluster == "" {
+			continue
+		}
+		pr.p.Seq++
+		body, _ := json.Marshal(map[string]string{"plan": name, "event": e.Name, "message": e.Message})
+		if _, err := s.bus.Publish(ctx, bus.ClusterSubject(e.Cluster, e.Name), bus.MsgID(name, uint64(pr.p.Seq)), body, nil); err != nil {
+			s.log.Warn("publish event", "plan", name, "event", e.Name, "err", err)
+		}
+	}
+}
+
+// gate reads the SLO gate of cluster m: "" when it holds.
+func (s *Service) gate(ctx context.Context, m *member, now time.Time) string {
+	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+	if err != nil {
+		return "cluster " + m.name + " API unreachable"
+	}
+	for _, p := range pods.Items {
+		if now.Sub(p.CreationTimestamp.Time) > PendingGrace {
+			return "pod " + p.Namespace + "/" + p.Name + " pending for over " + PendingGrace.String()
+		}
+	}
+	keys, err := s.status.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return ""
+		}
+		return "status unreadable: " + err.Error()
+	}
+	for key := range keys.Keys() {
+		var st api.Status
+		if _, err := get(ctx, s.status, key, &st); err != nil {
+			continue
+		}
+		sh, ok := st.Clusters[m.name]
+		if !ok || sh.Desired == 0 {
+			continue
+		}
+		e, err := s.workloads.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		w, err := api.Decode(e.Value())
+		if err != nil || w.Kind != api.KindApp {
+			continue
+		}
+		spec, _ := w.Spec.(*api.AppSpec)
+		if spec == nil {
+			continue
+		}
+		kind, v := spec.Availability.Budget()
+		allowed := 0
+		if kind == "maxUnavailable" {
+			a, err := disruption.Limit(v).Allowed(int(sh.Desired))
+			if err != nil {
+				continue
+			}
+			allowed = a
+		} else {
+			minAv, err := disruption.Limit(v).Allowed(int(sh.Desired))
+			if err != nil {
+				continue
+			}
+			allowed = int(sh.Desired) - minAv
+		}
+		if int(sh.Desired-sh.Ready) > allowed {
+			return "App " + key + " below its budget in " + m.name + ": " + strconv.Itoa(int(sh.Ready)) + "/" + strconv.Itoa(int(sh.Desired)) + " ready"
+		}
+	}
+	return ""
+}
