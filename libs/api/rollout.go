@@ -269,3 +269,7 @@ const (
 	OpRolloutResume = "rollout-resume"
 	OpRolloutUndo   = "rollout-undo"
 )
+
+// AnnoTemplate on an App's Deployment is the TemplateHash of the template
+// it runs, so the rollout controller can tell which revision a zone has.
+const AnnoTemplate = "atoll.dev/template"

@@ -84,6 +84,10 @@ const (
 	// pause, resume, abort), written by platform admins, and its progress
 	// (p.<name>), written by the upgrade service only.
 	BucketUpgrade = "upgrade"
+	// BucketRollouts is written by the aggregator (lease
+	// aggregator-rollout): each App's zone-by-zone rollout progress
+	// (api.Rollout) under the workload's key.
+	BucketRollouts = "rollouts"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -190,6 +194,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketDisruption, 1),
 			bucket(BucketRemediation, 1),
 			bucket(BucketUpgrade, 1),
+			bucket(BucketRollouts, 1),
 		},
 	}
 }

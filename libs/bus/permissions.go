@@ -120,7 +120,7 @@ func Grants() map[string]Grant {
 	return map[string]Grant{
 		UserGateway: {
 			Writes:  []Keys{{BucketIdempotency, all}},
-			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers},
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
 			// Only the gateway calls the endpoints that trust their caller.
@@ -153,14 +153,15 @@ func Grants() map[string]Grant {
 		},
 		UserPropagator: {
 			Writes:  []Keys{{BucketLeases, []string{"propagator.*"}}},
-			Reads:   []string{BucketWorkloads, BucketPlacements},
+			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},
 		UserAggregator: {
 			Writes: []Keys{
 				{BucketStatus, all}, {BucketClusters, all}, {BucketObservations, all},
-				{BucketLeases, []string{"aggregator.*", "aggregator-status"}},
+				{BucketLeases, []string{"aggregator.*", "aggregator-status", "aggregator-rollout"}},
+				{BucketRollouts, all},
 			},
 			Reads:    []string{BucketWorkloads, BucketPlacements},
 			Emits:    []string{events, ClusterRoot + ".>"},

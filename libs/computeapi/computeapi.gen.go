@@ -68,6 +68,30 @@ func (e MetricProposalState) Valid() bool {
 	}
 }
 
+// Defines values for RolloutPhase.
+const (
+	RolloutPhaseComplete    RolloutPhase = "Complete"
+	RolloutPhasePaused      RolloutPhase = "Paused"
+	RolloutPhaseProgressing RolloutPhase = "Progressing"
+	RolloutPhaseRolledBack  RolloutPhase = "RolledBack"
+)
+
+// Valid indicates whether the value is a known member of the RolloutPhase enum.
+func (e RolloutPhase) Valid() bool {
+	switch e {
+	case RolloutPhaseComplete:
+		return true
+	case RolloutPhasePaused:
+		return true
+	case RolloutPhaseProgressing:
+		return true
+	case RolloutPhaseRolledBack:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScalerDecisionOutcome.
 const (
 	None    ScalerDecisionOutcome = "none"
@@ -107,6 +131,36 @@ func (e WorkloadDocumentKind) Valid() bool {
 	case JobSet:
 		return true
 	case Pod:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ZoneRolloutState.
+const (
+	ZoneRolloutStateBaking     ZoneRolloutState = "Baking"
+	ZoneRolloutStateDone       ZoneRolloutState = "Done"
+	ZoneRolloutStateFailed     ZoneRolloutState = "Failed"
+	ZoneRolloutStatePending    ZoneRolloutState = "Pending"
+	ZoneRolloutStateRolledBack ZoneRolloutState = "RolledBack"
+	ZoneRolloutStateUpdating   ZoneRolloutState = "Updating"
+)
+
+// Valid indicates whether the value is a known member of the ZoneRolloutState enum.
+func (e ZoneRolloutState) Valid() bool {
+	switch e {
+	case ZoneRolloutStateBaking:
+		return true
+	case ZoneRolloutStateDone:
+		return true
+	case ZoneRolloutStateFailed:
+		return true
+	case ZoneRolloutStatePending:
+		return true
+	case ZoneRolloutStateRolledBack:
+		return true
+	case ZoneRolloutStateUpdating:
 		return true
 	default:
 		return false
@@ -331,6 +385,27 @@ type Resources struct {
 	Pods        int64 `json:"pods,omitempty,omitzero"`
 }
 
+// Rollout defines model for Rollout.
+type Rollout struct {
+	// Abandoned A target rolled back (not retried until the template changes)
+	Abandoned string `json:"abandoned,omitempty,omitzero"`
+
+	// Message Why it is paused or rolled back
+	Message string       `json:"message,omitempty,omitzero"`
+	Phase   RolloutPhase `json:"phase"`
+
+	// Stable Hash of the template every zone ran before the change
+	Stable string `json:"stable,omitempty,omitzero"`
+
+	// Target Hash of the template rolling out; empty when complete
+	Target  string        `json:"target,omitempty,omitzero"`
+	Updated time.Time     `json:"updated,omitempty,omitzero"`
+	Zones   []ZoneRollout `json:"zones"`
+}
+
+// RolloutPhase defines model for Rollout.Phase.
+type RolloutPhase string
+
 // SLIHistory defines model for SLIHistory.
 type SLIHistory struct {
 	// IntervalSeconds The width of each point in seconds (60).
@@ -470,6 +545,22 @@ type WorkloadStatus struct {
 	Updated   time.Time         `json:"updated,omitempty,omitzero"`
 	Zones     map[string]Counts `json:"zones,omitempty,omitzero"`
 }
+
+// ZoneRollout defines model for ZoneRollout.
+type ZoneRollout struct {
+	AvailableSince time.Time `json:"availableSince,omitempty,omitzero"`
+	Finished       time.Time `json:"finished,omitempty,omitzero"`
+	Message        string    `json:"message,omitempty,omitzero"`
+
+	// Revision Hash of the template the zone runs
+	Revision string           `json:"revision"`
+	Started  time.Time        `json:"started,omitempty,omitzero"`
+	State    ZoneRolloutState `json:"state"`
+	Zone     string           `json:"zone"`
+}
+
+// ZoneRolloutState defines model for ZoneRollout.State.
+type ZoneRolloutState string
 
 // ClusterPath defines model for ClusterPath.
 type ClusterPath = string
@@ -725,6 +816,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
 	PushMetric(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRollout An App's zone-by-zone rollout (viewers of the project)
+	//
+	// A template change of an App rolls out one zone at a time, in the
+	// order of `spec.rollout.order` (default: the zones sorted). A zone
+	// must become fully available on the new template and stay so for
+	// the bake time before the next starts; a zone that misses its
+	// deadline or crash-loops pauses the rollout and, per
+	// `spec.rollout.onFailure`, rolls that zone or every zone back.
+	// Events: rollout-zone-started, rollout-zone-done, rollout-paused,
+	// rollout-rolled-back. An App never changed has phase Complete.
+	//
+	// Corresponds with GET /v1/projects/{project}/apps/{app}/rollout (the `GetRollout` operationId).
+	GetRollout(ctx context.Context, project ProjectPath, app string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
+	OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQuota A project's limits and usage per tier
 	//
@@ -1015,6 +1125,45 @@ func (c *Client) PushMetricWithBody(ctx context.Context, project ProjectPath, ap
 // Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
 func (c *Client) PushMetric(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPushMetricRequest(c.Server, project, app, metric, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRollout An App's zone-by-zone rollout (viewers of the project)
+//
+// A template change of an App rolls out one zone at a time, in the
+// order of `spec.rollout.order` (default: the zones sorted). A zone
+// must become fully available on the new template and stay so for
+// the bake time before the next starts; a zone that misses its
+// deadline or crash-loops pauses the rollout and, per
+// `spec.rollout.onFailure`, rolls that zone or every zone back.
+// Events: rollout-zone-started, rollout-zone-done, rollout-paused,
+// rollout-rolled-back. An App never changed has phase Complete.
+//
+// Corresponds with GET /v1/projects/{project}/apps/{app}/rollout (the `GetRollout` operationId).
+func (c *Client) GetRollout(ctx context.Context, project ProjectPath, app string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRolloutRequest(c.Server, project, app)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
+func (c *Client) OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOperateRolloutRequest(c.Server, project, app, action)
 	if err != nil {
 		return nil, err
 	}
@@ -1618,6 +1767,95 @@ func NewPushMetricRequestWithBody(server string, project ProjectPath, app string
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetRolloutRequest constructs an http.Request for the GetRollout method
+func NewGetRolloutRequest(server string, project ProjectPath, app string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "app", app, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/apps/%s/rollout", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOperateRolloutRequest constructs an http.Request for the OperateRollout method
+func NewOperateRolloutRequest(server string, project ProjectPath, app string, action string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "app", app, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/apps/%s/rollout/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2694,6 +2932,29 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/metrics/{metric} (the `PushMetric` operationId).
 	PushMetricWithResponse(ctx context.Context, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody, reqEditors ...RequestEditorFn) (*PushMetricResponse, error)
 
+	// GetRolloutWithResponse An App's zone-by-zone rollout (viewers of the project)
+	//
+	// A template change of an App rolls out one zone at a time, in the
+	// order of `spec.rollout.order` (default: the zones sorted). A zone
+	// must become fully available on the new template and stay so for
+	// the bake time before the next starts; a zone that misses its
+	// deadline or crash-loops pauses the rollout and, per
+	// `spec.rollout.onFailure`, rolls that zone or every zone back.
+	// Events: rollout-zone-started, rollout-zone-done, rollout-paused,
+	// rollout-rolled-back. An App never changed has phase Complete.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/apps/{app}/rollout (the `GetRollout` operationId).
+	GetRolloutWithResponse(ctx context.Context, project ProjectPath, app string, reqEditors ...RequestEditorFn) (*GetRolloutResponse, error)
+
+	// OperateRolloutWithResponse Pause, resume or undo an App's zone-by-zone rollout
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
+	OperateRolloutWithResponse(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*OperateRolloutResponse, error)
+
 	// GetQuotaWithResponse A project's limits and usage per tier
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3329,6 +3590,200 @@ func (r PushMetricResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PushMetricResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetRolloutResponse429Headers the declared response headers of an HTTP 429 response for GetRollout
+type GetRolloutResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetRolloutResponse503Headers the declared response headers of an HTTP 503 response for GetRollout
+type GetRolloutResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Rollout
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRolloutResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRolloutResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRolloutResponse) GetJSON200() *Rollout {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetRolloutResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetRolloutResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetRolloutResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetRolloutResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetRolloutResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OperateRolloutResponse429Headers the declared response headers of an HTTP 429 response for OperateRollout
+type OperateRolloutResponse429Headers struct {
+	RetryAfter int
+}
+
+// OperateRolloutResponse503Headers the declared response headers of an HTTP 503 response for OperateRollout
+type OperateRolloutResponse503Headers struct {
+	RetryAfter int
+}
+
+type OperateRolloutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Workload
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OperateRolloutResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OperateRolloutResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OperateRolloutResponse) GetJSON200() *Workload {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OperateRolloutResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OperateRolloutResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OperateRolloutResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OperateRolloutResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r OperateRolloutResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OperateRolloutResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OperateRolloutResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r OperateRolloutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OperateRolloutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OperateRolloutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OperateRolloutResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4833,6 +5288,41 @@ func (c *ClientWithResponses) PushMetricWithResponse(ctx context.Context, projec
 	return ParsePushMetricResponse(rsp)
 }
 
+// GetRolloutWithResponse An App's zone-by-zone rollout (viewers of the project)
+//
+// A template change of an App rolls out one zone at a time, in the
+// order of `spec.rollout.order` (default: the zones sorted). A zone
+// must become fully available on the new template and stay so for
+// the bake time before the next starts; a zone that misses its
+// deadline or crash-loops pauses the rollout and, per
+// `spec.rollout.onFailure`, rolls that zone or every zone back.
+// Events: rollout-zone-started, rollout-zone-done, rollout-paused,
+// rollout-rolled-back. An App never changed has phase Complete.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/apps/{app}/rollout (the `GetRollout` operationId).
+func (c *ClientWithResponses) GetRolloutWithResponse(ctx context.Context, project ProjectPath, app string, reqEditors ...RequestEditorFn) (*GetRolloutResponse, error) {
+	rsp, err := c.GetRollout(ctx, project, app, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRolloutResponse(rsp)
+}
+
+// OperateRolloutWithResponse Pause, resume or undo an App's zone-by-zone rollout
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
+func (c *ClientWithResponses) OperateRolloutWithResponse(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*OperateRolloutResponse, error) {
+	rsp, err := c.OperateRollout(ctx, project, app, action, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOperateRolloutResponse(rsp)
+}
+
 // GetQuotaWithResponse A project's limits and usage per tier
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5532,6 +6022,188 @@ func ParsePushMetricResponse(rsp *http.Response) (*PushMetricResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PushMetricResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetRolloutResponse parses an HTTP response from a GetRolloutWithResponse call
+func ParseGetRolloutResponse(rsp *http.Response) (*GetRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Rollout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetRolloutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRolloutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOperateRolloutResponse parses an HTTP response from a OperateRolloutWithResponse call
+func ParseOperateRolloutResponse(rsp *http.Response) (*OperateRolloutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OperateRolloutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Workload
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers OperateRolloutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OperateRolloutResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -6835,6 +7507,12 @@ type ServerInterface interface {
 	// PushMetric Push a sample of an App's custom metric (developers of the project)
 	// (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
 	PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string)
+	// GetRollout An App's zone-by-zone rollout (viewers of the project)
+	// (GET /v1/projects/{project}/apps/{app}/rollout)
+	GetRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string)
+	// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
+	// (POST /v1/projects/{project}/apps/{app}/rollout/{action})
+	OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string)
 	// GetQuota A project's limits and usage per tier
 	// (GET /v1/projects/{project}/quota)
 	GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -6922,6 +7600,18 @@ func (_ Unimplemented) ListProjects(w http.ResponseWriter, r *http.Request) {
 // PushMetric Push a sample of an App's custom metric (developers of the project)
 // (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
 func (_ Unimplemented) PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRollout An App's zone-by-zone rollout (viewers of the project)
+// (GET /v1/projects/{project}/apps/{app}/rollout)
+func (_ Unimplemented) GetRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
+// (POST /v1/projects/{project}/apps/{app}/rollout/{action})
+func (_ Unimplemented) OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7180,6 +7870,85 @@ func (siw *ServerInterfaceWrapper) PushMetric(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PushMetric(w, r, project, app, metric)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRollout operation middleware
+func (siw *ServerInterfaceWrapper) GetRollout(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "app" -------------
+	var app string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "app", chi.URLParam(r, "app"), &app, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "app", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRollout(w, r, project, app)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// OperateRollout operation middleware
+func (siw *ServerInterfaceWrapper) OperateRollout(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "app" -------------
+	var app string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "app", chi.URLParam(r, "app"), &app, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "app", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "action" -------------
+	var action string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "action", chi.URLParam(r, "action"), &action, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "action", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.OperateRollout(w, r, project, app, action)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -8231,6 +9000,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects/{project}/scalers/{name}/history", wrapper.GetScalerHistory)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/apps/{app}/rollout", wrapper.GetRollout)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/apps/{app}/rollout/{action}", wrapper.OperateRollout)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/projects/{project}/apps/{app}/metrics/{metric}", wrapper.PushMetric)
 	})
 	r.Group(func(r chi.Router) {
@@ -8245,126 +9020,137 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s21vBfOcN3ZyJ1aNlO0p2tPTvvuGnaTZu23jjZfKjyrCDySEINAiwAWlYz/u/P4AC8SaQsOXaa",
-	"9sknyxKJy7nh3PE+SlSWK4nSmujkfZQzzTK0qOm/Z6IwFvU5swv3L5fRSZS7f+JIsgyjkyjxT0RxpPG3",
-	"gmtMoxOrC4wjkywwY+41u8rdo8ZqLufRzU0cvUgxy5VFmax+wJV7JkWTaJ5brtwcZ5AIjtIeJAtlUMIl",
-	"rmDALGTKWDh+/A9IFkyzxC1zeAoMNFq9giW3C7ALBMMypHeYTGGq0pV7oNDS0K8zro0FVdhEZTiKYr+t",
-	"BbKU9hE21ljigVtjc0MZu36Jcu6Acvz4H3HHBn/gMi2htra1PI/hezW9QAtKw7lKYcDkChJmcFitpg3k",
-	"Sy7TPSH8E8twC9roz34jnmv1KyZ2y6C5f2LruDmzFrV7939+YQe/Hx189W7wy0H49P4o/vvxTfn98P//",
-	"LdqE7Y0b3eRKGiQS/Zqlr/C3Ao11/yVKWpT0keW54AlzYD/81TjYv2+s428aZ9FJ9P8Oa/I/9L+aw+da",
-	"K+2nauPu9QJB+8mAG8iYmCmdYQoDs5KWXcdQyEuplhJmHEVqYlhqJefg9mBimLIUav4angJeoV75ZyHX",
-	"aiowc+MKbiym0U0cPVNyJnjykbampg59gNfcWANMaGTpCgZn/sNz+noYEw+pHDXND6lCA1JZcItagVXA",
-	"rQFHsY68jWUWYfBGmiLPlbaYxlBuahi7J9xovxXKOiaeFQY9jyYLJucIg3+7X55fJ4gppkMHkm+VnvI0",
-	"RflxYJIwIVBDxla0yVSBXXBTrTwXzDoaeGQgV4Inq9YuUpUUGUoLg0SlCNXS650Hlnlk1mDAy3daAIhr",
-	"ETfV6hIlCJ5xS3D5SdlvVSHThwfLTwpMkSxKchkoTaC54oZPBToKsBXgaGmvlXrJ9Bw/LoOS3Hfc5KZ2",
-	"0GaSFjZnFpdsBSxJMLcmLPBHJldBjpiPSVmPDGjHIoRIIgvHPrLIpqhBzRyjSTBWI8tM7LZjcpT2NJx4",
-	"bGZRw+SV++fgzP0zAYOJkqmJ4nCk0XYaT7SXH8QrlxbnSGu9iaM3khV2oTT/HT8OPV0xwVNINKYoLWeC",
-	"sPJGsivGBZuKj0A5Z6Bx7uSZQX3FE4SUp16sSbNEDVyC5Rmeuu8WXM4dKryotwoW7KoUWemDoybXKkFj",
-	"Pg5YXjelGDewRCEOwqE3LSxwSai75SiLSRErIbdkBpaaW4uSFIuwiIa+SYqCdmeM5RjYUadKemoMcJkq",
-	"JZBJRykLZMIuVt0/CjZFQYOwNOVuX0yctwZfUzEqncMLOD+GsRfozxy3e2ajkyhlFg8cUWxqKXGUORR5",
-	"kbfxm1eXOn7Ildq+0m04PFdKdC6+yN1K093X/ruS2K0D1nrdL6UKSQ/XKIhrVL3rWEtA8Evu1bU2krnF",
-	"rP1h235LWqm3zLRmq411+sE6F6OkB/PmUrahTyMLzLXxk1N3CtNNh/6b26BKv1YD9azaaiU2LYu3C2Zr",
-	"xcx4qWTQOqNinZukZVyifoXGMm230txuNLOxzJwVpo9ftZ8W0zO7+wzGqjzvHvGmE0xFadK2tpOi8bBu",
-	"zMulffK4nrOSuHE0Y1zs/DCpybs+W0jpNrbb06ZIvAa40/Nd4PgmCPEf0bKUWbYJmPuQk/2SLZiGG0T7",
-	"c+5nOoWsMBbwt4IJrxkzu3BatX9xFMW7iKMufvFnW8eJkuLmcl748ywGrwI5bSRhdIJVynsMpaodQ8s0",
-	"iteV9VfM4kun17l/RqNRF1V7Q3Fnofetezyc1utyb/uhQ/YFYVeIn2fRyS/bJ6KtvEIHRAeZm3ddmkHT",
-	"CIlhpnQbAm7D1wdzdeAWc2AueX6gAroPcuXIVUcnMyYMBlyisS/S22Ukoa7ebSfSr4JO1EY6ll+398LS",
-	"zKkjaQxu+2kh3Ef3Jpt75AdujaFixBi8aIghRYH0kJd4vZieowyieZ2J//60k+l5urnSc2WINUkfJWPH",
-	"Ka2PDNDOgqFwCoVBYAZeMmMPCBQHL75xi9phVvI1dRHQ3TSamu83pQf3L+0i/tfP9DSKG+6m4B8LGolH",
-	"cgvgYbJeSrkPfcST3N21kQZr9wqrbvHRQSbMLpz16N2dKNIYBL9EZzwmI4tZLpjFUaUGmF+O3o145rAb",
-	"76HvrG3NryUu2TO81rXVF2Tm2dXmRkt/ylmacdmjPCiBW48plEXm1nPFcUke3RSvULgnophYvbmoeptt",
-	"CL5SAiFH3XEA1fswxbSHutdAUz4Yr22w3E0XkH4optgjxpLaTNqLTdW0lxm3KLX78Ok2NXdjhy+dxnHO",
-	"bLLY3KLGTF1hi/n61I/q+DNoP0R96Vyimr/k3hraHQUVX3X+Krjss/7S+5aTdXTGDd5cWVhHF+H1q4iJ",
-	"xv0syb3PvI+lhG78VvBu4O9pPK/Bvz6iwtnUOpPcnD0I0Dxx21aGiU00sDleBE/ShuT/l1qCEmkZBssF",
-	"wpKZ5tGfqmIqGkv3vkYvOty83eLBrbkNhN5hNJIbyuxq21hmsSm31WUUR0tuF1weWCVQM5m4ibzCdbBQ",
-	"dMqE/2ZMiClLLjtFumV6jnbHZV8xUeBOz64hOYCt3EkDAP3IvSDUbKK25PV1yx4lcEueswyZKTSmMEhx",
-	"xgphT2DpftaYIL/CdNjC9Tbm3LLhjEueOWwc3bZ5P0jXRskftUm7QqiE2dJ7uU2heoVGFTpBcgbP8+J1",
-	"98kSR1KlLdmwbpL/tO13sjo8g++8GMs7ZXuXMDqvZU4bEL1SymkEO3vf6OF3/fPeh2JbbuHuqu2/S9tz",
-	"TdnbahwE9/hOS3zNUftJbltkLZH9DL3LrW3fTU+Js3d3PNC27bFFfDuMpQMN9gKs+wQzO06wFVJRY/o4",
-	"QCCM3dxIFzi3QHKbFjXjou+nXS2SWv0Jg221SmoW30zayMibWJpU5Et5ZKCEiDmF31ErUBrY1DhDPEMm",
-	"DUjlfSObHth5XphOpHRI3gYFZJgpvfp6ZfFOb3Mh+LPzN3d4NVfp/jN2ycOLly/+xY1VusP4I4/QFRO9",
-	"ys3rBcKSp962RZYsgNxIwGUZWoPB34+Go6h797Kw2DOqYMbCQhU6dtoTGuuzhE4J3fRjmCmkJxRaE5pp",
-	"zBiM5ULAzMFXzimJZxepdfHyxY80wO2idQ0y9W7edcM4jLvpANNa6U4YKIMh1ompTzNg8OX19Y5eI8EK",
-	"mSx+ZNfbcMc1CCXnDrr+eRCMEqxOS7Zx86qi/BnNaDfF1T9+/uXRLbNnmHIm1yaHARrLM6flw0yrDPDa",
-	"I4ozAdMiuURrYiiTzxz2M3btaH54T8v+6stblv3Vl3YBOerELUrggwCvizHeKn0pFEuhtloc+TML2jEf",
-	"pqVftPRGeqLckWR0I9uiPe8zleWFRTg7f1Fmc5iaNu8yF4Wbujnfj/PIAD0z2lF7Xvfv0PiNPcUlpzXg",
-	"28mqCRPYyF9bd4JssaRukbzN5W01SGgJ+htMuOk+o72s29Ga2y+8lqJlvCOUeZZm3Bjv2aaUKCYoN2a5",
-	"WBHy0ZkdPv/M2UTmklNosCu+IpR3qO4S7HPPXoQIQKfi0fZnbBKTh+Uj0+CYcq20vF0kqQ8Y9YR3Fxhs",
-	"+xKl4IxfGDCfReRz0HyKXqKUSNVSxo7EHfAydj3sAlHIhG2a4NIH9Y3bjlfwZkHVK0HdZW7nwWOxu96+",
-	"5uno8OlptuzhW3ZdqmPVvJRmQj5vh0mfLccl7d/9krHrNRzcRyB3azbAlIsyiWqHsT7A0xceKpm1ZsRq",
-	"hTWi+6VAr2qWBvGwO2rXxMptGk49Qdfqavuu3xj7UOs9jgrZy3w/BU2eMvDQUqzTLpw2yFE39M1GnKK0",
-	"u3Zc1wY+g5O2YWh1QaY8o7ty6Jfl+c1MK1kVFkqkBrgN+aTc0ulnCwMs0coYCIaT2TRcWM7/g7o8KTpd",
-	"3yE5ZWvuTnhse7yxdkPfIkP8c47jcky6xYWb5hFlTyYhNS+4z7zQqECTFZbE9ma8pxHLjk6iX42So1ds",
-	"+WMIt7SSf7Ytt0TYhX96He8N+FZxzQoSYYPb6KDM8+g5PxgUBjWl36EZwcSNNymtmiaMBgYRzvL8Isek",
-	"rFfwn89V6j4Mb6MNvA4+zohZJcQoxavDq+OuA6gkgfL0OcvzKI78nFEcnavu42ZXAtlIfWkQyl4oXkPV",
-	"HbDT7Y5zTMNlgV1xXGMc907KRyZB8iBIvLaQszlW+r+SDWuVzbEzC2E/118lXe7u+1uj9z4X0J3THkOe",
-	"V5evISnz+/ZIKqxSAjt0kf10W0pD6HU3WGcF/1BMUUu0GPI3KgdTKbkfmZBlb3Z2KtRh444d7JXORgkB",
-	"Zr8QrJoa1FeYfrdv4C9fMNObbrmnMtZlygbDoToSEyalsjClUzGh9B3U5blHR4J3Ge4M90auVIcW+4DZ",
-	"fndM8L1/hlv3HxNG33U9ZjApNLcrZ2tlfsYpMu3VsjUtRpIbwFKimdLA4Pu3r8HwucQUpitgVOcX2CaU",
-	"djwy8P3bHy5GZc0eKWZ+/Go1C2tzn/DO5Ux15CVK739w4tbntleko2bAJJy5Qy3kX52UVQMGBmd5Poxh",
-	"ymyygF/V1IzlwJ9kQ6Iqw+VcOEMtNTA4V+kwDgRYql6trK7fHWogw2yKeiwrrQzeGNQGpFsYWCYuwarw",
-	"VK26jeVYvl5oRJhrVeQmDnrPOZfBwXIylgfwxReVm+fs/IX54osT8GH+GOZoY8rgj8GTWJnsNvIv/lwV",
-	"gbmdpTgt5nMu59U4lBAXg0ZTZOQkVXns3Sz0JX0YSyg/g5LOag0ZCjGQ9XkactpAqLk5dYDHa0zALFAI",
-	"UG7/b3F6oZJLtGFVL6Th84WtVsGa0jSI2UFZl6A0LB2qHPyNW8uFE1/64MIdqM/9w7R+NhXoteVJK6tu",
-	"MozLFKFQwsVk6gYqnM4QVxZphdIWfs7qHFNK6jPAwFNqoPgB25H+x9Lb/HLG5xQedhwwHMErJdAA061k",
-	"phOY+OSoCTjpauKxnFRJUhNgwqhQzmIq4JkYJpQ8FX7PmHTHQ7OK7XQsKz2aHjVUN5cqz0FU/REDd3Sc",
-	"Ojqp4NUEytOj4xA9qavIHGBCZeUpPD16svnAWn3e6Vgyqeyi3vIj0zCHyJVo4OnRU58Wx4DcTXLuSJAQ",
-	"88qBBQYVBwwJhP5s817itrzxgZkYZh4rnqYMKOnxUmH/B1wd/IeJAkvP8glVL7OUdiDY3JGrU87dKO5N",
-	"J8Ldh7GkMcGySwd05TiRO/LnFgYU2CkjII4dIZRjwLQwp+BUeTfWq+dn3/z4fCxLFbJKJZiqQqbDEbwl",
-	"syAUS/sUEqvcA2UJ0Gjscykt6fVeBDa8tVEcXZUGQHQ8OhodkU6Qo2Q5j06iJ6Oj0RNnNjC7IKl/eHV8",
-	"2FQAQ7ZGVcTwIo1OIqc0PysfWqv+fXx0dG9FUM3alI5SqGoJN3H09Oi4b7RqeYetKjp66cntL9Xlre6N",
-	"x1/d/sZ68SIdsEWWMb2qKiID9a0dETBYY1dyD7K58SEnEqPROzdeE0+H78Onm16MfYclwj4CvnrrK+v6",
-	"oI+FrqOnt79R1eneD36dnhJ26g4XlrOE25UX9koJkq5eGOyI7bjVAqKnSqB+5LDZIuLmXS+tHNaZfR8y",
-	"PskOny/aJrnnKS9p7qWfqYrGfK28/XAvRNfIWb1pa7xWF3jzh5N7UPLqGnpPmEe301mjkcInzDJf7jJF",
-	"s3K4zS4XaIklfHoxsAbveAL9UJl4+J6RFXjzgZQed3bY8GNvbbBROtF8GWYUR4UMHzd9aMRPynRI8Gf0",
-	"yicjxHuo+i9Joh70MJAKJC7BLJhOzdDp/iUma7Ldj1qDKrxd0zovH3pApDeTEzsQXy3hzki+H72phFfT",
-	"0PChEwZaCQSq4LgV3Ifvw6ebQ5bn5vA9y/ObQ581bA7f+w93kBfNhjxOXmxyz1meB0XfTeGsKDXraTHE",
-	"yOf+gH17OheYFMaqLKzvkQG3mBiYA7CPH9I3vh2KM++SvKBIdrC2lgueLNqhrWDTmL5WSlWy9gNutSFV",
-	"N7dMCdNlxKXauFWWBX+GDYgbVDDw2VhjmaM+yFUKPq0dUn7FUw+cYCye5Tk1oknNcAQ+xdzAXIWWLGPH",
-	"Jcr4MZWEiY/LBEIcjYujoydJIFX6B8N3LM9b//s3/FeTU5+Id5bnY+ls2LwwC2Awc6IrrICF7DwYPH38",
-	"FbCpusKhtyTb4ue8MIsfm/i5b+WtlXu/k/r2uBuJdWUF5MVUcLMoT5e/jKJ1Nxn6waffuSefAODgaiWy",
-	"bskKGFT+KtNIA3Gk2zwC624IW8VyVRvdZ8363IMHPBFD8vrmWVhltf95XA5nDZ8b5S/4EDs5RMkwDbkN",
-	"H257tk7Ad7fg9/C9m/ceztmOU6XKkL9NK3+F3ocYxdHP8hvMGIWQzzVills+bRVztM6TooMwL5qEef/S",
-	"spmc8lEt3e3M8CezcO/DYF1nKIpKKYnESXezARrc4TUCc/jeEfPN4aLOAQvisI2E5+64L9O1CA0NtUKj",
-	"M1EwPaGkIi7zwhoYlOnyFBrxXQXL/MXYqw+VIuTVI0rJCVl9oeNg2ZlhLENyXysLMvQJde8tF6s4fGAW",
-	"EpbRMeI0SJ/OGLslUDpjUKxauabMKBmDVBLjMq10OIKzesPcuPf9Ln3lHXeq2GzmTqIqMpBrvOKqMEAD",
-	"udUwCwKZsT4WMpZPjsB0KUHfoW3n4j0go7Un6jHBS3r4rKvgxkFX5ftqTByBV1mM7TISGPhw2zZV5Z5O",
-	"wfjWx6vOsNtOzCrq1ysGvqX0CEw9r7I5l75ViqEun84ioR6g1PiNZTjykdXO4FnCkgVlK216I95W69iA",
-	"ynq8Xqx8RiZNO2i02aWUtVPYbLL7W4HEX+0uu1t64K5PSs5gMCgwsU4kTS5x9U+SYBPIGdcGDLpVB4Ak",
-	"KsuYOQUmhO92lDGbLPqWQ/7I/dZDQKhQ5ysluAHKxIDBOcqUIrCvym42F3U3m9Fo1AsYn8mx10rOna5n",
-	"+O9YlSnD8dFRXUZzfHR01DtfmfTaarjsax3ce43Sh+Ou0ocug62RQBdC6bO2nC4T5rrWU+XnbQPBuweU",
-	"0630wQ4x/bNE2oDbVc25n7Y9+uF2hoNGSzdaNoRFKVbr7z7UvNjm1Gm2yEwxUU43cJSRWLE6WWsK7XWT",
-	"ui80MI1OpXBTlTpJ1bfnkaFGaCN4S6qKhMlaX/JJHNqfc0zH0mfu9Hc7By6NRZ/DNGNcUMqD9gk/7rNd",
-	"8gS7tJJnNHCVDrovJNf6vXtmuX+LZSMJeifD5fje5+9MHwi9Uz5xL9EOXFk1JXcvHD/ZiY19/2fi+8e7",
-	"bKTZ5PaPU/A8zhoZZD2CZQc96vC9Uy9ugpHlpYhAX6LbZrVv6PsGq62R69NNEeRfST+r6BsY9JBpYPCU",
-	"DNOQVO0ssisM+Z3t5JjeI6TPRdiPsKOPIl9eN7KbP4AQPn4Gy3fk4aiS89Yqkh7iKL/dRqqu79jPnurx",
-	"072h5NkWgXwqZ9/Hoc03IUH9LxYh+XxYNvn4FVIiezvf2tfbyTRk19zX+XlYt648fF99vjkMmeQf7uN/",
-	"EPnQHTto9uTb/T6e3syd0NL7WWvUP/g8arjsq8X+nxcGfy7e7qjQoCY8pDrlylfFdOnJO4Zg+xi9rqLr",
-	"9EK+DT1PJpQdPymjArTAtKz2YAa+v/j5p2BE+0f/6RhsAgOlx3JyRlfBnIDFa+tnPPBVJ5Nh3FERcuJj",
-	"FvTgIwMTnk7GkhvSWvJdGjSHiEC45IxaqviggpSklnbVmcDA3xlS3hw0Yf5OkUrSDMdyjtYElAjmOM5P",
-	"itcssWIFSnYb9yUb+91tGvddPjECYpdDrNGUv9M9WeIkSAQHthQG682qe32D9F5r3j1bUm0UmFWNfehG",
-	"L1mtkEtgVPtRuzBDEwk3uvdgnrZLcamApxJ1VIjL0wfzcnZeW9eC4h/msKybalMTsHW26rznpnnD21rE",
-	"0dPl5/yajfjTZmUb1RjSpWuhgCsOd/A0St3+iKjTHS2qOxwY176yv/O4eJPPNUvpjjLWKByEr7lk5AKg",
-	"Sn8DCdN6BcyddwfTVQCmRDGWMyWEWvp4TsosO4EjMDblEgalNFe+Tkz7asUst6vwRBg+DrV6fkig8Zmg",
-	"QHEiVHUDnsoyRv0YKIo+jOHYDaMKG8Nj9wm1jsfyCeA1tzCgrkjuE90ax8gNzTMm6EzzYsqvyn2UYaJh",
-	"DE/dweMDNevrP4HJ+3FE/fbG0ck/juJxtEBHLePo5PHTm0lnDt/za0wuFijEbQG71/UeiWgpTUjPyXY1",
-	"MNCYI7PhJpDyhHOiFK9zQd3wvYbcHa/JQmJNvz69a0l7JWg7YkKlfr1XhA47avx9NXDVz7d225f91ZTs",
-	"D1v6zt5b19D1mrWrW4/vrveIlLe/uX6yHHsR3IbExZLbhO4DCxcGVuwIuVZWJb49zGeJ39LDC0r+D2zD",
-	"/T9VwTSlDzfkWp8W/lcR9ULN+y0Dx2lO6y+vqcxRg+ASYTBp6jXXBzJ1us3E38mZC8YlPWfGMtc449fN",
-	"mJwzdKheubKBKAOobUDQGJPRWJ5rdc39UdFVAn4wY4mjf8NTrFO/p0VnWtAFKU4v3Y53zoSoVrktsH0H",
-	"IfYDYh4sGbd+iUsPsb5p/Jl5F2OBhnUT1Bd48t5pDJcJ1h1S781CCAANCr1fUtl/9lYQU3/Duy9mPyW9",
-	"JOY9yhnD/RaVmk7Eu6d+/lLNPVg+C+x1ge3Z1lOPmpu2lySc/PF617W/utymPMxP1Efb61elVL8HjuG0",
-	"usF+QvGbz77cv5Av15dAh6KaKoHat5ahfEnKOdJMCBTcZPfnyn1fvX/z6QZo2oQ/oRZGE0onPamBRV14",
-	"maWm/6cBaifU7QlMYXKUKabDeCwnvvXRJIaJsSqfwMA7Z4NK6ovQ07i6+10goxsEfb+XkuEuMXfm/4Rc",
-	"8G6sEOWaUNtfRT3nyx5KwSbvCDPVzLpLnQrt24eOisxfSKvyKG40uvaf9qkp9+2i8FNKlPgszP7kwuy8",
-	"t8WYk2hlY7GdA1NG8C2xpkVwSCVKGiUQUs2W5oSCYv52CGdj+n7ypZNn416JsSTPTty6RmKQM205E8Py",
-	"bffayDG6B9SEjM6Jbyk/8Qmj7v3ORvlUkUMdrpxcCFn2pewqW1hRJY6lSx+47br3AQYB5FxwuwJu4BgO",
-	"wK/gsJxreOrXsXahAm8UwvgIFF0aEO58binAY9nolD6o72ENLQ1DE7iQnw5WkZuw9IrR2HTvrF/GbtcU",
-	"sPraDmq8VS51LIML3Vu2I2gUv9Bt/5jbMqq33virdLtra8bSu3zL0iD/7Smca5WhXWBhwCSa5cHNaxhl",
-	"5aZOzqlGBdFY1nNMymYBExj4ou3/GsH/+8VkSIVgTPrWav5yDd1XVPTyxYP2dGhc7NIjdCte+KP7OlQL",
-	"Kbk0dG88EHiFooGNuMnRAyZXofHeAZehH8TWWrvlQrGM99YVv12os+zFQ+Kkume1r7sK7eGPRMfbhVrr",
-	"81c1TKTGhdz6jhvdYG60EiUdsmwi+ss7p4X4KIbXLgstopPokOy7MFDvbSdn58QpZaC7UU+xeXl5fwPM",
-	"Ds2rawgf26x6SJq4oytiPVS595t3N/8bAAD//w==",
+	"7H1rc9u2tuhfWaN7ZiJ1aNl5dM+uPWfuuGm6T3bT1idOT2ZulbsFkUsStkmABUDbasb//Q7WAl8SKUuO",
+	"7aa9+WRZIvFYL6w3Pg5ineVaoXJ2cPxxkAsjMnRo6L+XaWEdmjPhlv5fqQbHg9z/Ew2UyHBwPIj5iUE0",
+	"MPhbIQ0mg2NnCowGNl5iJvxrbpX7R60zUi0GNzfR4HWCWa4dqnj1A678Mwna2MjcSe3nOIU4lajcQbzU",
+	"FhVc4AqGwkGmrYOnz/4O8VIYEftljk5AgEFnVnAl3RLcEsGKDOkdoRKY6WTlHyiMsvTrXBrrQBcu1hmO",
+	"BxFva4kioX2EjTWWeODX2NxQJq7foFp4oDx99veoY4M/SJWUUFvbWp5H8E89O0cH2sCZTmAo1ApiYXFU",
+	"raYN5Aupkj0h/JPIcAva6M9+I54Z/W+M3ZZBc35i67i5cA6Nf/f//ioOfj86+ObD8NeD8OnjUfS3pzfl",
+	"96P//R+DTdje+NFtrpVFItFvRfIWfyvQOv9frJVDRR9FnqcyFh7sh/+2HvYfG+v4D4PzwfHgfx3W5H/I",
+	"v9rDV8Zow1O1cfduiWB4MpAWMpHOtckwgaFdKSeuIyjUhdJXCuYS08RGcGW0WoDfg41gJhKo+Wt0AniJ",
+	"ZsXPQm70LMXMj5tK6zAZ3ESDl1rNUxk/0tb0zKMP8FpaZ0GkBkWyguEpf3hFX48i4iGdo6H5IdFoQWkH",
+	"flErcBqks+Ap1pO3dcIhDH9RtshzbRwmEZSbGkX+CT/ab4V2nonnhUXm0Xgp1AJh+N/+l1fXMWKCyciD",
+	"5HttZjJJUD0OTGKRpmggEyvaZKLBLaWtVp6nwnkaeGIh16mMV61dJDouMlQOhrFOEKql1zsPLPPErsFA",
+	"lu+0ABDVIm5m9AUqSGUmHcHlJ+2+14VKHh4sP2mwRbwsyWWoDYHmUlo5S9FTgKsAR0t7p/UbYRb4uAxK",
+	"ct9zk5/aQ1soWthCOLwSKxBxjLmzYYE/CrUKcsQ+JmU9sWA8ixAiiSw8+6gim6EBPfeMpsA6gyKzkd+O",
+	"zVG5k3DiiblDA9O3/p+DU//PFCzGWiV2EIUjjbbTeKK9/CBepXK4QFrrTTT4RYnCLbWRv+Pj0NOlSGUC",
+	"scEElZMiJaz8osSlkKmYpY9AOadgcOHlmUVzKWOERCYs1pS9QgNSgZMZnvjvllItPCpY1DsNS3FZiqzk",
+	"wVGTGx2jtY8DlndNKSYtXGGaHoRDb1Y4kIpQd8tRFpEiVkLuSli4MtI5VKRYhEU09E1SFIw/Y5zEwI4m",
+	"0YqpMcBlpnWKQnlKWaJI3XLV/WMqZpjSICJJpN+XSM9ag6+pGJXOwQKOx7DuHPnM8bsXbnA8SITDA08U",
+	"m1pKNMg8iljkbfzG6lLHD7nW21e6DYdnWqediy9yv9Jk97X/rhV264C1XvdrqULSwzUKohpVHzrWEhD8",
+	"RrK61kaydJi1P2zbb0kr9ZaFMWK1sU4erHMxWjGYN5eyDX0GRWCujZ+8ulPYbjrkb26DKv1aDdSzamd0",
+	"umlZvF8KVytmlqWSReeNinVuUk5IheYtWieM20pzu9HMxjJzUdg+fjU8LSanbvcZrNN53j3iTSeYitKk",
+	"bW0nQcuwbswrlXv+rJ6zkrjRYC5kuvPDpCbv+myhlN/Ybk/bImYNcKfnu8DxXRDiP6ITiXBiEzD3ISf7",
+	"JVswDTeI9uecZzqBrLAO8LdCpKwZC7f0WjW/OB5Eu4ijLn7hs63jRElwczmv+TyLgFUgr43Egk6wSnmP",
+	"oFS1I2iZRtG6sv5WOHzj9Tr/z3g87qJqNhR3Fnrf+8fDab0u97YfOmRfEHbT9Of54PjX7RPRVt6iB6KH",
+	"zM2HLs2gaYREMNemDQG/4euDhT7wizmwFzI/0AHdB7n25GoGx3ORWgy4ROteJ7fLSEJdvdtOpF8GnaiN",
+	"dCy/bu9FJJlXR5II/PaTIvUf/ZtiwcgP3BpBxYgRsGiIIMEU6SGWeL2YXqAKonmdif/2opPpZbK50jNt",
+	"iTVJHyVjxyutTyzQzoKhcAKFRRAW3gjrDggUB6+/84vaYVbyNXUR0N00mprvN6WH5Jd2Ef/rZ3oyiBru",
+	"puAfCxoJI7kF8DBZL6Xchz7CJHd3baTB2r3Cqlt8dJCJcEtvPbK7E9MkglReoDce47HDLE+Fw3GlBthf",
+	"jz6MZeaxG+2h76xtjdcSlewZXuva6msy89xqc6OlP+U0yaTqUR50iluPKVRF5tdzKfGKPLoJXmLqnxhE",
+	"xOrNRdXbbEPwrU4RcjQdB1C9D1vMeqh7DTTlg9HaBsvddAHph2KGPWIsrs2kvdhUz3qZcYtSuw+fblNz",
+	"N3b4xmscZ8LFy80tGsz0JbaYr0/9qI4/i+5T1JfOJerFG8nW0O4oqPiq89dUqj7rL7lvOVlHZ/zgzZWF",
+	"dXQRXr+KGBvcz5Lc+8x7LCV047dCdgN/T+N5Df71ERXOptaZ5OfsQYCRsd+2tiLdRINY4HnwJG1I/v/S",
+	"V6DTpAyD5SnClbDNoz/RxSxtLJ19jSw6/Lzd4sGvuQ2E3mEMkhvK7mrbOOGwKbf1xSAaXEm3lOrA6RSN",
+	"ULGfiBWug6WmUyb8NxdpOhPxRadId8Is0O247EuRFrjTs2tIDmArd9IAQD9yzwk1m6gteX3dskcF0pHn",
+	"LENhC4MJDBOciyJ1x3DlfzYYo7zEZNTC9Tbm3LLhTCqZeWwc3bZ5HqRro+SP2qTdNNWxcKX3cptC9Rat",
+	"LkyM5Axe5MW77pMlGiidtGTDukn+07bfyepgBt95MU52yvYuYXRWy5w2IHqllNcIdva+0cMf+ue9D8W2",
+	"3MLdVdv/Lm3PNWVvq3EQ3OM7LfGdRMOT3LbIWiLzDL3LrW3fTU+Jt3d3PNC27bFFfDuMZQIN9gKs+wSz",
+	"O06wFVKDxvRRgEAYu7mRLnBugeQ2LWou076fdrVIavUnDLbVKqlZfDNpIyNvYmlSkS/liYUSIvYEfkej",
+	"QRsQM+sN8QyFsqA0+0Y2PbCLvLCdSOmQvA0KyDDTZvXtyuGd3pZpKl+e/XKHV3Od7D9jlzx8q9NUFx0y",
+	"ScyEqkI867E5PsjB6DTFBPx5D0OlHYXaJCZQKCfZbVgatyEcZ0e3BGfWD9qVP2elDc4cj9HGpF1j5Uth",
+	"W+rLS+2PdlIEzoxeGLTWPxoNzkRgl7c04rd9WoutTsc11U7Yyqivtslxt9+1QjBCwQzn2mAjhWKwVS3a",
+	"YQK/fakWoAt3ApjlbsX6Rlxv81OVZg4i7S7t/49WWNLRrfKe0FPO0MX2529e/5e0TpsOdwT5KC9F2qtu",
+	"v1siXMmEvS0o4iWQYxOkKoO9MPzb0Wg86OZHVTjsGTUV1sFSFyby+jxax3lrJ4Qd+jHMFBJmCmNI8NCY",
+	"EVgn0xTmkpBHaWW7QPb8zesfaYDbD/s1yNS76YFxGHfTJWuMNp0w0BZD9B0TTnwR8PX19Y5+zFQUKl7+",
+	"KK634U4aSLUXEw74efA0r+LVSSnI/by6KH9GO97NlOLHz74+umX2DBMp1NrkMETrZOZZCOZGZ4DXjCgp",
+	"UpgV8QU6G0GZDumxn4lrL4VH97Tsb76+ZdnffO2WkKOJ/aJSfBDgdTHGe20uUi0SqO1oT/7CnwQiXmJS",
+	"eupL/zgT5Y4kYxr5P+15vUwvHMLp2esyv8jWtHmXuSgA2s35PM4TC/TMeEd7bt3jSOM39hSVnNaAbyer",
+	"xiLFRkblultui21/iy7QXN5WE5mWYL7DWNpurZFl3Y7+hf0Cvgk6ITuC66dJJq3lWAsl6YmUsrWulitC",
+	"PnpDmDMivZVuLyQFq7sifqlmF/8u4Wf/7HmISXWqwm0P2yYxMSyf2AbHlGul5e0iSTmE2ZNwsMTgbSpR",
+	"GtQzwXltnBXJSaOx1mmir1TkSdwDLxPXnfpZyM1ualWK00ys3w6bHPOgTZWg7lKl8uBD2123WPO9dXiZ",
+	"jbjq4VtxXWpP1byU+ERRGI9Jzt+Uivbvf8nE9RoO7iO1YGt+ykymZVrfDmN9gu85PFQya82I1QprRPdL",
+	"gV7VLAniYXfUromV2zSceoKu1dUeh373wKf6k6JBoXqZ76dgW1JOKDqKvrul1wYlmoa+2YiclZ6AHde1",
+	"gc8QNmiY/l2QKc/oLjvuqjy/hW2lT8NSp4kF6UKGs3R0+rnCgoiNthaCKW83TWmRy/9BU54UncGYkC61",
+	"NZssPLY9Al4HRm6RIfyc57gc425x4ad5Qvm8cUgWDQ5dFhoVaLLCkdjejEA2sisGx4N/W63Gb8XVj8G4",
+	"baWjbVtuibBzfnod7w34VpH2ChJhg9vooMw86jk/BBQWDSWEoh3D1I83La2aJoyGFhFO8/w8x7isoOHP",
+	"ZzrxH0a30QZeB6/7QDidpuMELw8vn3YdQCUJlKfPaZ4PogHP6S153X3c7EogG8lYDULZC8VrqLoDdrod",
+	"xJ5ppCqwK7PAWs+90/KRaZA8CAqvHeRigZX+r1XDWhUL7MyL2c8ZXUmXu3uj1+i9zyl550TckHnY5f2K",
+	"y4zTPdJcqyTVDl1kP92WEmN63Q3OW8E/FDM0Ch2GjKLK5VlK7ic21H3YnZ0KdSJDxw72SrCkFBW7X1KA",
+	"nlk0l5j8Y99QdOXY63I/76mM2W5XYxOwEAultIMZnYoxJZShKc89OhLYib0z3BvZex1a7APmn36KA/Be",
+	"Ga7TF9glEpoexU3PdFmFci5VvEcmzFwqaZf7QGF71vllZQ7v4Lb1/7BXuFC2O52aMrD3yb9ei9OfoUrY",
+	"s/2LRzd//FZc8Ifv2GD7nvn7Vqf3bjUHodigDrQHmHzoQr3FuDDSrbz9nDEqZygMq9prmqki146jdFZt",
+	"QMA/378DKxcKE5itQFA1cYBxKCB7YuGf7384H5eVwaRs8/jVapbO5VxWI9Vcd2Q/K/Yp+SOUPfmVONBz",
+	"EApOvaISsjyPy9okC8PTPB9FMBMuXsK/9cxO1JC1kxFJCivVIvXGd2JheKaTURSESqlOt3JHf/fsBhlm",
+	"MzQTVWna8ItFY0H5hYET6QU4HZ6q1fGJmqh3S4MIC6OL3EZBlz2TKjjNjifqAL76qnLdnZ69tl99dQyc",
+	"TBTBAl1EdUIRsNgoU2rH/OLPVamp31mCs2KxkGpRjUORmggM2iIjx7fOI3ad0Zf0YaKg/AyeKao8qAjI",
+	"o3ASMmch1Qt74gGP1xiDXWKagvb7f4+zcx1foAureq2sXCxdtQrRPCHD0Tksq5+0gSuPKg9/69dy7o8k",
+	"c3DulaRX/DCt30sZtoCmrdzd6SgqExFDoahQiR+o8PIiqrwMFUpb+DmtM9kpddiCAKbUQPFDsSP9TxT7",
+	"cdRcLigJxXPAaAxvdYoWhGmlTB7DlFMwp+BPTBtN1LRKxZyCSK0uo3QV8GwEU0rRDL9nQvkjv1krezJR",
+	"lW1Ej1qqzk00cxDVmEUgPR178VTDqwmUF0dPQ4y2rlX1gAn12yfw4uj55gNrVcAnEyWUdst6y09sw8Ql",
+	"97CFF0cvOPlWALkQ1cKTICHmrQcLDCsOGBEIWV9hz39b3nD4N4I5Y4VpyoJWjJcK+z/g6uB/RFpgGS04",
+	"ph4JIqEdpGLhydUbXH4UOjZkRkfGRNGY4MSFB7r2nCg9+UsHQwofl1Etz44Qir5gVtgT8OaZH+vtq9Pv",
+	"fnw1UaVZUCUszXShktEY3pOpF1oycKKa0/6BstBwPOGMbUe2GovAhgd+EA0uS6Nu8HR8ND4iPS9HJXI5",
+	"OB48Hx+Nn3tTULglSf3Dy6eHTaU+BD+rUqnXyeB44A2hl+VDaz0Gnh0d3VupZbMCrqPgslrCTTR4cfS0",
+	"b7RqeYetWl166fntL9VF9P6NZ9/c/sZ6iTQdsEWWCbOq6q4D9a0dETBcY1dy+YqF5TAiidHBBz9eE0+H",
+	"H8Onm16M/QNLhD0CvnqruOsqxMdC19GL29+ougHcD369nhJ26g8XkYtYuhULe61Tkq4sDHbEdtRqNNNT",
+	"i1Q/cthsRHPzoZdWDuv84U8Zn2QHZ6W3Se5VIkuae8MzVRG2bzXbhPdCdI3M+Ju2DuxMgTd/OLkHJa+R",
+	"ZkKEeXQ7nTXatXzGLPP1LlM0+xO02eUcHbEEFzGAaPAOE+inysTDj4Is+5tPpPSos48Pj721jU9pA3Kx",
+	"9yAaFCp83DTuiJ+07ZDgL+mVz0aI91D1X5JEGfQwVBoUXoFdCpPYkdf9S0zWZLsftQZVeLumdVY+9IBI",
+	"b6ZAdyC+WsKdkXw/elMJr6ahweEwAUanCFQndiu4Dz+GTzeHIs/t4UeR5zeHXJtgDz/yhzvIi2bbLy8v",
+	"NrnnNM+Dou+n8FaUnvc0MhMUR3nA7mCdC4wL63QW1vfEgl9MBMIDmGPC9A03XfLmXZwXlJ0QrK2rpYyX",
+	"7XBlsGlsX8O2qiTkAbfakKqbW6ayjDKKVm3caSeCP8MFxA0rGHCG3UTlaA5ynZQ5t4m8lAkDJxiLp3lO",
+	"7a4SOxoDF7JYWOjQ+GniuURbHlMrmHKsLRDieFIcHT2PA6nSPxi+E3ne+p/f4K+mJ5xceZrnE+Vt2Lyw",
+	"SxAw96IrrECEjEsYvnj2DYiZvsQRW5Jt8XNW2OWPTfzct/LWqvDZSX171o3Eun4L8mKWsjP5r6Vo3U2G",
+	"fvLpd8bkEwAcXK1E1i1ZAcPKX2UbqT2edJtHYN1zZVexbOpYQ2cm9ul6Hnu9RkrItqAL9mSSj5/C6E56",
+	"qca5iBOlTcINxCigPg4TjunraaN2rIwTWLDUnm80hlP6YqKoIccMY50hzIs0XUEFzjKy61WHaqXkeHZi",
+	"BVbDXBv2Sc3ERXAvNVLTKVLMnWdOQPAeKIszk5a739mJSlAkqVToRXFshF0epFrnITM/eLB5V35mipZN",
+	"1Npu1fdCpoXBaRTARrPQfJXHnf6bifhiPFHsiz0uBz7wvx2ESEnU/jbRCuuvQu+HiSq/4KqBAxoXThlz",
+	"7EkPfcJg6dl6KSxCWTHQJa3+ga4MTD2gqlRl0/e01KuT7b8IkpYgOS3lBtHEbHXAMbdAl0P2f+8sO6KH",
+	"0M3+KFXswz6S8BMM2s8aCBvrmZKkmAYNvynErpZokKuPTmDK4awplGk2rJ2KieKECZZaXr+j+iexEFKN",
+	"TmBaqERPq27HDQFXKmdcXNQW2qH0ylYi3b+wWVI1UWW0hqZjafVp7gMCBgu2gqLOfv17uRA4OoiPICPr",
+	"zKNuIVkHfiovQt0ld9jEdEhJ9Aqy8Iaf5uJuTg0OAZbRX03RO9pBPlftjv9AzbAZTWZ3SKJr9bBLzO+v",
+	"CVa9uPriGpxZ/IDEHIqlNym5qqL+8wSfThvRV8pO5gRaCo1TiCJkLn96FKJ11Hy4Bb+HH/2893CgdYjY",
+	"qiL7NgH7FjmaPIgGP6vvMBOUIHpmELPcyVmreUBL2BYdhHneJMz7t5ubqeePGvPYzgx/sljHfYQu1hmK",
+	"8pNIi5B39QY3uIN9Q/bwoyfmm8NlXeHRaQu/EvESymIMQkPDwWQw9iZtckwlA1LlhbMwLIthKUmGu9iX",
+	"1UkRO5Iqlxg7yijhPtTshA73ZSfAiQqlO60ap3AvhX/varmKwgfhIBYZGeteW+NiJW8UcrFScLG1KsmE",
+	"1SoCRcZkqGQiE7zasLT+fd4lV15LB4mcz71dUeWI5AYvpS68LhHSgYSDFIV1rARO1PMjsD0GZrvS5gEZ",
+	"rT1Rjx5V0sMXY3PD2Kyr+QzGnsCrGqV2kfguhuc9nYLRrY9XN5FsOzGr/K9eMfA9JT97W8fzqlhIxa05",
+	"2W0FsxXfOUGNxkWGY86x60yjikW8pFqEzbjU+2odG1BZz9xMV1xvRdMOG9e6UEHKCWxe6vJbgcRf7Vtd",
+	"tty5sj4ppQWAxRRj50XS9AJX/0kSbAq5kMaCRb/qAJBYZ5mwJyDSlLvrZsLFy77lUGR6v/UQECrUse9R",
+	"ll6tYcgPjuBt2T31vO6eOh6PewFT9mzYYyVnXtez8nesXJvw9OioLpJ/enR01DtfWdLWuuCHK5n9e43C",
+	"5qddhc1dLodGeUxIqpy35XRZDtO1nqr6ZhsIPjyCqdsXOv1ZIW3A76rm3M/bYP10O8NDo6UbXTWERSlW",
+	"6+8+1bzYFt5rXsmQYKy9buApI3bp6njtEiLWTep7iEAY9CqFn6rUSao+sU8sNd4ew3tSVRRM1+7Bmkbh",
+	"ui2JyURxDnf/7VoglXXI2exzIbmRjOHUb//ZXcm40+39kgauXC77QnLtfjFmlvu3WDZKHHcyXJ4+ikvq",
+	"ZejV+Zm7kfb1Cj19vhMb831DxPfPdtlI81KVP07BY5w1agl6BMsOetThR69e3AQji6UItWvasOq/o+8b",
+	"rLZGri82RRC/knxR0TcwyJBpYPCEDNNQMuktssuyZ1c7Tbr3COlzEfYj7PFd3p9ACI+fy/wP8nBU3vq1",
+	"fgMPcZTfbiNV10XuZ0/1+OmoHK/N0Z/L2fc4tPlLKD/9/z2E8pc+LN8ilTS2K++4m4ZKQp71fZ2fh/VV",
+	"CYcfq883h6Gm8NN9/A8iH7pjB80e8Lvf/9obgA1XSL1sjfoZhmC/xFP/VLzdUatLLTZJdco110d36ck7",
+	"hmD7GL3ukdHphXwfOhpOqU5yWkYFaIFJWfcrLPzz/OefghHNj/6nZ7ApDLWZqOkpXT16DA6vHc94wPXH",
+	"01HUURt8zDELevCJhalMphMlKU0O8l0uBAoRgXCpNiXBcVBBKVJLuyqOYch3VJY31U4F32FZSZrRRC3Q",
+	"lUkmqfAcx5PitYhdugKtuo37ko15d5vGfZdPjIDY5RBrXALX6Z4scRIkggdbAsP1y5F6fYP0XmvePVsg",
+	"b6R2Vm076QZpVa1QKhBUBVy7MEOLOD86ezBP2o12qJS7EnXUZkcmD+bl7LwmvQXFP8xhWV/iRE2n19mq",
+	"817V5o3iaxFHpssvmdYb8afNHgch6bduuB2FO18bTQ/+iKjTHS2qOxwY19y3q/O4+CVfGJFQ9p1otJCA",
+	"b6US5AKgfi8WYmHMCgRwdlEApsJ0ouY6TfUVx3MS4cQxHIF1iVQwLKW55o4BhvtWUIdufiIMH4WuDTwk",
+	"0PgipUBxnOrqxnWdZYK6rVEUfRTBUz+MLlwEz/wnNCaaqOeA19JxPht9olvKBbmhZSZSOtNYTPGq/EcV",
+	"JhpF8MIfPByoWV//MUw/TgbUTXsyOP77UTQZLNFTy2Rw/OzFzbSzmuPVNcbnS0zT2wJ27+o9EtFSmpBZ",
+	"kO1qYWgwR+HCzZPlCedFKV7nKd2+xhpyd7wmC4k1/fr0rg2rKkHbERMq9eu9InTY0cGL+8K0agDYbV92",
+	"T9aqP2zJN0ltXUPXa86tbj2+u94jUt7+5vrJ8pRFcBsS51fSxXT/dLigvmJHyI12Oubmj18kfksPL6gM",
+	"NLCN5H+q1jlUSNaQaw+V1v65iPpUL/otA89pXusPvl5KPKTyleG0qddcH6jE6zZe09cG8lRIRc/ZicoN",
+	"zuV1MybnDR3qXFPZQJQB1DYgaIzpeKLOjL6WfFR0NQM6mIvY07+VCdZFgLOiMy3onBSnN37HO2dCVKvc",
+	"Fti+gxD7ATEPloxfv8IrhljfNHxm3sVYoGH9BAQcwfkMfdNYqWKs7z+4NwshADQo9Lyk8naJW0FM3cvv",
+	"vpj9lPSSmPdobBHuU6zUdCLePfXzN3rBYPkisNcFNrMtU49e2LaXJJz80XpP5b+63KY8zM/UR9vrV6VU",
+	"vweO4bTueviM4jdffLl/IV8uN8MJ9TNVAjU3GaR8Sco5MiJNMZU2uz9X7sfq/ZvPN0DTXR04PM3z4xpY",
+	"dMeGcHTJ3EmA2jH1/QRb2BxVgskomqiyajCCqXU6n8KQnbNBJeV2REkUWiIaTFHQjfXc+a9kuAvMvfk/",
+	"JRe8HytEuaZ0qUe4Dix8N+qtAqyZ9U6FgH79g6hxjQ1/ukNp4OeUKPFFmP3JhdlZb7NZuiowhK12DkzZ",
+	"VG6JNS2DQyrWyuoUITHiyh5TUIzvfvM2Jt8WVTp5Nm6Nmyjy7EStS+KGuTBOinRUvu1fG3tGZ0BNyeic",
+	"8oVRU04Y9e93XoNFFTnU69TLhZBlX8quspkpVeI4utJNuq5b3WAYQC5T6VYgLTyFA+AVHJZzjU54HWvX",
+	"pclGIQxHoKjNQ+jb0FKAJ6pxD9JQJJl0VEUQGpaHdsAhPx2cJjdh6RWjsaO6t8Vul5CJ+lI+asFaLnWi",
+	"ggudLdsxNIpf/Ja8GC6jeustYEu3u3F2ohqXMsq6rcaZ0Rm6JRYWbGxEHty8VlBWbuLlnG5UEE1UPce0",
+	"bBs1hSG37/mXTeW/vpqOqBBMKG6yy1fnmb6iojevH7S7V+Paxh6hW/HCH93hq1pIyaWhj/dBipeYNrAR",
+	"NTl6KNQqtGA+kCp0Bttaa3e11CKTvXXF75f6NHv9kDh5naBy0vVihPfwR6Lj/VKvdXyuWmdTC2vpuDND",
+	"N5gbTeVJhyzbyf/6wWshHMVg7bIw6eB4cEj2XRio9y7D0zPilDLQ3ain2PAMbWmF3qF5dQ3Bsc2qm7iN",
+	"Ovpj10OVe7/5cPP/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -13,7 +13,13 @@ require (
 )
 
 require (
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
+
+require (
 	atoll.dev/libs/api v0.0.0 // indirect
+	atoll.dev/libs/testenv v0.0.0
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -72,3 +78,5 @@ replace (
 	atoll.dev/libs/api => ../api
 	atoll.dev/libs/bus => ../bus
 )
+
+replace atoll.dev/libs/testenv => ../testenv

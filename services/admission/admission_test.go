@@ -107,6 +107,7 @@ func TestBadSpecsAreRejectedAndNothingIsWritten(t *testing.T) {
 		{"host network", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"hostNetwork":true,"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.hostNetwork"},
 		{"host path", `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumes":[{"name":"root","hostPath":"/"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumes[0].hostPath"},
 		{"own sidecar", `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"sidecars":[{"name":"s","image":"y"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.sidecars"},
+		{"daemon", `{"apiVersion":"atoll.dev/v1","kind":"Daemon","metadata":{"project":"p","name":"w"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`, "kind"},
 	}
 	for _, tc := range policy {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +130,10 @@ func TestPlatformAdminMayRunHostWorkloads(t *testing.T) {
 	doc := `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"infra","name":"agent"},"spec":{"template":{"hostNetwork":true,"containers":[{"name":"a","image":"x","privileged":true}]}}}`
 	if _, eb := call(t, b, admission.VerbSubmit, []byte(doc), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
 		t.Fatalf("platform admin rejected: %+v", eb)
+	}
+	daemon := `{"apiVersion":"atoll.dev/v1","kind":"Daemon","metadata":{"project":"infra","name":"agent"},"spec":{"template":{"hostNetwork":true,"containers":[{"name":"a","image":"x"}]}}}`
+	if _, eb := call(t, b, admission.VerbSubmit, []byte(daemon), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
+		t.Fatalf("platform admin's Daemon rejected: %+v", eb)
 	}
 }
 

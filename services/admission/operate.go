@@ -129,6 +129,12 @@ func applyOperation(cur *api.Workload, op api.Operation, now time.Time) (*api.Wo
 		}
 		c.ContainerRestarts[op.Container] = after(now, c.ContainerRestarts[op.Container])
 		return next, &change{api.EventRestarted, fmt.Sprintf("container %s is restarted (its pods are replaced)", op.Container)}, nil
+	case api.OpRolloutPause, api.OpRolloutResume, api.OpRolloutUndo:
+		ch, err := applyRolloutOperation(next, op, now) // rollout.go
+		if err != nil {
+			return nil, nil, err
+		}
+		return next, ch, nil
 	case api.OpScale:
 		n := *op.Replicas
 		switch spec := next.Spec.(type) {

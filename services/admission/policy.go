@@ -27,6 +27,9 @@ func checkPolicy(w *api.Workload, p Principal) api.FieldErrors {
 	if p.PlatformAdmin {
 		return fe
 	}
+	if api.AdminOnly(w.Kind) {
+		fe = append(fe, api.FieldError{Field: "kind", Code: api.CodeForbidden, Reason: fmt.Sprintf("a %s is for platform admins only", w.Kind)})
+	}
 	if !w.Control.IsZero() {
 		fe = append(fe, api.FieldError{Field: "control", Code: api.CodeForbidden, Reason: "control is set through operations (pause, resume, stop, start, restart, scale), not in the document"})
 	}

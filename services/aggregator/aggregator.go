@@ -202,6 +202,7 @@ func (s *Service) Start(ctx context.Context) error {
 		campaign(ClusterLease(name), s.clusters[name].lead)
 	}
 	campaign(LeaseStatus, s.leadFolding)
+	campaign(LeaseRollout, s.leadRollouts) // rollouts.go
 	if err := s.startOps(rctx); err != nil {
 		s.Stop()
 		return err

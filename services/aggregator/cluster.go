@@ -88,6 +88,7 @@ type clusterTerm struct {
 
 	factory                 informers.SharedInformerFactory
 	pods, deployments, jobs cache.Indexer // with the byWorkload index
+	cronjobs, daemonsets    cache.Indexer // with the byWorkload index (cronjob_daemon.go)
 	podLister               corelisters.PodLister
 	nodes                   corelisters.NodeLister
 	hasSynced               []cache.InformerSynced
@@ -165,6 +166,8 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		{f.Core().V1().Pods().Informer(), &t.pods},
 		{f.Apps().V1().Deployments().Informer(), &t.deployments},
 		{f.Batch().V1().Jobs().Informer(), &t.jobs},
+		{f.Batch().V1().CronJobs().Informer(), &t.cronjobs},
+		{f.Apps().V1().DaemonSets().Informer(), &t.daemonsets},
 	} {
 		// An observation looks a workload's objects up by key: a
 		// label-selector list would match every object of the namespace.
@@ -250,7 +253,7 @@ func (t *clusterTerm) observeAll(ctx context.Context) bool {
 		keys[strings.TrimPrefix(k, prefix)] = true
 	}
 	t.mu.Unlock()
-	for _, idx := range []cache.Indexer{t.pods, t.deployments, t.jobs} {
+	for _, idx := range []cache.Indexer{t.pods, t.deployments, t.jobs, t.cronjobs, t.daemonsets} {
 		for _, k := range idx.ListIndexFuncValues(byWorkload) {
 			keys[k] = true
 		}

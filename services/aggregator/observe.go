@@ -34,6 +34,11 @@ type observation struct {
 	Deployment *deploymentObservation `json:"deployment,omitempty"`
 	// Job is the workload's Job, when there is one.
 	Job *jobObservation `json:"job,omitempty"`
+	// CronJob, Runs and DaemonSet are a CronJob's and a Daemon's
+	// (cronjob_daemon.go).
+	CronJob   *cronJobObservation   `json:"cronJob,omitempty"`
+	Runs      []runObservation      `json:"runs,omitempty"`
+	DaemonSet *daemonSetObservation `json:"daemonSet,omitempty"`
 	// Events are the latest Kubernetes events of its objects, oldest first.
 	Events []api.Event `json:"events,omitempty"`
 }
@@ -46,6 +51,9 @@ type deploymentObservation struct {
 	Replicas  int32 `json:"replicas"`
 	Updated   int32 `json:"updated"`
 	Available int32 `json:"available"`
+	// Template is the hash of the pod template it runs (api.AnnoTemplate),
+	// for zone-by-zone rollouts (rollouts.go).
+	Template string `json:"template,omitempty"`
 }
 
 type jobObservation struct {
@@ -95,10 +103,12 @@ func (t *clusterTerm) observation(key string) *observation {
 			}
 		}
 	}
-	if len(pods) == 0 && dep == nil && job == nil {
+	cj, ds, runs := t.kindObjects(key, name) // cronjob_daemon.go
+	if len(pods) == 0 && dep == nil && job == nil && cj == nil && ds == nil && len(runs) == 0 {
 		return nil
 	}
 	obs := observe(pods, dep, job)
+	observeKinds(obs, cj, ds, runs)
 	obs.Events = t.latestEvents(key)
 	return obs
 }
@@ -145,6 +155,7 @@ func observe(pods []*corev1.Pod, dep *appsv1.Deployment, job *batchv1.Job) *obse
 		obs.Deployment = &deploymentObservation{
 			Generation: generationOf(d.Annotations), Observed: d.Status.ObservedGeneration >= d.Generation,
 			Replicas: d.Status.Replicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
+			Template: d.Annotations[api.AnnoTemplate],
 		}
 	}
 	if j := job; j != nil {

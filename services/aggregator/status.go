@@ -525,6 +525,8 @@ func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
 	switch w.Kind {
 	case api.KindApp:
 		done = st.Phase == api.PhaseRunning
+	case api.KindCronJob:
+		done = st.Phase == api.PhasePaused // its CronJob is suspended
 	case api.KindJobSet:
 		if st.Phase == api.PhaseSucceeded || st.Phase == api.PhaseFailed {
 			return

@@ -298,6 +298,7 @@ var auditVerbs = map[string]struct {
 	"POST /v1/projects/{project}/workloads/{kind}/{name}/scale":                          {verb: "scale"},
 	"POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart": {verb: "restart-container"},
 	"GET /v1/projects/{project}/workloads/{kind}/{name}/exec":                            {verb: "exec"},
+	"POST /v1/projects/{project}/apps/{app}/rollout/{action}":                            {verb: "rollout"},
 	"PUT /v1/projects/{project}/quota/{tier}":                                            {verb: "set-quota"},
 	"POST /v1/clusters/{cluster}/{action}":                                               {param: "action", values: []string{"cordon", "uncordon"}},
 	"PATCH /v1/clusters/{cluster}/labels":                                                {verb: "label"},

@@ -102,6 +102,8 @@ type Service struct {
 	Lease lease.Options
 
 	workloads, placements *bus.Mirror
+	// rollouts mirrors the Apps' zone-by-zone rollouts (rollout.go).
+	rollouts *bus.Mirror
 	// placementsLive is set once the placements mirror has replayed the
 	// bucket: only changes after that are new work.
 	placementsLive atomic.Bool
@@ -179,6 +181,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if s.rollouts, err = s.bus.Mirror(rctx, bus.BucketRollouts, s.placementChanged); err != nil {
+		cancel()
+		return err
+	}
 	for _, t := range s.targets {
 		t.startInformers(rctx)
 	}
@@ -251,7 +257,7 @@ func (s *Service) goRun(fn func()) {
 // mirrorsReady waits until both mirrors hold the buckets; false when ctx
 // ended first.
 func (s *Service) mirrorsReady(ctx context.Context) bool {
-	for _, m := range []*bus.Mirror{s.workloads, s.placements} {
+	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		select {
 		case <-m.Ready():
 		case <-ctx.Done():
@@ -289,6 +295,8 @@ type desired struct {
 	workload  *api.Workload          // nil when there is no placement
 	placement *api.PlacementDecision // nil when there is no placement
 	rev, wrev uint64                 // placement and workload revisions
+	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
+	rrev      uint64                 // its revision, 0 when none
 
 	mu        sync.Mutex
 	hashes    map[string]string // mu must be held: rendered hash by cluster
@@ -313,7 +321,8 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	s.mu.Lock()
 	d := s.desired[key]
 	s.mu.Unlock()
-	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision {
+	ro, rrev := s.rolloutOf(key)
+	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision && d.rrev == rrev {
 		return d, nil
 	}
 	var p api.PlacementDecision
@@ -334,7 +343,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	if w.Metadata.Generation != p.Generation {
 		return nil, errWait
 	}
-	d = &desired{workload: w, placement: &p, rev: pe.Revision, wrev: we.Revision, hashes: map[string]string{}}
+	d = &desired{workload: w, placement: &p, rev: pe.Revision, wrev: we.Revision, rollout: ro, rrev: rrev, hashes: map[string]string{}}
 	s.mu.Lock()
 	if _, still := s.placements.Get(key); still {
 		s.desired[key] = d
@@ -365,7 +374,7 @@ func (d *desired) render(cluster string) (object, error) {
 	if !ok {
 		return object{}, fmt.Errorf("%s: %w %q", d.workload.Key(), errUnknownKind, d.workload.Kind)
 	}
-	o := r.render(d.workload, *sh)
+	o := r.render(d.zoneWorkload(*sh), *sh)
 	stamp(&o)
 	d.mu.Lock()
 	d.hashes[cluster] = o.hash

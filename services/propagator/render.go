@@ -135,12 +135,14 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	}
 	m := meta(w, sh)
 	m.Annotations[AnnoAvailability] = availabilityOf(s)
+	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: m,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Paused:   s.Paused,
+			Strategy: rollingUpdate(s, replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
 			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -110,6 +111,7 @@ func BenchmarkServiceDecisions(b *testing.B) {
 			write(b, bb, pub, tieredApp(fmt.Sprintf("w%05d", i), tiers[i%len(tiers)], int32(1+i%5), int32(i%7)))
 		}
 		puts := countPuts(b, bb)
+		runtime.GC() // the setup's garbage is not the subject
 		startScheduler(b, bb, scheduler.Options{})
 		start := time.Now()
 		deadline := start.Add(10 * time.Minute)

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -106,9 +108,35 @@ func (s *Service) move(ctx context.Context, name string) error {
 			}
 		}
 	}
+	// A breach must last GateGrace: the aggregator's status lags the
+	// member clusters by a moment, and a drain the budgets allow makes an
+	// App dip to (never below) its budget.
+	if gate.Breach != "" {
+		since, ok := s.breachSince[name]
+		if !ok {
+			since = now
+			s.breachSince[name] = now
+		}
+		if now.Sub(since) < GateGrace {
+			gate.Breach = ""
+		}
+	} else {
+		delete(s.breachSince, name)
+	}
 	next, start, evs := plan.Advance(&spec, pr.p, ctl, pool, gate, now)
+	surged := 0
+	for _, n := range next.InFlight() {
+		if n.Surge && n.Cluster == cname {
+			surged++
+		}
+	}
 	for _, n := range start {
-		if err := s.acquire(ctx, &spec, n, nodes); err != nil {
+		if n.Surge {
+			surged++
+		}
+	}
+	for _, n := range start {
+		if err := s.acquire(ctx, &spec, n, nodes, surged); err != nil {
 			s.log.Info("node not started", "plan", name, "node", n.Name, "why", err)
 			continue
 		}
@@ -217,16 +245,30 @@ func ready(n *corev1.Node) bool {
 
 // acquire takes the ledger lease of n within the pool's budget (the
 // plan's max unavailable) and the shared cluster budget.
-func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, nodes map[string]*corev1.Node) error {
+func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, nodes map[string]*corev1.Node, surged int) error {
 	fleet := disruption.Fleet{}
 	for uid, k := range nodes {
 		fleet[uid] = disruption.FleetNode{Pool: k.Labels[disruption.LabelPool], NotReady: !ready(k)}
 	}
+	// A surged node leaves its pool's capacity whole: its lease is
+	// bounded by the cluster only. A drained-first node's pool limit is
+	// the wave's max unavailable plus this plan's surged nodes in flight
+	// (leased already, counted by the ledger, but not unavailable), so
+	// remediation's nodes and the plan's together stay within it.
 	budget := disruption.Budget{}
-	for _, c := range spec.Clusters {
-		for _, p := range c.Pools {
-			if c.Name == n.Cluster && p.Name == n.Pool && !n.Surge {
-				budget.Pool = disruption.Limit(p.MaxUnavailable)
+	if !n.Surge {
+		total := 0
+		for _, k := range nodes {
+			if k.Labels[disruption.LabelPool] == n.Pool {
+				total++
+			}
+		}
+		for _, c := range spec.Clusters {
+			for _, p := range c.Pools {
+				if c.Name == n.Cluster && p.Name == n.Pool {
+					u, _ := plan.MaxUnavailable(p.MaxUnavailable, total)
+					budget.Pool = disruption.Limit(strconv.Itoa(max(u, 1) + surged))
+				}
 			}
 		}
 	}
@@ -416,20 +458,15 @@ func (s *Service) gate(ctx context.Context, m *member, now time.Time) string {
 		if spec == nil {
 			continue
 		}
+		// As a PodDisruptionBudget computes it: percentages round up.
 		kind, v := spec.Availability.Budget()
-		allowed := 0
-		if kind == "maxUnavailable" {
-			a, err := disruption.Limit(v).Allowed(int(sh.Desired))
-			if err != nil {
-				continue
-			}
-			allowed = a
-		} else {
-			minAv, err := disruption.Limit(v).Allowed(int(sh.Desired))
-			if err != nil {
-				continue
-			}
-			allowed = int(sh.Desired) - minAv
+		n, err := intstr.GetScaledValueFromIntOrPercent(ptr.To(intstr.Parse(v)), int(sh.Desired), true)
+		if err != nil {
+			continue
+		}
+		allowed := n
+		if kind == "minAvailable" {
+			allowed = int(sh.Desired) - n
 		}
 		if int(sh.Desired-sh.Ready) > allowed {
 			return "App " + key + " below its budget in " + m.name + ": " + strconv.Itoa(int(sh.Ready)) + "/" + strconv.Itoa(int(sh.Desired)) + " ready"

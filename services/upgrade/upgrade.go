@@ -89,6 +89,9 @@ const (
 	// PendingGrace is how long a pod may stay Pending in the current
 	// cluster before the gate breaches.
 	PendingGrace = 2 * time.Minute
+	// GateGrace is how long a breach of the SLO gate must last to pause
+	// a plan.
+	GateGrace = 10 * time.Second
 )
 
 // Keys of bucket bus.BucketUpgrade.
@@ -110,6 +113,8 @@ type Service struct {
 	elector   *lease.Elector
 	metrics   *bus.Metrics
 
+	breachSince map[string]time.Time // by plan; the lead goroutine's only
+
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started atomic.Bool
@@ -124,7 +129,8 @@ type member struct {
 
 // New returns an upgrade replica for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
-	s := &Service{bus: b, log: log.With("component", "upgrade"), holder: lease.NewHolderID("upgrade"), clusters: map[string]*member{}}
+	s := &Service{bus: b, log: log.With("component", "upgrade"), holder: lease.NewHolderID("upgrade"),
+		clusters: map[string]*member{}, breachSince: map[string]time.Time{}}
 	for _, m := range members {
 		cfg, err := m.RESTConfig()
 		if err != nil {

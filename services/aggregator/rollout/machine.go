@@ -22,7 +22,8 @@
 // A template change (spec template hash not Stable, not the target and
 // not an abandoned target) starts a rollout over the zones of the
 // placement in Strategy.ZoneOrder. Zones go one at a time: a zone is
-// given the target (rollout-zone-started), must become fully available
+// given the target (rollout-zone-started; its availability is judged
+// from the next step on), must become fully available
 // (every shard applied with its revision and updated replicas available
 // == desired) and stay so for the bake time (rollout-zone-done), then the
 // next starts in the same step. A zone not available before the
@@ -204,6 +205,8 @@ func (m *machine) advance() {
 		if z.State == api.ZonePending {
 			z.State, z.Revision, z.Started, z.AvailableSince, z.Finished = api.ZoneUpdating, m.target, now, time.Time{}, time.Time{}
 			m.emit(api.EventRolloutZoneStarted, z.Zone, fmt.Sprintf("zone %s: rolling out template %s", z.Zone, m.target))
+			// What the zone shows now predates the change: look next step.
+			return
 		}
 		obs := m.in.Zones[z.Zone]
 		if obs.Current && obs.UpdatedAvailable >= obs.Desired && !obs.CrashLooping {

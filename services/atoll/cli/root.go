@@ -102,6 +102,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	add("region", bootstrapCmd())
 	add("region", canaryCmd(g))
 	add("region", remediationCmd())
+	add("region", upgradeCmd())
 	return root
 }
 

@@ -24,10 +24,10 @@ func TestRounding(t *testing.T) {
 		{"0", 5, 0, 0},
 		{"", 5, 0, 0},
 		{"25%", 4, 1, 1},
-		{"25%", 6, 1, 2},   // 1.5: down for unavailable, up for surge
-		{"10%", 3, 1, 1},   // 0.3: at least one unavailable; surge rounds up
-		{"40%", 6, 2, 3},   // 2.4
-		{"50%", 5, 2, 3},   // 2.5
+		{"25%", 6, 1, 2}, // 1.5: down for unavailable, up for surge
+		{"10%", 3, 1, 1}, // 0.3: at least one unavailable; surge rounds up
+		{"40%", 6, 2, 3}, // 2.4
+		{"50%", 5, 2, 3}, // 2.5
 		{"100%", 4, 4, 4},
 		{"0%", 4, 0, 0},
 	} {
@@ -99,12 +99,12 @@ func TestWindows(t *testing.T) {
 		t    string
 		in   bool
 	}{
-		{"inside in Paris (UTC+1 in winter)", paris, "2026-11-21T01:30:00Z", true}, // Sat 02:30 Paris
-		{"before the start in Paris", paris, "2026-11-21T00:30:00Z", false},        // Sat 01:30 Paris
-		{"end is exclusive", paris, "2026-11-21T04:00:00Z", false},                  // Sat 05:00 Paris
-		{"wrong day", paris, "2026-11-20T01:30:00Z", false},                          // Fri 02:30 Paris
-		{"summer time shifts the UTC hours", paris, "2026-07-04T00:30:00Z", true},   // Sat 02:30 CEST
-		{"overnight, evening part", night, "2026-11-21T03:30:00Z", true},            // Fri 22:30 NY
+		{"inside in Paris (UTC+1 in winter)", paris, "2026-11-21T01:30:00Z", true},           // Sat 02:30 Paris
+		{"before the start in Paris", paris, "2026-11-21T00:30:00Z", false},                  // Sat 01:30 Paris
+		{"end is exclusive", paris, "2026-11-21T04:00:00Z", false},                           // Sat 05:00 Paris
+		{"wrong day", paris, "2026-11-20T01:30:00Z", false},                                  // Fri 02:30 Paris
+		{"summer time shifts the UTC hours", paris, "2026-07-04T00:30:00Z", true},            // Sat 02:30 CEST
+		{"overnight, evening part", night, "2026-11-21T03:30:00Z", true},                     // Fri 22:30 NY
 		{"overnight, after midnight belongs to Friday", night, "2026-11-21T06:30:00Z", true}, // Sat 01:30 NY
 		{"overnight, after midnight of Saturday", night, "2026-11-22T06:30:00Z", false},      // Sun 01:30 NY
 		{"overnight, after the end", night, "2026-11-21T07:30:00Z", false},                   // Sat 02:30 NY
@@ -120,7 +120,7 @@ func TestWindows(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	s := Spec{Name: "v2", Target: Target{"atoll.dev/version", "v2"},
-		Clusters: []ClusterStep{{Name: "a", Pools: []PoolStep{{Name: "general", MaxUnavailable: "0", MaxSurge: "0"}}}},
+		Clusters:    []ClusterStep{{Name: "a", Pools: []PoolStep{{Name: "general", MaxUnavailable: "0", MaxSurge: "0"}}}},
 		DrainPolicy: "later"}
 	err := s.Validate()
 	require.ErrorContains(t, err, "clusters[0].pools[0]: maxUnavailable and maxSurge cannot both be 0")
@@ -213,7 +213,7 @@ type fake struct {
 	maxOut    map[string]int // most unavailable at once by cluster/pool
 	order     []string       // clusters in the order a node was first cordoned
 	uid       int
-	blockOn   string // node name whose drain never finishes
+	blockOn   string         // node name whose drain never finishes
 	size      map[string]int // nodes per cluster/pool at the start
 	kv        []byte         // the stored progress
 	now       time.Time
