@@ -23,6 +23,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CronJobRunOutcome.
+const (
+	CronJobRunOutcomeActive    CronJobRunOutcome = "Active"
+	CronJobRunOutcomeFailed    CronJobRunOutcome = "Failed"
+	CronJobRunOutcomeSucceeded CronJobRunOutcome = "Succeeded"
+)
+
+// Valid indicates whether the value is a known member of the CronJobRunOutcome enum.
+func (e CronJobRunOutcome) Valid() bool {
+	switch e {
+	case CronJobRunOutcomeActive:
+		return true
+	case CronJobRunOutcomeFailed:
+		return true
+	case CronJobRunOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for IdentityRoles.
 const (
 	Admin     IdentityRoles = "admin"
@@ -118,15 +139,21 @@ func (e ScalerDecisionOutcome) Valid() bool {
 
 // Defines values for WorkloadDocumentKind.
 const (
-	App    WorkloadDocumentKind = "App"
-	JobSet WorkloadDocumentKind = "JobSet"
-	Pod    WorkloadDocumentKind = "Pod"
+	App     WorkloadDocumentKind = "App"
+	CronJob WorkloadDocumentKind = "CronJob"
+	Daemon  WorkloadDocumentKind = "Daemon"
+	JobSet  WorkloadDocumentKind = "JobSet"
+	Pod     WorkloadDocumentKind = "Pod"
 )
 
 // Valid indicates whether the value is a known member of the WorkloadDocumentKind enum.
 func (e WorkloadDocumentKind) Valid() bool {
 	switch e {
 	case App:
+		return true
+	case CronJob:
+		return true
+	case Daemon:
 		return true
 	case JobSet:
 		return true
@@ -208,6 +235,53 @@ type Counts struct {
 	Ready     int32 `json:"ready,omitempty,omitzero"`
 	Running   int32 `json:"running,omitempty,omitzero"`
 	Succeeded int32 `json:"succeeded,omitempty,omitzero"`
+}
+
+// CronJobRun defines model for CronJobRun.
+type CronJobRun struct {
+	Cluster       string            `json:"cluster"`
+	Failed        int32             `json:"failed,omitempty,omitzero"`
+	Name          string            `json:"name"`
+	Outcome       CronJobRunOutcome `json:"outcome"`
+	ScheduledTime time.Time         `json:"scheduledTime,omitempty,omitzero"`
+	Succeeded     int32             `json:"succeeded,omitempty,omitzero"`
+}
+
+// CronJobRunOutcome defines model for CronJobRun.Outcome.
+type CronJobRunOutcome string
+
+// CronJobStatus A CronJob's schedule and runs, in the cluster that holds it.
+type CronJobStatus struct {
+	// Active Runs in progress.
+	Active int32 `json:"active"`
+
+	// Cluster The member cluster that holds the CronJob now.
+	Cluster            string    `json:"cluster,omitempty,omitzero"`
+	LastScheduleTime   time.Time `json:"lastScheduleTime,omitempty,omitzero"`
+	LastSuccessfulTime time.Time `json:"lastSuccessfulTime,omitempty,omitzero"`
+
+	// Runs The Jobs the CronJob made that its cluster keeps (history limits), oldest first.
+	Runs      []CronJobRun `json:"runs,omitempty,omitzero"`
+	Suspended bool         `json:"suspended,omitempty,omitzero"`
+}
+
+// DaemonCounts defines model for DaemonCounts.
+type DaemonCounts struct {
+	Current int32 `json:"current"`
+	Desired int32 `json:"desired"`
+	Ready   int32 `json:"ready"`
+	Updated int32 `json:"updated"`
+}
+
+// DaemonStatus A Daemon's DaemonSet counters, summed over its clusters and per cluster.
+type DaemonStatus struct {
+	// Behind Clusters whose DaemonSet is not done (latest generation observed, every pod updated and ready).
+	Behind   []string                `json:"behind,omitempty,omitzero"`
+	Clusters map[string]DaemonCounts `json:"clusters,omitempty,omitzero"`
+	Current  int32                   `json:"current"`
+	Desired  int32                   `json:"desired"`
+	Ready    int32                   `json:"ready"`
+	Updated  int32                   `json:"updated"`
 }
 
 // DocumentMetadata defines model for DocumentMetadata.
@@ -506,6 +580,14 @@ type Workload struct {
 }
 
 // WorkloadDocument What a user writes. `spec` is the kind's spec (see AppSpec, JobSetSpec, PodSpec).
+// A CronJob's spec adds `schedule` (five-field cron, required), `timeZone` (IANA),
+// `concurrencyPolicy` (Allow, Forbid, Replace), `startingDeadlineSeconds` (default 30),
+// `successfulJobsHistoryLimit` (3), `failedJobsHistoryLimit` (1), `suspend`,
+// `parallelism`, `completions` and `backoffLimit`; it runs in one member cluster
+// and fires once per schedule time in the region. A Daemon (platform admins only:
+// 403 for anyone else) runs one pod per node selected by `placement.nodeSelector`
+// and `placement.tolerations` in every member cluster its placement matches;
+// its spec adds `maxUnavailable` (default 1).
 type WorkloadDocument struct {
 	// ApiVersion Example: atoll.dev/v1
 	ApiVersion string               `json:"apiVersion,omitempty,omitzero"`
@@ -528,7 +610,13 @@ type WorkloadList struct {
 type WorkloadStatus struct {
 	Clusters   map[string]Counts `json:"clusters,omitempty,omitzero"`
 	Conditions []Condition       `json:"conditions,omitempty,omitzero"`
-	Desired    int32             `json:"desired,omitempty,omitzero"`
+
+	// CronJob A CronJob's schedule and runs, in the cluster that holds it.
+	CronJob CronJobStatus `json:"cronJob,omitempty,omitzero"`
+
+	// Daemon A Daemon's DaemonSet counters, summed over its clusters and per cluster.
+	Daemon  DaemonStatus `json:"daemon,omitempty,omitzero"`
+	Desired int32        `json:"desired,omitempty,omitzero"`
 
 	// Events The latest Kubernetes events of the workload's objects.
 	Events             []KubeEvent `json:"events,omitempty,omitzero"`
@@ -9020,137 +9108,147 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9u2tuhfWaN7ZiJ1aNl5dM+uPWfuuGm6T3bT1idOT2ZulbsFkUsStkmABUDbasb//Q7WAl8SKUuO",
-	"7aa9+WRZIvFYL6w3Pg5ineVaoXJ2cPxxkAsjMnRo6L+XaWEdmjPhlv5fqQbHg9z/Ew2UyHBwPIj5iUE0",
-	"MPhbIQ0mg2NnCowGNl5iJvxrbpX7R60zUi0GNzfR4HWCWa4dqnj1A678Mwna2MjcSe3nOIU4lajcQbzU",
-	"FhVc4AqGwkGmrYOnz/4O8VIYEftljk5AgEFnVnAl3RLcEsGKDOkdoRKY6WTlHyiMsvTrXBrrQBcu1hmO",
-	"BxFva4kioX2EjTWWeODX2NxQJq7foFp4oDx99veoY4M/SJWUUFvbWp5H8E89O0cH2sCZTmAo1ApiYXFU",
-	"raYN5Aupkj0h/JPIcAva6M9+I54Z/W+M3ZZBc35i67i5cA6Nf/f//ioOfj86+ObD8NeD8OnjUfS3pzfl",
-	"96P//R+DTdje+NFtrpVFItFvRfIWfyvQOv9frJVDRR9FnqcyFh7sh/+2HvYfG+v4D4PzwfHgfx3W5H/I",
-	"v9rDV8Zow1O1cfduiWB4MpAWMpHOtckwgaFdKSeuIyjUhdJXCuYS08RGcGW0WoDfg41gJhKo+Wt0AniJ",
-	"ZsXPQm70LMXMj5tK6zAZ3ESDl1rNUxk/0tb0zKMP8FpaZ0GkBkWyguEpf3hFX48i4iGdo6H5IdFoQWkH",
-	"flErcBqks+Ap1pO3dcIhDH9RtshzbRwmEZSbGkX+CT/ab4V2nonnhUXm0Xgp1AJh+N/+l1fXMWKCyciD",
-	"5HttZjJJUD0OTGKRpmggEyvaZKLBLaWtVp6nwnkaeGIh16mMV61dJDouMlQOhrFOEKql1zsPLPPErsFA",
-	"lu+0ABDVIm5m9AUqSGUmHcHlJ+2+14VKHh4sP2mwRbwsyWWoDYHmUlo5S9FTgKsAR0t7p/UbYRb4uAxK",
-	"ct9zk5/aQ1soWthCOLwSKxBxjLmzYYE/CrUKcsQ+JmU9sWA8ixAiiSw8+6gim6EBPfeMpsA6gyKzkd+O",
-	"zVG5k3DiiblDA9O3/p+DU//PFCzGWiV2EIUjjbbTeKK9/CBepXK4QFrrTTT4RYnCLbWRv+Pj0NOlSGUC",
-	"scEElZMiJaz8osSlkKmYpY9AOadgcOHlmUVzKWOERCYs1pS9QgNSgZMZnvjvllItPCpY1DsNS3FZiqzk",
-	"wVGTGx2jtY8DlndNKSYtXGGaHoRDb1Y4kIpQd8tRFpEiVkLuSli4MtI5VKRYhEU09E1SFIw/Y5zEwI4m",
-	"0YqpMcBlpnWKQnlKWaJI3XLV/WMqZpjSICJJpN+XSM9ag6+pGJXOwQKOx7DuHPnM8bsXbnA8SITDA08U",
-	"m1pKNMg8iljkbfzG6lLHD7nW21e6DYdnWqediy9yv9Jk97X/rhV264C1XvdrqULSwzUKohpVHzrWEhD8",
-	"RrK61kaydJi1P2zbb0kr9ZaFMWK1sU4erHMxWjGYN5eyDX0GRWCujZ+8ulPYbjrkb26DKv1aDdSzamd0",
-	"umlZvF8KVytmlqWSReeNinVuUk5IheYtWieM20pzu9HMxjJzUdg+fjU8LSanbvcZrNN53j3iTSeYitKk",
-	"bW0nQcuwbswrlXv+rJ6zkrjRYC5kuvPDpCbv+myhlN/Ybk/bImYNcKfnu8DxXRDiP6ITiXBiEzD3ISf7",
-	"JVswDTeI9uecZzqBrLAO8LdCpKwZC7f0WjW/OB5Eu4ijLn7hs63jRElwczmv+TyLgFUgr43Egk6wSnmP",
-	"oFS1I2iZRtG6sv5WOHzj9Tr/z3g87qJqNhR3Fnrf+8fDab0u97YfOmRfEHbT9Of54PjX7RPRVt6iB6KH",
-	"zM2HLs2gaYREMNemDQG/4euDhT7wizmwFzI/0AHdB7n25GoGx3ORWgy4ROteJ7fLSEJdvdtOpF8GnaiN",
-	"dCy/bu9FJJlXR5II/PaTIvUf/ZtiwcgP3BpBxYgRsGiIIMEU6SGWeL2YXqAKonmdif/2opPpZbK50jNt",
-	"iTVJHyVjxyutTyzQzoKhcAKFRRAW3gjrDggUB6+/84vaYVbyNXUR0N00mprvN6WH5Jd2Ef/rZ3oyiBru",
-	"puAfCxoJI7kF8DBZL6Xchz7CJHd3baTB2r3Cqlt8dJCJcEtvPbK7E9MkglReoDce47HDLE+Fw3GlBthf",
-	"jz6MZeaxG+2h76xtjdcSlewZXuva6msy89xqc6OlP+U0yaTqUR50iluPKVRF5tdzKfGKPLoJXmLqnxhE",
-	"xOrNRdXbbEPwrU4RcjQdB1C9D1vMeqh7DTTlg9HaBsvddAHph2KGPWIsrs2kvdhUz3qZcYtSuw+fblNz",
-	"N3b4xmscZ8LFy80tGsz0JbaYr0/9qI4/i+5T1JfOJerFG8nW0O4oqPiq89dUqj7rL7lvOVlHZ/zgzZWF",
-	"dXQRXr+KGBvcz5Lc+8x7LCV047dCdgN/T+N5Df71ERXOptaZ5OfsQYCRsd+2tiLdRINY4HnwJG1I/v/S",
-	"V6DTpAyD5SnClbDNoz/RxSxtLJ19jSw6/Lzd4sGvuQ2E3mEMkhvK7mrbOOGwKbf1xSAaXEm3lOrA6RSN",
-	"ULGfiBWug6WmUyb8NxdpOhPxRadId8Is0O247EuRFrjTs2tIDmArd9IAQD9yzwk1m6gteX3dskcF0pHn",
-	"LENhC4MJDBOciyJ1x3DlfzYYo7zEZNTC9Tbm3LLhTCqZeWwc3bZ5HqRro+SP2qTdNNWxcKX3cptC9Rat",
-	"LkyM5Axe5MW77pMlGiidtGTDukn+07bfyepgBt95MU52yvYuYXRWy5w2IHqllNcIdva+0cMf+ue9D8W2",
-	"3MLdVdv/Lm3PNWVvq3EQ3OM7LfGdRMOT3LbIWiLzDL3LrW3fTU+Jt3d3PNC27bFFfDuMZQIN9gKs+wSz",
-	"O06wFVKDxvRRgEAYu7mRLnBugeQ2LWou076fdrVIavUnDLbVKqlZfDNpIyNvYmlSkS/liYUSIvYEfkej",
-	"QRsQM+sN8QyFsqA0+0Y2PbCLvLCdSOmQvA0KyDDTZvXtyuGd3pZpKl+e/XKHV3Od7D9jlzx8q9NUFx0y",
-	"ScyEqkI867E5PsjB6DTFBPx5D0OlHYXaJCZQKCfZbVgatyEcZ0e3BGfWD9qVP2elDc4cj9HGpF1j5Uth",
-	"W+rLS+2PdlIEzoxeGLTWPxoNzkRgl7c04rd9WoutTsc11U7Yyqivtslxt9+1QjBCwQzn2mAjhWKwVS3a",
-	"YQK/fakWoAt3ApjlbsX6Rlxv81OVZg4i7S7t/49WWNLRrfKe0FPO0MX2529e/5e0TpsOdwT5KC9F2qtu",
-	"v1siXMmEvS0o4iWQYxOkKoO9MPzb0Wg86OZHVTjsGTUV1sFSFyby+jxax3lrJ4Qd+jHMFBJmCmNI8NCY",
-	"EVgn0xTmkpBHaWW7QPb8zesfaYDbD/s1yNS76YFxGHfTJWuMNp0w0BZD9B0TTnwR8PX19Y5+zFQUKl7+",
-	"KK634U4aSLUXEw74efA0r+LVSSnI/by6KH9GO97NlOLHz74+umX2DBMp1NrkMETrZOZZCOZGZ4DXjCgp",
-	"UpgV8QU6G0GZDumxn4lrL4VH97Tsb76+ZdnffO2WkKOJ/aJSfBDgdTHGe20uUi0SqO1oT/7CnwQiXmJS",
-	"eupL/zgT5Y4kYxr5P+15vUwvHMLp2esyv8jWtHmXuSgA2s35PM4TC/TMeEd7bt3jSOM39hSVnNaAbyer",
-	"xiLFRkblultui21/iy7QXN5WE5mWYL7DWNpurZFl3Y7+hf0Cvgk6ITuC66dJJq3lWAsl6YmUsrWulitC",
-	"PnpDmDMivZVuLyQFq7sifqlmF/8u4Wf/7HmISXWqwm0P2yYxMSyf2AbHlGul5e0iSTmE2ZNwsMTgbSpR",
-	"GtQzwXltnBXJSaOx1mmir1TkSdwDLxPXnfpZyM1ualWK00ys3w6bHPOgTZWg7lKl8uBD2123WPO9dXiZ",
-	"jbjq4VtxXWpP1byU+ERRGI9Jzt+Uivbvf8nE9RoO7iO1YGt+ykymZVrfDmN9gu85PFQya82I1QprRPdL",
-	"gV7VLAniYXfUromV2zSceoKu1dUeh373wKf6k6JBoXqZ76dgW1JOKDqKvrul1wYlmoa+2YiclZ6AHde1",
-	"gc8QNmiY/l2QKc/oLjvuqjy/hW2lT8NSp4kF6UKGs3R0+rnCgoiNthaCKW83TWmRy/9BU54UncGYkC61",
-	"NZssPLY9Al4HRm6RIfyc57gc425x4ad5Qvm8cUgWDQ5dFhoVaLLCkdjejEA2sisGx4N/W63Gb8XVj8G4",
-	"baWjbVtuibBzfnod7w34VpH2ChJhg9vooMw86jk/BBQWDSWEoh3D1I83La2aJoyGFhFO8/w8x7isoOHP",
-	"ZzrxH0a30QZeB6/7QDidpuMELw8vn3YdQCUJlKfPaZ4PogHP6S153X3c7EogG8lYDULZC8VrqLoDdrod",
-	"xJ5ppCqwK7PAWs+90/KRaZA8CAqvHeRigZX+r1XDWhUL7MyL2c8ZXUmXu3uj1+i9zyl550TckHnY5f2K",
-	"y4zTPdJcqyTVDl1kP92WEmN63Q3OW8E/FDM0Ch2GjKLK5VlK7ic21H3YnZ0KdSJDxw72SrCkFBW7X1KA",
-	"nlk0l5j8Y99QdOXY63I/76mM2W5XYxOwEAultIMZnYoxJZShKc89OhLYib0z3BvZex1a7APmn36KA/Be",
-	"Ga7TF9glEpoexU3PdFmFci5VvEcmzFwqaZf7QGF71vllZQ7v4Lb1/7BXuFC2O52aMrD3yb9ei9OfoUrY",
-	"s/2LRzd//FZc8Ifv2GD7nvn7Vqf3bjUHodigDrQHmHzoQr3FuDDSrbz9nDEqZygMq9prmqki146jdFZt",
-	"QMA/378DKxcKE5itQFA1cYBxKCB7YuGf7384H5eVwaRs8/jVapbO5VxWI9Vcd2Q/K/Yp+SOUPfmVONBz",
-	"EApOvaISsjyPy9okC8PTPB9FMBMuXsK/9cxO1JC1kxFJCivVIvXGd2JheKaTURSESqlOt3JHf/fsBhlm",
-	"MzQTVWna8ItFY0H5hYET6QU4HZ6q1fGJmqh3S4MIC6OL3EZBlz2TKjjNjifqAL76qnLdnZ69tl99dQyc",
-	"TBTBAl1EdUIRsNgoU2rH/OLPVamp31mCs2KxkGpRjUORmggM2iIjx7fOI3ad0Zf0YaKg/AyeKao8qAjI",
-	"o3ASMmch1Qt74gGP1xiDXWKagvb7f4+zcx1foAureq2sXCxdtQrRPCHD0Tksq5+0gSuPKg9/69dy7o8k",
-	"c3DulaRX/DCt30sZtoCmrdzd6SgqExFDoahQiR+o8PIiqrwMFUpb+DmtM9kpddiCAKbUQPFDsSP9TxT7",
-	"cdRcLigJxXPAaAxvdYoWhGmlTB7DlFMwp+BPTBtN1LRKxZyCSK0uo3QV8GwEU0rRDL9nQvkjv1krezJR",
-	"lW1Ej1qqzk00cxDVmEUgPR178VTDqwmUF0dPQ4y2rlX1gAn12yfw4uj55gNrVcAnEyWUdst6y09sw8Ql",
-	"97CFF0cvOPlWALkQ1cKTICHmrQcLDCsOGBEIWV9hz39b3nD4N4I5Y4VpyoJWjJcK+z/g6uB/RFpgGS04",
-	"ph4JIqEdpGLhydUbXH4UOjZkRkfGRNGY4MSFB7r2nCg9+UsHQwofl1Etz44Qir5gVtgT8OaZH+vtq9Pv",
-	"fnw1UaVZUCUszXShktEY3pOpF1oycKKa0/6BstBwPOGMbUe2GovAhgd+EA0uS6Nu8HR8ND4iPS9HJXI5",
-	"OB48Hx+Nn3tTULglSf3Dy6eHTaU+BD+rUqnXyeB44A2hl+VDaz0Gnh0d3VupZbMCrqPgslrCTTR4cfS0",
-	"b7RqeYetWl166fntL9VF9P6NZ9/c/sZ6iTQdsEWWCbOq6q4D9a0dETBcY1dy+YqF5TAiidHBBz9eE0+H",
-	"H8Onm16M/QNLhD0CvnqruOsqxMdC19GL29+ougHcD369nhJ26g8XkYtYuhULe61Tkq4sDHbEdtRqNNNT",
-	"i1Q/cthsRHPzoZdWDuv84U8Zn2QHZ6W3Se5VIkuae8MzVRG2bzXbhPdCdI3M+Ju2DuxMgTd/OLkHJa+R",
-	"ZkKEeXQ7nTXatXzGLPP1LlM0+xO02eUcHbEEFzGAaPAOE+inysTDj4Is+5tPpPSos48Pj721jU9pA3Kx",
-	"9yAaFCp83DTuiJ+07ZDgL+mVz0aI91D1X5JEGfQwVBoUXoFdCpPYkdf9S0zWZLsftQZVeLumdVY+9IBI",
-	"b6ZAdyC+WsKdkXw/elMJr6ahweEwAUanCFQndiu4Dz+GTzeHIs/t4UeR5zeHXJtgDz/yhzvIi2bbLy8v",
-	"NrnnNM+Dou+n8FaUnvc0MhMUR3nA7mCdC4wL63QW1vfEgl9MBMIDmGPC9A03XfLmXZwXlJ0QrK2rpYyX",
-	"7XBlsGlsX8O2qiTkAbfakKqbW6ayjDKKVm3caSeCP8MFxA0rGHCG3UTlaA5ynZQ5t4m8lAkDJxiLp3lO",
-	"7a4SOxoDF7JYWOjQ+GniuURbHlMrmHKsLRDieFIcHT2PA6nSPxi+E3ne+p/f4K+mJ5xceZrnE+Vt2Lyw",
-	"SxAw96IrrECEjEsYvnj2DYiZvsQRW5Jt8XNW2OWPTfzct/LWqvDZSX171o3Eun4L8mKWsjP5r6Vo3U2G",
-	"fvLpd8bkEwAcXK1E1i1ZAcPKX2UbqT2edJtHYN1zZVexbOpYQ2cm9ul6Hnu9RkrItqAL9mSSj5/C6E56",
-	"qca5iBOlTcINxCigPg4TjunraaN2rIwTWLDUnm80hlP6YqKoIccMY50hzIs0XUEFzjKy61WHaqXkeHZi",
-	"BVbDXBv2Sc3ERXAvNVLTKVLMnWdOQPAeKIszk5a739mJSlAkqVToRXFshF0epFrnITM/eLB5V35mipZN",
-	"1Npu1fdCpoXBaRTARrPQfJXHnf6bifhiPFHsiz0uBz7wvx2ESEnU/jbRCuuvQu+HiSq/4KqBAxoXThlz",
-	"7EkPfcJg6dl6KSxCWTHQJa3+ga4MTD2gqlRl0/e01KuT7b8IkpYgOS3lBtHEbHXAMbdAl0P2f+8sO6KH",
-	"0M3+KFXswz6S8BMM2s8aCBvrmZKkmAYNvynErpZokKuPTmDK4awplGk2rJ2KieKECZZaXr+j+iexEFKN",
-	"TmBaqERPq27HDQFXKmdcXNQW2qH0ylYi3b+wWVI1UWW0hqZjafVp7gMCBgu2gqLOfv17uRA4OoiPICPr",
-	"zKNuIVkHfiovQt0ld9jEdEhJ9Aqy8Iaf5uJuTg0OAZbRX03RO9pBPlftjv9AzbAZTWZ3SKJr9bBLzO+v",
-	"CVa9uPriGpxZ/IDEHIqlNym5qqL+8wSfThvRV8pO5gRaCo1TiCJkLn96FKJ11Hy4Bb+HH/2893CgdYjY",
-	"qiL7NgH7FjmaPIgGP6vvMBOUIHpmELPcyVmreUBL2BYdhHneJMz7t5ubqeePGvPYzgx/sljHfYQu1hmK",
-	"8pNIi5B39QY3uIN9Q/bwoyfmm8NlXeHRaQu/EvESymIMQkPDwWQw9iZtckwlA1LlhbMwLIthKUmGu9iX",
-	"1UkRO5Iqlxg7yijhPtTshA73ZSfAiQqlO60ap3AvhX/varmKwgfhIBYZGeteW+NiJW8UcrFScLG1KsmE",
-	"1SoCRcZkqGQiE7zasLT+fd4lV15LB4mcz71dUeWI5AYvpS68LhHSgYSDFIV1rARO1PMjsD0GZrvS5gEZ",
-	"rT1Rjx5V0sMXY3PD2Kyr+QzGnsCrGqV2kfguhuc9nYLRrY9XN5FsOzGr/K9eMfA9JT97W8fzqlhIxa05",
-	"2W0FsxXfOUGNxkWGY86x60yjikW8pFqEzbjU+2odG1BZz9xMV1xvRdMOG9e6UEHKCWxe6vJbgcRf7Vtd",
-	"tty5sj4ppQWAxRRj50XS9AJX/0kSbAq5kMaCRb/qAJBYZ5mwJyDSlLvrZsLFy77lUGR6v/UQECrUse9R",
-	"ll6tYcgPjuBt2T31vO6eOh6PewFT9mzYYyVnXtez8nesXJvw9OioLpJ/enR01DtfWdLWuuCHK5n9e43C",
-	"5qddhc1dLodGeUxIqpy35XRZDtO1nqr6ZhsIPjyCqdsXOv1ZIW3A76rm3M/bYP10O8NDo6UbXTWERSlW",
-	"6+8+1bzYFt5rXsmQYKy9buApI3bp6njtEiLWTep7iEAY9CqFn6rUSao+sU8sNd4ew3tSVRRM1+7Bmkbh",
-	"ui2JyURxDnf/7VoglXXI2exzIbmRjOHUb//ZXcm40+39kgauXC77QnLtfjFmlvu3WDZKHHcyXJ4+ikvq",
-	"ZejV+Zm7kfb1Cj19vhMb831DxPfPdtlI81KVP07BY5w1agl6BMsOetThR69e3AQji6UItWvasOq/o+8b",
-	"rLZGri82RRC/knxR0TcwyJBpYPCEDNNQMuktssuyZ1c7Tbr3COlzEfYj7PFd3p9ACI+fy/wP8nBU3vq1",
-	"fgMPcZTfbiNV10XuZ0/1+OmoHK/N0Z/L2fc4tPlLKD/9/z2E8pc+LN8ilTS2K++4m4ZKQp71fZ2fh/VV",
-	"CYcfq883h6Gm8NN9/A8iH7pjB80e8Lvf/9obgA1XSL1sjfoZhmC/xFP/VLzdUatLLTZJdco110d36ck7",
-	"hmD7GL3ukdHphXwfOhpOqU5yWkYFaIFJWfcrLPzz/OefghHNj/6nZ7ApDLWZqOkpXT16DA6vHc94wPXH",
-	"01HUURt8zDELevCJhalMphMlKU0O8l0uBAoRgXCpNiXBcVBBKVJLuyqOYch3VJY31U4F32FZSZrRRC3Q",
-	"lUkmqfAcx5PitYhdugKtuo37ko15d5vGfZdPjIDY5RBrXALX6Z4scRIkggdbAsP1y5F6fYP0XmvePVsg",
-	"b6R2Vm076QZpVa1QKhBUBVy7MEOLOD86ezBP2o12qJS7EnXUZkcmD+bl7LwmvQXFP8xhWV/iRE2n19mq",
-	"817V5o3iaxFHpssvmdYb8afNHgch6bduuB2FO18bTQ/+iKjTHS2qOxwY19y3q/O4+CVfGJFQ9p1otJCA",
-	"b6US5AKgfi8WYmHMCgRwdlEApsJ0ouY6TfUVx3MS4cQxHIF1iVQwLKW55o4BhvtWUIdufiIMH4WuDTwk",
-	"0PgipUBxnOrqxnWdZYK6rVEUfRTBUz+MLlwEz/wnNCaaqOeA19JxPht9olvKBbmhZSZSOtNYTPGq/EcV",
-	"JhpF8MIfPByoWV//MUw/TgbUTXsyOP77UTQZLNFTy2Rw/OzFzbSzmuPVNcbnS0zT2wJ27+o9EtFSmpBZ",
-	"kO1qYWgwR+HCzZPlCedFKV7nKd2+xhpyd7wmC4k1/fr0rg2rKkHbERMq9eu9InTY0cGL+8K0agDYbV92",
-	"T9aqP2zJN0ltXUPXa86tbj2+u94jUt7+5vrJ8pRFcBsS51fSxXT/dLigvmJHyI12Oubmj18kfksPL6gM",
-	"NLCN5H+q1jlUSNaQaw+V1v65iPpUL/otA89pXusPvl5KPKTyleG0qddcH6jE6zZe09cG8lRIRc/ZicoN",
-	"zuV1MybnDR3qXFPZQJQB1DYgaIzpeKLOjL6WfFR0NQM6mIvY07+VCdZFgLOiMy3onBSnN37HO2dCVKvc",
-	"Fti+gxD7ATEPloxfv8IrhljfNHxm3sVYoGH9BAQcwfkMfdNYqWKs7z+4NwshADQo9Lyk8naJW0FM3cvv",
-	"vpj9lPSSmPdobBHuU6zUdCLePfXzN3rBYPkisNcFNrMtU49e2LaXJJz80XpP5b+63KY8zM/UR9vrV6VU",
-	"vweO4bTueviM4jdffLl/IV8uN8MJ9TNVAjU3GaR8Sco5MiJNMZU2uz9X7sfq/ZvPN0DTXR04PM3z4xpY",
-	"dMeGcHTJ3EmA2jH1/QRb2BxVgskomqiyajCCqXU6n8KQnbNBJeV2REkUWiIaTFHQjfXc+a9kuAvMvfk/",
-	"JRe8HytEuaZ0qUe4Dix8N+qtAqyZ9U6FgH79g6hxjQ1/ukNp4OeUKPFFmP3JhdlZb7NZuiowhK12DkzZ",
-	"VG6JNS2DQyrWyuoUITHiyh5TUIzvfvM2Jt8WVTp5Nm6Nmyjy7EStS+KGuTBOinRUvu1fG3tGZ0BNyeic",
-	"8oVRU04Y9e93XoNFFTnU69TLhZBlX8quspkpVeI4utJNuq5b3WAYQC5T6VYgLTyFA+AVHJZzjU54HWvX",
-	"pclGIQxHoKjNQ+jb0FKAJ6pxD9JQJJl0VEUQGpaHdsAhPx2cJjdh6RWjsaO6t8Vul5CJ+lI+asFaLnWi",
-	"ggudLdsxNIpf/Ja8GC6jeustYEu3u3F2ohqXMsq6rcaZ0Rm6JRYWbGxEHty8VlBWbuLlnG5UEE1UPce0",
-	"bBs1hSG37/mXTeW/vpqOqBBMKG6yy1fnmb6iojevH7S7V+Paxh6hW/HCH93hq1pIyaWhj/dBipeYNrAR",
-	"NTl6KNQqtGA+kCp0Bttaa3e11CKTvXXF75f6NHv9kDh5naBy0vVihPfwR6Lj/VKvdXyuWmdTC2vpuDND",
-	"N5gbTeVJhyzbyf/6wWshHMVg7bIw6eB4cEj2XRio9y7D0zPilDLQ3ain2PAMbWmF3qF5dQ3Bsc2qm7iN",
-	"Ovpj10OVe7/5cPP/AgAA//8=",
+	"7H1/c9u2suhXwfDdmUhnaNlO0jOn9tx546bpuWnT1tdOb2ZelXcFkSsJNQmwAGhZzfi738EuwB8SKUuO",
+	"7eb05i/LEgksdheL/Y2PUaLyQkmQ1kQnH6OCa56DBY3/vcpKY0Gfc7tw/woZnUSF+yeOJM8hOokSeiKK",
+	"Iw2/l0JDGp1YXUIcmWQBOXev2VXhHjVWCzmPbm/j6E0KeaEsyGT1A6zcMymYRIvCCuXmOGNJJkDag2Sh",
+	"DEh2BSs24Jblylh2/PwfLFlwzRMH5vCUcabB6hVbCrtgdgHM8BzwHS5TNlXpyj1Qamnw15nQxjJV2kTl",
+	"MIpiWtYCeIrr8AtrgHjgYGwuKOc3b0HOHVKOn/8j7ljgD0KmAWtrSyuKmH2vppdgmdLsXKVswOWKJdzA",
+	"sIKmjeQrIdM9MfwTz2EL2fDPfiOea/UbJHbLoAU9sXXcglsL2r37/3/lB38cHXz9YfDrgf/08Sj++/Ft",
+	"+H74f/8t2sTtrRvdFEoaQBb9hqcX8HsJxrr/EiUtSPzIiyITCXdoP/zNONx/bMDxbxpm0Un0fw5r9j+k",
+	"X83ha62VpqnatHu3AKZpMiYMy3k2UzqHlA3MSlp+E7NSXkm1lGwmIEtNzJZayTlzazAxm/KU1ftreMrg",
+	"GvSKnmWFVtMMcjduJoyFNLqNo1dKzjKRPNHS1NSRj8GNMNYwnmng6YoNzujDa/x6GOMeUgVonJ+lCgyT",
+	"yjIH1IpZxYQ1zHGsY29juQU2+EWasiiUtpDGLCxqGLsn3Gi/l8q6TTwrDdAeTRZczoEN/tP98vomAUgh",
+	"HTqUfKf0VKQpyKfBScKzDDTL+QoXmSpmF8JUkBcZt44HnhlWqEwkq9YqUpWUOUjLBolKgVWg1yv3W+aZ",
+	"WcOBCO+0EBDXIm6q1RVIlolcWMTLT8p+p0qZPj5aflLMlMkisMtAaUTNtTBimoHjAFshDkF7p9Rbrufw",
+	"tBsU5b7bTW5qh20uEbA5t7DkK8aTBAprPIA/crnycsQ8JWc9M0y7LYKERLZw20eW+RQ0UzO30SQzVgPP",
+	"TeyWYwqQ9tSfeHxmQbPJhfvn4Mz9M2EGEiVTE8X+SMPlNJ5og+/Fq5AW5oCw3sbRL5KXdqG0+AOehp+u",
+	"eSZSlmhIQVrBM6TKL5Jfc5HxafYEnHPGNMydPDOgr0UCLBUpiTVplqCZkMyKHE7ddwsh544UJOqtYgt+",
+	"HURW+uikKbRKwJinQcu7phQThi0hyw78oTctLRMSSXfHURajIhYwt+SGLbWwFiQqFh6Ihr6JioJ2Z4wV",
+	"4LejTpUkbvR4mSqVAZeOUxbAM7tYdf+Y8SlkOAhPU+HWxbPz1uBrKkalc5CAozGMvQQ6c9zquY1OopRb",
+	"OHBMsamlxFHuSEQib+M3Upc6fiiU2g7pNhqeK5V1Al8WDtJ0d9j/UBK6dcBar/s1qJD4cE2CuCbVhw5Y",
+	"PIHfClLX2kQWFvL2h23rDbxSL5lrzVcbcNJgncAoSWjeBGUb+TRwv7k2fnLqTmm6+ZC+uQur+Gs1UA/U",
+	"Vqts07J4v+C2VswMSSUD1hkV67tJWi4k6Aswlmu7led245kNMAtemr79qmlaSM/s7jMYq4qie8TbTjSV",
+	"waRtLScFQ7huzCukffG8nrOSuHE04yLb+WFUk3d9tpTSLWy3p02ZkAa40/Od6NBKfq+mF2UHsye11N3A",
+	"+l4I6BVs3th2v4Esc8foZ4kV147Ql9Xa4ug7mu1DF/mTBaRlBuk7QQPtyDX7Yq5DxNU+jrCOD/0YvqxE",
+	"wLqC4R94ZlhYCx6LupROsyPl1E/ltFXLFipLnSmwuYE5IW9jkotSGjdUodVcgzHuzR3o1mCAzeM/B9RF",
+	"OyBzAPtFMamWoy7848npl7sf5fBNRz1jZmW237sOp92r+V5N24DnPAValFO8wyqvAArDBgthrNIr0s6d",
+	"7auy1NkW6EJCZ81OJ1W99zYOK8ehTqVPeyVbkyE93bvY71sOuZJ9Ui8ptfZa4g78sJ+M3EfsdekiO27G",
+	"AFRcLSZMXQ/bj5j+bUm/PzP+wyVYljgsgjYxM2XuVF11DbrJHwZ3blFvi80tOoWFIGu8PeGrMMJyoQw0",
+	"JhXGexgksEHGreOzOcjgZ1FTZ5k4XZpU7UKlzC+bxIhDxbDFk32HdMV6YTX3VTlbPNd16vxvZjtvNf0I",
+	"lqfc8s09+RCGSb8p4X2xG/z3c0EznbK8NJbB7yXPyBXF7eKZCR6pDmHedTh2rZyMyQ4TLu04sd6QARkz",
+	"8jk48z/haDJW3rKYBd9WzFq+yHjdO3bBLbx1otr9Mxp1Hkjkmd3ZyvjOPe7N480NtM1MQIceUjfLfp5F",
+	"J79unwiXcgEOiQ4ztx+6TPGm1y9mM6XbGHALvjmYqwMHzIG5EsWB8uQ+KJTjcB2dzHhmwNMSjH2T3m2U",
+	"IOnq1XYS/drv8zbRIXzdXgtPc2f/p3GlCqWx47yCz4n4Xj12AjgJ1CVVNGYpZIAPkYnRS+laeK7v+7+/",
+	"7JQSokNcnyuDWzMoaOQlemYYrsx75k5ZaYBxw95yYw8QFQdvvl1XvnpmvfLHxAO5EOp9vyk99tCh1o3o",
+	"NIob8R0fkPL6MRG5hXA/WS+nPIQDgFju/uZ/Y2v3Cqtu8dHBJtwumJr5+CJkacwycQXMFJCMLOSFO9BH",
+	"ld1tfj36MBK5o268h4NhbWkESxy2p3+ta6lv0K9qV5sLDQGMszQXssdaVxlsPaaCSXctYIlmUgrXkLkn",
+	"ohi3uuy06NZMF5UBalSbB1C9DlNOe7h7DTXhwXhtgWE1XUj6oZxCjxjbZiFv26Zq2rsZt3iR7F62Tr9f",
+	"aWOFb53Gcc5tsthcooZckUm5u/5owH6K+tIJopq/FeR+3J0E1b7q/DUTss/dmj60nKxdBW7wJmQeji7G",
+	"61cREw37uW73PvOeSgnd+K0U3cjf01u9hv/6iPJnU+tMcnP2EECLxC1bGZ5tkoHP4dKHbjYk/3+oJVNZ",
+	"GvJOigzYkpvm0Z+qcpo1QKfgHokON2+3eHAwt5HQO4wGjPuYXZ2JltuWK05dRXG0FHYh5IFVGWguEzcR",
+	"KVwHC4WnjP9vxrNsypOrTpFuuZ6D3RHsa56VsNOza0T2aAsraSCgn7iXSJpN0oa9vu5KB8mExVBVDtyU",
+	"GlI2SGHGy8yesKX7WUMC4hrSYYvW2zbnlgXnQorcUePorsXTIF0LxQDQJu9mmUq4DeHCbQrVBRhV6gTQ",
+	"lp8X5bvukyWOpEpbsmHdKv9p2+9oddAG3xkYKzple5cwOq9lThsRvVLKaQQ7h7vw4Q/98z6EYhuWcH/V",
+	"9j+D7bmm7G01DrwjaCcQ3wnQNMldQNYSmWboBbe2fTc9Jc7e3fFA27bGFvPtMJb2PNiLsO4TzOw4wVZM",
+	"RY3pY48BP3ZzIV3o3ILJraEekfX9tKtFUqs/frCtVkm9xTfdsjk6FYNJhb6UZ4YFjJhT9gdoxZRmfGqc",
+	"IZ4Dl4ZJRb6RTXfsvChNJ1E6JG+DA3LIlV59s7Jwr7dFlolX57/c49VCpfvP2CUPL1SWqbJDJvEpl1VO",
+	"xbpTnA5yplWWQcrcec8GUlnMbRGQslJaQW7DYNz6/BczvCMbYv2gXblzVhjvzHEUbUzaNVax4KalvrxS",
+	"7mhHReDcx73co3F0zv12ucARv+nTWkx1Oq6pdtxURn21TPK+/6EkMM0lm8JMaWjkLEZb1aIdJnDLF3LO",
+	"VGlPGeSFXZG+kdTL/FSlmbI2dpf2/09JCHx0p7xH8oQZurb95ds3/0FxtY6DUlrQ1zzrVbffLYAtRUre",
+	"FuDJgqFjkwkZsqvY4O9Hw1HUvR9laaFn1Iwbyxaq1O0o3ylSB3/0M/kMVYoGMBozZsaKLGMzgcTbOTR4",
+	"+fbNjzjA3Yf9Gmbq1fTg2I+76ZLVWulOHCgDPt0NUso05eyrm5sd/ZgZL2Wy+JHfbKOd0CxTTkxYRs8z",
+	"x/MyWZ0GQe7mVWX4Gdoh7H5jgh4//+rojtlzSAWXa5OzARgrcoylzbTKGdwQoQTP2LRMrsCamIX6A0f9",
+	"nN84KTx8ILC//uoOsL/+yi5YATpxQGXwKMjr2hjvlb7KFE8bkUhD0XLtNh+kwVMf/OPElDuyjG4k3K5F",
+	"SVVelBbY2fmbkNBrat68z1yYcdST4YDjPDMMnxntaM+texxx/Maa4rDTGvjt3KoJz6BRwrDultti29+h",
+	"CzTB22oiIwj6W0iE6dYaHzGMm4LloiOb7SzNhTEUa8GseJ5hevRysULigzOEKTTurHRzJTA7rCvilyly",
+	"8e+S7+WeDfkqnapw28O2yUyEy2emGbv3sCJ4u0hSCmH2ZPgtwHubAkm9esYpkZzKEKhKI1EqS9VSxo7F",
+	"HfJyftOpn3XkZ0nK6zRuOWRyzLw2FVDdpUoV3oe2u26x5nvr8DJrvuzZt/wmaE/VvJgLgVEYR0kqmBAS",
+	"1+9+yfnNbilRe+XybU0InYos5NHvMNYn+J79Q3WaQp264CHcnsBGnNurmqVePOxO2jWxcpeGU0/QBV3t",
+	"ceh3D3yqPymOStm7+X7ytiUWYYDF6LtdOG1QUP7PZuQseAJ2hGuDnj5s0DD9uzATzuguO24Zzm9uWvVK",
+	"VW6hLykSFk8/WxrGE61MnenUkXxYiP8CHU6KzmCMz0/emhTnH9seAa8DI3fIEHrO7bgCkm5x4aZ5hgU0",
+	"ia/O8A5dn80VUJOXFsX2ZgSykV0RnUS/GSVHF3z5ozduW/nf28ANBPM5aRtJfjV+q0h7hQm/wG18EDKP",
+	"es4PzkoDGiswwIzYxI03CVZNE0cDA8DOiuKygCSUrNLnc5W6D8PRWLbSWhGzaWrYJKR1TNhgJq7hgApD",
+	"Eq1kzMJahzGbOJnlrMsJG7w5++lsGI/lJFGSZFiyOsfDbMIGZ1mmliEnKGYXUGQ8ATcC6l1Czr8FnmZC",
+	"hkDNpHLXsxdHOKypckm/V1PjxRxmC03Y4IUbiiIcHb8e40SUpzlxYxVc8yyDTJh8ErOJN82d7JogL03c",
+	"kaxmMxrglAmLab5OcVVyPaV2LN0rM6HBMCUTioJXKcIOQ+3kkxELSYtsUDEthtnd+9nqZCxfHr1A+cTl",
+	"ys0HmYEhQeD+LRTlLkqVAjOQQeIMn+mKTRCrjndG7rdL/EnpCUHY+JWiRH7BQnqnyFqmsJMp1Sss59ap",
+	"wKdjibKmZpWc3zQqvRp0O3b8dYf0gRsf14m4VVk2SuH68Pq4S8UJQqbKPy+KKI6Iq6M4OsdwreflKGSN",
+	"duo4u0qljQzAhnTaS66syYd7iITuqIST1EKW0JXOYow7MibhkYk/7oBJuLGs4HOojE4lGy4SPofOZKz9",
+	"IiDVkXb/EMiakO3zhN8793Vb1muoK9qjmKkqRepK0/VcuVuaeThV4iglHt4pibfx1l7mG+Z+9XrUMIn5",
+	"h3IKWoIFnzRXefWDcvLM+Fpis7PfrM7V6cDXXjUrmIVl9st7CbnY/9w326LyXXdFWPa0N0y3N72JWJZw",
+	"KZVlUyBBnMbNnHVGx07m09d3wnsjQbXDUHvEmqZP8XE/6PbudHd3CaCm03wz+BLOu0shkz2SvWZCCrPY",
+	"BwvbKxmvK4/PDpEJ9w8FPkppukv0sKpvn5q+tVSUc5ApBW9+ceSmj9/wK/rwLfkkfJXYnXGd3epYfQFr",
+	"nUvicfKhi/QGklILu7p0bBIKPbjuqp06k+i9tJix7XQx9v37d8yIuSRli2OHGo9j35TgmWHfv//hchS6",
+	"zaA9SeNX0CysLahUW8iZ6kjwl+Q2dQc26WWVOFAzxiU7c5qS1yVPQr27YYOzohjGbOr0NPabmpqxHJB6",
+	"NERJYYScZ6g8GjY4V059J6ESLMZWevQfbrt5jXAsK2OS/WJAGyYdYMzy7IpZtaY3mtFYjuW7hQZgc63K",
+	"wsTeXDsX0vuFT8bygP3tb5V3+uz8jfnb304Y5cvFbA42xtrz2NfIhKzxEb34c9W+xK0shWk5nws5r8bB",
+	"YKSzVEyZY2xHFTF5h/FL/DCWLHxGrbpK9YsZOs1OfXI4y9TcnDrEww0kzCwgy6ig6D1ML1VyBdZD9UYa",
+	"MV/YCgrePCH90TkIFfVKsyWq1M62d7BcuiNJH1w6lew1PYzwOylDRv6klZ4+GcYh19Y3H+EydQOVTl7E",
+	"lSOtImmLPmd1sQZmxxvGGXGq5/gB35H/x5JclXIm5phn5XbAcMQuVAaGcd3KCj5hE8oynmDBk3HGWJVt",
+	"PGE8MyoEoivkmZhN0Dzyv+dcuiO/2X/ldCzXLamcr1iqaAdh34KYCcfHTjzV+Goi5eXRsU9DqPufOMT4",
+	"nkCnzFllGw+sdZY5dbaWsot6yc9Mw4uDERDDXh69pPxyztBLLueOBZEwFw4tbFDtgCGikPQVCm615Q1l",
+	"OMRsRlQhnnJ2ItGlov4PsDr4L56VEAJiJ9h3i6e4gozPHbtqYcGNgseGM1ztAsYSx2SWXzmkK7cTBdXT",
+	"sQFmSITArduOzDcSYNPSnDIDdOpcvD779sfXYxmMkConb6pKmQ5H7D16M3ybL8rFtMo9EJpXkClphUVj",
+	"kURgI8gUxdF1sCqj49HR6Aj1vAIkL0R0Er0YHY1eOFuU2wVK/cPr48OmCeHj+1X5/Zs0Oomc2RXq/aK1",
+	"vlXPj44erH1Hs6tCRxOPCoTbOHp5dNw3WgXeYav/C7704u6X6sZM7o3nX9/9xnrbHTxgyzznelX18vHc",
+	"t3ZEbDg+MKrB54Yi5ShGow9uvCadDj/6T7e9FPsnBII9Ab16OwPVnS2eilxHL+9+o+ow9TD0dXqKX6k7",
+	"XHjBE2FXJOyVylC6kjDYkdpxq3lhT7ld/chhs7nh7YdeXjmsU+Q/ZXyUHVR40Wa516kIPPeWZqqCyN8o",
+	"sgkfhOkaxR+3bR3Y6hJu/3R290peI5MKGfPobj5rtAD8jLfMV7tM0ex51d4ul2B9nXeurt3BX+8dYtBP",
+	"lYmHHzla9refyOlxZ29IGntra8hgA1IDoSiOSuk/bhp3uJ+U6ZDgr/CVz0aI93D1X5JFCfVsIBWTsGRm",
+	"wXVqhk73D5Ss2XY/bvWq8HZN6zw89IhEb2b5dxC+AuHeRH4YvSngq2loUMSXM60yYFgKeSe6Dz/6T7eH",
+	"vCjM4UdeFLeHVH5jDj/Sh3vIi2YrWScvNnfPWVF4Rd9N4awoNetpjssxkPOIHWc7AUxKY1Xu4XtmmAMm",
+	"ZtwhmNIe8Btq5OnMu6QoMQHHW1vLhUgW7Yi8t2lMXxPgqurpEZfakKqbS8bKoxAorhZuleXen2E94QYV",
+	"DiiJdCwL0AeFSkNaeSquRUrI8cbiWVFgC9XUDEeMarUMmyvfTHTsdokyNKaSbELBPs+Io3F5dPQi8ayK",
+	"/4D/jhdF6396g76anFL+8FlRjKWzYYvSLBhnMye6PATcJxWzwcvnXzM+Vdfgg5Jt8XNemsWPTfo8tPLW",
+	"KmLbSX173k3EukSRFeU0I2fyX0vRup8M/eTT75zYxyPYu1qRrVuygg0qf5VpZK851m0egXUfv13Fsq5j",
+	"DZ3FBmfrpRo1jFhzYJgqyZOJPn7MFLHCSTXKPhhLpVNqSos5IyM/4Qi/njTKI0OcwDCDLZ+HI3aGX4wl",
+	"9pyZQqJyYLMyy1asQmeIIzvVoYIUHc+Wr5hRbKY0+aSm/Mq7lxrVFxiXpm6Gp4zTGjBROReGOiqbsUx9",
+	"kogTxYnmZnGQKVX44hPvwaZVuZkxWjaWa6uV33GRlRomsUcbzoLzVR53/G/Kk6vRWJIv9iQMfOB+O/CR",
+	"krj9baok1F/59iZjGb6gwpgDHJedEeXIk+57z7KF29YLboCFopguafVPsCEw9YiqUlUw0tOmua4n+SJI",
+	"WoLkLMgN5Inp6oBibp4vB+T/3ll2xI+hm/1ZqtiHfSThJxi0nzUSNuCZoKSYNLoyBmZZLkADFdidsgmF",
+	"syYsJPWQdsrHkhImSGo5/Q5L/PicCzk8ZZNSpmpS3aDREHBBOaP6ubbQ9tWFphLp7oXNqsGxDNEanI6k",
+	"1ae5DxAZJNhKjDo7+PdyIVB0EJ5ARtZ5Tt1Csg78VF6E+uaFQZPSPuvWKcjcGX6K+hdQ9rsPsAz/aore",
+	"0Q7yubpC40/UDJvRZHKHpKpWD7vE/P6aYNVuri+uQcnzj8jMvh/AJidXjQL+dYJPZ43oKzV/RamGoXEM",
+	"Ufjk/E+PQrSOmg930Pfwo5v3AQ60DhFbNR24S8BeAEWTozj6WX4LOcd01HMNkBdWTFv9MVrCtuxgzMsm",
+	"Yz683dysrnjSmMf2zfAvFut4iNDF+obC/CTUIsR9vcGN3UG+IXP40THz7eGiLmLqtIVf82TBQr0RkqHh",
+	"YNKQOJM2PcEMdiGL0ho2CPXemCRDNyOFAryYHEmVS4wcZVhT4svS/K1JIal/LH11WquMz9915t5bLlax",
+	"/8AtS3iOxrrT1qgezxmFVI/nXWytYklulIyZRGPSF+uhCV4tWBj3Pq2SmgsIy1Ixmzm7osoRKTRcC1Vi",
+	"zQBBwy3LgBtLSuBYvjhipsfAbBeTPeJGa0/Uo0cFfvhibG4Ym3XBqobEMXhVhtfug7CL4flAp2B85+PV",
+	"7XbbTswq/6tXDHyHyc++gXbB50JS91lyW7Hpiu4xw8treA4jyrHrTKNKeLLAyofNuNT7Co4NrKxnbmYr",
+	"KinEaQeNqwKx5uqUbV4U+HsJuL/aNwVuucdvfVJMC/BVQE4kTa5g9e8owSas4EIbZsBB7RGSqDzn5pTx",
+	"LKMG0ljX0wcORqb3gweRUJGOfI8ieLUGPj84ZhehQfBl3SB4NBr1Iia0JdkDknOn6xnxBzRKko6O6j4Q",
+	"x0dHR73zharN1qWRVKzv3mvU7h931e53uRwaxTg+qXLWltOh+KYLnqrWZxsKPjyBqdsXOv1ZAi7Arare",
+	"uZ+3wfrpdobDRks3WjaERRCr9Xefal5sC+81r/lKIVFON3CckdhsdbJ2sSXpJvXdloxrcCrFb1RKWN1S",
+	"iE8/M9hbfsTeo6oi2WTtbtVJ7K9wFZCOJeVw99/YyoQ0FiibfcYF9UrSlPrtPtulSDrd3q9w4Mrlsi8m",
+	"1+6spc3y8BbLRhXvTobL8ZO4pF75drSfuRtpX6/Q8YudtjHdYYn7/vkuC2le1PfnKXhEs0YtQY9g2UGP",
+	"Ovzo1Itbb2SRFMGOZBtW/bf4fWOrrbHry00RRK+kX1T0DQoSZhoUPEXD1JdMOovsGjorsHuPkD4XYT/B",
+	"nt7l/QmM8PS5zP9ED0flrV9rqfEYR/ndNlJ1Bfl+9lSPnw7L8do7+nM5+56GN3/x5af/20Mof+nD0vcV",
+	"aVfeUa8Kmfo864c6Pw/r20AOP1afbw99TeGn+/gfRT50xw6a1xz0BxB2DsD6a0lftUb9DEOwX+Kp/1J7",
+	"u6NWF7vIVvfpqVm3nrxjCLZvo9c9Mjq9kO99084J1klOQlQAAUxD3S837PvLn3/yRjQ9+u9ug03YQOmx",
+	"nJzhdfYnzMKNpRkPqP54Mow7aoNPKGaBDz4zbCLSyVgKQ017drnzykcEWJIJ96VdcEtBBSlRLe2qOGYD",
+	"uvec+TLOCad70StJMxzLOdiQZJJxt+NoUrjhic1W2CCpy7gP25hWt2ncd/nEEIldDrHG9Zud7slAEy8R",
+	"HNpSNli//6vXN4jvtebds8v3Rmpn1ZlWGJZzWUEoJONYBVy7MH0XRDc6eTBP2219sJS7EnXY1Eekj+bl",
+	"xEGJKepRW1j80xyW9T1l2Fd9fVt13tVfAbZxlHi+/JJpvRF/2uxx4JN+657yVMlO3eF904M/I+p0T4vq",
+	"HgfGDXUJ6zwufinmGu8sVow3Wkiwb4Tk6ALAfi+GJVzrFeOMsos8MiVkYzlTWaaWFM9JueUn7IgZmwrJ",
+	"BkGaK+oYoKlvBTahpyf88LHv2kBDMhyfZxgoTjIVcqkxWIQNBTGKPozZsRtGlTZmz90n0DoeyxcMboSl",
+	"fDb8lKgUr1NMIRE5z/BMIzFFULmP0k80jNlLd/BQoGYd/hM2+TiOsGH8ODr5x1E8jhbguGUcnTx/eTvp",
+	"rOZ4fQPJ5QKy7K6A3bt6jci0mCak52i7GjbQUAC3/nLVcMI5UQo3RYYXDJKG3B2vyX1iTb8+vWvDqkrQ",
+	"dsSEgn69V4QOOjp4UV+YVg0Aue1Dg3Al+8OWdFnaVhi6XrN2defx3fUesvL2N9dPlmMSwW1MXC6FTRYY",
+	"dMBU2Ho7skIrqxLqb/pF4rf08BLLQP22EfRP1ToHC8kacu2x0to/F1GfqXm/ZeB2mtP6va8XEw+xfGUw",
+	"aeo1NwcydbqN0/SVZkXGhcTnzFgWGmbiphmTc4YOdq6pbCDMAGobEDjGZDSW51rdCDoqupoBHcx44vjf",
+	"iBTqIsBp2ZkWdImK01u34p0zISootwW27yHEfgAovCXj4JewJIz1TUNn5n2MBRzWTYDI4ZTP0DeNETKB",
+	"+oqPB7MQPEK9Qk8ghQtU7kQxNui/PzD7KemBmfdobOGvDK3UdGTePfXzt2pOaPkisNcFNm1b4h41N20v",
+	"iT/54/W24X91uY15mJ+pj7bXr4qpfo8cw2ldZ/IZxW+++HL/Qr5caobj62eqBGpqMoj5kphzVPVofzhX",
+	"7sfq/dvPN0DTXR04OCuKkxpZeI0Mt3iP4qnH2gn2/WS+0z2k2DffVw1iq31VTNiAnLNeJaV2RGnsWyJq",
+	"yIAb9z91/gsb7goKW3Xrd2P5KNcE763xN97574a9VYD1Zr1XIaCDP4obNzXRp3uUBn5OiRJfhNm/uDA7",
+	"7202i7dh+rDVzoEpk4ktsaaFd0glShqVAUs1X5oTfy2EkGRj0oVowcmzcTHiWKJnJ27dgzgouLaCZ8Pw",
+	"tntt5DY6IcpfjEF3ok0oYdS933nTG1bkYK9TJxd8ln2QXaGZKVbiWLy1UNiuiwvZwKNcZMKumDDsmB0w",
+	"guAwzDU8JTjWbgQUjUIYikBhmwfft6GlAI9l46qvAU9zYbGKwDcs9+2AfX46swrdhMErhmPHdW+L3e7Z",
+	"4/W9k9iCNYA6lt6FTpbtiDWKX9ySnBgOUb31FrDB7a6tGcvGvaOibqtxrlUOdgGlYSbRvPBuXsMxKzd1",
+	"ck41KojGsp5jEtpGTdiA2vf8t8nEf/9tMgwXlWCTXbodUvcVFb1986jdvRo3k/YI3Wov/NkdvipAwi71",
+	"fbwPMriGrEGNuLmjB1yufAvmAyF9Z7CttXbLheK56K0rfr9QZ/mbx6TJmxSkFbaXIrSGP5Mc7xdqreNz",
+	"1TobW1gLS50ZutHcaCqPOmRoJ//rB6eFUBSDtMtSZ9FJdIj2nR+o97rOs3PcKSHQ3ain2PAMbWmF3qF5",
+	"dQ1Bsc2qm7iJO/pj10OFtd9+uP2fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

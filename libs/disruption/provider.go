@@ -96,7 +96,7 @@ func (k *KWOK) Replace(ctx context.Context, old *corev1.Node, r Replacement) err
 	}
 	var taints []corev1.Taint
 	for _, t := range old.Spec.Taints {
-		if true {
+		if !strings.HasPrefix(t.Key, "node.kubernetes.io/") {
 			taints = append(taints, t)
 		}
 	}

@@ -104,7 +104,7 @@ func (s *Service) move(ctx context.Context, name string) error {
 							Version: n.Labels[spec.Target.Label], Ready: ready(n)})
 					}
 				}
-				gate.Breach = s.gate(ctx, m, now)
+				gate.Breach = s.gate(ctx, m, pr.p.Phase == plan.PhaseSoaking, now)
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func (s *Service) move(ctx context.Context, name string) error {
 			s.breachSince[name] = now
 		}
 		if now.Sub(since) < GateGrace {
-			gate.Breach = ""
+			gate.Hold, gate.Breach = gate.Breach, ""
 		}
 	} else {
 		delete(s.breachSince, name)
@@ -419,8 +419,11 @@ func (s *Service) publish(ctx context.Context, name string, pr *progress, evs []
 	}
 }
 
-// gate reads the SLO gate of cluster m: "" when it holds.
-func (s *Service) gate(ctx context.Context, m *member, now time.Time) string {
+// gate reads the SLO gate of cluster m: "" when it holds. While a wave
+// soaks, its displaced workloads must be back in full: an App shard
+// below its desired count breaches; otherwise (a wave in flight) only one
+// below its availability budget does.
+func (s *Service) gate(ctx context.Context, m *member, soaking bool, now time.Time) string {
 	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
 	if err != nil {
 		return "cluster " + m.name + " API unreachable"
@@ -467,6 +470,9 @@ func (s *Service) gate(ctx context.Context, m *member, now time.Time) string {
 		allowed := n
 		if kind == "minAvailable" {
 			allowed = int(sh.Desired) - n
+		}
+		if soaking {
+			allowed = 0
 		}
 		if int(sh.Desired-sh.Ready) > allowed {
 			return "App " + key + " below its budget in " + m.name + ": " + strconv.Itoa(int(sh.Ready)) + "/" + strconv.Itoa(int(sh.Desired)) + " ready"

@@ -31,11 +31,14 @@
 // The gate of the current cluster breaches when its API server does not
 // answer (never read as healthy or as "all nodes down"), when an App's
 // shard there has fewer ready replicas than its availability budget
-// allows (bucket status, budget from bucket workloads), or when pods have
-// been Pending there for longer than PendingGrace. A breach pauses the
-// plan (plan.PausedBy gate) and, with rollback uncordon, uncordons the
-// in-flight nodes whose drain has not finished; later clusters are not
-// touched until an operator resumes.
+// allows (bucket status, budget from bucket workloads) — while a wave
+// soaks, below its desired count: the workloads a wave displaced must be
+// back in full — or when pods have been Pending there for longer than
+// PendingGrace. A breach must last GateGrace (status lags the clusters);
+// while it is being confirmed nothing new starts and no soak ends. Then it
+// pauses the plan (plan.PausedBy gate) and, with rollback uncordon,
+// uncordons the in-flight nodes whose drain has not finished; later
+// clusters are not touched until an operator resumes.
 //
 // # Events
 //

@@ -85,12 +85,15 @@ func TestDaemonOnEveryMatchingNodeOfEveryCluster(t *testing.T) {
 	code, body = post(t, project, reg.AdminToken, daemonDoc)
 	require.Equal(t, http.StatusCreated, code, body)
 
-	// want is the matching nodes per cluster.
+	// want is the matching nodes per cluster: the region's fleet.
 	want := map[string][]string{}
 	for _, c := range reg.Env.Clusters {
-		for i := range nodesPerZone {
-			want[c.Name] = append(want[c.Name], fmt.Sprintf("general-%d", i))
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node.kubernetes.io/instance-type=m6i.4xlarge"})
+		require.NoError(t, err)
+		for _, n := range nodes.Items {
+			want[c.Name] = append(want[c.Name], n.Name)
 		}
+		require.Len(t, want[c.Name], nodesPerZone, "matching nodes in %s", c.Name)
 	}
 	onePerNode := func(c *assert.CollectT) {
 		for _, cl := range reg.Env.Clusters {

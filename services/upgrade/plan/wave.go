@@ -68,8 +68,13 @@ type PoolNode struct {
 
 // Gate is the SLO gate's reading of the current cluster.
 type Gate struct {
-	// Breach says why the gate does not hold ("" when it does).
+	// Breach says why the gate does not hold ("" when it does): the plan
+	// pauses.
 	Breach string
+	// Hold says a breach is being confirmed (it must last a grace period
+	// before it pauses the plan): nothing new starts meanwhile and a soak
+	// does not end.
+	Hold string
 }
 
 // Event is something that happened to the plan, published on
@@ -204,6 +209,9 @@ func Advance(s *Spec, p Progress, ctl Control, pool []PoolNode, gate Gate, now t
 	}
 	if p.Cluster >= len(s.Clusters) {
 		p.Phase = PhaseDone
+		return p, nil, evs
+	}
+	if gate.Hold != "" {
 		return p, nil, evs
 	}
 	inFlight := len(p.InFlight())
