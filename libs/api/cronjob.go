@@ -21,11 +21,17 @@ import (
 // the times after the move, and a time the old cluster fired before it
 // was lost is never fired again. The times between the loss and the move
 // are skipped, not caught up: a catch-up could repeat a time the old
-// cluster fired after its last observation. When the lost cluster comes
-// back, its stale CronJob is removed by the propagator; the rendered
-// startingDeadlineSeconds (StartingDeadlineSeconds, default
-// DefaultCronStartingDeadlineSeconds) bounds how late that cluster's
-// controller may still fire a missed time before it is removed.
+// cluster fired after its last observation.
+//
+// The limit: a lost cluster cannot be fenced from outside. When it comes
+// back, the propagator removes its stale CronJob, but its own CronJob
+// controller may get there first and fire the latest missed time, if that
+// time is less than startingDeadlineSeconds old (StartingDeadlineSeconds,
+// default DefaultCronStartingDeadlineSeconds), a time the new cluster
+// already fired. Seen in the end-to-end test: a cluster that came back 4 s
+// after a minute fired that minute again. The stale CronJob may also fire
+// its next time if it outlives it: the propagator's retries of a cluster
+// it could not reach back off up to 30 s.
 const KindCronJob = "CronJob"
 
 func init() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,7 +34,7 @@ var RolloutPolicies = []string{RolloutPause, RolloutRollbackZone, RolloutRollbac
 
 // Rollout defaults.
 const (
-	DefaultRolloutBake     = 30 * time.Second
+	DefaultRolloutBake     = 10 * time.Second
 	DefaultRolloutDeadline = 10 * time.Minute
 )
 
@@ -43,7 +44,7 @@ type RolloutStrategy struct {
 	// sorted order. Empty: the zones' sorted order.
 	Order []string `json:"order,omitempty"`
 	// BakeSeconds is how long a zone must stay fully available on the new
-	// template before the next zone starts (default 30).
+	// template before the next zone starts (default 10).
 	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
 	// DeadlineSeconds is how long a zone may take to become fully
 	// available before it counts as failed (default 600).
@@ -273,3 +274,14 @@ const (
 // AnnoTemplate on an App's Deployment is the TemplateHash of the template
 // it runs, so the rollout controller can tell which revision a zone has.
 const AnnoTemplate = "atoll.dev/template"
+
+// validatePodLabels checks a pod template's labels: label syntax, and
+// none of the platform's own (atoll.dev/), which find and select pods.
+func validatePodLabels(field string, m map[string]string, fe *FieldErrors) {
+	validateLabels(field, m, fe)
+	for k := range m {
+		if strings.HasPrefix(k, "atoll.dev/") {
+			fe.add(field+"."+k, CodeInvalid, "labels under atoll.dev/ are the platform's")
+		}
+	}
+}

@@ -24,6 +24,9 @@ type PodTemplate struct {
 	Volumes []Volume `json:"volumes,omitempty"`
 	// ServiceAccount the pod runs as (default "default").
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// Labels are put on every pod (the platform's own atoll.dev/ labels
+	// are reserved); a change rolls the pods like any template change.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Container is one container of a pod.
@@ -225,6 +228,7 @@ var (
 func IsDNSLabel(s string) bool { return len(s) <= 63 && dnsLabel.MatchString(s) }
 
 func (t *PodTemplate) validate(path string, fe *FieldErrors) {
+	validatePodLabels(path+".labels", t.Labels, fe) // rollout.go
 	if len(t.Containers) == 0 {
 		fe.add(path+".containers", CodeRequired, "at least one container is required")
 	}

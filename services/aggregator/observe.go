@@ -54,6 +54,9 @@ type deploymentObservation struct {
 	// Template is the hash of the pod template it runs (api.AnnoTemplate),
 	// for zone-by-zone rollouts (rollouts.go).
 	Template string `json:"template,omitempty"`
+	// Failing counts pods of its current template that failed or
+	// crash-loop (rollouts_observe.go).
+	Failing int32 `json:"failing,omitempty"`
 }
 
 type jobObservation struct {
@@ -156,6 +159,7 @@ func observe(pods []*corev1.Pod, dep *appsv1.Deployment, job *batchv1.Job) *obse
 			Generation: generationOf(d.Annotations), Observed: d.Status.ObservedGeneration >= d.Generation,
 			Replicas: d.Status.Replicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
 			Template: d.Annotations[api.AnnoTemplate],
+			Failing:  failingPods(pods, d),
 		}
 	}
 	if j := job; j != nil {

@@ -132,6 +132,9 @@ func (t *rolloutTerm) reconcile(ctx context.Context, key string) error {
 	}
 	we, ok := t.workloads.Get(key)
 	if !ok {
+		t.mu.Lock()
+		delete(t.ensured, key)
+		t.mu.Unlock()
 		if rev != 0 {
 			if err := t.kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 				return fmt.Errorf("delete rollout %s: %w", key, err)
@@ -205,7 +208,7 @@ func (t *rolloutTerm) input(w *api.Workload, spec *api.AppSpec) (rollout.Input, 
 		} else {
 			// Available counts old pods too while they remain.
 			z.UpdatedAvailable += min(d.Updated, max(0, d.Available-(d.Replicas-d.Updated)))
-			if o.Failed > 0 && d.Available-(d.Replicas-d.Updated) < desired {
+			if d.Failing > 0 && d.Available-(d.Replicas-d.Updated) < desired {
 				z.CrashLooping = true
 			}
 		}

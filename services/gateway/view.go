@@ -26,6 +26,9 @@ func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
 	}
 	if c := w.Control; !c.IsZero() {
 		out.Control = computeapi.Control{Paused: c.Paused, Stopped: c.Stopped, RestartedAt: c.RestartedAt, ContainerRestarts: c.ContainerRestarts}
+		if r := c.Rollout; r != nil {
+			out.Control.Rollout.Paused, out.Control.Rollout.At, out.Control.Rollout.Op = r.Paused, r.At, computeapi.ControlRolloutOp(r.Op)
+		}
 	}
 	return json.Marshal(out)
 }
@@ -59,6 +62,7 @@ func statusView(st *api.Status) computeapi.WorkloadStatus {
 	for _, e := range st.Events {
 		v.Events = append(v.Events, computeapi.KubeEvent{Cluster: e.Cluster, Object: e.Object, Type: e.Type, Reason: e.Reason, Message: e.Message, Time: e.Time})
 	}
+	kindStatusView(st, &v) // view_kinds.go
 	return v
 }
 

@@ -244,7 +244,11 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 	if sh.PoolTier == api.PoolTierReserved {
 		reservedPool(&spec)
 	}
-	podLabels := selector(w)
+	podLabels := maps.Clone(t.Labels) // the user's first: the platform's win
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	maps.Copy(podLabels, selector(w))
 	podLabels[api.LabelManaged] = "true"
 	podLabels[api.LabelProject] = w.Metadata.Project
 	podLabels[api.LabelShard] = sh.Cluster

@@ -53,8 +53,15 @@ func (s *Service) store(ctx context.Context, name string, pr *progress) error {
 	return nil
 }
 
-// move runs one tick of plan name.
-func (s *Service) move(ctx context.Context, name string) error {
+// move runs one tick of plan name; it reports whether the plan is
+// unfinished. A plan behind another unfinished one (first) holds: it
+// starts no wave.
+func (s *Service) move(ctx context.Context, name, first string) (active bool, err error) {
+	err = s.moveOnce(ctx, name, first, &active)
+	return active, err
+}
+
+func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool) error {
 	var spec plan.Spec
 	if _, err := get(ctx, s.kv, SpecKey(name), &spec); err != nil {
 		return err
@@ -81,6 +88,7 @@ func (s *Service) move(ctx context.Context, name string) error {
 	if pr.p.Phase == plan.PhaseDone || pr.p.Phase == plan.PhaseAborted {
 		return nil
 	}
+	*active = true
 	now := time.Now()
 
 	// The current pool and the gate.
@@ -104,7 +112,7 @@ func (s *Service) move(ctx context.Context, name string) error {
 							Version: n.Labels[spec.Target.Label], Ready: ready(n)})
 					}
 				}
-				gate.Breach = s.gate(ctx, m, pr.p.Phase == plan.PhaseSoaking, now)
+				gate.Breach = s.gate(ctx, m, pr.p.Phase == plan.PhaseSoaking, rotationStart(pr.p, cname), now)
 			}
 		}
 	}
@@ -123,6 +131,9 @@ func (s *Service) move(ctx context.Context, name string) error {
 	} else {
 		delete(s.breachSince, name)
 	}
+	if first != "" && gate.Breach == "" {
+		gate.Hold = "plan " + first + " rotates first"
+	}
 	next, start, evs := plan.Advance(&spec, pr.p, ctl, pool, gate, now)
 	surged := 0
 	for _, n := range next.InFlight() {
@@ -136,6 +147,12 @@ func (s *Service) move(ctx context.Context, name string) error {
 		}
 	}
 	for _, n := range start {
+		if nodes != nil && nodes[n.UID] == nil {
+			// Deleted before it started (remediation replaced it): never
+			// leased; its replacement is rotated in a later wave.
+			n.State, n.Since, n.Why = plan.NodeGone, now, "deleted before it started"
+			continue
+		}
 		if err := s.acquire(ctx, &spec, n, nodes, surged); err != nil {
 			s.log.Info("node not started", "plan", name, "node", n.Name, "why", err)
 			continue
@@ -255,7 +272,7 @@ func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, no
 	// the wave's max unavailable plus this plan's surged nodes in flight
 	// (leased already, counted by the ledger, but not unavailable), so
 	// remediation's nodes and the plan's together stay within it.
-	budget := disruption.Budget{}
+	budget := disruption.Budget{Cluster: disruption.Limit(spec.ClusterBudget)}
 	if !n.Surge {
 		total := 0
 		for _, k := range nodes {
@@ -298,7 +315,11 @@ func (s *Service) observe(ctx context.Context, m *member, n *plan.Node, nodes ma
 			}
 		}
 	}
-	o.WorkloadsAvailable = s.noPending(ctx, m)
+	since := n.DrainStarted
+	if since.IsZero() {
+		since = n.Since
+	}
+	o.WorkloadsAvailable = s.noPending(ctx, m, since)
 	return o
 }
 
@@ -323,11 +344,32 @@ func (s *Service) empty(ctx context.Context, m *member, node string) bool {
 	return true
 }
 
-// noPending reports whether no pod of m is Pending (the displaced
-// workloads are running again).
-func (s *Service) noPending(ctx context.Context, m *member) bool {
+// noPending reports whether no pod of m made since (the displaced
+// workloads' new pods) is Pending: they run again. Pods pending from
+// before (an unschedulable notebook) are not the rotation's.
+func (s *Service) noPending(ctx context.Context, m *member, since time.Time) bool {
 	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
-	return err == nil && len(pods.Items) == 0
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		if !p.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
+			return false
+		}
+	}
+	return true
+}
+
+// rotationStart is when the plan's first drain in cluster started (zero
+// before any): pods made since may be the rotation's.
+func rotationStart(p plan.Progress, cluster string) time.Time {
+	var first time.Time
+	for _, n := range p.Nodes {
+		if n.Cluster == cluster && !n.DrainStarted.IsZero() && (first.IsZero() || n.DrainStarted.Before(first)) {
+			first = n.DrainStarted
+		}
+	}
+	return first
 }
 
 // act performs one side effect, idempotently.
@@ -423,13 +465,14 @@ func (s *Service) publish(ctx context.Context, name string, pr *progress, evs []
 // soaks, its displaced workloads must be back in full: an App shard
 // below its desired count breaches; otherwise (a wave in flight) only one
 // below its availability budget does.
-func (s *Service) gate(ctx context.Context, m *member, soaking bool, now time.Time) string {
+func (s *Service) gate(ctx context.Context, m *member, soaking bool, since, now time.Time) string {
 	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
 	if err != nil {
 		return "cluster " + m.name + " API unreachable"
 	}
 	for _, p := range pods.Items {
-		if now.Sub(p.CreationTimestamp.Time) > PendingGrace {
+		made := p.CreationTimestamp.Time
+		if !since.IsZero() && !made.Before(since.Truncate(time.Second)) && now.Sub(made) > PendingGrace {
 			return "pod " + p.Namespace + "/" + p.Name + " pending for over " + PendingGrace.String()
 		}
 	}

@@ -33,8 +33,9 @@
 // shard there has fewer ready replicas than its availability budget
 // allows (bucket status, budget from bucket workloads) — while a wave
 // soaks, below its desired count: the workloads a wave displaced must be
-// back in full — or when pods have been Pending there for longer than
-// PendingGrace. A breach must last GateGrace (status lags the clusters);
+// back in full — or when pods made since the plan's first drain there
+// have been Pending for longer than PendingGrace (older pending pods are
+// not the rotation's). A breach must last GateGrace (status lags the clusters);
 // while it is being confirmed nothing new starts and no soak ends. Then it
 // pauses the plan (plan.PausedBy gate) and, with rollback uncordon,
 // uncordons the in-flight nodes whose drain has not finished; later
@@ -48,6 +49,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,11 +226,24 @@ func (s *Service) reconcile(ctx context.Context) error {
 	for k := range keys.Keys() {
 		names = append(names, strings.TrimPrefix(k, "plan."))
 	}
-	slices.Sort(names)
-	var errs []error
+	// One plan rotates at a time: the oldest unfinished one (by its
+	// spec's revision); the others hold until it is done or aborted.
+	revs := map[string]uint64{}
 	for _, name := range names {
-		if err := s.move(ctx, name); err != nil {
+		if e, err := s.kv.Get(ctx, SpecKey(name)); err == nil {
+			revs[name] = e.Revision()
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(revs[a], revs[b]) })
+	var errs []error
+	first := ""
+	for _, name := range names {
+		active, err := s.move(ctx, name, first)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("plan %s: %w", name, err))
+		}
+		if active && first == "" {
+			first = name
 		}
 	}
 	return errors.Join(errs...)

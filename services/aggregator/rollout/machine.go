@@ -31,8 +31,12 @@
 // (rollout-paused), and RollbackZone returns that zone to the stable
 // template, RollbackAll every zone (rollout-rolled-back). Resume retries
 // the failed zone; undo returns every zone to the stable template and
-// abandons the target. Scaling changes a zone's desired count only: a
-// zone baking that loses full availability starts its bake again.
+// abandons the target. Scaling is allowed at any time and changes a
+// zone's desired count only (the scheduler keeps dividing replicas across
+// the zones; done zones get the new template's pods, zones not started
+// the stable one's): the zone being updated must reach its new size, and
+// a zone baking that loses full availability (a scale re-applies its
+// Deployment) starts its bake again.
 // Availability during a zone's update is the Deployment's: the
 // propagator sets its rolling update from the App's availability budget.
 package rollout

@@ -122,8 +122,8 @@ func printWorkloads(out io.Writer, ws []computeapi.Workload, now time.Time) {
 	defer tw.Flush()
 	fmt.Fprintln(tw, "KIND\tNAME\tPHASE\tREADY\tZONES\tGEN\tAGE")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", w.Kind, w.Metadata.Name, phase(w),
-			w.Status.Ready, w.Status.Desired, zonesLine(w.Status.Zones), w.Metadata.Generation, age(w.Metadata.Created, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", w.Kind, w.Metadata.Name, phase(w),
+			readyColumn(w, now), zonesLine(w.Status.Zones), w.Metadata.Generation, age(w.Metadata.Created, now)) // kinds_view.go
 	}
 }
 
@@ -179,6 +179,7 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	}
 	counts("Zones", "ZONE", st.Zones)
 	counts("Clusters", "CLUSTER", st.Clusters)
+	describeKind(out, w, now) // kinds_view.go
 
 	if len(st.Conditions) > 0 {
 		fmt.Fprintf(out, "\nConditions:\n")

@@ -191,7 +191,8 @@ func (f *firings) snapshot() ([]time.Time, map[time.Time][]firing) {
 // every-minute CronJob fires once per minute in the whole region (Jobs
 // counted in every cluster by their scheduled time); when its cluster's
 // API server is frozen, the scheduler moves it and the next firings
-// happen in another cluster, no schedule time twice.
+// happen in another cluster, no schedule time twice while the cluster is
+// lost. When it comes back its stale CronJob is removed.
 func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	needRegion(t)
 	ctx := context.Background()
@@ -318,6 +319,26 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 		_, err := lost.Client.BatchV1().CronJobs(api.Namespace(project)).Get(lctx, name, metav1.GetOptions{})
 		assert.True(c, apierrors.IsNotFound(err), "stale CronJob still in %s: %v", first, err)
 	}, 90*time.Second, 500*time.Millisecond)
+	// Not asserted: a cluster that comes back within startingDeadlineSeconds
+	// of a schedule time may fire it once more before its CronJob is
+	// removed (the known limit stated in api.KindCronJob); logged here.
+	latest := map[time.Time]int{}
+	for _, c := range reg.Env.Clusters {
+		jobs, err := c.Client.BatchV1().Jobs(api.Namespace(project)).List(ctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name})
+		require.NoError(t, err)
+		for _, j := range jobs.Items {
+			if at, err := time.Parse(time.RFC3339, j.Annotations[batchv1.CronJobScheduledTimestampAnnotation]); err == nil {
+				latest[at]++
+			}
+		}
+	}
+	var twice []time.Time
+	for at, n := range latest {
+		if n > 1 {
+			twice = append(twice, at)
+		}
+	}
+	t.Logf("after %s came back: schedule times fired twice in all: %v", first, fmtTimes(twice))
 }
 
 func fmtTimes(ts []time.Time) string {

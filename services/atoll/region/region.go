@@ -91,6 +91,9 @@ type Options struct {
 	Dir string
 	// Zones get one member cluster each (default a, b, c).
 	Zones []string
+	// ZoneConfigs are extra kwokctl configuration files per zone (e.g.
+	// KWOK Stages: given any, they replace all default stages there).
+	ZoneConfigs map[string][]string
 	// Nodes is the default fleet per zone: nodes of 16 CPU and 64 GiB
 	// (0 means 10; negative means none).
 	Nodes int
@@ -222,7 +225,11 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	debug := &testenv.DebugSim{LogsFile: r.PodLogFile, ExecWorkDir: filepath.Join(o.Dir, "exec")}
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug, MetricsServer: o.MetricsServer}, testenv.Zones(o.Zones...)...)
+	specs := testenv.Zones(o.Zones...)
+	for i := range specs {
+		specs[i].ConfigFiles = o.ZoneConfigs[specs[i].Zone]
+	}
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug, MetricsServer: o.MetricsServer}, specs...)
 	if err != nil {
 		r.closeBus()
 		return nil, err

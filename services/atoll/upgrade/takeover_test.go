@@ -81,22 +81,32 @@ func TestLeaderKillPauseResume(t *testing.T) {
 		Clusters: []plan.ClusterStep{{Name: m.Name, Pools: []plan.PoolStep{{Name: "general", MaxUnavailable: "2"}}}}}
 	putJSON(t, upgrade.SpecKey(spec.Name), spec)
 
-	// Mid-wave: nodes in flight, past their cordon.
+	// Mid-wave: two nodes past their cordon, one of them mid-drain (the
+	// App's budget lets one of its pods go at a time).
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		p := progressOf(ct, spec.Name)
-		inFlight := 0
+		past, draining := 0, 0
 		for _, n := range p.InFlight() {
 			if n.State == plan.NodeCordoned || n.State == plan.NodeDraining {
-				inFlight++
+				past++
+			}
+			if n.State == plan.NodeDraining {
+				draining++
 			}
 		}
-		assert.Positive(ct, inFlight)
-	}, 2*time.Minute, 50*time.Millisecond)
+		assert.GreaterOrEqual(ct, past, 2)
+		assert.Positive(ct, draining)
+	}, 2*time.Minute, 20*time.Millisecond)
 	leader, err := reg.LeaseHolder(ctx, upgrade.LeaseName)
 	require.NoError(t, err)
 	require.NoError(t, reg.Kill("upgrade", leader))
 	t.Cleanup(func() { _ = reg.StartReplica(context.Background(), "upgrade", leader) })
 	before := progressOf(t, spec.Name)
+	states := map[plan.NodeState]int{}
+	for _, n := range before.Nodes {
+		states[n.State]++
+	}
+	t.Logf("killed leader replica %d with nodes %v", leader, states)
 	putJSON(t, upgrade.ControlKey(spec.Name), plan.Control{Pause: true, Reason: "given while the leader was down"})
 	started := func(p plan.Progress) int {
 		n := 0

@@ -499,8 +499,16 @@ func TestGateBreachPausesAndRollsBack(t *testing.T) {
 	// The gate holds again: still paused until a resume given after it.
 	p2, _, _ := Advance(s, p, Control{}, f.pool("canary", "p"), Gate{}, now.Add(time.Minute))
 	require.Equal(t, PhasePaused, p2.Phase)
+	uid := start0(p)
+	rolled, act := Step(s, *p.Nodes[uid], Observed{Exists: true, Unschedulable: true}, Rollback(s, p), now.Add(2*time.Second))
+	require.Equal(t, NodeRolled, rolled.State)
+	require.Equal(t, ActUncordon, act)
+	p.Nodes[uid] = &rolled
 	p2, _, _ = Advance(s, p, Control{ResumeSeq: 1}, f.pool("canary", "p"), Gate{}, now.Add(time.Minute))
-	require.Equal(t, PhaseRunning, p2.Phase)
+	require.Equal(t, PhaseSoaking, p2.Phase, "resumed: the gate must hold for a soak first")
+	_, start, _ = Advance(s, p2, Control{ResumeSeq: 1}, f.pool("canary", "p"), Gate{}, p2.SoakUntil.Add(time.Second))
+	require.Len(t, start, 1)
+	require.Equal(t, uid, start[0].UID, "a rolled-back node is rotated after the resume")
 	require.Equal(t, []string{"canary"}, p.Touched, "no later cluster touched")
 }
 
@@ -516,4 +524,34 @@ func TestAbort(t *testing.T) {
 	for _, n := range f.nodes {
 		require.False(t, n.unsched, n.name)
 	}
+}
+
+func TestGateHoldKeepsTheSoak(t *testing.T) {
+	s := spec()
+	f := newFake(s, 4)
+	pool := f.pool("canary", "p")
+	p, start, _ := Advance(s, Progress{}, Control{}, pool, Gate{}, t0)
+	require.Len(t, start, 1)
+	p.Nodes[start[0].UID].State = NodeDone
+	p, _, evs := Advance(s, p, Control{}, pool, Gate{}, t0.Add(time.Second))
+	require.Equal(t, PhaseSoaking, p.Phase)
+	require.Equal(t, EvWaveSoaking, evs[0].Name)
+	// Past the soak, a breach being confirmed holds the next wave back.
+	late := p.SoakUntil.Add(time.Second)
+	held, start, _ := Advance(s, p, Control{}, pool, Gate{Hold: "App web 2/3"}, late)
+	require.Empty(t, start)
+	require.Equal(t, PhaseSoaking, held.Phase)
+	require.Equal(t, 1, held.Wave)
+	// Once the gate holds, the next wave starts.
+	next, start, _ := Advance(s, held, Control{}, pool, Gate{}, late)
+	require.Len(t, start, 1)
+	require.Equal(t, 2, next.Wave)
+}
+
+// start0 is the UID of the one node of p.
+func start0(p Progress) string {
+	for uid := range p.Nodes {
+		return uid
+	}
+	return ""
 }

@@ -38,6 +38,19 @@
 // of a wave starts outside one; when a window closes mid-wave, the nodes
 // already started finish (a half-drained node is worse than a finished
 // one) and the wave's other nodes wait for the next window.
+//
+// # Pause, resume, abort, rollback
+//
+// An operator's Control is read every tick. Pause starts no new node;
+// nodes past their lease finish (the same finish rule as a window). The
+// SLO gate (a breach: pause; a breach being confirmed: Hold, nothing new
+// starts and no soak ends) and a node (drain deadline with policy pause,
+// a replacement never Ready) pause a plan on their own; any pause is
+// lifted by a resume given after it (Control.ResumeSeq), and a resumed
+// plan soaks again before its next wave. A gate pause with rollback
+// uncordon rolls back the in-flight nodes whose drain has not finished
+// (uncordoned if this service cordoned them, released); they are rotated
+// again after a resume. Abort rolls back the same way and ends the plan.
 package plan
 
 import (
@@ -111,6 +124,12 @@ type Spec struct {
 	DrainPolicy string `json:"drainPolicy,omitempty"`
 	// Rollback is uncordon or none (default uncordon).
 	Rollback string `json:"rollback,omitempty"`
+	// ClusterBudget, when set, bounds the nodes of a cluster unavailable
+	// at once counting every owner of the disruption ledger (remediation's
+	// nodes, NotReady nodes): a count or a percentage rounded down, never
+	// below one (libs/disruption.Limit). Set it to the remediation
+	// policy's cluster budget to share one budget.
+	ClusterBudget string `json:"clusterBudget,omitempty"`
 	// ReadyTimeout bounds the wait for a replacement to become Ready
 	// (default 10m); past it the plan pauses.
 	ReadyTimeout Duration `json:"readyTimeout"`
@@ -203,6 +222,9 @@ func (s *Spec) Validate() error {
 				bad(pf, "maxUnavailable and maxSurge cannot both be 0")
 			}
 		}
+	}
+	if _, err := parseLimit(s.ClusterBudget); err != nil {
+		bad("clusterBudget", "%v", err)
 	}
 	if s.Soak.Duration < 0 {
 		bad("soak", "negative")

@@ -200,6 +200,12 @@ func Advance(s *Spec, p Progress, ctl Control, pool []PoolNode, gate Gate, now t
 		}
 		p.Phase, p.PausedBy, p.Reason, p.ResumeSeq = PhaseRunning, "", "", ctl.ResumeSeq
 		p.SoakUntil = time.Time{}
+		// Rolled-back nodes are back in the pool's to-do list.
+		for uid, n := range p.Nodes {
+			if n.State == NodeRolled {
+				delete(p.Nodes, uid)
+			}
+		}
 		emit(EvResumed, "")
 	}
 	if gate.Breach != "" {
@@ -212,6 +218,7 @@ func Advance(s *Spec, p Progress, ctl Control, pool []PoolNode, gate Gate, now t
 		return p, nil, evs
 	}
 	if gate.Hold != "" {
+		p.Reason = "held: " + gate.Hold
 		return p, nil, evs
 	}
 	inFlight := len(p.InFlight())
@@ -242,7 +249,7 @@ func Advance(s *Spec, p Progress, ctl Control, pool []PoolNode, gate Gate, now t
 	ps := c.Pools[p.Pool]
 	done := map[string]bool{}
 	for uid, n := range p.Nodes {
-		if n.State == NodeSkipped || n.State == NodeGone || n.State == NodeRolled {
+		if n.State.Terminal() {
 			done[uid] = true
 		}
 	}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/computeapi"
+)
+
+// readyColumn is get's READY: ready/desired pods, but for a CronJob its
+// runs in progress and when it last fired.
+func readyColumn(w computeapi.Workload, now time.Time) string {
+	st := w.Status
+	if w.Kind == api.KindCronJob {
+		last := "never"
+		if t := st.CronJob.LastScheduleTime; !t.IsZero() {
+			last = age(t, now) + " ago"
+		}
+		return fmt.Sprintf("%d active, last %s", st.CronJob.Active, last)
+	}
+	return fmt.Sprintf("%d/%d", st.Ready, st.Desired)
+}
+
+// describeKind writes what a CronJob's and a Daemon's statuses carry
+// beyond the counts of every kind.
+func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
+	st := w.Status
+	switch w.Kind {
+	case api.KindCronJob:
+		c := st.CronJob
+		fmt.Fprintf(out, "\nSchedule:\n")
+		tw := newTable(out)
+		when := func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return fmt.Sprintf("%s (%s ago)", t.Local().Format(time.RFC3339), age(t, now))
+		}
+		fmt.Fprintf(tw, "  Cluster:\t%s\n", orDash(c.Cluster))
+		fmt.Fprintf(tw, "  Suspended:\t%v\n", c.Suspended)
+		fmt.Fprintf(tw, "  Last schedule:\t%s\n", when(c.LastScheduleTime))
+		fmt.Fprintf(tw, "  Last success:\t%s\n", when(c.LastSuccessfulTime))
+		fmt.Fprintf(tw, "  Active runs:\t%d\n", c.Active)
+		tw.Flush()
+		if len(c.Runs) > 0 {
+			fmt.Fprintf(out, "\nRuns:\n")
+			tw := newTable(out)
+			fmt.Fprintf(tw, "  JOB\tCLUSTER\tSCHEDULED\tOUTCOME\tSUCCEEDED\tFAILED\n")
+			for _, r := range c.Runs {
+				at := "-"
+				if !r.ScheduledTime.IsZero() {
+					at = r.ScheduledTime.Local().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\n", r.Name, r.Cluster, at, r.Outcome, r.Succeeded, r.Failed)
+			}
+			tw.Flush()
+		}
+	case api.KindDaemon:
+		d := st.Daemon
+		fmt.Fprintf(out, "\nDaemonSets:\n")
+		tw := newTable(out)
+		fmt.Fprintf(tw, "  CLUSTER\tDESIRED\tCURRENT\tREADY\tUPDATED\n")
+		for _, k := range sortedKeys(d.Clusters) {
+			c := d.Clusters[k]
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\n", k, c.Desired, c.Current, c.Ready, c.Updated)
+		}
+		fmt.Fprintf(tw, "  (total)\t%d\t%d\t%d\t%d\n", d.Desired, d.Current, d.Ready, d.Updated)
+		tw.Flush()
+		behind := "none"
+		if len(d.Behind) > 0 {
+			behind = strings.Join(d.Behind, ", ")
+		}
+		fmt.Fprintf(out, "Behind: %s\n", behind)
+	}
+}
