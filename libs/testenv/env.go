@@ -332,12 +332,26 @@ func isZombie(stat []byte) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
-// killUnder kills, as a last resort, processes still running for dir.
+// killUnder kills, as a last resort, processes still running for dir, and
+// waits (up to killWait) until none is left: a process sent SIGKILL is
+// still listed until the kernel has torn it down, and one may have been
+// starting while the list was read.
 func killUnder(dir string) {
-	for _, pid := range Processes(dir) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(killWait)
+	for {
+		pids := Processes(dir)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the kernel's process table
 	}
 }
+
+// killWait bounds how long killUnder waits for killed processes to go.
+const killWait = 10 * time.Second
 
 // Environments alive in this process, torn down on SIGINT/SIGTERM.
 var (

@@ -78,8 +78,8 @@ func (r restartRun) log(tb testing.TB, what string) {
 }
 
 // checkOnlyNewWork checks that a restarted propagator created nw's shard
-// and wrote nothing else but its namespace: the replay of the existing
-// shards made no API call.
+// (and its PodDisruptionBudget) and wrote nothing else but its namespace:
+// the replay of the existing shards made no API call.
 func checkOnlyNewWork(tb testing.TB, c *testenv.Cluster, r restartRun, nw *api.Workload) {
 	tb.Helper()
 	creates := 0
@@ -90,6 +90,9 @@ func checkOnlyNewWork(tb testing.TB, c *testenv.Cluster, r restartRun, nw *api.W
 			creates++
 		case !isDeployment && w.method == http.MethodPatch && w.path == "/api/v1/namespaces/"+api.Namespace(nw.Metadata.Project):
 			// The namespace, applied once per term.
+		case w.method == http.MethodPatch && w.status == http.StatusCreated &&
+			w.path == "/apis/policy/v1/namespaces/"+api.Namespace(nw.Metadata.Project)+"/poddisruptionbudgets/"+nw.Metadata.Name:
+			// The new App's PodDisruptionBudget, applied with its Deployment.
 		default:
 			tb.Errorf("the restarted propagator wrote %v", w)
 		}

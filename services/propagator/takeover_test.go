@@ -163,6 +163,10 @@ func TestStandbyTakesOverAClusterFromAKilledHolder(t *testing.T) {
 	}, 60*time.Second, 100*time.Millisecond, "every shard applied and every state announced once")
 
 	assert.Empty(t, leases.overlaps(), "a lease held by two replicas at once")
+	wantNames := map[string]bool{}
+	for _, sw := range want {
+		wantNames[sw.w.Metadata.Name] = true
+	}
 	scaledNames := map[string]bool{}
 	for _, w := range scaled {
 		scaledNames[w.Metadata.Name] = true
@@ -170,12 +174,17 @@ func TestStandbyTakesOverAClusterFromAKilledHolder(t *testing.T) {
 	for _, cl := range names {
 		ws := writes.of(cl)
 		checkOneWriterAtATime(t, cl, ws, holder.name)
-		creates, applies, namespaces := 0, 0, 0
+		creates, applies, namespaces, budgets := 0, 0, 0, 0
+		budgetPrefix := "/apis/policy/v1/namespaces/" + api.Namespace("p") + "/poddisruptionbudgets/"
 		for _, w := range ws {
 			name, ok := w.deployment()
+			budget, isBudget := strings.CutPrefix(w.path, budgetPrefix)
 			switch {
 			case !ok && w.method == http.MethodPatch && w.path == "/api/v1/namespaces/"+api.Namespace("p"):
 				namespaces++
+			case isBudget && w.method == http.MethodPatch && wantNames[budget]:
+				// A shard's PodDisruptionBudget, applied with its Deployment.
+				budgets++
 			case !ok:
 				t.Errorf("%s: an unexpected write: %v", cl, w)
 			case w.created():
@@ -195,7 +204,8 @@ func TestStandbyTakesOverAClusterFromAKilledHolder(t *testing.T) {
 		// was created exactly once.
 		assert.Equal(t, len(want), creates, "%s: Deployments created", cl)
 		assert.NotZero(t, applies, "%s: the scaled shards applied", cl)
-		t.Logf("%s: %d writes: %d Deployments created, %d requests applying the scaled ones, %d applying the namespace", cl, len(ws), creates, applies, namespaces)
+		assert.GreaterOrEqual(t, budgets, len(want), "%s: a PodDisruptionBudget applied for every shard", cl)
+		t.Logf("%s: %d writes: %d Deployments created, %d requests applying the scaled ones, %d applying the namespace, %d applying budgets", cl, len(ws), creates, applies, namespaces, budgets)
 	}
 }
 

@@ -158,6 +158,7 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 			continue
 		}
 		n.State, n.Since = plan.NodeLeased, now
+		delete(s.released, n.UID)
 	}
 	pr.p = next
 	if err := s.store(ctx, name, pr); err != nil {
@@ -382,9 +383,25 @@ func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.N
 		}
 		return nil
 	case plan.ActRelease:
-		return s.ledger.Release(ctx, ref, Owner)
+		if s.released[n.UID] {
+			return nil
+		}
+		if err := s.ledger.Release(ctx, ref, Owner); err != nil {
+			return err
+		}
+		s.released[n.UID] = true
+		return nil
 	}
-	if err := s.ledger.Renew(ctx, ref, Owner, LeaseTTL); err != nil && !errors.Is(err, disruption.ErrNotHeld) {
+	if err := s.ledger.Renew(ctx, ref, Owner, LeaseTTL); errors.Is(err, disruption.ErrNotHeld) {
+		// The lease lapsed (the service was down longer than its TTL): take
+		// it again before acting, unless another owner has the node now.
+		// The node was within the budget when it started; it is not counted
+		// again.
+		if _, err := s.ledger.Acquire(ctx, disruption.Request{Node: ref, Owner: Owner,
+			Reason: "rotate to " + spec.Target.Label + "=" + spec.Target.Value, TTL: LeaseTTL}); err != nil {
+			return fmt.Errorf("%s: lease lapsed: %w", n.Name, err)
+		}
+	} else if err != nil {
 		return err
 	}
 	labels := map[string]string{spec.Target.Label: spec.Target.Value}

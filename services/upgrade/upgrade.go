@@ -119,6 +119,7 @@ type Service struct {
 	metrics   *bus.Metrics
 
 	breachSince map[string]time.Time // by plan; the lead goroutine's only
+	released    map[string]bool      // node UIDs whose ledger lease this term released
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -202,6 +203,7 @@ func (s *Service) Holder() string { return s.holder }
 // lead runs one term of the lease.
 func (s *Service) lead(ctx context.Context) {
 	s.log.Info("leading upgrades")
+	s.released = map[string]bool{} // a new term releases again (idempotent)
 	tick := time.NewTicker(Tick)
 	defer tick.Stop()
 	for {
