@@ -101,6 +101,13 @@ type Status struct {
 	CronJob *CronJobStatus `json:"cronJob,omitempty"`
 	// Daemon is a Daemon's DaemonSet counters, summed and per cluster (daemon.go).
 	Daemon *DaemonStatus `json:"daemon,omitempty"`
+	// Queue, Position and PreemptedBy are the placement's (an
+	// unschedulable workload's tier queue, its place there, who preempted
+	// it), as of QueuedAt, the scheduler's decision time.
+	Queue       string    `json:"queue,omitempty"`
+	Position    int       `json:"position,omitempty"`
+	PreemptedBy string    `json:"preemptedBy,omitempty"`
+	QueuedAt    time.Time `json:"queuedAt,omitzero"`
 	// Updated is when the status was last computed.
 	Updated time.Time `json:"updated"`
 }

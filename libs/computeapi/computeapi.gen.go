@@ -482,6 +482,123 @@ type Rejection struct {
 	Reason  string `json:"reason"`
 }
 
+// RemediationBreaker defines model for RemediationBreaker.
+type RemediationBreaker struct {
+	Allowed      int       `json:"allowed"`
+	CoolingUntil time.Time `json:"coolingUntil,omitempty,omitzero"`
+
+	// Domain pool/<pool>, cluster/<cluster> or zone/<zone>
+	Domain    string    `json:"domain"`
+	Open      bool      `json:"open"`
+	OpenedAt  time.Time `json:"openedAt,omitempty,omitzero"`
+	Total     int       `json:"total"`
+	Unhealthy int       `json:"unhealthy"`
+}
+
+// RemediationCluster defines model for RemediationCluster.
+type RemediationCluster struct {
+	Breakers []RemediationBreaker `json:"breakers,omitempty,omitzero"`
+	Cluster  string               `json:"cluster"`
+
+	// Holder The remediation replica holding the cluster's lease.
+	Holder string             `json:"holder,omitempty,omitzero"`
+	Leases []RemediationLease `json:"leases,omitempty,omitzero"`
+	Nodes  []RemediationNode  `json:"nodes,omitempty,omitzero"`
+
+	// Paused Why new actions are paused (region or cluster), empty when not paused.
+	Paused string `json:"paused,omitempty,omitzero"`
+
+	// Reachable False: the member API server does not answer, and no action is taken.
+	Reachable bool      `json:"reachable"`
+	Time      time.Time `json:"time,omitempty,omitzero"`
+}
+
+// RemediationDrain defines model for RemediationDrain.
+type RemediationDrain struct {
+	Blocked []struct {
+		Message string `json:"message,omitempty,omitzero"`
+
+		// Pdb namespace/name of the PodDisruptionBudget that blocks the pod
+		Pdb string         `json:"pdb,omitempty,omitzero"`
+		Pod RemediationPod `json:"pod"`
+	} `json:"blocked,omitempty,omitzero"`
+	Evicted  []RemediationPod `json:"evicted,omitempty,omitzero"`
+	Force    bool             `json:"force,omitempty,omitzero"`
+	NextPass time.Time        `json:"nextPass,omitempty,omitzero"`
+	Passes   int              `json:"passes,omitempty,omitzero"`
+	Started  time.Time        `json:"started,omitempty,omitzero"`
+}
+
+// RemediationEvent defines model for RemediationEvent.
+type RemediationEvent struct {
+	Event   string    `json:"event"`
+	Message string    `json:"message,omitempty,omitzero"`
+	Seq     int       `json:"seq"`
+	Time    time.Time `json:"time"`
+}
+
+// RemediationLease defines model for RemediationLease.
+type RemediationLease struct {
+	Expires time.Time `json:"expires"`
+	Node    string    `json:"node"`
+	Owner   string    `json:"owner"`
+	Reason  string    `json:"reason,omitempty,omitzero"`
+}
+
+// RemediationNode defines model for RemediationNode.
+type RemediationNode struct {
+	Cluster  string             `json:"cluster"`
+	Drain    RemediationDrain   `json:"drain,omitempty,omitzero"`
+	Flapping bool               `json:"flapping,omitempty,omitzero"`
+	History  []RemediationEvent `json:"history,omitempty,omitzero"`
+	Node     string             `json:"node"`
+
+	// Phase Healthy, Unhealthy, Cordoned, Draining, Replacing, ... (what is being done)
+	Phase      string             `json:"phase"`
+	PhaseSince time.Time          `json:"phaseSince,omitempty,omitzero"`
+	Pool       string             `json:"pool,omitempty,omitzero"`
+	Replace    RemediationReplace `json:"replace,omitempty,omitzero"`
+
+	// Signal The unhealthy condition seen, e.g. Ready=False
+	Signal         string    `json:"signal,omitempty,omitzero"`
+	Uid            string    `json:"uid,omitempty,omitzero"`
+	UnhealthySince time.Time `json:"unhealthySince,omitempty,omitzero"`
+
+	// Waiting Why nothing happens now (the duration
+	Waiting string `json:"waiting,omitempty,omitzero"`
+	Zone    string `json:"zone,omitempty,omitzero"`
+}
+
+// RemediationPause defines model for RemediationPause.
+type RemediationPause struct {
+	// Cluster The member cluster; empty for the whole region.
+	Cluster string `json:"cluster,omitempty,omitzero"`
+
+	// Reason Why
+	Reason string `json:"reason,omitempty,omitzero"`
+}
+
+// RemediationPod defines model for RemediationPod.
+type RemediationPod struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Uid       string `json:"uid,omitempty,omitzero"`
+}
+
+// RemediationReplace defines model for RemediationReplace.
+type RemediationReplace struct {
+	Attempt int       `json:"attempt,omitempty,omitzero"`
+	Done    bool      `json:"done,omitempty,omitzero"`
+	Name    string    `json:"name,omitempty,omitzero"`
+	Prev    string    `json:"prev,omitempty,omitzero"`
+	Started time.Time `json:"started,omitempty,omitzero"`
+}
+
+// RemediationStatus defines model for RemediationStatus.
+type RemediationStatus struct {
+	Items []RemediationCluster `json:"items"`
+}
+
 // Resources Amounts of the quota's resources; zero or absent means no limit.
 type Resources struct {
 	Gpus        int64 `json:"gpus,omitempty,omitzero"`
@@ -585,9 +702,15 @@ type ScalerHistory struct {
 
 // TierQuota defines model for TierQuota.
 type TierQuota struct {
+	// Borrowed Preemptible only: what the project's admitted Preemptible workloads hold, all of it on capacity the other tiers leave idle (shared pools, and Reserved pools where the platform allows it; never the burst buffer). Preempted workloads waiting to run again keep their share.
+	Borrowed Resources `json:"borrowed,omitempty,omitzero"`
+
 	// Limit Amounts of the quota's resources; zero or absent means no limit.
 	Limit Resources `json:"limit"`
-	Tier  string    `json:"tier"`
+
+	// Reclaimable The borrowed capacity is taken back (its workloads preempted) when Reserved or OnDemand work needs it.
+	Reclaimable bool   `json:"reclaimable,omitempty,omitzero"`
+	Tier        string `json:"tier"`
 
 	// Unlimited No limit is set for this tier.
 	Unlimited bool `json:"unlimited,omitempty,omitzero"`
@@ -655,7 +778,19 @@ type WorkloadStatus struct {
 	Images             []string    `json:"images,omitempty,omitzero"`
 	ObservedGeneration int64       `json:"observedGeneration,omitempty,omitzero"`
 	Phase              string      `json:"phase"`
-	Ready              int32       `json:"ready,omitempty,omitzero"`
+
+	// Position Its place in that queue (1 is next), as of queuedAt.
+	Position int `json:"position,omitempty,omitzero"`
+
+	// PreemptedBy The workload (key) whose room this Preemptible one's placement was taken back for; set while it waits to run again.
+	PreemptedBy string `json:"preemptedBy,omitempty,omitzero"`
+
+	// Queue The tier queue (Reserved, OnDemand, Preemptible) an unschedulable workload waits in.
+	Queue string `json:"queue,omitempty,omitzero"`
+
+	// QueuedAt When the scheduler last decided the workload: the time queue and position hold for.
+	QueuedAt time.Time `json:"queuedAt,omitempty,omitzero"`
+	Ready    int32     `json:"ready,omitempty,omitzero"`
 
 	// Reasons Why the workload cannot be placed, per cluster and filter.
 	Reasons   []Rejection       `json:"reasons,omitempty,omitzero"`
@@ -786,6 +921,12 @@ type StreamLogsParams struct {
 	Tail int64 `form:"tail,omitempty" json:"tail,omitempty,omitzero"`
 }
 
+// GetRemediationParams defines parameters for GetRemediation.
+type GetRemediationParams struct {
+	// Cluster One member cluster (default every cluster).
+	Cluster string `form:"cluster,omitempty" json:"cluster,omitempty,omitzero"`
+}
+
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
@@ -803,6 +944,12 @@ type UpdateWorkloadJSONRequestBody = WorkloadDocument
 
 // ScaleWorkloadJSONRequestBody defines body for ScaleWorkload for application/json ContentType.
 type ScaleWorkloadJSONRequestBody = ScaleRequest
+
+// PauseRemediationJSONRequestBody defines body for PauseRemediation for application/json ContentType.
+type PauseRemediationJSONRequestBody = RemediationPause
+
+// ResumeRemediationJSONRequestBody defines body for ResumeRemediation for application/json ContentType.
+type ResumeRemediationJSONRequestBody = RemediationPause
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1093,6 +1240,53 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetRemediation Node remediation per cluster (platform admins)
+	//
+	// Per member cluster: whether remediation is paused (and why), the
+	// storm breaker of each failure domain, the disruption leases, and
+	// every node the remediation service watches that is not simply
+	// healthy, with its phase, the signal seen, since when, why nothing
+	// happens now (`waiting`), its drain and replacement, and its history.
+	//
+	// Corresponds with GET /v1/remediation (the `GetRemediation` operationId).
+	GetRemediation(ctx context.Context, params *GetRemediationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseRemediationWithBody Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+	//
+	// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+	PauseRemediationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseRemediation Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+	//
+	// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+	PauseRemediation(ctx context.Context, body PauseRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeRemediationWithBody Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+	//
+	// Audited as `resume-remediation`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+	ResumeRemediationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeRemediation Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+	//
+	// Audited as `resume-remediation`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+	ResumeRemediation(ctx context.Context, body ResumeRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
 	//
@@ -1602,6 +1796,103 @@ func (c *Client) ScaleWorkload(ctx context.Context, project ProjectPath, kind Ki
 // Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 func (c *Client) OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateWorkloadRequest(c.Server, project, kind, name, operation)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetRemediation Node remediation per cluster (platform admins)
+//
+// Per member cluster: whether remediation is paused (and why), the
+// storm breaker of each failure domain, the disruption leases, and
+// every node the remediation service watches that is not simply
+// healthy, with its phase, the signal seen, since when, why nothing
+// happens now (`waiting`), its drain and replacement, and its history.
+//
+// Corresponds with GET /v1/remediation (the `GetRemediation` operationId).
+func (c *Client) GetRemediation(ctx context.Context, params *GetRemediationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetRemediationRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseRemediationWithBody Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+//
+// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+func (c *Client) PauseRemediationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseRemediationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseRemediation Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+//
+// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+func (c *Client) PauseRemediation(ctx context.Context, body PauseRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseRemediationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeRemediationWithBody Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+//
+// Audited as `resume-remediation`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+func (c *Client) ResumeRemediationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeRemediationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeRemediation Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+//
+// Audited as `resume-remediation`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+func (c *Client) ResumeRemediation(ctx context.Context, body ResumeRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeRemediationRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2887,6 +3178,136 @@ func NewOperateWorkloadRequest(server string, project ProjectPath, kind KindPath
 	return req, nil
 }
 
+// NewGetRemediationRequest constructs an http.Request for the GetRemediation method
+func NewGetRemediationRequest(server string, params *GetRemediationParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/remediation")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cluster", params.Cluster, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPauseRemediationRequest calls the generic PauseRemediation builder with application/json body
+func NewPauseRemediationRequest(server string, body PauseRemediationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseRemediationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseRemediationRequestWithBody constructs an http.Request for the PauseRemediation method, with any body, and a specified content type
+func NewPauseRemediationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/remediation/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeRemediationRequest calls the generic ResumeRemediation builder with application/json body
+func NewResumeRemediationRequest(server string, body ResumeRemediationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeRemediationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeRemediationRequestWithBody constructs an http.Request for the ResumeRemediation method, with any body, and a specified content type
+func NewResumeRemediationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/remediation/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetSLIsRequest constructs an http.Request for the GetSLIs method
 func NewGetSLIsRequest(server string) (*http.Request, error) {
 	var err error
@@ -3232,6 +3653,55 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*OperateWorkloadResponse, error)
+
+	// GetRemediationWithResponse Node remediation per cluster (platform admins)
+	//
+	// Per member cluster: whether remediation is paused (and why), the
+	// storm breaker of each failure domain, the disruption leases, and
+	// every node the remediation service watches that is not simply
+	// healthy, with its phase, the signal seen, since when, why nothing
+	// happens now (`waiting`), its drain and replacement, and its history.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/remediation (the `GetRemediation` operationId).
+	GetRemediationWithResponse(ctx context.Context, params *GetRemediationParams, reqEditors ...RequestEditorFn) (*GetRemediationResponse, error)
+
+	// PauseRemediationWithBodyWithResponse Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+	//
+	// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+	PauseRemediationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseRemediationResponse, error)
+
+	// PauseRemediationWithResponse Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+	//
+	// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+	PauseRemediationWithResponse(ctx context.Context, body PauseRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseRemediationResponse, error)
+
+	// ResumeRemediationWithBodyWithResponse Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+	//
+	// Audited as `resume-remediation`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+	ResumeRemediationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeRemediationResponse, error)
+
+	// ResumeRemediationWithResponse Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+	//
+	// Audited as `resume-remediation`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+	ResumeRemediationWithResponse(ctx context.Context, body ResumeRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeRemediationResponse, error)
 
 	// GetSLIsWithResponse The last hour of the service-level indicators, per minute (any signed-in caller)
 	//
@@ -5169,6 +5639,262 @@ func (r OperateWorkloadResponse) ContentType() string {
 	return ""
 }
 
+// GetRemediationResponse429Headers the declared response headers of an HTTP 429 response for GetRemediation
+type GetRemediationResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetRemediationResponse503Headers the declared response headers of an HTTP 503 response for GetRemediation
+type GetRemediationResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetRemediationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RemediationStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetRemediationResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetRemediationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetRemediationResponse) GetJSON200() *RemediationStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetRemediationResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetRemediationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetRemediationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetRemediationResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetRemediationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetRemediationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetRemediationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetRemediationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetRemediationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseRemediationResponse503Headers the declared response headers of an HTTP 503 response for PauseRemediation
+type PauseRemediationResponse503Headers struct {
+	RetryAfter int
+}
+
+type PauseRemediationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RemediationStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseRemediationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseRemediationResponse) GetJSON200() *RemediationStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseRemediationResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseRemediationResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseRemediationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseRemediationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PauseRemediationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseRemediationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseRemediationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseRemediationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseRemediationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeRemediationResponse503Headers the declared response headers of an HTTP 503 response for ResumeRemediation
+type ResumeRemediationResponse503Headers struct {
+	RetryAfter int
+}
+
+type ResumeRemediationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RemediationStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeRemediationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeRemediationResponse) GetJSON200() *RemediationStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeRemediationResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeRemediationResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeRemediationResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeRemediationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ResumeRemediationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeRemediationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeRemediationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeRemediationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeRemediationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetSLIsResponse429Headers the declared response headers of an HTTP 429 response for GetSLIs
 type GetSLIsResponse429Headers struct {
 	RetryAfter int
@@ -5707,6 +6433,85 @@ func (c *ClientWithResponses) OperateWorkloadWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseOperateWorkloadResponse(rsp)
+}
+
+// GetRemediationWithResponse Node remediation per cluster (platform admins)
+//
+// Per member cluster: whether remediation is paused (and why), the
+// storm breaker of each failure domain, the disruption leases, and
+// every node the remediation service watches that is not simply
+// healthy, with its phase, the signal seen, since when, why nothing
+// happens now (`waiting`), its drain and replacement, and its history.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/remediation (the `GetRemediation` operationId).
+func (c *ClientWithResponses) GetRemediationWithResponse(ctx context.Context, params *GetRemediationParams, reqEditors ...RequestEditorFn) (*GetRemediationResponse, error) {
+	rsp, err := c.GetRemediation(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetRemediationResponse(rsp)
+}
+
+// PauseRemediationWithBodyWithResponse Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+//
+// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+func (c *ClientWithResponses) PauseRemediationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseRemediationResponse, error) {
+	rsp, err := c.PauseRemediationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseRemediationResponse(rsp)
+}
+
+// PauseRemediationWithResponse Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+//
+// Escalations already running go on; new ones wait until resumed. Audited as `pause-remediation`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/remediation/pause (the `PauseRemediation` operationId).
+func (c *ClientWithResponses) PauseRemediationWithResponse(ctx context.Context, body PauseRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseRemediationResponse, error) {
+	rsp, err := c.PauseRemediation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseRemediationResponse(rsp)
+}
+
+// ResumeRemediationWithBodyWithResponse Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+//
+// Audited as `resume-remediation`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+func (c *ClientWithResponses) ResumeRemediationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeRemediationResponse, error) {
+	rsp, err := c.ResumeRemediationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeRemediationResponse(rsp)
+}
+
+// ResumeRemediationWithResponse Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+//
+// Audited as `resume-remediation`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/remediation/resume (the `ResumeRemediation` operationId).
+func (c *ClientWithResponses) ResumeRemediationWithResponse(ctx context.Context, body ResumeRemediationJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeRemediationResponse, error) {
+	rsp, err := c.ResumeRemediation(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeRemediationResponse(rsp)
 }
 
 // GetSLIsWithResponse The last hour of the service-level indicators, per minute (any signed-in caller)
@@ -7500,6 +8305,238 @@ func ParseOperateWorkloadResponse(rsp *http.Response) (*OperateWorkloadResponse,
 	return response, nil
 }
 
+// ParseGetRemediationResponse parses an HTTP response from a GetRemediationWithResponse call
+func ParseGetRemediationResponse(rsp *http.Response) (*GetRemediationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetRemediationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RemediationStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetRemediationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetRemediationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseRemediationResponse parses an HTTP response from a PauseRemediationWithResponse call
+func ParsePauseRemediationResponse(rsp *http.Response) (*PauseRemediationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseRemediationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RemediationStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PauseRemediationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeRemediationResponse parses an HTTP response from a ResumeRemediationWithResponse call
+func ParseResumeRemediationResponse(rsp *http.Response) (*ResumeRemediationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeRemediationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RemediationStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResumeRemediationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetSLIsResponse parses an HTTP response from a GetSLIsWithResponse call
 func ParseGetSLIsResponse(rsp *http.Response) (*GetSLIsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7674,6 +8711,15 @@ type ServerInterface interface {
 	// OperateWorkload Pause, resume, stop, start or restart a workload
 	// (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 	OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string)
+	// GetRemediation Node remediation per cluster (platform admins)
+	// (GET /v1/remediation)
+	GetRemediation(w http.ResponseWriter, r *http.Request, params GetRemediationParams)
+	// PauseRemediation Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+	// (POST /v1/remediation/pause)
+	PauseRemediation(w http.ResponseWriter, r *http.Request)
+	// ResumeRemediation Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+	// (POST /v1/remediation/resume)
+	ResumeRemediation(w http.ResponseWriter, r *http.Request)
 	// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
 	// (GET /v1/slis)
 	GetSLIs(w http.ResponseWriter, r *http.Request)
@@ -7815,6 +8861,24 @@ func (_ Unimplemented) ScaleWorkload(w http.ResponseWriter, r *http.Request, pro
 // OperateWorkload Pause, resume, stop, start or restart a workload
 // (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 func (_ Unimplemented) OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRemediation Node remediation per cluster (platform admins)
+// (GET /v1/remediation)
+func (_ Unimplemented) GetRemediation(w http.ResponseWriter, r *http.Request, params GetRemediationParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PauseRemediation Stop new remediation actions in a cluster, or the region without a cluster (platform admins)
+// (POST /v1/remediation/pause)
+func (_ Unimplemented) PauseRemediation(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeRemediation Lift a remediation pause of a cluster, or of the region without a cluster (platform admins)
+// (POST /v1/remediation/resume)
+func (_ Unimplemented) ResumeRemediation(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -8917,6 +9981,67 @@ func (siw *ServerInterfaceWrapper) OperateWorkload(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// GetRemediation operation middleware
+func (siw *ServerInterfaceWrapper) GetRemediation(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetRemediationParams
+
+	// ------------- Optional query parameter "cluster" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cluster", r.URL.Query(), &params.Cluster, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cluster"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cluster", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRemediation(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseRemediation operation middleware
+func (siw *ServerInterfaceWrapper) PauseRemediation(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseRemediation(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeRemediation operation middleware
+func (siw *ServerInterfaceWrapper) ResumeRemediation(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeRemediation(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetSLIs operation middleware
 func (siw *ServerInterfaceWrapper) GetSLIs(w http.ResponseWriter, r *http.Request) {
 
@@ -9104,6 +10229,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/projects/{project}/quota/{tier}", wrapper.SetQuota)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/remediation", wrapper.GetRemediation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/remediation/pause", wrapper.PauseRemediation)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/remediation/resume", wrapper.ResumeRemediation)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/clusters", wrapper.ListClusters)
 	})
 	r.Group(func(r chi.Router) {
@@ -9139,148 +10273,172 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxu3kuhfQc3dKpGnhpT8yKkTqbZuKY5z1omTaC1nXXVD3yU40yQRzQATACOKcem/b6EbmAc5Q5Gy",
-	"5Phk/UkUOQM0uhuNfuNDlKi8UBKkNdHph6jgmudgQeN/L7LSWNAX3C7dv0JGp1Hh/okjyXOITqOEnoji",
-	"SMPvpdCQRqdWlxBHJllCzt1rdl24R43VQi6i29s4epVCXigLMln/AGv3TAom0aKwQrk5zlmSCZB2lCyV",
-	"AcmuYM0G3LJcGcuePP0HS5Zc88SBOTxjnGmwes1Wwi6ZXQIzPAd8h8uUzVS6dg+UWhr8dS60sUyVNlE5",
-	"jKOYlrUEnuI6/MIaII4cjM0F5fzmNciFQ8qTp/+IOxb4g5BpwNrG0ooiZt+r2SVYpjS7UCkbcLlmCTcw",
-	"rKBpI/lKyPRADP/Ec9hBNvxz2IgXWv0Gid0xaEFP7By34NaCdu/+/1/56I+T0dfvB7+O/KcPJ/Hfn9yG",
-	"74f/99+ibdzeutFNoaQBZNFvePoGfi/BWPdfoqQFiR95UWQi4Q7tx78Zh/sPDTj+TcM8Oo3+z3HN/sf0",
-	"qzl+qbXSNFWbdm+XwDRNxoRhOc/mSueQsoFZS8tvYlbKK6lWks0FZKmJ2UoruWBuDSZmM56yen8Nzxhc",
-	"g17Ts6zQapZB7sbNhLGQRrdx9ELJeSaST7Q0NXPkY3AjjDWMZxp4umaDc/rwEr8exriHVAEa52epAsOk",
-	"sswBtWZWMWENcxzr2NtYboENfpGmLAqlLaQxC4saxu4JN9rvpbJuE89LA7RHkyWXC2CD/3S/vLxJAFJI",
-	"hw4l3yk9E2kK8tPgJOFZBprlfI2LTBWzS2EqyIuMW8cDR4YVKhPJurWKVCVlDtKyQaJSYBXo9cr9ljky",
-	"GzgQ4Z0WAuJaxM20ugLJMpELi3j5SdnvVCnTx0fLT4qZMlkGdhkojai5FkbMMnAcYCvEIWhvlXrN9QI+",
-	"7QZFue92k5vaYZtLBGzBLaz4mvEkgcIaD+CPXK69HDGfkrOODNNuiyAhkS3c9pFlPgPN1NxtNMmM1cBz",
-	"E7vlmAKkPfMnHp9b0Gz6xv0zOnf/TJmBRMnURLE/0nA5jSfa4HvxKqSFBSCst3H0i+SlXSot/oBPw0/X",
-	"PBMpSzSkIK3gGVLlF8mvucj4LPsEnHPONCycPDOgr0UCLBUpiTVpVqCZkMyKHM7cd0shF44UJOqtYkt+",
-	"HURW+uikKbRKwJhPg5a3TSkmDFtBlo38oTcrLRMSSXfHURajIhYwt+KGrbSwFiQqFh6Ihr6JioJ2Z4wV",
-	"4LejTpUkbvR4mSmVAZeOU5bAM7tcd/+Y8RlkOAhPU+HWxbOL1uAbKkalc5CAozGMvQQ6c9zquY1Oo5Rb",
-	"GDmm2NZS4ih3JCKRt/UbqUsdPxRK7YZ0Fw0vlMo6gS8LB2m6P+x/KAndOmCt1/0aVEh8uCZBXJPqfQcs",
-	"nsCvBalrbSILC3n7w671Bl6pl8y15ustOGmwTmCUJDRvg7KLfBq431xbPzl1pzTdfEjf3IVV/LUaqAdq",
-	"q1W2bVm8W3JbK2aGpJIB64yKzd0kLRcS9Bswlmu7k+f245ktMAtemr79qmlaSM/t/jNolWWqtNvrdjLK",
-	"bVDmn2gopwMu2XlRHBnm2HQ0W4/c3/DgcBsz/ACAVOGeBVnmjnB+zBGuO6rAHWkwZd78opSpahC2sft7",
-	"MdaFX2NVUez/+AtVBgu/teAUDLFeY9VC2mdP6xVXB1AczbnI9n4YrYZ9ny2ldGjY72lTJqQQ7/V8Jzq0",
-	"kt+r2ZuyY+8n9SG0RaODENAr573vock+54kV145NLqu1xdF3NFsXszgpmJYZpG8FDbQfzx6MuQ6JX7t8",
-	"wjre92P4spKIm/qWf+DIsLAW1BJ0KZ2iS7q6n8op75YtVZY6y6hj1xLytiZ5U0rjhiq0Wmgwxr25B90a",
-	"DLAtaXJA1bwDMgewXxSTajXuwj8qEn65h1EO33TUM2ZeZoe963DavZrv1awNeM5ToEU5OySs8gqgMGyw",
-	"FMYqvSZjxTgrNkudqYUeNfRd7XVw13tv6+x2HOosnLRXsjUZ0tO9i/2+5ZAr2Sf1klJrrzTvwQ+HychD",
-	"xF6XarbnZgxAxdViwtT1sP2I6d+W9PuR8R8uwbLEYRG0iZkpc6f5q2vQTf4wuHOLeltsb9EZLAU5J9oT",
-	"vggjrJbKQGNSYbzDRQIbZNw6PluADCe7mjlDzZkWZHkUKmV+2SRGHCqGLZ7s01kq1gurua8G3uK5rlPn",
-	"fzPbeSPyR7A85ZZv78mHsNP6LSvvmt7iv58LmumM5aWxDH4veUaeOW6XRyY46DqEedfh2LVysq07LNq0",
-	"48R6RfZ0zMgFA9I6g96xeeU8jFlw9cWs5ZqNN52Fb7iF105Uu3/G484DiRzVextd37nHvbdgewPtsprQ",
-	"v4nUzbKf59Hpr7snwqW8AYdEh5nb912eiaYTNGZzpdsYcAu+GS3UyAEzMleiGClP7lGhHIfr6HTOMwOe",
-	"lmDsq/RuGw1JV6+2k+jXfp+3iQ7h6/ZaeJoLi1Sq1LrYcV7BF0R8rx47AZwE6pIqGrMUMsCHyH7opXQt",
-	"PDf3/d+fd0oJ0SGuL5TBrRkUNHKaHRmGK/OOyjNWGmDcsNfc2BGiYvTq203lq2fWK39MPJBHpd7329Lj",
-	"AB1q06eQRnEj3OXjc14/JiK3EO4n6+WUh/CHEMvd3xvS2Nq9wqpbfHSwCbdLpuY+3ApZGrNMXAEzBSRj",
-	"C3nhDvRx5YYwv568H4vcUTc+wN+ysTSCJQ7b07/WtdRX6Ga26+2FhnjOeZoL2eO8UBnsPKaCSXctYIVm",
-	"UgrXkLknohi3uuy06DZMF5UBalTbB1DDB1DOerh7AzXhwXhjgWE1XUj6oZxBjxjbZSHv2qZq1rsZdzjV",
-	"7EG2Tr+bbWuFr53GccFtstxeooZckUm5v/5owH6M+tIJolq8FuSN3Z8E1b7q/DUTss/7nD60nKxdBW7w",
-	"JmQeji7G61cREw2HebIPPvM+lRK69VspupF/oPN+A//1EeXPptaZ5ObsIYAWiVu2MjzbJgNfwKWPZG1J",
-	"/v9QK6ayNKThFBmwFTfNoz9V5SxrgE6xThIdbt5u8eBgbiOhdxgNGAYz+zoTLbctV5y6iuJoJexSyJFV",
-	"GWguEzcRKVyjpcJTxv8351k248lVp0i3XC/A7gn2Nc9K2OvZDSJ7tIWVNBDQT9xLJM02acNe34wsgGTC",
-	"YuQuB25KDSkbpDDnZWZP2cr9rCEBcQ3psEXrXZtzx4JzIUXuqHFy1+JpkK6FYjxsm3ezTCXchujpLoXq",
-	"DRhV6gTQll8U5dvukyWOpEpbsmHTKv9p1+9oddAG3xsYKzple5cwuqhlThsRvVLKaQR7R//w4ff98z6E",
-	"YhuWcH/V9j+D7bmh7O00DrwjaC8Q3wrQNMldQNYSmWboBbe2fbc9Jc7e3fNA27XGFvPtMZb2PNiLsO4T",
-	"zOw5wU5MRY3pY48BP3ZzIV3o3IHJnaEekfX9tK9FUqs/frCdVkm9xbfdsjk6FYNJhb6UI8MCRswZ+wO0",
-	"YkozPjPOEM+BS8OkIt/Itjt2UZSmkygdkrfBATnkSq+/WVu419siy8SLi1/u8Wqh0sNn7JKHb+oo8sbB",
-	"MOOySjHZdIrTQY5xY0iZO+/ZQCqLqT4CUlZKK8htGIxbnw5khnckh2wetGt3zgrjnTmOoo1Ju8Yqlty0",
-	"1JcXyh3tqAhc+LiXezSOLrjfLm9wxG/6tBZTnY4bqh03lVFfLZO87xRV55LNYK40NFI4o51q0R4TuOUL",
-	"uWCqtGcM8sKuSd9I6mV+rNJMSSz7S/v/pyQEPrpT3iN5wgxd2/7y9av/oLhax0EpLehrnvWq22+XwFYi",
-	"JW8L8GTJ0LHJhAzJZmzw95PhOOrej7K0YHZkVCxVqdtRvjOkDv7oZ/IJuxQNYDRmzIwVWcbmAom3d2jw",
-	"8vWrH3GAuw/7DczUq+nBsR932yWrtdKdOFAGfPYfpJR4y9lXNzd7+jEzXspk+SO/2UU7oVmmnJiwjJ5n",
-	"judlsj4LgtzNq8rwM7RD2P3GBD1+8dXJHbPnkAouNyZnAzBW5BhLm2uVM7ghQgmesVmZXIE1MQvlGI76",
-	"Ob9xUnj4QGB//dUdYH/9lV2yAnTigMrgUZDXtTHeKX2VKZ42IpGGouXabT5Ig6c++MeJKfdkGd3IP96I",
-	"kqq8KC2w84tXIb/Z1Lx5n7kwAasnwwHHOTIMnxnvac9tehxx/Maa4rDTGvjt3KoJz6BR0bHpltth29+h",
-	"CzTB22kiIwj6W0iE6dYaHzGMm4LloiO57zzNhTEUa8EiAZ5htvhquUbigzOEKTTurHRzJTA7rCvilyly",
-	"8e+T7+WeDfkqnapw28O2zUyEyyPTjN17WBG8fSQphTB7Eh6X4L1NgaRePeOUV09VGVS0kiiVpWolY8fi",
-	"Dnk5v+nUzzrysySluRq3HDI55l6bCqjuTOnzPrT9dYsN31uHl1nzVc++5TdBe6rmxVwIjMI4SlL9iJC4",
-	"fvdLzm/2S4k6KJdvZ37sTGShrGCPsT7C9+wfqtMU6tQFD+HuBDbi3F7VLPXiYX/SboiVuzSceoIu6GqP",
-	"Q7974GP9SXFUyt7N95O3LbEmBSxG3+3SaYOC8n+2I2fBE7AnXFv09GGDhunfhZlwRnfZcatwfnPTKt+q",
-	"cgt9hZWwePrZ0jCeaGXqTKeO5MNC/BfocFJ0BmN8uvbOpDj/2O4IeB0YuUOG0HNuxxWQdIsLN80R1hMl",
-	"vljFO3R9NldATV5aFNvbEchGdkV0Gv1mlBy/4asfvXHbSoffBW4gmM9J20ryq/FbRdorTPgF7uKDkHnU",
-	"c35wVhrQWJACZsymbrxpsGqaOBoYAHZeFJcFJKGClz5fqNR9GI4nspXWiphNU8OmIa1jygZzcQ0jqpNJ",
-	"tJIxC2sdxmzqZJazLqds8Or8p/NhPJHTREmSYcn6Ag+zKRucZ5lahZygmL2BIuMJuBFQ7xJy8S3wNBMy",
-	"BGqmlbuePTvBYU2VS/q9mhkv5jBbaMoGz9xQFOHo+PUJTkR5mlM3VsE1zzLIhMmnMZt609zJriny0tQd",
-	"yWo+pwHOmLCY5usUVyU3U2on0r0yFxoMUzKhKHiVIuww1E4+GbOQtMgGFdNimN29n61PJ/L5yTOUT1yu",
-	"3XyQGRgSBO7fQlHuolQpMAMZJM7wma3ZFLHqeGfsfrvEn5SeEoSNXylK5BcspHeKbGQKO5lSvcJybp0K",
-	"fDaRKGtqVsn5TaPwrUG3J46/7pA+cOPjOhG3KsvGKVwfXz/pUnGCkKnyz4siiiPi6iiOLjBc63k5Clmj",
-	"nTrOvlJpKwOwIZ0Okisb8uEeIqE7KuEktZAldKWzGOOOjGl4ZOqPO2ASbiwr+AIqo1PJhouEL6AzGeuw",
-	"CEh1pN0/BLIhZPs84ffOfd2V9RrKrA6o7aoqs7rSdD1X7pdmHk6VOEqJh/dK4m28dZD5hrlfvR41TGL+",
-	"oZyBlmDBJ81VXv2gnBwZX1pt9vab1bk6Hfg6qGYFs7DMYXkvIRf7n4dmW1S+664Iy4H2hun2pjcRyxIu",
-	"pbJsBiSI07iZs87o2Ml8+vpeeG8kqHYYao9Y0/QxPu4H3d6d7u4uAdR0mm8HX8J5dylkckCy11xIYZaH",
-	"YGF3Yed15fHZIzLh/qHARylN1B1I0QeRaCsV5QJkSsGbXxy56eM3/Io+fEs+CV8ldmdcZ7+yXl/PW+eS",
-	"eJy87yK9gaTUwq4vHZuEQg+uu2qnziV6Ly1mbDtdjH3/7i0zYiFJ2eLYsMfj2PdoODLs+3c/XI5D8x20",
-	"J2n8CpqltQVVrgs5Vx0J/pLcpu7AJr2sEgdqzrhk505T8rrkaSj/N2xwXhTDmM2cnsZ+UzMzkQNSj4Yo",
-	"KYyQiwyVR8MGF8qp7yRUgsXYSo/+w203rxFOZGVMsl8MaMOkA4xZnl0xqzb0RjOeyIl8u9QAbKFVWZjY",
-	"m2sXQnq/8OlEjtjf/lZ5p88vXpm//e2UUb5czBZgYyzFj32NTMgaH9OLP1cFs25lKczKxULIRTUOBiOd",
-	"pWLKHGM7qojJO4xf4oeJZOEzatVVql/M0Gl25pPDWaYW5swhHm4gYWYJWUYFRe9gdqmSK7AeqlfSiMXS",
-	"VlDw5gnpj85BaDCgNFuhSu1sewfLpTuS9OjSqWQv6WGE30kZMvKnrfT06TAOuba+FwuXqRuodPIirhxp",
-	"FUlb9DmvizUwO94wzohTPcdjJfI+/D+R5KqUc7HAPCu3A4Zj9kZlYBjXrazgUzalLOMpFjwZZ4xV2cZT",
-	"xjOjQiC6Qp6J2RTNI/97zqU78pvtaM4mctOSyvmapYp2ELZxiJlwfOzEU42vJlKenzzxaQh1OxiHGN8i",
-	"6Yw5q2zrgY1GO2fO1lJ2WS/5yDS8OBgBMez5yXPKL+cMveRy4VgQCfPGoYUNqh0wRBSSvkLBrba8oQyH",
-	"mM2JKsRTzk4kulTU/wHWo//iWQkhIHaKbch4iivI+MKxqxYW3Ch4bDjD1S5hInFMZvmVQ7pyO1FQPR0b",
-	"YIZECNy67ch8XwU2K80ZM0CnzpuX59/++HIigxFS5eTNVCnT4Zi9Q2+G73pGuZhWuQdCLw8yJa2waCyS",
-	"CGwEmaI4ug5WZfRkfDI+oYJ3kLwQ0Wn0bHwyfuZsUW6XKPWPr58cN00IH9+vKvFfpdFp5MyuUO8XbbTx",
-	"enpy8mDdTJpNJjp6mlQg3MbR85MnfaNV4B232uHgS8/ufqnuU+XeePr13W9sdiHCA7bMc67XVWsjz30b",
-	"R8SW4wOjGnxhKFKOYjR678Zr0un4g/9020uxf0Ig2CegV2+jpLrRx6ci18nzu9+oGm49DH2dnuJX6g4X",
-	"XvBE2DUJe6UylK4kDPakdtzq5dhTblc/ctzs9Xj7vpdXjusU+Y8ZH2UHFV60We5lKgLPvaaZqiDyN4ps",
-	"wgdhukbxx21bB7a6hNs/nd29ktfIpELGPLmbzxodET/jLfPVPlM0W4C1t8slWF/nnatrd/DXe4cY9GNl",
-	"4vEHjpb97UdyetzZKpPG3tkpM9iA1E8piqNS+o/bxh3uJ2U6JPgLfOWzEeI9XP2XZFFCPRtIxSSsmFly",
-	"nZqh0/0DJWu2PYxbvSq8W9O6CA89ItGbWf4dhK9AuDeRH0ZvCvhqGhoU8eVMqwwYlkLeie7jD/7T7TEv",
-	"CnP8gRfF7TGV35jjD/ThHvKi2VnXyYvt3XNeFF7Rd1M4K0rNe3oFcwzkPGID3k4Ak9JYlXv4jgxzwMSM",
-	"OwRT2gN+Q31NnXmXFCUm4Hhra7UUybIdkfc2jenriVxVPT3iUhtSdXvJWHkUAsXVwq2y3PszrCfcoMIB",
-	"JZFOZAF6VKg0pJWn4lqkhBxvLFLPskKlZjhmVKtl2EL53qoTt0uUoTGVZFMK9nlGHE/Kk5NniWdV/Af8",
-	"d7woWv/TG/TV9Izyh8+LYiKdDVuUZsk4mzvR5SHgPqmYDZ4//ZrxmboGH5Rsi5+L0ix/bNLnoZW3VhHb",
-	"Xurb024i1iWKrChnGTmT/1qK1v1k6EeffhfEPh7B3tWKbN2SFWxQ+atMI3vNsW7zCKzbGu4rlhvtAjuL",
-	"Dc43SzVqGLHmwDBsJSi9jx8zRaxwUo2yDyZS6ZR69GLOyNhPOMavp43yyBAnMMxgB+zhmJ3jFxOJPWdm",
-	"kKgc2LzMsjWr0BniyE51qCBFx7Pla2YUmytNPqkZv/LupUb1BcalqbnjGeO0BkxUzoWhBtNmIlOfJOJE",
-	"caK5WY4ypQpffOI92L6nIpcULZvIjdXK77jISg3T2KMNZ8H5Ko87/jfjydV4IskXexoGxoaMIx8pidvf",
-	"pkpC/ZVvbzKRVWdFDHeMcFx2TpQjT7pvxcuWblsvuQEWimK6pNU/wYbA1COqSlXBSE/X6rqe5IsgaQmS",
-	"810tPNmA/N97y474MXSzP0sVe3+IJPwIg/azRsIWPFOUFNNGV8bALKslaKACuzM2pXDWlIWkHtJO+URS",
-	"wgRJLaffYYkfX3Ahh2dsWspUTasLRRoCLihnVD/XFtq+utBUIt29sF01OJEhWoPTkbT6OPdB1Y829KHt",
-	"6T/b70Kg6CB8AhlZ5zl1C8k68FN5ERq9fpuU9lm3TkHmzvBT1L+Ast99gGX4V1P0TvaQz9WNIn+iZtiM",
-	"JpM7JFVsZ6fmwzXBqt1cX1yDkucfkZl9P4BtTq4aBfzrBJ/OG9FXav6KUg1D4xii8Mn5Hx+FaB017++g",
-	"7/EHN+8DHGgdIrZqOnCXgH0DFE2O4uhn+S3kHNNRLzRAXlgxa/XHaAnbsoMxL5uM+fB2c7O64pPGPHZv",
-	"hn+xWMdDhC42NxTmJ6EWIe7rDW7sDvINmeMPjplvj5d1EVOnLfySJ0sW6o2QDA0Hk4bEmbTpKWawC1mU",
-	"1rBBqPfGJBm6KCoU4MXkSKpcYuQow5oSX5bmL5EKSf0T6avTWmV8/uo3995quY79B25ZwnM01p22RvV4",
-	"ziikejzvYmsVS3KjZMwkGpO+WA9N8GrBwrj3aZXUXEBYlor53NkVVY5IoeFaqBJrBggablkG3FhSAify",
-	"2QkzPQZmu5jsETdae6IePSrwwxdjc8vYrAtWNSSOwasyvHYfhH0Mzwc6BeM7H68u+9t1Ylb5X71i4DtM",
-	"fvYNtAu+EJK6z5Lbis3WdK0b3uXDcxhTjl1nGlXCkyVWPmzHpd5VcGxhZTNzM1tTSSFOO2jcnIg1V2ds",
-	"+97E30vA/dW+OHHHtYabk2JagK8CciJpegXrf0cJNmUFF9owAw5qj5BE5Tk3Z4xnGTWQxrqePnAwMn0Y",
-	"PIiEinTkexTBqzXw+cExexMaBF/WDYLH43EvYkJbkgMguXC6nhF/QKMk6eSk7gPx5OTkpHe+ULXZukOT",
-	"ivXde43a/SddtftdLodGMY5Pqpy35XQovumCp6r12YWC95/A1O0Lnf4sARfgVlXv3M/bYP14O8Nho6Ub",
-	"rRrCIojV+ruPNS92hfeat56lkCinGzjOSGy2Pt2455N0k/qqT8Y1OJXiNyolrC5txKePDPaWH7N3qKpI",
-	"Nt24anYa+xttBaQTSTnc/RfYMiGNBcpmn3NBvZI0pX67z3Ylkk639wscuHK5HIrJjSt8abM8vMWyVcW7",
-	"l+Hy5JO4pF74drSfuRvpUK/Qk2d7bWO60hP3/dN9FtK8t/DPU/CIZo1agh7BsocedfzBqRe33sgiKYId",
-	"ybas+m/x+8ZW22DX59siiF5Jv6joWxQkzDQoeIaGqS+ZdBbZNXRWYPceIX0uwn6CfXqX90cwwqfPZf4n",
-	"ejgqb/1GS43HOMrvtpGqG9kPs6d6/HRYjtfe0Z/L2fdpePMXX376vz2E8pc+LH1fkXblHfWqkKnPs36o",
-	"8/O4vg3k+EP1+fbY1xR+vI//UeRDd+ygec1BfwBh7wCsv6X1RWvUzzAE+yWe+i+1tztqdbGLbHWfnpp3",
-	"68l7hmD7NnrdI6PTC/nON+2cYp3kNEQFEMA01P1yw76//Pknb0TTo//uNtiUDZSeyOk53u5/yizcWJpx",
-	"RPXH02HcURt8SjELfPDIsKlIpxMpDDXt2efOKx8RYEkm3Jd2yS0FFaREtbSr4pgN6Bp45ss4p5yuia8k",
-	"zXAiF2BDkknG3Y6jSeGGJzZbY4OkLuM+bGNa3bZx3+UTQyR2OcQa1292uicDTbxEcGhL2WDz/q9e3yC+",
-	"15r3wC7fW6mdVWdaYVjOZQWhkIxjFXDtwvRdEN3o5ME8a7f1wVLuStRhUx+RPpqXEwclpqhHbWHxT3NY",
-	"1veUYV/1zW3VHmgTsK2jxPPll0zrrfjTdo8Dn/Rb95SnSnbqDu+bHvwZUad7WlT3ODBuqEtY53HxS7HQ",
-	"eGexYrzRQoJ9IyRHFwD2ezEs4VqvGWeUXeSRKSGbyLnKMrWieE7KLT9lJ8zYVEg2CNJcUccATX0rsAk9",
-	"PeGHj33XBhqS4fg8w0BxkqmQS43BImwoiFH0YcyeuGFUaWP21H0CreOJfMbgRljKZ8NPiUrxOsUUEpHz",
-	"DM80ElMElfso/UTDmD13Bw8FajbhP2XTD5MIG8ZPotN/nMSTaAmOWybR6dPnt9POao6XN5BcLiHL7grY",
-	"va3XiEyLaUJ6gbarYQMNBXDrL1cNJ5wTpXBTZHjBIGnI3fGa3CfW9OvT+zasqgRtR0wo6NcHReigo4MX",
-	"9YVp1QCQ2z40CFeyP2xJl6XthKHrNWvXdx7fXe8hK+9+c/NkeUIiuI2Jy5WwyRKDDpgKW29HVmhlVUL9",
-	"Tb9I/JYeXmIZqN82gv6pWudgIVlDrj1WWvvnIuoztei3DNxOc1q/9/Vi4iGWrwymTb3mZiRTp9s4TV9p",
-	"VmRcSHzOTGShYS5umjE5Z+hg55rKBsIMoLYBgWNMxxN5odWNoKOiqxnQaM4Tx/9GpFAXAc7KzrSgS1Sc",
-	"XrsV750JUUG5K7B9DyH2A0DhLRkHv4QVYaxvGjoz72Ms4LBuAkQOp3yGvmmMkAnUV3w8mIXgEeoVegIp",
-	"XKByJ4qxQf/9gTlMSQ/MfEBjC39laKWmI/MeqJ+/VgtCyxeBvSmwadsS96iFaXtJ/Mkfb7YN/6vLbczD",
-	"/Ex9tL1+VUz1e+QYTus6k88ofvPFl/sX8uVSMxxfP1MlUFOTQcyXxJyjqkf7w7lyP1Tv336+AZru6sDB",
-	"eVGc1sjCa2S4xXsUzzzWTrHvJ/Od7iHFvvm+ahBb7atiygbknPUqKbUjSmPfElFDBty4/6nzX9hwV1DY",
-	"qlu/G8tHuaZ4b42/8c5/N+ytAqw3670KAR38Udy4qYk+3aM08HNKlPgizP7FhdlFb7NZvA3Th632DkyZ",
-	"TOyINS29QypR0qgMWKr5ypz6ayGEJBuTLkQLTp6tixEnEj07cesexEHBtRU8G4a33Wtjt9EJUf5iDLoT",
-	"bUoJo+79zpvesCIHe506ueCz7IPsCs1MsRLH4q2FwnZdXMgGHuUiE3bNhGFP2IgRBMdhruEZwbFxI6Bo",
-	"FMJQBArbPPi+DS0FeCIbV30NeJoLi1UEvmG5bwfs89OZVegmDF4xHDuue1vsd88er++dxBasAdSJ9C50",
-	"smzHrFH84pbkxHCI6m22gA1ud23NRDbuHRV1W40LrXKwSygNM4nmhXfzGo5ZuamTc6pRQTSR9RzT0DZq",
-	"ygbUvue/TSb++2/TYbioBJvs0u2Quq+o6PWrR+3u1biZtEfoVnvhz+7wVQESdqnv4z3K4BqyBjXi5o4e",
-	"cLn2LZhHQvrOYDtr7VZLxXPRW1f8bqnO81ePSZNXKUgrbC9FaA1/JjneLdVGx+eqdTa2sBaWOjN0o7nR",
-	"VB51yNBO/tf3TguhKAZpl6XOotPoGO07P1DvdZ3nF7hTQqC7UU+x5Rna0Qq9Q/PqGoJim1U3cRN39Meu",
-	"hwprv31/+z8BAAD//w==",
+	"7H1rbyM3suhfIXQPMNKiLXseu9i1sbhwXruTTBIfOzkDnGjuEdVdkrjuJjsk27Iy8H+/YBXZD4ktSx57",
+	"MpsznyxL3WSxWCzWu94PUlWUSoK0ZnD6flByzQuwoPG/L/PKWNAX3C7dv0IOTgel+ycZSF7A4HSQ0hOD",
+	"ZKDh10poyAanVleQDEy6hIK71+y6dI8aq4VcDO7uksHrDIpSWZDp+jtYu2cyMKkWpRXKzXHO0lyAtEfp",
+	"UhmQ7BrWbMgtK5Sx7PmLv7J0yTVPHZijM8aZBqvXbCXsktklMMMLwHe4zNhMZWv3QKWlwV/nQhvLVGVT",
+	"VcB4kNCylsAzXIdfWAvEIwdje0EFv30DcuGQ8vzFX5PIAr8TMgtY21haWSbsWzW7AsuUZhcqY0Mu1yzl",
+	"BkY1NF0kXwuZHYjhH3gBO7YN/xw24oVW/4LU7hi0pCd2jltya0G7d//fL/zot5Ojv70b/nLkP70/Sf7y",
+	"/C58P/q//zHYxu2dG92UShpAEv2CZ5fwawXGuv9SJS1I/MjLMhcpd2g//pdxuH/fguM/NMwHp4P/c9yQ",
+	"/zH9ao6/1lppmqq7dz8tgWmajAnDCp7PlS4gY0OzlpbfJqyS11KtJJsLyDOTsJVWcsHcGkzCZjxjzfka",
+	"nTG4Ab2mZ1mp1SyHwo2bC2MhG9wlgy+VnOci/UhLUzO3fQxuhbGG8VwDz9ZseE4fvsavRwmeIVWCxvlZ",
+	"psAwqSxzQK2ZVUxYwxzFOvI2lltgw5+lqcpSaQtZwsKiRol7wo32a6WsO8TzygCd0XTJ5QLY8D/dL1/f",
+	"pgAZZCOHkm+UnoksA/lxcJLyPAfNCr7GRWaK2aUwNeRlzq2jgWeGlSoX6bqzikylVQHSsmGqMmA16M3K",
+	"/ZF5ZjZwIMI7HQQkDYubaXUNkuWiEBbx8oOy36hKZk+Plh8UM1W6DOQyVBpRcyOMmOXgKMDWiEPQflLq",
+	"DdcL+LgHFPm+O01uaodtLhGwBbew4mvG0xRKazyA33O59nzEfEzKemaYdkcENxLJwh0fWRUz0EzN3UGT",
+	"zFgNvDCJW44pQdozf+PxuQXNppfun6Nz98+UGUiVzMwg8VcaLqf1RBd8z16FtLAAhPUuGfwseWWXSovf",
+	"4OPQ0w3PRcZSDRlIK3iOu/Kz5Ddc5HyWfwTKOWcaFo6fGdA3IgWWiYzYmjQr0ExIZkUBZ+67pZALtxXE",
+	"6q1iS34TWFb25FtTapWCMR8HLT+1uZgwbAV5fuQvvVllmZC4dfdcZQkKYgFzK27YSgtrQaJg4YFoyZso",
+	"KGh3x1gB/jjqTEmiRo+XmVI5cOkoZQk8t8t1/MeczyDHQXiWCbcunl90Bt8QMWqZgxgcjWHsFdCd41bP",
+	"7eB0kHELR44otqWUZFC4LSKWt/UbiUuRH0qldkO6aw8vlMqjwFelgzTbH/bflIS4DNjIdb8EERIfbrYg",
+	"abbqXQQWv8FvBIlr3U0WForuh13rDbTSLJlrzddbcNJgUWCUJDRvg7Jr+zRwf7i2fnLiTmXidEjf3IdV",
+	"/LUeqAdqq1W+rVm8XXLbCGaGuJIB65SKzdMkLRcS9CUYy7XdSXP70cwWmCWvTN951TQtZOd2/xm0ynNV",
+	"2e11Ox7lDijzT7SE0yGX7LwsnxnmyPRotj5yf8ODo23M8AMAUqV7FmRVuI3zYx7hugc1uEcaTFW0v6hk",
+	"plob2zr9vRiL4ddYVZb7P/6lqoKG31lwBoZIr7VqIe3LF82K6wsoGcy5yPd+GLWGfZ+tpHRo2O9pU6Uk",
+	"EO/1fBQdWslv1eyyipz9tLmEtvboIAT08nlve2iTz3lqxY0jk6t6bcngG5otRiyOC2ZVDtlPggbaj2YP",
+	"xlyE4zcmn7COd/0Yvqo54qa85R94ZlhYC0oJupJO0CVZ3U/lhHfLlirPnGYUObWEvK1JLitp3FClVgsN",
+	"xrg399i3FgFsc5oCUDSPQOYA9otiUq3GMfyjIOGXe9jO4Ztu94yZV/lh7zqcxlfzrZp1AS94BrQop4eE",
+	"VV4DlIYNl8JYpdekrBinxeaZU7XQooa2q70u7ubsbd3djkKdhpP1crY2Qfp9j5HfVxwKJfu4Xlpp7YXm",
+	"PejhMB55CNuLiWZ7HsYAVFIvJkzdDNuPmP5jSb8/M/7DFViWOiyCNgkzVeEkf3UDuk0fBk9u2RyL7SM6",
+	"g6Ug40R3wi/DCKulMtCaVBhvcJHAhjm3js4WIMPNrmZOUXOqBWkepcqYXzaxEYeKUYcm+2SWmvTCah4q",
+	"gXdoLnbr/G8mO69Efg+WZ9zy7TP5GHpav2blTdNb9PdjSTOdsaIylsGvFc/JMsft8pkJBroIM49djrGV",
+	"k24d0WizyI31mvTphJEJBqR1Cr0j89p4mLBg6ktYxzSbbBoLL7mFN45Vu3/G4+iFRIbqvZWub9zj3lqw",
+	"fYB2aU1o38TdzfMf54PTX3ZPhEu5BIdEh5m7dzHLRNsImrC50l0MuAXfHi3UkQPmyFyL8kj57T4qlaNw",
+	"PTid89yA30sw9nV2v46GW9esNrrpN/6cdzcdwtfdtfCsEBZ3qRbrEkd5JV/Q5nvx2DHgNOwuiaIJyyAH",
+	"fIj0h96dbpjn5rn/y6solxARdn2hDB7NIKCR0eyZYbgyb6g8Y5UBxg17w409QlQcvf5qU/jqmfXaXxOP",
+	"ZFFpzv029zhAhtq0KWSDpOXu8v45Lx/TJncQ7ifrpZTHsIcQyT3cGtI62r3MKs4+ImTC7ZKpuXe3Qp4l",
+	"LBfXwEwJ6dhCUboLfVybIcwvJ+/GonC7mxxgb9lYGsGShOPpX4st9TWame16e6HBn3OeFUL2GC9UDjuv",
+	"qaDS3QhYoZqUwQ3k7olBgkddRjW6DdVF5YAS1fYF1LIBVLMe6t5ATXgw2VhgWE0MSd9VM+hhY7s05F3H",
+	"VM16D+MOo5o9SNfpN7NtrfCNkzguuE2X20vUUChSKfeXHw3YDxFfoiCqxRtB1tj9t6A+V9FfcyH7rM/Z",
+	"Y/PJxlTgBm9D5uGIEV6/iJhqOMySffCd97GE0K3fKhFH/oHG+w38N1eUv5s6d5Kbs2cDtEjdspXh+fY2",
+	"8AVceU/WFuf/p1oxlWchDKfMga24aV/9mapmeQt08nUS63DzxtmDg7mLhN5hNKAbzOxrTLTcdkxx6nqQ",
+	"DFbCLoU8sioHzWXqJiKB62ip8Jbx/815ns94eh1l6ZbrBdg9wb7heQV7PbuxyR5tYSUtBPRv7hVuzfbW",
+	"hrO+6VkAyYRFz10B3FQaMjbMYM6r3J6ylftZQwriBrJRZ693Hc4dCy6EFIXbjZP7Fk+DxBaK/rBt2s1z",
+	"lXIbvKe7BKpLMKrSKaAuvyirn+I3SzKQKuvwhk2t/Iddv6PWQQd8b2CsiPL2GDO6aHhOFxG9XMpJBHt7",
+	"//Dhd/3zPoZgG5bwcNH2P4PuuSHs7VQOvCFoLxB/EqBpkvuAbDgyzdALbqP7bltKnL6754W2a40d4ttj",
+	"LO1psBdh8RvM7DnBTkwNWtMnHgN+7PZCYujcgcmdrh6R9/20r0bSiD9+sJ1aySUUkAm8nL/QwK9jcRCO",
+	"fa06tvG230KpXMjFz9KKfH8ZKVMFJ12ny/RLpfLjSXVy8jJ1H/ETJMHC63/x/9GPTGn0s/rf3Ef6Ie49",
+	"hR4Fy/1ymGvYKktySsTUKbeDQ3ptm4SJ9kth7KTGvIf8ng3sDWSZ0c7uz1oiVNFvuo5SqxNY+rxZuhmd",
+	"ebEBvVlCLtoOuGeG5cANxH1a7pcHLeiNezO2nPpGPXREd9XGBmx865uSzZpJWDGeUswE1+DtaGzoA8JU",
+	"7dUYJQyK0q5J4JHK+kfHPVaLdBnEjO6k3/DcwCni13sTzy9eY+AZ6FY8LQaehdApDyEThll+DbI1ZzvG",
+	"5DFUtQbye4j8K+0ZxwaJ5yq9JmTX27d/dE2ZzbYx5qQNU/IUjt2nYFm6UNlXwugKn/qiyhZgyXWJEJBf",
+	"k/TOPl13T6q6UNn29aTit80m5cGNSO0GNg6ZdnvEuerewa39l3BrL7g5IG6n5Mb0Cac+SOcAgtpFLfeZ",
+	"xA+yJBn4NQ7zB5wAN6YfIBhx7zkAxL+2l3RbCn1I8JTsM6+qlfxAEUSSMZQGSmrQ7lnYDx6g/aWlLPCC",
+	"PWmbeIej5pyXpQ/9iUR2UsTBQ05Pjz18B7bLpd/ODZMGyQIJ+zmIBQn70gc5JgwXgr6ZSyhznuLH8XjM",
+	"hiuMojBsBu42dY+PoifQzXolZHqAkbP0um2ELBwMcACaLv0b7lCJheR5XFCoRSKWhqhJZgBkwmC8GLNL",
+	"p+f+HS+2GLy91q0w6oHrX3FhPc1wDOgfjQenssrzJHa/+7jjJS9LkO5yXbEhpmdUjXvmYTGwzaXpzxmR",
+	"0D2n6wJDBHcdr/vCjs68IDL3aSSrpcqDM26824eyhZ9BMjBLtapdehR6WuPzMCZ/QffqnqaG+lo/wCQa",
+	"sUPQEEm/Cz5C7tualbUOp/FbJetSQ/vG7Tf2wk1fjPAj3qpNIM+HmFgimsvDrS2NqWo7vKjA4JggwGFM",
+	"wDPDgmZvzthvoJUTufnMgLSsAI4nlnz822FFi7IyUeNCxILY2s8CCqXXX6wtPOhtkefiy4ufH/BqqbLD",
+	"Z4ySQBMNvUHHMy7rVInN4C4ySGP8M2RsxtNrNnS6hgarBWSsklZQ+Etw0vq0FjO6J8lhm+0KvPy8MqV0",
+	"e9Lea7Bthv9SFWUOaNC+8PGb7tFkcMG92ecSR/yiz/pubFz9+ic3tXO6XiZFkVF0OJdsBnOloZWKONhp",
+	"3t9jArd8dwupyp611ci0WeaHOn/o1tr/1P+3khDo6F67JW5PmCF27K/evP5nI61tcCNpQd/wvNdt5K64",
+	"lcgoasDpnwwDdNyd5JOm2PAvJ6PxIH4eZWXB7MgMWKpKd6NVz3B38Ec/k088pag2RmMmzFiR52wucPP2",
+	"DnG9evP6exzgfja6gZlmNT049uNuKx1aKx3FgTLgjQmQUQIpZ3++vd0zHifnlUyX3/PbXXsnNMuVYxOW",
+	"0fPM0bxM12eBkbt5VRV+hm4odr9TjB6/+PPJPbPj9SU3JmdDMFYUGBM616pgcEsbJXjOZlV6DdYkLJQV",
+	"QHMMv3VcePRIYP/tz/eA/bc/2yUrQacOqByeBHmxg/FW6etc8awVUWvIdILGH8hCxFkQCoko9yQZ3cqj",
+	"3Yj2VUVZWUB7V3iqoc2HzIXSVI/IjOM8MwyfGe/pl9w0CuD4rTUl4aS18Bs9qinPoVWZYDO8ZIeP+h5Z",
+	"oA3eTlcvgqC/glSYuPfjCcORM7BcRHTJ86wQxlDMICa78xyznlfLNW4+3PC8Inv0ihtmrgVmOcUiV3NF",
+	"oWr75C25Z0PeRVQq70aKbBMT4fKZacege1gRvH04KYXi9iTuLcFHTYQt9eIZp/xwqi5AxRdSpfJMrWTi",
+	"SNwhr+C3UfkskmckKV3TuOWQ62zupamA6mhqmo8F2V+22IghiZhhNF/1nFt+G6Snel60gmM0odtJqoMg",
+	"JK7f/VLw2/1Sew7KSduZ5zkTeUiP32OsDzBL+oeacPsmBN9DuDsRiyi3VzTLPHvYf2s32Mp9Ek4zQQy6",
+	"xnO+7UdQWgdn535B460gia148QsNTurGEhVK5utThva5bhGOEIjN2k+v/GVp0DOWMJ7njj6FZUqylJc8",
+	"FZaYl7JL0Awd+ywHfgNMZDmwoVlyd79hejc5dC6B0lfoO6cJeG0jxGcy9DcaJuwZk045oaoflTaWzar5",
+	"HPRoHKB0Yl0NozeNMavcHc74gguJ+VtuAKEZwjKu+dFBcSca0pyLIq5WYUC+37IGLcFf5bmZsKYFaxng",
+	"H5EuVGNFafaj/AoKhyr3OJMAde5fzO3VF3sge5nuD96mgDU1wHpTmgNXUP7S9jTBhbgnvrbOsQ97bIUu",
+	"xE5EkM1i+ntAHeOmSy0hN9JXiHFoJjse46lWpsnUiiRPluK/QAcJIRpM6tPNdyb1+cd2R/A3gZ333B30",
+	"nOO0JaRxWnPTPMN6KKkvtuED0nw2WkBNUVm8rrcjqFvZIYPTwb+MkuNLvvreGzU66fy7wA0b5k1xW0mK",
+	"DX7rTIEaE36Bu+ggZE71yA2cVQY0FtQAM2ZTN940aLNtHA0NADsvy6sS0lCBjD5fqMx9GI0nspOWi5jN",
+	"MsOmIS1lyoZzcQNHVOcj1UomLKx1lLCpu6v+W0n33OvzH85HyUROUyXp7krXFyjETNnw3DG3kNMUPCfg",
+	"RkB5W8jFV8CzXMgQaDqtww3ZyxMc1tS5sN+qmfHXG2Y7TdnwpRuKIjQjvz7HiSjPdOrGKrnmeQ65MMU0",
+	"YVNvknF31hRpaeqYl5rPaYAzx/q1Ty1WctM2P5HulbnQYJiSKUXx1ynODkPd5JkxC0mXbNhw/6wQ0tBF",
+	"NZGvTl4if+Jy7eaD3MCIIHD/lopyL6XKgBnIIXU3wmzNpohVRztj99sV/qT0lCBs/UpRrn7BQnpj2Eam",
+	"s+Mp9Sus4NapPmcTibymIZWC37YK97T27bmjr3u4D9z6uNQBtyrPxxncHN88j4m2gcnU+fNlOUgGRNWD",
+	"ZHCBbn9Py4OQ9RqVbfflSlsZjC3udBBf2eAPD2AJ8ahKx6mFrCCWjmOMuzKm4ZFp7TmScGtZyRdQGxuU",
+	"bJnG+CIe83OYe6G+0h7uVNhgsn3Oswfn7u7K2g0OzwNq09SVZWKxWp4q90uTD7dKMsiIhvdKQm69dZDa",
+	"jmEPvZZUTML+rpqBlmDBJ/3V3pwgnDwzvjSc2dte2uQaxeJdDqm5gVlk5rC8nZBL/o9Ds0Vqn0XEQW9E",
+	"3JjwOrBRugW4Zb9WUAEbPseUd7i1o8SdVTWnH7JzO+6J7PXC8xfrHnt6EBaH17Ae+QR7rVRBcm5XIYJn",
+	"be6+4h2xfa70GQrJq6XIgTIBHNtv6xhRNoEriEPnxOGw9CD3J7XUn7TBGzEuWSX9HcrbOpkHZNf0PpI0",
+	"ktGA3m5/MWtieE5ZzSDr0DNF6uHFTfCieBkSYZ3k7RA03jvv4XAbhIl72NpAspRLqSybAW1jlrTrMTAS",
+	"SXJfmmFPn3CdfB0x3jxhvZ4P8Xs9KuuPusBil1PbkbbtkA2y0IExLnMhhVkegoXdRctuaivwHt5K9w85",
+	"QytpBskHRzFE0qwuQGbk0P3ZbTd9/IJf04evyE7pKyDd6+vdL1zH16pr8qQ8Tt7Ftt5AWmlh11eOTEIR",
+	"E65jATrnEj0aFqsRODmdffv2J2bEQpIgzrEYtcexrz/6zLBv3353NQ6FpdHWQOPX0CytLakqo5BzFSle",
+	"IcmV4oQ5ktlrdqDmjmmeOyna6xmnobSlYcPzshwlbOZkePYvNTMTOSTReYScwgi5yFGxMGx4oZxqR0wl",
+	"WBM6qf+/uePmtYWJrA0N7GcD2gTjFc+v3XXR1SnMeCIn8qelBmALrarSJF6VvxDS+4pOJ/KI/elPtcfq",
+	"/OK1+dOfThnlgiZsATbBMpOJr/8SKiKM6cUf62JwbmUZzKrFQshFPQ4GKDgt1lQF+ntVmZDHCL/EDxPJ",
+	"wmfUuOo01oShIf3MFz5guVqYM4d4uIWUmSXkORXLeQuzK5Veg/VQvZZGLJa2hoK3pScvVg1D8Uyl2QrV",
+	"rYxx42C5wlDxoyt3VX9NDyP8dDUKu2TTTumF6SgJRk5fZ5jLzA1UOX6R1Mb1eks7+3PeFCLxEeicEaV6",
+	"iscqe/vQ/0SS+0LOxQJzCN0JGI3ZpcrBx943Ge+nbEoZ9FMs5mOcol5n0k8Zz40KwSmNSTFhU1Sd/e8F",
+	"l04cbFt5zyZyU8su+Jplik4QhgomTDg6xiyIGl9tpLw6ee5Dk5pSxw4xvvz3GXMa+9YDG0Wkz5weTibj",
+	"xgLdWPjQK2rYq5NXVDuBM/ScyYUjQdyYS4cWNqxPwAhR6E2o6PDu8huKekrYnHaFaMowJWlf6t3/DtZH",
+	"/8XzCoKT/BRL7PMMV5DzhSNXLSy4UWrZyC5hInFMFB1ROswgF1Qrig0xaioEc7jjyEJE6awyTrykW+fy",
+	"6/Ovvv96IoOCWuebzlQls9GYvUVLl6/o7yMWlXsg1KklM4MVFg0JxAJbjudBMrgJFofB8/HJ+CQkHfFS",
+	"DE4HL8cn45eDBGvbI9c/vnl+3FYvfcxPXWXydTY4HTiVPNSyGmyUqH9xcvJolXrbBVQj9XprEO6SwauT",
+	"532j1eAdd0o940sv73+pqcHu3njxt/vf2KywjRdsVRRcr+tMJE99G1fEllEMPZ18YSh6Btno4J0br71P",
+	"x+/9p7veHfsHhA37CPvVWwS8ibb8WNt18ur+N+pi8o+zv05OaTLJat8QMnulcuSuxAz23O2k06ekxyvY",
+	"PHLc7mNy966XVo6b8g8fMj7yDioq0iW5rzMRaO4NzVQHlnyhSCd8FKJrFTa568rAVldw97uTuxfyWtGV",
+	"SJgn99NZq9vHJ3xk/rzPFO3y9t3jcgXW1zAs1I27+FtZmEg2H8oTj99TNuHdB1J6Em0DQ2Pv7AITdECq",
+	"FY4Zt/7jtnKH50mZCAenJJxPhon3UPUfkkQJ9WwoFabPmiXXmRk52T/sZEO2h1GrF4V3S1oX4aEn3PR2",
+	"BYvIxtcgPHiTH0duCvhqKxoUDcCZVjkwzGi/F93H7/2nu2Nelub4PS/Lu2MqLWOO39OHB/CLdtcoxy+2",
+	"T895WXpB303htCg17+mDxdHJ94TNpaIAppWxqvDwPTPMAYMmeu6jAvEb6tnj1Lu0rDAoz2tbq6VIl91o",
+	"Da/TmL5+X3VFnydcaourbi8Zq+qEIIJ64VgKgewZ1m/csMYBBZZPZAn6qFRZSDXJxI3ICDleWaR6/KXK",
+	"zGjMqA6RYQvl+wZN3ClRhsZUkk3JEewJcezrURBRUXEJ/x0vy87/9AZ9NT2jnILzspxIp8OWlVkyzuaO",
+	"dXkIuE80YMNXL/7G+EzdgHdYd9nPRWWW37f357GFt06Bpr3EtxfxTWzKb7GymuVkTP5jCVoP46EffPtd",
+	"EPl4BHtTK5J1h1ewYW2vMq2IVke67SuwadmxL1tutcKIJiCdb6ZvNTBiHpJh2CZDehs/RhFZ4bgaRaZM",
+	"pNIZ9Z/CeKKxn3CMX09bpb+Cn8Awg93dRmN2jl9MJNZTnkGqCmDzKs/XrEZniDFwokMNKRqeLV8zo9hc",
+	"abJJzfi1Ny+1MrIwZoEal5wxTmtAT2ohDDVPMxOZ+QAirN+huVke5UqVPiHNW7B9vxD0N5agJ3JjtfIb",
+	"LvJKwzTxaMNZcL7a4o7/zXh6PZ5Qyrk5DQNjs5Ej7ylJut9mSkLzlS/dO5F11xB0dxzhuOycdo4s6b7N",
+	"FFu6Y73kBlhIlItxq3+ADY6pJxSV6iSyno5sTY7ZZ0bSYSTnu9rTsCHZv/fmHclTyGa/lyj27hBO+AEK",
+	"7SeNhC14psgppq2OI4FYKIQc45nP2JTcWVMWAr5IOuUTScE0xLWcfIdpvxjAMTpj00pmalo3y20xuCCc",
+	"UU5tl2n7jGNTs3T3wnYm8UQGbw3FiyC3+jDzQd1rKfRY6umt1G9CIO8gfAQe2cTAxZlk4/iprQitPlbt",
+	"nfYR2U5A5k7xU1SbkzJivINl9EcT9E724M91t9zfUTJse5PJHJIptrML2eGSYN1Koc+vQQk1T0jMvtbl",
+	"NiXXRTD/fZxP5y3vKzU2Qq6GrnF0UfjEjQ/3QnSumnf37O/xezfvI1xoERZbF9S8j8GGwLxBMgiReViO",
+	"oQ7N62O2VYQwr9qE+fh6czvz5qP6PHYfhn8zX8djuC42DxTGJ6EUIR5qDW6dDrINmeP3jpjvjlsVwqK6",
+	"8Nc8XbKQg4jb0DIwaUidSpudMooiLStr2DDUgMAgGWqCHpJyEzIk1SYxMpRhQKhPVfUN0kNc6UT6jNVO",
+	"am+6VAYoImm1XCf+A7cs9eUNnbRGObpOKaQcXW9i6yRQc6NkwiQqkz6BF1XwesHCuPdplZRkJyzLxHzu",
+	"9Io6RqTUcCNUhfkkBA23WPHTkhA4kS9PmOlRMLsJpk940LoT9chRgR4+K5tbymaTxK4hdQRep+Z2a6Ps",
+	"o3g+0i2Y3Pv4D7yAe2/MOv6rlw18g8HPvjlcyRdCUmclMlux2Rpz5ajYKi9gTDF20TCqlKdLzIrZ9ku9",
+	"reHYwspm5Ga+pjB8nHZ4XpYhJw/z8c4Yl2uWcgONj+DXCvB8+Uvc5w1t9QvvVx4xLMBniDmWNL2G9d+R",
+	"g01ZyYU2zICD2iMkVUXBzRnmO6MxD3O++sBBz/Rh8CASmmxgtD2KYNUa+vjghF2G5ldXTfOr8Xjci5hQ",
+	"qugASC6crGfEb9BKVzs5aWrDPD85OemdL2T0NvP5MjKDU/deq57H81g9j5jJoZWo5YMq510+HRKzYvDU",
+	"eWC7UPDuI6i6fa7THyXgAtyqmpP7aSusH65nOGx0ZKNVi1kEttp896HqxS73XrujfwapcrKBo4zU5uvT",
+	"EMRKjbtIGVppJRfM0RCG6TqR4l+UZooySd3m65nBvolj9hZFFcmmrzMoSoXljI6+g/U0wVBSNDtNJMVw",
+	"1/YmGsZdQL6eBRPSWKBo9jkXVD9NU+g31jhYiTRq9v4SB65NLodisgX0d7Ae0GF5fI1lK8N7L8Xl+Ucx",
+	"SX3pWy194makQ61Cz1/udYzfcO0VtRcv9llIqVUKxpDQ9bsJeLRnrVyCHsayhxx1/N6JF3deySIuglUK",
+	"t7T6r/D71lHbINdX2yyIXsk+i+hbO0iYae3gGSqmPp3W15SJZef3XiF9JsL+Dfv4Ju8PIISPH8v8D7Rw",
+	"NPmn3XIrT3GV368jfSdk9gB9qsdOh+l43RP9qdx9H4c2f/bpp//bXSh/6MvS15zpZt5RHROZ+Tjrx7o/",
+	"j5tOt8fv6893xz6n8MNt/E/CH+K+g3YLz34Hwt4O2EtCwZedUT9BF+xnf+q/1dmO5OpiZWkUnUpF+dEx",
+	"OXlPF2zfQW/qp0StkG99Id8p5klOg1cAAcxC3i837NurH3/wSjQ9+nd3wKZsqPRETs/TFEp7yizcWprx",
+	"iPKPp6Mkkht8Sj4LfPCZYVORTSdSGCrotE8/d+8RYGku3Jd2yS05FaREsTSWccyGS+AYQ0gHaYpnaspq",
+	"TjOayAXYEGSSc3fiaFK45anN11g8K6bch2NMq9tW7mM2MURizCBWl/frMU+GPfEcwaEtY8PN3va9tkF8",
+	"rzPvgZX/t0I762rVwrCCyxpCIRnHLODGhOkro7rRyYJ51i35hKncNavD+iciezIrJw5KRNGM2sHi72aw",
+	"bHrwY6+FzWPVHWgTsK2rxNPl50jrLf/Tdo0DH/Tb9JmgTHYqAeqLHvweXqcHalQPuDBuqYJc9Lr4uVxo",
+	"nmH0HW+VkGBfCMnRBID1XgxLudZrxhlFF3lkSsgncq6obSWbrVnGLT9lJ8zYTEg2DNxc+c6DVLcCG1PQ",
+	"E374xFdtoCEZjs9zdBSnuQqx1OgswmKT6EUfJey5G0ZVNmEv3CfQOpnIlwxuhaV4NvyUqgzcjZdBKgqe",
+	"451GbMr3Q7TYJAMnGiXslbt4yFGzCf8pm76fDLCJxGRw+teTZDJYgqOWyeD0xau7aTSb4+tbSK+WkOf3",
+	"Oex+ataIRIthQnqBuqthQw0lhGrC9Q03poZrOfYbIwk57q8pfGBNvzy9bzGzmtFGfEJBvj7IQweR6m5U",
+	"F6aTA0Bm+9A0QMl+tyU1ZNwJQ+w1a9f3Xt+x95CUd7+5ebM8JxbcxcTVSth06QsruxXXx5GVWlmVUu3b",
+	"zxy/I4dXmAbqj42gf+rSOZhI1uJrTxXW/qmw+lwt+jUDd9Kc1O9tvRh4iOkrw2lbrrk9kpmTbZykrzQr",
+	"cy4kPmcmstQwF7dtn5xTdLByTa0DYQRQV4HAMabjibzQ6lbQVRErBnQ0x+aGzIgMmiTAWRUNC7pCwemN",
+	"W/HekRA1lLsc2w9gYt8BlF6TcfBLWBHG+qahO/MhygIO6yZA5HCKZ+ibxgiZQtP259E0BI9QL9ATSKGp",
+	"0r0oxqYdDwfmMCE9EPMBhS3U4o2Q0IjpSLwHyudv1ILQ8plhbzJsOrZEPWphulYSf/MnmyXl/+h8G+Mw",
+	"P1Ebba9dFUP9ntiH02lx9An5bz7bcv9AtlwqhuPzZ+oAaioyiPGSGHNU1+9/PFPu+/r9u0/XQRPPDhye",
+	"l+VpgyxsLcUt9lY981g7xbqfzHdBgAx7KvisQWzDoMopG5Jx1oukVI4oS3xJRA05cOP+p8p/4cBdQ2nr",
+	"Tg5uLO/lmmIvK98F03836s0CbA7rgxIBHfyDpNW9jT49IDXwUwqU+MzM/s2Z2UVvsVnskOvdVns7pnTT",
+	"trlXsbwAvRErdOq0QCw72nq/1at36NNSRknI+VW6YDMN/Np70ZwqMafSCCxTBReSPFmZMLrCiTF5BKjZ",
+	"1UQSG8H+JKRZNtP6msR1MVLrm+ZLZZkRRZmvJ03X/TrYBkO8faINNq33vehRp0IlN8GOgr71+0R2er9P",
+	"fY8sp0S70TLNfR853z6/AGmT2sznM0r6yiu09uBeVXezV0zjqyEU+a97jWdNtNfv4yjZbjzew7F886lW",
+	"CfrP0X5b3OAHdyDah6FdsX9Xmtw9vOCYrkMntERDwL92Go1v+spzn+DmTbcLxZQ8C2n81E7OJ/MT18rG",
+	"7LzKhMVi1IwkjqPW5NPtzBjket1z8jQJoPUMOOPHVkkOPRybiaHkFfH7nzQVZgJT+Fwks2uqUCWSafsA",
+	"Ue0I7wxvY7IxaNbNlPmjHDUvcfaetfZZoWfvOSyX+NDn0/L5tDzmaXkj5hYzb1qXjdt1svC1sejdfY92",
+	"WEwudsRDhRasqZJG5eBEsZU59W3thCQ/CDXyDpBtNfSfSPQ+Jp3+/cOSayt4Pgpvu9fG7gzS9e0b+1Ev",
+	"7yklNbn3ox3KMWsc6/HjFUmZoEG/DgX3UdK12GRJ2FjDfTb0uyNy3xn1OTtiBMFxmGt0RnBsdLIXrWRt",
+	"ipJCQdnXFusYaSey1aJ6GDrahu4YmW9Z4XMomVUo44brH8dOmvpr+/WHx9JrDssJtQkIoKLkLzE4XgMv",
+	"xqyVoO2WdA2lDZFnm20KQmiItmYiKSwhpK+H0m8XWhVOkakMM6nmpQ9FMBwzxzLHl1Qry30imzmmobTp",
+	"lA2pxOT/mFz8z5+mo9BoERUHliu5AN2X+P7m9ZNWoL168/qeZPf6LPzeVWhrQMIp9XrdUQ43kLd2I2mf",
+	"6CGXa98m5EhIX712Zz2I1VLxQvTWvnm7VOfF66fck9cZSCts747QGn7P7Xi7VBtdSer2LthmRViqHhZH",
+	"c6vxEWqwoeXRL++cYkmRNqTbVjofnA6O0QfhB9pi7+2mPa1gzFbO75aOvKNdT8Q6GBuC4u/qjjcmifRw",
+	"aYYKa797d/f/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

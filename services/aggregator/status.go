@@ -357,6 +357,7 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 		st.Reasons = p.Reasons
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Scheduled", Status: false, Reason: "Unschedulable", Message: summarize(p.Reasons)})
 		st.Conditions = append(st.Conditions, queuedConditions(p)...)
+		setQueued(p, &st) // queue_status.go
 	default:
 		shards := f.shards(w, p)
 		foldShards(w, shards, &st, f.log)

@@ -302,6 +302,8 @@ var auditVerbs = map[string]struct {
 	"PUT /v1/projects/{project}/quota/{tier}":                                            {verb: "set-quota"},
 	"POST /v1/clusters/{cluster}/{action}":                                               {param: "action", values: []string{"cordon", "uncordon"}},
 	"PATCH /v1/clusters/{cluster}/labels":                                                {verb: "label"},
+	"POST /v1/remediation/pause":                                                         {verb: "pause-remediation"},
+	"POST /v1/remediation/resume":                                                        {verb: "resume-remediation"},
 }
 
 // auditTarget names the project and verb of an audited request, from the
@@ -324,7 +326,7 @@ func auditTarget(r *http.Request) (project, verb string) {
 		}
 		verb = v
 	}
-	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") {
+	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") {
 		return PlatformProject, verb
 	}
 	project = chi.URLParam(r, "project")

@@ -63,6 +63,7 @@ func statusView(st *api.Status) computeapi.WorkloadStatus {
 		v.Events = append(v.Events, computeapi.KubeEvent{Cluster: e.Cluster, Object: e.Object, Type: e.Type, Reason: e.Reason, Message: e.Message, Time: e.Time})
 	}
 	kindStatusView(st, &v) // view_kinds.go
+	queueStatusView(st, &v) // tiers_view.go
 	return v
 }
 
@@ -91,6 +92,7 @@ func quotaView(project string, l *api.Ledger) computeapi.Quota {
 				tq.Unlimited = false
 				tq.Limit = computeapi.Resources{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, Gpus: lim.GPUs, Pods: lim.Pods}
 			}
+			borrowedView(l, &tq) // tiers_view.go
 		}
 		q.Tiers = append(q.Tiers, tq)
 	}

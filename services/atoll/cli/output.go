@@ -142,6 +142,7 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	}
 	row("Generation", fmt.Sprintf("%d (observed %d)", w.Metadata.Generation, st.ObservedGeneration))
 	row("Phase", phase(w))
+	queueRows(row, st) // tiers_view.go
 	row("Pods", fmt.Sprintf("%d desired, %d ready, %d running, %d succeeded, %d failed", st.Desired, st.Ready, st.Running, st.Succeeded, st.Failed))
 	if len(st.Images) > 0 {
 		row("Images", strings.Join(st.Images, ", "))
@@ -236,10 +237,9 @@ func eventLine(e computeapi.Event) string {
 
 const eventHeader = "ID       TIME     EVENT        GEN  MESSAGE"
 
-// printQuota writes used/limit per tier.
+// printQuota writes used/limit per tier, then what Preemptible borrows.
 func printQuota(out io.Writer, q computeapi.Quota) {
 	tw := newTable(out)
-	defer tw.Flush()
 	fmt.Fprintf(tw, "TIER\tCPU\tMEMORY\tGPUS\tPODS\n")
 	for _, t := range q.Tiers {
 		lim := func(v int64, f func(int64) string) string {
@@ -254,6 +254,8 @@ func printQuota(out io.Writer, q computeapi.Quota) {
 			t.Used.Gpus, lim(t.Limit.Gpus, itoa),
 			t.Used.Pods, lim(t.Limit.Pods, itoa))
 	}
+	tw.Flush()
+	printBorrowed(out, q) // tiers_view.go
 }
 
 func itoa(v int64) string { return fmt.Sprint(v) }

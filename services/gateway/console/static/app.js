@@ -36,7 +36,12 @@
 // .pool[data-pool] .bar-row[data-resource][data-used][data-capacity],
 // .cluster button.cordon[data-op], .cluster .cluster-error;
 // #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
-// #region-error.
+// #region-error;
+// #nav-remediation, #remediation-reason, #remediation-pause-region,
+// #remediation-resume-region, #remediation-op-error, #remediation-error,
+// #remediation-clusters .remediation[data-cluster][data-paused]
+// button[data-op=pause|resume], tr[data-domain][data-open],
+// tr[data-node][data-phase] td.why.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -245,7 +250,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view'];
+const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view', 'remediation-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -277,6 +282,7 @@ function parseRoute() {
   if (parts[0] === 'p' && parts.length === 2) return { view: 'list', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
+  if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
   return { view: 'projects' };
 }
 
@@ -290,7 +296,7 @@ function route() {
   const r = parseRoute();
   const signal = startView();
   setProject(r.project);
-  const here = r.view === 'region' ? '#/region' : '#/';
+  const here = r.view === 'region' ? '#/region' : r.view === 'remediation' ? '#/remediation' : '#/';
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.getAttribute('href') === here);
   if (r.project && !PROJECT_RE.test(r.project)) {
     showIn('#error', `"${r.project}" is not a project name.`);
@@ -300,6 +306,7 @@ function route() {
   if (r.view === 'list') listView(r.project, signal);
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
   else if (r.view === 'region') regionView(signal);
+  else if (r.view === 'remediation') remediationView(signal);
   else renderProjects(signal);
 }
 
@@ -356,6 +363,7 @@ function renderIdentity() {
   $('#identity').hidden = false;
   $('#project-form').hidden = false;
   $('#nav').hidden = false;
+  $('#nav-remediation').hidden = !id.platformAdmin;
   $('#project').hidden = !!id.platformAdmin;
   $('#project').required = !id.platformAdmin;
   $('#project-open').hidden = !!id.platformAdmin;
@@ -1422,6 +1430,176 @@ async function cordon(name, action, card, signal) {
   }
 }
 
+// --- remediation ---------------------------------------------------------------
+
+// remediationView shows platform admins, per member cluster, what the
+// remediation service sees and does (GET /v1/remediation, polled): whether
+// it is paused and why, the storm breaker of each failure domain, the
+// unhealthy nodes with their phase (what is being done), the signal and
+// why nothing happens now, and each node's history; Pause and Resume (a
+// cluster, or the whole region) ask first, then call the API with the
+// reason typed in #remediation-reason.
+function remediationView(signal) {
+  show('remediation-view');
+  document.title = 'Remediation · Atoll console';
+  hide('#remediation-error');
+  hide('#remediation-op-error');
+  $('#remediation-clusters').replaceChildren();
+  $('#remediation-empty').hidden = true;
+  $('#remediation-status').textContent = 'loading…';
+  poll(
+    signal,
+    async () => {
+      const st = await getJSON('/remediation', { signal });
+      if (signal.aborted) return;
+      renderRemediation(st.items || [], signal);
+      hide('#remediation-error');
+      $('#remediation-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#remediation-error', err);
+      const final = err.status === 403;
+      $('#remediation-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+function wireRemediation() {
+  for (const [sel, action] of [['#remediation-pause-region', 'pause'], ['#remediation-resume-region', 'resume']]) {
+    $(sel).addEventListener('click', () => current && remediationOp(action, '', current.signal));
+  }
+}
+
+// remediationOp asks, then pauses or resumes a cluster ("" the region),
+// and renders the status the API answers.
+async function remediationOp(action, cluster, signal) {
+  const pausing = action === 'pause';
+  const scope = cluster ? `cluster ${cluster}` : 'the region';
+  const reason = $('#remediation-reason').value.trim();
+  const answer = await confirmDialog({
+    title: `${pausing ? 'Pause' : 'Resume'} remediation in ${scope}?`,
+    text: pausing
+      ? `No new action (cordon, drain, replace) starts${reason ? ` (reason: ${reason})` : ''}; escalations already running go on.`
+      : 'Unhealthy nodes are acted on again, within the breakers and rate limits.',
+    ok: pausing ? 'Pause' : 'Resume',
+    danger: pausing,
+  });
+  if (!answer || signal.aborted) return;
+  hide('#remediation-op-error');
+  const body = JSON.stringify(pausing ? { cluster, reason } : { cluster });
+  try {
+    await getJSON(`/remediation/${action}`, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal });
+    if (signal.aborted) return;
+    // The answer holds only the scope changed: read every cluster again.
+    const st = await getJSON('/remediation', { signal });
+    if (signal.aborted) return;
+    renderRemediation(st.items || [], signal);
+  } catch (e) {
+    if (signal.aborted) return;
+    if (e.status === 401) return expired(e);
+    showIn('#remediation-op-error', `${pausing ? 'Pause' : 'Resume'} refused. ${describe(e)}`);
+  }
+}
+
+// remediationWhy says what is being done to a node and why.
+function remediationWhy(n) {
+  if (n.waiting) return n.waiting;
+  const blocked = n.drain?.blocked || [];
+  if (blocked.length) {
+    const pdbs = [...new Set(blocked.map((b) => b.pdb).filter(Boolean))];
+    return `drain blocked on ${blocked.length} pod${blocked.length === 1 ? '' : 's'}${pdbs.length ? ` by ${pdbs.join(', ')}` : ''}`;
+  }
+  if (n.replace?.name) return `replacement ${n.replace.name} (attempt ${num(n.replace.attempt)})`;
+  const h = n.history || [];
+  if (h.length) return `${h[h.length - 1].event} ${h[h.length - 1].message || ''}`.trim();
+  return '';
+}
+
+// renderRemediation draws one card per cluster. Cards are rebuilt on each
+// poll, except the open history panels, which stay open.
+function renderRemediation(clusters, signal) {
+  const root = $('#remediation-clusters');
+  const open = new Set([...root.querySelectorAll('details[open]')].map((d) => d.dataset.node));
+  root.replaceChildren(
+    ...clusters.map((c) => {
+      const pause = el('button', { type: 'button', class: 'secondary danger', 'data-op': 'pause', 'data-cluster': c.cluster, text: 'Pause' });
+      const resume = el('button', { type: 'button', class: 'secondary', 'data-op': 'resume', 'data-cluster': c.cluster, text: 'Resume' });
+      pause.addEventListener('click', () => remediationOp('pause', c.cluster, signal));
+      resume.addEventListener('click', () => remediationOp('resume', c.cluster, signal));
+      const breakers = c.breakers || [];
+      const nodes = c.nodes || [];
+      return el(
+        'article',
+        { class: 'card remediation', 'data-cluster': c.cluster, 'data-paused': c.paused ? 'true' : 'false', 'data-reachable': c.reachable ? 'true' : 'false' },
+        el(
+          'div',
+          { class: 'cluster-head' },
+          el('h3', { text: c.cluster }),
+          el('span', { class: `badge ${c.reachable ? '' : 'warn'}`, text: c.reachable ? 'reachable' : 'unreachable: no action' }),
+          c.paused ? el('span', { class: 'badge warn paused', text: `paused: ${c.paused}` }) : null,
+          c.holder ? el('span', { class: 'muted', text: `leader ${c.holder}` }) : null,
+          el('span', { class: 'actions' }, pause, resume),
+        ),
+        el('h4', { text: 'Storm breakers' }),
+        breakers.length
+          ? el(
+              'table',
+              { class: 'grid compact breakers' },
+              el('thead', {}, el('tr', {}, el('th', { text: 'Domain' }), el('th', { text: 'State' }), el('th', { class: 'num', text: 'Unhealthy / total' }), el('th', { class: 'num', text: 'Allowed' }))),
+              el(
+                'tbody',
+                {},
+                ...breakers.map((b) =>
+                  el(
+                    'tr',
+                    { 'data-domain': b.domain, 'data-open': b.open ? 'true' : 'false' },
+                    el('td', { text: b.domain }),
+                    el('td', { class: b.open ? 'warn-text' : '', text: b.open ? (when(b.coolingUntil) ? `cooling until ${clock(b.coolingUntil)}` : `OPEN since ${clock(b.openedAt)}`) : 'closed' }),
+                    el('td', { class: 'num', text: `${num(b.unhealthy)} / ${num(b.total)}` }),
+                    el('td', { class: 'num', text: String(num(b.allowed)) }),
+                  ),
+                ),
+              ),
+            )
+          : el('p', { class: 'muted', text: 'No breaker state reported yet.' }),
+        el('h4', { text: 'Unhealthy nodes' }),
+        nodes.length
+          ? el(
+              'table',
+              { class: 'grid compact nodes' },
+              el('thead', {}, el('tr', {}, ...['Node', 'Pool', 'Phase', 'Signal', 'Unhealthy since', 'What and why', 'History'].map((h) => el('th', { text: h })))),
+              el(
+                'tbody',
+                {},
+                ...nodes.map((n) => {
+                  const hist = el(
+                    'details',
+                    { 'data-node': `${c.cluster}/${n.node}`, open: open.has(`${c.cluster}/${n.node}`) },
+                    el('summary', { text: `${(n.history || []).length} events` }),
+                    el('ol', { class: 'events' }, ...(n.history || []).map((e) => el('li', { 'data-event': e.event }, el('span', { class: 'muted', text: `${clock(e.time)} ` }), el('strong', { text: e.event }), e.message ? ` ${e.message}` : ''))),
+                  );
+                  return el(
+                    'tr',
+                    { 'data-node': n.node, 'data-phase': n.phase },
+                    el('td', { text: n.node }),
+                    el('td', { text: n.pool || '' }),
+                    el('td', { class: 'phase', 'data-phase': n.phase, text: n.phase + (n.flapping ? ' (flapping)' : '') }),
+                    el('td', { text: n.signal || '' }),
+                    el('td', { title: stamp(n.unhealthySince), text: ago(n.unhealthySince) }),
+                    el('td', { class: 'why', text: remediationWhy(n) }),
+                    el('td', {}, hist),
+                  );
+                }),
+              ),
+            )
+          : el('p', { class: 'muted', text: 'Every node is healthy.' }),
+      );
+    }),
+  );
+  $('#remediation-empty').hidden = clusters.length > 0;
+}
+
 // --- SLI charts ----------------------------------------------------------------
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -1623,6 +1801,7 @@ function wire() {
   });
 
   wireDialog();
+  wireRemediation();
   window.addEventListener('hashchange', route);
 }
 
