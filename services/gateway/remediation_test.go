@@ -45,9 +45,13 @@ func (f *fakeRemediation) status(_ context.Context, r fakeStatusReq, _ micro.Req
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	paused := f.paused["zone-a"]
-	if why := f.paused[""]; why != "" {
-		paused = "region paused: " + why
+	// As remediation words it (Service.paused): the region's pause first.
+	paused := ""
+	if why, ok := f.paused["zone-a"]; ok {
+		paused = "paused (cluster): " + why
+	}
+	if why, ok := f.paused[""]; ok {
+		paused = "paused (region): " + why
 	}
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	// The JSON of remediation.ClusterStatus, with a field the API leaves
@@ -145,12 +149,12 @@ func TestRemediationAPI(t *testing.T) {
 	var after computeapi.RemediationStatus
 	require.NoError(t, json.Unmarshal(body, &after))
 	require.Len(t, after.Items, 1)
-	assert.Equal(t, "network maintenance", after.Items[0].Paused)
-	assert.Equal(t, "network maintenance", get("/v1/remediation?cluster=zone-a").Items[0].Paused)
+	assert.Equal(t, "paused (cluster): network maintenance", after.Items[0].Paused)
+	assert.Equal(t, "paused (cluster): network maintenance", get("/v1/remediation?cluster=zone-a").Items[0].Paused)
 
 	resp, body = g.do(t, "POST", "/v1/remediation/pause", g.Admin, []byte(`{"reason":"freeze"}`))
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-	assert.Equal(t, "region paused: freeze", get("/v1/remediation").Items[0].Paused)
+	assert.Equal(t, "paused (region): freeze", get("/v1/remediation").Items[0].Paused)
 
 	for _, body := range []string{`{"cluster":"zone-a"}`, `{}`} {
 		resp, b := g.do(t, "POST", "/v1/remediation/resume", g.Admin, []byte(body))

@@ -31,6 +31,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 	needRegion(t)
 	setPolicy(t, basePolicy())
 	const cluster, reason = "zone-b", "api maintenance"
+	const why = "paused (cluster): " + reason
 	healAll(t, cluster)
 	c := member(t, cluster)
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 	paused, err := admin.PauseRemediation(ctx, cluster, reason)
 	require.NoError(t, err)
 	require.Len(t, paused, 1)
-	require.Equal(t, reason, paused[0].Paused, "the pause shows in the status the API answers")
+	require.Equal(t, why, paused[0].Paused, "the pause shows in the status the API answers")
 	t.Cleanup(func() { _, _ = admin.ResumeRemediation(context.Background(), cluster) })
 
 	victim := nodesOfPool(t, c.Client, "general")[1].Name
@@ -59,7 +60,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 		if !assert.NoError(ct, err) || !assert.Len(ct, list, 1) {
 			return
 		}
-		assert.Equal(ct, reason, list[0].Paused)
+		assert.Equal(ct, why, list[0].Paused)
 		assert.NotEmpty(ct, list[0].Breakers, "the breaker state per domain")
 		for _, n := range list[0].Nodes {
 			if n.Node == victim {
@@ -68,7 +69,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 		}
 		assert.Equal(ct, string(rem.PhaseUnhealthy), seen.Phase)
 		assert.Equal(ct, "Ready=False", seen.Signal)
-		assert.Equal(ct, "paused (cluster): "+reason, seen.Waiting)
+		assert.Equal(ct, why, seen.Waiting)
 		assert.False(ct, seen.UnhealthySince.IsZero())
 		assert.NotEmpty(ct, seen.History)
 	}, 30*time.Second, 200*time.Millisecond)

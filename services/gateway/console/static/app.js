@@ -481,6 +481,7 @@ function listView(project, signal) {
   $('#workloads-empty').hidden = true;
   hide('#list-error');
   $('#list-status').textContent = 'loading…';
+  quotaView(project, signal);
   poll(
     signal,
     async () => {
@@ -503,6 +504,63 @@ function listView(project, signal) {
       return final;
     },
   );
+}
+
+// quotaView polls the project's quota: usage per tier and what
+// Preemptible borrows of the capacity the other tiers leave idle.
+function quotaView(project, signal) {
+  $('#quota-card').hidden = true;
+  poll(
+    signal,
+    async () => {
+      const q = await getJSON(`${API}/projects/${enc(project)}/quota`, { signal });
+      if (!signal.aborted) renderQuota(q);
+    },
+    // The workloads' panel reports errors; without the quota, hide it.
+    () => {
+      $('#quota-card').hidden = true;
+      return false;
+    },
+  );
+}
+
+// usedOf is "used / limit" of one resource of a tier ("–" when unlimited).
+function usedOf(t, key, fmt) {
+  const lim = t.unlimited || !num(t.limit?.[key]) ? '–' : fmt(t.limit[key]);
+  return `${fmt(t.used?.[key])} / ${lim}`;
+}
+
+// borrowedText sums up what a tier borrows ('' for nothing).
+function borrowedText(b) {
+  if (!b || !(num(b.milliCPU) || num(b.memoryBytes) || num(b.gpus) || num(b.pods))) return '';
+  const parts = [`${cores(b.milliCPU)} CPU`, bytes(b.memoryBytes)];
+  if (num(b.gpus)) parts.push(`${num(b.gpus)} GPU`);
+  parts.push(`${num(b.pods)} pods`);
+  return parts.join(' · ') + (b.reclaimable ? ' (reclaimable)' : '');
+}
+
+function renderQuota(q) {
+  const tiers = q?.tiers || [];
+  $('#quota tbody').replaceChildren(
+    ...tiers.map((t) =>
+      el(
+        'tr',
+        { 'data-tier': t.tier },
+        el('td', { text: t.tier }),
+        el('td', { class: 'num', text: usedOf(t, 'milliCPU', cores) }),
+        el('td', { class: 'num', text: usedOf(t, 'memoryBytes', bytes) }),
+        el('td', { class: 'num', text: usedOf(t, 'gpus', (v) => String(num(v))) }),
+        el('td', { class: 'num', text: usedOf(t, 'pods', (v) => String(num(v))) }),
+        el('td', { class: 'borrowed', text: borrowedText({ ...t.borrowed, reclaimable: t.reclaimable }) || '–' }),
+      ),
+    ),
+  );
+  const lender = tiers.find((t) => borrowedText(t.borrowed));
+  $('#quota-note').hidden = !lender;
+  $('#quota-note').textContent = lender
+    ? `${lender.tier} work runs on capacity the Reserved and OnDemand tiers leave idle; it is preempted when they need the room and runs again when capacity returns.`
+    : '';
+  $('#quota-card').hidden = tiers.length === 0;
 }
 
 function zoneSummary(st) {
@@ -746,6 +804,8 @@ function renderDetail(w) {
     ['Paused', w.control?.paused ? 'yes' : ''],
     ['Stopped', w.control?.stopped ? 'yes' : ''],
     ['Restarted', stamp(w.control?.restartedAt)],
+    ['Queue', st.queue ? `${st.queue} position ${num(st.position)}${when(st.queuedAt) ? ` (as of ${stamp(st.queuedAt)})` : ''}` : ''],
+    ['Preempted by', st.preemptedBy || ''],
     ['Running', st.running !== undefined ? String(st.running) : ''],
     ['Succeeded', st.succeeded ? String(st.succeeded) : ''],
     ['Failed', st.failed ? String(st.failed) : ''],
