@@ -47,6 +47,8 @@ func TestAdminPortsOfEveryService(t *testing.T) {
 		"autoscaler": {`atoll_lease_held{lease="autoscaler",service="autoscaler"}`},
 		// Every member cluster reachable, under a lease per cluster.
 		"remediation": {`atoll_lease_held{lease="remediation.`, `atoll_remediation_cluster_reachable{cluster=`},
+		// One lease for the region's rotations.
+		"upgrade": {`atoll_lease_held{lease="upgrade",service="upgrade"}`},
 	}
 	for name, series := range want {
 		t.Run(name, func(t *testing.T) {

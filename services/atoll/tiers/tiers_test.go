@@ -139,6 +139,20 @@ func TestReservedPreemptsTheFewestPreemptible(t *testing.T) {
 		}
 		assert.GreaterOrEqual(c, pods, int64(len(fill)))
 	}, 60*time.Second, 250*time.Millisecond, "the inventory counts the fill")
+	// What Preemptible borrows, through the Compute API: all the fill
+	// holds (pods of 3 CPU and 256Mi), reclaimable.
+	n := int64(len(fill))
+	borrowed := func(c *assert.CollectT, what string) {
+		tq, err := apiQuotaTier(context.Background(), project, string(api.TierPreemptible))
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Equal(c, n*3000, tq.Borrowed.MilliCPU, "%s: borrowed cpu", what)
+		assert.Equal(c, n*256<<20, tq.Borrowed.MemoryBytes, "%s: borrowed memory", what)
+		assert.Equal(c, n, tq.Borrowed.Pods, "%s: borrowed pods", what)
+		assert.True(c, tq.Reclaimable, "%s: reclaimable", what)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { borrowed(c, "the region full") }, 10*time.Second, 250*time.Millisecond)
 
 	urgent := api.Key(project, api.KindApp, "urgent")
 	start := time.Now()
@@ -180,6 +194,28 @@ func TestReservedPreemptsTheFewestPreemptible(t *testing.T) {
 			assert.Zero(c, readyPods(api.Key(project, api.KindApp, v)), "%s still runs", v)
 		}
 	}, 30*time.Second, 250*time.Millisecond, "the victims' pods leave")
+	// Through the Compute API, what `atoll describe` prints of a victim:
+	// the queue it waits in, its position and who preempted it. The
+	// victims keep their quota: Preemptible still borrows it all.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, v := range victims {
+			w, err := apiApp(context.Background(), project, v)
+			if !assert.NoError(c, err) {
+				continue
+			}
+			assert.Equal(c, string(api.TierPreemptible), w.Status.Queue, "%s queue", v)
+			assert.Positive(c, w.Status.Position, "%s position", v)
+			assert.False(c, w.Status.QueuedAt.IsZero(), "%s queued at", v)
+			assert.Equal(c, urgent, w.Status.PreemptedBy, "%s preempted by", v)
+		}
+		borrowed(c, "after the preemption")
+	}, 10*time.Second, 250*time.Millisecond, "the victims' queue and preemptor through the API")
+	for _, v := range victims {
+		w, err := apiApp(context.Background(), project, v)
+		require.NoError(t, err)
+		t.Logf("%s: Queue: %s position %d (as of %s); Preempted by: %s", v, w.Status.Queue, w.Status.Position,
+			w.Status.QueuedAt.Format(time.RFC3339Nano), w.Status.PreemptedBy)
+	}
 
 	// The Reserved App goes; the preempted Apps come back by themselves.
 	uids := map[string]string{}
