@@ -280,7 +280,8 @@ func (s *Service) publishAudit(r *http.Request, rec AuditRecord, id *auth.Identi
 	}
 }
 
-// PlatformProject is the audit project of region-wide calls (clusters).
+// PlatformProject is the audit project of region-wide calls (clusters,
+// remediation).
 const PlatformProject = "platform"
 
 // auditVerbs maps the routes that change something (and exec) to their

@@ -179,8 +179,8 @@ func TestRemediationAPI(t *testing.T) {
 		}
 		verbs[m.Subject]++
 	}
-	// 3 refused (the tenant's 2 mutating calls, audited with 403) + 2
-	// pauses + 2 resumes + the 404 and 400 pauses.
+	// Pause: the tenant's (403), 2 by the admin, the 404 and the 400;
+	// resume: the tenant's (403) and 2 by the admin.
 	assert.Equal(t, 5, verbs[bus.AuditSubject("platform", "pause-remediation")], "%v", verbs)
 	assert.Equal(t, 3, verbs[bus.AuditSubject("platform", "resume-remediation")], "%v", verbs)
 }

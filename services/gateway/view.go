@@ -62,7 +62,7 @@ func statusView(st *api.Status) computeapi.WorkloadStatus {
 	for _, e := range st.Events {
 		v.Events = append(v.Events, computeapi.KubeEvent{Cluster: e.Cluster, Object: e.Object, Type: e.Type, Reason: e.Reason, Message: e.Message, Time: e.Time})
 	}
-	kindStatusView(st, &v) // view_kinds.go
+	kindStatusView(st, &v)  // view_kinds.go
 	queueStatusView(st, &v) // tiers_view.go
 	return v
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -114,6 +115,17 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 		  return !!r && r.dataset.phase === 'Unhealthy' && r.querySelector('td.why').textContent.includes('`+reason+`')
 		    && c.querySelectorAll('tr[data-domain]').length > 0; })()`)
 
+	// The view as an operator sees it, kept with `go test -artifacts`.
+	if png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)); err == nil {
+		path := filepath.Join(t.ArtifactDir(), "remediation-console.png")
+		if os.WriteFile(path, png, 0o644) == nil {
+			t.Logf("screenshot of the Remediation view: %s", path)
+		}
+	}
+	row, err := chromedp.Run(tab, chromedp.Evaluate[string](card+`.querySelector('tr[data-node="`+victim+`"]').innerText`))
+	require.NoError(t, err)
+	t.Logf("in the console: %q", row)
+
 	run("resume the cluster from the console", 30*time.Second,
 		chromedp.Click(chromedp.CSS(`#remediation-clusters .remediation[data-cluster="`+cluster+`"] button[data-op="resume"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
@@ -132,6 +144,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 	errs, err := chromedp.Run(tab, chromedp.Evaluate[string](`['#remediation-error', '#remediation-op-error'].map((s) => document.querySelector(s).textContent).join('')`))
 	require.NoError(t, err)
 	require.Empty(t, errs, "the console showed an error")
+	t.Logf("resumed from the console; %s cordoned", victim)
 }
 
 // openConsole starts a headless Chromium with a fresh profile and returns

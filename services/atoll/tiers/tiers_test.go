@@ -140,19 +140,28 @@ func TestReservedPreemptsTheFewestPreemptible(t *testing.T) {
 		assert.GreaterOrEqual(c, pods, int64(len(fill)))
 	}, 60*time.Second, 250*time.Millisecond, "the inventory counts the fill")
 	// What Preemptible borrows, through the Compute API: all the fill
-	// holds (pods of 3 CPU and 256Mi), reclaimable.
-	n := int64(len(fill))
+	// holds (its stored pods, 3 CPU and 256Mi plus the sidecars admission
+	// injected), reclaimable.
+	var fillDemand api.Demand
+	for _, name := range fill {
+		w, err := cl.Workload(context.Background(), api.Key(project, api.KindApp, name))
+		require.NoError(t, err)
+		d := api.DemandOf(w)
+		fillDemand.MilliCPU, fillDemand.MemoryBytes, fillDemand.Pods = fillDemand.MilliCPU+d.MilliCPU, fillDemand.MemoryBytes+d.MemoryBytes, fillDemand.Pods+d.Pods
+	}
+	require.Equal(t, int64(len(fill)), fillDemand.Pods)
 	borrowed := func(c *assert.CollectT, what string) {
 		tq, err := apiQuotaTier(context.Background(), project, string(api.TierPreemptible))
 		if !assert.NoError(c, err) {
 			return
 		}
-		assert.Equal(c, n*3000, tq.Borrowed.MilliCPU, "%s: borrowed cpu", what)
-		assert.Equal(c, n*256<<20, tq.Borrowed.MemoryBytes, "%s: borrowed memory", what)
-		assert.Equal(c, n, tq.Borrowed.Pods, "%s: borrowed pods", what)
+		assert.Equal(c, fillDemand.MilliCPU, tq.Borrowed.MilliCPU, "%s: borrowed cpu", what)
+		assert.Equal(c, fillDemand.MemoryBytes, tq.Borrowed.MemoryBytes, "%s: borrowed memory", what)
+		assert.Equal(c, fillDemand.Pods, tq.Borrowed.Pods, "%s: borrowed pods", what)
 		assert.True(c, tq.Reclaimable, "%s: reclaimable", what)
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) { borrowed(c, "the region full") }, 10*time.Second, 250*time.Millisecond)
+	t.Logf("Preemptible borrows %d pods, %dm cpu, %d bytes of memory", fillDemand.Pods, fillDemand.MilliCPU, fillDemand.MemoryBytes)
 
 	urgent := api.Key(project, api.KindApp, "urgent")
 	start := time.Now()
