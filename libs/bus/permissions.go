@@ -119,7 +119,9 @@ func Grants() map[string]Grant {
 	debugOpen := []string{DebugSubject("logs", "*", "*", "*"), DebugSubject("exec", "*", "*", "*")}
 	return map[string]Grant{
 		UserGateway: {
-			Writes:  []Keys{{BucketIdempotency, all}},
+			// Rotation plans and their controls (the upgrade service alone
+			// writes their progress, p.*).
+			Writes:  []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},

@@ -628,6 +628,53 @@ type Rollout struct {
 // RolloutPhase defines model for Rollout.Phase.
 type RolloutPhase string
 
+// RotationCluster defines model for RotationCluster.
+type RotationCluster struct {
+	Name  string         `json:"name"`
+	Pools []RotationPool `json:"pools"`
+}
+
+// RotationPlan A rotation plan (libs/api.RotationSpec; durations are Go duration strings such as "30s").
+type RotationPlan struct {
+	ClusterBudget string `json:"clusterBudget,omitempty,omitzero"`
+
+	// Clusters Rotated in order; the first is the canary.
+	Clusters      []RotationCluster `json:"clusters"`
+	DrainDeadline string            `json:"drainDeadline,omitempty,omitzero"`
+
+	// DrainPolicy skip, force or pause
+	DrainPolicy  string `json:"drainPolicy,omitempty,omitzero"`
+	Name         string `json:"name,omitempty,omitzero"`
+	ReadyTimeout string `json:"readyTimeout,omitempty,omitzero"`
+
+	// Rollback uncordon or none
+	Rollback string `json:"rollback,omitempty,omitzero"`
+	Soak     string `json:"soak,omitempty,omitzero"`
+	Target   struct {
+		Label string `json:"label"`
+		Value string `json:"value"`
+	} `json:"target"`
+	Windows []RotationWindow `json:"windows,omitempty,omitzero"`
+}
+
+// RotationPool defines model for RotationPool.
+type RotationPool struct {
+	// MaxSurge A count or a percentage, rounded up
+	MaxSurge string `json:"maxSurge,omitempty,omitzero"`
+
+	// MaxUnavailable A count or a percentage, rounded down but never below one
+	MaxUnavailable string `json:"maxUnavailable,omitempty,omitzero"`
+	Name           string `json:"name"`
+}
+
+// RotationWindow defines model for RotationWindow.
+type RotationWindow struct {
+	Days     []string `json:"days,omitempty,omitzero"`
+	End      string   `json:"end"`
+	Start    string   `json:"start"`
+	TimeZone string   `json:"timeZone,omitempty,omitzero"`
+}
+
 // SLIHistory defines model for SLIHistory.
 type SLIHistory struct {
 	// IntervalSeconds The width of each point in seconds (60).
@@ -717,6 +764,97 @@ type TierQuota struct {
 
 	// Used Amounts of the quota's resources; zero or absent means no limit.
 	Used Resources `json:"used"`
+}
+
+// Upgrade defines model for Upgrade.
+type Upgrade struct {
+	Clusters []UpgradeCluster `json:"clusters"`
+	Control  UpgradeControl   `json:"control"`
+	Name     string           `json:"name"`
+
+	// Nodes Every node the plan put in a wave (not in lists).
+	Nodes []UpgradeNode `json:"nodes,omitempty,omitzero"`
+
+	// NodesDone Nodes rotated so far.
+	NodesDone     int `json:"nodesDone,omitempty,omitzero"`
+	NodesInFlight int `json:"nodesInFlight,omitempty,omitzero"`
+
+	// PauseRequested An operator's pause not yet honoured by the service.
+	PauseRequested bool `json:"pauseRequested,omitempty,omitzero"`
+
+	// PausedBy operator, gate or node while paused
+	PausedBy string `json:"pausedBy,omitempty,omitzero"`
+
+	// Phase NotStarted, Running, Soaking, Waiting, Paused, Aborting, Aborted or Done
+	Phase string `json:"phase"`
+
+	// Reason Why the plan is paused, waiting or aborted.
+	Reason    string    `json:"reason,omitempty,omitzero"`
+	SoakUntil time.Time `json:"soakUntil,omitempty,omitzero"`
+
+	// Spec A rotation plan (libs/api.RotationSpec; durations are Go duration strings such as "30s").
+	Spec    RotationPlan `json:"spec"`
+	Updated time.Time    `json:"updated,omitempty,omitzero"`
+}
+
+// UpgradeAction defines model for UpgradeAction.
+type UpgradeAction struct {
+	// Reason Why (pause and abort).
+	Reason string `json:"reason,omitempty,omitzero"`
+}
+
+// UpgradeCluster defines model for UpgradeCluster.
+type UpgradeCluster struct {
+	Name  string        `json:"name"`
+	Pools []UpgradePool `json:"pools"`
+
+	// State pending, current or done
+	State string `json:"state"`
+}
+
+// UpgradeControl defines model for UpgradeControl.
+type UpgradeControl struct {
+	Abort     bool   `json:"abort,omitempty,omitzero"`
+	Pause     bool   `json:"pause,omitempty,omitzero"`
+	Reason    string `json:"reason,omitempty,omitzero"`
+	ResumeSeq int    `json:"resumeSeq,omitempty,omitzero"`
+}
+
+// UpgradeList defines model for UpgradeList.
+type UpgradeList struct {
+	Items []Upgrade `json:"items"`
+}
+
+// UpgradeNode defines model for UpgradeNode.
+type UpgradeNode struct {
+	// Blocked The PodDisruptionBudget that refused the last drain pass.
+	Blocked     string    `json:"blocked,omitempty,omitzero"`
+	Cluster     string    `json:"cluster"`
+	Forced      bool      `json:"forced,omitempty,omitzero"`
+	Name        string    `json:"name"`
+	Pool        string    `json:"pool"`
+	Replacement string    `json:"replacement,omitempty,omitzero"`
+	Since       time.Time `json:"since,omitempty,omitzero"`
+	State       string    `json:"state"`
+	Surge       bool      `json:"surge,omitempty,omitzero"`
+	Uid         string    `json:"uid"`
+	Why         string    `json:"why,omitempty,omitzero"`
+}
+
+// UpgradePool defines model for UpgradePool.
+type UpgradePool struct {
+	MaxSurge       string `json:"maxSurge,omitempty,omitzero"`
+	MaxUnavailable string `json:"maxUnavailable,omitempty,omitzero"`
+	Name           string `json:"name"`
+
+	// Nodes Nodes of the pool in each state (pending, leased, cordoned, draining, done, skipped, ...).
+	Nodes map[string]int `json:"nodes"`
+
+	// State pending, current or done
+	State string `json:"state"`
+
+	// Wave Waves started in the pool (the current pool only).
+	Wave int `json:"wave"`
 }
 
 // Workload A workload as the platform holds it, with its status across clusters.
@@ -830,6 +968,9 @@ type NamePath = string
 
 // ProjectPath defines model for ProjectPath.
 type ProjectPath = string
+
+// UpgradePath defines model for UpgradePath.
+type UpgradePath = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
@@ -950,6 +1091,18 @@ type PauseRemediationJSONRequestBody = RemediationPause
 
 // ResumeRemediationJSONRequestBody defines body for ResumeRemediation for application/json ContentType.
 type ResumeRemediationJSONRequestBody = RemediationPause
+
+// PutUpgradeJSONRequestBody defines body for PutUpgrade for application/json ContentType.
+type PutUpgradeJSONRequestBody = RotationPlan
+
+// AbortUpgradeJSONRequestBody defines body for AbortUpgrade for application/json ContentType.
+type AbortUpgradeJSONRequestBody = UpgradeAction
+
+// PauseUpgradeJSONRequestBody defines body for PauseUpgrade for application/json ContentType.
+type PauseUpgradeJSONRequestBody = UpgradeAction
+
+// ResumeUpgradeJSONRequestBody defines body for ResumeUpgrade for application/json ContentType.
+type ResumeUpgradeJSONRequestBody = UpgradeAction
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1303,6 +1456,98 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
 	GetSLIs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUpgrades Node rotation plans with their progress (platform admins)
+	//
+	// Every rotation plan of the upgrade service, in name order, with its
+	// phase, the reason of any pause, and per cluster and pool the wave
+	// and the nodes in each state (without the per-node list).
+	//
+	// Corresponds with GET /v1/upgrades (the `ListUpgrades` operationId).
+	ListUpgrades(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUpgrade One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+	//
+	// Corresponds with GET /v1/upgrades/{name} (the `GetUpgrade` operationId).
+	GetUpgrade(ctx context.Context, name UpgradePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutUpgradeWithBody Create or replace a rotation plan (platform admins)
+	//
+	// The plan is defaulted and validated as the upgrade service does
+	// (every invalid field is named); its name must be the path's or
+	// empty. Replacing a plan keeps its progress and control. Audited as
+	// `set-upgrade`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+	PutUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutUpgrade Create or replace a rotation plan (platform admins)
+	//
+	// The plan is defaulted and validated as the upgrade service does
+	// (every invalid field is named); its name must be the path's or
+	// empty. Replacing a plan keeps its progress and control. Audited as
+	// `set-upgrade`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+	PutUpgrade(ctx context.Context, name UpgradePath, body PutUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortUpgradeWithBody Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+	//
+	// Audited as `abort-upgrade`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+	AbortUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortUpgrade Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+	//
+	// Audited as `abort-upgrade`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+	AbortUpgrade(ctx context.Context, name UpgradePath, body AbortUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseUpgradeWithBody Pause a rotation plan (platform admins)
+	//
+	// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+	PauseUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseUpgrade Pause a rotation plan (platform admins)
+	//
+	// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+	PauseUpgrade(ctx context.Context, name UpgradePath, body PauseUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeUpgradeWithBody Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+	//
+	// Audited as `resume-upgrade`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+	ResumeUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeUpgrade Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+	//
+	// Audited as `resume-upgrade`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+	ResumeUpgrade(ctx context.Context, name UpgradePath, body ResumeUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WhoAmI Who the caller is and the roles it holds
 	//
@@ -1919,6 +2164,198 @@ func (c *Client) ResumeRemediation(ctx context.Context, body ResumeRemediationJS
 // Corresponds with GET /v1/slis (the `GetSLIs` operationId).
 func (c *Client) GetSLIs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSLIsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUpgrades Node rotation plans with their progress (platform admins)
+//
+// Every rotation plan of the upgrade service, in name order, with its
+// phase, the reason of any pause, and per cluster and pool the wave
+// and the nodes in each state (without the per-node list).
+//
+// Corresponds with GET /v1/upgrades (the `ListUpgrades` operationId).
+func (c *Client) ListUpgrades(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpgradesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUpgrade One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+//
+// Corresponds with GET /v1/upgrades/{name} (the `GetUpgrade` operationId).
+func (c *Client) GetUpgrade(ctx context.Context, name UpgradePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUpgradeRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutUpgradeWithBody Create or replace a rotation plan (platform admins)
+//
+// The plan is defaulted and validated as the upgrade service does
+// (every invalid field is named); its name must be the path's or
+// empty. Replacing a plan keeps its progress and control. Audited as
+// `set-upgrade`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+func (c *Client) PutUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUpgradeRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutUpgrade Create or replace a rotation plan (platform admins)
+//
+// The plan is defaulted and validated as the upgrade service does
+// (every invalid field is named); its name must be the path's or
+// empty. Replacing a plan keeps its progress and control. Audited as
+// `set-upgrade`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+func (c *Client) PutUpgrade(ctx context.Context, name UpgradePath, body PutUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUpgradeRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortUpgradeWithBody Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+//
+// Audited as `abort-upgrade`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+func (c *Client) AbortUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortUpgradeRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortUpgrade Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+//
+// Audited as `abort-upgrade`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+func (c *Client) AbortUpgrade(ctx context.Context, name UpgradePath, body AbortUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortUpgradeRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseUpgradeWithBody Pause a rotation plan (platform admins)
+//
+// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+func (c *Client) PauseUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseUpgradeRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseUpgrade Pause a rotation plan (platform admins)
+//
+// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+func (c *Client) PauseUpgrade(ctx context.Context, name UpgradePath, body PauseUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseUpgradeRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeUpgradeWithBody Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+//
+// Audited as `resume-upgrade`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+func (c *Client) ResumeUpgradeWithBody(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeUpgradeRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeUpgrade Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+//
+// Audited as `resume-upgrade`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+func (c *Client) ResumeUpgrade(ctx context.Context, name UpgradePath, body ResumeUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeUpgradeRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3335,6 +3772,255 @@ func NewGetSLIsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListUpgradesRequest constructs an http.Request for the ListUpgrades method
+func NewListUpgradesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetUpgradeRequest constructs an http.Request for the GetUpgrade method
+func NewGetUpgradeRequest(server string, name UpgradePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutUpgradeRequest calls the generic PutUpgrade builder with application/json body
+func NewPutUpgradeRequest(server string, name UpgradePath, body PutUpgradeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutUpgradeRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutUpgradeRequestWithBody constructs an http.Request for the PutUpgrade method, with any body, and a specified content type
+func NewPutUpgradeRequestWithBody(server string, name UpgradePath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAbortUpgradeRequest calls the generic AbortUpgrade builder with application/json body
+func NewAbortUpgradeRequest(server string, name UpgradePath, body AbortUpgradeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAbortUpgradeRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewAbortUpgradeRequestWithBody constructs an http.Request for the AbortUpgrade method, with any body, and a specified content type
+func NewAbortUpgradeRequestWithBody(server string, name UpgradePath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades/%s/abort", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPauseUpgradeRequest calls the generic PauseUpgrade builder with application/json body
+func NewPauseUpgradeRequest(server string, name UpgradePath, body PauseUpgradeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseUpgradeRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPauseUpgradeRequestWithBody constructs an http.Request for the PauseUpgrade method, with any body, and a specified content type
+func NewPauseUpgradeRequestWithBody(server string, name UpgradePath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeUpgradeRequest calls the generic ResumeUpgrade builder with application/json body
+func NewResumeUpgradeRequest(server string, name UpgradePath, body ResumeUpgradeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeUpgradeRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewResumeUpgradeRequestWithBody constructs an http.Request for the ResumeUpgrade method, with any body, and a specified content type
+func NewResumeUpgradeRequestWithBody(server string, name UpgradePath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/upgrades/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewWhoAmIRequest constructs an http.Request for the WhoAmI method
 func NewWhoAmIRequest(server string) (*http.Request, error) {
 	var err error
@@ -3720,6 +4406,102 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/slis (the `GetSLIs` operationId).
 	GetSLIsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSLIsResponse, error)
+
+	// ListUpgradesWithResponse Node rotation plans with their progress (platform admins)
+	//
+	// Every rotation plan of the upgrade service, in name order, with its
+	// phase, the reason of any pause, and per cluster and pool the wave
+	// and the nodes in each state (without the per-node list).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/upgrades (the `ListUpgrades` operationId).
+	ListUpgradesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListUpgradesResponse, error)
+
+	// GetUpgradeWithResponse One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/upgrades/{name} (the `GetUpgrade` operationId).
+	GetUpgradeWithResponse(ctx context.Context, name UpgradePath, reqEditors ...RequestEditorFn) (*GetUpgradeResponse, error)
+
+	// PutUpgradeWithBodyWithResponse Create or replace a rotation plan (platform admins)
+	//
+	// The plan is defaulted and validated as the upgrade service does
+	// (every invalid field is named); its name must be the path's or
+	// empty. Replacing a plan keeps its progress and control. Audited as
+	// `set-upgrade`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+	PutUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUpgradeResponse, error)
+
+	// PutUpgradeWithResponse Create or replace a rotation plan (platform admins)
+	//
+	// The plan is defaulted and validated as the upgrade service does
+	// (every invalid field is named); its name must be the path's or
+	// empty. Replacing a plan keeps its progress and control. Audited as
+	// `set-upgrade`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+	PutUpgradeWithResponse(ctx context.Context, name UpgradePath, body PutUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUpgradeResponse, error)
+
+	// AbortUpgradeWithBodyWithResponse Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+	//
+	// Audited as `abort-upgrade`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+	AbortUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortUpgradeResponse, error)
+
+	// AbortUpgradeWithResponse Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+	//
+	// Audited as `abort-upgrade`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+	AbortUpgradeWithResponse(ctx context.Context, name UpgradePath, body AbortUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortUpgradeResponse, error)
+
+	// PauseUpgradeWithBodyWithResponse Pause a rotation plan (platform admins)
+	//
+	// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+	PauseUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseUpgradeResponse, error)
+
+	// PauseUpgradeWithResponse Pause a rotation plan (platform admins)
+	//
+	// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+	PauseUpgradeWithResponse(ctx context.Context, name UpgradePath, body PauseUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseUpgradeResponse, error)
+
+	// ResumeUpgradeWithBodyWithResponse Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+	//
+	// Audited as `resume-upgrade`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+	ResumeUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeUpgradeResponse, error)
+
+	// ResumeUpgradeWithResponse Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+	//
+	// Audited as `resume-upgrade`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+	ResumeUpgradeWithResponse(ctx context.Context, name UpgradePath, body ResumeUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeUpgradeResponse, error)
 
 	// WhoAmIWithResponse Who the caller is and the roles it holds
 	//
@@ -5957,6 +6739,476 @@ func (r GetSLIsResponse) ContentType() string {
 	return ""
 }
 
+// ListUpgradesResponse503Headers the declared response headers of an HTTP 503 response for ListUpgrades
+type ListUpgradesResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListUpgradesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpgradeList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListUpgradesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpgradesResponse) GetJSON200() *UpgradeList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListUpgradesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListUpgradesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListUpgradesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpgradesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpgradesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpgradesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpgradesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetUpgradeResponse503Headers the declared response headers of an HTTP 503 response for GetUpgrade
+type GetUpgradeResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetUpgradeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Upgrade
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetUpgradeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUpgradeResponse) GetJSON200() *Upgrade {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetUpgradeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetUpgradeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetUpgradeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetUpgradeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUpgradeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUpgradeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUpgradeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUpgradeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutUpgradeResponse503Headers the declared response headers of an HTTP 503 response for PutUpgrade
+type PutUpgradeResponse503Headers struct {
+	RetryAfter int
+}
+
+type PutUpgradeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Upgrade
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutUpgradeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutUpgradeResponse) GetJSON200() *Upgrade {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutUpgradeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutUpgradeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutUpgradeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutUpgradeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutUpgradeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutUpgradeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutUpgradeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutUpgradeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AbortUpgradeResponse503Headers the declared response headers of an HTTP 503 response for AbortUpgrade
+type AbortUpgradeResponse503Headers struct {
+	RetryAfter int
+}
+
+type AbortUpgradeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Upgrade
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AbortUpgradeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AbortUpgradeResponse) GetJSON200() *Upgrade {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AbortUpgradeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AbortUpgradeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AbortUpgradeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AbortUpgradeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AbortUpgradeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AbortUpgradeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AbortUpgradeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AbortUpgradeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AbortUpgradeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseUpgradeResponse503Headers the declared response headers of an HTTP 503 response for PauseUpgrade
+type PauseUpgradeResponse503Headers struct {
+	RetryAfter int
+}
+
+type PauseUpgradeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Upgrade
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseUpgradeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseUpgradeResponse) GetJSON200() *Upgrade {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseUpgradeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseUpgradeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseUpgradeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseUpgradeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PauseUpgradeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseUpgradeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseUpgradeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseUpgradeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseUpgradeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeUpgradeResponse503Headers the declared response headers of an HTTP 503 response for ResumeUpgrade
+type ResumeUpgradeResponse503Headers struct {
+	RetryAfter int
+}
+
+type ResumeUpgradeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Upgrade
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeUpgradeResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON200() *Upgrade {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ResumeUpgradeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeUpgradeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeUpgradeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeUpgradeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeUpgradeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WhoAmIResponse429Headers the declared response headers of an HTTP 429 response for WhoAmI
 type WhoAmIResponse429Headers struct {
 	RetryAfter int
@@ -6536,6 +7788,162 @@ func (c *ClientWithResponses) GetSLIsWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseGetSLIsResponse(rsp)
+}
+
+// ListUpgradesWithResponse Node rotation plans with their progress (platform admins)
+//
+// Every rotation plan of the upgrade service, in name order, with its
+// phase, the reason of any pause, and per cluster and pool the wave
+// and the nodes in each state (without the per-node list).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/upgrades (the `ListUpgrades` operationId).
+func (c *ClientWithResponses) ListUpgradesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListUpgradesResponse, error) {
+	rsp, err := c.ListUpgrades(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpgradesResponse(rsp)
+}
+
+// GetUpgradeWithResponse One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/upgrades/{name} (the `GetUpgrade` operationId).
+func (c *ClientWithResponses) GetUpgradeWithResponse(ctx context.Context, name UpgradePath, reqEditors ...RequestEditorFn) (*GetUpgradeResponse, error) {
+	rsp, err := c.GetUpgrade(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUpgradeResponse(rsp)
+}
+
+// PutUpgradeWithBodyWithResponse Create or replace a rotation plan (platform admins)
+//
+// The plan is defaulted and validated as the upgrade service does
+// (every invalid field is named); its name must be the path's or
+// empty. Replacing a plan keeps its progress and control. Audited as
+// `set-upgrade`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+func (c *ClientWithResponses) PutUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUpgradeResponse, error) {
+	rsp, err := c.PutUpgradeWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutUpgradeResponse(rsp)
+}
+
+// PutUpgradeWithResponse Create or replace a rotation plan (platform admins)
+//
+// The plan is defaulted and validated as the upgrade service does
+// (every invalid field is named); its name must be the path's or
+// empty. Replacing a plan keeps its progress and control. Audited as
+// `set-upgrade`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/upgrades/{name} (the `PutUpgrade` operationId).
+func (c *ClientWithResponses) PutUpgradeWithResponse(ctx context.Context, name UpgradePath, body PutUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUpgradeResponse, error) {
+	rsp, err := c.PutUpgrade(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutUpgradeResponse(rsp)
+}
+
+// AbortUpgradeWithBodyWithResponse Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+//
+// Audited as `abort-upgrade`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+func (c *ClientWithResponses) AbortUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortUpgradeResponse, error) {
+	rsp, err := c.AbortUpgradeWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortUpgradeResponse(rsp)
+}
+
+// AbortUpgradeWithResponse Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+//
+// Audited as `abort-upgrade`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/abort (the `AbortUpgrade` operationId).
+func (c *ClientWithResponses) AbortUpgradeWithResponse(ctx context.Context, name UpgradePath, body AbortUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortUpgradeResponse, error) {
+	rsp, err := c.AbortUpgrade(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortUpgradeResponse(rsp)
+}
+
+// PauseUpgradeWithBodyWithResponse Pause a rotation plan (platform admins)
+//
+// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+func (c *ClientWithResponses) PauseUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseUpgradeResponse, error) {
+	rsp, err := c.PauseUpgradeWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseUpgradeResponse(rsp)
+}
+
+// PauseUpgradeWithResponse Pause a rotation plan (platform admins)
+//
+// No new node starts; nodes past their lease finish. Honoured even if given while the service is down. Audited as `pause-upgrade`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/pause (the `PauseUpgrade` operationId).
+func (c *ClientWithResponses) PauseUpgradeWithResponse(ctx context.Context, name UpgradePath, body PauseUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseUpgradeResponse, error) {
+	rsp, err := c.PauseUpgrade(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseUpgradeResponse(rsp)
+}
+
+// ResumeUpgradeWithBodyWithResponse Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+//
+// Audited as `resume-upgrade`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+func (c *ClientWithResponses) ResumeUpgradeWithBodyWithResponse(ctx context.Context, name UpgradePath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeUpgradeResponse, error) {
+	rsp, err := c.ResumeUpgradeWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeUpgradeResponse(rsp)
+}
+
+// ResumeUpgradeWithResponse Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+//
+// Audited as `resume-upgrade`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/upgrades/{name}/resume (the `ResumeUpgrade` operationId).
+func (c *ClientWithResponses) ResumeUpgradeWithResponse(ctx context.Context, name UpgradePath, body ResumeUpgradeJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeUpgradeResponse, error) {
+	rsp, err := c.ResumeUpgrade(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeUpgradeResponse(rsp)
 }
 
 // WhoAmIWithResponse Who the caller is and the roles it holds
@@ -8590,6 +9998,422 @@ func ParseGetSLIsResponse(rsp *http.Response) (*GetSLIsResponse, error) {
 	return response, nil
 }
 
+// ParseListUpgradesResponse parses an HTTP response from a ListUpgradesWithResponse call
+func ParseListUpgradesResponse(rsp *http.Response) (*ListUpgradesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpgradesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpgradeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListUpgradesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUpgradeResponse parses an HTTP response from a GetUpgradeWithResponse call
+func ParseGetUpgradeResponse(rsp *http.Response) (*GetUpgradeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUpgradeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Upgrade
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetUpgradeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutUpgradeResponse parses an HTTP response from a PutUpgradeWithResponse call
+func ParsePutUpgradeResponse(rsp *http.Response) (*PutUpgradeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutUpgradeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Upgrade
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PutUpgradeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAbortUpgradeResponse parses an HTTP response from a AbortUpgradeWithResponse call
+func ParseAbortUpgradeResponse(rsp *http.Response) (*AbortUpgradeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AbortUpgradeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Upgrade
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AbortUpgradeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseUpgradeResponse parses an HTTP response from a PauseUpgradeWithResponse call
+func ParsePauseUpgradeResponse(rsp *http.Response) (*PauseUpgradeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseUpgradeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Upgrade
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PauseUpgradeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeUpgradeResponse parses an HTTP response from a ResumeUpgradeWithResponse call
+func ParseResumeUpgradeResponse(rsp *http.Response) (*ResumeUpgradeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeUpgradeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Upgrade
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResumeUpgradeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWhoAmIResponse parses an HTTP response from a WhoAmIWithResponse call
 func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8723,6 +10547,24 @@ type ServerInterface interface {
 	// GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
 	// (GET /v1/slis)
 	GetSLIs(w http.ResponseWriter, r *http.Request)
+	// ListUpgrades Node rotation plans with their progress (platform admins)
+	// (GET /v1/upgrades)
+	ListUpgrades(w http.ResponseWriter, r *http.Request)
+	// GetUpgrade One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+	// (GET /v1/upgrades/{name})
+	GetUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath)
+	// PutUpgrade Create or replace a rotation plan (platform admins)
+	// (PUT /v1/upgrades/{name})
+	PutUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath)
+	// AbortUpgrade Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+	// (POST /v1/upgrades/{name}/abort)
+	AbortUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath)
+	// PauseUpgrade Pause a rotation plan (platform admins)
+	// (POST /v1/upgrades/{name}/pause)
+	PauseUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath)
+	// ResumeUpgrade Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+	// (POST /v1/upgrades/{name}/resume)
+	ResumeUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath)
 	// WhoAmI Who the caller is and the roles it holds
 	// (GET /v1/whoami)
 	WhoAmI(w http.ResponseWriter, r *http.Request)
@@ -8885,6 +10727,42 @@ func (_ Unimplemented) ResumeRemediation(w http.ResponseWriter, r *http.Request)
 // GetSLIs The last hour of the service-level indicators, per minute (any signed-in caller)
 // (GET /v1/slis)
 func (_ Unimplemented) GetSLIs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListUpgrades Node rotation plans with their progress (platform admins)
+// (GET /v1/upgrades)
+func (_ Unimplemented) ListUpgrades(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetUpgrade One rotation plan, its control and its progress per cluster, pool, wave and node (platform admins)
+// (GET /v1/upgrades/{name})
+func (_ Unimplemented) GetUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutUpgrade Create or replace a rotation plan (platform admins)
+// (PUT /v1/upgrades/{name})
+func (_ Unimplemented) PutUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AbortUpgrade Abort a rotation plan, rolling back the nodes in flight per its policy (platform admins)
+// (POST /v1/upgrades/{name}/abort)
+func (_ Unimplemented) AbortUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PauseUpgrade Pause a rotation plan (platform admins)
+// (POST /v1/upgrades/{name}/pause)
+func (_ Unimplemented) PauseUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeUpgrade Resume a rotation plan, lifting any pause given before, the SLO gate's included (platform admins)
+// (POST /v1/upgrades/{name}/resume)
+func (_ Unimplemented) ResumeUpgrade(w http.ResponseWriter, r *http.Request, name UpgradePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -10056,6 +11934,150 @@ func (siw *ServerInterfaceWrapper) GetSLIs(w http.ResponseWriter, r *http.Reques
 	handler.ServeHTTP(w, r)
 }
 
+// ListUpgrades operation middleware
+func (siw *ServerInterfaceWrapper) ListUpgrades(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListUpgrades(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetUpgrade operation middleware
+func (siw *ServerInterfaceWrapper) GetUpgrade(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name UpgradePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetUpgrade(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutUpgrade operation middleware
+func (siw *ServerInterfaceWrapper) PutUpgrade(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name UpgradePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutUpgrade(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AbortUpgrade operation middleware
+func (siw *ServerInterfaceWrapper) AbortUpgrade(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name UpgradePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AbortUpgrade(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseUpgrade operation middleware
+func (siw *ServerInterfaceWrapper) PauseUpgrade(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name UpgradePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseUpgrade(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeUpgrade operation middleware
+func (siw *ServerInterfaceWrapper) ResumeUpgrade(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name UpgradePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeUpgrade(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // WhoAmI operation middleware
 func (siw *ServerInterfaceWrapper) WhoAmI(w http.ResponseWriter, r *http.Request) {
 
@@ -10238,6 +12260,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/remediation/resume", wrapper.ResumeRemediation)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/upgrades", wrapper.ListUpgrades)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/upgrades/{name}", wrapper.GetUpgrade)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/upgrades/{name}", wrapper.PutUpgrade)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/upgrades/{name}/pause", wrapper.PauseUpgrade)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/upgrades/{name}/resume", wrapper.ResumeUpgrade)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/upgrades/{name}/abort", wrapper.AbortUpgrade)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/clusters", wrapper.ListClusters)
 	})
 	r.Group(func(r chi.Router) {
@@ -10273,172 +12313,195 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rbyM3suhfIXQPMNKiLXseu9i1sbhwXruTTBIfOzkDnGjuEdVdkrjuJjsk27Iy8H+/YBXZD4ktSx57",
-	"MpsznyxL3WSxWCzWu94PUlWUSoK0ZnD6flByzQuwoPG/L/PKWNAX3C7dv0IOTgel+ycZSF7A4HSQ0hOD",
-	"ZKDh10poyAanVleQDEy6hIK71+y6dI8aq4VcDO7uksHrDIpSWZDp+jtYu2cyMKkWpRXKzXHO0lyAtEfp",
-	"UhmQ7BrWbMgtK5Sx7PmLv7J0yTVPHZijM8aZBqvXbCXsktklMMMLwHe4zNhMZWv3QKWlwV/nQhvLVGVT",
-	"VcB4kNCylsAzXIdfWAvEIwdje0EFv30DcuGQ8vzFX5PIAr8TMgtY21haWSbsWzW7AsuUZhcqY0Mu1yzl",
-	"BkY1NF0kXwuZHYjhH3gBO7YN/xw24oVW/4LU7hi0pCd2jltya0G7d//fL/zot5Ojv70b/nLkP70/Sf7y",
-	"/C58P/q//zHYxu2dG92UShpAEv2CZ5fwawXGuv9SJS1I/MjLMhcpd2g//pdxuH/fguM/NMwHp4P/c9yQ",
-	"/zH9ao6/1lppmqq7dz8tgWmajAnDCp7PlS4gY0OzlpbfJqyS11KtJJsLyDOTsJVWcsHcGkzCZjxjzfka",
-	"nTG4Ab2mZ1mp1SyHwo2bC2MhG9wlgy+VnOci/UhLUzO3fQxuhbGG8VwDz9ZseE4fvsavRwmeIVWCxvlZ",
-	"psAwqSxzQK2ZVUxYwxzFOvI2lltgw5+lqcpSaQtZwsKiRol7wo32a6WsO8TzygCd0XTJ5QLY8D/dL1/f",
-	"pgAZZCOHkm+UnoksA/lxcJLyPAfNCr7GRWaK2aUwNeRlzq2jgWeGlSoX6bqzikylVQHSsmGqMmA16M3K",
-	"/ZF5ZjZwIMI7HQQkDYubaXUNkuWiEBbx8oOy36hKZk+Plh8UM1W6DOQyVBpRcyOMmOXgKMDWiEPQflLq",
-	"DdcL+LgHFPm+O01uaodtLhGwBbew4mvG0xRKazyA33O59nzEfEzKemaYdkcENxLJwh0fWRUz0EzN3UGT",
-	"zFgNvDCJW44pQdozf+PxuQXNppfun6Nz98+UGUiVzMwg8VcaLqf1RBd8z16FtLAAhPUuGfwseWWXSovf",
-	"4OPQ0w3PRcZSDRlIK3iOu/Kz5Ddc5HyWfwTKOWcaFo6fGdA3IgWWiYzYmjQr0ExIZkUBZ+67pZALtxXE",
-	"6q1iS34TWFb25FtTapWCMR8HLT+1uZgwbAV5fuQvvVllmZC4dfdcZQkKYgFzK27YSgtrQaJg4YFoyZso",
-	"KGh3x1gB/jjqTEmiRo+XmVI5cOkoZQk8t8t1/MeczyDHQXiWCbcunl90Bt8QMWqZgxgcjWHsFdCd41bP",
-	"7eB0kHELR44otqWUZFC4LSKWt/UbiUuRH0qldkO6aw8vlMqjwFelgzTbH/bflIS4DNjIdb8EERIfbrYg",
-	"abbqXQQWv8FvBIlr3U0WForuh13rDbTSLJlrzddbcNJgUWCUJDRvg7Jr+zRwf7i2fnLiTmXidEjf3IdV",
-	"/LUeqAdqq1W+rVm8XXLbCGaGuJIB65SKzdMkLRcS9CUYy7XdSXP70cwWmCWvTN951TQtZOd2/xm0ynNV",
-	"2e11Ox7lDijzT7SE0yGX7LwsnxnmyPRotj5yf8ODo23M8AMAUqV7FmRVuI3zYx7hugc1uEcaTFW0v6hk",
-	"plob2zr9vRiL4ddYVZb7P/6lqoKG31lwBoZIr7VqIe3LF82K6wsoGcy5yPd+GLWGfZ+tpHRo2O9pU6Uk",
-	"EO/1fBQdWslv1eyyipz9tLmEtvboIAT08nlve2iTz3lqxY0jk6t6bcngG5otRiyOC2ZVDtlPggbaj2YP",
-	"xlyE4zcmn7COd/0Yvqo54qa85R94ZlhYC0oJupJO0CVZ3U/lhHfLlirPnGYUObWEvK1JLitp3FClVgsN",
-	"xrg399i3FgFsc5oCUDSPQOYA9otiUq3GMfyjIOGXe9jO4Ztu94yZV/lh7zqcxlfzrZp1AS94BrQop4eE",
-	"VV4DlIYNl8JYpdekrBinxeaZU7XQooa2q70u7ubsbd3djkKdhpP1crY2Qfp9j5HfVxwKJfu4Xlpp7YXm",
-	"PejhMB55CNuLiWZ7HsYAVFIvJkzdDNuPmP5jSb8/M/7DFViWOiyCNgkzVeEkf3UDuk0fBk9u2RyL7SM6",
-	"g6Ug40R3wi/DCKulMtCaVBhvcJHAhjm3js4WIMPNrmZOUXOqBWkepcqYXzaxEYeKUYcm+2SWmvTCah4q",
-	"gXdoLnbr/G8mO69Efg+WZ9zy7TP5GHpav2blTdNb9PdjSTOdsaIylsGvFc/JMsft8pkJBroIM49djrGV",
-	"k24d0WizyI31mvTphJEJBqR1Cr0j89p4mLBg6ktYxzSbbBoLL7mFN45Vu3/G4+iFRIbqvZWub9zj3lqw",
-	"fYB2aU1o38TdzfMf54PTX3ZPhEu5BIdEh5m7dzHLRNsImrC50l0MuAXfHi3UkQPmyFyL8kj57T4qlaNw",
-	"PTid89yA30sw9nV2v46GW9esNrrpN/6cdzcdwtfdtfCsEBZ3qRbrEkd5JV/Q5nvx2DHgNOwuiaIJyyAH",
-	"fIj0h96dbpjn5rn/y6solxARdn2hDB7NIKCR0eyZYbgyb6g8Y5UBxg17w409QlQcvf5qU/jqmfXaXxOP",
-	"ZFFpzv029zhAhtq0KWSDpOXu8v45Lx/TJncQ7ifrpZTHsIcQyT3cGtI62r3MKs4+ImTC7ZKpuXe3Qp4l",
-	"LBfXwEwJ6dhCUboLfVybIcwvJ+/GonC7mxxgb9lYGsGShOPpX4st9TWame16e6HBn3OeFUL2GC9UDjuv",
-	"qaDS3QhYoZqUwQ3k7olBgkddRjW6DdVF5YAS1fYF1LIBVLMe6t5ATXgw2VhgWE0MSd9VM+hhY7s05F3H",
-	"VM16D+MOo5o9SNfpN7NtrfCNkzguuE2X20vUUChSKfeXHw3YDxFfoiCqxRtB1tj9t6A+V9FfcyH7rM/Z",
-	"Y/PJxlTgBm9D5uGIEV6/iJhqOMySffCd97GE0K3fKhFH/oHG+w38N1eUv5s6d5Kbs2cDtEjdspXh+fY2",
-	"8AVceU/WFuf/p1oxlWchDKfMga24aV/9mapmeQt08nUS63DzxtmDg7mLhN5hNKAbzOxrTLTcdkxx6nqQ",
-	"DFbCLoU8sioHzWXqJiKB62ip8Jbx/815ns94eh1l6ZbrBdg9wb7heQV7PbuxyR5tYSUtBPRv7hVuzfbW",
-	"hrO+6VkAyYRFz10B3FQaMjbMYM6r3J6ylftZQwriBrJRZ693Hc4dCy6EFIXbjZP7Fk+DxBaK/rBt2s1z",
-	"lXIbvKe7BKpLMKrSKaAuvyirn+I3SzKQKuvwhk2t/Iddv6PWQQd8b2CsiPL2GDO6aHhOFxG9XMpJBHt7",
-	"//Dhd/3zPoZgG5bwcNH2P4PuuSHs7VQOvCFoLxB/EqBpkvuAbDgyzdALbqP7bltKnL6754W2a40d4ttj",
-	"LO1psBdh8RvM7DnBTkwNWtMnHgN+7PZCYujcgcmdrh6R9/20r0bSiD9+sJ1aySUUkAm8nL/QwK9jcRCO",
-	"fa06tvG230KpXMjFz9KKfH8ZKVMFJ12ny/RLpfLjSXVy8jJ1H/ETJMHC63/x/9GPTGn0s/rf3Ef6Ie49",
-	"hR4Fy/1ymGvYKktySsTUKbeDQ3ptm4SJ9kth7KTGvIf8ng3sDWSZ0c7uz1oiVNFvuo5SqxNY+rxZuhmd",
-	"ebEBvVlCLtoOuGeG5cANxH1a7pcHLeiNezO2nPpGPXREd9XGBmx865uSzZpJWDGeUswE1+DtaGzoA8JU",
-	"7dUYJQyK0q5J4JHK+kfHPVaLdBnEjO6k3/DcwCni13sTzy9eY+AZ6FY8LQaehdApDyEThll+DbI1ZzvG",
-	"5DFUtQbye4j8K+0ZxwaJ5yq9JmTX27d/dE2ZzbYx5qQNU/IUjt2nYFm6UNlXwugKn/qiyhZgyXWJEJBf",
-	"k/TOPl13T6q6UNn29aTit80m5cGNSO0GNg6ZdnvEuerewa39l3BrL7g5IG6n5Mb0Cac+SOcAgtpFLfeZ",
-	"xA+yJBn4NQ7zB5wAN6YfIBhx7zkAxL+2l3RbCn1I8JTsM6+qlfxAEUSSMZQGSmrQ7lnYDx6g/aWlLPCC",
-	"PWmbeIej5pyXpQ/9iUR2UsTBQ05Pjz18B7bLpd/ODZMGyQIJ+zmIBQn70gc5JgwXgr6ZSyhznuLH8XjM",
-	"hiuMojBsBu42dY+PoifQzXolZHqAkbP0um2ELBwMcACaLv0b7lCJheR5XFCoRSKWhqhJZgBkwmC8GLNL",
-	"p+f+HS+2GLy91q0w6oHrX3FhPc1wDOgfjQenssrzJHa/+7jjJS9LkO5yXbEhpmdUjXvmYTGwzaXpzxmR",
-	"0D2n6wJDBHcdr/vCjs68IDL3aSSrpcqDM26824eyhZ9BMjBLtapdehR6WuPzMCZ/QffqnqaG+lo/wCQa",
-	"sUPQEEm/Cz5C7tualbUOp/FbJetSQ/vG7Tf2wk1fjPAj3qpNIM+HmFgimsvDrS2NqWo7vKjA4JggwGFM",
-	"wDPDgmZvzthvoJUTufnMgLSsAI4nlnz822FFi7IyUeNCxILY2s8CCqXXX6wtPOhtkefiy4ufH/BqqbLD",
-	"Z4ySQBMNvUHHMy7rVInN4C4ySGP8M2RsxtNrNnS6hgarBWSsklZQ+Etw0vq0FjO6J8lhm+0KvPy8MqV0",
-	"e9Lea7Bthv9SFWUOaNC+8PGb7tFkcMG92ecSR/yiz/pubFz9+ic3tXO6XiZFkVF0OJdsBnOloZWKONhp",
-	"3t9jArd8dwupyp611ci0WeaHOn/o1tr/1P+3khDo6F67JW5PmCF27K/evP5nI61tcCNpQd/wvNdt5K64",
-	"lcgoasDpnwwDdNyd5JOm2PAvJ6PxIH4eZWXB7MgMWKpKd6NVz3B38Ec/k088pag2RmMmzFiR52wucPP2",
-	"DnG9evP6exzgfja6gZlmNT049uNuKx1aKx3FgTLgjQmQUQIpZ3++vd0zHifnlUyX3/PbXXsnNMuVYxOW",
-	"0fPM0bxM12eBkbt5VRV+hm4odr9TjB6/+PPJPbPj9SU3JmdDMFYUGBM616pgcEsbJXjOZlV6DdYkLJQV",
-	"QHMMv3VcePRIYP/tz/eA/bc/2yUrQacOqByeBHmxg/FW6etc8awVUWvIdILGH8hCxFkQCoko9yQZ3cqj",
-	"3Yj2VUVZWUB7V3iqoc2HzIXSVI/IjOM8MwyfGe/pl9w0CuD4rTUl4aS18Bs9qinPoVWZYDO8ZIeP+h5Z",
-	"oA3eTlcvgqC/glSYuPfjCcORM7BcRHTJ86wQxlDMICa78xyznlfLNW4+3PC8Inv0ihtmrgVmOcUiV3NF",
-	"oWr75C25Z0PeRVQq70aKbBMT4fKZacege1gRvH04KYXi9iTuLcFHTYQt9eIZp/xwqi5AxRdSpfJMrWTi",
-	"SNwhr+C3UfkskmckKV3TuOWQ62zupamA6mhqmo8F2V+22IghiZhhNF/1nFt+G6Snel60gmM0odtJqoMg",
-	"JK7f/VLw2/1Sew7KSduZ5zkTeUiP32OsDzBL+oeacPsmBN9DuDsRiyi3VzTLPHvYf2s32Mp9Ek4zQQy6",
-	"xnO+7UdQWgdn535B460gia148QsNTurGEhVK5utThva5bhGOEIjN2k+v/GVp0DOWMJ7njj6FZUqylJc8",
-	"FZaYl7JL0Awd+ywHfgNMZDmwoVlyd79hejc5dC6B0lfoO6cJeG0jxGcy9DcaJuwZk045oaoflTaWzar5",
-	"HPRoHKB0Yl0NozeNMavcHc74gguJ+VtuAKEZwjKu+dFBcSca0pyLIq5WYUC+37IGLcFf5bmZsKYFaxng",
-	"H5EuVGNFafaj/AoKhyr3OJMAde5fzO3VF3sge5nuD96mgDU1wHpTmgNXUP7S9jTBhbgnvrbOsQ97bIUu",
-	"xE5EkM1i+ntAHeOmSy0hN9JXiHFoJjse46lWpsnUiiRPluK/QAcJIRpM6tPNdyb1+cd2R/A3gZ333B30",
-	"nOO0JaRxWnPTPMN6KKkvtuED0nw2WkBNUVm8rrcjqFvZIYPTwb+MkuNLvvreGzU66fy7wA0b5k1xW0mK",
-	"DX7rTIEaE36Bu+ggZE71yA2cVQY0FtQAM2ZTN940aLNtHA0NADsvy6sS0lCBjD5fqMx9GI0nspOWi5jN",
-	"MsOmIS1lyoZzcQNHVOcj1UomLKx1lLCpu6v+W0n33OvzH85HyUROUyXp7krXFyjETNnw3DG3kNMUPCfg",
-	"RkB5W8jFV8CzXMgQaDqtww3ZyxMc1tS5sN+qmfHXG2Y7TdnwpRuKIjQjvz7HiSjPdOrGKrnmeQ65MMU0",
-	"YVNvknF31hRpaeqYl5rPaYAzx/q1Ty1WctM2P5HulbnQYJiSKUXx1ynODkPd5JkxC0mXbNhw/6wQ0tBF",
-	"NZGvTl4if+Jy7eaD3MCIIHD/lopyL6XKgBnIIXU3wmzNpohVRztj99sV/qT0lCBs/UpRrn7BQnpj2Eam",
-	"s+Mp9Sus4NapPmcTibymIZWC37YK97T27bmjr3u4D9z6uNQBtyrPxxncHN88j4m2gcnU+fNlOUgGRNWD",
-	"ZHCBbn9Py4OQ9RqVbfflSlsZjC3udBBf2eAPD2AJ8ahKx6mFrCCWjmOMuzKm4ZFp7TmScGtZyRdQGxuU",
-	"bJnG+CIe83OYe6G+0h7uVNhgsn3Oswfn7u7K2g0OzwNq09SVZWKxWp4q90uTD7dKMsiIhvdKQm69dZDa",
-	"jmEPvZZUTML+rpqBlmDBJ/3V3pwgnDwzvjSc2dte2uQaxeJdDqm5gVlk5rC8nZBL/o9Ds0Vqn0XEQW9E",
-	"3JjwOrBRugW4Zb9WUAEbPseUd7i1o8SdVTWnH7JzO+6J7PXC8xfrHnt6EBaH17Ae+QR7rVRBcm5XIYJn",
-	"be6+4h2xfa70GQrJq6XIgTIBHNtv6xhRNoEriEPnxOGw9CD3J7XUn7TBGzEuWSX9HcrbOpkHZNf0PpI0",
-	"ktGA3m5/MWtieE5ZzSDr0DNF6uHFTfCieBkSYZ3k7RA03jvv4XAbhIl72NpAspRLqSybAW1jlrTrMTAS",
-	"SXJfmmFPn3CdfB0x3jxhvZ4P8Xs9KuuPusBil1PbkbbtkA2y0IExLnMhhVkegoXdRctuaivwHt5K9w85",
-	"QytpBskHRzFE0qwuQGbk0P3ZbTd9/IJf04evyE7pKyDd6+vdL1zH16pr8qQ8Tt7Ftt5AWmlh11eOTEIR",
-	"E65jATrnEj0aFqsRODmdffv2J2bEQpIgzrEYtcexrz/6zLBv3353NQ6FpdHWQOPX0CytLakqo5BzFSle",
-	"IcmV4oQ5ktlrdqDmjmmeOyna6xmnobSlYcPzshwlbOZkePYvNTMTOSTReYScwgi5yFGxMGx4oZxqR0wl",
-	"WBM6qf+/uePmtYWJrA0N7GcD2gTjFc+v3XXR1SnMeCIn8qelBmALrarSJF6VvxDS+4pOJ/KI/elPtcfq",
-	"/OK1+dOfThnlgiZsATbBMpOJr/8SKiKM6cUf62JwbmUZzKrFQshFPQ4GKDgt1lQF+ntVmZDHCL/EDxPJ",
-	"wmfUuOo01oShIf3MFz5guVqYM4d4uIWUmSXkORXLeQuzK5Veg/VQvZZGLJa2hoK3pScvVg1D8Uyl2QrV",
-	"rYxx42C5wlDxoyt3VX9NDyP8dDUKu2TTTumF6SgJRk5fZ5jLzA1UOX6R1Mb1eks7+3PeFCLxEeicEaV6",
-	"iscqe/vQ/0SS+0LOxQJzCN0JGI3ZpcrBx943Ge+nbEoZ9FMs5mOcol5n0k8Zz40KwSmNSTFhU1Sd/e8F",
-	"l04cbFt5zyZyU8su+Jplik4QhgomTDg6xiyIGl9tpLw6ee5Dk5pSxw4xvvz3GXMa+9YDG0Wkz5weTibj",
-	"xgLdWPjQK2rYq5NXVDuBM/ScyYUjQdyYS4cWNqxPwAhR6E2o6PDu8huKekrYnHaFaMowJWlf6t3/DtZH",
-	"/8XzCoKT/BRL7PMMV5DzhSNXLSy4UWrZyC5hInFMFB1ROswgF1Qrig0xaioEc7jjyEJE6awyTrykW+fy",
-	"6/Ovvv96IoOCWuebzlQls9GYvUVLl6/o7yMWlXsg1KklM4MVFg0JxAJbjudBMrgJFofB8/HJ+CQkHfFS",
-	"DE4HL8cn45eDBGvbI9c/vnl+3FYvfcxPXWXydTY4HTiVPNSyGmyUqH9xcvJolXrbBVQj9XprEO6SwauT",
-	"532j1eAdd0o940sv73+pqcHu3njxt/vf2KywjRdsVRRcr+tMJE99G1fEllEMPZ18YSh6Btno4J0br71P",
-	"x+/9p7veHfsHhA37CPvVWwS8ibb8WNt18ur+N+pi8o+zv05OaTLJat8QMnulcuSuxAz23O2k06ekxyvY",
-	"PHLc7mNy966XVo6b8g8fMj7yDioq0iW5rzMRaO4NzVQHlnyhSCd8FKJrFTa568rAVldw97uTuxfyWtGV",
-	"SJgn99NZq9vHJ3xk/rzPFO3y9t3jcgXW1zAs1I27+FtZmEg2H8oTj99TNuHdB1J6Em0DQ2Pv7AITdECq",
-	"FY4Zt/7jtnKH50mZCAenJJxPhon3UPUfkkQJ9WwoFabPmiXXmRk52T/sZEO2h1GrF4V3S1oX4aEn3PR2",
-	"BYvIxtcgPHiTH0duCvhqKxoUDcCZVjkwzGi/F93H7/2nu2Nelub4PS/Lu2MqLWOO39OHB/CLdtcoxy+2",
-	"T895WXpB303htCg17+mDxdHJ94TNpaIAppWxqvDwPTPMAYMmeu6jAvEb6tnj1Lu0rDAoz2tbq6VIl91o",
-	"Da/TmL5+X3VFnydcaourbi8Zq+qEIIJ64VgKgewZ1m/csMYBBZZPZAn6qFRZSDXJxI3ICDleWaR6/KXK",
-	"zGjMqA6RYQvl+wZN3ClRhsZUkk3JEewJcezrURBRUXEJ/x0vy87/9AZ9NT2jnILzspxIp8OWlVkyzuaO",
-	"dXkIuE80YMNXL/7G+EzdgHdYd9nPRWWW37f357GFt06Bpr3EtxfxTWzKb7GymuVkTP5jCVoP46EffPtd",
-	"EPl4BHtTK5J1h1ewYW2vMq2IVke67SuwadmxL1tutcKIJiCdb6ZvNTBiHpJh2CZDehs/RhFZ4bgaRaZM",
-	"pNIZ9Z/CeKKxn3CMX09bpb+Cn8Awg93dRmN2jl9MJNZTnkGqCmDzKs/XrEZniDFwokMNKRqeLV8zo9hc",
-	"abJJzfi1Ny+1MrIwZoEal5wxTmtAT2ohDDVPMxOZ+QAirN+huVke5UqVPiHNW7B9vxD0N5agJ3JjtfIb",
-	"LvJKwzTxaMNZcL7a4o7/zXh6PZ5Qyrk5DQNjs5Ej7ylJut9mSkLzlS/dO5F11xB0dxzhuOycdo4s6b7N",
-	"FFu6Y73kBlhIlItxq3+ADY6pJxSV6iSyno5sTY7ZZ0bSYSTnu9rTsCHZv/fmHclTyGa/lyj27hBO+AEK",
-	"7SeNhC14psgppq2OI4FYKIQc45nP2JTcWVMWAr5IOuUTScE0xLWcfIdpvxjAMTpj00pmalo3y20xuCCc",
-	"UU5tl2n7jGNTs3T3wnYm8UQGbw3FiyC3+jDzQd1rKfRY6umt1G9CIO8gfAQe2cTAxZlk4/iprQitPlbt",
-	"nfYR2U5A5k7xU1SbkzJivINl9EcT9E724M91t9zfUTJse5PJHJIptrML2eGSYN1Koc+vQQk1T0jMvtbl",
-	"NiXXRTD/fZxP5y3vKzU2Qq6GrnF0UfjEjQ/3QnSumnf37O/xezfvI1xoERZbF9S8j8GGwLxBMgiReViO",
-	"oQ7N62O2VYQwr9qE+fh6czvz5qP6PHYfhn8zX8djuC42DxTGJ6EUIR5qDW6dDrINmeP3jpjvjlsVwqK6",
-	"8Nc8XbKQg4jb0DIwaUidSpudMooiLStr2DDUgMAgGWqCHpJyEzIk1SYxMpRhQKhPVfUN0kNc6UT6jNVO",
-	"am+6VAYoImm1XCf+A7cs9eUNnbRGObpOKaQcXW9i6yRQc6NkwiQqkz6BF1XwesHCuPdplZRkJyzLxHzu",
-	"9Io6RqTUcCNUhfkkBA23WPHTkhA4kS9PmOlRMLsJpk940LoT9chRgR4+K5tbymaTxK4hdQRep+Z2a6Ps",
-	"o3g+0i2Y3Pv4D7yAe2/MOv6rlw18g8HPvjlcyRdCUmclMlux2Rpz5ajYKi9gTDF20TCqlKdLzIrZ9ku9",
-	"reHYwspm5Ga+pjB8nHZ4XpYhJw/z8c4Yl2uWcgONj+DXCvB8+Uvc5w1t9QvvVx4xLMBniDmWNL2G9d+R",
-	"g01ZyYU2zICD2iMkVUXBzRnmO6MxD3O++sBBz/Rh8CASmmxgtD2KYNUa+vjghF2G5ldXTfOr8Xjci5hQ",
-	"qugASC6crGfEb9BKVzs5aWrDPD85OemdL2T0NvP5MjKDU/deq57H81g9j5jJoZWo5YMq510+HRKzYvDU",
-	"eWC7UPDuI6i6fa7THyXgAtyqmpP7aSusH65nOGx0ZKNVi1kEttp896HqxS73XrujfwapcrKBo4zU5uvT",
-	"EMRKjbtIGVppJRfM0RCG6TqR4l+UZooySd3m65nBvolj9hZFFcmmrzMoSoXljI6+g/U0wVBSNDtNJMVw",
-	"1/YmGsZdQL6eBRPSWKBo9jkXVD9NU+g31jhYiTRq9v4SB65NLodisgX0d7Ae0GF5fI1lK8N7L8Xl+Ucx",
-	"SX3pWy194makQ61Cz1/udYzfcO0VtRcv9llIqVUKxpDQ9bsJeLRnrVyCHsayhxx1/N6JF3deySIuglUK",
-	"t7T6r/D71lHbINdX2yyIXsk+i+hbO0iYae3gGSqmPp3W15SJZef3XiF9JsL+Dfv4Ju8PIISPH8v8D7Rw",
-	"NPmn3XIrT3GV368jfSdk9gB9qsdOh+l43RP9qdx9H4c2f/bpp//bXSh/6MvS15zpZt5RHROZ+Tjrx7o/",
-	"j5tOt8fv6893xz6n8MNt/E/CH+K+g3YLz34Hwt4O2EtCwZedUT9BF+xnf+q/1dmO5OpiZWkUnUpF+dEx",
-	"OXlPF2zfQW/qp0StkG99Id8p5klOg1cAAcxC3i837NurH3/wSjQ9+nd3wKZsqPRETs/TFEp7yizcWprx",
-	"iPKPp6Mkkht8Sj4LfPCZYVORTSdSGCrotE8/d+8RYGku3Jd2yS05FaREsTSWccyGS+AYQ0gHaYpnaspq",
-	"TjOayAXYEGSSc3fiaFK45anN11g8K6bch2NMq9tW7mM2MURizCBWl/frMU+GPfEcwaEtY8PN3va9tkF8",
-	"rzPvgZX/t0I762rVwrCCyxpCIRnHLODGhOkro7rRyYJ51i35hKncNavD+iciezIrJw5KRNGM2sHi72aw",
-	"bHrwY6+FzWPVHWgTsK2rxNPl50jrLf/Tdo0DH/Tb9JmgTHYqAeqLHvweXqcHalQPuDBuqYJc9Lr4uVxo",
-	"nmH0HW+VkGBfCMnRBID1XgxLudZrxhlFF3lkSsgncq6obSWbrVnGLT9lJ8zYTEg2DNxc+c6DVLcCG1PQ",
-	"E374xFdtoCEZjs9zdBSnuQqx1OgswmKT6EUfJey5G0ZVNmEv3CfQOpnIlwxuhaV4NvyUqgzcjZdBKgqe",
-	"451GbMr3Q7TYJAMnGiXslbt4yFGzCf8pm76fDLCJxGRw+teTZDJYgqOWyeD0xau7aTSb4+tbSK+WkOf3",
-	"Oex+ataIRIthQnqBuqthQw0lhGrC9Q03poZrOfYbIwk57q8pfGBNvzy9bzGzmtFGfEJBvj7IQweR6m5U",
-	"F6aTA0Bm+9A0QMl+tyU1ZNwJQ+w1a9f3Xt+x95CUd7+5ebM8JxbcxcTVSth06QsruxXXx5GVWlmVUu3b",
-	"zxy/I4dXmAbqj42gf+rSOZhI1uJrTxXW/qmw+lwt+jUDd9Kc1O9tvRh4iOkrw2lbrrk9kpmTbZykrzQr",
-	"cy4kPmcmstQwF7dtn5xTdLByTa0DYQRQV4HAMabjibzQ6lbQVRErBnQ0x+aGzIgMmiTAWRUNC7pCwemN",
-	"W/HekRA1lLsc2w9gYt8BlF6TcfBLWBHG+qahO/MhygIO6yZA5HCKZ+ibxgiZQtP259E0BI9QL9ATSKGp",
-	"0r0oxqYdDwfmMCE9EPMBhS3U4o2Q0IjpSLwHyudv1ILQ8plhbzJsOrZEPWphulYSf/MnmyXl/+h8G+Mw",
-	"P1Ebba9dFUP9ntiH02lx9An5bz7bcv9AtlwqhuPzZ+oAaioyiPGSGHNU1+9/PFPu+/r9u0/XQRPPDhye",
-	"l+VpgyxsLcUt9lY981g7xbqfzHdBgAx7KvisQWzDoMopG5Jx1oukVI4oS3xJRA05cOP+p8p/4cBdQ2nr",
-	"Tg5uLO/lmmIvK98F03836s0CbA7rgxIBHfyDpNW9jT49IDXwUwqU+MzM/s2Z2UVvsVnskOvdVns7pnTT",
-	"trlXsbwAvRErdOq0QCw72nq/1at36NNSRknI+VW6YDMN/Np70ZwqMafSCCxTBReSPFmZMLrCiTF5BKjZ",
-	"1UQSG8H+JKRZNtP6msR1MVLrm+ZLZZkRRZmvJ03X/TrYBkO8faINNq33vehRp0IlN8GOgr71+0R2er9P",
-	"fY8sp0S70TLNfR853z6/AGmT2sznM0r6yiu09uBeVXezV0zjqyEU+a97jWdNtNfv4yjZbjzew7F886lW",
-	"CfrP0X5b3OAHdyDah6FdsX9Xmtw9vOCYrkMntERDwL92Go1v+spzn+DmTbcLxZQ8C2n81E7OJ/MT18rG",
-	"7LzKhMVi1IwkjqPW5NPtzBjket1z8jQJoPUMOOPHVkkOPRybiaHkFfH7nzQVZgJT+Fwks2uqUCWSafsA",
-	"Ue0I7wxvY7IxaNbNlPmjHDUvcfaetfZZoWfvOSyX+NDn0/L5tDzmaXkj5hYzb1qXjdt1svC1sejdfY92",
-	"WEwudsRDhRasqZJG5eBEsZU59W3thCQ/CDXyDpBtNfSfSPQ+Jp3+/cOSayt4Pgpvu9fG7gzS9e0b+1Ev",
-	"7yklNbn3ox3KMWsc6/HjFUmZoEG/DgX3UdK12GRJ2FjDfTb0uyNy3xn1OTtiBMFxmGt0RnBsdLIXrWRt",
-	"ipJCQdnXFusYaSey1aJ6GDrahu4YmW9Z4XMomVUo44brH8dOmvpr+/WHx9JrDssJtQkIoKLkLzE4XgMv",
-	"xqyVoO2WdA2lDZFnm20KQmiItmYiKSwhpK+H0m8XWhVOkakMM6nmpQ9FMBwzxzLHl1Qry30imzmmobTp",
-	"lA2pxOT/mFz8z5+mo9BoERUHliu5AN2X+P7m9ZNWoL168/qeZPf6LPzeVWhrQMIp9XrdUQ43kLd2I2mf",
-	"6CGXa98m5EhIX712Zz2I1VLxQvTWvnm7VOfF66fck9cZSCts747QGn7P7Xi7VBtdSer2LthmRViqHhZH",
-	"c6vxEWqwoeXRL++cYkmRNqTbVjofnA6O0QfhB9pi7+2mPa1gzFbO75aOvKNdT8Q6GBuC4u/qjjcmifRw",
-	"aYYKa797d/f/AwAA//8=",
+	"7H19cxs3kvdXQfG5KpNbI0qOk6tbqbaeUhJn14nj6KzkXHWhnyM40ySxGgITACOKcfm7P4VuYF5IDDmU",
+	"Jceb81+iyBm8Nhr9+ut3g1StCiVBWjM4fzcouOYrsKDxv2/y0ljQV9wu3b9CDs4HhfsnGUi+gsH5IKUn",
+	"BslAw2+l0JANzq0uIRmYdAkr7l6zm8I9aqwWcjF4/z4ZvMhgVSgLMt38ABv3TAYm1aKwQrk+LlmaC5D2",
+	"JF0qA5LdwIYNuWUrZSx7+sV/sHTJNU/dMEcXjDMNVm/YWtgls0tghq8A3+EyYzOVbdwDpZYGf50LbSxT",
+	"pU3VCsaDhKa1BJ7hPPzEGkM8cWNsTmjF716CXLhFefrFfySRCf4gZBZWbWtqRZGw79XsGixTml2pjA25",
+	"3LCUGxhVo2kv8o2Q2ZEr/IqvYM+24Z/jWrzS6p+Q2j2NFvTE3nYLbi1o9+7/+5Wf/H528te3w19P/Kd3",
+	"Z8m/P30fvh/9338bxNb2l2KheQbx5f15CUwry92/rMi5fGKYG17Hyh69Du/dw6ZQ0gCekK959hp+K8FY",
+	"91+qpAWJH3lR5CLFcZz+07ixvWs0+28a5oPzwf85rU/fKf1qTp9rrTR1FZkbdcaEYSuez5VeQcaGZiMt",
+	"v0tYKW+kWks2F5BnJmFrreSCuTmYhM14xurjPbpgcAt6Q8+yQqtZDivXbi6MhWzwPhl8o+Q8F+lHmpqa",
+	"OephcCeMNYznGni2YcNL+vAcvx4leIRVAZq2OFNgmFSWuUFtmFVMWMPcgXGny1hugQ1/kaYsCqUtZAkL",
+	"kxol7gnX2m+lso6HzEsDxCLSJZcLYMP/dL88v0sBMshGbkm+U3omsgzkx1mTlOc5aLbiG5xkpphdClON",
+	"vMi5dTTwxLBC5SLdtGaRqbRcgbRsmKoMWDX0eub+xD4xW2sgwjutBUhqDjvT6gYky8VKWFyXV8p+p0qZ",
+	"Pf6yvFLMlOkykMtQaVyaW2HELAdHAbZaOBzaz0q95HoBH/eA4rXjTpPr2q02lziwBbew5hvG0xQKa/wA",
+	"f+Ry4/mI+ZiU9cQw7Y4IbiSShTs+slzNQDM1dwdNMmM18JVJ3HRMAdJe+AuXzy1oNn3t/jm5dP9MmYFU",
+	"ycwMEn+j4nQaT7SH79mrkBYWgGN1DF7y0i6VFr/Dx6GnW56LjKUaMpBW8Bx35RfJb7nI+Sz/CJRzyTQs",
+	"HD8zoG9FCiwTGbE1adagmZDMihVcuO+WQi7cVhCrt4ot+W1gWdmjb02hVQrGfJxl+bnJxYRha8jzE3/p",
+	"zUrLhMStO3CVJSgHhpVbc8PWWlgLEsUJP4iGuItyinZ3jBXgj6POlCRq9OsyUyoHLh2lLIHndrmJ/5jz",
+	"GeTYCM8y4ebF86tW41siRiXyEIOjNoy9Brpz3Oy5HZwPMm7hxBHFrpCUDFZui4jl7fxGok/kh0Kp/SPd",
+	"t4dXSuXRwZeFG2nWf+y/KwlxEbQW034Nkhs+XG9BUm/V28hY/Aa/FCSutTdZWFi1P+ybb6CVespca77Z",
+	"GSc1Fh2MkrTMu0PZt30auD9cOz85cac0cTqkbw6tKv5aNdQxaqtVvit5v1lyWwtmhriSAesk7+3TJC0X",
+	"EvRrMJZru5fm+tHMzjALXpqu86qpW8gubf8etMpzVdq4xuEOKPNPNITTIZfssiieGObI9GS2OXF/w4Oj",
+	"3ZXhRwxIFe5ZkOXKbZxv8wTnPaiGe6LBlKvmF6XMVGNjG6e/c8Vi62usKor+j3+jymBgaE04A0Ok15i1",
+	"kPbZF/WMqwsoGcy5yHs/jFpD32dLKd0y9HvalCkJxL2ejy6HVvJ7NXtdRs5+Wl9CO3t01AJ08nlv+miS",
+	"z2Vqxa0jk+tqbsngO+otRiyOC2ZlDtnPghrqR7NHr1yE49cWpzCPt90rfF1xxG15yz/wxLAwF5QSdCmd",
+	"oEuyuu/KCe+WLVWeOc0ocmpp8XY6eV1K45oqtFpoMMa92WPfGgSwy2lWgKJ5ZGRuwH5STKr1OLb+KEj4",
+	"6R63c/im2z1j5mV+3LtuTeOz+V7N2gNf8QxoUk4PCbO8ASgMGy6FsUpvSFkxTovNM6dqoUEPDTy9Lu76",
+	"7O3c3Y5CnYaTdXK2JkH6fY+R37ccVkp2cb201NoLzT3o4TgeeQzbi4lmPQ9jGFRSTSZ0XTfbvTDdx5J+",
+	"f2L8h2uwLHWrCNokzJQrJ/mrW9BN+jB4cov6WOwe0RksBRkn2h1+E1pYL5WBRqfCeIOLBDbMuXV0tgAZ",
+	"bnY1c4qaUy1I8yhUxvy0iY24pRi1aLJLZqlIL8zmvhJ4i+Zit87/ZrLzSuSPYHnGLd89kw+hp3VrVt4y",
+	"vkN/PxXU0wVblcYy+K3kOVnmuF0+McFAN44awncux9jMSbeOaLRZ5MZ6Qfp0wsgEA9I6hd6ReWU8TFgw",
+	"9SWsZZpNto2Fr7mFl45Vu3/G4+iFRIbq3krXd+5xby3YPUD7tCa0b+Lu5vlP88H5r/s7wqm8BreIbmXe",
+	"v41ZJppG0ITNlW6vgJvw3clCnbjBnJgbUZwov90nhXIUrgfnc54b8HsJxr7IDutouHX1bKObfuvPeXvT",
+	"IXzdngvPVsLiLlViXeIor+AL2nwvHjsGnIbdJVE0YRnkgA+R/tC50zXz3D73//5llEuICLu+UgaPZhDQ",
+	"yGj2xDCcmTdUXrDSAOOGveTGnuBSnLz4dlv46uj1xl8TD2RRqc/9Lvc4Qobatilkg6ThbfPuQS8f0ya3",
+	"Ftx31kkpD2EPIZK7vzWkcbQ7mVWcfUTIhNslU3Pv7YU8S1guboCZAtKxhVXhLvRxZYYwv569HYuV293k",
+	"CHvL1tRoLEk4nv612FRfoJnZbnYnGvw5l9lKyA7jhcph7zUVVLpbAWtUkzK4hdw9MUjwqMuoRreluqgc",
+	"UKLavYAaNoBy1kHdW0sTHky2JhhmE1ukH8oZdLCxfRryvmOqZp2HcY9RzR6l63Sb2XZm+NJJHFfcpsvd",
+	"KWpYKVIp+8uPBuyHiC/RIarFS0HW2P5bUJ2r6K+5kF3W5+yh+WRtKnCNN0fmxxEjvG4RMdVwnCX76Dvv",
+	"YwmhO7+VIr74Rxrvt9a/vqL83dS6k1yfHRugReqmrQzPd7eBL+Dae7J2OP8/1JqpPAtRQEUObM1N8+rP",
+	"VDnLG0MnXyexDtdvnD24MbcXobMZDegGM32NiZbblilO3QySwVrYpZAnVuWguUxdRyRwnSwV3jL+vznP",
+	"8xlPb6Is3XK9ANtz2Lc8L6HXs1ub7JctzKSxAN2be41bs7u14axvexZAMmHRc7cCbkoNGRtmMOdlbs/Z",
+	"2v2sIQVxC9motdf7DueeCa+EFCu3G2eHJk+NxCaK/rBd2s1zlXIbvKf7BKrXYFSpU0BdflGUP8dvlmQg",
+	"VdbiDdta+at9v6PWQQe892CsiPL2GDO6qnlOeyE6uZSTCHp7//Dht939PoRgG6Zwf9H2P4PuuSXs7VUO",
+	"vCGo1xB/FqCpk0ODrDky9dA53Fr33bWUOH2354W2b44t4uvRlvY02Llg8RvM9Oxg70oNGt0nfgV8282J",
+	"xJZzz0rudfWIvOunvhpJLf74xvZqJa9hBZnAy/lrDfwmFgfh2Ne6ZRtv+i2UyoVc/CKtyPvLSJlacdJ1",
+	"2ky/UCo/nZRnZ89S9xE/QRIsvP4X/x/9yJRGP6v/zX2kH+LeU+hQsNwvx7mGrbIkp0RMnXI3OKTTtkkr",
+	"0XwptJ1UK+9HfmADOwNZZrSz/VlLhCq6TddRanUCS5c3S9etMy82oDdLyEXTAffEsBy4gbhPy/1yrwm9",
+	"dG/GplPdqMe26K7aWIO1b31bstkwCWvGU4qZ4Bq8HY0NfUCYqrwao4TBqrAbEniksv7RcYfVIl0GMaPd",
+	"6Xc8N3CO6+u9iZdXLzDwDHQjnhYDz0LolB8hE4ZZfgOy0WczxuQhVLV65AeI/FvtGccWiecqvaHFrrav",
+	"f3RNkc12V8xJG6bgKZy6T8GydKWyb4XRJT71dZktwJLrEkdAfk3SO7t03Z5UdaWy3etJxW+bbcqDW5Ha",
+	"rdU4ptvdFueqfQc39l/Cnb3i5oi4nYIb0yWc+iCdIwhqH7UcMokfZUky8Ft8zB9wAlybvoFgxD1wAIh/",
+	"7U7prhD6mOAp2WVeVWv5gSKIJGMoNZRUQzswsVd+QP2lpSzwgp60TbzDUXPOi8KH/kQiOyni4D6np8Me",
+	"vme1i6Xfzi2TBskCCfsliAUJ+8YHOSYMJ4K+mddQ5DzFj+PxmA3XGEVh2AzcbeoeH0VPoOv1Wsj0CCNn",
+	"4XXbCFm4McARy/Tav+EOlVhInscFhUokYmmImmQGQCYMxosxe+303L/hxRYbb6d1K7R65PzXXFhPMxwD",
+	"+kfjwbks8zyJ3e8+7njJiwKku1zXbIjpGWXtnrlfDGx9afpzRiR04HRdYYjgvuN1KOzowgsic59Gsl6q",
+	"PDjjxvt9KDvrM0gGZqnWlUuPQk+r9TyOyV/RvdrT1FBd60eYRCN2CGoi6XbBR8h9V7Oy1q1p/FbJ2tTQ",
+	"vHG7jb1w2xUj/IC3ah3I8yEmlojmcn9rS22q2g0vWmFwTBDgMCbgiWFBszcX7HfQyoncfGZAWrYCjieW",
+	"fPy7YUWLojRR40LEgtjYzxWslN58vbFwr7dFnotvrn65x6uFyo7vMUoCdTT0Fh3PuKxSJbaDu8ggjfHP",
+	"kLEZT2/Y0OkaGqwWkLFSWkHhL8FJ69NazOhAksMu2xV4+XllSulmp53XYNMM/41aFTmgQfvKx2+6R5PB",
+	"Ffdmn9fY4tdd1ndj4+rXP7ipnNPVNCmKjKLDuWQzmCsNjVTEwV7zfo8O3PTdLaRKe9FUI9N6mh/q/KFb",
+	"q/+p/28lIdDRQbslbk/oIXrsfdJvp+njcNpLP17l+9nKd4kP25upqYd9o77KuYydmFYqMxvmYmZOeSHG",
+	"4b3rAtKLSpIgA8LfVfUFo1kaypjkhk0Gz87MZBBJPfBXO+mxcb9uIz5xO1rAYuSjkEzpzMkHdZ698Bm1",
+	"XHK96R2ku72bETkaRf5vgWedHmV84grzYnfHbG5EgUFbKRoOQ95E/9ge9K38LFbg+WA0YwTZzU7fpaQs",
+	"JYa5qzIeKq/4TdzSXR37SABj9I3K07VflqEGkj0+rbWQmVoff1be4HsHT4ufWYPS9h6ZqINtxe+uSx27",
+	"FC4pkBhvd1aATkFavoCEaVXKzN0+RfSS4XdbmaBHNps54XZWWiYdk2czyNWadWx6B7H1jfXcWu/dbBu+",
+	"McfFlEBHNBxKkZ3hGv/dS3uhNqiP2GyuX774R61/b8mX0oK+5XlnIIBTWtYiozgw4OmSYcilY1E+DZYN",
+	"//1sNB7EJSxZWjB7cr2WqtTt/APiefij78kzPopTZtRmwowVec7mAq/j3vzw+uWLH7GBw4Lx1srUs+lY",
+	"Y9/urhlJa6Wja6AMePMwZAQJwNlXd3c9IyxzXsp0+SO/27d3QrNcOcHPMnqeOSlGppuLIJq7flUZfoZ2",
+	"ck13mAM9fvXV2YHeUSGRW52zIRgrVnjXzbVaMbijjRI8Z7MyvQFrEhZwatDAzu+cXD16oGH/9asDw/7r",
+	"V3YZuJDI4VEWL3Yw3ih9kyueNXIkDBnD0ZwPWYghDmo+EWVPktENZISt/A21KkoL6MEIT9W0eZ++Ks4W",
+	"MYJgO08Mw2fGPSNNOrheNacknLTG+kaPaspzaGDNbAcM7ok6OqDdNYe3N3gHh6C/hVSYuD/7ERNMMrBc",
+	"RKyDl9lKGENR4AhfwnPEsVgvN7j54MQZEobX3DAn9hUQdcrMc0XBx30yUd2zIZMueg+2Y/92iYnW8olp",
+	"ZhX5seLw+nBSSq7oSMVego+DC1vqFW5OiB+EF0NwOqlSuRNTEkfibvFW/C6qcUcyR738atx0KBhi7vXj",
+	"sNTRZGMf3ddfltyKCozIKpqvO84tvwv6cNUv+jVRS3E7Scg2QuL83S8rftcvWfOoLOO9mfszkQfAkx5t",
+	"fYCjyT9UJ1DVSVV+hPtTa4lyO0WzzLOH/lu7xVYOSTh1B7HR1bFQu55hpXUIX+mXBtQIe9vJALrSAKvC",
+	"IuiQkvnmnKHHpQ2rFFJrWPPptb8sDcY6JIznuaNPYZmSLOUFT4Ul5qXsEjTDUC2WA78FJrIc2NAsubvf",
+	"0K5ALvrXQAmJ9B1bL8Hbj0LEPcMIEsOEvfCaCOI4lU5Hn5XzOejROIzSiXXVGL2zg1nl7nDGF1xIzMh1",
+	"DQjNcCzjih8dFUmoIc25WMU1K0yx8ltWL0uIQPDcTFjTGGsRxj8i61a1Kkqzn+S3sHJL5R5nEqDK5o4F",
+	"MnRFk8lOpvvKW4kRJQmsd4644QrKSN3tJgSF9FyvnXPsA9kbwWixE+Hx8jo9Pv0Pqm9pj1EmrdFB+jTk",
+	"n95nZqlicdqr/RwNpu7HQOWSFYgIxDhbu5OClmUhEQPIjHprWn5oXZE8OJxvvX67TQAZGLLYQcaMYnOu",
+	"4/olNvJCfpeLxbLD5YP2qNfNCMktsUd6nBHlZAh8GsN2NuCUU6kwRnpGXMRjSsVpkCzkX0csZKH9BF2c",
+	"ZKvKgK2XTrEoghW8rxv7lbLX5HpK2OuQT3it+A1+eENMJmFXPovwcqY0fYOf6Ah/22E22eNerKmj8gYk",
+	"FUtDRw+2Pu4ywR0ZzWgKSHtbkHPPBT4ox8KbmLHj+vwllcV8ry3NE/tlR3zqvnUdEs05hoprOBr3cx5u",
+	"8ZDHMtMHkNColb6RdbEVdAoyQ6ILVhulMXKi9y74FIhug/8W54v4z1TLsLZ9UrsQjTolSwIAuo4HLO3Z",
+	"oIcInQ83z/2duU1uvC/Sb1dy6IzO8wpKba5DNwErOAG0dLk94kHaSqddKFN7CXlf9MyqKyLNHBelUtF4",
+	"BIZHLzooqStUZt0KYe44BaVo5CE3k++QI9F49uzyYYt+D+t8fwdOJVkcyLVrmyx2LvygWSqVO3EDbc0e",
+	"d7ZiJxijnCUsreK2sipuy32RBLsExm6N4tm2H8qykoGTiyLcnN+Ct2nVNjOczrBpwMZvnKITNZrv54fY",
+	"cVjxGAUE+2HMvxLEe8ZNW6MJiEwel9apAhQ9xHiqlanxYSKQTYX4L9DBihVNYe0hxjbk1z24AXU66QH7",
+	"Bj3XkCJ2uZrr5gmisKYe4tOnwXkMnLA0q5JkjF1KamBSDM4H/zRKjl/z9Y8+lKIFIrhvuGHDfADQDjRS",
+	"vb4VPkG1En6C++gg4LV02LY4Kw1ohPEEM2ZT1940eFyaazQ0AOyyKK4LSAPsOn2+Upn7MBpPZAsMDFc2",
+	"ywybBjCMKRvOxS2cELpoqpVMWJjrKGHT4PGasuGLy1eXo2Qip6mSdG7SDTmgp2x46RTwgKQS4jXBtYBn",
+	"T8hF8GZ7I/+0SnJkz86wWVMhcH2vZsabYBBjZcqGz1xTlBca+fUpdkToVlPXVsE1z3PIhVlNEzb1gSBC",
+	"STNFWpo6BVvN59TABRMWwdHQyS+3IwIn0r0yF9oxRJkSdkAFrOZWqA3ZMWYB6okNawtFthLSkDFlIr88",
+	"e4Y6NJcb1x/kBkY0AvdvoQjxCVUSAzmklhSeaXWHjt1v1/iT0lMaYeNXyq31E3aMGzXKLXw1x1OqV9iK",
+	"23QJ5mIikdfUpNK+hhr79tTR1wHuA3c+G3bArcrzcQa3p7dPY/w7MJkKta8oBsmAqHqQDK4w2cDT8iBg",
+	"bUXtr3250g5uUoM7HcVXtvjDPVhCXCB1nFrIEmIgIMa4K2MaHplW8aoS7iwr+AIqh5iSDfctX8QzjY4T",
+	"fqsr7f7S7xaT3WvAuQ9i2D6ssBBmfQQiboVnGzMMearsB84XbpVkkBEN94I+a7x1lGsJky06vf0I/fZD",
+	"OQMtwYKHGqrEviCcPDEekN70tjTVCCexLJtjkD4Ru+bIyI6AYPf3YzEqKvtORLExIu7wehHYKN0C3LLf",
+	"SiiBDZ8i0B7c2VHizqqa0w/ZpR135BN7A2/MYPVzYz/Y8AY2Iw/rp5VakS22bbSHJ03uvuYt0/Jc6Qs0",
+	"5JLBC/EHHNtv2sGjbAJnEB+dFaDD1INtOqks00lzeCPGJSulv0N502/gB7Kve5+/GsFRQIOgv5i1V4Ah",
+	"FZnXiEMflB+IFzeNF8XLAL/lJG+3QOPeaAvH+8lMtz2vWoiUS6ksmwFtY5Y0USAZiSS5B4TsGYleQb5F",
+	"HIyPiBL8IdG2D8r6o4G3scupGb67a8YKstCRmTVzIYVZHrMK+6HSb6tIhR4x0u4fCsEupemwqOijtmgH",
+	"3OWKtPVBMvjFbTd9/BqN4E5gI73d4y4fjDDvlyTkEfJrdBa/Jm9jW28gLbWwm2tHJgE6letYWtClxKgb",
+	"ixiIGP34/ZufmRELSYI4xwpcfo191ZMnhn3/5ofrcaimhcYnar8azdLagmpBCDlXEchMSeE+Tpgjmb1i",
+	"B2rumOalk6K9nnEenB+GDS+LYpSwmZPh2T/VzEzkkETnEXIKI+QiR8XCsOGVcqodMZVgTWgBDv7ujpvX",
+	"FiayMjSwXwxoExysPL9x10VbpzDjiZzIn5cagC20KguTeFX+Skgfz3Q+kSfsL3+poqour16Yv/zlnBEC",
+	"VcIWYBN0bCUedTbgMI7pxZ8qCHo3swxm5WIh5KJqB03JTos15QpjElWRkAUIv8QPE8nCZ9S4KvCshGGw",
+	"x4WHW2S5WpgLt/BwBykzS8hzguh9A7Nrld6A9aN6IY1YLG01Ct6UnrxYNQwlO5Rma1S3MsaNG8s1Jqif",
+	"XLur+jk9jOOnq1HYJZu2AB+noyQ44n11Iy4z11BpMD43BIBUW9ran8sa/tTnvXNGlOopHrH9+9D/RFKI",
+	"jZyLBXrl3AkYjdlrlYPP+K9x9s7ZlHD7pgghbJyiXuH3TRnPjQopMbXbO2FTVJ397ysunTjYjES4mMht",
+	"LXvFNyxTdIIwQTFhwtExYi9U69VclC/PnvqEqLrAklsYX3TsgjmNfeeBrdJVF04Pp7CGOkqitvBh5J5h",
+	"X559SYiNnGF0l1w4EsSNee2WhQ2rEzDCJfRufgzKbPMbyrVK2Jx2hWjKMCVpX6rd/wE2J//F8xJCIOc5",
+	"1hXkGc4g5wtHrlpYCF5VlI3sEiYS20TREaXDDHJBCNVsiLlaIeDYHUcW8lhnpXHiJd06r59ffvvj84kM",
+	"CmqFcjVTpcxGY/YGLV2+jKHPk1Qao8tJQSczgxUWDQnEAhvBkYNkcBssDoOn47PxWYA64YUYnA+ejc/G",
+	"zwYJVsdDrn96+/S0qV76lIOqtsWLbHA+cCp5QNAebBXG++Ls7MHqAzXLtkSqBFVDeJ8Mvjx72tVaNbzT",
+	"VoEpfOnZ4Zfqym/ujS/+eviN7bpeeMGWqxXXmwr/xFPf1hWxYxTDaDy+MBThjWx08Na119yn03f+0/vO",
+	"Hfs7hA37CPvVWXqsjh/5WNt19uXhN6oSdg+zv05OqfFrqvglZPZK5chdiRn03O2kVZy1I3KtfuS0Wbz1",
+	"/dtOWjmtQSc/pH3kHQRl2ia555kINPeSeqqCn79WpBM+CNE14FTft2Vgq0t4/4eTuxfyGjmdSJhnh+ms",
+	"UWP0Ez4yX/XpoumsbR+Xa7C+csJK3bqLv4H9hGTzoTzx9B1hGL3/QEpPorVvqe29pWSDDkhOYMT58h93",
+	"lTs8T8pEODhBf3wyTLyDqv+UJEpLz4ZSIWiXWXKdmZGT/auEzopsj6NWLwrvl7SuwkOPuOlN3MzIxldD",
+	"uPcmP4zcFNarqWhQNABnWuXAEEfv4HKfvvOf3p/yojCn73hRvD8lQFtz+o4+3INfNEtlO36xe3oui8IL",
+	"+q4Lp0WpeUeJao5OvsesqB0bYFoaq1Z+fL6GNprouc9cwW+oUrBT79KixMQRr22tlyJdtqM1vE5juoqc",
+	"VzjCjzjVBlfdnTLmPYcggmriCMBI9gzrN25YrQElP05kAfqkUFkAuMjErchocbyySFUAC5WZ0ZgR+rFh",
+	"C+WrFU/cKVGG2lSSTckR7Alx7FEwiagI0tJ/x4ui9T+9QV9NLygW6bIoJtLpsEVployzuWNdfgTcJ8Oy",
+	"4Zdf/JXxmboF77Bus5+r0ix/bO7PQwtvLVjoXuLbF/FNrEG/WVHOcjIm/7kErfvx0A++/a6IfPwCe1Mr",
+	"knWLV7BhZa8yjawrR7rNK7AuFNqXLTcKcEZhTy63QWPqMSL6iWFYnFN6Gz9GEVnhuBpFpkwkYle4tzCe",
+	"aOw7HOPX0wbgePATGGYweHw0Zpf4xURiFacZpGoFbF7m+YZVyxliDJzoUI0UDc+WbzBdQGmySc34jTcv",
+	"NXBgMGaByqVeME5zQE/qShgq2W4mMvMBRIgaqrlZnuRKFT7w3VuwfZVS9DcWoCdya7byOy7yUsM08cuG",
+	"vWB/lcUd/5vx9GY8IaA7cx4axhKnJyaE+re+pVDHVqnSLJnIqlYpujtOsF12STtHlnRf3Jot3bFecgMs",
+	"wPPEuNXfwQbH1COKShV0TUcd+BrZ5jMjaTGSy31FcdmQ7N+9eUfyGLLZHyWKvT2GE36AQvtJL8LOeKbI",
+	"KaaNOqeBWCjNEXPuLtiU3FlTFgK+SDrlE0nBNMS1nHyHYGMYwDG6YNNSZmrqTeumyeCCcEZIXm2m7XHO",
+	"TMXS3Qu7+GUTGbw1FC+C3OrDzAdVhedQ2bmjonO3CYG8g/AReGQdAxdnkrXjp7IiNKpnN3faR2Q7AZk7",
+	"xU9RRRDK2vYOltGfTdA768Gfv1FyngsKyfijJMOmN5nMIZlie2ufHy8JVgUcu/walPT9iMTsK2zsUnJV",
+	"euNfx/l02fC+Ujll5GroGkcXhU8u/nAvROuqeXtgf0/fuX4f4EKLsNiqjMchBhsC8wbJIETmIQhkFZrX",
+	"xWzLCGFeNwnz4fXmZnb4R/V57D8M/2K+jodwXWwfKIxPQilC3Nca3DgdZBsyp+8cMb8/beCSR3Xh5zxd",
+	"soCTgdvQMDBpSJ1Km50ziiItSmvYMKR5YZAMRmtWwDEJGZIqkxgZyjAg1MOpjJJWXOlEelSVFvxMulQG",
+	"KCJpvdwk/gO3LPVFFZy0RjgyTin0aZpkYmuB/HCjZILAiVXeHKrg1YSFce/TLAkIQliWifnc6RVVjEih",
+	"4VaoEvNJaDTcYqaeJSFwIp+dMdOhYLZBUB7xoLU76pCjAj18VjZ3lM0aaElD6gi8go9p4/f1UTwf6BZM",
+	"Dj7+iq/g4I1ZxX91soHvMPjZl6Qv+EJIqudMZis222CuHJV44SsYU4xdNIwq5ekSs2J2/VJvqnHsrMp2",
+	"5Ga+oTB87HZ4WRQhJw/z8S4YlxuWcgO1j+C3EvB8+Uvc5w3VR+eg8ohhAT5DzLGk6Q1s/oYcbMoKLrRh",
+	"Btyo/YKkarXi5gIxedCYhzlfXcMJkKlHjAcXoUasQdujCFat4VXI5q0hMuqS2yE1ODaSAPdwxEiunKxn",
+	"xO/QSFc7O6vxC5+enZ119hdQZ+r+PNTh4Ny918CcexpLFo6ZHBqJWj6oct7m0yExKzaeKg9s3xK8/Qiq",
+	"bpfr9CcJOAE3q/rkftoK64frGW41WrLRusEsAlutv/tQ9WKfey9ESjJh3B2gnGzgKCO1+eY8BLFSuXBS",
+	"htZayQVzNIRhuk6k+CelmaJMUhUXR/wduxyzNyiqSDZ9kcGqUAi5efIDbKYJhpKi2WkiKYa7sjfVSNke",
+	"c40JaSxQNPuci9wD1eBriMO1FmnU7P0NNlyZXI5dycagf4DNgA7Lw2ssOxnevRSXpx/FJPWNL/D8iZuR",
+	"jrUKPX3W6xi/5Noral980WcihVYpGENC1x8m4NGeNXIJOhhLDznq9J0TL957JYu4CNZG2NHqv8XvG0dt",
+	"i1y/3GVB9Er2WUTf2UFamcYOXqBi6tNpPe5hLDu/8wrpMhF2b9jHN3l/ACF8/Fjmv6OFo84/bcOtPMZV",
+	"flhH+kHI7B76VIedDtPx2if6U7n7Pg5t/uLTT/+3u1D+1Jelx5xpZ94RjonMfJz1Q92fp1XCoDl9V31+",
+	"f+pzCj/cxv8o/CHuO6iGv9eB0NsB+5qW4JtWq5+gC/azP/Vf6mxHcnWx+gmKToWi/OiYnNzTBdt10Gv8",
+	"lKgV8o0vNjHFPMlp8ArgALOQ98sN+/76p1deiaZH/+YO2JQNlZ7I6WWaQmHPmYU7Sz2eUP7xdJREcoPP",
+	"yWeBDz4xbCqy6UQKQ4BOAcaiBUkVcpB9WrP3CLA0F+5Lu+SWnApSolgayzhmwyVwjCGkgzTFMzVlFacZ",
+	"TeQCbAgyybk7cdQp3PHU5hsEz4op9+EY0+x2lfuYTQwXMWYQq/AeO8yTYU88R3DLlrEhN6w13U7bIL7X",
+	"6vfIeoM7oZ1VRRVh2IrLaoSI9pwLY2sTpkfvd62TBfOiDfmEqdwVq0P8E5E9mpUTGyWiqFttreIfZrDE",
+	"AXhrZTLYOVbthrYHtnOVeLr8HGm943/axTjwQb91dUvKZCeMaw968Ed4ne6pUd3jwrgjBLnodeHBYJlV",
+	"jDcgJNjXQnI0ASDei2Ep13rDOKPoIr+YEvKJnKs8x6IBsw3LuOXn7IwZmwnJhoGbK0IM0IRbgeUw6Qnf",
+	"fOJRG6hJhu3zHB3Faa5CLDU6ixBsEr3oo4Q9dc2o0ibsC/cJtE4m8hmDO2Epng0/pSoDd+NlkIoVz/FO",
+	"u6ig2ok1Sd/RKGFfuouHHDXb4z9n03eTARY6mwzO/+MsmQyW4KhlMjj/4sv302g2x/M7SK+XkOeHHHY/",
+	"13NEosUwIb1A3dWwoYYCQsWL6oYbU5n3HBGbSUKO+2tWPrCmW57uC2ZWMdqITyjI10d56CCC7ka4MK0c",
+	"ADLbh8JWSna7LQt10GsZe83azcHrO/YekvL+N7dvlqfEgtsrcb0WNl364h9uxtVxZIVWVqWEffuZ47fk",
+	"8BLTQP2xEfRPBZ2DiWQNvvZYYe2fCqvP1aJbM3AnzUn93taLgYeYvjKcNuWauxOZOdnGSfpKsyLnWNZD",
+	"gpnIQsNc3DV9ck7RQeSaSgfCCKC2AoFtTMcTeaXVnahLZWyDAZ3Meero34gM6iTAWRkNC7pGwemlm3Hv",
+	"SIhqlPsc2/dgYj8AFF6TceOXsKYV6+qG7sz7KAvYrOsAF4dTPENXNwhhX5emfDANwS+oF+hpSKHw58El",
+	"xsJy9x/McUJ6IOYjgC3U4qWQUIvpSLxHyucv1YKW5TPD3mbYdGyJetTCtK0k/uZPtiHl/+x8G+MwP1Eb",
+	"baddFUP9HtmH0yrD+Qn5bz7bcv9EtlwCw/H5M1UANYEMYrwkxhxV+P0PZ8p9V73//tN10MSzA4eXRXFe",
+	"LxaWP+WW/Q5aXfhVO0fcT+arIECGNRV81iCWYVDFlA3JOOtFUoIjyhIPiaghlHIh5L9w4G6gsFUlB9eW",
+	"93JNsd6qwmLfAU1z1JkFWB/WeyUCuvEPkkaFYfp0j9TATylQ4jMz+xdnZledYLOOowWI2d6OKQ1Ymz0A",
+	"zUcVyyvQW7FC504LRNjRxvt1TUA29GkpoyTk/Cq9YjMN/MZ70ZwqMSdoBJapFReSPFlZVWWMyjxRQdaJ",
+	"hHaFyma3HpO4AiNFhAVhECfViFWRbybS44Q2ahthiLdPtBELyXNmAGTCUKdCJTfBqtdSIZ7rRC55UYB0",
+	"za7ZcOqLHjol2rVGVc8Ica3CwE8qM5/PKOmCV2jswUFVd7tWTO2roSXyX3caz+porz/GUdKYbFXtKMqx",
+	"fPGpBgT952i/HW7wyh2I5mFoIvbvS5M7wAtOq/KI8RDw506jofcZz32CmzfdLhRT8iKk8VPJY5/MT1wr",
+	"G7PLMhMWwagZSRwnjc6nu5kxV1TAtXlOHicBtOoBe/zYKsmxh2M7MdTXmKP9T2qEmcAUPoNktk0VqkAy",
+	"bR4gwo7wzvDmStYGTbxEEPXnQY6alzg7z1rzrNCzBw7La3zo82n5fFoe8rS8FHOLmTeNywaLFqOFr7mK",
+	"3t33YIfF5GJPPNTSO01TJY3KwYlia3Puy9oJSX6QlZClrRyRaNZeqlKHpNWJRO8jiYMhd3tYcG0Fz0fh",
+	"bffa2J1Bur59YT/QWmn3jwZyczeA4ll4lrLGEY8fr0jKBA36dQDcR0nXYpElYf3jVdI2++rujg397ojc",
+	"V+9/yk4YjeA09DW6oHHkvJTpEuOiZIoPV5moFCWFgnKoVNo00k7koqpjxYZukyxmuvqiOr5khc+hZFah",
+	"jBuuf2w7qfHX6qZMKBnMsRBFeCEUsaJVTqhMQBgqSv4Sg+M18NWYNRK03ZRuoLAh8my7TEEIDdHWTCSF",
+	"JYT09QD9dqXVyikypWEm1bzwoQiGY+ZY5viSamS5T2TdxzRAm07ZkCAm/8fk4n/+Mh2FQouoOLBcyQXo",
+	"rsT3ly8eFYH2+uWLA8nu1Vn4o1Foq4GEU+r1upMcbiFv7EbSPNFDLje+TMiJkB69di8eREkRMd0c5Tle",
+	"AtrXlady935I/t0wNAQ7lIi3oDPH/IJ2OZEN9ZIgFgg/cROKxWAO+VZ1LQSyx0AJfgtUYROD7bAw8lYx",
+	"5MBV0UcL+gQ1Y6zgEaO0l8LYX8K8H5HcmtXOO+jNLaf510EjIQWrSQumco4LrLqy0GDM0XdaoMJGelxX",
+	"nlWo+/74+7Zvz/7Eks1PcmuLyabjQdIqI061141zm+ChTfDEEvKDo5fexHCsfzOUdt9KvorvGKVmo23I",
+	"g1bc8lzgDR6Kf2/xM5YpMBPpbfZC4vOUlo0GNb6CbET5hMj1PD6rj1mzyyeGuVsfr9qxL8nsrkBO47kB",
+	"KEx7KUNoiVZ50ygwkVMD9sQPbxoHUW4djEfQbjxFXCHxf1zNpsd5dFtIVYv+1GhQPiEZTdsh26p9NX8g",
+	"5z3lM3Wf/Kmdo3hQd8eOapreoehL9/vj0rRv/dIX5fRU/UcS8ecqLvvglhxFbBN8UnlAsbBuS0Kc51gS",
+	"sAi11rFY/gefkNoW/Agn5BWV/6DK814ro/kUHJNUnJiFriBG5UzH7B9KKqzn5lRDJuZsIdwHqizc0Bzw",
+	"AlRrGTM3dx9DNGV9Poafj2Hb5frg907D7PvIF483GneTPBmMP9P8Z5pv5r+WK9i9e3IxR9ykypThmS/V",
+	"ViCDx/XLn9AWh5k8aV5mkB19WtZLxVeiUy1+s1SXqxePqRK/yEBaYTvtZmRp+iONZm+Waqt2bFWEF4vh",
+	"CksY73FjWKM8NXKdUJj617eOqVA+FPGjUueD88EpMhvf0I4RvllauZEy20Bm24lk2FNUORLDFWuCsiSr",
+	"usQmiVTarZsKc3//9v3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

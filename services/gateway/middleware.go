@@ -305,6 +305,10 @@ var auditVerbs = map[string]struct {
 	"PATCH /v1/clusters/{cluster}/labels":                                                {verb: "label"},
 	"POST /v1/remediation/pause":                                                         {verb: "pause-remediation"},
 	"POST /v1/remediation/resume":                                                        {verb: "resume-remediation"},
+	"PUT /v1/upgrades/{name}":                                                            {verb: "set-upgrade"},
+	"POST /v1/upgrades/{name}/pause":                                                     {verb: "pause-upgrade"},
+	"POST /v1/upgrades/{name}/resume":                                                    {verb: "resume-upgrade"},
+	"POST /v1/upgrades/{name}/abort":                                                     {verb: "abort-upgrade"},
 }
 
 // auditTarget names the project and verb of an audited request, from the
@@ -327,7 +331,8 @@ func auditTarget(r *http.Request) (project, verb string) {
 		}
 		verb = v
 	}
-	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") {
+	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") ||
+		strings.HasPrefix(rc.RoutePattern(), "/v1/upgrades/") {
 		return PlatformProject, verb
 	}
 	project = chi.URLParam(r, "project")

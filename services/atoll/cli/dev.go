@@ -22,6 +22,7 @@ func devCmd() *cobra.Command {
 		replicas        int
 		dir, logLevel   string
 		listen          string
+		metricsServer   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -59,7 +60,7 @@ e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 			r, err := region.Start(ctx, region.Options{
 				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
 				Listen: true, Port: port, Logger: log, OwnSignals: true, GatewayListen: listen,
-				Replicas: replicas,
+				Replicas: replicas, MetricsServer: metricsServer,
 			})
 			if err != nil {
 				return err
@@ -92,6 +93,7 @@ e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	f.IntVar(&replicas, "replicas", 1, "replicas of every service, each its own application and bus connection (gateway replicas after the first listen on free ports)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the Compute API (gateway)")
+	f.BoolVar(&metricsServer, "metrics-server", true, "run metrics-server in every member cluster (bin/metrics-server), so Scalers get cpu and memory samples; pods' simulated usage comes from the annotation kwok.x-k8s.io/usage-cpu")
 	return cmd
 }
 

@@ -119,7 +119,7 @@ func TestWindows(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	s := Spec{Name: "v2", Target: Target{"atoll.dev/version", "v2"},
+	s := Spec{Name: "v2", Target: Target{Label: "atoll.dev/version", Value: "v2"},
 		Clusters:    []ClusterStep{{Name: "a", Pools: []PoolStep{{Name: "general", MaxUnavailable: "0", MaxSurge: "0"}}}},
 		DrainPolicy: "later"}
 	err := s.Validate()
@@ -135,12 +135,12 @@ func TestValidate(t *testing.T) {
 var t0 = time.Date(2026, 11, 21, 1, 0, 0, 0, time.UTC)
 
 func spec() *Spec {
-	s := &Spec{Name: "v2", Target: Target{"atoll.dev/version", "v2"},
+	s := &Spec{Name: "v2", Target: Target{Label: "atoll.dev/version", Value: "v2"},
 		Clusters: []ClusterStep{
 			{Name: "canary", Pools: []PoolStep{{Name: "p", MaxUnavailable: "1"}}},
 			{Name: "b", Pools: []PoolStep{{Name: "p", MaxUnavailable: "50%", MaxSurge: "1"}, {Name: "q", MaxUnavailable: "1"}}},
 		},
-		Soak: Duration{time.Minute}, DrainDeadline: Duration{5 * time.Minute}}
+		Soak: Duration{Duration: time.Minute}, DrainDeadline: Duration{Duration: 5 * time.Minute}}
 	s.Default()
 	return s
 }
