@@ -167,6 +167,9 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 	s.publish(ctx, name, pr, evs)
 
 	// Every node of the plan in flight (and terminal ones: their leases).
+	// The pending pods of a cluster are listed once per tick for all its
+	// nodes.
+	pending := map[string][]time.Time{}
 	rb := plan.Rollback(&spec, pr.p)
 	for _, uid := range slices.Sorted(maps.Keys(pr.p.Nodes)) {
 		n := pr.p.Nodes[uid]
@@ -178,7 +181,10 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 			continue
 		}
 		if n.State.Terminal() {
-			if n.Cluster != cname { // released when its cluster was current
+			// Released when its cluster was current, or this term: Step has
+			// nothing more for it (a terminal node only releases), so a
+			// rotated node costs no observation on later ticks.
+			if n.Cluster != cname || s.released[n.UID] {
 				continue
 			}
 		}
@@ -186,7 +192,7 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 		if err != nil {
 			continue // unreachable: the gate pauses the plan; nothing is done blind
 		}
-		obs := s.observe(ctx, m, n, cn)
+		obs := s.observe(ctx, m, n, cn, pending)
 		was := *n
 		after, act := plan.Step(&spec, *n, obs, rb, now)
 		if (act == plan.ActSurge || act == plan.ActReplace) && after.Replacement == "" {
@@ -299,7 +305,7 @@ func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, no
 }
 
 // observe reads what Step needs of n.
-func (s *Service) observe(ctx context.Context, m *member, n *plan.Node, nodes map[string]*corev1.Node) plan.Observed {
+func (s *Service) observe(ctx context.Context, m *member, n *plan.Node, nodes map[string]*corev1.Node, pending map[string][]time.Time) plan.Observed {
 	o := plan.Observed{}
 	if k := nodes[n.UID]; k != nil {
 		o.Exists, o.Unschedulable = true, k.Spec.Unschedulable
@@ -320,7 +326,15 @@ func (s *Service) observe(ctx context.Context, m *member, n *plan.Node, nodes ma
 	if since.IsZero() {
 		since = n.Since
 	}
-	o.WorkloadsAvailable = s.noPending(ctx, m, since)
+	created, ok := pending[m.name]
+	if !ok {
+		var err error
+		if created, err = s.pendingPods(ctx, m); err != nil {
+			return o // not known: the workloads are not taken as available
+		}
+		pending[m.name] = created
+	}
+	o.WorkloadsAvailable = noneSince(created, since)
 	return o
 }
 
@@ -345,16 +359,26 @@ func (s *Service) empty(ctx context.Context, m *member, node string) bool {
 	return true
 }
 
-// noPending reports whether no pod of m made since (the displaced
-// workloads' new pods) is Pending: they run again. Pods pending from
-// before (an unschedulable notebook) are not the rotation's.
-func (s *Service) noPending(ctx context.Context, m *member, since time.Time) bool {
+// pendingPods lists when each Pending pod of m was created.
+func (s *Service) pendingPods(ctx context.Context, m *member) ([]time.Time, error) {
 	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
 	if err != nil {
-		return false
+		return nil, err
 	}
+	out := make([]time.Time, 0, len(pods.Items))
 	for _, p := range pods.Items {
-		if !p.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
+		out = append(out, p.CreationTimestamp.Time)
+	}
+	return out, nil
+}
+
+// noneSince reports whether no pod of created was made since (the
+// displaced workloads' new pods, to the second: creation times are): they
+// run again. Pods pending from before (an unschedulable notebook) are not
+// the rotation's.
+func noneSince(created []time.Time, since time.Time) bool {
+	for _, c := range created {
+		if !c.Before(since.Truncate(time.Second)) {
 			return false
 		}
 	}

@@ -26,6 +26,17 @@
 // the side effect it names is performed; each side effect is idempotent
 // given that record (see package plan), so a standby resumes exactly.
 //
+// # Cost of a tick
+//
+// A tick lists the current cluster's nodes once, and its Pending pods
+// once for the gate and once for all the nodes in flight together (not
+// once per node); a node rotated and released this term
+// is not observed again, and a drain's emptiness check lists only the
+// draining node's pods. A tick's cost thus follows the nodes in flight,
+// not the plan's size: TestRotationAtScale (services/atoll/upgrade)
+// rotates 300 KWOK nodes in three clusters at about 100 nodes a minute
+// while polling the member API servers, so no informers are kept.
+//
 // # SLO gate
 //
 // The gate of the current cluster breaches when its API server does not

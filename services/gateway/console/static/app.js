@@ -41,7 +41,11 @@
 // #remediation-resume-region, #remediation-op-error, #remediation-error,
 // #remediation-clusters .remediation[data-cluster][data-paused]
 // button[data-op=pause|resume], tr[data-domain][data-open],
-// tr[data-node][data-phase] td.why.
+// tr[data-node][data-phase] td.why;
+// #nav-upgrades, #upgrades-reason, #upgrades-op-error, #upgrades-error,
+// #upgrades-plans .upgrade[data-plan][data-phase] .paused-reason,
+// button[data-op=pause|resume|abort], .upgrade-cluster[data-cluster][data-state]
+// tr.upgrade-pool[data-pool][data-state][data-wave], tr.upgrade-node[data-node][data-state].
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -250,7 +254,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view', 'remediation-view'];
+const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view', 'remediation-view', 'upgrades-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -283,6 +287,7 @@ function parseRoute() {
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
+  if (parts[0] === 'upgrades' && parts.length === 1) return { view: 'upgrades' };
   return { view: 'projects' };
 }
 
@@ -296,7 +301,7 @@ function route() {
   const r = parseRoute();
   const signal = startView();
   setProject(r.project);
-  const here = r.view === 'region' ? '#/region' : r.view === 'remediation' ? '#/remediation' : '#/';
+  const here = r.view === 'region' ? '#/region' : r.view === 'remediation' ? '#/remediation' : r.view === 'upgrades' ? '#/upgrades' : '#/';
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.getAttribute('href') === here);
   if (r.project && !PROJECT_RE.test(r.project)) {
     showIn('#error', `"${r.project}" is not a project name.`);
@@ -307,6 +312,7 @@ function route() {
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
+  else if (r.view === 'upgrades') upgradesView(signal);
   else renderProjects(signal);
 }
 
@@ -364,6 +370,7 @@ function renderIdentity() {
   $('#project-form').hidden = false;
   $('#nav').hidden = false;
   $('#nav-remediation').hidden = !id.platformAdmin;
+  $('#nav-upgrades').hidden = !id.platformAdmin;
   $('#project').hidden = !!id.platformAdmin;
   $('#project').required = !id.platformAdmin;
   $('#project-open').hidden = !!id.platformAdmin;
@@ -1658,6 +1665,163 @@ function renderRemediation(clusters, signal) {
     }),
   );
   $('#remediation-empty').hidden = clusters.length > 0;
+}
+
+// --- upgrades ------------------------------------------------------------------
+
+// upgradesView shows platform admins every node rotation plan (GET
+// /v1/upgrades, polled, then GET /v1/upgrades/{name} for the nodes): its
+// phase and the reason of any pause, per cluster and pool the wave and the
+// nodes in each state, and the nodes in flight; Pause, Resume and Abort ask
+// first, then call the API with the reason typed in #upgrades-reason.
+function upgradesView(signal) {
+  show('upgrades-view');
+  document.title = 'Upgrades · Atoll console';
+  hide('#upgrades-error');
+  hide('#upgrades-op-error');
+  $('#upgrades-plans').replaceChildren();
+  $('#upgrades-empty').hidden = true;
+  $('#upgrades-status').textContent = 'loading…';
+  poll(
+    signal,
+    async () => {
+      const list = await getJSON('/upgrades', { signal });
+      const plans = await Promise.all((list.items || []).map((u) => getJSON(`/upgrades/${enc(u.name)}`, { signal })));
+      if (signal.aborted) return;
+      renderUpgrades(plans, signal);
+      hide('#upgrades-error');
+      $('#upgrades-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#upgrades-error', err);
+      const final = err.status === 403;
+      $('#upgrades-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+// upgradeOp asks, then pauses, resumes or aborts a plan and renders the
+// plan the API answers.
+async function upgradeOp(action, name, signal) {
+  const reason = $('#upgrades-reason').value.trim();
+  const texts = {
+    pause: `No new node of ${name} starts${reason ? ` (reason: ${reason})` : ''}; nodes already past their lease finish.`,
+    resume: `${name} goes on, after a soak; any pause given before, the SLO gate's included, is lifted.`,
+    abort: `${name} ends: the nodes in flight whose drain has not finished are rolled back per its policy.`,
+  };
+  const verb = action[0].toUpperCase() + action.slice(1);
+  const answer = await confirmDialog({ title: `${verb} the rotation ${name}?`, text: texts[action], ok: verb, danger: action !== 'resume' });
+  if (!answer || signal.aborted) return;
+  hide('#upgrades-op-error');
+  const body = JSON.stringify(action === 'resume' ? {} : { reason });
+  try {
+    const u = await getJSON(`/upgrades/${enc(name)}/${action}`, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal });
+    if (signal.aborted) return;
+    const root = $('#upgrades-plans');
+    const old = root.querySelector(`.upgrade[data-plan="${CSS.escape(name)}"]`);
+    if (old) old.replaceWith(upgradeCard(u, signal));
+  } catch (e) {
+    if (signal.aborted) return;
+    if (e.status === 401) return expired(e);
+    showIn('#upgrades-op-error', `${verb} refused. ${describe(e)}`);
+  }
+}
+
+// upgradeCounts writes a pool's nodes per state ("done 3 · draining 1").
+function upgradeCounts(nodes) {
+  return Object.entries(nodes || {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([s, n]) => `${s} ${n}`)
+    .join(' · ');
+}
+
+const UPGRADE_OVER = new Set(['done', 'skipped', 'rolledback', 'gone', 'pending']);
+
+function upgradeCard(u, signal) {
+  const buttons = ['pause', 'resume', 'abort'].map((op) => {
+    const b = el('button', { type: 'button', class: `secondary ${op === 'resume' ? '' : 'danger'}`, 'data-op': op, 'data-plan': u.name, text: op[0].toUpperCase() + op.slice(1) });
+    b.addEventListener('click', () => upgradeOp(op, u.name, signal));
+    return b;
+  });
+  const phase = u.phase || 'NotStarted';
+  const why = u.reason ? `${u.pausedBy ? `${u.pausedBy}: ` : ''}${u.reason}` : '';
+  const inFlight = (u.nodes || []).filter((n) => !UPGRADE_OVER.has(n.state));
+  const target = u.spec?.target ? `${u.spec.target.label}=${u.spec.target.value}` : '';
+  return el(
+    'article',
+    { class: 'card upgrade', 'data-plan': u.name, 'data-phase': phase },
+    el(
+      'div',
+      { class: 'cluster-head' },
+      el('h3', { text: u.name }),
+      el('span', { class: 'muted', text: target }),
+      el('span', { class: `badge phase ${phase === 'Paused' || phase === 'Aborted' ? 'warn' : ''}`, 'data-phase': phase, text: phase }),
+      why ? el('span', { class: 'badge warn paused-reason', text: why }) : null,
+      u.pauseRequested ? el('span', { class: 'badge warn', text: 'pause requested' }) : null,
+      el('span', { class: 'muted', text: `${num(u.nodesDone)} rotated · ${num(u.nodesInFlight)} in flight` }),
+      el('span', { class: 'actions' }, ...buttons),
+    ),
+    ...(u.clusters || []).map((c) =>
+      el(
+        'section',
+        { class: 'upgrade-cluster', 'data-cluster': c.name, 'data-state': c.state },
+        el('h4', { text: `${c.name} · ${c.state}` }),
+        el(
+          'table',
+          { class: 'grid compact' },
+          el('thead', {}, el('tr', {}, ...['Pool', 'State', 'Wave', 'Max unavailable', 'Max surge', 'Nodes'].map((h) => el('th', { text: h })))),
+          el(
+            'tbody',
+            {},
+            ...(c.pools || []).map((p) =>
+              el(
+                'tr',
+                { class: 'upgrade-pool', 'data-pool': p.name, 'data-state': p.state, 'data-wave': String(num(p.wave)) },
+                el('td', { text: p.name }),
+                el('td', { text: p.state }),
+                el('td', { class: 'num', text: p.state === 'current' ? String(num(p.wave)) : '' }),
+                el('td', { text: p.maxUnavailable || '' }),
+                el('td', { text: p.maxSurge || '' }),
+                el('td', { class: 'counts', text: upgradeCounts(p.nodes) }),
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
+    el('h4', { text: 'Nodes in flight' }),
+    inFlight.length
+      ? el(
+          'table',
+          { class: 'grid compact nodes' },
+          el('thead', {}, el('tr', {}, ...['Node', 'Cluster', 'Pool', 'State', 'Since', 'Replacement', 'Why'].map((h) => el('th', { text: h })))),
+          el(
+            'tbody',
+            {},
+            ...inFlight.map((n) =>
+              el(
+                'tr',
+                { class: 'upgrade-node', 'data-node': n.name, 'data-state': n.state },
+                el('td', { text: n.name }),
+                el('td', { text: n.cluster }),
+                el('td', { text: n.pool }),
+                el('td', { text: n.state + (n.surge ? ' (surge)' : '') }),
+                el('td', { title: stamp(n.since), text: ago(n.since) }),
+                el('td', { text: n.replacement || '' }),
+                el('td', { class: 'why', text: n.blocked ? `drain blocked by ${n.blocked}` : n.why || '' }),
+              ),
+            ),
+          ),
+        )
+      : el('p', { class: 'muted', text: 'No node in flight.' }),
+  );
+}
+
+// renderUpgrades draws one card per plan, rebuilt on each poll.
+function renderUpgrades(plans, signal) {
+  $('#upgrades-plans').replaceChildren(...plans.map((u) => upgradeCard(u, signal)));
+  $('#upgrades-empty').hidden = plans.length > 0;
 }
 
 // --- SLI charts ----------------------------------------------------------------
