@@ -163,7 +163,13 @@ func (t *rolloutTerm) reconcile(ctx context.Context, key string) error {
 		if rev, err = bus.CompareAndSet(ctx, t.kv, key, body, rev); err != nil {
 			return fmt.Errorf("write rollout %s: %w", key, err)
 		}
-		t.log.Info("rollout stepped", "key", key, "phase", next.Phase, "seq", next.Seq, "events", len(next.Events))
+		// A step that starts, finishes, pauses or rolls back a zone is worth
+		// a line; the first record of every new App is not.
+		level := slog.LevelDebug
+		if len(next.Events) > 0 {
+			level = slog.LevelInfo
+		}
+		t.log.Log(ctx, level, "rollout stepped", "key", key, "phase", next.Phase, "seq", next.Seq, "events", len(next.Events))
 	}
 	if err := t.ensureEvents(ctx, w, next, rev); err != nil {
 		return err

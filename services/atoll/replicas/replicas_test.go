@@ -53,8 +53,13 @@ func TestKillLeaseHoldersDuringCreates(t *testing.T) {
 	phases := watchPhases(ctx, t, project)
 
 	cr := newCreator(t, project)
-	// 200 creates over about 75 s, the time the kills take.
-	wait := cr.steady(ctx, "app", creates, 375*time.Millisecond, appDoc)
+	// The creates go on over the time the kills take: up to a takeover's
+	// 7 s per lease (fewer when a replica holds several), then about 5 s
+	// per request/reply service, with a margin, so that the last kill
+	// still has creates to disturb. No less than 375 ms apart.
+	interval := max(375*time.Millisecond, time.Duration(float64(len(leases)*7+2*5)*1.25*float64(time.Second)/creates))
+	t.Logf("%d creates, one every %v, over the kills of %d lease holders", creates, interval, len(leases))
+	wait := cr.steady(ctx, "app", creates, interval, appDoc)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		assert.GreaterOrEqual(ct, len(cr.snapshot()), 10, "creates finished")
 	}, 30*time.Second, 100*time.Millisecond)
