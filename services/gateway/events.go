@@ -137,7 +137,10 @@ func (s *Service) pastEvents(ctx context.Context, cons jetstream.Consumer, limit
 			return nil, fmt.Errorf("read events: %w", err)
 		}
 		if n == 0 {
-			break
+			// The consumer counted pending events it did not deliver (a
+			// server of the stream restarting or catching up): an error the
+			// client can retry, never a short list that looks complete.
+			return nil, fmt.Errorf("read events: %d of %d pending events not delivered in time", pending, info.NumPending)
 		}
 	}
 	return items, nil

@@ -131,7 +131,7 @@ func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (com
 		}
 		time.Sleep(500 * time.Millisecond) // polling the App's status
 	}
-	if missing, err := missingEvents(ctx, c, project, "smoke"); err != nil || len(missing) > 0 {
+	if missing, _, err := missingEvents(ctx, c, project, "smoke"); err != nil || len(missing) > 0 {
 		return computeapi.Resources{}, fmt.Errorf("App smoke events: missing %v (%v)", missing, err)
 	}
 	q, err := c.Quota(ctx, project)
@@ -157,20 +157,30 @@ func onDemand(q *computeapi.Quota) computeapi.Resources {
 	return computeapi.Resources{}
 }
 
-func missingEvents(ctx context.Context, c *sdk.Client, project, name string) ([]string, error) {
-	var evs []computeapi.Event
+// missingEvents also says how many reads it took.
+func missingEvents(ctx context.Context, c *sdk.Client, project, name string) ([]string, int, error) {
+	var missing []string
 	var err error
 	// A read refused now and then (the rate limit, a gateway restarting)
-	// is not a missing event: read again.
+	// is not a missing event: read again. An event really lost stays
+	// missing however often it is read.
 	for try := range 5 {
+		var evs []computeapi.Event
 		if evs, err = c.ListEvents(ctx, project, "App", name, 0); err == nil {
-			break
+			if missing = absent(evs); len(missing) == 0 {
+				return nil, try + 1, nil
+			}
 		}
 		time.Sleep(time.Duration(try+1) * 500 * time.Millisecond) // backing off before reading again
 	}
 	if err != nil {
-		return nil, err
+		return nil, 5, err
 	}
+	return missing, 5, nil
+}
+
+// absent lists the lifecycle events evs lacks.
+func absent(evs []computeapi.Event) []string {
 	seen := map[string]bool{}
 	for _, e := range evs {
 		seen[e.Event] = true
@@ -181,7 +191,7 @@ func missingEvents(ctx context.Context, c *sdk.Client, project, name string) ([]
 			missing = append(missing, want)
 		}
 	}
-	return missing, nil
+	return missing
 }
 
 // fault submits o.n Apps while the faults run, then counts.
@@ -304,8 +314,12 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o optio
 	}
 	quotaWait := time.Since(quotaStart)
 	var noEvents []string
+	reread := 0
 	for _, n := range names {
-		missing, err := missingEvents(ctx, c, o.project, n)
+		missing, reads, err := missingEvents(ctx, c, o.project, n)
+		if reads > 1 {
+			reread++
+		}
 		switch {
 		case err != nil:
 			noEvents = append(noEvents, fmt.Sprintf("%s: %v", n, err))
@@ -317,7 +331,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o optio
 		o.n, len(names), failed.Load(), len(items), len(names)-len(notRunning), len(notRunning), len(dupes))
 	fmt.Printf("  quota used cpu=%dm mem=%d pods=%d, sum of the Apps' footprints cpu=%dm mem=%d pods=%d: %s (after %s)\n",
 		used.MilliCPU, used.MemoryBytes, used.Pods, want.MilliCPU, want.MemoryBytes, want.Pods, map[bool]string{true: "equal", false: "DIFFERENT"}[used == want], quotaWait.Round(time.Second))
-	fmt.Printf("  events: %d of %d accepted Apps lack admitted/scheduled/propagated/running\n", len(noEvents), len(names))
+	fmt.Printf("  events: %d of %d accepted Apps lack admitted/scheduled/propagated/running (%d needed more than one read)\n", len(noEvents), len(names), reread)
 	fmt.Printf("  faults: %s\n", strings.Join(faults, ", "))
 	fmt.Printf("  time: submissions %s, converged %s after them, total %s\n", submitted.Round(time.Second), converge.Round(time.Second), total.Round(time.Second))
 	var errs []error
