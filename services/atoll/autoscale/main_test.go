@@ -1,84 +1,25 @@
 package autoscale
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"log/slog"
 	"os"
 	"testing"
-	"time"
 
-	"k8s.io/klog/v2"
-
+	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/region"
 )
 
 // One region for the package: one replica of every service, three member
 // clusters (zones a, b, c) with metrics-server, nodesPerZone nodes each.
 var (
-	reg     *region.Region
-	logPath string
+	reg *region.Region
 )
 
 // nodesPerZone leaves room for every App the tests scale.
 const nodesPerZone = 3
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// No region for -short, or when no test is selected.
-	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "atoll-autoscale-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// The services' log goes to a file, kept when a test fails.
-	logFile, err := os.CreateTemp("", "atoll-autoscale-*.log")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	logPath = logFile.Name()
-	level := slog.LevelInfo
-	if os.Getenv("ATOLL_E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
-	// What logs to the default logger (the bus's breakers) or to klog
-	// (client-go in killed replicas) goes there too.
-	slog.SetDefault(log)
-	klog.LogToStderr(false)
-	klog.SetOutput(logFile)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	reg, err = region.Start(ctx, region.Options{Dir: dir, Nodes: nodesPerZone, Logger: log, MetricsServer: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start region:", err, "(log:", logPath+")")
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "region of %d replicas per service ready in %v; services log to %s\n", reg.Replicas(), time.Since(start).Round(time.Millisecond), logPath)
-	code := m.Run()
-	// Every service kept to its grant (libs/bus Grants) the whole run:
-	// the autoscaler, the aggregator's samples and the gateway's pushes.
-	if !reg.StopAndAudit() {
-		code = 1
-	}
-	_ = logFile.Close()
-	if code == 0 {
-		_ = os.Remove(logPath)
-	} else {
-		fmt.Fprintln(os.Stderr, "services' log kept in", logPath)
-	}
-	return code
+	os.Exit(e2e.Run(m, e2e.Package{Name: "autoscale", Options: region.Options{Nodes: nodesPerZone, MetricsServer: true}},
+		func(e *e2e.Env) { reg = e.Region }))
 }
 
 func needRegion(t *testing.T) {

@@ -1,16 +1,12 @@
 package region_test
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -28,47 +24,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) (code int) {
-	// No region for -short, or when no test is selected (make bench).
-	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "atoll-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	level := slog.LevelWarn
-	if os.Getenv("ATOLL_E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	reg, err = region.Start(ctx, region.Options{Dir: dir, Nodes: 20, Logger: log})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start region:", err)
-		return 1
-	}
-	defer func() {
-		// Every service kept to its grant (libs/bus Grants) the whole run.
-		if !reg.StopAndAudit() {
-			code = 1
-		}
-	}()
-	gwBus, err = reg.ConnectAs("atoll-e2e-gateway", bus.UserGateway)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "connect as the gateway:", err)
-		return 1
-	}
-	defer gwBus.Close()
-	cl = busclient.New(reg.Bus, gwBus)
-	return m.Run()
+	os.Exit(e2e.Run(m, e2e.Package{Name: "e2e", LogToStderr: true, GatewayUser: "atoll-e2e-gateway",
+		Options: region.Options{Nodes: 20}},
+		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client }))
 }
 
 func needRegion(t *testing.T) {

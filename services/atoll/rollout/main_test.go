@@ -1,17 +1,13 @@
 package rollout
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -24,53 +20,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) (code int) {
-	// No region for -short, or when no test is selected.
-	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
-		return m.Run()
-	}
 	stages, err := filepath.Abs("testdata/zone-b-stages.yaml")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		panic(err)
 	}
-	dir, err := os.MkdirTemp("", "atoll-rollout-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	level := slog.LevelWarn
-	if os.Getenv("ATOLL_E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	reg, err = region.Start(ctx, region.Options{Dir: dir, Nodes: 4, Logger: log,
-		ZoneConfigs: map[string][]string{"b": {stages}}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start region:", err)
-		return 1
-	}
-	defer func() {
-		// Every service kept to its grant (libs/bus Grants) the whole run.
-		if !reg.StopAndAudit() {
-			code = 1
-		}
-	}()
-	gwBus, err = reg.ConnectAs("atoll-rollout-gateway", bus.UserGateway)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "connect as the gateway:", err)
-		return 1
-	}
-	defer gwBus.Close()
-	cl = busclient.New(reg.Bus, gwBus)
-	return m.Run()
+	os.Exit(e2e.Run(m, e2e.Package{Name: "rollout", LogToStderr: true, GatewayUser: "atoll-rollout-gateway",
+		Options: region.Options{Nodes: 4, ZoneConfigs: map[string][]string{"b": {stages}}}},
+		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client }))
 }
 
 func needRegion(t *testing.T) {
