@@ -3,12 +3,13 @@ package region_test
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"atoll.dev/libs/browsertest"
 )
 
 // TestConsoleScalerHistory: a Scaler's page in the console draws its
@@ -17,9 +18,7 @@ import (
 // scaled its App.
 func TestConsoleScalerHistory(t *testing.T) {
 	needRegion(t)
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("the console test needs Debian's Chromium at %s (`make browser` installs it): %v", chromiumPath, err)
-	}
+	browsertest.Skip(t)
 	project := fmt.Sprintf("scaler-%d", time.Now().UnixNano()%1_000_000)
 	token := reg.Token("dev-"+project, false, map[string]string{project: "developer"})
 	path := "/v1/projects/" + project + "/workloads"

@@ -11,25 +11,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"atoll.dev/libs/browsertest"
 	"github.com/google/go-cmp/cmp"
 )
-
-// chromiumPath is Debian's Chromium, which `make browser` (and so `make
-// test`) installs.
-const chromiumPath = "/usr/bin/chromium"
 
 // TestConsole drives the web console the gateway serves in a real headless
 // Chromium: sign in, watch an App come up, read it, and fail to sign in.
 func TestConsole(t *testing.T) {
 	needRegion(t)
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("the console test needs Debian's Chromium at %s (`make browser` installs it): %v", chromiumPath, err)
-	}
+	browsertest.Skip(t)
 	if reg.GatewayURL == "" {
 		t.Fatal("the region runs no gateway")
 	}
@@ -212,9 +207,7 @@ func TestConsole(t *testing.T) {
 // charts, and deletes the App; a viewer's pause shows the API's 403.
 func TestConsoleForOperators(t *testing.T) {
 	needRegion(t)
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("the console test needs Debian's Chromium at %s (`make browser` installs it): %v", chromiumPath, err)
-	}
+	browsertest.Skip(t)
 	if reg.GatewayURL == "" {
 		t.Fatal("the region runs no gateway")
 	}
@@ -669,121 +662,29 @@ func consoleCall(t *testing.T, method, path, token string, body []byte) (int, []
 
 // chromium is one headless Chromium for a test; each subtest gets a tab.
 type chromium struct {
-	ctx context.Context
+	b *browsertest.Browser
 }
 
 // startChromium starts Chromium with a fresh profile. It lives until the
 // test ends, at most 8 minutes.
 func startChromium(t *testing.T) *chromium {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		// Without these Chromium keeps calling home, which this machine's
-		// closed network answers slowly or not at all.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.WindowSize(1280, 900),
-	)
-	t.Cleanup(acancel)
-	bctx, bcancel := chromedp.NewContext(actx)
-	t.Cleanup(bcancel)
-	// The first run starts the browser; its context must outlive the test's
-	// steps, so the bound is ctx's.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", chromiumPath, err)
-	}
-	return &chromium{ctx: bctx}
+	return &chromium{b: browsertest.Start(t, browsertest.Options{Timeout: 8 * time.Minute})}
 }
 
-// browserTab is one tab and the test that drives it.
+// browserTab is one tab (failing the test on the page's exceptions, with
+// its console and a screenshot on failure) and the test that drives it.
 type browserTab struct {
+	*browsertest.Tab
 	t   *testing.T
 	ctx context.Context
-
-	shots int // screenshots taken
-
-	mu      sync.Mutex
-	console []chromedp.ConsoleMessage // mu must be held
 }
 
-// newTab opens a tab (a fresh sessionStorage). When the test ends it fails
-// on any uncaught exception of the page, and on failure it logs the page's
-// console and saves a screenshot.
+// newTab opens a tab (a fresh sessionStorage).
 func (b *chromium) newTab(t *testing.T) *browserTab {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(b.ctx)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
-	}
-	tab := &browserTab{t: t, ctx: ctx}
-	messages := chromedp.Console(ctx)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			tab.mu.Lock()
-			tab.console = append(tab.console, m)
-			tab.mu.Unlock()
-		}
-	}()
-	t.Cleanup(tab.finish)
-	return tab
-}
-
-func (tab *browserTab) finish() {
-	t := tab.t
-	tab.mu.Lock()
-	console := tab.console
-	tab.mu.Unlock()
-	for _, m := range console {
-		if m.Type == chromedp.ConsoleException {
-			t.Errorf("the page threw: %s (%s:%d)", m.Text, m.URL, m.Line+1)
-		}
-	}
-	if !t.Failed() {
-		return
-	}
-	for _, m := range console {
-		t.Logf("browser console %s: %s", m.Type, m.Text)
-	}
-	tab.screenshot("at the end")
-}
-
-// screenshot saves the page into the test's artifact directory (a
-// temporary directory like t.TempDir(), kept with `go test -artifacts`)
-// and logs its path.
-func (tab *browserTab) screenshot(when string) {
-	t := tab.t
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tab.ctx, 15*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Logf("no screenshot %s: %v", when, err)
-		return
-	}
-	tab.shots++
-	path := filepath.Join(t.ArtifactDir(), fmt.Sprintf("console-%d.png", tab.shots))
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Logf("no screenshot %s: %v", when, err)
-		return
-	}
-	t.Logf("screenshot %s: %s", when, path)
+	tab := b.b.NewTab(t)
+	return &browserTab{Tab: tab, t: t, ctx: tab.Ctx}
 }
 
 // picture saves the page as name.png in the test's artifact directory
@@ -811,7 +712,7 @@ func (tab *browserTab) picture(name string) {
 func (tab *browserTab) errorf(format string, args ...any) {
 	tab.t.Helper()
 	tab.t.Errorf(format, args...)
-	tab.screenshot("of the failure")
+	tab.Screenshot("of the failure")
 }
 
 // fatalf fails the test and stops it, after a screenshot of the page.

@@ -13,14 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"atoll.dev/libs/browsertest"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 	rem "atoll.dev/services/remediation"
 )
-
-// chromiumPath is Debian's Chromium, which `make browser` installs (as
-// for services/atoll/region's console tests).
-const chromiumPath = "/usr/bin/chromium"
 
 // TestRemediationInAPIAndConsole: the Compute API and the console show
 // remediation. A cluster paused through the API holds a broken node,
@@ -77,9 +74,9 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 	t.Logf("in the API: %s %s %q since %s, %d history entries", seen.Node, seen.Phase, seen.Waiting,
 		seen.UnhealthySince.Format(time.TimeOnly), len(seen.History))
 
-	if _, err := os.Stat(chromiumPath); err != nil {
+	if err := browsertest.Available(); err != nil {
 		// The API half above stands alone; the console half needs the browser.
-		t.Logf("no console check: Chromium not at %s (`make browser` installs it): %v", chromiumPath, err)
+		t.Logf("no console check: %v", err)
 		return
 	}
 	tab := openConsole(t)
@@ -151,53 +148,5 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 // the context of its one tab; the page must throw nothing.
 func openConsole(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		// As in services/atoll/region: no calling home on a closed network.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.WindowSize(1280, 900),
-	)
-	t.Cleanup(acancel)
-	tab, tcancel := chromedp.NewContext(actx)
-	t.Cleanup(tcancel)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start %s: %v", chromiumPath, err)
-	}
-	messages := chromedp.Console(tab)
-	var thrown []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleException {
-				thrown = append(thrown, m.Text)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		tcancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Log("the browser's console did not close; its exceptions are not checked")
-			return
-		}
-		for _, e := range thrown {
-			t.Errorf("the page threw: %s", e)
-		}
-	})
-	return tab
+	return browsertest.Open(t, browsertest.Options{}).Ctx
 }

@@ -14,14 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"atoll.dev/libs/browsertest"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 	"atoll.dev/libs/testenv"
 )
-
-// chromiumPath is Debian's Chromium, which `make browser` installs (as
-// for services/atoll/region's console tests).
-const chromiumPath = "/usr/bin/chromium"
 
 // TestRotationThroughAPIAndConsole: a plan driven through the Compute API
 // and the console, as the gateway's NATS user (bus.Grants: plan.* and
@@ -77,8 +74,8 @@ func TestRotationThroughAPIAndConsole(t *testing.T) {
 	require.NotEmpty(t, list)
 
 	resumed := false
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Logf("no console check: Chromium not at %s (`make browser` installs it): %v", chromiumPath, err)
+	if err := browsertest.Available(); err != nil {
+		t.Logf("no console check: %v", err)
 	} else {
 		consoleResume(t, name, cluster, reason)
 		resumed = true
@@ -163,57 +160,9 @@ func consoleResume(t *testing.T, name, cluster, reason string) {
 	wait("the plan no longer paused", `(() => { const c = `+card+`; return !!c && c.dataset.phase !== 'Paused'; })()`)
 }
 
-// openConsole starts Chromium headless on a fresh profile and fails the
-// test on any exception the page throws.
+// openConsole starts a headless Chromium with a fresh profile and returns
+// the context of its one tab; the page must throw nothing.
 func openConsole(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		// As in services/atoll/region: no calling home on a closed network.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.WindowSize(1280, 900),
-	)
-	t.Cleanup(acancel)
-	tab, tcancel := chromedp.NewContext(actx)
-	t.Cleanup(tcancel)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start %s: %v", chromiumPath, err)
-	}
-	messages := chromedp.Console(tab)
-	var thrown []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleException {
-				thrown = append(thrown, m.Text)
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		tcancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Log("the browser's console did not close; its exceptions are not checked")
-			return
-		}
-		for _, e := range thrown {
-			t.Errorf("the page threw: %s", e)
-		}
-	})
-	return tab
+	return browsertest.Open(t, browsertest.Options{}).Ctx
 }
