@@ -161,9 +161,12 @@ func (s *JobSetSpec) Validate() FieldErrors {
 // Pods implements Spec.
 func (s *JobSetSpec) Pods() int32 { return s.Parallelism }
 
-// PodSpec is one general-purpose pod in one cluster.
+// PodSpec is one general-purpose pod in one cluster (pod.go).
 type PodSpec struct {
 	Common
+	// Volume is an optional persistent volume (see pod.go for what a
+	// failover does to its data).
+	Volume *PodVolume `json:"volume,omitempty"`
 }
 
 // Default implements Spec.
@@ -173,6 +176,7 @@ func (s *PodSpec) Default() { s.defaults() }
 func (s *PodSpec) Validate() FieldErrors {
 	var fe FieldErrors
 	s.validate(&fe)
+	s.Volume.validate("spec.volume", &s.Template, &fe)
 	return fe
 }
 

@@ -28,6 +28,12 @@ type PlacementDecision struct {
 	// PreemptedBy names the workload (key) whose room this one's last
 	// placement was taken back for; set while it waits to run again.
 	PreemptedBy string `json:"preemptedBy,omitempty"`
+	// Gang is a TrainingJob's gang state (training.go).
+	Gang *GangState `json:"gang,omitempty"`
+	// FailedOver, set on the decision that moved a Pod out of a lost
+	// cluster, is the message of its EventFailedOver (pod.go), so that
+	// the event follows the committed decision like the others.
+	FailedOver string `json:"failedOver,omitempty"`
 }
 
 // Shard is the part of a workload in one member cluster.
@@ -44,6 +50,8 @@ type Shard struct {
 	// PoolTier is PoolTierReserved when the shard's pods run on the
 	// cluster's Reserved pools, empty on its shared pools.
 	PoolTier string `json:"poolTier,omitempty"`
+	// Attempt is a TrainingJob shard's gang attempt (GangState.Attempt).
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // Rejection is one filter's verdict against one cluster.
@@ -101,6 +109,10 @@ type Status struct {
 	CronJob *CronJobStatus `json:"cronJob,omitempty"`
 	// Daemon is a Daemon's DaemonSet counters, summed and per cluster (daemon.go).
 	Daemon *DaemonStatus `json:"daemon,omitempty"`
+	// Training is a TrainingJob's gang and ranks (training.go).
+	Training *TrainingStatus `json:"training,omitempty"`
+	// Pod is a Pod's containers and volume (pod.go).
+	Pod *PodStatus `json:"pod,omitempty"`
 	// Queue, Position and PreemptedBy are the placement's (an
 	// unschedulable workload's tier queue, its place there, who preempted
 	// it), as of QueuedAt, the scheduler's decision time.

@@ -152,6 +152,9 @@ func Grants() map[string]Grant {
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
+			// A TrainingJob's gang timed out gives back its quota and
+			// reserves it again before it is placed again.
+			Calls: []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
 		},
 		UserPropagator: {
 			Writes:  []Keys{{BucketLeases, []string{"propagator.*"}}},

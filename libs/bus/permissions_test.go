@@ -254,8 +254,10 @@ func TestPermissionsRefuse(t *testing.T) {
 		{"admission sets quota", bus.UserAdmission, func(b *bus.Bus) func(context.Context) error {
 			return request(b, bus.RequestSubject("quota", "set"))
 		}},
-		{"scheduler reserves quota", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
-			return request(b, bus.RequestSubject("quota", "reserve"))
+		// The scheduler reserves and releases a requeued TrainingJob's
+		// quota, but never sets limits.
+		{"scheduler sets quota", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
+			return request(b, bus.RequestSubject("quota", "set"))
 		}},
 		{"scheduler takes a propagator lease", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
 			return kvPut(b, bus.BucketLeases, "propagator.zone-a")

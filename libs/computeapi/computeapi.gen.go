@@ -110,6 +110,27 @@ func (e MetricProposalState) Valid() bool {
 	}
 }
 
+// Defines values for PodContainerStatusType.
+const (
+	Container PodContainerStatusType = "container"
+	Init      PodContainerStatusType = "init"
+	Sidecar   PodContainerStatusType = "sidecar"
+)
+
+// Valid indicates whether the value is a known member of the PodContainerStatusType enum.
+func (e PodContainerStatusType) Valid() bool {
+	switch e {
+	case Container:
+		return true
+	case Init:
+		return true
+	case Sidecar:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RolloutPhase.
 const (
 	RolloutPhaseComplete    RolloutPhase = "Complete"
@@ -160,11 +181,12 @@ func (e ScalerDecisionOutcome) Valid() bool {
 
 // Defines values for WorkloadDocumentKind.
 const (
-	App     WorkloadDocumentKind = "App"
-	CronJob WorkloadDocumentKind = "CronJob"
-	Daemon  WorkloadDocumentKind = "Daemon"
-	JobSet  WorkloadDocumentKind = "JobSet"
-	Pod     WorkloadDocumentKind = "Pod"
+	App         WorkloadDocumentKind = "App"
+	CronJob     WorkloadDocumentKind = "CronJob"
+	Daemon      WorkloadDocumentKind = "Daemon"
+	JobSet      WorkloadDocumentKind = "JobSet"
+	Pod         WorkloadDocumentKind = "Pod"
+	TrainingJob WorkloadDocumentKind = "TrainingJob"
 )
 
 // Valid indicates whether the value is a known member of the WorkloadDocumentKind enum.
@@ -179,6 +201,8 @@ func (e WorkloadDocumentKind) Valid() bool {
 	case JobSet:
 		return true
 	case Pod:
+		return true
+	case TrainingJob:
 		return true
 	default:
 		return false
@@ -433,6 +457,50 @@ type MetricSample struct {
 	// Time When it was measured (default: when received)
 	Time  time.Time `json:"time,omitempty,omitzero"`
 	Value float64   `json:"value"`
+}
+
+// PodContainerStatus defines model for PodContainerStatus.
+type PodContainerStatus struct {
+	Image        string `json:"image"`
+	Name         string `json:"name"`
+	Ready        bool   `json:"ready"`
+	RestartCount int32  `json:"restartCount"`
+
+	// State Running, Waiting or Terminated, with the reason if any.
+	State string                 `json:"state,omitempty,omitzero"`
+	Type  PodContainerStatusType `json:"type"`
+}
+
+// PodContainerStatusType defines model for PodContainerStatus.Type.
+type PodContainerStatusType string
+
+// PodStatus A Pod's containers and volume, as its member cluster reports them. After an
+// in-place image update the container's `image` changes and its `restartCount`
+// goes up once the kubelet has restarted it; the others keep theirs.
+type PodStatus struct {
+	// Cluster The member cluster whose Pod this is.
+	Cluster string `json:"cluster"`
+
+	// Containers Init containers, sidecars, then main containers.
+	Containers []PodContainerStatus `json:"containers,omitempty,omitzero"`
+
+	// Uid The live Pod's UID (kept across in-place updates).
+	Uid string `json:"uid,omitempty,omitzero"`
+
+	// Volume The Pod's claim in its cluster. Failover does not move data: a Pod recreated in
+	// another cluster gets a fresh, empty claim there (see WorkloadDocument).
+	Volume PodVolumeStatus `json:"volume,omitempty,omitzero"`
+}
+
+// PodVolumeStatus The Pod's claim in its cluster. Failover does not move data: a Pod recreated in
+// another cluster gets a fresh, empty claim there (see WorkloadDocument).
+type PodVolumeStatus struct {
+	Capacity string `json:"capacity,omitempty,omitzero"`
+	Claim    string `json:"claim"`
+
+	// Phase The claim's phase: Pending, Bound or Lost.
+	Phase      string `json:"phase"`
+	VolumeName string `json:"volumeName,omitempty,omitzero"`
 }
 
 // Pool defines model for Pool.
@@ -766,6 +834,42 @@ type TierQuota struct {
 	Used Resources `json:"used"`
 }
 
+// TrainingRank defines model for TrainingRank.
+type TrainingRank struct {
+	Node     string `json:"node,omitempty,omitzero"`
+	Phase    string `json:"phase"`
+	Pod      string `json:"pod,omitempty,omitzero"`
+	Rank     int32  `json:"rank"`
+	Restarts int32  `json:"restarts,omitempty,omitzero"`
+}
+
+// TrainingStatus A TrainingJob's gang, its requeues and restarts, and its workers by rank.
+type TrainingStatus struct {
+	// Attempt The gang's placements so far; each is a new Job.
+	Attempt int32 `json:"attempt,omitempty,omitzero"`
+
+	// Cluster The member cluster that runs the gang; empty while it waits.
+	Cluster string `json:"cluster,omitempty,omitzero"`
+
+	// LastRequeue Why the gang was last taken down.
+	LastRequeue string `json:"lastRequeue,omitempty,omitzero"`
+
+	// NextAttempt While requeued: when it may be placed again.
+	NextAttempt time.Time      `json:"nextAttempt,omitempty,omitzero"`
+	PlacedAt    time.Time      `json:"placedAt,omitempty,omitzero"`
+	Ranks       []TrainingRank `json:"ranks,omitempty,omitzero"`
+
+	// ReadyAt When every worker of this attempt was first Running.
+	ReadyAt time.Time `json:"readyAt,omitempty,omitzero"`
+
+	// Requeues Times the gang was taken down for not being all Running within readyTimeoutSeconds.
+	Requeues int32 `json:"requeues,omitempty,omitzero"`
+
+	// Restarts Times the whole gang was recreated after a failed worker (RestartGang).
+	Restarts int32 `json:"restarts,omitempty,omitzero"`
+	Workers  int32 `json:"workers"`
+}
+
 // Upgrade defines model for Upgrade.
 type Upgrade struct {
 	Clusters []UpgradeCluster `json:"clusters"`
@@ -880,6 +984,28 @@ type Workload struct {
 // 403 for anyone else) runs one pod per node selected by `placement.nodeSelector`
 // and `placement.tolerations` in every member cluster its placement matches;
 // its spec adds `maxUnavailable` (default 1).
+// A TrainingJob's spec adds `workers` (required, at least 1: the gang, placed whole
+// in ONE member cluster that fits every worker, never split), `masterPort` (default
+// 29500), `tfConfig` (add TF_CONFIG), `readyTimeoutSeconds` (default 300: a gang not
+// all Running that long after its placement is taken down, its quota released, and
+// requeued), `backoff: {baseSeconds, maxSeconds}` (requeue delay, doubled per requeue;
+// defaults 10 and 600) and `failurePolicy: {policy: FailGang|RestartGang, maxRestarts}`
+// (default FailGang; RestartGang recreates the whole gang, at most maxRestarts times,
+// default 3). It becomes an Indexed Job and a headless Service; every worker gets
+// RANK, WORLD_SIZE, MASTER_ADDR (`<name>-0.<name>`), MASTER_PORT and torchrun's
+// PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT. Its events add
+// `gang-timeout`, `requeued` and `gang-restarted`.
+// A Pod's spec adds an optional `volume: {size, storageClassName, mountPath}`: a
+// PersistentVolumeClaim in the Pod's member cluster (named `<pod>-data-<cluster>`),
+// mounted into every main container; `storageClassName: ""` binds a matching static
+// volume, no class means the cluster's default. Failover data policy: the claim is
+// not moved when the Pod's cluster is lost; the Pod is recreated in another cluster
+// with a fresh, empty claim (a `failed-over` event names both clusters), the old
+// claim and its data stay untouched in the lost cluster and are deleted with the
+// stale Pod when that cluster returns. Deleting or stopping the Pod deletes its
+// claim. A change of only container, init container or sidecar images updates the
+// live Pod in place (same UID; only those containers restart); any other template
+// change replaces the Pod.
 type WorkloadDocument struct {
 	// ApiVersion Example: atoll.dev/v1
 	ApiVersion string               `json:"apiVersion,omitempty,omitzero"`
@@ -917,6 +1043,11 @@ type WorkloadStatus struct {
 	ObservedGeneration int64       `json:"observedGeneration,omitempty,omitzero"`
 	Phase              string      `json:"phase"`
 
+	// Pod A Pod's containers and volume, as its member cluster reports them. After an
+	// in-place image update the container's `image` changes and its `restartCount`
+	// goes up once the kubelet has restarted it; the others keep theirs.
+	Pod PodStatus `json:"pod,omitempty,omitzero"`
+
 	// Position Its place in that queue (1 is next), as of queuedAt.
 	Position int `json:"position,omitempty,omitzero"`
 
@@ -931,11 +1062,14 @@ type WorkloadStatus struct {
 	Ready    int32     `json:"ready,omitempty,omitzero"`
 
 	// Reasons Why the workload cannot be placed, per cluster and filter.
-	Reasons   []Rejection       `json:"reasons,omitempty,omitzero"`
-	Running   int32             `json:"running,omitempty,omitzero"`
-	Succeeded int32             `json:"succeeded,omitempty,omitzero"`
-	Updated   time.Time         `json:"updated,omitempty,omitzero"`
-	Zones     map[string]Counts `json:"zones,omitempty,omitzero"`
+	Reasons   []Rejection `json:"reasons,omitempty,omitzero"`
+	Running   int32       `json:"running,omitempty,omitzero"`
+	Succeeded int32       `json:"succeeded,omitempty,omitzero"`
+
+	// Training A TrainingJob's gang, its requeues and restarts, and its workers by rank.
+	Training TrainingStatus    `json:"training,omitempty,omitzero"`
+	Updated  time.Time         `json:"updated,omitempty,omitzero"`
+	Zones    map[string]Counts `json:"zones,omitempty,omitzero"`
 }
 
 // ZoneRollout defines model for ZoneRollout.
@@ -12313,195 +12447,220 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H19cxs3kvdXQfG5KpNbI0qOk6tbqbaeUhJn14nj6KzkXHWhnyM40ySxGgITACOKcfm7P4VuYF5IDDmU",
-	"Jceb81+iyBm8Nhr9+ut3g1StCiVBWjM4fzcouOYrsKDxv2/y0ljQV9wu3b9CDs4HhfsnGUi+gsH5IKUn",
-	"BslAw2+l0JANzq0uIRmYdAkr7l6zm8I9aqwWcjF4/z4ZvMhgVSgLMt38ABv3TAYm1aKwQrk+LlmaC5D2",
-	"JF0qA5LdwIYNuWUrZSx7+sV/sHTJNU/dMEcXjDMNVm/YWtgls0tghq8A3+EyYzOVbdwDpZYGf50LbSxT",
-	"pU3VCsaDhKa1BJ7hPPzEGkM8cWNsTmjF716CXLhFefrFfySRCf4gZBZWbWtqRZGw79XsGixTml2pjA25",
-	"3LCUGxhVo2kv8o2Q2ZEr/IqvYM+24Z/jWrzS6p+Q2j2NFvTE3nYLbi1o9+7/+5Wf/H528te3w19P/Kd3",
-	"Z8m/P30fvh/9338bxNb2l2KheQbx5f15CUwry92/rMi5fGKYG17Hyh69Du/dw6ZQ0gCekK959hp+K8FY",
-	"91+qpAWJH3lR5CLFcZz+07ixvWs0+28a5oPzwf85rU/fKf1qTp9rrTR1FZkbdcaEYSuez5VeQcaGZiMt",
-	"v0tYKW+kWks2F5BnJmFrreSCuTmYhM14xurjPbpgcAt6Q8+yQqtZDivXbi6MhWzwPhl8o+Q8F+lHmpqa",
-	"OephcCeMNYznGni2YcNL+vAcvx4leIRVAZq2OFNgmFSWuUFtmFVMWMPcgXGny1hugQ1/kaYsCqUtZAkL",
-	"kxol7gnX2m+lso6HzEsDxCLSJZcLYMP/dL88v0sBMshGbkm+U3omsgzkx1mTlOc5aLbiG5xkpphdClON",
-	"vMi5dTTwxLBC5SLdtGaRqbRcgbRsmKoMWDX0eub+xD4xW2sgwjutBUhqDjvT6gYky8VKWFyXV8p+p0qZ",
-	"Pf6yvFLMlOkykMtQaVyaW2HELAdHAbZaOBzaz0q95HoBH/eA4rXjTpPr2q02lziwBbew5hvG0xQKa/wA",
-	"f+Ry4/mI+ZiU9cQw7Y4IbiSShTs+slzNQDM1dwdNMmM18JVJ3HRMAdJe+AuXzy1oNn3t/jm5dP9MmYFU",
-	"ycwMEn+j4nQaT7SH79mrkBYWgGN1DF7y0i6VFr/Dx6GnW56LjKUaMpBW8Bx35RfJb7nI+Sz/CJRzyTQs",
-	"HD8zoG9FCiwTGbE1adagmZDMihVcuO+WQi7cVhCrt4ot+W1gWdmjb02hVQrGfJxl+bnJxYRha8jzE3/p",
-	"zUrLhMStO3CVJSgHhpVbc8PWWlgLEsUJP4iGuItyinZ3jBXgj6POlCRq9OsyUyoHLh2lLIHndrmJ/5jz",
-	"GeTYCM8y4ebF86tW41siRiXyEIOjNoy9Brpz3Oy5HZwPMm7hxBHFrpCUDFZui4jl7fxGok/kh0Kp/SPd",
-	"t4dXSuXRwZeFG2nWf+y/KwlxEbQW034Nkhs+XG9BUm/V28hY/Aa/FCSutTdZWFi1P+ybb6CVespca77Z",
-	"GSc1Fh2MkrTMu0PZt30auD9cOz85cac0cTqkbw6tKv5aNdQxaqtVvit5v1lyWwtmhriSAesk7+3TJC0X",
-	"EvRrMJZru5fm+tHMzjALXpqu86qpW8gubf8etMpzVdq4xuEOKPNPNITTIZfssiieGObI9GS2OXF/w4Oj",
-	"3ZXhRwxIFe5ZkOXKbZxv8wTnPaiGe6LBlKvmF6XMVGNjG6e/c8Vi62usKor+j3+jymBgaE04A0Ok15i1",
-	"kPbZF/WMqwsoGcy5yHs/jFpD32dLKd0y9HvalCkJxL2ejy6HVvJ7NXtdRs5+Wl9CO3t01AJ08nlv+miS",
-	"z2Vqxa0jk+tqbsngO+otRiyOC2ZlDtnPghrqR7NHr1yE49cWpzCPt90rfF1xxG15yz/wxLAwF5QSdCmd",
-	"oEuyuu/KCe+WLVWeOc0ocmpp8XY6eV1K45oqtFpoMMa92WPfGgSwy2lWgKJ5ZGRuwH5STKr1OLb+KEj4",
-	"6R63c/im2z1j5mV+3LtuTeOz+V7N2gNf8QxoUk4PCbO8ASgMGy6FsUpvSFkxTovNM6dqoUEPDTy9Lu76",
-	"7O3c3Y5CnYaTdXK2JkH6fY+R37ccVkp2cb201NoLzT3o4TgeeQzbi4lmPQ9jGFRSTSZ0XTfbvTDdx5J+",
-	"f2L8h2uwLHWrCNokzJQrJ/mrW9BN+jB4cov6WOwe0RksBRkn2h1+E1pYL5WBRqfCeIOLBDbMuXV0tgAZ",
-	"bnY1c4qaUy1I8yhUxvy0iY24pRi1aLJLZqlIL8zmvhJ4i+Zit87/ZrLzSuSPYHnGLd89kw+hp3VrVt4y",
-	"vkN/PxXU0wVblcYy+K3kOVnmuF0+McFAN44awncux9jMSbeOaLRZ5MZ6Qfp0wsgEA9I6hd6ReWU8TFgw",
-	"9SWsZZpNto2Fr7mFl45Vu3/G4+iFRIbq3krXd+5xby3YPUD7tCa0b+Lu5vlP88H5r/s7wqm8BreIbmXe",
-	"v41ZJppG0ITNlW6vgJvw3clCnbjBnJgbUZwov90nhXIUrgfnc54b8HsJxr7IDutouHX1bKObfuvPeXvT",
-	"IXzdngvPVsLiLlViXeIor+AL2nwvHjsGnIbdJVE0YRnkgA+R/tC50zXz3D73//5llEuICLu+UgaPZhDQ",
-	"yGj2xDCcmTdUXrDSAOOGveTGnuBSnLz4dlv46uj1xl8TD2RRqc/9Lvc4Qobatilkg6ThbfPuQS8f0ya3",
-	"Ftx31kkpD2EPIZK7vzWkcbQ7mVWcfUTIhNslU3Pv7YU8S1guboCZAtKxhVXhLvRxZYYwv569HYuV293k",
-	"CHvL1tRoLEk4nv612FRfoJnZbnYnGvw5l9lKyA7jhcph7zUVVLpbAWtUkzK4hdw9MUjwqMuoRreluqgc",
-	"UKLavYAaNoBy1kHdW0sTHky2JhhmE1ukH8oZdLCxfRryvmOqZp2HcY9RzR6l63Sb2XZm+NJJHFfcpsvd",
-	"KWpYKVIp+8uPBuyHiC/RIarFS0HW2P5bUJ2r6K+5kF3W5+yh+WRtKnCNN0fmxxEjvG4RMdVwnCX76Dvv",
-	"YwmhO7+VIr74Rxrvt9a/vqL83dS6k1yfHRugReqmrQzPd7eBL+Dae7J2OP8/1JqpPAtRQEUObM1N8+rP",
-	"VDnLG0MnXyexDtdvnD24MbcXobMZDegGM32NiZbblilO3QySwVrYpZAnVuWguUxdRyRwnSwV3jL+vznP",
-	"8xlPb6Is3XK9ANtz2Lc8L6HXs1ub7JctzKSxAN2be41bs7u14axvexZAMmHRc7cCbkoNGRtmMOdlbs/Z",
-	"2v2sIQVxC9motdf7DueeCa+EFCu3G2eHJk+NxCaK/rBd2s1zlXIbvKf7BKrXYFSpU0BdflGUP8dvlmQg",
-	"VdbiDdta+at9v6PWQQe892CsiPL2GDO6qnlOeyE6uZSTCHp7//Dht939PoRgG6Zwf9H2P4PuuSXs7VUO",
-	"vCGo1xB/FqCpk0ODrDky9dA53Fr33bWUOH2354W2b44t4uvRlvY02Llg8RvM9Oxg70oNGt0nfgV8282J",
-	"xJZzz0rudfWIvOunvhpJLf74xvZqJa9hBZnAy/lrDfwmFgfh2Ne6ZRtv+i2UyoVc/CKtyPvLSJlacdJ1",
-	"2ky/UCo/nZRnZ89S9xE/QRIsvP4X/x/9yJRGP6v/zX2kH+LeU+hQsNwvx7mGrbIkp0RMnXI3OKTTtkkr",
-	"0XwptJ1UK+9HfmADOwNZZrSz/VlLhCq6TddRanUCS5c3S9etMy82oDdLyEXTAffEsBy4gbhPy/1yrwm9",
-	"dG/GplPdqMe26K7aWIO1b31bstkwCWvGU4qZ4Bq8HY0NfUCYqrwao4TBqrAbEniksv7RcYfVIl0GMaPd",
-	"6Xc8N3CO6+u9iZdXLzDwDHQjnhYDz0LolB8hE4ZZfgOy0WczxuQhVLV65AeI/FvtGccWiecqvaHFrrav",
-	"f3RNkc12V8xJG6bgKZy6T8GydKWyb4XRJT71dZktwJLrEkdAfk3SO7t03Z5UdaWy3etJxW+bbcqDW5Ha",
-	"rdU4ptvdFueqfQc39l/Cnb3i5oi4nYIb0yWc+iCdIwhqH7UcMokfZUky8Ft8zB9wAlybvoFgxD1wAIh/",
-	"7U7prhD6mOAp2WVeVWv5gSKIJGMoNZRUQzswsVd+QP2lpSzwgp60TbzDUXPOi8KH/kQiOyni4D6np8Me",
-	"vme1i6Xfzi2TBskCCfsliAUJ+8YHOSYMJ4K+mddQ5DzFj+PxmA3XGEVh2AzcbeoeH0VPoOv1Wsj0CCNn",
-	"4XXbCFm4McARy/Tav+EOlVhInscFhUokYmmImmQGQCYMxosxe+303L/hxRYbb6d1K7R65PzXXFhPMxwD",
-	"+kfjwbks8zyJ3e8+7njJiwKku1zXbIjpGWXtnrlfDGx9afpzRiR04HRdYYjgvuN1KOzowgsic59Gsl6q",
-	"PDjjxvt9KDvrM0gGZqnWlUuPQk+r9TyOyV/RvdrT1FBd60eYRCN2CGoi6XbBR8h9V7Oy1q1p/FbJ2tTQ",
-	"vHG7jb1w2xUj/IC3ah3I8yEmlojmcn9rS22q2g0vWmFwTBDgMCbgiWFBszcX7HfQyoncfGZAWrYCjieW",
-	"fPy7YUWLojRR40LEgtjYzxWslN58vbFwr7dFnotvrn65x6uFyo7vMUoCdTT0Fh3PuKxSJbaDu8ggjfHP",
-	"kLEZT2/Y0OkaGqwWkLFSWkHhL8FJ69NazOhAksMu2xV4+XllSulmp53XYNMM/41aFTmgQfvKx2+6R5PB",
-	"Ffdmn9fY4tdd1ndj4+rXP7ipnNPVNCmKjKLDuWQzmCsNjVTEwV7zfo8O3PTdLaRKe9FUI9N6mh/q/KFb",
-	"q/+p/28lIdDRQbslbk/oIXrsfdJvp+njcNpLP17l+9nKd4kP25upqYd9o77KuYydmFYqMxvmYmZOeSHG",
-	"4b3rAtKLSpIgA8LfVfUFo1kaypjkhk0Gz87MZBBJPfBXO+mxcb9uIz5xO1rAYuSjkEzpzMkHdZ698Bm1",
-	"XHK96R2ku72bETkaRf5vgWedHmV84grzYnfHbG5EgUFbKRoOQ95E/9ge9K38LFbg+WA0YwTZzU7fpaQs",
-	"JYa5qzIeKq/4TdzSXR37SABj9I3K07VflqEGkj0+rbWQmVoff1be4HsHT4ufWYPS9h6ZqINtxe+uSx27",
-	"FC4pkBhvd1aATkFavoCEaVXKzN0+RfSS4XdbmaBHNps54XZWWiYdk2czyNWadWx6B7H1jfXcWu/dbBu+",
-	"McfFlEBHNBxKkZ3hGv/dS3uhNqiP2GyuX774R61/b8mX0oK+5XlnIIBTWtYiozgw4OmSYcilY1E+DZYN",
-	"//1sNB7EJSxZWjB7cr2WqtTt/APiefij78kzPopTZtRmwowVec7mAq/j3vzw+uWLH7GBw4Lx1srUs+lY",
-	"Y9/urhlJa6Wja6AMePMwZAQJwNlXd3c9IyxzXsp0+SO/27d3QrNcOcHPMnqeOSlGppuLIJq7flUZfoZ2",
-	"ck13mAM9fvXV2YHeUSGRW52zIRgrVnjXzbVaMbijjRI8Z7MyvQFrEhZwatDAzu+cXD16oGH/9asDw/7r",
-	"V3YZuJDI4VEWL3Yw3ih9kyueNXIkDBnD0ZwPWYghDmo+EWVPktENZISt/A21KkoL6MEIT9W0eZ++Ks4W",
-	"MYJgO08Mw2fGPSNNOrheNacknLTG+kaPaspzaGDNbAcM7ok6OqDdNYe3N3gHh6C/hVSYuD/7ERNMMrBc",
-	"RKyDl9lKGENR4AhfwnPEsVgvN7j54MQZEobX3DAn9hUQdcrMc0XBx30yUd2zIZMueg+2Y/92iYnW8olp",
-	"ZhX5seLw+nBSSq7oSMVego+DC1vqFW5OiB+EF0NwOqlSuRNTEkfibvFW/C6qcUcyR738atx0KBhi7vXj",
-	"sNTRZGMf3ddfltyKCozIKpqvO84tvwv6cNUv+jVRS3E7Scg2QuL83S8rftcvWfOoLOO9mfszkQfAkx5t",
-	"fYCjyT9UJ1DVSVV+hPtTa4lyO0WzzLOH/lu7xVYOSTh1B7HR1bFQu55hpXUIX+mXBtQIe9vJALrSAKvC",
-	"IuiQkvnmnKHHpQ2rFFJrWPPptb8sDcY6JIznuaNPYZmSLOUFT4Ul5qXsEjTDUC2WA78FJrIc2NAsubvf",
-	"0K5ALvrXQAmJ9B1bL8Hbj0LEPcMIEsOEvfCaCOI4lU5Hn5XzOejROIzSiXXVGL2zg1nl7nDGF1xIzMh1",
-	"DQjNcCzjih8dFUmoIc25WMU1K0yx8ltWL0uIQPDcTFjTGGsRxj8i61a1Kkqzn+S3sHJL5R5nEqDK5o4F",
-	"MnRFk8lOpvvKW4kRJQmsd4644QrKSN3tJgSF9FyvnXPsA9kbwWixE+Hx8jo9Pv0Pqm9pj1EmrdFB+jTk",
-	"n95nZqlicdqr/RwNpu7HQOWSFYgIxDhbu5OClmUhEQPIjHprWn5oXZE8OJxvvX67TQAZGLLYQcaMYnOu",
-	"4/olNvJCfpeLxbLD5YP2qNfNCMktsUd6nBHlZAh8GsN2NuCUU6kwRnpGXMRjSsVpkCzkX0csZKH9BF2c",
-	"ZKvKgK2XTrEoghW8rxv7lbLX5HpK2OuQT3it+A1+eENMJmFXPovwcqY0fYOf6Ah/22E22eNerKmj8gYk",
-	"FUtDRw+2Pu4ywR0ZzWgKSHtbkHPPBT4ox8KbmLHj+vwllcV8ry3NE/tlR3zqvnUdEs05hoprOBr3cx5u",
-	"8ZDHMtMHkNColb6RdbEVdAoyQ6ILVhulMXKi9y74FIhug/8W54v4z1TLsLZ9UrsQjTolSwIAuo4HLO3Z",
-	"oIcInQ83z/2duU1uvC/Sb1dy6IzO8wpKba5DNwErOAG0dLk94kHaSqddKFN7CXlf9MyqKyLNHBelUtF4",
-	"BIZHLzooqStUZt0KYe44BaVo5CE3k++QI9F49uzyYYt+D+t8fwdOJVkcyLVrmyx2LvygWSqVO3EDbc0e",
-	"d7ZiJxijnCUsreK2sipuy32RBLsExm6N4tm2H8qykoGTiyLcnN+Ct2nVNjOczrBpwMZvnKITNZrv54fY",
-	"cVjxGAUE+2HMvxLEe8ZNW6MJiEwel9apAhQ9xHiqlanxYSKQTYX4L9DBihVNYe0hxjbk1z24AXU66QH7",
-	"Bj3XkCJ2uZrr5gmisKYe4tOnwXkMnLA0q5JkjF1KamBSDM4H/zRKjl/z9Y8+lKIFIrhvuGHDfADQDjRS",
-	"vb4VPkG1En6C++gg4LV02LY4Kw1ohPEEM2ZT1940eFyaazQ0AOyyKK4LSAPsOn2+Upn7MBpPZAsMDFc2",
-	"ywybBjCMKRvOxS2cELpoqpVMWJjrKGHT4PGasuGLy1eXo2Qip6mSdG7SDTmgp2x46RTwgKQS4jXBtYBn",
-	"T8hF8GZ7I/+0SnJkz86wWVMhcH2vZsabYBBjZcqGz1xTlBca+fUpdkToVlPXVsE1z3PIhVlNEzb1gSBC",
-	"STNFWpo6BVvN59TABRMWwdHQyS+3IwIn0r0yF9oxRJkSdkAFrOZWqA3ZMWYB6okNawtFthLSkDFlIr88",
-	"e4Y6NJcb1x/kBkY0AvdvoQjxCVUSAzmklhSeaXWHjt1v1/iT0lMaYeNXyq31E3aMGzXKLXw1x1OqV9iK",
-	"23QJ5mIikdfUpNK+hhr79tTR1wHuA3c+G3bArcrzcQa3p7dPY/w7MJkKta8oBsmAqHqQDK4w2cDT8iBg",
-	"bUXtr3250g5uUoM7HcVXtvjDPVhCXCB1nFrIEmIgIMa4K2MaHplW8aoS7iwr+AIqh5iSDfctX8QzjY4T",
-	"fqsr7f7S7xaT3WvAuQ9i2D6ssBBmfQQiboVnGzMMearsB84XbpVkkBEN94I+a7x1lGsJky06vf0I/fZD",
-	"OQMtwYKHGqrEviCcPDEekN70tjTVCCexLJtjkD4Ru+bIyI6AYPf3YzEqKvtORLExIu7wehHYKN0C3LLf",
-	"SiiBDZ8i0B7c2VHizqqa0w/ZpR135BN7A2/MYPVzYz/Y8AY2Iw/rp5VakS22bbSHJ03uvuYt0/Jc6Qs0",
-	"5JLBC/EHHNtv2sGjbAJnEB+dFaDD1INtOqks00lzeCPGJSulv0N502/gB7Kve5+/GsFRQIOgv5i1V4Ah",
-	"FZnXiEMflB+IFzeNF8XLAL/lJG+3QOPeaAvH+8lMtz2vWoiUS6ksmwFtY5Y0USAZiSS5B4TsGYleQb5F",
-	"HIyPiBL8IdG2D8r6o4G3scupGb67a8YKstCRmTVzIYVZHrMK+6HSb6tIhR4x0u4fCsEupemwqOijtmgH",
-	"3OWKtPVBMvjFbTd9/BqN4E5gI73d4y4fjDDvlyTkEfJrdBa/Jm9jW28gLbWwm2tHJgE6letYWtClxKgb",
-	"ixiIGP34/ZufmRELSYI4xwpcfo191ZMnhn3/5ofrcaimhcYnar8azdLagmpBCDlXEchMSeE+Tpgjmb1i",
-	"B2rumOalk6K9nnEenB+GDS+LYpSwmZPh2T/VzEzkkETnEXIKI+QiR8XCsOGVcqodMZVgTWgBDv7ujpvX",
-	"FiayMjSwXwxoExysPL9x10VbpzDjiZzIn5cagC20KguTeFX+Skgfz3Q+kSfsL3+poqour16Yv/zlnBEC",
-	"VcIWYBN0bCUedTbgMI7pxZ8qCHo3swxm5WIh5KJqB03JTos15QpjElWRkAUIv8QPE8nCZ9S4KvCshGGw",
-	"x4WHW2S5WpgLt/BwBykzS8hzguh9A7Nrld6A9aN6IY1YLG01Ct6UnrxYNQwlO5Rma1S3MsaNG8s1Jqif",
-	"XLur+jk9jOOnq1HYJZu2AB+noyQ44n11Iy4z11BpMD43BIBUW9ran8sa/tTnvXNGlOopHrH9+9D/RFKI",
-	"jZyLBXrl3AkYjdlrlYPP+K9x9s7ZlHD7pgghbJyiXuH3TRnPjQopMbXbO2FTVJ397ysunTjYjES4mMht",
-	"LXvFNyxTdIIwQTFhwtExYi9U69VclC/PnvqEqLrAklsYX3TsgjmNfeeBrdJVF04Pp7CGOkqitvBh5J5h",
-	"X559SYiNnGF0l1w4EsSNee2WhQ2rEzDCJfRufgzKbPMbyrVK2Jx2hWjKMCVpX6rd/wE2J//F8xJCIOc5",
-	"1hXkGc4g5wtHrlpYCF5VlI3sEiYS20TREaXDDHJBCNVsiLlaIeDYHUcW8lhnpXHiJd06r59ffvvj84kM",
-	"CmqFcjVTpcxGY/YGLV2+jKHPk1Qao8tJQSczgxUWDQnEAhvBkYNkcBssDoOn47PxWYA64YUYnA+ejc/G",
-	"zwYJVsdDrn96+/S0qV76lIOqtsWLbHA+cCp5QNAebBXG++Ls7MHqAzXLtkSqBFVDeJ8Mvjx72tVaNbzT",
-	"VoEpfOnZ4Zfqym/ujS/+eviN7bpeeMGWqxXXmwr/xFPf1hWxYxTDaDy+MBThjWx08Na119yn03f+0/vO",
-	"Hfs7hA37CPvVWXqsjh/5WNt19uXhN6oSdg+zv05OqfFrqvglZPZK5chdiRn03O2kVZy1I3KtfuS0Wbz1",
-	"/dtOWjmtQSc/pH3kHQRl2ia555kINPeSeqqCn79WpBM+CNE14FTft2Vgq0t4/4eTuxfyGjmdSJhnh+ms",
-	"UWP0Ez4yX/XpoumsbR+Xa7C+csJK3bqLv4H9hGTzoTzx9B1hGL3/QEpPorVvqe29pWSDDkhOYMT58h93",
-	"lTs8T8pEODhBf3wyTLyDqv+UJEpLz4ZSIWiXWXKdmZGT/auEzopsj6NWLwrvl7SuwkOPuOlN3MzIxldD",
-	"uPcmP4zcFNarqWhQNABnWuXAEEfv4HKfvvOf3p/yojCn73hRvD8lQFtz+o4+3INfNEtlO36xe3oui8IL",
-	"+q4Lp0WpeUeJao5OvsesqB0bYFoaq1Z+fL6GNprouc9cwW+oUrBT79KixMQRr22tlyJdtqM1vE5juoqc",
-	"VzjCjzjVBlfdnTLmPYcggmriCMBI9gzrN25YrQElP05kAfqkUFkAuMjErchocbyySFUAC5WZ0ZgR+rFh",
-	"C+WrFU/cKVGG2lSSTckR7Alx7FEwiagI0tJ/x4ui9T+9QV9NLygW6bIoJtLpsEVployzuWNdfgTcJ8Oy",
-	"4Zdf/JXxmboF77Bus5+r0ix/bO7PQwtvLVjoXuLbF/FNrEG/WVHOcjIm/7kErfvx0A++/a6IfPwCe1Mr",
-	"knWLV7BhZa8yjawrR7rNK7AuFNqXLTcKcEZhTy63QWPqMSL6iWFYnFN6Gz9GEVnhuBpFpkwkYle4tzCe",
-	"aOw7HOPX0wbgePATGGYweHw0Zpf4xURiFacZpGoFbF7m+YZVyxliDJzoUI0UDc+WbzBdQGmySc34jTcv",
-	"NXBgMGaByqVeME5zQE/qShgq2W4mMvMBRIgaqrlZnuRKFT7w3VuwfZVS9DcWoCdya7byOy7yUsM08cuG",
-	"vWB/lcUd/5vx9GY8IaA7cx4axhKnJyaE+re+pVDHVqnSLJnIqlYpujtOsF12STtHlnRf3Jot3bFecgMs",
-	"wPPEuNXfwQbH1COKShV0TUcd+BrZ5jMjaTGSy31FcdmQ7N+9eUfyGLLZHyWKvT2GE36AQvtJL8LOeKbI",
-	"KaaNOqeBWCjNEXPuLtiU3FlTFgK+SDrlE0nBNMS1nHyHYGMYwDG6YNNSZmrqTeumyeCCcEZIXm2m7XHO",
-	"TMXS3Qu7+GUTGbw1FC+C3OrDzAdVhedQ2bmjonO3CYG8g/AReGQdAxdnkrXjp7IiNKpnN3faR2Q7AZk7",
-	"xU9RRRDK2vYOltGfTdA768Gfv1FyngsKyfijJMOmN5nMIZlie2ufHy8JVgUcu/walPT9iMTsK2zsUnJV",
-	"euNfx/l02fC+Ujll5GroGkcXhU8u/nAvROuqeXtgf0/fuX4f4EKLsNiqjMchBhsC8wbJIETmIQhkFZrX",
-	"xWzLCGFeNwnz4fXmZnb4R/V57D8M/2K+jodwXWwfKIxPQilC3Nca3DgdZBsyp+8cMb8/beCSR3Xh5zxd",
-	"soCTgdvQMDBpSJ1Km50ziiItSmvYMKR5YZAMRmtWwDEJGZIqkxgZyjAg1MOpjJJWXOlEelSVFvxMulQG",
-	"KCJpvdwk/gO3LPVFFZy0RjgyTin0aZpkYmuB/HCjZILAiVXeHKrg1YSFce/TLAkIQliWifnc6RVVjEih",
-	"4VaoEvNJaDTcYqaeJSFwIp+dMdOhYLZBUB7xoLU76pCjAj18VjZ3lM0aaElD6gi8go9p4/f1UTwf6BZM",
-	"Dj7+iq/g4I1ZxX91soHvMPjZl6Qv+EJIqudMZis222CuHJV44SsYU4xdNIwq5ekSs2J2/VJvqnHsrMp2",
-	"5Ga+oTB87HZ4WRQhJw/z8S4YlxuWcgO1j+C3EvB8+Uvc5w3VR+eg8ohhAT5DzLGk6Q1s/oYcbMoKLrRh",
-	"Btyo/YKkarXi5gIxedCYhzlfXcMJkKlHjAcXoUasQdujCFat4VXI5q0hMuqS2yE1ODaSAPdwxEiunKxn",
-	"xO/QSFc7O6vxC5+enZ119hdQZ+r+PNTh4Ny918CcexpLFo6ZHBqJWj6oct7m0yExKzaeKg9s3xK8/Qiq",
-	"bpfr9CcJOAE3q/rkftoK64frGW41WrLRusEsAlutv/tQ9WKfey9ESjJh3B2gnGzgKCO1+eY8BLFSuXBS",
-	"htZayQVzNIRhuk6k+CelmaJMUhUXR/wduxyzNyiqSDZ9kcGqUAi5efIDbKYJhpKi2WkiKYa7sjfVSNke",
-	"c40JaSxQNPuci9wD1eBriMO1FmnU7P0NNlyZXI5dycagf4DNgA7Lw2ssOxnevRSXpx/FJPWNL/D8iZuR",
-	"jrUKPX3W6xi/5Noral980WcihVYpGENC1x8m4NGeNXIJOhhLDznq9J0TL957JYu4CNZG2NHqv8XvG0dt",
-	"i1y/3GVB9Er2WUTf2UFamcYOXqBi6tNpPe5hLDu/8wrpMhF2b9jHN3l/ACF8/Fjmv6OFo84/bcOtPMZV",
-	"flhH+kHI7B76VIedDtPx2if6U7n7Pg5t/uLTT/+3u1D+1Jelx5xpZ94RjonMfJz1Q92fp1XCoDl9V31+",
-	"f+pzCj/cxv8o/CHuO6iGv9eB0NsB+5qW4JtWq5+gC/azP/Vf6mxHcnWx+gmKToWi/OiYnNzTBdt10Gv8",
-	"lKgV8o0vNjHFPMlp8ArgALOQ98sN+/76p1deiaZH/+YO2JQNlZ7I6WWaQmHPmYU7Sz2eUP7xdJREcoPP",
-	"yWeBDz4xbCqy6UQKQ4BOAcaiBUkVcpB9WrP3CLA0F+5Lu+SWnApSolgayzhmwyVwjCGkgzTFMzVlFacZ",
-	"TeQCbAgyybk7cdQp3PHU5hsEz4op9+EY0+x2lfuYTQwXMWYQq/AeO8yTYU88R3DLlrEhN6w13U7bIL7X",
-	"6vfIeoM7oZ1VRRVh2IrLaoSI9pwLY2sTpkfvd62TBfOiDfmEqdwVq0P8E5E9mpUTGyWiqFttreIfZrDE",
-	"AXhrZTLYOVbthrYHtnOVeLr8HGm943/axTjwQb91dUvKZCeMaw968Ed4ne6pUd3jwrgjBLnodeHBYJlV",
-	"jDcgJNjXQnI0ASDei2Ep13rDOKPoIr+YEvKJnKs8x6IBsw3LuOXn7IwZmwnJhoGbK0IM0IRbgeUw6Qnf",
-	"fOJRG6hJhu3zHB3Faa5CLDU6ixBsEr3oo4Q9dc2o0ibsC/cJtE4m8hmDO2Epng0/pSoDd+NlkIoVz/FO",
-	"u6ig2ok1Sd/RKGFfuouHHDXb4z9n03eTARY6mwzO/+MsmQyW4KhlMjj/4sv302g2x/M7SK+XkOeHHHY/",
-	"13NEosUwIb1A3dWwoYYCQsWL6oYbU5n3HBGbSUKO+2tWPrCmW57uC2ZWMdqITyjI10d56CCC7ka4MK0c",
-	"ADLbh8JWSna7LQt10GsZe83azcHrO/YekvL+N7dvlqfEgtsrcb0WNl364h9uxtVxZIVWVqWEffuZ47fk",
-	"8BLTQP2xEfRPBZ2DiWQNvvZYYe2fCqvP1aJbM3AnzUn93taLgYeYvjKcNuWauxOZOdnGSfpKsyLnWNZD",
-	"gpnIQsNc3DV9ck7RQeSaSgfCCKC2AoFtTMcTeaXVnahLZWyDAZ3Meero34gM6iTAWRkNC7pGwemlm3Hv",
-	"SIhqlPsc2/dgYj8AFF6TceOXsKYV6+qG7sz7KAvYrOsAF4dTPENXNwhhX5emfDANwS+oF+hpSKHw58El",
-	"xsJy9x/McUJ6IOYjgC3U4qWQUIvpSLxHyucv1YKW5TPD3mbYdGyJetTCtK0k/uZPtiHl/+x8G+MwP1Eb",
-	"baddFUP9HtmH0yrD+Qn5bz7bcv9EtlwCw/H5M1UANYEMYrwkxhxV+P0PZ8p9V73//tN10MSzA4eXRXFe",
-	"LxaWP+WW/Q5aXfhVO0fcT+arIECGNRV81iCWYVDFlA3JOOtFUoIjyhIPiaghlHIh5L9w4G6gsFUlB9eW",
-	"93JNsd6qwmLfAU1z1JkFWB/WeyUCuvEPkkaFYfp0j9TATylQ4jMz+xdnZledYLOOowWI2d6OKQ1Ymz0A",
-	"zUcVyyvQW7FC504LRNjRxvt1TUA29GkpoyTk/Cq9YjMN/MZ70ZwqMSdoBJapFReSPFlZVWWMyjxRQdaJ",
-	"hHaFyma3HpO4AiNFhAVhECfViFWRbybS44Q2ahthiLdPtBELyXNmAGTCUKdCJTfBqtdSIZ7rRC55UYB0",
-	"za7ZcOqLHjol2rVGVc8Ica3CwE8qM5/PKOmCV2jswUFVd7tWTO2roSXyX3caz+porz/GUdKYbFXtKMqx",
-	"fPGpBgT952i/HW7wyh2I5mFoIvbvS5M7wAtOq/KI8RDw506jofcZz32CmzfdLhRT8iKk8VPJY5/MT1wr",
-	"G7PLMhMWwagZSRwnjc6nu5kxV1TAtXlOHicBtOoBe/zYKsmxh2M7MdTXmKP9T2qEmcAUPoNktk0VqkAy",
-	"bR4gwo7wzvDmStYGTbxEEPXnQY6alzg7z1rzrNCzBw7La3zo82n5fFoe8rS8FHOLmTeNywaLFqOFr7mK",
-	"3t33YIfF5GJPPNTSO01TJY3KwYlia3Puy9oJSX6QlZClrRyRaNZeqlKHpNWJRO8jiYMhd3tYcG0Fz0fh",
-	"bffa2J1Bur59YT/QWmn3jwZyczeA4ll4lrLGEY8fr0jKBA36dQDcR0nXYpElYf3jVdI2++rujg397ojc",
-	"V+9/yk4YjeA09DW6oHHkvJTpEuOiZIoPV5moFCWFgnKoVNo00k7koqpjxYZukyxmuvqiOr5khc+hZFah",
-	"jBuuf2w7qfHX6qZMKBnMsRBFeCEUsaJVTqhMQBgqSv4Sg+M18NWYNRK03ZRuoLAh8my7TEEIDdHWTCSF",
-	"JYT09QD9dqXVyikypWEm1bzwoQiGY+ZY5viSamS5T2TdxzRAm07ZkCAm/8fk4n/+Mh2FQouoOLBcyQXo",
-	"rsT3ly8eFYH2+uWLA8nu1Vn4o1Foq4GEU+r1upMcbiFv7EbSPNFDLje+TMiJkB69di8eREkRMd0c5Tle",
-	"AtrXlady935I/t0wNAQ7lIi3oDPH/IJ2OZEN9ZIgFgg/cROKxWAO+VZ1LQSyx0AJfgtUYROD7bAw8lYx",
-	"5MBV0UcL+gQ1Y6zgEaO0l8LYX8K8H5HcmtXOO+jNLaf510EjIQWrSQumco4LrLqy0GDM0XdaoMJGelxX",
-	"nlWo+/74+7Zvz/7Eks1PcmuLyabjQdIqI061141zm+ChTfDEEvKDo5fexHCsfzOUdt9KvorvGKVmo23I",
-	"g1bc8lzgDR6Kf2/xM5YpMBPpbfZC4vOUlo0GNb6CbET5hMj1PD6rj1mzyyeGuVsfr9qxL8nsrkBO47kB",
-	"KEx7KUNoiVZ50ygwkVMD9sQPbxoHUW4djEfQbjxFXCHxf1zNpsd5dFtIVYv+1GhQPiEZTdsh26p9NX8g",
-	"5z3lM3Wf/Kmdo3hQd8eOapreoehL9/vj0rRv/dIX5fRU/UcS8ecqLvvglhxFbBN8UnlAsbBuS0Kc51gS",
-	"sAi11rFY/gefkNoW/Agn5BWV/6DK814ro/kUHJNUnJiFriBG5UzH7B9KKqzn5lRDJuZsIdwHqizc0Bzw",
-	"AlRrGTM3dx9DNGV9Poafj2Hb5frg907D7PvIF483GneTPBmMP9P8Z5pv5r+WK9i9e3IxR9ykypThmS/V",
-	"ViCDx/XLn9AWh5k8aV5mkB19WtZLxVeiUy1+s1SXqxePqRK/yEBaYTvtZmRp+iONZm+Waqt2bFWEF4vh",
-	"CksY73FjWKM8NXKdUJj617eOqVA+FPGjUueD88EpMhvf0I4RvllauZEy20Bm24lk2FNUORLDFWuCsiSr",
-	"usQmiVTarZsKc3//9v3/DwAA//8=",
+	"7L1rcxu3kj/8Vbr4bJXJUyNKjpNTG6m2thTbyXHi2FrJWVdt6A3BGZDE0QwwATCSGD/+7v9CNzAXEkOR",
+	"suT4ZP1KFDmDa6PR11+/H6SqKJXk0prB8ftByTQruOUa/3uaV8Zyfcbs0v0r5OB4ULp/koFkBR8cD1J6",
+	"YpAMNP+9Eppng2OrK54MTLrkBXOv2VXpHjVWC7kYfPiQDF5kvCiV5TJd/cRX7pmMm1SL0grl+jiFNBdc",
+	"2oN0qQyXcMlXMGQWCmUsPP7q3yFdMs1SN8zRCTDQ3OoVXAu7BLvkYFjB8R0mM5ipbOUeqLQ0+OtcaGNB",
+	"VTZVBR8PEprWkrMM5+En1hrigRtje0IFu3nJ5cItyuOv/j2JTPAnIbOwamtTK8sEflSzC25BaThTGQyZ",
+	"XEHKDB/Vo+ku8qWQ2Z4r/IoVfMu24Z/9WjzT6p88tVsaLemJre2WzFqu3bv/+ys7+OPo4Nt3w18P/Kf3",
+	"R8nfH38I34/+898GsbX9pVxolvH48r5ZctDKMvcvlDmTjwy44fWs7N7r8ME9bEolDccT8h3LzvnvFTfW",
+	"/ZcqabnEj6wsc5HiOA7/adzY3rea/TfN54Pjwf932Jy+Q/rVHD7XWmnqKjI36gyEgYLlc6ULnsHQrKRl",
+	"NwlU8lKqawlzwfPMJHCtlVyAm4NJYMYyaI736AT4FdcrehZKrWY5L1y7uTCWZ4MPyeCpkvNcpJ9oamrm",
+	"qAf4jTDWAMs1Z9kKhqf04Tl+PUrwCKuSa9riTHEDUllwg1qBVSCsAXdg3OkyllkOw1+kqcpSacuzBMKk",
+	"Rol7wrX2e6Ws4yHzynBiEemSyQWH4X+5X57fpJxnPBu5Jfle6ZnIMi4/zZqkLM+5hoKtcJKZArsUph55",
+	"mTPraOCRgVLlIl11ZpGptCq4tDBMVcahHnozc39iH5m1NRDhnc4CJA2HnWl1ySXkohAW1+WVst+rSmYP",
+	"vyyvFJgqXQZyGSqNS3MljJjl3FGArRcOh/ZGqZdML/inPaB47bjT5Lp2q80kDmzBLL9mK2Bpyktr/AB/",
+	"ZnLl+Yj5lJT1yIB2RwQ3EsnCHR9ZFTOuQc3dQZNgrOasMImbjim5tCf+wmVzyzVMz90/B6funykYniqZ",
+	"mUHib1ScTuuJ7vA9exXS8gXHsToGL1lll0qLP/inoacrlosMUs0zLq1gOe7KL5JdMZGzWf4JKOcUNF84",
+	"fma4vhIph0xkxNakueYahAQrCn7ivlsKuXBbQazeKliyq8CysgffmlKrlBvzaZblTZuLCQPXPM8P/KU3",
+	"qywIiVt3y1WWoBwYVu6aGbjWwlouUZzwg2iJuyinaHfHWMH9cdSZkkSNfl1mSuWcSUcpS85yu1zFf8zZ",
+	"jOfYCMsy4ebF8rNO42siRi3yEIOjNoy94HTnuNkzOzgeZMzyA0cUm0JSMijcFhHL2/iNRJ/ID6VS20e6",
+	"bQ/PlMqjg69KN9Js97H/oSSPi6CNmPZrkNzw4WYLkmar3kXG4jf4pSBxrbvJwvKi+2HbfAOtNFNmWrPV",
+	"xjipsehglKRl3hzKtu3TnPnDtfGTE3cqE6dD+ua2VcVf64Z6Rm21yjcl77dLZhvBzBBXMtw6yXv9NEnL",
+	"hOT6nBvLtN1Kc7vRzMYwS1aZvvOqqVuendrde9Aqz1Vl4xqHO6Dgn2gJp0Mm4bQsHxlwZHowWx24v+HB",
+	"0ebKsD0GpEr3LJdV4TbOt3mA8x7Uwz3Q3FRF+4tKZqq1sa3T37tisfU1VpXl7o8/VVUwMHQmnHFDpNea",
+	"tZD2yVfNjOsLKBnMmch3fhi1hl2fraR0y7Db06ZKSSDe6fnocmglf1Sz8ypy9tPmEtrYo70WoJfPe9NH",
+	"m3xOUyuuHJlc1HNLBt9TbzFicVwwq3KevRHU0G40u/fKRTh+Y3EK83jXv8IXNUdcl7f8A48MhLmglKAr",
+	"6QRdktV9V054t7BUeeY0o8ippcXb6OS8ksY1VWq10NwY9+YO+9YigE1OU3AUzSMjcwP2kwKprsex9UdB",
+	"wk93v53DN93uGTOv8v3edWsan82PatYdeMEyTpNyekiY5SXnpYHhUhir9IqUFeO02DxzqhYa9NDAs9PF",
+	"3Zy9jbvbUajTcLJeztYmSL/vMfJ7xnihZB/XSyutvdC8Az3sxyP3YXsx0WzHwxgGldSTCV03zfYvTP+x",
+	"pN8fGf/hgltI3SpybRIwVeEkf3XFdZs+DJ7csjkWm0d0xpeCjBPdDp+GFq6XyvBWp8J4g4vkMMyZdXS2",
+	"4DLc7GrmFDWnWpDmUaoM/LSJjbilGHVosk9mqUkvzOauEniH5mK3zv9lsvNK5M/csoxZtnkm70NP69es",
+	"vGV8g/5el9TTCRSVscB/r1hOljlml49MMNCNo4bwjcsxNnPSrSMabRa5sV6QPp0AmWC4tE6hd2ReGw8T",
+	"CKa+BDqm2WTdWHjOLH/pWLX7ZzyOXkhkqN5Z6frePe6tBZsHaJvWhPZN3N08fz0fHP+6vSOcyjl3i+hW",
+	"5sO7mGWibQRNYK50dwXchG8OFurADebAXIryQPntPiiVo3A9OJ6z3HC/l9zYF9ntOhpuXTPb6KZf+XPe",
+	"3XQevu7OhWWFsLhLtViXOMor2YI234vHjgGnYXdJFE0g4znHh0h/6N3phnmun/u/fx3lEiLCrs+UwaMZ",
+	"BDQymj0ygDPzhsoTqAwHZuAlM/YAl+LgxbN14aun10t/TdyTRaU595vcYw8Zat2mkA2SlrfNuwe9fEyb",
+	"3Flw31kvpdyHPYRI7u7WkNbR7mVWcfYRIRNml6Dm3tvL8yyBXFxyMCVPx5YXpbvQx7UZwvx69G4sCre7",
+	"yR72lrWp0ViScDz9a7GpvkAzs11tTjT4c06zQsge44XK+dZrKqh0V4Jfo5qU8SueuycGCR51GdXo1lQX",
+	"lXOUqDYvoJYNoJr1UPfa0oQHk7UJhtnEFumnasZ72Ng2DXnbMVWz3sO4xahm99J1+s1sGzN86SSOM2bT",
+	"5eYUNS8UqZS7y4+G248RX6JDVIuXgqyxu29Bfa6iv+ZC9lmfs/vmk42pwDXeHpkfR4zw+kXEVPP9LNl7",
+	"33mfSgjd+K0S8cXf03i/tv7NFeXvps6d5Prs2QAtUjdtZVi+uQ1swS+8J2uD8/9DXYPKsxAFVOYcrplp",
+	"X/2ZqmZ5a+jk6yTW4fqNswc35u4i9DajObrBzK7GRMtsxxSnLgfJ4FrYpZAHVuVcM5m6jkjgOlgqvGX8",
+	"f3OW5zOWXkZZumV6we2Ow75iecV3enZtk/2yhZm0FqB/cy9waza3Npz1dc8ClyAseu4KzkyleQbDjM9Z",
+	"ldtjuHY/a55yccWzUWevtx3OLRMuhBSF242j2yZPjcQmeqayp4HdNOaONQmr2FuirPXsXrcGGgD2Jb4N",
+	"wyXJ+2+ZsEIuQGl4w3UhJOkDdRgIXZsg5sDkarztPgzU3WbBQgrHG4zIeMp0hITjBmDvowoCW2faYYF6",
+	"dqTf7nSmskcGGpEQrThXKq8KnjhdQlizbnvVvFTaov2yGAN60IHJiRTyoMxZygFH6M1CZE8OzT8yMMVf",
+	"p95vT/25Tqbt+UwncqG4gaoEJVNq5LKaOZULlsxA7ckCYU8oMsou3egvOS/d/0Kb8URueuD2MDGTZexM",
+	"ZRh6BMJE97lZuZhVQdjW0ibgd9xgMJeEggnZ+n1nS27kiEXEoiqmSKLTTlxxv++/vHgGw0teWmCpVsZA",
+	"vYe0e2YUnTTRxw7D/G98MIyxR0rpodnOu9GJeNrNmSicYtyyjI7heyZytJfWgXJOsAQn4BwDw23V3As2",
+	"IOREMokkVG//glsDDOaam2UCvCjtynflHuMwNJzDW6Uvc8WyYGYbRYmOlSz1as8m/bgm42LLkhkenzi+",
+	"9MgAPnIMZ1xmyLa+UxXF/71Uxm7ZuVdxLruxP25oYSDxXVIxOSXPVcpsiJTZRiLn3KhKpxwJeFFWb+Ja",
+	"RDKQKuvIgesW2FfbfkcLEwlzOw/GiqgcHxM8zxr5srsQ/ZeZyneP9MCH3/X3ex9GjDCFu5sx/ivYGdcU",
+	"+62GIM81dxriG8E1dXLbIBvpm3roHW5j59y0iotC2B2Vl21z7BDfDm1pT4O9CxbXVsyOHWxdqUGr+8Sv",
+	"gG+7PZHYcm5Zya1ufZH3/bSr9alRdX1jWy1Q57zgmUBF7DvN2WUs5s2xr+uOH7Tto1YqF3Lxi7Qi310f",
+	"zpS76jd5ealUfjipjo6epO4jfuJJuIL8L/4/+tEx9z+U5P4395F+iEfK8B5jmvtlvzAgqyzppBG3ltwM",
+	"BOz1Y9FKtF8KbSf1yvuR37KBvUGLM9rZ3VlLhCr63ZRRanXKaZ9YqZvWwauIGLng9ItWsMUjAzlnhsfj",
+	"F9wvd5rQS/dmbDr1jbpvi+6qjTXYxFGta7ErkPwaWErxcUxz7zOBoQ/+VbXYNQqiFiq3TmyjR8c9Fup0",
+	"GcSMbqffs9xJRrYR60/PXmCQcVskpCDjECbrRwjCgGWXXLb6bMcT3odZrhn5LUT+THvGsUbiuUovabHr",
+	"7ds9krLMZpsr5qQNU7KUH7pPwYtwprJnwugKn/quyhbcUpgKjoBiWMjG2GfX3JGqzlS2eT2p+G2zTnn8",
+	"SqR2bTX26Xazxbnq3sGt/Zf8xp4xs0eMZsmM6RNOvRq7B0Fto5bb3J97eQ0M/z0+5o84Aa5N30Bw2N1y",
+	"AIh/bU7pphR6n0BZ2edKU9fyI0UQSY4vaiiph3bLxF75Ae0uLWWBF+xI28Q7HDXnrCx9mGckip+iy+5y",
+	"enp8n1tWu0ep/QfJAgn8EsSCBJ76gPYEcCKo4J7zMmcpfhyPxzC8xog5AzPublP3+Ch6Al2vF0Kmezi0",
+	"Sq/bRsgCLSR7LNO5f8MdKrGQLI8LCrVIBGmIkAfDuUyAjxdjOHd67n/gxRYbb68nI7S65/yvyQSKEjEm",
+	"b43Gg2NZ5XkSu999jsmSlSWX7nK9hiGm4lWNK/5u+Q7NpenPWb85os3XMRx82/G6zf534gWRuU8ZvF6q",
+	"PARejLf7yzfWZ5AMzFJd1+EblGZQr+d+TP6M7tUdTQ31tb6H+ytih6Amkv5wqwi5b2pW1ro1jd8qWZca",
+	"2jduv2OPX/Xlg9zjrdrrxdjLxBLRXO5ubWlMVZsm/QIDIYMAh/Ffj9BiTm+cwB9cKydys5nh0kLBGZ5Y",
+	"iufaDCFdlJWJGhci3qLWfha8UHr13cryO70t8lw8PfvlDq+WKtu/xygJNJkva3Q8Y7JOi1t3qJDzEXNd",
+	"eAYzll7C0OkamlsteAaVtIJCHUNATnCFjG5JaNtkuwIvP69MKd3utPcabDulnqqizDk6L898rL57NBmc",
+	"MW/2OccWv+vztBobV7/+wUwdiFRPkyKGKROISZjxudK8lXY+2OrK3aEDN3302lX2pK1Gps00P9bRT7fW",
+	"7qf+f5TkgY5utVvi9oQeosfeAzz0mj5uT3HcjVf5ftZyG+PD9mZq6mHbqM9yJmMnpgNbAcNczMwhK8U4",
+	"vHdR8vSkliTIgPCDqr8AmqWh7HhmYDJ4cmQmg0iamb/aSY/tccc0sejrkWHW+4pA6czJBw2mivDoCUwy",
+	"vdrZjbe+mxE5GkX+Z5xlvdFD+MQZYiBsjtlcihIDdFM0HIYcuT297m9EwT0fjGYHIrvZ6LuSlJEKiFMg",
+	"42lRil3GLd31sY8Eq0ffqKMatssy1ECyJX7hWshMXe9/Vt7ie7eeFj+zFqVtPTJRB1vBbi4qHbsUTilp",
+	"BG93KLlOubRswRPQqpKZu33K6CXDbtay/vdsNnPC7ayyIB2ThxnP1TX0bLrcyfnYL2h213szs5KtzH7x",
+	"g7wn8hmlyN7QvP/ZSXuhNqiP2GwuXr74R6N/r8mX0nJ9xfLeoC+ntFyLjGJ+OUuXgOH1jkV5yAMY/v2o",
+	"7cLvSFiystxsyetdqkp3c82I5+GPvifP+CgnBajNBIwVeQ5zgdfxzvzw4uWLn7GB2wXjtZVpZtOzxr7d",
+	"TTOS1kpH10AZ7s3DPKO4Hwbf3NzsGE2fs0qmy5/Zzba9Expy5QQ/C/Q8OClGpquTIJq7flUVfubdRMr+",
+	"kDZ6/Oybo1t6R4VErnUOQ26sKPCum2tVAL+hjRIsh1mVXnJrEgiYZGhgZzdOrh7d07C//eaWYX/7jV0G",
+	"LiRy/iCLFzsYIdijlQ9nyBiO5nyehXyRoOYTUe5IMrqFgrOWq6eKsrIcPRjhqYY279JXzdkiRhBs55EB",
+	"fGa8Y1RhD9er55SEk9Za3+hRTVnOW7hi68HhWyJMb9Hu2sPbGqiJQ9DPeCpM3J/9gMmEGbdMRKyDp1kh",
+	"jKGMH4SqYjliFl0vV7j53IkzJAxfMwNO7Ct51CkzzxUlmuyCOuCeDVnT0XuwG+e9SUy0lo9MO4PUjxWH",
+	"twsnpUS6HtiNJfcxz2FLvcLNCN2JsMESH4OociemJI7E3eIV7CaqcUdQArz8atx0KBhi7vXjsNRRYAkf",
+	"yb27LLkWAR6RVTS77jm37Cbow3W/6NdELcXtJIWvConzd78U7Ga3xPy9ECW2orTMRB7ArXZo6yMcTf6h",
+	"Jlm2SaD1I9wOo0CU2yuaZZ497L61a2zlNgmn6SA2uiYWatMzrLQO4Su7pXy2wt42sj3PNOdFaRFgTsl8",
+	"dQzocelC6IU0Smg/fe0vS4OxDgmwPHf0KSwoCSEisoncBQzVgpyzKw4iyzkMzZK5+w3tCuSiP+eUfE7f",
+	"wTXGYbbhAAEjSAwGBZMmgph9ldPRZ9V8zvVoHEbpxLp6jN7ZAVa5OxzYggnZiiUGHMu45kd7RRJqjoGU",
+	"cc0K02n9ljXLEiIQPDcT1rTGWobxj8i6Va+K0vBaPuOFWyr3OEjOa+SOWCBDXzSZ7GW6r7yVGBHxuPXO",
+	"ETdcQegDm92EoJAd12vjHPukpVYwWvREeBfhOZOXEbPYre7InbOytO9gJ1bYoDztm++P3WzzdYUJ90f2",
+	"hycI7GXB5CLBEGkUyiofeR/GmNRx+I5y3FGcrcANIobVVHtxNmnZdfPIADqACrfHYBTMmT4h/VQYYBgM",
+	"9KOaPRQqjK483rEbS2MHdpoC5tIIa3oxYs5pbeLW9tAmylioBNMhdVJFtEXJb+xp32q9xRH5zch8No+w",
+	"CHk647SCGXGi8c65PfTWXvBeTF7uEYTbPmYx8cRJCqe2J5WJHABEYCSsOHqgBcJFJWuqz8LZfdaBoiM0",
+	"IgpuuhvX7BlyL6msjx5wN5TvOkhKbfOnV0rHu4pMzdnvGxJ5lOuBNekIhGHJPNRAWLChR437gcnFaMdh",
+	"+MN8Fw4UXo0xH49E3etf352gfEtbTOBpg7u3S0P+6W1G7Trysbsxz5E63Y9BppBQItYmMLh2cgn68YRE",
+	"dE0z2tmu5YfWFzeJw3nmrYnr123GDflHeOY5adyah428kN/nYrHscbCj9f+8HY++dmNIj+CnnMaGT+Pp",
+	"WHELSyUVZh/OiA16tNb4jU/+yO8i/ojQfoIBJeQZyLhnzmXwOe4aNPRK2Qty9CdQZ+5dKHbZTuFL4Mzj",
+	"c5zOlKZv8BMJTM96jNRbgjka6qh9r0ktQKJbHVsf9zk89owdNyVPd/bX5V7m+qjsZe/Qw46b85fU/smt",
+	"ngtP7Kc92QDb1nVINOcEEVzD0Xi3UI01HvJQTtEAvx/1ifamlJYhNyvYyJXGOLWdd8EnF/e7V9c4XyRa",
+	"QXXcGOsntS+ptlePJ2jNi3h46JYNuo9EpXDz3D10ps2Nt8VVR9MN47HQ3hzUOEfQKQslMz05o9tSYpRO",
+	"+/BbtxLytljFoi/+1+wXE1jTeATgUi96KKkvMPF6ubrdf1aJFsJPG9YCORKNZ8su3+4/3cEXuru7vJYs",
+	"bkGx6BqINy78YMdTKnfiBmpOvqJDzU4wIyRLIK2jZLM6StZ9kQQrMEbKjuI4Nh/LspKBk4si3Jxdce9B",
+	"aDwUOJ1h212I3yiZr6Iuyu38EDsOKx6jgOCtianGwZgCzHTtRwHr1Kf6O32YYjVDfnS4+yJqcSn+m+vg",
+	"M4jmie8gxrbk1y2IXA1Qyy3WZHquJUVscjXXzSOsb5B6xcMDTHh0ybA0RUUyxiYltdDeBseDfxolx+fs",
+	"+mcfuNaB59423LBhPdnirfWtkb/qlfAT3EYHIUW7x5PAoDJcI0A+N2OYuvamwb/dXiPM+z4ty4uSp6Gg",
+	"EX0+U5n7MBpPZAdmF1c2ywxMA8zcFIZzccUPCLc/1UomEOY6SmAa4gumMHxx+up0lEzkNFWSzk26onCf",
+	"KQxP81xdB4zCEB3PXQt49oRchNghr71Oa/gQeHKEzZoa2/ZHNTPe4I3ohVMYPnFNkRYa+fUxdkS4sVPX",
+	"Vsk0y3OeC1NME5j6sDuhpJkiLU1nLL1U8zk1cALCG2uEBCXXjTkT6V6ZC+0YokwJlauGLHYr1AXDG0MA",
+	"UYVhYw/OCiENma4n8uujJ6jzM7ly/fHc8BGNwP1bKsJSRZXE8JynlhSeaX2Hjt1vF/iT0lMaYetXQq3x",
+	"ExbB3rFmo3I8pX4FCmbTJTcnE4m8piGV7jXU2rfHRF9d617rRa+3T2EYKAq99e6+sPD4uDaGJMHEhGaI",
+	"iRQSXr96HrWozd3Y2sabxFvXTZkL66igYFguTWnbjHQiv/r2m6MjpOf5UyXnYjGFIcsyePP9b09fv/r+",
+	"xQ/ut4iNpUOlR8fAyEgilZ3ItpUGB5crufCMq7u0om3rIdNnKPYTLk8ms4kMJjg3GE+gx/B+xkw4NAkU",
+	"dSDHB7+uvOKQ8Zyt3G1bzXJOtON/OpnImok+PkLa//vR0YgOgTtPleZ0iI/hfek/fM9E/gOTi/+/ZefB",
+	"rkO1gA/TiawXJjx9Aq3HaxvSuoGpCdhotYeHyCT1WOHJaAwvLMx4qgq0D8MLmfEbnjk2R3oZLB1D4cbA",
+	"BZkATrpWvQW3ZiLPT1/9lMDb1+cvn/128eJ/nifw8+nFm+fnv50+e3YOwyklL7sbnZKXD47G619NR/VL",
+	"Z6/P35ArU+l0qSv5yEzk2fM3v7169frZ84sE8PPrZ89/o37dv63+Ol+4ttwkPXKmcYdmIqdujVDqVZWd",
+	"IlESTXi+hT/XmDNTPIAEPtIcPCYhoJzClGA2juG9EX9gPJTSbMGf5syYV6zgCWCQ/hmzyw/TY2ATeeau",
+	"NmO5tAR78jSAmtga52TtZA7dWmUwDenjmV9Kdx8eRDLHp47dY7coklkV2FMHhObEXR3dwR7DZDAZTGEm",
+	"pJsmsSx3/Ny1LtKJDGhBUkHqXvIZBd3cZk9jbWAWZhkE4rcB1QSEmcgA15KRVdy2sF48EzWQqxCPdqYy",
+	"90UbzgXW0Fwm0odwReBchizccQduXFOPqYpZLzBTdlkLfaEIW55NJL0bnCY4F2PZCippVYXBQH7z3Djr",
+	"ceMZ0jyAx9aAUhNpLMtpKn7KzLYAl7CI4xieude8mQkLUYQccvcetYmITX547kr0Fd3UHC/BZqMTEB10",
+	"ImyS4IkIv8kECCAaXwANQlx/RAgaYrXJX148O6GmLcbMtZCk/IEZnbgLN7h5faz+RPqBeQ3VhGnEAHS6",
+	"ojW/8SBqA2ZVno8zfnV49TimnAQJui72UJaDZEAi2wAxhgZ1wYRBgGgfNL419/W75O4C+Ab4dksQ30uE",
+	"XhOF7yD9xm0vbrOEjPm7ztw5ZsYJcfTItE6Ek/zGQskWvI60U7IVF8oWcQiD/ew8tfZ2d0PPmj6x1Vdx",
+	"F9j5bYDzIX9zj7JKdVGkmA/E0+huFR4aSLCMKHon/PzWW3vFrNE92hdGjPUDfqpmXEtkTv7W9RaOoIc/",
+	"Mr6q4e4YaA1Mbix9f59yMcTt9gsZD2UQftgX6PTWgINbANWaXSo9JHgEdi6IwXQFMQskrw4fY3UHfuNE",
+	"doabQFLOqR33ABv5SJOYL+dNa/9geMlXI4+Yp5UqyLXbjR7i7biAlisWY1zmSp9gREnXUd8JyImylR5/",
+	"vRudFVyHqYcgmaQOkUnaw3OiOVTSq5esHcDkB7Kt+6zX442+Mq+zam8b5qnIvLE49EHyD+q0NF60vATM",
+	"96XKM7dA+zjE9w3YM/2urnohUibJW+41x6RdegRIW899FZIdU2LrOgORUIIHLE2VDKy/4ncNeGjO3d0T",
+	"Bu/1konmDsauwXYG4qZvKBgY9gQHmAspzHKfVdhe2e+qDrbeIc3T/UNZpJU0PW4KvdcWbWARe0TFQTL4",
+	"xW03ffwOPctOUCRjuC8TdmuS7G44B76gYwMm7NfkXWzrDU8rLezqwpFJqPTDdCxM6lRi4oDFkh2YwPXj",
+	"2zdgxEKSdYthwXi/xr5I7yMDP7796WIcir+jR4far0eztLak0qVCzlWkwoukjAUnNjYmAmQkau7Y7amT",
+	"3r3x7jhEFBgYnpblKIGZ0zLhn2pmJnJIIjvZT4yQixytdQaGZyob1YYsb6Lv1Mf4A/VxUp2dVuSt9/CL",
+	"cRqKjxFl+aW7aLoKthlP5ES+WWrOYaFVVZrEm5nOhPQpGccTeQB/+1udGHJ69sL87W/HQIpoAgtuE4wW",
+	"SbwyFcqGjOnF13XFRDezjM+qxcKpdKEd9M8mQA5XNCOUCblVkqBdJRMJ4TOaMVsaHsarn/jqIJCrhXGq",
+	"GPAbnoJZ8jynilJv+exCpZfc+lG9kEYslrYeBWvLaV6AG4YKs0rDNdowM2DGjeUCMbYOLtwl/5wexvHT",
+	"per03WmnPsl0lIRYYm+fQ6scQGUwxTDEsNdb2tmf06Zaj4fuYkCU6ikeS1HuQv8T6ZGK52KBoS7uBIzG",
+	"cK5y7kHLmrIQxzClMhNTjBEzyURO63ITU2C5UTXAcR25m8AU7dH+94JJVLNbwdQnE7luui7YCjJvq0GM",
+	"Fae4p3mF8HH1erUX5eujx20LDBVSFybUyD+Br4+ebD6wVmn9pAHEbQK9G7cZJh8Z+ProayowwgATVOTC",
+	"kSBuzLlbFhjWJ2CES+gjlTGvrMtvCC4igTntCtGUASVpX+rd/4mvDv6b5RUPuWiOPt0e4AxytnDkqoXl",
+	"IVQJpSo0YWCbKHSiXJnxXFBBNRgi3ETImXTHEQIUz6wyTjClW+f8+emzn59PZFCFa1D2mapkNhrDW3Qf",
+	"eYONh3pRGhNkyRRA5g0rLBowiAW28rsGyeAqWDoGj8dH46OA1shKMTgePBkfjZ8MkkHJ7BK5/uHV48O2",
+	"IuuzputSrC+ywfHAKf+h4BuBfJZKekiyr46O7q2cdbvKcKSodT2ED8ng66PHfa3Vwzvs1EPHl57c/lJd",
+	"sAvf+Orb299YL0OPF2xVFEyvaghHT31rV8SGpwkTitjCUJIqstHBO9dee58O3/tPH3p37AceNuwT7Fdv",
+	"pfwmKPNTbdfR17e/Ecqw3dP+OjmlMVPXKRjI7JXKkbsSM9hxt93p1KzgdCR7km+aR8IunDG7HHx410sr",
+	"h02NlI9pH3kHVd7pktzzTASae0k91fmb3ynSJu+F6FrVfz50ZWCrK6oI96eSuxfyWrA0SJhHt9PZdywL",
+	"qauf8ZH5Zpcu2hFQ3eNywa1PHEE8fdaGr0Wy+VieePieYFg/fCSlJ+8HAqOZ3H8hZmtAbQ/WyS5pkVBT",
+	"sUNnVK/HI5nECnW8Q0NchIMTeuFnw8R7qPovSaK09DCUClONzJLpzIyc7F9j0rDGjboPtXpReLukdRYe",
+	"esBNb0P/Rza+HsKdN/l+5KawXm1Fg0LsGGiVc0Ao8FuX+/C9//ThkJWlOXzPyvLDIdVfMofv6cMd+IVf",
+	"pppfbJ6e07L0gr7rwmlRao7mzQhnQediP1spmbVcu/f+91d28MfRwbfvhr8e+E/vj5K/P/4Qvh/957/F",
+	"wsOjlUAqY1Xhx/fIoNcajfvMJ997P7ZTcpx6l5YV5r57bet6KdJlNwTS6zQ+v2VznnXZqwecaourbk4Z",
+	"oZtCZF49ccSQJ3uG9Rs3rNeAnP8TWXJ9UKosYPRl4kpktDheWTwty0cGbUujMVCxLgML5dRFVCFZZZWh",
+	"NpWEKTmgPSH6EBZPqhR04b9jZdn5n97wcRk+NfK0LCfS6bBlZTBSwbEuPwLm8Xxg+PVX3wKbqSvuK810",
+	"2c9ZZZY/t/fnvoW3ThWzncS3r+Kb2NSog7Ka5WRM/msJWnfjoR99+50R+fgF9qZWJOsOr4Bhba8yLeAI",
+	"R7rtK7CmL7MrW9aNryGK3Hi6jnvZjBEBHA2oiiyZaOPH0FwrHFejgJqJRPg99xYG6Y59h2P8etqqjxf8",
+	"BAYMZmSNxnCKX0wkFh2nODeYV3m+gno5QzSDEx3qkaLh2bIV5uApTTapGbv05qUWlCVGR1B83QkwmgP6",
+	"YAthTIjOyXxULhY+0MwsD3KlSp9N5i3YNCtAT2XJ9USuzVZ+T3GE08QvG/aC/dUWd/xvxtLL8YSwus1x",
+	"aPjA/XZgQv5c51vKHwhf+RS3iQxfEMroAbYLp7RzZEmnDc2wRBt6pCAgjMa41Q/cBsfUA4pKNfpmXD7W",
+	"DTjnF0bSYSSngW8gTcxWB+Rz83Q5JPv3zrwjeQjZ7M8Sxd7twwk/QqH9rBdhYzxT5BRTL+G3mRghtSBs",
+	"yAkWeqwKPoUQWkbSKZtIn++OdObkO8RLxtCP0QlMK5mpaYiFbDO4IJwRGHGXaXuoZlOzdPfCJgRzCEc0",
+	"PtIEudXHmQ8C2CrNFs0ImdrLhEDeQf4JeGQTbRdnko3jp7Yi1EOllK6w0z7NyQnIzCl+igrYEpyCd7CM",
+	"/mqC3tEO/PmpkvNcUEjGnyUZtr3JZA7JVCMextj8/pLg7wGWqs+vQbhVD0jMvkjgJiXX1QP/dZxPpy3v",
+	"K2IgUVIeusbRReHxkT7eC9G5at7dsr+H712/93ChRVhsXYnwNgYbQvoGySDE9CGOfR3U18dsqwhhXrQJ",
+	"8/715jbA1Sf1eWw/DP9ivo77cF2sHyiMT0IpQtzVGtw6HWQbMofvHTF/OGyVVorqws9ZuoQA9Yfb0DIw",
+	"aZ46lTY7Boo/LStrYBhyp33qGstWNfZlQoak2iRGhjIMJfWIkD6BJUSkTqQHhuwgaKZLZThFJF0vV4n/",
+	"wCykvi6ck9YICtMphR77gExsHZxSZpRMEPu9TkZHFbyesDDufZpljX+Vifnc6RV1jEip+ZVQFSZp0mjq",
+	"dEYUAifyyRGYHgWzi+P4gAet21GPHBXo4YuyuaFsNlixmqeOwGsEzC4E+S6K5z3dgsmtj79iBb/1xqzj",
+	"v3rZwPcYNu10HXdW2UJIhkYZMlvBbIUJ6FSlkhV8TDF20TCqlKVLzL/Z9Eu9rcexsSrrkZuYzSUMdTs8",
+	"LcuQ6I5J7pTPlTLDGx/B7xXH8+UvcZ+h1BydW5VHDAvwadeOJU0v+eo/kINNoWRCGzDcjdovSKqKgpkT",
+	"BG1DYx5mJfYNJ1R92GM8uAgN6CbaHkWwag3riusN7lQIQG/wNmIjCRhKe4zkzMl6RvzBWzngR0dNRu/j",
+	"o6Oj3v4CcGbTn0drHxy791qw2Y9jCBwxk0MrJcwHVc67fDqkgMXGU2ecbVuCd59A1e1znb6WHCfgZtWc",
+	"3M9bYf14PcOtRkc2um4xi8BWm+8+Vr3Y5t4LkZIgjLsDlJMNHGWkNl8dhyBWQOQMUoautZILcDSEYbpO",
+	"pPgnYTeE7Fp6GkHt7HIMb1FUkTB9kfGiVFg14OAnvpomGEqKZqeJpBju2t7UFPvxsNEgpLGcotnnTOQ+",
+	"LRdfw7Tca5FGzd5PseHa5LLvSrYG/RNfDeiw3L/GsgGbspPi8viTmKRoBT97f+G+VqHHT3Y6xi+Z9ora",
+	"V1/tMpFSq5QbQ0LXnybg0Z61cgl6GMsOctTheydefPBKFnERLO+2odVjvnz7qK2R69ebLIheyb6I6Bs7",
+	"SCvT2sETVEx94q6Hbo9B3vReIX0mwv4N+/Qm748ghE8fy/wDWjiazNUuhtlDXOW360g/CZndQZ/qsdNh",
+	"Ol73RH8ud9+noc1ffPrp/3UXyl/6svRAbt3MO4IakpmPs76v+/OwQWw5fF9//nDocwo/3sb/IPwh7juo",
+	"h7/VgbCzA9YDZT3ttPoZumC/+FP/pc52JFcXCzii6FQqyo+Oyck7umD7DnqD1BK1Qr719fKmmCc5DV4B",
+	"HGBWw6UZ+PHi9SuvRNOj/+EO2BSGSk/k9DRNeWmPwfIbSz0eUP7xdJREcoOPyWeBDz4yMBXZdCKFISi/",
+	"AIDRwXkMOcg+rdl7BCDNhfvSLpklp4KUKJbGMo5huOQsI8wr1/AUz9QUak4zmsgFrzEPc+ZOHHXKb1hq",
+	"8xUiUsaU+3CMaXabyn3MJoaLGDOI1SDKPebJsCeeI7hly2DIDHSm22sbxPc6/e5ZMn0jtLMuCikMFEzW",
+	"I8QSCrkwtjFh+gJkrnWyYJ50waUwlbtmdYicIrIHs3Jio0QUTaudVfzTDJY4AG+tTAYbx6rb0PrANq4S",
+	"T5dfIq03/E+bGAc+6Lcp0E+Z7FQ4woMe/BlepztqVHe4MG4Iqy56XXiEdbAKWAtCAr4TkqEJAPFeDKRM",
+	"6xUwoOgiv5iS5xM5V3mOdc9mKwRQPIYjMDYTEoaBmytCDNCEW4GgjfSEbz7xqA3UJGD7LEdHcZqrEEuN",
+	"ziJEcEYv+iiBx64ZVdkEvnKfuNbJRD4BfiMsxbPhp1Rl3N14GU9FwXK8007q+ifEmqTvaJTA1+7iIUfN",
+	"+viPYfp+MsBazZPB8b8fJZPBkjtqmQyOv/r6wzSazfH8hqcXS57ntzns3jRzrBEpmV5UVIBrqHnJQ9G+",
+	"+oZzrJTflDmWQSAJOe6vKXxgTb88vStsWs1oIz6hIF/v5aHjERw5woXp5ACQ2T7U5lWy321Zqlu9lrHX",
+	"rF3den3H3kNS3v7m+s3ymFhwdyUuroWHZKVQ2OY4QqmVVSkByn/h+B05vMI0UH9sBP1TQ+dgIlmLrz1U",
+	"WPvnwupztejXDNxJc1K/t/Vi4CGmrwynbbnm5kBmTrZxkr7SUOYMa2VJbiay1Hwubto+OafoIHJNrQNh",
+	"BFBXgcA2puOJPNPqRjT1p9bBgA7mLEVIYpHxJglwVkXDgi5QcHrpZrxzJEQ9ym2O7TswsZ84L70m48Yv",
+	"+TWtWF83dGfeRVnAZl0HhOpO8Qx93WBdmKa6/r1pCH5BvUBPQ3Kqr9MBb11irI1998HsJ6QHYt4D2EIt",
+	"XgrJGzEdiXdP+fylWtCyfGHY6wybjq3H1F6YrpXE3/zJep2WvzrfxjjMz9RG22tXxVC/B/bhYB/1wfh8",
+	"/DdfbLl/IVsugeH4/Jk6gJpABjFeEmOO6qI492fKfV+//+HzddDEswOHp2V53CzWkucY0P0H1+rEr9ox",
+	"4n6CLy3EMyxU5LMGsbaRKqcwJOOsF0kJjihLNkq8EPJfOHCXvLR1eSQq9EEfYYiIJBjFFeoW9GYBNof1",
+	"TomAbvwDj1I7qEsF3yU18HMKlPjCzP7FmdlZL9is42gBYnZnx5TmBc9EjY0fVSzPuF6LFcI66Ag72nq/",
+	"KbQLQ5+WMkpCzq/SBcw0Z76mOKoSvsQSZKpgQpInK6tLd1LtROPLP/Fu2ed2tx6TuAYjRYQFYRAn1Yii",
+	"zFcT6XFCWwUDMcTbJ9qIhWQ5GM5lAqhToZKbuBm4VpZCLiZyycqSS9fsNQynvpKwU6KxsgyWEiXEtRo9",
+	"v6nW7zNK+uAVWntwq6q7UU2/9tXQEvmve41nTbTXn+MoaU22LiEY5Vi+omMLvP5LtN8GN3jlDkT7MLSx",
+	"/relyd3CCw7rmsPxEPDnTqOh94HlPsHNm24XCpQ8CWn8Bisz+GR+4lrZGE6rTGANfQMkcRy0Op9uZsac",
+	"UVX09jl5mATQugfs8VOrJPsejvXEUF+4lfY/aRBmAlP4ApLZNVWoEsm0fYAIO8I7w9sr2Rg08RJB1J97",
+	"OWpe4uw9a+2zQs/ecljO8aEvp+XLabnP0/JSzC1m3rQuG7frZOFrr6J3993bYTG52BIPtfRO01RJo3Lu",
+	"RLFrc+xrxQpJfpBCyMrWjkg0ay9VpUPS6kSi95HEwZC7PSyZtoLlo/C2e23sq04aG6rlcq2Vdv9oTm7u",
+	"FlA8hGcpaxzx+PGKpEzQoF8HwH2UdKlAn7D+8TppG765uYGh3x2RC7tyQu5jOAAawWHoa3RC48hZJdMl",
+	"xkXJFB+uM1EpSgoF5VD+u22knchFXTELhm6TLGa6+qI6vmSFz6EEq1DGDdc/tp00+GtNUybU4WdYiCK8",
+	"EMpf0SonVCYgDBUlf4nB8ZqzYgytBG03pUte2hB5tl6mIISGaGsmksISQvp6gH4706pwikxlwKSalT4U",
+	"AWsmCpk5vqRaWe4T2fQxDdCmUxgSxORvJhe//W06CtWLUXHAyrdc9yW+v3zxoAi0Fy9f3JLsXp+FPxuF",
+	"th5IOKVerzvI+RXPW7uRtE/0kMmVLxNyIKRHr92KB1FRREw/R3mOl4BW1jO5nNXJs/7dMDQEO5SIt6Az",
+	"x/yCdjmRLfWSIBYIP3EVisVgDvlaXS4EssdACXbFqWw1BtspRD+VpDRTqNMwcFX00XJ9gJoxVvCIUdpL",
+	"YewvYd4PSG6+j76s3TeEYCvNvw4aCSlYbVowtXNcYNWVhebG7H2nBSpspcf15Vn5Rf0E+7Ztz/7Cks1r",
+	"ubbFZNPxIGm1Eafe69a5TfDQJnhiCfnB0cvOxLCvf9Pv03ryVXzHKDUbbUMetOKK5QJvcKdLRPgZZIqb",
+	"ifQ2eyHxeUrLRoMaK3g2onxC5Hoen9XHrNnlIwPu1serdgyUHuOuQEbjueS8NN2lDKElWuVto8BETg23",
+	"B3540ziIcudgPIB24yniDIn/02o2O5xHt4VUtegvjQblE5LRtB2yrbpX80dy3kM2U3fJn9o4irfq7thR",
+	"Q9MbFH3qfn9Ymvatn/pynp6q/0wi/lLFZRvckqOIdYJPag8oluTtSIjzHEsCllgvzfiy/R99Qhpb8AOc",
+	"kFdU/gPvzaCV0XxKhkkqTsxCVxBQOdMx/ENJhfXcnGoIYg4L4T5QTeKW5oAXoLqWMXNz/zFEU9aXY/jl",
+	"GHZdrvd+77TMvg988XijcT/Jk8H4C81/ofl2/mtV8M27JxdzxE2qTRme+VJtBTJ4XLx8jbY4zORJ8yrj",
+	"2d6n5XqpWCF61eK3S3VavHhIlfhFxqUVttduRpamP9No9nap1mrH1kV4sRiusITxHjeGtcpTI9cJhal/",
+	"feeYCuVDET+qdD44Hhwis/ENbRjh26WVWymzLWS2jUiGLUWVIzFcsSYoS7KuS2ySSKXdpqkw9w/vPvy/",
+	"AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

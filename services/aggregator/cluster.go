@@ -89,6 +89,7 @@ type clusterTerm struct {
 	factory                 informers.SharedInformerFactory
 	pods, deployments, jobs cache.Indexer // with the byWorkload index
 	cronjobs, daemonsets    cache.Indexer // with the byWorkload index (cronjob_daemon.go)
+	claims                  cache.Indexer // a Pod workload's claims, with the byWorkload index (pod.go)
 	podLister               corelisters.PodLister
 	nodes                   corelisters.NodeLister
 	hasSynced               []cache.InformerSynced
@@ -168,6 +169,7 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		{f.Batch().V1().Jobs().Informer(), &t.jobs},
 		{f.Batch().V1().CronJobs().Informer(), &t.cronjobs},
 		{f.Apps().V1().DaemonSets().Informer(), &t.daemonsets},
+		{f.Core().V1().PersistentVolumeClaims().Informer(), &t.claims},
 	} {
 		// An observation looks a workload's objects up by key: a
 		// label-selector list would match every object of the namespace.

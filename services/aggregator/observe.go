@@ -39,6 +39,10 @@ type observation struct {
 	CronJob   *cronJobObservation   `json:"cronJob,omitempty"`
 	Runs      []runObservation      `json:"runs,omitempty"`
 	DaemonSet *daemonSetObservation `json:"daemonSet,omitempty"`
+	// Gang is a TrainingJob's workers (training.go).
+	Gang *gangObservation `json:"gang,omitempty"`
+	// Pod is a Pod workload's Pod and claim (pod.go).
+	Pod *podObservation `json:"pod,omitempty"`
 	// Events are the latest Kubernetes events of its objects, oldest first.
 	Events []api.Event `json:"events,omitempty"`
 }
@@ -112,6 +116,8 @@ func (t *clusterTerm) observation(key string) *observation {
 	}
 	obs := observe(pods, dep, job)
 	observeKinds(obs, cj, ds, runs)
+	observeGang(obs, key, pods, job)   // training.go
+	t.observePod(obs, key, name, pods) // pod.go
 	obs.Events = t.latestEvents(key)
 	return obs
 }

@@ -362,6 +362,7 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 		shards := f.shards(w, p)
 		foldShards(w, shards, &st, f.log)
 	}
+	foldGang(w, p, &st) // training.go
 	st.Events = f.events(w.Key())
 	return st
 }
@@ -514,6 +515,7 @@ func foldPod(_ *api.Workload, shards []shardView, st *api.Status) {
 			st.Phase = api.PhaseDegraded
 		}
 	}
+	foldPodDetails(shards, st) // pod.go
 }
 
 // foldPaused turns the phase of a paused workload into Paused once every

@@ -4,10 +4,13 @@ go 1.26.0
 
 require (
 	atoll.dev/libs/api v0.0.0
+	atoll.dev/libs/browsertest v0.0.0
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/computeapi v0.0.0
+	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
+	atoll.dev/libs/disruption v0.0.0
 	atoll.dev/libs/sdk v0.0.0
 	atoll.dev/libs/testenv v0.0.0
 	atoll.dev/services/admission v0.0.0
@@ -17,14 +20,14 @@ require (
 	atoll.dev/services/propagator v0.0.0
 	atoll.dev/services/quota v0.0.0
 	atoll.dev/services/remediation v0.0.0
-	atoll.dev/services/upgrade v0.0.0
-	atoll.dev/libs/disruption v0.0.0
 	atoll.dev/services/scheduler v0.0.0
+	atoll.dev/services/upgrade v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.23.2
+	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.11.1
 	go.uber.org/fx v1.24.0
@@ -41,6 +44,8 @@ require (
 	atoll.dev/libs/events v0.0.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
@@ -59,6 +64,8 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -76,9 +83,13 @@ require (
 	github.com/oasdiff/yaml v0.1.1 // indirect
 	github.com/oasdiff/yaml3 v0.0.14 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/tmaxmax/go-sse v0.12.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/dig v1.19.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
@@ -96,6 +107,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/component-helpers v0.36.3 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/streaming v0.36.3 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -105,11 +117,13 @@ require (
 
 replace (
 	atoll.dev/libs/api => ../../libs/api
+	atoll.dev/libs/browsertest => ../../libs/browsertest
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/computeapi => ../../libs/computeapi
 	atoll.dev/libs/daemon => ../../libs/daemon
 	atoll.dev/libs/debugstream => ../../libs/debugstream
+	atoll.dev/libs/disruption => ../../libs/disruption
 	atoll.dev/libs/events => ../../libs/events
 	atoll.dev/libs/sdk => ../../libs/sdk
 	atoll.dev/libs/testenv => ../../libs/testenv
@@ -120,7 +134,6 @@ replace (
 	atoll.dev/services/propagator => ../propagator
 	atoll.dev/services/quota => ../quota
 	atoll.dev/services/remediation => ../remediation
-	atoll.dev/services/upgrade => ../upgrade
-	atoll.dev/libs/disruption => ../../libs/disruption
 	atoll.dev/services/scheduler => ../scheduler
+	atoll.dev/services/upgrade => ../upgrade
 )

@@ -7,8 +7,10 @@ require (
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.23.1 // indirect
 	github.com/go-openapi/swag/jsonname v0.26.0 // indirect
@@ -59,11 +61,13 @@ require (
 
 require (
 	atoll.dev/libs/api v0.0.0
+	atoll.dev/libs/browsertest v0.0.0
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/computeapi v0.0.0
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
 	atoll.dev/libs/events v0.0.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.142.0
 	github.com/go-chi/chi/v5 v5.5.0
@@ -79,6 +83,7 @@ require (
 
 replace (
 	atoll.dev/libs/api => ../../libs/api
+	atoll.dev/libs/browsertest => ../../libs/browsertest
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/computeapi => ../../libs/computeapi
 	atoll.dev/libs/daemon => ../../libs/daemon

@@ -64,6 +64,7 @@ func statusView(st *api.Status) computeapi.WorkloadStatus {
 	}
 	kindStatusView(st, &v)  // view_kinds.go
 	queueStatusView(st, &v) // tiers_view.go
+	podStatusView(st, &v)   // view_pod.go
 	return v
 }
 

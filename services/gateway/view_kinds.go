@@ -35,4 +35,5 @@ func kindStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
 		}
 		v.Daemon = dv
 	}
+	trainingStatusView(st, v) // view_training.go
 }

@@ -193,6 +193,7 @@ func renderPod(w *api.Workload, sh api.Shard) object {
 		m.Annotations[k] = v
 	}
 	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: m, Spec: t.Spec}
+	mountPodVolume(w, sh, &p.Spec) // pod.go
 	return object{gvr: pods, name: p.Name, obj: p}
 }
 

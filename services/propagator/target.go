@@ -473,10 +473,16 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		start := time.Now()
 		err := t.ensureNamespace(ctx, w.Metadata.Project)
 		if err == nil {
+			err = t.ensurePodClaim(ctx, d, ns) // pod.go: before the Pod that mounts it
+		}
+		if err == nil {
 			err = t.createOrApply(ctx, key, renderers[w.Kind].create, o, ns)
 		}
 		if err == nil {
 			err = t.applyBudget(ctx, d, ns)
+		}
+		if err == nil {
+			err = t.applyTrainingService(ctx, d, ns) // training.go
 		}
 		if ctx.Err() == nil {
 			t.s.apply.applied(t.name, start, err)
@@ -545,6 +551,9 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 			return derr
 		}
 		return fmt.Errorf("apply %s/%s: replaced immutable job, re-applying: %w", ns, o.name, err)
+	}
+	if apierrors.IsInvalid(err) && o.gvr == pods {
+		return t.replaceInvalidPod(ctx, o, ns, err) // pod.go
 	}
 	if err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
@@ -630,6 +639,12 @@ func (t *target) remove(ctx context.Context, tt *term, key string) error {
 		return err
 	}
 	if err := t.removeBudget(ctx, kind, api.Namespace(project), name); err != nil {
+		return err
+	}
+	if err := t.removeTrainingService(ctx, kind, api.Namespace(project), name); err != nil {
+		return err
+	}
+	if err := t.removePodClaim(ctx, kind, api.Namespace(project), name); err != nil { // pod.go
 		return err
 	}
 	tt.record(key, removed)

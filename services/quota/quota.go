@@ -214,10 +214,12 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("mirror quota: %w", err)
 	}
 	s.endpoints, err = s.bus.Serve(rctx, bus.ServeConfig{Name: "quota", Version: "0.2.0", Description: "project quota per tier", Metrics: s.metrics, Logger: s.log},
-		// Admission reserves and releases; the gateway reads and sets the
-		// limits for the users it has authorised (bus.Bus.OnlyFrom).
-		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve).From(bus.UserAdmission),
-		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease).From(bus.UserAdmission),
+		// Admission reserves and releases, and so does the scheduler for a
+		// TrainingJob's gang taken down and requeued (services/scheduler
+		// training.go); the gateway reads and sets the limits for the
+		// users it has authorised (bus.Bus.OnlyFrom).
+		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve).From(bus.UserAdmission, bus.UserScheduler),
+		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease).From(bus.UserAdmission, bus.UserScheduler),
 		bus.Endpoint(VerbGet, RequestTimeout, s.handleGet).From(bus.UserGateway),
 		bus.Endpoint(VerbSet, RequestTimeout, s.handleSet).From(bus.UserGateway),
 	)

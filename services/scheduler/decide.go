@@ -122,6 +122,12 @@ func DecideWith(w *api.Workload, clusters []*api.ClusterInfo, now time.Time, o f
 		return cmp.Compare(a.cluster.Name, b.cluster.Name)
 	})
 	d.Shards = divide(w, fw, cands)
+	if len(d.Shards) == 0 { // a gang no one cluster fits whole (training.go)
+		d.Unschedulable = true
+		d.Reasons = gangRejections(fw, cands, d.Reasons)
+		out.Decision = d
+		return out
+	}
 	markPools(fw, cands, d.Shards)
 	d.Reasons = nil // placed: rejected clusters are not news
 	out.Decision = d

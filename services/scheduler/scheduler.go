@@ -120,6 +120,9 @@ type Service struct {
 	// term is the current term while this replica holds the lease.
 	term atomic.Pointer[term]
 
+	// quota calls the quota service for TrainingJob gangs (training.go).
+	quota *bus.Requester
+
 	mu          sync.Mutex
 	inventory   map[string]decodedCluster // mu must be held: by cluster name
 	schedulable map[string]string         // mu must be held: last schedulability seen
@@ -138,6 +141,7 @@ func New(b *bus.Bus, log *slog.Logger) *Service {
 		holder:    lease.NewHolderID("scheduler"),
 		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
 		Options: OptionsFromEnv(os.Getenv, log),
+		quota:   bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 	}
 }
 
@@ -415,8 +419,8 @@ func (s *Service) check(ctx context.Context, t *term, key string) error {
 		return nil
 	}
 	w, err := api.Decode(we.Value)
-	if err != nil {
-		t.work.Add(key) // the reconcile logs it
+	if err != nil || w.Kind == api.KindTrainingJob {
+		t.work.Add(key) // the reconcile logs it; a gang's timers live in the work queue (training.go)
 		return nil
 	}
 	var p api.PlacementDecision
@@ -464,6 +468,9 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("read placement %s: %w", key, err)
 	}
+	if done, err := s.gang(ctx, t, w, prev, prevRev); done { // training.go
+		return err
+	}
 	if prev != nil && s.stillGood(prev, w, s.snapshot(t)) {
 		return s.announce(ctx, t, w, prev, prevRev)
 	}
@@ -482,12 +489,17 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		}
 		return err
 	}
+	d = s.podDecision(t, w, prev, d) // pod.go
 	if prev != nil && sameDecision(prev, &d) {
 		t.decide.Unlock()
 		if d.Unschedulable {
 			t.work.AddAfter(key, RetryUnschedulable)
 		}
 		return s.announce(ctx, t, w, prev, prevRev)
+	}
+	if w.Kind == api.KindTrainingJob {
+		carryGang(prev, &d, d.Decided) // training.go
+		t.work.AddAfter(key, gangPoll) // its ready timeout runs
 	}
 	undo := t.assume(key, w, &d)
 	t.decide.Unlock()
@@ -520,6 +532,9 @@ func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api
 	if t.announcedAt(key) >= rev {
 		return nil
 	}
+	if err := s.announceFailover(ctx, w, d, rev, true); err != nil { // pod.go
+		return err
+	}
 	event, msg := eventOf(w, d)
 	if err := s.events.Ensure(ctx, w, event, msg, rev); err != nil {
 		return fmt.Errorf("announce placement of %s: %w", key, err)
@@ -533,6 +548,9 @@ func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api
 // this new, so it publishes without looking first (under the same
 // message id as Ensure, so a retry is deduplicated).
 func (s *Service) announceWritten(ctx context.Context, t *term, w *api.Workload, d *api.PlacementDecision, rev uint64) error {
+	if err := s.announceFailover(ctx, w, d, rev, false); err != nil { // pod.go
+		return err
+	}
 	event, msg := eventOf(w, d)
 	if err := s.events.Publish(ctx, w, event, msg, rev); err != nil {
 		return fmt.Errorf("announce placement of %s: %w", w.Key(), err)

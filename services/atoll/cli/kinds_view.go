@@ -40,6 +40,7 @@ func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 			return fmt.Sprintf("%s (%s ago)", t.Local().Format(time.RFC3339), age(t, now))
 		}
 		fmt.Fprintf(tw, "  Cluster:\t%s\n", orDash(c.Cluster))
+		cronSpecRows(tw, w.Spec) // kinds_describe.go
 		fmt.Fprintf(tw, "  Suspended:\t%v\n", c.Suspended)
 		fmt.Fprintf(tw, "  Last schedule:\t%s\n", when(c.LastScheduleTime))
 		fmt.Fprintf(tw, "  Last success:\t%s\n", when(c.LastSuccessfulTime))
@@ -62,17 +63,19 @@ func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 		d := st.Daemon
 		fmt.Fprintf(out, "\nDaemonSets:\n")
 		tw := newTable(out)
-		fmt.Fprintf(tw, "  CLUSTER\tDESIRED\tCURRENT\tREADY\tUPDATED\n")
-		for _, k := range sortedKeys(d.Clusters) {
+		fmt.Fprintf(tw, "  CLUSTER\tDESIRED\tCURRENT\tREADY\tUPDATED\tSTATE\n")
+		for _, k := range daemonClusters(d) { // kinds_describe.go
 			c := d.Clusters[k]
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\n", k, c.Desired, c.Current, c.Ready, c.Updated)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\n", k, c.Desired, c.Current, c.Ready, c.Updated, daemonState(d, k))
 		}
-		fmt.Fprintf(tw, "  (total)\t%d\t%d\t%d\t%d\n", d.Desired, d.Current, d.Ready, d.Updated)
+		fmt.Fprintf(tw, "  (total)\t%d\t%d\t%d\t%d\t\n", d.Desired, d.Current, d.Ready, d.Updated)
 		tw.Flush()
 		behind := "none"
 		if len(d.Behind) > 0 {
 			behind = strings.Join(d.Behind, ", ")
 		}
 		fmt.Fprintf(out, "Behind: %s\n", behind)
+	case api.KindTrainingJob:
+		describeTraining(out, w, now) // training_view.go
 	}
 }

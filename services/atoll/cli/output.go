@@ -181,6 +181,7 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	counts("Zones", "ZONE", st.Zones)
 	counts("Clusters", "CLUSTER", st.Clusters)
 	describeKind(out, w, now) // kinds_view.go
+	describePod(out, w)       // pod_view.go
 
 	if len(st.Conditions) > 0 {
 		fmt.Fprintf(out, "\nConditions:\n")

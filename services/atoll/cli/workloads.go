@@ -192,7 +192,9 @@ func describeCmd(g *globals) *cobra.Command {
 		Long: `describe shows a workload's metadata, phase and pods, ready pods per zone and
 per member cluster, conditions, why it cannot be placed (per cluster and
 filter), the latest Kubernetes events of its objects, and its recent
-platform events (admitted, scheduled, propagated, running, ...).`,
+platform events (admitted, scheduled, propagated, running, ...). A CronJob
+shows its cluster, schedule and runs; a Daemon its DaemonSets per cluster
+and which are behind; an App its zone-by-zone rollout.`,
 		Example: `  atoll describe app web
   atoll describe pod notebook -p demo -o json`,
 		Args: cobra.ExactArgs(2),
@@ -209,16 +211,27 @@ platform events (admitted, scheduled, propagated, running, ...).`,
 			if kind == api.KindScaler {
 				history, hErr = c.ScalerHistory(ctx, project, name)
 			}
+			var (
+				ro    *computeapi.Rollout
+				roErr error
+			)
+			if kind == api.KindApp {
+				ro, roErr = c.Rollout(ctx, project, name) // kinds_describe.go
+			}
 			if g.output != "table" {
 				return printData(cmd.OutOrStdout(), g.output, struct {
 					Workload  *computeapi.Workload        `json:"workload"`
 					Events    []computeapi.Event          `json:"events"`
 					Decisions []computeapi.ScalerDecision `json:"decisions,omitempty"`
-				}{w, events, history})
+					Rollout   *computeapi.Rollout         `json:"rollout,omitempty"`
+				}{w, events, history, ro})
 			}
 			describeWorkload(cmd.OutOrStdout(), *w, events, evErr, time.Now())
 			if kind == api.KindScaler {
 				describeScaler(cmd.OutOrStdout(), history, hErr, time.Now())
+			}
+			if kind == api.KindApp {
+				describeRollout(cmd.OutOrStdout(), *w, ro, roErr, time.Now())
 			}
 			return nil
 		}),

@@ -2,27 +2,28 @@ package training
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"k8s.io/klog/v2"
-
-	"atoll.dev/libs/bus"
 	"atoll.dev/libs/testenv"
+	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/region"
 )
 
+// One region for the package: zones a, b, c of 2 general nodes each, every
+// zone with testdata/stages.yaml (see the package doc), and the GPU nodes
+// of gpuPools.
 var (
-	reg     *region.Region
-	logPath string
-	// gwBus is a connection as the gateway, whose user alone may read
-	// quota (quota's get answers only the gateway).
-	gwBus *bus.Bus
+	reg *region.Region
+	// cl reads as the admin and calls as the gateway, whose user alone
+	// may read quota.
+	cl *busclient.Client
+	// fleetErr is why the GPU nodes could not be added.
+	fleetErr error
 )
 
 // gpuPools are the GPU nodes each zone gets besides its general nodes.
@@ -33,82 +34,34 @@ var gpuPools = map[string]testenv.NodePool{
 }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// No region for -short, or when no test is selected.
-	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
-		return m.Run()
-	}
 	stages, err := filepath.Abs("testdata/stages.yaml")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		panic(err)
 	}
-	dir, err := os.MkdirTemp("", "atoll-training-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	logFile, err := os.CreateTemp("", "atoll-training-*.log")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	logPath = logFile.Name()
-	level := slog.LevelInfo
-	if os.Getenv("ATOLL_E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(log)
-	klog.LogToStderr(false)
-	klog.SetOutput(logFile)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	reg, err = region.Start(ctx, region.Options{Dir: dir, Nodes: 2, Logger: log,
-		ZoneConfigs: map[string][]string{"a": {stages}, "b": {stages}, "c": {stages}}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start region:", err, "(log:", logPath+")")
-		return 1
-	}
-	for _, c := range reg.Env.Clusters {
-		if p, ok := gpuPools[c.Name]; ok {
-			if _, err := c.AddNodes(ctx, p); err != nil {
-				fmt.Fprintln(os.Stderr, "add GPU nodes:", err)
-				reg.StopAndAudit()
-				return 1
+	zones := map[string][]string{"a": {stages}, "b": {stages}, "c": {stages}}
+	os.Exit(e2e.Run(m, e2e.Package{Name: "training", GatewayUser: "atoll-training-gateway",
+		Options: region.Options{Nodes: 2, ZoneConfigs: zones}},
+		func(e *e2e.Env) {
+			reg, cl = e.Region, e.Client
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			for _, c := range reg.Env.Clusters {
+				if p, ok := gpuPools[c.Name]; ok {
+					if _, err := c.AddNodes(ctx, p); err != nil {
+						fleetErr = fmt.Errorf("add GPU nodes to %s: %w", c.Name, err)
+						return
+					}
+				}
 			}
-		}
-	}
-	if gwBus, err = reg.ConnectAs("atoll-training-gateway", bus.UserGateway); err != nil {
-		fmt.Fprintln(os.Stderr, "connect as the gateway:", err)
-		reg.StopAndAudit()
-		return 1
-	}
-	defer gwBus.Close()
-	fmt.Fprintf(os.Stderr, "region ready in %v; services log to %s\n", time.Since(start).Round(time.Millisecond), logPath)
-	code := m.Run()
-	// Every service kept to its grant (libs/bus Grants) the whole run.
-	if !reg.StopAndAudit() {
-		code = 1
-	}
-	_ = logFile.Close()
-	if code == 0 {
-		_ = os.Remove(logPath)
-	} else {
-		fmt.Fprintln(os.Stderr, "services' log kept in", logPath)
-	}
-	return code
+		}))
 }
 
 func needRegion(t *testing.T) {
 	t.Helper()
 	if reg == nil {
 		t.Skip("end-to-end tests need member clusters (not under -short)")
+	}
+	if fleetErr != nil {
+		t.Fatal(fleetErr)
 	}
 }

@@ -45,7 +45,12 @@
 // #nav-upgrades, #upgrades-reason, #upgrades-op-error, #upgrades-error,
 // #upgrades-plans .upgrade[data-plan][data-phase] .paused-reason,
 // button[data-op=pause|resume|abort], .upgrade-cluster[data-cluster][data-state]
-// tr.upgrade-pool[data-pool][data-state][data-wave], tr.upgrade-node[data-node][data-state].
+// tr.upgrade-pool[data-pool][data-state][data-wave], tr.upgrade-node[data-node][data-state];
+// #kind-cards .card[data-card=cronjob|daemon|training|pod] dd[data-field], tr[data-run][data-outcome],
+// tr[data-cluster][data-behind] td[data-field], tr[data-rank], tr[data-container][data-type]; #rollout-card[data-rollout-phase], #rollout-phase,
+// #rollout-reason[data-paused], #rollout-meta dd[data-field], #rollout-zones tr[data-zone][data-state],
+// #rollout-actions, #rollout-pause, #rollout-resume, #rollout-undo, #rollout-status,
+// #rollout-error, #rollout-op-error.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -672,6 +677,9 @@ function detailView(project, kind, name, signal) {
   tailLogs(base, signal);
   $('#scaler-card').hidden = kind !== 'Scaler';
   if (kind === 'Scaler') watchScaler(project, name, signal);
+  $('#kind-cards').replaceChildren();
+  $('#rollout-card').hidden = kind !== 'App';
+  if (kind === 'App') watchRollout(project, name, signal);
 }
 
 // watchScaler polls a Scaler's recorded decisions and draws the replicas
@@ -847,6 +855,9 @@ function renderDetail(w) {
     ),
   );
 
+  renderKindCards(w);
+  if (w.kind === 'App') drawRollout();
+
   const kev = [...(st.events || [])].sort((a, b) => String(b.time || '').localeCompare(String(a.time || '')));
   $('#kube-events-empty').hidden = kev.length > 0;
   $('#kube-events tbody').replaceChildren(
@@ -1007,6 +1018,357 @@ async function operate(op) {
     view.busy = false;
     if (shown === view) renderActions();
   }
+}
+
+// --- what a kind's status carries ----------------------------------------------
+//
+// A kind whose status holds more than the counts every kind has gets a card
+// in #kind-cards: one kindCard(id, title, applies, fill) call, where fill
+// returns the card's content for the workload shown (it may also mark the
+// card, e.g. .warn). The cards are made on first use and refilled on every
+// render of the workload; a card that does not apply is hidden. An App's
+// rollout is read from its own resource, so it has its own card
+// (#rollout-card) and poll.
+
+const KIND_CARDS = [];
+
+function kindCard(id, title, applies, fill) {
+  KIND_CARDS.push({ id, title, applies, fill });
+}
+
+function renderKindCards(w) {
+  const root = $('#kind-cards');
+  for (const k of KIND_CARDS) {
+    let card = root.querySelector(`.card[data-card="${k.id}"]`);
+    if (!k.applies(w)) {
+      if (card) card.hidden = true;
+      continue;
+    }
+    if (!card) {
+      card = el('div', { class: 'card kind-card', 'data-card': k.id }, el('h2', { text: k.title }), el('div', { class: 'kind-body' }));
+      root.append(card);
+    }
+    card.hidden = false;
+    card.querySelector('.kind-body').replaceChildren(...[k.fill(w, card)].flat().filter((n) => n !== null && n !== undefined));
+  }
+}
+
+// metaList is a <dl class="meta"> of the rows with a value; each <dd>
+// carries data-field for the browser test.
+function metaList(rows) {
+  return el(
+    'dl',
+    { class: 'meta' },
+    ...rows.filter(([, , v]) => v !== undefined && v !== null && v !== '').flatMap(([field, k, v]) => [el('dt', { text: k }), el('dd', { 'data-field': field }, v)]),
+  );
+}
+
+// table is a compact grid table with the given headings and rows.
+function gridTable(cls, headings, rows) {
+  return el(
+    'table',
+    { class: `grid compact ${cls}` },
+    el('thead', {}, el('tr', {}, ...headings.map(([h, num]) => el('th', { class: num ? 'num' : undefined, text: h })))),
+    el('tbody', {}, ...rows),
+  );
+}
+
+// whenAgo is an absolute time with how long ago it was.
+function whenAgo(value) {
+  return when(value) ? `${stamp(value)} (${ago(value)})` : '';
+}
+
+// A CronJob fires in one member cluster of the region; its status names that
+// cluster, when it last fired and last succeeded, and the runs the cluster
+// keeps (oldest first in the API, newest first here).
+kindCard('cronjob', 'Schedule and runs', (w) => w.kind === 'CronJob', (w) => {
+  const c = w.status?.cronJob || {};
+  const spec = w.spec || {};
+  const runs = [...(c.runs || [])].reverse();
+  return [
+    metaList([
+      ['cluster', 'Cluster', c.cluster || 'not placed yet'],
+      ['schedule', 'Schedule', spec.schedule ? `${spec.schedule} (${spec.timeZone || 'UTC'})` : ''],
+      ['concurrency', 'Concurrency', spec.concurrencyPolicy || ''],
+      ['suspended', 'Suspended', c.suspended || spec.suspend ? 'yes' : 'no'],
+      ['last-schedule', 'Last schedule', whenAgo(c.lastScheduleTime) || 'never'],
+      ['last-success', 'Last success', whenAgo(c.lastSuccessfulTime) || 'never'],
+      ['active', 'Active runs', String(num(c.active))],
+    ]),
+    el('h2', { class: 'spaced', text: 'Runs' }),
+    runs.length
+      ? gridTable(
+          'cron-runs',
+          [['Job'], ['Cluster'], ['Scheduled'], ['Outcome'], ['Succeeded', true], ['Failed', true]],
+          runs.map((r) =>
+            el(
+              'tr',
+              { 'data-run': r.name, 'data-outcome': r.outcome },
+              el('td', {}, el('code', { text: r.name })),
+              el('td', { text: r.cluster || '' }),
+              el('td', { title: stamp(r.scheduledTime), text: stamp(r.scheduledTime) }),
+              el('td', { class: `outcome ${r.outcome === 'Failed' ? 'bad-text' : r.outcome === 'Succeeded' ? 'ok-text' : ''}`, text: r.outcome }),
+              el('td', { class: 'num', text: String(num(r.succeeded)) }),
+              el('td', { class: 'num', text: String(num(r.failed)) }),
+            ),
+          ),
+        )
+      : el('p', { class: 'muted runs-empty', text: 'No runs kept.' }),
+  ];
+});
+
+// A Daemon runs a DaemonSet in every matching member cluster; its status
+// sums them and names the clusters that are behind (not every pod updated
+// and ready), which are highlighted.
+kindCard('daemon', 'DaemonSets per cluster', (w) => w.kind === 'Daemon', (w, card) => {
+  const d = w.status?.daemon || {};
+  const behind = new Set(d.behind || []);
+  const clusters = d.clusters || {};
+  const names = [...new Set([...Object.keys(clusters), ...behind])].sort();
+  card.classList.toggle('warn', behind.size > 0);
+  const counts = (c) => ['desired', 'current', 'ready', 'updated'].map((f) => el('td', { class: 'num', 'data-field': f, text: String(num(c[f])) }));
+  return [
+    metaList([
+      ['ready', 'Ready', `${num(d.ready)} of ${num(d.desired)} pods, ${num(d.updated)} updated`],
+      ['behind', 'Behind', behind.size ? [...behind].sort().join(', ') : 'none'],
+    ]),
+    gridTable(
+      'daemon-clusters',
+      [['Cluster'], ['Desired', true], ['Current', true], ['Ready', true], ['Updated', true], ['State']],
+      [
+        ...names.map((n) =>
+          el(
+            'tr',
+            { 'data-cluster': n, 'data-behind': String(behind.has(n)), class: behind.has(n) ? 'behind' : undefined },
+            el('td', { text: n }),
+            ...counts(clusters[n] || {}),
+            el('td', { class: behind.has(n) ? 'warn-text' : 'muted', text: behind.has(n) ? 'behind' : 'up to date' }),
+          ),
+        ),
+        el('tr', { class: 'total' }, el('td', { text: 'Total' }), ...counts(d), el('td', {})),
+      ],
+    ),
+  ];
+});
+
+// A TrainingJob's gang: where it runs, its attempts, requeues and restarts,
+// and each rank's pod (status.training).
+kindCard('training', 'Gang and ranks', (w) => w.kind === 'TrainingJob', (w, card) => {
+  const g = w.status?.training || {};
+  const ranks = [...(g.ranks || [])].sort((a, b) => num(a.rank) - num(b.rank));
+  card.classList.toggle('warn', !!when(g.nextAttempt));
+  return [
+    metaList([
+      ['cluster', 'Cluster', g.cluster || 'waiting for a cluster that fits every worker'],
+      ['workers', 'Workers', String(num(g.workers))],
+      ['attempt', 'Attempt', g.attempt ? String(g.attempt) : ''],
+      ['requeues', 'Requeues', g.requeues ? String(g.requeues) : ''],
+      ['restarts', 'Gang restarts', g.restarts ? String(g.restarts) : ''],
+      ['last-requeue', 'Last requeue', g.lastRequeue || ''],
+      ['next-attempt', 'Next attempt', when(g.nextAttempt) ? stamp(g.nextAttempt) : ''],
+      ['placed', 'Placed', whenAgo(g.placedAt)],
+      ['ready', 'All running', whenAgo(g.readyAt)],
+    ]),
+    ranks.length
+      ? gridTable(
+          'training-ranks',
+          [['Rank', true], ['Pod'], ['Phase'], ['Node'], ['Restarts', true]],
+          ranks.map((r) =>
+            el(
+              'tr',
+              { 'data-rank': String(num(r.rank)), 'data-pod-phase': r.phase },
+              el('td', { class: 'num', text: String(num(r.rank)) }),
+              el('td', {}, r.pod ? el('code', { text: r.pod }) : '–'),
+              el('td', { class: r.phase === 'Failed' ? 'bad-text' : r.phase === 'Running' ? 'ok-text' : '', text: r.phase }),
+              el('td', { text: r.node || '' }),
+              el('td', { class: 'num', text: String(num(r.restarts)) }),
+            ),
+          ),
+        )
+      : el('p', { class: 'muted', text: 'No worker pods yet.' }),
+  ];
+});
+
+// A Pod's containers (init, sidecars, main) with their image and restart
+// count, and its volume claim (status.pod).
+kindCard('pod', 'Containers and volume', (w) => w.kind === 'Pod' && !!w.status?.pod, (w) => {
+  const p = w.status?.pod || {};
+  const v = p.volume;
+  return [
+    metaList([
+      ['cluster', 'Cluster', p.cluster || ''],
+      ['uid', 'Pod UID', p.uid && el('code', { text: p.uid })],
+      ['volume', 'Volume', v?.claim ? `${v.claim} · ${v.phase}${v.capacity ? ` · ${v.capacity}` : ''}${v.volumeName ? ` · ${v.volumeName}` : ''}` : ''],
+    ]),
+    gridTable(
+      'pod-containers',
+      [['Container'], ['Type'], ['Image'], ['Restarts', true], ['Ready'], ['State']],
+      (p.containers || []).map((c) =>
+        el(
+          'tr',
+          { 'data-container': c.name, 'data-type': c.type },
+          el('td', { text: c.name }),
+          el('td', { text: c.type }),
+          el('td', {}, el('code', { text: c.image })),
+          el('td', { class: 'num', 'data-field': 'restarts', text: String(num(c.restartCount)) }),
+          el('td', { class: c.ready ? 'ok-text' : 'warn-text', text: c.ready ? 'yes' : 'no' }),
+          el('td', { text: c.state || '' }),
+        ),
+      ),
+    ),
+  ];
+});
+
+// --- an App's zone-by-zone rollout ---------------------------------------------
+
+// rollout is what the rollout card draws: the App's last rollout read
+// from GET .../rollout, with the App shown (its control says whether a
+// pause was asked for).
+let rollout = null;
+
+// mayOperate says whether the caller may change the project's workloads
+// (developers and admins; viewers read only): buttons they could not use
+// are hidden, as the admin-only views are.
+function mayOperate(project) {
+  const id = session.identity || {};
+  return !!id.platformAdmin || ['developer', 'admin'].includes(id.roles?.[project]);
+}
+
+function watchRollout(project, name, signal) {
+  rollout = { project, name, signal, ro: null, busy: false };
+  const view = rollout;
+  $('#rollout-zones tbody').replaceChildren();
+  $('#rollout-meta').replaceChildren();
+  $('#rollout-status').textContent = 'loading…';
+  for (const sel of ['#rollout-error', '#rollout-op-error', '#rollout-reason']) hide(sel);
+  $('#rollout-empty').hidden = true;
+  $('#rollout-actions').hidden = true;
+  poll(
+    signal,
+    async () => {
+      await loadRollout(view);
+      if (signal.aborted) return;
+      hide('#rollout-error');
+      $('#rollout-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#rollout-error', err);
+      return err.status === 403 || err.status === 400;
+    },
+  );
+}
+
+async function loadRollout(view) {
+  const ro = await getJSON(`/projects/${enc(view.project)}/apps/${enc(view.name)}/rollout`, { signal: view.signal });
+  if (view.signal.aborted || rollout !== view) return;
+  view.ro = ro;
+  drawRollout();
+}
+
+const ROLLOUT_TEXT = {
+  pause: { ok: 'Pause', text: 'The rollout holds where it is: no further zone starts until it is resumed.' },
+  resume: { ok: 'Resume', text: 'The rollout continues with the next zone; a failed zone is tried again.' },
+  undo: { ok: 'Undo', danger: true, text: 'Every zone returns to the stable template; the new one is abandoned until the template changes again.' },
+};
+
+// drawRollout renders the rollout card from the last rollout read and the
+// App shown.
+function drawRollout() {
+  const view = rollout;
+  const ro = view?.ro;
+  if (!ro) return;
+  const w = shown?.workload;
+  const ctl = w?.control?.rollout || {};
+  const phase = ro.phase || 'Complete';
+  const zones = ro.zones || [];
+  const spec = w?.spec?.rollout || {};
+  const paused = phase === 'Paused' || !!ctl.paused;
+  $('#rollout-card').dataset.rolloutPhase = phase;
+  $('#rollout-card').classList.toggle('warn', phase === 'Paused' || phase === 'RolledBack');
+  $('#rollout-phase').dataset.phase = phase;
+  $('#rollout-phase').textContent = phase;
+
+  let why = '';
+  if (phase === 'Paused') why = `Paused: ${ro.message || 'no reason given'}`;
+  else if (phase === 'RolledBack') why = `Rolled back: ${ro.message || ''}`;
+  if (ctl.paused && phase !== 'Paused') why = `Pause requested${when(ctl.at) ? ` at ${stamp(ctl.at)}` : ''}; the rollout controller holds it within seconds.`;
+  const reason = $('#rollout-reason');
+  reason.textContent = why;
+  reason.hidden = !why;
+  reason.dataset.paused = String(paused);
+
+  $('#rollout-meta').replaceChildren(
+    ...metaList([
+      ['order', 'Zone order', zones.map((z) => z.zone).join(' → ')],
+      ['stable', 'Stable', ro.stable && el('code', { text: ro.stable })],
+      ['target', 'Rolling out', ro.target && el('code', { text: ro.target })],
+      ['abandoned', 'Abandoned', ro.abandoned && el('code', { text: ro.abandoned })],
+      ['policy', 'On failure', spec.onFailure || 'Pause'],
+      ['bake', 'Bake', `${spec.bakeSeconds ?? 10}s per zone, deadline ${spec.deadlineSeconds ?? 600}s`],
+      ['last-op', 'Last operation', ctl.op ? `${ctl.op}${when(ctl.at) ? ` at ${stamp(ctl.at)}` : ''}` : ''],
+      ['updated', 'Updated', stamp(ro.updated)],
+    ]).childNodes,
+  );
+  $('#rollout-zones tbody').replaceChildren(
+    ...zones.map((z, i) =>
+      el(
+        'tr',
+        { 'data-zone': z.zone, 'data-state': z.state, class: z.state === 'Failed' || z.state === 'RolledBack' ? 'behind' : undefined },
+        el('td', { class: 'num', text: String(i + 1) }),
+        el('td', { text: z.zone }),
+        el('td', { 'data-field': 'state', class: z.state === 'Failed' ? 'bad-text' : z.state === 'RolledBack' ? 'warn-text' : '', text: z.state }),
+        el('td', {}, el('code', { text: z.revision || '' })),
+        el('td', { 'data-field': 'started', title: stamp(z.started), text: clock(z.started) }),
+        el('td', { 'data-field': 'available', title: stamp(z.availableSince), text: clock(z.availableSince) }),
+        el('td', { 'data-field': 'finished', title: stamp(z.finished), text: clock(z.finished) }),
+        el('td', { text: z.message || '' }),
+      ),
+    ),
+  );
+  $('#rollout-empty').hidden = zones.length > 0;
+
+  $('#rollout-actions').hidden = !mayOperate(view.project);
+  $('#rollout-pause').hidden = paused;
+  $('#rollout-resume').hidden = !paused;
+  $('#rollout-undo').hidden = !ro.target;
+  for (const b of ['#rollout-pause', '#rollout-resume', '#rollout-undo']) $(b).disabled = view.busy || !w;
+}
+
+// rolloutOp asks, then pauses, resumes or undoes the rollout; the App the
+// API answers is drawn at once and the rollout read again.
+async function rolloutOp(action) {
+  const view = rollout;
+  if (!view || view.busy || view.signal.aborted) return;
+  const t = ROLLOUT_TEXT[action];
+  const answer = await confirmDialog({ title: `${t.ok} the rollout of App ${view.name}?`, text: t.text, ok: t.ok, danger: t.danger });
+  if (!answer || view.signal.aborted) return;
+  hide('#rollout-op-error');
+  view.busy = true;
+  drawRollout();
+  $('#rollout-status').textContent = `${action}…`;
+  try {
+    const res = await request(`/projects/${enc(view.project)}/apps/${enc(view.name)}/rollout/${action}`, { method: 'POST', signal: view.signal });
+    const next = await res.json();
+    if (view.signal.aborted) return;
+    if (shown?.render && shown.project === view.project) {
+      if (!next.status && shown.workload?.status) next.status = shown.workload.status;
+      shown.render(next);
+    }
+    await loadRollout(view);
+    $('#rollout-status').textContent = `${action} requested · ${clock(new Date())}`;
+  } catch (err) {
+    if (view.signal.aborted) return;
+    if (err.status === 401) return expired(err);
+    $('#rollout-status').textContent = '';
+    showIn('#rollout-op-error', `${t.ok} refused. ${describe(err)}`);
+  } finally {
+    view.busy = false;
+    if (rollout === view) drawRollout();
+  }
+}
+
+function wireRollout() {
+  for (const action of ['pause', 'resume', 'undo']) $(`#rollout-${action}`).addEventListener('click', () => rolloutOp(action));
 }
 
 // --- the confirmation dialog --------------------------------------------------
@@ -2026,6 +2388,7 @@ function wire() {
 
   wireDialog();
   wireRemediation();
+  wireRollout();
   window.addEventListener('hashchange', route);
 }
 
