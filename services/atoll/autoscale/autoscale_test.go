@@ -288,7 +288,12 @@ func TestScheduleFloor(t *testing.T) {
 	assert.Equal(t, "nightly-batch", d.FloorSchedule)
 	closes := open.Add(60 * time.Second)
 	require.Never(t, func() bool { return replicas(t, p, name) != 6 }, time.Until(closes)-time.Second, time.Second, "during the window")
-	require.Eventually(t, func() bool { return replicas(t, p, name) == 2 }, 60*time.Second, 200*time.Millisecond, "released after the window")
+	// After the window the CPU metric decides, step by step: pods added
+	// for the floor have no samples yet and count as fully used on a
+	// scale-down (the missing-pod rule), so it comes down over a few
+	// evaluations (6 -> 5 -> 3 -> 2 in 60 s in one run), not at once.
+	require.Eventually(t, func() bool { return replicas(t, p, name) == 2 }, 2*time.Minute, 200*time.Millisecond, "released after the window")
+	t.Logf("back to 2 replicas %v after the window closed", time.Since(closes).Round(time.Second))
 }
 
 // TestCustomMetricThroughTheGateway: a custom metric pushed by a
