@@ -11,27 +11,38 @@ import (
 // ONE member cluster, whose CronJob controller fires it, so it fires once
 // per schedule time in the whole region (Karmada's copy to every cluster
 // fires it N times). The scheduler keeps it where it is (placements are
-// sticky) and moves it only when that cluster is lost.
+// sticky, across generations too) and moves it only when that cluster is
+// lost.
 //
-// No schedule time fires twice across a move. The rule: a CronJob that a
-// member cluster creates fires only schedule times after its own
-// creationTimestamp (Kubernetes' rule while status.lastScheduleTime is
-// unset, which the propagator never sets), and a lost cluster (its API
-// server unreachable) can create no Job; so the new cluster fires exactly
-// the times after the move, and a time the old cluster fired before it
-// was lost is never fired again. The times between the loss and the move
-// are skipped, not caught up: a catch-up could repeat a time the old
-// cluster fired after its last observation.
+// No schedule time fires twice across a move: a time fence inside every
+// member cluster. A lost cluster cannot be stopped from outside: when its
+// API server comes back, its kube-controller-manager may fire a missed
+// time before the propagator removes the stale CronJob. So each cluster
+// is told, in the CronJob itself, which schedule times it may fire, and
+// its own API server enforces it. The CronJob controller copies
+// spec.jobTemplate.metadata.annotations onto every Job it makes, with the
+// schedule time (batch.kubernetes.io/cronjob-scheduled-timestamp); a
+// ValidatingAdmissionPolicy the propagator installs in every member
+// cluster (CEL has no "now", but it can compare two annotations of the
+// Job being created) refuses a Job whose schedule time is before
+// AnnoFireFrom or after AnnoFireUntil.
 //
-// The limit: a lost cluster cannot be fenced from outside. When it comes
-// back, the propagator removes its stale CronJob, but its own CronJob
-// controller may get there first and fire the latest missed time, if that
-// time is less than startingDeadlineSeconds old (StartingDeadlineSeconds,
-// default DefaultCronStartingDeadlineSeconds), a time the new cluster
-// already fired. Seen in the end-to-end test: a cluster that came back 4 s
-// after a minute fired that minute again. The stale CronJob may also fire
-// its next time if it outlives it: the propagator's retries of a cluster
-// it could not reach back off up to 30 s.
+//   - AnnoFireUntil is a lease: while the placement keeps the CronJob in a
+//     cluster, the propagator rewrites it to now + CronFenceLease every
+//     CronFenceRenew. A cluster that is cut off gets no renewal, so it can
+//     never fire a time later than its last renewal + CronFenceLease, even
+//     when it comes back.
+//   - AnnoFireFrom is set when the scheduler moves the CronJob out of
+//     another cluster (Shard.FireFrom, stored with the placement so every
+//     propagator replica renders the same): CronFireFrom(move time), past
+//     any lease the old cluster can hold. A first placement has none.
+//
+// The price: on a move, the schedule times between the loss and FireFrom
+// are skipped (at most the detection time + CronFenceLease +
+// CronFenceMargin), never fired twice. The new cluster's CronJob fires
+// only times after its own creationTimestamp (Kubernetes' rule while
+// status.lastScheduleTime is unset, which the propagator never sets), and
+// the fence skips up to FireFrom; missed times are not caught up.
 const KindCronJob = "CronJob"
 
 func init() {
@@ -44,6 +55,44 @@ const (
 	ConcurrencyForbid  = "Forbid"
 	ConcurrencyReplace = "Replace"
 )
+
+// The time fence of a CronJob (see KindCronJob).
+const (
+	// AnnoFireFrom and AnnoFireUntil, in a CronJob's Job template (so on
+	// every Job it makes), bound the schedule times its cluster may fire
+	// (RFC 3339, inclusive).
+	AnnoFireFrom  = "atoll.dev/fire-from"
+	AnnoFireUntil = "atoll.dev/fire-until"
+	// CronFenceLease (V) is how long past its last renewal a cluster may
+	// still fire: AnnoFireUntil = renewal time + V.
+	CronFenceLease = 90 * time.Second
+	// CronFenceRenew is how often the propagator renews AnnoFireUntil:
+	// V/3, so that two renewals may fail before a healthy cluster's lease
+	// runs out. One small write per CronJob per CronFenceRenew.
+	CronFenceRenew = CronFenceLease / 3
+	// CronFenceMargin covers, past V, what separates the scheduler's move
+	// from the last renewal the old cluster may get: the propagator seeing
+	// the new placement (a renewal it had started goes on with a value
+	// computed before) and the clocks of the scheduler's and the
+	// propagator's hosts.
+	CronFenceMargin = 15 * time.Second
+)
+
+// CronFireFrom is the AnnoFireFrom of a CronJob moved at movedAt: after
+// any AnnoFireUntil its old cluster can hold, rounded up to the second.
+func CronFireFrom(movedAt time.Time) time.Time {
+	t := movedAt.Add(CronFenceLease + CronFenceMargin).UTC()
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+// CronFireUntil is the AnnoFireUntil a renewal at now writes, rounded
+// down to the second.
+func CronFireUntil(now time.Time) time.Time {
+	return now.Add(CronFenceLease).UTC().Truncate(time.Second)
+}
 
 // Defaults of a CronJob.
 const (

@@ -52,6 +52,10 @@ type Shard struct {
 	PoolTier string `json:"poolTier,omitempty"`
 	// Attempt is a TrainingJob shard's gang attempt (GangState.Attempt).
 	Attempt int32 `json:"attempt,omitempty"`
+	// FireFrom is a CronJob shard's first schedule time it may fire (its
+	// time fence, see KindCronJob): set when the shard moved here from
+	// another cluster, zero on a first placement.
+	FireFrom time.Time `json:"fireFrom,omitzero"`
 }
 
 // Rejection is one filter's verdict against one cluster.

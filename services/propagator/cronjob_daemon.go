@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"context"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,10 +16,12 @@ import (
 )
 
 // The CronJob and the Daemon: a CronJob's one shard is a Kubernetes
-// CronJob (the scheduler places it in one cluster, see api.KindCronJob for
-// why a move never fires a schedule time twice); each of a Daemon's shards
-// is a DaemonSet. The Jobs a CronJob makes carry the workload's labels, so
-// the aggregator folds them into the CronJob's status.
+// CronJob (the scheduler places it in one cluster); each of a Daemon's
+// shards is a DaemonSet. The Jobs a CronJob makes carry the workload's
+// labels, so the aggregator folds them into the CronJob's status, and the
+// CronJob's time fence in their annotations: api.AnnoFireFrom from the
+// shard (part of the hash: a move changes it) and api.AnnoFireUntil, the
+// lease, outside the hash (cronjob_fence.go explains the fence).
 
 var (
 	cronjobs   = batchv1.SchemeGroupVersion.WithResource("cronjobs")
@@ -28,9 +31,14 @@ var (
 func init() {
 	renderers[api.KindCronJob] = renderer{render: renderCronJob, resource: cronjobs,
 		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+			// The fence first: no Job of the CronJob escapes it.
+			if err := ensureFence(ctx, cs, false); err != nil {
+				return err
+			}
 			_, err := cs.BatchV1().CronJobs(ns).Create(ctx, obj.(*batchv1.CronJob), o)
 			return err
-		}}
+		},
+		unhashed: leaseCronJob}
 	renderers[api.KindDaemon] = renderer{render: renderDaemon, resource: daemonsets,
 		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
 			_, err := cs.AppsV1().DaemonSets(ns).Create(ctx, obj.(*appsv1.DaemonSet), o)
@@ -49,6 +57,9 @@ func renderCronJob(w *api.Workload, sh api.Shard) object {
 	}
 	m := meta(w, sh)
 	jobMeta := metav1.ObjectMeta{Labels: labels(w, sh), Annotations: map[string]string{api.AnnoGeneration: m.Annotations[api.AnnoGeneration]}}
+	if !sh.FireFrom.IsZero() {
+		jobMeta.Annotations[api.AnnoFireFrom] = sh.FireFrom.UTC().Format(time.RFC3339)
+	}
 	c := &batchv1.CronJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: m,

@@ -376,6 +376,9 @@ func (d *desired) render(cluster string) (object, error) {
 	}
 	o := r.render(d.zoneWorkload(*sh), *sh)
 	stamp(&o)
+	if r.unhashed != nil {
+		r.unhashed(&o, time.Now())
+	}
 	d.mu.Lock()
 	d.hashes[cluster] = o.hash
 	d.mu.Unlock()

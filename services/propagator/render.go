@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -70,6 +71,10 @@ type renderer struct {
 	resource schema.GroupVersionResource
 	// create writes a new object with the typed client (protobuf on the wire).
 	create func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
+	// unhashed, when set, adds to a stamped object what changes with time
+	// rather than with the shard, which its hash must not see (a
+	// CronJob's fence lease, cronjob_fence.go).
+	unhashed func(o *object, now time.Time)
 }
 
 var (

@@ -351,6 +351,7 @@ func (t *target) lead(ctx context.Context) {
 		wg.Go(func() {
 			t.s.placements.Resync(ctx, Resync, tt.replay, func() { tt.forceAll(t.s.placements.Keys()) })
 		})
+		wg.Go(func() { t.fence(ctx) }) // cronjob_fence.go
 		tt.replay.Run(ctx, ReplayWorkersPerCluster, t.log, func(ctx context.Context, key string) error {
 			err := t.check(ctx, tt, key)
 			if err == nil && tt.replayLeft.Add(-1) == 0 {

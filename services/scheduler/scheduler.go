@@ -489,7 +489,8 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		}
 		return err
 	}
-	d = s.podDecision(t, w, prev, d) // pod.go
+	d = s.podDecision(t, w, prev, d)     // pod.go
+	d = s.cronJobDecision(t, w, prev, d) // everycluster.go
 	if prev != nil && sameDecision(prev, &d) {
 		t.decide.Unlock()
 		if d.Unschedulable {

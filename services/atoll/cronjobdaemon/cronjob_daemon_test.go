@@ -190,9 +190,14 @@ func (f *firings) snapshot() ([]time.Time, map[time.Time][]firing) {
 // TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring: an
 // every-minute CronJob fires once per minute in the whole region (Jobs
 // counted in every cluster by their scheduled time); when its cluster's
-// API server is frozen, the scheduler moves it and the next firings
-// happen in another cluster, no schedule time twice while the cluster is
-// lost. When it comes back its stale CronJob is removed.
+// API server is frozen, the scheduler moves it with a fire-from past the
+// old cluster's lease (the time fence, api.KindCronJob) and the next
+// firings happen in another cluster, from fire-from on, no schedule time
+// twice; the times the fence skips are logged. When the lost cluster
+// comes back (just after a schedule time, so that its CronJob controller
+// may try to fire it) its stale CronJob is removed, and no schedule time
+// was fired twice in the region: a Job the old cluster tries to make is
+// refused by its own API server.
 func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	needRegion(t)
 	ctx := context.Background()
@@ -270,24 +275,38 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 		}
 	}()
 	frozeAt := time.Now()
-	var second string
+	var (
+		second   string
+		fireFrom time.Time
+	)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		p, err := rc.Placement(ctx, key)
 		if assert.NoError(c, err) && assert.NotNil(c, p) && assert.Len(c, p.Shards, 1) {
-			second = p.Shards[0].Cluster
+			second, fireFrom = p.Shards[0].Cluster, p.Shards[0].FireFrom
 			assert.NotEqual(c, first, second, "still placed in the frozen cluster")
 		}
 	}, 90*time.Second, 250*time.Millisecond)
-	t.Logf("%s frozen: CronJob moved to %s %v later", first, second, time.Since(frozeAt).Round(time.Millisecond))
+	movedAfter := time.Since(frozeAt).Round(time.Millisecond)
+	t.Logf("%s frozen: CronJob moved to %s %v later, fire-from %s", first, second, movedAfter, fireFrom.UTC().Format(time.TimeOnly))
+	// The old cluster's last lease was renewed before it froze.
+	require.False(t, fireFrom.Before(frozeAt.Add(api.CronFenceLease)), "fire-from %v is within the lease of the cluster frozen at %v", fireFrom, frozeAt)
 
-	// The next firings happen in the new cluster; no time fires twice.
+	// The next firings happen in the new cluster, from fire-from on; no
+	// time fires twice. The fence makes the first one wait up to the move
+	// + V + margin + a minute: a minute more than without it.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		per := checkOnce(c)
 		assert.GreaterOrEqual(c, len(per[second]), 2, "firings in %s", second)
-	}, 4*time.Minute, time.Second)
+	}, 5*time.Minute, time.Second)
 	per := checkOnce(t)
 	after := per[second]
 	assert.True(t, after[0].After(before[len(before)-1]), "%s fired %v, not after %s's last %v", second, fmtTimes(after), first, before[len(before)-1])
+	assert.False(t, after[0].Before(fireFrom), "%s fired %v, before its fire-from %v", second, fmtTimes(after), fireFrom)
+	var skipped []time.Time
+	for at := before[len(before)-1].Add(time.Minute); at.Before(after[0]); at = at.Add(time.Minute) {
+		skipped = append(skipped, at)
+	}
+	t.Logf("skipped (lost cluster frozen, then the fence up to %s): %d times %v", fireFrom.UTC().Format(time.TimeOnly), len(skipped), fmtTimes(skipped))
 	for i := 1; i < len(after); i++ {
 		assert.Equal(t, time.Minute, after[i].Sub(after[i-1]), "firings %v in %s are not one a minute", fmtTimes(after), second)
 	}
@@ -308,37 +327,60 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 		}
 	}, 30*time.Second, 250*time.Millisecond)
 
-	// The lost cluster comes back: its stale CronJob is removed.
-	stopPolling()
-	polling.Wait()
+	// The lost cluster comes back 2 s after a schedule time, well within
+	// its starting deadline, so its CronJob controller may try to fire that
+	// time, which the new cluster fired: the sleep is the subject (when the
+	// cluster returns), not a wait for a condition.
+	next := time.Now().Truncate(time.Minute).Add(time.Minute + 2*time.Second)
+	time.Sleep(time.Until(next))
 	require.NoError(t, paused.Resume())
 	resumed = true
+	resumedAt := time.Now()
+	// Its stale CronJob is removed (the poller keeps recording every Job
+	// of every cluster meanwhile).
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		_, err := lost.Client.BatchV1().CronJobs(api.Namespace(project)).Get(lctx, name, metav1.GetOptions{})
 		assert.True(c, apierrors.IsNotFound(err), "stale CronJob still in %s: %v", first, err)
 	}, 90*time.Second, 500*time.Millisecond)
-	// Not asserted: a cluster that comes back within startingDeadlineSeconds
-	// of a schedule time may fire it once more before its CronJob is
-	// removed (the known limit stated in api.KindCronJob); logged here.
-	latest := map[time.Time]int{}
-	for _, c := range reg.Env.Clusters {
-		jobs, err := c.Client.BatchV1().Jobs(api.Namespace(project)).List(ctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name})
-		require.NoError(t, err)
-		for _, j := range jobs.Items {
-			if at, err := time.Parse(time.RFC3339, j.Annotations[batchv1.CronJobScheduledTimestampAnnotation]); err == nil {
-				latest[at]++
+	t.Logf("%s came back at %s; its stale CronJob removed %v later", first, resumedAt.UTC().Format(time.TimeOnly), time.Since(resumedAt).Round(time.Millisecond))
+	f.poll(ctx, project, name)
+	stopPolling()
+	polling.Wait()
+	// The Jobs of the removed CronJob are garbage collected, perhaps between
+	// two polls: the lost cluster's CronJob controller's events tell every
+	// Job it made (named <cronjob>-<minutes since the epoch of the schedule
+	// time>) and every one the fence refused.
+	events, err := lost.Client.CoreV1().Events(api.Namespace(project)).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var refused []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind != "CronJob" || e.InvolvedObject.Name != name {
+			continue
+		}
+		switch e.Reason {
+		case "SuccessfulCreate":
+			var minutes int64
+			if _, err := fmt.Sscanf(e.Message, "Created job "+name+"-%d", &minutes); err == nil {
+				at := time.Unix(minutes*60, 0).UTC()
+				f.mu.Lock()
+				if f.byTime[at] == nil {
+					f.byTime[at] = map[firing]bool{}
+				}
+				f.byTime[at][firing{first, fmt.Sprintf("%s-%d", name, minutes)}] = true
+				f.mu.Unlock()
+			}
+		case "FailedCreate":
+			if e.LastTimestamp.After(resumedAt.Add(-time.Minute)) || e.EventTime.After(resumedAt.Add(-time.Minute)) {
+				refused = append(refused, e.Message)
 			}
 		}
 	}
-	var twice []time.Time
-	for at, n := range latest {
-		if n > 1 {
-			twice = append(twice, at)
-		}
-	}
-	t.Logf("after %s came back: schedule times fired twice in all: %v", first, fmtTimes(twice))
+	t.Logf("after %s came back, Jobs its API server refused: %d %v", first, len(refused), refused)
+	// No schedule time fired twice in the region, the lost cluster's return included.
+	per = checkOnce(t)
+	t.Logf("all firings: %s %v, %s %v", first, fmtTimes(per[first]), second, fmtTimes(per[second]))
 }
 
 func fmtTimes(ts []time.Time) string {
