@@ -2,7 +2,9 @@
 // workload's pods, by the aggregator's inventory, in the pools the
 // workload's tier may use (framework.CapacityFor: Reserved pools for
 // Reserved work where a cluster has them, shared pools minus the burst
-// buffer for OnDemand and Preemptible work).
+// buffer for OnDemand and Preemptible work). Kinds placed in every
+// cluster (api.Kind.EveryCluster: the Daemon) pass: their pods follow the
+// nodes.
 package fit
 
 import (
@@ -28,6 +30,13 @@ func (*Fit) Name() string { return Name }
 
 // Filter implements framework.Filter.
 func (*Fit) Filter(w *framework.Workload, c *api.ClusterInfo) string {
+	if api.EveryCluster(w.Kind) {
+		// A Daemon's pods follow the cluster's nodes, one per node: a
+		// DaemonSet belongs on a full cluster too (a node without room
+		// leaves its pod Pending there, and the status says which
+		// cluster is behind).
+		return ""
+	}
 	t := framework.CapacityFor(w, c)
 	free, freePods := t.Free()
 	p := w.PerPod
