@@ -81,9 +81,29 @@ Admin token:     $token   (also in deploy/compose/secrets/admin-token)
 MSG
 }
 
+# left counts what of the project Docker still holds.
+left() {
+  printf '%s containers, %s volumes, %s networks' \
+    "$(docker ps -aq --filter label=com.docker.compose.project=atoll | wc -l)" \
+    "$(docker volume ls -q --filter label=com.docker.compose.project=atoll | wc -l)" \
+    "$(docker network ls -q --filter label=com.docker.compose.project=atoll | wc -l)"
+}
+
 down() {
-  compose down --volumes --remove-orphans --timeout 20 >&2
-  log "removed: $(docker ps -aq --filter label=com.docker.compose.project=atoll | wc -l) containers, $(docker volume ls -q --filter label=com.docker.compose.project=atoll | wc -l) volumes, $(docker network ls -q --filter label=com.docker.compose.project=atoll | wc -l) networks left"
+  local try
+  for try in 1 2 3; do
+    if compose down --volumes --remove-orphans --timeout 20 >&2; then break; fi
+    # Docker 20.10 can keep a stale endpoint in a network after a container
+    # was disconnected from it and connected again (the fault test's
+    # partition): "network atoll_bus has active endpoints", with no
+    # container attached. A restart of the engine drops it.
+    log "compose down failed (try $try); restarting the engine to drop stale network endpoints"
+    "$ROOT/hack/docker.sh" restart
+  done
+  local rest
+  rest=$(left)
+  log "removed: $rest left"
+  [[ $rest == "0 containers, 0 volumes, 0 networks" ]] || { log "compose down left some of the region behind"; return 1; }
 }
 
 chaos_test() {
@@ -91,6 +111,12 @@ chaos_test() {
   (cd "$ROOT/services/atoll" && PATH="$PATH:/usr/local/go/bin" go build -o "$ROOT/bin/atoll-chaos" ./cmd/atoll-chaos)
   # CHAOS_KEEP=1 leaves the region up afterwards, to look into a failure.
   [[ -n "${CHAOS_KEEP:-}" ]] || trap 'down' EXIT
+  # A fresh region: nothing of an earlier, interrupted run (its NATS and
+  # member-cluster volumes would hold its state).
+  if [[ $(left) != "0 containers, 0 volumes, 0 networks" ]]; then
+    log "removing what an earlier run left: $(left)"
+    down
+  fi
   up
   log "smoke and fault test: ${CHAOS_N:-1000} Apps"
   ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES"

@@ -6,6 +6,8 @@
 #
 #   hack/docker.sh            install and start when needed
 #   hack/docker.sh compose    the same, plus a Compose command (prints it)
+#   hack/docker.sh restart    restart the engine (systemd's, or the dockerd
+#                             this script starts), then as above
 set -euo pipefail
 
 log() { printf '[docker %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -19,6 +21,20 @@ apt_install() {
 
 if ! command -v dockerd >/dev/null; then
   apt_install docker.io
+fi
+
+if [[ "${1:-}" == restart ]]; then
+  if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
+    log "restarting docker (systemd)"
+    $SUDO systemctl restart docker
+  elif pgrep -x dockerd >/dev/null; then
+    log "stopping dockerd"
+    $SUDO pkill -TERM -x dockerd || true
+    for _ in $(seq 1 30); do
+      pgrep -x dockerd >/dev/null || break
+      sleep 1 # polling until the daemon has exited
+    done
+  fi
 fi
 
 if ! docker info >/dev/null 2>&1; then
