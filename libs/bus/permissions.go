@@ -17,8 +17,13 @@ package bus
 //     the read-only JetStream API of its stream KV_b: STREAM.INFO, DIRECT.GET
 //     and STREAM.MSG.GET, and CONSUMER.CREATE, INFO, DELETE and MSG.NEXT for
 //     the ordered consumers of watches; and answering their flow control
-//     ($JS.FC.KV_b.>). Nothing that changes the stream (STREAM.UPDATE,
-//     PURGE, DELETE, MSG.DELETE) is ever granted: only the admin has those.
+//     ($JS.FC.KV_b.>), and $JS.ACK.KV_b.> (acks mean nothing to a
+//     bucket's ordered consumers; the grant keeps nats-server from tracking
+//     each delivery's reply subject, see Permission). Nothing that changes
+//     the stream (STREAM.UPDATE, PURGE, DELETE, MSG.DELETE) is ever
+//     granted: only the admin has those. A followed stream's deliveries get
+//     no such grant: durable consumers there ack through allow_responses,
+//     and no service may ack another's.
 //   - Writing a bucket is publishing to $KV.b.<key> for the keys granted: a
 //     bucket has exactly one writing service (names.go), and the leases
 //     bucket, shared by every leased service, is restricted per key.
@@ -238,14 +243,24 @@ func (g Grant) Permission(user string) Permission {
 			"$JS.FC."+stream+".>",
 		)
 	}
+	// readBucket also lets the user "ack" what its watches deliver: a
+	// bucket's stream has only ordered consumers (no acks), but each
+	// delivery carries a $JS.ACK reply subject, and nats-server tracks
+	// every reply subject a user with allow_responses may not publish to
+	// for 2 minutes, scanning them all once a second: a watch of 50,000
+	// keys made every publish of such a service pay for 50,000 entries.
+	readBucket := func(b string) {
+		read(kvStream(b))
+		pub = append(pub, "$JS.ACK."+kvStream(b)+".>")
+	}
 	for _, w := range g.Writes {
-		read(kvStream(w.Bucket))
+		readBucket(w.Bucket)
 		for _, k := range w.Keys {
 			pub = append(pub, kvSubject(w.Bucket, k))
 		}
 	}
 	for _, b := range g.Reads {
-		read(kvStream(b))
+		readBucket(b)
 	}
 	for _, s := range g.Follows {
 		read(s)

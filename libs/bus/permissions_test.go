@@ -764,3 +764,23 @@ func TestOnlyFromWithoutUsers(t *testing.T) {
 		t.Fatalf("request: %v", err)
 	}
 }
+
+// TestBucketDeliveriesAreNotTrackedAsReplies: a user may "ack" what its
+// bucket watches deliver (their ordered consumers take no acks), so
+// nats-server does not track each delivery's $JS.ACK reply subject for a
+// user that answers requests (it would scan them all every second); a
+// followed stream's deliveries get no such grant, so no service acks
+// another's durable consumer.
+func TestBucketDeliveriesAreNotTrackedAsReplies(t *testing.T) {
+	for user, g := range bus.Grants() {
+		p := g.Permission(user)
+		for _, b := range g.Reads {
+			assert.Contains(t, p.Publish, "$JS.ACK.KV_"+b+".>", "%s reads %s", user, b)
+		}
+		for _, s := range g.Follows {
+			for _, subj := range p.Publish {
+				assert.False(t, strings.HasPrefix(subj, "$JS.ACK."+s+"."), "%s may ack %s's consumers: %s", user, s, subj)
+			}
+		}
+	}
+}
