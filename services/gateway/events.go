@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -45,14 +44,6 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 	}
 	watch := params.Watch || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	_, exists := s.cache.Get(key)
-	var last uint64 // the newest event the stream's leader holds (a list reads up to it)
-	if !watch {
-		var err error
-		if last, err = s.lastEvent(r.Context(), project, registered, name); err != nil {
-			writeRemoteError(w, r, err)
-			return
-		}
-	}
 	cons, err := s.eventConsumer(r.Context(), project, registered, name, after)
 	if err != nil {
 		writeRemoteError(w, r, err)
@@ -72,13 +63,6 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 			writeRemoteError(w, r, err)
 			return
 		}
-		// A consumer made on a replica of the stream that is still catching
-		// up (after a server's restart or partition) counts fewer events
-		// than the leader holds: an error to retry, not a stale list.
-		if len(items) < limit && last > uint64(after) && (len(items) == 0 || uint64(items[len(items)-1].Id) < last) {
-			writeRemoteError(w, r, fmt.Errorf("read events: the stream holds events up to %d, the read reached %d", last, lastID(items)))
-			return
-		}
 		if !exists && len(items) == 0 && after == 0 {
 			writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 			return
@@ -91,30 +75,6 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 		return
 	}
 	s.streamEvents(w, r, cons)
-}
-
-// lastEvent returns the stream position of the workload's newest event as
-// the stream's leader has it (0: none).
-func (s *Service) lastEvent(ctx context.Context, project, kind, name string) (uint64, error) {
-	st, err := s.js.Stream(ctx, bus.StreamEvents)
-	if err != nil {
-		return 0, fmt.Errorf("events stream: %w", err)
-	}
-	m, err := st.GetLastMsgForSubject(ctx, bus.EventSubject(project, kind, name, "*"))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last event: %w", err)
-	}
-	return m.Sequence, nil
-}
-
-func lastID(items []computeapi.Event) int64 {
-	if len(items) == 0 {
-		return 0
-	}
-	return items[len(items)-1].Id
 }
 
 // eventConsumer opens an ordered consumer of one workload's events after
