@@ -174,3 +174,27 @@ func (tab *Tab) Screenshot(when string) {
 	}
 	t.Logf("screenshot %s: %s", when, path)
 }
+
+// Do runs steps in the tab within d, failing the test with what on error.
+func (tab *Tab) Do(what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	tab.t.Helper()
+	ctx, cancel := context.WithTimeout(tab.Ctx, d)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tab.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// WaitTrue polls the JavaScript expression expr every 250 ms until it is
+// true, for at most 30 s; otherwise it fails the test with what and the
+// page's text.
+func (tab *Tab) WaitTrue(what, expr string) {
+	tab.t.Helper()
+	ctx, cancel := context.WithTimeout(tab.Ctx, 40*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(250*time.Millisecond)))
+	if err != nil {
+		text, _ := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](`document.querySelector('main').innerText`))
+		tab.t.Fatalf("console: %s: %v\npage:\n%.2000s", what, err, text)
+	}
+}

@@ -80,22 +80,7 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 		return
 	}
 	tab := openConsole(t)
-	run := func(what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(tab, d)
-		defer cancel()
-		require.NoError(t, chromedp.Do(cctx, steps...), what)
-	}
-	wait := func(what, expr string) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(tab, 40*time.Second)
-		defer cancel()
-		_, err := chromedp.Run(cctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(250*time.Millisecond)))
-		if err != nil {
-			text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('main').innerText`))
-			t.Fatalf("console: %s: %v\npage:\n%.2000s", what, err, text)
-		}
-	}
+	run, wait := tab.Do, tab.WaitTrue
 	card := `document.querySelector('#remediation-clusters .remediation[data-cluster="` + cluster + `"]')`
 	run("sign in and open the Remediation view", time.Minute,
 		chromedp.Navigate(reg.GatewayURL+"/console/"),
@@ -113,13 +98,13 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 		    && c.querySelectorAll('tr[data-domain]').length > 0; })()`)
 
 	// The view as an operator sees it, kept with `go test -artifacts`.
-	if png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)); err == nil {
+	if png, err := chromedp.Run(tab.Ctx, chromedp.FullScreenshot(100)); err == nil {
 		path := filepath.Join(t.ArtifactDir(), "remediation-console.png")
 		if os.WriteFile(path, png, 0o644) == nil {
 			t.Logf("screenshot of the Remediation view: %s", path)
 		}
 	}
-	row, err := chromedp.Run(tab, chromedp.Evaluate[string](card+`.querySelector('tr[data-node="`+victim+`"]').innerText`))
+	row, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](card+`.querySelector('tr[data-node="`+victim+`"]').innerText`))
 	require.NoError(t, err)
 	t.Logf("in the console: %q", row)
 
@@ -138,15 +123,15 @@ func TestRemediationInAPIAndConsole(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond)
 	wait("the node's escalation in the console",
 		`(() => { const r = `+card+`?.querySelector('tr[data-node="`+victim+`"]'); return !!r && r.dataset.phase !== 'Unhealthy'; })()`)
-	errs, err := chromedp.Run(tab, chromedp.Evaluate[string](`['#remediation-error', '#remediation-op-error'].map((s) => document.querySelector(s).textContent).join('')`))
+	errs, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](`['#remediation-error', '#remediation-op-error'].map((s) => document.querySelector(s).textContent).join('')`))
 	require.NoError(t, err)
 	require.Empty(t, errs, "the console showed an error")
 	t.Logf("resumed from the console; %s cordoned", victim)
 }
 
-// openConsole starts a headless Chromium with a fresh profile and returns
-// the context of its one tab; the page must throw nothing.
-func openConsole(t *testing.T) context.Context {
+// openConsole starts a headless Chromium with a fresh profile and opens
+// its one tab; the page must throw nothing.
+func openConsole(t *testing.T) *browsertest.Tab {
 	t.Helper()
-	return browsertest.Open(t, browsertest.Options{}).Ctx
+	return browsertest.Open(t, browsertest.Options{})
 }

@@ -111,22 +111,7 @@ func TestRotationThroughAPIAndConsole(t *testing.T) {
 func consoleResume(t *testing.T, name, cluster, reason string) {
 	t.Helper()
 	tab := openConsole(t)
-	run := func(what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(tab, d)
-		defer cancel()
-		require.NoError(t, chromedp.Do(cctx, steps...), what)
-	}
-	wait := func(what, expr string) {
-		t.Helper()
-		cctx, cancel := context.WithTimeout(tab, 40*time.Second)
-		defer cancel()
-		_, err := chromedp.Run(cctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(250*time.Millisecond)))
-		if err != nil {
-			text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('main').innerText`))
-			t.Fatalf("console: %s: %v\npage:\n%.2000s", what, err, text)
-		}
-	}
+	run, wait := tab.Do, tab.WaitTrue
 	card := `document.querySelector('#upgrades-plans .upgrade[data-plan="` + name + `"]')`
 	run("sign in and open the Upgrades view", time.Minute,
 		chromedp.Navigate(reg.GatewayURL+"/console/"),
@@ -143,13 +128,13 @@ func consoleResume(t *testing.T, name, cluster, reason string) {
 		  const cl = c.querySelector('.upgrade-cluster[data-cluster="`+cluster+`"]');
 		  return !!r && r.textContent.includes('`+reason+`') && !!cl && cl.dataset.state === 'current'
 		    && !!cl.querySelector('tr.upgrade-pool[data-pool="general"][data-state="current"]'); })()`)
-	if png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)); err == nil {
+	if png, err := chromedp.Run(tab.Ctx, chromedp.FullScreenshot(100)); err == nil {
 		path := filepath.Join(t.ArtifactDir(), "upgrades-console.png")
 		if os.WriteFile(path, png, 0o644) == nil {
 			t.Logf("screenshot of the Upgrades view: %s", path)
 		}
 	}
-	text, err := chromedp.Run(tab, chromedp.Evaluate[string](card+`.innerText`))
+	text, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[string](card+`.innerText`))
 	require.NoError(t, err)
 	t.Logf("in the console: %q", text)
 	run("resume the plan from the console", 30*time.Second,
@@ -160,9 +145,9 @@ func consoleResume(t *testing.T, name, cluster, reason string) {
 	wait("the plan no longer paused", `(() => { const c = `+card+`; return !!c && c.dataset.phase !== 'Paused'; })()`)
 }
 
-// openConsole starts a headless Chromium with a fresh profile and returns
-// the context of its one tab; the page must throw nothing.
-func openConsole(t *testing.T) context.Context {
+// openConsole starts a headless Chromium with a fresh profile and opens
+// its one tab; the page must throw nothing.
+func openConsole(t *testing.T) *browsertest.Tab {
 	t.Helper()
-	return browsertest.Open(t, browsertest.Options{}).Ctx
+	return browsertest.Open(t, browsertest.Options{})
 }
