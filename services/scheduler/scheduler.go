@@ -536,6 +536,9 @@ func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api
 	if err := s.announceFailover(ctx, w, d, rev, true); err != nil { // pod.go
 		return err
 	}
+	if err := s.announceGang(ctx, w, d, rev, true); err != nil { // training.go
+		return err
+	}
 	event, msg := eventOf(w, d)
 	if err := s.events.Ensure(ctx, w, event, msg, rev); err != nil {
 		return fmt.Errorf("announce placement of %s: %w", key, err)

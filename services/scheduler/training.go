@@ -318,10 +318,30 @@ func (s *Service) takeDown(ctx context.Context, t *term, w *api.Workload, spec *
 	t.forget(w.Key())
 	t.work.AddAfter(w.Key(), time.Until(next))
 	s.log.Info("gang timed out: taken down and requeued", "key", w.Key(), "attempt", g.Attempt, "requeues", g.Requeues, "next", next)
-	if err := s.events.Publish(ctx, w, api.EventGangTimeout, g.LastRequeue, rev); err != nil {
-		return err
+	return s.announceGang(ctx, w, &d, rev, false)
+}
+
+// announceGang publishes (or, with ensure, makes sure of) the events of a
+// gang's take-down, stored with its placement d at rev: a replica that
+// died between the write and the events has them sent by the next
+// announce of that placement (scheduler.go).
+func (s *Service) announceGang(ctx context.Context, w *api.Workload, d *api.PlacementDecision, rev uint64, ensure bool) error {
+	g := d.Gang
+	if g == nil || !d.Unschedulable || !g.QuotaReleased || g.NextAttempt == nil || g.LastRequeue == "" {
+		return nil
 	}
-	return s.events.Publish(ctx, w, api.EventRequeued, fmt.Sprintf("requeue %d: placed again after %s; its quota is released meanwhile", g.Requeues, next.Format(time.RFC3339)), rev)
+	publish := s.events.Publish
+	if ensure {
+		publish = s.events.Ensure
+	}
+	if err := publish(ctx, w, api.EventGangTimeout, g.LastRequeue, rev); err != nil {
+		return fmt.Errorf("announce gang timeout of %s: %w", w.Key(), err)
+	}
+	msg := fmt.Sprintf("requeue %d: placed again after %s; its quota is released meanwhile", g.Requeues, g.NextAttempt.Format(time.RFC3339))
+	if err := publish(ctx, w, api.EventRequeued, msg, rev); err != nil {
+		return fmt.Errorf("announce requeue of %s: %w", w.Key(), err)
+	}
+	return nil
 }
 
 // writeGang writes d over prevRev; a conflict sends the key back to the
