@@ -148,7 +148,7 @@ func Grants() map[string]Grant {
 			Calls:   []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
 		},
 		UserQuota: {
-			Writes: []Keys{{BucketQuota, all}},
+			Writes: []Keys{{BucketQuota, all}, {BucketLeases, []string{"quota-sweeps"}}},
 			Reads:  []string{BucketWorkloads},
 			Serves: []string{RequestSubject("quota", "*")},
 		},
@@ -162,7 +162,7 @@ func Grants() map[string]Grant {
 			Calls: []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
 		},
 		UserPropagator: {
-			Writes:  []Keys{{BucketLeases, []string{"propagator.*"}}},
+			Writes:  []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
 			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
@@ -170,7 +170,7 @@ func Grants() map[string]Grant {
 		UserAggregator: {
 			Writes: []Keys{
 				{BucketStatus, all}, {BucketClusters, all}, {BucketObservations, all},
-				{BucketLeases, []string{"aggregator.*", "aggregator-status", "aggregator-rollout"}},
+				{BucketLeases, []string{"aggregator.*", "replicas.aggregator.*", "aggregator-status", "aggregator-rollout"}},
 				{BucketRollouts, all},
 			},
 			Reads:    []string{BucketWorkloads, BucketPlacements},
@@ -193,7 +193,7 @@ func Grants() map[string]Grant {
 		UserRemediation: {
 			Writes: []Keys{
 				{BucketRemediation, all}, {BucketDisruption, all},
-				{BucketLeases, []string{"remediation.*"}},
+				{BucketLeases, []string{"remediation.*", "replicas.remediation.*"}},
 			},
 			Emits:   []string{NodeRoot + ".>"},
 			Follows: []string{StreamSignals},

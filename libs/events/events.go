@@ -45,6 +45,12 @@ import (
 var generationStarts = []string{api.EventAdmitted, api.EventUpdated, api.EventScaled, api.EventPaused,
 	api.EventResumed, api.EventStopped, api.EventStarted, api.EventRestarted}
 
+// Predecessors returns the events one of which comes before event.
+func Predecessors(event string) []string { return slices.Clone(predecessors[event]) }
+
+// GenerationStarts returns the events that open a new generation.
+func GenerationStarts() []string { return slices.Clone(generationStarts) }
+
 // IsGenerationStart reports whether event opens a new generation.
 func IsGenerationStart(event string) bool { return slices.Contains(generationStarts, event) }
 
@@ -102,7 +108,11 @@ func MsgID(key, event string, rev uint64) string { return bus.MsgID(key+"."+even
 // revision of the write the event follows; it must grow with each write
 // that warrants the event, as a bucket's revisions do.
 func (p *Publisher) Publish(ctx context.Context, w *api.Workload, event, message string, rev uint64) error {
-	if err := p.awaitPredecessor(ctx, w, event); err != nil {
+	return p.publish(ctx, w, event, message, rev, predecessors[event])
+}
+
+func (p *Publisher) publish(ctx context.Context, w *api.Workload, event, message string, rev uint64, after []string) error {
+	if err := p.awaitPredecessor(ctx, w, event, after); err != nil {
 		return err
 	}
 	body, err := json.Marshal(api.WorkloadEvent{
@@ -123,6 +133,16 @@ func (p *Publisher) Publish(ctx context.Context, w *api.Workload, event, message
 // or the same event at a later revision: what a reconcile calls every
 // time it sees state whose event may not have gone out. See Publish.
 func (p *Publisher) Ensure(ctx context.Context, w *api.Workload, event, message string, rev uint64) error {
+	return p.EnsureAfter(ctx, w, event, message, rev, predecessors[event]...)
+}
+
+// EnsureAfter is Ensure with the events one of which must come first given
+// rather than event's own: for a workload that skips a step, whose
+// predecessor therefore never comes (a workload placed nowhere because it
+// wants no pods is never propagated: its running event follows its
+// scheduled event; a policy kind is never placed: its running event
+// follows the start of its generation, GenerationStarts).
+func (p *Publisher) EnsureAfter(ctx context.Context, w *api.Workload, event, message string, rev uint64, after ...string) error {
 	done, err := p.Published(ctx, w, event, rev)
 	if err != nil {
 		return err
@@ -130,7 +150,7 @@ func (p *Publisher) Ensure(ctx context.Context, w *api.Workload, event, message 
 	if done {
 		return nil
 	}
-	return p.Publish(ctx, w, event, message, rev)
+	return p.publish(ctx, w, event, message, rev, after)
 }
 
 // Published reports whether the stream holds event for w at rev or later.
@@ -159,11 +179,10 @@ func (p *Publisher) last(ctx context.Context, subj string) (*jetstream.RawStream
 	return m, nil
 }
 
-// awaitPredecessor waits until a predecessor of event for w's generation
-// is stored, MaxWait passes (then it returns nil: publish anyway) or ctx
-// ends (then it returns ctx's error).
-func (p *Publisher) awaitPredecessor(ctx context.Context, w *api.Workload, event string) error {
-	preds := predecessors[event]
+// awaitPredecessor waits until one of preds, event's predecessors, is
+// stored for w's generation, MaxWait passes (then it returns nil: publish
+// anyway) or ctx ends (then it returns ctx's error).
+func (p *Publisher) awaitPredecessor(ctx context.Context, w *api.Workload, event string, preds []string) error {
 	if len(preds) == 0 {
 		return nil
 	}

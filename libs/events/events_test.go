@@ -152,3 +152,43 @@ func TestEnsurePublishesEachEventOnce(t *testing.T) {
 		t.Errorf("concurrent Ensures stored %d messages in all, want 3", got)
 	}
 }
+
+// A workload that skips a step (placed nowhere, so never propagated) has
+// its running event follow the step before: with EnsureAfter it goes out
+// as soon as that one is stored, where Ensure waits MaxWait for a
+// propagated event that never comes.
+func TestEnsureAfterWaitsForTheGivenPredecessor(t *testing.T) {
+	ctx := context.Background()
+	b := openBus(t)
+	const maxWait = time.Minute
+	p := events.NewPublisher(b, slog.Default(), events.Options{MaxWait: maxWait})
+	w := workload(1)
+	w.Metadata.Name = "idle"
+	if err := p.Publish(ctx, w, api.EventAdmitted, "", 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.EnsureAfter(ctx, w, api.EventRunning, "0/0 ready", 3, api.EventScheduled) }()
+	select {
+	case err := <-done:
+		t.Fatalf("running went out (%v) before scheduled", err)
+	case <-time.After(100 * time.Millisecond): // the wait under test: nothing may happen in it
+	}
+	if err := p.Publish(ctx, w, api.EventScheduled, "", 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(maxWait / 2):
+		t.Fatal("running still waits for a propagated event after scheduled was stored")
+	}
+	if n := stored(t, b, "atoll.evt.p.app.idle.running"); n != 1 {
+		t.Errorf("%d running events stored, want 1", n)
+	}
+	if n := stored(t, b, "atoll.evt.p.app.idle.propagated"); n != 0 {
+		t.Errorf("%d propagated events stored, want none", n)
+	}
+}

@@ -199,7 +199,10 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
-		campaign(ClusterLease(name), s.clusters[name].lead)
+		// The replicas share the clusters (lease.Elector.RunShared).
+		if l := ClusterLease(name); s.campaignFor == nil || slices.Contains(s.campaignFor, l) {
+			s.goRun(func() { s.elector.RunShared(rctx, bus.UserAggregator, l, s.clusters[name].lead) })
+		}
 	}
 	campaign(LeaseStatus, s.leadFolding)
 	campaign(LeaseRollout, s.leadRollouts) // rollouts.go

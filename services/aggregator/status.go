@@ -229,7 +229,7 @@ func (f *foldState) fold(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	if err := f.announce(ctx, w, st, phaseRev); err != nil {
+	if err := f.announce(ctx, w, p, st, phaseRev); err != nil {
 		return err
 	}
 	f.folds.Add(1)
@@ -687,7 +687,7 @@ func (f *foldState) write(ctx context.Context, w *api.Workload, st api.Status) (
 // announce makes sure the event of the status's phase is in the stream,
 // once: published now if the write that entered the phase was not
 // followed by it (a crash, a takeover), skipped if it was.
-func (f *foldState) announce(ctx context.Context, w *api.Workload, st api.Status, phaseRev uint64) error {
+func (f *foldState) announce(ctx context.Context, w *api.Workload, p *api.PlacementDecision, st api.Status, phaseRev uint64) error {
 	ev, ok := phaseEvents[st.Phase]
 	if !ok {
 		return nil
@@ -700,13 +700,30 @@ func (f *foldState) announce(ctx context.Context, w *api.Workload, st api.Status
 	if done {
 		return nil
 	}
-	if err := f.s.pub.Ensure(ctx, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), phaseRev); err != nil {
+	if err := f.s.pub.EnsureAfter(ctx, w, ev, fmt.Sprintf("%d/%d ready", st.Ready, st.Desired), phaseRev, after(w, p, ev)...); err != nil {
 		return fmt.Errorf("announce %s of %s: %w", ev, key, err)
 	}
 	f.mu.Lock()
 	f.announced[key] = id
 	f.mu.Unlock()
 	return nil
+}
+
+// after lists the events one of which comes before a phase event ev of w:
+// its own predecessors (propagated), except where w never gets those. A
+// policy kind is never placed, so it follows the start of its generation;
+// a workload placed in no cluster for its generation, because it wants no
+// pods, has nothing propagated, so it follows its scheduled event. Either
+// would otherwise wait events.DefaultMaxWait for an event that never
+// comes, holding a status worker.
+func after(w *api.Workload, p *api.PlacementDecision, ev string) []string {
+	switch {
+	case !api.Placed(w.Kind):
+		return events.GenerationStarts()
+	case p != nil && !p.Unschedulable && p.Generation == w.Metadata.Generation && len(p.Shards) == 0:
+		return []string{api.EventScheduled}
+	}
+	return events.Predecessors(ev)
 }
 
 // forget removes the status of a deleted workload once no healthy

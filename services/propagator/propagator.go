@@ -211,7 +211,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 	for _, t := range s.targets {
-		s.goRun(func() { elector.Run(rctx, LeaseName(t.name), t.lead) })
+		s.goRun(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
 	}
 	s.started.Store(true)
 	return nil

@@ -42,7 +42,8 @@
 //
 // The owner replies only after step 3. A repair sweep finishes intents
 // older than IntentAge (their owner died or hangs), found through a watch
-// of the bucket. Transactions of one project are serialized per replica by
+// of the bucket; it runs on the replica holding the lease SweepLease, as
+// do the orphan checks below. Transactions of one project are serialized per replica by
 // an in-process lock from the ledger read before step 1 to the end of step
 // 2, so compare-and-set conflicts on the ledger happen only between
 // replicas; correctness rests on compare-and-set alone.
@@ -109,6 +110,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 )
 
@@ -146,6 +148,9 @@ const (
 	IntentAge = 500 * time.Millisecond
 	// RepairEvery is the period of the repair sweep.
 	RepairEvery = 250 * time.Millisecond
+	// SweepLease is the lease, in bus.BucketLeases, of the replica that
+	// runs the repair and orphan sweeps (see Service.sweep).
+	SweepLease = "quota-sweeps"
 )
 
 // Service serves quota requests.
@@ -162,6 +167,8 @@ type Service struct {
 	cancel    context.CancelFunc
 	loops     sync.WaitGroup
 
+	// holder is this replica's id in SweepLease's record.
+	holder string
 	// intentAge and orphanAge are IntentAge and OrphanAge (tests change them).
 	intentAge, orphanAge time.Duration
 	// recounts counts the projects this replica recounted (see recount).
@@ -187,7 +194,7 @@ type known struct {
 
 // New returns a quota service on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
-	return &Service{bus: b, log: log.With("component", "quota"), intentAge: IntentAge, orphanAge: OrphanAge,
+	return &Service{bus: b, log: log.With("component", "quota"), holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
 		locks: map[string]*sync.Mutex{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
 }
 
@@ -227,12 +234,40 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	s.loops.Add(3)
-	go s.every(rctx, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
-	go s.every(rctx, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
-	go s.every(rctx, FullSweepEvery, "orphan sweep", func(ctx context.Context) error { return s.SweepOnce(ctx, s.orphanAge) })
+	el, err := s.bus.Elector(rctx, s.holder, lease.Options{}, s.log, s.metrics)
+	if err != nil {
+		cancel()
+		_ = s.endpoints.Stop()
+		return fmt.Errorf("quota sweep lease: %w", err)
+	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		el.Run(rctx, SweepLease, s.sweep)
+	}()
 	return nil
 }
+
+// sweep runs the repair sweep, the orphan check and the full orphan sweep
+// while ctx lasts: while this replica holds SweepLease. Every replica
+// watches the bucket and notes intents and new reservations (observe), so
+// the replica that takes the lease over has them at hand. Each sweep is
+// safe to run twice (compare-and-set decides), but running it on every
+// replica would multiply its reads by their number. An intent whose owner
+// died while the holder died too waits for the takeover (at most the
+// lease's TTL and a poll, 7 s) unless an operation on its key finishes it
+// first.
+func (s *Service) sweep(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go s.every(ctx, &wg, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
+	go s.every(ctx, &wg, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
+	go s.every(ctx, &wg, FullSweepEvery, "orphan sweep", func(ctx context.Context) error { return s.SweepOnce(ctx, s.orphanAge) })
+	wg.Wait()
+}
+
+// Holder is this replica's id in the record of the lease it holds.
+func (s *Service) Holder() string { return s.holder }
 
 // Stop unregisters the endpoints and ends the sweeps.
 func (s *Service) Stop() error {
@@ -246,8 +281,8 @@ func (s *Service) Stop() error {
 	return nil
 }
 
-func (s *Service) every(ctx context.Context, period time.Duration, what string, fn func(context.Context) error) {
-	defer s.loops.Done()
+func (s *Service) every(ctx context.Context, wg *sync.WaitGroup, period time.Duration, what string, fn func(context.Context) error) {
+	defer wg.Done()
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

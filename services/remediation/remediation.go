@@ -160,7 +160,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		c := s.clusters[name]
-		s.wg.Go(func() { s.elector.Run(rctx, ClusterLease(name), c.lead) })
+		s.wg.Go(func() { s.elector.RunShared(rctx, bus.UserRemediation, ClusterLease(name), c.lead) })
 	}
 	if err := s.startOps(rctx); err != nil {
 		s.Stop()

@@ -22,7 +22,8 @@
 //
 // Replicas spread leases: before taking a free or expired lease a candidate
 // waits Stagger for each lease it already holds, so the replica holding
-// fewer leases usually wins.
+// fewer leases usually wins; and a group of leases run with RunShared is
+// rebalanced when a replica holds more than its share (share.go).
 package lease
 
 import (
@@ -67,6 +68,9 @@ type Options struct {
 	// Stagger delays taking a free lease by this much per lease already
 	// held (default 200ms).
 	Stagger time.Duration
+	// Cooldown is how long a replica that gave back a shared lease waits
+	// before it campaigns for it again (default 2*TTL; see RunShared).
+	Cooldown time.Duration
 	// Clock is the time source (default the real clock).
 	Clock clock.WithTicker
 	// Logger receives leadership changes (default slog.Default()).
@@ -91,6 +95,9 @@ func (o *Options) defaults() error {
 	if o.Stagger <= 0 {
 		o.Stagger = 200 * time.Millisecond
 	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = 2 * o.TTL
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -109,8 +116,9 @@ type Elector struct {
 	holder string
 	o      Options
 
-	mu   sync.Mutex
-	held map[string]bool // mu must be held
+	mu     sync.Mutex
+	held   map[string]bool   // mu must be held
+	groups map[string]*group // mu must be held; the groups of shared leases campaigned for (share.go)
 }
 
 // NewElector returns an elector for the replica named holder (use
@@ -122,7 +130,7 @@ func NewElector(kv jetstream.KeyValue, holder string, o Options) (*Elector, erro
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	return &Elector{kv: kv, holder: holder, o: o, held: map[string]bool{}}, nil
+	return &Elector{kv: kv, holder: holder, o: o, held: map[string]bool{}, groups: map[string]*group{}}, nil
 }
 
 // NewHolderID returns prefix-hostname-random, unique to this process.
@@ -201,6 +209,11 @@ func Current(ctx context.Context, kv jetstream.KeyValue, name string) (Record, u
 // while the lease is held, the lease is released for a standby to take at
 // once. Lease names must be valid Key-Value keys.
 func (e *Elector) Run(ctx context.Context, name string, fn func(ctx context.Context)) {
+	e.run(ctx, name, "", fn)
+}
+
+// run is Run for a lease of group, or of none when group is "".
+func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx context.Context)) {
 	log := e.o.Logger.With("lease", name, "holder", e.holder)
 	var (
 		observedRev uint64    // the revision last seen held by another
@@ -210,7 +223,11 @@ func (e *Elector) Run(ctx context.Context, name string, fn func(ctx context.Cont
 	for ctx.Err() == nil {
 		rev, ok := e.tryAcquire(ctx, name, &observedRev, &observedAt, ownRev, log)
 		if ok {
-			ownRev = e.lead(ctx, name, rev, fn, log)
+			var gaveBack bool
+			ownRev, gaveBack = e.lead(ctx, name, group, rev, fn, log)
+			if gaveBack && !e.sleep(ctx, e.o.Cooldown) {
+				return
+			}
 			continue
 		}
 		if !e.sleep(ctx, e.o.Poll) {
@@ -274,8 +291,9 @@ func (e *Elector) record(acquired time.Time) []byte {
 }
 
 // lead runs fn while the lease is held and returns the last revision this
-// replica wrote.
-func (e *Elector) lead(ctx context.Context, name string, rev uint64, fn func(context.Context), log *slog.Logger) uint64 {
+// replica wrote, and whether it gave the lease back to share group's
+// leases (see RunShared).
+func (e *Elector) lead(ctx context.Context, name, group string, rev uint64, fn func(context.Context), log *slog.Logger) (uint64, bool) {
 	lastOK := e.o.Clock.Now() // no later than the write that won the lease
 	acquired := lastOK.UTC()
 	e.setHeld(name, true)
@@ -301,7 +319,7 @@ func (e *Elector) lead(ctx context.Context, name string, rev uint64, fn func(con
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = e.kv.Delete(rctx, name, jetstream.LastRevision(rev))
 			rcancel()
-			return 0
+			return 0, false
 		case <-done:
 			// fn returned by itself: it no longer wants to act; let another.
 			cancel()
@@ -310,7 +328,7 @@ func (e *Elector) lead(ctx context.Context, name string, rev uint64, fn func(con
 			_ = e.kv.Delete(rctx, name, jetstream.LastRevision(rev))
 			rcancel()
 			<-ctx.Done()
-			return 0
+			return 0, false
 		case <-t.C():
 			start := e.o.Clock.Now()
 			left := e.o.StopAfter - e.o.Clock.Since(lastOK)
@@ -320,16 +338,23 @@ func (e *Elector) lead(ctx context.Context, name string, rev uint64, fn func(con
 			switch {
 			case err == nil:
 				rev, lastOK = n, start
+				if group != "" && e.giveBack(group) {
+					stop("given back: this replica holds more than its share of " + group)
+					rctx, rcancel := context.WithTimeout(ctx, time.Second)
+					_ = e.kv.Delete(rctx, name, jetstream.LastRevision(rev))
+					rcancel()
+					return 0, true
+				}
 			case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
 				stop("lease lost to another holder")
-				return 0
+				return 0, false
 			case ctx.Err() != nil:
 			default:
 				log.Warn("renew lease", "err", err)
 			}
 			if e.o.Clock.Since(lastOK) >= e.o.StopAfter {
 				stop(fmt.Sprintf("not renewed for %s", e.o.StopAfter))
-				return rev
+				return rev, false
 			}
 		}
 	}

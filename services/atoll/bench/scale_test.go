@@ -60,11 +60,10 @@ package bench
 //     retried by the scheduler every scheduler.RetryUnschedulable (5 s):
 //     50,000 of them are 10,000 decisions a second, which would measure
 //     that retry loop rather than the cost of a submit;
-//   - Apps of 0 replicas get an empty placement that no propagator
-//     announces (an event comes from a shard's cluster), so the
-//     aggregator's running event for each waits events.DefaultMaxWait (2
-//     s) for a propagated event that never comes, holding one of its 8
-//     status workers: such a fill settles at 4 Apps a second (measured).
+//   - Apps of 0 replicas are Running 0/0 with an empty placement: each
+//     gets a running event too (after its scheduled event, since nothing
+//     is propagated), one more event per fill App than the workload
+//     needs to be held.
 //
 // The target (the issue's): P99 at the largest size within 1.2x of P99 at
 // the smallest. The bench prints whether it holds but does not fail on it;

@@ -636,6 +636,7 @@ func (r *Region) Leases(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
+	keys = slices.DeleteFunc(keys, lease.IsPresenceKey)
 	slices.Sort(keys)
 	return keys, nil
 }

@@ -153,6 +153,47 @@ func TestKillLeaseHoldersDuringCreates(t *testing.T) {
 	} else {
 		t.Logf("no Running App's status went back to another phase")
 	}
+	checkClustersShared(ctx, t)
+}
+
+// checkClustersShared checks that, after the kills and restarts, the
+// replicas of each service with a lease per member cluster share the
+// clusters again: with 2 replicas and n clusters neither holds more than
+// its share, n/2 rounded up (lease.Elector.RunShared). Without the
+// rebalance the replica that survived a kill keeps every lease it took.
+func checkClustersShared(ctx context.Context, t *testing.T) {
+	t.Helper()
+	n := len(reg.Members)
+	share := (n + 1) / 2
+	start := time.Now()
+	var last string
+	ok := assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		names, err := reg.Leases(ctx)
+		if !assert.NoError(ct, err) {
+			return
+		}
+		held := map[string]int{} // replica -> cluster leases
+		var rows []string
+		for _, l := range names {
+			svc := leaseService(l)
+			if (svc != "propagator" && svc != "aggregator" && svc != "remediation") || !strings.Contains(l, ".") {
+				continue
+			}
+			id, _, err := reg.Holder(ctx, l)
+			if !assert.NoError(ct, err, "holder of %s", l) {
+				return
+			}
+			held[id.String()]++
+			rows = append(rows, l+"\t"+id.String())
+		}
+		last = table("lease\tholder", rows...)
+		for id, c := range held {
+			assert.LessOrEqual(ct, c, share, "%s holds %d cluster leases, more than its share of %d", id, c, n)
+		}
+	}, time.Minute, 250*time.Millisecond)
+	if ok {
+		t.Logf("cluster leases shared %s after the last restart (no replica above %d of %d):%s", ms(time.Since(start)), share, n, last)
+	}
 }
 
 // waitLeases waits until the leases of the scheduler and of the propagator
