@@ -555,6 +555,10 @@ func (s *Service) announceWritten(ctx context.Context, t *term, w *api.Workload,
 	if err := s.announceFailover(ctx, w, d, rev, false); err != nil { // pod.go
 		return err
 	}
+	// A gang's restart stays in every later placement of that attempt: ensured, not published.
+	if err := s.announceRestart(ctx, w, d, true); err != nil { // training.go
+		return err
+	}
 	event, msg := eventOf(w, d)
 	if err := s.events.Publish(ctx, w, event, msg, rev); err != nil {
 		return fmt.Errorf("announce placement of %s: %w", w.Key(), err)

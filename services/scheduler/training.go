@@ -274,14 +274,12 @@ func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.
 			d.Shards[i].Attempt = g.Attempt
 		}
 		d.Gang = &g
-		_, most := spec.Policy()
-		msg := fmt.Sprintf("a worker failed: the whole gang is recreated in %s (restart %d of %d)", d.Shards[0].Cluster, g.Restarts, most)
 		rev, err := s.writeGangRev(ctx, t, w, &d, prevRev)
 		if err != nil || rev == 0 {
 			return true, err
 		}
 		t.work.AddAfter(key, gangPoll)
-		return true, s.events.Publish(ctx, w, api.EventGangRestarted, msg, rev)
+		return true, s.announceRestart(ctx, w, &d, false)
 	default:
 		if st == nil || st.Phase != api.PhaseSucceeded && st.Phase != api.PhaseFailed {
 			t.work.AddAfter(key, 5*gangPoll) // a worker may fail later
@@ -327,7 +325,13 @@ func (s *Service) takeDown(ctx context.Context, t *term, w *api.Workload, spec *
 // announce of that placement (scheduler.go).
 func (s *Service) announceGang(ctx context.Context, w *api.Workload, d *api.PlacementDecision, rev uint64, ensure bool) error {
 	g := d.Gang
-	if g == nil || !d.Unschedulable || !g.QuotaReleased || g.NextAttempt == nil || g.LastRequeue == "" {
+	if g == nil {
+		return nil
+	}
+	if err := s.announceRestart(ctx, w, d, ensure); err != nil {
+		return err
+	}
+	if !d.Unschedulable || !g.QuotaReleased || g.NextAttempt == nil || g.LastRequeue == "" {
 		return nil
 	}
 	publish := s.events.Publish
@@ -340,6 +344,32 @@ func (s *Service) announceGang(ctx context.Context, w *api.Workload, d *api.Plac
 	msg := fmt.Sprintf("requeue %d: placed again after %s; its quota is released meanwhile", g.Requeues, g.NextAttempt.Format(time.RFC3339))
 	if err := publish(ctx, w, api.EventRequeued, msg, rev); err != nil {
 		return fmt.Errorf("announce requeue of %s: %w", w.Key(), err)
+	}
+	return nil
+}
+
+// announceRestart publishes (or, with ensure, makes sure of) the event of
+// the gang's last restart after a failed worker, while the restarted gang
+// is placed. Its idempotency key counts restarts (MsgID(key,
+// gang-restarted, Restarts)), not placement revisions: every later write
+// of the same placement (the gang seen ready) still holds that restart,
+// and Ensure publishes nothing once the stream holds restart n or a later
+// one, so a replica that died between the restart's write and its event
+// has it sent once by the next announce.
+func (s *Service) announceRestart(ctx context.Context, w *api.Workload, d *api.PlacementDecision, ensure bool) error {
+	spec, ok := w.Spec.(*api.TrainingJobSpec)
+	g := d.Gang
+	if !ok || g == nil || g.Restarts == 0 || d.Unschedulable || len(d.Shards) == 0 {
+		return nil
+	}
+	_, most := spec.Policy()
+	msg := fmt.Sprintf("a worker failed: the whole gang is recreated in %s (restart %d of %d)", d.Shards[0].Cluster, g.Restarts, most)
+	publish := s.events.Publish
+	if ensure {
+		publish = s.events.Ensure
+	}
+	if err := publish(ctx, w, api.EventGangRestarted, msg, uint64(g.Restarts)); err != nil {
+		return fmt.Errorf("announce gang restart of %s: %w", w.Key(), err)
 	}
 	return nil
 }
