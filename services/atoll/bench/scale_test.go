@@ -448,7 +448,9 @@ func cpuTime() time.Duration {
 
 // profile writes a CPU profile of the region (all of it runs in this
 // process) from now until the returned function is called, to
-// $ATOLL_BENCH_SCALE_PROFILE/scale-<round><size>.pprof when that is set.
+// $ATOLL_BENCH_SCALE_PROFILE/scale-<round><size>.pprof when that is set,
+// and the allocation profile at both ends (.allocs-start.pprof and
+// .allocs-end.pprof: the round's allocations are their difference).
 func profile(b *testing.B, round string, size int) func() {
 	dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE")
 	if dir == "" {
@@ -464,9 +466,22 @@ func profile(b *testing.B, round string, size int) func() {
 		_ = f.Close()
 		return func() {}
 	}
+	allocs := func(when string) {
+		h, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s%d.allocs-%s.pprof", round, size, when)))
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer h.Close()
+		if err := pprof.Lookup("allocs").WriteTo(h, 0); err != nil {
+			b.Logf("profile: %v", err)
+		}
+	}
+	allocs("start")
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		allocs("end") // what the round allocated: go tool pprof -sample_index alloc_space -diff_base start end
 	}
 }
 
