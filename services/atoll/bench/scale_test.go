@@ -450,7 +450,9 @@ func cpuTime() time.Duration {
 // process) from now until the returned function is called, to
 // $ATOLL_BENCH_SCALE_PROFILE/scale-<round><size>.pprof when that is set,
 // and the allocation profile at both ends (.allocs-start.pprof and
-// .allocs-end.pprof: the round's allocations are their difference).
+// .allocs-end.pprof: the round's allocations are their difference, as of
+// the last collection at each end, so a round without one shows none;
+// the end's in-use figures show what the heap holds at that size).
 func profile(b *testing.B, round string, size int) func() {
 	dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE")
 	if dir == "" {
