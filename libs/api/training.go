@@ -251,6 +251,11 @@ type GangState struct {
 	QuotaReleased bool `json:"quotaReleased,omitempty"`
 	// LastRequeue says why the gang was last taken down.
 	LastRequeue string `json:"lastRequeue,omitempty"`
+	// RestartedAfter is the placement revision the last restart replaced:
+	// the idempotency number of its gang-restarted event, which grows
+	// across restarts, generations and a workload deleted and created
+	// again (the scheduler's announceRestart).
+	RestartedAfter uint64 `json:"restartedAfter,omitempty"`
 }
 
 // TrainingStatus is a TrainingJob's gang as the aggregator folds it.

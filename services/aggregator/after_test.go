@@ -30,4 +30,6 @@ func TestPhaseEventsFollowTheStepTheWorkloadHad(t *testing.T) {
 			assert.Equal(t, tc.want, after(tc.w, tc.p, api.EventRunning))
 		})
 	}
+	// An event that follows nothing keeps following nothing.
+	assert.Empty(t, after(app, &api.PlacementDecision{Generation: 3}, api.EventDegraded))
 }

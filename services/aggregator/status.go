@@ -717,13 +717,16 @@ func (f *foldState) announce(ctx context.Context, w *api.Workload, p *api.Placem
 // would otherwise wait events.DefaultMaxWait for an event that never
 // comes, holding a status worker.
 func after(w *api.Workload, p *api.PlacementDecision, ev string) []string {
+	own := events.Predecessors(ev)
 	switch {
+	case len(own) == 0:
+		return nil // an event that follows nothing in particular
 	case !api.Placed(w.Kind):
 		return events.GenerationStarts()
 	case p != nil && !p.Unschedulable && p.Generation == w.Metadata.Generation && len(p.Shards) == 0:
 		return []string{api.EventScheduled}
 	}
-	return events.Predecessors(ev)
+	return own
 }
 
 // forget removes the status of a deleted workload once no healthy

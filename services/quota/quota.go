@@ -238,14 +238,35 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		_ = s.endpoints.Stop()
+		s.endpoints = nil
 		return fmt.Errorf("quota sweep lease: %w", err)
 	}
-	s.loops.Add(1)
+	s.loops.Add(2)
 	go func() {
 		defer s.loops.Done()
 		el.Run(rctx, SweepLease, s.sweep)
 	}()
+	// A standby notes new reservations as the holder does, and drops them
+	// once due (the holder checks them), so that its notes stay as many as
+	// one OrphanAge of reservations, and a takeover starts with those only.
+	go s.every(rctx, &s.loops, s.orphanAge/3, "orphan notes", func(context.Context) error {
+		if !el.Held(SweepLease) {
+			s.dropDueOrphans(time.Now())
+		}
+		return nil
+	})
 	return nil
+}
+
+// dropDueOrphans forgets the reservations noted for an orphan check due by now.
+func (s *Service) dropDueOrphans(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, at := range s.orphans {
+		if !at.After(now) {
+			delete(s.orphans, k)
+		}
+	}
 }
 
 // sweep runs the repair sweep, the orphan check and the full orphan sweep

@@ -36,7 +36,7 @@ func TestGangRestartEventIsSentOnceAfterTheWriterDied(t *testing.T) {
 	now := time.Now().UTC()
 	d := api.PlacementDecision{Key: key, Generation: 1, Decided: now,
 		Shards: []api.Shard{{Cluster: "zone-a", Zone: "a", Replicas: 2, Attempt: 2}},
-		Gang:   &api.GangState{Attempt: 2, Restarts: 1, PlacedAt: now}}
+		Gang:   &api.GangState{Attempt: 2, Restarts: 1, PlacedAt: now, RestartedAfter: 1}}
 	body, err := json.Marshal(&d)
 	require.NoError(t, err)
 	_, err = kv(t, b, bus.BucketPlacements).Put(ctx, key, body)

@@ -263,6 +263,14 @@ func (t *term) announcedAt(key string) uint64 {
 	return t.published[key]
 }
 
+// unannounce forgets that key's placement was announced: its events are
+// ensured by the next reconcile's announce.
+func (t *term) unannounce(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.published, key)
+}
+
 func (t *term) announced(key string, rev uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -269,6 +269,7 @@ func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.
 		g.Restarts++
 		g.Attempt++
 		g.PlacedAt, g.ReadyAt = now, nil
+		g.RestartedAfter = prevRev
 		d.Shards = slices.Clone(prev.Shards)
 		for i := range d.Shards {
 			d.Shards[i].Attempt = g.Attempt
@@ -279,7 +280,11 @@ func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.
 			return true, err
 		}
 		t.work.AddAfter(key, gangPoll)
-		return true, s.announceRestart(ctx, w, &d, false)
+		if err := s.announceRestart(ctx, w, &d, false); err != nil {
+			t.unannounce(key) // the retry's announce sends it
+			return true, err
+		}
+		return true, nil
 	default:
 		if st == nil || st.Phase != api.PhaseSucceeded && st.Phase != api.PhaseFailed {
 			t.work.AddAfter(key, 5*gangPoll) // a worker may fail later
@@ -316,7 +321,11 @@ func (s *Service) takeDown(ctx context.Context, t *term, w *api.Workload, spec *
 	t.forget(w.Key())
 	t.work.AddAfter(w.Key(), time.Until(next))
 	s.log.Info("gang timed out: taken down and requeued", "key", w.Key(), "attempt", g.Attempt, "requeues", g.Requeues, "next", next)
-	return s.announceGang(ctx, w, &d, rev, false)
+	if err := s.announceGang(ctx, w, &d, rev, false); err != nil {
+		t.unannounce(w.Key()) // the retry's announce sends them
+		return err
+	}
+	return nil
 }
 
 // announceGang publishes (or, with ensure, makes sure of) the events of a
@@ -350,16 +359,16 @@ func (s *Service) announceGang(ctx context.Context, w *api.Workload, d *api.Plac
 
 // announceRestart publishes (or, with ensure, makes sure of) the event of
 // the gang's last restart after a failed worker, while the restarted gang
-// is placed. Its idempotency key counts restarts (MsgID(key,
-// gang-restarted, Restarts)), not placement revisions: every later write
-// of the same placement (the gang seen ready) still holds that restart,
-// and Ensure publishes nothing once the stream holds restart n or a later
-// one, so a replica that died between the restart's write and its event
-// has it sent once by the next announce.
+// is placed. Its idempotency number is the placement revision the restart
+// replaced (GangState.RestartedAfter), not the revision it wrote: every
+// later write of the same attempt (the gang seen ready) still holds that
+// restart, and Ensure publishes nothing once the stream holds this restart
+// or a later one, so a replica that died between the restart's write and
+// its event has it sent once by the next announce.
 func (s *Service) announceRestart(ctx context.Context, w *api.Workload, d *api.PlacementDecision, ensure bool) error {
 	spec, ok := w.Spec.(*api.TrainingJobSpec)
 	g := d.Gang
-	if !ok || g == nil || g.Restarts == 0 || d.Unschedulable || len(d.Shards) == 0 {
+	if !ok || g == nil || g.Restarts == 0 || g.RestartedAfter == 0 || d.Unschedulable || len(d.Shards) == 0 {
 		return nil
 	}
 	_, most := spec.Policy()
@@ -368,7 +377,7 @@ func (s *Service) announceRestart(ctx context.Context, w *api.Workload, d *api.P
 	if ensure {
 		publish = s.events.Ensure
 	}
-	if err := publish(ctx, w, api.EventGangRestarted, msg, uint64(g.Restarts)); err != nil {
+	if err := publish(ctx, w, api.EventGangRestarted, msg, g.RestartedAfter); err != nil {
 		return fmt.Errorf("announce gang restart of %s: %w", w.Key(), err)
 	}
 	return nil

@@ -68,8 +68,8 @@ type Options struct {
 	// Stagger delays taking a free lease by this much per lease already
 	// held (default 200ms).
 	Stagger time.Duration
-	// Cooldown is how long a replica that gave back a shared lease waits
-	// before it campaigns for it again (default 2*TTL; see RunShared).
+	// Cooldown is how long a replica that gave back a shared lease does
+	// not take it while it is free (default 2*TTL; see RunShared).
 	Cooldown time.Duration
 	// Clock is the time source (default the real clock).
 	Clock clock.WithTicker
@@ -219,14 +219,15 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 		observedRev uint64    // the revision last seen held by another
 		observedAt  time.Time // when it was first seen
 		ownRev      uint64    // the revision this replica last wrote
+		coolUntil   time.Time // until when this replica does not take the lease free (it gave it back)
 	)
 	for ctx.Err() == nil {
-		rev, ok := e.tryAcquire(ctx, name, &observedRev, &observedAt, ownRev, log)
+		rev, ok := e.tryAcquire(ctx, name, &observedRev, &observedAt, ownRev, !e.o.Clock.Now().Before(coolUntil), log)
 		if ok {
 			var gaveBack bool
 			ownRev, gaveBack = e.lead(ctx, name, group, rev, fn, log)
-			if gaveBack && !e.sleep(ctx, e.o.Cooldown) {
-				return
+			if gaveBack {
+				coolUntil = e.o.Clock.Now().Add(e.o.Cooldown)
 			}
 			continue
 		}
@@ -237,11 +238,15 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 }
 
 // tryAcquire makes one attempt to take lease name; it returns the revision
-// written when it did.
-func (e *Elector) tryAcquire(ctx context.Context, name string, observedRev *uint64, observedAt *time.Time, ownRev uint64, log *slog.Logger) (uint64, bool) {
+// written when it did. Without takeFree it does not take a free lease, only
+// an expired one.
+func (e *Elector) tryAcquire(ctx context.Context, name string, observedRev *uint64, observedAt *time.Time, ownRev uint64, takeFree bool, log *slog.Logger) (uint64, bool) {
 	cur, rev, err := Current(ctx, e.kv, name)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
+		if !takeFree {
+			return 0, false
+		}
 		if !e.sleep(ctx, time.Duration(e.heldCount())*e.o.Stagger) {
 			return 0, false
 		}
@@ -338,9 +343,9 @@ func (e *Elector) lead(ctx context.Context, name, group string, rev uint64, fn f
 			switch {
 			case err == nil:
 				rev, lastOK = n, start
-				if group != "" && e.giveBack(group) {
+				if group != "" && e.giveBack(group, name) {
 					stop("given back: this replica holds more than its share of " + group)
-					rctx, rcancel := context.WithTimeout(ctx, time.Second)
+					rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 					_ = e.kv.Delete(rctx, name, jetstream.LastRevision(rev))
 					rcancel()
 					return 0, true

@@ -2,7 +2,9 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,43 +18,72 @@ import (
 // Stagger spreads such leases as replicas take free or expired ones, but a
 // replica that starts after the others have taken every lease of the group
 // (a restart after a kill) would stay a mere standby. So each replica
-// campaigning in a group also keeps a presence key,
-// PresenceKey(group, holder), written every RenewEvery and deleted when it
-// stops, and counts the presence keys whose revision it has seen change
-// within TTL on its own clock (never the writer's timestamps, as for
-// leases). Its share is the group's leases it campaigns for divided by the
-// replicas live, rounded up; a holder above its share gives one lease back
-// after a renewal: it stops the lease's function as when a lease is lost,
-// deletes the lease (compare-and-set on its own revision), and waits
-// Cooldown before campaigning for it again, so that a replica below its
-// share takes it at its next poll. It gives back at most one lease of a
-// group per TTL, so that the count it judges by includes the last move.
+// campaigning in a group also keeps a presence record,
+// PresenceKey(group, holder): how many of the group's leases it holds and
+// which it campaigns for, written every RenewEvery and deleted when it
+// stops. Every countEvery it reads the others' records, and counts as live
+// those whose revision it has seen change within TTL on its own clock
+// (never the writer's timestamps, as for leases).
 //
-// Presence is a hint, never safety: a wrong count moves one lease more or
-// one fewer, and the lease protocol still lets one replica act at a time.
-// A presence key left by a replica that died is deleted by any replica
-// once it has stayed unchanged for presenceForget.
+// A holder gives a lease back, after a renewal, when it holds at least two
+// more of the group than a live replica that campaigns for that lease: it
+// stops the lease's function as when a lease is lost, deletes the lease
+// (compare-and-set on its own revision), and for Cooldown does not take
+// that lease while it is free, so that the replica below takes it at its
+// next poll (it still takes it over if it expires: a taker that dies is
+// replaced within the usual bound). It gives back at most one lease of a
+// group per TTL, so that the counts it judges by include the last move,
+// and never on counts older than TTL. Two replicas sharing 3 leases end
+// 2 and 1; three sharing 4 end 2, 1 and 1.
+//
+// Presence is a hint, never safety: a stale or wrong count moves a lease
+// once more or once fewer, and the lease protocol still lets one replica
+// act at a time. A presence record left by a replica that died is deleted
+// by any replica once it has stayed unchanged for presenceForget TTLs.
+//
+// The records are read by listing the group's keys (a short-lived
+// consumer) and getting each: the library sits below libs/bus and its
+// bucket mirror, and a group has a handful of replicas.
 
 // PresenceKey is the key, in the leases bucket, of holder's presence in
-// group: replicas.<group>.<holder>.
-func PresenceKey(group, holder string) string { return presencePrefix + group + "." + holder }
+// group: replicas.<group>.<holder>, with any character a key may not hold
+// in one token (a dot of a host name) replaced by '_'.
+func PresenceKey(group, holder string) string {
+	return presencePrefix + group + "." + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '=':
+			return r
+		}
+		return '_'
+	}, holder)
+}
 
 // IsPresenceKey reports whether key in the leases bucket is a presence
-// key rather than a lease.
+// record rather than a lease.
 func IsPresenceKey(key string) bool { return strings.HasPrefix(key, presencePrefix) }
 
 const (
 	presencePrefix = "replicas."
-	// presenceForget is how many TTLs a presence key may stay unchanged
+	// presenceForget is how many TTLs a presence record may stay unchanged
 	// before a replica deletes it as left by a dead replica.
 	presenceForget = 10
 )
+
+// presence is the value of a presence key.
+type presence struct {
+	Holder string `json:"holder"`
+	// Held is how many of the group's leases the replica holds.
+	Held int `json:"held"`
+	// Names are the group's leases it campaigns for.
+	Names []string `json:"names"`
+}
 
 // group is the state of one group of shared leases in this elector;
 // Elector.mu must be held to read or change it.
 type group struct {
 	names       map[string]int // the group's leases this replica campaigns for (Run calls of each)
-	live        int            // replicas live at the last look, this one included
+	peers       []presence     // the other live replicas at the last count
+	countedAt   time.Time      // when peers were counted (zero: never)
 	lastRelease time.Time      // when this replica last gave back a lease of the group
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when the presence loop has ended
@@ -71,7 +102,7 @@ func (e *Elector) join(ctx context.Context, name, lease string) {
 	g := e.groups[name]
 	if g == nil {
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		g = &group{names: map[string]int{}, live: 1, cancel: cancel, done: make(chan struct{})}
+		g = &group{names: map[string]int{}, cancel: cancel, done: make(chan struct{})}
 		e.groups[name] = g
 		go e.presence(pctx, name, g)
 	}
@@ -96,8 +127,21 @@ func (e *Elector) leave(name, lease string) {
 	}
 }
 
-// presence keeps this replica's presence key in group and counts the
-// replicas live, until ctx ends; then it deletes the key.
+// own is this replica's presence record in g; e.mu must be held.
+func (e *Elector) own(g *group) presence {
+	p := presence{Holder: e.holder}
+	for l := range g.names {
+		p.Names = append(p.Names, l)
+		if e.held[l] {
+			p.Held++
+		}
+	}
+	slices.Sort(p.Names)
+	return p
+}
+
+// presence keeps this replica's presence record in group and counts the
+// live replicas, until ctx ends; then it deletes the record.
 func (e *Elector) presence(ctx context.Context, name string, g *group) {
 	defer close(g.done)
 	key := PresenceKey(name, e.holder)
@@ -106,44 +150,62 @@ func (e *Elector) presence(ctx context.Context, name string, g *group) {
 		at  time.Time
 	}
 	seen := map[string]observed{}
+	var ownRev uint64
+	countEvery := max(e.o.TTL/2, e.o.RenewEvery)
+	var counted time.Time
 	t := e.o.Clock.NewTicker(e.o.RenewEvery)
 	defer t.Stop()
 	for {
-		if _, err := e.kv.Put(ctx, key, e.record(time.Time{})); err != nil && ctx.Err() == nil {
-			e.o.Logger.Debug("write presence", "key", key, "err", err)
+		e.mu.Lock()
+		body, _ := json.Marshal(e.own(g))
+		e.mu.Unlock()
+		if rev, err := e.kv.Put(ctx, key, body); err == nil {
+			ownRev = rev
+		} else if ctx.Err() == nil {
+			e.o.Logger.Warn("write presence", "key", key, "err", err)
 		}
-		if revs, err := e.presenceRevisions(ctx, name); err == nil {
-			now := e.o.Clock.Now()
-			live := 1
-			for k, rev := range revs {
-				if k == key {
-					continue
+		if e.o.Clock.Since(counted) >= countEvery {
+			counted = e.o.Clock.Now()
+			lctx, cancel := context.WithTimeout(ctx, countEvery)
+			records, err := e.presenceRecords(lctx, name)
+			cancel()
+			if err == nil {
+				now := e.o.Clock.Now()
+				var peers []presence
+				for k, r := range records {
+					if k == key {
+						continue
+					}
+					o, ok := seen[k]
+					if !ok || o.rev != r.rev {
+						o = observed{rev: r.rev, at: now}
+						seen[k] = o
+					}
+					switch since := now.Sub(o.at); {
+					case since < e.o.TTL:
+						peers = append(peers, r.p)
+					case since >= presenceForget*e.o.TTL:
+						_ = e.kv.Delete(ctx, k, jetstream.LastRevision(r.rev))
+					}
 				}
-				o, ok := seen[k]
-				if !ok || o.rev != rev {
-					o = observed{rev: rev, at: now}
-					seen[k] = o
+				for k := range seen {
+					if _, ok := records[k]; !ok {
+						delete(seen, k)
+					}
 				}
-				switch since := now.Sub(o.at); {
-				case since < e.o.TTL:
-					live++
-				case since >= presenceForget*e.o.TTL:
-					_ = e.kv.Delete(ctx, k, jetstream.LastRevision(rev))
-				}
+				e.mu.Lock()
+				g.peers, g.countedAt = peers, now
+				e.mu.Unlock()
+			} else if ctx.Err() == nil {
+				e.o.Logger.Debug("read presence", "group", name, "err", err)
 			}
-			for k := range seen {
-				if _, ok := revs[k]; !ok {
-					delete(seen, k)
-				}
-			}
-			e.mu.Lock()
-			g.live = live
-			e.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = e.kv.Delete(dctx, key)
+			if ownRev != 0 {
+				_ = e.kv.Delete(dctx, key, jetstream.LastRevision(ownRev))
+			}
 			cancel()
 			return
 		case <-t.C():
@@ -151,14 +213,19 @@ func (e *Elector) presence(ctx context.Context, name string, g *group) {
 	}
 }
 
-// presenceRevisions returns the presence keys of group and their revisions.
-func (e *Elector) presenceRevisions(ctx context.Context, name string) (map[string]uint64, error) {
-	lister, err := e.kv.ListKeysFiltered(ctx, PresenceKey(name, "*"))
+type presenceRecord struct {
+	p   presence
+	rev uint64
+}
+
+// presenceRecords returns the presence records of group by key.
+func (e *Elector) presenceRecords(ctx context.Context, name string) (map[string]presenceRecord, error) {
+	lister, err := e.kv.ListKeysFiltered(ctx, presencePrefix+name+".*")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = lister.Stop() }()
-	out := map[string]uint64{}
+	out := map[string]presenceRecord{}
 	for k := range lister.Keys() {
 		ent, err := e.kv.Get(ctx, k)
 		switch {
@@ -166,31 +233,35 @@ func (e *Elector) presenceRevisions(ctx context.Context, name string) (map[strin
 		case err != nil:
 			return nil, err
 		default:
-			out[k] = ent.Revision()
+			var p presence
+			if json.Unmarshal(ent.Value(), &p) == nil {
+				out[k] = presenceRecord{p: p, rev: ent.Revision()}
+			}
 		}
 	}
-	return out, nil
+	return out, ctx.Err()
 }
 
-// giveBack reports whether this replica, holding a lease of group, holds
-// more than its share of the group and may give one back now; when it
-// does, it notes the release.
-func (e *Elector) giveBack(name string) bool {
+// giveBack reports whether this replica, holding lease of group, should
+// give it back now (see the comment above); when so, it notes the release.
+func (e *Elector) giveBack(name, lease string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g := e.groups[name]
-	if g == nil || g.live <= 1 {
+	now := e.o.Clock.Now()
+	if g == nil || g.countedAt.IsZero() || now.Sub(g.countedAt) > e.o.TTL {
 		return false
 	}
-	held := 0
-	for l := range g.names {
-		if e.held[l] {
-			held++
+	if !g.lastRelease.IsZero() && now.Sub(g.lastRelease) < e.o.TTL {
+		return false
+	}
+	least := -1
+	for _, p := range g.peers {
+		if slices.Contains(p.Names, lease) && (least < 0 || p.Held < least) {
+			least = p.Held
 		}
 	}
-	share := (len(g.names) + g.live - 1) / g.live
-	now := e.o.Clock.Now()
-	if held <= share || (!g.lastRelease.IsZero() && now.Sub(g.lastRelease) < e.o.TTL) {
+	if least < 0 || e.own(g).Held < least+2 {
 		return false
 	}
 	g.lastRelease = now

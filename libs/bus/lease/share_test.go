@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,101 @@ func TestALoneReplicaKeepsItsSharedLeases(t *testing.T) {
 	time.Sleep(5 * fast.TTL) // the subject: nothing may be given back during this time
 	assert.Len(t, e.HeldNames(), 3)
 	lost.Range(func(k, _ any) bool { t.Errorf("lease %v given up by the only replica", k); return true })
+}
+
+// Three replicas sharing 4 leases end 2, 1 and 1: rounding the share up
+// would leave the last one a standby at 2, 2 and 0.
+func TestThreeReplicasShareFourLeases(t *testing.T) {
+	b := openBus(t)
+	kv := leases(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var es []*lease.Elector
+	for i, who := range []string{"a", "b", "c"} {
+		e, err := lease.NewElector(kv, who, fast)
+		require.NoError(t, err)
+		es = append(es, e)
+		for _, name := range []string{"aggregator.zone-a", "aggregator.zone-b", "aggregator.zone-c", "aggregator.zone-d"} {
+			go e.RunShared(ctx, "aggregator", name, func(ctx context.Context) { <-ctx.Done() })
+		}
+		if i == 0 {
+			require.Eventually(t, func() bool { return len(e.HeldNames()) == 4 }, 10*time.Second, 10*time.Millisecond)
+		}
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var got []int
+		total := 0
+		for _, e := range es {
+			got = append(got, len(e.HeldNames()))
+			total += len(e.HeldNames())
+		}
+		assert.Equal(c, 4, total, "leases held %v", got)
+		assert.LessOrEqual(c, slices.Max(got)-slices.Min(got), 1, "leases held %v", got)
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
+// A lease that no other replica campaigns for is never given back, and
+// one that another campaigns for is.
+func TestOnlyLeasesAnotherCampaignsForAreGivenBack(t *testing.T) {
+	b := openBus(t)
+	kv := leases(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ea, err := lease.NewElector(kv, "a", fast)
+	require.NoError(t, err)
+	eb, err := lease.NewElector(kv, "b", fast)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	starts := map[string]int{}
+	fn := func(name string) func(context.Context) {
+		return func(ctx context.Context) {
+			mu.Lock()
+			starts[name]++
+			mu.Unlock()
+			<-ctx.Done()
+		}
+	}
+	names := []string{"propagator.zone-a", "propagator.zone-b", "propagator.zone-c"}
+	for _, name := range names {
+		go ea.RunShared(ctx, "propagator", name, fn(name))
+	}
+	require.Eventually(t, func() bool { return len(ea.HeldNames()) == 3 }, 10*time.Second, 10*time.Millisecond)
+	go eb.RunShared(ctx, "propagator", names[0], fn(names[0])) // b serves zone-a only
+	require.Eventually(t, func() bool { return eb.Held(names[0]) }, 10*time.Second, 10*time.Millisecond, "zone-a given to b")
+	time.Sleep(5 * fast.TTL) // the subject: nothing else may be given back during this time
+	assert.True(t, ea.Held(names[1]) && ea.Held(names[2]), "a still holds zone-b and zone-c: %v", ea.HeldNames())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, starts[names[1]], "zone-b started more than once")
+	assert.Equal(t, 1, starts[names[2]], "zone-c started more than once")
+}
+
+// After giving a lease back, a replica still takes it over when the
+// replica that took it dies: the cooldown holds back only a free lease.
+func TestGivenBackLeaseIsTakenOverWhenItsTakerDies(t *testing.T) {
+	b := openBus(t)
+	ea, err := lease.NewElector(leases(t, b), "a", fast)
+	require.NoError(t, err)
+	tb, err := b.Connect("taker")
+	require.NoError(t, err)
+	eb, err := lease.NewElector(leases(t, tb), "b", fast)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := []string{"remediation.zone-a", "remediation.zone-b"}
+	for _, name := range names {
+		go ea.RunShared(ctx, "remediation", name, func(ctx context.Context) { <-ctx.Done() })
+	}
+	require.Eventually(t, func() bool { return len(ea.HeldNames()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	for _, name := range names {
+		go eb.RunShared(ctx, "remediation", name, func(ctx context.Context) { <-ctx.Done() })
+	}
+	require.Eventually(t, func() bool { return len(eb.HeldNames()) == 1 }, 10*time.Second, 5*time.Millisecond, "one lease given to b")
+	taken := eb.HeldNames()[0]
+	killed := time.Now()
+	tb.NC.Close() // b dies at once: it neither renews nor releases
+	require.Eventually(t, func() bool { return ea.Held(taken) }, 10*time.Second, 5*time.Millisecond)
+	took := time.Since(killed)
+	t.Logf("a took %s back %v after b died (TTL %v, cooldown %v)", taken, took, fast.TTL, 2*fast.TTL)
+	assert.Less(t, took, fast.TTL+fast.StopAfter+2*fast.Poll, "the cooldown delayed the takeover of an expired lease")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -158,13 +159,12 @@ func TestKillLeaseHoldersDuringCreates(t *testing.T) {
 
 // checkClustersShared checks that, after the kills and restarts, the
 // replicas of each service with a lease per member cluster share the
-// clusters again: with 2 replicas and n clusters neither holds more than
-// its share, n/2 rounded up (lease.Elector.RunShared). Without the
-// rebalance the replica that survived a kill keeps every lease it took.
+// clusters again: every cluster lease held, and no replica holding two
+// more than another (lease.Elector.RunShared). Without the rebalance the
+// replica that survived a kill keeps every lease it took.
 func checkClustersShared(ctx context.Context, t *testing.T) {
 	t.Helper()
 	n := len(reg.Members)
-	share := (n + 1) / 2
 	start := time.Now()
 	var last string
 	ok := assert.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -172,27 +172,39 @@ func checkClustersShared(ctx context.Context, t *testing.T) {
 		if !assert.NoError(ct, err) {
 			return
 		}
-		held := map[string]int{} // replica -> cluster leases
+		held := map[string]map[string]int{} // service -> replica -> cluster leases
+		for _, svc := range []string{"propagator", "aggregator", "remediation"} {
+			held[svc] = map[string]int{}
+			for i := range reg.Replicas() {
+				held[svc][region.Replica{Service: svc, Index: i}.String()] = 0
+			}
+		}
 		var rows []string
 		for _, l := range names {
 			svc := leaseService(l)
-			if (svc != "propagator" && svc != "aggregator" && svc != "remediation") || !strings.Contains(l, ".") {
+			if held[svc] == nil || !strings.Contains(l, ".") {
 				continue
 			}
 			id, _, err := reg.Holder(ctx, l)
 			if !assert.NoError(ct, err, "holder of %s", l) {
 				return
 			}
-			held[id.String()]++
+			held[svc][id.String()]++
 			rows = append(rows, l+"\t"+id.String())
 		}
 		last = table("lease\tholder", rows...)
-		for id, c := range held {
-			assert.LessOrEqual(ct, c, share, "%s holds %d cluster leases, more than its share of %d", id, c, n)
+		for svc, by := range held {
+			counts := slices.Collect(maps.Values(by))
+			total := 0
+			for _, c := range counts {
+				total += c
+			}
+			assert.Equal(ct, n, total, "%s cluster leases held (%v)", svc, by)
+			assert.LessOrEqual(ct, slices.Max(counts)-slices.Min(counts), 1, "%s cluster leases per replica: %v", svc, by)
 		}
 	}, time.Minute, 250*time.Millisecond)
 	if ok {
-		t.Logf("cluster leases shared %s after the last restart (no replica above %d of %d):%s", ms(time.Since(start)), share, n, last)
+		t.Logf("cluster leases shared %s after the last restart (no replica of a service holds 2 more than another):%s", ms(time.Since(start)), last)
 	}
 }
 
