@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -292,6 +293,13 @@ func killHolder(ctx context.Context, t *testing.T, name string) ([]takeover, err
 	if err != nil {
 		return nil, err
 	}
+	// A per-cluster lease may be free for a moment: a replica above its
+	// share gives one back to the restarted one (lease.Elector.RunShared),
+	// which takes it at its next poll.
+	assert.Eventually(t, func() bool {
+		_, _, err := lease.Current(ctx, kv, name)
+		return !errors.Is(err, jetstream.ErrKeyNotFound)
+	}, 5*time.Second, 50*time.Millisecond, "lease %s free for 5s", name)
 	rec, rev, err := lease.Current(ctx, kv, name)
 	if err != nil {
 		return nil, fmt.Errorf("read lease: %w", err)
