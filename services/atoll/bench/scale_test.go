@@ -648,7 +648,7 @@ func pool(rounds []sizeResult) sizeResult {
 		if out.firstErr == nil {
 			out.firstErr = r.firstErr
 		}
-		out.load, out.heapMB = r.load, r.heapMB
+		out.load, out.heapMB = r.load, r.heapMB // as of the last round
 		out.gcs += r.gcs
 		out.gcPause += r.gcPause
 		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
