@@ -71,6 +71,7 @@ package bench
 // count the workloads the project holds.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,6 +116,10 @@ var (
 	scaleNodes = envInt("ATOLL_BENCH_SCALE_NODES", 10)
 	// scaleFillers is how many submitters fill the project at once.
 	scaleFillers = envInt("ATOLL_BENCH_SCALE_FILLERS", 8)
+	// scaleInProcess runs the services in this process rather than each
+	// as its own process (ATOLL_BENCH_SCALE_INPROCESS=1): what
+	// ATOLL_BENCH_SCALE_PROFILE profiles.
+	scaleInProcess = os.Getenv("ATOLL_BENCH_SCALE_INPROCESS") == "1"
 )
 
 const (
@@ -431,20 +436,90 @@ type sizeResult struct {
 	// change how often and how long it collects, for all of them; the
 	// columns show whether collections coincide with a slow round.
 	heapMB  uint64
-	gcs     uint32
+	gcs     uint64
 	gcPause time.Duration
 	// roundP99 is each pooled round's own admitted P99.
 	roundP99 []time.Duration
+	// busiest names the processes that used the most CPU during the
+	// round (or each pooled round), with their use in percent of a core.
+	busiest []string
 }
 
-// cpuTime is the CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// usage is what the region has used so far: its CPU time, its Go heap in
+// use, its collections and their pauses, summed over this process (the
+// bench, the embedded NATS server and, in process, every service) and the
+// services' processes.
+type usage struct {
+	cpu     time.Duration
+	heap    uint64
+	gcs     uint64
+	gcPause time.Duration
+	// cpuBy is the CPU time by process: "bench" (this process) and each
+	// service process's replica.
+	cpuBy map[string]time.Duration
 }
+
+// busiest lists the n processes that used the most CPU between u0 and
+// u1, over wall time d, in percent of a core.
+func busiest(u0, u1 usage, d time.Duration, n int) string {
+	type use struct {
+		name string
+		pct  float64
+	}
+	var all []use
+	for name, c := range u1.cpuBy {
+		all = append(all, use{name, 100 * float64(c-u0.cpuBy[name]) / float64(d)})
+	}
+	slices.SortFunc(all, func(a, b use) int { return cmp.Compare(b.pct, a.pct) })
+	var parts []string
+	for _, u := range all[:min(n, len(all))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", u.name, u.pct))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// regionUsage reads the region's usage; it is set once the region runs.
+var regionUsage = selfUsage
+
+// selfUsage is this process's usage.
+func selfUsage() usage {
+	var ru syscall.Rusage
+	var u usage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	u.heap, u.gcs, u.gcPause = ms.HeapAlloc, uint64(ms.NumGC), time.Duration(ms.PauseTotalNs)
+	u.cpuBy = map[string]time.Duration{"bench": u.cpu}
+	return u
+}
+
+// usageOf adds the usage of the region's service processes to this
+// process's. A process that cannot be read (it would have to have died)
+// fails the benchmark.
+func usageOf(b *testing.B, reg *region.Region) func() usage {
+	return func() usage {
+		u := selfUsage()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ps, err := reg.Usage(ctx)
+		if err != nil {
+			b.Errorf("region usage: %v", err)
+		}
+		for _, p := range ps {
+			u.cpu += p.CPU
+			u.heap += p.HeapBytes
+			u.gcs += p.GCs
+			u.gcPause += p.GCPause
+			u.cpuBy[p.Replica.String()] = p.CPU
+		}
+		return u
+	}
+}
+
+// cpuTime is the CPU time the region has used.
+func cpuTime() time.Duration { return regionUsage().cpu }
 
 // profile writes a CPU profile of the region (all of it runs in this
 // process) from now until the returned function is called, to
@@ -563,9 +638,7 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 		}}
 	}
 	stop := profile(b, round, size)
-	cpu0, wall0 := cpuTime(), time.Now()
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
+	u0, wall0 := regionUsage(), time.Now()
 	started, rate := offer(b, plan, time.Minute/time.Duration(scaleRate))
 	res.rate, res.load = rate, loadAverage()
 	wctx, cancel := context.WithTimeout(ctx, propagateWait)
@@ -579,10 +652,10 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 		return true
 	})
 	stop()
-	res.cpu = 100 * float64(cpuTime()-cpu0) / float64(time.Since(wall0))
-	runtime.ReadMemStats(&ms1)
-	res.heapMB, res.gcs = ms1.HeapAlloc>>20, ms1.NumGC-ms0.NumGC
-	res.gcPause = time.Duration(ms1.PauseTotalNs - ms0.PauseTotalNs)
+	u1 := regionUsage()
+	res.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
+	res.busiest = []string{busiest(u0, u1, time.Since(wall0), 4)}
+	res.heapMB, res.gcs, res.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
 	for _, name := range names {
 		t1, ok := replied[name]
 		if !ok {
@@ -652,6 +725,7 @@ func pool(rounds []sizeResult) sizeResult {
 		out.gcs += r.gcs
 		out.gcPause += r.gcPause
 		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
+		out.busiest = append(out.busiest, r.busiest...)
 	}
 	return out
 }
@@ -723,12 +797,24 @@ func BenchmarkScale(b *testing.B) {
 	level := slog.LevelError
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	reg, err := region.Start(ctx, region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
-		ClusterNice: clusterNice, ClusterBackgroundNice: backgroundNice})
+	opts := region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
+		ClusterNice: clusterNice, ClusterBackgroundNice: backgroundNice}
+	if !scaleInProcess {
+		opts.Exec = b.TempDir()
+		if err := region.BuildServices(ctx, opts.Exec); err != nil {
+			b.Fatal(err)
+		}
+		opts.ExecLogLevel = os.Getenv("ATOLL_BENCH_LOG")
+	}
+	reg, err := region.Start(ctx, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer reg.Stop(context.Background())
+	if !scaleInProcess {
+		regionUsage = usageOf(b, reg)
+		defer func() { regionUsage = selfUsage }()
+	}
 	cl, gw := regionClient(b, reg)
 	defer gw.Close()
 
@@ -790,6 +876,7 @@ func BenchmarkScale(b *testing.B) {
 	var (
 		fills   []fillResult
 		results []sizeResult
+		heaps   []string
 		have    int
 	)
 	for _, size := range scaleSizes {
@@ -820,9 +907,13 @@ func BenchmarkScale(b *testing.B) {
 			rounds = append(rounds, measure(ctx, b, cl, events, size, scaleSubmissions, fmt.Sprintf("m%d-", r)))
 		}
 		results = append(results, pool(rounds))
+		heaps = append(heaps, heapsBy(ctx, reg, size))
 	}
 	b.StopTimer()
 	printScale(fills, results, len(reg.Env.Clusters), idle)
+	for _, h := range heaps {
+		fmt.Println(h)
+	}
 	// The measured Apps' deletions gave their reservations back.
 	ledgerCounts(ctx, b, cl, have)
 
@@ -839,6 +930,21 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(propRatio, "propagated-p99-ratio")
 	b.ReportMetric(float64(percentile(last.admitted, .99).Microseconds())/1000, "admitted-p99-ms")
 	b.ReportMetric(float64(percentile(last.prop, .99).Microseconds())/1000, "propagated-p99-ms")
+}
+
+// heapsBy describes each service process's Go heap and collections so
+// far at a size ("" with the services in this process).
+func heapsBy(ctx context.Context, reg *region.Region, size int) string {
+	ps, err := reg.Usage(ctx)
+	if err != nil || len(ps) == 0 {
+		return ""
+	}
+	slices.SortFunc(ps, func(a, b region.Usage) int { return strings.Compare(a.Replica.String(), b.Replica.String()) })
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%s %d MB/%d GCs", p.Replica.Service, p.HeapBytes>>20, p.GCs)
+	}
+	return fmt.Sprintf("  heap at %d by process (in use, collections since start): %s", size, strings.Join(parts, ", "))
 }
 
 // printScale prints the fill and the measurement tables; a "-" in the
@@ -883,6 +989,12 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 		fmt.Printf("  %8d %6d %9.0f %11s %11s %11s %11s %7d %5d %10.2f %10.2f %5.0f %6s %8d %4d %9s  %s\n", r.size, r.submissions, r.rate,
 			ms(percentile(r.admitted, .5)), ms(a99), ms(percentile(r.prop, .5)), ms(p99), r.errs, r.lost, ratio(a99, b99), ratio(p99, bp99),
 			r.cpu, r.load, r.heapMB, r.gcs, ms(r.gcPause), strings.Join(perRound, " "))
+	}
+	fmt.Printf("  busiest processes in each round, CPU in percent of a core (bench: this process, the embedded NATS server included):\n")
+	for _, r := range results {
+		for i, b := range r.busiest {
+			fmt.Printf("  %8d round %d: %s\n", r.size, i, b)
+		}
 	}
 	last := results[len(results)-1]
 	verdict := func(x float64) string {

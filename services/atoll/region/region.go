@@ -2,7 +2,11 @@
 // NATS JetStream server, local member clusters, and every service as its
 // own fx application, so that each can be stopped and restarted alone.
 // `atoll dev` and the end-to-end tests use it; production runs each
-// service as its own process with the same fx modules.
+// service as its own process with the same fx modules. Options.Exec runs
+// each replica as that process instead (process.go): the services'
+// binaries, configured as a container is, over loopback TCP; the scale
+// benchmark measures such a region, where no service shares another's
+// heap or its collections.
 //
 // Options.Replicas runs N replicas of every service, each its own fx
 // application on its own bus connection, named atoll-<service>-<replica>,
@@ -125,6 +129,13 @@ type Options struct {
 	// loopback TCP (at Port, or a free port) so that StopBus and StartBus
 	// can restart it; otherwise the services connect in process.
 	RestartableBus bool
+	// Exec runs every replica as its own process of its service's binary
+	// in this directory (BuildServices makes them), as production does,
+	// instead of as an fx application in this process (see process.go).
+	// The embedded NATS server then listens on loopback TCP.
+	Exec string
+	// ExecLogLevel is the processes' log level (default warn).
+	ExecLogLevel string
 }
 
 // HolderTag is the fx name tag of the lease holder id the region supplies
@@ -165,10 +176,13 @@ type Region struct {
 
 	gatewayCfg *gateway.Config
 
-	log        *slog.Logger
-	violations *violations // the permission violations logged
-	fleet      bool        // whether clusters have nodes
-	replicas   int         // replicas per service
+	log          *slog.Logger
+	violations   *violations // the permission violations logged
+	fleet        bool        // whether clusters have nodes
+	replicas     int         // replicas per service
+	dir          string      // Options.Dir
+	exec         string      // Options.Exec
+	execLogLevel string
 
 	// srvOpts and srv are the embedded server of a RestartableBus (srv
 	// nil while stopped); busMu guards srv.
@@ -180,6 +194,7 @@ type Region struct {
 	running map[Replica]running // mu must be held
 	listen  map[int]string      // each gateway replica's address once bound; mu must be held
 	holders map[string]Replica  // every lease holder id a replica reported, kept after it stops; mu must be held
+	tokens  []auth.TokenEntry   // every token minted, for a gateway run as a process; mu must be held
 }
 
 // Replica names one replica of one service.
@@ -208,7 +223,14 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
-	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
+	if o.Exec != "" {
+		o.Listen = true
+		if o.ExecLogLevel == "" {
+			o.ExecLogLevel = "warn"
+		}
+	}
+	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel,
+		running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
 	}
@@ -379,11 +401,13 @@ func (r *Region) StartBus() error {
 // Replicas is the number of replicas of every service.
 func (r *Region) Replicas() int { return r.replicas }
 
-// running is a started replica: its fx application and its own connection.
+// running is a started replica: its fx application and its own
+// connection, or its process (Options.Exec).
 type running struct {
 	app   *fx.App
 	conn  *bus.Bus
 	admin *admin.Server // its admin port: /metrics, /healthz, /readyz
+	proc  *process
 }
 
 func module(name string) fx.Option {
@@ -423,6 +447,16 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	_, up := r.running[id]
 	r.mu.Unlock()
 	if up {
+		return nil
+	}
+	if r.exec != "" {
+		p, err := r.startProcess(ctx, id)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.running[id] = running{proc: p}
+		r.mu.Unlock()
 		return nil
 	}
 	// Each replica talks over its own connection, as its service's user,
@@ -495,6 +529,9 @@ func (r *Region) AdminURL(name string, i int) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if svc, ok := r.running[Replica{Service: name, Index: i}]; ok {
+		if svc.proc != nil {
+			return svc.proc.adminURL
+		}
 		return svc.admin.URL()
 	}
 	return ""
@@ -569,6 +606,12 @@ func (r *Region) StopReplica(ctx context.Context, name string, i int) error {
 	if !ok {
 		return nil
 	}
+	if svc.proc != nil {
+		if err := svc.proc.stop(ctx); err != nil {
+			return fmt.Errorf("stop %s-%d: %w", name, i, err)
+		}
+		return nil
+	}
 	err := svc.app.Stop(ctx)
 	svc.conn.Close()
 	if err != nil {
@@ -586,6 +629,10 @@ func (r *Region) Kill(name string, i int) error {
 	svc, ok := r.take(id)
 	if !ok {
 		return fmt.Errorf("kill %s: not running", id)
+	}
+	if svc.proc != nil {
+		svc.proc.kill() // SIGKILL
+		return nil
 	}
 	svc.conn.NC.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), KillTimeout)
@@ -741,7 +788,10 @@ func (r *Region) Token(subject string, platformAdmin bool, roles map[string]stri
 	for p, role := range roles {
 		id.Roles[p] = auth.Role(role)
 	}
-	tok, _ := r.Auth.Mint(id)
+	tok, entry := r.Auth.Mint(id)
+	r.mu.Lock()
+	r.tokens = append(r.tokens, entry)
+	r.mu.Unlock()
 	return tok
 }
 

@@ -1,0 +1,285 @@
+package region
+
+// Services as processes (Options.Exec): each replica is its service's own
+// binary, the command production runs, started with the configuration a
+// container gets (environment variables: the NATS URL over loopback TCP,
+// the service user's credentials, the clusters file, a free admin port,
+// the gateway's tokens file). Its stderr and stdout go to
+// <Dir>/logs/<service>-<replica>.log. StopReplica sends SIGTERM and waits
+// for the exit; Kill sends SIGKILL. A process is killed with the test too:
+// it gets SIGKILL when the process that started it dies (Pdeathsig).
+//
+// What needs the replicas in this process is not offered in this mode:
+// lease holders are not mapped back to replicas (Holder returns an error
+// for a lease a process holds), and tokens minted after the gateway
+// started are unknown to it.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"sigs.k8s.io/yaml"
+
+	"atoll.dev/services/gateway/auth"
+)
+
+// BuildServices builds every service's command (atoll.dev/services/<name>/cmd/<name>)
+// into dir, one binary per service named after it, for Options.Exec. It
+// runs the go command of the toolchain that built this program (or the
+// one on PATH) in the current directory, which must be inside the
+// project's workspace; a second build is mostly the go command's cache.
+func BuildServices(ctx context.Context, dir string) error {
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gocmd); err != nil {
+		if gocmd, err = exec.LookPath("go"); err != nil {
+			return fmt.Errorf("build services: no go command: %w", err)
+		}
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, s := range Services {
+		args = append(args, "atoll.dev/services/"+s.Name+"/cmd/"+s.Name)
+	}
+	cmd := exec.CommandContext(ctx, gocmd, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build services: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// process is a replica run as its own process.
+type process struct {
+	cmd      *exec.Cmd
+	adminURL string
+	exited   chan struct{} // closed once Wait returned
+	log      *os.File
+}
+
+// startProcess starts replica id as a process of its service's binary
+// and waits until its admin port says it is ready.
+func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error) {
+	adminAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(),
+		"ATOLL_NATS_URL="+r.Bus.ClientURL(),
+		"ATOLL_NATS_CREDS="+r.NATSAuth.CredentialsFile(id.Service),
+		"ATOLL_ADMIN_LISTEN="+adminAddr,
+		"ATOLL_LOG_LEVEL="+r.execLogLevel,
+		"ATOLL_CLUSTERS="+r.ClustersFile,
+	)
+	if id.Service == "gateway" {
+		tokens, err := r.writeTokensFile()
+		if err != nil {
+			return nil, err
+		}
+		listen := r.gatewayConfig(id.Index).Listen
+		if strings.HasSuffix(listen, ":0") {
+			if listen, err = freeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		env = append(env, "ATOLL_GATEWAY_LISTEN="+listen, "ATOLL_GATEWAY_TOKENS="+tokens)
+		defer func() {
+			r.mu.Lock()
+			r.listen[id.Index] = listen
+			if id.Index == 0 {
+				r.GatewayURL = "http://" + listen
+			}
+			r.mu.Unlock()
+		}()
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(r.dir, "logs", id.String()+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(r.exec, id.Service))
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", id, err)
+	}
+	p := &process{cmd: cmd, adminURL: "http://" + adminAddr, exited: make(chan struct{}), log: logFile}
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	if err := p.waitReady(ctx); err != nil {
+		p.kill()
+		return nil, fmt.Errorf("start %s: %w (log: %s)", id, err, logFile.Name())
+	}
+	return p, nil
+}
+
+// readyTimeout bounds a process's start, until its /readyz answers 200.
+const readyTimeout = 2 * time.Minute
+
+func (p *process) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.adminURL+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited before ready: %s", p.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for the exit; past ctx, SIGKILL.
+func (p *process) stop(ctx context.Context) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if st := p.cmd.ProcessState; st != nil && !st.Success() {
+			return fmt.Errorf("exited: %s", st)
+		}
+		return nil
+	case <-ctx.Done():
+		p.kill()
+		return fmt.Errorf("did not stop: %w", ctx.Err())
+	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// writeTokensFile writes every token minted so far, as digests, to the
+// gateway processes' tokens file.
+func (r *Region) writeTokensFile() (string, error) {
+	r.mu.Lock()
+	f := auth.TokensFile{Tokens: append([]auth.TokenEntry(nil), r.tokens...)}
+	r.mu.Unlock()
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		return "", fmt.Errorf("tokens file: %w", err)
+	}
+	path := filepath.Join(r.dir, "gateway-tokens.yaml")
+	return path, os.WriteFile(path, out, 0o600)
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Usage is what a replica run as a process has used, from its own
+// /metrics (the Go runtime's and the process's collectors).
+type Usage struct {
+	Replica Replica
+	// PID is its process id.
+	PID int
+	// CPU is its CPU time since it started (process_cpu_seconds_total).
+	CPU time.Duration
+	// HeapBytes is its Go heap in use (go_memstats_heap_alloc_bytes).
+	HeapBytes uint64
+	// GCs and GCPause are its collections so far and their stop-the-world
+	// pauses (go_gc_duration_seconds).
+	GCs     uint64
+	GCPause time.Duration
+}
+
+// Usage reads every running process's Usage. With services in this
+// process (no Options.Exec) there is none: the caller measures itself.
+func (r *Region) Usage(ctx context.Context) ([]Usage, error) {
+	r.mu.Lock()
+	var ids []Replica
+	var procs []*process
+	for id, svc := range r.running {
+		if svc.proc != nil {
+			ids, procs = append(ids, id), append(procs, svc.proc)
+		}
+	}
+	r.mu.Unlock()
+	out := make([]Usage, 0, len(ids))
+	var errs []error
+	for i, id := range ids {
+		u, err := scrapeUsage(ctx, procs[i].adminURL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			continue
+		}
+		u.Replica, u.PID = id, procs[i].cmd.Process.Pid
+		out = append(out, u)
+	}
+	return out, errors.Join(errs...)
+}
+
+func scrapeUsage(ctx context.Context, base string) (Usage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return Usage{}, err
+	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Usage{}, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Usage{}, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bufio.NewReader(resp.Body))
+	if err != nil {
+		return Usage{}, fmt.Errorf("metrics: %w", err)
+	}
+	first := func(name string) *dto.Metric {
+		if f := families[name]; f != nil && len(f.Metric) > 0 {
+			return f.Metric[0]
+		}
+		return nil
+	}
+	var u Usage
+	if m := first("process_cpu_seconds_total"); m != nil {
+		u.CPU = time.Duration(m.GetCounter().GetValue() * float64(time.Second))
+	}
+	if m := first("go_memstats_heap_alloc_bytes"); m != nil {
+		u.HeapBytes = uint64(m.GetGauge().GetValue())
+	}
+	if m := first("go_gc_duration_seconds"); m != nil {
+		u.GCs = m.GetSummary().GetSampleCount()
+		u.GCPause = time.Duration(m.GetSummary().GetSampleSum() * float64(time.Second))
+	}
+	return u, nil
+}
