@@ -61,6 +61,8 @@ type Config struct {
 	AdminListen string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// Profiling serves /debug/pprof/ on the admin port (admin.Config).
+	Profiling bool
 }
 
 // DefaultAdminListen is the admin port's address when none is given.
@@ -152,6 +154,7 @@ func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
 	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
 	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")
+	f.Bool(&cfg.Profiling, "profiling", "ATOLL_PROFILING", false, "serve the Go runtime's profiles at /debug/pprof/ on the admin port (CPU, heap, goroutines); keep that port private")
 	if clusters {
 		f.String(&cfg.ClustersFile, "clusters", "ATOLL_CLUSTERS", "", "YAML list of member clusters: name, zone, labels, kubeconfig")
 	}
@@ -180,7 +183,7 @@ func Run(cmd Command, modules ...fx.Option) {
 	slog.SetDefault(log)
 
 	app := fx.New(
-		fx.Supply(cfg, log, admin.Config{Service: cmd.Service, Listen: cfg.AdminListen}),
+		fx.Supply(cfg, log, admin.Config{Service: cmd.Service, Listen: cfg.AdminListen, Profiling: cfg.Profiling}),
 		fx.WithLogger(func() fxevent.Logger { return FxLogger(log, cfg) }),
 		admin.Module,
 		BusModule,

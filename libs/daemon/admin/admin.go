@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type Config struct {
 	// Listen is the HTTP address: host:port, ":0" or "127.0.0.1:0" for a
 	// free port, "" for no port (the registry and checks still work).
 	Listen string
+	// Profiling serves the Go runtime's profiles under /debug/pprof/
+	// (net/http/pprof): CPU, heap, allocations, goroutines. They show the
+	// process's internals, so it is off by default, and the admin port
+	// should not be reachable from outside the cluster.
+	Profiling bool
 }
 
 // Check is a readiness check: nil when ready, else why not.
@@ -63,11 +69,12 @@ const CheckTimeout = 2 * time.Second
 
 // Server is a service's metrics registry, readiness checks and admin port.
 type Server struct {
-	service string
-	reg     *prometheus.Registry
-	wrapped prometheus.Registerer
-	metrics *bus.Metrics
-	log     *slog.Logger
+	service   string
+	profiling bool
+	reg       *prometheus.Registry
+	wrapped   prometheus.Registerer
+	metrics   *bus.Metrics
+	log       *slog.Logger
 
 	mu      sync.Mutex
 	checks  []namedCheck // mu must be held
@@ -95,10 +102,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{
-		service: cfg.Service,
-		reg:     reg,
-		wrapped: prometheus.WrapRegistererWith(prometheus.Labels{"service": cfg.Service}, reg),
-		log:     log.With("component", "admin"),
+		service:   cfg.Service,
+		profiling: cfg.Profiling,
+		reg:       reg,
+		wrapped:   prometheus.WrapRegistererWith(prometheus.Labels{"service": cfg.Service}, reg),
+		log:       log.With("component", "admin"),
 	}
 	s.wrapped.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = bus.NewMetrics(s.wrapped)
@@ -198,7 +206,8 @@ func (s *Server) Ready(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Handler serves /metrics, /healthz and /readyz.
+// Handler serves /metrics, /healthz and /readyz, and /debug/pprof/ with
+// Config.Profiling.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
@@ -207,6 +216,13 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

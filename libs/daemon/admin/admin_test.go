@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"log/slog"
@@ -145,4 +146,26 @@ func TestAdminModule(t *testing.T) {
 			assert.True(c, strings.Contains(metrics, series), "no %s in /metrics", series)
 		}
 	}, 5*time.Second, 20*time.Millisecond)
+}
+
+func TestProfilingIsServedOnlyWhenAskedFor(t *testing.T) {
+	for _, tc := range []struct {
+		profiling bool
+		want      int
+	}{
+		{profiling: false, want: http.StatusNotFound},
+		{profiling: true, want: http.StatusOK},
+	} {
+		t.Run(fmt.Sprint("profiling=", tc.profiling), func(t *testing.T) {
+			a, err := admin.New(admin.Config{Service: "svc", Listen: "127.0.0.1:0", Profiling: tc.profiling}, quiet)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = a.Close(context.Background()) })
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+				code, _ := get(t, a.URL()+path)
+				assert.Equal(t, tc.want, code, path)
+			}
+			code, _ := get(t, a.URL()+"/metrics")
+			assert.Equal(t, http.StatusOK, code, "metrics either way")
+		})
+	}
 }

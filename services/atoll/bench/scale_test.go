@@ -76,7 +76,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -328,7 +330,15 @@ type fillResult struct {
 	settled  time.Duration // until the last App is scheduled and Stopped
 	quiet    time.Duration // until the region's CPU use is back near idle (0: it was not within quietWait)
 	retries  int
+	// idleCPU is the region's CPU use over idleWindow once quiet, in
+	// percent of a core, and idleBusiest the processes that used most.
+	idleCPU     float64
+	idleBusiest string
 }
+
+// idleWindow is how long the region's use is measured after each fill,
+// with nothing submitted.
+const idleWindow = 20 * time.Second
 
 // submitFill submits fill App i and returns how many times it retried.
 // The fill pushes the region as hard as it will go, so a failure under
@@ -412,6 +422,22 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to 
 	} else if quiet {
 		res.quiet = time.Since(begin)
 	}
+	// What the region does while it holds the project and nothing is
+	// submitted: periodic work (resyncs, sweeps, probes), by process.
+	u0, t0 := regionUsage(), time.Now()
+	wait := func() {}
+	if dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE"); dir != "" && processes != nil {
+		wait = profileProcesses(processes, dir, fmt.Sprintf("idle%d", to), idleWindow)
+	}
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(idleWindow):
+	}
+	wait()
+	u1 := regionUsage()
+	res.idleCPU = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(t0))
+	res.idleBusiest = busiest(u0, u1, time.Since(t0), 4)
 	return res, nil
 }
 
@@ -533,6 +559,11 @@ func profile(b *testing.B, round string, size int) func() {
 	if dir == "" {
 		return func() {}
 	}
+	if processes != nil {
+		// A round lasts its submissions and the last one's propagation.
+		return profileProcesses(processes, dir, fmt.Sprintf("%s%d", round, size),
+			time.Duration(scaleSubmissions)*time.Minute/time.Duration(scaleRate)+4*time.Second)
+	}
 	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s%d.pprof", round, size)))
 	if err != nil {
 		b.Logf("profile: %v", err)
@@ -560,6 +591,44 @@ func profile(b *testing.B, round string, size int) func() {
 		_ = f.Close()
 		allocs("end") // what the round allocated: go tool pprof -sample_index alloc_space -diff_base start end
 	}
+}
+
+// processes is the region whose services run as processes, nil with
+// them in this process.
+var processes *region.Region
+
+// profileProcesses takes a CPU profile of d from every service process
+// at once, each to <dir>/scale-<name>-<replica>.pprof (their admin ports
+// serve /debug/pprof/); the returned function waits for them.
+func profileProcesses(reg *region.Region, dir, name string, d time.Duration) func() {
+	var wg sync.WaitGroup
+	for _, s := range region.Services {
+		base := reg.AdminURL(s.Name, 0)
+		if base == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Round(time.Second)/time.Second))
+			resp, err := http.Get(url)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s-%s.pprof", name, s.Name)))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
+				return
+			}
+			defer f.Close()
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
+			}
+		}()
+	}
+	return wg.Wait
 }
 
 // cpuOver returns this process's CPU use over the next d, in percent of
@@ -812,8 +881,8 @@ func BenchmarkScale(b *testing.B) {
 	}
 	defer reg.Stop(context.Background())
 	if !scaleInProcess {
-		regionUsage = usageOf(b, reg)
-		defer func() { regionUsage = selfUsage }()
+		regionUsage, processes = usageOf(b, reg), reg
+		defer func() { regionUsage, processes = selfUsage, nil }()
 	}
 	cl, gw := regionClient(b, reg)
 	defer gw.Close()
@@ -954,7 +1023,7 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 	fmt.Printf("\nscale: project %q filled with stopped Apps through admission, then %d rounds of %d Apps of 1 replica offered open loop at %d/min, latencies pooled; %d clusters x %d nodes\n",
 		scaleProject, scaleRounds, scaleSubmissions, scaleRate, clusters, scaleNodes)
 	fmt.Printf("  region idle at %.0f%% of a core; quiet: at most %.0f%% over %v\n", idle, idle+quietMargin, quietWindow)
-	fmt.Printf("  %-16s %8s %12s %10s %14s %10s %12s %8s\n", "fill", "Apps", "admitted in", "Apps/s", "settled after", "Apps/s", "quiet after", "retries")
+	fmt.Printf("  %-16s %8s %12s %10s %14s %10s %12s %8s %9s  %s\n", "fill", "Apps", "admitted in", "Apps/s", "settled after", "Apps/s", "quiet after", "retries", "idle cpu%", "idle: busiest processes")
 	for _, f := range fills {
 		n := f.to - f.from
 		perSec := func(d time.Duration) string {
@@ -969,8 +1038,8 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 			}
 			return d.Round(100 * time.Millisecond).String()
 		}
-		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %12s %8d\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
-			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), took(f.quiet), f.retries)
+		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %12s %8d %9.0f  %s\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
+			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), took(f.quiet), f.retries, f.idleCPU, f.idleBusiest)
 	}
 	if len(results) == 0 {
 		return

@@ -82,6 +82,7 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		"ATOLL_ADMIN_LISTEN="+adminAddr,
 		"ATOLL_LOG_LEVEL="+r.execLogLevel,
 		"ATOLL_CLUSTERS="+r.ClustersFile,
+		"ATOLL_PROFILING=true", // on loopback only
 	)
 	if id.Service == "gateway" {
 		tokens, err := r.writeTokensFile()
