@@ -2,7 +2,10 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,4 +54,75 @@ func TestMirrorFollowsAcrossServerRestart(t *testing.T) {
 	t.Logf("a write after the server restart reached the mirror in %v", time.Since(written))
 	_, ok = m.Get("before")
 	require.True(t, ok, "the replay after the restart dropped a key that still exists")
+}
+
+func TestResyncPassIsBoundedByTheRate(t *testing.T) {
+	for _, tc := range []struct {
+		keys   int
+		period time.Duration
+		want   time.Duration
+	}{
+		{keys: 0, period: 5 * time.Minute, want: 5 * time.Minute},
+		{keys: 100, period: 5 * time.Minute, want: 5 * time.Minute},
+		{keys: bus.ResyncRate * 300, period: 5 * time.Minute, want: 5 * time.Minute},
+		{keys: 50000, period: 5 * time.Minute, want: 50000 * time.Second / bus.ResyncRate},
+		{keys: 50000, period: time.Hour, want: time.Hour},
+	} {
+		assert.Equal(t, tc.want, bus.ResyncPass(tc.keys, tc.period), "%d keys, period %v", tc.keys, tc.period)
+	}
+}
+
+// TestResyncQueuesEveryKeyOncePerPass: with more keys than ResyncRate ×
+// period, a pass takes keys / ResyncRate, every key is queued once in it,
+// and the next pass does not start before it ends.
+func TestResyncQueuesEveryKeyOncePerPass(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Name: t.Name()})
+	require.NoError(t, err)
+	defer b.Close()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	const period, keys = 300 * time.Millisecond, 60
+	pass := bus.ResyncPass(keys, period)
+	require.Equal(t, 1200*time.Millisecond, pass, "the test needs a pass longer than the period")
+	for i := range keys {
+		_, err := kv.Put(ctx, fmt.Sprintf("k%02d", i), []byte("v"))
+		require.NoError(t, err)
+	}
+	m, err := b.Mirror(ctx, bus.BucketWorkloads, nil)
+	require.NoError(t, err)
+	<-m.Ready()
+
+	var mu sync.Mutex
+	seen := map[string][]time.Duration{}
+	q := bus.NewQueue()
+	start := time.Now()
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	go q.Run(rctx, 2, slog.New(slog.DiscardHandler), func(_ context.Context, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[key] = append(seen[key], time.Since(start))
+		return nil
+	})
+	passes := 0
+	go m.Resync(rctx, period, q, func() {
+		mu.Lock()
+		passes++
+		mu.Unlock()
+	})
+	firstEnds := period + pass // the second pass starts here
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(c, seen, keys, "every key queued in the first pass")
+	}, firstEnds+time.Second, 20*time.Millisecond)
+	time.Sleep(time.Until(start.Add(firstEnds - 100*time.Millisecond))) // the subject: nothing more before the pass ends
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, passes, "a second pass started before the first one's keys were all due")
+	for k, at := range seen {
+		assert.Len(t, at, 1, "%s queued twice in one pass, at %v", k, at)
+	}
 }
