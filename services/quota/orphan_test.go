@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -46,4 +47,64 @@ func TestNewReservationsAreCheckedOnceForTheirWorkload(t *testing.T) {
 	left := len(s.orphans)
 	s.mu.Unlock()
 	assert.Zero(t, left, "reservations still waiting for a check after theirs ran")
+}
+
+// TestFullSweepSpreadsItsChecks: the full sweep notes each reservation
+// older than the orphan age for one check at a random moment of its pass,
+// rather than reading every workload key at once; a reservation noted
+// already keeps its earlier check, and a young one is not noted.
+func TestFullSweepSpreadsItsChecks(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	s := New(b, slog.New(slog.DiscardHandler))
+	s.orphanAge = time.Hour // the service's own checks stay out of the way
+	require.NoError(t, s.Start(ctx))
+	t.Cleanup(func() { _ = s.Stop() })
+	keys := []string{"p.app.a", "p.app.b", "p.app.c", "p.app.d"}
+	for _, k := range keys {
+		require.NoError(t, s.Reserve(ctx, "p", k, api.Demand{Tier: api.TierOnDemand, Pods: 1}))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, k := range keys {
+			_, ok := s.mirror.Get(api.QuotaReservationKey("p", k))
+			assert.True(c, ok, k)
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+	noted := func() map[string]time.Time {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return maps.Clone(s.orphans)
+	}
+	s.mu.Lock()
+	clear(s.orphans)
+	s.mu.Unlock()
+
+	now := time.Now()
+	// Young reservations: nothing to check.
+	s.scheduleSweep(now, time.Hour, 10*time.Minute)
+	assert.Empty(t, noted())
+
+	// Two hours on, each is due once within the pass.
+	later, pass := now.Add(2*time.Hour), 10*time.Minute
+	n := s.scheduleSweep(later, time.Hour, pass)
+	assert.GreaterOrEqual(t, n, len(keys))
+	got := noted()
+	require.Len(t, got, len(keys))
+	distinct := map[time.Time]bool{}
+	for k, at := range got {
+		assert.False(t, at.Before(later), "%s due before the pass", k)
+		assert.True(t, at.Before(later.Add(pass)), "%s due after the pass", k)
+		distinct[at] = true
+	}
+	assert.Greater(t, len(distinct), 1, "every check at the same moment: a burst")
+
+	// Another pass keeps the earlier notes.
+	s.scheduleSweep(later, time.Hour, 0)
+	for k, at := range noted() {
+		assert.Equal(t, later, at, k)
+	}
+	s.scheduleSweep(later, time.Hour, pass)
+	for k, at := range noted() {
+		assert.Equal(t, later, at, "%s: a later pass moved an earlier check", k)
+	}
 }

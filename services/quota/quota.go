@@ -137,8 +137,9 @@ const (
 	// workloads bucket. Between full sweeps each reservation is checked
 	// once, OrphanAge after it was committed (a workload admission never
 	// wrote); a full sweep also finds a workload deleted without its
-	// release (admission died in between). Its cost grows with the number
-	// of reservations, so it is rare.
+	// release (admission died in between). Its checks are spread over the
+	// period, at most bus.ResyncRate a second on average: a sweep of more
+	// reservations takes longer (sweepLoop).
 	FullSweepEvery = 10 * time.Minute
 	// TxnRing is how many transaction outcomes a ledger keeps (see the
 	// package comment for the size).
@@ -283,7 +284,7 @@ func (s *Service) sweep(ctx context.Context) {
 	wg.Add(3)
 	go s.every(ctx, &wg, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
 	go s.every(ctx, &wg, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
-	go s.every(ctx, &wg, FullSweepEvery, "orphan sweep", func(ctx context.Context) error { return s.SweepOnce(ctx, s.orphanAge) })
+	go s.sweepLoop(ctx, &wg)
 	wg.Wait()
 }
 

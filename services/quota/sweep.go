@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 )
 
 // observe follows the mirror: it notes which reservation keys hold an
@@ -123,19 +126,33 @@ func (s *Service) RepairOnce(ctx context.Context, age time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// SweepOnce releases reservations older than age whose workload is missing.
+// SweepOnce checks now every reservation committed more than age ago
+// against its workload, and releases those whose workload is missing:
+// scheduleSweep with no spread, then CheckOrphans. The service's own full
+// sweep spreads the same checks over a pass instead (sweepLoop).
 func (s *Service) SweepOnce(ctx context.Context, age time.Duration) error {
 	select {
 	case <-s.mirror.Ready():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	cutoff := time.Now().Add(-age)
-	var old []api.Reservation
+	s.scheduleSweep(time.Now(), age, 0)
+	return s.CheckOrphans(ctx)
+}
+
+// scheduleSweep notes every reservation committed more than age before
+// now for an orphan check (CheckOrphans: one read of its workload's key),
+// each at a random moment within spread from now; a reservation noted
+// already keeps its earlier check. It returns how many reservations the
+// mirror holds.
+func (s *Service) scheduleSweep(now time.Time, age, spread time.Duration) int {
+	cutoff := now.Add(-age)
+	n := 0
 	for _, k := range s.mirror.Keys() {
 		if !strings.HasPrefix(k, api.QuotaReservationPrefix) {
 			continue
 		}
+		n++
 		e, ok := s.mirror.Get(k)
 		if !ok {
 			continue
@@ -145,41 +162,46 @@ func (s *Service) SweepOnce(ctx context.Context, age time.Duration) error {
 			s.log.Warn("unreadable reservation", "key", k, "err", err)
 			continue
 		}
-		if r.State == api.ReservationCommitted && r.At.Before(cutoff) {
-			old = append(old, r)
-		}
-	}
-	if len(old) == 0 {
-		return nil
-	}
-	live, err := s.workloadKeys(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range old {
-		if live[r.Key] {
+		if r.State != api.ReservationCommitted || !r.At.Before(cutoff) {
 			continue
 		}
-		s.log.Info("releasing orphaned reservation", "project", r.Project, "key", r.Key)
-		if err := s.release(ctx, r.Project, r.Key, r.Txn); err != nil {
-			return err
+		at := now
+		if spread > 0 {
+			at = now.Add(rand.N(spread))
 		}
+		s.mu.Lock()
+		if prev, ok := s.orphans[k]; !ok || at.Before(prev) {
+			s.orphans[k] = at
+		}
+		s.mu.Unlock()
 	}
-	return nil
+	return n
 }
 
-// workloadKeys lists the keys of the workloads bucket.
-func (s *Service) workloadKeys(ctx context.Context) (map[string]bool, error) {
-	live := map[string]bool{}
-	lister, err := s.workloads.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return live, nil
+// sweepLoop runs the full orphan sweep while ctx lasts: every
+// FullSweepEvery, or every bus.ResyncPass of the reservations held when
+// they are more than bus.ResyncRate × FullSweepEvery, each reservation
+// committed more than OrphanAge ago is checked once, at a random moment
+// of the pass (scheduleSweep, CheckOrphans). So its reads come at most
+// bus.ResyncRate a second on average, however many reservations the
+// service holds: the sweep it replaces listed every workload key at once,
+// a burst of 50,000 messages on the quota service's connection in front
+// of the reserves that came in meanwhile (measured: a round of submissions
+// at 50,000 workloads with an admitted P99 of 244 ms instead of 40).
+func (s *Service) sweepLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	t := time.NewTimer(FullSweepEvery)
+	defer t.Stop()
+	pass := FullSweepEvery
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := s.mirror.Len() // reservations and ledgers alike: a bound
+		pass = bus.ResyncPass(n, FullSweepEvery)
+		s.scheduleSweep(time.Now(), s.orphanAge, pass)
+		t.Reset(pass)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("list workloads: %w", err)
-	}
-	for k := range lister.Keys() {
-		live[k] = true
-	}
-	return live, nil
 }

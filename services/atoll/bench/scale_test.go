@@ -3,8 +3,13 @@ package bench
 // The scale benchmark: does the cost of a new submission depend on how many
 // workloads its project already holds?
 //
-// One region (every service in process, 3 KWOK member clusters) serves all
-// sizes. For each size S, in ascending order, the project is filled up to S
+// One region (3 KWOK member clusters, every service its own process of its
+// own binary, as in production: region.Options.Exec) serves all sizes. In
+// one process, as `atoll dev` runs them, every service's mirrors share one
+// Go heap (1.1 GB at 50,000 workloads) and its collections, which no
+// production service has: a collection there slowed every service at once
+// and made the largest size's P99 depend on when one fell (4.6x in one of
+// four runs). ATOLL_BENCH_SCALE_INPROCESS=1 measures that way still. For each size S, in ascending order, the project is filled up to S
 // workloads through admission's submit over the bus (the request the
 // gateway sends), with several submitters at once and as fast as the
 // region admits them; the bench then waits until every filled workload has
@@ -25,11 +30,16 @@ package bench
 // reservation count is checked against S before each measurement. An
 // uncounted round at the first size warms the path.
 //
-// Each round's line also shows the region's CPU use (all of it runs in
-// this process) and the machine's load average: on a shared machine a
-// busy neighbour shows in the latencies, and the two columns tell one
-// from the other. ATOLL_BENCH_SCALE_PROFILE=<dir> writes a CPU profile of
-// each round. The member clusters run below the region's CPU priority, as
+// Each round's line also shows the region's CPU use (the services'
+// processes and this one, which holds the embedded NATS server) and the
+// machine's load average: on a shared machine a busy neighbour shows in
+// the latencies, and the two columns tell one from the other; the
+// processes that used the most CPU in each round are listed below the
+// table. After each fill the region's CPU use is measured for idleWindow
+// with nothing submitted: the background work (resyncs, sweeps, probes)
+// of a region that holds S workloads. ATOLL_BENCH_SCALE_PROFILE=<dir>
+// writes a CPU profile of each round and of that idle window, one per
+// service process (their admin ports serve /debug/pprof/). The member clusters run below the region's CPU priority, as
 // in the pipeline bench (ATOLL_BENCH_CLUSTER_NICE, 10): at the same
 // priority, on 2 cores, the clusters creating the measured Apps' pods take
 // the CPU from admission (in this machine's runs: admitted P50 150-500 ms
@@ -453,14 +463,14 @@ type sizeResult struct {
 	// (/proc/loadavg; "-" where there is none): this machine is shared,
 	// and a busy neighbour shows in the latencies.
 	load string
-	// cpu is this process's CPU use during the round, in percent of one
-	// core: the region, all of it, against what the machine's load says.
+	// cpu is the region's CPU use during the round (regionUsage), in
+	// percent of one core, against what the machine's load says.
 	cpu float64
 	// heapMB, gcs and gcPause are the Go heap in use after the round, and
-	// the collections and their stop-the-world pauses during it: every
-	// service shares this process's heap, so a large project's mirrors
-	// change how often and how long it collects, for all of them; the
-	// columns show whether collections coincide with a slow round.
+	// the collections and their stop-the-world pauses during it, summed
+	// over the region's processes: a large project's mirrors change how
+	// often and how long each collects; the columns show whether
+	// collections coincide with a slow round.
 	heapMB  uint64
 	gcs     uint64
 	gcPause time.Duration
@@ -547,8 +557,9 @@ func usageOf(b *testing.B, reg *region.Region) func() usage {
 // cpuTime is the CPU time the region has used.
 func cpuTime() time.Duration { return regionUsage().cpu }
 
-// profile writes a CPU profile of the region (all of it runs in this
-// process) from now until the returned function is called, to
+// profile writes CPU profiles of the round: one per service process
+// (profileProcesses) or, with the services in this process, one of this
+// process from now until the returned function is called, to
 // $ATOLL_BENCH_SCALE_PROFILE/scale-<round><size>.pprof when that is set,
 // and the allocation profile at both ends (.allocs-start.pprof and
 // .allocs-end.pprof: the round's allocations are their difference, as of
@@ -631,7 +642,7 @@ func profileProcesses(reg *region.Region, dir, name string, d time.Duration) fun
 	return wg.Wait
 }
 
-// cpuOver returns this process's CPU use over the next d, in percent of
+// cpuOver returns the region's CPU use over the next d, in percent of
 // one core.
 func cpuOver(ctx context.Context, d time.Duration) (float64, error) {
 	c0, t0 := cpuTime(), time.Now()
