@@ -2,8 +2,8 @@ package admin_test
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"

@@ -30,6 +30,20 @@ func Gather(g prometheus.Gatherer) (Samples, error) {
 // Scrape returns the samples a service's admin port serves at
 // baseURL/metrics (Server.URL), as Prometheus would read them.
 func Scrape(ctx context.Context, baseURL string) (Samples, error) {
+	byName, err := ScrapeFamilies(ctx, baseURL)
+	if err != nil {
+		return nil, err
+	}
+	mfs := make([]*dto.MetricFamily, 0, len(byName))
+	for _, mf := range byName {
+		mfs = append(mfs, mf)
+	}
+	return samplesOf(mfs), nil
+}
+
+// ScrapeFamilies returns the metric families a service's admin port
+// serves at baseURL/metrics, by name, whole (a summary's sum included).
+func ScrapeFamilies(ctx context.Context, baseURL string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -48,11 +62,7 @@ func Scrape(ctx context.Context, baseURL string) (Samples, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", baseURL, err)
 	}
-	mfs := make([]*dto.MetricFamily, 0, len(byName))
-	for _, mf := range byName {
-		mfs = append(mfs, mf)
-	}
-	return samplesOf(mfs), nil
+	return byName, nil
 }
 
 func samplesOf(mfs []*dto.MetricFamily) Samples {

@@ -15,7 +15,6 @@ package region
 // started are unknown to it.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -31,10 +30,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 )
 
@@ -247,23 +245,9 @@ func (r *Region) Usage(ctx context.Context) ([]Usage, error) {
 }
 
 func scrapeUsage(ctx context.Context, base string) (Usage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	families, err := admin.ScrapeFamilies(ctx, base)
 	if err != nil {
 		return Usage{}, err
-	}
-	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return Usage{}, fmt.Errorf("metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Usage{}, fmt.Errorf("metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bufio.NewReader(resp.Body))
-	if err != nil {
-		return Usage{}, fmt.Errorf("metrics: %w", err)
 	}
 	first := func(name string) *dto.Metric {
 		if f := families[name]; f != nil && len(f.Metric) > 0 {
