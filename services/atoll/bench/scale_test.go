@@ -610,9 +610,23 @@ var processes *region.Region
 
 // profileProcesses takes a CPU profile of d from every service process
 // at once, each to <dir>/scale-<name>-<replica>.pprof (their admin ports
-// serve /debug/pprof/); the returned function waits for them.
+// serve /debug/pprof/), and one of this process, which holds the embedded
+// NATS server, to <dir>/scale-<name>-bench.pprof; the returned function
+// waits for them.
 func profileProcesses(reg *region.Region, dir, name string, d time.Duration) func() {
 	var wg sync.WaitGroup
+	if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s-bench.pprof", name))); err != nil {
+		fmt.Fprintf(os.Stderr, "profile bench: %v\n", err)
+	} else if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "profile bench: %v\n", err)
+		_ = f.Close()
+	} else {
+		wg.Go(func() {
+			<-time.After(d)
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}
 	for _, s := range region.Services {
 		base := reg.AdminURL(s.Name, 0)
 		if base == "" {
