@@ -267,3 +267,69 @@ func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
 		t.Errorf("failures counted during the bus's outage: %+v", c)
 	}
 }
+
+// A request in flight when the server goes away is lost with it: its
+// attempt ends as the connection drops, and the retry is answered soon
+// after the server's return, not once the attempt's Timeout has passed.
+func TestRequestLostWithTheServerIsRetriedOnItsReturn(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
+	ctx := context.Background()
+	connect := func(name string) *bus.Bus {
+		b, err := bus.Open(ctx, bus.Config{URL: url, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		return b
+	}
+	server, client := connect("server"), connect("client")
+	subject := bus.RequestSubject("svc", "do")
+	received := make(chan struct{}, 1)
+	var calls atomic.Int32
+	// The first request is received and never answered, as if the server
+	// went away with its reply; later ones are answered.
+	svc, err := micro.AddService(server.NC, micro.Config{Name: "svc", Version: "0.0.1",
+		Endpoint: &micro.EndpointConfig{Subject: subject, Handler: micro.HandlerFunc(func(r micro.Request) {
+			if calls.Add(1) == 1 {
+				received <- struct{}{}
+				return
+			}
+			_ = r.Respond([]byte("ok"))
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = svc.Stop() }()
+	if err := server.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const attempt = 30 * time.Second
+	r := bus.NewRequester(client.NC, bus.RequestPolicy{Timeout: attempt, RetryFor: attempt})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Request(ctx, "svc", subject, nil)
+		done <- err
+	}()
+	<-received
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	<-time.After(300 * time.Millisecond) // the outage itself is the subject
+	if srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	back := time.Now()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "request across the outage")
+		t.Logf("answered %v after the server's return; %d calls received", time.Since(back).Round(time.Millisecond), calls.Load())
+		assert.Less(t, time.Since(back), 5*time.Second, "answered long after the server's return")
+	case <-time.After(attempt / 2):
+		t.Fatalf("request not answered %v after the server's return: its attempt waited for its Timeout", attempt/2)
+	}
+}

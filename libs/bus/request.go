@@ -116,6 +116,12 @@ type Requester struct {
 	mu          sync.Mutex
 	reconnects  uint64    // mu must be held: nc's reconnect count last seen
 	reconnected time.Time // mu must be held: when a new reconnect was first seen
+	// lost is cancelled when the connection next drops (and replaced by a
+	// new one): a request in flight then was lost with the connection, or
+	// its reply will be, so its attempt ends at once rather than waiting
+	// out its Timeout. mu must be held.
+	lost    context.Context
+	loseAll context.CancelFunc
 }
 
 // NewRequester returns a Requester on nc.
@@ -137,7 +143,28 @@ func NewRequester(nc *nats.Conn, p RequestPolicy) *Requester {
 	}
 	p.Breaker.IsFailure = IsTargetFailure
 	p.Breaker.IsExcluded = func(err error) bool { return errors.Is(err, errCallerDone) || IsBusOutage(err) }
-	return &Requester{nc: nc, policy: p, breakers: NewBreakerSet[*nats.Msg](p.Breaker), reconnects: nc.Stats().Reconnects}
+	r := &Requester{nc: nc, policy: p, breakers: NewBreakerSet[*nats.Msg](p.Breaker), reconnects: nc.Stats().Reconnects}
+	r.lost, r.loseAll = context.WithCancel(context.Background())
+	if !nc.IsClosed() {
+		go r.watch(nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED))
+	}
+	return r
+}
+
+// watch ends the attempts in flight each time the connection drops, until
+// it is closed.
+func (r *Requester) watch(ch chan nats.Status) {
+	for s := range ch {
+		r.mu.Lock()
+		r.loseAll()
+		if s == nats.CLOSED {
+			r.mu.Unlock()
+			r.nc.RemoveStatusListener(ch)
+			return
+		}
+		r.lost, r.loseAll = context.WithCancel(context.Background())
+		r.mu.Unlock()
+	}
 }
 
 // Breakers exposes the per-target breakers (for health and tests).
@@ -194,15 +221,19 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
 	}
+	r.mu.Lock()
+	lost := r.lost
+	r.mu.Unlock()
 	up, reconnects := r.nc.IsConnected(), r.nc.Stats().Reconnects
 	actx, cancel := context.WithTimeout(ctx, r.policy.Timeout)
 	defer cancel()
+	defer context.AfterFunc(lost, cancel)()
 	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: hdr})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
 		}
-		if !up || r.settling(reconnects) {
+		if lost.Err() != nil || !up || r.settling(reconnects) {
 			return nil, fmt.Errorf("%w: %w", ErrBusUnavailable, err)
 		}
 		return nil, err

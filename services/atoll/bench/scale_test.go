@@ -479,6 +479,11 @@ type sizeResult struct {
 	// busiest names the processes that used the most CPU during the
 	// round (or each pooled round), with their use in percent of a core.
 	busiest []string
+	// slowest lists the round's (or each pooled round's) slowest
+	// admissions with when they were offered, from the round's start:
+	// samples close together are one pause of something shared, samples
+	// spread out a cost every submission pays.
+	slowest []string
 }
 
 // usage is what the region has used so far: its CPU time, its Go heap in
@@ -750,6 +755,8 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 	res.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
 	res.busiest = []string{busiest(u0, u1, time.Since(wall0), 4)}
 	res.heapMB, res.gcs, res.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
+	type sample struct{ at, took time.Duration }
+	var samples []sample
 	for _, name := range names {
 		t1, ok := replied[name]
 		if !ok {
@@ -757,12 +764,19 @@ func measure(ctx context.Context, b *testing.B, cl *busclient.Client, events *ev
 		}
 		t0 := started["atoll"][name]
 		res.admitted = append(res.admitted, t1.Sub(t0))
+		samples = append(samples, sample{at: t0.Sub(wall0), took: t1.Sub(t0)})
 		if tp, ok := events.at(api.EventPropagated, name); ok {
 			res.prop = append(res.prop, tp.Sub(t0))
 		} else {
 			res.lost++
 		}
 	}
+	slices.SortFunc(samples, func(a, b sample) int { return cmp.Compare(b.took, a.took) })
+	var slow []string
+	for _, x := range samples[:min(len(samples), 6)] {
+		slow = append(slow, fmt.Sprintf("%.0fms@%.2fs", float64(x.took.Microseconds())/1000, x.at.Seconds()))
+	}
+	res.slowest = []string{strings.Join(slow, " ")}
 	// Every name is deleted: a submission that failed for its caller (a
 	// timeout) may still have been written.
 	deleted, failed := deleteAll(ctx, cl, names)
@@ -820,6 +834,7 @@ func pool(rounds []sizeResult) sizeResult {
 		out.gcPause += r.gcPause
 		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
 		out.busiest = append(out.busiest, r.busiest...)
+		out.slowest = append(out.slowest, r.slowest...)
 	}
 	return out
 }
@@ -1088,6 +1103,9 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 	for _, r := range results {
 		for i, b := range r.busiest {
 			fmt.Printf("  %8d round %d: %s\n", r.size, i, b)
+			if i < len(r.slowest) {
+				fmt.Printf("  %8s slowest admissions (latency@offered, from the round's start): %s\n", "", r.slowest[i])
+			}
 		}
 	}
 	last := results[len(results)-1]
