@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
@@ -194,25 +195,40 @@ func TestBriefTargetOutageIsWaitedOut(t *testing.T) {
 	}
 }
 
-// Failures while the bus itself is down, and while the services come back
-// onto it, are the bus's outage: they never open a target's breaker.
-func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
+// serverAndTwoClients starts an embedded server and opens two connections
+// to it, "server" and "client"; restart starts the server again on the
+// same port and store once the test has shut it down.
+func serverAndTwoClients(t *testing.T) (srv *server.Server, restart func(), server, client *bus.Bus) {
+	t.Helper()
 	dir := t.TempDir()
 	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
-	ctx := context.Background()
+	restart = func() {
+		again, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(again.Shutdown)
+	}
 	connect := func(name string) *bus.Bus {
-		b, err := bus.Open(ctx, bus.Config{URL: url, Name: name})
+		b, err := bus.Open(context.Background(), bus.Config{URL: url, Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Close)
 		return b
 	}
-	server, client := connect("server"), connect("client")
+	return srv, restart, connect("server"), connect("client")
+}
+
+// Failures while the bus itself is down, and while the services come back
+// onto it, are the bus's outage: they never open a target's breaker.
+func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
+	srv, restart, server, client := serverAndTwoClients(t)
+	ctx := context.Background()
 	subject := bus.RequestSubject("svc", "do")
 	svc, err := micro.AddService(server.NC, micro.Config{Name: "svc", Version: "0.0.1",
 		Endpoint: &micro.EndpointConfig{Subject: subject, Handler: micro.HandlerFunc(func(r micro.Request) { _ = r.Respond([]byte("ok")) })}})
@@ -245,11 +261,7 @@ func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
 		t.Fatalf("breaker %v, counts %+v after a bus outage; want closed, no failures", st, c)
 	}
 
-	srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	restart()
 	back := time.Now()
 	var tripped atomic.Value // the first breaker state other than closed seen while the bus came back
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -272,22 +284,8 @@ func TestBusOutageDoesNotOpenBreakers(t *testing.T) {
 // attempt ends as the connection drops, and the retry is answered soon
 // after the server's return, not once the attempt's Timeout has passed.
 func TestRequestLostWithTheServerIsRetriedOnItsReturn(t *testing.T) {
-	dir := t.TempDir()
-	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
+	srv, restart, server, client := serverAndTwoClients(t)
 	ctx := context.Background()
-	connect := func(name string) *bus.Bus {
-		b, err := bus.Open(ctx, bus.Config{URL: url, Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		return b
-	}
-	server, client := connect("server"), connect("client")
 	subject := bus.RequestSubject("svc", "do")
 	received := make(chan struct{}, 1)
 	var calls atomic.Int32
@@ -319,10 +317,7 @@ func TestRequestLostWithTheServerIsRetriedOnItsReturn(t *testing.T) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	<-time.After(300 * time.Millisecond) // the outage itself is the subject
-	if srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port}); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	restart()
 	back := time.Now()
 	select {
 	case err := <-done:

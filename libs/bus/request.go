@@ -83,7 +83,9 @@ var errCallerDone = errors.New("caller context done")
 
 // RequestPolicy configures a Requester.
 type RequestPolicy struct {
-	// Timeout bounds each attempt (default 2s); the caller's context bounds all.
+	// Timeout bounds each attempt (default 2s); the caller's context bounds
+	// all. An attempt in flight when the connection drops ends then, as a
+	// bus outage: its request or its reply was lost with the connection.
 	Timeout time.Duration
 	// RetryFor is how long a call keeps retrying target failures, the bus's
 	// outage and an open breaker before it gives up (default 3s): a target
