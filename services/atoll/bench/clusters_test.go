@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +32,13 @@ type applyHist struct {
 	bounds []float64
 	counts []uint64
 	total  uint64
+	// byCluster counts the applies to each member cluster.
+	byCluster map[string]uint64
 }
 
 // scrapeApply reads the apply histogram of every propagator replica.
 func scrapeApply(ctx context.Context, reg *region.Region) (applyHist, error) {
-	var h applyHist
+	h := applyHist{byCluster: map[string]uint64{}}
 	for i := 0; ; i++ {
 		url := reg.AdminURL("propagator", i)
 		if url == "" {
@@ -64,6 +69,11 @@ func scrapeApply(ctx context.Context, reg *region.Region) (applyHist, error) {
 				}
 			}
 			h.total += hm.GetSampleCount()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cluster" {
+					h.byCluster[l.GetValue()] += hm.GetSampleCount()
+				}
+			}
 		}
 	}
 	return h, nil
@@ -71,7 +81,10 @@ func scrapeApply(ctx context.Context, reg *region.Region) (applyHist, error) {
 
 // since is what h counted after earlier.
 func (h applyHist) since(earlier applyHist) applyHist {
-	out := applyHist{bounds: h.bounds, counts: make([]uint64, len(h.counts)), total: h.total - earlier.total}
+	out := applyHist{bounds: h.bounds, counts: make([]uint64, len(h.counts)), total: h.total - earlier.total, byCluster: map[string]uint64{}}
+	for c, n := range h.byCluster {
+		out.byCluster[c] = n - earlier.byCluster[c]
+	}
 	for i := range h.counts {
 		out.counts[i] = h.counts[i]
 		if i < len(earlier.counts) {
@@ -84,7 +97,7 @@ func (h applyHist) since(earlier applyHist) applyHist {
 // plus adds o's counts to h's (the same buckets, or h empty).
 func (h applyHist) plus(o applyHist) applyHist {
 	if h.bounds == nil {
-		return applyHist{bounds: o.bounds, counts: append([]uint64(nil), o.counts...), total: o.total}
+		h = applyHist{bounds: o.bounds, counts: make([]uint64, len(o.counts))}
 	}
 	out := h.since(applyHist{})
 	for i := range out.counts {
@@ -93,6 +106,9 @@ func (h applyHist) plus(o applyHist) applyHist {
 		}
 	}
 	out.total += o.total
+	for c, n := range o.byCluster {
+		out.byCluster[c] += n
+	}
 	return out
 }
 
@@ -117,6 +133,15 @@ func (h applyHist) quantile(q float64) time.Duration {
 		lower, below = h.bounds[i], c
 	}
 	return time.Duration(math.MaxInt64)
+}
+
+// spread lists the applies by cluster, in cluster order.
+func (h applyHist) spread() string {
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(h.byCluster)) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, h.byCluster[c]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // clustersDrained waits until no member cluster holds a Deployment,

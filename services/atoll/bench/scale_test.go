@@ -102,6 +102,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -520,8 +521,10 @@ type sizeResult struct {
 	heapMB  uint64
 	gcs     uint64
 	gcPause time.Duration
-	// roundP99 is each pooled round's own admitted P99.
-	roundP99 []time.Duration
+	// roundP99 is each pooled round's own admitted P99, roundProp its
+	// propagated P50 and P99 and its apply P50 and P99.
+	roundP99  []time.Duration
+	roundProp []string
 	// busiest names the processes that used the most CPU during the
 	// round (or each pooled round), with their use in percent of a core.
 	busiest []string
@@ -530,6 +533,9 @@ type sizeResult struct {
 	// samples close together are one pause of something shared, samples
 	// spread out a cost every submission pays.
 	slowest []string
+	// spread lists the round's (or each pooled round's) applies by
+	// member cluster.
+	spread []string
 }
 
 // usage is what the region has used so far: its CPU time, its Go heap in
@@ -544,6 +550,30 @@ type usage struct {
 	// cpuBy is the CPU time by process: "bench" (this process) and each
 	// service process's replica.
 	cpuBy map[string]time.Duration
+	// gcBy is the collections so far and the heap in use by process.
+	gcBy map[string]gcCount
+}
+
+// gcCount is one process's collections so far and its heap in use.
+type gcCount struct {
+	gcs  uint64
+	heap uint64
+}
+
+// collections lists the processes that collected between u0 and u1, with
+// how often and their heap in use at u1: a collection of a large heap
+// takes CPU from every process of a 2-core machine for its whole mark.
+func collections(u0, u1 usage) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(u1.gcBy)) {
+		if n := u1.gcBy[name].gcs - u0.gcBy[name].gcs; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %dx at %d MB", name, n, u1.gcBy[name].heap>>20))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // busiest lists the n processes that used the most CPU between u0 and
@@ -579,6 +609,7 @@ func selfUsage() usage {
 	runtime.ReadMemStats(&ms)
 	u.heap, u.gcs, u.gcPause = ms.HeapAlloc, uint64(ms.NumGC), time.Duration(ms.PauseTotalNs)
 	u.cpuBy = map[string]time.Duration{"bench": u.cpu}
+	u.gcBy = map[string]gcCount{"bench": {gcs: u.gcs, heap: u.heap}}
 	return u
 }
 
@@ -600,6 +631,7 @@ func usageOf(b *testing.B, reg *region.Region) func() usage {
 			u.gcs += p.GCs
 			u.gcPause += p.GCPause
 			u.cpuBy[p.Replica.String()] = p.CPU
+			u.gcBy[p.Replica.String()] = gcCount{gcs: p.GCs, heap: p.HeapBytes}
 		}
 		return u
 	}
@@ -807,8 +839,9 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	} else {
 		res.apply = apply1.since(apply0)
 	}
+	res.spread = []string{res.apply.spread()}
 	res.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
-	res.busiest = []string{busiest(u0, u1, time.Since(wall0), 4)}
+	res.busiest = []string{busiest(u0, u1, time.Since(wall0), 4) + "; collections: " + collections(u0, u1)}
 	res.heapMB, res.gcs, res.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
 	type sample struct{ at, took time.Duration }
 	var samples []sample
@@ -899,8 +932,12 @@ func pool(rounds []sizeResult) sizeResult {
 		out.gcs += r.gcs
 		out.gcPause += r.gcPause
 		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
+		out.roundProp = append(out.roundProp, fmt.Sprintf("propagated P50 %v P99 %v, apply P50 %v P99 %v",
+			percentile(r.prop, .5).Round(time.Millisecond), percentile(r.prop, .99).Round(time.Millisecond),
+			r.apply.quantile(.5).Round(time.Millisecond), r.apply.quantile(.99).Round(time.Millisecond)))
 		out.busiest = append(out.busiest, r.busiest...)
 		out.slowest = append(out.slowest, r.slowest...)
+		out.spread = append(out.spread, r.spread...)
 	}
 	return out
 }
@@ -1176,6 +1213,9 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 			fmt.Printf("  %8d round %d: %s\n", r.size, i, b)
 			if i < len(r.slowest) {
 				fmt.Printf("  %8s slowest admissions (latency@offered, from the round's start): %s\n", "", r.slowest[i])
+			}
+			if i < len(r.spread) && i < len(r.roundProp) {
+				fmt.Printf("  %8s %s; applies by member cluster: %s\n", "", r.roundProp[i], r.spread[i])
 			}
 		}
 	}
