@@ -149,8 +149,8 @@ func (h applyHist) spread() string {
 // measured Apps' objects and what their clusters' controllers made of
 // them (the fill Apps are stopped and hold none), so the next round does
 // not share the clusters with the garbage collector.
-func clustersDrained(ctx context.Context, reg *region.Region) error {
-	ns := api.Namespace(scaleProject)
+func clustersDrained(ctx context.Context, reg *region.Region, project string) error {
+	ns := api.Namespace(project)
 	for {
 		left, err := 0, error(nil)
 		for _, c := range reg.Env.Clusters {

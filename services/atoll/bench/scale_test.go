@@ -89,10 +89,23 @@ package bench
 // P99 ratio between sizes that moved from 0.78x to 1.81x over five runs of
 // one code. The pipeline bench measures Apps that run their pods.
 //
+// Two comparisons. The first table measures the sizes in ascending order,
+// the project filled between them: it shows how the costs grow with the
+// region as well as with the project, but each size is measured at a
+// different time, and on this 2-core machine shared with the member
+// clusters one size's rounds measured twice have differed by up to 2x at
+// the P99 (a propagated P99 of 447 ms and 1.56 s in two rounds at 100).
+// The second (compareInterleaved) then fills a second project with the
+// smallest size and measures rounds into the two projects in turn, in
+// the same region, so that only the project's size differs between its
+// two sides. Each round line shows its propagated and apply percentiles,
+// its applies by member cluster and the processes that collected.
+//
 // The target (the issue's): P99 at the largest size within 1.2x of P99 at
-// the smallest. The bench prints whether it holds but does not fail on it;
-// it fails on any failed or lost submission, or a ledger that does not
-// count the workloads the project holds.
+// the smallest, printed for both comparisons. The bench prints whether it
+// holds but does not fail on it; it fails on any failed or lost
+// submission, or a ledger that does not count the workloads a project
+// holds.
 
 import (
 	"cmp"
@@ -137,6 +150,9 @@ var (
 	// scaleRounds is how many rounds are measured at each size; their
 	// latencies are pooled (see pool).
 	scaleRounds = max(1, envInt("ATOLL_BENCH_SCALE_ROUNDS", 3))
+	// pairRounds is how many rounds each side of the interleaved
+	// comparison measures: even, so that the ABBA order balances.
+	pairRounds = max(2, envInt("ATOLL_BENCH_SCALE_PAIR_ROUNDS", 4)+1) / 2 * 2
 	// scaleRate is the offered rate, submissions per minute.
 	scaleRate = envInt("ATOLL_BENCH_SCALE_RATE", 3000)
 	// scaleNodes is the fleet per zone; the measured Apps need little.
@@ -156,7 +172,10 @@ var (
 
 const (
 	scaleProject = "scale"
-	fillPrefix   = "fill-"
+	// pairProject is the small project of the interleaved comparison
+	// (see compareInterleaved), filled with the smallest size.
+	pairProject = "scale-pair"
+	fillPrefix  = "fill-"
 	// scaleTarget is the largest P99 ratio, largest size to smallest, the
 	// issue accepts.
 	scaleTarget = 1.2
@@ -205,10 +224,19 @@ func envSizes(k string, def []int) []int {
 
 // fillDoc is a stopped App: a whole workload with no member-cluster
 // object (see the file comment).
-func fillDoc(i int) []byte {
-	return []byte(fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":"%s%05d"},"control":{"stopped":true},
+func fillDoc(project string, i int) []byte {
+	return []byte(fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":%q},"control":{"stopped":true},
 "spec":{"replicas":1,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"100m","memory":"64Mi"}}}]}}}`,
-		scaleProject, fillPrefix, i))
+		project, fillName(project, i)))
+}
+
+// fillName is the name of fill App i of project: unique across the two
+// projects, since the event log keys Apps by name.
+func fillName(project string, i int) string {
+	if project == scaleProject {
+		return fmt.Sprintf("%s%05d", fillPrefix, i)
+	}
+	return fmt.Sprintf("%sp%05d", fillPrefix, i)
 }
 
 // measuredDoc is a small schedulable App of one replica with tiny
@@ -217,25 +245,25 @@ func fillDoc(i int) []byte {
 // rendered and applied to its member cluster as a Deployment held at zero
 // replicas, and folded to Paused, every step any App takes in Atoll, but
 // its cluster creates no pod (see the file comment).
-func measuredDoc(name string) []byte {
+func measuredDoc(project, name string) []byte {
 	control := `"control":{"paused":true},`
 	if scalePods {
 		control = ""
 	}
 	return []byte(fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":%q},%s
 "spec":{"replicas":1,"template":{"containers":[{"name":"web","image":"nginx:1.27","resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}}}`,
-		scaleProject, name, control))
+		project, name, control))
 }
 
 // submitMeasured submits measured App name: as a platform admin when it
 // is paused (only a platform admin's document may set control), as a
 // plain user otherwise.
-func submitMeasured(ctx context.Context, cl *busclient.Client, admin *bus.Requester, name string) error {
+func submitMeasured(ctx context.Context, cl *busclient.Client, admin *bus.Requester, project, name string) error {
 	if scalePods {
-		_, err := cl.Submit(ctx, measuredDoc(name))
+		_, err := cl.Submit(ctx, measuredDoc(project, name))
 		return err
 	}
-	_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), measuredDoc(name), adminHeader)
+	_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), measuredDoc(project, name), adminHeader)
 	return err
 }
 
@@ -275,12 +303,12 @@ func (l *eventLog) notify() {
 // in the status bucket, the fill Apps whose status is Stopped and the
 // measured Apps whose status is gone (the aggregator removes a deleted
 // workload's status once no cluster holds a pod of it).
-func (l *eventLog) watchStatus(ctx context.Context, b *bus.Bus) error {
+func (l *eventLog) watchStatus(ctx context.Context, b *bus.Bus, project string) error {
 	kv, err := b.KV(ctx, bus.BucketStatus)
 	if err != nil {
 		return err
 	}
-	w, err := kv.Watch(ctx, api.Key(scaleProject, api.KindApp, "*"))
+	w, err := kv.Watch(ctx, api.Key(project, api.KindApp, "*"))
 	if err != nil {
 		return fmt.Errorf("watch statuses: %w", err)
 	}
@@ -375,6 +403,7 @@ var adminHeader = nats.Header{bus.HeaderPrincipal: {"bench"}, bus.HeaderPlatform
 
 // fillResult is one step of the fill, from one size to the next.
 type fillResult struct {
+	project  string // "" for scaleProject
 	from, to int
 	admitted time.Duration // until the last App's submit returned
 	settled  time.Duration // until the last App is scheduled and Stopped
@@ -394,10 +423,10 @@ const idleWindow = 20 * time.Second
 // The fill pushes the region as hard as it will go, so a failure under
 // that load (a timeout, an open breaker) is waited out with backoff: the
 // fill is not what is measured. A refusal (4xx) is not retried.
-func submitFill(ctx context.Context, admin *bus.Requester, i int) (int, error) {
+func submitFill(ctx context.Context, admin *bus.Requester, project string, i int) (int, error) {
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), fillDoc(i), adminHeader)
+		_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), fillDoc(project, i), adminHeader)
 		var re *bus.RemoteError
 		if err == nil || attempt == fillAttempts || ctx.Err() != nil || errors.As(err, &re) && re.Code < 500 {
 			return attempt - 1, err
@@ -414,7 +443,7 @@ func submitFill(ctx context.Context, admin *bus.Requester, i int) (int, error) {
 // fill submits the fill Apps from..to-1 as a platform admin with
 // scaleFillers submitters and waits until every fill App up to to is
 // settled, and then until the region is quiet (see waitQuiet).
-func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to int, idle float64) (fillResult, error) {
+func fill(ctx context.Context, admin *bus.Requester, events *eventLog, project string, from, to, settledAt int, idle float64) (fillResult, error) {
 	res := fillResult{from: from, to: to}
 	begin := time.Now()
 	next := make(chan int)
@@ -428,7 +457,7 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				retries, err := submitFill(ctx, admin, i)
+				retries, err := submitFill(ctx, admin, project, i)
 				mu.Lock()
 				res.retries += retries
 				if err != nil {
@@ -449,7 +478,7 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, from, to 
 	}
 	wctx, cancel := context.WithTimeout(ctx, settleWait)
 	defer cancel()
-	if err := events.wait(wctx, func() bool { return events.settled(to) }); err != nil {
+	if err := events.wait(wctx, func() bool { return events.settled(settledAt) }); err != nil {
 		events.mu.Lock()
 		sc, st := len(events.scheduled), len(events.stopped)
 		events.mu.Unlock()
@@ -785,7 +814,7 @@ func loadAverage() string {
 // latencies once every one that was admitted is propagated (or
 // propagateWait has passed); it then deletes them. Their names start with
 // round, which must differ between calls.
-func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclient.Client, admin *bus.Requester, events *eventLog, size, n int, round string) sizeResult {
+func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclient.Client, admin *bus.Requester, events *eventLog, project string, size, n int, round string) sizeResult {
 	b.Helper()
 	res := sizeResult{size: size, submissions: n}
 	var (
@@ -797,7 +826,7 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	for i := range plan {
 		names[i] = fmt.Sprintf("%s%d-%04d", round, size, i)
 		plan[i] = step{path: "atoll", name: names[i], do: func(ctx context.Context, name string) error {
-			err := submitMeasured(ctx, cl, admin, name)
+			err := submitMeasured(ctx, cl, admin, project, name)
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -870,7 +899,7 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	res.slowest = []string{strings.Join(slow, " ")}
 	// Every name is deleted: a submission that failed for its caller (a
 	// timeout) may still have been written.
-	deleted, failed := deleteAll(ctx, cl, names)
+	deleted, failed := deleteAll(ctx, cl, project, names)
 	res.cleanupErrs = failed
 	// The next round, or fill, starts once the member clusters are rid of
 	// this round's objects: their deletion is not what it measures. An
@@ -891,7 +920,7 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 		res.cleanupErrs += len(left())
 		events.mu.Unlock()
 	}
-	if err := clustersDrained(dctx, reg); err != nil {
+	if err := clustersDrained(dctx, reg, project); err != nil {
 		res.cleanupErrs++
 		if res.firstErr == nil {
 			res.firstErr = fmt.Errorf("clusters not drained: %w", err)
@@ -946,7 +975,7 @@ func pool(rounds []sizeResult) sizeResult {
 // many deletions failed. NotFound is not a failure: the App was never
 // written, or an earlier attempt of the same call, which the client
 // retried after a timeout, deleted it (so it counts as deleted).
-func deleteAll(ctx context.Context, cl *busclient.Client, names []string) ([]string, int) {
+func deleteAll(ctx context.Context, cl *busclient.Client, project string, names []string) ([]string, int) {
 	next := make(chan string)
 	var (
 		wg      sync.WaitGroup
@@ -959,7 +988,7 @@ func deleteAll(ctx context.Context, cl *busclient.Client, names []string) ([]str
 		go func() {
 			defer wg.Done()
 			for name := range next {
-				err := cl.Delete(ctx, scaleProject, api.KindApp, name)
+				err := cl.Delete(ctx, project, api.KindApp, name)
 				var e *busclient.Error
 				notFound := errors.As(err, &e) && e.Status == api.StatusNotFound
 				mu.Lock()
@@ -986,14 +1015,14 @@ func deleteAll(ctx context.Context, cl *busclient.Client, names []string) ([]str
 // reservations, within orphanWait: a submission that failed for its
 // caller after admission reserved (a timeout) holds a reservation without
 // a workload until the quota service's orphan sweep returns it.
-func ledgerCounts(ctx context.Context, b *testing.B, cl *busclient.Client, n int) {
+func ledgerCounts(ctx context.Context, b *testing.B, cl *busclient.Client, project string, n int) {
 	b.Helper()
 	assert.EventuallyWithT(b, func(c *assert.CollectT) {
-		l, err := cl.Quota(ctx, scaleProject)
+		l, err := cl.Quota(ctx, project)
 		if assert.NoError(c, err) {
 			assert.Equal(c, int64(n), l.Reservations, "reservations in the ledger")
 		}
-	}, orphanWait, time.Second, "the project holds %d workloads", n)
+	}, orphanWait, time.Second, "project %s holds %d workloads", project, n)
 }
 
 // BenchmarkScale measures submit -> admitted and submit -> propagated, P50
@@ -1032,30 +1061,36 @@ func BenchmarkScale(b *testing.B) {
 
 	// Far more than the largest size needs, on every resource.
 	lim := api.Limit{MilliCPU: 1 << 40, MemoryBytes: 1 << 60, Pods: 1 << 30}
-	if err := cl.SetQuota(ctx, scaleProject, api.TierOnDemand, lim); err != nil {
-		b.Fatal(err)
+	for _, p := range []string{scaleProject, pairProject} {
+		if err := cl.SetQuota(ctx, p, api.TierOnDemand, lim); err != nil {
+			b.Fatal(err)
+		}
 	}
 	events := newEventLog()
-	if err := events.watchStatus(ctx, reg.Bus); err != nil {
-		b.Fatal(err)
+	for _, p := range []string{scaleProject, pairProject} {
+		if err := events.watchStatus(ctx, reg.Bus, p); err != nil {
+			b.Fatal(err)
+		}
 	}
 	// Submissions as a platform admin, as the gateway makes them.
 	admin := bus.NewRequester(gw.NC, bus.RequestPolicy{})
-	sub, err := reg.Bus.NC.Subscribe(bus.EventSubject(scaleProject, api.KindApp, "*", "*"), events.observe)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	// A large fill delivers events faster than a default subscription may
-	// hold them while the handler waits for its lock.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		b.Fatal(err)
+	for _, p := range []string{scaleProject, pairProject} {
+		sub, err := reg.Bus.NC.Subscribe(bus.EventSubject(p, api.KindApp, "*", "*"), events.observe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		// A large fill delivers events faster than a default subscription
+		// may hold them while the handler waits for its lock.
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			b.Fatal(err)
+		}
 	}
 
 	// Warm the path (the project's namespace and service account in every
 	// cluster it lands on) outside the clock.
 	warm := "warmup"
-	if err := submitMeasured(ctx, cl, admin, warm); err != nil {
+	if err := submitMeasured(ctx, cl, admin, scaleProject, warm); err != nil {
 		b.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -1092,18 +1127,18 @@ func BenchmarkScale(b *testing.B) {
 		have    int
 	)
 	for _, size := range scaleSizes {
-		f, err := fill(ctx, admin, events, have, size, idle)
+		f, err := fill(ctx, admin, events, scaleProject, have, size, size, idle)
 		fills = append(fills, f)
 		if err != nil {
 			printScale(fills, results, len(reg.Env.Clusters), idle)
 			b.Fatal(err)
 		}
 		have = size
-		ledgerCounts(ctx, b, cl, size)
+		ledgerCounts(ctx, b, cl, scaleProject, size)
 		if len(results) == 0 {
 			// One round at the offered rate first, not counted: a cold
 			// path would inflate the baseline and flatter every ratio.
-			if w := measure(ctx, b, reg, cl, admin, events, size, min(scaleSubmissions, warmSubmissions), "w"); w.errs+w.lost+w.cleanupErrs > 0 {
+			if w := measure(ctx, b, reg, cl, admin, events, scaleProject, size, min(scaleSubmissions, warmSubmissions), "w"); w.errs+w.lost+w.cleanupErrs > 0 {
 				b.Fatalf("warm-up round at %d: %d failed, %d lost, %d deletions failed or unfinished; first error: %v", size, w.errs, w.lost, w.cleanupErrs, w.firstErr)
 			}
 		}
@@ -1116,20 +1151,33 @@ func BenchmarkScale(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			rounds = append(rounds, measure(ctx, b, reg, cl, admin, events, size, scaleSubmissions, fmt.Sprintf("m%d-", r)))
+			rounds = append(rounds, measure(ctx, b, reg, cl, admin, events, scaleProject, size, scaleSubmissions, fmt.Sprintf("m%d-", r)))
 		}
 		results = append(results, pool(rounds))
 		heaps = append(heaps, heapsBy(ctx, reg, size))
 	}
+	var pair []sizeResult
+	if len(scaleSizes) > 1 {
+		f, p, err := compareInterleaved(ctx, b, reg, cl, admin, events, scaleSizes[0], have, idle)
+		f.project = pairProject
+		fills = append(fills, f)
+		if err != nil {
+			printScale(fills, results, len(reg.Env.Clusters), idle)
+			b.Fatal(err)
+		}
+		pair = p
+	}
 	b.StopTimer()
 	printScale(fills, results, len(reg.Env.Clusters), idle)
+	printResults(fmt.Sprintf("interleaved: project %q holding %d and project %q holding %d, in one region, %d rounds each in turn (ABBA)",
+		pairProject, scaleSizes[0], scaleProject, have, pairRounds), pair)
 	for _, h := range heaps {
 		fmt.Println(h)
 	}
 	// The measured Apps' deletions gave their reservations back.
-	ledgerCounts(ctx, b, cl, have)
+	ledgerCounts(ctx, b, cl, scaleProject, have)
 
-	for _, r := range results {
+	for _, r := range append(slices.Clone(results), pair...) {
 		if r.errs > 0 || r.lost > 0 || r.cleanupErrs > 0 {
 			b.Errorf("at %d: %d submissions failed, %d admitted but never propagated, %d deletions failed or unfinished; first error: %v",
 				r.size, r.errs, r.lost, r.cleanupErrs, r.firstErr)
@@ -1142,6 +1190,10 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(propRatio, "propagated-p99-ratio")
 	b.ReportMetric(float64(percentile(last.admitted, .99).Microseconds())/1000, "admitted-p99-ms")
 	b.ReportMetric(float64(percentile(last.prop, .99).Microseconds())/1000, "propagated-p99-ms")
+	if len(pair) == 2 {
+		b.ReportMetric(ratio(percentile(pair[1].admitted, .99), percentile(pair[0].admitted, .99)), "interleaved-admitted-p99-ratio")
+		b.ReportMetric(ratio(percentile(pair[1].prop, .99), percentile(pair[0].prop, .99)), "interleaved-propagated-p99-ratio")
+	}
 }
 
 // heapsBy describes each service process's Go heap and collections so
@@ -1185,14 +1237,26 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 			}
 			return d.Round(100 * time.Millisecond).String()
 		}
-		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %12s %8d %9.0f  %s\n", fmt.Sprintf("%d -> %d", f.from, f.to), n,
+		step := fmt.Sprintf("%d -> %d", f.from, f.to)
+		if f.project != "" {
+			step = fmt.Sprintf("%s %s", f.project, step)
+		}
+		fmt.Printf("  %-16s %8d %12s %10s %14s %10s %12s %8d %9.0f  %s\n", step, n,
 			took(f.admitted), perSec(f.admitted), took(f.settled), perSec(f.settled), took(f.quiet), f.retries, f.idleCPU, f.idleBusiest)
 	}
+	printResults("in ascending order of size, the project filled between sizes", results)
+}
+
+// printResults prints the table of results, the first the baseline of
+// the ratios, each round's details below it, and whether the target
+// holds for the last against the first.
+func printResults(title string, results []sizeResult) {
 	if len(results) == 0 {
 		return
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
-	fmt.Printf("\n  %8s %6s %9s %11s %11s %11s %11s %11s %11s %11s %11s %7s %5s %10s %10s %10s %5s %6s %8s %4s %9s  %s\n", "holds", "subm", "rate/min",
+	fmt.Printf("\n  %s:\n", title)
+	fmt.Printf("  %8s %6s %9s %11s %11s %11s %11s %11s %11s %11s %11s %7s %5s %10s %10s %10s %5s %6s %8s %4s %9s  %s\n", "holds", "subm", "rate/min",
 		"adm P50", "adm P99", "sched P50", "sched P99", "prop P50", "prop P99", "apply P50", "apply P99", "errors", "lost", "adm P99 x", "sched P99 x", "prop P99 x", "cpu%", "load", "heap MB", "GCs", "GC pause", "adm P99 per round")
 	base := results[0]
 	b99, bs99, bp99 := percentile(base.admitted, .99), percentile(base.sched, .99), percentile(base.prop, .99)
@@ -1227,6 +1291,45 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 		return "NOT met"
 	}
 	ar, pr := ratio(percentile(last.admitted, .99), b99), ratio(percentile(last.prop, .99), bp99)
-	fmt.Printf("  target P99 at %d within %.1fx of P99 at %d: admitted %.2fx (%s), propagated %.2fx (%s)\n\n",
-		last.size, scaleTarget, base.size, ar, verdict(ar), pr, verdict(pr))
+	fmt.Printf("  target P99 at %d within %.1fx of P99 at %d (%s): admitted %.2fx (%s), propagated %.2fx (%s)\n\n",
+		last.size, scaleTarget, base.size, title, ar, verdict(ar), pr, verdict(pr))
+}
+
+// compareInterleaved fills pairProject with small workloads and then
+// measures pairRounds rounds in it and in scaleProject, which holds
+// large, in turn (ABBA: each round pair in the other order than the one
+// before, so a drift that grows over the run falls on both sides alike). Both projects
+// live in the same region at the same time: the only difference between
+// the two sides is the size of the project submitted into. The
+// ascending-order table cannot tell that from what changes over its run:
+// the member clusters' state, the region's size, a busy moment of a
+// shared machine (the same size measured twice has differed by 2x at the
+// P99).
+func compareInterleaved(ctx context.Context, b *testing.B, reg *region.Region, cl *busclient.Client, admin *bus.Requester, events *eventLog,
+	small, large int, idle float64) (fillResult, []sizeResult, error) {
+	b.Helper()
+	f, err := fill(ctx, admin, events, pairProject, 0, small, large+small, idle)
+	if err != nil {
+		return f, nil, err
+	}
+	ledgerCounts(ctx, b, cl, pairProject, small)
+	var sr, lr []sizeResult
+	for r := range pairRounds {
+		sides := []bool{true, false} // small first
+		if r%2 == 1 {
+			sides = []bool{false, true}
+		}
+		for _, smallSide := range sides {
+			if _, err := waitQuiet(ctx, idle); err != nil {
+				return f, nil, err
+			}
+			if smallSide {
+				sr = append(sr, measure(ctx, b, reg, cl, admin, events, pairProject, small, scaleSubmissions, fmt.Sprintf("p%d-", r)))
+			} else {
+				lr = append(lr, measure(ctx, b, reg, cl, admin, events, scaleProject, large, scaleSubmissions, fmt.Sprintf("q%d-", r)))
+			}
+		}
+	}
+	ledgerCounts(ctx, b, cl, pairProject, small)
+	return f, []sizeResult{pool(sr), pool(lr)}, nil
 }
