@@ -32,6 +32,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/yaml"
 
+	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 )
@@ -267,4 +268,87 @@ func scrapeUsage(ctx context.Context, base string) (Usage, error) {
 		u.GCPause = time.Duration(m.GetSummary().GetSampleSum() * float64(time.Second))
 	}
 	return u, nil
+}
+
+// BuildNATSServer builds nats-server, at the version the region's own
+// embedded server has (libs/bus's requirement), into dir and returns its
+// path.
+func BuildNATSServer(ctx context.Context, dir string) (string, error) {
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gocmd); err != nil {
+		if gocmd, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("build nats-server: no go command: %w", err)
+		}
+	}
+	out := filepath.Join(dir, "nats-server")
+	cmd := exec.CommandContext(ctx, gocmd, "build", "-o", out, "github.com/nats-io/nats-server/v2")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build nats-server: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// startNATSProcess runs the region's NATS server as a process of
+// o.NATSExec, on a free loopback port with JetStream in store and the
+// region's users, and opens the region's bus on it as the admin user.
+func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth, store string) (*bus.Bus, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server address: %w", err)
+	}
+	conf := filepath.Join(o.Dir, "nats-server.conf")
+	body := fmt.Sprintf("host: %s\nport: %s\njetstream {\n  store_dir: %q\n}\n%s", host, port, store, auth.ServerConfig())
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		return nil, fmt.Errorf("nats-server configuration: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(o.Dir, "nats-server.log"))
+	if err != nil {
+		return nil, fmt.Errorf("nats-server log: %w", err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(o.NATSExec, "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start nats-server: %w", err)
+	}
+	r.nats = cmd
+	b, err := bus.Open(ctx, bus.Config{URL: "nats://" + addr, Name: "atoll-region", NKeyFile: auth.CredentialsFile(bus.UserAdmin), Logger: o.Logger})
+	if err != nil {
+		r.stopNATSProcess()
+		return nil, err
+	}
+	return b, nil
+}
+
+// stopNATSProcess stops the NATS server's process, if the region runs
+// one: SIGTERM, then SIGKILL after 10 s.
+func (r *Region) stopNATSProcess() {
+	cmd := r.nats
+	if cmd == nil {
+		return
+	}
+	r.nats = nil
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// NATSPID is the NATS server process's pid, 0 when the server runs in
+// this process.
+func (r *Region) NATSPID() int {
+	if r.nats == nil || r.nats.Process == nil {
+		return 0
+	}
+	return r.nats.Process.Pid
 }

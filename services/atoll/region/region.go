@@ -43,6 +43,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sigs.k8s.io/yaml"
 	"slices"
@@ -134,6 +135,11 @@ type Options struct {
 	// instead of as an fx application in this process (see process.go).
 	// The embedded NATS server then listens on loopback TCP.
 	Exec string
+	// NATSExec, with Exec, runs the region's NATS server as a process of
+	// this nats-server binary (BuildNATSServer makes it) instead of in
+	// this process, as production does: the caller's own allocations then
+	// never make the server collect. Not with RestartableBus.
+	NATSExec string
 	// ExecLogLevel is the processes' log level (default warn).
 	ExecLogLevel string
 }
@@ -182,6 +188,7 @@ type Region struct {
 	replicas     int         // replicas per service
 	dir          string      // Options.Dir
 	exec         string      // Options.Exec
+	nats         *exec.Cmd   // the NATS server's process (Options.NATSExec), nil in process
 	execLogLevel string
 
 	// srvOpts and srv are the embedded server of a RestartableBus (srv
@@ -329,6 +336,9 @@ func (r *Region) openBus(ctx context.Context, o Options) (*bus.Bus, error) {
 	}
 	r.NATSAuth = natsAuth
 	store := filepath.Join(o.Dir, "jetstream")
+	if o.NATSExec != "" && o.Exec != "" && !o.RestartableBus {
+		return r.startNATSProcess(ctx, o, natsAuth, store)
+	}
 	if !o.RestartableBus {
 		return bus.Open(ctx, bus.Config{StoreDir: store, Listen: o.Listen, Port: o.Port, Name: "atoll-region", Auth: natsAuth, Logger: o.Logger})
 	}
@@ -353,6 +363,7 @@ func (r *Region) closeBus() {
 	if r.Bus != nil {
 		r.Bus.Close()
 	}
+	r.stopNATSProcess()
 	r.busMu.Lock()
 	defer r.busMu.Unlock()
 	if r.srv != nil {
