@@ -4,7 +4,8 @@ package bench
 // workloads its project already holds?
 //
 // One region (3 KWOK member clusters, every service its own process of its
-// own binary, as in production: region.Options.Exec) serves all sizes. In
+// own binary, as in production: region.Options.Exec, and the NATS server a
+// nats-server process: region.Options.NATSExec) serves all sizes. In
 // one process, as `atoll dev` runs them, every service's mirrors share one
 // Go heap (1.1 GB at 50,000 workloads) and its collections, which no
 // production service has: a collection there slowed every service at once
@@ -31,7 +32,7 @@ package bench
 // uncounted round at the first size warms the path.
 //
 // Each round's line also shows the region's CPU use (the services'
-// processes and this one, which holds the embedded NATS server) and the
+// processes, the nats-server process and this one) and the
 // machine's load average: on a shared machine a busy neighbour shows in
 // the latencies, and the two columns tell one from the other; the
 // processes that used the most CPU in each round are listed below the
@@ -576,8 +577,9 @@ type sizeResult struct {
 
 // usage is what the region has used so far: its CPU time, its Go heap in
 // use, its collections and their pauses, summed over this process (the
-// bench, the embedded NATS server and, in process, every service) and the
-// services' processes.
+// bench, the NATS server when embedded and, in process, every service) and
+// the services' processes, and the CPU time of the nats-server process
+// when there is one.
 type usage struct {
 	cpu     time.Duration
 	heap    uint64
