@@ -43,11 +43,9 @@ import (
 // one on PATH) in the current directory, which must be inside the
 // project's workspace; a second build is mostly the go command's cache.
 func BuildServices(ctx context.Context, dir string) error {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		if gocmd, err = exec.LookPath("go"); err != nil {
-			return fmt.Errorf("build services: no go command: %w", err)
-		}
+	gocmd, err := goCommand()
+	if err != nil {
+		return fmt.Errorf("build services: %w", err)
 	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, s := range Services {
@@ -274,11 +272,9 @@ func scrapeUsage(ctx context.Context, base string) (Usage, error) {
 // embedded server has (libs/bus's requirement), into dir and returns its
 // path.
 func BuildNATSServer(ctx context.Context, dir string) (string, error) {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		if gocmd, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("build nats-server: no go command: %w", err)
-		}
+	gocmd, err := goCommand()
+	if err != nil {
+		return "", fmt.Errorf("build nats-server: %w", err)
 	}
 	out := filepath.Join(dir, "nats-server")
 	cmd := exec.CommandContext(ctx, gocmd, "build", "-o", out, "github.com/nats-io/nats-server/v2")
@@ -351,4 +347,18 @@ func (r *Region) NATSPID() int {
 		return 0
 	}
 	return r.nats.Process.Pid
+}
+
+// goCommand is the go command of the toolchain that built this binary,
+// or the one on PATH.
+func goCommand() (string, error) {
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gocmd); err == nil {
+		return gocmd, nil
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command: %w", err)
+	}
+	return gocmd, nil
 }
