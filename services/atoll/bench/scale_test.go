@@ -132,7 +132,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 
 	"atoll.dev/libs/api"
@@ -669,7 +668,7 @@ func usageOf(b *testing.B, reg *region.Region) func() usage {
 			b.Errorf("region usage: %v", err)
 		}
 		if pid := reg.NATSPID(); pid != 0 {
-			c, err := procCPU(pid)
+			c, err := region.ProcessCPU(pid)
 			if err != nil {
 				b.Errorf("nats-server usage: %v", err)
 			}
@@ -686,19 +685,6 @@ func usageOf(b *testing.B, reg *region.Region) func() usage {
 		}
 		return u
 	}
-}
-
-// procCPU is the CPU time process pid has used (user and system).
-func procCPU(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
-	}
-	st, err := p.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }
 
 // cpuTime is the CPU time the region has used.

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs"
 	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/bus"
@@ -207,7 +208,8 @@ type Usage struct {
 	Replica Replica
 	// PID is its process id.
 	PID int
-	// CPU is its CPU time since it started (process_cpu_seconds_total).
+	// CPU is its CPU time since it started (ProcessCPU; where /proc cannot
+	// tell, process_cpu_seconds_total, which counts in 10 ms ticks).
 	CPU time.Duration
 	// HeapBytes is its Go heap in use (go_memstats_heap_alloc_bytes).
 	HeapBytes uint64
@@ -238,6 +240,9 @@ func (r *Region) Usage(ctx context.Context) ([]Usage, error) {
 			continue
 		}
 		u.Replica, u.PID = id, procs[i].cmd.Process.Pid
+		if c, err := ProcessCPU(u.PID); err == nil {
+			u.CPU = c
+		}
 		out = append(out, u)
 	}
 	return out, errors.Join(errs...)
@@ -361,4 +366,20 @@ func goCommand() (string, error) {
 		return "", fmt.Errorf("no go command: %w", err)
 	}
 	return gocmd, nil
+}
+
+// ProcessCPU is the CPU time process pid has run, in nanoseconds, from
+// /proc/<pid>/schedstat: a process that has only started (an idle
+// service) may have used less than the one clock tick that
+// /proc/<pid>/stat and process_cpu_seconds_total count in.
+func ProcessCPU(pid int) (time.Duration, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	st, err := p.Schedstat()
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return time.Duration(st.RunningNanoseconds), nil
 }
