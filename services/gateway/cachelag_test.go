@@ -44,7 +44,7 @@ func BenchmarkCacheLag(b *testing.B) {
 			}
 			for _, p := range puts {
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				ok := g.GW.Cache().WaitFor(wctx, p.key, func(it *cache.Item) bool { return it != nil && it.Workload.Metadata.Generation >= p.gen })
+				ok := g.GW.Cache().WaitFor(wctx, p.key, func(it *cache.Item) bool { return it != nil && it.Generation >= p.gen })
 				cancel()
 				if !ok {
 					b.Fatalf("%s not cached after 10 s", p.key)

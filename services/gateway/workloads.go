@@ -162,7 +162,7 @@ func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status
 	var got *cache.Item
 	if s.cache.WaitFor(ctx, doc.Key(), func(it *cache.Item) bool {
 		got = it
-		return it != nil && it.Workload.Metadata.UID == uid && it.Workload.Metadata.Generation >= gen
+		return it != nil && it.UID == uid && it.Generation >= gen
 	}) {
 		writeRawJSON(w, status, got.JSON)
 		return

@@ -290,9 +290,13 @@ func (s *Service) placementChanged(key string) {
 	s.log.Debug("placement changed", "key", key)
 }
 
-// desired is what one workload should look like, as last read.
+// desired is what one workload should look like, as last read. Every
+// placement of the region has one, and most (stopped workloads, pending
+// ones) have no shard: for those the decoded workload and rollout, the
+// pointer-rich part every collection scans, are not kept; nothing reads
+// them without a shard.
 type desired struct {
-	workload  *api.Workload          // nil when there is no placement
+	workload  *api.Workload          // nil when there is no placement or no shard
 	placement *api.PlacementDecision // nil when there is no placement
 	rev, wrev uint64                 // placement and workload revisions
 	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
@@ -321,8 +325,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	s.mu.Lock()
 	d := s.desired[key]
 	s.mu.Unlock()
-	ro, rrev := s.rolloutOf(key)
-	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision && d.rrev == rrev {
+	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision && d.rrev == s.rolloutRev(key) {
 		return d, nil
 	}
 	var p api.PlacementDecision
@@ -343,7 +346,14 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	if w.Metadata.Generation != p.Generation {
 		return nil, errWait
 	}
-	d = &desired{workload: w, placement: &p, rev: pe.Revision, wrev: we.Revision, rollout: ro, rrev: rrev, hashes: map[string]string{}}
+	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, hashes: map[string]string{}}
+	if len(p.Shards) == 0 {
+		// Nothing to render: the decoded documents are not kept (see desired).
+		d.rrev = s.rolloutRev(key)
+	} else {
+		d.workload = w
+		d.rollout, d.rrev = s.rolloutOf(key)
+	}
 	s.mu.Lock()
 	if _, still := s.placements.Get(key); still {
 		s.desired[key] = d

@@ -21,6 +21,16 @@ import (
 // aggregator observes to tell when a zone runs its revision, and rolls
 // its pods within the App's availability budget (rollingUpdate).
 
+// rolloutRev returns the revision of key's rollout in the mirror; 0 when
+// there is none (or no mirror: tests).
+func (s *Service) rolloutRev(key string) uint64 {
+	if s.rollouts == nil {
+		return 0
+	}
+	e, _ := s.rollouts.Get(key)
+	return e.Revision
+}
+
 // rolloutOf returns key's rollout document and its revision from the
 // mirror; nil and 0 when there is none (or no mirror: tests).
 func (s *Service) rolloutOf(key string) (*api.Rollout, uint64) {

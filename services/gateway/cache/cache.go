@@ -21,13 +21,21 @@ import (
 )
 
 // Item is one cached workload, its response rendered once per change.
+//
+// An item keeps what lists filter on and writers wait for, and the
+// rendered response; not the decoded documents. A region holds every
+// workload here, and decoded specs and statuses are pointer-rich: at
+// 50,000 workloads they made most of the heap each collection had to
+// scan, while the bytes of JSON cost the collector nothing to scan.
 type Item struct {
 	Key, Project, Kind, Name string
+	// UID and Generation identify the workload document the item shows.
+	UID        string
+	Generation int64
+	// Labels are the workload's labels (read-only).
+	Labels map[string]string
 	// Phase is the status phase ("Pending" before any status).
 	Phase string
-	// Workload and Status are the decoded documents (read-only).
-	Workload *api.Workload
-	Status   *api.Status
 	// JSON is the rendered API response.
 	JSON []byte
 }
@@ -119,7 +127,8 @@ func (c *Cache) refresh(key string) {
 		return
 	}
 	it := &Item{Key: key, Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name,
-		Phase: api.PhasePending, Workload: w, Status: st, JSON: b}
+		UID: w.Metadata.UID, Generation: w.Metadata.Generation, Labels: w.Metadata.Labels,
+		Phase: api.PhasePending, JSON: b}
 	if st != nil && st.Phase != "" {
 		it.Phase = st.Phase
 	}
@@ -179,7 +188,7 @@ func (f Filter) match(it *Item) bool {
 		return false
 	}
 	for k, v := range f.Labels {
-		if got, ok := it.Workload.Metadata.Labels[k]; !ok || got != v {
+		if got, ok := it.Labels[k]; !ok || got != v {
 			return false
 		}
 	}
