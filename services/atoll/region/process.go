@@ -368,18 +368,42 @@ func goCommand() (string, error) {
 	return gocmd, nil
 }
 
-// ProcessCPU is the CPU time process pid has run, in nanoseconds, from
-// /proc/<pid>/schedstat: a process that has only started (an idle
-// service) may have used less than the one clock tick that
-// /proc/<pid>/stat and process_cpu_seconds_total count in.
+// ProcessCPU is the CPU time process pid has run: the sum over its
+// threads of /proc/<pid>/task/<tid>/schedstat, in nanoseconds (the
+// process's own schedstat counts its first thread only, where a Go
+// program does little of its work). A process that has only started (an
+// idle service) may have used less than the one clock tick that
+// /proc/<pid>/stat and process_cpu_seconds_total count in; that count
+// still sets the floor, since it keeps the time of threads that exited.
 func ProcessCPU(pid int) (time.Duration, error) {
 	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, fmt.Errorf("process %d: %w", pid, err)
 	}
-	st, err := p.Schedstat()
+	stat, err := p.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("process %d: %w", pid, err)
 	}
-	return time.Duration(st.RunningNanoseconds), nil
+	threads, err := threadsCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	return max(threads, time.Duration(stat.CPUTime()*float64(time.Second))), nil
+}
+
+// threadsCPU sums the schedstat run time of pid's live threads.
+func threadsCPU(pid int) (time.Duration, error) {
+	threads, err := procfs.AllThreads(pid)
+	if err != nil {
+		return 0, fmt.Errorf("process %d threads: %w", pid, err)
+	}
+	var sum time.Duration
+	for _, t := range threads {
+		// A thread that exits between the listing and its read is left
+		// out; ProcessCPU's floor keeps its time.
+		if st, err := t.Schedstat(); err == nil {
+			sum += time.Duration(st.RunningNanoseconds)
+		}
+	}
+	return sum, nil
 }
