@@ -192,6 +192,11 @@ var (
 	// apply P50 15-23 ms and propagated P99 0.18-0.40 s. Production's
 	// API servers run on machines of their own and wait for no region.
 	scaleClusterNice, scaleBackgroundNice = scaleNices()
+	// scaleProcessEnv is added to the environment of every service
+	// process and of the nats-server (region.Options.ExecEnv):
+	// ATOLL_BENCH_SCALE_PROCESS_ENV="GODEBUG=gctrace=1" logs each of their
+	// collections to their logs, under the region's directory.
+	scaleProcessEnv = strings.Fields(os.Getenv("ATOLL_BENCH_SCALE_PROCESS_ENV"))
 )
 
 // scaleNices returns scaleClusterNice and scaleBackgroundNice: with
@@ -1087,7 +1092,7 @@ func BenchmarkScale(b *testing.B) {
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
-		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice}
+		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice, ExecEnv: scaleProcessEnv}
 	if !scaleInProcess {
 		opts.Exec = b.TempDir()
 		if err := region.BuildServices(ctx, opts.Exec); err != nil {

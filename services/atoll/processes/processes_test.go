@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +43,9 @@ func waitRunning(t *testing.T, c *sdk.Client, project, name string) {
 	}, 2*time.Minute, 250*time.Millisecond, "App %s Running 2/2", name)
 }
 
+// execMark is added to every process's environment (Options.ExecEnv).
+const execMark = "ATOLL_PROCESSES_TEST=1"
+
 func TestRegionOfProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs member clusters")
@@ -54,7 +58,8 @@ func TestRegionOfProcesses(t *testing.T) {
 	t.Logf("services built in %v", time.Since(start).Round(time.Millisecond))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dir := t.TempDir()
-	reg, err := region.Start(ctx, region.Options{Dir: dir, Zones: []string{"a"}, Nodes: 3, Exec: exe, Logger: log})
+	reg, err := region.Start(ctx, region.Options{Dir: dir, Zones: []string{"a"}, Nodes: 3, Exec: exe, Logger: log,
+		ExecEnv: []string{execMark}})
 	require.NoError(t, err)
 	stopped := false
 	defer func() {
@@ -73,6 +78,11 @@ func TestRegionOfProcesses(t *testing.T) {
 		assert.NotEqual(t, os.Getpid(), u.PID, u.Replica.String())
 		assert.Positive(t, u.CPU, "%s used no CPU", u.Replica)
 		assert.Positive(t, u.HeapBytes, "%s has no heap", u.Replica)
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", u.PID))
+		if assert.NoError(t, err) {
+			// Not printed whole on failure: an environment can hold secrets.
+			assert.True(t, slices.Contains(strings.Split(string(environ), "\x00"), execMark), "%s's environment lacks Options.ExecEnv's %s", u.Replica, execMark)
+		}
 		pids[u.PID] = u.Replica.String()
 	}
 	var want []string

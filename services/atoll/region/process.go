@@ -82,6 +82,7 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		"ATOLL_CLUSTERS="+r.ClustersFile,
 		"ATOLL_PROFILING=true", // on loopback only
 	)
+	env = append(env, r.execEnv...)
 	if id.Service == "gateway" {
 		tokens, err := r.writeTokensFile()
 		if err != nil {
@@ -312,7 +313,7 @@ func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth
 	}
 	defer logf.Close() // the child has its own descriptor
 	cmd := exec.Command(o.NATSExec, "-c", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), o.ExecEnv...), logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nats-server: %w", err)

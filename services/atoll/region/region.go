@@ -142,6 +142,10 @@ type Options struct {
 	NATSExec string
 	// ExecLogLevel is the processes' log level (default warn).
 	ExecLogLevel string
+	// ExecEnv adds to the environment of every process the region starts
+	// (the replicas with Exec, the NATS server with NATSExec), such as
+	// GODEBUG=gctrace=1 to log each collection to the process's log.
+	ExecEnv []string
 }
 
 // HolderTag is the fx name tag of the lease holder id the region supplies
@@ -190,6 +194,7 @@ type Region struct {
 	exec         string      // Options.Exec
 	nats         *exec.Cmd   // the NATS server's process (Options.NATSExec), nil in process
 	execLogLevel string
+	execEnv      []string // Options.ExecEnv
 
 	// srvOpts and srv are the embedded server of a RestartableBus (srv
 	// nil while stopped); busMu guards srv.
@@ -236,7 +241,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 			o.ExecLogLevel = "warn"
 		}
 	}
-	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel,
+	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel, execEnv: o.ExecEnv,
 		running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
