@@ -195,7 +195,9 @@ var (
 	// scaleProcessEnv is added to the environment of every service
 	// process and of the nats-server (region.Options.ExecEnv):
 	// ATOLL_BENCH_SCALE_PROCESS_ENV="GODEBUG=gctrace=1" logs each of their
-	// collections to their logs, under the region's directory.
+	// collections to their logs, under the region's directory
+	// (ATOLL_BENCH_SCALE_DIR keeps it after the run: logs/<replica>.log and
+	// nats-server.log).
 	scaleProcessEnv = strings.Fields(os.Getenv("ATOLL_BENCH_SCALE_PROCESS_ENV"))
 )
 
@@ -1091,7 +1093,15 @@ func BenchmarkScale(b *testing.B) {
 	level := slog.LevelError
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
+	dir := os.Getenv("ATOLL_BENCH_SCALE_DIR") // kept after the run, with the processes' logs
+	if dir == "" {
+		dir = b.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	} else if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		b.Fatalf("ATOLL_BENCH_SCALE_DIR %s is not empty: the region needs a directory of its own", dir)
+	}
+	opts := region.Options{Dir: dir, Nodes: scaleNodes, Logger: log,
 		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice, ExecEnv: scaleProcessEnv}
 	if !scaleInProcess {
 		opts.Exec = b.TempDir()
