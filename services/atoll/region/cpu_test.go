@@ -53,7 +53,9 @@ func TestThreadsCPUCountsEveryThread(t *testing.T) {
 	if byThreads < byTicks*8/10 {
 		t.Errorf("the sum over threads counted %v of the %v the process used", byThreads, byTicks)
 	}
-	if cpu, err := ProcessCPU(os.Getpid()); err != nil || cpu < ticks()-20*time.Millisecond {
-		t.Errorf("ProcessCPU = %v, %v; want at least the tick count %v", cpu, err, ticks())
+	// The tick count read first: it only grows, so no margin is needed.
+	floor := ticks()
+	if cpu, err := ProcessCPU(os.Getpid()); err != nil || cpu < floor {
+		t.Errorf("ProcessCPU = %v, %v; want at least the tick count %v", cpu, err, floor)
 	}
 }
