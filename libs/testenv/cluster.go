@@ -71,6 +71,9 @@ func (c *Cluster) create(ctx context.Context) error {
 	if !o.KeepQPSLimits {
 		args = append(args, "--disable-qps-limits")
 	}
+	if len(o.ControllersOff) > 0 {
+		args = append(args, "--extra-args", "kube-controller-manager=controllers="+controllersFlag(o.ControllersOff))
+	}
 	var err error
 	if o.MetricsServer {
 		// Its configuration includes the tuning: kwokctl reads one.
@@ -330,4 +333,14 @@ func autogroupOf(path string) string {
 	}
 	name, _, _ := strings.Cut(string(b), " ")
 	return name
+}
+
+// controllersFlag is kube-controller-manager's --controllers value that
+// runs every default controller but those named.
+func controllersFlag(off []string) string {
+	parts := []string{"*"}
+	for _, c := range off {
+		parts = append(parts, "-"+c)
+	}
+	return strings.Join(parts, ",")
 }

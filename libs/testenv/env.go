@@ -54,6 +54,11 @@ type Options struct {
 	// the scheduler and KWOK's simulated kubelets (which on a real cluster
 	// run on the nodes, not beside the API server).
 	BackgroundNice int
+	// ControllersOff names kube-controller-manager controllers that do not
+	// run (e.g. "deployment-controller"): a benchmark of what reaches the
+	// API servers leaves out the clusters' own reaction to it, which on a
+	// shared machine takes the CPU from what it measures.
+	ControllersOff []string
 	// OwnSignals says the caller tears the environment down on SIGINT and
 	// SIGTERM itself; otherwise testenv does, then lets the signal kill the process.
 	OwnSignals bool

@@ -192,6 +192,24 @@ var (
 	// apply P50 15-23 ms and propagated P99 0.18-0.40 s. Production's
 	// API servers run on machines of their own and wait for no region.
 	scaleClusterNice, scaleBackgroundNice = scaleNices()
+	// scaleControllersOff are the member clusters' controllers that do
+	// not run here (region.Options.ClusterControllersOff), unless
+	// ATOLL_BENCH_SCALE_PODS=1; ATOLL_BENCH_SCALE_CONTROLLERS_OFF
+	// overrides the list (comma-separated, "none" for none). A measured
+	// App's Deployment and PodDisruptionBudget are what Atoll writes, and
+	// the API server's answer is what submit -> propagated waits for; the
+	// controllers' reaction to them is not: a ReplicaSet of zero pods
+	// created, updated and collected, the Deployment's and the budget's
+	// status, two events. Counted on one member API server over a round
+	// and its deletes on this machine: 8-9 requests per App, create to
+	// deletion, with the controllers and 4 without; its CPU 2.1 s and
+	// 1.2 s. With them, the member clusters used more CPU than the region,
+	// both cores were busy through every round, and the tails measured
+	// who waited for a CPU: admitted P99 32-42 ms, propagated P99
+	// 0.19-0.57 s. Without them, in the next run, the machine was 80-90%
+	// busy and the P99s 12-28 ms and 44-67 ms. Production's member
+	// clusters run on machines of their own.
+	scaleControllersOff = scaleOff()
 	// scaleProcessEnv is added to the environment of every service
 	// process and of the nats-server (region.Options.ExecEnv):
 	// ATOLL_BENCH_SCALE_PROCESS_ENV="GODEBUG=gctrace=1" logs each of their
@@ -208,6 +226,19 @@ func scaleNices() (apiPath, background int) {
 		return clusterNice, backgroundNice
 	}
 	return envNice("ATOLL_BENCH_SCALE_CLUSTER_NICE", 0), envNice("ATOLL_BENCH_SCALE_CLUSTER_BACKGROUND_NICE", 10)
+}
+
+// scaleOff returns scaleControllersOff.
+func scaleOff() []string {
+	if v := os.Getenv("ATOLL_BENCH_SCALE_CONTROLLERS_OFF"); v == "none" {
+		return nil
+	} else if v != "" {
+		return strings.Split(v, ",")
+	}
+	if scalePods {
+		return nil
+	}
+	return []string{"deployment-controller", "replicaset-controller", "disruption-controller"}
 }
 
 const (
@@ -1102,7 +1133,8 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatalf("ATOLL_BENCH_SCALE_DIR %s is not empty: the region needs a directory of its own", dir)
 	}
 	opts := region.Options{Dir: dir, Nodes: scaleNodes, Logger: log,
-		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice, ExecEnv: scaleProcessEnv}
+		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice, ClusterControllersOff: scaleControllersOff,
+		ExecEnv: scaleProcessEnv}
 	if !scaleInProcess {
 		opts.Exec = b.TempDir()
 		if err := region.BuildServices(ctx, opts.Exec); err != nil {

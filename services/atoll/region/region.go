@@ -117,6 +117,9 @@ type Options struct {
 	// ClusterBackgroundNice lowers further the clusters' controllers,
 	// schedulers and simulated kubelets (see testenv.Options.BackgroundNice).
 	ClusterBackgroundNice int
+	// ClusterControllersOff names controllers the clusters' controller
+	// managers do not run (see testenv.Options.ControllersOff).
+	ClusterControllersOff []string
 	// GatewayListen is the address of the gateway's replica 0 (default
 	// 127.0.0.1:0, a free port); other replicas take free ports.
 	GatewayListen string
@@ -263,7 +266,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	for i := range specs {
 		specs[i].ConfigFiles = o.ZoneConfigs[specs[i].Zone]
 	}
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, Debug: debug, MetricsServer: o.MetricsServer}, specs...)
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, ControllersOff: o.ClusterControllersOff, Debug: debug, MetricsServer: o.MetricsServer}, specs...)
 	if err != nil {
 		r.closeBus()
 		return nil, err
