@@ -149,10 +149,22 @@ func (m *Mirror) Len() int {
 // (measured before the bound: at 50,000 workloads the resyncs of the
 // aggregator, propagator and scheduler took a quarter of a core with
 // nothing submitted); what grows is how long the safety net takes to
-// come round to a key (at 50,000 keys and a 5-minute period, 17 minutes).
-// A change still reaches every service at once through its watch; a
-// resync only repairs what a watch cannot see.
-const ResyncRate = 50
+// come round to a key (at 50,000 keys, 83 minutes). A change still
+// reaches every service at once through its watch; a resync only
+// repairs what a watch cannot see, and Kubernetes' own controllers go
+// over their informers' caches every 12-24 hours
+// (kube-controller-manager's --min-resync-period).
+//
+// Why 10 and not more: a region runs about nine resyncs (the
+// scheduler's two, the aggregator's two, the propagator's one per member
+// cluster, admission's repair) and the quota service's sweep at this
+// rate. At 50 a second each, a region holding 50,000 workloads spent 12%
+// of a core on them with nothing submitted (profiles of the scale
+// bench's idle window: the aggregator 4.5%, the scheduler 2.1%, the
+// propagator 1.9%, the NATS server 3%), and the same during every round
+// of submissions, which made its P99 twice the P99 at 100 on the 2-core
+// machine the bench runs on (no resync comes round at 100 workloads).
+const ResyncRate = 10
 
 // ResyncPass is how long one Resync pass over n keys takes for a period.
 func ResyncPass(n int, period time.Duration) time.Duration {

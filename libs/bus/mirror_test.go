@@ -66,7 +66,8 @@ func TestResyncPassIsBoundedByTheRate(t *testing.T) {
 		{keys: 100, period: 5 * time.Minute, want: 5 * time.Minute},
 		{keys: bus.ResyncRate * 300, period: 5 * time.Minute, want: 5 * time.Minute},
 		{keys: 50000, period: 5 * time.Minute, want: 50000 * time.Second / bus.ResyncRate},
-		{keys: 50000, period: time.Hour, want: time.Hour},
+		{keys: bus.ResyncRate * 3600, period: time.Hour, want: time.Hour},
+		{keys: 50000, period: time.Hour, want: 50000 * time.Second / bus.ResyncRate},
 	} {
 		assert.Equal(t, tc.want, bus.ResyncPass(tc.keys, tc.period), "%d keys, period %v", tc.keys, tc.period)
 	}
@@ -83,7 +84,7 @@ func TestResyncQueuesEveryKeyOncePerPass(t *testing.T) {
 	defer b.Close()
 	kv, err := b.KV(ctx, bus.BucketWorkloads)
 	require.NoError(t, err)
-	const period, keys = 300 * time.Millisecond, 60
+	const period, keys = 300 * time.Millisecond, 12
 	pass := bus.ResyncPass(keys, period)
 	require.Equal(t, 1200*time.Millisecond, pass, "the test needs a pass longer than the period")
 	for i := range keys {

@@ -1321,8 +1321,12 @@ func printScale(fills []fillResult, results []sizeResult, clusters int, idle flo
 	if scalePods {
 		measured = "Apps of 1 replica, running their pod"
 	}
-	fmt.Printf("\nscale: project %q filled with stopped Apps through admission, then %d rounds of %d %s offered open loop at %d/min, latencies pooled; %d clusters x %d nodes\n",
-		scaleProject, scaleRounds, scaleSubmissions, measured, scaleRate, clusters, scaleNodes)
+	off := "none"
+	if len(scaleControllersOff) > 0 {
+		off = strings.Join(scaleControllersOff, ", ")
+	}
+	fmt.Printf("\nscale: project %q filled with stopped Apps through admission, then %d rounds of %d %s offered open loop at %d/min, latencies pooled; %d clusters x %d nodes, controllers not run: %s\n",
+		scaleProject, scaleRounds, scaleSubmissions, measured, scaleRate, clusters, scaleNodes, off)
 	fmt.Printf("  region idle at %.0f%% of a core; quiet: at most %.0f%% over %v\n", idle, idle+quietMargin, quietWindow)
 	fmt.Printf("  %-16s %8s %12s %10s %14s %10s %12s %8s %9s  %s\n", "fill", "Apps", "admitted in", "Apps/s", "settled after", "Apps/s", "quiet after", "retries", "idle cpu%", "idle: busiest processes")
 	for _, f := range fills {
