@@ -114,12 +114,14 @@ package bench
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -751,6 +753,24 @@ func usageOf(b *testing.B, reg *region.Region) func() usage {
 	}
 }
 
+// cpuProbe times a fixed CPU-bound computation (the SHA-256 of 1 MiB, 8
+// times), the best of 5. Run with the machine quiet, before each round,
+// it tells a slower machine (a busy host, a throttled CPU: every process
+// then uses more CPU for the same work) from a region that does more
+// work; each round's line shows it.
+func cpuProbe() time.Duration {
+	buf := make([]byte, 1<<20)
+	best := time.Duration(math.MaxInt64)
+	for range 5 {
+		t0 := time.Now()
+		for range 8 {
+			sha256.Sum256(buf)
+		}
+		best = min(best, time.Since(t0))
+	}
+	return best
+}
+
 // cpuTime is the CPU time the region has used.
 func cpuTime() time.Duration { return regionUsage().cpu }
 
@@ -928,6 +948,7 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 			return nil
 		}}
 	}
+	probe := cpuProbe()
 	stop := profile(b, round, size)
 	apply0, err := scrapeApply(ctx, reg)
 	if err != nil {
@@ -954,7 +975,8 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 		res.apply = apply1.since(apply0)
 	}
 	res.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
-	res.busiest = []string{busiest(u0, u1, time.Since(wall0), 4) + "; collections: " + collections(u0, u1)}
+	res.busiest = []string{fmt.Sprintf("cpu probe %.1fms; ", float64(probe.Microseconds())/1000) +
+		busiest(u0, u1, time.Since(wall0), 4) + "; collections: " + collections(u0, u1)}
 	res.heapMB, res.gcs, res.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
 	type sample struct{ at, took time.Duration }
 	var samples []sample
@@ -1377,7 +1399,7 @@ func printResults(title string, results []sizeResult) {
 			ratio(a99, b99), ratio(s99, bs99), ratio(p99, bp99),
 			r.cpu, r.load, r.heapMB, r.gcs, ms(r.gcPause), strings.Join(perRound, " "))
 	}
-	fmt.Printf("  busiest processes in each round, CPU in percent of a core (bench: this process, with the NATS server unless nats-server is listed):\n")
+	fmt.Printf("  each round: the CPU probe before it (cpuProbe), its busiest processes in percent of a core (bench: this process, with the NATS server unless nats-server is listed):\n")
 	for _, r := range results {
 		for i, b := range r.busiest {
 			fmt.Printf("  %8d round %d: %s\n", r.size, i, b)
