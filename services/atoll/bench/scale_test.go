@@ -580,6 +580,18 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, project s
 	} else if quiet {
 		res.quiet = time.Since(begin)
 	}
+	// ATOLL_BENCH_SCALE_AFTER_FILL (a duration; none by default) waits
+	// that long after the fill's last submission before anything is
+	// measured, whatever the CPU says: to test whether what a large fill
+	// leaves behind (the NATS server's reply permissions, kept for two
+	// minutes; its streams' caches) outlasts the quiet wait.
+	if d, err := time.ParseDuration(os.Getenv("ATOLL_BENCH_SCALE_AFTER_FILL")); err == nil {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Until(begin.Add(res.admitted + d))):
+		}
+	}
 	// What the region does while it holds the project and nothing is
 	// submitted: periodic work (resyncs, sweeps, probes), by process.
 	u0, t0 := regionUsage(), time.Now()
