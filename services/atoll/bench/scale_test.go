@@ -131,6 +131,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -282,6 +283,9 @@ const (
 	quietWindow = 3 * time.Second
 	quietMargin = 15.0
 	quietWait   = 3 * time.Minute
+	// intervalResamples is how many resamples bound each paired ratio
+	// (see ratioInterval).
+	intervalResamples = 2000
 )
 
 // envSizes reads a comma-separated list of positive sizes, sorted and
@@ -656,8 +660,11 @@ type sizeResult struct {
 	gcPause time.Duration
 	// roundP99 is each pooled round's own admitted P99, roundProp its
 	// propagated P50 and P99 and its apply P50 and P99.
-	roundP99  []time.Duration
-	roundProp []string
+	roundP99 []time.Duration
+	// admittedBy and propBy are the pooled rounds' own samples, for the
+	// ratio's interval (ratioInterval).
+	admittedBy, propBy [][]time.Duration
+	roundProp          []string
 	// busiest names the processes that used the most CPU during the
 	// round (or each pooled round), with their use in percent of a core.
 	busiest []string
@@ -1094,6 +1101,8 @@ func pool(rounds []sizeResult) sizeResult {
 		out.gcs += r.gcs
 		out.gcPause += r.gcPause
 		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
+		out.admittedBy = append(out.admittedBy, r.admitted)
+		out.propBy = append(out.propBy, r.prop)
 		out.roundProp = append(out.roundProp, fmt.Sprintf("propagated P50 %v P99 %v, apply P50 %v P99 %v",
 			percentile(r.prop, .5).Round(time.Millisecond), percentile(r.prop, .99).Round(time.Millisecond),
 			r.apply.quantile(.5).Round(time.Millisecond), r.apply.quantile(.99).Round(time.Millisecond)))
@@ -1102,6 +1111,41 @@ func pool(rounds []sizeResult) sizeResult {
 		out.spread = append(out.spread, r.apply.spread())
 	}
 	return out
+}
+
+// ratioInterval bounds the ratio of the P99s of two sides measured in
+// rounds, P99(of) / P99(base), each side's rounds pooled: the 5th and
+// 95th percentiles of that ratio over resamples that draw each side's
+// rounds again with replacement (a bootstrap by round, since a round's
+// slow samples come together: one stall of one process). It tells a ratio
+// the sides' round-to-round noise can make from one it cannot. Resampled
+// with a fixed seed: the same rounds give the same interval.
+func ratioInterval(base, of [][]time.Duration, resamples int) (lo, hi float64) {
+	if len(base) == 0 || len(of) == 0 || resamples <= 0 {
+		return 0, 0
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	draw := func(rounds [][]time.Duration) time.Duration {
+		var pooled []time.Duration
+		for range rounds {
+			pooled = append(pooled, rounds[rng.IntN(len(rounds))]...)
+		}
+		return percentile(pooled, .99)
+	}
+	ratios := make([]float64, 0, resamples)
+	for range resamples {
+		b, o := draw(base), draw(of)
+		if b <= 0 {
+			continue
+		}
+		ratios = append(ratios, float64(o)/float64(b))
+	}
+	if len(ratios) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ratios)
+	at := func(q float64) float64 { return ratios[min(len(ratios)-1, int(q*float64(len(ratios))))] }
+	return at(.05), at(.95)
 }
 
 // deleteAll deletes the named Apps and returns those it deleted and how
@@ -1410,11 +1454,15 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 	}
 	base := pairs[0].base.size
 	fmt.Printf("  each size against project %q holding %d, measured in turn with it (target: P99 within %.1fx):\n", pairProject, base, scaleTarget)
-	fmt.Printf("  %8s %14s %11s %10s %8s %14s %11s %10s %8s\n", "holds", fmt.Sprintf("adm P99 @%d", base), "adm P99", "ratio", "", fmt.Sprintf("prop P99 @%d", base), "prop P99", "ratio", "")
+	fmt.Printf("  (interval: the ratio's 5th-95th percentile over %d resamples of each side's rounds, ratioInterval: how far the rounds' own noise moves it)\n", intervalResamples)
+	fmt.Printf("  %8s %14s %11s %10s %8s %12s %14s %11s %10s %8s %12s\n", "holds", fmt.Sprintf("adm P99 @%d", base), "adm P99", "ratio", "", "interval", fmt.Sprintf("prop P99 @%d", base), "prop P99", "ratio", "", "interval")
 	for _, p := range pairs {
 		ba, a := percentile(p.base.admitted, .99), percentile(p.at.admitted, .99)
 		bp, pp := percentile(p.base.prop, .99), percentile(p.at.prop, .99)
-		fmt.Printf("  %8d %14s %11s %9.2fx %8s %14s %11s %9.2fx %8s\n", p.at.size, ms(ba), ms(a), ratio(a, ba), verdict(ratio(a, ba)), ms(bp), ms(pp), ratio(pp, bp), verdict(ratio(pp, bp)))
+		alo, ahi := ratioInterval(p.base.admittedBy, p.at.admittedBy, intervalResamples)
+		plo, phi := ratioInterval(p.base.propBy, p.at.propBy, intervalResamples)
+		fmt.Printf("  %8d %14s %11s %9.2fx %8s %12s %14s %11s %9.2fx %8s %12s\n", p.at.size, ms(ba), ms(a), ratio(a, ba), verdict(ratio(a, ba)), fmt.Sprintf("%.2f-%.2f", alo, ahi),
+			ms(bp), ms(pp), ratio(pp, bp), verdict(ratio(pp, bp)), fmt.Sprintf("%.2f-%.2f", plo, phi))
 	}
 	printResults(fmt.Sprintf("project %q across time: its rounds above pooled by size, in ascending order (each size measured minutes after the one before, a fill in between: the machine's drift is in these ratios, which the paired comparison cancels)", scaleProject), ats, false)
 }

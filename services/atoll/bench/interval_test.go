@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestRatioInterval(t *testing.T) {
+	ms := func(n int, d time.Duration) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = d + time.Duration(i)*time.Microsecond
+		}
+		return out
+	}
+	steady := [][]time.Duration{ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond)}
+	// One round of four with a stall: 10 samples at 50 ms.
+	stalled := slices.Clone(steady)
+	stalled[2] = append(ms(290, 10*time.Millisecond), ms(10, 50*time.Millisecond)...)
+	tests := []struct {
+		name               string
+		base, of           [][]time.Duration
+		loAtMost           float64
+		hiAtLeast, hiBelow float64
+	}{
+		{"same rounds", steady, steady, 1, 1, 1.01},
+		{"one stalled round on the measured side", steady, stalled, 1, 4, 6},
+		{"one stalled round on the baseline", stalled, steady, 1, 1, 1.01},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi := ratioInterval(tt.base, tt.of, 1000)
+			if lo > tt.loAtMost || hi < tt.hiAtLeast || hi >= tt.hiBelow || lo > hi {
+				t.Errorf("interval [%.2f, %.2f]: want lo <= %.2f and %.2f <= hi < %.2f", lo, hi, tt.loAtMost, tt.hiAtLeast, tt.hiBelow)
+			}
+		})
+	}
+	if lo, hi := ratioInterval(nil, steady, 100); lo != 0 || hi != 0 {
+		t.Errorf("no baseline: [%v, %v], want [0, 0]", lo, hi)
+	}
+}
