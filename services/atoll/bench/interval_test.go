@@ -40,3 +40,31 @@ func TestRatioInterval(t *testing.T) {
 		t.Errorf("no baseline: [%v, %v], want [0, 0]", lo, hi)
 	}
 }
+
+func TestMedianRoundP99(t *testing.T) {
+	round := func(p99 time.Duration) []time.Duration {
+		out := make([]time.Duration, 100)
+		for i := range out {
+			out[i] = time.Millisecond
+		}
+		out[98], out[99] = p99, p99 // the 99th of 100 samples
+		return out
+	}
+	ms := time.Millisecond
+	tests := []struct {
+		name   string
+		rounds [][]time.Duration
+		want   time.Duration
+	}{
+		{"none", nil, 0},
+		{"odd", [][]time.Duration{round(30 * ms), round(10 * ms), round(20 * ms)}, 20 * ms},
+		{"even: the mean of the middle two", [][]time.Duration{round(10 * ms), round(200 * ms), round(12 * ms), round(14 * ms)}, 13 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := medianRoundP99(tt.rounds); got != tt.want {
+				t.Errorf("medianRoundP99 = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1148,6 +1148,24 @@ func ratioInterval(base, of [][]time.Duration, resamples int) (lo, hi float64) {
 	return at(.05), at(.95)
 }
 
+// medianRoundP99 is the median of the rounds' own P99s (the mean of the
+// middle two for an even count); 0 without rounds.
+func medianRoundP99(rounds [][]time.Duration) time.Duration {
+	if len(rounds) == 0 {
+		return 0
+	}
+	p99s := make([]time.Duration, len(rounds))
+	for i, r := range rounds {
+		p99s[i] = percentile(r, .99)
+	}
+	slices.Sort(p99s)
+	n := len(p99s)
+	if n%2 == 1 {
+		return p99s[n/2]
+	}
+	return (p99s[n/2-1] + p99s[n/2]) / 2
+}
+
 // deleteAll deletes the named Apps and returns those it deleted and how
 // many deletions failed. NotFound is not a failure: the App was never
 // written, or an earlier attempt of the same call, which the client
@@ -1377,6 +1395,8 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(ratio(percentile(last.at.prop, .99), percentile(last.base.prop, .99)), "propagated-p99-ratio")
 	b.ReportMetric(float64(percentile(last.at.admitted, .99).Microseconds())/1000, "admitted-p99-ms")
 	b.ReportMetric(float64(percentile(last.at.prop, .99).Microseconds())/1000, "propagated-p99-ms")
+	b.ReportMetric(ratio(medianRoundP99(last.at.admittedBy), medianRoundP99(last.base.admittedBy)), "admitted-round-median-p99-ratio")
+	b.ReportMetric(ratio(medianRoundP99(last.at.propBy), medianRoundP99(last.base.propBy)), "propagated-round-median-p99-ratio")
 	first := pairs[0]
 	b.ReportMetric(ratio(percentile(last.at.admitted, .99), percentile(first.at.admitted, .99)), "across-time-admitted-p99-ratio")
 	b.ReportMetric(ratio(percentile(last.at.prop, .99), percentile(first.at.prop, .99)), "across-time-propagated-p99-ratio")
@@ -1454,15 +1474,19 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 	}
 	base := pairs[0].base.size
 	fmt.Printf("  each size against project %q holding %d, measured in turn with it (target: P99 within %.1fx):\n", pairProject, base, scaleTarget)
-	fmt.Printf("  (interval: the ratio's 5th-95th percentile over %d resamples of each side's rounds, ratioInterval: how far the rounds' own noise moves it)\n", intervalResamples)
-	fmt.Printf("  %8s %14s %11s %10s %8s %12s %14s %11s %10s %8s %12s\n", "holds", fmt.Sprintf("adm P99 @%d", base), "adm P99", "ratio", "", "interval", fmt.Sprintf("prop P99 @%d", base), "prop P99", "ratio", "", "interval")
+	fmt.Printf("  (P99: over each side's rounds pooled; interval: that ratio's 5th-95th percentile over %d resamples of each side's rounds, ratioInterval,\n"+
+		"  how far the rounds' own noise moves it; round median: the ratio of the sides' median round P99s, which one stalled round does not decide)\n", intervalResamples)
+	fmt.Printf("  %8s %14s %11s %10s %8s %12s %14s %14s %11s %10s %8s %12s %14s\n", "holds", fmt.Sprintf("adm P99 @%d", base), "adm P99", "ratio", "", "interval", "round median",
+		fmt.Sprintf("prop P99 @%d", base), "prop P99", "ratio", "", "interval", "round median")
 	for _, p := range pairs {
 		ba, a := percentile(p.base.admitted, .99), percentile(p.at.admitted, .99)
 		bp, pp := percentile(p.base.prop, .99), percentile(p.at.prop, .99)
 		alo, ahi := ratioInterval(p.base.admittedBy, p.at.admittedBy, intervalResamples)
 		plo, phi := ratioInterval(p.base.propBy, p.at.propBy, intervalResamples)
-		fmt.Printf("  %8d %14s %11s %9.2fx %8s %12s %14s %11s %9.2fx %8s %12s\n", p.at.size, ms(ba), ms(a), ratio(a, ba), verdict(ratio(a, ba)), fmt.Sprintf("%.2f-%.2f", alo, ahi),
-			ms(bp), ms(pp), ratio(pp, bp), verdict(ratio(pp, bp)), fmt.Sprintf("%.2f-%.2f", plo, phi))
+		am := ratio(medianRoundP99(p.at.admittedBy), medianRoundP99(p.base.admittedBy))
+		pm := ratio(medianRoundP99(p.at.propBy), medianRoundP99(p.base.propBy))
+		fmt.Printf("  %8d %14s %11s %9.2fx %8s %12s %13.2fx %14s %11s %9.2fx %8s %12s %13.2fx\n", p.at.size, ms(ba), ms(a), ratio(a, ba), verdict(ratio(a, ba)), fmt.Sprintf("%.2f-%.2f", alo, ahi), am,
+			ms(bp), ms(pp), ratio(pp, bp), verdict(ratio(pp, bp)), fmt.Sprintf("%.2f-%.2f", plo, phi), pm)
 	}
 	printResults(fmt.Sprintf("project %q across time: its rounds above pooled by size, in ascending order (each size measured minutes after the one before, a fill in between: the machine's drift is in these ratios, which the paired comparison cancels)", scaleProject), ats, false)
 }
