@@ -7,17 +7,17 @@ import (
 )
 
 func TestRatioInterval(t *testing.T) {
-	ms := func(n int, d time.Duration) []time.Duration {
+	samples := func(n int, d time.Duration) []time.Duration {
 		out := make([]time.Duration, n)
 		for i := range out {
 			out[i] = d + time.Duration(i)*time.Microsecond
 		}
 		return out
 	}
-	steady := [][]time.Duration{ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond), ms(300, 10*time.Millisecond)}
+	steady := [][]time.Duration{samples(300, 10*time.Millisecond), samples(300, 10*time.Millisecond), samples(300, 10*time.Millisecond), samples(300, 10*time.Millisecond)}
 	// One round of four with a stall: 10 samples at 50 ms.
 	stalled := slices.Clone(steady)
-	stalled[2] = append(ms(290, 10*time.Millisecond), ms(10, 50*time.Millisecond)...)
+	stalled[2] = append(samples(290, 10*time.Millisecond), samples(10, 50*time.Millisecond)...)
 	tests := []struct {
 		name               string
 		base, of           [][]time.Duration
@@ -50,15 +50,15 @@ func TestMedianRoundP99(t *testing.T) {
 		out[98], out[99] = p99, p99 // the 99th of 100 samples
 		return out
 	}
-	ms := time.Millisecond
+	milli := time.Millisecond
 	tests := []struct {
 		name   string
 		rounds [][]time.Duration
 		want   time.Duration
 	}{
 		{"none", nil, 0},
-		{"odd", [][]time.Duration{round(30 * ms), round(10 * ms), round(20 * ms)}, 20 * ms},
-		{"even: the mean of the middle two", [][]time.Duration{round(10 * ms), round(200 * ms), round(12 * ms), round(14 * ms)}, 13 * ms},
+		{"odd", [][]time.Duration{round(30 * milli), round(10 * milli), round(20 * milli)}, 20 * milli},
+		{"even: the mean of the middle two", [][]time.Duration{round(10 * milli), round(200 * milli), round(12 * milli), round(14 * milli)}, 13 * milli},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

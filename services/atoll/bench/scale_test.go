@@ -658,11 +658,10 @@ type sizeResult struct {
 	heapMB  uint64
 	gcs     uint64
 	gcPause time.Duration
-	// roundP99 is each pooled round's own admitted P99, roundProp its
-	// propagated P50 and P99 and its apply P50 and P99.
-	roundP99 []time.Duration
-	// admittedBy and propBy are the pooled rounds' own samples, for the
-	// ratio's interval (ratioInterval).
+	// admittedBy and propBy are the pooled rounds' own samples (each
+	// round's P99, the ratio's interval: ratioInterval, medianRoundP99),
+	// roundProp each round's propagated P50 and P99 and its apply P50 and
+	// P99.
 	admittedBy, propBy [][]time.Duration
 	roundProp          []string
 	// busiest names the processes that used the most CPU during the
@@ -1100,7 +1099,6 @@ func pool(rounds []sizeResult) sizeResult {
 		out.load, out.heapMB = r.load, r.heapMB // as of the last round
 		out.gcs += r.gcs
 		out.gcPause += r.gcPause
-		out.roundP99 = append(out.roundP99, percentile(r.admitted, .99))
 		out.admittedBy = append(out.admittedBy, r.admitted)
 		out.propBy = append(out.propBy, r.prop)
 		out.roundProp = append(out.roundProp, fmt.Sprintf("propagated P50 %v P99 %v, apply P50 %v P99 %v",
@@ -1465,7 +1463,6 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 			p.at.size, pairProject, p.base.size, scaleProject, p.at.size, scaleRounds), []sizeResult{p.base, p.at}, true)
 		ats = append(ats, p.at)
 	}
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 	verdict := func(x float64) string {
 		if x <= scaleTarget {
 			return "met"
@@ -1492,13 +1489,11 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 }
 
 // printResults prints the table of results, the first the baseline of
-// the ratios, with each round's details below it and whether the target
-// holds for the last against the first when details is set.
+// the ratios, with each round's details below it when details is set.
 func printResults(title string, results []sizeResult, details bool) {
 	if len(results) == 0 {
 		return
 	}
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 	fmt.Printf("\n  %s:\n", title)
 	fmt.Printf("  %8s %6s %9s %11s %11s %11s %11s %11s %11s %11s %11s %7s %5s %10s %10s %10s %5s %6s %8s %4s %9s  %s\n", "holds", "subm", "rate/min",
 		"adm P50", "adm P99", "sched P50", "sched P99", "prop P50", "prop P99", "apply P50", "apply P99", "errors", "lost", "adm P99 x", "sched P99 x", "prop P99 x", "cpu%", "load", "heap MB", "GCs", "GC pause", "adm P99 per round")
@@ -1507,8 +1502,8 @@ func printResults(title string, results []sizeResult, details bool) {
 	for _, r := range results {
 		a99, s99, p99 := percentile(r.admitted, .99), percentile(r.sched, .99), percentile(r.prop, .99)
 		var perRound []string
-		for _, d := range r.roundP99 {
-			perRound = append(perRound, ms(d))
+		for _, round := range r.admittedBy {
+			perRound = append(perRound, ms(percentile(round, .99)))
 		}
 		fmt.Printf("  %8d %6d %9.0f %11s %11s %11s %11s %11s %11s %11s %11s %7d %5d %10.2f %10.2f %10.2f %5.0f %6s %8d %4d %9s  %s\n", r.size, r.submissions, r.rate,
 			ms(percentile(r.admitted, .5)), ms(a99), ms(percentile(r.sched, .5)), ms(s99), ms(percentile(r.prop, .5)), ms(p99), ms(r.apply.quantile(.5)), ms(r.apply.quantile(.99)), r.errs, r.lost,
@@ -1533,6 +1528,9 @@ func printResults(title string, results []sizeResult, details bool) {
 	}
 	fmt.Println()
 }
+
+// ms formats d in milliseconds to a tenth.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
 
 // pairResult is one size's paired comparison: the baseline project's
 // rounds and the measured project's, pooled each.
