@@ -68,3 +68,25 @@ func TestMedianRoundP99(t *testing.T) {
 		})
 	}
 }
+
+// pool sums each process's CPU over the rounds, a process missing from a
+// round counting nothing there, and counts every round's submissions.
+func TestPoolCPUBy(t *testing.T) {
+	rounds := []sizeResult{
+		{submissions: 300, cpuBy: map[string]time.Duration{"admission-0": 100 * time.Millisecond, "nats-server": 400 * time.Millisecond}},
+		{submissions: 300, cpuBy: map[string]time.Duration{"admission-0": 150 * time.Millisecond}},
+	}
+	got := pool(rounds)
+	if got.submissions != 600 {
+		t.Errorf("submissions = %d, want 600", got.submissions)
+	}
+	want := map[string]time.Duration{"admission-0": 250 * time.Millisecond, "nats-server": 400 * time.Millisecond}
+	if len(got.cpuBy) != len(want) {
+		t.Fatalf("cpuBy = %v, want %v", got.cpuBy, want)
+	}
+	for name, d := range want {
+		if got.cpuBy[name] != d {
+			t.Errorf("cpuBy[%s] = %v, want %v", name, got.cpuBy[name], d)
+		}
+	}
+}

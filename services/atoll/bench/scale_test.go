@@ -44,7 +44,11 @@ package bench
 // with nothing submitted: the background work (resyncs, sweeps, probes)
 // of a region that holds S workloads. ATOLL_BENCH_SCALE_PROFILE=<dir>
 // writes a CPU profile of each round and of that idle window, one per
-// service process (their admin ports serve /debug/pprof/). The member
+// service process (their admin ports serve /debug/pprof/) and one of the
+// nats-server process (its prof_port), and each of their heap profiles
+// at the end of the idle window: profiles of the two sides of a size,
+// and of one side across sizes, compare with go tool pprof -diff_base.
+// The member
 // clusters' API servers run at the region's CPU priority and the
 // processes behind them below it (scaleClusterNice); with
 // ATOLL_BENCH_SCALE_PODS=1 the whole clusters run below it, as in the
@@ -622,6 +626,9 @@ func fill(ctx context.Context, admin *bus.Requester, events *eventLog, project s
 	case <-time.After(idleWindow):
 	}
 	wait()
+	if dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE"); dir != "" && processes != nil {
+		heapProfiles(processes, dir, fmt.Sprintf("idle%d", to))
+	}
 	u1 := regionUsage()
 	res.idleCPU = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(t0))
 	res.idleBusiest = busiest(u0, u1, time.Since(t0), 4)
@@ -667,6 +674,10 @@ type sizeResult struct {
 	// busiest names the processes that used the most CPU during the
 	// round (or each pooled round), with their use in percent of a core.
 	busiest []string
+	// cpuBy is the CPU time each process used during the round (summed
+	// over pooled rounds): what a side's submissions cost each process
+	// (cpuTable).
+	cpuBy map[string]time.Duration
 	// slowest lists the round's (or each pooled round's) slowest
 	// admissions with when they were offered, from the round's start:
 	// samples close together are one pause of something shared, samples
@@ -857,10 +868,11 @@ func profile(b *testing.B, round string, size int) func() {
 var processes *region.Region
 
 // profileProcesses takes a CPU profile of d from every service process
-// at once, each to <dir>/scale-<name>-<replica>.pprof (their admin ports
-// serve /debug/pprof/), and one of this process, which holds the embedded
-// NATS server, to <dir>/scale-<name>-bench.pprof; the returned function
-// waits for them.
+// at once, each to <dir>/scale-<name>-<service>.pprof (their admin ports
+// serve /debug/pprof/), one of the NATS server's process when it runs
+// as one (its prof_port: region.NATSProfURL), to
+// <dir>/scale-<name>-nats-server.pprof, and one of this process to
+// <dir>/scale-<name>-bench.pprof; the returned function waits for them.
 func profileProcesses(reg *region.Region, dir, name string, d time.Duration) func() {
 	var wg sync.WaitGroup
 	if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s-bench.pprof", name))); err != nil {
@@ -875,33 +887,65 @@ func profileProcesses(reg *region.Region, dir, name string, d time.Duration) fun
 			_ = f.Close()
 		})
 	}
-	for _, s := range region.Services {
-		base := reg.AdminURL(s.Name, 0)
-		if base == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for who, base := range profileURLs(reg) {
+		wg.Go(func() {
 			url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Round(time.Second)/time.Second))
-			resp, err := http.Get(url)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
-				return
+			if err := fetchTo(url, filepath.Join(dir, fmt.Sprintf("scale-%s-%s.pprof", name, who))); err != nil {
+				fmt.Fprintf(os.Stderr, "profile %s: %v\n", who, err)
 			}
-			defer resp.Body.Close()
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("scale-%s-%s.pprof", name, s.Name)))
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
-				return
-			}
-			defer f.Close()
-			if _, err := io.Copy(f, resp.Body); err != nil {
-				fmt.Fprintf(os.Stderr, "profile %s: %v\n", s.Name, err)
-			}
-		}()
+		})
 	}
 	return wg.Wait
+}
+
+// heapProfiles writes the heap profile of every service process to
+// <dir>/scale-<name>-<service>.heap.pprof and the NATS server's, when it
+// runs as a process, to <dir>/scale-<name>-nats-server.heap.pprof: what
+// each holds, by where it was allocated (go tool pprof -sample_index
+// inuse_space).
+func heapProfiles(reg *region.Region, dir, name string) {
+	for who, base := range profileURLs(reg) {
+		if err := fetchTo(base+"/debug/pprof/heap", filepath.Join(dir, fmt.Sprintf("scale-%s-%s.heap.pprof", name, who))); err != nil {
+			fmt.Fprintf(os.Stderr, "heap profile %s: %v\n", who, err)
+		}
+	}
+}
+
+// profileURLs are the base URLs that serve /debug/pprof/ in reg, by
+// process: each service's first replica (its admin port) and the NATS
+// server when it runs as a process (its prof_port).
+func profileURLs(reg *region.Region) map[string]string {
+	urls := map[string]string{}
+	for _, s := range region.Services {
+		if base := reg.AdminURL(s.Name, 0); base != "" {
+			urls[s.Name] = base
+		}
+	}
+	if base := reg.NATSProfURL(); base != "" {
+		urls["nats-server"] = base
+	}
+	return urls
+}
+
+// fetchTo writes the body of a GET of url to the file path.
+func fetchTo(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cpuOver returns the region's CPU use over the next d, in percent of
@@ -1006,6 +1050,10 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 		res.apply = apply1.since(apply0)
 	}
 	res.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
+	res.cpuBy = map[string]time.Duration{}
+	for name, c := range u1.cpuBy {
+		res.cpuBy[name] = c - u0.cpuBy[name]
+	}
 	res.busiest = []string{fmt.Sprintf("cpu probe %.1fms; ", float64(probe.Microseconds())/1000) +
 		busiest(u0, u1, time.Since(wall0), 4) + "; collections: " + collections(u0, u1)}
 	res.heapMB, res.gcs, res.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
@@ -1105,6 +1153,12 @@ func pool(rounds []sizeResult) sizeResult {
 			percentile(r.prop, .5).Round(time.Millisecond), percentile(r.prop, .99).Round(time.Millisecond),
 			r.apply.quantile(.5).Round(time.Millisecond), r.apply.quantile(.99).Round(time.Millisecond)))
 		out.busiest = append(out.busiest, r.busiest...)
+		if out.cpuBy == nil {
+			out.cpuBy = map[string]time.Duration{}
+		}
+		for name, c := range r.cpuBy {
+			out.cpuBy[name] += c
+		}
 		out.slowest = append(out.slowest, r.slowest...)
 		out.spread = append(out.spread, r.apply.spread())
 	}
@@ -1485,7 +1539,55 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 		fmt.Printf("  %8d %14s %11s %9.2fx %8s %12s %13.2fx %14s %11s %9.2fx %8s %12s %13.2fx\n", p.at.size, ms(ba), ms(a), ratio(a, ba), verdict(ratio(a, ba)), fmt.Sprintf("%.2f-%.2f", alo, ahi), am,
 			ms(bp), ms(pp), ratio(pp, bp), verdict(ratio(pp, bp)), fmt.Sprintf("%.2f-%.2f", plo, phi), pm)
 	}
+	cpuTable(pairs)
 	printResults(fmt.Sprintf("project %q across time: its rounds above pooled by size, in ascending order (each size measured minutes after the one before, a fill in between: the machine's drift is in these ratios, which the paired comparison cancels)", scaleProject), ats, false)
+}
+
+// cpuTable prints what each side's submissions cost each process: CPU
+// time per submission, by process, for each size's two sides. Between the
+// two sides of one size it shows a cost that depends on the project
+// submitted into (the sides differ in nothing else); down one column,
+// across sizes, what holding more workloads costs the whole region, with
+// the machine's drift between sizes in it too.
+func cpuTable(pairs []pairResult) {
+	names := map[string]bool{}
+	for _, p := range pairs {
+		for name := range p.at.cpuBy {
+			names[name] = true
+		}
+	}
+	perSub := func(r sizeResult, name string) string {
+		if r.submissions == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", float64(r.cpuBy[name].Microseconds())/1000/float64(r.submissions))
+	}
+	fmt.Printf("\n  CPU per submission by process (ms; %q holding %d beside %q holding each size, and their ratio):\n", pairProject, pairs[0].base.size, scaleProject)
+	fmt.Printf("  %-14s", "process")
+	for _, p := range pairs {
+		fmt.Printf(" %22s", fmt.Sprintf("%d: base / at  x", p.at.size))
+	}
+	fmt.Println()
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		fmt.Printf("  %-14s", name)
+		for _, p := range pairs {
+			fmt.Printf(" %22s", fmt.Sprintf("%s / %s %5.2f", perSub(p.base, name), perSub(p.at, name), ratio(p.at.cpuBy[name], p.base.cpuBy[name])))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  %-14s", "all")
+	total := func(r sizeResult) sizeResult {
+		var sum time.Duration
+		for _, c := range r.cpuBy {
+			sum += c
+		}
+		return sizeResult{submissions: r.submissions, cpuBy: map[string]time.Duration{"all": sum}}
+	}
+	for _, p := range pairs {
+		b, a := total(p.base), total(p.at)
+		fmt.Printf(" %22s", fmt.Sprintf("%s / %s %5.2f", perSub(b, "all"), perSub(a, "all"), ratio(a.cpuBy["all"], b.cpuBy["all"])))
+	}
+	fmt.Println()
 }
 
 // printResults prints the table of results, the first the baseline of

@@ -292,7 +292,9 @@ func BuildNATSServer(ctx context.Context, dir string) (string, error) {
 
 // startNATSProcess runs the region's NATS server as a process of
 // o.NATSExec, on a free loopback port with JetStream in store and the
-// region's users, and opens the region's bus on it as the admin user.
+// region's users, and with its profiling port (prof_port, which serves
+// /debug/pprof/) on another, and opens the region's bus on it as the
+// admin user.
 func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth, store string) (*bus.Bus, error) {
 	addr, err := freeAddr()
 	if err != nil {
@@ -302,8 +304,16 @@ func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth
 	if err != nil {
 		return nil, fmt.Errorf("nats-server address: %w", err)
 	}
+	profAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, profPort, err := net.SplitHostPort(profAddr)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server profiling address: %w", err)
+	}
 	conf := filepath.Join(o.Dir, "nats-server.conf")
-	body := fmt.Sprintf("host: %s\nport: %s\njetstream {\n  store_dir: %q\n}\n%s", host, port, store, auth.ServerConfig())
+	body := fmt.Sprintf("host: %s\nport: %s\nprof_port: %s\njetstream {\n  store_dir: %q\n}\n%s", host, port, profPort, store, auth.ServerConfig())
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		return nil, fmt.Errorf("nats-server configuration: %w", err)
 	}
@@ -318,7 +328,7 @@ func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nats-server: %w", err)
 	}
-	r.nats = cmd
+	r.nats, r.natsProf = cmd, "http://"+profAddr
 	b, err := bus.Open(ctx, bus.Config{URL: "nats://" + addr, Name: "atoll-region", NKeyFile: auth.CredentialsFile(bus.UserAdmin), Logger: o.Logger})
 	if err != nil {
 		r.stopNATSProcess()
@@ -334,7 +344,7 @@ func (r *Region) stopNATSProcess() {
 	if cmd == nil {
 		return
 	}
-	r.nats = nil
+	r.nats, r.natsProf = nil, ""
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -353,6 +363,12 @@ func (r *Region) NATSPID() int {
 		return 0
 	}
 	return r.nats.Process.Pid
+}
+
+// NATSProfURL is the base URL of the NATS server process's profiling
+// port (/debug/pprof/), "" when the server runs in this process.
+func (r *Region) NATSProfURL() string {
+	return r.natsProf
 }
 
 // goCommand is the go command of the toolchain that built this binary,

@@ -196,6 +196,7 @@ type Region struct {
 	dir          string      // Options.Dir
 	exec         string      // Options.Exec
 	nats         *exec.Cmd   // the NATS server's process (Options.NATSExec), nil in process
+	natsProf     string      // the base URL of that process's profiling port (/debug/pprof/)
 	execLogLevel string
 	execEnv      []string // Options.ExecEnv
 
