@@ -33,7 +33,7 @@ package bench
 // size's fill and the clusters are not busy deleting; the quota ledger's
 // reservation count is checked against S before each measurement. An
 // uncounted round at the first size warms the path. A full run takes
-// about 16 minutes (ATOLL_BENCH_SCALE_ROUNDS=4: 11).
+// about 21 minutes.
 //
 // Each round's line also shows the region's CPU use (the services'
 // processes, the nats-server process and this one) and the
@@ -165,8 +165,10 @@ var (
 	// scaleSizes are the project sizes measured, ascending; the first is
 	// the baseline of the ratios.
 	scaleSizes = envSizes("ATOLL_BENCH_SCALE_SIZES", []int{100, 10000, 50000})
-	// scaleSubmissions is how many Apps are measured in each round.
-	scaleSubmissions = envInt("ATOLL_BENCH_SCALE_SUBMISSIONS", 300)
+	// scaleSubmissions is how many Apps are measured in each round: 600
+	// paused Apps (12 s at the offered rate), or 300 that run their pod
+	// (scalePods; see pool).
+	scaleSubmissions = envInt("ATOLL_BENCH_SCALE_SUBMISSIONS", roundSubmissions(scalePods))
 	// scaleRounds is how many rounds are measured at each size, and as
 	// many in the baseline project with them (see measurePaired): even,
 	// so that the ABBA order balances. Each side's latencies are pooled
@@ -1116,18 +1118,31 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	return res
 }
 
+// roundSubmissions is how many Apps a round measures by default: 300 when
+// they run their pod, 600 paused (see pool).
+func roundSubmissions(pods bool) int {
+	if pods {
+		return 300
+	}
+	return 600
+}
+
 // pool merges the rounds measured at one size into one result: their
 // latencies pooled, so that a percentile is taken over every sample, and
 // each round's admitted P99 kept to show how far one round's P99 moves.
 //
-// Why rounds rather than one longer round: a P99 of 300 latencies of a few
-// milliseconds is its third-worst sample, and one pause of this shared
-// 2-core machine moves it 2-3x (the same size measured again has given
-// 12.7 and 24.7 ms). A longer round at the same rate does not help here:
-// the member clusters create one pod per measured App, and past about 300
-// in a row they build a backlog whose CPU the region then competes with.
-// Rounds of 300 with the clusters drained and the region quiet between
-// them give 3x the samples at the same offered rate and load.
+// Why rounds rather than one longer round: a P99 of a few hundred
+// latencies of a few milliseconds is its third- or sixth-worst sample,
+// and one pause of this shared 2-core machine moves it 2-3x (the same
+// size measured again has given 12.7 and 24.7 ms). Measured Apps that run
+// their pod (scalePods) cannot come in longer rounds: the member clusters
+// create one pod per App, and past about 300 in a row they build a
+// backlog whose CPU the region then competes with. Paused Apps create no
+// pod, and rounds of 600 give each side twice the measured time of rounds
+// of 300 for little more than the run's fixed cost: over 8 rounds a side,
+// the bootstrap interval of the 50,000 admitted ratio was 0.93-1.12 in a
+// run of rounds of 600, and 0.58-1.43, 0.92-1.56 and 0.75-1.02 in runs of
+// rounds of 300.
 func pool(rounds []sizeResult) sizeResult {
 	out := sizeResult{size: rounds[0].size}
 	for _, r := range rounds {
