@@ -203,6 +203,15 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// freeHostPort returns the host and port of a free loopback address.
+func freeHostPort() (host, port string, err error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return "", "", err
+	}
+	return net.SplitHostPort(addr)
+}
+
 // Usage is what a replica run as a process has used, from its own
 // /metrics (the Go runtime's and the process's collectors).
 type Usage struct {
@@ -296,22 +305,15 @@ func BuildNATSServer(ctx context.Context, dir string) (string, error) {
 // /debug/pprof/) on another, and opens the region's bus on it as the
 // admin user.
 func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth, store string) (*bus.Bus, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	host, port, err := net.SplitHostPort(addr)
+	host, port, err := freeHostPort()
 	if err != nil {
 		return nil, fmt.Errorf("nats-server address: %w", err)
 	}
-	profAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	_, profPort, err := net.SplitHostPort(profAddr)
+	profHost, profPort, err := freeHostPort()
 	if err != nil {
 		return nil, fmt.Errorf("nats-server profiling address: %w", err)
 	}
+	addr, profAddr := net.JoinHostPort(host, port), net.JoinHostPort(profHost, profPort)
 	conf := filepath.Join(o.Dir, "nats-server.conf")
 	body := fmt.Sprintf("host: %s\nport: %s\nprof_port: %s\njetstream {\n  store_dir: %q\n}\n%s", host, port, profPort, store, auth.ServerConfig())
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
