@@ -1129,7 +1129,7 @@ func roundSubmissions(pods bool) int {
 
 // pool merges the rounds measured at one size into one result: their
 // latencies pooled, so that a percentile is taken over every sample, and
-// each round's admitted P99 kept to show how far one round's P99 moves.
+// each round's own samples kept to show how far one round's P99 moves.
 //
 // Why rounds rather than one longer round: a P99 of a few hundred
 // latencies of a few milliseconds is its third- or sixth-worst sample,
@@ -1140,11 +1140,11 @@ func roundSubmissions(pods bool) int {
 // backlog whose CPU the region then competes with. Paused Apps create no
 // pod, and rounds of 600 give each side twice the measured time of rounds
 // of 300 for little more than the run's fixed cost: over 8 rounds a side,
-// the bootstrap interval of the 50,000 admitted ratio was 0.93-1.12 in a
-// run of rounds of 600, and 0.58-1.43, 0.92-1.56 and 0.75-1.02 in runs of
-// rounds of 300.
+// the bootstrap interval of the 50,000 admitted ratio was 0.93-1.12 and
+// 0.83-1.13 in two runs of rounds of 600, and 0.58-1.43, 0.92-1.56 and
+// 0.75-1.02 in three runs of rounds of 300.
 func pool(rounds []sizeResult) sizeResult {
-	out := sizeResult{size: rounds[0].size}
+	out := sizeResult{size: rounds[0].size, cpuBy: map[string]time.Duration{}}
 	for _, r := range rounds {
 		out.submissions += r.submissions
 		out.rate += r.rate / float64(len(rounds))
@@ -1168,9 +1168,6 @@ func pool(rounds []sizeResult) sizeResult {
 			percentile(r.prop, .5).Round(time.Millisecond), percentile(r.prop, .99).Round(time.Millisecond),
 			r.apply.quantile(.5).Round(time.Millisecond), r.apply.quantile(.99).Round(time.Millisecond)))
 		out.busiest = append(out.busiest, r.busiest...)
-		if out.cpuBy == nil {
-			out.cpuBy = map[string]time.Duration{}
-		}
 		for name, c := range r.cpuBy {
 			out.cpuBy[name] += c
 		}
@@ -1571,11 +1568,15 @@ func cpuTable(pairs []pairResult) {
 			names[name] = true
 		}
 	}
-	perSub := func(r sizeResult, name string) string {
-		if r.submissions == 0 {
-			return "-"
+	// cell is the two sides' CPU per submission and their ratio.
+	cell := func(p pairResult, base, at time.Duration) string {
+		perSub := func(d time.Duration, n int) string {
+			if n == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000/float64(n))
 		}
-		return fmt.Sprintf("%.2f", float64(r.cpuBy[name].Microseconds())/1000/float64(r.submissions))
+		return fmt.Sprintf("%s / %s %5.2f", perSub(base, p.base.submissions), perSub(at, p.at.submissions), ratio(at, base))
 	}
 	fmt.Printf("\n  CPU per submission by process (ms; %q holding %d beside %q holding each size, and their ratio):\n", pairProject, pairs[0].base.size, scaleProject)
 	fmt.Printf("  %-14s", "process")
@@ -1586,21 +1587,19 @@ func cpuTable(pairs []pairResult) {
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		fmt.Printf("  %-14s", name)
 		for _, p := range pairs {
-			fmt.Printf(" %22s", fmt.Sprintf("%s / %s %5.2f", perSub(p.base, name), perSub(p.at, name), ratio(p.at.cpuBy[name], p.base.cpuBy[name])))
+			fmt.Printf(" %22s", cell(p, p.base.cpuBy[name], p.at.cpuBy[name]))
 		}
 		fmt.Println()
 	}
 	fmt.Printf("  %-14s", "all")
-	total := func(r sizeResult) sizeResult {
-		var sum time.Duration
+	total := func(r sizeResult) (sum time.Duration) {
 		for _, c := range r.cpuBy {
 			sum += c
 		}
-		return sizeResult{submissions: r.submissions, cpuBy: map[string]time.Duration{"all": sum}}
+		return sum
 	}
 	for _, p := range pairs {
-		b, a := total(p.base), total(p.at)
-		fmt.Printf(" %22s", fmt.Sprintf("%s / %s %5.2f", perSub(b, "all"), perSub(a, "all"), ratio(a.cpuBy["all"], b.cpuBy["all"])))
+		fmt.Printf(" %22s", cell(p, total(p.base), total(p.at)))
 	}
 	fmt.Println()
 }
@@ -1665,7 +1664,7 @@ type pairResult struct{ base, at sizeResult }
 // P99, and in eight runs of one code the P99 ratio of 50,000 to 100
 // measured that way ranged from 0.50 to 3.49). Measured in turn, it is
 // still noisy at a P99 of 10-20 ms: the pair at the smallest size, two
-// projects of 100, has given 0.93-1.18, and one stall of the whole
+// projects of 100, has given 0.82-1.43 over 13 runs, and one stall of the whole
 // machine (about a second, the member API servers slowed with it) in
 // one round on one side decides the pooled P99; hence the interval and
 // the round median beside it.
