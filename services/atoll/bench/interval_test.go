@@ -73,12 +73,12 @@ func TestMedianRoundP99(t *testing.T) {
 // round counting nothing there, and counts every round's submissions.
 func TestPoolCPUBy(t *testing.T) {
 	rounds := []sizeResult{
-		{submissions: 300, cpuBy: map[string]time.Duration{"admission-0": 100 * time.Millisecond, "nats-server": 400 * time.Millisecond}},
-		{submissions: 300, cpuBy: map[string]time.Duration{"admission-0": 150 * time.Millisecond}},
+		{submissions: 300, inRound: 600, cpuBy: map[string]time.Duration{"admission-0": 100 * time.Millisecond, "nats-server": 400 * time.Millisecond}},
+		{submissions: 300, inRound: 600, cpuBy: map[string]time.Duration{"admission-0": 150 * time.Millisecond}},
 	}
 	got := pool(rounds)
-	if got.submissions != 600 {
-		t.Errorf("submissions = %d, want 600", got.submissions)
+	if got.submissions != 600 || got.inRound != 1200 {
+		t.Errorf("submissions = %d, inRound = %d, want 600 and 1200", got.submissions, got.inRound)
 	}
 	want := map[string]time.Duration{"admission-0": 250 * time.Millisecond, "nats-server": 400 * time.Millisecond}
 	if len(got.cpuBy) != len(want) {
@@ -88,5 +88,51 @@ func TestPoolCPUBy(t *testing.T) {
 		if got.cpuBy[name] != d {
 			t.Errorf("cpuBy[%s] = %v, want %v", name, got.cpuBy[name], d)
 		}
+	}
+}
+
+// interleave spreads each side's submissions evenly over the round: the
+// order is as given, and no side waits longer than its own spacing
+// (rounded up) between two of its steps.
+func TestInterleave(t *testing.T) {
+	tests := []struct {
+		name string
+		n    []int
+		want []int // nil: only the properties below
+	}{
+		{"two equal sides alternate", []int{3, 3}, []int{0, 1, 0, 1, 0, 1}},
+		{"one side", []int{3}, []int{0, 0, 0}},
+		{"two to one", []int{4, 2}, []int{0, 1, 0, 0, 1, 0}},
+		{"an empty side", []int{2, 0}, []int{0, 0}},
+		{"large and uneven", []int{600, 250, 7}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := interleave(tt.n)
+			if tt.want != nil && !slices.Equal(got, tt.want) {
+				t.Fatalf("interleave(%v) = %v, want %v", tt.n, got, tt.want)
+			}
+			total := 0
+			for _, c := range tt.n {
+				total += c
+			}
+			count := make([]int, len(tt.n))
+			last := make([]int, len(tt.n))
+			for i := range last {
+				last[i] = -1
+			}
+			for step, s := range got {
+				count[s]++
+				// Spacing: total/n[s] steps on average; never more than
+				// one step over it, rounded up.
+				if gap, most := step-last[s], (total+tt.n[s]-1)/tt.n[s]+1; gap > most {
+					t.Errorf("side %d waited %d steps before step %d, more than %d", s, gap, step, most)
+				}
+				last[s] = step
+			}
+			if len(got) != total || !slices.Equal(count, tt.n) {
+				t.Errorf("interleave(%v): %d steps, counts %v", tt.n, len(got), count)
+			}
+		})
 	}
 }
