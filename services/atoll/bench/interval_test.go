@@ -27,6 +27,12 @@ func TestRatioInterval(t *testing.T) {
 		{"same rounds", steady, steady, 1, 1, 1.01},
 		{"one stalled round on the measured side", steady, stalled, 1, 4, 6},
 		{"one stalled round on the baseline", stalled, steady, 1, 1, 1.01},
+		// Round i of each side was measured at once: a stall they shared
+		// moves both, not the ratio.
+		{"a stall both sides shared", stalled, stalled, 1, 1, 1.01},
+		// Sides of different counts are drawn apart.
+		{"unpaired: one stalled round on the measured side", steady[:3], stalled, 1, 4, 6},
+		{"unpaired: the same stalled rounds", stalled[1:], stalled, 1, 4, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -262,7 +262,7 @@ func scaleOff() []string {
 const (
 	scaleProject = "scale"
 	// pairProject is the baseline project, filled with the smallest
-	// size, that every size is measured in turn with (see measurePaired).
+	// size, that every size is measured with, interleaved (see measurePaired).
 	pairProject = "scale-pair"
 	fillPrefix  = "fill-"
 	// scaleTarget is the largest P99 ratio, largest size to smallest, the
@@ -1251,26 +1251,38 @@ func pool(rounds []sizeResult) sizeResult {
 
 // ratioInterval bounds the ratio of the P99s of two sides measured in
 // rounds, P99(of) / P99(base), each side's rounds pooled: the 5th and
-// 95th percentiles of that ratio over resamples that draw each side's
-// rounds again with replacement (a bootstrap by round, since a round's
-// slow samples come together: one stall of one process). It tells a ratio
-// the sides' round-to-round noise can make from one it cannot. Resampled
-// with a fixed seed: the same rounds give the same interval.
+// 95th percentiles of that ratio over resamples that draw the rounds
+// again with replacement (a bootstrap by round, since a round's slow
+// samples come together: one stall of one process). Rounds are paired
+// when the sides have as many: round i of each was measured at the same
+// time (measurePaired interleaves them), so a resample draws round i for
+// both sides, and a stall both sides shared moves both; sides of
+// different counts are drawn apart. It tells a ratio the rounds' noise
+// can make from one it cannot. Resampled with a fixed seed: the same
+// rounds give the same interval.
 func ratioInterval(base, of [][]time.Duration, resamples int) (lo, hi float64) {
 	if len(base) == 0 || len(of) == 0 || resamples <= 0 {
 		return 0, 0
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	draw := func(rounds [][]time.Duration) time.Duration {
-		var pooled []time.Duration
-		for range rounds {
-			pooled = append(pooled, rounds[rng.IntN(len(rounds))]...)
-		}
-		return percentile(pooled, .99)
-	}
+	paired := len(base) == len(of)
 	ratios := make([]float64, 0, resamples)
+	var pb, po []time.Duration
 	for range resamples {
-		b, o := draw(base), draw(of)
+		pb, po = pb[:0], po[:0]
+		for range base {
+			i := rng.IntN(len(base))
+			pb = append(pb, base[i]...)
+			if paired {
+				po = append(po, of[i]...)
+			}
+		}
+		if !paired {
+			for range of {
+				po = append(po, of[rng.IntN(len(of))]...)
+			}
+		}
+		b, o := percentile(pb, .99), percentile(po, .99)
 		if b <= 0 {
 			continue
 		}
@@ -1478,7 +1490,7 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	// The baseline project, filled once with the smallest size: every
-	// size is measured in turn with it.
+	// size is measured with it, interleaved.
 	base := scaleSizes[0]
 	f, err := fill(ctx, admin, events, pairProject, 0, base, base, idle)
 	f.project = pairProject
@@ -1609,7 +1621,7 @@ func printScale(fills []fillResult, pairs []pairResult, clusters int, idle float
 	}
 	base := pairs[0].base.size
 	fmt.Printf("  each size against project %q holding %d, measured interleaved with it (target: P99 within %.1fx):\n", pairProject, base, scaleTarget)
-	fmt.Printf("  (P99: over each side's rounds pooled; interval: that ratio's 5th-95th percentile over %d resamples of each side's rounds, ratioInterval,\n"+
+	fmt.Printf("  (P99: over each side's rounds pooled; interval: that ratio's 5th-95th percentile over %d resamples of the rounds, round i of both sides together (ratioInterval):\n"+
 		"  how far the rounds' own noise moves it; round median: the ratio of the sides' median round P99s, which one stalled round does not decide)\n", intervalResamples)
 	fmt.Printf("  %8s %14s %11s %10s %8s %12s %14s %14s %11s %10s %8s %12s %14s\n", "holds", fmt.Sprintf("adm P99 @%d", base), "adm P99", "ratio", "", "interval", "round median",
 		fmt.Sprintf("prop P99 @%d", base), "prop P99", "ratio", "", "interval", "round median")
@@ -1734,7 +1746,7 @@ type pairResult struct{ base, at sizeResult }
 
 // measurePaired measures scaleRounds rounds, each offering scaleSubmissions
 // Apps into scaleProject, which holds large, and as many into
-// pairProject, which holds small, one after the other in turn (interleave:
+// pairProject, which holds small, one after the other (interleave:
 // scaleRate in all; by default a submission into each project every 40
 // ms).
 // Both projects live in the same region, and each submission into one
