@@ -168,7 +168,7 @@ var (
 	scaleSizes = envSizes("ATOLL_BENCH_SCALE_SIZES", []int{100, 10000, 50000})
 	// scaleSubmissions is how many Apps each side of a round submits: 600
 	// paused Apps (a round of both sides, 24 s at the offered rate), or
-	// 300 that run their pod (scalePods; see pool).
+	// 150 that run their pod (scalePods; see pool).
 	scaleSubmissions = envInt("ATOLL_BENCH_SCALE_SUBMISSIONS", roundSubmissions(scalePods))
 	// scaleRounds is how many rounds are measured at each size, each
 	// into the measured and the baseline project interleaved (see
@@ -1189,11 +1189,12 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	return res
 }
 
-// roundSubmissions is how many Apps a round measures by default: 300 when
-// they run their pod, 600 paused (see pool).
+// roundSubmissions is how many Apps each side of a round submits by
+// default: 150 when they run their pod (300 pods a round, both sides'),
+// 600 paused (see pool).
 func roundSubmissions(pods bool) int {
 	if pods {
-		return 300
+		return 150
 	}
 	return 600
 }
@@ -1213,7 +1214,9 @@ func roundSubmissions(pods bool) int {
 // of 300 for little more than the run's fixed cost: over 8 rounds a side,
 // the bootstrap interval of the 50,000 admitted ratio was 0.93-1.12 and
 // 0.83-1.13 in two runs of rounds of 600, and 0.58-1.43, 0.92-1.56 and
-// 0.75-1.02 in three runs of rounds of 300.
+// 0.75-1.02 in three runs of rounds of 300, each side in rounds of its
+// own; with the sides interleaved in each round and the rounds drawn
+// paired (measurePaired, ratioInterval), 0.94-1.08.
 func pool(rounds []sizeResult) sizeResult {
 	out := sizeResult{size: rounds[0].size, cpuBy: map[string]time.Duration{}}
 	for _, r := range rounds {
