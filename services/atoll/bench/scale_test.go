@@ -1002,8 +1002,6 @@ type side struct {
 	round   string
 }
 
-func (s side) name(i int) string { return fmt.Sprintf("%s%d-%04d", s.round, s.size, i) }
-
 // interleave orders the submissions of sides of n[i] each, so that each
 // side's are spread evenly over the round: every step goes to the side
 // whose next submission is most overdue (ties to the earlier side). Two
@@ -1044,18 +1042,23 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 		mu      sync.Mutex
 		replied = map[string]time.Time{}
 		counts  = make([]int, len(sides))
+		names   = make([][]string, len(sides)) // by side
 		total   int
 	)
 	for i, s := range sides {
 		res[i] = sizeResult{size: s.size, submissions: s.n}
 		counts[i] = s.n
 		total += s.n
+		names[i] = make([]string, s.n)
+		for j := range names[i] {
+			names[i][j] = fmt.Sprintf("%s%d-%04d", s.round, s.size, j)
+		}
 	}
 	var plan []step
 	taken := make([]int, len(sides))
 	for _, i := range interleave(counts) {
 		s, r := sides[i], &res[i]
-		name := s.name(taken[i])
+		name := names[i][taken[i]]
 		taken[i]++
 		plan = append(plan, step{path: "atoll", name: name, do: func(ctx context.Context, name string) error {
 			err := submitMeasured(ctx, cl, admin, s.project, name)
@@ -1107,21 +1110,21 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	for name, c := range u1.cpuBy {
 		cpuBy[name] = c - u0.cpuBy[name]
 	}
+	took := time.Since(wall0)
+	cpu := 100 * float64(u1.cpu-u0.cpu) / float64(took)
 	busy := fmt.Sprintf("cpu probe %.1fms; ", float64(probe.Microseconds())/1000) +
-		busiest(u0, u1, time.Since(wall0), 4) + "; collections: " + collections(u0, u1)
+		busiest(u0, u1, took, 4) + "; collections: " + collections(u0, u1)
 	for i, s := range sides {
 		r := &res[i]
 		r.rate, r.load = float64(s.n)/offered.Minutes(), load
 		r.inRound = total
-		r.apply = apply
-		r.cpu = 100 * float64(u1.cpu-u0.cpu) / float64(time.Since(wall0))
-		r.cpuBy = maps.Clone(cpuBy)
+		// The round's, shared by the sides (pool only reads them).
+		r.apply, r.cpu, r.cpuBy = apply, cpu, cpuBy
 		r.busiest = []string{busy}
 		r.heapMB, r.gcs, r.gcPause = u1.heap>>20, u1.gcs-u0.gcs, u1.gcPause-u0.gcPause
 		type sample struct{ at, took time.Duration }
 		var samples []sample
-		for j := range s.n {
-			name := s.name(j)
+		for _, name := range names[i] {
 			t1, ok := replied[name]
 			if !ok {
 				continue
@@ -1151,13 +1154,7 @@ func measure(ctx context.Context, b *testing.B, reg *region.Region, cl *busclien
 	// timeout) may still have been written.
 	deleted := make([][]string, len(sides))
 	for i, s := range sides {
-		names := make([]string, s.n)
-		for j := range names {
-			names[j] = s.name(j)
-		}
-		var failed int
-		deleted[i], failed = deleteAll(ctx, cl, s.project, names)
-		res[i].cleanupErrs = failed
+		deleted[i], res[i].cleanupErrs = deleteAll(ctx, cl, s.project, names[i])
 	}
 	// The next round, or fill, starts once the member clusters are rid of
 	// this round's objects: their deletion is not what it measures. An
@@ -1751,9 +1748,8 @@ type pairResult struct{ base, at sizeResult }
 // Apps into scaleProject, which holds large, and as many into
 // pairProject, which holds small, one after the other (interleave:
 // scaleRate in all; by default a submission into each project every 40
-// ms).
-// Both projects live in the same region, and each submission into one
-// is offered 20 ms from one into the other: the only difference between
+// ms). Both projects live in the same region, and each submission into
+// one is offered 20 ms from one into the other: the only difference between
 // the two sides is the size of the project submitted into, and whatever
 // else slows the machine (a collection, a busy neighbour, a stall of a
 // second) falls on both alike. The sides' latencies are pooled by side
