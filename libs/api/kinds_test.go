@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +130,41 @@ func TestOperationCheckKind(t *testing.T) {
 				t.Errorf("got %+v, want op/Unsupported starting %q", fe, tc.want)
 			}
 		})
+	}
+}
+
+// TestEveryKindHasAnExample: the documents of deploy/examples cover every
+// registered kind, and each decodes and is valid.
+func TestEveryKindHasAnExample(t *testing.T) {
+	files, err := filepath.Glob("../../deploy/examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+			if !strings.Contains(doc, "apiVersion: "+api.APIVersion) {
+				continue // not a workload (a rotation plan)
+			}
+			w, err := api.DecodeYAML([]byte(doc))
+			if err != nil {
+				t.Errorf("%s document %d: %v", f, i, err)
+				continue
+			}
+			w.Spec.Default()
+			if fe := api.Validate(w); len(fe) > 0 {
+				t.Errorf("%s document %d: %v", f, i, fe)
+			}
+			seen[w.Kind] = true
+		}
+	}
+	for _, k := range api.KindNames() {
+		if !seen[k] {
+			t.Errorf("no example of %s in deploy/examples", k)
+		}
 	}
 }
