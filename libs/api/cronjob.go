@@ -45,10 +45,6 @@ import (
 // the fence skips up to FireFrom; missed times are not caught up.
 const KindCronJob = "CronJob"
 
-func init() {
-	Register(Kind{Name: KindCronJob, New: func() Spec { return &CronJobSpec{} }})
-}
-
 // Concurrency policies of CronJobSpec.ConcurrencyPolicy (Kubernetes').
 const (
 	ConcurrencyAllow   = "Allow"

@@ -10,10 +10,6 @@ package api
 // (desired, current, ready, updated) and names the clusters behind.
 const KindDaemon = "Daemon"
 
-func init() {
-	Register(Kind{Name: KindDaemon, New: func() Spec { return &DaemonSpec{} }, AdminOnly: true, EveryCluster: true})
-}
-
 // DaemonSpec is a Daemon. Its pods are one per selected node, so it asks
 // for no count; its quota demand is nothing (platform work).
 type DaemonSpec struct {

@@ -9,10 +9,35 @@ const (
 	KindPod    = "Pod"
 )
 
-func init() {
-	Register(Kind{Name: KindApp, New: func() Spec { return &AppSpec{} }})
-	Register(Kind{Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }})
-	Register(Kind{Name: KindPod, New: func() Spec { return &PodSpec{} }})
+// registry is every kind Atoll knows, in one literal table: its spec type
+// and what it can do. A kind's spec lives in its own file (kinds.go for
+// App, JobSet and Pod; cronjob.go, daemon.go, scaler.go, training.go).
+// Adding a kind adds its file and one entry here (CONTRIBUTING.md lists
+// the rest).
+func registry() map[string]Kind {
+	return map[string]Kind{
+		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} },
+			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}},
+		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} },
+			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale}},
+		// A Pod has no replicas to hold at zero and no Job to suspend, and
+		// always runs one pod: no pause, no scale.
+		KindPod: {Name: KindPod, New: func() Spec { return &PodSpec{} },
+			Ops: []string{OpStop, OpStart, OpRestart, OpRestartContainer}},
+		// Pausing a CronJob suspends it.
+		KindCronJob: {Name: KindCronJob, New: func() Spec { return &CronJobSpec{} },
+			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer}},
+		// A DaemonSet cannot be suspended, and its pods follow the nodes.
+		KindDaemon: {Name: KindDaemon, New: func() Spec { return &DaemonSpec{} }, AdminOnly: true, EveryCluster: true,
+			Ops: []string{OpStop, OpStart, OpRestart, OpRestartContainer}},
+		// Pausing a TrainingJob suspends its gang's Job.
+		KindTrainingJob: {Name: KindTrainingJob, New: func() Spec { return &TrainingJobSpec{} },
+			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer}},
+		// A Scaler runs nothing itself; pausing it is how to scale its App
+		// by hand (the autoscaler leaves a paused Scaler's App alone).
+		KindScaler: {Name: KindScaler, New: func() Spec { return &ScalerSpec{} }, Unplaced: true, NoPods: true,
+			Ops: []string{OpPause, OpResume}},
+	}
 }
 
 // Common holds what every kind's spec has.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -157,6 +158,36 @@ func (o *Operation) Validate() FieldErrors {
 		fe.add("replicas", CodeInvalid, "replicas is only for %s", OpScale)
 	}
 	return fe
+}
+
+// CheckKind reports an operation that does not apply to its kind (see
+// Kind.Ops) as a field error on "op" with CodeUnsupported, or nothing when
+// it applies or when the kind or the operation is unknown (Validate
+// reports those). It is apart from Validate because the two answer
+// differently: a malformed operation is a 400, an operation the kind does
+// not support a 409 (admission).
+func (o *Operation) CheckKind() FieldErrors {
+	k, ok := kinds[o.Kind]
+	if !ok || !slices.Contains(Ops, o.Op) || k.Supports(o.Op) {
+		return nil
+	}
+	has := "it has no operations"
+	if len(k.Ops) > 0 {
+		has = "its operations are " + strings.Join(k.Ops, ", ")
+	}
+	var fe FieldErrors
+	fe.add("op", CodeUnsupported, "a %s cannot be %s; %s", o.Kind, opPhrase[o.Op], has)
+	return fe
+}
+
+// opPhrase says what each operation does, as "a Pod cannot be ...".
+var opPhrase = map[string]string{
+	OpPause: "paused or resumed", OpResume: "paused or resumed",
+	OpStop: "stopped or started", OpStart: "stopped or started",
+	OpRestart: "restarted", OpRestartContainer: "restarted",
+	OpScale:        "scaled",
+	OpRolloutPause: "rolled out zone by zone (only an App is)", OpRolloutResume: "rolled out zone by zone (only an App is)",
+	OpRolloutUndo: "rolled out zone by zone (only an App is)",
 }
 
 // String names the operation for logs and messages.

@@ -12,10 +12,6 @@ import (
 // admission's scale operation.
 const KindScaler = "Scaler"
 
-func init() {
-	Register(Kind{Name: KindScaler, New: func() Spec { return &ScalerSpec{} }, Unplaced: true})
-}
-
 // Metric types of ScalerMetric.Type.
 const (
 	// MetricCPU is the CPU utilization of the pods' requests, in percent.

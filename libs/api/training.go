@@ -23,10 +23,6 @@ import (
 // MaxRestarts times (RestartGang). See services/scheduler/training.go.
 const KindTrainingJob = "TrainingJob"
 
-func init() {
-	Register(Kind{Name: KindTrainingJob, New: func() Spec { return &TrainingJobSpec{} }})
-}
-
 // Defaults and bounds of a TrainingJob.
 const (
 	DefaultMasterPort          = 29500

@@ -7,7 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,9 +138,10 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
-// Kind describes one primitive kind.
+// Kind describes one primitive kind: its spec and its capabilities. The
+// kinds are the literal table in registry (kinds.go).
 type Kind struct {
-	// Name is the kind as written in documents (App, JobSet, Pod).
+	// Name is the kind as written in documents (App, JobSet, Pod, ...).
 	Name string
 	// New returns an empty spec of the kind.
 	New func() Spec
@@ -153,27 +155,58 @@ type Kind struct {
 	// EveryCluster marks a kind placed in every member cluster that passes
 	// its filters (a Daemon), not in a count of them.
 	EveryCluster bool
+	// NoPods marks a kind that runs no pods of its own (a Scaler): it has
+	// no logs, no exec and no replica counts to show.
+	NoPods bool
+	// Ops are the operations (of Ops) that apply to the kind, in the order
+	// of Ops: a Pod cannot scale, only an App rolls out zone by zone.
+	Ops []string
 }
 
+// Supports reports whether op applies to k.
+func (k Kind) Supports(op string) bool { return slices.Contains(k.Ops, op) }
+
 var (
-	kinds       = map[string]Kind{}
-	kindByLower = map[string]string{}
+	// kinds is registry's table, by name; never written after init.
+	kinds = registry()
+	// kindByLower maps a lower-cased kind to its name.
+	kindByLower = lowerNames(kinds)
 )
 
-// Register adds a kind; called from the kind's file.
-func Register(k Kind) {
-	kinds[k.Name] = k
-	kindByLower[strings.ToLower(k.Name)] = k.Name
+func lowerNames(m map[string]Kind) map[string]string {
+	out := make(map[string]string, len(m))
+	for n := range m {
+		out[strings.ToLower(n)] = n
+	}
+	return out
+}
+
+// Kinds lists the registered kinds, sorted by name. The caller may change
+// the slices it gets.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(kinds))
+	for _, n := range KindNames() {
+		k := kinds[n]
+		k.Ops = slices.Clone(k.Ops)
+		out = append(out, k)
+	}
+	return out
+}
+
+// LookupKind returns the kind named name in any case (app, App, APP).
+func LookupKind(name string) (Kind, bool) {
+	n, ok := kindByLower[strings.ToLower(name)]
+	if !ok {
+		return Kind{}, false
+	}
+	k := kinds[n]
+	k.Ops = slices.Clone(k.Ops)
+	return k, true
 }
 
 // KindNames lists the registered kinds, sorted.
 func KindNames() []string {
-	names := make([]string, 0, len(kinds))
-	for n := range kinds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 // PlacedKindNames lists the registered kinds the scheduler places, sorted.
@@ -184,7 +217,7 @@ func PlacedKindNames() []string {
 			names = append(names, n)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return names
 }
 

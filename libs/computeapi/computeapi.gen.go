@@ -186,6 +186,7 @@ const (
 	Daemon      WorkloadDocumentKind = "Daemon"
 	JobSet      WorkloadDocumentKind = "JobSet"
 	Pod         WorkloadDocumentKind = "Pod"
+	Scaler      WorkloadDocumentKind = "Scaler"
 	TrainingJob WorkloadDocumentKind = "TrainingJob"
 )
 
@@ -201,6 +202,8 @@ func (e WorkloadDocumentKind) Valid() bool {
 	case JobSet:
 		return true
 	case Pod:
+		return true
+	case Scaler:
 		return true
 	case TrainingJob:
 		return true
@@ -400,6 +403,37 @@ type Identity struct {
 
 // IdentityRoles defines model for Identity.Roles.
 type IdentityRoles string
+
+// KindInfo One kind of workload and what applies to it.
+type KindInfo struct {
+	// AdminOnly Only platform admins may create it (a Daemon).
+	AdminOnly bool `json:"adminOnly"`
+
+	// EveryCluster It is placed in every member cluster that passes its filters (a Daemon).
+	EveryCluster bool `json:"everyCluster"`
+
+	// Name The kind as written in documents (App, Scaler, ...).
+	Name string `json:"name"`
+
+	// Ops The operations that apply to it (of pause, resume, stop, start, restart, restart-container, scale and the rollout ones).
+	Ops []string `json:"ops"`
+
+	// Path The kind's segment in workload URLs
+	// (`/v1/projects/{project}/workloads/{path}/{name}`): its name in
+	// lower case (any case is accepted).
+	Path string `json:"path"`
+
+	// Placed The scheduler places it in member clusters (a Scaler is not placed).
+	Placed bool `json:"placed"`
+
+	// Pods It runs pods of its own: it has logs, exec and replica counts (a Scaler has none).
+	Pods bool `json:"pods"`
+}
+
+// KindList defines model for KindList.
+type KindList struct {
+	Items []KindInfo `json:"items"`
+}
 
 // KubeEvent defines model for KubeEvent.
 type KubeEvent struct {
@@ -632,7 +666,7 @@ type RemediationNode struct {
 	Uid            string    `json:"uid,omitempty,omitzero"`
 	UnhealthySince time.Time `json:"unhealthySince,omitempty,omitzero"`
 
-	// Waiting Why nothing happens now (the duration
+	// Waiting Why nothing happens now (the duration, a gate).
 	Waiting string `json:"waiting,omitempty,omitzero"`
 	Zone    string `json:"zone,omitempty,omitzero"`
 }
@@ -642,7 +676,7 @@ type RemediationPause struct {
 	// Cluster The member cluster; empty for the whole region.
 	Cluster string `json:"cluster,omitempty,omitzero"`
 
-	// Reason Why
+	// Reason Why, shown in the status.
 	Reason string `json:"reason,omitempty,omitzero"`
 }
 
@@ -1140,7 +1174,7 @@ type Unprocessable = Error
 
 // ListWorkloadsParams defines parameters for ListWorkloads.
 type ListWorkloadsParams struct {
-	// Kind Only this kind (App, JobSet, Pod; any case).
+	// Kind Only this kind (any case; one of `GET /v1/kinds`).
 	Kind string `form:"kind,omitempty" json:"kind,omitempty,omitzero"`
 
 	// Label Label selector, `key=value` pairs separated by commas; all must match.
@@ -1345,6 +1379,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/clusters/{cluster}/{action} (the `CordonCluster` operationId).
 	CordonCluster(ctx context.Context, cluster ClusterPath, action string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListKinds The kinds of workload the region knows and what applies to each
+	//
+	// What a client needs to show only what applies: whether a kind is
+	// placed, runs pods of its own (logs, exec, replica counts) and which
+	// operations apply to it.
+	//
+	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
+	ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListProjects The projects the caller holds a role in
 	//
@@ -1763,6 +1806,25 @@ func (c *Client) EditClusterLabels(ctx context.Context, cluster ClusterPath, bod
 // Corresponds with POST /v1/clusters/{cluster}/{action} (the `CordonCluster` operationId).
 func (c *Client) CordonCluster(ctx context.Context, cluster ClusterPath, action string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCordonClusterRequest(c.Server, cluster, action)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListKinds The kinds of workload the region knows and what applies to each
+//
+// What a client needs to show only what applies: whether a kind is
+// placed, runs pods of its own (logs, exec, replica counts) and which
+// operations apply to it.
+//
+// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
+func (c *Client) ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKindsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2662,6 +2724,33 @@ func NewCordonClusterRequest(server string, cluster ClusterPath, action string) 
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListKindsRequest constructs an http.Request for the ListKinds method
+func NewListKindsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/kinds")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -4266,6 +4355,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/clusters/{cluster}/{action} (the `CordonCluster` operationId).
 	CordonClusterWithResponse(ctx context.Context, cluster ClusterPath, action string, reqEditors ...RequestEditorFn) (*CordonClusterResponse, error)
 
+	// ListKindsWithResponse The kinds of workload the region knows and what applies to each
+	//
+	// What a client needs to show only what applies: whether a kind is
+	// placed, runs pods of its own (logs, exec, replica counts) and which
+	// operations apply to it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
+	ListKindsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKindsResponse, error)
+
 	// ListProjectsWithResponse The projects the caller holds a role in
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4948,6 +5048,68 @@ func (r CordonClusterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CordonClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListKindsResponse429Headers the declared response headers of an HTTP 429 response for ListKinds
+type ListKindsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListKindsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KindList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListKindsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKindsResponse) GetJSON200() *KindList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListKindsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListKindsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKindsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKindsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKindsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKindsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7475,6 +7637,23 @@ func (c *ClientWithResponses) CordonClusterWithResponse(ctx context.Context, clu
 	return ParseCordonClusterResponse(rsp)
 }
 
+// ListKindsWithResponse The kinds of workload the region knows and what applies to each
+//
+// What a client needs to show only what applies: whether a kind is
+// placed, runs pods of its own (logs, exec, replica counts) and which
+// operations apply to it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
+func (c *ClientWithResponses) ListKindsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKindsResponse, error) {
+	rsp, err := c.ListKinds(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKindsResponse(rsp)
+}
+
 // ListProjectsWithResponse The projects the caller holds a role in
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8361,6 +8540,59 @@ func ParseCordonClusterResponse(rsp *http.Response) (*CordonClusterResponse, err
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListKindsResponse parses an HTTP response from a ListKindsWithResponse call
+func ParseListKindsResponse(rsp *http.Response) (*ListKindsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKindsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KindList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListKindsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -10620,6 +10852,9 @@ type ServerInterface interface {
 	// CordonCluster Cordon (no new shards) or uncordon a cluster (platform admins)
 	// (POST /v1/clusters/{cluster}/{action})
 	CordonCluster(w http.ResponseWriter, r *http.Request, cluster ClusterPath, action string)
+	// ListKinds The kinds of workload the region knows and what applies to each
+	// (GET /v1/kinds)
+	ListKinds(w http.ResponseWriter, r *http.Request)
 	// ListProjects The projects the caller holds a role in
 	// (GET /v1/projects)
 	ListProjects(w http.ResponseWriter, r *http.Request)
@@ -10734,6 +10969,12 @@ func (_ Unimplemented) EditClusterLabels(w http.ResponseWriter, r *http.Request,
 // CordonCluster Cordon (no new shards) or uncordon a cluster (platform admins)
 // (POST /v1/clusters/{cluster}/{action})
 func (_ Unimplemented) CordonCluster(w http.ResponseWriter, r *http.Request, cluster ClusterPath, action string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListKinds The kinds of workload the region knows and what applies to each
+// (GET /v1/kinds)
+func (_ Unimplemented) ListKinds(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -11012,6 +11253,20 @@ func (siw *ServerInterfaceWrapper) CordonCluster(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CordonCluster(w, r, cluster, action)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListKinds operation middleware
+func (siw *ServerInterfaceWrapper) ListKinds(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListKinds(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -12348,6 +12603,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/whoami", wrapper.WhoAmI)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kinds", wrapper.ListKinds)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/projects", wrapper.ListProjects)
 	})
 	r.Group(func(r chi.Router) {
@@ -12452,222 +12710,231 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9X6eI9VSL3jig5TrZOpNo6pdhO1olj60jOumpDnxCcAUmshsAEwIhifPXdb6EbmAeJoUhZ",
-	"crI5/ksUOYNno9HPX3/opWpRKMmlNb2TD72Cabbglmv871leGsv1ObNz96+QvZNe4f5JepIteO+kl9IT",
-	"vaSn+a+l0DzrnVhd8qRn0jlfMPeaXRXuUWO1kLPe7W3Se5nxRaEsl+nqB75yz2TcpFoUVijXxxmkueDS",
-	"HqZzZbiEK76CPrOwUMbCky/+E9I50yx1wxycAgPNrV7BUtg52DkHwxYc32Eyg4nKVu6BUkuDv06FNhZU",
-	"aVO14MNeQtOac5bhPPzEGkM8dGNsTmjBbl5xOXOL8uSL/0wiE/xByCys2trUiiKB79XkkltQGs5VBn0m",
-	"V5AywwfVaNqLfCVktucKv2YLvmXb8M9+LZ5r9S+e2i2NFvTE1nYLZi3X7t3/+Zkd/nZ8+PX7/s+H/tOH",
-	"4+SvT27D94P/+o9ebG1/KmaaZTy+vG/nHLSyzP0LRc7kgQE3vI6V3Xsdbt3DplDScDwh37Dsgv9acmPd",
-	"f6mSlkv8yIoiFymO4+hfxo3tQ6PZ/9B82jvp/Z+j+vQd0a/m6IXWSlNXkblRZyAMLFg+VXrBM+iblbTs",
-	"JoFSXkm1lDAVPM9MAkut5AzcHEwCE5ZBfbwHp8CvuV7Rs1BoNcn5wrWbC2N51rtNes+UnOYi/URTUxNH",
-	"PcBvhLEGWK45y1bQP6MPL/DrQYJHWBVc0xZnihuQyoIb1AqsAmENuAPjTpexzHLo/yRNWRRKW54lECY1",
-	"SNwTrrVfS2UdD5mWhhOLSOdMzjj0/9v98uIm5Tzj2cAtybdKT0SWcflp1iRlec41LNgKJ5kpsHNhqpEX",
-	"ObOOBg4MFCoX6ao1i0yl5YJLC/1UZRyqodcz9yf2wKytgQjvtBYgqTnsRKsrLiEXC2FxXV4r+60qZfb4",
-	"y/JagSnTeSCXvtK4NNfCiEnOHQXYauFwaG+VesX0jH/aA4rXjjtNrmu32kziwGbM8iVbAUtTXljjB/gj",
-	"kyvPR8ynpKwDA9odEdxIJAt3fGS5mHANauoOmgRjNWcLk7jpmIJLe+ovXDa1XMP4wv1zeOb+GYPhqZKZ",
-	"6SX+RsXpNJ5oD9+zVyEtn3Ecq2PwkpV2rrT4jX8aerpmucgg1Tzj0gqW4678JNk1Ezmb5J+Acs5A85nj",
-	"Z4bra5FyyERGbE2aJdcgJFix4Kfuu7mQM7cVxOqtgjm7Diwre/StKbRKuTGfZlneNrmYMLDkeX7oL71J",
-	"aUFI3Lo7rrIE5cCwcktmYKmFtVyiOOEH0RB3UU7R7o6xgvvjqDMliRr9ukyUyjmTjlLmnOV2vor/mLMJ",
-	"z7ERlmXCzYvl563G10SMSuQhBkdtGHvJ6c5xs2e2d9LLmOWHjig2haSkt3BbRCxv4zcSfSI/FEptH+m2",
-	"PTxXKo8OvizcSLPdx/6bkjwugtZi2s9BcsOH6y1I6q16HxmL3+BXgsS19iYLyxftD9vmG2ilnjLTmq02",
-	"xkmNRQejJC3z5lC2bZ/mzB+ujZ+cuFOaOB3SN3etKv5aNdQxaqtVvil5v5szWwtmhriS4dZJ3uunSVom",
-	"JNcX3Fim7Vaa241mNoZZsNJ0nVdN3fLszO7eg1Z5rkob1zjcAQX/REM47TMJZ0VxYMCR6eFkdej+hgcH",
-	"myvD9hiQKtyzXJYLt3G+zUOcd68a7qHmplw0vyhlphob2zj9nSsWW19jVVHs/vgzVQYDQ2vCGTdEeo1Z",
-	"C2mfflHPuLqAkt6UiXznh1Fr2PXZUkq3DLs9bcqUBOKdno8uh1byezW5KCNnP60voY092msBOvm8N300",
-	"yecsteLakcllNbek9y31FiMWxwWzMufZW0EN7Uaze69chOPXFqcwj/fdK3xZccR1ecs/cGAgzAWlBF1K",
-	"J+iSrO67csK7hbnKM6cZRU4tLd5GJxelNK6pQquZ5sa4N3fYtwYBbHKaBUfRPDIyN2A/KZBqOYytPwoS",
-	"frr77Ry+6XbPmGmZ7/euW9P4bL5Xk/bAFyzjNCmnh4RZXnFeGOjPhbFKr0hZMU6LzTOnaqFBDw08O13c",
-	"9dnbuLsdhToNJ+vkbE2C9PseI7/njC+U7OJ6aam1F5p3oIf9eOQ+bC8mmu14GMOgkmoyoeu62e6F6T6W",
-	"9PuB8R8uuYXUrSLXJgFTLpzkr665btKHwZNb1Mdi84hO+FyQcaLd4bPQwnKuDG90Kow3uEgO/ZxZR2cz",
-	"LsPNriZOUXOqBWkehcrAT5vYiFuKQYsmu2SWivTCbO4rgbdoLnbr/G8mO69E/sgty5hlm2fyIfS0bs3K",
-	"W8Y36O9NQT2dwqI0FvivJcvJMsfs/MAEA90wagjfuBxjMyfdOqLRZpEb6yXp0wmQCYZL6xR6R+aV8TCB",
-	"YOpLoGWaTdaNhRfM8leOVbt/hsPohUSG6p2Vrm/d495asHmAtmlNaN/E3c3zN9Peyc/bO8KpXHC3iG5l",
-	"bt/HLBNNI2gCU6XbK+AmfHM4U4duMIfmShSHym/3YaEcheveyZTlhvu95Ma+zO7W0XDr6tlGN/3an/P2",
-	"pvPwdXsuLFsIi7tUiXWJo7yCzWjzvXjsGHAadpdE0QQynnN8iPSHzp2umef6uf/rl1EuISLs+lwZPJpB",
-	"QCOj2YEBnJk3VJ5CaTgwA6+YsYe4FIcvn68LXx29Xvlr4oEsKvW53+Qee8hQ6zaFrJc0vG3ePejlY9rk",
-	"1oL7zjop5SHsIURy97eGNI52J7OKs48ImTA7BzX13l6eZwnk4oqDKXg6tHxRuAt9WJkhzM/H74di4XY3",
-	"2cPesjY1GksSjqd/LTbVl2hmtqvNiQZ/zlm2ELLDeKFyvvWaCirdteBLVJMyfs1z90QvwaMuoxrdmuqi",
-	"co4S1eYF1LABlJMO6l5bmvBgsjbBMJvYIv1QTngHG9umIW87pmrSeRi3GNXsXrpOt5ltY4avnMRxzmw6",
-	"35yi5gtFKuXu8qPh9mPEl+gQ1eyVIGvs7ltQnavor7mQXdbn7KH5ZG0qcI03R+bHESO8bhEx1Xw/S/be",
-	"d96nEkI3fitFfPH3NN6vrX99Rfm7qXUnuT47NkCL1E1bGZZvbgOb8Uvvydrg/H9XS1B5FqKAipzDkpnm",
-	"1Z+pcpI3hk6+TmIdrt84e3Bjbi9CZzOaoxvM7GpMtMy2THHqqpf0lsLOhTy0KueaydR1RALX4VzhLeP/",
-	"m7I8n7D0KsrSLdMzbncc9jXLS77Ts2ub7JctzKSxAN2be4lbs7m14ayvexa4BGHRc7fgzJSaZ9DP+JSV",
-	"uT2BpftZ85SLa54NWnu97XBumfBCSLFwu3F81+SpkdhEz1X2LLCb2tyxJmEt9pYoKz27062BBoB9iW/D",
-	"cEny/jsmrJAzUBrecr0QkvSBKgyErk0QU2ByNdx2HwbqbrJgIYXjDUZkPGU6QsJxA7D3UQWBrTXtsEAd",
-	"O9JtdzpX2YGBWiREK861yssFT5wuIaxZt71qXiht0X65GAJ60IHJkRTysMhZygFH6M1CZE8OzR8YGOOv",
-	"Y++3p/5cJ+PmfMYjOVPcQFmAkik1clVOnMoFc2ag8mSBsKcUGWXnbvRXnBfuf6HNcCQ3PXB7mJjJMnau",
-	"Mgw9AmGi+1yvXMyqIGxjaRPwO24wmEvCggnZ+H1nS27kiEXEojKmSKLTTlxzv+8/vXwO/SteWGCpVsZA",
-	"tYe0e2YQnTTRxw7D/Ac+GMbYIaV00Gzr3ehEPO3mTCycYtywjA7hWyZytJdWgXJOsAQn4JwAw23V3As2",
-	"IORIMokkVG3/jFsDDKaam3kCfFHYle/KPcahbziHd0pf5Yplwcw2iBIdK1jq1Z5N+nFNxsWWOTM8PnF8",
-	"6cAAPnIC51xmyLa+USXF/71Sxm7ZuddxLruxP25oYSDxXVIxOSXPVcpsiJTZRiIX3KhSpxwJeFaUb+Na",
-	"RNKTKmvJgesW2NfbfkcLEwlzOw/GiqgcHxM8z2v5sr0Q3ZeZyneP9MCH33f3+xBGjDCF+5sx/jvYGdcU",
-	"+62GIM81dxriW8E1dXLXIGvpm3roHG5t59y0iouFsDsqL9vm2CK+HdrSngY7FyyurZgdO9i6Ur1G94lf",
-	"Ad92cyKx5dyyklvd+iLv+mlX61Ot6vrGtlqgLviCZwIVsW80Z1exmDfHvpYtP2jTR61ULuTsJ2lFvrs+",
-	"nCl31W/y8kKp/GhUHh8/Td1H/MSTcAX5X/x/9KNj7r8pyf1v7iP9EI+U4R3GNPfLfmFAVlnSSSNuLbkZ",
-	"CNjpx6KVaL4U2k6qlfcjv2MDO4MWJ7Szu7OWCFV0uymj1OqU0y6xUtetg1cRMXLB6ReNYIsDAzlnhsfj",
-	"F9wv95rQK/dmbDrVjbpvi+6qjTVYx1Gta7ErkHwJLKX4OKa595lA3wf/qkrsGgRRC5VbJ7bRo8MOC3U6",
-	"D2JGu9NvWe4kI1uL9WfnLzHIuCkSUpBxCJP1IwRhwLIrLht9NuMJH8IsV4/8DiJ/rj3jWCPxXKVXtNjV",
-	"9u0eSVlkk80Vc9KGKVjKj9yn4EU4V9lzYXSJT31TZjNuKUwFR0AxLGRj7LJr7khV5yrbvJ5U/LZZpzx+",
-	"LVK7thr7dLvZ4lS17+DG/kt+Y8+Z2SNGs2DGdAmnXo3dg6C2Uctd7s+9vAaG/xof80ecANembyA47O44",
-	"AMS/Nqd0Uwi9T6Cs7HKlqaX8SBFEkuOLGkqqod0xsdd+QLtLS1ngBTvSNvEOR805Kwof5hmJ4qfosvuc",
-	"ng7f55bV7lBq/06yQAI/BbEggWc+oD0BnAgquBe8yFmKH4fDIfSXGDFnYMLdbeoeH0RPoOv1Ush0D4dW",
-	"4XXbCFmghWSPZbrwb7hDJWaS5XFBoRKJIA0R8mA4lwnw4WwIF07P/RtebLHxdnoyQqt7zn9JJlCUiDF5",
-	"azDsncgyz5PY/e5zTOasKLh0l+sS+piKV9au+PvlO9SXpj9n3eaIJl/HcPBtx+su+9+pF0SmPmVwOVd5",
-	"CLwYbveXb6xPL+mZuVpW4RuUZlCt535M/pzu1R1NDdW1vof7K2KHoCaS7nCrCLlvalbWujWN3ypZmxqa",
-	"N263Y49fd+WDPOCt2unF2MvEEtFc7m9tqU1Vmyb9BQZCBgEO478O0GJOb5zCb1wrJ3KzieHSwoIzPLEU",
-	"z7UZQjorShM1LkS8RY39XPCF0qtvVpbf622R5+LZ+U/3eLVQ2f49RkmgznxZo+MJk1Va3LpDhZyPmOvC",
-	"M5iw9Ar6TtfQ3GrBMyilFRTqGAJygitkcEdC2ybbFXj5eWVK6Wannddg0yn1TC2KnKPz8tzH6rtHk945",
-	"82afC2zxmy5Pq7Fx9evvzFSBSNU0KWKYMoGYhAmfKs0baee9ra7cHTpw00evXWlPm2pkWk/zYx39dGvt",
-	"fur/qSQPdHSn3RK3J/QQPfYe4KHT9HF3iuNuvMr3s5bbGB+2N1NTD9tGfZ4zGTsxLdgK6OdiYo5YIYbh",
-	"vcuCp6eVJEEGhO9U9QXQLA1lxzMDo97TYzPqRdLM/NVOemyHO6aORV+PDLPeVwRKZ04+qDFVhEdPYJLp",
-	"1c5uvPXdjMjRKPI/5yzrjB7CJ84RA2FzzOZKFBigm6LhMOTI7el1fysW3PPBaHYgspuNvktJGamAOAUy",
-	"nhal2FXc0l0d+0iwevSNKqphuyxDDSRb4heWQmZquf9ZeYfv3Xla/MwalLb1yEQdbAt2c1nq2KVwRkkj",
-	"eLtDwXXKpWUznoBWpczc7VNELxl2s5b1v2ezmRNuJ6UF6Zg8THiultCx6XIn52O3oNle783MSrYy+8UP",
-	"8o7IZ5QiO0Pz/rmT9kJtUB+x2Vy+evn3Wv9eky+l5fqa5Z1BX05pWYqMYn45S+eA4fWORXnIA+j/9bjp",
-	"wm9JWLK03GzJ652rUrdzzYjn4Y++J8/4KCcFqM0EjBV5DlOB1/HO/PDy1csfsYG7BeO1laln07HGvt1N",
-	"M5LWSkfXQBnuzcM8o7gfBl/d3OwYTZ+zUqbzH9nNtr0TGnLlBD8L9Dw4KUamq9Mgmrt+VRl+5u1Eyu6Q",
-	"Nnr8/KvjO3pHhUSudQ59bqxY4F031WoB/IY2SrAcJmV6xa1JIGCSoYGd3Ti5evBAw/76qzuG/fVXdh64",
-	"kMj5oyxe7GCEYI9GPpwhYzia83kW8kWCmk9EuSPJ6AYKzlqunloUpeXowQhP1bR5n74qzhYxgmA7Bwbw",
-	"meGOUYUdXK+aUxJOWmN9o0c1ZTlv4IqtB4dviTC9Q7trDm9roCYOQT/nqTBxf/YjJhNm3DIRsQ6eZQth",
-	"DGX8IFQVyxGzaDlf4eZzJ86QMLxkBpzYV/CoU2aaK0o02QV1wD0bsqaj92A7znuTmGgtD0wzg9SPFYe3",
-	"CyelRLoO2I059zHPYUu9ws0I3YmwwRIfg6hyJ6YkjsTd4i3YTVTjjqAEePnVuOlQMMTU68dhqaPAEj6S",
-	"e3dZci0CPCKraLbsOLfsJujDVb/o10Qtxe0kha8KifN3vyzYzW6J+XshSmxFaZmIPIBb7dDWRzia/EN1",
-	"smydQOtHuB1GgSi3UzTLPHvYfWvX2MpdEk7dQWx0dSzUpmdYaR3CV3ZL+WyEvW1ke55rzheFRYA5JfPV",
-	"CaDHpQ2hF9Ioofn00l+WBmMdEmB57uhTWFASQkRkHbkLGKoFOWfXHESWc+ibOXP3G9oVyEV/wSn5nL6D",
-	"JcZhNuEAASNIDAYFkyaCmH2l09En5XTK9WAYRunEumqM3tkBVrk7HNiMCdmIJQYcy7DiR3tFEmqOgZRx",
-	"zQrTaf2W1csSIhA8NxPWNMZahPEPyLpVrYrS8EY+5wu3VO5xkJxXyB2xQIauaDLZyXRfeysxIuJx650j",
-	"briC0Ac2uwlBITuu18Y59klLjWC06InwLsILJq8iZrE73ZE7Z2Vp38FOrLBGedo33x+72ebrChPujuwP",
-	"TxDYy4zJWYIh0iiUlT7yPowxqeLwHeW4ozhZgRtEDKup8uJs0rLr5sAAOoAWbo/BKJgyfUr6qTDAMBjo",
-	"ezV5LFQYXXq8YzeW2g7sNAXMpRHWdGLEXNDaxK3toU2UsVAJpkPqpIpoi5Lf2LOu1XqHI/KbkflsHmER",
-	"8nTCaQUz4kTDnXN76K294L2YvNojCLd5zGLiiZMUzmxHKhM5AIjASFhx9EALhItK1lSfhbP7rANFR2hE",
-	"LLhpb1y9Z8i9pLI+esDdUL7rICk1zZ9eKR3uKjLVZ79rSORRrgZWpyMQhiXzUANhwfoeNe47JmeDHYfh",
-	"D/N9OFB4NcZ8PBJ1p399d4LyLW0xgac17t4uDfmntxm1q8jH9sa8QOp0PwaZQkKBWJvAYOnkEvTjCYno",
-	"mmaws13LD60rbhKH89xbE9ev24wb8o/wzHPSuDUPG3kpv83FbN7hYEfr/0UzHn3txpAewU85jQ2fxtOx",
-	"4hbmSirMPpwQG/RorfEbn/yR30T8EaH9BANKyDOQcc+ci+Bz3DVo6LWyl+ToT6DK3LtU7KqZwpfAucfn",
-	"OJsoTd/gJxKYnncYqbcEc9TUUflek0qARLc6tj7scnjsGTtuCp7u7K/Lvcz1UdnL3qGHHdfnL6n8k1s9",
-	"F57YzzqyAbata59ozgkiuIaD4W6hGms85LGcogF+P+oT7UwpLUJuVrCRK41xajvvgk8u7navrnG+SLSC",
-	"arkx1k9qV1Jtpx5P0JqX8fDQLRv0EIlK4ea5f+hMkxtvi6uOphvGY6G9Oah2jqBTFgpmOnJGt6XEKJ12",
-	"4bduJeRtsYqLrvhfs19MYEXjEYBLPeugpK7AxOV8dbf/rBQNhJ8mrAVyJBrPll2+23+6gy90d3d5JVnc",
-	"gWLRNhBvXPjBjqdU7sQN1Jx8RYeKnWBGSJZAWkXJZlWUrPsiCVZgjJQdxHFsPpZlJT0nF0W4Obvm3oNQ",
-	"eyhwOv2muxC/UTJfRV2U2/khdhxWPEYBwVsTU42DMQWYaduPAtapT/V3+jDFaob86HD3RdTiQvyD6+Az",
-	"iOaJ7yDGNuTXLYhcNVDLHdZkeq4hRWxyNdfNAdY3SL3i4QEmPLpkWJpFSTLGJiU10N56J71/GSWHF2z5",
-	"ow9ca8Fzbxtu2LCObPHG+lbIX9VK+Aluo4OQot3hSWBQGq4RIJ+bIYxde+Pg326uEeZ9nxXFZcHTUNCI",
-	"Pp+rzH0YDEeyBbOLK5tlBsYBZm4M/am45oeE259qJRMIcx0kMA7xBWPovzx7fTZIRnKcKknnJl1RuM8Y",
-	"+md5rpYBozBEx3PXAp49IWchdshrr+MKPgSeHmOzpsK2/V5NjDd4I3rhGPpPXVOkhUZ+fYIdEW7s2LVV",
-	"MM3ynOfCLMYJjH3YnVDSjJGWxhOWXqnplBo4BeGNNUKCkuvGnJF0r0yFdgxRpoTKVUEWuxVqg+ENAW0M",
-	"eCEHe5AwkCtj0ayirrkZSavAJ/onTu1I51UP+arduiHvN/pW1TWH/wtPjr8C9yT0GfU/5TLlI4n8uT34",
-	"A9PMN+MSb3V81wb0X2GB9H0zSJxqh8KDMnYkw+hTJr0V242xLvCFfaNhCFFYZWU6SpUbtltkynzDaYzk",
-	"hNsl5zL0ENxCLARx9JvOfHwg45bSecOsEyjyEuE43AKOJHmJ3UWFEUDedI4j9Gs4wDC96g6q55GBXTrV",
-	"EQLmLfRr8322EJI242Qkvzx+iiYaJleOPHhu+IAIxv1bKIK+RQ3S8JynlvTTcSXyDN1vl/iT0mMiqMav",
-	"BDLk6VME89SaSdFdAdUrsGA2nXNzOpJ4NdQnuy01NI7ZE2IHbWNs40VvZhlDPzAADK5w17uFJyeV7SoJ",
-	"FkG0Go2kkPDm9YuoAXTqxta0tYXlN0UurDu0C4bV7ZS29UhH8ouvvzo+RvYzfabkVMzG0GdZBm+//eXZ",
-	"m9ffvvzO/RYxibWYyvEJMLJpSWVHsmlUw8HlSs78PdNeWtE0zZGlOtRmCrIOk9lIBoupG4znJyfwYcJM",
-	"4HEJLKq4m1u/rrzkkPGcrZxwVE5yTrTjfzodyerOe3KMx+Ovx8cD4lmO/ZWaE889gQ+F//AtE/l3TM7+",
-	"X8Msh12H4g6345GsFiY8fQqNxyuT37o9sI6vabRHxzmpxgpPB0N4aWHC6dwzCS9lxm945hgMqdEwd/yf",
-	"GwOXZLE5bRthZ9yakbw4e/1DAu/eXLx6/svly3++SODHs8u3Ly5+OXv+/AL6Y8o1dwIY5ZofHg/XvxoP",
-	"qpfO31y8JRajdDrXpTwwI3n+4u0vr1+/ef7iMgH8/Ob5i1+oX/dvo7/WF64tN0kPdGrcoRnJsVsjVFJU",
-	"acdIlEQT/prBnyuIoDEeQMKKqQ8ekxBAaWFMqCgn8MGI3zB8TWk2489yZsxrtuAJYE7FObPz2/GJ43/n",
-	"ThIxlktLKDXPAgaNrWBp1k5m361VBuOQ7Z/5pXTiy2Ek0X/sbmfsFiVoqwJ7amEGnbqbvj3YExj1Rr0x",
-	"TIR00ySW5Y6fk8JEOpIB3EkqSN1LPgGknYruaayJo8Msg0D8NoDQgDAjGdB1MrqJbAOap3UPn4af3BdN",
-	"9B1YA98ZSR9xF0Hf6bMgkhy6cY09BC4mKcFE2Xklo4eaeXnm7lT3bvBx4VyMZSsopVUlxm6J6oKs5Qc8",
-	"Q5oHrN8K/2skjWU5TWW5IXX4mptDeO5e81ZBrBsSUv7de9QmAmz54bkr0RfgU1OSSKqNTkC0wKSwSUKT",
-	"IrgtExCbaHwB4wnLMCCgUx9lh59ePj+lpi2GODaAv/yBGZy6Czd45X1qxUj6gXmDggnTiOEdtTUhfuMx",
-	"73rMqjwfZvz66PpJTJcMCk9Vm6MoekmPJOweQkL1qvoWvYCo36tdoe7r98n99aUNrPSG3rSXxrOmudxD",
-	"WYmbytxmCRlzT567c8yMk7npkXGVtyj5jYWCzXgVGOmlUArjZbM44sR+ZrlK2b6/XW5N/dvqWrpPlYBt",
-	"9QFCuu0eVbCqGlYxl5Wn0d0KctQIbhlR9E7lDhpv7RViSPdoV9Q3lnv4oZxwLZE5+VvXG6SC2eTA+CKU",
-	"u0PW1ajGMbSFfar7ELfbL8I/VK34bl9c2jvjQ+7Av6t3qfAI7hGUwCAG0xXELJC82n+CxTj4jRPZGW4C",
-	"STlndtiBQ+UDg2Kut7eN/YP+FV8NPMChVqjlCgPtYC/eDONoeM4xJGmq9CkGALXjKlrxU1G20hFe8Ra1",
-	"Va7D1ENMU1JFNCXN4TnRHErpdU3WjDfzA9nWfdYZoNBUYLU35fNUZN62H/qotWs/XjSUBYj+ucozt0D7",
-	"xC/sG19puj2T1UKkTFJwg9cck2alGCDjSu6LxuyYwVyVhYhEfjxiJbGkZ/0Vv2t8Sn3u7p/f+aCXTDTV",
-	"M3YNNhNGN115wcCwJ5bDVEhh5vuswvZCjNdVbPwOWbnuH0r6LaXp8CrpvbZoAzraA2D2kt5Pbrvp4zcY",
-	"COAERfJd+Kpud+Y07wZL4etv1tjPfk3ex7be8LTUwq4uHZmEwkxMx6LaziRaDi1WWMF8u+/fvQUjZpKs",
-	"Wwzr+/s19jWVDwx8/+6Hy2Go1Y8OOGq/Gs3c2oIqzQo5VZGCPJISTJzYWJsIkJGoqWO3Z05697bWkxAA",
-	"YqB/VhSDBCZOy4R/qYkZyT6J7GQ/MULOcrTWGeifq2xQGbK8R6VVzuQ31MdJda4MoWYIPxmnofiQXpZf",
-	"uYumrWCb4UiO5Nu55hxmWpWFSbyZ6VxIn0FzMpKH8Je/VHk8Z+cvzV/+cuLtsAnMuE0wuCfxylSo8jKk",
-	"F99UBS7dzDI+KWczp9KFdtCdngD5x9GMUCTkBUuCdpWMJITPaMZsaHiYXnDqi7lArmbGqWLAb3gKZs7z",
-	"nAqAveOTS5VecetH9VIaMZvbahSsKad5Aa4fCgIrDUu0YWbAjBvLJZqoDy/dJf+CHsbx06Xq9N1xq5zM",
-	"eJCE0G9vn0OrHEBpMCM0pBxUW9ran7O6uJJHWmNAlOopHiuH7kL/I+mBpadihpFJ7gQMhnChcu4x5uoq",
-	"HicwpqogYwzpM8lIjqvqIGNguVEVHnUVaJ3AGO3R/vcFk6hmN2LfT0dy3XS9YCvIvK0GIXGc4p7mJZrI",
-	"q/VqLsqXx0+aFhiqey8MlBLrXJ/Cl8dPNx9YK4x/WuMX13H5tZcTc8UMfHn8JdWDYYD5RHLmSBA35sIt",
-	"C/SrE+DN9xRYXjlCan5D6B4JTGlXiKYMKEn7Uu3+D3x1+A+WlzykDjr6dHuAM8jZzJGrFpaHyDKUqtCE",
-	"gW2i0IlyZcZzQfXvoI/oICHF1R1HCMhJk9I4wZRunYsXZ89/fDGSQRWuMPQnqpTZYAjv0NvnDTYemUdp",
-	"zGcmUwCZN6ywaMAgFthIx+slvetg6eg9GR4PjwO4JitE76T3dHg8fNpLegWzc+T6R9dPjpqKrE9yryrn",
-	"vsx6Jz2n/If6fITJWijpEeS+OD5+sOrjzaLQkRrk1RBuk96Xx0+6WquGd9QqX48vPb37paq+Gr7xxdd3",
-	"v/FWqR+ZXF2E3EK8YMvFgulVhbjpqW/titjwNGH+F5sZyilGNtp779pr7tPRB//ptnPHvuNhwz7BfnXV",
-	"i0/rGNpPtV3HX979Rqia90D76+SU2kxdZcwgs1cqR+5KzGDH3XanU7MFpyPZkStVPxJ24ZzZee/2fSet",
-	"HNUlbT6mfeQdVCipTXIvMhFo7hX1VKXbfqNIm3wQomsUa7pty8BWl1TA73cldy/kNVCEkDCP76azb1gW",
-	"Mo3/wEfmq126aAastY/LJbc+zweDGFgTbRjJ5mN54tEHQs29/UhKTz70BAafuf9CiF2P2u6tk13SIKG6",
-	"wIrOqLySB56J1VV5j4a4CAcnsMk/DBPvoOo/JYnS0kNfKswMM3OmMzNwsn8FIcRqN+o+1OpF4e2S1nl4",
-	"6BE3vVmpIbLx1RDuvckPIzeF9WoqGhQRyUCrnAMit9+53Ecf/KfbI1YU5ugDK4rbIyqXZY4+0Id78Au/",
-	"TBW/2Dw9Z0XhBX3XhdOi1BTNmxHOgs7FbrZSMGu5du/9z8/s8Lfjw6/f938+9J8+HCd/fXIbvh/813/E",
-	"ovmjhVtKY9XCj+/AoNcajfvMYyV4P7ZTcpx6lxYlQhV4bYsi1loRq16n8elIm/OsqpQ94lQbXHVzyoi0",
-	"FQIpq4kj5D/ZM6zfuH61BuT8H8mC68NCZQFSMRPXIqPF8criWVEcGLQtDYZAtdUMzJSPRRu5U6IMtakk",
-	"jMkB7QnRh7B4UqWgC/8dK4rW//SGj8vwmaxnRTGSToctSoORCo51+REwD78E/S+/+BrYRF1zXxiozX7O",
-	"SzP/sbk/Dy28tYrO7SS+fRHfxLqkIBTlJCdj8p9L0LofD/3o2++cyMcvsDe1Ilm3eAX0K3uVaeB8ONJt",
-	"XoEVfZld2bKufQ1RoM2zdZjSeoyIt2lAlWTJRBs/RlJb4bgaBdSMJKIlurcwpnroOxzi1+NGOcPgJzBg",
-	"MIFuMIQz/GIksUY8xbnBtMzzFVTLGaIZnOhQjRQNz5atMGVSabJJTdiVNy81kEcxOoLi606B0RzQB7sQ",
-	"xoTonMwHUWOdCs3M/DBXqvDJf96CTbMC9FQWXI/k2mzltxRHOE78smEv2F9lccf/Jiy9Go4IWt2chIYP",
-	"3W+HJqQ7tr6ldI/wlc9IHMnwBYHCHmK7cEY7R5Z02tAMK+qhRwoCIGyMW33HbXBMPaKoVIGlxuVjXWOp",
-	"fmYkLUZyFvgG0sRkdUg+N0+XfbJ/78w7kseQzX4vUez9PpzwIxTaP/QibIxnjJxi7CX8JhMjYB1EeTnF",
-	"upzlgo8hhJaRdMpG0sMTIJ05+Q7hrTH0Y3AK41JmahxiIZsMLghnhB3dZtoeWdtULN29sImYHcIRjY80",
-	"QW71ceaDgI1Ls0UzQqb2MiGQd5B/Ah5ZR9vFmWTt+KmsCNVQKQMv7LTPSnMCMnOKn6J6w4R+4R0sgz+b",
-	"oHe8A39+puQ0FxSS8XtJhk1vMplDMlWLhzE2v78k+GtAEevyaxDM2CMSs6/puEnJVbHHfx/n01nD+4qQ",
-	"VZRrha5xdFF4OKuP90K0rpr3d+zv0QfX7wNcaBEWWxWOvIvBhpC+XtILMX1YdqAK6utitmWEMC+bhPnw",
-	"enMTj+yT+jy2H4Z/M1/HQ7gu1g8UxiehFCHuaw1unA6yDZmjD46Yb48albCiuvALls4hIDPiNjQMTJqn",
-	"TqXNToDiT4vSGuiHVHefusayVQVVmoBPHPUmMTKUYSipB/D0CSwhInUkPY5nC/A0nSvDKSJpOV8l/gOz",
-	"kPoyfk5aI+RSpxR6qAoysbVgZZlRMkGo/go7AFXwasLCuPdpllXOaSamU6dXVDEihebXQpWYpEmjqdIZ",
-	"UQgcyafHYDoUzDbs5iMetHZHHXJUoIfPyuaGsllD+2qeOgKvAEvbiPG7KJ4PdAsmdz7+mi34nTdmFf/V",
-	"yQa+xbBpp+u4s8pmQjI0ypDZCiYrxAugoqJswYcUYxcNo0pZOsf8m02/1LtqHBursh65idlcwlC3/bOi",
-	"CLgEiElA+VwpM7z2Efxacjxf/hL3GUr10blTecSwAJ927VjS+Iqv/oYcbAwFE9qA4W7UfkFStVgwc4oY",
-	"e2jMw6zEruGEIh17jAcXocZIRdujCFatflUgv4YJCwHoNTxKbCQB8mqPkZw7Wc+I33gjB/z4uM7ofXJ8",
-	"fNzZX8A5rfvz4Pq9E/deA+X8SQwwJWZyaKSE+aDKaZtPhxSw2HiqjLNtS/D+E6i6Xa7TN5LjBNys6pP7",
-	"x1ZYP17PcKvRko2WDWYR2Gr93ceqF9vceyFSEoRxd4BysoGjjNTmq5MQxAoIdELK0FIrOQNHQxim60SK",
-	"fxF2Q8iupacRg9DOh/AORRUJ45cZXxQKizwc/sBX4wRDSdHsNJIUw13Zm+raTB7lG4Q0llM0+5SJ3Kfl",
-	"4muYlougFBGp5Bk2XJlc9l3JxqB/4KseHZaH11g2UG52UlyefBKTFK3gH95fuK9V6MnTnY7xK6a9ovbF",
-	"F7tMpNAq5caQ0PW7CXi0Z41cgg7GsoMcdfTBiRe3XskiLoLV+Da0esyXbx61NXL9cpMF0SvZZxF9Ywdp",
-	"ZRo7eIqKqU/c9Uj7Mcibziuky0TYvWGf3uT9EYTw6WOZv0MLR5252oace4yr/G4d6Qchs3voUx12OkzH",
-	"a5/oP8rd92lo8yeffvq/3YXyp74sPe5eO/OOoIZk5uOsH+r+PKoRW44+VJ9vj3xO4cfb+B+FP8R9B9Xw",
-	"tzoQdnbAeqCsZ61W/4Au2M/+1H+rsx3J1cV6myg6FYryo2Ny8o4u2K6DXiO1RK2Q73x5wzHmSY6DVwAH",
-	"mFVwaQa+v3zz2ivR9Ojf3AEbQ1/pkRyfpSkv7AlYfmOpx0PKPx4Pkkhu8An5LPDBAwNjkY1HUhiC8gsA",
-	"GC1YzpCD7NOavUcA0ly4L+2cWXIqSIliaSzjGPpzzjLCvHINj/FMjaHiNIORnPEK8zBn7sRRp/yGpTZf",
-	"IYBoTLkPx5hmt6ncx2xiuIgxg1iFed1hngx74jmCW7YM+sxAa7qdtkF8r9XvnhXuN0I7K9hPYWDBZDVC",
-	"rHiRC2NrE6avF+daJwvmaRtcClO5K1aHyCkiezQrJzZKRFG32lrF381giQPw1sqkt3Gs2g2tD2zjKvF0",
-	"+TnSesP/tIlx4IN+q0BlQ5nsVOfDgx78Hl6ne2pU97gwbgirLnpdeEB8xO9tQEjAN0IyNAEg3ouBlGm9",
-	"AgYUXeQXU/J8JKcqz7FM3WSFAIoncAzGZkJCP3Bz5RGPCbcCQRvpCd984lEbqEnA9lmOjuI0VyGWGp1F",
-	"CLiNXvRBAk9cM6q0CXzhPnGtk5F8CvxGWIpnw0+pyri78TKeigXL8U47rcrVEGuSvqNBAl+6i4ccNevj",
-	"P4Hxh1EPS2uPeif/eZyMenPuqGXUO/niy9txNJvjxQ1PL+c8z+9y2L2t51ghUjI9K6leWl/zgocai9UN",
-	"51gpvylyrFpBEnLcX7PwgTXd8vSusGkVo434hIJ8vZeHjkdw5AgXppUDQGb7UEpZyW63ZaHu9FrGXrN2",
-	"def1HXsPSXn7m+s3yxNiwe2VuFwKD8nqMbOr4wiFVlalhP//meO35PAS00D9sRH0TwWdg4lkDb72WGHt",
-	"fxRWn6tZt2bgTpqT+r2tFwMPMX2lP27KNTeHMnOyjZP0lYYiZ1jaTHIzkoXmU3HT9Mk5RQeRayodCCOA",
-	"2goEtjEejuS5VjeiLhe2DgZ0OGUpQhKLjNdJgJMyGhZ0iYLTKzfjnSMhqlFuc2zfg4n9wHnhNRk3fsmX",
-	"tGJd3dCdeR9lAZt1HRCqO8UzdHWDZXxC1fwH1BD8gnqBnobkVF+nA965xFjK/P6D2U9ID8S8B7CFmr0S",
-	"ktdiOhLvnvL5KzWjZfnMsNcZNh1bj6k9M20rib/5k/WyOn92vo1xmH9QG22nXRVD/R7Zh4N9VAfjj+O/",
-	"+WzL/RPZcgkMx+fPVAHUBDKI8ZIYc1TVMHo4U+6H6v3bP66DJp4d2D8ripN6seY8x4Du37hWp37VThD3",
-	"E3wlKJ5hXSmfNYilqFQxhj4ZZ71ISnBEWbJR4oWQ/8KBu+KFrapZUaEP+gh9RCTBKK5Qt6AzC7A+rPdK",
-	"BHTj73mU2l5V2fk+qYF/pECJz8zs35yZnXeCzTqOFiBmd3ZMab7gmaiw8aOK5TnXa7FCWLYeYUcb79d1",
-	"kaHv01IGScj5VXoBE82ZLwGPqoQvsQSZWmBRM0eUWVVplUpdGl/+iberdDe79ZjEFRgpIiwIgzipRiyK",
-	"fDWSHie0Ud8RQ7x9oo2YSZaD4VwmgDoVKrmJm4FrZS7kbCTnrCi4dM0uoT/2hZ+dEo2VZbDyKyGuVej5",
-	"SWXm8xklXfAKjT24U9XlGxWGgq+Glsh/3Wk8q6O9fh9HSWOyVcXHKMfyBTgb4PWfo/02uMFrdyCah6GJ",
-	"9b8tTe4OXnBUlYiOh4C/cBoNvQ8s9wlu3nQ7U6DkaUjjN1iZwSfzE9fKhnBWZsIiGDWQxHHY6Hy8mRlz",
-	"TkXsm+fkcRJAqx6wx0+tkux7ONYTQ32dXdr/pEaYCUzhM0hm21ShCiTT5gEi7AjvDG+uZG3QxEsEUX8e",
-	"5Kh5ibPzrDXPCj17x2G5wIc+n5bPp+UhT8srMbWYedO4bNyuk4WvuYre3fdgh8XkYks81Nw7TVMljcq5",
-	"E8WW5sTXihWS/CB14drKrD1XpQ5JqyOJ3kcSB0Pudr9g2gqWD8Lb7rWhrzppbChuzLVW2v2jObm5G0Dx",
-	"EJ6lrHHE48crkjJBg34dAPdR0qUCfcL6x6ukbfjq5gb6fndELuzKCblP4BBoBEehr8EpjSNnpUznGBcl",
-	"U3y4ykSlKCkUlEO19qaRdiRnVcUs6LtNspjp6ovq+JIVPocSrEIZN1z/2HZS46/VTXnRXDvhn2fVC6H8",
-	"Fa1yQmUCwlBR8pcYHK85WwyhkaDtpnTFCxsiz9bLFITQEG3NSFJYQkhfD9Bv51otnCJTGjCpZoUPRcCa",
-	"iUJmji+pRpb7SNZ9jAO06Rj6BDH5i8nFL38ZD0L1YlQcsPIt112J769ePioC7eWrl3cku1dn4fdGoa0G",
-	"Ek6p1+sOc37N88ZuJM0T3Wdy5cuEHArp0Wu34kGUFBHTzVFe4CWglfVMLmdV8qx/NwwNwQ4l4i3oDEuL",
-	"e+1yJBvqJUEsEH7iKhSLwRzytbpcCGSPgRLsmlPZagy2U4h+KklpplCnfuCq6KPl+hA1Y6zgEaO0V8LY",
-	"n8K8H5HcfB9dWbtvCcFWmn8fNBJSsJq0YCrnuMCqKzPNjdn7TgtU2EiP68qz8ov6CfZt2579iSWbN3Jt",
-	"i8mm40HSKiNOtdeNc5vgoU3wxBLyg6OXnYlhX/+m36f15Kv4jlFqNtqGPGjFNcsF3uBOl4jwM8gUNyPp",
-	"bfZC4vOUlo0GNbbg2YDyCZHreXxWH7Nm5wcG3K2PV+0QKD3GXYGMxnPFeWHaSxlCS7TKm0aBkRwbbg/9",
-	"8MZxEOXWwXgE7cZTxDkS/6fVbHY4j24LqWrRnxoNyicko2k7ZFu1r+aP5LxHbKLukz+1cRTv1N2xo5qm",
-	"Nyj6zP3+uDTtWz/z5Tw9Vf+eRPy5iss2uCVHEesEn1QeUCzJ25IQpzmWBCywXprxZfs/+oTUtuBHOCGv",
-	"qfwH3ptBK6P5FAyTVJyYha4goHKmQ/i7kgrruTnVEMQUZsJ9oJrEDc0BL0C1lDFzc/cxRFPW52P4+Ri2",
-	"Xa4Pfu80zL6PfPF4o3E3yZPB+DPNf6b5Zv5rueCbd08upoibVJkyPPOl2gpk8Lh89QZtcZjJk+ZlxrO9",
-	"T8tyrthCdKrF7+bqbPHyMVXilxmXVthOuxlZmn5Po9m7uVqrHVsV4cViuMISxnvcGNYoT41cJxSm/vm9",
-	"YyqUD0X8qNR576R3hMzGN7RhhG+WVm6kzDaQ2TYiGbYUVY7EcMWaoCzJqi6xSSKVduumwtxv39/+/wAA",
+	"7H17cxu3ku9XQfFulclzR5QcJ6c2Um1tKbaTo9ixtZK9rjqhNwRnmiSiITABMKIYX3/3W+gG5kFiKFKW",
+	"nJys/7EpcgbPRqOfv/7QS9WiUBKkNb3jD72Ca74ACxr/epqXxoI+53bu/hSyd9wr3B9JT/IF9I57KT3R",
+	"S3oafiuFhqx3bHUJSc+kc1hw95pdFe5RY7WQs97Hj0nvLINFoSzIdPUCVu6ZDEyqRWGFcn2csjQXIO1B",
+	"OlcGJLuCFetzyxbKWPb4q39n6ZxrnrphDk4YZxqsXrGlsHNm58AMXwC+w2XGJipbuQdKLQ3+OhXaWKZK",
+	"m6oFDHsJTWsOPMN5+Ik1hnjgxtic0ILfvAQ5c4vy+Kt/TyITfCFkFlatPbU3c2BXQmYJE5JxuWIpN8D6",
+	"p0WRMF4UgxOmJDA1ZeMfnr9hh9ePD93TZlwNtL3+7sc9F/8VX8CWHcX/9mvxXKtfIbVbGi3oia3tFtxa",
+	"0O7d//mZH/x+dPDt+/7PB/7Th6Pk748/hu8H//lvvdiyvy1mmmfQvfJaWe7+ZEXO5SPD3PA6Vnbvdfjo",
+	"HjaFkgbw8HzHswv4rQRj3V+pkhYkfuRFkYsUx3H4q3Fj+9Bo9t80THvHvf9zWB/MQ/rVHD7XWmnqKjI3",
+	"6owJwxY8nyq9gIz1zUpafpOwUl5JtZRsKiDPTMKWWskZc3MwCZvwjNUnf3DC4Br0ip5lhVaTHBau3VwY",
+	"C1nvY9J7quQ0F+lnmpqaOOphcCOMNYznGni2Yv1T+vAcvx4keLpVAZq2OFNgmFTWHat8xaxiwho8e0xp",
+	"Ziy3wPpvpSmLQmkLWcLCpAaJe8K19luprGMv09IAcY90zuUMWP+/3C/Pb1KADLKBW5LvlZ6ILAP5edYk",
+	"5XkOmi34CieZKWbnwlQjL3JuHQ08MqxQuUhXrVlkKi0XIC3rpyoDVg29nrk/sY/M2hqI8E5rAZKa+U60",
+	"ugLJcrEQFtfllbLfq1JmD78srxQzZToP5NJXGpfmWhgxycFRgK0WDof2RqmXXM/g8x5QvJHcaXJdu9Xm",
+	"Egc24xaWfMV4mkJhjR/gT1yuPB8xn5OyHhmm3RHBjUSycMdHlosJaHc/qQIkM1YDX5jETccUIO2Jv4v5",
+	"1IJm4wv3x8Gp+2PMDKRKZqaX+MsWp9N4oj18z16FtDADHKtj8JKXdq60+B0+Dz1d81xkLNWQgbSC57gr",
+	"byW/5iLnk/wzUM4p0zBz/MyAvhYpsExkxNakWYJ2YoQVCzhx382FnLmtIFZvFZvz68CysgffmkKrFIz5",
+	"PMvypsnFhGFLyPMDf+lNSsuExK275SpLUEQMK7fkhi21sBYkihN+EA1JGOUU7e4YK8AfR50pSdTo12Wi",
+	"VA5cOkqZA8/tfBX/MecTyLERnmXCzYvn563G10SMSuQhBkdtGHsJdOe42XPbO+5l3MKBI4pNISnpLdwW",
+	"Ecvb+I1En8gPhVLbR7ptD8+VyqODLws30mz3sf+uJMRF0FpM+zlIbvhwvQVJvVXvI2PxG/xSkLjW3mRh",
+	"YdH+sG2+gVbqKXOt+WpjnNRYdDBK0jJvDmXb9mng/nBt/OTEndLE6ZC+uW1V8deqoY5RW63yTcn73Zzb",
+	"WjAzxJUMWCd5r58mabmQoC/AWK7tVprbjWY2hlnw0nSdV03dQnZqd+9BqzxXpY1rHO6AMv9EQzjtc8lO",
+	"i+KRYY5MDyarA/d/eHCwuTJ8jwGpwj0Lsly4jfNtHuC8e9VwDzSYctH8opSZamxs4/R3rlhsfY1VRbH7",
+	"409VGWwPrQlnYIj0GrMW0j75qp5xdQElvSkX+c4Po9aw67OllG4ZdnvalCkJxDs9H10OreSPanJRRs5+",
+	"Wl9CG3u01wJ08nlvFWmSz2lqxbUjk8tqbknve+otRiyOC2ZlDtkbQQ3tRrN7r1yE49fGqDCP990rfFlx",
+	"xHV5yz/wyLAwF5QSdCkNWm1QiaCunPBu2VzlmdOMIqeWFm+jk4tSGtdUodVMgzHuzR32rUEAm5xmASia",
+	"R0bmBuwnxaRaDmPrj4KEn+5+O4dvut0zZlrm+73r1jQ+mx/VpD3wBc+AJuX0kDDLK4DCsP5cGKv0ipQV",
+	"47TYPHOqFtr60MCz08Vdn72Nu9tRqNNwsk7O1iRIv+8x8nvGYaFkF9dLS6290LwDPezHI/dhezHRbMfD",
+	"GAaVVJMJXdfNdi9M97Gk3x8Z/+ESLEvdKoI2CTPlwkn+6hp0kz4MntyiPhabR3QCc0HGiXaHT0MLy7ky",
+	"0OhUGG9wkcD6ObeOzmYgw82uJk5Rc6oFaR6FypifNrERtxSDFk12ySwV6YXZ3FUCb9Fc7Nb530x2Xon8",
+	"CSzPuOWbZ/I+9LRuzcpbxjfo73VBPZ2wRWksg99KnpNljtv5IxMMdMOoIXzjcozNnHTriEabRW6sM9Kn",
+	"E0YmGJDWKfSOzCvjYcKCqS9hLdNssm4svOAWXjpW7f4YDqMXEhmqd1a6vnePe2vB5gHapjWhfRN3N89f",
+	"T3vHP2/vCKdyAW4R3cp8fB+zTDSNoAmbKt1eATfhm4OZOnCDOTBXojhQfrsPCuUoXPeOpzw34PcSjD3L",
+	"btfRcOvq2UY3/dqf8/amQ/i6PReeLYTFXarEusRRXsFntPlePHYMOA27S6JowjLIAR8i/aFzp2vmuX7u",
+	"//51lEuICLs+VwaPZhDQyGj2yDCcmTdUnrDSAOOGveTGHuBSHJw9Wxe+Onq98tfEPVlU6nO/yT32kKHW",
+	"bQpZL2l427x70MvHtMmtBfeddVLKfdhDiOTubg1pHO1OZhVnHxEy4XbO1NQ7giHPEpaLK2CmgHRoYVG4",
+	"C31YmSHMz0fvh2LhdjfZw96yNjUaSxKOp38tNtUzNDPb1eZEgz/nNFsI2WG8UDlsvaaCSnctYIlqUgbX",
+	"kLsnegkedRnV6NZUF5UDSlSbF1DDBlBOOqh7bWnCg8naBMNsYov0QsjsTE5V5M6U4B18U7ZU+ipXnISu",
+	"pdMb0AoNhjyBEV3Ndfxa5qtYu/mq8qgxfNCg5y3VwC2gU4x7EXHQWJDG5qAw+LRLfztDsbLIeQqZ42Ak",
+	"OsY0uoIbcsMZNhU5Cqi3dR14UDwQgdVGb9dzsKkbH5NwmfIcNPLuwTBubOrQ4BoGPxuW37thWV9N6VZI",
+	"GJmhEmasKty/XFv8svXhoDqR7ibiXiNHPh9MaxLMnlJ1sTVAw6n/MCP3gqyp6e3FSzOS/fHh9eNDfwLM",
+	"4Qf/6eNheM59x+384+EHt/ofx4Njcp/xBTAhRzJXS7ezGPtRRYEI431/kA2GIxlbbSKR+KjDFa2JkNBX",
+	"K+QaFSG50KYGTYba7CCeQmUmSq9OdXfKjXGHzc1NLaWbJJtzw3I1MwmDG0i9zoP+H9LXmiNwz0olIdp5",
+	"3MjjozT8QiSNY7t2yPzYiUK7+Mh93G8VP7r7FfeinECHZLbN6LdN8lCTTvlii5/A7mW+6fYcbMzwpVOi",
+	"zrlN55tT1LBQZCXb/fAasJ+ikUWHqGYvBTmYdt+CijFFf82F7HKoZfct+qVNuu81R+bHESO8bq2XrrY9",
+	"nHN7i/GfS6/e+K0U8cXf0x+5tv611O05VUvMdn12bIAWqZu2Mjzf3AY+g0vvnN/gwv9QS6byLMQ8Fjmw",
+	"JTdNbSZT5SRvDJ3CN4h1uH7j7MGNub0Inc14zm529Y9YblveBXXVS3pLYedCHliVg+YydR2RDnkwVyg4",
+	"+7+mPM8nPL2KSqmW6xnYHYd9zfMSdnp2bZP9soWZNBage3MvcWs2tzac9XVnqRPELAYjLICbUkPG+hlM",
+	"eZnbY7Z0P2tIQVxDNmjt9bbDuWXCCyHFwu3G0W2Tp0ZiEz1X2dPAbmoL7tqluthbSa5Mh52eWrRp7kt8",
+	"G74YMmG848IKOWNKszegF0KSiaOKbKNrk4kp43I13HYfBupusmAhheMNRmSQch0h4bi4493uQQdtTTss",
+	"UMeOdJvSz5UTb2stF4W0a5WjIM5Ju1hTPjQUSlt0ySyGDIOCGJcjKeQBimIMR+gt3eQiC80/MmyMv459",
+	"KBL15zoZN+czHsmZAsPKgimZUiNX5QRyIKGycs4zYU8o2NPO3eivAAr3t9CGxObO6/tWrxkZ+89VhtGU",
+	"TJjoPtcrFzOUCttY2oT5HTcYnyrZggvZ+H1n51TkiEXEolJ0KAe5uAa/72/PnrH+FRSW8VQrY1i1h7R7",
+	"Jq7oEX3sMMz/xgfDGDuklA6abb0bnYin3ZyLhdNuGs6eIfueixxdQFXsrxMsmRNwjhnHbdXgBRtUw7hE",
+	"Eqq2fwbWMM6mGsw8YbAo7Mp35R4D1jcA7J3X8YLnYBAlOl7w1FtyNunHNRkXW+bcdCjr+NIjw/CRY3YO",
+	"MkO29Z0qKaT5pTJ2y869inPZjf1xQwsDie+Siskpea5SbkPw3zYSuQCjSp0CEvCsKN/EtYikJ1XWkgPX",
+	"nUqvtv2ORnMS5nYejBVROT4meJ7X8mV7IbovM5XvHryGD7/v7vc+9NYwhburrf8VXCdrtsqttm3PNXca",
+	"4hsBmjq5bZC19E09dA63dt1sOvrEQtgdlZdtc2wR3w5taU+DnQsW11bMjh1sXaleo/vEr4BvuzmR2HJu",
+	"WcmtkUpottzPMNGp6vrGthrVL2ABmUBF7DsN/CoWxuvY17IV2tEMu1EqF3L2VlqR764PZ8pd9Zu8vFAq",
+	"PxyVR0dPUvcRP0ESriD/i/+LfnTM/Xclwf/mPtIPcXssdPgH3C/7RTZaZUknjXjq5WZsc6drnlai+VJo",
+	"O6lW3o/8lg3sjMOe0M7uzloiVNEdeRGlVqecdomVum69sn66551+0Ygfe2RYDtxAPCTL/XKnCb10b8am",
+	"U92o+7bortq4DT2woXUtdsUkLBlPyQPANXg3MOv7fAZViV2DIGqhcosmaXx02OF0S+dBzGh3+j3PnWRk",
+	"a7H+9PwM8yaaIiHlTYTIfz9CJgyz/Apk3Ap+L2a5euS3EPkz7RnHGonnKr2ixa62b/fg8CKbbK6YkzZM",
+	"wVM4RM+Ed4yeq+yZMLrEp74rsxlYcuHgCCgsj2yMXXbNHanqXGWb15OK3zbrlAfXIrVrq7FPt5stTlX7",
+	"Dm660ODGnnOzR9g5+enivNOrsXsQ1DZquS2iYy+vgYHf4mP+hBPg2vQNhBiEWw4A8a/NKd0UQu8T+y+7",
+	"ogPUUn6iCCLJl08NJdXQbpnYKz+g3aWlLPCCHWmbeIej5pwXhY9cjyQmUcDsXU5PRzjHltXuUGr/QbJA",
+	"wt4GsSBhT32OTsJwIqjgXkCR8xQ/DodD1kdnvjBsAu42dY8PoifQ9XopZLqHQ6vwum2ELNBCsscyXfg3",
+	"3KESM8nzuKBQiUQsDUk/zADIhMFwNmQXTs/9D7zYYuPt9GSEVvec/5JMoB33uU+Tm/OiAOku0yXrYzZx",
+	"SW6OhHFMYo3bj3ZL3qqvS3/Cug0RTY6OuS3bDtZtlr8TL4JMff7zcq7yEEU23B78s7FSCTNztaxC0Shl",
+	"arg3Yz+nu3RH80J1le/h8orYHqiJpDtqNELim9qUtW414zdJ1qaDSKBKxJkH111pbfd4k3Z6LvYyq0S0",
+	"lbtbWGrz1KYZf0HRFF5owzDWR2glpzdO2O+glROz+cSAtGwBHE8thaVuBkDNitJEDQoRD1FjPxewUHr1",
+	"3crCnd4WeS6enr+9w6shNGWv16IkUCfwrdHxhMsqu3fdiUIORwxAgoxNeHrF+k6/0GC1gIyV0gqK2A5x",
+	"hcH9MbglL3eT9QqKDyMFSulmp51XX9MR9VQtihzQYXnuU47co0nvnHtTzwW2+F2Xd9XYuMr1D26qeMpq",
+	"mhS9RgmNXLIJTJWGBnpGb6v7docO3PTRU1fak6bqmNbT/FTnPt1Xu5/6fyoJgY5utVXi9oQeosfe49R0",
+	"mjtuz9TejVf5ftZStOPDDgFY2MO2UZ/nXMZOTAt9h/VzMTGHvBDD8N5lAelJJU2Q0eAHVX3BaJaGQD64",
+	"YaPekyMz6kWyZf2lTrprhwumTqlZD3C13j/ElM6cZFCjRgkPAsMl16udXXfruxmRnVHMfwY864wYwifO",
+	"Ecplc8zmShSYZ5CisTCk+u7paX8jFuD5YDTJGdnNRt+lpMR6hnArMp7dqfhV3LpdHftIzk30jSqSYbss",
+	"Qw0kW2IWlkJmarn/WXmH7916WvzMGpS29chEnWoLfnNZ6tilcEqxlHi7swJ0CtLyGSRMq1Jm7vYpopcM",
+	"v1kDL9mz2czJtZPSMumYPJtArpasY9PlTg7HbkGzvd6bCeJ8ZfaLGYSOBA6UIjvD8f65k95CbVAfsdlc",
+	"vjz7R61zr8mX0oK+5nlnoJdTV5Yio9QF4OmcYZaQY1EeuYX1/37UVLtaEpYsLZgt8ARzVep2yizxPPzR",
+	"9+QZH6XWMWozYcaKPGdTgdfxzvzw8uXZT9jA7YLx2srUs+lYY9/upulIa6Wja6AMeJMwZBTrw9k3Nzc7",
+	"JgXlvJTp/Cd+s23vhGa5coKfZfQ8c1KMTFcnQTR3/aoy/AztfPDuMDZ6/Pybo1t6R4VErnXO+mCsWOBd",
+	"N9VqweCGNkrwnE3K9AqsSVhAXUSjOr9xcvXgnob97Te3DPvbb+w8cCGRw4MsXuxghACPRlqvz2FAEz5k",
+	"Ie0taPhElDuSjG6Aea2lHKtFUVpAr0V4qqbNu/RVcbaI+QPbeWQo5WK4YyRhB9er5pSEk9ZY3+hRTXkO",
+	"DXjE9YDwLVGlt2h3zeFtDc6kFIRnkAoT92E/YE50BpaLiEXwNFsIYyhxERH3eI7Qa8v5CjcfnDhDwvCS",
+	"G+bEvgKijphprihfbhfwFPdsAH+I3oPt2O5NYqK1fGSaifB+rDi8XTgp5QN3oAfNwcc5hy31CjcnkDqC",
+	"OEx83KHKnZiSOBJ3i7fgN1GNOwJ24uVXTDGiAIip14/DUkfxcXz09u6y5FrUd0RW0XzZcW75TdCHq36r",
+	"bCjcSQpZFRLn735Z8Jvd8EX2AsbZCjY1EXnA6NuhrU9wLvmH6pz/GgfAj3A7GgxRbqdolnn2sPvWrrGV",
+	"2yScuoPY6Or4p01vsNI6hKzslrneCHXbSFo/1wCLwiJOppL56phSJttIoCEbnDWfrjLeML4hYTzPKSOM",
+	"KclCFGQdrcswPIvlwK+BiSwH1jdz7u43tCuQW/4CCEODvmNLjL1sopoyjBoxGAhMmghCj5ZOR5+U0yno",
+	"wTCM0ol11Ri9g4NZ5e5wxmdcyEb8MMOxDCt+tFf0oAYMnoxrVogK4LesXpYQdeC5mbCmMdYijH9A1q1q",
+	"VZRmr+UzWGBmq9JXTAJUAESx4IWuCDLZyXRfeSsxAnuC9W4RN1xBICqb3YRAkB3Xa+Mc+0SlRgBa9ER4",
+	"t+AFl1cRs9itLsidM7G072AnVliD1e0LW4LdbPNyhQl3R/OHJwizasblLMGwaBTKSh9tH8aYVLH3jnLc",
+	"UZysmBtEDHKu8uJs0rLr5pFPWaZ8YaPYlOsT0k+FYRwDgH5Uk4cCt8IMVOvHUtuBnaaA+TPCmk6oqwta",
+	"m7i1PbSJMhYqwXRInVQRbVHCjT3tWq13OCK/GZnP4BEW88cnEJK+kRMNd87nobf2Qink8mqPwNvmMYuJ",
+	"J05SOLUd6UvkACACI2HF0QMtEC4qWVN95s3usw4UHaERsQDT3rh6z5B7SWV9xIC7oXzXQVJqmj+9Ujrc",
+	"VWSqz37XkMiXXA2sTkEgKF7uEVPCgvU9+OUPXM4GOw7DH+a7cKDwaoz5eED9Ts/67gTlW9piAk9r+NBd",
+	"GvJPbzNqV9GO7Y15jtTpfgwyhWQFQgYzzpZOLkE/npAIEryGKrDD0LpiJXE4z7w1cf26zcCQfwQyz0nj",
+	"1jxs5Ex+n4vZvMPBjtb/i2YM+tqNIT02g3IaGz6Np2MFls2VVJhxOCE26EGnO7AB0Hn4XcQfEdpPMB6E",
+	"PAMZeOZcBJ/jroFCr5S9JEd/wqpsvUvFr5ppewk79zBDpxOl6Rv8RALTsw4j9ZYwjpo6Kt9rUgmQ6FbH",
+	"1oddDo8948VNAenO/rrcy1yflLHsHXrYcX3+kso/udVz4Yn9tCMDYNu69onmnCCCazjYMTZmjYc8lFM0",
+	"VBGJ+kQ700iLkI8VbORKY2zazrvgE4q73atrnC8SraBaboz1k9qVSNupxxM0y2U8JHTLBt1HclK4ee4e",
+	"OtPkxttiqaMphvH4Z28Oqp0j6JRFTJ54nui2NBil0y4Y6q2EvC0+cdEV82v2iwOsaDyC06tnHZTUFYy4",
+	"nK9u95+VogFU1oSyQI5E49myy7f7T3fwhe7uLq8ki1uQK9oG4o0LP9jxlMoR9clpTr4wTcVOMAskS1ha",
+	"RcZmVWSs+yIJVuANjKYmJPcnsqyk5+SiCDfn1+A9CLWHAqfTb7oL8Rsl81XURbmdH2LHYcVjFBC8NTHV",
+	"uAYBM237UYBs9un9Th+mMM2QEx3uvohaXIj/Bh18BtHc8B3E2Ib8ugVYsAZnucWaTM81pIhuUKsCUq94",
+	"eFAJD5IblmZRkoyxSUkN0Mrece9Xo+Twgi9/8oFrrSoD24YbNqwjQ7yxvhWAYbUSfoLb6CCkZXd4Ejgr",
+	"DWiEPAMzZGPX3jj4t5trhLnep0VxWUCasB/V5BIsfT5XmfswGI5kCy0cVzbLDBsHKK4x60/FNRxQ+ZFU",
+	"K5mwMNdBwsYhvmDM+menr04HyUiOUyXp3KQrCvcZs/5pnqtlgFoNEfHgWsCzJ+QsxA557XVcQYawJ0fY",
+	"rKkgun9UE+MN3gjCOmb9J64p0kIjvz7Gjgj+euzaKrjmeQ65MItxwsY+7E4oacZIS+MJT6/UdEoNnDDh",
+	"jTVCYnW7tjFnJN0rU6EdQ5QpgQtWyOtuhdqYnkOGNga8kIM9SBiWK2PRrKKuwYykVcwn9ydO7UjnVQ/5",
+	"qt26Ie83+lbVNbD/yx4ffcPck6zPqf8pyBRGEvlze/CPTDPHDCTe6viuDSDmwnqYQDNInGqHwoMydiTD",
+	"6FMuvRXbjbEuYYh9o2EIwaRlZTpKlRu2W2TKdsNpjOQE7BJAhh6CW4iHII5+05mPD2RgKYU3zDphRV4i",
+	"BIdbwJEkL7G7qDACyJvObQNtboBhetUdVM8jY3bpVEcWoLtZfx1CET0NI/n10RM00XC5cuQBuYEBEYz7",
+	"s1CE4I0apIEcUkv66bgSeYbut0v8SekxEVTjVwIW8vTZha7oroDqFbbgNp2DORlJvBrqk92WGhrH7DGx",
+	"g7YxtvGiN7OMWT8wAAyucNe7ZY+PK9tVEiyCaDUaSSHZ61fPowbQqRtb09YWlt8UubDu0C441u9U2tYj",
+	"Hcmvvv3m6AjZz/SpklMxG7M+zzL25vtfnr5+9f3ZD+63iEmsxVSOjjHbQ86YVHYkm0Y1HFyu5MzfM+2l",
+	"FU3THFmqQ4m5IOtwmY1ksJi6wXh+csw+TLgJPC5hiyru5qNfVyiBZZDzlROOykkORDv+p5ORrO68x0d4",
+	"PP5+dDQgnuXYX6mBeO4x+1D4D99zkf/A5ez/Ncxy2HWoUfNxPJLVwoSnT1jj8crkt24PrONrGu3RcU6q",
+	"sbIngyE7s2wCdO65ZGcygxvIHIMhNZrNHf8HY9glWWxO2kbYGVgzkhenr14k7N3ri5fPfrk8++fzhP10",
+	"evnm+cUvp8+eXbD+mPLLnQBG+eUHR8P1r8aD6qXz1xdviMUonc51KR+ZkTx//uaXV69eP3t+mTD8/PrZ",
+	"81+oX/dno7/WF64tN0mP12zcoRnJsVsjVFJUacdIlEQT/prBnytYoDEeQMKHqQ8elyxga7MxIaEcsw9G",
+	"/E6Yo5rP4GnOjXnFF5AwzKk453b+cXzs+N+5k0SMBWkJmeZpwJ2xFRTN2snsu7XK2Dhk+Gd+KZ34chBJ",
+	"7h+72xm7RQnaqsCeWjhBJ+6mbw/2mI16o96YTYR00ySW5Y6fk8JEOpIB0EkqlrqXfAJIO/3c01gTO4db",
+	"zgLx2wA8w4QZyYCok9FNZBtwPK17+CT85L5oIu6wNcCdkfQRdxHEnT4PIsmBG9fYI3ljkhKbKDuvZPRQ",
+	"+jPP3J3q3g0+LpyLsXzFSmlVibFboroga/kBz5CGAFleYX6NpLE8p6ksN6QOX1V4yJ6517xVEMsfhTR/",
+	"9x61iaBafnjuSvR1RNWUJJIGvq1oAUhhk4QgRRBbJqA00fgCrhNWk0EQpz7KDm/Pnp1Q0xZDHBtgX/7A",
+	"DE6w/rD3yvvUipH0A/MGBROmEcM4amtCcONx7nrcqjwfZnB9eP04pksGhacqMVQUvaouTy9UAuklPRK6",
+	"e4gM1QuxGr3aJ+oef5/cXXHaqP3QUKD2Un3WVJg7aC1xm5nbNSFjfspzd6C5ccI3PTKuUhcl3FhW8BlU",
+	"EZJeHKV4Xj6Lw03sZ5+rtO67G+jW9MCtPqa7VD3ZVu8k5NruUdWvqskX81152t2twFAN35YRpe9UvqXx",
+	"1l6xhnShdoV/Y/maF+UEtEQu5a9fb5kK9pNHxhfV3R2vroY0jkEt7FOtjNjefqH+oQrPD/uC0t4aKHIL",
+	"+F29S4WvSBFDz/byMN1F3DISXPuPEZIbbpzsznETSNw5tcMOECofIRTzwb1p7B/rX8Fq4NENtUJ1VxjW",
+	"jvqCZjxHw4WOsUlTpU8wEqgdYNEKpIqylY44izeotoIOUw/BTUkV2pQ0h+dkdFZKr3TyZuCZH8i27rPO",
+	"SAXbwk0nmz6kIvNG/tBHrWb78aLFLJQcmas8cwu0TyDDvoGWpttFWS1EyiVFOXgVMmlWvmJkZcl9Eawd",
+	"U5mrMjeREJAHrIyY9Ky/4ncNVKnP3d0TPe/1konmfMauwWbm6KZPL1ga9gRymAopzHyfVdheWPa6CpLf",
+	"IT3X/UHZv6U0He4lvdcWbeBGe/TLXtJ767abPn6HEQFOgCQnhq9SeWty827IFL6ecA387NfkfWzrDaSl",
+	"FnZ16cgkFJrjOhbedirRhGixYhQm3v347g0zYibJzMXZFazCGvsa8Y8M+/Hdi8thzxepRk8ctV+NZm5t",
+	"QZWzRWexFNexExtrWwEyEjV17PbUifHe6HocIkGoLsggYROnbrJf1cSMZJ8E9UHCjJCzHKguRP9cZYNG",
+	"5Sh8mPW9EDRIapcDiUGuIV/IJEHryEH9amAHrN+Q/clww0urTMoxIRzVVgGuJVIWBpU5zft1WrWhfker",
+	"wFqBjCF7a5yahKa0kbQ8v3K33MZT4x+ev2GH148PnbRvxhQsVHkRzEbdGbRJA0/nw5EcyTdzDcBmWpWF",
+	"Sbyd7FxInwJ0PJIH7G9/qxKRTs/PzN/+duwNyQmbgU2ww8Rrg6Ha1pBefF0VGnajyGBSzmZufUI7u9Re",
+	"GUkWPqMddr0Ey4kvqoXFPpwuSfU+zBzynAoxvoPJpUqvwPpRnUkjZnNbjYI35UsvePZDYXal2RKNsBnj",
+	"xo3lEm3sB5dOOHlOD+P4SRhwCvu4VdZrPEhC7Lo3MKJZkbHSYEprVUEmUEO1tW5/Tusidx4ejjM6Yf6k",
+	"YgXnXc7tSHo07KmYYWiVO7mDIbtQOXhgvLqa0jEbU3WmMcYkmmQkx1WVpjHjuVEViHYVKZ6wMRrU/e8L",
+	"LtFO0AjePxnJWPmizBubENcnYUKmeYk2/mq9movy9dHjpgmJ576GTCmvpFrKE/b10ZPNB1w/VC8TZc6T",
+	"GnS5Tixo1GoyS3f2vj76mupycYYJUXLmSBA35sItC+tXJ8D7HygyvvLk1HyS4EkSNqVdIZoyTEnal2r3",
+	"X8Dq4L95XkLIfXT06fYAZ5DzmSNXLSyE0DiUBtEGg22isIzycAa5oDqkrI/wJiFH1x1HFuCeJqVxAjXd",
+	"lhfPT5/99HwkgwpfAf9PVCmzwZC9Q3eltzh5VCGlMSGbTBi+XpCwaIEh1t3IJ+wlvetgquk9Hh4NjwIi",
+	"KC9E77j3ZHg0fOKr6+Bt5RhbUwH3WfpVUaezrHfceymMDXVSCUi2UNLD3n11dBQsGN4Zi3yQztPhrz7m",
+	"iMSoHSvqo40Eb7R4qVY3pa+PHne1Vg3vkGpYKo0pSvjSk9tfqupc4htffXv7G2+U+onL1UVIjkTBoFws",
+	"uF5VMKGe+jaKNK0dV0xg4zNDSdHIRnvvXXvNfTr84D997NyxH8A+bQBSPux+xfbqTW19/pzbdfT17W+E",
+	"6qX3tL9Ovqrt7FXKDzJ7pXLkrsQMdtxtdzo1XwAdyY5kr/qRsAvn3M57H9930sphXYfnU9pH3kHVndok",
+	"9zwTgeZeUk9VvvB3irTgeyG6RoWpj23Z3eqSCqn+oeTuhbwGDBIS5tHtdPYdz0Kq9J/4yHyzSxfNiLv2",
+	"cbkE6xOVMAqDNyGSkWw+lScefiCo34+fSOnJh57A6DkqREcxgj1qu7dOdkmDhOqqMDqjmlAeOSdWDOY9",
+	"GhAjHJwQMv80TLyDqv+SJEpLz/pSYWqbmXOdmYGT/SsMJF77gfehVtQYG5d2NG4tzQU6QDHZ0yoEmSQX",
+	"X1PNxAQzlK851fcUBoX/1Jdr3ijayPp1tcZkrVTjwGuxIp2PZKOgZ6OWJwmem3LhC0GALQ9Gn1X5xgiB",
+	"YucJM5T+MVmh1/julHk/wh6ZBZqlaWsFhDkVykRr1QJP59toJ1Qh3Sqln4eHHnBDmqVJIntSDeEP3oaw",
+	"Xk0llcKBOdMqB4alCm5d7kbRV14U5vADL4qPh1Qfzhx+oA93uGv8MlV3zSbnPS0KryS6LpwGrqZo0o/c",
+	"SuhZ776SCm4taPfe//zMD34/Ovj2ff/nA//pw1Hy98cfw/eD//y3WCpLtFJRaaxa+PE9oqq36NCq6r5S",
+	"EIdTkKWyLC1KxOnwmjqFa7bCtb0+7HPxNudZleV7wKk2buTNKSPMXIgiriaONS7IFmb9xtW1bynyZSQL",
+	"0AeFygKeaCauRUaL4w0Np0XxiLj2YMiomKBhM+UDMUcyGEBBMyXZmKIvPCH6+C1PqhRx5L/jRdH6m97w",
+	"QUk+jfu0KEZywVesKA2G6bhrz4+Ae+wx1v/6q28Zn6hrGMQug/PSzH9q7s99C/6tKos7if5fdRRQrmpo",
+	"sqKc5ORA+WsJ6XfjoZ8sOZ0T+fgF9u4FJOsWr2D9ytZpGiA3jnSb4lMtiOzKlnXtX4tKWKfrGL31GBFs",
+	"1jBfY5z8WiiOWeG4GkWTjSRChbq3MKFg6Dsc4tfjRv3O4BszXjgZDNkpfjGSi9KEIE82LfN8xarlDBE8",
+	"TuysRuqEBYxtM4pNlSZ75oRfedNkA3YXI4IouPSEcZoDxh0sRKgmP5KZzyDAwiyam/lBrlThM19Nq9g6",
+	"eucL0CO5Nlv5PQXRjhO/bNgL9ld5mfCvCU+vhiOqJWCOQ8MH7rcDE3J9W99SrlP4yqfjjmT4ghCRD7Bd",
+	"dko7R8HQtKEZlpBELywLaMgxbvUD2OCMfUBRqUIKjutWugYS/sJIWozkNPANpInJ6oD8zJ4u++Q72Zl3",
+	"JA8hm/1Rotj7fTjhJxhD/tSLsDGeMXKKsZfwm0yMUKUQ4ugEC9GWCxizEE5J0ikfSY/NgXTm5DvEdsdw",
+	"p8EJG5cyU+MQCNxkcEE4I+D0NtP2sPKmYunuhU24+BCLa3x0FXKrTzM9BWBomi2aoDK1l/mJPMvwGXhk",
+	"HWEaZ5K107CyQFVDpfTTsNM+JdMJyNwpfooKbBP0i3fODf5qgt7RDvz5qZLTXFAY0h8lGTYjEciUlqla",
+	"PIyx+f0lwd8ChF6XT4ww9h6QmH0R001Krqqb/us4Lk8bnnvEayO7FYZVoHvLY7l9ugerddW8v2V/Dz+4",
+	"fu/hQouw2KpS6m0MNoSx9pJeiGPFmhtVIGsXsy0jhHnZJMz715ubYHyf1V+2/TD8i/nJ7sPttX6gMCYP",
+	"pQixrychcjrINmQOPzhi/njYKP0W1YWf83TOAiwpbkPDwKQhdSptdswo5roorWH9gPPg8zZ5tqpwehPm",
+	"s6a9SYwMZRg+7dFrffZWiPUbSQ9i20L7TefKgPT28VVSG8pTX7fSSWsE2+uUQo/TQia2FqYyN0omWKei",
+	"As5AFbyasDDufZpllXCdienU6RVVfFGh4VqoEjOUaTRVLi8KgSP55IiZDgWzjTn7gAet3VGHHBXo4Yuy",
+	"uaFs1rjWGlJH4BVab7tcwi6K5z3dgsmtj7/iC7j1xqxiBzvZwPeYKuB0HXdW+UxIjkaZ2qeG3kWsossX",
+	"MKT4zGgIXsrTOeacbfql3lXj2FiV9WhlTGUUhrrtc7liKTdwgnxSTdfDcWtPwW8l4CnzV7nPzasP0K0q",
+	"JAaWeOQBx5jGV7D6D+RjY1ZwoQ0z4MbulyVViwU3JwgziSY9TMztGk6oU7PHeHApaphgtECKYNvqnwdQ",
+	"nxopL6Re1AhBsZEE1Lc9RnLuJD4jfocGDMLRUZ3U/vjo6KizvwD1W/fn60v0jt17DaD/xzHMoJjhoZEM",
+	"6cNyp21uHZIfY+Opci23LcH7z6DwdjlQX0vACTRdyOZPrrZ+urbhVqMlIS0bLCMw1/q7T1Uytjn5Qqwt",
+	"E8bdBMpJCI4yUpuvjkMYNEOsH+/K10rOmKMhDPR2gsWvBF8SEszpaYThtPMhe4cCi2TjswwWhcI6Jwcv",
+	"YDVOMBgZjU8jSVkAldWpLk/mge6ZkMYC5XFMuch9Zjq+hpnpiMsSkU2eYsOV4WXflWwM+gWsenRY7l9v",
+	"2QB62kl9efxZDFO0gn96r+G+tqHHT3Y6xi+59uraV1/tMpFCqxSMIdHrDxPzaM8a2SgdjGUHaerwgxMv",
+	"PnpVi7gIFqTc0O0RMqJ51NbI9etNFkSvZF8E9Y0dpJVp7OAJBbdRyrovNhFDfeq8QroMhd0b9vkN359A",
+	"CJ8/Gv4HtHPUOdtt1MWHuMpv15ReCJndQavqsNZhImr7RP9Z7r7PQ5tvfeL1/3ZHyl/6svTQk+3cTULb",
+	"kpmP1L+v+/OwBi06/FB9/njos1I/3dL/IPwh7kGohr/VjbCzG9ZjxT1ttfondMR+8ar+S53tSLY3lpxF",
+	"0alQhAwQk5N3dMR2HfQaoyieAOErfI4x03YcfAM4wKxCDDTsx8vXr7wSTY/+hztgY9ZXeiTHp2kKhT1m",
+	"Fm4s9XhAGezjQRLJLj8mzwU++MiwscjGIykMoVkG6JcWMm3IYveJ8d4vEPI27Jxbci1IiWJpLGed9efA",
+	"M4J9cw2P8UyNWcVpBiM5gwr2M+fuxFGncMNTm68QQzem3IdjTLPbVO5jNjFcxJhBrIJ97zBPhj3xHMEt",
+	"W8b63LDWdDttg/heq98N6KbtZUA3Ajwr5Fth2ILLaoRY9CUXxtYmTF8y0bVOFsyTNqwaggFUrA4xg0T2",
+	"YFZObJSIom61tYp/mMESB+CtlUlv41i1G1of2MZV4unyS7z1hhdqEyXDh/5W4cqGsBCo1I2HzfgjfE93",
+	"1KjucGHcEEpj9LrwNSEQwroBQsK+E5KjCQCRjgxLudYrxhnFGPnFlJCP5FTlOVZqnKwQQ/SYHTFjMyFZ",
+	"P3Bz5UG/CfkEcUvpCd984nE/qEmG7fMc3cVprkJENTqLEHMefemDhD12zajSJuwr9wm0TkbyCYMbYSmq",
+	"DT+lKgN342WQigXP8U47qSo2EWuSvqNBwr52Fw85atbHf8zGH0Y9rC4/6h3/+1Ey6s3BUcuod/zV1x/H",
+	"0ZyO5zeQXs4hz29z272p51iBsnI9K6lkYF9DAaHMaHXDOVYKN0WOhVtIQo77axY+vKZbnt4VMLBitBGf",
+	"UJCv9/LQQQRBkUCRWpkAZLYP1cSVhG7vnLrVaxl7zdrVrdd37D0k5e1vrt8sj4kFt1ficik8KrGHja+O",
+	"Iyu0siqlEhhfOH5LDi8xkdgfG0F/VOBLmE7W4GsPFdz+Z2H1uZp1awbupDmp39t6MfwQk1j646Zcc3Mg",
+	"MyfbOElfaVbkHKv7STAjWWiYipumT84pOoh9VOlAGAfUViCwjfFwJM+1uhF1xbx1OKmDKU8RlVtkUKcC",
+	"TspocNAlCk4v3Yx3joeoRrnNsX0HJvYCoPCajBu/hCWtWFc3dGfeRVnAZl0HVNiA4hm6usFKVh71/z41",
+	"BL+gXqCnITnV1+mAty4xVvO/+2D2E9IDMe8BjaJmL4WEWkxH4t1TPn+pZrQsXxj2OsOmY+th5WembSXx",
+	"N3+yXlnqr863MRrzT2qj7bSrYsDfA/twsI/qYPx5/DdfbLl/IVsuwSn5LJoqjJpgKhGsFWOOqjJe92fK",
+	"/VC9//HP66CJ5wj2T4viuF6sOeQY1v07aHXiVy0J9d6SZqWn45FEbFtfIw2yEx85TGHyp0XBcpha0v+p",
+	"uBJmG2L9NlWMR7JP9lwvxRIGVpZsFEZqwX1fQWGptJvl2pfHoY+sj1AmGPgVqn0M2TvE1aigexrwQEKu",
+	"h892JhvW3OBO+YZuuj0PAN2rqqffJQPxzxSJ8YVb/otzy/NOPGTHMgMK8s6eLw0LyERVdiKquZ6DXgtG",
+	"qpG7Gu/XtcdZ32e/UMLMSBqr9IJNNPAr76ZzuoovY8YytcDCgY4os6qaMZWTNb7EGrQr4Te79XDfFV4u",
+	"AjkIg1C+RiyKfDWSHsq2UUMVY8h9Po+YSZ4zAyARFty1NXefl3MEBJ4LORvJOS8KkK7ZJeuPfXF1p6Vj",
+	"9SasrkyggFVhiqSyI/rElS4Uh8Ye3KpLw0YVr+AMoiXyX3da5+pwsj/GE9OYbFVVNcqxfJHbRl2IL+GE",
+	"G9zglTsQzcPQLKOxLRvvFl5wWJVhj8eYP3cqU0DYy30enbcNzxRT8iSgBRgseuIxA4hrZUN2WmbCIl46",
+	"I5HmoNH5eDMBB7le+5w8TJ5p1QP2+Ll1nn0Px3r+qa9lTfuf1EA2gSl8wXFt20JUgWTaPEAEUeG97c2V",
+	"bCAgLn2QB7+Xo+Ylzs6z1jwr9Owth+UCH/pyWr6clvs8LS+FUwvbl43bdTIhNlfR+xPv7bCYXNyCOOvL",
+	"VhiVgxPFlubY12MWkhwtdXHoym4+V6UOubEjie5NEgdDini/4NoKng/C2+61oa/samwoIA5aK+3+0EB+",
+	"9EYtAxaepeR0LBmBVyQlnFYQtr4mBEq6VARTWP94lRvOvrm5YX2/OyIXduWE3MfsgNEIDkNfgxMaR85L",
+	"mc4x8Eqm+HCV8EphWCgoewizlhV4JGdVMTrWd5tkMaHW16vyVVV8kiZh65rq+se2kxrmrW7Ki+baCf+Q",
+	"VS+EynK0yglVsghDRclfYvS9Br4YskYeuJvSFRQ2hLatV9IIsSfampGkuIeQJR8Q5s61WjhFpjTMpJoX",
+	"PtYB65IKmTm+pBrJ9CNZ9zEOCKpj1icky19MLn7523gQKoSj4oDVpUF35de/PHtQoNvLl2e35NRXZ+GP",
+	"BrutBhJOqdfrDnK4hryxG0nzRGN2NVWyORDSg+RuhZ0oKeSmm6M8x0tAK+uZXM6r7Fz/bhgaYipKhHXQ",
+	"GZbv99rlSDbUS0JyIJjGVahnhKnqayXvsNYC2s34NVBpeIzmUwiyKklppliqfuCq6AQGfYCaMRaZ6UK5",
+	"fhvm/YDk5vvoSgt+Q0C50vzrgJ6QgtWkBVN53wUWBpppMGbvOy1QYSP/riuRyy/qZ9i3bXv2F5ZsXsu1",
+	"LSabjsdiq4w41V43zm2ChzbBE0sAE45ediaGfR2ofp/Ws7viO0a532gb8tgY1zwXeIM7XSLCz1imsCAd",
+	"icFC4vOU940GNb6AbEAJi8j1PAysD4qz80eGuVsfr9oho/wbdwVyGs8VQGHaSxliV7TKm0aBkRwbsAd+",
+	"eOM4VnPrYDyAduMp4hyJ//NqNjucR7eFVFjrLw065TOe0bQd0rnaV/Mnct5DPlF3SdDaOIq36u7YUU3T",
+	"GxR96n5/WJr2rZ/6Srmeqv9IIv5SaGgbqpOjiHWCTyp/KVa7bkmI0xyrVhZY0s9QjdHVJ5+Q2hb8ACfk",
+	"FVWowXszaGU0n4JjFowTs9AVxKhS8JD9Q0mFJQedasjElM2E+0DlvhuaA16Aailj5ubuY4imrC/H8Msx",
+	"bLtc7/3eaZh9H/ji8UbjbpIng/EXmv9C880E23IBm3dPLqYIzFSZMjzzpRIOZPC4fPkabXGYKpTmZQbZ",
+	"3qdlOVd8ITrV4ndzdbo4e0iV+CwDaYXttJuRpemPNJq9m6u18sZVnWis1ywsQcnHjWGNyu/IdULN95/f",
+	"O6ZCCVfEj0qd9457h8hsfEMbRvhm9e9GTm4D+m0jkmFL3e9IDFesCUrDrEpnmyRSDLpuKsz94/uP/z8A",
 	"AP//",
 }
 

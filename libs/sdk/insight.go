@@ -15,6 +15,17 @@ func (c *Client) WhoAmI(ctx context.Context) (*computeapi.Identity, error) {
 	return decode[computeapi.Identity]("whoami", r, err)
 }
 
+// Kinds returns the kinds of workload the region knows, sorted by name,
+// with what applies to each (pods, operations).
+func (c *Client) Kinds(ctx context.Context) ([]computeapi.KindInfo, error) {
+	r, err := c.API.ListKindsWithResponse(ctx)
+	l, err := decode[computeapi.KindList]("list kinds", r, err)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
 // Projects returns the projects the caller holds a role in.
 func (c *Client) Projects(ctx context.Context) ([]computeapi.Project, error) {
 	r, err := c.API.ListProjectsWithResponse(ctx)

@@ -407,3 +407,101 @@ func consoleTab(t *testing.T) context.Context {
 	t.Helper()
 	return browsertest.Open(t, browsertest.Options{Width: 1280, Height: 1600, Timeout: 3 * time.Minute}).Ctx
 }
+
+// TestConsoleShowsWhatApplies: a workload's page shows only what its kind
+// supports (GET /v1/kinds), whatever the case of the kind in the route. A
+// Scaler's page, reached as #/p/p/scaler/web, is titled "Scaler web" and
+// draws its decisions, with no logs, replica tables, ready count, Restart,
+// Stop or Scale, and Pause offered (pausing a Scaler is how to scale its
+// App by hand). A Pod's page has logs and Restart but no Scale or Pause;
+// an App's page every button.
+func TestConsoleShowsWhatApplies(t *testing.T) {
+	browsertest.Skip(t)
+	g := newTestGateway(t, gateway.Config{RatePerSecond: 1000, Burst: 1000})
+	dev, _ := g.GW.Auth().Mint(auth.Identity{Subject: "dev", Roles: map[string]auth.Role{"p": auth.RoleDeveloper}})
+	seedKindCards(t, g)
+	seedScaler(t, g)
+
+	tab := consoleTab(t)
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(g.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), dev),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#whoami")),
+	), "sign in")
+
+	panels := []string{"#logs-card", "#replicas-card", "#detail-ready", "#scaler-card", "#op-scale", "#op-pause", "#op-restart", "#op-stop", "#op-delete"}
+	tests := []struct {
+		route, title string
+		shown        []string // of panels; the others are hidden
+	}{
+		{"scaler/web", "Scaler web", []string{"#scaler-card", "#op-pause", "#op-delete"}},
+		{"Scaler/web", "Scaler web", []string{"#scaler-card", "#op-pause", "#op-delete"}},
+		{"pod/notebook", "Pod notebook", []string{"#logs-card", "#replicas-card", "#detail-ready", "#op-restart", "#op-stop", "#op-delete"}},
+		{"APP/web", "App web", []string{"#logs-card", "#replicas-card", "#detail-ready", "#op-scale", "#op-pause", "#op-restart", "#op-stop", "#op-delete"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.route, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+			defer cancel()
+			_, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(location.hash = '#/p/p/`+tc.route+`')`))
+			require.NoError(t, err)
+			_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#detail-title').textContent === '`+tc.title+`'
+				&& document.querySelector('#detail-status').textContent.startsWith('live')
+				&& !document.querySelector('#op-delete').disabled`, chromedp.WithPollingInterval(100*time.Millisecond)))
+			require.NoError(t, err, "the page of %s", tc.title)
+			var shown []string
+			for _, sel := range panels {
+				if !hidden(t, tab, sel) {
+					shown = append(shown, sel)
+				}
+			}
+			assert.Equal(t, tc.shown, shown, "what the page shows")
+			if strings.HasPrefix(tc.title, "Scaler") {
+				_, err = chromedp.Run(ctx, chromedp.Poll[bool](`!!document.querySelector('#chart-scaler svg circle[data-replicas="3"]')`, chromedp.WithPollingInterval(100*time.Millisecond)))
+				require.NoError(t, err, "the Scaler's decision chart")
+				assert.Empty(t, text(t, tab, "#logs-status")+text(t, tab, "#logs")+text(t, tab, "#scaler-error"), "no logs asked, no error")
+			}
+		})
+	}
+	screenshot(t, tab, "app-page.png")
+}
+
+// seedScaler stores project p's Scaler web (of App web) and one decision
+// the autoscaler would record, and waits until the gateway serves it.
+func seedScaler(t *testing.T, g *testGateway) {
+	t.Helper()
+	ctx := t.Context()
+	w := &api.Workload{APIVersion: api.APIVersion, Kind: api.KindScaler,
+		Metadata: api.Metadata{Project: "p", Name: "web", Generation: 1, UID: "uid-scaler"},
+		Spec: &api.ScalerSpec{Target: "web", MaxReplicas: 5,
+			Metrics: []api.ScalerMetric{{Type: api.MetricCustom, Name: "qps", TargetPerPod: 100}}}}
+	decisions := map[string]any{"decisions": []map[string]any{{
+		"at": time.Now().UTC().Add(-time.Minute), "generation": 1, "current": 1, "ready": 1, "desired": 3, "raw": 3,
+		"outcome": "scaled", "reason": "qps above target",
+		"proposals": []map[string]any{{"metric": "qps", "value": 300, "target": 100, "ratio": 3, "replicas": 3, "state": "ok"}},
+	}}}
+	for bucket, v := range map[string]any{bus.BucketWorkloads: w, bus.BucketScalers: decisions} {
+		kv, err := g.Bus.KV(ctx, bucket)
+		require.NoError(t, err)
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		_, err = kv.Put(ctx, w.Key(), b)
+		require.NoError(t, err)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, b := g.do(c, "GET", "/v1/projects/p/workloads/scaler/web", g.Admin, nil)
+		assert.Equal(c, http.StatusOK, resp.StatusCode, "GET scaler/web: %s", b)
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// text reads the innerText of the first element sel matches ("" when none).
+func text(t *testing.T, tab context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(tab, chromedp.Evaluate[string](`(document.querySelector(`+jsString(sel)+`) || {innerText: ''}).innerText`))
+	require.NoError(t, err, sel)
+	return s
+}

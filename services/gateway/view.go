@@ -22,7 +22,7 @@ func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
 		Metadata: computeapi.Metadata{Project: m.Project, Name: m.Name, Labels: m.Labels,
 			Generation: m.Generation, Uid: m.UID, Created: m.Created, Updated: m.Updated},
 		Spec:   spec,
-		Status: statusView(st),
+		Status: statusView(w.Kind, st),
 	}
 	if c := w.Control; !c.IsZero() {
 		out.Control = computeapi.Control{Paused: c.Paused, Stopped: c.Stopped, RestartedAt: c.RestartedAt, ContainerRestarts: c.ContainerRestarts}
@@ -33,7 +33,7 @@ func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
 	return json.Marshal(out)
 }
 
-func statusView(st *api.Status) computeapi.WorkloadStatus {
+func statusView(kind string, st *api.Status) computeapi.WorkloadStatus {
 	if st == nil {
 		return computeapi.WorkloadStatus{Phase: api.PhasePending}
 	}
@@ -62,9 +62,8 @@ func statusView(st *api.Status) computeapi.WorkloadStatus {
 	for _, e := range st.Events {
 		v.Events = append(v.Events, computeapi.KubeEvent{Cluster: e.Cluster, Object: e.Object, Type: e.Type, Reason: e.Reason, Message: e.Message, Time: e.Time})
 	}
-	kindStatusView(st, &v)  // view_kinds.go
-	queueStatusView(st, &v) // tiers_view.go
-	podStatusView(st, &v)   // view_pod.go
+	kindStatusView(kind, st, &v) // view_kinds.go
+	queueStatusView(st, &v)      // tiers_view.go
 	return v
 }
 

@@ -1,13 +1,53 @@
 package gateway
 
 import (
+	"net/http"
+	"strings"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 )
 
-// kindStatusView adds what a CronJob's and a Daemon's statuses carry
-// beyond the counts every kind has.
-func kindStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
+// kindViews is each kind's part of its status view, beyond the counts
+// every kind has (statusView); nil when the counts say it all. Every
+// registered kind has an entry (TestEveryKindHasAView).
+var kindViews = map[string]func(*api.Status, *computeapi.WorkloadStatus){
+	api.KindApp:         nil, // its rollout is GET .../apps/{app}/rollout (rollouts.go)
+	api.KindJobSet:      nil,
+	api.KindPod:         podStatusView, // view_pod.go
+	api.KindCronJob:     cronJobStatusView,
+	api.KindDaemon:      daemonStatusView,
+	api.KindTrainingJob: trainingStatusView, // view_training.go
+	api.KindScaler:      nil,                // its decisions are GET .../scalers/{name}/history (scalers.go)
+}
+
+// kindStatusView adds what kind's status carries beyond the counts.
+func kindStatusView(kind string, st *api.Status, v *computeapi.WorkloadStatus) {
+	if view := kindViews[kind]; view != nil {
+		view(st, v)
+	}
+}
+
+// ListKinds lists the registered kinds and what applies to each, for
+// clients to show only that (the console's buttons and panels).
+func (s *Service) ListKinds(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, kindList())
+}
+
+func kindList() computeapi.KindList {
+	out := computeapi.KindList{Items: []computeapi.KindInfo{}}
+	for _, k := range api.Kinds() {
+		out.Items = append(out.Items, computeapi.KindInfo{
+			Name: k.Name, Path: strings.ToLower(k.Name),
+			Placed: !k.Unplaced, AdminOnly: k.AdminOnly, EveryCluster: k.EveryCluster,
+			Pods: !k.NoPods, Ops: append([]string{}, k.Ops...),
+		})
+	}
+	return out
+}
+
+// cronJobStatusView adds a CronJob's cluster, times and runs.
+func cronJobStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
 	if c := st.CronJob; c != nil {
 		cv := computeapi.CronJobStatus{Cluster: c.Cluster, Suspended: c.Suspended, Active: c.Active}
 		if c.LastScheduleTime != nil {
@@ -25,6 +65,11 @@ func kindStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
 		}
 		v.CronJob = cv
 	}
+}
+
+// daemonStatusView adds a Daemon's counts, in total and per cluster, and
+// the clusters behind.
+func daemonStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
 	if d := st.Daemon; d != nil {
 		dv := computeapi.DaemonStatus{Desired: d.Desired, Current: d.Current, Ready: d.Ready, Updated: d.Updated, Behind: d.Behind}
 		if len(d.Clusters) > 0 {
@@ -35,5 +80,4 @@ func kindStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
 		}
 		v.Daemon = dv
 	}
-	trainingStatusView(st, v) // view_training.go
 }

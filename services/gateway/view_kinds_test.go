@@ -2,8 +2,13 @@ package gateway
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"atoll.dev/libs/api"
 )
@@ -18,7 +23,11 @@ func TestKindStatusViews(t *testing.T) {
 		Daemon: &api.DaemonStatus{DaemonCounts: api.DaemonCounts{Desired: 3, Current: 3, Ready: 2, Updated: 3}, Behind: []string{"zone-b"},
 			Clusters: map[string]api.DaemonCounts{"zone-b": {Desired: 3, Current: 3, Ready: 2, Updated: 3}}},
 	}
-	b, err := json.Marshal(statusView(st))
+	cronView, err := json.Marshal(statusView(api.KindCronJob, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonView, err := json.Marshal(statusView(api.KindDaemon, st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,17 +46,31 @@ func TestKindStatusViews(t *testing.T) {
 			Clusters       map[string]struct{ Ready int }
 		} `json:"daemon"`
 	}
-	if err := json.Unmarshal(b, &got); err != nil {
+	if err := json.Unmarshal(cronView, &got); err != nil {
 		t.Fatal(err)
 	}
-	c, d := got.CronJob, got.Daemon
-	if c.Cluster != "zone-a" || !c.LastScheduleTime.Equal(at) || c.Active != 1 || len(c.Runs) != 1 || c.Runs[0].Outcome != "Active" {
-		t.Errorf("cronJob %+v from %s", c, b)
+	if c := got.CronJob; c.Cluster != "zone-a" || !c.LastScheduleTime.Equal(at) || c.Active != 1 || len(c.Runs) != 1 || c.Runs[0].Outcome != "Active" {
+		t.Errorf("cronJob %+v from %s", c, cronView)
 	}
-	if d.Desired != 3 || d.Ready != 2 || len(d.Behind) != 1 || d.Clusters["zone-b"].Ready != 2 {
-		t.Errorf("daemon %+v from %s", d, b)
+	if err := json.Unmarshal(daemonView, &got); err != nil {
+		t.Fatal(err)
 	}
-	if b, _ := json.Marshal(statusView(&api.Status{Phase: api.PhaseRunning})); string(b) != `{"phase":"Running"}` {
+	if d := got.Daemon; d.Desired != 3 || d.Ready != 2 || len(d.Behind) != 1 || d.Clusters["zone-b"].Ready != 2 {
+		t.Errorf("daemon %+v from %s", d, daemonView)
+	}
+	if strings.Contains(string(cronView), `"daemon"`) || strings.Contains(string(daemonView), `"cronJob"`) {
+		t.Errorf("a kind's view carries another kind's part:\n%s\n%s", cronView, daemonView)
+	}
+	if b, _ := json.Marshal(statusView(api.KindApp, &api.Status{Phase: api.PhaseRunning})); string(b) != `{"phase":"Running"}` {
 		t.Errorf("an App's status view %s carries the other kinds' fields", b)
+	}
+}
+
+// TestEveryKindHasAView: every registered kind has an entry in kindViews
+// (nil when the counts say it all), and the table names no other kind: a
+// kind added to api without a gateway view fails here.
+func TestEveryKindHasAView(t *testing.T) {
+	if diff := cmp.Diff(api.KindNames(), slices.Sorted(maps.Keys(kindViews))); diff != "" {
+		t.Errorf("kinds with a gateway view (-api.KindNames +kindViews):\n%s", diff)
 	}
 }

@@ -8,8 +8,12 @@
 // streamed with fetch and a ReadableStream.
 //
 // Routes live in the fragment: #/ (projects), #/p/<project> (workloads),
-// #/p/<project>/<kind>/<name> (one workload), #/region (the SLIs, and the
-// member clusters for platform admins).
+// #/p/<project>/<kind>/<name> (one workload, the kind in any case), #/region
+// (the SLIs, and the member clusters for platform admins).
+//
+// The kinds and what applies to each (pods of their own, operations) come
+// from GET /v1/kinds at sign-in: a page shows only the buttons and panels
+// that apply (no logs, replicas, Restart or Stop for a Scaler).
 //
 // Operations (scale, pause/resume, restart, stop/start, delete) ask first in
 // a modal <dialog>, then call the API; a refusal shows the API's error
@@ -28,7 +32,8 @@
 // #detail-ready[data-ready][data-desired], #zones tr[data-zone] td[data-field],
 // #clusters tr[data-cluster], #conditions tr[data-condition], #reasons tr,
 // #kube-events tr, #events li[data-event][data-id], #events-error,
-// #logs .log-line, #logs-status, #logs-error;
+// #logs-card, #logs .log-line, #logs-status, #logs-error; #replicas-card;
+// #scaler-card, #chart-scaler svg circle[data-replicas];
 // #op-scale, #op-pause[data-op=pause|resume], #op-restart,
 // #op-stop[data-op=stop|start], #op-delete, #op-status, #op-error;
 // the dialog #confirm with #confirm-replicas, #confirm-ok, #confirm-cancel;
@@ -97,7 +102,34 @@ const session = {
   token: sessionStorage.getItem(TOKEN_KEY) || '',
   identity: null,
   projects: [], // the last GET /v1/projects: [{name, role}]
+  kinds: [], // GET /v1/kinds at sign-in: [{name, path, placed, adminOnly, everyCluster, pods, ops}]
 };
+
+// kindInfo is the kind named in any case (a route's #/p/demo/scaler/web
+// names the Scaler), as GET /v1/kinds describes it, or null.
+function kindInfo(name) {
+  const lower = String(name ?? '').toLowerCase();
+  return session.kinds.find((k) => k.path === lower || String(k.name).toLowerCase() === lower) || null;
+}
+
+// KIND_VIEWS is what the workload page draws for each kind beyond what
+// GET /v1/kinds says (pods of its own, operations): its own cards (the
+// ids of kindCard, 'scaler' for #scaler-card, 'rollout' for
+// #rollout-card) and what its pause does. Every registered kind has an
+// entry: a Go test (console/kinds_test.go) holds the keys to
+// api.KindNames().
+const KIND_VIEWS = {
+  App: { cards: ['rollout'], pause: 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.' },
+  CronJob: { cards: ['cronjob'], pause: 'It is suspended: no new run starts until it is resumed. Its quota stays reserved.' },
+  Daemon: { cards: ['daemon'] },
+  JobSet: { cards: [], pause: 'Its Jobs are suspended until it is resumed. Its quota stays reserved.' },
+  Pod: { cards: ['pod'] },
+  Scaler: { cards: ['scaler'], pause: 'The autoscaler leaves its App alone until it is resumed: scale the App by hand meanwhile.' },
+  TrainingJob: { cards: ['training'], pause: "Its gang's Job is suspended until it is resumed. Its quota stays reserved." },
+};
+
+// hasCard says whether kind's page draws the card id.
+const hasCard = (kind, id) => !!KIND_VIEWS[kind]?.cards.includes(id);
 
 // request calls the API and throws an APIError for any non-2xx answer.
 async function request(path, { method = 'GET', headers = {}, body, signal, token = session.token } = {}) {
@@ -324,9 +356,10 @@ function route() {
 // --- sign in and out ---------------------------------------------------------
 
 async function signIn(token) {
-  const identity = await getJSON('/whoami', { token });
+  const [identity, kinds] = await Promise.all([getJSON('/whoami', { token }), getJSON('/kinds', { token })]);
   session.token = token;
   session.identity = identity;
+  session.kinds = Array.isArray(kinds?.items) ? kinds.items : [];
   sessionStorage.setItem(TOKEN_KEY, token);
   renderIdentity();
   route();
@@ -337,6 +370,7 @@ function signOut(message, keepRoute = false) {
   session.token = '';
   session.identity = null;
   session.projects = [];
+  session.kinds = [];
   sessionStorage.removeItem(TOKEN_KEY);
   $('#identity').hidden = true;
   $('#project-form').hidden = true;
@@ -629,6 +663,11 @@ function renderList(project, items) {
 // --- one workload ------------------------------------------------------------
 
 function detailView(project, kind, name, signal) {
+  // The route may name the kind in any case; the page uses its name.
+  const info = kindInfo(kind);
+  if (info) kind = info.name;
+  // A kind with no pods of its own (a Scaler) has no logs and no replicas.
+  const pods = !info || info.pods;
   show('detail-view');
   document.title = `${name} · ${project} · Atoll console`;
   $('#back').href = `#/p/${enc(project)}`;
@@ -653,7 +692,10 @@ function detailView(project, kind, name, signal) {
       renderDetail(w);
     }
   };
-  shown = { project, base, workload: null, render, signal, busy: false };
+  shown = { project, base, info, workload: null, render, signal, busy: false };
+  $('#replicas-card').hidden = !pods;
+  $('#logs-card').hidden = !pods;
+  $('#detail-ready').hidden = !pods;
   renderActions();
   poll(
     signal,
@@ -674,12 +716,12 @@ function detailView(project, kind, name, signal) {
     },
   );
   watchEvents(base, signal);
-  tailLogs(base, signal);
-  $('#scaler-card').hidden = kind !== 'Scaler';
-  if (kind === 'Scaler') watchScaler(project, name, signal);
+  if (pods) tailLogs(base, signal);
+  $('#scaler-card').hidden = !hasCard(kind, 'scaler');
+  if (hasCard(kind, 'scaler')) watchScaler(project, name, signal);
   $('#kind-cards').replaceChildren();
-  $('#rollout-card').hidden = kind !== 'App';
-  if (kind === 'App') watchRollout(project, name, signal);
+  $('#rollout-card').hidden = !hasCard(kind, 'rollout');
+  if (hasCard(kind, 'rollout')) watchRollout(project, name, signal);
 }
 
 // watchScaler polls a Scaler's recorded decisions and draws the replicas
@@ -856,7 +898,7 @@ function renderDetail(w) {
   );
 
   renderKindCards(w);
-  if (w.kind === 'App') drawRollout();
+  if (hasCard(w.kind, 'rollout')) drawRollout();
 
   const kev = [...(st.events || [])].sort((a, b) => String(b.time || '').localeCompare(String(a.time || '')));
   $('#kube-events-empty').hidden = kev.length > 0;
@@ -894,13 +936,16 @@ let shown = null;
 const OP_BUTTONS = ['#op-scale', '#op-pause', '#op-restart', '#op-stop', '#op-delete'];
 
 // renderActions fits the buttons to the workload: Pause or Resume, Stop or
-// Start, and no Scale or Pause for a Pod (the API would refuse them).
+// Start, and only the operations its kind supports (GET /v1/kinds: no
+// Scale or Pause for a Pod, no Restart or Stop for a Scaler).
 function renderActions() {
   const w = shown?.workload;
   const c = w?.control || {};
-  const replicated = !w || w.kind === 'App' || w.kind === 'JobSet';
-  $('#op-scale').hidden = !replicated;
-  $('#op-pause').hidden = !replicated;
+  const ops = shown?.info?.ops || [];
+  $('#op-scale').hidden = !ops.includes('scale');
+  $('#op-pause').hidden = !ops.includes(c.paused ? 'resume' : 'pause');
+  $('#op-restart').hidden = !ops.includes('restart');
+  $('#op-stop').hidden = !ops.includes(c.stopped ? 'start' : 'stop');
   setOp($('#op-pause'), c.paused ? 'resume' : 'pause', c.paused ? 'Resume' : 'Pause');
   setOp($('#op-stop'), c.stopped ? 'start' : 'stop', c.stopped ? 'Start' : 'Stop');
   for (const sel of OP_BUTTONS) $(sel).disabled = !w || !!shown?.busy;
@@ -937,9 +982,7 @@ function opText(op, w) {
     case 'pause':
       return {
         title: `Pause ${what}?`,
-        text: w.kind === 'JobSet'
-          ? 'Its Jobs are suspended until it is resumed. Its quota stays reserved.'
-          : 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.',
+        text: KIND_VIEWS[w.kind]?.pause || 'It is paused until it is resumed.',
         ok: 'Pause',
         done: () => 'paused',
       };
@@ -1023,7 +1066,8 @@ async function operate(op) {
 // --- what a kind's status carries ----------------------------------------------
 //
 // A kind whose status holds more than the counts every kind has gets a card
-// in #kind-cards: one kindCard(id, title, applies, fill) call, where fill
+// in #kind-cards: one kindCard(id, title, applies, fill) call and the id in
+// its KIND_VIEWS entry, where fill
 // returns the card's content for the workload shown (it may also mark the
 // card, e.g. .warn). The cards are made on first use and refilled on every
 // render of the workload; a card that does not apply is hidden. An App's
@@ -1081,7 +1125,7 @@ function whenAgo(value) {
 // A CronJob fires in one member cluster of the region; its status names that
 // cluster, when it last fired and last succeeded, and the runs the cluster
 // keeps (oldest first in the API, newest first here).
-kindCard('cronjob', 'Schedule and runs', (w) => w.kind === 'CronJob', (w) => {
+kindCard('cronjob', 'Schedule and runs', (w) => hasCard(w.kind, 'cronjob'), (w) => {
   const c = w.status?.cronJob || {};
   const spec = w.spec || {};
   const runs = [...(c.runs || [])].reverse();
@@ -1120,7 +1164,7 @@ kindCard('cronjob', 'Schedule and runs', (w) => w.kind === 'CronJob', (w) => {
 // A Daemon runs a DaemonSet in every matching member cluster; its status
 // sums them and names the clusters that are behind (not every pod updated
 // and ready), which are highlighted.
-kindCard('daemon', 'DaemonSets per cluster', (w) => w.kind === 'Daemon', (w, card) => {
+kindCard('daemon', 'DaemonSets per cluster', (w) => hasCard(w.kind, 'daemon'), (w, card) => {
   const d = w.status?.daemon || {};
   const behind = new Set(d.behind || []);
   const clusters = d.clusters || {};
@@ -1153,7 +1197,7 @@ kindCard('daemon', 'DaemonSets per cluster', (w) => w.kind === 'Daemon', (w, car
 
 // A TrainingJob's gang: where it runs, its attempts, requeues and restarts,
 // and each rank's pod (status.training).
-kindCard('training', 'Gang and ranks', (w) => w.kind === 'TrainingJob', (w, card) => {
+kindCard('training', 'Gang and ranks', (w) => hasCard(w.kind, 'training'), (w, card) => {
   const g = w.status?.training || {};
   const ranks = [...(g.ranks || [])].sort((a, b) => num(a.rank) - num(b.rank));
   card.classList.toggle('warn', !!when(g.nextAttempt));
@@ -1191,7 +1235,7 @@ kindCard('training', 'Gang and ranks', (w) => w.kind === 'TrainingJob', (w, card
 
 // A Pod's containers (init, sidecars, main) with their image and restart
 // count, and its volume claim (status.pod).
-kindCard('pod', 'Containers and volume', (w) => w.kind === 'Pod' && !!w.status?.pod, (w) => {
+kindCard('pod', 'Containers and volume', (w) => hasCard(w.kind, 'pod') && !!w.status?.pod, (w) => {
   const p = w.status?.pod || {};
   const v = p.volume;
   return [
