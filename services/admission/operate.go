@@ -80,12 +80,12 @@ func applyOperation(cur *api.Workload, op api.Operation, now time.Time) (*api.Wo
 	if err != nil {
 		return nil, nil, unavailable(err)
 	}
+	if fe := op.CheckKind(); len(fe) > 0 {
+		return nil, nil, unsupported(op, fe[0].Reason)
+	}
 	c := &next.Control
 	switch op.Op {
 	case api.OpPause, api.OpResume:
-		if cur.Kind == api.KindPod {
-			return nil, nil, unsupported(op, "a Pod cannot be paused or resumed: it has no replicas to hold at zero and no Job to suspend; stop and start it instead")
-		}
 		pause := op.Op == api.OpPause
 		if c.Paused == pause {
 			return nil, nil, nil
