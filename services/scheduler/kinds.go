@@ -11,7 +11,7 @@ import (
 
 // kindHooks is what a placed kind provides to the scheduler: how the pure
 // decision divides it over the candidates (DecideWith), and what it adds to
-// the phases of a reconcile (reconcile.go). Each kind's hooks live in its
+// the phases of a reconcile (Service.reconcile). Each kind's hooks live in its
 // own file, kind_<kind>.go.
 type kindHooks interface {
 	// divide splits w over its candidates, best first. No shards makes
