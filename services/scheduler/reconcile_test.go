@@ -55,12 +55,29 @@ func (l *phaseLog) of(key string) []string {
 
 // TestReconcileLogsItsPhases: a new workload's first reconcile goes
 // through the named phases in order, each logged at debug level with its
-// key.
+// key; a kind the scheduler does not place (a Scaler) stops after read
+// and gets no placement.
 func TestReconcileLogsItsPhases(t *testing.T) {
 	b := openBus(t)
 	seedClusters(t, b)
 	pub := events.NewPublisher(b, nil, events.Options{})
-	key := write(t, b, pub, tieredApp("web", api.TierOnDemand, 2, 0))
+	every := []string{"read", "gate", "decide", "after-decide", "write", "announce"}
+	scaler := &api.Workload{APIVersion: api.APIVersion, Kind: api.KindScaler,
+		Metadata: api.Metadata{Project: "p", Name: "web", Generation: 1, Created: time.Now().UTC()},
+		Spec:     &api.ScalerSpec{Target: "web"}}
+	tests := []struct {
+		name   string
+		w      *api.Workload
+		want   []string
+		placed bool
+	}{
+		{"App", tieredApp("web", api.TierOnDemand, 2, 0), every, true},
+		{"Scaler", scaler, []string{"read"}, false},
+	}
+	keys := make([]string, len(tests))
+	for i, tc := range tests {
+		keys[i] = write(t, b, pub, tc.w)
+	}
 	logs := &phaseLog{phases: map[string][]string{}}
 	conn, err := b.Connect("scheduler")
 	require.NoError(t, err)
@@ -70,13 +87,22 @@ func TestReconcileLogsItsPhases(t *testing.T) {
 	t.Cleanup(s.Stop)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Len(c, workloadEvents(t, b, api.EventScheduled), 1)
+		for _, k := range keys {
+			assert.Contains(c, logs.of(k), "read")
+		}
 	}, 15*time.Second, 20*time.Millisecond)
 
-	got := logs.of(key)
-	i := slices.Index(got, "read")
-	require.GreaterOrEqual(t, i, 0, "no read phase logged for %s: %v", key, got)
-	want := []string{"read", "gate", "decide", "after-decide", "write", "announce"}
-	if diff := cmp.Diff(want, got[i:min(i+len(want), len(got))]); diff != "" {
-		t.Errorf("phases of the first reconcile of %s (-want +got):\n%s", key, diff)
+	placed := placements(t, b)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := logs.of(keys[i])
+			from := slices.Index(got, "read")
+			if diff := cmp.Diff(tc.want, got[from:min(from+len(every), len(got))]); diff != "" {
+				t.Errorf("phases of the first reconcile of %s (-want +got):\n%s", keys[i], diff)
+			}
+			if _, ok := placed[keys[i]]; ok != tc.placed {
+				t.Errorf("%s placed: %v, want %v", keys[i], ok, tc.placed)
+			}
+		})
 	}
 }
