@@ -38,6 +38,12 @@
 // replica that died before announcing it is announced by the next check of
 // that key (a new term's replay or a resync), with the same message id.
 //
+// Kinds and phases. What a kind adds to the scheduler is its kindHooks
+// (how it is divided, its gate, what it does after a decision, its
+// events), one file per kind (kind_<kind>.go), in one table (kinds). A
+// reconcile runs in named phases, read, gate, decide, after-decide, write
+// and announce, each calling the kind's hooks where it has its own.
+//
 // Tiers. Pools per tier and the burst buffer are the
 // framework's (framework.CapacityOf); the queues hand out work Reserved
 // first, then OnDemand, then Preemptible, by priority, then admission; a
