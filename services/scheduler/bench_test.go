@@ -60,12 +60,13 @@ func BenchmarkDecide(b *testing.B) {
 	ws := benchWorkloads(3000)
 	sizes := []int{10, 100, 300, 1000}
 	perDecision := map[int]time.Duration{}
+	kt := kinds() // the Service's table, made once as New does
 	for _, n := range sizes {
 		clusters := benchRegion(n)
 		decisions := max(200, 200_000/n) // about the same work per size
 		start := time.Now()
 		for i := range decisions {
-			_ = DecideWith(ws[i%len(ws)], clusters, time.Time{}, framework.Options{BufferPercent: 10})
+			_ = kt.decide(ws[i%len(ws)], clusters, time.Time{}, framework.Options{BufferPercent: 10})
 		}
 		perDecision[n] = time.Since(start) / time.Duration(decisions)
 	}

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,22 +18,6 @@ type candidate struct {
 	score   int64
 	// room is how many more pods of the workload fit.
 	room int64
-}
-
-// divider splits a workload over its candidates, best first. Adding a kind
-// means adding its divider here; TestEveryKindHasADivider fails until then.
-type divider func(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard
-
-var dividers = map[string]divider{
-	api.KindApp:    divideReplicas,
-	api.KindJobSet: divideIndexes,
-	api.KindPod:    oneCluster,
-}
-
-// Kinds lists the kinds the scheduler can divide, sorted. A workload of
-// any other kind is unschedulable, with a reason that says so.
-func Kinds() []string {
-	return slices.Sorted(maps.Keys(dividers))
 }
 
 // Decide places a workload on a snapshot of the member clusters under the
@@ -66,20 +49,27 @@ var filters = func() []framework.Filter {
 	return out
 }()
 
-// DecideWith places a workload on a snapshot of the member clusters. It is
-// a pure function of its inputs, linear in the number of clusters: what
-// the scorers need of the whole region is computed once. A stopped
-// workload gets an empty placement (no shards, and not unschedulable), so
-// its objects are removed from every cluster until it is started.
+// DecideWith places a workload on a snapshot of the member clusters with
+// the scheduler's kinds. See kindTable.decide.
 func DecideWith(w *api.Workload, clusters []*api.ClusterInfo, now time.Time, o framework.Options) Outcome {
+	return kinds().decide(w, clusters, now, o)
+}
+
+// decide places a workload on a snapshot of the member clusters. It is a
+// pure function of its inputs, linear in the number of clusters: what the
+// scorers need of the whole region is computed once. A stopped workload
+// gets an empty placement (no shards, and not unschedulable), so its
+// objects are removed from every cluster until it is started. A kind
+// missing from the table is unschedulable, with a reason that names it.
+func (kt kindTable) decide(w *api.Workload, clusters []*api.ClusterInfo, now time.Time, o framework.Options) Outcome {
 	d := api.PlacementDecision{Key: w.Key(), Generation: w.Metadata.Generation, Decided: now}
 	if w.Control.Stopped {
 		return Outcome{Decision: d}
 	}
-	divide, ok := dividers[w.Kind]
+	kind, ok := kt[w.Kind]
 	if !ok {
 		d.Unschedulable = true
-		d.Reasons = []api.Rejection{{Filter: "Kind", Reason: fmt.Sprintf("the scheduler cannot divide kind %q (it knows %s)", w.Kind, strings.Join(Kinds(), ", "))}}
+		d.Reasons = []api.Rejection{{Filter: "Kind", Reason: fmt.Sprintf("the scheduler cannot divide kind %q (it knows %s)", w.Kind, strings.Join(kt.names(), ", "))}}
 		return Outcome{Decision: d}
 	}
 	fw := framework.NewWorkload(w, o)
@@ -121,8 +111,8 @@ func DecideWith(w *api.Workload, clusters []*api.ClusterInfo, now time.Time, o f
 		}
 		return cmp.Compare(a.cluster.Name, b.cluster.Name)
 	})
-	d.Shards = divide(w, fw, cands)
-	if len(d.Shards) == 0 { // a gang no one cluster fits whole (training.go)
+	d.Shards = kind.divide(w, fw, cands)
+	if len(d.Shards) == 0 { // say what each candidate fits (a gang no one cluster fits whole)
 		d.Unschedulable = true
 		d.Reasons = gangRejections(fw, cands, d.Reasons)
 		out.Decision = d
@@ -161,119 +151,6 @@ func markPools(fw *framework.Workload, cands []candidate, shards []api.Shard) {
 			}
 		}
 	}
-}
-
-// split divides n into len(weights) parts proportional to weights, handing
-// the remainder out one each in order (so it is spread, not piled).
-func split(n int64, weights []int64) []int64 {
-	out := make([]int64, len(weights))
-	var total int64
-	for _, w := range weights {
-		total += w
-	}
-	if total == 0 || n <= 0 {
-		return out
-	}
-	var given int64
-	for i, w := range weights {
-		out[i] = n * w / total
-		given += out[i]
-	}
-	for i := 0; given < n; i = (i + 1) % len(out) {
-		if weights[i] > 0 {
-			out[i]++
-			given++
-		}
-	}
-	return out
-}
-
-// spread divides n pods across zones evenly, then across each zone's
-// clusters, then moves what a cluster has no room for to clusters that do.
-// It returns pods per candidate, in candidate order.
-func spread(n int64, cands []candidate) []int64 {
-	var zones []string
-	byZone := map[string][]int{}
-	for i, c := range cands {
-		z := c.cluster.Zone
-		if _, ok := byZone[z]; !ok {
-			zones = append(zones, z) // zones ordered by their best cluster
-		}
-		byZone[z] = append(byZone[z], i)
-	}
-	ones := func(k int) []int64 {
-		w := make([]int64, k)
-		for i := range w {
-			w[i] = 1
-		}
-		return w
-	}
-	out := make([]int64, len(cands))
-	for zi, share := range split(n, ones(len(zones))) {
-		idx := byZone[zones[zi]]
-		for j, s := range split(share, ones(len(idx))) {
-			out[idx[j]] = s
-		}
-	}
-	// Overflow: clusters asked for more than they have room for give the
-	// excess to clusters with room, one at a time in turn. With no room anywhere the
-	// excess stays (its pods wait inside the cluster).
-	var excess int64
-	for i, c := range cands {
-		if out[i] > c.room {
-			excess += out[i] - c.room
-			out[i] = c.room
-		}
-	}
-	for moved := true; excess > 0 && moved; {
-		moved = false
-		for i, c := range cands {
-			if excess > 0 && out[i] < c.room {
-				out[i]++
-				excess--
-				moved = true
-			}
-		}
-	}
-	for i := 0; excess > 0; i = (i + 1) % len(out) {
-		out[i]++
-		excess--
-	}
-	return out
-}
-
-func divideReplicas(_ *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard {
-	var shards []api.Shard
-	for i, n := range spread(int64(fw.Pods), cands) {
-		if n > 0 {
-			c := cands[i].cluster
-			shards = append(shards, api.Shard{Cluster: c.Name, Zone: c.Zone, Replicas: int32(n)})
-		}
-	}
-	sortShards(shards)
-	return shards
-}
-
-// divideIndexes spreads a JobSet's parallelism like replicas, then gives
-// each shard a contiguous index range proportional to its parallelism.
-func divideIndexes(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard {
-	js := w.Spec.(*api.JobSetSpec)
-	shards := divideReplicas(w, fw, cands)
-	weights := make([]int64, len(shards))
-	for i, s := range shards {
-		weights[i] = int64(s.Replicas)
-	}
-	var start int32
-	for i, n := range split(int64(js.Completions), weights) {
-		shards[i].IndexStart, shards[i].IndexEnd = start, start+int32(n)
-		start += int32(n)
-	}
-	return shards
-}
-
-func oneCluster(_ *api.Workload, _ *framework.Workload, cands []candidate) []api.Shard {
-	c := cands[0].cluster
-	return []api.Shard{{Cluster: c.Name, Zone: c.Zone, Replicas: 1}}
 }
 
 func sortShards(s []api.Shard) {

@@ -8,18 +8,34 @@ import (
 	"atoll.dev/libs/api"
 )
 
-// TestEveryKindHasADivider fails when a kind is registered with the API
-// but the scheduler cannot divide it.
-func TestEveryKindHasADivider(t *testing.T) {
-	handled := map[string]bool{}
-	for _, k := range Kinds() {
-		handled[k] = true
-	}
-	// Kinds that are not placed (a Scaler) never reach a divider.
+// TestKindTableMatchesTheAPI: every kind the API registers as placed has
+// an entry in the scheduler's table of kinds, and none it registers
+// unplaced (a Scaler) has one; so a newly registered kind fails here until
+// the scheduler handles it.
+func TestKindTableMatchesTheAPI(t *testing.T) {
+	table := kinds()
+	placed := map[string]bool{}
 	for _, k := range api.PlacedKindNames() {
-		if !handled[k] {
-			t.Errorf("kind %s is registered in libs/api but has no divider in the scheduler (decide.go)", k)
+		placed[k] = true
+	}
+	for _, k := range api.KindNames() {
+		t.Run(k, func(t *testing.T) {
+			if _, got := table[k]; got != placed[k] {
+				t.Errorf("kind %s in the scheduler's table (kinds.go): %v, want %v (placed: %v)", k, got, placed[k], placed[k])
+			}
+		})
+	}
+	registered := map[string]bool{}
+	for _, k := range api.KindNames() {
+		registered[k] = true
+	}
+	for k := range table {
+		if !registered[k] {
+			t.Errorf("the scheduler's table has kind %s, which libs/api does not register", k)
 		}
+	}
+	if _, ok := table[api.KindScaler]; ok || api.Placed(api.KindScaler) {
+		t.Errorf("a Scaler is placed or in the table; want it unplaced and absent")
 	}
 }
 

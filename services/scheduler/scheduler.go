@@ -38,7 +38,13 @@
 // replica that died before announcing it is announced by the next check of
 // that key (a new term's replay or a resync), with the same message id.
 //
-// Tiers (tiers.go). Pools per tier and the burst buffer are the
+// Kinds and phases. What a kind adds to the scheduler is its kindHooks
+// (how it is divided, its gate, what it does after a decision, its
+// events), one file per kind (kind_<kind>.go), in one table (kinds). A
+// reconcile runs in named phases, read, gate, decide, after-decide, write
+// and announce, each calling the kind's hooks where it has its own.
+//
+// Tiers. Pools per tier and the burst buffer are the
 // framework's (framework.CapacityOf); the queues hand out work Reserved
 // first, then OnDemand, then Preemptible, by priority, then admission; a
 // Reserved or OnDemand workload short of room preempts Preemptible work
@@ -47,7 +53,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,8 +106,8 @@ type Service struct {
 	// Lease tunes the election (zero: the library's defaults); set it
 	// before Start.
 	Lease lease.Options
-	// Options configure tiers: pools, buffer, preemption (tiers.go); set
-	// them before Start.
+	// Options configure tiers: pools, buffer, preemption; set them
+	// before Start.
 	Options Options
 	tiers   tierState
 	inv     inventoryCache
@@ -120,8 +125,12 @@ type Service struct {
 	// term is the current term while this replica holds the lease.
 	term atomic.Pointer[term]
 
-	// quota calls the quota service for TrainingJob gangs (training.go).
+	// quota calls the quota service for TrainingJob gangs.
 	quota *bus.Requester
+	// kinds is the table of the kinds the scheduler places.
+	kinds kindTable
+	// decoded keeps the workloads decoded, one decode per change.
+	decoded workloadCache
 
 	mu          sync.Mutex
 	inventory   map[string]decodedCluster // mu must be held: by cluster name
@@ -142,6 +151,7 @@ func New(b *bus.Bus, log *slog.Logger) *Service {
 		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
 		Options: OptionsFromEnv(os.Getenv, log),
 		quota:   bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
+		kinds:   kinds(),
 	}
 }
 
@@ -229,8 +239,10 @@ func (s *Service) goRun(fn func()) {
 	go func() { defer s.wg.Done(); fn() }()
 }
 
-// workloadChanged sends a changed workload to the current term's work queue.
+// workloadChanged drops what was decoded of a changed workload and sends
+// it to the current term's work queue.
 func (s *Service) workloadChanged(key string) {
+	s.forgetWorkload(key)
 	if t := s.term.Load(); t != nil {
 		t.work.Add(key)
 	}
@@ -308,13 +320,9 @@ func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
 			if json.Unmarshal(e.Value(), &d) != nil || len(d.Shards) == 0 {
 				continue
 			}
-			we, ok := s.workloadM.Get(e.Key())
-			if !ok {
-				continue // deleted: its placement goes
-			}
-			wl, err := api.Decode(we.Value)
-			if err != nil {
-				continue
+			wl, ok, err := s.workload(e.Key())
+			if !ok || err != nil {
+				continue // deleted (its placement goes) or undecodable
 			}
 			t.assume(e.Key(), wl, &d)
 			n++
@@ -407,214 +415,4 @@ func (s *Service) snapshot(t *term) []*api.ClusterInfo {
 		return slices.Clone(base)
 	}
 	return t.overlay(base)
-}
-
-// check is the replay queue's reconcile: a key whose placement still
-// stands only gets its event ensured; any other goes to the work queue.
-func (s *Service) check(ctx context.Context, t *term, key string) error {
-	we, wok := s.workloadM.Get(key)
-	pe, pok := s.placementM.Get(key)
-	if !wok || !pok {
-		t.work.Add(key)
-		return nil
-	}
-	w, err := api.Decode(we.Value)
-	if err != nil || w.Kind == api.KindTrainingJob {
-		t.work.Add(key) // the reconcile logs it; a gang's timers live in the work queue (training.go)
-		return nil
-	}
-	var p api.PlacementDecision
-	if err := json.Unmarshal(pe.Value, &p); err != nil || !s.stillGood(&p, w, s.snapshot(t)) {
-		t.work.Add(key)
-		return nil
-	}
-	return s.announce(ctx, t, w, &p, pe.Revision)
-}
-
-// reconcile decides the placement of one workload.
-func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
-	we, ok := s.workloadM.Get(key)
-	if !ok {
-		// Deleted: its placement goes, and with it the shards.
-		if err := s.placements.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("delete placement %s: %w", key, err)
-		}
-		t.forget(key)
-		s.forgetRank(key)
-		// Its room is free: waiting work looks again now, in tier order,
-		// not at its next retry.
-		for _, k := range t.pendingKeys() {
-			t.work.Add(k)
-		}
-		return nil
-	}
-	w, err := api.Decode(we.Value)
-	if err != nil {
-		s.log.Error("undecodable workload", "key", key, "err", err)
-		return nil
-	}
-	if !api.Placed(w.Kind) {
-		return nil // a policy kind (a Scaler) is placed nowhere
-	}
-	var (
-		prev    *api.PlacementDecision
-		prevRev uint64
-	)
-	if pe, err := s.placements.Get(ctx, key); err == nil {
-		prev, prevRev = &api.PlacementDecision{}, pe.Revision()
-		if err := json.Unmarshal(pe.Value(), prev); err != nil {
-			prev = nil
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("read placement %s: %w", key, err)
-	}
-	if done, err := s.gang(ctx, t, w, prev, prevRev); done { // training.go
-		return err
-	}
-	if prev != nil && s.stillGood(prev, w, s.snapshot(t)) {
-		return s.announce(ctx, t, w, prev, prevRev)
-	}
-	if prev != nil && s.finished(ctx, key, w) {
-		return nil
-	}
-	// Decide and assume under the term's lock, so that parallel workers
-	// never see the same free capacity; the write happens outside it, and
-	// a write that fails gives back what was assumed.
-	t.decide.Lock(s.sortKey(key))
-	d, wait, err := s.decide(ctx, t, w, prev)
-	if err != nil || wait > 0 {
-		t.decide.Unlock()
-		if wait > 0 {
-			t.work.AddAfter(key, wait) // preemption's rate bound
-		}
-		return err
-	}
-	d = s.podDecision(t, w, prev, d)     // pod.go
-	d = s.cronJobDecision(t, w, prev, d) // everycluster.go
-	if prev != nil && sameDecision(prev, &d) {
-		t.decide.Unlock()
-		if d.Unschedulable {
-			t.work.AddAfter(key, RetryUnschedulable)
-		}
-		return s.announce(ctx, t, w, prev, prevRev)
-	}
-	if w.Kind == api.KindTrainingJob {
-		carryGang(prev, &d, d.Decided) // training.go
-		t.work.AddAfter(key, gangPoll) // its ready timeout runs
-	}
-	undo := t.assume(key, w, &d)
-	t.decide.Unlock()
-	b, err := json.Marshal(&d)
-	if err != nil {
-		undo()
-		return err
-	}
-	rev, err := bus.CompareAndSet(ctx, s.placements, key, b, prevRev)
-	if err != nil {
-		undo()
-	}
-	if errors.Is(err, bus.ErrConflict) {
-		t.work.Add(key) // read a stale revision; look again
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("write placement %s: %w", key, err)
-	}
-	if d.Unschedulable {
-		t.work.AddAfter(key, RetryUnschedulable)
-	}
-	s.log.Debug("placed", "key", key, "generation", d.Generation, "shards", d.Shards, "unschedulable", d.Unschedulable)
-	return s.announceWritten(ctx, t, w, &d, rev)
-}
-
-// announce ensures the event of placement d, written at rev, is out.
-func (s *Service) announce(ctx context.Context, t *term, w *api.Workload, d *api.PlacementDecision, rev uint64) error {
-	key := w.Key()
-	if t.announcedAt(key) >= rev {
-		return nil
-	}
-	if err := s.announceFailover(ctx, w, d, rev, true); err != nil { // pod.go
-		return err
-	}
-	if err := s.announceGang(ctx, w, d, rev, true); err != nil { // training.go
-		return err
-	}
-	event, msg := eventOf(w, d)
-	if err := s.events.Ensure(ctx, w, event, msg, rev); err != nil {
-		return fmt.Errorf("announce placement of %s: %w", key, err)
-	}
-	t.announced(key, rev)
-	return nil
-}
-
-// announceWritten publishes the event of placement d, which this
-// reconcile has just written at rev: no event can be out for a revision
-// this new, so it publishes without looking first (under the same
-// message id as Ensure, so a retry is deduplicated).
-func (s *Service) announceWritten(ctx context.Context, t *term, w *api.Workload, d *api.PlacementDecision, rev uint64) error {
-	if err := s.announceFailover(ctx, w, d, rev, false); err != nil { // pod.go
-		return err
-	}
-	// A gang's restart stays in every later placement of that attempt: ensured, not published.
-	if err := s.announceRestart(ctx, w, d, true); err != nil { // training.go
-		return err
-	}
-	event, msg := eventOf(w, d)
-	if err := s.events.Publish(ctx, w, event, msg, rev); err != nil {
-		return fmt.Errorf("announce placement of %s: %w", w.Key(), err)
-	}
-	t.announced(w.Key(), rev)
-	return nil
-}
-
-// eventOf is the event a placement warrants, and its message.
-func eventOf(w *api.Workload, d *api.PlacementDecision) (event, msg string) {
-	switch {
-	case d.Unschedulable:
-		return api.EventUnschedulable, fmt.Sprintf("no cluster can take it: %d rejections", len(d.Reasons))
-	case w.Control.Stopped:
-		return api.EventScheduled, "stopped: no shards"
-	default:
-		return api.EventScheduled, fmt.Sprintf("%d shards", len(d.Shards))
-	}
-}
-
-// finished says whether a run-to-completion workload of this generation
-// is done: its placement stays, so a lost cluster does not re-run it.
-func (s *Service) finished(ctx context.Context, key string, w *api.Workload) bool {
-	if w.Kind == api.KindApp {
-		return false
-	}
-	e, err := s.status.Get(ctx, key)
-	if err != nil {
-		return false
-	}
-	var st api.Status
-	if json.Unmarshal(e.Value(), &st) != nil || st.Generation != w.Metadata.Generation {
-		return false
-	}
-	return st.Phase == api.PhaseSucceeded || st.Phase == api.PhaseFailed
-}
-
-// stillGood says whether a previous decision stands: same generation,
-// placed, and every shard's cluster still healthy. A cordoned cluster keeps
-// the shards it has; it only takes no new ones.
-func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap []*api.ClusterInfo) bool {
-	if prev.Generation != w.Metadata.Generation || prev.Unschedulable {
-		return false
-	}
-	for _, sh := range prev.Shards {
-		i := slices.IndexFunc(snap, func(c *api.ClusterInfo) bool { return c.Name == sh.Cluster })
-		if i < 0 || !snap[i].Healthy {
-			return false
-		}
-	}
-	return everyClusterStands(prev, w, snap) // everycluster.go
-}
-
-func sameDecision(a, b *api.PlacementDecision) bool {
-	// A queue position alone is no new decision: it is as of the last one.
-	ja, _ := json.Marshal([]any{a.Generation, a.Shards, a.Unschedulable, a.Reasons, a.Queue, a.PreemptedBy})
-	jb, _ := json.Marshal([]any{b.Generation, b.Shards, b.Unschedulable, b.Reasons, b.Queue, b.PreemptedBy})
-	return bytes.Equal(ja, jb)
 }

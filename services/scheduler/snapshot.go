@@ -54,3 +54,51 @@ func (s *Service) inventoryList() []*api.ClusterInfo {
 	s.inv.list, s.inv.built, s.inv.at = out, v, time.Now()
 	return out
 }
+
+// workloadCache keeps each workload decoded as of its revision in the
+// mirror, so that a document is decoded once per change however many
+// times it is read (the replay's check, the reconcile, a term's rebuild,
+// a preemption). The decoded workloads are shared and read only.
+type workloadCache struct {
+	mu    sync.Mutex
+	byKey map[string]decodedWorkload // mu must be held
+}
+
+type decodedWorkload struct {
+	rev uint64
+	w   *api.Workload
+	err error
+}
+
+// workload returns the workload of key, decoded, from the mirror: ok is
+// false when there is none, err non-nil when its document does not
+// decode.
+func (s *Service) workload(key string) (w *api.Workload, ok bool, err error) {
+	e, ok := s.workloadM.Get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	s.decoded.mu.Lock()
+	c, hit := s.decoded.byKey[key]
+	s.decoded.mu.Unlock()
+	if hit && c.rev == e.Revision {
+		return c.w, true, c.err
+	}
+	w, err = api.Decode(e.Value)
+	s.decoded.mu.Lock()
+	defer s.decoded.mu.Unlock()
+	if s.decoded.byKey == nil {
+		s.decoded.byKey = map[string]decodedWorkload{}
+	}
+	if c, hit := s.decoded.byKey[key]; !hit || c.rev < e.Revision {
+		s.decoded.byKey[key] = decodedWorkload{rev: e.Revision, w: w, err: err}
+	}
+	return w, true, err
+}
+
+// forgetWorkload drops what was decoded of key.
+func (s *Service) forgetWorkload(key string) {
+	s.decoded.mu.Lock()
+	defer s.decoded.mu.Unlock()
+	delete(s.decoded.byKey, key)
+}

@@ -183,13 +183,13 @@ func (s *Service) limiter() *rate.Limiter {
 	return s.tiers.limiter
 }
 
-// decide places w on the term's snapshot, preempting for it when it is
+// decideOrPreempt places w on the term's snapshot, preempting for it when it is
 // Reserved or OnDemand and short of room. t.decide must be held. retry
 // is how soon to look again without writing (preemption was needed but
 // its rate bound was reached), or 0.
-func (s *Service) decide(ctx context.Context, t *term, w *api.Workload, prev *api.PlacementDecision) (d api.PlacementDecision, retry time.Duration, err error) {
+func (s *Service) decideOrPreempt(ctx context.Context, t *term, w *api.Workload, prev *api.PlacementDecision) (d api.PlacementDecision, retry time.Duration, err error) {
 	now := time.Now().UTC()
-	out := DecideWith(w, s.snapshot(t), now, s.Options.Options)
+	out := s.kinds.decide(w, s.snapshot(t), now, s.Options.Options)
 	if out.Workload != nil && out.Workload.Tier != api.TierPreemptible && out.Room < out.Pods {
 		preempted, wait, err := s.preempt(ctx, t, w, out)
 		if err != nil {
@@ -199,7 +199,7 @@ func (s *Service) decide(ctx context.Context, t *term, w *api.Workload, prev *ap
 			return d, wait, nil
 		}
 		if preempted {
-			out = DecideWith(w, s.snapshot(t), now, s.Options.Options)
+			out = s.kinds.decide(w, s.snapshot(t), now, s.Options.Options)
 		}
 	}
 	d = out.Decision
@@ -277,12 +277,8 @@ func passesAllBut(fw *framework.Workload, c *api.ClusterInfo, skip string) bool 
 // placement naming it (the propagator removes the victim's objects), the
 // room counted free, a `preempted` event, and a retry in a while.
 func (s *Service) evict(ctx context.Context, t *term, victim, preemptor string, tier api.Tier, cluster string) error {
-	we, ok := s.workloadM.Get(victim)
-	if !ok {
-		return nil
-	}
-	vw, err := api.Decode(we.Value)
-	if err != nil {
+	vw, ok, err := s.workload(victim)
+	if !ok || err != nil {
 		return nil
 	}
 	now := time.Now().UTC()

@@ -33,11 +33,25 @@ var Scorers = map[string]func() framework.Scorer{
 	zonebalance.Name:    func() framework.Scorer { return zonebalance.New() },
 }
 
-// ScorersFor returns the scorers of a tier: Preemptible work is packed,
-// Reserved and OnDemand work is spread; all are zone-balanced.
+// TierScorers names the scorers of each tier, from Scorers: Preemptible
+// work is packed, Reserved and OnDemand work is spread; all are
+// zone-balanced.
+var TierScorers = map[api.Tier][]string{
+	api.TierReserved:    {leastallocated.Name, zonebalance.Name},
+	api.TierOnDemand:    {leastallocated.Name, zonebalance.Name},
+	api.TierPreemptible: {mostallocated.Name, zonebalance.Name},
+}
+
+// ScorersFor returns the scorers of tier t (TierScorers), made from the
+// registry; a tier it does not list is scored as OnDemand.
 func ScorersFor(t api.Tier) []framework.Scorer {
-	if t == api.TierPreemptible {
-		return []framework.Scorer{mostallocated.New(), zonebalance.New()}
+	names, ok := TierScorers[t]
+	if !ok {
+		names = TierScorers[api.TierOnDemand]
 	}
-	return []framework.Scorer{leastallocated.New(), zonebalance.New()}
+	out := make([]framework.Scorer, 0, len(names))
+	for _, name := range names {
+		out = append(out, Scorers[name]())
+	}
+	return out
 }

@@ -60,7 +60,42 @@ import (
 // whose failure policy may restart it) is looked at again.
 const gangPoll = 2 * time.Second
 
-func init() { dividers[api.KindTrainingJob] = divideGang }
+// trainingKind is the TrainingJob's hooks.
+type trainingKind struct{ defaults }
+
+func (trainingKind) divide(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard {
+	return divideGang(w, fw, cands)
+}
+
+// gate runs the gang's rules (gang) before the ordinary ones.
+func (trainingKind) gate(ctx context.Context, s *Service, t *term, r *recon) (bool, error) {
+	return s.gang(ctx, t, r)
+}
+
+// afterDecide makes a new decision (one that differs from the previous)
+// a new attempt of the gang (carryGang), and looks at it again within
+// gangPoll, as its ready timeout runs.
+func (trainingKind) afterDecide(_ *Service, t *term, r *recon, d api.PlacementDecision) api.PlacementDecision {
+	if r.prev != nil && sameDecision(r.prev, &d) {
+		return d
+	}
+	carryGang(r.prev, &d, d.Decided)
+	t.work.AddAfter(r.key, gangPoll)
+	return d
+}
+
+// announce sends the gang's restart and, for a placement that took it
+// down, its time-out and requeue (announceGang). A restart stays in every
+// later placement of that attempt, so it is ensured even after a write.
+func (trainingKind) announce(ctx context.Context, s *Service, w *api.Workload, d *api.PlacementDecision, rev uint64, written bool) error {
+	if written {
+		return s.announceRestart(ctx, w, d, true)
+	}
+	return s.announceGang(ctx, w, d, rev, true)
+}
+
+// replays is false: a gang's timers run in the work queue.
+func (trainingKind) replays() bool { return false }
 
 // gangRoom is how many of the workload's pods cluster c has room for,
 // counting for GPU workers only the GPUs of the requested type, node by
@@ -205,7 +240,8 @@ func judgeGang(spec *api.TrainingJobSpec, g *api.GangState, st *api.Status, now 
 
 // gang runs a TrainingJob's gang rules before the ordinary reconcile; it
 // reports whether it handled the key (then the reconcile is over).
-func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.PlacementDecision, prevRev uint64) (bool, error) {
+func (s *Service) gang(ctx context.Context, t *term, r *recon) (bool, error) {
+	w, prev, prevRev := r.w, r.prev, r.prevRev
 	spec, ok := w.Spec.(*api.TrainingJobSpec)
 	if !ok || prev == nil || prev.Gang == nil || w.Control.Stopped {
 		return false, nil
@@ -219,7 +255,7 @@ func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.
 		if g.NextAttempt != nil && prev.Generation == w.Metadata.Generation {
 			if wait := g.NextAttempt.Sub(now); wait > 0 {
 				t.work.AddAfter(key, wait)
-				return true, s.announce(ctx, t, w, prev, prevRev)
+				return true, s.announce(ctx, t, r, prev, prevRev, false)
 			}
 		}
 		// Backoff over: the quota first, then the ordinary decision.
@@ -234,7 +270,7 @@ func (s *Service) gang(ctx context.Context, t *term, w *api.Workload, prev *api.
 				d.Decided = now
 				t.work.AddAfter(key, RetryUnschedulable)
 				if sameDecision(prev, &d) {
-					return true, s.announce(ctx, t, w, prev, prevRev)
+					return true, s.announce(ctx, t, r, prev, prevRev, false)
 				}
 				return true, s.writeGang(ctx, t, w, &d, prevRev)
 			}
@@ -331,7 +367,7 @@ func (s *Service) takeDown(ctx context.Context, t *term, w *api.Workload, spec *
 // announceGang publishes (or, with ensure, makes sure of) the events of a
 // gang's take-down, stored with its placement d at rev: a replica that
 // died between the write and the events has them sent by the next
-// announce of that placement (scheduler.go).
+// announce of that placement.
 func (s *Service) announceGang(ctx context.Context, w *api.Workload, d *api.PlacementDecision, rev uint64, ensure bool) error {
 	g := d.Gang
 	if g == nil {

@@ -36,7 +36,7 @@ func TestCronJobInOneCluster(t *testing.T) {
 	if len(d.Shards) != 1 || d.Unschedulable {
 		t.Fatalf("decision %+v, want one shard", d)
 	}
-	s := &Service{}
+	s := &Service{kinds: kinds()}
 	if !s.stillGood(&d, w, threeZones()) {
 		t.Error("the placement of a CronJob in a healthy cluster does not stand")
 	}
@@ -90,7 +90,7 @@ func TestDaemonInEveryMatchingCluster(t *testing.T) {
 	w := kindWorkload(api.KindDaemon, nil)
 	two := threeZones()[:2]
 	d := Decide(w, two, time.Time{})
-	s := &Service{}
+	s := &Service{kinds: kinds()}
 	if !s.stillGood(&d, w, two) {
 		t.Error("an unchanged region does not keep the Daemon's placement")
 	}

@@ -9,70 +9,40 @@ import (
 	"atoll.dev/services/scheduler/plugins/fit"
 )
 
-// The CronJob and the Daemon. A CronJob is placed like a Pod, in ONE
-// cluster (the best candidate), so it fires once per schedule time in the
-// region; its placement is sticky like every other, across generations
-// too (an edit keeps its cluster while that cluster passes every filter
-// but the fit, as a Pod's does), and moves only when its cluster stops
-// passing the health filter.
+// The CronJob. A CronJob is placed like a Pod, in ONE cluster (the best
+// candidate), so it fires once per schedule time in the region; its
+// placement is sticky like every other, across generations too (an edit
+// keeps its cluster while that cluster passes every filter but the fit,
+// as a Pod's does), and moves only when its cluster stops passing the
+// health filter.
 //
-// The time fence (api.KindCronJob). A decision that puts a CronJob in a
-// cluster other than the one its previous decision held it in gives the
-// new shard api.Shard.FireFrom = api.CronFireFrom(decision time): the new
-// cluster fires no schedule time the old one may still fire, whatever the
-// old one does when it comes back. The value is part of the placement, so
-// a restarted or new scheduler term, and every propagator replica, see the
+// The time fence. A decision that puts a CronJob in a cluster other than
+// the one its previous decision held it in gives the new shard
+// api.Shard.FireFrom = api.CronFireFrom(decision time): the new cluster
+// fires no schedule time the old one may still fire, whatever the old one
+// does when it comes back. The value is part of the placement, so a
+// restarted or new scheduler term, and every propagator replica, see the
 // same one; a decision that keeps the cluster keeps it. Conservatively, a
 // previous decision without a shard (unschedulable, preempted, stopped)
 // counts as a move from wherever it was before: only a first placement
 // fires from its creation.
-//
-// A Daemon is placed in
-// every cluster that passes its filters (api.Kind.EveryCluster): its
-// placement stands only while that set is unchanged, so a cluster that
-// joins, or starts to match its cluster selector, gets its shard at the
-// replay that follows the cluster's schedulability change.
-func init() {
-	dividers[api.KindCronJob] = oneCluster
-	dividers[api.KindDaemon] = everyCandidate
+
+// cronJobKind is the CronJob's hooks.
+type cronJobKind struct{ defaults }
+
+func (cronJobKind) divide(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard {
+	return oneCluster(w, fw, cands)
 }
 
-// everyCandidate gives every candidate a shard; a shard's pods follow the
-// cluster's nodes, so it counts none.
-func everyCandidate(_ *api.Workload, _ *framework.Workload, cands []candidate) []api.Shard {
-	shards := make([]api.Shard, 0, len(cands))
-	for _, c := range cands {
-		shards = append(shards, api.Shard{Cluster: c.cluster.Name, Zone: c.cluster.Zone})
-	}
-	sortShards(shards)
-	return shards
-}
-
-// everyClusterStands says whether the placement of an EveryCluster kind
-// still covers exactly the clusters that pass its filters now; for other
-// kinds it is always true (stillGood's health rule decides).
-func everyClusterStands(prev *api.PlacementDecision, w *api.Workload, snap []*api.ClusterInfo) bool {
-	if !api.EveryCluster(w.Kind) {
-		return true
-	}
-	now := Decide(w, snap, prev.Decided)
-	if len(now.Shards) != len(prev.Shards) {
-		return false
-	}
-	for i := range now.Shards {
-		if now.Shards[i].Cluster != prev.Shards[i].Cluster {
-			return false
-		}
-	}
-	return true
+// afterDecide keeps the CronJob's cluster and sets its fence
+// (cronJobDecision).
+func (cronJobKind) afterDecide(s *Service, t *term, r *recon, d api.PlacementDecision) api.PlacementDecision {
+	return s.cronJobDecision(t, r.w, r.prev, d)
 }
 
 // cronJobDecision is the decision d for a CronJob, made from prev: its
 // cluster kept across generations and its fence set (see above).
 func (s *Service) cronJobDecision(t *term, w *api.Workload, prev *api.PlacementDecision, d api.PlacementDecision) api.PlacementDecision {
-	if w.Kind != api.KindCronJob {
-		return d
-	}
 	d = fenceCronJob(w, prev, d, s.snapshot(t), s.Options.Options)
 	if prev != nil && len(d.Shards) == 1 && !d.Shards[0].FireFrom.IsZero() &&
 		(len(prev.Shards) != 1 || prev.Shards[0].Cluster != d.Shards[0].Cluster) {

@@ -26,6 +26,29 @@ import (
 // event, and ensured by whoever announces that decision later (a retry, a
 // new term), under the placement's revision (events.MsgID).
 
+// podKind is the Pod's hooks.
+type podKind struct{ defaults }
+
+func (podKind) divide(w *api.Workload, fw *framework.Workload, cands []candidate) []api.Shard {
+	return oneCluster(w, fw, cands)
+}
+
+// afterDecide keeps the Pod's cluster and marks a failover (podDecision).
+func (podKind) afterDecide(s *Service, t *term, r *recon, d api.PlacementDecision) api.PlacementDecision {
+	return s.podDecision(t, r.w, r.prev, d)
+}
+
+// announce sends the failed-over event of d, if it has one.
+func (podKind) announce(ctx context.Context, s *Service, w *api.Workload, d *api.PlacementDecision, rev uint64, written bool) error {
+	return s.announceFailover(ctx, w, d, rev, !written)
+}
+
+// oneCluster places the workload, one pod, in the best candidate.
+func oneCluster(_ *api.Workload, _ *framework.Workload, cands []candidate) []api.Shard {
+	c := cands[0].cluster
+	return []api.Shard{{Cluster: c.Name, Zone: c.Zone, Replicas: 1}}
+}
+
 // failover returns the message of the failed-over event the move from
 // prev to d warrants, and whether it does.
 func failover(w *api.Workload, prev, d *api.PlacementDecision, snap []*api.ClusterInfo) (string, bool) {
@@ -71,7 +94,7 @@ func (s *Service) announceFailover(ctx context.Context, w *api.Workload, d *api.
 // kept (keepCluster), and a move out of a lost cluster marked
 // (failover).
 func (s *Service) podDecision(t *term, w *api.Workload, prev *api.PlacementDecision, d api.PlacementDecision) api.PlacementDecision {
-	if w.Kind != api.KindPod || prev == nil {
+	if prev == nil {
 		return d
 	}
 	snap := s.snapshot(t)
