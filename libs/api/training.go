@@ -20,7 +20,7 @@ import (
 // releases its quota and requeues it with exponential backoff (Backoff);
 // it reserves the quota again before it places it again. A failed worker
 // fails the whole gang (FailGang) or has the whole gang recreated up to
-// MaxRestarts times (RestartGang). See services/scheduler/training.go.
+// MaxRestarts times (RestartGang). See services/scheduler/kind_training.go.
 const KindTrainingJob = "TrainingJob"
 
 // Defaults and bounds of a TrainingJob.

@@ -1,6 +1,6 @@
 // Package training holds the end-to-end test of the TrainingJob kind (a
 // gang placed whole in one member cluster, admitted whole: see
-// api.KindTrainingJob and services/scheduler/training.go) in a region of
+// api.KindTrainingJob and services/scheduler/kind_training.go) in a region of
 // its own: three member clusters (zones a, b and c) whose KWOK runs its
 // default stages except that a Job's Running pod labelled holdrunning
 // stays Running (testdata/stages.yaml), so the gang's workers live long
