@@ -41,7 +41,8 @@ secrets() {
     # The containers run as 65532 and read their credentials (mode 0600).
     chown -R 65532:65532 "$SECRETS/nats"
   else
-    export ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
+    ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
+    export ATOLL_UID ATOLL_GID
   fi
 }
 
