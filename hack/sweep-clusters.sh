@@ -30,54 +30,12 @@ run() {
   if [[ -n "$DRY" ]]; then log "would run: $*"; else "$@"; fi
 }
 
-# When the machine booted, on the wall clock, to the hundredth of a second:
-# now less the uptime. (/proc/stat's btime is whole seconds and drifts from
-# the wall clock as NTP steers it.)
-BOOT=$(awk -v now="$(date +%s.%N)" '{printf "%.2f", now - $1}' /proc/uptime)
-HZ=$(getconf CLK_TCK)
-
-# stat_fields reads /proc/$1/stat into STAT from field 3 on (STAT[0] is the
-# state, STAT[19] the start time), and fails when there is no process or
-# only a zombie.
-STAT=()
-stat_fields() {
-  local stat
-  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
-  # The command name (field 2) may hold spaces and parentheses: fields 3 on
-  # follow the last ')'.
-  read -r -a STAT <<<"${stat##*) }"
-  [[ ${STAT[0]} != Z && ${STAT[0]} != X ]]
-}
-
-# live says whether pid $1 is a running process (not a zombie).
-live() { stat_fields "$1"; }
-
-# start_time prints when process $1 started (seconds since the epoch), and
-# fails when it has no process or only a zombie.
-start_time() {
-  stat_fields "$1" || return 1
-  awk -v b="$BOOT" -v t="${STAT[19]}" -v hz="$HZ" 'BEGIN {printf "%.2f\n", b + t / hz}'
-}
-
-# made prints an upper bound on when path $1 was made: its birth time where
-# the file system records one, else the oldest modification time of it and
-# of its direct entries (each was written after it was made).
-made() {
-  local birth
-  birth=$(stat -c %.2W -- "$1" 2>/dev/null || echo 0)
-  if [[ $birth =~ ^[0-9.]+$ && $birth != 0 && $birth != 0.00 ]]; then echo "$birth"; return; fi
-  find "$1" -maxdepth 1 -printf '%T@\n' 2>/dev/null | sort -g | head -1
-}
+# shellcheck source=hack/proc.sh
+. "$ROOT/hack/proc.sh"
 
 # owner_alive says whether pid $1 is the live process that made path $2.
 owner_alive() {
-  local pid=$1 path=$2 started born
-  [[ $pid == "$$" ]] && return 0
-  started=$(start_time "$pid") || return 1
-  born=$(made "$path")
-  # Started after the cluster was made (1 s for the clocks' rounding): the
-  # pid was reused by an unrelated process, and the owner is gone.
-  [[ -z "$born" ]] || awk -v s="$started" -v b="$born" 'BEGIN {exit !(s <= b + 1)}'
+  [[ $1 == "$$" ]] || proc_made_path "$1" "$2"
 }
 
 # owner_pid prints the pid in a name <prefix>-<pid>-...
@@ -109,7 +67,7 @@ leftovers() {
     # -ef: the same directory (device and inode) as the cluster's, and -O:
     # owned by this user; both bash builtins, so the scan forks nothing.
     [[ /proc/$pid/cwd -ef $dir && -O /proc/$pid ]] || continue
-    live "$pid" || continue
+    proc_live "$pid" || continue
     echo "$pid"
   done
 }
