@@ -2,7 +2,7 @@
 #
 #   make test    install what is missing, build the member-cluster toolchain, run every test
 #   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl into bin/
-#   make lint    gofmt, go vet and golangci-lint (pinned, from the module proxy) over every module
+#   make lint    gofmt, go vet and golangci-lint (pinned, run from the module proxy) over every module
 #   make bench   benchmarks, with their baselines measured in the same run
 
 include tools/versions.mk
@@ -26,7 +26,7 @@ TEST_LOG ?= $(or $(RUNNER_TEMP),$(TMPDIR),/tmp)/atoll-test.log
 # each runs its recipe-line argument $(1) (with $$m set) in every module,
 # goes on past a failing module, and fails at the end naming every failed one.
 define each
-	failed=""; for m in $(MODULES); do echo "==> $(2) $$m"; (cd $$m && $(1)) || failed="$$failed $$m"; done; \
+	failed=""; for m in $(MODULES); do echo "==> $(2) $$m"; (cd $$m && { $(1); }) || failed="$$failed $$m"; done; \
 	if [ -n "$$failed" ]; then echo "$(2) failed in:$$failed" >&2; exit 1; fi
 endef
 TEST_TIMEOUT ?= 45m
@@ -81,9 +81,13 @@ fmt:
 vet: deps
 	@$(call each,$(GO) vet ./...,vet)
 
+# One run over every module's packages: golangci-lint loads them through
+# go.work, so the packages the modules share are analysed once, not once a
+# module. Each finding is named by its path, which starts with its module.
 .PHONY: golangci-lint
 golangci-lint: deps ## golangci-lint over every module (GOLANGCI_LINT_VERSION)
-	@$(call each,$(GOLANGCI_LINT) run ./...,golangci-lint)
+	@echo "==> golangci-lint $(GOLANGCI_LINT_VERSION) over $(words $(MODULES)) modules"
+	@$(GOLANGCI_LINT) run $(patsubst %,./%/...,$(MODULES))
 
 bench: tools deps ## benchmarks (figures and ratios against same-run baselines)
 	@$(call each,$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m $(BENCH_FLAGS) ./...,bench)
