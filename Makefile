@@ -44,7 +44,7 @@ export ATOLL_BIN_DIR
 all: build
 
 help: ## list the rules
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/' | column -t -s $$'\t'
+	@grep -hE '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/' | column -t -s $$'\t'
 
 deps: ## download every module's dependencies
 	@for m in $(MODULES); do echo "==> deps $$m"; (cd $$m && $(GO) mod download) || exit 1; done
