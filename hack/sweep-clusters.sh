@@ -23,7 +23,10 @@ DRY=${ATOLL_SWEEP_DRY_RUN:-}
 ME=$(id -u)
 [[ -d "$WORK" ]] || exit 0
 
-log() { printf '[sweep] %s\n' "$*" >&2; }
+# log writes to the script's standard error as it was (fd 3), also from
+# commands whose own error output is silenced.
+exec 3>&2
+log() { printf '[sweep] %s\n' "$*" >&3; }
 
 # run runs a command, or only prints it with ATOLL_SWEEP_DRY_RUN=1.
 run() {
