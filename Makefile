@@ -21,10 +21,11 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT = $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 # Where `make test` keeps the output of go test, for the per-package timing
 # (hack/test-times.sh) and for reading after a failure.
-TEST_LOG ?= $(or $(RUNNER_TEMP),$(TMPDIR),/tmp)/atoll-test.log
+TEST_LOG ?= $(or $(TMPDIR),/tmp)/atoll-test.log
 
-# each runs its recipe-line argument $(1) (with $$m set) in every module,
-# goes on past a failing module, and fails at the end naming every failed one.
+# each runs the shell command $(1) in every module's directory (announced
+# as "==> $(2) <module>"), goes on past a failing module, and fails at the
+# end naming every module that failed.
 define each
 	failed=""; for m in $(MODULES); do echo "==> $(2) $$m"; (cd $$m && { $(1); }) || failed="$$failed $$m"; done; \
 	if [ -n "$$failed" ]; then echo "$(2) failed in:$$failed" >&2; exit 1; fi
