@@ -2,7 +2,7 @@
 #
 #   make test    install what is missing, build the member-cluster toolchain, run every test
 #   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl into bin/
-#   make lint    gofmt and go vet over every module
+#   make lint    gofmt, go vet and golangci-lint (pinned, run from the module proxy) over every module
 #   make bench   benchmarks, with their baselines measured in the same run
 
 include tools/versions.mk
@@ -12,8 +12,24 @@ SHELL := /bin/bash
 # Go lives in /usr/local/go on a fresh machine, not always on PATH.
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 GO ?= go
-# Every module listed in go.work.
-MODULES := $(shell sed -n 's|^[[:space:]]*\./\(.*\)$$|\1|p' go.work)
+# Every module listed in go.work, as go itself reads it (`go work edit -json`:
+# each "DiskPath": "./<dir>"; no jq needed).
+MODULES := $(shell $(GO) work edit -json | sed -n 's|^[[:space:]]*"DiskPath": *"\./\([^"]*\)".*|\1|p')
+# golangci-lint, pinned and built by `go run` from the module proxy (cached
+# by go after the first build); its configuration is .golangci.yml.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT = $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+# Where `make test` keeps the output of go test, for the per-package timing
+# (hack/test-times.sh) and for reading after a failure.
+TEST_LOG ?= $(or $(TMPDIR),/tmp)/atoll-test.log
+
+# each runs the shell command $(1) in every module's directory (announced
+# as "==> $(2) <module>"), goes on past a failing module, and fails at the
+# end naming every module that failed.
+define each
+	failed=""; for m in $(MODULES); do echo "==> $(2) $$m"; (cd $$m && { $(1); }) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "$(2) failed in:$$failed" >&2; exit 1; fi
+endef
 TEST_TIMEOUT ?= 45m
 # One package at a time: several packages start member clusters, and two at once on 2 cores
 # would measure each other rather than the code.
@@ -29,7 +45,7 @@ export ATOLL_BIN_DIR
 all: build
 
 help: ## list the rules
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/' | column -t -s $$'\t'
+	@grep -hE '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/' | column -t -s $$'\t'
 
 deps: ## download every module's dependencies
 	@for m in $(MODULES); do echo "==> deps $$m"; (cd $$m && $(GO) mod download) || exit 1; done
@@ -38,12 +54,17 @@ tools: ## build the member-cluster binaries into bin/ (skips what is up to date)
 	@./hack/build-tools.sh all
 
 build: deps ## build every module
-	@for m in $(MODULES); do echo "==> build $$m"; (cd $$m && $(GO) build ./...) || exit 1; done
+	@$(call each,$(GO) build ./...,build)
 
 test: tools deps browser ## run every test of every module, member clusters included
 	@./hack/sweep-clusters.sh
-	@for m in $(MODULES); do echo "==> test $$m"; (cd $$m && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...) || exit 1; done
+	@: >$(TEST_LOG); echo "==> go test output also in $(TEST_LOG)"
+	@$(call each,set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./... 2>&1 | tee -a $(TEST_LOG),test)
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+.PHONY: test-times
+test-times: ## each test package's time in the last `make test` (slowest first, with the total)
+	@./hack/test-times.sh $(TEST_LOG)
 
 .PHONY: fuzz
 fuzz: ## bounded fuzz run of the gateway's request decoding (FUZZTIME, default 30s; its seeds also run in every go test)
@@ -51,18 +72,26 @@ fuzz: ## bounded fuzz run of the gateway's request decoding (FUZZTIME, default 3
 	@cd services/gateway && $(GO) test -run '^$$' -fuzz '^FuzzRequestDecoding$$' -fuzztime $(FUZZTIME) .
 
 test-short: deps ## unit tests only: no member clusters, no NATS cluster
-	@for m in $(MODULES); do echo "==> test -short $$m"; (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done
+	@$(call each,$(GO) test -short -count=1 ./...,test -short)
 
-lint: fmt vet ## gofmt and go vet
+lint: fmt vet golangci-lint ## gofmt, go vet and golangci-lint (.golangci.yml) over every module
 
 fmt:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet: deps
-	@for m in $(MODULES); do echo "==> vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
+	@$(call each,$(GO) vet ./...,vet)
+
+# One run over every module's packages: golangci-lint loads them through
+# go.work, so the packages the modules share are analysed once, not once a
+# module. Each finding is named by its path, which starts with its module.
+.PHONY: golangci-lint
+golangci-lint: deps ## golangci-lint over every module (GOLANGCI_LINT_VERSION)
+	@echo "==> golangci-lint $(GOLANGCI_LINT_VERSION) over $(words $(MODULES)) modules"
+	@$(GOLANGCI_LINT) run $(patsubst %,./%/...,$(MODULES))
 
 bench: tools deps ## benchmarks (figures and ratios against same-run baselines)
-	@for m in $(MODULES); do echo "==> bench $$m"; (cd $$m && $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m $(BENCH_FLAGS) ./...) || exit 1; done
+	@$(call each,$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 60m $(BENCH_FLAGS) ./...,bench)
 
 clean-clusters: ## delete member clusters left behind by killed runs
 	@./hack/sweep-clusters.sh

@@ -5,7 +5,8 @@
 #                          and an admin API token (deploy/compose/secrets), starts
 #                          everything, every service at 2 replicas, waits until the
 #                          gateway lists 3 healthy member clusters, prints the token
-#   hack/compose.sh down   removes every container, network and volume
+#   hack/compose.sh down   removes the project's containers, networks and
+#                          volumes (nothing else: the engine is not restarted)
 #   hack/compose.sh test   up, then the smoke and fault test (atoll-chaos:
 #                          $CHAOS_N submissions, default 1000, while every
 #                          service replica and a NATS server are killed and
@@ -41,7 +42,8 @@ secrets() {
     # The containers run as 65532 and read their credentials (mode 0600).
     chown -R 65532:65532 "$SECRETS/nats"
   else
-    export ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
+    ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
+    export ATOLL_UID ATOLL_GID
   fi
 }
 
@@ -89,16 +91,30 @@ left() {
     "$(docker network ls -q --filter label=com.docker.compose.project=atoll | wc -l)"
 }
 
+# drop_stale_endpoints disconnects, by force, every endpoint still listed in
+# the project's networks. Docker 20.10 can keep a stale endpoint in a network
+# after a container was disconnected from it and connected again (the fault
+# test's partition): "network atoll_bus has active endpoints", with no
+# container attached. Only the networks labelled with project atoll are
+# touched; the engine and other projects' containers are left alone.
+drop_stale_endpoints() {
+  local net ep
+  for net in $(docker network ls -q --filter label=com.docker.compose.project=atoll); do
+    for ep in $(docker network inspect "$net" --format '{{range .Containers}}{{.Name}} {{end}}' 2>/dev/null); do
+      log "disconnecting stale endpoint $ep from network $net"
+      docker network disconnect --force "$net" "$ep" >&2 || true
+    done
+  done
+}
+
+# down removes the project's containers, networks and volumes, and nothing
+# else: no engine restart, which would stop every container on the host.
 down() {
   local try
   for try in 1 2 3; do
     if compose down --volumes --remove-orphans --timeout 20 >&2; then break; fi
-    # Docker 20.10 can keep a stale endpoint in a network after a container
-    # was disconnected from it and connected again (the fault test's
-    # partition): "network atoll_bus has active endpoints", with no
-    # container attached. A restart of the engine drops it.
-    log "compose down failed (try $try); restarting the engine to drop stale network endpoints"
-    "$ROOT/hack/docker.sh" restart
+    log "compose down failed (try $try); dropping the project's stale network endpoints"
+    drop_stale_endpoints
   done
   local rest
   rest=$(left)

@@ -36,7 +36,7 @@ func (q *quietFx) LogEvent(event fxevent.Event) {
 			fail("start", e.Err)
 			return
 		}
-		creds := "none (no NATS permissions: ensures the topology itself)"
+		creds := "none (no NATS permissions: ensures the topology itself)" //nolint:gosec // G101: a description for the log, not a credential
 		if q.cfg.NATSCreds != "" {
 			creds = q.cfg.NATSCreds
 		}

@@ -18,7 +18,7 @@ import (
 // LabelPool is the node label naming a node's pool.
 const LabelPool = "atoll.dev/pool"
 
-// LabelReplaces, on a replacement node, is the name of the node it replaced.
+// LabelReplaces is the label that, on a replacement node, names the node it replaced.
 const LabelReplaces = "atoll.dev/replaces"
 
 // AnnoKWOKNode marks a node KWOK simulates a kubelet for.

@@ -256,7 +256,8 @@ func (o *Options) createLocked(ctx context.Context, args ...string) ([]byte, err
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	// Closing f releases the lock too: the unlock's error changes nothing.
+	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
 	return o.kwokctl(ctx, args...)
 }
 

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -272,7 +273,7 @@ func SweepStale(ctx context.Context, opts Options) (int, error) {
 	n := 0
 	for _, ent := range entries {
 		pid, ok := ownerPID(opts.Prefix, ent.Name())
-		if !ok || processAlive(pid) {
+		if !ok || ownerAlive(pid, filepath.Join(opts.WorkDir, "clusters", ent.Name())) {
 			continue
 		}
 		if _, err := opts.kwokctl(ctx, "delete", "cluster", "--name", ent.Name()); err != nil {
@@ -284,7 +285,7 @@ func SweepStale(ctx context.Context, opts Options) (int, error) {
 	// Kubeconfigs and config files of owners that are gone.
 	files, _ := os.ReadDir(opts.WorkDir)
 	for _, f := range files {
-		if pid, ok := ownerPID(opts.Prefix, f.Name()); ok && f.Type().IsRegular() && !processAlive(pid) {
+		if pid, ok := ownerPID(opts.Prefix, f.Name()); ok && f.Type().IsRegular() && !ownerAlive(pid, filepath.Join(opts.WorkDir, f.Name())) {
 			_ = os.Remove(filepath.Join(opts.WorkDir, f.Name()))
 		}
 	}
@@ -301,12 +302,97 @@ func ownerPID(prefix, name string) (int, bool) {
 	return pid, err == nil
 }
 
-func processAlive(pid int) bool {
+// ownerAlive says whether pid is the live process that made path: a process
+// that is not a zombie and started no later than path was made (clockSlack
+// for the clocks' rounding). A process started after path holds a pid the
+// kernel reused, and the owner is gone. It reads /proc, not kill(pid, 0),
+// which succeeds on a reused pid. When it cannot tell, it says alive.
+func ownerAlive(pid int, path string) bool {
 	if pid == os.Getpid() {
 		return true
 	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	started, err := processStart(pid)
+	if errors.Is(err, errNoProcess) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	made, ok := madeBefore(path)
+	return !ok || !started.After(made.Add(clockSlack))
+}
+
+// clockSlack covers the rounding of a process's start time (clock ticks)
+// and of file times against each other.
+const clockSlack = time.Second
+
+// userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
+// every Linux architecture.
+const userHZ = 100
+
+// errNoProcess says a pid has no process, or only a zombie.
+var errNoProcess = errors.New("no such process")
+
+// processStart returns when pid started, on the wall clock.
+func processStart(pid int) (time.Time, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return time.Time{}, errNoProcess
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	if isZombie(stat) {
+		return time.Time{}, errNoProcess
+	}
+	// Fields 3 on follow the last ')' (the command name may hold spaces);
+	// field 22 is the start time in clock ticks after boot.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return time.Time{}, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return time.Time{}, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	up, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return time.Time{}, err
+	}
+	upFields := strings.Fields(string(up))
+	if len(upFields) == 0 {
+		return time.Time{}, errors.New("parse /proc/uptime")
+	}
+	secs, err := strconv.ParseFloat(upFields[0], 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse /proc/uptime: %w", err)
+	}
+	boot := time.Now().Add(-time.Duration(secs * float64(time.Second)))
+	return boot.Add(time.Duration(ticks) * time.Second / userHZ), nil
+}
+
+// madeBefore returns a time no earlier than path was made: the oldest
+// modification time of path and, for a directory, of its direct entries
+// (each was written after it was made).
+func madeBefore(path string) (time.Time, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	oldest := fi.ModTime()
+	if fi.IsDir() {
+		ents, _ := os.ReadDir(path)
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && info.ModTime().Before(oldest) {
+				oldest = info.ModTime()
+			}
+		}
+	}
+	return oldest, true
 }
 
 // Processes returns the pids of running processes whose command line

@@ -192,7 +192,6 @@ func (s *Service) sweepLoop(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
 	t := time.NewTimer(FullSweepEvery)
 	defer t.Stop()
-	pass := FullSweepEvery
 	for {
 		select {
 		case <-ctx.Done():
@@ -200,7 +199,7 @@ func (s *Service) sweepLoop(ctx context.Context, wg *sync.WaitGroup) {
 		case <-t.C:
 		}
 		n := s.mirror.Len() // reservations and ledgers alike: a bound
-		pass = bus.ResyncPass(n, FullSweepEvery)
+		pass := bus.ResyncPass(n, FullSweepEvery)
 		s.scheduleSweep(time.Now(), s.orphanAge, pass)
 		t.Reset(pass)
 	}

@@ -31,10 +31,10 @@ type Breakers map[string]*BreakerState
 // Count is one domain's node counts at a moment.
 type Count struct{ Unhealthy, Total int }
 
-// Update opens every domain with more unhealthy nodes than max allows,
+// Update opens every domain with more unhealthy nodes than limit allows,
 // and closes a domain Cooldown after it is back within it. It returns the
 // domains whose state changed.
-func (b Breakers) Update(counts map[string]Count, max disruption.Limit, cooldown time.Duration, now time.Time) ([]string, error) {
+func (b Breakers) Update(counts map[string]Count, limit disruption.Limit, cooldown time.Duration, now time.Time) ([]string, error) {
 	var changed []string
 	for d := range b {
 		if _, ok := counts[d]; !ok {
@@ -43,7 +43,7 @@ func (b Breakers) Update(counts map[string]Count, max disruption.Limit, cooldown
 	}
 	for _, d := range slices.Sorted(maps.Keys(counts)) {
 		c := counts[d]
-		allowed, err := max.Allowed(c.Total)
+		allowed, err := limit.Allowed(c.Total)
 		if err != nil {
 			return nil, fmt.Errorf("maxUnhealthy: %w", err)
 		}

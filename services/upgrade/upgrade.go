@@ -110,9 +110,14 @@ const (
 	GateGrace = 10 * time.Second
 )
 
-// Keys of bucket bus.BucketUpgrade.
-func SpecKey(plan string) string     { return "plan." + plan }
-func ControlKey(plan string) string  { return "ctl." + plan }
+// SpecKey is the key of a plan's spec in bucket bus.BucketUpgrade.
+func SpecKey(plan string) string { return "plan." + plan }
+
+// ControlKey is the key of a plan's operator control (pause, resume, abort) in
+// bucket bus.BucketUpgrade.
+func ControlKey(plan string) string { return "ctl." + plan }
+
+// ProgressKey is the key of a plan's progress in bucket bus.BucketUpgrade.
 func ProgressKey(plan string) string { return "p." + plan }
 
 // Service is one upgrade replica.

@@ -113,7 +113,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Listen == "" {
 		return s, nil
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// New has no context (it runs before fx starts anything) and a listen
+	// on a local address does not block.
+	ln, err := net.Listen("tcp", cfg.Listen) //nolint:noctx // see above
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Listen, err)
 	}
