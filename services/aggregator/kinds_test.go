@@ -42,6 +42,8 @@ func TestObservationDocument(t *testing.T) {
 		want string
 	}{
 		{"counts only", nil, observation{Pods: 1, Running: 1}, `{"pods":1,"running":1}`},
+		{"nil part", nil, observation{Pods: 1, Part: (*appPart)(nil)}, `{"pods":1}`},
+		{"nothing", nil, observation{}, `{}`},
 		{"empty part", appKind{}, observation{Pods: 2, Part: &appPart{}, Events: []api.Event{{Reason: "Pulled"}}},
 			`{"pods":2,"events":[{"cluster":"","object":"","type":"","reason":"Pulled","message":"","time":"0001-01-01T00:00:00Z"}]}`},
 		{"app", appKind{}, observation{Pods: 2, Ready: 2, Part: &appPart{Deployment: &deploymentObservation{Generation: 3, Observed: true, Replicas: 2}}},

@@ -159,11 +159,15 @@ func (o observation) MarshalJSON() ([]byte, error) {
 	return joinObjects(objs), nil
 }
 
-// joinObjects joins JSON objects' members into one object.
+// joinObjects joins JSON objects' members into one object; a null (a
+// nil part) adds none.
 func joinObjects(objs [][]byte) []byte {
 	out := []byte{'{'}
 	for _, b := range objs {
 		members := bytes.TrimSpace(b)
+		if len(members) < 2 || members[0] != '{' {
+			continue
+		}
 		members = members[1 : len(members)-1]
 		if len(members) == 0 {
 			continue
