@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"atoll.dev/libs/api"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestKindsTable: every kind the scheduler places has an entry in the
@@ -62,5 +63,38 @@ func TestStampIsStable(t *testing.T) {
 	}
 	if got := c.obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[AnnoSpecHash]; got != c.hash {
 		t.Errorf("annotation %q, want %q", got, c.hash)
+	}
+}
+
+// TestOwned: the objects deleted with a shard are its main object (the
+// kind's resource, which the informers watch) and what is applied beside
+// or before it.
+func TestOwned(t *testing.T) {
+	tests := []struct {
+		kind string
+		want []owned
+	}{
+		{api.KindApp, []owned{{deployments, "web"}, {pdbs, "web"}}},
+		{api.KindCronJob, []owned{{cronjobs, "web"}}},
+		{api.KindDaemon, []owned{{daemonsets, "web"}}},
+		{api.KindJobSet, []owned{{jobs, "web"}}},
+		{api.KindPod, []owned{{pods, "web"}, {claims, api.PodClaimName("web", "zone-a")}}},
+		{api.KindTrainingJob, []owned{{jobs, "web"}, {services, "web"}}},
+	}
+	kinds := newKinds()
+	for _, tc := range tests {
+		t.Run(tc.kind, func(t *testing.T) {
+			k := kinds[tc.kind]
+			if k == nil {
+				t.Fatalf("kind %s not in the table", tc.kind)
+			}
+			got := k.owned("zone-a", "web")
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(owned{})); diff != "" {
+				t.Errorf("owned (-want +got):\n%s", diff)
+			}
+			if got[0].gvr != k.resource() {
+				t.Errorf("first owned object %v, want the main object %v", got[0].gvr, k.resource())
+			}
+		})
 	}
 }
