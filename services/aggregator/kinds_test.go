@@ -7,9 +7,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/clusters"
 )
 
 // TestKindsTable: every kind the scheduler places has an entry in the
@@ -73,4 +79,56 @@ func indexed(key string, objs ...any) cache.Indexer {
 		_ = idx.Add(o)
 	}
 	return idx
+}
+
+// TestObservationByKind: a cluster's observation of a workload reads its
+// kind's objects from the term's caches, and the cluster holds the
+// workload while it holds its pods or one of those objects (a Pod's claim
+// alone is not one).
+func TestObservationByKind(t *testing.T) {
+	gen := map[string]string{api.AnnoGeneration: "1"}
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x-1", Namespace: "atoll-p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1"}}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	tests := []struct {
+		name string
+		key  string
+		pods []any
+		objs map[schema.GroupVersionResource][]any
+		want string // the stored document; "" for none
+	}{
+		{"app", "p.app.x", nil, map[schema.GroupVersionResource][]any{deployments: {&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "atoll-p", Annotations: gen}}}},
+			`{"deployment":{"generation":1,"observed":true,"replicas":0,"updated":0,"available":0}}`},
+		{"app with another's deployment", "p.app.x", nil, map[schema.GroupVersionResource][]any{deployments: {&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "y", Namespace: "atoll-p"}}}}, ""},
+		{"jobset", "p.jobset.x", []any{running}, map[schema.GroupVersionResource][]any{jobs: {&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "atoll-p", Annotations: gen}, Status: batchv1.JobStatus{Active: 1}}}},
+			`{"pods":1,"running":1,"images":["busybox:1"],"job":{"generation":1,"active":1}}`},
+		{"cronjob runs only", "p.cronjob.x", nil, map[schema.GroupVersionResource][]any{jobs: {&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "x-29000000", Namespace: "atoll-p"}}}},
+			`{"runs":[{"name":"x-29000000","outcome":"Active"}]}`},
+		{"daemon", "p.daemon.x", nil, map[schema.GroupVersionResource][]any{daemonsets: {&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "atoll-p", Annotations: gen}}}},
+			`{"daemonSet":{"generation":1,"observed":true,"desired":0,"current":0,"ready":0,"updated":0}}`},
+		{"pod claim alone", "p.pod.x", nil, map[schema.GroupVersionResource][]any{claims: {&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: api.PodClaimName("x", "zone-a"), Namespace: "atoll-p"}}}}, ""},
+		{"training", "p.trainingjob.x", nil, map[schema.GroupVersionResource][]any{jobs: {&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "atoll-p", Annotations: map[string]string{api.AnnoGeneration: "1", api.AnnoGangAttempt: "2"}}}}},
+			`{"job":{"generation":1},"gang":{"attempt":2}}`},
+		{"unknown kind counts its pods", "p.widget.x", []any{running}, nil, `{"pods":1,"running":1,"images":["busybox:1"]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			term := &clusterTerm{
+				c:        &cluster{s: &Service{kinds: newKinds()}, member: clusters.Member{Name: "zone-a"}},
+				pods:     indexed(tc.key, tc.pods...),
+				indexers: map[schema.GroupVersionResource]cache.Indexer{}, events: map[string][]keyedEvent{},
+			}
+			for r, objs := range tc.objs {
+				term.indexers[r] = indexed(tc.key, objs...)
+			}
+			obs := term.observation(tc.key)
+			if tc.want == "" {
+				assert.Nil(t, obs)
+				return
+			}
+			require.NotNil(t, obs)
+			b, err := json.Marshal(obs)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(b))
+		})
+	}
 }
