@@ -76,9 +76,10 @@
 //
 // # Kinds
 //
-// A kind is folded by its folder in status.go (Kinds lists them; a test
-// checks every registered kind has one). A workload of a kind without a
-// folder gets a status saying so, never a panic.
+// A kind is observed and folded by its entry in the kinds table
+// (kinds.go, one file per kind; Kinds lists them; a test checks every
+// placed kind has one). A workload of a kind without one gets a status
+// saying so, never a panic.
 package aggregator
 
 import (
@@ -142,6 +143,7 @@ type Service struct {
 	log      *slog.Logger
 	members  clusters.Members
 	clusters map[string]*cluster // by name; fixed after New
+	kinds    map[string]kind     // the kinds it observes and folds, by name (kinds.go)
 	holder   string              // this replica's lease holder id
 	pub      *events.Publisher
 
@@ -173,7 +175,7 @@ type Service struct {
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
 	s := &Service{
 		bus: b, log: log.With("component", "aggregator"), members: members,
-		clusters: map[string]*cluster{}, holder: lease.NewHolderID("aggregator"),
+		clusters: map[string]*cluster{}, kinds: newKinds(), holder: lease.NewHolderID("aggregator"),
 	}
 	for _, m := range members {
 		c, err := newCluster(s, m)

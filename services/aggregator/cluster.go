@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -86,14 +88,18 @@ type clusterTerm struct {
 	id  string
 	log *slog.Logger
 
-	factory                 informers.SharedInformerFactory
-	pods, deployments, jobs cache.Indexer // with the byWorkload index
-	cronjobs, daemonsets    cache.Indexer // with the byWorkload index (cronjob_daemon.go)
-	claims                  cache.Indexer // a Pod workload's claims, with the byWorkload index (pod.go)
-	podLister               corelisters.PodLister
-	nodes                   corelisters.NodeLister
-	hasSynced               []cache.InformerSynced
-	queue                   *bus.Queue // workload keys to observe
+	factory informers.SharedInformerFactory
+	pods    cache.Indexer // with the byWorkload index
+	// indexers hold the objects the kinds watch (kind.watches), by
+	// resource, with the byWorkload index.
+	indexers map[schema.GroupVersionResource]cache.Indexer
+	// eventSources are the indexers whose objects' Kubernetes events are
+	// the workloads', by Kubernetes kind ("Pod", "Deployment").
+	eventSources map[string]cache.Indexer
+	podLister    corelisters.PodLister
+	nodes        corelisters.NodeLister
+	hasSynced    []cache.InformerSynced
+	queue        *bus.Queue // workload keys to observe
 
 	mu      sync.Mutex
 	events  map[string][]keyedEvent      // mu must be held: latest Kubernetes events per workload key
@@ -153,6 +159,7 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		nodes:     f.Core().V1().Nodes().Lister(),
 		queue:     bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
 		events:    map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
+		indexers: map[schema.GroupVersionResource]cache.Indexer{}, eventSources: map[string]cache.Indexer{},
 	}
 	t.log = c.log.With("term", t.id)
 	onChange := cache.ResourceEventHandlerFuncs{
@@ -160,28 +167,34 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		UpdateFunc: func(_, o any) { t.enqueueObject(o) },
 		DeleteFunc: t.enqueueObject,
 	}
-	for _, x := range []struct {
-		inf cache.SharedIndexInformer
-		dst *cache.Indexer
-	}{
-		{f.Core().V1().Pods().Informer(), &t.pods},
-		{f.Apps().V1().Deployments().Informer(), &t.deployments},
-		{f.Batch().V1().Jobs().Informer(), &t.jobs},
-		{f.Batch().V1().CronJobs().Informer(), &t.cronjobs},
-		{f.Apps().V1().DaemonSets().Informer(), &t.daemonsets},
-		{f.Core().V1().PersistentVolumeClaims().Informer(), &t.claims},
-	} {
-		// An observation looks a workload's objects up by key: a
-		// label-selector list would match every object of the namespace.
-		if err := x.inf.AddIndexers(cache.Indexers{byWorkload: indexByWorkload}); err != nil {
-			return nil, fmt.Errorf("cluster %s: index: %w", c.member.Name, err)
-		}
-		if _, err := x.inf.AddEventHandler(onChange); err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", c.member.Name, err)
-		}
-		*x.dst = x.inf.GetIndexer()
-		t.hasSynced = append(t.hasSynced, x.inf.HasSynced)
+	// Every workload's pods, then what each kind's shards become.
+	watches := []watch{{corev1.SchemeGroupVersion.WithResource("pods"), "Pod"}}
+	for _, name := range slices.Sorted(maps.Keys(c.s.kinds)) {
+		watches = append(watches, c.s.kinds[name].watches()...)
 	}
+	for _, w := range watches {
+		if t.indexers[w.gvr] == nil {
+			gi, err := f.ForResource(w.gvr)
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: watch %s: %w", c.member.Name, w.gvr.Resource, err)
+			}
+			inf := gi.Informer()
+			// An observation looks a workload's objects up by key: a
+			// label-selector list would match every object of the namespace.
+			if err := inf.AddIndexers(cache.Indexers{byWorkload: indexByWorkload}); err != nil {
+				return nil, fmt.Errorf("cluster %s: index: %w", c.member.Name, err)
+			}
+			if _, err := inf.AddEventHandler(onChange); err != nil {
+				return nil, fmt.Errorf("cluster %s: %w", c.member.Name, err)
+			}
+			t.indexers[w.gvr] = inf.GetIndexer()
+			t.hasSynced = append(t.hasSynced, inf.HasSynced)
+		}
+		if w.events != "" {
+			t.eventSources[w.events] = t.indexers[w.gvr]
+		}
+	}
+	t.pods = t.indexers[corev1.SchemeGroupVersion.WithResource("pods")]
 	t.hasSynced = append(t.hasSynced, f.Core().V1().Nodes().Informer().HasSynced)
 	return t, nil
 }
@@ -255,7 +268,7 @@ func (t *clusterTerm) observeAll(ctx context.Context) bool {
 		keys[strings.TrimPrefix(k, prefix)] = true
 	}
 	t.mu.Unlock()
-	for _, idx := range []cache.Indexer{t.pods, t.deployments, t.jobs, t.cronjobs, t.daemonsets} {
+	for _, idx := range t.indexers {
 		for _, k := range idx.ListIndexFuncValues(byWorkload) {
 			keys[k] = true
 		}
@@ -398,15 +411,8 @@ func (t *clusterTerm) onEvent(o any) {
 		return
 	}
 	ref := e.InvolvedObject
-	var idx cache.Indexer
-	switch ref.Kind {
-	case "Pod":
-		idx = t.pods
-	case "Deployment":
-		idx = t.deployments
-	case "Job":
-		idx = t.jobs
-	default:
+	idx := t.eventSources[ref.Kind]
+	if idx == nil {
 		return
 	}
 	obj, exists, err := idx.GetByKey(ref.Namespace + "/" + ref.Name)

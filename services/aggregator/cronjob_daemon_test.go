@@ -10,6 +10,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"atoll.dev/libs/api"
 )
@@ -29,8 +31,9 @@ func TestFoldCronJob(t *testing.T) {
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "tick", Annotations: map[string]string{api.AnnoGeneration: "1"}},
 		Spec:   batchv1.CronJobSpec{Suspend: new(false)},
 		Status: batchv1.CronJobStatus{LastScheduleTime: &metav1.Time{Time: t0.Add(2 * time.Minute)}, LastSuccessfulTime: &metav1.Time{Time: t0.Add(time.Minute)}, Active: []corev1.ObjectReference{{Name: "tick-3"}}}}
-	obs := &observation{}
-	observeKinds(obs, cj, nil, []*batchv1.Job{job("tick-3", t0.Add(2*time.Minute), ""), job("tick-1", t0, batchv1.JobFailed), job("tick-2", t0.Add(time.Minute), batchv1.JobComplete)})
+	part := &cronJobPart{}
+	obs := &observation{Part: part}
+	observeCronJob(part, cj, []*batchv1.Job{job("tick-3", t0.Add(2*time.Minute), ""), job("tick-1", t0, batchv1.JobFailed), job("tick-2", t0.Add(time.Minute), batchv1.JobComplete)})
 
 	st := api.Status{Zones: map[string]api.ZoneStatus{}, Clusters: map[string]api.ZoneStatus{}}
 	foldCronJob(w, []shardView{{cluster: "zone-b", zone: "b", healthy: true, desired: 1, obs: *obs}}, &st)
@@ -48,8 +51,9 @@ func TestFoldCronJob(t *testing.T) {
 	}
 
 	cj.Spec.Suspend = new(true)
-	obs = &observation{}
-	observeKinds(obs, cj, nil, nil)
+	part = &cronJobPart{}
+	obs = &observation{Part: part}
+	observeCronJob(part, cj, nil)
 	st = api.Status{Zones: map[string]api.ZoneStatus{}, Clusters: map[string]api.ZoneStatus{}}
 	foldCronJob(w, []shardView{{cluster: "zone-b", zone: "b", healthy: true, obs: *obs}}, &st)
 	assert.Equal(t, api.PhasePaused, st.Phase)
@@ -70,9 +74,9 @@ func TestFoldDaemon(t *testing.T) {
 		return d
 	}
 	view := func(cluster string, d *appsv1.DaemonSet) shardView {
-		obs := &observation{}
-		observeKinds(obs, nil, d, nil)
-		return shardView{cluster: cluster, zone: cluster[len(cluster)-1:], healthy: true, obs: *obs}
+		tc := &clusterTerm{indexers: map[schema.GroupVersionResource]cache.Indexer{daemonsets: indexed("ops.daemon.agent", d)}}
+		part, _ := daemonKind{}.observe(tc, "ops.daemon.agent", "agent", nil)
+		return shardView{cluster: cluster, zone: cluster[len(cluster)-1:], healthy: true, obs: observation{Part: part}}
 	}
 	tests := []struct {
 		name   string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
@@ -17,17 +16,6 @@ import (
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// TestEveryKindFolded fails when a kind is registered in libs/api without
-// a status folder here.
-func TestEveryKindFolded(t *testing.T) {
-	require.NotEmpty(t, api.KindNames())
-	// Kinds that are not placed (a Scaler) have no shards to fold.
-	for _, k := range api.PlacedKindNames() {
-		assert.Containsf(t, Kinds(), k, "kind %s is registered but the aggregator does not fold it: add it to folders in status.go", k)
-	}
-	assert.True(t, slices.IsSorted(Kinds()))
-}
-
 // TestUnknownKindDoesNotPanic folds a workload of a kind without a folder.
 func TestUnknownKindDoesNotPanic(t *testing.T) {
 	three := int32(3)
@@ -35,7 +23,7 @@ func TestUnknownKindDoesNotPanic(t *testing.T) {
 		Spec: &api.AppSpec{Replicas: &three}}
 	st := api.Status{Key: "p.widget.w", Phase: api.PhasePending}
 	require.NotPanics(t, func() {
-		foldShards(w, []shardView{{cluster: "zone-a", zone: "a", healthy: true, desired: 3}}, &st, discard)
+		foldShards(newKinds(), w, []shardView{{cluster: "zone-a", zone: "a", healthy: true, desired: 3}}, &st, discard)
 	})
 	assert.Equal(t, api.PhasePending, st.Phase)
 	require.NotEmpty(t, st.Conditions)
@@ -44,7 +32,7 @@ func TestUnknownKindDoesNotPanic(t *testing.T) {
 	// A JobSet whose spec is of another type is reported, not a panic.
 	w = &api.Workload{Kind: api.KindJobSet, Metadata: api.Metadata{Project: "p", Name: "j", Generation: 1}, Spec: &api.AppSpec{}}
 	st = api.Status{Phase: api.PhasePending}
-	require.NotPanics(t, func() { foldShards(w, nil, &st, discard) })
+	require.NotPanics(t, func() { foldShards(newKinds(), w, nil, &st, discard) })
 	assert.Equal(t, "InvalidSpec", st.Conditions[0].Reason)
 }
 
@@ -67,23 +55,23 @@ func pod() *api.Workload {
 func rolled(cluster string, n int32) shardView {
 	return shardView{cluster: cluster, zone: cluster, healthy: true, desired: n, obs: observation{
 		Pods: n, Running: n, Ready: n, Images: []string{"nginx:1"},
-		Deployment: &deploymentObservation{Generation: 2, Observed: true, Replicas: n, Updated: n, Available: n},
+		Part: &appPart{Deployment: &deploymentObservation{Generation: 2, Observed: true, Replicas: n, Updated: n, Available: n}},
 	}}
 }
 
 func TestFoldShards(t *testing.T) {
 	partial := rolled("b", 2)
-	partial.obs.Ready, partial.obs.Deployment.Available = 1, 1
+	partial.obs.Ready, partOf[appPart](partial.obs).Deployment.Available = 1, 1
 	oldGen := rolled("b", 2)
-	oldGen.obs.Deployment.Generation = 1
+	partOf[appPart](oldGen.obs).Deployment.Generation = 1
 	sick := rolled("b", 2)
 	sick.healthy = false
 	empty := shardView{cluster: "b", zone: "b", healthy: true, desired: 2}
 	pausedDone := shardView{cluster: "a", zone: "a", healthy: true, obs: observation{
-		Deployment: &deploymentObservation{Generation: 2, Observed: true}}}
+		Part: &appPart{Deployment: &deploymentObservation{Generation: 2, Observed: true}}}}
 	job := func(succeeded, failed, running int32, failedCond, suspended bool) shardView {
 		return shardView{cluster: "a", zone: "a", healthy: true, desired: 4, obs: observation{Running: running, Ready: running,
-			Job: &jobObservation{Generation: 2, Succeeded: succeeded, Failed: failed, Active: running, FailedCondition: failedCond, Suspended: suspended}}}
+			Part: &jobPart{Job: &jobObservation{Generation: 2, Succeeded: succeeded, Failed: failed, Active: running, FailedCondition: failedCond, Suspended: suspended}}}}
 	}
 	podShard := func(o observation, healthy bool) shardView {
 		return shardView{cluster: "a", zone: "a", healthy: healthy, desired: 1, obs: o}
@@ -117,7 +105,7 @@ func TestFoldShards(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st := api.Status{Key: tc.w.Key(), Generation: 2, Desired: tc.w.Spec.Pods(), Phase: api.PhasePending}
-			foldShards(tc.w, tc.shards, &st, discard)
+			foldShards(newKinds(), tc.w, tc.shards, &st, discard)
 			assert.Equal(t, tc.phase, st.Phase)
 			assert.Equal(t, tc.ready, st.Ready)
 			var zoneReady int32
@@ -133,7 +121,7 @@ func TestFoldShards(t *testing.T) {
 func TestPodUnscheduledCondition(t *testing.T) {
 	o := observation{Pods: 1, Unscheduled: []api.Condition{{Type: "PodScheduled", Reason: "Unschedulable", Message: "0/3 nodes are available"}}}
 	st := api.Status{Phase: api.PhasePending}
-	foldShards(pod(), []shardView{{cluster: "a", zone: "a", healthy: true, desired: 1, obs: o}}, &st, discard)
+	foldShards(newKinds(), pod(), []shardView{{cluster: "a", zone: "a", healthy: true, desired: 1, obs: o}}, &st, discard)
 	require.Len(t, st.Conditions, 1)
 	assert.Equal(t, "0/3 nodes are available", st.Conditions[0].Message)
 }

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"time"
+
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"

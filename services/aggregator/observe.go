@@ -1,12 +1,12 @@
 package aggregator
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"atoll.dev/libs/api"
@@ -30,49 +30,12 @@ type observation struct {
 	Unscheduled []api.Condition `json:"unscheduled,omitempty"`
 	// Images are the images of the running pods' containers, sorted.
 	Images []string `json:"images,omitempty"`
-	// Deployment is the workload's Deployment, when there is one.
-	Deployment *deploymentObservation `json:"deployment,omitempty"`
-	// Job is the workload's Job, when there is one.
-	Job *jobObservation `json:"job,omitempty"`
-	// CronJob, Runs and DaemonSet are a CronJob's and a Daemon's
-	// (cronjob_daemon.go).
-	CronJob   *cronJobObservation   `json:"cronJob,omitempty"`
-	Runs      []runObservation      `json:"runs,omitempty"`
-	DaemonSet *daemonSetObservation `json:"daemonSet,omitempty"`
-	// Gang is a TrainingJob's workers (training.go).
-	Gang *gangObservation `json:"gang,omitempty"`
-	// Pod is a Pod workload's Pod and claim (pod.go).
-	Pod *podObservation `json:"pod,omitempty"`
+	// Part is what the workload's kind observes of its own objects (a
+	// pointer to the kind's part type, kind_<name>.go), stored inline:
+	// its fields sit beside these in the stored document.
+	Part any `json:"-"`
 	// Events are the latest Kubernetes events of its objects, oldest first.
 	Events []api.Event `json:"events,omitempty"`
-}
-
-type deploymentObservation struct {
-	// Generation is the workload generation the Deployment was rendered for.
-	Generation int64 `json:"generation"`
-	// Observed says its controller has seen its latest spec.
-	Observed  bool  `json:"observed"`
-	Replicas  int32 `json:"replicas"`
-	Updated   int32 `json:"updated"`
-	Available int32 `json:"available"`
-	// Template is the hash of the pod template it runs (api.AnnoTemplate),
-	// for zone-by-zone rollouts (rollouts.go).
-	Template string `json:"template,omitempty"`
-	// Failing counts pods of its current template that failed or
-	// crash-loop (rollouts_observe.go).
-	Failing int32 `json:"failing,omitempty"`
-}
-
-type jobObservation struct {
-	// Generation is the workload generation the Job was rendered for.
-	Generation int64 `json:"generation"`
-	Active     int32 `json:"active,omitempty"`
-	Succeeded  int32 `json:"succeeded,omitempty"`
-	Failed     int32 `json:"failed,omitempty"`
-	// FailedCondition is its JobFailed condition.
-	FailedCondition bool `json:"failedCondition,omitempty"`
-	// Suspended is spec.suspend with the JobSuspended condition true.
-	Suspended bool `json:"suspended,omitempty"`
 }
 
 // maxUnscheduled bounds the conditions an observation carries.
@@ -81,9 +44,9 @@ const maxUnscheduled = 5
 // observation returns what the term's caches hold of the workload key, nil
 // when they hold no object of it.
 func (t *clusterTerm) observation(key string) *observation {
-	_, _, name, err := api.ParseKey(key)
+	_, kindName, name, err := api.ParseKey(key)
 	if err != nil {
-		// A kind this build does not know: its objects are still counted.
+		// A kind this build does not know: its pods are still counted.
 		name = key[strings.LastIndexByte(key, '.')+1:]
 	}
 	var pods []*corev1.Pod
@@ -94,36 +57,22 @@ func (t *clusterTerm) observation(key string) *observation {
 			}
 		}
 	}
-	var dep *appsv1.Deployment
-	if objs, err := t.deployments.ByIndex(byWorkload, key); err == nil {
-		for _, o := range objs {
-			if d, ok := o.(*appsv1.Deployment); ok && d.Name == name {
-				dep = d
-			}
-		}
+	var part any
+	found := false
+	if k := t.c.s.kinds[kindName]; k != nil {
+		part, found = k.observe(t, key, name, pods)
 	}
-	var job *batchv1.Job
-	if objs, err := t.jobs.ByIndex(byWorkload, key); err == nil {
-		for _, o := range objs {
-			if j, ok := o.(*batchv1.Job); ok && j.Name == name {
-				job = j
-			}
-		}
-	}
-	cj, ds, runs := t.kindObjects(key, name) // cronjob_daemon.go
-	if len(pods) == 0 && dep == nil && job == nil && cj == nil && ds == nil && len(runs) == 0 {
+	if len(pods) == 0 && !found {
 		return nil
 	}
-	obs := observe(pods, dep, job)
-	observeKinds(obs, cj, ds, runs)
-	observeGang(obs, key, pods, job)   // training.go
-	t.observePod(obs, key, name, pods) // pod.go
+	obs := observe(pods)
+	obs.Part = part
 	obs.Events = t.latestEvents(key)
 	return obs
 }
 
-// observe sums up a workload's objects in one cluster.
-func observe(pods []*corev1.Pod, dep *appsv1.Deployment, job *batchv1.Job) *observation {
+// observe sums up a workload's pods in one cluster.
+func observe(pods []*corev1.Pod) *observation {
 	obs := &observation{Pods: int32(len(pods))}
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	images := map[string]bool{}
@@ -160,26 +109,6 @@ func observe(pods []*corev1.Pod, dep *appsv1.Deployment, job *batchv1.Job) *obse
 		obs.Images = append(obs.Images, img)
 	}
 	slices.Sort(obs.Images)
-	if d := dep; d != nil {
-		obs.Deployment = &deploymentObservation{
-			Generation: generationOf(d.Annotations), Observed: d.Status.ObservedGeneration >= d.Generation,
-			Replicas: d.Status.Replicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
-			Template: d.Annotations[api.AnnoTemplate],
-			Failing:  failingPods(pods, d),
-		}
-	}
-	if j := job; j != nil {
-		jo := &jobObservation{Generation: generationOf(j.Annotations), Active: j.Status.Active, Succeeded: j.Status.Succeeded, Failed: j.Status.Failed}
-		for _, c := range j.Status.Conditions {
-			switch {
-			case c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue:
-				jo.FailedCondition = true
-			case c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue:
-				jo.Suspended = j.Spec.Suspend != nil && *j.Spec.Suspend
-			}
-		}
-		obs.Job = jo
-	}
 	return obs
 }
 
@@ -198,4 +127,72 @@ func podReady(p *corev1.Pod) bool {
 func generationOf(annotations map[string]string) int64 {
 	g, _ := strconv.ParseInt(annotations[api.AnnoGeneration], 10, 64)
 	return g
+}
+
+// MarshalJSON writes the observation with its part's fields inline,
+// before the events.
+func (o observation) MarshalJSON() ([]byte, error) {
+	type plain observation // without this method
+	p := plain(o)
+	p.Events = nil
+	head, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	objs := [][]byte{head}
+	if o.Part != nil {
+		b, err := json.Marshal(o.Part)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, b)
+	}
+	if len(o.Events) > 0 {
+		b, err := json.Marshal(struct {
+			Events []api.Event `json:"events"`
+		}{o.Events})
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, b)
+	}
+	return joinObjects(objs), nil
+}
+
+// joinObjects joins JSON objects' members into one object; a null (a
+// nil part) adds none.
+func joinObjects(objs [][]byte) []byte {
+	out := []byte{'{'}
+	for _, b := range objs {
+		members := bytes.TrimSpace(b)
+		if len(members) < 2 || members[0] != '{' {
+			continue
+		}
+		members = members[1 : len(members)-1]
+		if len(members) == 0 {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, members...)
+	}
+	return append(out, '}')
+}
+
+// decodeObservation decodes a stored observation, and its part when k is
+// the workload's kind (nil: the counts and events only).
+func decodeObservation(k kind, b []byte) (observation, error) {
+	var o observation
+	if err := json.Unmarshal(b, &o); err != nil {
+		return observation{}, err
+	}
+	if k != nil {
+		part := k.part()
+		if err := json.Unmarshal(b, part); err != nil {
+			return observation{}, err
+		}
+		o.Part = part
+	}
+	return o, nil
 }

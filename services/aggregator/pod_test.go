@@ -77,14 +77,14 @@ func TestPodObserved(t *testing.T) {
 // Pod with none observed has no Pod status.
 func TestFoldPodDetails(t *testing.T) {
 	w := &api.Workload{Kind: api.KindPod, Metadata: api.Metadata{Project: "p", Name: "db", Generation: 1}, Spec: &api.PodSpec{}}
-	old := observation{Pod: &podObservation{UID: "old"}}
-	cur := observation{Running: 1, Ready: 1, Pod: &podObservation{UID: "new", Containers: []api.ContainerStatus{{Name: "app", Image: "app:1"}}}}
+	old := observation{Part: &podPart{Pod: &podObservation{UID: "old"}}}
+	cur := observation{Running: 1, Ready: 1, Part: &podPart{Pod: &podObservation{UID: "new", Containers: []api.ContainerStatus{{Name: "app", Image: "app:1"}}}}}
 	st := api.Status{Zones: map[string]api.ZoneStatus{}, Clusters: map[string]api.ZoneStatus{}}
 	foldPod(w, []shardView{{cluster: "zone-a", zone: "a", desired: 1, obs: old}, {cluster: "zone-b", zone: "b", healthy: true, desired: 1, obs: cur}}, &st)
 	require.NotNil(t, st.Pod)
 	assert.Equal(t, "zone-b", st.Pod.Cluster)
 	assert.Equal(t, "new", st.Pod.UID)
-	assert.Equal(t, cur.Pod.Containers, st.Pod.Containers)
+	assert.Equal(t, partOf[podPart](cur).Pod.Containers, st.Pod.Containers)
 
 	st = api.Status{Zones: map[string]api.ZoneStatus{}, Clusters: map[string]api.ZoneStatus{}}
 	foldPod(w, []shardView{{cluster: "zone-a", zone: "a", healthy: true, desired: 1}}, &st)

@@ -204,7 +204,7 @@ func (t *rolloutTerm) input(w *api.Workload, spec *api.AppSpec) (rollout.Input, 
 			z.Current = true
 		}
 		z.Desired += desired
-		var o observation
+		var o appPart
 		if e, ok := t.observations.Get(observationKey(sh.Cluster, key)); ok {
 			_ = json.Unmarshal(e.Value, &o)
 		}

@@ -71,8 +71,8 @@ func TestRolloutController(t *testing.T) {
 					h = stable
 				}
 			}
-			putJSON(t, b, bus.BucketObservations, observationKey(c, key), observation{Deployment: &deploymentObservation{
-				Generation: gen, Observed: true, Replicas: 2, Updated: 2, Available: 2, Template: h}})
+			putJSON(t, b, bus.BucketObservations, observationKey(c, key), observation{Part: &appPart{Deployment: &deploymentObservation{
+				Generation: gen, Observed: true, Replicas: 2, Updated: 2, Available: 2, Template: h}}})
 		}
 	}
 	rollout := func() (*api.Rollout, uint64) {

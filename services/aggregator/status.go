@@ -29,20 +29,6 @@ type shardView struct {
 	obs           observation // zero when the cluster holds nothing of it
 }
 
-// folder computes a kind's phase and counts from its shards.
-type folder func(w *api.Workload, shards []shardView, st *api.Status)
-
-// folders are the kinds the aggregator folds. Adding a kind means adding
-// its folder here (TestEveryKindFolded fails until then).
-var folders = map[string]folder{
-	api.KindApp:    foldApp,
-	api.KindJobSet: foldJobSet,
-	api.KindPod:    foldPod,
-}
-
-// Kinds lists the kinds whose statuses the aggregator folds, sorted.
-func Kinds() []string { return slices.Sorted(maps.Keys(folders)) }
-
 // statusDoc is a status as stored in the status bucket: the api.Status
 // (what every reader decodes) and the revision that entered its phase.
 type statusDoc struct {
@@ -325,14 +311,15 @@ func (f *foldState) healthy(cluster string) bool {
 	return ci.Healthy
 }
 
-// observation returns what cluster holds of the workload key.
-func (f *foldState) observation(cluster, key string) (observation, bool) {
+// observation returns what cluster holds of the workload key, with the
+// part of its kind k (nil: without).
+func (f *foldState) observation(k kind, cluster, key string) (observation, bool) {
 	e, ok := f.observations.Get(observationKey(cluster, key))
 	if !ok {
 		return observation{}, false
 	}
-	var o observation
-	if err := json.Unmarshal(e.Value, &o); err != nil {
+	o, err := decodeObservation(k, e.Value)
+	if err != nil {
 		f.log.Warn("undecodable observation", "cluster", cluster, "key", key, "err", err)
 		return observation{}, false
 	}
@@ -360,33 +347,28 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 		setQueued(p, &st) // queue_status.go
 	default:
 		shards := f.shards(w, p)
-		foldShards(w, shards, &st, f.log)
+		foldShards(f.s.kinds, w, shards, &st, f.log)
 	}
-	foldGang(w, p, &st) // training.go
+	if k := f.s.kinds[w.Kind]; k != nil {
+		k.placed(w, p, &st)
+	}
 	st.Events = f.events(w.Key())
 	return st
 }
 
-// foldShards folds the shards of a placed workload with its kind's folder.
-func foldShards(w *api.Workload, shards []shardView, st *api.Status, log *slog.Logger) {
+// foldShards folds the shards of a placed workload with its kind's fold.
+func foldShards(kinds map[string]kind, w *api.Workload, shards []shardView, st *api.Status, log *slog.Logger) {
 	st.Zones, st.Clusters = map[string]api.ZoneStatus{}, map[string]api.ZoneStatus{}
-	if w.Control.Paused && w.Kind == api.KindApp {
-		// A paused App's Deployments are held at zero.
-		st.Desired = 0
-		for i := range shards {
-			shards[i].desired = 0
-		}
-	}
-	fold, ok := folders[w.Kind]
+	k, ok := kinds[w.Kind]
 	if !ok {
 		log.Error("no status folder for kind", "kind", w.Kind, "key", w.Key())
 		st.Conditions = append(st.Conditions, api.Condition{Type: "Folded", Status: false, Reason: "UnsupportedKind",
-			Message: fmt.Sprintf("the aggregator cannot fold kind %s; one of %s", w.Kind, strings.Join(Kinds(), ", "))})
+			Message: fmt.Sprintf("the aggregator cannot fold kind %s; one of %s", w.Kind, strings.Join(slices.Sorted(maps.Keys(kinds)), ", "))})
 		return
 	}
-	fold(w, shards, st)
+	k.fold(w, shards, st)
 	if w.Control.Paused {
-		foldPaused(w, shards, st)
+		foldPaused(k, w, shards, st)
 	}
 	images := map[string]bool{}
 	for _, sh := range shards {
@@ -399,13 +381,14 @@ func foldShards(w *api.Workload, shards []shardView, st *api.Status, log *slog.L
 
 // shards reads each placed shard's observation.
 func (f *foldState) shards(w *api.Workload, p *api.PlacementDecision) []shardView {
+	k := f.s.kinds[w.Kind]
 	out := make([]shardView, 0, len(p.Shards))
 	for _, sh := range p.Shards {
 		v := shardView{cluster: sh.Cluster, zone: sh.Zone, desired: sh.Replicas, healthy: f.healthy(sh.Cluster)}
-		if w.Kind == api.KindJobSet {
-			v.desired = sh.IndexEnd - sh.IndexStart
+		if k != nil {
+			v.desired = k.desired(sh)
 		}
-		v.obs, _ = f.observation(sh.Cluster, w.Key())
+		v.obs, _ = f.observation(k, sh.Cluster, w.Key())
 		out = append(out, v)
 	}
 	return out
@@ -416,7 +399,7 @@ func (f *foldState) shards(w *api.Workload, p *api.PlacementDecision) []shardVie
 func (f *foldState) events(key string) []api.Event {
 	var out []api.Event
 	for _, name := range slices.Sorted(maps.Keys(f.s.clusters)) {
-		if o, ok := f.observation(name, key); ok {
+		if o, ok := f.observation(nil, name, key); ok {
 			out = append(out, o.Events...)
 		}
 	}
@@ -442,102 +425,14 @@ func addTo(st *api.Status, sh shardView, zs api.ZoneStatus) {
 	st.Failed += zs.Failed
 }
 
-func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
-	gen := w.Metadata.Generation
-	rolled, sick := true, false
-	for _, sh := range shards {
-		o := sh.obs
-		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running})
-		d := o.Deployment
-		if d == nil || d.Generation != gen || !d.Observed ||
-			d.Updated != sh.desired || d.Replicas != sh.desired || d.Available != sh.desired || o.Ready != sh.desired {
-			rolled = false
-		}
-		sick = sick || !sh.healthy
-	}
-	switch {
-	case sick:
-		st.Phase = api.PhaseDegraded
-		st.Conditions = append(st.Conditions, api.Condition{Type: "ClustersHealthy", Status: false, Reason: "ClusterUnhealthy", Message: "a shard's cluster is unhealthy; it is being moved"})
-	case rolled && st.Ready == st.Desired:
-		st.Phase = api.PhaseRunning
-	case st.Ready == 0 && st.Running == 0:
-		st.Phase = api.PhaseScheduled
-	default:
-		st.Phase = api.PhaseProgressing
-	}
-	st.Conditions = append(st.Conditions, api.Condition{Type: "Available", Status: st.Ready == st.Desired, Reason: fmt.Sprintf("%d/%d ready", st.Ready, st.Desired)})
-}
-
-func foldJobSet(w *api.Workload, shards []shardView, st *api.Status) {
-	js, ok := w.Spec.(*api.JobSetSpec)
-	if !ok {
-		st.Conditions = append(st.Conditions, api.Condition{Type: "Folded", Status: false, Reason: "InvalidSpec", Message: fmt.Sprintf("a JobSet with a %T spec", w.Spec)})
-		return
-	}
-	failed := false
-	for _, sh := range shards {
-		zs := api.ZoneStatus{Desired: sh.desired, Ready: sh.obs.Ready, Running: sh.obs.Running}
-		if j := sh.obs.Job; j != nil {
-			zs.Succeeded, zs.Failed = j.Succeeded, j.Failed
-			failed = failed || j.FailedCondition
-		}
-		addTo(st, sh, zs)
-	}
-	st.Desired = js.Completions
-	switch {
-	case failed:
-		st.Phase = api.PhaseFailed
-	case st.Succeeded >= js.Completions:
-		st.Phase = api.PhaseSucceeded
-	case st.Running > 0 || st.Succeeded > 0:
-		st.Phase = api.PhaseRunning
-	default:
-		st.Phase = api.PhaseScheduled
-	}
-}
-
-func foldPod(_ *api.Workload, shards []shardView, st *api.Status) {
-	st.Phase = api.PhaseScheduled
-	for _, sh := range shards {
-		o := sh.obs
-		zs := api.ZoneStatus{Desired: 1, Ready: o.Ready, Running: o.Running, Succeeded: o.Succeeded, Failed: o.Failed}
-		st.Conditions = append(st.Conditions, o.Unscheduled...)
-		addTo(st, sh, zs)
-		switch {
-		case zs.Succeeded > 0:
-			st.Phase = api.PhaseSucceeded
-		case zs.Failed > 0:
-			st.Phase = api.PhaseFailed
-		case zs.Ready > 0:
-			st.Phase = api.PhaseRunning
-		case !sh.healthy:
-			st.Phase = api.PhaseDegraded
-		}
-	}
-	foldPodDetails(shards, st) // pod.go
-}
-
 // foldPaused turns the phase of a paused workload into Paused once every
-// shard has let its pods go: an App's Deployments at zero with no pod left
-// (foldApp calls that Running, with nothing desired), a JobSet's Jobs
-// suspended with none active. Until then it is Progressing; a finished
-// JobSet keeps Succeeded or Failed, and a sick cluster keeps Degraded.
-func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
-	done := false
-	switch w.Kind {
-	case api.KindApp:
-		done = st.Phase == api.PhaseRunning
-	case api.KindCronJob:
-		done = st.Phase == api.PhasePaused // its CronJob is suspended
-	case api.KindJobSet:
-		if st.Phase == api.PhaseSucceeded || st.Phase == api.PhaseFailed {
-			return
-		}
-		done = true
-		for _, sh := range shards {
-			done = done && jobSuspended(sh.obs.Job, w.Metadata.Generation)
-		}
+// shard has let its pods go, as its kind says (kind.paused). Until then it
+// is Progressing; a finished workload keeps its phase, and a sick cluster
+// keeps Degraded.
+func foldPaused(k kind, w *api.Workload, shards []shardView, st *api.Status) {
+	done, final := k.paused(w, shards, st)
+	if final {
+		return
 	}
 	reason := "Pausing"
 	switch {
@@ -550,10 +445,6 @@ func foldPaused(w *api.Workload, shards []shardView, st *api.Status) {
 	st.Conditions = append(st.Conditions, api.Condition{Type: "Paused", Status: done, Reason: reason})
 }
 
-func jobSuspended(j *jobObservation, gen int64) bool {
-	return j != nil && j.Generation == gen && j.Suspended && j.Active == 0
-}
-
 // foldStopped reports a stopped workload: Stopped once its placement of
 // this generation has no shards and no object of it is left in any
 // healthy cluster (an unreachable one is cleaned when it comes back);
@@ -561,21 +452,19 @@ func jobSuspended(j *jobObservation, gen int64) bool {
 func (f *foldState) foldStopped(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
 	st.Desired = 0
 	left := int32(0)
+	k := f.s.kinds[w.Kind]
 	for _, name := range slices.Sorted(maps.Keys(f.s.clusters)) {
 		if !f.healthy(name) {
 			continue
 		}
-		o, ok := f.observation(name, w.Key())
+		o, ok := f.observation(k, name, w.Key())
 		if !ok {
 			continue
 		}
 		left += o.Pods
 		st.Running += o.Running
-		if o.Deployment != nil {
-			left++
-		}
-		if o.Job != nil {
-			left++
+		if k != nil {
+			left += k.left(o.Part)
 		}
 	}
 	if p != nil && p.Generation == w.Metadata.Generation && len(p.Shards) == 0 && left == 0 {
@@ -740,7 +629,7 @@ func (f *foldState) forget(ctx context.Context, key string) error {
 			f.q.AddAfter(key, time.Second) // not in the workloads mirror: no marker requeues it
 			return nil
 		}
-		if o, ok := f.observation(name, key); ok && o.Pods > 0 {
+		if o, ok := f.observation(nil, name, key); ok && o.Pods > 0 {
 			return nil // pods still terminating; their deletion requeues the key
 		}
 	}

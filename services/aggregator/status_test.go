@@ -145,7 +145,7 @@ func TestFolderSyncAndEvents(t *testing.T) {
 		{Cluster: "zone-a", Zone: "zone-a", Replicas: 2}, {Cluster: "zone-b", Zone: "zone-b", Replicas: 1}}})
 	shard := func(ready int32, n int32) observation {
 		return observation{Pods: n, Running: ready, Ready: ready,
-			Deployment: &deploymentObservation{Generation: 1, Observed: true, Replicas: n, Updated: n, Available: ready}}
+			Part: &appPart{Deployment: &deploymentObservation{Generation: 1, Observed: true, Replicas: n, Updated: n, Available: ready}}}
 	}
 	putJSON(t, b, bus.BucketObservations, observationKey("zone-a", key), shard(2, 2))
 	putJSON(t, b, bus.BucketObservations, observationKey("zone-b", key), shard(1, 1))

@@ -40,12 +40,12 @@ func TestCronJobFenceInAMemberCluster(t *testing.T) {
 		Labels: map[string]string{api.LabelManaged: "true", api.LabelProject: w.Metadata.Project}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	from := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Second) // [from, until] is the last 10 min + V
-	d := &desired{workload: w, placement: &api.PlacementDecision{Key: w.Key(), Generation: 1,
+	d := &desired{workload: w, kind: s.kinds[w.Kind], placement: &api.PlacementDecision{Key: w.Key(), Generation: 1,
 		Shards: []api.Shard{{Cluster: c.Name, Zone: c.Zone, Replicas: 1, FireFrom: from}}}, hashes: map[string]string{}}
 	o, err := d.render(c.Name)
 	require.NoError(t, err)
 	require.NoError(t, tg.call(func() error {
-		return renderers[api.KindCronJob].create(ctx, tg.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
+		return s.kinds[api.KindCronJob].create(ctx, &term{}, tg.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
 	}))
 	_, err = c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, FenceName, metav1.GetOptions{})
 	require.NoError(t, err, "the fence policy is installed with the first CronJob")
@@ -72,7 +72,7 @@ func TestCronJobFenceInAMemberCluster(t *testing.T) {
 	assert.Equal(t, from.Format(time.RFC3339), a[api.AnnoFireFrom], "fire-from after a renewal")
 	o2, err := d.render(c.Name)
 	require.NoError(t, err)
-	require.NoError(t, tg.apply(ctx, o2, ns), "the propagator's apply after a renewal")
+	require.NoError(t, tg.apply(ctx, s.kinds[api.KindCronJob], o2, ns), "the propagator's apply after a renewal")
 	a = tmpl()
 	until, err = time.Parse(time.RFC3339, a[api.AnnoFireUntil])
 	require.NoError(t, err)

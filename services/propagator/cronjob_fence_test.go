@@ -25,7 +25,7 @@ func TestRenderCronJobFence(t *testing.T) {
 	from := time.Date(2026, 11, 23, 2, 31, 58, 0, time.UTC)
 	placement := func(sh api.Shard) *desired {
 		p := &api.PlacementDecision{Key: w.Key(), Generation: 1, Shards: []api.Shard{sh}}
-		return &desired{workload: w, placement: p, hashes: map[string]string{}}
+		return &desired{workload: w, kind: cronJobKind{}, placement: p, hashes: map[string]string{}}
 	}
 	first := placement(api.Shard{Cluster: "zone-a", Zone: "a", Replicas: 1})
 	moved := placement(api.Shard{Cluster: "zone-a", Zone: "a", Replicas: 1, FireFrom: from})

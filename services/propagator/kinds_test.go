@@ -2,22 +2,31 @@ package propagator
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"atoll.dev/libs/api"
+	"github.com/google/go-cmp/cmp"
 )
 
-// TestEveryKindHasARenderer fails when a kind is registered with the API
-// but the propagator cannot render it.
-func TestEveryKindHasARenderer(t *testing.T) {
+// TestKindsTable: every kind the scheduler places has an entry in the
+// propagator's table, and a kind it never places (a Scaler) has none, so
+// a kind registered in libs/api fails here until kinds.go handles it.
+func TestKindsTable(t *testing.T) {
 	handled := map[string]bool{}
-	for _, k := range Kinds() {
+	for _, k := range newService(nil, quietLog(), nil).Kinds() {
 		handled[k] = true
 	}
-	// Kinds that are not placed (a Scaler) have no shards to render.
-	for _, k := range api.PlacedKindNames() {
-		if !handled[k] {
-			t.Errorf("kind %s is registered in libs/api but has no renderer in the propagator (render.go)", k)
+	for _, k := range api.KindNames() {
+		t.Run(k, func(t *testing.T) {
+			if want := api.Placed(k); handled[k] != want {
+				t.Errorf("kind %s in the propagator's table: %v, want %v (a kind is there if and only if it is placed; see newKinds in kinds.go)", k, handled[k], want)
+			}
+		})
+	}
+	for k := range handled {
+		if !slices.Contains(api.KindNames(), k) {
+			t.Errorf("kind %s is in the propagator's table but not registered in libs/api", k)
 		}
 	}
 }
@@ -54,5 +63,38 @@ func TestStampIsStable(t *testing.T) {
 	}
 	if got := c.obj.(interface{ GetAnnotations() map[string]string }).GetAnnotations()[AnnoSpecHash]; got != c.hash {
 		t.Errorf("annotation %q, want %q", got, c.hash)
+	}
+}
+
+// TestOwned: the objects deleted with a shard are its main object (the
+// kind's resource, which the informers watch) and what is applied beside
+// or before it.
+func TestOwned(t *testing.T) {
+	tests := []struct {
+		kind string
+		want []owned
+	}{
+		{api.KindApp, []owned{{deployments, "web"}, {pdbs, "web"}}},
+		{api.KindCronJob, []owned{{cronjobs, "web"}}},
+		{api.KindDaemon, []owned{{daemonsets, "web"}}},
+		{api.KindJobSet, []owned{{jobs, "web"}}},
+		{api.KindPod, []owned{{pods, "web"}, {claims, api.PodClaimName("web", "zone-a")}}},
+		{api.KindTrainingJob, []owned{{jobs, "web"}, {services, "web"}}},
+	}
+	kinds := newKinds()
+	for _, tc := range tests {
+		t.Run(tc.kind, func(t *testing.T) {
+			k := kinds[tc.kind]
+			if k == nil {
+				t.Fatalf("kind %s not in the table", tc.kind)
+			}
+			got := k.owned("zone-a", "web")
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(owned{})); diff != "" {
+				t.Errorf("owned (-want +got):\n%s", diff)
+			}
+			if got[0].gvr != k.resource() {
+				t.Errorf("first owned object %v, want the main object %v", got[0].gvr, k.resource())
+			}
+		})
 	}
 }

@@ -187,7 +187,7 @@ func prefill(tb testing.TB, c *testenv.Cluster, sws []seeded) {
 			for sw := range next {
 				o, err := rendered(sw, c.Name)
 				if err == nil {
-					err = renderers[sw.w.Kind].create(ctx, cl.cs, api.Namespace("p"), o.obj, metav1.CreateOptions{FieldManager: FieldManager})
+					err = newKinds()[sw.w.Kind].create(ctx, &term{}, cl.cs, api.Namespace("p"), o.obj, metav1.CreateOptions{FieldManager: FieldManager})
 				}
 				if err != nil {
 					mu.Lock()

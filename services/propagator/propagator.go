@@ -96,6 +96,8 @@ type Service struct {
 	events   *events.Publisher
 	holder   string
 	breakers *bus.BreakerSet[struct{}]
+	// kinds are the kinds this propagator renders, by name (kinds.go).
+	kinds map[string]kind
 
 	// Lease tunes the elections (zero: the library's defaults); set it
 	// before Start.
@@ -138,6 +140,7 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		holder: lease.NewHolderID("propagator"),
 		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
 			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
+		kinds:   newKinds(),
 		targets: map[string]*target{},
 		desired: map[string]*desired{},
 	}
@@ -146,10 +149,6 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 	}
 	return s
 }
-
-// Kinds lists the kinds the propagator can render, sorted. A shard of any
-// other kind is logged as an error and left alone.
-func Kinds() []string { return slices.Sorted(maps.Keys(renderers)) }
 
 // Holder is this replica's name in the leases.
 func (s *Service) Holder() string { return s.holder }
@@ -297,6 +296,7 @@ func (s *Service) placementChanged(key string) {
 // them without a shard.
 type desired struct {
 	workload  *api.Workload          // nil when there is no placement or no shard
+	kind      kind                   // the workload's kind, nil when unknown or no workload
 	placement *api.PlacementDecision // nil when there is no placement
 	rev, wrev uint64                 // placement and workload revisions
 	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
@@ -351,7 +351,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 		// Nothing to render: the decoded documents are not kept (see desired).
 		d.rrev = s.rolloutRev(key)
 	} else {
-		d.workload = w
+		d.workload, d.kind = w, s.kinds[w.Kind]
 		d.rollout, d.rrev = s.rolloutOf(key)
 	}
 	s.mu.Lock()
@@ -380,15 +380,12 @@ func (d *desired) render(cluster string) (object, error) {
 	if sh == nil {
 		return object{}, fmt.Errorf("%s has no shard in %s", d.workload.Key(), cluster)
 	}
-	r, ok := renderers[d.workload.Kind]
-	if !ok {
+	if d.kind == nil {
 		return object{}, fmt.Errorf("%s: %w %q", d.workload.Key(), errUnknownKind, d.workload.Kind)
 	}
-	o := r.render(d.zoneWorkload(*sh), *sh)
+	o := d.kind.render(d, *sh)
 	stamp(&o)
-	if r.unhashed != nil {
-		r.unhashed(&o, time.Now())
-	}
+	d.kind.unhashed(&o, time.Now())
 	d.mu.Lock()
 	d.hashes[cluster] = o.hash
 	d.mu.Unlock()

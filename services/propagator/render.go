@@ -1,23 +1,16 @@
 package propagator
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"strconv"
-	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
@@ -43,7 +36,7 @@ const AnnoSpecHash = "atoll.dev/spec-hash"
 func stamp(o *object) {
 	body, err := json.Marshal(o.obj)
 	if err != nil {
-		// Never for the typed objects renderers make. A hash no live
+		// Never for the typed objects the kinds render. A hash no live
 		// object carries: each term applies the shard once.
 		o.hash = "unhashable"
 		return
@@ -57,48 +50,6 @@ func stamp(o *object) {
 	}
 	a[AnnoSpecHash] = o.hash
 	m.SetAnnotations(a)
-}
-
-// errUnknownKind says a workload's kind has no renderer.
-var errUnknownKind = errors.New("the propagator cannot render kind")
-
-// renderer turns one shard of a workload into native objects. Adding a
-// kind means adding its renderer and the resources it deletes here;
-// TestEveryKindHasARenderer fails until then.
-type renderer struct {
-	render func(w *api.Workload, sh api.Shard) object
-	// resource is what the kind becomes, deleted when the shard goes.
-	resource schema.GroupVersionResource
-	// create writes a new object with the typed client (protobuf on the wire).
-	create func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
-	// unhashed, when set, adds to a stamped object what changes with time
-	// rather than with the shard, which its hash must not see (a
-	// CronJob's fence lease, cronjob_fence.go).
-	unhashed func(o *object, now time.Time)
-}
-
-var (
-	deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
-	jobs        = batchv1.SchemeGroupVersion.WithResource("jobs")
-	pods        = corev1.SchemeGroupVersion.WithResource("pods")
-)
-
-var renderers = map[string]renderer{
-	api.KindApp: {render: renderApp, resource: deployments,
-		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
-			_, err := cs.AppsV1().Deployments(ns).Create(ctx, obj.(*appsv1.Deployment), o)
-			return err
-		}},
-	api.KindJobSet: {render: renderJobSet, resource: jobs,
-		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
-			_, err := cs.BatchV1().Jobs(ns).Create(ctx, obj.(*batchv1.Job), o)
-			return err
-		}},
-	api.KindPod: {render: renderPod, resource: pods,
-		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
-			_, err := cs.CoreV1().Pods(ns).Create(ctx, obj.(*corev1.Pod), o)
-			return err
-		}},
 }
 
 // Labels identify the platform's objects; the aggregator finds them by these.
@@ -128,78 +79,6 @@ func meta(w *api.Workload, sh api.Shard) metav1.ObjectMeta {
 		Labels:      labels(w, sh),
 		Annotations: map[string]string{api.AnnoGeneration: strconv.FormatInt(w.Metadata.Generation, 10)},
 	}
-}
-
-// renderApp makes a shard's Deployment. A paused App keeps its
-// Deployments, held at zero replicas until it is resumed.
-func renderApp(w *api.Workload, sh api.Shard) object {
-	s := w.Spec.(*api.AppSpec)
-	replicas := sh.Replicas
-	if w.Control.Paused {
-		replicas = 0
-	}
-	m := meta(w, sh)
-	m.Annotations[AnnoAvailability] = availabilityOf(s)
-	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
-	d := &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: m,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Paused:   s.Paused,
-			Strategy: rollingUpdate(s, replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
-			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
-		},
-	}
-	return object{gvr: deployments, name: d.Name, obj: d}
-}
-
-// renderJobSet makes a shard's Indexed Job, told its index range; a
-// paused JobSet's Jobs are suspended (their pods go, their progress stays).
-func renderJobSet(w *api.Workload, sh api.Shard) object {
-	s := w.Spec.(*api.JobSetSpec)
-	tmpl := podTemplate(w, sh, corev1.RestartPolicyNever)
-	rangeEnv := []corev1.EnvVar{
-		{Name: "ATOLL_INDEX_START", Value: strconv.Itoa(int(sh.IndexStart))},
-		{Name: "ATOLL_INDEX_END", Value: strconv.Itoa(int(sh.IndexEnd))},
-		{Name: "ATOLL_COMPLETIONS", Value: strconv.Itoa(int(s.Completions))},
-	}
-	for i := range tmpl.Spec.Containers {
-		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, rangeEnv...)
-	}
-	m := meta(w, sh)
-	m.Annotations[api.AnnoIndexRange] = fmt.Sprintf("%d-%d", sh.IndexStart, sh.IndexEnd-1)
-	j := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: m,
-		Spec: batchv1.JobSpec{
-			CompletionMode: ptr.To(batchv1.IndexedCompletion),
-			Completions:    ptr.To(sh.IndexEnd - sh.IndexStart),
-			Parallelism:    ptr.To(sh.Replicas),
-			BackoffLimit:   s.BackoffLimit,
-			Suspend:        ptr.To(w.Control.Paused),
-			Template:       tmpl,
-		},
-	}
-	return object{gvr: jobs, name: j.Name, obj: j}
-}
-
-// renderPod makes the Pod of a Pod workload. Its restart annotations are
-// on the Pod itself; a Pod cannot be restarted in place, so the target
-// replaces it when they change (see replaceRestartedPod).
-func renderPod(w *api.Workload, sh api.Shard) object {
-	t := podTemplate(w, sh, corev1.RestartPolicyAlways)
-	m := meta(w, sh)
-	for k, v := range t.Labels {
-		m.Labels[k] = v
-	}
-	for k, v := range t.Annotations {
-		m.Annotations[k] = v
-	}
-	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: m, Spec: t.Spec}
-	mountPodVolume(w, sh, &p.Spec) // pod.go
-	return object{gvr: pods, name: p.Name, obj: p}
 }
 
 func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) corev1.PodTemplateSpec {

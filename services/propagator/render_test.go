@@ -56,7 +56,7 @@ func TestRenderControl(t *testing.T) {
 				suspend     bool
 				annotations map[string]string
 			)
-			switch o := renderers[tc.w.Kind].render(tc.w, sh).obj.(type) {
+			switch o := newKinds()[tc.w.Kind].render(&desired{workload: tc.w}, sh).obj.(type) {
 			case *appsv1.Deployment:
 				replicas, annotations = *o.Spec.Replicas, o.Spec.Template.Annotations
 			case *batchv1.Job:

@@ -161,7 +161,7 @@ func announce(ctx context.Context, b *bus.Bus, w *api.Workload, event string, re
 // rendered is the object the propagator renders for a seeded workload's
 // shard in cluster, stamped with its spec hash.
 func rendered(sw seeded, cluster string) (object, error) {
-	d := &desired{workload: sw.w, placement: &sw.p, hashes: map[string]string{}}
+	d := &desired{workload: sw.w, kind: newKinds()[sw.w.Kind], placement: &sw.p, hashes: map[string]string{}}
 	return d.render(cluster)
 }
 

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +96,9 @@ type term struct {
 	work, replay *bus.Queue
 	// replayLeft counts the keys of the first replay not checked yet.
 	replayLeft atomic.Int64
+	// fenced says the CronJob fence was applied to the cluster in this
+	// term (kind_cronjob.go); a new term applies it again.
+	fenced atomic.Bool
 
 	mu sync.Mutex
 	// done records what this term did to a key's object: the hash it
@@ -161,9 +162,9 @@ func newTarget(s *Service, name string, c clients) *target {
 		s: s, name: name, clients: c, log: s.log.With("cluster", name),
 		informers: map[string]cache.SharedIndexInformer{}, namespaces: map[string]bool{},
 	}
-	for kind, r := range renderers {
-		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kind)
-		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, r.resource, metav1.NamespaceAll, 0, cache.Indexers{},
+	for name, k := range s.kinds {
+		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(name)
+		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, k.resource(), metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
 		_ = inf.SetTransform(stripManagedFields)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -179,7 +180,7 @@ func newTarget(s *Service, name string, c clients) *target {
 			},
 			DeleteFunc: func(obj any) { t.observe(obj, true) },
 		})
-		t.informers[kind] = inf
+		t.informers[name] = inf
 	}
 	return t
 }
@@ -257,11 +258,11 @@ func (t *target) observe(obj any, deleted bool) {
 // live returns the hash of key's object in this cluster's informer, and
 // whether there is one (terminating objects have the hash "").
 func (t *target) live(key string) (string, bool) {
-	project, kind, name, err := api.ParseKey(key)
+	project, kindName, name, err := api.ParseKey(key)
 	if err != nil {
 		return "", false
 	}
-	inf := t.informers[kind]
+	inf := t.informers[kindName]
 	if inf == nil {
 		return "", false
 	}
@@ -351,7 +352,9 @@ func (t *target) lead(ctx context.Context) {
 		wg.Go(func() {
 			t.s.placements.Resync(ctx, Resync, tt.replay, func() { tt.forceAll(t.s.placements.Keys()) })
 		})
-		wg.Go(func() { t.fence(ctx) }) // cronjob_fence.go
+		for _, k := range t.s.kinds {
+			wg.Go(func() { k.lead(ctx, t, tt) })
+		}
 		tt.replay.Run(ctx, ReplayWorkersPerCluster, t.log, func(ctx context.Context, key string) error {
 			err := t.check(ctx, tt, key)
 			if err == nil && tt.replayLeft.Add(-1) == 0 {
@@ -472,18 +475,16 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		w := d.workload
 		ns := api.Namespace(w.Metadata.Project)
 		start := time.Now()
+		sh := *d.shard(t.name)
 		err := t.ensureNamespace(ctx, w.Metadata.Project)
 		if err == nil {
-			err = t.ensurePodClaim(ctx, d, ns) // pod.go: before the Pod that mounts it
+			err = d.kind.before(ctx, t, w, sh, ns)
 		}
 		if err == nil {
-			err = t.createOrApply(ctx, key, renderers[w.Kind].create, o, ns)
+			err = t.createOrApply(ctx, tt, key, d.kind, o, ns)
 		}
 		if err == nil {
-			err = t.applyBudget(ctx, d, ns)
-		}
-		if err == nil {
-			err = t.applyTrainingService(ctx, d, ns) // training.go
+			err = d.kind.beside(ctx, t, w, sh, ns)
 		}
 		if ctx.Err() == nil {
 			t.s.apply.applied(t.name, start, err)
@@ -506,15 +507,15 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 // createOrApply creates a shard this cluster does not hold yet (one write,
 // cheaper for the API server than a first server-side apply) and applies
 // it with server-side apply otherwise, or when it turns out to exist.
-func (t *target) createOrApply(ctx context.Context, key string, create createFunc, o object, ns string) error {
+func (t *target) createOrApply(ctx context.Context, tt *term, key string, k kind, o object, ns string) error {
 	if t.holds(key) {
-		return t.apply(ctx, o, ns)
+		return t.apply(ctx, k, o, ns)
 	}
 	err := t.call(func() error {
-		return create(ctx, t.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
+		return k.create(ctx, tt, t.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
 	})
 	if apierrors.IsAlreadyExists(err) {
-		return t.apply(ctx, o, ns)
+		return t.apply(ctx, k, o, ns)
 	}
 	if err != nil {
 		return fmt.Errorf("create %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
@@ -522,13 +523,9 @@ func (t *target) createOrApply(ctx context.Context, key string, create createFun
 	return nil
 }
 
-type createFunc func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error
-
-func (t *target) apply(ctx context.Context, o object, ns string) error {
-	if o.gvr == pods {
-		if err := t.replaceRestartedPod(ctx, o, ns); err != nil {
-			return err
-		}
+func (t *target) apply(ctx context.Context, k kind, o object, ns string) error {
+	if err := k.prepare(ctx, t, o, ns); err != nil {
+		return err
 	}
 	body, err := json.Marshal(o.obj)
 	if err != nil {
@@ -545,16 +542,8 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 		return out, err
 	}
 	out, err := ssa()
-	if apierrors.IsInvalid(err) && o.gvr == jobs {
-		// A Job's template is immutable: replace the shard.
-		t.log.Info("replacing immutable job", "namespace", ns, "name", o.name)
-		if derr := t.delete(ctx, o.gvr, ns, o.name); derr != nil {
-			return derr
-		}
-		return fmt.Errorf("apply %s/%s: replaced immutable job, re-applying: %w", ns, o.name, err)
-	}
-	if apierrors.IsInvalid(err) && o.gvr == pods {
-		return t.replaceInvalidPod(ctx, o, ns, err) // pod.go
+	if apierrors.IsInvalid(err) {
+		return k.invalid(ctx, t, o, ns, err) // an immutable field changed: replaced, or not
 	}
 	if err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
@@ -578,75 +567,19 @@ func (t *target) apply(ctx context.Context, o object, ns string) error {
 	return nil
 }
 
-// errReplacing says a Pod is being replaced; the key is retried until the
-// old Pod is gone and the new one can be created.
-var errReplacing = errors.New("replacing the pod")
-
-// replaceRestartedPod deletes the live Pod when its restart annotations
-// differ from o's: a Pod's containers cannot be restarted in place, so a
-// restart replaces the Pod. While the old Pod goes it returns an error
-// wrapping errReplacing, so the key is retried and the Pod created anew.
-func (t *target) replaceRestartedPod(ctx context.Context, o object, ns string) error {
-	var live *corev1.Pod
-	err := t.call(func() error {
-		p, err := t.cs.CoreV1().Pods(ns).Get(ctx, o.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		live = p
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read pod %s/%s: %w", ns, o.name, err)
-	}
-	if live == nil {
-		return nil
-	}
-	if live.DeletionTimestamp != nil {
-		return fmt.Errorf("pod %s/%s is terminating: %w", ns, o.name, errReplacing)
-	}
-	want := o.obj.(*corev1.Pod).Annotations
-	if maps.Equal(restartAnnotations(live.Annotations), restartAnnotations(want)) {
-		return nil
-	}
-	t.log.Info("restarting pod", "namespace", ns, "name", o.name)
-	if err := t.delete(ctx, pods, ns, o.name); err != nil {
-		return err
-	}
-	return fmt.Errorf("pod %s/%s deleted for a restart: %w", ns, o.name, errReplacing)
-}
-
-// restartAnnotations picks the annotations that carry restarts.
-func restartAnnotations(a map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		if k == api.AnnoRestartedAt || strings.HasPrefix(k, api.AnnoRestartPrefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 func (t *target) remove(ctx context.Context, tt *term, key string) error {
-	project, kind, name, err := api.ParseKey(key)
+	project, kindName, name, err := api.ParseKey(key)
 	if err != nil {
 		return nil
 	}
-	r, ok := renderers[kind]
+	k, ok := t.s.kinds[kindName]
 	if !ok {
 		return nil // never held: the informers watch the known kinds
 	}
-	if err := t.delete(ctx, r.resource, api.Namespace(project), name); err != nil {
-		return err
-	}
-	if err := t.removeBudget(ctx, kind, api.Namespace(project), name); err != nil {
-		return err
-	}
-	if err := t.removeTrainingService(ctx, kind, api.Namespace(project), name); err != nil {
-		return err
-	}
-	if err := t.removePodClaim(ctx, kind, api.Namespace(project), name); err != nil { // pod.go
-		return err
+	for _, o := range k.owned(t.name, name) {
+		if err := t.delete(ctx, o.gvr, api.Namespace(project), o.name); err != nil {
+			return err
+		}
 	}
 	tt.record(key, removed)
 	return nil

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -35,13 +34,29 @@ import (
 
 var services = corev1.SchemeGroupVersion.WithResource("services")
 
-func init() {
-	renderers[api.KindTrainingJob] = renderer{render: renderTraining, resource: jobs,
-		create: func(ctx context.Context, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
-			_, err := cs.BatchV1().Jobs(ns).Create(ctx, obj.(*batchv1.Job), o)
-			return err
-		}}
+// trainingKind is the TrainingJob's part of the propagator.
+type trainingKind struct{ basic }
+
+func (trainingKind) resource() schema.GroupVersionResource { return jobs }
+
+func (trainingKind) render(d *desired, sh api.Shard) object { return renderTraining(d.workload, sh) }
+
+func (trainingKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+	return createJob(ctx, cs, ns, obj, o)
 }
+
+// invalid replaces the Job: a new gang attempt is a new template.
+func (trainingKind) invalid(ctx context.Context, t *target, o object, ns string, err error) error {
+	return t.replaceJob(ctx, o, ns, err)
+}
+
+// beside applies the gang's headless Service.
+func (trainingKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	svc := renderTrainingService(w, sh)
+	return t.applyBeside(ctx, services, "service", ns, svc.Name, svc)
+}
+
+func (trainingKind) owned(_, name string) []owned { return []owned{{jobs, name}, {services, name}} }
 
 // masterAddr is rank 0's DNS name inside the namespace.
 func masterAddr(name string) string { return name + "-0." + name }
@@ -125,36 +140,4 @@ func renderTrainingService(w *api.Workload, sh api.Shard) *corev1.Service {
 			Ports:                    []corev1.ServicePort{{Name: "master", Port: s.MasterPort}},
 		},
 	}
-}
-
-// applyTrainingService applies the headless Service of key's shard here,
-// for a TrainingJob; other kinds have none.
-func (t *target) applyTrainingService(ctx context.Context, d *desired, ns string) error {
-	w := d.workload
-	sh := d.shard(t.name)
-	if w == nil || w.Kind != api.KindTrainingJob || sh == nil {
-		return nil
-	}
-	svc := renderTrainingService(w, *sh)
-	body, err := json.Marshal(svc)
-	if err != nil {
-		return err
-	}
-	err = t.call(func() error {
-		_, err := t.dyn.Resource(services).Namespace(ns).Patch(ctx, svc.Name, types.ApplyPatchType, body,
-			metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("apply service %s/%s: %w", ns, svc.Name, err)
-	}
-	return nil
-}
-
-// removeTrainingService deletes a TrainingJob shard's Service.
-func (t *target) removeTrainingService(ctx context.Context, kind, ns, name string) error {
-	if !strings.EqualFold(kind, api.KindTrainingJob) {
-		return nil
-	}
-	return t.delete(ctx, services, ns, name)
 }

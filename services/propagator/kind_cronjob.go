@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -20,6 +21,13 @@ import (
 	"atoll.dev/libs/api"
 )
 
+// The CronJob: its one shard is a Kubernetes CronJob (the scheduler
+// places it in one cluster). The Jobs a CronJob makes carry the
+// workload's labels, so the aggregator folds them into the CronJob's
+// status, and the CronJob's time fence in their annotations:
+// api.AnnoFireFrom from the shard (part of the hash: a move changes it)
+// and api.AnnoFireUntil, the lease, outside the hash.
+//
 // The CronJob time fence (the rule is stated at api.KindCronJob). A lost
 // member cluster cannot be stopped from outside: when its API server
 // comes back, its kube-controller-manager may create a Job for a schedule
@@ -43,7 +51,7 @@ import (
 //     CronJob controller copies onto every Job. AnnoFireFrom is rendered
 //     from the shard (api.Shard.FireFrom, which the scheduler sets on a
 //     move); AnnoFireUntil is a lease: every render (a create or an apply)
-//     writes api.CronFireUntil(now), outside the spec hash (renderer.
+//     writes api.CronFireUntil(now), outside the spec hash (kind.
 //     unhashed), and each term renews it every api.CronFenceRenew on
 //     every CronJob the placement keeps in its cluster (fence), with a
 //     server-side apply of that one annotation under its own field
@@ -71,6 +79,71 @@ import (
 // controller's FailedCreate events name the policy. A denied time is
 // retried by the CronJob controller until its starting deadline passes,
 // then skipped.
+
+var cronjobs = batchv1.SchemeGroupVersion.WithResource("cronjobs")
+
+// cronJobKind is the CronJob's part of the propagator.
+type cronJobKind struct{ basic }
+
+func (cronJobKind) resource() schema.GroupVersionResource { return cronjobs }
+
+func (cronJobKind) render(d *desired, sh api.Shard) object { return renderCronJob(d.workload, sh) }
+
+// unhashed writes the CronJob's lease.
+func (cronJobKind) unhashed(o *object, now time.Time) { leaseCronJob(o, now) }
+
+// create applies the fence first: no Job of the CronJob escapes it.
+func (cronJobKind) create(ctx context.Context, tt *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+	if err := ensureFence(ctx, tt, cs, false); err != nil {
+		return err
+	}
+	_, err := cs.BatchV1().CronJobs(ns).Create(ctx, obj.(*batchv1.CronJob), o)
+	return err
+}
+
+func (cronJobKind) owned(_, name string) []owned { return []owned{{cronjobs, name}} }
+
+// lead runs the term's side of the fence.
+func (cronJobKind) lead(ctx context.Context, t *target, tt *term) { t.fence(ctx, tt) }
+
+// renderCronJob makes the CronJob of the shard. A paused CronJob is
+// suspended (as its own suspend field does): no new runs, running ones
+// finish.
+func renderCronJob(w *api.Workload, sh api.Shard) object {
+	s := w.Spec.(*api.CronJobSpec)
+	var tz *string
+	if s.TimeZone != "" {
+		tz = ptr.To(s.TimeZone)
+	}
+	m := meta(w, sh)
+	jobMeta := metav1.ObjectMeta{Labels: labels(w, sh), Annotations: map[string]string{api.AnnoGeneration: m.Annotations[api.AnnoGeneration]}}
+	if !sh.FireFrom.IsZero() {
+		jobMeta.Annotations[api.AnnoFireFrom] = sh.FireFrom.UTC().Format(time.RFC3339)
+	}
+	c := &batchv1.CronJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		ObjectMeta: m,
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   s.Schedule,
+			TimeZone:                   tz,
+			StartingDeadlineSeconds:    s.StartingDeadlineSeconds,
+			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(s.ConcurrencyPolicy),
+			Suspend:                    ptr.To(s.Suspend || w.Control.Paused),
+			SuccessfulJobsHistoryLimit: s.SuccessfulJobsHistoryLimit,
+			FailedJobsHistoryLimit:     s.FailedJobsHistoryLimit,
+			JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: jobMeta,
+				Spec: batchv1.JobSpec{
+					Parallelism:  ptr.To(s.Parallelism),
+					Completions:  ptr.To(s.Completions),
+					BackoffLimit: s.BackoffLimit,
+					Template:     podTemplate(w, sh, corev1.RestartPolicyNever),
+				},
+			},
+		},
+	}
+	return object{gvr: cronjobs, name: c.Name, obj: c}
+}
 
 // FenceName names the ValidatingAdmissionPolicy and its binding.
 const FenceName = "atoll-cronjob-fence"
@@ -146,13 +219,10 @@ func fenceBinding() *admissionv1.ValidatingAdmissionPolicyBinding {
 	}
 }
 
-// fenced remembers the clusters (by client) the fence was applied to.
-var fenced sync.Map // kubernetes.Interface -> struct{}
-
 // ensureFence applies the policy and its binding to the cluster of cs,
-// unless it was applied there already (always with force).
-func ensureFence(ctx context.Context, cs kubernetes.Interface, force bool) error {
-	if _, ok := fenced.Load(cs); ok && !force {
+// unless term tt applied it there already (always with force).
+func ensureFence(ctx context.Context, tt *term, cs kubernetes.Interface, force bool) error {
+	if tt.fenced.Load() && !force {
 		return nil
 	}
 	policy, err := json.Marshal(fencePolicy())
@@ -171,7 +241,7 @@ func ensureFence(ctx context.Context, cs kubernetes.Interface, force bool) error
 	if _, err := adm.ValidatingAdmissionPolicyBindings().Patch(ctx, FenceName, types.ApplyPatchType, binding, o); err != nil {
 		return fmt.Errorf("apply the cronjob fence binding: %w", err)
 	}
-	fenced.Store(cs, struct{}{})
+	tt.fenced.Store(true)
 	return nil
 }
 
@@ -190,13 +260,13 @@ func leaseCronJob(o *object, now time.Time) {
 // fence runs a term's side of the fence in its cluster until ctx ends:
 // the policy applied at once and every fenceReapply, and the lease of
 // every CronJob placed here renewed at once and every api.CronFenceRenew.
-func (t *target) fence(ctx context.Context) {
+func (t *target) fence(ctx context.Context, tt *term) {
 	tick := time.NewTicker(api.CronFenceRenew)
 	defer tick.Stop()
 	var applied time.Time
 	for {
 		if time.Since(applied) >= fenceReapply && len(t.informers[api.KindCronJob].GetStore().ListKeys()) > 0 {
-			if err := t.call(func() error { return ensureFence(ctx, t.cs, true) }); err != nil {
+			if err := t.call(func() error { return ensureFence(ctx, tt, t.cs, true) }); err != nil {
 				if ctx.Err() == nil {
 					t.log.Warn("cannot apply the cronjob fence", "err", err)
 				}

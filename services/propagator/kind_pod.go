@@ -2,12 +2,17 @@ package propagator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"atoll.dev/libs/api"
 )
@@ -30,7 +35,57 @@ import (
 // comes back after a failover loses its stale Pod and claim together (the
 // data policy is stated in libs/api/pod.go).
 
-var claims = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+var (
+	pods   = corev1.SchemeGroupVersion.WithResource("pods")
+	claims = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+)
+
+// podKind is the Pod's part of the propagator.
+type podKind struct{ basic }
+
+func (podKind) resource() schema.GroupVersionResource { return pods }
+
+func (podKind) render(d *desired, sh api.Shard) object { return renderPod(d.workload, sh) }
+
+func (podKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, obj.(*corev1.Pod), o)
+	return err
+}
+
+// before creates the shard's claim: the Pod mounts it.
+func (podKind) before(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	return t.ensurePodClaim(ctx, w, sh, ns)
+}
+
+// prepare replaces a Pod whose restart annotations changed.
+func (podKind) prepare(ctx context.Context, t *target, o object, ns string) error {
+	return t.replaceRestartedPod(ctx, o, ns)
+}
+
+func (podKind) invalid(ctx context.Context, t *target, o object, ns string, err error) error {
+	return t.replaceInvalidPod(ctx, o, ns, err)
+}
+
+func (podKind) owned(cluster, name string) []owned {
+	return []owned{{pods, name}, {claims, api.PodClaimName(name, cluster)}}
+}
+
+// renderPod makes the Pod of a Pod workload. Its restart annotations are
+// on the Pod itself; a Pod cannot be restarted in place, so the target
+// replaces it when they change (see replaceRestartedPod).
+func renderPod(w *api.Workload, sh api.Shard) object {
+	t := podTemplate(w, sh, corev1.RestartPolicyAlways)
+	m := meta(w, sh)
+	for k, v := range t.Labels {
+		m.Labels[k] = v
+	}
+	for k, v := range t.Annotations {
+		m.Annotations[k] = v
+	}
+	p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: m, Spec: t.Spec}
+	mountPodVolume(w, sh, &p.Spec)
+	return object{gvr: pods, name: p.Name, obj: p}
+}
 
 // mountPodVolume adds a Pod workload's volume to spec: the claim of its
 // shard, mounted into every main container.
@@ -78,12 +133,8 @@ func renderPodClaim(w *api.Workload, sh api.Shard) *corev1.PersistentVolumeClaim
 
 // ensurePodClaim creates the claim of a Pod workload's shard here when it
 // has a volume and the claim does not exist yet.
-func (t *target) ensurePodClaim(ctx context.Context, d *desired, ns string) error {
-	sh := d.shard(t.name)
-	if d.workload == nil || sh == nil {
-		return nil
-	}
-	c := renderPodClaim(d.workload, *sh)
+func (t *target) ensurePodClaim(ctx context.Context, w *api.Workload, sh api.Shard, ns string) error {
+	c := renderPodClaim(w, sh)
 	if c == nil {
 		return nil
 	}
@@ -100,15 +151,6 @@ func (t *target) ensurePodClaim(ctx context.Context, d *desired, ns string) erro
 	return nil
 }
 
-// removePodClaim deletes the claim of a Pod workload's shard here (none
-// is fine).
-func (t *target) removePodClaim(ctx context.Context, kind, ns, name string) error {
-	if kind != api.KindPod {
-		return nil
-	}
-	return t.delete(ctx, claims, ns, api.PodClaimName(name, t.name))
-}
-
 // replaceInvalidPod deletes a live Pod whose apply the API server refused
 // as Invalid (applyErr): the change is not one a Pod takes in place. It
 // returns an error wrapping errReplacing, so the key is retried and the
@@ -119,4 +161,53 @@ func (t *target) replaceInvalidPod(ctx context.Context, o object, ns string, app
 		return err
 	}
 	return fmt.Errorf("pod %s/%s deleted for a change it cannot take in place (%v): %w", ns, o.name, applyErr, errReplacing)
+}
+
+// errReplacing says a Pod is being replaced; the key is retried until the
+// old Pod is gone and the new one can be created.
+var errReplacing = errors.New("replacing the pod")
+
+// replaceRestartedPod deletes the live Pod when its restart annotations
+// differ from o's: a Pod's containers cannot be restarted in place, so a
+// restart replaces the Pod. While the old Pod goes it returns an error
+// wrapping errReplacing, so the key is retried and the Pod created anew.
+func (t *target) replaceRestartedPod(ctx context.Context, o object, ns string) error {
+	var live *corev1.Pod
+	err := t.call(func() error {
+		p, err := t.cs.CoreV1().Pods(ns).Get(ctx, o.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		live = p
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read pod %s/%s: %w", ns, o.name, err)
+	}
+	if live == nil {
+		return nil
+	}
+	if live.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s/%s is terminating: %w", ns, o.name, errReplacing)
+	}
+	want := o.obj.(*corev1.Pod).Annotations
+	if maps.Equal(restartAnnotations(live.Annotations), restartAnnotations(want)) {
+		return nil
+	}
+	t.log.Info("restarting pod", "namespace", ns, "name", o.name)
+	if err := t.delete(ctx, pods, ns, o.name); err != nil {
+		return err
+	}
+	return fmt.Errorf("pod %s/%s deleted for a restart: %w", ns, o.name, errReplacing)
+}
+
+// restartAnnotations picks the annotations that carry restarts.
+func restartAnnotations(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if k == api.AnnoRestartedAt || strings.HasPrefix(k, api.AnnoRestartPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -15,7 +15,17 @@ import (
 // image update and a volume's binding show in the status. The claims are
 // watched like the other objects (their labels name the workload), so a
 // claim that binds updates the status at once. foldPod copies them from
-// its one placed shard into api.Status.Pod.
+// its one placed shard into api.Status.Pod. A Pod is Running once its pod
+// is ready, Succeeded or Failed as its pod ends.
+
+// podKind is the Pod's part of the aggregator.
+type podKind struct{ basic }
+
+// podPart is what a cluster holds of a Pod workload beyond the counts.
+type podPart struct {
+	// Pod is its Pod and claim.
+	Pod *podObservation `json:"pod,omitempty"`
+}
 
 // podObservation is a Pod workload's Pod and claim in one cluster.
 type podObservation struct {
@@ -24,19 +34,15 @@ type podObservation struct {
 	Volume     *api.VolumeStatus     `json:"volume,omitempty"`
 }
 
-// observePod adds the Pod and claim of the Pod workload key to obs.
-func (t *clusterTerm) observePod(obs *observation, key, name string, pods []*corev1.Pod) {
-	if _, kind, _, err := api.ParseKey(key); err != nil || kind != api.KindPod {
-		return
-	}
+func (podKind) watches() []watch { return []watch{{claims, ""}} }
+
+// observe adds the Pod and its claim. A claim alone does not make an
+// observation: the cluster holds the workload while it holds its Pod.
+func (podKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
 	var claim *corev1.PersistentVolumeClaim
-	if t.claims != nil {
-		if objs, err := t.claims.ByIndex(byWorkload, key); err == nil {
-			for _, o := range objs {
-				if c, ok := o.(*corev1.PersistentVolumeClaim); ok && c.Name == api.PodClaimName(name, t.c.member.Name) {
-					claim = c
-				}
-			}
+	for _, o := range t.objectsOf(claims, key) {
+		if c, ok := o.(*corev1.PersistentVolumeClaim); ok && c.Name == api.PodClaimName(name, t.c.member.Name) {
+			claim = c
 		}
 	}
 	var pod *corev1.Pod
@@ -45,8 +51,12 @@ func (t *clusterTerm) observePod(obs *observation, key, name string, pods []*cor
 			pod = p
 		}
 	}
-	obs.Pod = podObserved(pod, claim)
+	return &podPart{Pod: podObserved(pod, claim)}, false
 }
+
+func (podKind) part() any { return &podPart{} }
+
+func (podKind) fold(w *api.Workload, shards []shardView, st *api.Status) { foldPod(w, shards, st) }
 
 // podObserved sums up a Pod and its claim (either may be nil); nil when
 // both are.
@@ -134,9 +144,30 @@ func foldPodDetails(shards []shardView, st *api.Status) {
 		return 1
 	})
 	for _, sh := range shards {
-		if o := sh.obs.Pod; o != nil {
+		if o := partOf[podPart](sh.obs).Pod; o != nil {
 			st.Pod = &api.PodStatus{Cluster: sh.cluster, UID: o.UID, Containers: o.Containers, Volume: o.Volume}
 			return
 		}
 	}
+}
+
+func foldPod(_ *api.Workload, shards []shardView, st *api.Status) {
+	st.Phase = api.PhaseScheduled
+	for _, sh := range shards {
+		o := sh.obs
+		zs := api.ZoneStatus{Desired: 1, Ready: o.Ready, Running: o.Running, Succeeded: o.Succeeded, Failed: o.Failed}
+		st.Conditions = append(st.Conditions, o.Unscheduled...)
+		addTo(st, sh, zs)
+		switch {
+		case zs.Succeeded > 0:
+			st.Phase = api.PhaseSucceeded
+		case zs.Failed > 0:
+			st.Phase = api.PhaseFailed
+		case zs.Ready > 0:
+			st.Phase = api.PhaseRunning
+		case !sh.healthy:
+			st.Phase = api.PhaseDegraded
+		}
+	}
+	foldPodDetails(shards, st)
 }

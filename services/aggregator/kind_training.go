@@ -23,7 +23,39 @@ import (
 // a gang taken down and waiting for its next attempt is Pending, with a
 // Requeued condition.
 
-func init() { folders[api.KindTrainingJob] = foldTraining }
+// trainingKind is the TrainingJob's part of the aggregator.
+type trainingKind struct{ basic }
+
+// trainingPart is what a cluster holds of a TrainingJob beyond its pods.
+type trainingPart struct {
+	// Job is the gang's Job, when there is one; Gang its workers.
+	Job  *jobObservation  `json:"job,omitempty"`
+	Gang *gangObservation `json:"gang,omitempty"`
+}
+
+func (trainingKind) watches() []watch { return []watch{{jobs, "Job"}} }
+
+func (trainingKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
+	j := t.job(key, name)
+	return &trainingPart{Job: observeJob(j), Gang: observeGang(pods, j)}, j != nil
+}
+
+func (trainingKind) part() any { return &trainingPart{} }
+
+func (trainingKind) fold(w *api.Workload, shards []shardView, st *api.Status) {
+	foldTraining(w, shards, st)
+}
+
+func (trainingKind) placed(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
+	foldGang(w, p, st)
+}
+
+func (trainingKind) left(part any) int32 {
+	if p, _ := part.(*trainingPart); p != nil && p.Job != nil {
+		return 1
+	}
+	return 0
+}
 
 // gangObservation is a TrainingJob's Job and workers in one cluster.
 type gangObservation struct {
@@ -36,10 +68,10 @@ type gangObservation struct {
 	Ranks []api.TrainingRank `json:"ranks,omitempty"`
 }
 
-// observeGang adds a TrainingJob's gang to an observation.
-func observeGang(obs *observation, key string, pods []*corev1.Pod, job *batchv1.Job) {
-	if _, kind, _, err := api.ParseKey(key); err != nil || kind != api.KindTrainingJob || job == nil {
-		return
+// observeGang sums up a TrainingJob's gang: its Job (nil: none) and pods.
+func observeGang(pods []*corev1.Pod, job *batchv1.Job) *gangObservation {
+	if job == nil {
+		return nil
 	}
 	g := &gangObservation{Attempt: attemptOf(job.Annotations)}
 	for _, c := range job.Status.Conditions {
@@ -79,7 +111,7 @@ func observeGang(obs *observation, key string, pods []*corev1.Pod, job *batchv1.
 		g.Ranks = append(g.Ranks, r)
 	}
 	slices.SortFunc(g.Ranks, func(a, b api.TrainingRank) int { return int(a.Rank - b.Rank) })
-	obs.Gang = g
+	return g
 }
 
 func attemptOf(annotations map[string]string) int32 {
@@ -103,7 +135,7 @@ func foldTraining(w *api.Workload, shards []shardView, st *api.Status) {
 		addTo(st, sh, api.ZoneStatus{Desired: s.Workers, Ready: o.Ready, Running: o.Running, Succeeded: o.Succeeded, Failed: o.Failed})
 		tr.Cluster = sh.cluster
 		st.Conditions = append(st.Conditions, o.Unscheduled...)
-		g := o.Gang
+		g := partOf[trainingPart](o).Gang
 		if g == nil {
 			continue
 		}
@@ -135,7 +167,7 @@ func foldTraining(w *api.Workload, shards []shardView, st *api.Status) {
 // foldGang adds the scheduler's gang state (the placement's) to a
 // TrainingJob's status; a gang waiting for its next attempt is Pending.
 func foldGang(w *api.Workload, p *api.PlacementDecision, st *api.Status) {
-	if w.Kind != api.KindTrainingJob || p == nil || p.Gang == nil {
+	if p == nil || p.Gang == nil {
 		return
 	}
 	s, ok := w.Spec.(*api.TrainingJobSpec)

@@ -1,0 +1,161 @@
+package propagator
+
+import (
+	"context"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"atoll.dev/libs/api"
+)
+
+// The App: each shard is a Deployment, and a PodDisruptionBudget beside
+// it. A paused App keeps its Deployments, held at zero replicas until it
+// is resumed.
+//
+// Every App shard gets a PodDisruptionBudget next to its Deployment, of
+// the same name, made from the App's availability budget (api.Availability,
+// default api.DefaultMaxUnavailable), so that the drains of the
+// remediation and upgrade services, which evict through the Eviction API,
+// are application-aware. It is applied whenever the shard's Deployment is
+// (the budget is stamped into the Deployment's annotations, so a budget
+// change changes the shard's hash) and deleted with the shard.
+
+var (
+	deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
+	pdbs        = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+)
+
+// appKind is the App's part of the propagator.
+type appKind struct{ basic }
+
+func (appKind) resource() schema.GroupVersionResource { return deployments }
+
+func (appKind) render(d *desired, sh api.Shard) object { return renderApp(d.zoneWorkload(sh), sh) }
+
+func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+	_, err := cs.AppsV1().Deployments(ns).Create(ctx, obj.(*appsv1.Deployment), o)
+	return err
+}
+
+// beside applies the shard's PodDisruptionBudget.
+func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	b := renderBudget(w, sh)
+	return t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b)
+}
+
+func (appKind) owned(_, name string) []owned {
+	return []owned{{deployments, name}, {pdbs, name}}
+}
+
+// AnnoAvailability on an App's Deployment is its shard's budget
+// ("maxUnavailable=25%"), which makes a budget change a new spec hash.
+const AnnoAvailability = "atoll.dev/availability"
+
+// availabilityOf is the value of AnnoAvailability for an App.
+func availabilityOf(s *api.AppSpec) string {
+	kind, v := s.Availability.Budget()
+	return kind + "=" + v
+}
+
+// renderBudget makes a shard's PodDisruptionBudget.
+func renderBudget(w *api.Workload, sh api.Shard) *policyv1.PodDisruptionBudget {
+	s := w.Spec.(*api.AppSpec)
+	kind, v := s.Availability.Budget()
+	val := intstr.Parse(v)
+	spec := policyv1.PodDisruptionBudgetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
+		// Pods not ready yet never hold a drain back.
+		UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+	}
+	if kind == "minAvailable" {
+		spec.MinAvailable = &val
+	} else {
+		spec.MaxUnavailable = &val
+	}
+	m := meta(w, sh)
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels},
+		Spec:       spec,
+	}
+}
+
+// renderApp makes a shard's Deployment. A paused App keeps its
+// Deployments, held at zero replicas until it is resumed.
+func renderApp(w *api.Workload, sh api.Shard) object {
+	s := w.Spec.(*api.AppSpec)
+	replicas := sh.Replicas
+	if w.Control.Paused {
+		replicas = 0
+	}
+	m := meta(w, sh)
+	m.Annotations[AnnoAvailability] = availabilityOf(s)
+	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
+	d := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: m,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Paused:   s.Paused,
+			Strategy: rollingUpdate(s, replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
+			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
+		},
+	}
+	return object{gvr: deployments, name: d.Name, obj: d}
+}
+
+// zoneWorkload returns the workload as sh's zone runs it: an App's with
+// the template its rollout gives that zone; d.workload otherwise.
+func (d *desired) zoneWorkload(sh api.Shard) *api.Workload {
+	w := d.workload
+	s, ok := w.Spec.(*api.AppSpec)
+	if !ok || d.rollout == nil {
+		return w
+	}
+	t := d.rollout.TemplateFor(sh.Zone, &s.Template)
+	if t == &s.Template {
+		return w
+	}
+	spec := *s
+	spec.Template = *t
+	zw := *w
+	zw.Spec = &spec
+	return &zw
+}
+
+// rollingUpdate is an App Deployment's strategy: it never takes more of a
+// shard's replicas out of service than the App's availability budget
+// lets a drain take. Deployments round maxUnavailable down; the budget's
+// PodDisruptionBudget rounds up, so the same value is never more. A
+// minAvailable budget m becomes maxUnavailable 100%-m (a percentage) or
+// replicas-m (a count). maxSurge stays Kubernetes' 25% (rounded up, so
+// at least one new pod starts even when none may go).
+func rollingUpdate(s *api.AppSpec, replicas int32) appsv1.DeploymentStrategy {
+	kind, v := s.Availability.Budget()
+	val := intstr.Parse(v)
+	if kind == "minAvailable" {
+		if val.Type == intstr.String {
+			var p int
+			if n, err := intstr.GetScaledValueFromIntOrPercent(&val, 100, true); err == nil {
+				p = n
+			}
+			val = intstr.FromString(strconv.Itoa(max(0, 100-p)) + "%")
+		} else {
+			val = intstr.FromInt32(max(0, replicas-val.IntVal))
+		}
+	}
+	surge := intstr.FromString("25%")
+	return appsv1.DeploymentStrategy{
+		Type:          appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &val, MaxSurge: &surge},
+	}
+}
