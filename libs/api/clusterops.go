@@ -91,10 +91,9 @@ func ReservedClusterLabel(key string) bool {
 // labels of the cluster's configuration; the aggregator checks those.
 func (o *ClusterOp) Validate() FieldErrors {
 	var fe FieldErrors
-	switch {
-	case o.Cluster == "":
+	if o.Cluster == "" {
 		fe.add("cluster", CodeRequired, "a cluster name is required")
-	default:
+	} else {
 		for _, msg := range content.IsDNS1123Label(o.Cluster) {
 			fe.add("cluster", CodeInvalid, "%q is not a cluster name: %s", o.Cluster, msg)
 		}

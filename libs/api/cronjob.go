@@ -256,9 +256,9 @@ func cronFieldCheck(field string, i int) error {
 		if err != nil {
 			return err
 		}
-		b := a
 		if isRange {
-			if b, err = cronValue(hi, spec.min, spec.max, spec.names); err != nil {
+			b, err := cronValue(hi, spec.min, spec.max, spec.names)
+			if err != nil {
 				return err
 			}
 			if b < a {

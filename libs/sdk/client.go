@@ -125,12 +125,12 @@ func WithTimeout(d time.Duration) Option {
 
 // WithRetry sets the number of attempts in all (1 disables retries), the
 // backoff before the second attempt, and the bound of the backoff.
-func WithRetry(maxAttempts int, base, cap time.Duration) Option {
+func WithRetry(maxAttempts int, base, bound time.Duration) Option {
 	return func(s *settings) error {
-		if maxAttempts < 1 || base < 0 || cap < base {
-			return fmt.Errorf("retry: want maxAttempts >= 1 and 0 <= base <= cap, got %d, %v, %v", maxAttempts, base, cap)
+		if maxAttempts < 1 || base < 0 || bound < base {
+			return fmt.Errorf("retry: want maxAttempts >= 1 and 0 <= base <= cap, got %d, %v, %v", maxAttempts, base, bound)
 		}
-		s.retry = RetryPolicy{MaxAttempts: maxAttempts, Base: base, Cap: cap}
+		s.retry = RetryPolicy{MaxAttempts: maxAttempts, Base: base, Cap: bound}
 		return nil
 	}
 }

@@ -94,7 +94,7 @@ func (c *Client) watchOnce(ctx context.Context, project, kind, name string, w *s
 	if w.last > 0 {
 		p.After, p.LastEventID = w.last, strconv.FormatInt(w.last, 10)
 	}
-	resp, err := c.API.ClientInterface.WorkloadEvents(streaming(ctx), project, kind, name, &p, accept("text/event-stream"))
+	resp, err := c.API.WorkloadEvents(streaming(ctx), project, kind, name, &p, accept("text/event-stream"))
 	if err != nil {
 		return false, err
 	}

@@ -82,7 +82,7 @@ func (c *Client) Exec(ctx context.Context, project, kind, name string, p compute
 		}
 		return -1, fmt.Errorf("exec in %s %s: %w", kind, name, err)
 	}
-	defer conn.CloseNow()
+	defer func() { _ = conn.CloseNow() }()
 	conn.SetReadLimit(4 << 20)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

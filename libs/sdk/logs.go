@@ -18,7 +18,7 @@ import (
 // with it, when ctx is done (returning ctx.Err()) or the gateway ends the
 // stream. fn's first error ends it and is returned.
 func (c *Client) Logs(ctx context.Context, project, kind, name string, q computeapi.StreamLogsParams, fn func(computeapi.LogLine) error) error {
-	resp, err := c.API.ClientInterface.StreamLogs(streaming(ctx), project, kind, name, &q, accept("application/x-ndjson"))
+	resp, err := c.API.StreamLogs(streaming(ctx), project, kind, name, &q, accept("application/x-ndjson"))
 	if err != nil {
 		return fmt.Errorf("logs of %s %s: %w", kind, name, err)
 	}

@@ -32,9 +32,9 @@ func parseObs(t *testing.T, spec map[string]string, zones []string) map[string]Z
 	for _, z := range zones {
 		s := spec[z]
 		o := ZoneObservation{Desired: 3, Current: true, UpdatedAvailable: 3}
-		switch {
-		case s == "":
-		case s == "crash":
+		switch s {
+		case "":
+		case "crash":
 			o.CrashLooping, o.UpdatedAvailable = true, 0
 		default:
 			var d, a int32
