@@ -42,7 +42,7 @@ one JSON object per line.`,
 		Example: `  atoll logs app web --tail 20
   atoll logs app web -f --container web --since 10m`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, needPods, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			if since < 0 || tail < 0 {
 				return errors.New("--since and --tail take values of 0 or more")
 			}
@@ -99,7 +99,7 @@ its size.`,
 			}
 			return nil
 		},
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, needPods, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			command := cmd.Flags().Args()[2:]
 			var in io.Reader
 			if stdin {
@@ -183,7 +183,7 @@ watching.`,
 		Example: `  atoll events app web
   atoll events app web -w`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, nil, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			out := cmd.OutOrStdout()
 			if !watch {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout)
