@@ -6,7 +6,7 @@ package bench
 // One region (3 KWOK member clusters, every service its own process of its
 // own binary, as in production: region.Options.Exec, and the NATS server a
 // nats-server process: region.Options.NATSExec) serves all sizes. In
-// one process, as `atoll dev` runs them, every service's mirrors share one
+// one process, as atoll-dev runs them, every service's mirrors share one
 // Go heap (1.1 GB at 50,000 workloads) and its collections, which no
 // production service has: a collection there slowed every service at once
 // and made the largest size's P99 depend on when one fell (4.6x in one of

@@ -1,5 +1,5 @@
 // Package deploytest checks the Kubernetes manifests in deploy/k8s: that
-// they build (kustomize, the Secrets generated from a real `atoll bootstrap
+// they build (kustomize, the Secrets generated from a real `atoll-admin bootstrap
 // auth`), that every service that has a main is packaged in full (a
 // Deployment with probes, resources and safe replicas, a PodDisruptionBudget,
 // a ServiceAccount, a NetworkPolicy, its own NATS Secret, an image), that

@@ -44,7 +44,7 @@ func TestAdminPortsOfEveryService(t *testing.T) {
 			`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`},
 		"quota": {`go_goroutines{service="quota"}`},
 		// No Scaler here: its lease is what the autoscaler shows
-		// (services/atoll/autoscale scales Apps).
+		// (services/atoll/e2e/autoscale scales Apps).
 		"autoscaler": {`atoll_lease_held{lease="autoscaler",service="autoscaler"}`},
 		// Every member cluster reachable, under a lease per cluster.
 		"remediation": {`atoll_lease_held{lease="remediation.`, `atoll_remediation_cluster_reachable{cluster=`},

@@ -193,7 +193,7 @@ func TestZoneStormOpensTheBreaker(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond)
 	out := atoll(t, "remediation", "status", "--cluster", cluster)
 	require.Contains(t, out, "breaker cluster/zone-b OPEN: 2 of 5 unhealthy, at most 1")
-	t.Logf("atoll remediation status during the storm:\n%s", out)
+	t.Logf("atoll-admin remediation status during the storm:\n%s", out)
 	// And on the holder's /metrics.
 	holder, err := reg.LeaseHolder(context.Background(), rem.ClusterLease(cluster))
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestFrozenAPIServerTakesNoAction(t *testing.T) {
 		others, unhealthyAt.Time.Format(time.TimeOnly), cordoned.Time.Sub(back).Round(100*time.Millisecond))
 }
 
-// TestPauseAndResume: `atoll remediation pause` holds new actions in a
+// TestPauseAndResume: `atoll-admin remediation pause` holds new actions in a
 // cluster (the node waits, saying why); resume lets the escalation start.
 func TestPauseAndResume(t *testing.T) {
 	e2e.Need(t)

@@ -41,7 +41,7 @@ func remediationPolicy(budget disruption.Budget) rem.Policy {
 }
 
 // breakNode makes a node report Ready=False while KWOK leaves it alone
-// (a second, later Ready=True entry: see services/atoll/remediation).
+// (a second, later Ready=True entry: see services/atoll/e2e/remediation).
 func breakNode(t *testing.T, cs kubernetes.Interface, node string) {
 	t.Helper()
 	ctx := context.Background()
