@@ -83,14 +83,29 @@ func TestRolloutDefaults(t *testing.T) {
 // of the table, so a new kind cannot leave them stale.
 func TestHelpListsKinds(t *testing.T) {
 	root := Root()
-	get, _, err := root.Find([]string{"get"})
-	if err != nil {
-		t.Fatal(err)
+	withPods := kindsWhere(func(k kindInfo) bool { return k.Pods })
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"get", api.KindNames()},
+		{"logs", withPods},
+		{"exec", withPods},
+		{"stop", kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, opStop) })},
 	}
-	for _, name := range api.KindNames() {
-		if !strings.Contains(get.Long, name) {
-			t.Errorf("get's help does not name %s:\n%s", name, get.Long)
+	for _, tt := range tests {
+		c, _, err := root.Find([]string{tt.cmd})
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, name := range tt.want {
+			if !strings.Contains(c.Long, name) {
+				t.Errorf("%s's help does not name %s:\n%s", tt.cmd, name, c.Long)
+			}
+		}
+	}
+	if c, _, _ := root.Find([]string{"logs"}); strings.Contains(c.Long, kindScaler) {
+		t.Errorf("logs' help names a Scaler, which has no pods:\n%s", c.Long)
 	}
 }
 

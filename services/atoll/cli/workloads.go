@@ -139,7 +139,7 @@ their full status. KIND, in any case, singular or plural, is one of:
 					if g.output != "table" {
 						return printData(out, g.output, w)
 					}
-					printWorkloads(out, []computeapi.Workload{*w}, time.Now())
+					printByKind(out, []computeapi.Workload{*w}, time.Now()) // kinds_view.go
 					return nil
 				}
 				ws, err := c.ListAll(ctx, project, computeapi.ListWorkloadsParams{Kind: kind, Label: selector, Phase: phaseFilter})
@@ -153,11 +153,7 @@ their full status. KIND, in any case, singular or plural, is one of:
 					fmt.Fprintf(cmd.ErrOrStderr(), "no workloads in project %s\n", project)
 					return nil
 				}
-				if kind == "" {
-					printByKind(out, ws, time.Now()) // kinds_view.go
-					return nil
-				}
-				printWorkloads(out, ws, time.Now())
+				printByKind(out, ws, time.Now()) // kinds_view.go: a table per kind
 				return nil
 			})(cmd, args)
 		},
@@ -365,7 +361,8 @@ func restartCmd(g *globals) *cobra.Command {
 		Use:   "restart KIND NAME [--container C]",
 		Short: "Restart a workload (rolling), or one container of each of its pods",
 		Long: `restart rolls a workload's pods over, zone by zone; with --container, it
-restarts only that container in every pod, in place.`,
+restarts only that container in every pod, in place. It applies to
+` + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, opRestart) })) + `.`,
 		Example: `  atoll restart app web
   atoll restart app web --container sidecar`,
 		Args: cobra.ExactArgs(2),
@@ -408,7 +405,7 @@ func operateCmd(g *globals, op sdk.Operation) *cobra.Command {
 	return &cobra.Command{
 		Use:     string(op) + " KIND NAME",
 		Short:   h.short,
-		Long:    h.long,
+		Long:    h.long + "\nIt applies to " + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, string(op)) })) + ".",
 		Example: fmt.Sprintf("  atoll %s app web -p demo", op),
 		Args:    cobra.ExactArgs(2),
 		RunE: g.onWorkload(false, needOp(string(op)), func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
