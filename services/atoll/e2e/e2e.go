@@ -39,6 +39,9 @@ type Package struct {
 	// only the gateway (admission, quota's get and set, the aggregator's
 	// cluster operations), as the gateway itself does.
 	GatewayUser string
+	// Env holds environment variables set before the region starts (the
+	// services read some options from them).
+	Env map[string]string
 	// Setup, when set, runs once the region is up (e.g. adds nodes); its
 	// error fails every test that calls Need.
 	Setup func(ctx context.Context, e *Env) error
@@ -94,6 +97,13 @@ func Testdata(name string) string {
 	return p
 }
 
+// EveryZone is Options.ZoneConfigs giving each of the default zones (a,
+// b, c) the suite's testdata/<file>.
+func EveryZone(file string) map[string][]string {
+	p := Testdata(file)
+	return map[string][]string{"a": {p}, "b": {p}, "c": {p}}
+}
+
 // Run is a TestMain's body: it starts p's region (three member
 // clusters, every service), calls bind with it, runs the tests, then
 // stops the region and fails the run when a service stepped outside its
@@ -106,6 +116,12 @@ func Run(m *testing.M, p Package, bind func(*Env)) int {
 	}
 	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
 		return m.Run()
+	}
+	for k, v := range p.Env {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	dir, err := os.MkdirTemp("", "atoll-"+p.Name+"-")
 	if err != nil {

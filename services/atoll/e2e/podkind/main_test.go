@@ -15,7 +15,6 @@ var reg *region.Region
 const nodesPerZone = 2
 
 func TestMain(m *testing.M) {
-	stages := e2e.Testdata("stages.yaml")
-	e2e.Main(m, e2e.Package{Name: "podkind", Options: region.Options{Nodes: nodesPerZone,
-		ZoneConfigs: map[string][]string{"a": {stages}, "b": {stages}, "c": {stages}}}}, func(e *e2e.Env) { reg = e.Region })
+	e2e.Main(m, e2e.Package{Name: "podkind", Options: region.Options{Nodes: nodesPerZone, ZoneConfigs: e2e.EveryZone("stages.yaml")}},
+		func(e *e2e.Env) { reg = e.Region })
 }

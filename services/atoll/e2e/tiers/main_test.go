@@ -6,7 +6,6 @@
 package tiers
 
 import (
-	"os"
 	"testing"
 
 	"atoll.dev/libs/bus"
@@ -25,14 +24,12 @@ var (
 // nodesPerZone: each cluster has 32 CPU, room for 10 pods of 3 CPU.
 const nodesPerZone = 2
 
+// The scheduler keeps what it placed counted until an inventory 5 s after
+// the decision: the fill below places pod after pod on full clusters, and
+// an inventory computed before a pod is bound would show room that is not
+// there (see scheduler.Options.AssumeGrace).
 func TestMain(m *testing.M) {
-	// The scheduler keeps what it placed counted until an inventory 5 s
-	// after the decision: the fill below places pod after pod on full
-	// clusters, and an inventory computed before a pod is bound would
-	// show room that is not there (see scheduler.Options.AssumeGrace).
-	if err := os.Setenv(scheduler.EnvAssumeGrace, "5s"); err != nil {
-		panic(err)
-	}
-	e2e.Main(m, e2e.Package{Name: "tiers", Options: region.Options{Nodes: nodesPerZone}, GatewayUser: "atoll-tiers-gateway"},
+	e2e.Main(m, e2e.Package{Name: "tiers", Options: region.Options{Nodes: nodesPerZone}, GatewayUser: "atoll-tiers-gateway",
+		Env: map[string]string{scheduler.EnvAssumeGrace: "5s"}},
 		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
 }

@@ -41,8 +41,7 @@ func addGPUs(ctx context.Context, e *e2e.Env) error {
 }
 
 func TestMain(m *testing.M) {
-	stages := e2e.Testdata("stages.yaml")
 	e2e.Main(m, e2e.Package{Name: "training", GatewayUser: "atoll-training-gateway", Setup: addGPUs,
-		Options: region.Options{Nodes: 2, ZoneConfigs: map[string][]string{"a": {stages}, "b": {stages}, "c": {stages}}}},
+		Options: region.Options{Nodes: 2, ZoneConfigs: e2e.EveryZone("stages.yaml")}},
 		func(e *e2e.Env) { reg, cl = e.Region, e.Client })
 }
