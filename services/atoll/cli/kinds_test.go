@@ -201,3 +201,23 @@ func TestDescribeScalerHasNoPods(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesMatchAPI: the names the CLI keeps of its own (it does not link
+// libs/api) are libs/api's.
+func TestNamesMatchAPI(t *testing.T) {
+	pairs := [][2]string{
+		{kindApp, api.KindApp}, {kindJobSet, api.KindJobSet}, {kindPod, api.KindPod}, {kindCronJob, api.KindCronJob},
+		{kindDaemon, api.KindDaemon}, {kindTrainingJob, api.KindTrainingJob}, {kindScaler, api.KindScaler},
+		{opPause, api.OpPause}, {opResume, api.OpResume}, {opStop, api.OpStop}, {opStart, api.OpStart},
+		{opRestart, api.OpRestart}, {opRestartContainer, api.OpRestartContainer}, {opScale, api.OpScale},
+		{opRolloutPause, api.OpRolloutPause}, {opRolloutResume, api.OpRolloutResume}, {opRolloutUndo, api.OpRolloutUndo},
+		{eventAdmitted, api.EventAdmitted}, {eventScheduled, api.EventScheduled}, {eventPropagated, api.EventPropagated},
+		{eventRunning, api.EventRunning}, {eventScaled, api.EventScaled}, {phaseRunning, api.PhaseRunning},
+		{labelBufferPercent, api.LabelBufferPercent}, {defaultRolloutPolicy, api.RolloutPause},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("CLI %q, libs/api %q", p[0], p[1])
+		}
+	}
+}
