@@ -117,19 +117,25 @@ images: tools ## build every image offline, FROM scratch, tagged atoll/<name>:$(
 	@./hack/images.sh
 
 .PHONY: compose-up compose-down compose-test
-compose-up: images atoll ## the region in Docker Compose: 3 NATS servers, every service x2, 3 member clusters; prints an admin token
+compose-up: images atoll atoll-admin ## the region in Docker Compose: 3 NATS servers, every service x2, 3 member clusters; prints an admin token
 	@./hack/compose.sh up
 
 compose-down: ## remove the Compose region: every container, network and volume
 	@./hack/compose.sh down
 
-compose-test: images atoll ## up, smoke and fault test (1,000 Apps while replicas and NATS servers are killed and partitioned), down
+compose-test: images atoll atoll-admin ## up, smoke and fault test (1,000 Apps while replicas and NATS servers are killed and partitioned), down
 	@./hack/compose.sh test
 
-.PHONY: run atoll
-atoll: deps ## build the atoll command into bin/atoll
+.PHONY: run atoll atoll-admin atoll-dev
+atoll: deps ## build the atoll command (the Compute API's client) into bin/atoll
 	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll ./cmd/atoll
 
-run: tools atoll ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
+atoll-admin: deps ## build atoll-admin (bootstrap, remediation, upgrade over NATS) into bin/atoll-admin
+	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll-admin ./cmd/atoll-admin
+
+atoll-dev: deps ## build atoll-dev (a whole region in one process) into bin/atoll-dev
+	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll-dev ./cmd/atoll-dev
+
+run: tools atoll atoll-dev ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
 	@./hack/sweep-clusters.sh
-	@bin/atoll dev $(RUN_FLAGS)
+	@bin/atoll-dev $(RUN_FLAGS)

@@ -30,7 +30,7 @@ compose() { $COMPOSE -p atoll -f "$ROOT/compose.yaml" "$@"; }
 secrets() {
   mkdir -p "$SECRETS"
   # One nkey per service and the admin (kept across runs), auth.conf regenerated.
-  "$ROOT/bin/atoll" bootstrap auth --dir "$SECRETS/nats" >/dev/null
+  "$ROOT/bin/atoll-admin" bootstrap auth --dir "$SECRETS/nats" >/dev/null
   if [[ ! -s "$SECRETS/admin-token" ]]; then
     (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/admin-token")
   fi

@@ -6,7 +6,8 @@
 # writable /tmp and a home. Tagged atoll/<name>:$VERSION and :latest.
 #
 #   atoll/<service>     each of $SERVICES (services/<s>/cmd/<s>), user 65532
-#   atoll/atoll         the CLI: `atoll bootstrap`, the compose tests' client
+#   atoll/atoll         the CLI (atoll, the compose tests' client) and
+#                       atoll-admin (`atoll-admin bootstrap`, the bootstrap Job)
 #   atoll/nats-server   nats-server at the version libs/bus's go.mod requires
 #   atoll/member        a member cluster: kwokctl's binary runtime with bin/'s
 #                       etcd, kube-apiserver, kube-controller-manager,
@@ -80,6 +81,7 @@ for img in $IMAGES; do
     atoll)
       rootfs "$d"
       build_go services/atoll ./cmd/atoll "$d/atoll"
+      build_go services/atoll ./cmd/atoll-admin "$d/atoll-admin"
       pack atoll /atoll
       ;;
     nats-server)

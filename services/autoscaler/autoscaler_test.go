@@ -28,7 +28,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // a scale: it writes the App's new replicas (a new generation) to the
 // workloads bucket, or refuses above limit with a QuotaExceeded body. It
 // stands in for admission and quota, which have their own tests; the
-// region test (services/atoll/autoscale) runs the real ones.
+// region test (services/atoll/e2e/autoscale) runs the real ones.
 type fakeAdmission struct {
 	kv    jetstream.KeyValue
 	limit int32 // replicas allowed per App; 0: no limit

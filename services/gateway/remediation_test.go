@@ -22,7 +22,7 @@ import (
 // endpoints on the test bus with the shapes of remediation.ClusterStatus
 // and PauseRequest (strictly decoded, as the service does), and keeps the
 // pauses it is sent: enough to see the gateway translate both ways. The
-// remediation e2e (services/atoll/remediation) checks the real service.
+// remediation e2e (services/atoll/e2e/remediation) checks the real service.
 type fakeRemediation struct {
 	mu     sync.Mutex
 	paused map[string]string // cluster ("" the region) -> reason

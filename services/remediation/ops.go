@@ -18,7 +18,7 @@ import (
 
 // Endpoints, at bus.RequestSubject("remediation", verb); they answer the
 // gateway's user (which checks its caller is a platform admin) and the
-// admin user (operators: `atoll remediation`).
+// admin user (operators: `atoll-admin remediation`).
 const (
 	// VerbStatus answers a ClusterStatus per cluster (StatusRequest).
 	VerbStatus = "status"

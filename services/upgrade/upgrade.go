@@ -33,7 +33,7 @@
 // once per node); a node rotated and released this term
 // is not observed again, and a drain's emptiness check lists only the
 // draining node's pods. A tick's cost thus follows the nodes in flight,
-// not the plan's size: TestRotationAtScale (services/atoll/upgrade)
+// not the plan's size: TestRotationAtScale (services/atoll/e2e/upgrade)
 // rotates 300 KWOK nodes in three clusters at about 100 nodes a minute
 // while polling the member API servers, so no informers are kept.
 //

@@ -35,6 +35,7 @@ package cli
 // until interrupted.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,19 +44,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 )
@@ -73,7 +74,17 @@ const (
 var canarySteps = []string{stepCreate, stepWaitRunning, stepScale, stepLogs, stepEvents, stepDelete}
 
 // canaryEvents are the events a round's App must have by its events step.
-var canaryEvents = []string{api.EventAdmitted, api.EventScheduled, api.EventPropagated, api.EventRunning, api.EventScaled}
+// The platform events and the phase the canary waits for (libs/api).
+const (
+	eventAdmitted   = "admitted"
+	eventScheduled  = "scheduled"
+	eventPropagated = "propagated"
+	eventRunning    = "running"
+	eventScaled     = "scaled"
+	phaseRunning    = "Running"
+)
+
+var canaryEvents = []string{eventAdmitted, eventScheduled, eventPropagated, eventRunning, eventScaled}
 
 // canaryLabel marks the canary's Apps.
 const canaryLabel = "atoll-canary"
@@ -307,7 +318,7 @@ func (k *canary) round(ctx context.Context, n int) roundResult {
 			return err
 		}},
 		{stepScale, func(ctx context.Context) (err error) {
-			w, err := k.c.Scale(ctx, k.project, api.KindApp, name, replicas+1)
+			w, err := k.c.Scale(ctx, k.project, kindApp, name, replicas+1)
 			if err != nil {
 				return err
 			}
@@ -436,7 +447,7 @@ func (k *canary) document(name string, replicas int32, zones []string) computeap
 	b, _ := json.Marshal(spec) // plain strings and numbers: cannot fail
 	return computeapi.WorkloadDocument{
 		ApiVersion: "atoll.dev/v1",
-		Kind:       computeapi.WorkloadDocumentKind(api.KindApp),
+		Kind:       computeapi.App,
 		Metadata:   computeapi.DocumentMetadata{Name: name, Labels: map[string]string{canaryLabel: k.runID}},
 		Spec:       b,
 	}
@@ -476,7 +487,7 @@ func poll(ctx context.Context, check func(ctx context.Context) error) error {
 func (k *canary) waitReady(ctx context.Context, name string, want int32, gen int64, zones []string) (*computeapi.Workload, error) {
 	var w *computeapi.Workload
 	err := poll(ctx, func(ctx context.Context) error {
-		got, err := k.c.Get(ctx, k.project, api.KindApp, name)
+		got, err := k.c.Get(ctx, k.project, kindApp, name)
 		if err != nil {
 			return err
 		}
@@ -494,7 +505,7 @@ func readiness(st computeapi.WorkloadStatus, want int32, gen int64, zones []stri
 	if st.ObservedGeneration < gen {
 		short = append(short, fmt.Sprintf("status is of generation %d, want %d", st.ObservedGeneration, gen))
 	}
-	if st.Phase != api.PhaseRunning {
+	if st.Phase != phaseRunning {
 		short = append(short, "phase "+orDash(st.Phase))
 	}
 	if st.Desired != want || st.Ready != want {
@@ -546,7 +557,7 @@ func (k *canary) checkLogs(ctx context.Context, name string, w *computeapi.Workl
 	sort.Strings(want)
 	return poll(ctx, func(ctx context.Context) error {
 		lines := map[string]int{} // cluster -> lines
-		err := k.c.Logs(ctx, k.project, api.KindApp, name, computeapi.StreamLogsParams{Tail: 3}, func(l computeapi.LogLine) error {
+		err := k.c.Logs(ctx, k.project, kindApp, name, computeapi.StreamLogsParams{Tail: 3}, func(l computeapi.LogLine) error {
 			lines[l.Cluster]++
 			return nil
 		})
@@ -579,7 +590,7 @@ func logCoverage(lines map[string]int, want []string) error {
 // there.
 func (k *canary) checkEvents(ctx context.Context, name string) error {
 	return poll(ctx, func(ctx context.Context) error {
-		evs, err := k.c.ListEvents(ctx, k.project, api.KindApp, name, 0)
+		evs, err := k.c.ListEvents(ctx, k.project, kindApp, name, 0)
 		if err != nil {
 			return err
 		}
@@ -609,11 +620,11 @@ func eventCoverage(evs []computeapi.Event, want []string) error {
 // deleteAndWait deletes the App and waits until the gateway no longer
 // has it. A 404 on delete counts: a retried delete may find it gone.
 func (k *canary) deleteAndWait(ctx context.Context, name string) error {
-	if err := k.c.Delete(ctx, k.project, api.KindApp, name); err != nil && !sdk.IsNotFound(err) {
+	if err := k.c.Delete(ctx, k.project, kindApp, name); err != nil && !sdk.IsNotFound(err) {
 		return err
 	}
 	return poll(ctx, func(ctx context.Context) error {
-		_, err := k.c.Get(ctx, k.project, api.KindApp, name)
+		_, err := k.c.Get(ctx, k.project, kindApp, name)
 		switch {
 		case sdk.IsNotFound(err):
 			return nil
@@ -629,7 +640,7 @@ func (k *canary) deleteAndWait(ctx context.Context, name string) error {
 func (k *canary) cleanup(ctx context.Context, name string) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.o.stepTimeout)
 	defer cancel()
-	err := k.c.Delete(ctx, k.project, api.KindApp, name)
+	err := k.c.Delete(ctx, k.project, kindApp, name)
 	switch {
 	case err == nil:
 		return "deleted"
@@ -741,51 +752,39 @@ func (s *canarySummary) finish() {
 	}
 }
 
-// canaryMetrics are the canary's own Prometheus series, on a registry of
-// their own (never the global one: tests run canaries in one process).
+// canaryMetrics are the canary's own Prometheus series, written in the
+// text exposition format by write (the CLI links no metrics library).
 type canaryMetrics struct {
-	reg         *prometheus.Registry
-	stepLatency *prometheus.HistogramVec
-	steps       *prometheus.CounterVec
-	rounds      *prometheus.CounterVec
-	lastOK      prometheus.Gauge
-	lastTime    prometheus.Gauge
+	mu sync.Mutex
+	// stepLatency is the histogram of the successful steps' seconds.
+	stepLatency map[string]*histogram
+	// steps counts steps by step and outcome, rounds rounds by outcome.
+	steps  map[[2]string]uint64
+	rounds map[string]uint64
+	// lastOK is 1 when the last round passed; lastTime when it ended
+	// (Unix seconds, 0 before the first).
+	lastOK, lastTime float64
+}
+
+// latencyBuckets are the upper bounds of the step latency histogram.
+var latencyBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}
+
+// histogram is one Prometheus histogram series.
+type histogram struct {
+	counts []uint64 // per bucket of latencyBuckets, not cumulative
+	count  uint64
+	sum    float64
 }
 
 func newCanaryMetrics() *canaryMetrics {
-	m := &canaryMetrics{
-		reg: prometheus.NewRegistry(),
-		stepLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "atoll_canary_step_duration_seconds",
-			Help:    "Latency of the canary's successful steps.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120},
-		}, []string{"step"}),
-		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atoll_canary_steps_total",
-			Help: "The canary's steps by outcome (success or failure); a round stops at its first failure.",
-		}, []string{"step", "outcome"}),
-		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atoll_canary_rounds_total",
-			Help: "The canary's rounds by outcome (success or failure).",
-		}, []string{"outcome"}),
-		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "atoll_canary_last_round_success",
-			Help: "1 when the canary's last round passed, 0 when it failed.",
-		}),
-		lastTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "atoll_canary_last_round_timestamp_seconds",
-			Help: "When the canary's last round ended (Unix time).",
-		}),
-	}
-	m.reg.MustRegister(m.stepLatency, m.steps, m.rounds, m.lastOK, m.lastTime)
+	m := &canaryMetrics{stepLatency: map[string]*histogram{}, steps: map[[2]string]uint64{}, rounds: map[string]uint64{}}
 	// Every series exists from the start, so a rate over it is defined.
 	for _, s := range canarySteps {
-		m.stepLatency.WithLabelValues(s)
-		m.steps.WithLabelValues(s, "success")
-		m.steps.WithLabelValues(s, "failure")
+		m.stepLatency[s] = &histogram{counts: make([]uint64, len(latencyBuckets))}
+		m.steps[[2]string{s, "success"}] = 0
+		m.steps[[2]string{s, "failure"}] = 0
 	}
-	m.rounds.WithLabelValues("success")
-	m.rounds.WithLabelValues("failure")
+	m.rounds["success"], m.rounds["failure"] = 0, 0
 	return m
 }
 
@@ -797,20 +796,79 @@ func outcome(ok bool) string {
 }
 
 func (m *canaryMetrics) observeStep(step string, d time.Duration, ok bool) {
-	m.steps.WithLabelValues(step, outcome(ok)).Inc()
-	if ok {
-		m.stepLatency.WithLabelValues(step).Observe(d.Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.steps[[2]string{step, outcome(ok)}]++
+	if !ok {
+		return
 	}
+	h := m.stepLatency[step]
+	if h == nil {
+		h = &histogram{counts: make([]uint64, len(latencyBuckets))}
+		m.stepLatency[step] = h
+	}
+	v := d.Seconds()
+	if i := sort.SearchFloat64s(latencyBuckets, v); i < len(latencyBuckets) {
+		h.counts[i]++
+	}
+	h.count++
+	h.sum += v
 }
 
 func (m *canaryMetrics) observeRound(r roundResult) {
-	m.rounds.WithLabelValues(outcome(r.OK)).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rounds[outcome(r.OK)]++
+	m.lastOK = 0
 	if r.OK {
-		m.lastOK.Set(1)
-	} else {
-		m.lastOK.Set(0)
+		m.lastOK = 1
 	}
-	m.lastTime.SetToCurrentTime()
+	m.lastTime = float64(time.Now().UnixNano()) / 1e9
+}
+
+// write writes every series in the Prometheus text exposition format
+// (version 0.0.4), families and series in a stable order.
+func (m *canaryMetrics) write(w io.Writer) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	family := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+	family("atoll_canary_last_round_success", "gauge", "1 when the canary's last round passed, 0 when it failed.")
+	fmt.Fprintf(&b, "atoll_canary_last_round_success %s\n", num(m.lastOK))
+	family("atoll_canary_last_round_timestamp_seconds", "gauge", "When the canary's last round ended (Unix time).")
+	fmt.Fprintf(&b, "atoll_canary_last_round_timestamp_seconds %s\n", num(m.lastTime))
+
+	family("atoll_canary_rounds_total", "counter", "The canary's rounds by outcome (success or failure).")
+	for _, o := range slices.Sorted(maps.Keys(m.rounds)) {
+		fmt.Fprintf(&b, "atoll_canary_rounds_total{outcome=%q} %d\n", o, m.rounds[o])
+	}
+
+	family("atoll_canary_step_duration_seconds", "histogram", "Latency of the canary's successful steps.")
+	for _, step := range slices.Sorted(maps.Keys(m.stepLatency)) {
+		h := m.stepLatency[step]
+		var cum uint64
+		for i, le := range latencyBuckets {
+			cum += h.counts[i]
+			fmt.Fprintf(&b, "atoll_canary_step_duration_seconds_bucket{step=%q,le=%q} %d\n", step, num(le), cum)
+		}
+		fmt.Fprintf(&b, "atoll_canary_step_duration_seconds_bucket{step=%q,le=\"+Inf\"} %d\n", step, h.count)
+		fmt.Fprintf(&b, "atoll_canary_step_duration_seconds_sum{step=%q} %s\n", step, num(h.sum))
+		fmt.Fprintf(&b, "atoll_canary_step_duration_seconds_count{step=%q} %d\n", step, h.count)
+	}
+
+	family("atoll_canary_steps_total", "counter", "The canary's steps by outcome (success or failure); a round stops at its first failure.")
+	keys := slices.SortedFunc(maps.Keys(m.steps), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[1], b[1]), strings.Compare(a[0], b[0]))
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "atoll_canary_steps_total{outcome=%q,step=%q} %d\n", k[1], k[0], m.steps[k])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // serveMetrics serves the canary's registry on /metrics at addr until
@@ -821,7 +879,12 @@ func (k *canary) serveMetrics(addr string) (bound string, stop func(), err error
 		return "", nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(k.m.reg, promhttp.HandlerOpts{Registry: k.m.reg}))
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if err := k.m.write(w); err != nil {
+			k.log.Debug("write metrics", "err", err)
+		}
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {

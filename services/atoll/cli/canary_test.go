@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
@@ -459,9 +461,18 @@ func TestCanaryMetrics(t *testing.T) {
 		t.Fatalf("round 2 passed or failed elsewhere: %+v", r)
 	}
 
-	mfs, err := k.m.reg.Gather()
+	// The exposition, as a scraper reads it, parsed by Prometheus' own
+	// parser.
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
 	}
 	got := map[string]float64{}
 	for _, mf := range mfs {
@@ -514,13 +525,6 @@ func TestCanaryMetrics(t *testing.T) {
 		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 
-	// The same, as a scraper reads them.
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	for _, line := range []string{
 		`atoll_canary_rounds_total{outcome="failure"} 1`,
 		`atoll_canary_steps_total{outcome="failure",step="wait-running"} 1`,

@@ -251,10 +251,11 @@ func TestGetFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A table per kind (TestGetAllByKind), blank lines between them.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "KIND") ||
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "KIND") ||
 		!strings.Contains(lines[1], "web") || !strings.Contains(lines[1], "6/6") || !strings.Contains(lines[1], "a:3/3 b:3/3") ||
-		!strings.Contains(lines[2], "Pending (paused)") {
+		lines[2] != "" || !strings.HasPrefix(lines[3], "KIND") || !strings.Contains(lines[4], "Pending (paused)") {
 		t.Errorf("table:\n%s", out)
 	}
 

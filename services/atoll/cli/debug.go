@@ -38,11 +38,12 @@ func logsCmd(g *globals) *cobra.Command {
 		Long: `logs prints the log lines of every pod of a workload, whichever member
 cluster runs it, each prefixed with its cluster, pod and container
 (--prefix=false drops it). -f follows new lines until Ctrl-C. -o json prints
-one JSON object per line.`,
+one JSON object per line. It applies to the kinds with pods:
+` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `.`,
 		Example: `  atoll logs app web --tail 20
   atoll logs app web -f --container web --since 10m`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, needPods, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			if since < 0 || tail < 0 {
 				return errors.New("--since and --tail take values of 0 or more")
 			}
@@ -89,7 +90,8 @@ func execCmd(g *globals) *cobra.Command {
 		Long: `exec runs a command in a container of one of a workload's pods (the first
 running one, or --pod) and exits with the command's exit code. -i passes
 standard input; -t allocates a terminal, puts yours in raw mode and follows
-its size.`,
+its size. It applies to the kinds with pods:
+` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `.`,
 		Example: `  atoll exec app web -- cat /etc/hostname
   atoll exec -it app web --container web -- sh`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -99,7 +101,7 @@ its size.`,
 			}
 			return nil
 		},
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, needPods, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			command := cmd.Flags().Args()[2:]
 			var in io.Reader
 			if stdin {
@@ -183,7 +185,7 @@ watching.`,
 		Example: `  atoll events app web
   atoll events app web -w`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(true, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(true, nil, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			out := cmd.OutOrStdout()
 			if !watch {
 				ctx, cancel := context.WithTimeout(ctx, g.timeout)

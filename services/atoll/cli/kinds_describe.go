@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 )
 
@@ -32,7 +31,7 @@ func cronSpecRows(tw *tabwriter.Writer, spec json.RawMessage) {
 	}
 	tz := s.TimeZone
 	if tz == "" {
-		tz = "UTC" // the member cluster's (api.CronJobSpec.TimeZone)
+		tz = "UTC" // the member cluster's (CronJobSpec.TimeZone in libs/api)
 	}
 	fmt.Fprintf(tw, "  Schedule:\t%s (%s)\n", s.Schedule, tz)
 	if s.ConcurrencyPolicy != "" {
@@ -75,19 +74,19 @@ func describeRollout(out io.Writer, w computeapi.Workload, ro *computeapi.Rollou
 		return
 	}
 	if ro == nil {
-		ro = &computeapi.Rollout{Phase: computeapi.RolloutPhase(api.RolloutComplete)}
+		ro = &computeapi.Rollout{Phase: computeapi.RolloutPhaseComplete}
 	}
 	var spec struct {
-		Rollout *api.RolloutStrategy `json:"rollout"`
+		Rollout *rolloutStrategy `json:"rollout"`
 	}
 	_ = json.Unmarshal(w.Spec, &spec) // a spec the API answered; the defaults otherwise
 	ctl := w.Control.Rollout
 	tw := newTable(out)
 	fmt.Fprintf(tw, "  Phase:\t%s\n", ro.Phase)
 	switch {
-	case ctl.Paused && ro.Phase != computeapi.RolloutPhase(api.RolloutPaused):
+	case ctl.Paused && ro.Phase != computeapi.RolloutPhasePaused:
 		fmt.Fprintf(tw, "  Paused:\tpause requested at %s, not yet held by the rollout controller\n", ctl.At.Local().Format(time.RFC3339))
-	case ro.Phase == computeapi.RolloutPhase(api.RolloutPaused):
+	case ro.Phase == computeapi.RolloutPhasePaused:
 		fmt.Fprintf(tw, "  Paused:\t%s\n", orDash(ro.Message))
 	case ro.Message != "":
 		fmt.Fprintf(tw, "  Message:\t%s\n", ro.Message)
@@ -126,4 +125,44 @@ func describeRollout(out io.Writer, w computeapi.Workload, ro *computeapi.Rollou
 			at(z.Started), at(z.AvailableSince), at(z.Finished), orDash(z.Message))
 	}
 	tw.Flush()
+}
+
+// rolloutStrategy is an App's spec.rollout, the fields describe shows
+// (libs/api RolloutStrategy; TestRolloutDefaults checks the defaults).
+type rolloutStrategy struct {
+	BakeSeconds     *int32 `json:"bakeSeconds,omitempty"`
+	DeadlineSeconds *int32 `json:"deadlineSeconds,omitempty"`
+	OnFailure       string `json:"onFailure,omitempty"`
+}
+
+// The defaults of an App's rollout.
+const (
+	defaultRolloutBake     = 10 * time.Second
+	defaultRolloutDeadline = 10 * time.Minute
+	defaultRolloutPolicy   = "Pause"
+)
+
+// Bake returns the bake time of each zone.
+func (s *rolloutStrategy) Bake() time.Duration {
+	if s == nil || s.BakeSeconds == nil {
+		return defaultRolloutBake
+	}
+	return time.Duration(*s.BakeSeconds) * time.Second
+}
+
+// Deadline returns the per-zone deadline.
+func (s *rolloutStrategy) Deadline() time.Duration {
+	if s == nil || s.DeadlineSeconds == nil {
+		return defaultRolloutDeadline
+	}
+	return time.Duration(*s.DeadlineSeconds) * time.Second
+}
+
+// Policy returns what a failed zone does: Pause, RollbackZone or
+// RollbackAll.
+func (s *rolloutStrategy) Policy() string {
+	if s == nil || s.OnFailure == "" {
+		return defaultRolloutPolicy
+	}
+	return s.OnFailure
 }

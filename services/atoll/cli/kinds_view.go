@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 )
 
@@ -14,7 +14,7 @@ import (
 // runs in progress and when it last fired.
 func readyColumn(w computeapi.Workload, now time.Time) string {
 	st := w.Status
-	if w.Kind == api.KindCronJob {
+	if w.Kind == kindCronJob {
 		last := "never"
 		if t := st.CronJob.LastScheduleTime; !t.IsZero() {
 			last = age(t, now) + " ago"
@@ -24,12 +24,48 @@ func readyColumn(w computeapi.Workload, now time.Time) string {
 	return fmt.Sprintf("%d/%d", st.Ready, st.Desired)
 }
 
+// printByKind writes every kind's workloads as `atoll get` with no kind
+// does: a table per kind, in the order of the kinds table (kinds this CLI
+// does not know last, by name), each with the columns that apply to it.
+func printByKind(out io.Writer, ws []computeapi.Workload, now time.Time) {
+	groups := map[string][]computeapi.Workload{}
+	var unknown []string
+	for _, w := range ws {
+		if _, ok := groups[w.Kind]; !ok && !slices.Contains(kindNames(), w.Kind) {
+			unknown = append(unknown, w.Kind)
+		}
+		groups[w.Kind] = append(groups[w.Kind], w)
+	}
+	slices.Sort(unknown)
+	first := true
+	for _, kind := range append(kindNames(), unknown...) {
+		g := groups[kind]
+		if len(g) == 0 {
+			continue
+		}
+		if !first {
+			fmt.Fprintln(out)
+		}
+		first = false
+		if infoOf(kind).Pods {
+			printWorkloads(out, g, now)
+			continue
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "KIND\tNAME\tPHASE\tGEN\tAGE")
+		for _, w := range g {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", w.Kind, w.Metadata.Name, phase(w), w.Metadata.Generation, age(w.Metadata.Created, now))
+		}
+		tw.Flush()
+	}
+}
+
 // describeKind writes what a CronJob's and a Daemon's statuses carry
 // beyond the counts of every kind.
 func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 	st := w.Status
 	switch w.Kind {
-	case api.KindCronJob:
+	case kindCronJob:
 		c := st.CronJob
 		fmt.Fprintf(out, "\nSchedule:\n")
 		tw := newTable(out)
@@ -59,7 +95,7 @@ func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 			}
 			tw.Flush()
 		}
-	case api.KindDaemon:
+	case kindDaemon:
 		d := st.Daemon
 		fmt.Fprintf(out, "\nDaemonSets:\n")
 		tw := newTable(out)
@@ -75,7 +111,7 @@ func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 			behind = strings.Join(d.Behind, ", ")
 		}
 		fmt.Fprintf(out, "Behind: %s\n", behind)
-	case api.KindTrainingJob:
+	case kindTrainingJob:
 		describeTraining(out, w, now) // training_view.go
 	}
 }

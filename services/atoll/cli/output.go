@@ -12,22 +12,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 )
-
-// kindName returns the kind a user typed (any case, singular or plural)
-// as the platform names it.
-func kindName(s string) (string, error) {
-	l := strings.ToLower(s)
-	for _, k := range api.KindNames() {
-		kl := strings.ToLower(k)
-		if l == kl || l == kl+"s" {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("unknown kind %q; one of %s", s, strings.Join(api.KindNames(), ", "))
-}
 
 // ref is how the CLI names a workload: kind/name in lower case kind.
 func ref(kind, name string) string { return strings.ToLower(kind) + "/" + name }
@@ -143,7 +129,9 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	row("Generation", fmt.Sprintf("%d (observed %d)", w.Metadata.Generation, st.ObservedGeneration))
 	row("Phase", phase(w))
 	queueRows(row, st) // tiers_view.go
-	row("Pods", fmt.Sprintf("%d desired, %d ready, %d running, %d succeeded, %d failed", st.Desired, st.Ready, st.Running, st.Succeeded, st.Failed))
+	if infoOf(w.Kind).Pods {
+		row("Pods", fmt.Sprintf("%d desired, %d ready, %d running, %d succeeded, %d failed", st.Desired, st.Ready, st.Running, st.Succeeded, st.Failed))
+	}
 	if len(st.Images) > 0 {
 		row("Images", strings.Join(st.Images, ", "))
 	}
@@ -178,8 +166,10 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 		}
 		tw.Flush()
 	}
-	counts("Zones", "ZONE", st.Zones)
-	counts("Clusters", "CLUSTER", st.Clusters)
+	if infoOf(w.Kind).Pods {
+		counts("Zones", "ZONE", st.Zones)
+		counts("Clusters", "CLUSTER", st.Clusters)
+	}
 	describeKind(out, w, now) // kinds_view.go
 	describePod(out, w)       // pod_view.go
 
@@ -339,9 +329,13 @@ func describeCluster(out io.Writer, c computeapi.Cluster, now time.Time) {
 }
 
 // bufferOf is the cluster's burst buffer as its label sets it (the
+// labelBufferPercent is the member-cluster label of its burst buffer
+// (libs/api LabelBufferPercent).
+const labelBufferPercent = "scheduling.atoll.dev/buffer-percent"
+
 // scheduler's default applies without one: "-").
 func bufferOf(c computeapi.Cluster) string {
-	v, ok := c.Labels[api.LabelBufferPercent]
+	v, ok := c.Labels[labelBufferPercent]
 	if !ok {
 		return "-"
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 )
 
@@ -12,7 +11,7 @@ import (
 // count, readiness, state) and its volume.
 func describePod(out io.Writer, w computeapi.Workload) {
 	p := w.Status.Pod
-	if w.Kind != api.KindPod || p.Cluster == "" {
+	if w.Kind != kindPod || p.Cluster == "" {
 		return
 	}
 	fmt.Fprintf(out, "\nPod:\n")

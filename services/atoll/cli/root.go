@@ -1,6 +1,7 @@
-// Package cli implements the atoll command line: `atoll dev` runs a whole
-// region in one process; every other command talks to a region's Compute
-// API through the Go SDK (libs/sdk).
+// Package cli implements the atoll command line, a client of a region's
+// Compute API through the Go SDK (libs/sdk) only: it links no service and
+// no NATS client. The embedded region is atoll-dev (services/atoll/devregion)
+// and the platform admins' NATS commands atoll-admin (services/atoll/admin).
 package cli
 
 import (
@@ -52,8 +53,8 @@ func Root() *cobra.Command {
 		Use:   "atoll",
 		Short: "Atoll: one compute API in front of zonal Kubernetes clusters",
 		Long: `Atoll is a regional compute platform: one Compute API in front of several
-zonal Kubernetes member clusters. Run a whole region locally with 'atoll dev',
-log in to its gateway with 'atoll login', then submit workloads with
+zonal Kubernetes member clusters. Run a whole region locally with 'make run'
+(atoll-dev), log in to its gateway with 'atoll login', then submit workloads with
 'atoll apply -f FILE' and follow them with get, describe, events and logs.
 
 The gateway, token and project come from the flags, else from ATOLL_SERVER,
@@ -99,11 +100,8 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	for _, op := range []sdk.Operation{sdk.Pause, sdk.Resume, sdk.Stop, sdk.Start} {
 		add("debug", operateCmd(g, op))
 	}
-	add("region", quotaCmd(g), clustersCmd(g), whoamiCmd(g), loginCmd(g), devCmd())
-	add("region", bootstrapCmd())
+	add("region", quotaCmd(g), clustersCmd(g), whoamiCmd(g), loginCmd(g))
 	add("region", canaryCmd(g))
-	add("region", remediationCmd())
-	add("region", upgradeCmd())
 	return root
 }
 

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 )
@@ -107,10 +107,11 @@ func getCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get [KIND [NAME]]",
 		Short: "List a project's workloads, or show one",
-		Long: `get lists the project's workloads (all kinds, or one kind) with their
-phase, ready pods over desired, ready pods per zone and age, or shows one
-workload. KIND is App, JobSet or Pod, in any case, singular or plural.
--o json or -o yaml prints the documents with their full status.`,
+		Long: `get lists the project's workloads (every kind, a table per kind, or one
+kind) with their phase, ready pods over desired, ready pods per zone and
+age, or shows one workload. -o json or -o yaml prints the documents with
+their full status. KIND, in any case, singular or plural, is one of:
+` + kindList(kindNames()) + `.`,
 		Example: `  atoll get
   atoll get apps -l team=web --phase Running
   atoll get app web -o yaml`,
@@ -138,7 +139,7 @@ workload. KIND is App, JobSet or Pod, in any case, singular or plural.
 					if g.output != "table" {
 						return printData(out, g.output, w)
 					}
-					printWorkloads(out, []computeapi.Workload{*w}, time.Now())
+					printByKind(out, []computeapi.Workload{*w}, time.Now()) // kinds_view.go
 					return nil
 				}
 				ws, err := c.ListAll(ctx, project, computeapi.ListWorkloadsParams{Kind: kind, Label: selector, Phase: phaseFilter})
@@ -152,7 +153,7 @@ workload. KIND is App, JobSet or Pod, in any case, singular or plural.
 					fmt.Fprintf(cmd.ErrOrStderr(), "no workloads in project %s\n", project)
 					return nil
 				}
-				printWorkloads(out, ws, time.Now())
+				printByKind(out, ws, time.Now()) // kinds_view.go: a table per kind
 				return nil
 			})(cmd, args)
 		},
@@ -162,13 +163,20 @@ workload. KIND is App, JobSet or Pod, in any case, singular or plural.
 	return cmd
 }
 
-// onWorkload checks KIND NAME and runs fn on them in the project.
-func (g *globals) onWorkload(stream bool, fn func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error) func(*cobra.Command, []string) error {
+// onWorkload checks KIND NAME, and that the command applies to the kind
+// (applies, when not nil), and runs fn on them in the project.
+func (g *globals) onWorkload(stream bool, applies func(kindInfo) error, fn func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		kind, err := kindName(args[0])
+		k, err := lookupKind(args[0])
 		if err != nil {
 			return err
 		}
+		if applies != nil {
+			if err := applies(k); err != nil {
+				return fmt.Errorf("%s %s: %w", cmd.Name(), ref(k.Name, args[1]), err)
+			}
+		}
+		kind := k.Name
 		return g.run(stream, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, t target) error {
 			project, err := t.needProject()
 			if err != nil {
@@ -198,7 +206,7 @@ and which are behind; an App its zone-by-zone rollout.`,
 		Example: `  atoll describe app web
   atoll describe pod notebook -p demo -o json`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(false, nil, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			w, err := c.Get(ctx, project, kind, name)
 			if err != nil {
 				return err
@@ -208,14 +216,14 @@ and which are behind; an App its zone-by-zone rollout.`,
 				history []computeapi.ScalerDecision
 				hErr    error
 			)
-			if kind == api.KindScaler {
+			if kind == kindScaler {
 				history, hErr = c.ScalerHistory(ctx, project, name)
 			}
 			var (
 				ro    *computeapi.Rollout
 				roErr error
 			)
-			if kind == api.KindApp {
+			if kind == kindApp {
 				ro, roErr = c.Rollout(ctx, project, name) // kinds_describe.go
 			}
 			if g.output != "table" {
@@ -227,10 +235,10 @@ and which are behind; an App its zone-by-zone rollout.`,
 				}{w, events, history, ro})
 			}
 			describeWorkload(cmd.OutOrStdout(), *w, events, evErr, time.Now())
-			if kind == api.KindScaler {
+			if kind == kindScaler {
 				describeScaler(cmd.OutOrStdout(), history, hErr, time.Now())
 			}
-			if kind == api.KindApp {
+			if kind == kindApp {
 				describeRollout(cmd.OutOrStdout(), *w, ro, roErr, time.Now())
 			}
 			return nil
@@ -328,10 +336,10 @@ func scaleCmd(g *globals) *cobra.Command {
 		Short: "Set an App's replicas or a JobSet's parallelism",
 		Long: `scale sets an App's replicas (split again across zones) or a JobSet's
 parallelism. The quota of the new size is reserved first; a scale beyond
-quota is refused and changes nothing.`,
+quota is refused and changes nothing. It applies to ` + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, opScale) })) + `.`,
 		Example: `  atoll scale app web --replicas 12`,
 		Args:    cobra.ExactArgs(2),
-		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(false, needOp(opScale), func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			if replicas < 0 {
 				return fmt.Errorf("--replicas %d: want 0 or more", replicas)
 			}
@@ -353,11 +361,17 @@ func restartCmd(g *globals) *cobra.Command {
 		Use:   "restart KIND NAME [--container C]",
 		Short: "Restart a workload (rolling), or one container of each of its pods",
 		Long: `restart rolls a workload's pods over, zone by zone; with --container, it
-restarts only that container in every pod, in place.`,
+restarts only that container in every pod, in place. It applies to
+` + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, opRestart) })) + `.`,
 		Example: `  atoll restart app web
   atoll restart app web --container sidecar`,
 		Args: cobra.ExactArgs(2),
-		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(false, func(k kindInfo) error {
+			if container != "" {
+				return needOp(opRestartContainer)(k)
+			}
+			return needOp(opRestart)(k)
+		}, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			var (
 				w   *computeapi.Workload
 				err error
@@ -391,10 +405,10 @@ func operateCmd(g *globals, op sdk.Operation) *cobra.Command {
 	return &cobra.Command{
 		Use:     string(op) + " KIND NAME",
 		Short:   h.short,
-		Long:    h.long,
+		Long:    h.long + "\nIt applies to " + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, string(op)) })) + ".",
 		Example: fmt.Sprintf("  atoll %s app web -p demo", op),
 		Args:    cobra.ExactArgs(2),
-		RunE: g.onWorkload(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
+		RunE: g.onWorkload(false, needOp(string(op)), func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			w, err := c.Operate(ctx, project, kind, name, op)
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
-// Package e2e starts the region of an end-to-end test package under
-// services/atoll: every package's TestMain is one call to Run, so they
-// start, log, stop and audit their regions the same way.
+// Package e2e starts the region of an end-to-end test suite under
+// services/atoll/e2e: every suite's TestMain is one call to Main, and its
+// tests call Need, so every suite starts, logs, stops and audits its
+// region the same way.
 package e2e
 
 import (
@@ -9,13 +10,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"atoll.dev/libs/bus"
-	"atoll.dev/services/atoll/busclient"
+	"atoll.dev/services/atoll/e2e/busclient"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -37,6 +39,12 @@ type Package struct {
 	// only the gateway (admission, quota's get and set, the aggregator's
 	// cluster operations), as the gateway itself does.
 	GatewayUser string
+	// Env holds environment variables set before the region starts (the
+	// services read some options from them).
+	Env map[string]string
+	// Setup, when set, runs once the region is up (e.g. adds nodes); its
+	// error fails every test that calls Need.
+	Setup func(ctx context.Context, e *Env) error
 }
 
 // Env is what a started package region gives its tests.
@@ -50,18 +58,70 @@ type Env struct {
 	LogPath string
 }
 
+// started is the test binary's region (one suite per binary): nil under
+// -short and until Run started it; setupErr is Package.Setup's error.
+var (
+	started  *Env
+	setupErr error
+)
+
+// Main is a suite's whole TestMain: it runs the tests with p's region
+// (see Run), calls bind with it first (to set the suite's variables), and
+// exits with the code.
+func Main(m *testing.M, p Package, bind func(*Env)) {
+	os.Exit(Run(m, p, bind))
+}
+
+// Need skips t when the suite runs without a region (under -short, or
+// with no member-cluster binaries), fails it when Package.Setup failed,
+// and returns the region.
+func Need(t testing.TB) *Env {
+	t.Helper()
+	if started == nil {
+		t.Skip("end-to-end tests need member clusters (not under -short)")
+	}
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	return started
+}
+
+// Testdata is the absolute path of the suite's testdata/<name> (a KWOK
+// stages file for Options.ZoneConfigs); it panics when the working
+// directory is unknown, as a TestMain cannot go on without it.
+func Testdata(name string) string {
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// EveryZone is Options.ZoneConfigs giving each of the default zones (a,
+// b, c) the suite's testdata/<file>.
+func EveryZone(file string) map[string][]string {
+	p := Testdata(file)
+	return map[string][]string{"a": {p}, "b": {p}, "c": {p}}
+}
+
 // Run is a TestMain's body: it starts p's region (three member
-// clusters, every service), calls started with it, runs the tests, then
+// clusters, every service), calls bind with it, runs the tests, then
 // stops the region and fails the run when a service stepped outside its
 // NATS grant. It returns the exit code. Under -short, or when no test is
-// selected (make bench), the tests run without a region: started is not
-// called, and tests that need one skip.
-func Run(m *testing.M, p Package, started func(*Env)) int {
+// selected (make bench), the tests run without a region: bind is not
+// called, and tests that need one skip (Need).
+func Run(m *testing.M, p Package, bind func(*Env)) int {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	if testing.Short() || flag.Lookup("test.run").Value.String() == "^$" {
 		return m.Run()
+	}
+	for k, v := range p.Env {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	dir, err := os.MkdirTemp("", "atoll-"+p.Name+"-")
 	if err != nil {
@@ -119,8 +179,14 @@ func Run(m *testing.M, p Package, started func(*Env)) int {
 			defer e.Gateway.Close()
 			e.Client = busclient.New(e.Region.Bus, e.Gateway)
 		}
-		if started != nil {
-			started(e)
+		if p.Setup != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			setupErr = p.Setup(sctx, e)
+			cancel()
+		}
+		started = e
+		if bind != nil {
+			bind(e)
 		}
 		return m.Run()
 	}()

@@ -1,7 +1,7 @@
 // Package region runs a whole Atoll region in one process: an embedded
 // NATS JetStream server, local member clusters, and every service as its
 // own fx application, so that each can be stopped and restarted alone.
-// `atoll dev` and the end-to-end tests use it; production runs each
+// atoll-dev and the end-to-end tests use it; production runs each
 // service as its own process with the same fx modules. Options.Exec runs
 // each replica as that process instead (process.go): the services'
 // binaries, configured as a container is, over loopback TCP; the scale

@@ -1,7 +1,7 @@
 // Command atoll-member runs one member cluster in a container: a real
 // control plane (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) and KWOK's simulated nodes, started by kwokctl's binary
-// runtime through libs/testenv, exactly as `atoll dev` and the tests start
+// runtime through libs/testenv, exactly as atoll-dev and the tests start
 // theirs. It is the entrypoint of the atoll/member image (make images),
 // which holds those binaries in its root directory.
 //

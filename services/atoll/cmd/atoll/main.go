@@ -1,5 +1,6 @@
-// Command atoll is Atoll's command line: `atoll dev` runs a whole region
-// in one process; the other commands talk to a region.
+// Command atoll is Atoll's command line, a client of a region's Compute
+// API (libs/sdk); atoll-dev runs a region in one process, atoll-admin
+// holds the platform admins' NATS commands.
 package main
 
 import (

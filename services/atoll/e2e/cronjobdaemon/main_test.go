@@ -1,0 +1,18 @@
+package cronjobdaemon
+
+import (
+	"testing"
+
+	"atoll.dev/services/atoll/e2e"
+	"atoll.dev/services/atoll/region"
+)
+
+// reg is the suite's region.
+var reg *region.Region
+
+// nodesPerZone keeps the clusters small: a Daemon's pods are one per node.
+const nodesPerZone = 2
+
+func TestMain(m *testing.M) {
+	e2e.Main(m, e2e.Package{Name: "cronjobdaemon", Options: region.Options{Nodes: nodesPerZone}}, func(e *e2e.Env) { reg = e.Region })
+}

@@ -1,0 +1,24 @@
+package rollout
+
+import (
+	"testing"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/services/atoll/e2e"
+	"atoll.dev/services/atoll/e2e/busclient"
+	"atoll.dev/services/atoll/region"
+)
+
+// The suite's region: zones a, b, c of 4 nodes each; zone b with KWOK's
+// failure stage (see the package doc).
+var (
+	reg   *region.Region
+	gwBus *bus.Bus
+	cl    *busclient.Client
+)
+
+func TestMain(m *testing.M) {
+	e2e.Main(m, e2e.Package{Name: "rollout", LogToStderr: true, GatewayUser: "atoll-rollout-gateway",
+		Options: region.Options{Nodes: 4, ZoneConfigs: map[string][]string{"b": {e2e.Testdata("zone-b-stages.yaml")}}}},
+		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
+}
