@@ -69,9 +69,9 @@ var kinds = []kindInfo{
 	{Name: kindPod, Aliases: []string{"pods"}, Placed: true, Pods: true,
 		Ops: []string{opStop, opStart, opRestart, opRestartContainer}},
 	{Name: kindCronJob, Aliases: []string{"cronjobs"}, Placed: true, Pods: true, Ops: podOps},
-	{Name: kindDaemon, Aliases: []string{"daemons"}, Placed: true, Pods: true, AdminOnly: true, EveryCluster: true, Ops: podOps},
+	{Name: kindDaemon, Aliases: []string{"daemons"}, Placed: true, Pods: true, AdminOnly: true, EveryCluster: true, Ops: []string{opStop, opStart, opRestart, opRestartContainer}},
 	{Name: kindTrainingJob, Aliases: []string{"trainingjobs"}, Placed: true, Pods: true, Ops: podOps},
-	{Name: kindScaler, Aliases: []string{"scalers"}, Ops: []string{opPause, opResume, opStop, opStart}},
+	{Name: kindScaler, Aliases: []string{"scalers"}, Ops: []string{opPause, opResume}},
 }
 
 // kindNames lists the kinds' names in the table's order.
