@@ -66,15 +66,32 @@ func (c Call[Req, Resp]) Call(ctx context.Context, r *Requester, req Req) (Resp,
 	return c.CallWithHeader(ctx, r, nil, req)
 }
 
+// Send is Call for a caller that needs only to know the call succeeded:
+// the reply is not decoded.
+func (c Call[Req, Resp]) Send(ctx context.Context, r *Requester, req Req) error {
+	return c.SendWithHeader(ctx, r, nil, req)
+}
+
+// SendWithHeader is Send with headers on the request.
+func (c Call[Req, Resp]) SendWithHeader(ctx context.Context, r *Requester, hdr nats.Header, req Req) error {
+	_, err := c.request(ctx, r, hdr, req)
+	return err
+}
+
+// request sends req and returns the reply's body.
+func (c Call[Req, Resp]) request(ctx context.Context, r *Requester, hdr nats.Header, req Req) ([]byte, error) {
+	body, err := encodeRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", c.Subject(), err)
+	}
+	return r.RequestWithHeader(ctx, c.Service, c.Subject(), body, hdr)
+}
+
 // CallWithHeader is Call with headers on the request (the identity of the
 // user a caller acts for, see HeaderPrincipal).
 func (c Call[Req, Resp]) CallWithHeader(ctx context.Context, r *Requester, hdr nats.Header, req Req) (Resp, error) {
 	var resp Resp
-	body, err := encodeRequest(req)
-	if err != nil {
-		return resp, fmt.Errorf("request %s: %w", c.Subject(), err)
-	}
-	out, err := r.RequestWithHeader(ctx, c.Service, c.Subject(), body, hdr)
+	out, err := c.request(ctx, r, hdr, req)
 	if err != nil {
 		return resp, err
 	}
