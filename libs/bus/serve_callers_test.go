@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 )
 
@@ -60,5 +62,39 @@ func TestServeCallersPerEndpoint(t *testing.T) {
 				t.Errorf("status %d (%s), want %d", got, m.Data, tt.want)
 			}
 		})
+	}
+}
+
+// An endpoint made from its descriptor answers the descriptor's callers
+// only, whatever ServeConfig.Callers says.
+func TestDescriptorAnswersItsCallers(t *testing.T) {
+	r := startAuthRegion(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := r.as(t, bus.UserQuota, "quota")
+	eps, err := q.Serve(ctx, bus.ServeConfig{Name: bus.UserQuota, Callers: []string{bus.UserAdmin}, Logger: quiet},
+		bus.QuotaGet.Endpoint(5*time.Second, func(_ context.Context, req api.QuotaRelease, _ micro.Request) (*api.Ledger, error) {
+			return &api.Ledger{Project: req.Project}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eps.Stop() })
+	for _, tt := range []struct {
+		caller *bus.Bus
+		name   string
+		want   error
+	}{
+		{r.as(t, bus.UserGateway, "gateway"), bus.UserGateway, nil},
+		{r.admin, bus.UserAdmin, &bus.RemoteError{Code: 403}},
+	} {
+		l, err := bus.QuotaGet.Call(ctx, bus.NewRequester(tt.caller.NC, bus.RequestPolicy{Attempts: 1}), api.QuotaRelease{Project: "p"})
+		var re *bus.RemoteError
+		switch {
+		case tt.want == nil && (err != nil || l.Project != "p"):
+			t.Errorf("%s: %v, %+v", tt.name, err, l)
+		case tt.want != nil && (!errors.As(err, &re) || re.Code != 403):
+			t.Errorf("%s: %v, want 403", tt.name, err)
+		}
 	}
 }
