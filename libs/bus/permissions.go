@@ -197,6 +197,14 @@ func Grants() map[string]Grant {
 			Emits: []string{ClusterRoot + ".>"},
 		},
 	}
+	grantContract(grants)
+	return grants
+}
+
+// grantContract adds to grants the request/reply endpoints of the
+// contract: each endpoint's subject to the service that serves it, and
+// to each of its callers but the admin, who may do anything.
+func grantContract(grants map[string]Grant) {
 	for _, d := range Contract() {
 		rt := d.route()
 		g := grants[rt.service]
@@ -211,7 +219,6 @@ func Grants() map[string]Grant {
 			grants[u] = g
 		}
 	}
-	return grants
 }
 
 // Permission is a user's subject permissions.
