@@ -29,7 +29,7 @@ const (
 
 // ClusterOp asks the aggregator to change a member cluster on behalf of a
 // platform admin. It is the body of a request on
-// bus.RequestSubject("aggregator", "cluster"); the reply is the cluster's
+// bus.AggregatorCluster; the reply is the cluster's
 // ClusterInfo as written.
 type ClusterOp struct {
 	// Cluster is the member cluster's name.

@@ -40,10 +40,11 @@ package bus
 // Caller identity. Admission, quota's set, the aggregator's cluster
 // operations and the debug endpoints believe the identity headers
 // (HeaderPrincipal, HeaderPlatformAdmin) and the gateway's authorisation
-// because only the gateway's user may publish to their subjects. (The
-// autoscaler's user may also call admission's operate, whose handler
-// recognises it by its inbox, ignores its headers and lets it only scale
-// Apps.) One more
+// because only the gateway's user may publish to their subjects: the
+// contract (contract.go) names each endpoint's callers, and Grants grants
+// its subject to those only. (The autoscaler's user may also call
+// admission's operate, whose handler recognises it by its inbox, ignores
+// its headers and lets it only scale Apps.) One more
 // path reaches any subject, though: JetStream itself publishes to a push
 // consumer's deliver subject (in any queue group) and to a direct get's
 // reply subject, neither checked against the requester's permissions, so a
@@ -116,13 +117,16 @@ type Grant struct {
 }
 
 // Grants returns what each service may do, by user name. The admin has no
-// grant: it may do anything.
+// grant: it may do anything. The request/reply endpoints a service serves
+// and calls are not listed here: they come from the contract
+// (contract.go), each endpoint granted to the service that serves it and
+// to its callers.
 func Grants() map[string]Grant {
 	all := []string{">"}
 	events := EventRoot + ".>"
 	metrics := MetricsRoot + ".>" // samples: the aggregator's and the gateway's (custom)
 	debugOpen := []string{DebugSubject("logs", "*", "*", "*"), DebugSubject("exec", "*", "*", "*")}
-	return map[string]Grant{
+	grants := map[string]Grant{
 		UserGateway: {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
@@ -130,13 +134,8 @@ func Grants() map[string]Grant {
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
-			// Only the gateway calls the endpoints that trust their caller.
-			Calls: append([]string{
-				RequestSubject("admission", "*"),
-				RequestSubject("quota", "get"), RequestSubject("quota", "set"),
-				RequestSubject("aggregator", "*"),
-				RequestSubject("remediation", "*"),
-			}, debugOpen...),
+			// Only the gateway opens debug sessions.
+			Calls:    debugOpen,
 			Sends:    []string{DebugSessionSubject("*", "up"), metrics},
 			Receives: []string{DebugSessionSubject("*", "down")},
 		},
@@ -144,22 +143,16 @@ func Grants() map[string]Grant {
 			Writes:  []Keys{{BucketWorkloads, all}, {BucketLeases, []string{"admission-repair"}}},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
-			Serves:  []string{RequestSubject("admission", "*")},
-			Calls:   []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
 		},
 		UserQuota: {
 			Writes: []Keys{{BucketQuota, all}, {BucketLeases, []string{"quota-sweeps"}}},
 			Reads:  []string{BucketWorkloads},
-			Serves: []string{RequestSubject("quota", "*")},
 		},
 		UserScheduler: {
 			Writes:  []Keys{{BucketPlacements, all}, {BucketLeases, []string{"scheduler"}}},
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
-			// A TrainingJob's gang timed out gives back its quota and
-			// reserves it again before it is placed again.
-			Calls: []string{RequestSubject("quota", "reserve"), RequestSubject("quota", "release")},
 		},
 		UserPropagator: {
 			Writes:  []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
@@ -176,18 +169,15 @@ func Grants() map[string]Grant {
 			Reads:    []string{BucketWorkloads, BucketPlacements},
 			Emits:    []string{events, ClusterRoot + ".>"},
 			Follows:  []string{StreamEvents},
-			Serves:   append([]string{RequestSubject("aggregator", "*")}, debugOpen...),
+			Serves:   debugOpen,
 			Sends:    []string{DebugSessionSubject("*", "down"), metrics},
 			Receives: []string{DebugSessionSubject("*", "up")},
 		},
 		UserAutoscaler: {
-			Writes:  []Keys{{BucketScalers, all}, {BucketLeases, []string{"autoscaler"}}},
-			Reads:   []string{BucketWorkloads, BucketStatus},
-			Emits:   []string{events},
-			Follows: []string{StreamEvents},
-			// Scaling goes through admission (quota applies), never the
-			// workloads bucket.
-			Calls:    []string{RequestSubject("admission", "operate")},
+			Writes:   []Keys{{BucketScalers, all}, {BucketLeases, []string{"autoscaler"}}},
+			Reads:    []string{BucketWorkloads, BucketStatus},
+			Emits:    []string{events},
+			Follows:  []string{StreamEvents},
 			Receives: []string{metrics},
 		},
 		UserRemediation: {
@@ -197,7 +187,6 @@ func Grants() map[string]Grant {
 			},
 			Emits:   []string{NodeRoot + ".>"},
 			Follows: []string{StreamSignals},
-			Serves:  []string{RequestSubject("remediation", "*")},
 		},
 		UserUpgrade: {
 			Writes: []Keys{
@@ -207,6 +196,28 @@ func Grants() map[string]Grant {
 			Reads: []string{BucketWorkloads, BucketStatus},
 			Emits: []string{ClusterRoot + ".>"},
 		},
+	}
+	grantContract(grants)
+	return grants
+}
+
+// grantContract adds to grants the request/reply endpoints of the
+// contract: each endpoint's subject to the service that serves it, and
+// to each of its callers but the admin, who may do anything.
+func grantContract(grants map[string]Grant) {
+	for _, d := range Contract() {
+		rt := d.route()
+		g := grants[rt.service]
+		g.Serves = append(slices.Clip(g.Serves), d.Subject())
+		grants[rt.service] = g
+		for _, u := range rt.callers {
+			if u == UserAdmin {
+				continue // may do anything
+			}
+			g := grants[u]
+			g.Calls = append(slices.Clip(g.Calls), d.Subject())
+			grants[u] = g
+		}
 	}
 }
 

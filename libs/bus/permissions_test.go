@@ -232,9 +232,19 @@ func TestPermissionsRefuse(t *testing.T) {
 	r := startAuthRegion(t)
 	// Endpoints served by their own users, so that a refused call is
 	// refused by the permissions, not for want of a responder.
-	serve(t, r.as(t, bus.UserAdmission, "admission-endpoint"), "admission", bus.RequestSubject("admission", "*"), nil)
+	for _, svc := range []struct {
+		user string
+		eps  []bus.Descriptor
+	}{
+		{bus.UserAdmission, []bus.Descriptor{bus.AdmissionSubmit}},
+		{bus.UserQuota, []bus.Descriptor{bus.QuotaSet, bus.QuotaReserve}},
+	} {
+		b := r.as(t, svc.user, svc.user+"-endpoint")
+		for _, ep := range svc.eps {
+			serve(t, b, svc.user, ep.Subject(), nil)
+		}
+	}
 	serve(t, r.as(t, bus.UserAggregator, "aggregator-endpoint"), "debug", bus.DebugSubject("exec", "*", "*", "*"), nil)
-	serve(t, r.as(t, bus.UserQuota, "quota-endpoint"), "quota", bus.RequestSubject("quota", "*"), nil)
 
 	type refusal struct {
 		name string
@@ -249,15 +259,15 @@ func TestPermissionsRefuse(t *testing.T) {
 			return kvPut(b, bus.BucketQuota, "p")
 		}},
 		{"scheduler submits to admission", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
-			return request(b, bus.RequestSubject("admission", "submit"))
+			return request(b, bus.AdmissionSubmit.Subject())
 		}},
 		{"admission sets quota", bus.UserAdmission, func(b *bus.Bus) func(context.Context) error {
-			return request(b, bus.RequestSubject("quota", "set"))
+			return request(b, bus.QuotaSet.Subject())
 		}},
 		// The scheduler reserves and releases a requeued TrainingJob's
 		// quota, but never sets limits.
 		{"scheduler sets quota", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
-			return request(b, bus.RequestSubject("quota", "set"))
+			return request(b, bus.QuotaSet.Subject())
 		}},
 		{"scheduler takes a propagator lease", bus.UserScheduler, func(b *bus.Bus) func(context.Context) error {
 			return kvPut(b, bus.BucketLeases, "propagator.zone-a")
@@ -341,7 +351,7 @@ func TestPermissionsRefuse(t *testing.T) {
 		gw := r.as(t, bus.UserGateway, "gateway-caller")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, subj := range []string{bus.RequestSubject("admission", "submit"), bus.DebugSubject("exec", "p", "app", "web"), bus.RequestSubject("quota", "set")} {
+		for _, subj := range []string{bus.AdmissionSubmit.Subject(), bus.DebugSubject("exec", "p", "app", "web"), bus.QuotaSet.Subject()} {
 			m, err := gw.NC.RequestWithContext(ctx, subj, []byte("{}"))
 			if err != nil || string(m.Data) != "ok" {
 				t.Errorf("request %s: %v", subj, err)
@@ -626,7 +636,7 @@ func TestOnlyFromRefusesWhatJetStreamDeliversForAnotherUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := r.as(t, bus.UserAdmission, "admission")
-	subject := bus.RequestSubject("admission", "submit")
+	subject := bus.AdmissionSubmit.Subject()
 	var mu sync.Mutex
 	arrived, handled := map[string]int{}, map[string]int{}
 	inner := adm.OnlyFrom(func(req micro.Request) {
@@ -755,7 +765,7 @@ func TestSkipEnsureWaitsForTheBootstrap(t *testing.T) {
 // Without users (permissions off) OnlyFrom passes every request.
 func TestOnlyFromWithoutUsers(t *testing.T) {
 	b := openBus(t)
-	subject := bus.RequestSubject("admission", "submit")
+	subject := bus.AdmissionSubmit.Subject()
 	serve(t, b, "admission", subject, b.OnlyFrom(func(r micro.Request) { _ = r.Respond([]byte("ok")) }, bus.UserGateway))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -17,13 +17,13 @@ import (
 )
 
 // This file is the one prologue of every micro endpoint. A service
-// registers its endpoints with Bus.Serve, each made by Endpoint from a
-// function of a decoded request:
+// registers its endpoints with Bus.Serve, each made from its descriptor in
+// the contract (contract.go) and a function of the decoded request:
 //
-//	eps, err := b.Serve(ctx, bus.ServeConfig{Name: "admission", Metrics: m, Logger: log},
-//		bus.Endpoint(VerbOperate, 15*time.Second, s.operate), ...)
+//	eps, err := b.Serve(ctx, bus.ServeConfig{Name: bus.UserAdmission, Metrics: m, Logger: log},
+//		bus.AdmissionOperate.Endpoint(15*time.Second, s.operate), ...)
 //	...
-//	func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (any, error)
+//	func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (*api.Workload, error)
 //
 // and the prologue does the rest the same way everywhere: it decodes the
 // request strictly (a malformed one gets 400 naming the problem in JSON
@@ -57,6 +57,7 @@ type EndpointFunc[Req any] func(ctx context.Context, req Req, r micro.Request) (
 
 // EndpointSpec is one endpoint for Bus.Serve; Endpoint makes it.
 type EndpointSpec struct {
+	service string // the descriptor's service (Call.Endpoint); "" for Endpoint's
 	verb    string
 	timeout time.Duration
 	serve   func(ctx context.Context, r micro.Request) (any, error)
@@ -73,7 +74,9 @@ func (s EndpointSpec) From(users ...string) EndpointSpec {
 
 // Endpoint returns the endpoint verb, served by fn, at
 // RequestSubject(service, verb); each request's context ends after
-// timeout (or when the service stops).
+// timeout (or when the service stops). The services' endpoints are made
+// by their descriptors instead (Call.Endpoint), which build on this;
+// Endpoint alone is for endpoints outside the contract (tests).
 func Endpoint[Req any](verb string, timeout time.Duration, fn EndpointFunc[Req]) EndpointSpec {
 	return EndpointSpec{verb: verb, timeout: timeout, serve: func(ctx context.Context, r micro.Request) (any, error) {
 		var req Req
@@ -161,6 +164,10 @@ func (b *Bus) Serve(ctx context.Context, cfg ServeConfig, endpoints ...EndpointS
 	e := &Endpoints{svc: svc, metrics: cfg.Metrics, log: cfg.Logger}
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	for _, spec := range endpoints {
+		if spec.service != "" && spec.service != cfg.Name {
+			_ = e.Stop()
+			return nil, fmt.Errorf("register %s %s: the endpoint is %s's", cfg.Name, spec.verb, spec.service)
+		}
 		h := e.handler(spec, cfg.Concurrency)
 		callers := spec.callers
 		if len(callers) == 0 {

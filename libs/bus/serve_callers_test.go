@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 )
 
@@ -61,4 +63,50 @@ func TestServeCallersPerEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An endpoint made from its descriptor answers the descriptor's callers
+// only, whatever ServeConfig.Callers says.
+func TestDescriptorAnswersItsCallers(t *testing.T) {
+	r := startAuthRegion(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := r.as(t, bus.UserQuota, "quota")
+	eps, err := q.Serve(ctx, bus.ServeConfig{Name: bus.UserQuota, Callers: []string{bus.UserAdmin}, Logger: quiet},
+		bus.QuotaGet.Endpoint(5*time.Second, func(_ context.Context, req api.QuotaRelease, _ micro.Request) (*api.Ledger, error) {
+			return &api.Ledger{Project: req.Project}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eps.Stop() })
+	tests := []struct {
+		name   string
+		caller *bus.Bus
+		want   int
+	}{
+		{bus.UserGateway, r.as(t, bus.UserGateway, "gateway"), 200},
+		// The admin may publish anything, and is refused all the same.
+		{bus.UserAdmin, r.admin, 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := bus.QuotaGet.Call(ctx, bus.NewRequester(tt.caller.NC, bus.RequestPolicy{Attempts: 1}), api.QuotaRelease{Project: "p"})
+			if got := statusOf(err); got != tt.want {
+				t.Errorf("status %d (%v), want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// statusOf is 200 for no error, a RemoteError's code, or 0.
+func statusOf(err error) int {
+	var re *bus.RemoteError
+	switch {
+	case err == nil:
+		return 200
+	case errors.As(err, &re):
+		return re.Code
+	}
+	return 0
 }

@@ -62,18 +62,10 @@ var Module = fx.Module("admission",
 	admin.Attach[*Service]("admission"),
 )
 
-// Endpoint verbs, at bus.RequestSubject("admission", verb).
-const (
-	// RequestTimeout bounds each request's work.
-	RequestTimeout = 15 * time.Second
-
-	VerbSubmit = "submit"
-	VerbUpdate = "update"
-	VerbDelete = "delete"
-	// VerbOperate takes an api.Operation (pause, resume, stop, start,
-	// restart, restart-container, scale) and replies with the workload.
-	VerbOperate = "operate"
-)
+// RequestTimeout bounds each request's work. The endpoints are
+// bus.AdmissionSubmit, AdmissionUpdate, AdmissionDelete and
+// AdmissionOperate.
+const RequestTimeout = 15 * time.Second
 
 // Request headers the gateway sets on behalf of the caller.
 const (
@@ -158,13 +150,13 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.endpoints, err = s.bus.Serve(context.WithoutCancel(ctx),
-		bus.ServeConfig{Name: "admission", Description: "workload admission", Callers: []string{bus.UserGateway}, Metrics: s.metrics, Logger: s.log},
-		bus.Endpoint(VerbSubmit, RequestTimeout, s.submit),
-		bus.Endpoint(VerbUpdate, RequestTimeout, s.update),
-		bus.Endpoint(VerbDelete, RequestTimeout, s.delete),
+		bus.ServeConfig{Name: bus.UserAdmission, Description: "workload admission", Metrics: s.metrics, Logger: s.log},
+		bus.AdmissionSubmit.Endpoint(RequestTimeout, s.submit),
+		bus.AdmissionUpdate.Endpoint(RequestTimeout, s.update),
+		bus.AdmissionDelete.Endpoint(RequestTimeout, s.delete),
 		// The autoscaler calls operate too, and may only scale Apps (see
 		// operate): quota applies to its changes as to anyone's.
-		bus.Endpoint(VerbOperate, RequestTimeout, s.operate).From(bus.UserGateway, bus.UserAutoscaler),
+		bus.AdmissionOperate.Endpoint(RequestTimeout, s.operate),
 	)
 	if err != nil {
 		return err

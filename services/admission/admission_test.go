@@ -42,9 +42,9 @@ func region(t *testing.T) *bus.Bus {
 }
 
 // call sends a request the way the gateway will.
-func call(t *testing.T, b *bus.Bus, verb string, body []byte, hdr nats.Header) (*nats.Msg, *api.ErrorBody) {
+func call(t *testing.T, b *bus.Bus, ep bus.Descriptor, body []byte, hdr nats.Header) (*nats.Msg, *api.ErrorBody) {
 	t.Helper()
-	msg := &nats.Msg{Subject: bus.RequestSubject("admission", verb), Data: body, Header: hdr}
+	msg := &nats.Msg{Subject: ep.Subject(), Data: body, Header: hdr}
 	reply, err := b.NC.RequestMsg(msg, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestBadSpecsAreRejectedAndNothingIsWritten(t *testing.T) {
 	}
 	for _, tc := range apitest.BadSpecs {
 		t.Run(tc.Name, func(t *testing.T) {
-			reply, eb := call(t, b, admission.VerbSubmit, []byte(tc.Doc), nil)
+			reply, eb := call(t, b, bus.AdmissionSubmit, []byte(tc.Doc), nil)
 			if eb == nil {
 				t.Fatalf("accepted: %s", reply.Data)
 			}
@@ -111,7 +111,7 @@ func TestBadSpecsAreRejectedAndNothingIsWritten(t *testing.T) {
 	}
 	for _, tc := range policy {
 		t.Run(tc.name, func(t *testing.T) {
-			reply, eb := call(t, b, admission.VerbSubmit, []byte(tc.doc), nil)
+			reply, eb := call(t, b, bus.AdmissionSubmit, []byte(tc.doc), nil)
 			if eb == nil || reply.Header.Get("Nats-Service-Error-Code") != "403" || len(eb.Fields) == 0 || eb.Fields[0].Field != tc.field {
 				t.Errorf("got %s %+v, want 403 on %s", reply.Header.Get("Nats-Service-Error-Code"), eb, tc.field)
 			}
@@ -128,11 +128,11 @@ func TestBadSpecsAreRejectedAndNothingIsWritten(t *testing.T) {
 func TestPlatformAdminMayRunHostWorkloads(t *testing.T) {
 	b := region(t)
 	doc := `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"infra","name":"agent"},"spec":{"template":{"hostNetwork":true,"containers":[{"name":"a","image":"x","privileged":true}]}}}`
-	if _, eb := call(t, b, admission.VerbSubmit, []byte(doc), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
+	if _, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
 		t.Fatalf("platform admin rejected: %+v", eb)
 	}
 	daemon := `{"apiVersion":"atoll.dev/v1","kind":"Daemon","metadata":{"project":"infra","name":"agent"},"spec":{"template":{"hostNetwork":true,"containers":[{"name":"a","image":"x"}]}}}`
-	if _, eb := call(t, b, admission.VerbSubmit, []byte(daemon), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
+	if _, eb := call(t, b, bus.AdmissionSubmit, []byte(daemon), nats.Header{admission.HeaderPlatformAdmin: {"true"}}); eb != nil {
 		t.Fatalf("platform admin's Daemon rejected: %+v", eb)
 	}
 }
@@ -145,7 +145,7 @@ func TestSubmitDefaultsInjectsAndIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web"},"spec":{"replicas":2,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`
-	reply, eb := call(t, b, admission.VerbSubmit, []byte(doc), nil)
+	reply, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nil)
 	if eb != nil {
 		t.Fatal(eb)
 	}
@@ -164,7 +164,7 @@ func TestSubmitDefaultsInjectsAndIsIdempotent(t *testing.T) {
 		t.Errorf("metadata %+v", w.Metadata)
 	}
 	// A retried submit returns the same workload.
-	reply2, eb := call(t, b, admission.VerbSubmit, []byte(doc), nil)
+	reply2, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nil)
 	if eb != nil {
 		t.Fatalf("retried submit: %+v", eb)
 	}
@@ -174,11 +174,11 @@ func TestSubmitDefaultsInjectsAndIsIdempotent(t *testing.T) {
 	}
 	// A different spec under the same name conflicts.
 	other := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web"},"spec":{"replicas":5,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`
-	if r, eb := call(t, b, admission.VerbSubmit, []byte(other), nil); eb == nil || r.Header.Get("Nats-Service-Error-Code") != "409" {
+	if r, eb := call(t, b, bus.AdmissionSubmit, []byte(other), nil); eb == nil || r.Header.Get("Nats-Service-Error-Code") != "409" {
 		t.Errorf("conflicting submit: %+v", eb)
 	}
 	// Update bumps the generation.
-	reply3, eb := call(t, b, admission.VerbUpdate, []byte(other), nil)
+	reply3, eb := call(t, b, bus.AdmissionUpdate, []byte(other), nil)
 	if eb != nil {
 		t.Fatal(eb)
 	}
@@ -187,10 +187,10 @@ func TestSubmitDefaultsInjectsAndIsIdempotent(t *testing.T) {
 		t.Errorf("update: generation %d", w3.Metadata.Generation)
 	}
 	del, _ := json.Marshal(api.WorkloadRef{Project: "p", Kind: "App", Name: "web"})
-	if _, eb := call(t, b, admission.VerbDelete, del, nil); eb != nil {
+	if _, eb := call(t, b, bus.AdmissionDelete, del, nil); eb != nil {
 		t.Fatal(eb)
 	}
-	if _, eb := call(t, b, admission.VerbDelete, del, nil); eb == nil || eb.Code != "NotFound" {
+	if _, eb := call(t, b, bus.AdmissionDelete, del, nil); eb == nil || eb.Code != "NotFound" {
 		t.Errorf("second delete: %+v", eb)
 	}
 	var got []string

@@ -47,11 +47,11 @@ func TestAdminPortOfAdmission(t *testing.T) {
 
 	for i := range 3 {
 		doc := fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web-%d"},"spec":{"replicas":1,"template":{"containers":[{"name":"a","image":"nginx"}]}}}`, i)
-		if _, eb := call(t, b, admission.VerbSubmit, []byte(doc), nil); eb != nil {
+		if _, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nil); eb != nil {
 			t.Fatalf("submit: %+v", eb)
 		}
 	}
-	if _, eb := call(t, b, admission.VerbOperate, []byte(`[]`), nil); eb == nil || eb.Code != "BadRequest" {
+	if _, eb := call(t, b, bus.AdmissionOperate, []byte(`[]`), nil); eb == nil || eb.Code != "BadRequest" {
 		t.Fatalf("operate with an array: got %+v, want BadRequest", eb)
 	}
 

@@ -219,7 +219,7 @@ func (s *Service) reserveQuietly(ctx context.Context, w *api.Workload) {
 	}
 }
 
-func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (any, error) {
+func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (*api.Workload, error) {
 	if strings.HasPrefix(r.Reply(), bus.InboxPrefix(bus.UserAutoscaler)+".") {
 		// Admission believes identity only from the users allowed to call
 		// it (bus.OnlyFrom); the autoscaler is one, for one thing only.

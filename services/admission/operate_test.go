@@ -24,7 +24,7 @@ const (
 
 func submit(t *testing.T, b *bus.Bus, doc string) *api.Workload {
 	t.Helper()
-	reply, eb := call(t, b, admission.VerbSubmit, []byte(doc), nil)
+	reply, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nil)
 	if eb != nil {
 		t.Fatalf("submit: %+v", eb)
 	}
@@ -40,7 +40,7 @@ func submit(t *testing.T, b *bus.Bus, doc string) *api.Workload {
 func operate(t *testing.T, b *bus.Bus, op api.Operation) (*api.Workload, string, *api.ErrorBody) {
 	t.Helper()
 	body, _ := json.Marshal(op)
-	reply, eb := call(t, b, admission.VerbOperate, body, nats.Header{admission.HeaderPrincipal: {"alice"}})
+	reply, eb := call(t, b, bus.AdmissionOperate, body, nats.Header{admission.HeaderPrincipal: {"alice"}})
 	if eb != nil {
 		return nil, reply.Header.Get("Nats-Service-Error-Code"), eb
 	}
@@ -68,15 +68,15 @@ func stored(t *testing.T, b *bus.Bus, key string) *api.Workload {
 	return w
 }
 
-func quotaCall(t *testing.T, b *bus.Bus, verb string, v any) []byte {
+func quotaCall(t *testing.T, b *bus.Bus, ep bus.Descriptor, v any) []byte {
 	t.Helper()
 	body, _ := json.Marshal(v)
-	reply, err := b.NC.Request(bus.RequestSubject("quota", verb), body, 10*time.Second)
+	reply, err := b.NC.Request(ep.Subject(), body, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := reply.Header.Get("Nats-Service-Error-Code"); c != "" {
-		t.Fatalf("quota %s: %s %s", verb, c, reply.Data)
+		t.Fatalf("%s: %s %s", ep.Subject(), c, reply.Data)
 	}
 	return reply.Data
 }
@@ -84,7 +84,7 @@ func quotaCall(t *testing.T, b *bus.Bus, verb string, v any) []byte {
 func used(t *testing.T, b *bus.Bus, project string) api.Demand {
 	t.Helper()
 	var l api.Ledger
-	if err := json.Unmarshal(quotaCall(t, b, "get", api.QuotaRelease{Project: project}), &l); err != nil {
+	if err := json.Unmarshal(quotaCall(t, b, bus.QuotaGet, api.QuotaRelease{Project: project}), &l); err != nil {
 		t.Fatal(err)
 	}
 	return l.Used(api.TierOnDemand)
@@ -269,7 +269,7 @@ func TestOperationErrors(t *testing.T) {
 		})
 	}
 	for _, raw := range []string{`{"project":"ops","kind":"App","name":"web","op":"pause","force":true}`, `not json`} {
-		if reply, eb := call(t, b, admission.VerbOperate, []byte(raw), nil); eb == nil || reply.Header.Get("Nats-Service-Error-Code") != "400" {
+		if reply, eb := call(t, b, bus.AdmissionOperate, []byte(raw), nil); eb == nil || reply.Header.Get("Nats-Service-Error-Code") != "400" {
 			t.Errorf("%s: got %s %+v, want 400", raw, reply.Header.Get("Nats-Service-Error-Code"), eb)
 		}
 	}
@@ -287,7 +287,7 @@ func TestOperationErrors(t *testing.T) {
 func TestOperationsHoldExactlyTheirQuota(t *testing.T) {
 	b := region(t)
 	// Every pod of these Apps counts 1 against a limit of 4.
-	quotaCall(t, b, "set", api.QuotaSet{Project: "ops", Tier: api.TierOnDemand, Limit: api.Limit{Pods: 4}})
+	quotaCall(t, b, bus.QuotaSet, api.QuotaSet{Project: "ops", Tier: api.TierOnDemand, Limit: api.Limit{Pods: 4}})
 	submit(t, b, opApp) // 2 pods
 	web := func(op string) api.Operation {
 		return api.Operation{Project: "ops", Kind: api.KindApp, Name: "web", Op: op}
@@ -323,7 +323,7 @@ func TestOperationsHoldExactlyTheirQuota(t *testing.T) {
 	submit(t, b, other)
 	// An update of the stopped App keeps it stopped, holding nothing.
 	bigger := strings.Replace(opApp, `"image":"nginx"`, `"image":"nginx:2"`, 1)
-	if _, eb := call(t, b, admission.VerbUpdate, []byte(bigger), nil); eb != nil {
+	if _, eb := call(t, b, bus.AdmissionUpdate, []byte(bigger), nil); eb != nil {
 		t.Fatalf("update while stopped: %+v", eb)
 	}
 	if w := stored(t, b, "ops.app.web"); !w.Control.Stopped {
@@ -358,7 +358,7 @@ func TestOperationsHoldExactlyTheirQuota(t *testing.T) {
 func TestSubmitAndUpdateKeepTheControl(t *testing.T) {
 	b := region(t)
 	withControl := strings.Replace(opApp, `"spec":`, `"control":{"stopped":true},"spec":`, 1)
-	reply, eb := call(t, b, admission.VerbSubmit, []byte(withControl), nil)
+	reply, eb := call(t, b, bus.AdmissionSubmit, []byte(withControl), nil)
 	if eb == nil || reply.Header.Get("Nats-Service-Error-Code") != "403" || len(eb.Fields) != 1 || eb.Fields[0].Field != "control" || eb.Fields[0].Code != api.CodeForbidden {
 		t.Fatalf("tenant submit with control: %s %+v", reply.Header.Get("Nats-Service-Error-Code"), eb)
 	}
@@ -376,12 +376,12 @@ func TestSubmitAndUpdateKeepTheControl(t *testing.T) {
 		}
 	}
 	// A retried submit of the original document is still not a conflict.
-	if _, eb := call(t, b, admission.VerbSubmit, []byte(opApp), nil); eb != nil {
+	if _, eb := call(t, b, bus.AdmissionSubmit, []byte(opApp), nil); eb != nil {
 		t.Errorf("retried submit after an operation: %+v", eb)
 	}
 	// An update that drops container b keeps the pause and a's restart.
 	onlyA := strings.Replace(opApp, `,{"name":"b","image":"envoy"}`, ``, 1)
-	reply, eb = call(t, b, admission.VerbUpdate, []byte(onlyA), nil)
+	reply, eb = call(t, b, bus.AdmissionUpdate, []byte(onlyA), nil)
 	if eb != nil {
 		t.Fatal(eb)
 	}
@@ -391,18 +391,18 @@ func TestSubmitAndUpdateKeepTheControl(t *testing.T) {
 		t.Errorf("after update: control %+v generation %d", w.Control, w.Metadata.Generation)
 	}
 	// The same update again changes nothing.
-	reply, _ = call(t, b, admission.VerbUpdate, []byte(onlyA), nil)
+	reply, _ = call(t, b, bus.AdmissionUpdate, []byte(onlyA), nil)
 	if w2, _ := api.Decode(reply.Data); w2 == nil || w2.Metadata.Generation != 5 {
 		t.Errorf("repeated update bumped the generation: %s", reply.Data)
 	}
 	// A tenant's update cannot set the control either.
 	withControl = strings.Replace(onlyA, `"spec":`, `"control":{"paused":false},"spec":`, 1)
 	withControl = strings.Replace(withControl, `"paused":false`, `"stopped":true`, 1)
-	if reply, eb := call(t, b, admission.VerbUpdate, []byte(withControl), nil); eb == nil || eb.Fields[0].Field != "control" {
+	if reply, eb := call(t, b, bus.AdmissionUpdate, []byte(withControl), nil); eb == nil || eb.Fields[0].Field != "control" {
 		t.Errorf("tenant update with control: %s %+v", reply.Data, eb)
 	}
 	// A platform admin's may: it replaces the stored control.
-	reply, eb = call(t, b, admission.VerbUpdate, []byte(withControl), nats.Header{admission.HeaderPlatformAdmin: {"true"}})
+	reply, eb = call(t, b, bus.AdmissionUpdate, []byte(withControl), nats.Header{admission.HeaderPlatformAdmin: {"true"}})
 	if eb != nil {
 		t.Fatalf("admin update with control: %+v", eb)
 	}

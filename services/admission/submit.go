@@ -307,8 +307,7 @@ func sameControl(a, b *api.Workload) bool {
 // reserve holds what w demands (nothing while stopped), replacing what
 // its key held.
 func (s *Service) reserve(ctx context.Context, w *api.Workload) error {
-	req, _ := json.Marshal(api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: demand(w)})
-	_, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "reserve"), req)
+	err := bus.QuotaReserve.Send(ctx, s.quota, api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: demand(w)})
 	var re *bus.RemoteError
 	if errors.As(err, &re) && re.Code < 500 {
 		var body api.ErrorBody
@@ -328,8 +327,7 @@ func (s *Service) release(ctx context.Context, w *api.Workload) {
 }
 
 func (s *Service) releaseKey(ctx context.Context, project, key string) {
-	req, _ := json.Marshal(api.QuotaRelease{Project: project, Key: key})
-	if _, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "release"), req); err != nil {
+	if err := bus.QuotaRelease.Send(ctx, s.quota, api.QuotaRelease{Project: project, Key: key}); err != nil {
 		// The quota service's orphan sweep returns it later.
 		s.log.Warn("quota release", "key", key, "err", err)
 	}
@@ -349,17 +347,17 @@ func principal(r micro.Request) Principal {
 	return Principal{Name: r.Headers().Get(HeaderPrincipal), PlatformAdmin: r.Headers().Get(HeaderPlatformAdmin) == "true"}
 }
 
-func (s *Service) submit(ctx context.Context, doc []byte, r micro.Request) (any, error) {
+func (s *Service) submit(ctx context.Context, doc []byte, r micro.Request) (*api.Workload, error) {
 	return s.Submit(ctx, doc, principal(r))
 }
 
-func (s *Service) update(ctx context.Context, doc []byte, r micro.Request) (any, error) {
+func (s *Service) update(ctx context.Context, doc []byte, r micro.Request) (*api.Workload, error) {
 	return s.Update(ctx, doc, principal(r))
 }
 
-func (s *Service) delete(ctx context.Context, req api.WorkloadRef, _ micro.Request) (any, error) {
+func (s *Service) delete(ctx context.Context, req api.WorkloadRef, _ micro.Request) (api.Ack, error) {
 	if err := s.Delete(ctx, req.Project, req.Kind, req.Name); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"deleted": true}, nil
+	return api.Ack{"deleted": true}, nil
 }

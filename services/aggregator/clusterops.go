@@ -18,11 +18,6 @@ import (
 	"atoll.dev/libs/clusters"
 )
 
-// VerbCluster is the cluster-operations endpoint of platform admins, at
-// bus.RequestSubject("aggregator", VerbCluster): the request is an
-// api.ClusterOp, the reply the cluster's api.ClusterInfo as written.
-const VerbCluster = "cluster"
-
 // OpError is a refused cluster operation as data: an HTTP-like status and
 // a body, which the endpoint answers as they are (bus.Error).
 type OpError = bus.Error
@@ -37,10 +32,11 @@ var errNoInventory = errors.New("no inventory yet")
 // end with ctx.
 func (s *Service) startOps(ctx context.Context) error {
 	eps, err := s.bus.Serve(ctx,
-		bus.ServeConfig{Name: "aggregator", Description: "member-cluster operations", Concurrency: 16,
-			// The gateway has checked that the caller is a platform admin.
-			Callers: []string{bus.UserGateway}, Metrics: s.metrics, Logger: s.log},
-		bus.Endpoint(VerbCluster, OpTimeout, s.clusterOp),
+		bus.ServeConfig{Name: bus.UserAggregator, Description: "member-cluster operations", Concurrency: 16,
+			Metrics: s.metrics, Logger: s.log},
+		// The cluster-operations endpoint of platform admins: only the
+		// gateway calls it, having checked that the caller is one.
+		bus.AggregatorCluster.Endpoint(OpTimeout, s.clusterOp),
 	)
 	if err != nil {
 		return err
@@ -60,7 +56,7 @@ func (s *Service) stopOps() {
 	s.ops = nil
 }
 
-func (s *Service) clusterOp(ctx context.Context, op api.ClusterOp, _ micro.Request) (any, error) {
+func (s *Service) clusterOp(ctx context.Context, op api.ClusterOp, _ micro.Request) (*api.ClusterInfo, error) {
 	return s.ApplyClusterOp(ctx, op)
 }
 

@@ -246,7 +246,7 @@ func request(t *testing.T, b *bus.Bus, body string) (*api.ClusterInfo, *api.Erro
 
 // tryRequest is request for polls: it returns its failure.
 func tryRequest(b *bus.Bus, body string) (*api.ClusterInfo, *api.ErrorBody, string, error) {
-	reply, err := b.NC.Request(bus.RequestSubject("aggregator", VerbCluster), []byte(body), 10*time.Second)
+	reply, err := b.NC.Request(bus.AggregatorCluster.Subject(), []byte(body), 10*time.Second)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -40,7 +40,7 @@ type fakeAdmission struct {
 
 func startAdmission(t testing.TB, b *bus.Bus, kv jetstream.KeyValue, limit int32) *fakeAdmission {
 	f := &fakeAdmission{kv: kv, limit: limit, requests: map[string]time.Time{}}
-	sub, err := b.NC.QueueSubscribe(bus.RequestSubject("admission", "operate"), "admission", f.serve)
+	sub, err := b.NC.QueueSubscribe(bus.AdmissionOperate.Subject(), "admission", f.serve)
 	require.NoError(t, err)
 	require.NoError(t, sub.SetPendingLimits(-1, -1))
 	t.Cleanup(func() { _ = sub.Unsubscribe() })

@@ -49,16 +49,9 @@ type PendingEvent struct {
 	Announced bool   `json:"announced,omitempty"`
 }
 
-// Record is one decision and what came of it.
-type Record struct {
-	recommend.Decision
-	// Outcome is none, scaled, refused or skipped.
-	Outcome string `json:"outcome"`
-	// Detail is admission's refusal or why the evaluation was skipped.
-	Detail string `json:"detail,omitempty"`
-	// Generation is the Scaler's generation evaluated.
-	Generation int64 `json:"generation"`
-}
+// Record is one decision and what came of it (api.ScalerRecord: the
+// gateway serves it as recorded).
+type Record = api.ScalerRecord
 
 // RefusalRepeat is how often an unchanged refusal is announced again.
 const RefusalRepeat = 5 * time.Minute
@@ -144,7 +137,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		skip = fmt.Sprintf("the App is scaled by %s: one Scaler per App", owner)
 	}
 	if skip != "" {
-		rec.Decision = recommend.Decision{At: now, Reason: skip}
+		rec.ScalerDecision = recommend.Decision{At: now, Reason: skip}
 		rec.Outcome, rec.Detail = OutcomeSkipped, skip
 		return s.persist(ctx, w, st, rec, nil, now)
 	}
@@ -155,7 +148,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	d := recommend.Evaluate(in)
 	s.evaluations.Add(1)
 	s.own.evaluated()
-	rec.Decision = d
+	rec.ScalerDecision = d
 	var ev *PendingEvent
 	if d.Changed() {
 		if s.OnScaleRequest != nil {
@@ -252,11 +245,7 @@ func (s *Service) snapshot(appKey string) (map[string]api.MetricSample, time.Tim
 // (a 4xx answer: quota exceeded, the App gone or stopped) as a message, or
 // an error when admission could not be reached.
 func (s *Service) scale(ctx context.Context, project, app string, replicas int32) (string, error) {
-	body, err := json.Marshal(api.Operation{Project: project, Kind: api.KindApp, Name: app, Op: api.OpScale, Replicas: &replicas})
-	if err != nil {
-		return "", err
-	}
-	_, err = s.req.Request(ctx, "admission", bus.RequestSubject("admission", "operate"), body)
+	err := bus.AdmissionOperate.Send(ctx, s.req, api.Operation{Project: project, Kind: api.KindApp, Name: app, Op: api.OpScale, Replicas: &replicas})
 	var re *bus.RemoteError
 	if errors.As(err, &re) && re.Code >= 400 && re.Code < 500 {
 		return refusalMessage(re), nil

@@ -100,20 +100,16 @@ func (s *Service) idempotentCreate(w http.ResponseWriter, r *http.Request, proje
 // its outcome; an outcome that says nothing final (the region did not
 // answer) releases the claim so that a retry runs again.
 func (s *Service) finishIdempotent(w http.ResponseWriter, r *http.Request, kvKey string, rev uint64, bodyHash string, body []byte) {
-	out, err := s.call(r, "admission", "submit", body)
+	stored, err := call(s, r, bus.AdmissionSubmit, body)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	var re *bus.RemoteError
 	switch {
 	case err == nil:
 		// Record what the client gets: the stored document, rendered.
-		doc, ok := decodeStored(w, r, out)
-		if !ok {
-			return
-		}
-		view, _ := renderWorkload(doc, nil)
+		view, _ := renderWorkload(stored, nil)
 		s.recordIdempotent(ctx, kvKey, rev, bodyHash, http.StatusCreated, view)
-		s.respondWorkload(w, r, http.StatusCreated, doc)
+		s.respondWorkload(w, r, http.StatusCreated, stored)
 	case errors.As(err, &re) && re.Code < 500:
 		var eb api.ErrorBody
 		if json.Unmarshal(re.Body, &eb) != nil || eb.Code == "" {

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway/auth"
 )
@@ -87,24 +88,18 @@ func (s *Service) SetQuota(w http.ResponseWriter, r *http.Request, project, tier
 			Fields: api.FieldErrors{{Field: "limit", Code: api.CodeInvalid, Reason: "every amount must be 0 (no limit) or more"}}}))
 		return
 	}
-	body, _ := json.Marshal(api.QuotaSet{Project: project, Tier: api.Tier(tier),
-		Limit: api.Limit{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, GPUs: lim.Gpus, Pods: lim.Pods}})
-	if _, err := s.call(r, "quota", "set", body); err != nil {
+	set := api.QuotaSet{Project: project, Tier: api.Tier(tier),
+		Limit: api.Limit{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, GPUs: lim.Gpus, Pods: lim.Pods}}
+	if err := send(s, r, bus.QuotaSet, set); err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	ref, _ := json.Marshal(api.QuotaRelease{Project: project})
-	out, err := s.call(r, "quota", "get", ref)
+	l, err := call(s, r, bus.QuotaGet, api.QuotaRelease{Project: project})
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	var l api.Ledger
-	if err := json.Unmarshal(out, &l); err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "unreadable ledger: "+err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, quotaView(project, &l))
+	writeJSON(w, http.StatusOK, quotaView(project, l))
 }
 
 func platformAdmin(w http.ResponseWriter, r *http.Request) bool {
@@ -156,16 +151,7 @@ func (s *Service) GetCluster(w http.ResponseWriter, r *http.Request, name string
 	writeJSON(w, http.StatusOK, clusterView(c))
 }
 
-// clusterOp is the body of the aggregator's cluster endpoint.
-type clusterOp struct {
-	Cluster      string            `json:"cluster"`
-	Op           string            `json:"op"`
-	SetLabels    map[string]string `json:"setLabels,omitempty"`
-	RemoveLabels []string          `json:"removeLabels,omitempty"`
-	Principal    string            `json:"principal"`
-}
-
-func (s *Service) clusterOp(w http.ResponseWriter, r *http.Request, op clusterOp) {
+func (s *Service) clusterOp(w http.ResponseWriter, r *http.Request, op api.ClusterOp) {
 	if !platformAdmin(w, r) {
 		return
 	}
@@ -174,18 +160,12 @@ func (s *Service) clusterOp(w http.ResponseWriter, r *http.Request, op clusterOp
 		return
 	}
 	op.Principal = identity(r).Subject
-	body, _ := json.Marshal(op)
-	out, err := s.call(r, "aggregator", "cluster", body)
+	c, err := call(s, r, bus.AggregatorCluster, op)
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	var c api.ClusterInfo
-	if err := json.Unmarshal(out, &c); err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "unreadable cluster: "+err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, clusterView(&c))
+	writeJSON(w, http.StatusOK, clusterView(c))
 }
 
 // CordonCluster cordons or uncordons a cluster (platform admins).
@@ -194,7 +174,7 @@ func (s *Service) CordonCluster(w http.ResponseWriter, r *http.Request, name, ac
 		writeError(w, r, http.StatusBadRequest, "Invalid", "action must be cordon or uncordon")
 		return
 	}
-	s.clusterOp(w, r, clusterOp{Cluster: name, Op: action})
+	s.clusterOp(w, r, api.ClusterOp{Cluster: name, Op: action})
 }
 
 // EditClusterLabels sets and removes a cluster's labels (platform admins).
@@ -207,7 +187,7 @@ func (s *Service) EditClusterLabels(w http.ResponseWriter, r *http.Request, name
 		writeError(w, r, http.StatusBadRequest, "Invalid", "the patch sets and removes nothing")
 		return
 	}
-	s.clusterOp(w, r, clusterOp{Cluster: name, Op: "labels", SetLabels: p.Set, RemoveLabels: p.Remove})
+	s.clusterOp(w, r, api.ClusterOp{Cluster: name, Op: api.ClusterOpLabels, SetLabels: p.Set, RemoveLabels: p.Remove})
 }
 
 func validTier(t string) bool {

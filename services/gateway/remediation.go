@@ -10,8 +10,8 @@ package gateway
 // computeapi types, whose field names the spec keeps equal to the
 // service's (remediation.ClusterStatus); the gateway does not import the
 // service (nor its Kubernetes dependencies). Every call goes through the
-// gateway's breaker-wrapped requester (s.call) as the gateway's NATS user,
-// which is one of the two callers remediation answers (bus.Grants).
+// gateway's breaker-wrapped requester (call) as the gateway's NATS user,
+// which is one of the two callers remediation answers (bus.RemediationStatus).
 // Pause and resume are audited on atoll.audit.platform.<verb>
 // (middleware.go: auditVerbs).
 
@@ -19,27 +19,10 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
 )
-
-// Remediation's endpoint verbs (remediation.VerbStatus, VerbPause,
-// VerbResume) and its request bodies, which it decodes strictly.
-const (
-	remediationService = "remediation"
-	remediationStatus  = "status"
-	remediationPause   = "pause"
-	remediationResume  = "resume"
-)
-
-type remediationStatusRequest struct {
-	Cluster string `json:"cluster,omitempty"`
-}
-
-type remediationPauseRequest struct {
-	Cluster string `json:"cluster,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	By      string `json:"by,omitempty"`
-}
 
 // GetRemediation answers the remediation status of one cluster or every
 // cluster (platform admins).
@@ -53,25 +36,24 @@ func (s *Service) GetRemediation(w http.ResponseWriter, r *http.Request, params 
 // PauseRemediation stops new actions in a cluster or the region
 // (platform admins).
 func (s *Service) PauseRemediation(w http.ResponseWriter, r *http.Request) {
-	s.remediationOp(w, r, remediationPause)
+	s.remediationOp(w, r, bus.RemediationPause)
 }
 
 // ResumeRemediation lifts a pause (platform admins).
 func (s *Service) ResumeRemediation(w http.ResponseWriter, r *http.Request) {
-	s.remediationOp(w, r, remediationResume)
+	s.remediationOp(w, r, bus.RemediationResume)
 }
 
-func (s *Service) remediationOp(w http.ResponseWriter, r *http.Request, verb string) {
+func (s *Service) remediationOp(w http.ResponseWriter, r *http.Request, ep bus.Call[api.RemediationPauseRequest, map[string]string]) {
 	var p computeapi.RemediationPause
 	if !platformAdmin(w, r) || !decodeBody(w, r, &p) {
 		return
 	}
-	req := remediationPauseRequest{Cluster: p.Cluster, By: identity(r).Subject}
-	if verb == remediationPause {
+	req := api.RemediationPauseRequest{Cluster: p.Cluster, By: identity(r).Subject}
+	if ep.Verb == bus.RemediationPause.Verb {
 		req.Reason = p.Reason
 	}
-	body, _ := json.Marshal(req)
-	if _, err := s.call(r, remediationService, verb, body); err != nil {
+	if err := send(s, r, ep, req); err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
@@ -81,8 +63,7 @@ func (s *Service) remediationOp(w http.ResponseWriter, r *http.Request, verb str
 // writeRemediation answers remediation's status of cluster ("" every
 // cluster).
 func (s *Service) writeRemediation(w http.ResponseWriter, r *http.Request, cluster string) {
-	body, _ := json.Marshal(remediationStatusRequest{Cluster: cluster})
-	out, err := s.call(r, remediationService, remediationStatus, body)
+	out, err := call(s, r, bus.RemediationStatus, api.RemediationStatusRequest{Cluster: cluster})
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return

@@ -58,5 +58,5 @@ func (s *Service) OperateRollout(w http.ResponseWriter, r *http.Request, project
 			Fields: api.FieldErrors{{Field: "action", Code: api.CodeUnsupported, Reason: "one of pause, resume, undo"}}}))
 		return
 	}
-	s.operate(w, r, project, api.KindLabel(api.KindApp), app, operation{Op: "rollout-" + action})
+	s.operate(w, r, project, api.KindLabel(api.KindApp), app, api.Operation{Op: "rollout-" + action})
 }

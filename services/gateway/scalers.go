@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,36 +12,6 @@ import (
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway/auth"
 )
-
-// scalerState is the part of the autoscaler's per-Scaler document (bucket
-// scalers, written by the autoscaler only) the gateway serves: its
-// recorded decisions, as the autoscaler encodes them.
-type scalerState struct {
-	Decisions []struct {
-		At            time.Time `json:"at"`
-		Generation    int64     `json:"generation"`
-		Current       int32     `json:"current"`
-		Ready         int32     `json:"ready"`
-		Desired       int32     `json:"desired"`
-		Raw           int32     `json:"raw"`
-		Stabilized    int32     `json:"stabilized"`
-		Floor         int32     `json:"floor"`
-		FloorSchedule string    `json:"floorSchedule"`
-		Limited       string    `json:"limited"`
-		Reason        string    `json:"reason"`
-		Outcome       string    `json:"outcome"`
-		Detail        string    `json:"detail"`
-		Proposals     []struct {
-			Metric   string        `json:"metric"`
-			Value    float64       `json:"value"`
-			Target   float64       `json:"target"`
-			Ratio    float64       `json:"ratio"`
-			Replicas int32         `json:"replicas"`
-			State    string        `json:"state"`
-			Age      time.Duration `json:"age"`
-		} `json:"proposals"`
-	} `json:"decisions"`
-}
 
 // GetScalerHistory serves a Scaler's recent decisions.
 func (s *Service) GetScalerHistory(w http.ResponseWriter, r *http.Request, project computeapi.ProjectPath, name computeapi.NamePath) {
@@ -64,7 +33,9 @@ func (s *Service) GetScalerHistory(w http.ResponseWriter, r *http.Request, proje
 		writeRemoteError(w, r, err)
 		return
 	}
-	var st scalerState
+	// The autoscaler's document of the Scaler; the gateway reads its
+	// decisions only.
+	var st api.ScalerDecisions
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		writeError(w, r, http.StatusInternalServerError, "Internal", "undecodable scaler state: "+err.Error())
 		return

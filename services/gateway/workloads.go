@@ -73,15 +73,25 @@ func principal(r *http.Request) nats.Header {
 	return h
 }
 
-// call makes a request to a region service on behalf of the caller.
-func (s *Service) call(r *http.Request, service, verb string, body []byte) ([]byte, error) {
-	return s.req.RequestWithHeader(r.Context(), service, bus.RequestSubject(service, verb), body, principal(r))
+// call calls a region service's endpoint on behalf of the caller.
+func call[Req, Resp any](s *Service, r *http.Request, ep bus.Call[Req, Resp], req Req) (Resp, error) {
+	return ep.CallWithHeader(r.Context(), s.req, principal(r), req)
 }
 
-// writeRemoteError answers with what a region service said, or 503 when
-// it could not be reached.
+// send is call for an endpoint whose reply says nothing but success.
+func send[Req, Resp any](s *Service, r *http.Request, ep bus.Call[Req, Resp], req Req) error {
+	return ep.SendWithHeader(r.Context(), s.req, principal(r), req)
+}
+
+// writeRemoteError answers with what a region service said, 500 when its
+// reply was not what its endpoint promises, or 503 when it could not be
+// reached.
 func writeRemoteError(w http.ResponseWriter, r *http.Request, err error) {
 	var re *bus.RemoteError
+	if errors.Is(err, bus.ErrBadReply) {
+		writeError(w, r, http.StatusInternalServerError, "Internal", "a region service replied with an undecodable answer: "+err.Error())
+		return
+	}
 	if errors.As(err, &re) {
 		var eb api.ErrorBody
 		if json.Unmarshal(re.Body, &eb) != nil || eb.Code == "" {
@@ -138,16 +148,6 @@ func (s *Service) readDocument(w http.ResponseWriter, r *http.Request, project s
 	doc.Metadata.Project = project
 	if doc.APIVersion == "" {
 		doc.APIVersion = api.APIVersion
-	}
-	return doc, true
-}
-
-// decodeStored decodes the workload a region service replied with.
-func decodeStored(w http.ResponseWriter, r *http.Request, stored []byte) (*api.Workload, bool) {
-	doc, err := api.Decode(stored)
-	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "admission replied with an undecodable workload: "+err.Error())
-		return nil, false
 	}
 	return doc, true
 }
@@ -266,14 +266,12 @@ func (s *Service) CreateWorkload(w http.ResponseWriter, r *http.Request, project
 		s.idempotentCreate(w, r, project, params.IdempotencyKey, body)
 		return
 	}
-	out, err := s.call(r, "admission", "submit", body)
+	stored, err := call(s, r, bus.AdmissionSubmit, body)
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	if doc, ok := decodeStored(w, r, out); ok {
-		s.respondWorkload(w, r, http.StatusCreated, doc)
-	}
+	s.respondWorkload(w, r, http.StatusCreated, stored)
 }
 
 // UpdateWorkload replaces a workload's spec and labels.
@@ -292,14 +290,12 @@ func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project
 		return
 	}
 	body, _ := json.Marshal(doc)
-	out, err := s.call(r, "admission", "update", body)
+	stored, err := call(s, r, bus.AdmissionUpdate, body)
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	if doc, ok := decodeStored(w, r, out); ok {
-		s.respondWorkload(w, r, http.StatusOK, doc)
-	}
+	s.respondWorkload(w, r, http.StatusOK, stored)
 }
 
 // DeleteWorkload removes a workload from the region.
@@ -308,8 +304,7 @@ func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project
 	if !ok {
 		return
 	}
-	body, _ := json.Marshal(api.WorkloadRef{Project: project, Kind: registered, Name: name})
-	if _, err := s.call(r, "admission", "delete", body); err != nil {
+	if err := send(s, r, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: registered, Name: name}); err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
@@ -319,31 +314,18 @@ func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// operation is the body of admission's operate endpoint.
-type operation struct {
-	Project   string `json:"project"`
-	Kind      string `json:"kind"`
-	Name      string `json:"name"`
-	Op        string `json:"op"`
-	Container string `json:"container,omitempty"`
-	Replicas  *int32 `json:"replicas,omitempty"`
-}
-
-func (s *Service) operate(w http.ResponseWriter, r *http.Request, project, kind, name string, op operation) {
+func (s *Service) operate(w http.ResponseWriter, r *http.Request, project, kind, name string, op api.Operation) {
 	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
 		return
 	}
 	op.Project, op.Kind, op.Name = project, registered, name
-	body, _ := json.Marshal(op)
-	out, err := s.call(r, "admission", "operate", body)
+	stored, err := call(s, r, bus.AdmissionOperate, op)
 	if err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
-	if doc, ok := decodeStored(w, r, out); ok {
-		s.respondWorkload(w, r, http.StatusOK, doc)
-	}
+	s.respondWorkload(w, r, http.StatusOK, stored)
 }
 
 // OperateWorkload pauses, resumes, stops, starts or restarts a workload.
@@ -355,12 +337,12 @@ func (s *Service) OperateWorkload(w http.ResponseWriter, r *http.Request, projec
 			Fields: api.FieldErrors{{Field: "operation", Code: api.CodeUnsupported, Reason: "one of pause, resume, stop, start, restart"}}}))
 		return
 	}
-	s.operate(w, r, project, kind, name, operation{Op: op})
+	s.operate(w, r, project, kind, name, api.Operation{Op: op})
 }
 
 // RestartContainer restarts one container of every pod of a workload.
 func (s *Service) RestartContainer(w http.ResponseWriter, r *http.Request, project, kind, name, container string) {
-	s.operate(w, r, project, kind, name, operation{Op: "restart-container", Container: container})
+	s.operate(w, r, project, kind, name, api.Operation{Op: api.OpRestartContainer, Container: container})
 }
 
 // ScaleWorkload sets replicas (App) or parallelism (JobSet).
@@ -377,7 +359,7 @@ func (s *Service) ScaleWorkload(w http.ResponseWriter, r *http.Request, project,
 			Fields: api.FieldErrors{{Field: "replicas", Code: api.CodeInvalid, Reason: "must be 0 or more"}}}))
 		return
 	}
-	s.operate(w, r, project, kind, name, operation{Op: "scale", Replicas: &req.Replicas})
+	s.operate(w, r, project, kind, name, api.Operation{Op: api.OpScale, Replicas: &req.Replicas})
 }
 
 // decodeBody decodes a small JSON body strictly into v, answering 400 or 413 on failure.

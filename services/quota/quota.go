@@ -121,14 +121,6 @@ var Module = fx.Module("quota",
 	admin.Attach[*Service]("quota"),
 )
 
-// Endpoint verbs, at bus.RequestSubject("quota", verb).
-const (
-	VerbReserve = "reserve"
-	VerbRelease = "release"
-	VerbGet     = "get"
-	VerbSet     = "set"
-)
-
 const (
 	// OrphanAge is how long a reservation may exist without its workload
 	// before it is returned (admission reserves before it writes the workload).
@@ -221,15 +213,16 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("mirror quota: %w", err)
 	}
-	s.endpoints, err = s.bus.Serve(rctx, bus.ServeConfig{Name: "quota", Version: "0.2.0", Description: "project quota per tier", Metrics: s.metrics, Logger: s.log},
+	s.endpoints, err = s.bus.Serve(rctx, bus.ServeConfig{Name: bus.UserQuota, Version: "0.2.0", Description: "project quota per tier", Metrics: s.metrics, Logger: s.log},
 		// Admission reserves and releases, and so does the scheduler for a
 		// TrainingJob's gang taken down and requeued (services/scheduler
 		// training.go); the gateway reads and sets the limits for the
-		// users it has authorised (bus.Bus.OnlyFrom).
-		bus.Endpoint(VerbReserve, RequestTimeout, s.handleReserve).From(bus.UserAdmission, bus.UserScheduler),
-		bus.Endpoint(VerbRelease, RequestTimeout, s.handleRelease).From(bus.UserAdmission, bus.UserScheduler),
-		bus.Endpoint(VerbGet, RequestTimeout, s.handleGet).From(bus.UserGateway),
-		bus.Endpoint(VerbSet, RequestTimeout, s.handleSet).From(bus.UserGateway),
+		// users it has authorised (bus.Bus.OnlyFrom): each descriptor
+		// names its callers.
+		bus.QuotaReserve.Endpoint(RequestTimeout, s.handleReserve),
+		bus.QuotaRelease.Endpoint(RequestTimeout, s.handleRelease),
+		bus.QuotaGet.Endpoint(RequestTimeout, s.handleGet),
+		bus.QuotaSet.Endpoint(RequestTimeout, s.handleSet),
 	)
 	if err != nil {
 		cancel()
@@ -458,7 +451,7 @@ const RequestTimeout = 10 * time.Second
 // before Start.
 func (s *Service) Instrument(a *admin.Server) { s.metrics = a.Metrics() }
 
-func (s *Service) handleReserve(ctx context.Context, req api.QuotaReserve, _ micro.Request) (any, error) {
+func (s *Service) handleReserve(ctx context.Context, req api.QuotaReserve, _ micro.Request) (api.Ack, error) {
 	err := s.Reserve(ctx, req.Project, req.Key, req.Demand)
 	var rej *api.QuotaRejection
 	switch {
@@ -469,17 +462,17 @@ func (s *Service) handleReserve(ctx context.Context, req api.QuotaReserve, _ mic
 	case err != nil:
 		return nil, err
 	}
-	return map[string]bool{"reserved": true}, nil
+	return api.Ack{"reserved": true}, nil
 }
 
-func (s *Service) handleRelease(ctx context.Context, req api.QuotaRelease, _ micro.Request) (any, error) {
+func (s *Service) handleRelease(ctx context.Context, req api.QuotaRelease, _ micro.Request) (api.Ack, error) {
 	if err := s.Release(ctx, req.Project, req.Key); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"released": true}, nil
+	return api.Ack{"released": true}, nil
 }
 
-func (s *Service) handleSet(ctx context.Context, req api.QuotaSet, _ micro.Request) (any, error) {
+func (s *Service) handleSet(ctx context.Context, req api.QuotaSet, _ micro.Request) (api.Ack, error) {
 	if !api.IsDNSLabel(req.Project) {
 		return nil, bus.Errorf(api.StatusUnprocessable, "Invalid", "project is not a DNS label")
 	}
@@ -491,11 +484,11 @@ func (s *Service) handleSet(ctx context.Context, req api.QuotaSet, _ micro.Reque
 	if err := s.SetLimit(ctx, req.Project, req.Tier, req.Limit); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"set": true}, nil
+	return api.Ack{"set": true}, nil
 }
 
 // handleGet replies with the project's api.Ledger: limits, usage per tier
 // and the number of reservations (not the reservations themselves).
-func (s *Service) handleGet(ctx context.Context, req api.QuotaRelease, _ micro.Request) (any, error) { // {project}
+func (s *Service) handleGet(ctx context.Context, req api.QuotaRelease, _ micro.Request) (*api.Ledger, error) { // {project}
 	return s.Ledger(ctx, req.Project)
 }

@@ -231,7 +231,7 @@ func TestGetRepliesWithLimitsAndUsage(t *testing.T) {
 		}
 	}
 	req, _ := json.Marshal(api.QuotaRelease{Project: "p"})
-	reply, err := b.NC.Request(bus.RequestSubject("quota", quota.VerbGet), req, 5*time.Second)
+	reply, err := b.NC.Request(bus.QuotaGet.Subject(), req, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

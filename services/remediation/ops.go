@@ -13,28 +13,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 )
 
-// Endpoints, at bus.RequestSubject("remediation", verb); they answer the
-// gateway's user (which checks its caller is a platform admin) and the
-// admin user (operators: `atoll-admin remediation`).
-const (
-	// VerbStatus answers a ClusterStatus per cluster (StatusRequest).
-	VerbStatus = "status"
-	// VerbPause pauses new actions in a cluster or the region (PauseRequest).
-	VerbPause = "pause"
-	// VerbResume lifts a pause (PauseRequest).
-	VerbResume = "resume"
-)
+// The endpoints are bus.RemediationStatus (a ClusterStatus per cluster),
+// RemediationPause and RemediationResume; they answer the gateway's user
+// (which checks its caller is a platform admin) and the admin user
+// (operators: `atoll-admin remediation`).
 
 // OpTimeout bounds each request.
 const OpTimeout = 10 * time.Second
 
 // StatusRequest asks for one cluster's status, or every cluster's.
-type StatusRequest struct {
-	Cluster string `json:"cluster,omitempty"`
-}
+type StatusRequest = api.RemediationStatusRequest
 
 // ClusterStatus is one cluster's remediation status: its view (reachable,
 // paused, breakers), the disruption leases on its nodes, and every node
@@ -55,19 +47,15 @@ type LeaseInfo struct {
 }
 
 // PauseRequest pauses or resumes a cluster ("" for the region).
-type PauseRequest struct {
-	Cluster string `json:"cluster,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	By      string `json:"by,omitempty"`
-}
+type PauseRequest = api.RemediationPauseRequest
 
 func (s *Service) startOps(ctx context.Context) error {
 	eps, err := s.bus.Serve(ctx,
-		bus.ServeConfig{Name: "remediation", Description: "node remediation: status, pause, resume", Concurrency: 4,
-			Callers: []string{bus.UserGateway, bus.UserAdmin}, Metrics: s.metrics, Logger: s.log},
-		bus.Endpoint(VerbStatus, OpTimeout, s.status),
-		bus.Endpoint(VerbPause, OpTimeout, s.pause),
-		bus.Endpoint(VerbResume, OpTimeout, s.resume),
+		bus.ServeConfig{Name: bus.UserRemediation, Description: "node remediation: status, pause, resume", Concurrency: 4,
+			Metrics: s.metrics, Logger: s.log},
+		bus.RemediationStatus.Endpoint(OpTimeout, s.status),
+		bus.RemediationPause.Endpoint(OpTimeout, s.pause),
+		bus.RemediationResume.Endpoint(OpTimeout, s.resume),
 	)
 	if err != nil {
 		return err
@@ -83,7 +71,7 @@ func (s *Service) checkCluster(name string) error {
 	return nil
 }
 
-func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) (any, error) {
+func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) (json.RawMessage, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
 		return nil, err
 	}
@@ -98,7 +86,11 @@ func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) 
 		}
 		out = append(out, st)
 	}
-	return out, nil
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	return b, nil
 }
 
 // Status reads one cluster's status from the bucket and the ledger.
@@ -137,7 +129,7 @@ func (s *Service) Status(ctx context.Context, cluster string) (ClusterStatus, er
 	return out, nil
 }
 
-func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (any, error) {
+func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (map[string]string, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
 		return nil, err
 	}
@@ -153,7 +145,7 @@ func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (a
 	return map[string]string{"paused": scope(r.Cluster)}, nil
 }
 
-func (s *Service) resume(ctx context.Context, r PauseRequest, _ micro.Request) (any, error) {
+func (s *Service) resume(ctx context.Context, r PauseRequest, _ micro.Request) (map[string]string, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
 		return nil, err
 	}

@@ -467,8 +467,7 @@ func (e *quotaRefused) Error() string { return "quota refused: " + e.msg }
 
 // reserveGang reserves the gang's demand again (a set, not an add).
 func (s *Service) reserveGang(ctx context.Context, w *api.Workload) error {
-	req, _ := json.Marshal(api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: api.DemandOf(w)})
-	_, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "reserve"), req)
+	err := bus.QuotaReserve.Send(ctx, s.quota, api.QuotaReserve{Project: w.Metadata.Project, Key: w.Key(), Demand: api.DemandOf(w)})
 	var re *bus.RemoteError
 	if errors.As(err, &re) && re.Code < 500 {
 		msg := re.Description
@@ -486,8 +485,7 @@ func (s *Service) reserveGang(ctx context.Context, w *api.Workload) error {
 
 // releaseGang gives back the gang's reservation.
 func (s *Service) releaseGang(ctx context.Context, w *api.Workload) error {
-	req, _ := json.Marshal(api.QuotaRelease{Project: w.Metadata.Project, Key: w.Key()})
-	if _, err := s.quota.Request(ctx, "quota", bus.RequestSubject("quota", "release"), req); err != nil {
+	if err := bus.QuotaRelease.Send(ctx, s.quota, api.QuotaRelease{Project: w.Metadata.Project, Key: w.Key()}); err != nil {
 		return fmt.Errorf("release quota of %s: %w", w.Key(), err)
 	}
 	return nil

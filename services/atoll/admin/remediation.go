@@ -26,16 +26,16 @@ func remediationCmd() *cobra.Command {
 		output     string
 		wait       time.Duration
 	)
-	call := func(cmd *cobra.Command, verb string, req any) ([]byte, error) {
+	// connect runs fn with a requester on the region's NATS.
+	connect := func(cmd *cobra.Command, fn func(ctx context.Context, r *bus.Requester) error) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
 		b, err := bus.Open(ctx, bus.Config{URL: url, Name: "atoll-remediation-cli", SkipEnsure: true}.WithCredentials(creds))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer b.Close()
-		body, _ := json.Marshal(req)
-		return bus.NewRequester(b.NC, bus.RequestPolicy{}).Request(ctx, "remediation", bus.RequestSubject("remediation", verb), body)
+		return fn(ctx, bus.NewRequester(b.NC, bus.RequestPolicy{}))
 	}
 	cmd := &cobra.Command{
 		Use:   "remediation",
@@ -54,7 +54,11 @@ admin user, as bootstrap does.`,
 	status := &cobra.Command{
 		Use: "status", Short: "Unhealthy nodes, actions, breakers and history per cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := call(cmd, remediation.VerbStatus, remediation.StatusRequest{Cluster: cluster})
+			var out json.RawMessage
+			err := connect(cmd, func(ctx context.Context, r *bus.Requester) (err error) {
+				out, err = bus.RemediationStatus.Call(ctx, r, remediation.StatusRequest{Cluster: cluster})
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -75,7 +79,9 @@ admin user, as bootstrap does.`,
 	pause := &cobra.Command{
 		Use: "pause", Short: "Stop new actions in a cluster, or the region without --cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := call(cmd, remediation.VerbPause, remediation.PauseRequest{Cluster: cluster, Reason: reason, By: os.Getenv("USER")})
+			err := connect(cmd, func(ctx context.Context, r *bus.Requester) error {
+				return bus.RemediationPause.Send(ctx, r, remediation.PauseRequest{Cluster: cluster, Reason: reason, By: os.Getenv("USER")})
+			})
 			if err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "remediation paused in %s\n", scopeName(cluster))
 			}
@@ -86,7 +92,9 @@ admin user, as bootstrap does.`,
 	resume := &cobra.Command{
 		Use: "resume", Short: "Lift a pause", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := call(cmd, remediation.VerbResume, remediation.PauseRequest{Cluster: cluster, By: os.Getenv("USER")})
+			err := connect(cmd, func(ctx context.Context, r *bus.Requester) error {
+				return bus.RemediationResume.Send(ctx, r, remediation.PauseRequest{Cluster: cluster, By: os.Getenv("USER")})
+			})
 			if err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "remediation resumed in %s\n", scopeName(cluster))
 			}

@@ -101,44 +101,13 @@ const (
 	StateFallback  = "failed-fallback"
 )
 
-// Proposal is one metric's proposal.
-type Proposal struct {
-	Metric   string  `json:"metric"`
-	Value    float64 `json:"value"`
-	Target   float64 `json:"target"`
-	Ratio    float64 `json:"ratio"`
-	Replicas int32   `json:"replicas"`
-	State    string  `json:"state"`
-	// Age is how old the sample was (zero without one).
-	Age time.Duration `json:"age,omitempty"`
-}
+// Proposal is one metric's proposal (api.ScalerProposal: the gateway
+// serves it as recorded).
+type Proposal = api.ScalerProposal
 
-// Decision is one evaluation: inputs, proposals and outcome.
-type Decision struct {
-	At      time.Time `json:"at"`
-	Current int32     `json:"current"`
-	Ready   int32     `json:"ready"`
-	// Proposals are each metric's, in the spec's order.
-	Proposals []Proposal `json:"proposals,omitempty"`
-	// Floor is the highest open schedule's replicas (0: none open) and
-	// FloorSchedule names it.
-	Floor         int32  `json:"floor,omitempty"`
-	FloorSchedule string `json:"floorSchedule,omitempty"`
-	// Raw is the max of the proposals and the floor, within [min, max].
-	Raw int32 `json:"raw"`
-	// Stabilized is Raw after the stabilization windows.
-	Stabilized int32 `json:"stabilized"`
-	// Desired is the replicas chosen.
-	Desired int32 `json:"desired"`
-	// Reason says why Desired, for a human.
-	Reason string `json:"reason"`
-	// Limited names what held Desired back from Stabilized (a rate
-	// policy, the cooldown, min or max); empty when nothing did.
-	Limited string `json:"limited,omitempty"`
-}
-
-// Changed reports whether the decision changes the replicas.
-func (d *Decision) Changed() bool { return d.Desired != d.Current }
+// Decision is one evaluation: inputs, proposals and outcome
+// (api.ScalerDecision).
+type Decision = api.ScalerDecision
 
 // Evaluate decides the replicas of one Scaler's App. It is pure: the same
 // input gives the same decision.

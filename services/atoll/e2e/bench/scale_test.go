@@ -361,8 +361,7 @@ func submitMeasured(ctx context.Context, cl *busclient.Client, admin *bus.Reques
 // submitAsAdmin submits doc to admission as a platform admin, as the
 // gateway forwards one's document.
 func submitAsAdmin(ctx context.Context, admin *bus.Requester, doc []byte) error {
-	_, err := admin.RequestWithHeader(ctx, "admission", bus.RequestSubject("admission", "submit"), doc, adminHeader)
-	return err
+	return bus.AdmissionSubmit.SendWithHeader(ctx, admin, adminHeader, doc)
 }
 
 // eventLog records what the project's Apps went through as it arrives:

@@ -50,35 +50,29 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Body.Code, e.Body.Message)
 }
 
-func (c *Client) call(ctx context.Context, service, verb string, body []byte) ([]byte, error) {
-	out, err := c.req.Request(ctx, service, bus.RequestSubject(service, verb), body)
+// call calls an endpoint of the region and returns its refusal as an
+// *Error.
+func call[Req, Resp any](ctx context.Context, c *Client, ep bus.Call[Req, Resp], req Req) (Resp, error) {
+	out, err := ep.Call(ctx, c.req, req)
 	var re *bus.RemoteError
 	if errors.As(err, &re) {
 		e := &Error{Status: re.Code}
 		if json.Unmarshal(re.Body, &e.Body) != nil {
 			e.Body = api.ErrorBody{Code: "Error", Message: re.Description}
 		}
-		return nil, e
+		return out, e
 	}
 	return out, err
 }
 
 // Submit admits a new workload document (JSON).
 func (c *Client) Submit(ctx context.Context, doc []byte) (*api.Workload, error) {
-	out, err := c.call(ctx, "admission", "submit", doc)
-	if err != nil {
-		return nil, err
-	}
-	return api.Decode(out)
+	return call(ctx, c, bus.AdmissionSubmit, doc)
 }
 
 // Update replaces a workload's spec.
 func (c *Client) Update(ctx context.Context, doc []byte) (*api.Workload, error) {
-	out, err := c.call(ctx, "admission", "update", doc)
-	if err != nil {
-		return nil, err
-	}
-	return api.Decode(out)
+	return call(ctx, c, bus.AdmissionUpdate, doc)
 }
 
 // Apply submits a workload, or updates it if it exists.
@@ -94,41 +88,25 @@ func (c *Client) Apply(ctx context.Context, doc []byte) (*api.Workload, error) {
 // Operate runs one operation (pause, resume, stop, start, restart,
 // restart-container, scale) on a workload and returns it as stored after.
 func (c *Client) Operate(ctx context.Context, op api.Operation) (*api.Workload, error) {
-	b, err := json.Marshal(op)
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.call(ctx, "admission", "operate", b)
-	if err != nil {
-		return nil, err
-	}
-	return api.Decode(out)
+	return call(ctx, c, bus.AdmissionOperate, op)
 }
 
 // Delete removes a workload.
 func (c *Client) Delete(ctx context.Context, project, kind, name string) error {
-	b, _ := json.Marshal(api.WorkloadRef{Project: project, Kind: kind, Name: name})
-	_, err := c.call(ctx, "admission", "delete", b)
+	_, err := call(ctx, c, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: kind, Name: name})
 	return err
 }
 
 // SetQuota sets a project's limit for a tier.
 func (c *Client) SetQuota(ctx context.Context, project string, tier api.Tier, lim api.Limit) error {
-	b, _ := json.Marshal(api.QuotaSet{Project: project, Tier: tier, Limit: lim})
-	_, err := c.call(ctx, "quota", "set", b)
+	_, err := call(ctx, c, bus.QuotaSet, api.QuotaSet{Project: project, Tier: tier, Limit: lim})
 	return err
 }
 
 // Quota returns a project's limits, usage per tier and number of
 // reservations (api.Ledger, without the reservations themselves).
 func (c *Client) Quota(ctx context.Context, project string) (*api.Ledger, error) {
-	b, _ := json.Marshal(api.QuotaRelease{Project: project})
-	out, err := c.call(ctx, "quota", "get", b)
-	if err != nil {
-		return nil, err
-	}
-	var l api.Ledger
-	return &l, json.Unmarshal(out, &l)
+	return call(ctx, c, bus.QuotaGet, api.QuotaRelease{Project: project})
 }
 
 // Status reads a workload's status; nil when it has none.
@@ -224,14 +202,5 @@ func (c *Client) SetClusterLabels(ctx context.Context, cluster string, set map[s
 }
 
 func (c *Client) clusterOp(ctx context.Context, op api.ClusterOp) (*api.ClusterInfo, error) {
-	b, _ := json.Marshal(op)
-	out, err := c.call(ctx, "aggregator", "cluster", b)
-	if err != nil {
-		return nil, err
-	}
-	var ci api.ClusterInfo
-	if err := json.Unmarshal(out, &ci); err != nil {
-		return nil, fmt.Errorf("decode cluster %s: %w", op.Cluster, err)
-	}
-	return &ci, nil
+	return call(ctx, c, bus.AggregatorCluster, op)
 }

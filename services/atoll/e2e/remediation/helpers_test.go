@@ -243,7 +243,7 @@ func (e *events) has(node, event string) (rem.NodeEvent, bool) {
 // gateway would.
 func status(t require.TestingT, cluster string) rem.ClusterStatus {
 	body, _ := json.Marshal(rem.StatusRequest{Cluster: cluster})
-	msg, err := gwBus.NC.Request(bus.RequestSubject("remediation", rem.VerbStatus), body, 5*time.Second)
+	msg, err := gwBus.NC.Request(bus.RemediationStatus.Subject(), body, 5*time.Second)
 	require.NoError(t, err)
 	var out []rem.ClusterStatus
 	require.NoError(t, json.Unmarshal(msg.Data, &out), string(msg.Data))

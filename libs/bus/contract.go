@@ -1,0 +1,80 @@
+package bus
+
+import (
+	"encoding/json"
+
+	"atoll.dev/libs/api"
+)
+
+// The contract between the services: every request/reply endpoint, with
+// who serves it, who may call it and its payload types. A service
+// registers its endpoints from these (Call.Endpoint) and calls the others'
+// through them (Call.Call); no verb is written anywhere else
+// (TestVerbsOnlyInTheContract), and Grants gives each service the
+// subjects of what it serves and what it may call, computed from here.
+
+// Admission's endpoints. Only the gateway may submit, update and delete,
+// so admission believes the identity headers it sets (HeaderPrincipal).
+var (
+	// AdmissionSubmit admits a new workload: the request is the workload
+	// document as JSON, which admission decodes and validates itself; the
+	// reply is the workload as stored.
+	AdmissionSubmit = Call[[]byte, *api.Workload]{Service: UserAdmission, Verb: "submit", Callers: []string{UserGateway}}
+	// AdmissionUpdate replaces a workload's spec and labels (the request
+	// as AdmissionSubmit's); the reply is the workload as stored.
+	AdmissionUpdate = Call[[]byte, *api.Workload]{Service: UserAdmission, Verb: "update", Callers: []string{UserGateway}}
+	// AdmissionDelete removes a workload.
+	AdmissionDelete = Call[api.WorkloadRef, api.Ack]{Service: UserAdmission, Verb: "delete", Callers: []string{UserGateway}}
+	// AdmissionOperate runs one operation (pause, resume, stop, start,
+	// restart, restart-container, scale) on a workload; the reply is the
+	// workload as stored after. The autoscaler may call it too, and
+	// admission lets it only scale Apps (it recognises the autoscaler by
+	// its inbox).
+	AdmissionOperate = Call[api.Operation, *api.Workload]{Service: UserAdmission, Verb: "operate", Callers: []string{UserGateway, UserAutoscaler}}
+)
+
+// The quota service's endpoints: reservations by the services that admit
+// and place workloads, limits and the ledger by the gateway.
+var (
+	// QuotaReserve holds a workload's demand, replacing what its key held;
+	// a 409 with api.ErrorBody.Quota refuses it.
+	QuotaReserve = Call[api.QuotaReserve, api.Ack]{Service: UserQuota, Verb: "reserve", Callers: []string{UserAdmission, UserScheduler}}
+	// QuotaRelease gives back what a workload's key held.
+	QuotaRelease = Call[api.QuotaRelease, api.Ack]{Service: UserQuota, Verb: "release", Callers: []string{UserAdmission, UserScheduler}}
+	// QuotaGet answers a project's api.Ledger (limits, usage, the number
+	// of reservations); the request names the project only.
+	QuotaGet = Call[api.QuotaRelease, *api.Ledger]{Service: UserQuota, Verb: "get", Callers: []string{UserGateway}}
+	// QuotaSet sets a project's limit for one tier.
+	QuotaSet = Call[api.QuotaSet, api.Ack]{Service: UserQuota, Verb: "set", Callers: []string{UserGateway}}
+)
+
+// AggregatorCluster is a platform admin's operation on a member cluster
+// (cordon, uncordon, labels), through the gateway, which has checked the
+// caller; the reply is the cluster's inventory as written.
+var AggregatorCluster = Call[api.ClusterOp, *api.ClusterInfo]{Service: UserAggregator, Verb: "cluster", Callers: []string{UserGateway}}
+
+// The remediation service's endpoints. They answer the gateway (which
+// checks its caller is a platform admin) and the admin user (operators:
+// `atoll remediation`).
+var (
+	// RemediationStatus answers one cluster's status or every cluster's,
+	// as a JSON list of the remediation service's ClusterStatus (its
+	// state machine's types; the gateway decodes it as the Compute API's
+	// RemediationCluster, whose fields the spec keeps equal).
+	RemediationStatus = Call[api.RemediationStatusRequest, json.RawMessage]{Service: UserRemediation, Verb: "status", Callers: []string{UserGateway, UserAdmin}}
+	// RemediationPause stops new actions in a cluster or the region; the
+	// reply names the scope paused ({"paused": "zone-a"}).
+	RemediationPause = Call[api.RemediationPauseRequest, map[string]string]{Service: UserRemediation, Verb: "pause", Callers: []string{UserGateway, UserAdmin}}
+	// RemediationResume lifts a pause; the reply names the scope resumed.
+	RemediationResume = Call[api.RemediationPauseRequest, map[string]string]{Service: UserRemediation, Verb: "resume", Callers: []string{UserGateway, UserAdmin}}
+)
+
+// Contract lists every endpoint of the contract.
+func Contract() []Descriptor {
+	return []Descriptor{
+		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate,
+		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
+		AggregatorCluster,
+		RemediationStatus, RemediationPause, RemediationResume,
+	}
+}
