@@ -16,26 +16,26 @@ const (
 // the rest).
 func registry() map[string]Kind {
 	return map[string]Kind{
-		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} },
+		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} }, Paused: "its Deployments are held at zero replicas",
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}},
-		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} },
+		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }, Paused: "its Jobs are suspended",
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale}},
 		// A Pod has no replicas to hold at zero and no Job to suspend, and
 		// always runs one pod: no pause, no scale.
 		KindPod: {Name: KindPod, New: func() Spec { return &PodSpec{} },
 			Ops: []string{OpStop, OpStart, OpRestart, OpRestartContainer}},
 		// Pausing a CronJob suspends it.
-		KindCronJob: {Name: KindCronJob, New: func() Spec { return &CronJobSpec{} },
+		KindCronJob: {Name: KindCronJob, New: func() Spec { return &CronJobSpec{} }, Paused: "its CronJob is suspended",
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer}},
 		// A DaemonSet cannot be suspended, and its pods follow the nodes.
 		KindDaemon: {Name: KindDaemon, New: func() Spec { return &DaemonSpec{} }, AdminOnly: true, EveryCluster: true,
 			Ops: []string{OpStop, OpStart, OpRestart, OpRestartContainer}},
 		// Pausing a TrainingJob suspends its gang's Job.
-		KindTrainingJob: {Name: KindTrainingJob, New: func() Spec { return &TrainingJobSpec{} },
+		KindTrainingJob: {Name: KindTrainingJob, New: func() Spec { return &TrainingJobSpec{} }, Paused: "its gang's Job is suspended",
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer}},
 		// A Scaler runs nothing itself; pausing it is how to scale its App
 		// by hand (the autoscaler leaves a paused Scaler's App alone).
-		KindScaler: {Name: KindScaler, New: func() Spec { return &ScalerSpec{} }, Unplaced: true, NoPods: true,
+		KindScaler: {Name: KindScaler, New: func() Spec { return &ScalerSpec{} }, Unplaced: true, NoPods: true, Paused: "the autoscaler leaves its App alone",
 			Ops: []string{OpPause, OpResume}},
 	}
 }

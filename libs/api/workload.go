@@ -161,6 +161,9 @@ type Kind struct {
 	// Ops are the operations (of Ops) that apply to the kind, in the order
 	// of Ops: a Pod cannot scale, only an App rolls out zone by zone.
 	Ops []string
+	// Paused says what pausing the kind does, for the paused event (empty
+	// when pause does not apply).
+	Paused string
 }
 
 // Supports reports whether op applies to k.

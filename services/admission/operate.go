@@ -166,10 +166,10 @@ func applyOperation(cur *api.Workload, op api.Operation, now time.Time) (*api.Wo
 }
 
 func pausedMessage(kind string) string {
-	if kind == api.KindJobSet {
-		return "paused: its Jobs are suspended"
+	if k, ok := api.LookupKind(kind); ok && k.Paused != "" {
+		return "paused: " + k.Paused
 	}
-	return "paused: its Deployments are held at zero replicas"
+	return "paused"
 }
 
 // after returns now, or just after prev when the clock has not passed it,
