@@ -172,9 +172,9 @@ func TestEveryKindHasAnExample(t *testing.T) {
 // TestPausedSaysWhatPauseDoes: a kind that can be paused says what pausing
 // it does (admission's paused event), and one that cannot says nothing.
 func TestPausedSaysWhatPauseDoes(t *testing.T) {
-	for _, k := range Kinds() {
+	for _, k := range api.Kinds() {
 		t.Run(k.Name, func(t *testing.T) {
-			if got, want := k.Paused != "", k.Supports(OpPause); got != want {
+			if got, want := k.Paused != "", k.Supports(api.OpPause); got != want {
 				t.Errorf("Paused = %q with pause supported %v", k.Paused, want)
 			}
 		})
