@@ -89,11 +89,11 @@ var canaryEvents = []string{eventAdmitted, eventScheduled, eventPropagated, even
 // canaryLabel marks the canary's Apps.
 const canaryLabel = "atoll-canary"
 
-// Polling of eventual conditions within a step: from pollMin, doubling up
-// to pollMax.
+// Polling of eventual conditions within a step: from pollFloor, doubling up
+// to pollCeiling.
 const (
-	pollMin = 100 * time.Millisecond
-	pollMax = time.Second
+	pollFloor   = 100 * time.Millisecond
+	pollCeiling = time.Second
 )
 
 // namePrefixRe is what --name-prefix may be: the start of a DNS label.
@@ -167,7 +167,7 @@ passed.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("component", "atoll-canary")
 			k := newCanary(c, project, o, cmd.OutOrStdout(), g.output, log)
 			if o.metricsListen != "" {
-				_, stop, err := k.serveMetrics(o.metricsListen)
+				_, stop, err := k.serveMetrics(cmd.Context(), o.metricsListen)
 				if err != nil {
 					return err
 				}
@@ -465,7 +465,7 @@ func (e *pollError) Unwrap() []error { return []error{e.ctxErr, e.last} }
 // poll calls check until it returns nil or ctx ends; then the error names
 // the last thing check saw.
 func poll(ctx context.Context, check func(ctx context.Context) error) error {
-	wait := pollMin
+	wait := pollFloor
 	for {
 		err := check(ctx)
 		if err == nil {
@@ -478,7 +478,7 @@ func poll(ctx context.Context, check func(ctx context.Context) error) error {
 			return &pollError{ctxErr: ctx.Err(), last: err}
 		case <-t.C:
 		}
-		wait = min(2*wait, pollMax)
+		wait = min(2*wait, pollCeiling)
 	}
 }
 
@@ -873,8 +873,8 @@ func (m *canaryMetrics) write(w io.Writer) error {
 
 // serveMetrics serves the canary's registry on /metrics at addr until
 // stop; bound is the address it listens on.
-func (k *canary) serveMetrics(addr string) (bound string, stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+func (k *canary) serveMetrics(ctx context.Context, addr string) (bound string, stop func(), err error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
 	}

@@ -446,7 +446,7 @@ func TestCanaryMetrics(t *testing.T) {
 	}
 	o := canaryOptions{rounds: 1, stepTimeout: time.Second, namePrefix: "m", image: "busybox"}
 	k := newCanary(c, "demo", o, io.Discard, "table", slog.New(slog.DiscardHandler))
-	addr, stop, err := k.serveMetrics("127.0.0.1:0")
+	addr, stop, err := k.serveMetrics(t.Context(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

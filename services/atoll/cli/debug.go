@@ -122,7 +122,7 @@ its size. It applies to the kinds with pods:
 					if err != nil {
 						return fmt.Errorf("raw terminal: %w", err)
 					}
-					defer term.Restore(fd, old)
+					defer func() { _ = term.Restore(fd, old) }() // nothing to do if the terminal cannot be restored
 					sizeFd = fd
 				}
 				if term.IsTerminal(sizeFd) {

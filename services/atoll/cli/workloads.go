@@ -24,7 +24,7 @@ func readDocuments(stdin io.Reader, files []string) ([][]byte, error) {
 	for _, file := range files {
 		in := stdin
 		if file != "-" {
-			f, err := os.Open(file)
+			f, err := os.Open(file) //nolint:gosec // G304: the file the user named with -f
 			if err != nil {
 				return nil, err
 			}

@@ -40,7 +40,7 @@ func TestThreadsCPUCountsEveryThread(t *testing.T) {
 		wg.Go(func() {
 			runtime.LockOSThread() // each burner on a thread of its own
 			defer runtime.UnlockOSThread()
-			for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
+			for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); { //nolint:revive // empty-block: the loop burns CPU, which is the point
 			}
 		})
 	}

@@ -111,7 +111,7 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(r.exec, id.Service))
+	cmd := exec.Command(filepath.Join(r.exec, id.Service)) //nolint:noctx // the region kills its processes itself (Kill, Stop), outliving any one context
 	cmd.Env, cmd.Stdout, cmd.Stderr = env, logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -195,7 +195,7 @@ func (r *Region) writeTokensFile() (string, error) {
 
 // freeAddr returns a loopback address whose port was free a moment ago.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a listen on loopback port 0 does not block
 	if err != nil {
 		return "", fmt.Errorf("free port: %w", err)
 	}
@@ -324,7 +324,7 @@ func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth
 		return nil, fmt.Errorf("nats-server log: %w", err)
 	}
 	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(o.NATSExec, "-c", conf)
+	cmd := exec.Command(o.NATSExec, "-c", conf) //nolint:noctx // the region kills the NATS process itself, outliving any one context
 	cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), o.ExecEnv...), logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -376,7 +376,8 @@ func (r *Region) NATSProfURL() string {
 // goCommand is the go command of the toolchain that built this binary,
 // or the one on PATH.
 func goCommand() (string, error) {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	// The toolchain that built this test binary builds the services too.
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: GOROOT is meaningful here: this binary runs where it was built
 	if _, err := os.Stat(gocmd); err == nil {
 		return gocmd, nil
 	}

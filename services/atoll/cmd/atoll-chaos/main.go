@@ -127,7 +127,7 @@ func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (com
 			break
 		}
 		if time.Now().After(deadline) {
-			return computeapi.Resources{}, fmt.Errorf("App smoke not Running 1/1/1 within 2m (last: %v %v)", w, err)
+			return computeapi.Resources{}, fmt.Errorf("the smoke App is not Running 1/1/1 within 2m (last: %v %w)", w, err)
 		}
 		time.Sleep(500 * time.Millisecond) // polling the App's status
 	}

@@ -82,7 +82,7 @@ func run(log *slog.Logger, name, zone string, port, nodes int, bin, out string) 
 	// services reach it as https://<name>:<port>.
 	conf := filepath.Join(work, "member.yaml")
 	doc := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  kubeApiserverPort: %d\n  kubeApiserverCertSANs: [%q]\n", port, name)
-	if err := os.WriteFile(conf, []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(doc), 0o600); err != nil {
 		return err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -127,7 +127,7 @@ func writeKubeconfig(c *testenv.Cluster, name string, port int, out string) erro
 	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	kc.CurrentContext = name
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(out), 0o750); err != nil {
 		return err
 	}
 	tmp := out + ".tmp"
