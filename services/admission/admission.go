@@ -37,7 +37,6 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -45,21 +44,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the admission service for fx. It needs a Config; DefaultConfig
-// is used when none is supplied.
-var Module = fx.Module("admission",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("admission"),
 )
 
 // Endpoint verbs, at bus.RequestSubject("admission", verb).
@@ -116,7 +106,6 @@ type Service struct {
 	cancel    context.CancelFunc // ends the repair loop
 	done      chan struct{}      // closed when the repair loop has ended
 	metrics   *bus.Metrics       // nil without an admin server
-	started   atomic.Bool        // the endpoints are registered
 }
 
 // hooks let tests stand in for a crash at a chosen point.
@@ -169,7 +158,6 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.started.Store(true)
 	return nil
 }
 
@@ -183,9 +171,6 @@ func (s *Service) Instrument(a *admin.Server) {
 // Ready reports whether the replica serves: the workloads bucket open, the
 // endpoints registered and the repair lease's state known.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	return admin.LeaseKnown(s.bus, RepairLease)(ctx)
 }
 
@@ -194,7 +179,6 @@ func (s *Service) Ready(ctx context.Context) error {
 // giving up its lease.
 func (s *Service) Stop() error {
 	var err error
-	s.started.Store(false)
 	if s.endpoints != nil {
 		err = s.endpoints.Stop()
 	}

@@ -90,11 +90,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
@@ -102,13 +100,6 @@ import (
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/debugstream"
 	"atoll.dev/libs/events"
-)
-
-// Module is the aggregator service for fx; it needs clusters.Members.
-var Module = fx.Module("aggregator",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("aggregator"),
 )
 
 // Tunables.
@@ -163,7 +154,6 @@ type Service struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	metrics *bus.Metrics // nil without an admin server
-	started atomic.Bool  // Start has finished
 
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
@@ -214,7 +204,6 @@ func (s *Service) Start(ctx context.Context) error {
 		s.Stop()
 		return err
 	}
-	s.started.Store(true)
 	return nil
 }
 
@@ -230,9 +219,6 @@ func (s *Service) Instrument(a *admin.Server) {
 // down never syncs, the replica still serves every other, and the folder
 // already holds back the workloads of a cluster whose term has not synced.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	names := []string{LeaseStatus}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		names = append(names, ClusterLease(name))
@@ -270,7 +256,6 @@ func (s *Service) open(ctx context.Context) error {
 // Stop ends the endpoints, then every term this replica leads, releasing
 // its leases for a standby to take at once.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	s.stopDebug()
 	s.stopOps()
 	if s.cancel != nil {

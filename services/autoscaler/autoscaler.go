@@ -40,20 +40,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the autoscaler service for fx.
-var Module = fx.Module("autoscaler",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("autoscaler"),
 )
 
 // LeaseName is the lease a replica holds to act.
@@ -115,7 +107,6 @@ type Service struct {
 	wg      sync.WaitGroup
 	metrics *bus.Metrics   // nil without an admin server
 	own     *scalerMetrics // nil without an admin server
-	started atomic.Bool
 
 	// term is the current term's queue while this replica holds the lease.
 	term atomic.Pointer[term]
@@ -244,16 +235,12 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	_ = s.sub.SetPendingLimits(1<<20, 256<<20)
 	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
-	s.started.Store(true)
 	return nil
 }
 
 // Ready reports whether the replica can act: started, its mirrors full and
 // the lease's state known.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	for _, m := range []*bus.Mirror{s.scalerM, s.appM, s.statusM} {
 		select {
 		case <-m.Ready():
@@ -266,7 +253,6 @@ func (s *Service) Ready(ctx context.Context) error {
 
 // Stop ends the term, if any, releasing the lease.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}

@@ -17,28 +17,18 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
-	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/gateway/cache"
 	"atoll.dev/services/gateway/console"
-)
-
-// Module is the gateway for fx; it needs a Config (DefaultConfig when none is supplied).
-var Module = fx.Module("gateway",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("gateway"),
 )
 
 // Config configures the gateway.
@@ -97,13 +87,12 @@ type Service struct {
 	idem     jetstream.KeyValue
 	js       jetstream.JetStream
 
-	srv     *http.Server
-	ln      net.Listener
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started atomic.Bool  // serving
-	reqs    *httpMetrics // nil without an admin server (metrics.go)
-	launch  *launchSLI   // nil without an admin server
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	reqs   *httpMetrics // nil without an admin server (metrics.go)
+	launch *launchSLI   // nil without an admin server
 
 	// streamsCtx ends when the gateway stops: watches, log streams and exec
 	// sessions never finish by themselves.
@@ -181,7 +170,6 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.launch != nil {
 		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
 	}
-	s.started.Store(true)
 	s.log.Info("gateway listening", "url", s.URL(), "workloads", s.cache.Len())
 	return nil
 }
@@ -189,7 +177,6 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop ends the streams, lets calls in flight finish for up to 5 s, then
 // stops the caches.
 func (s *Service) Stop(ctx context.Context) error {
-	s.started.Store(false)
 	if s.streamsCancel != nil {
 		s.streamsCancel()
 	}

@@ -106,19 +106,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
-)
-
-// Module is the quota service for fx.
-var Module = fx.Module("quota",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("quota"),
 )
 
 // Endpoint verbs, at bus.RequestSubject("quota", verb).

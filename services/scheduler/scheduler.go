@@ -60,20 +60,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the scheduler service for fx.
-var Module = fx.Module("scheduler",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("scheduler"),
 )
 
 // Tunables.
