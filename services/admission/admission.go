@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -104,7 +105,7 @@ type Service struct {
 	workloads jetstream.KeyValue
 	endpoints *bus.Endpoints
 	cancel    context.CancelFunc // ends the repair loop
-	done      chan struct{}      // closed when the repair loop has ended
+	repairing sync.WaitGroup     // the repair loop
 	metrics   *bus.Metrics       // nil without an admin server
 }
 
@@ -184,8 +185,8 @@ func (s *Service) Stop() error {
 	}
 	if s.cancel != nil {
 		s.cancel()
-		<-s.done
 	}
+	s.repairing.Wait()
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,11 +40,8 @@ func (s *Service) startRepair(ctx context.Context) error {
 		return fmt.Errorf("admission repair lease: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
-		el.Run(rctx, RepairLease, s.repair)
-	}()
+	s.cancel = cancel
+	s.repairing.Go(func() { el.Run(rctx, RepairLease, s.repair) })
 	return nil
 }
 
@@ -77,14 +75,17 @@ func (s *Service) repair(ctx context.Context) {
 		case <-time.After(delay):
 		}
 	}
-	go func() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer m.Stop()
+	wg.Go(func() {
 		select {
 		case <-m.Ready():
 			live.Store(true)
 		case <-ctx.Done():
 		}
-	}()
-	go m.Resync(ctx, RepairEvery, q, nil)
+	})
+	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
 	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
 }
 

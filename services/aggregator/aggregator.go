@@ -185,13 +185,13 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	campaign := func(lease string, fn func(context.Context)) {
 		if s.campaignFor == nil || slices.Contains(s.campaignFor, lease) {
-			s.goRun(func() { s.elector.Run(rctx, lease, fn) })
+			s.wg.Go(func() { s.elector.Run(rctx, lease, fn) })
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		// The replicas share the clusters (lease.Elector.RunShared).
 		if l := ClusterLease(name); s.campaignFor == nil || slices.Contains(s.campaignFor, l) {
-			s.goRun(func() { s.elector.RunShared(rctx, bus.UserAggregator, l, s.clusters[name].lead) })
+			s.wg.Go(func() { s.elector.RunShared(rctx, bus.UserAggregator, l, s.clusters[name].lead) })
 		}
 	}
 	campaign(LeaseStatus, s.leadFolding)
@@ -275,11 +275,6 @@ func (s *Service) HeldLeases() []string {
 	names := s.elector.HeldNames()
 	slices.Sort(names)
 	return names
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
 }
 
 // emit publishes a cluster signal; a failure is only logged (signals are

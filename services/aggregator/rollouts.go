@@ -51,6 +51,11 @@ type rolloutTerm struct {
 func (s *Service) leadRollouts(ctx context.Context) {
 	t := &rolloutTerm{s: s, log: s.log.With("lease", LeaseRollout), q: bus.NewQueue(bus.Instrumented(s.metrics, "rollout")),
 		ensured: map[string]uint64{}}
+	defer func() {
+		for _, m := range []*bus.Mirror{t.workloads, t.placements, t.observations} {
+			m.Stop() // joined: the term's goroutines end with it
+		}
+	}()
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		err := t.open(ctx)
 		if err == nil {

@@ -234,7 +234,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to metrics: %w", err)
 	}
 	_ = s.sub.SetPendingLimits(1<<20, 256<<20)
-	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
+	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
 	return nil
 }
 
@@ -260,11 +260,9 @@ func (s *Service) Stop() {
 		s.cancel()
 	}
 	s.wg.Wait()
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	s.scalerM.Stop()
+	s.appM.Stop()
+	s.statusM.Stop()
 }
 
 // sample takes one metric sample: atoll.metrics.<project>.<app>.<metric>.
@@ -376,11 +374,9 @@ func (s *Service) lead(ctx context.Context) {
 	defer s.term.Store(nil)
 	s.log.Info("term started", "holder", s.holder, "scalers", s.scalerM.Len())
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t.queue.Run(ctx, s.cfg.Workers, s.log, func(ctx context.Context, key string) error { return s.reconcile(ctx, t, key) })
-	}()
+	})
 	tick := time.NewTicker(s.cfg.SyncPeriod)
 	defer tick.Stop()
 	for {

@@ -128,12 +128,17 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 	}, nil
 }
 
-// Start loads the caches and begins serving.
-func (s *Service) Start(ctx context.Context) error {
+// Start loads the caches and begins serving. A Start that fails has
+// stopped what it started.
+func (s *Service) Start(ctx context.Context) (err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.streamsCtx, s.streamsCancel = context.WithCancel(context.Background())
-	var err error
+	defer func() {
+		if err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+		}
+	}()
 	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
 		return err
 	}
@@ -157,16 +162,13 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
 	}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("gateway serve", "err", err)
 		}
-	}()
-	go func() { defer s.wg.Done(); s.limits.sweep(runCtx) }()
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.metricLimits.sweep(runCtx) }()
+	})
+	s.wg.Go(func() { s.limits.sweep(runCtx) })
+	s.wg.Go(func() { s.metricLimits.sweep(runCtx) })
 	if s.launch != nil {
 		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
 	}
@@ -190,6 +192,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.cache.Stop()
+	s.clusters.Stop()
+	s.quota.Stop()
 	s.wg.Wait()
 	return nil
 }

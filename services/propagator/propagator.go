@@ -201,7 +201,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 	for _, t := range s.targets {
-		s.goRun(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
+		s.wg.Go(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
 	}
 	return nil
 }
@@ -232,11 +232,9 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
+		m.Stop()
+	}
 }
 
 // mirrorsReady waits until both mirrors hold the buckets; false when ctx

@@ -175,8 +175,8 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.goRun(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
-	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
+	s.wg.Go(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
+	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
 	s.started.Store(true)
 	return nil
 }
@@ -214,11 +214,9 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	for _, m := range []*bus.Mirror{s.workloadM, s.placementM, s.clusterM} {
+		m.Stop()
+	}
 }
 
 // workloadChanged sends a changed workload to the current term's work queue.

@@ -52,6 +52,8 @@ type Cache struct {
 	render    Renderer
 	log       *slog.Logger
 	ready     chan struct{}
+	cancel    context.CancelFunc // ends the mirrors and the wait for them
+	wg        sync.WaitGroup     // the goroutine that waits for the mirrors to fill
 
 	mu        sync.RWMutex
 	items     map[string]*Item    // mu must be held
@@ -59,21 +61,25 @@ type Cache struct {
 	changed   chan struct{}       // mu must be held: closed and replaced on every change
 }
 
-// Start mirrors the buckets until ctx is done.
+// Start mirrors the buckets until ctx is done or Stop.
 func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (*Cache, error) {
 	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{},
 		changed: make(chan struct{}), ready: make(chan struct{})}
+	ctx, c.cancel = context.WithCancel(ctx)
 	var err error
 	// The status mirror starts first so that the first workload refresh finds its status.
 	if c.status, err = b.Mirror(ctx, bus.BucketStatus, c.refresh); err != nil {
+		c.cancel()
 		return nil, fmt.Errorf("mirror status: %w", err)
 	}
 	wm, err := b.Mirror(ctx, bus.BucketWorkloads, c.refresh)
 	if err != nil {
+		c.cancel()
+		c.status.Stop()
 		return nil, fmt.Errorf("mirror workloads: %w", err)
 	}
 	c.workloads.Store(wm)
-	go func() {
+	c.wg.Go(func() {
 		for _, ch := range []<-chan struct{}{c.status.Ready(), wm.Ready()} {
 			select {
 			case <-ch:
@@ -86,8 +92,20 @@ func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (
 			c.refresh(k)
 		}
 		close(c.ready)
-	}()
+	})
 	return c, nil
+}
+
+// Stop ends the mirrors and returns once every goroutine of the cache has
+// ended; the cache keeps what it held. Stop on a nil cache does nothing.
+func (c *Cache) Stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	c.workloads.Load().Stop()
+	c.status.Stop()
+	c.wg.Wait()
 }
 
 // Ready is closed once every workload and status that existed at start is cached.
