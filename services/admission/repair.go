@@ -52,6 +52,7 @@ func (s *Service) startRepair(ctx context.Context) error {
 func (s *Service) repair(ctx context.Context) {
 	s.log.Info("repairing events")
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
+	defer q.Close() // also when the term ends before Run (which closes it)
 	var (
 		m    *bus.Mirror
 		live atomic.Bool // the mirror has replayed what was there

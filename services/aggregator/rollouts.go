@@ -52,6 +52,7 @@ func (s *Service) leadRollouts(ctx context.Context) {
 	t := &rolloutTerm{s: s, log: s.log.With("lease", LeaseRollout), q: bus.NewQueue(bus.Instrumented(s.metrics, "rollout")),
 		ensured: map[string]uint64{}}
 	defer func() {
+		t.q.Close() // also when the term ends before the queue runs
 		for _, m := range []*bus.Mirror{t.workloads, t.placements, t.observations} {
 			m.Stop() // joined: the term's goroutines end with it
 		}
