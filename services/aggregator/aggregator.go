@@ -157,13 +157,22 @@ type Service struct {
 
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
+
+	rolloutTick time.Duration // WithRolloutTick
 }
 
+// Option sets one of a replica's settings in New.
+type Option func(*Service)
+
 // New returns an aggregator replica for the member clusters.
-func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
+func New(b *bus.Bus, log *slog.Logger, members clusters.Members, opts ...Option) (*Service, error) {
 	s := &Service{
 		bus: b, log: log.With("component", "aggregator"), members: members,
 		clusters: map[string]*cluster{}, holder: lease.NewHolderID("aggregator"),
+		rolloutTick: DefaultRolloutTick,
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for _, m := range members {
 		c, err := newCluster(s, m)

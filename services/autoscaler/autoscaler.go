@@ -46,6 +46,7 @@ import (
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
+	"atoll.dev/services/autoscaler/recommend"
 )
 
 // LeaseName is the lease a replica holds to act.
@@ -117,6 +118,8 @@ type Service struct {
 
 	evaluations atomic.Uint64 // Scalers evaluated, for Evaluations
 
+	schedules *recommend.Schedules // the Scalers' crons, parsed (bounded)
+
 	// OnScaleRequest, when set, is called just before each scale request
 	// with the arrival time of the newest sample the decision used (for
 	// the sample-to-request lag; tests and benchmarks).
@@ -185,6 +188,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		req:     bus.NewRequester(b.NC, bus.RequestPolicy{Timeout: 5 * time.Second, RetryFor: 5 * time.Second, Breaker: bus.BreakerPolicy{Logger: log}}),
 		holder:  lease.NewHolderID("autoscaler"),
 		samples: map[string]*appSamples{}, targets: map[string]map[string]bool{},
+
+		schedules: recommend.NewSchedules(recommend.DefaultSchedules),
 	}
 }
 

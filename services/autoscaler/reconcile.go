@@ -149,7 +149,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		return s.persist(ctx, w, st, rec, nil, now)
 	}
 	current := app.Spec.Pods()
-	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now}
+	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now, Schedules: s.schedules}
 	var arrived time.Time
 	in.Samples, arrived = s.snapshot(appKey)
 	d := recommend.Evaluate(in)
