@@ -99,6 +99,8 @@ type Service struct {
 	streamsCtx    context.Context
 	streamsCancel context.CancelFunc
 	streams       streamCounter
+
+	ids *requestIDs // the X-Request-Id of each request
 }
 
 // New builds the gateway.
@@ -125,6 +127,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		js:     b.JS,
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
+		ids:          newRequestIDs(),
 	}, nil
 }
 
@@ -216,7 +219,7 @@ func (s *Service) Cache() *cache.Cache { return s.cache }
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID, s.accessLog, middleware.Recoverer)
+	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveSpec)

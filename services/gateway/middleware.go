@@ -183,21 +183,29 @@ func remoteHost(r *http.Request) string {
 	return host
 }
 
-// requestID gives every request an ID of the gateway's own making (a
+// requestIDs makes a gateway's request IDs: a random prefix of its own
+// and a sequence.
+type requestIDs struct {
+	prefix string
+	seq    atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &requestIDs{prefix: hex.EncodeToString(b)}
+}
+
+// middleware gives every request an ID of the gateway's own making (a
 // client's X-Request-Id is not trusted into audit records) and returns it
 // in X-Request-Id.
-func requestID(next http.Handler) http.Handler {
+func (ids *requestIDs) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := fmt.Sprintf("%s-%06d", requestPrefix, requestSeq.Add(1))
+		id := fmt.Sprintf("%s-%06d", ids.prefix, ids.seq.Add(1))
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
 	})
 }
-
-var (
-	requestPrefix = func() string { b := make([]byte, 6); _, _ = rand.Read(b); return hex.EncodeToString(b) }()
-	requestSeq    atomic.Uint64
-)
 
 // AuditRecord is one audited call, published on atoll.audit.<project>.<verb>.
 type AuditRecord struct {
