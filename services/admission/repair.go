@@ -54,12 +54,12 @@ func (s *Service) repair(ctx context.Context) {
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
 	defer q.Close() // also when the term ends before Run (which closes it)
 	var (
-		m    *bus.Mirror
+		m    *bus.TypedMirror[*api.Workload]
 		live atomic.Bool // the mirror has replayed what was there
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error
-		m, err = s.bus.Mirror(ctx, bus.BucketWorkloads, func(key string) {
+		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
 			if live.Load() {
 				q.AddAfter(key, RepairGrace)
 				return
@@ -92,16 +92,16 @@ func (s *Service) repair(ctx context.Context) {
 
 // repairKey ensures the event of key's current generation, or of its
 // deletion, as the mirror m and the bucket show them.
-func (s *Service) repairKey(ctx context.Context, m *bus.Mirror, key string) error {
+func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], key string) error {
 	e, ok := m.Get(key)
 	if !ok {
 		return s.repairDelete(ctx, key)
 	}
-	w, err := api.Decode(e.Value)
-	if err != nil {
-		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+	if e.Err != nil {
+		s.log.Warn("repair: undecodable workload", "key", key, "err", e.Err)
 		return nil
 	}
+	w := e.Value // the mirror's: read only
 	event, message := w.Metadata.Event, w.Metadata.EventMessage
 	if event == "" {
 		if w.Metadata.Generation != 1 {

@@ -100,9 +100,9 @@ type Service struct {
 	holder string
 
 	state   jetstream.KeyValue
-	scalerM *bus.Mirror
-	appM    *bus.Mirror
-	statusM *bus.Mirror
+	scalerM *bus.TypedMirror[*api.Workload] // the Scalers, specs defaulted (decodeScaler); shared, never modified
+	appM    *bus.TypedMirror[*api.Workload] // the Apps; shared, never modified
+	statusM *bus.TypedMirror[*api.Status]   // the Apps' statuses; shared, never modified
 	sub     *nats.Subscription
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -222,15 +222,15 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	scalers := "*." + strings.ToLower(api.KindScaler) + ".*"
 	apps := "*." + strings.ToLower(api.KindApp) + ".*"
-	if s.scalerM, err = s.bus.MirrorFiltered(rctx, bus.BucketWorkloads, scalers, s.scalerChanged); err != nil {
+	if s.scalerM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, scalers, decodeScaler, s.scalerChanged); err != nil {
 		cancel()
 		return err
 	}
-	if s.appM, err = s.bus.MirrorFiltered(rctx, bus.BucketWorkloads, apps, s.appChanged); err != nil {
+	if s.appM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, apps, api.Decode, s.appChanged); err != nil {
 		cancel()
 		return err
 	}
-	if s.statusM, err = s.bus.MirrorFiltered(rctx, bus.BucketStatus, apps, nil); err != nil {
+	if s.statusM, err = bus.MirrorOf(rctx, s.bus, bus.BucketStatus, apps, decodeStatus, nil); err != nil {
 		cancel()
 		return err
 	}
@@ -246,9 +246,9 @@ func (s *Service) Start(ctx context.Context) error {
 // Ready reports whether the replica can act: started, its mirrors full and
 // the lease's state known.
 func (s *Service) Ready(ctx context.Context) error {
-	for _, m := range []*bus.Mirror{s.scalerM, s.appM, s.statusM} {
+	for _, ready := range []<-chan struct{}{s.scalerM.Ready(), s.appM.Ready(), s.statusM.Ready()} {
 		select {
-		case <-m.Ready():
+		case <-ready:
 		default:
 			return errors.New("mirrors filling")
 		}
@@ -323,8 +323,8 @@ func (s *Service) scalerChanged(key string) {
 			delete(s.targets, app)
 		}
 	}
-	if ok {
-		if w, err := api.Decode(e.Value); err == nil {
+	if ok && e.Err == nil {
+		if w := e.Value; w != nil {
 			if sp, ok := w.Spec.(*api.ScalerSpec); ok {
 				app := api.Key(w.Metadata.Project, api.KindApp, sp.Target)
 				if s.targets[app] == nil {
@@ -367,9 +367,9 @@ type term struct {
 
 // lead runs one term; it returns when ctx ends.
 func (s *Service) lead(ctx context.Context) {
-	for _, m := range []*bus.Mirror{s.scalerM, s.appM, s.statusM} {
+	for _, ready := range []<-chan struct{}{s.scalerM.Ready(), s.appM.Ready(), s.statusM.Ready()} {
 		select {
-		case <-m.Ready():
+		case <-ready:
 		case <-ctx.Done():
 			return
 		}
@@ -411,4 +411,26 @@ func (s *Service) Samples(project, app string) map[string]api.MetricSample {
 		return as.combine()
 	}
 	return map[string]api.MetricSample{}
+}
+
+// decodeScaler decodes a Scaler for the mirror, its spec defaulted once
+// there, so that the readers, which share it, never modify it.
+func decodeScaler(b []byte) (*api.Workload, error) {
+	w, err := api.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if sp, ok := w.Spec.(*api.ScalerSpec); ok {
+		sp.Default()
+	}
+	return w, nil
+}
+
+// decodeStatus decodes an App's status for the mirror.
+func decodeStatus(b []byte) (*api.Status, error) {
+	st := new(api.Status)
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

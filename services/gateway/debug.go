@@ -27,20 +27,6 @@ const (
 	chanResize = 4
 )
 
-// writeDebugError answers a refusal of the cluster-facing side.
-func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
-	var de *debugstream.Error
-	if errors.As(err, &de) {
-		code := map[int]string{400: "Invalid", 404: "NotFound", 503: "Unavailable"}[de.Code]
-		if code == "" {
-			code = http.StatusText(de.Code)
-		}
-		writeError(w, r, de.Code, code, de.Message)
-		return
-	}
-	writeRemoteError(w, r, err)
-}
-
 // StreamLogs streams the logs of a workload's pods in every cluster,
 // proxied by the cluster-facing side over the bus.
 func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
