@@ -109,6 +109,8 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	if err != nil {
 		return // Accept has answered
 	}
+	var reader sync.WaitGroup
+	defer reader.Wait() // last: once the connection is closed, its reader ends
 	defer conn.CloseNow()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -117,7 +119,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	// Once the session ends nothing reads stdin: unblock the reader below.
 	defer stdinR.CloseWithError(io.ErrClosedPipe)
 	resize := make(chan debugstream.TerminalSize, 4)
-	go func() { // client to server: stdin and resizes
+	reader.Go(func() { // client to server: stdin and resizes
 		defer stdinW.Close()
 		for {
 			typ, b, err := conn.Read(ctx)
@@ -150,7 +152,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 				}
 			}
 		}
-	}()
+	})
 	var wmu sync.Mutex
 	send := func(ch byte, p []byte) error {
 		wmu.Lock()
