@@ -82,7 +82,7 @@ type Server struct {
 
 	ln   net.Listener
 	srv  *http.Server
-	done chan struct{} // closed when srv has stopped serving
+	serving sync.WaitGroup // srv's Serve
 }
 
 type namedCheck struct {
@@ -117,14 +117,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Listen, err)
 	}
-	s.ln, s.done = ln, make(chan struct{})
+	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.done)
+	s.serving.Go(func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin serve", "err", err)
 		}
-	}()
+	})
 	// At debug: the service's one start line (daemon.FxLogger) names the address.
 	s.log.Debug("admin listening", "url", s.URL())
 	return s, nil
@@ -139,7 +138,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if err != nil {
 		_ = s.srv.Close()
 	}
-	<-s.done
+	s.serving.Wait()
 	return err
 }
 

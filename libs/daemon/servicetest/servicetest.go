@@ -130,7 +130,7 @@ func StartStop(t *testing.T, r *Region, spec Spec) {
 		if err != nil {
 			t.Fatalf("stop %d: %v", i, err)
 		}
-		if left := running(base); len(left) > 0 {
+		if left := running(base, 200*time.Millisecond); len(left) > 0 {
 			t.Fatalf("stop %d returned with %d goroutines of Atoll's still running (not joined on stop):\n\n%s", i, len(left), strings.Join(left, "\n\n"))
 		}
 	}
@@ -171,21 +171,29 @@ func waitReady(ctx context.Context, a *admin.Server) error {
 
 // running returns the stacks of the goroutines, other than the caller's
 // and those of base, that run Atoll's code (a frame in atoll.dev/libs or
-// atoll.dev/services): what a service's Stop left running. It looks once,
-// at once: a Stop joins what it started, so nothing of the service's is
-// still ending when it returns.
-func running(base map[string]bool) []string {
-	var out []string
-	for _, g := range stacks()[1:] { // the first is the caller's
-		id, _, _ := strings.Cut(g, " [")
-		if base[id] {
-			continue
+// atoll.dev/services): what a service's Stop left running. A Stop joins
+// what it started, so nothing of the service's is still at work when it
+// returns; grace only lets a goroutine that has signalled its end (closed
+// a channel, called Done) take its last step out, which the scheduler
+// may delay under -race.
+func running(base map[string]bool, grace time.Duration) []string {
+	deadline := time.Now().Add(grace)
+	for {
+		var out []string
+		for _, g := range stacks()[1:] { // the first is the caller's
+			id, _, _ := strings.Cut(g, " [")
+			if base[id] {
+				continue
+			}
+			if strings.Contains(g, "atoll.dev/libs/") || strings.Contains(g, "atoll.dev/services/") {
+				out = append(out, g)
+			}
 		}
-		if strings.Contains(g, "atoll.dev/libs/") || strings.Contains(g, "atoll.dev/services/") {
-			out = append(out, g)
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return out
 }
 
 // goroutineIDs returns the "goroutine N" header of every goroutine now.
