@@ -222,7 +222,15 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	scalers := "*." + strings.ToLower(api.KindScaler) + ".*"
 	apps := "*." + strings.ToLower(api.KindApp) + ".*"
-	if s.scalerM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, scalers, decodeScaler, s.scalerChanged); err != nil {
+	// scalerChanged reads s.scalerM: a change that comes before the
+	// assignment waits for it.
+	scalerSet := make(chan struct{})
+	s.scalerM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, scalers, decodeScaler, func(key string) {
+		<-scalerSet
+		s.scalerChanged(key)
+	})
+	close(scalerSet)
+	if err != nil {
 		cancel()
 		return err
 	}
