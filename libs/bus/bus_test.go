@@ -250,9 +250,7 @@ func TestUpdateRetriesLostRaces(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*each)
 	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < each; i++ {
 				_, err := bus.Update(ctx, kv, "counter", func(cur []byte, exists bool) ([]byte, error) {
 					n := 0
@@ -265,7 +263,7 @@ func TestUpdateRetriesLostRaces(t *testing.T) {
 					errs <- err
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

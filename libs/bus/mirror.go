@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -9,23 +10,42 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Mirror keeps the latest value of every key of a bucket in memory, fed by
-// a watch. Reads never leave the process; they lag the bucket by the
-// watch's delivery time (milliseconds on a healthy bus).
-type Mirror struct {
+// TypedMirror keeps the latest value of every key of a bucket in memory,
+// decoded, fed by a watch. Reads never leave the process; they lag the
+// bucket by the watch's delivery time (milliseconds on a healthy bus).
+//
+// Each key is decoded once per change, when the change arrives, and every
+// reader (Get) gets that same value: a reader must not modify it, nor
+// anything it points to (copy first: a workload's DeepCopy, a slice's
+// slices.Clone). Decoding is the mirror's, so a document read by many
+// loops costs one decode per write instead of one per read.
+type TypedMirror[T any] struct {
+	decode  func([]byte) (T, error)
+	log     *slog.Logger
 	mu      sync.RWMutex
-	entries map[string]MirrorEntry // mu must be held
+	entries map[string]Entry[T] // mu must be held
 	ready   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the watch loop has ended
 }
 
-// MirrorEntry is one key's latest value and revision.
-type MirrorEntry struct {
-	Value    []byte
+// Entry is one key's latest value and revision. Err is the value's decode
+// error, if it did not decode (Value is then T's zero value): the key
+// exists but is unreadable to this mirror.
+type Entry[T any] struct {
+	Value    T
 	Revision uint64
+	Err      error
 }
 
-// Mirror starts mirroring bucket until ctx is done; onChange, if set, is
-// called after each key changes (deletes included).
+// Mirror is a mirror of raw values: what each key holds, undecoded.
+type Mirror = TypedMirror[[]byte]
+
+// MirrorEntry is one key's latest raw value and revision.
+type MirrorEntry = Entry[[]byte]
+
+// Mirror starts mirroring bucket until ctx is done or Stop; onChange, if
+// set, is called after each key changes (deletes included).
 func (b *Bus) Mirror(ctx context.Context, bucket string, onChange func(key string)) (*Mirror, error) {
 	return b.MirrorFiltered(ctx, bucket, jetstream.AllKeys, onChange)
 }
@@ -33,16 +53,40 @@ func (b *Bus) Mirror(ctx context.Context, bucket string, onChange func(key strin
 // MirrorFiltered is Mirror restricted to the keys that match filter, a key
 // pattern with the * and > wildcards (such as "p.>").
 func (b *Bus) MirrorFiltered(ctx context.Context, bucket, filter string, onChange func(key string)) (*Mirror, error) {
+	return MirrorOf(ctx, b, bucket, filter, func(v []byte) ([]byte, error) { return v, nil }, onChange)
+}
+
+// MirrorOf starts mirroring the keys of bucket that match filter (a key
+// pattern, jetstream.AllKeys for every key), each value decoded once by
+// decode when it changes, until ctx is done or Stop. onChange, if set, is
+// called after each key changes (deletes included), once its decoded
+// value is in the mirror.
+func MirrorOf[T any](ctx context.Context, b *Bus, bucket, filter string, decode func([]byte) (T, error), onChange func(key string)) (*TypedMirror[T], error) {
 	kv, err := b.KV(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{entries: map[string]MirrorEntry{}, ready: make(chan struct{})}
-	go m.run(ctx, kv, filter, onChange, b)
+	ctx, cancel := context.WithCancel(ctx)
+	m := &TypedMirror[T]{decode: decode, log: b.log, entries: map[string]Entry[T]{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		m.run(ctx, kv, filter, onChange, b)
+	}()
 	return m, nil
 }
 
-func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, filter string, onChange func(string), b *Bus) {
+// Stop ends the mirror's watch and returns once its goroutine has ended;
+// the mirror keeps what it held. Stop on a nil mirror does nothing, so
+// that a service's Stop can call it whether or not its Start got so far.
+func (m *TypedMirror[T]) Stop() {
+	if m == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+}
+
+func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter string, onChange func(string), b *Bus) {
 	var readyOnce sync.Once
 	for ctx.Err() == nil {
 		reconnected := b.Reconnected() // taken before the watch, so no reconnect slips between
@@ -67,7 +111,7 @@ func (m *Mirror) run(ctx context.Context, kv jetstream.KeyValue, filter string, 
 // connection reconnects (then the caller watches again: the replay brings
 // what changed while the connection was down, and keys deleted meanwhile
 // are dropped when it completes).
-func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once) {
+func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once) {
 	replay := map[string]bool{} // keys seen before the watch caught up; nil after
 	for {
 		var (
@@ -100,13 +144,19 @@ func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected
 		if replay != nil {
 			replay[e.Key()] = true
 		}
-		m.mu.Lock()
 		if e.Operation() == jetstream.KeyValuePut {
-			m.entries[e.Key()] = MirrorEntry{Value: e.Value(), Revision: e.Revision()}
+			v, err := m.decode(e.Value()) // outside the lock: readers go on meanwhile
+			if err != nil {
+				m.log.Warn("mirror: undecodable value", "bucket", e.Bucket(), "key", e.Key(), "revision", e.Revision(), "err", err)
+			}
+			m.mu.Lock()
+			m.entries[e.Key()] = Entry[T]{Value: v, Revision: e.Revision(), Err: err}
+			m.mu.Unlock()
 		} else {
+			m.mu.Lock()
 			delete(m.entries, e.Key())
+			m.mu.Unlock()
 		}
-		m.mu.Unlock()
 		if onChange != nil {
 			onChange(e.Key())
 		}
@@ -114,10 +164,11 @@ func (m *Mirror) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected
 }
 
 // Ready is closed once the mirror holds every key that existed when it started.
-func (m *Mirror) Ready() <-chan struct{} { return m.ready }
+func (m *TypedMirror[T]) Ready() <-chan struct{} { return m.ready }
 
-// Get returns a key's latest value.
-func (m *Mirror) Get(key string) (MirrorEntry, bool) {
+// Get returns a key's latest value: the mirror's own, shared with every
+// other reader, not to be modified.
+func (m *TypedMirror[T]) Get(key string) (Entry[T], bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.entries[key]
@@ -125,7 +176,7 @@ func (m *Mirror) Get(key string) (MirrorEntry, bool) {
 }
 
 // Keys returns every key.
-func (m *Mirror) Keys() []string {
+func (m *TypedMirror[T]) Keys() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make([]string, 0, len(m.entries))
@@ -136,7 +187,7 @@ func (m *Mirror) Keys() []string {
 }
 
 // Len is the number of keys.
-func (m *Mirror) Len() int {
+func (m *TypedMirror[T]) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.entries)
@@ -176,7 +227,7 @@ func ResyncPass(n int, period time.Duration) time.Duration {
 // after a random delay within the pass, so a resync never arrives as a
 // burst. before, if set, runs at the start of each pass. It returns when
 // ctx is done.
-func (m *Mirror) Resync(ctx context.Context, period time.Duration, q *Queue, before func()) {
+func (m *TypedMirror[T]) Resync(ctx context.Context, period time.Duration, q *Queue, before func()) {
 	t := time.NewTimer(period)
 	defer t.Stop()
 	for {

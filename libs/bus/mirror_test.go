@@ -2,13 +2,16 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -129,4 +132,75 @@ func TestResyncQueuesEveryKeyOncePerPass(t *testing.T) {
 			assert.GreaterOrEqual(t, at[1], passes[1], "%s queued twice in the first pass, at %v", k, at)
 		}
 	}
+}
+
+// TestTypedMirrorDecodesOncePerChange: each put is decoded once, however
+// many reads follow, every reader gets the same value, an undecodable
+// value is kept with its error, a delete removes the key, and Stop
+// returns with the watch ended (later writes are not seen).
+func TestTypedMirrorDecodesOncePerChange(t *testing.T) {
+	b := openBus(t)
+	ctx := t.Context()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	type doc struct{ N int }
+	var decodes atomic.Int64
+	decode := func(v []byte) (*doc, error) {
+		decodes.Add(1)
+		var d doc
+		if err := json.Unmarshal(v, &d); err != nil {
+			return nil, err
+		}
+		return &d, nil
+	}
+	changed := make(chan string, 16)
+	m, err := bus.MirrorOf(ctx, b, bus.BucketWorkloads, jetstream.AllKeys, decode, func(k string) { changed <- k })
+	require.NoError(t, err)
+	<-m.Ready()
+	next := func() string {
+		select {
+		case k := <-changed:
+			return k
+		case <-time.After(5 * time.Second):
+			t.Fatal("no change seen")
+			return ""
+		}
+	}
+
+	_, err = kv.Put(ctx, "a", []byte(`{"N":1}`))
+	require.NoError(t, err)
+	require.Equal(t, "a", next())
+	first, ok := m.Get("a")
+	require.True(t, ok)
+	for range 10 {
+		again, _ := m.Get("a")
+		assert.Same(t, first.Value, again.Value, "every reader gets the one decoded value")
+	}
+	assert.Equal(t, &doc{N: 1}, first.Value)
+	assert.Equal(t, int64(1), decodes.Load(), "decoded once for 11 reads")
+
+	_, err = kv.Put(ctx, "b", []byte(`not json`))
+	require.NoError(t, err)
+	require.Equal(t, "b", next())
+	bad, ok := m.Get("b")
+	require.True(t, ok, "an undecodable value is still a key")
+	assert.Error(t, bad.Err)
+	assert.Nil(t, bad.Value)
+
+	require.NoError(t, kv.Delete(ctx, "a"))
+	require.Equal(t, "a", next())
+	_, ok = m.Get("a")
+	assert.False(t, ok)
+
+	m.Stop()
+	_, err = kv.Put(ctx, "c", []byte(`{"N":3}`))
+	require.NoError(t, err)
+	select {
+	case k := <-changed:
+		t.Fatalf("change of %s seen after Stop", k)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_, ok = m.Get("c")
+	assert.False(t, ok)
+	assert.Equal(t, int64(2), decodes.Load())
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go/micro"
 )
@@ -22,19 +23,21 @@ func RespondError(r micro.Request, code int, description string, body any) error
 	return r.Error(strconv.Itoa(code), description, b)
 }
 
-// Concurrent runs a micro handler on up to n requests at once. micro calls
-// an endpoint's handler for one request at a time, so a handler that waits
-// on other services would otherwise queue every caller behind the slowest.
-// Bus.Serve does this, and the rest of the prologue, for the request/reply
-// endpoints; Concurrent is for handlers that answer in their own way (the
-// debug sessions of libs/debugstream).
-func Concurrent(n int, h micro.HandlerFunc) micro.HandlerFunc {
+// Concurrent runs a micro handler on up to n requests at once, each in a
+// goroutine of wg, so that the caller's Stop can wait for the requests in
+// flight (after the endpoint is stopped, wg.Wait). micro calls an
+// endpoint's handler for one request at a time, so a handler that waits
+// on other services would otherwise queue every caller behind the
+// slowest. Bus.Serve does this, and the rest of the prologue, for the
+// request/reply endpoints; Concurrent is for handlers that answer in
+// their own way (the debug sessions of libs/debugstream).
+func Concurrent(n int, wg *sync.WaitGroup, h micro.HandlerFunc) micro.HandlerFunc {
 	sem := make(chan struct{}, n)
 	return func(r micro.Request) {
 		sem <- struct{}{}
-		go func() {
+		wg.Go(func() {
 			defer func() { <-sem }()
 			h(r)
-		}()
+		})
 	}
 }

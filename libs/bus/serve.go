@@ -202,31 +202,30 @@ func (e *Endpoints) handler(spec EndpointSpec, n int) micro.HandlerFunc {
 	sem := make(chan struct{}, n)
 	return func(r micro.Request) {
 		start := time.Now()
-		if !e.enter() {
-			// Delivered by the subscription's drain after Stop.
-			e.reply(r, spec, start, nil, errStopping)
-			return
-		}
 		sem <- struct{}{}
-		go func() {
-			defer e.inFlight.Done()
+		if !e.run(func() {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(e.ctx, spec.timeout)
 			defer cancel()
 			v, err := spec.serve(ctx, r)
 			e.reply(r, spec, start, v, err)
-		}()
+		}) {
+			<-sem
+			// Delivered by the subscription's drain after Stop.
+			e.reply(r, spec, start, nil, errStopping)
+		}
 	}
 }
 
-// enter counts a request in flight; false once the endpoints stop.
-func (e *Endpoints) enter() bool {
+// run starts fn as a request in flight, which Stop waits for; false, and
+// fn not run, once the endpoints stop.
+func (e *Endpoints) run(fn func()) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopping {
 		return false
 	}
-	e.inFlight.Add(1)
+	e.inFlight.Go(fn)
 	return true
 }
 

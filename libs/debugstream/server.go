@@ -86,8 +86,10 @@ type Server struct {
 	svc    micro.Service
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the sessions
 	slots  chan struct{}
+
+	handlers sync.WaitGroup // the open requests in flight (bus.Concurrent)
 }
 
 // NewServer returns a server for backend on nc; Start serves it.
@@ -118,7 +120,7 @@ func (s *Server) Start() error {
 	}
 	for _, verb := range []string{verbLogs, verbExec} {
 		subj := bus.DebugSubject(verb, "*", "*", "*")
-		h := bus.Concurrent(32, s.handleOpen(verb))
+		h := bus.Concurrent(32, &s.handlers, s.handleOpen(verb))
 		if s.opts.Wrap != nil {
 			h = s.opts.Wrap(h)
 		}
@@ -145,6 +147,7 @@ func (s *Server) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.handlers.Wait()
 	s.wg.Wait()
 }
 
@@ -240,14 +243,12 @@ func (s *Server) openLogs(r micro.Request, req openRequest, set settings, log *s
 		return
 	}
 	log.Info("logs session opened", "containers", len(sources), "follow", req.Logs.Follow)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		defer s.release()
 		start := time.Now()
 		lines, err := sess.runLogs(*req.Logs, sources)
 		log.Info("logs session ended", "lines", lines, "elapsed", time.Since(start).Round(time.Millisecond), "err", err)
-	}()
+	})
 }
 
 func (s *Server) openExec(r micro.Request, req openRequest, set settings, log *slog.Logger) {
@@ -272,14 +273,12 @@ func (s *Server) openExec(r micro.Request, req openRequest, set settings, log *s
 	}
 	log = log.With("cluster", target.Cluster, "pod", target.Pod, "container", target.Container)
 	log.Info("exec session opened", "command", strings.Join(req.Exec.Command, " "), "stdin", req.Exec.Stdin, "tty", req.Exec.TTY)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		defer s.release()
 		start := time.Now()
 		code, err := sess.runExec(*req.Exec, target)
 		log.Info("exec session ended", "exit", code, "elapsed", time.Since(start).Round(time.Millisecond), "err", err)
-	}()
+	})
 }
 
 // respondError answers an open request with a refusal.
@@ -358,9 +357,7 @@ func (ss *serverSession) runLogs(req LogRequest, sources []LogSource) (int, erro
 		code   int
 	)
 	for _, src := range sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := readLog(ss.ctx, src, req.Timestamps, lines); err != nil && ss.ctx.Err() == nil {
 				mu.Lock()
 				failed = append(failed, fmt.Sprintf("%s/%s/%s: %v", src.Cluster, src.Pod, src.Container, err))
@@ -373,7 +370,7 @@ func (ss *serverSession) runLogs(req LogRequest, sources []LogSource) (int, erro
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	go func() { wg.Wait(); close(lines) }()
 	sent, err := ss.forwardLines(lines)

@@ -217,17 +217,3 @@ func (p *Publisher) awaitPredecessor(ctx context.Context, w *api.Workload, event
 func subject(w *api.Workload, event string) string {
 	return bus.EventSubject(w.Metadata.Project, w.Kind, w.Metadata.Name, event)
 }
-
-// PublishAsync publishes in its own goroutine and only logs a failure.
-//
-// Deprecated: an event published this way is lost when the process dies
-// before it goes out. Call (*Publisher).Ensure in the reconcile of the
-// state the event follows, which retries on error.
-func PublishAsync(ctx context.Context, b *bus.Bus, w *api.Workload, event, message string, rev uint64, log *slog.Logger) {
-	p := NewPublisher(b, log, Options{})
-	go func() {
-		if err := p.Publish(ctx, w, event, message, rev); err != nil && ctx.Err() == nil {
-			p.log.Warn("publish event", "key", w.Key(), "event", event, "err", err)
-		}
-	}()
-}

@@ -210,15 +210,13 @@ func (e *Env) Stop(ctx context.Context) error {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, c := range e.Clusters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := c.delete(ctx); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if e.debugFile != "" {

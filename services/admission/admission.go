@@ -37,29 +37,20 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the admission service for fx. It needs a Config; DefaultConfig
-// is used when none is supplied.
-var Module = fx.Module("admission",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("admission"),
 )
 
 // RequestTimeout bounds each request's work. The endpoints are
@@ -106,9 +97,8 @@ type Service struct {
 	workloads jetstream.KeyValue
 	endpoints *bus.Endpoints
 	cancel    context.CancelFunc // ends the repair loop
-	done      chan struct{}      // closed when the repair loop has ended
+	repairing sync.WaitGroup     // the repair loop
 	metrics   *bus.Metrics       // nil without an admin server
-	started   atomic.Bool        // the endpoints are registered
 }
 
 // hooks let tests stand in for a crash at a chosen point.
@@ -161,7 +151,6 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.started.Store(true)
 	return nil
 }
 
@@ -175,9 +164,6 @@ func (s *Service) Instrument(a *admin.Server) {
 // Ready reports whether the replica serves: the workloads bucket open, the
 // endpoints registered and the repair lease's state known.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	return admin.LeaseKnown(s.bus, RepairLease)(ctx)
 }
 
@@ -186,14 +172,13 @@ func (s *Service) Ready(ctx context.Context) error {
 // giving up its lease.
 func (s *Service) Stop() error {
 	var err error
-	s.started.Store(false)
 	if s.endpoints != nil {
 		err = s.endpoints.Stop()
 	}
 	if s.cancel != nil {
 		s.cancel()
-		<-s.done
 	}
+	s.repairing.Wait()
 	return err
 }
 

@@ -3,6 +3,9 @@ package admission
 import (
 	"context"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 )
 
@@ -18,10 +21,11 @@ func Crash(s *Service) { s.hooks.crashed.Store(true) }
 func RepairKey(ctx context.Context, s *Service, key string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m, err := s.bus.Mirror(ctx, bus.BucketWorkloads, nil)
+	m, err := bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, nil)
 	if err != nil {
 		return err
 	}
+	defer m.Stop()
 	<-m.Ready()
 	return s.repairKey(ctx, m, key)
 }

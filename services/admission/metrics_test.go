@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
@@ -30,19 +31,18 @@ func TestAdminPortOfAdmission(t *testing.T) {
 	require.NoError(t, q.Start(t.Context()))
 	t.Cleanup(func() { _ = q.Stop() })
 
-	adm, err := admin.New(admin.Config{Service: "admission", Listen: "127.0.0.1:0"}, quiet)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = adm.Close(context.Background()) })
-	adm.AddCheck("bus", admin.BusConnected(b))
-	s := admission.New(b, quiet, nil)
-	s.Instrument(adm)
-	adm.AddCheck("admission", s.Ready)
-	adm.MarkStarted()
+	// As daemon.Run composes it: the admin port, the service's module.
+	var adm *admin.Server
+	app := fx.New(fx.NopLogger,
+		fx.Supply(b, quiet, admin.Config{Service: "admission", Listen: "127.0.0.1:0"}),
+		admin.Module, admission.Module, admin.Started,
+		fx.Populate(&adm))
+	require.NoError(t, app.Err())
 
 	// /readyz answers 503 while adm.Ready fails, 200 once it passes.
-	assert.EqualError(t, adm.Ready(t.Context()), "admission: starting")
-	require.NoError(t, s.Start(t.Context()))
-	t.Cleanup(func() { _ = s.Stop() })
+	assert.EqualError(t, adm.Ready(t.Context()), "starting\nadmission: starting")
+	require.NoError(t, app.Start(t.Context()))
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
 	assert.NoError(t, adm.Ready(t.Context()))
 
 	for i := range 3 {

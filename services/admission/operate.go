@@ -200,16 +200,6 @@ func clone(w *api.Workload) (*api.Workload, error) {
 	return api.Decode(b)
 }
 
-// demand is what w holds against its project's quota: nothing while it is
-// stopped, its pods' requests otherwise.
-func demand(w *api.Workload) api.Demand {
-	if w.Control.Stopped {
-		tier, _ := w.Spec.Scheduling()
-		return api.Demand{Tier: tier}
-	}
-	return api.DemandOf(w)
-}
-
 // reserveQuietly sets w's reservation back to what w holds, when a write
 // that reserved something else did not happen. A failure is logged: the
 // next change of the workload reserves again.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,11 +40,8 @@ func (s *Service) startRepair(ctx context.Context) error {
 		return fmt.Errorf("admission repair lease: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
-		el.Run(rctx, RepairLease, s.repair)
-	}()
+	s.cancel = cancel
+	s.repairing.Go(func() { el.Run(rctx, RepairLease, s.repair) })
 	return nil
 }
 
@@ -54,13 +52,14 @@ func (s *Service) startRepair(ctx context.Context) error {
 func (s *Service) repair(ctx context.Context) {
 	s.log.Info("repairing events")
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
+	defer q.Close() // also when the term ends before Run (which closes it)
 	var (
-		m    *bus.Mirror
+		m    *bus.TypedMirror[*api.Workload]
 		live atomic.Bool // the mirror has replayed what was there
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error
-		m, err = s.bus.Mirror(ctx, bus.BucketWorkloads, func(key string) {
+		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
 			if live.Load() {
 				q.AddAfter(key, RepairGrace)
 				return
@@ -77,29 +76,32 @@ func (s *Service) repair(ctx context.Context) {
 		case <-time.After(delay):
 		}
 	}
-	go func() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer m.Stop()
+	wg.Go(func() {
 		select {
 		case <-m.Ready():
 			live.Store(true)
 		case <-ctx.Done():
 		}
-	}()
-	go m.Resync(ctx, RepairEvery, q, nil)
+	})
+	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
 	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
 }
 
 // repairKey ensures the event of key's current generation, or of its
 // deletion, as the mirror m and the bucket show them.
-func (s *Service) repairKey(ctx context.Context, m *bus.Mirror, key string) error {
+func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], key string) error {
 	e, ok := m.Get(key)
 	if !ok {
 		return s.repairDelete(ctx, key)
 	}
-	w, err := api.Decode(e.Value)
-	if err != nil {
-		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+	if e.Err != nil {
+		s.log.Warn("repair: undecodable workload", "key", key, "err", e.Err)
 		return nil
 	}
+	w := e.Value // the mirror's: read only
 	event, message := w.Metadata.Event, w.Metadata.EventMessage
 	if event == "" {
 		if w.Metadata.Generation != 1 {

@@ -216,6 +216,16 @@ func (s *Service) reservation(w *api.Workload) *reservation {
 	return &reservation{s: s, project: w.Metadata.Project, key: w.Key()}
 }
 
+// demand is what w holds against its project's quota: nothing while it is
+// stopped, its pods' requests otherwise.
+func demand(w *api.Workload) api.Demand {
+	if w.Control.Stopped {
+		tier, _ := w.Spec.Scheduling()
+		return api.Demand{Tier: tier}
+	}
+	return api.DemandOf(w)
+}
+
 // hold makes the quota hold what next demands. It skips the reservation
 // only when this write has reserved nothing yet and the stored workload
 // cur already demands the same; once it has reserved, it reserves again

@@ -91,11 +91,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
@@ -103,13 +101,6 @@ import (
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/debugstream"
 	"atoll.dev/libs/events"
-)
-
-// Module is the aggregator service for fx; it needs clusters.Members.
-var Module = fx.Module("aggregator",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("aggregator"),
 )
 
 // Tunables.
@@ -165,17 +156,25 @@ type Service struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	metrics *bus.Metrics // nil without an admin server
-	started atomic.Bool  // Start has finished
 
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
+
+	rolloutTick time.Duration // WithRolloutTick
 }
 
+// Option sets one of a replica's settings in New.
+type Option func(*Service)
+
 // New returns an aggregator replica for the member clusters.
-func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
+func New(b *bus.Bus, log *slog.Logger, members clusters.Members, opts ...Option) (*Service, error) {
 	s := &Service{
 		bus: b, log: log.With("component", "aggregator"), members: members,
 		clusters: map[string]*cluster{}, kinds: newKinds(), holder: lease.NewHolderID("aggregator"),
+		rolloutTick: DefaultRolloutTick,
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for _, m := range members {
 		c, err := newCluster(s, m)
@@ -197,13 +196,13 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	campaign := func(lease string, fn func(context.Context)) {
 		if s.campaignFor == nil || slices.Contains(s.campaignFor, lease) {
-			s.goRun(func() { s.elector.Run(rctx, lease, fn) })
+			s.wg.Go(func() { s.elector.Run(rctx, lease, fn) })
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		// The replicas share the clusters (lease.Elector.RunShared).
 		if l := ClusterLease(name); s.campaignFor == nil || slices.Contains(s.campaignFor, l) {
-			s.goRun(func() { s.elector.RunShared(rctx, bus.UserAggregator, l, s.clusters[name].lead) })
+			s.wg.Go(func() { s.elector.RunShared(rctx, bus.UserAggregator, l, s.clusters[name].lead) })
 		}
 	}
 	campaign(LeaseStatus, s.leadFolding)
@@ -216,7 +215,6 @@ func (s *Service) Start(ctx context.Context) error {
 		s.Stop()
 		return err
 	}
-	s.started.Store(true)
 	return nil
 }
 
@@ -232,9 +230,6 @@ func (s *Service) Instrument(a *admin.Server) {
 // down never syncs, the replica still serves every other, and the folder
 // already holds back the workloads of a cluster whose term has not synced.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	names := []string{LeaseStatus}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		names = append(names, ClusterLease(name))
@@ -272,7 +267,6 @@ func (s *Service) open(ctx context.Context) error {
 // Stop ends the endpoints, then every term this replica leads, releasing
 // its leases for a standby to take at once.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	s.stopDebug()
 	s.stopOps()
 	if s.cancel != nil {
@@ -292,11 +286,6 @@ func (s *Service) HeldLeases() []string {
 	names := s.elector.HeldNames()
 	slices.Sort(names)
 	return names
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
 }
 
 // emit publishes a cluster signal; a failure is only logged (signals are

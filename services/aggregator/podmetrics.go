@@ -28,7 +28,7 @@ import (
 )
 
 // Tunables of the pod metrics.
-var (
+const (
 	// PodMetricsEvery is how often a cluster's pod metrics are read
 	// (metrics-server's resolution is 15 s; reading more often lets a new
 	// window show at most this much later).

@@ -30,9 +30,17 @@ import (
 // LeaseRollout is the lease of the replica that runs the Apps' rollouts.
 const LeaseRollout = "aggregator-rollout"
 
-// RolloutTick is how often an App whose rollout is progressing is looked
-// at again without a change, for bake times and deadlines.
-var RolloutTick = 2 * time.Second
+// DefaultRolloutTick is how often an App whose rollout is progressing is
+// looked at again without a change, for bake times and deadlines, unless
+// WithRolloutTick says otherwise.
+const DefaultRolloutTick = 2 * time.Second
+
+// WithRolloutTick sets how often an App whose rollout is progressing is
+// looked at again without a change (DefaultRolloutTick): shorter in tests
+// that step rollouts.
+func WithRolloutTick(d time.Duration) Option {
+	return func(s *Service) { s.rolloutTick = d }
+}
 
 // rolloutTerm is one term of LeaseRollout.
 type rolloutTerm struct {
@@ -51,6 +59,12 @@ type rolloutTerm struct {
 func (s *Service) leadRollouts(ctx context.Context) {
 	t := &rolloutTerm{s: s, log: s.log.With("lease", LeaseRollout), q: bus.NewQueue(bus.Instrumented(s.metrics, "rollout")),
 		ensured: map[string]uint64{}}
+	defer func() {
+		t.q.Close() // also when the term ends before the queue runs
+		for _, m := range []*bus.Mirror{t.workloads, t.placements, t.observations} {
+			m.Stop() // joined: the term's goroutines end with it
+		}
+	}()
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		err := t.open(ctx)
 		if err == nil {
@@ -175,7 +189,7 @@ func (t *rolloutTerm) reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	if next.Phase == api.RolloutProgressing {
-		t.q.AddAfter(key, RolloutTick)
+		t.q.AddAfter(key, t.s.rolloutTick)
 	}
 	return nil
 }

@@ -42,9 +42,7 @@ func TestRolloutController(t *testing.T) {
 	b := openBus(t)
 	ctx := context.Background()
 	s := newFoldingReplica(t, b, "zone-a", "zone-b")
-	was := RolloutTick
-	RolloutTick = 50 * time.Millisecond
-	t.Cleanup(func() { RolloutTick = was })
+	WithRolloutTick(50 * time.Millisecond)(s)
 	zero := int32(0)
 	tmpl := func(image string) api.PodTemplate {
 		return api.PodTemplate{Containers: []api.Container{{Name: "web", Image: image}}}
@@ -117,7 +115,7 @@ func TestRolloutController(t *testing.T) {
 	}
 	const wantEvents = "2 zone-started, 1 zone-done" // a, then b; a
 	require.Eventually(t, func() bool { return events() == wantEvents }, 10*time.Second, 20*time.Millisecond, events)
-	require.Never(t, func() bool { return events() != wantEvents }, 3*RolloutTick, RolloutTick/2, events)
+	require.Never(t, func() bool { return events() != wantEvents }, 3*s.rolloutTick, s.rolloutTick/2, events)
 	term.stop()
 
 	// A write whose event was lost: the next term publishes it, once.

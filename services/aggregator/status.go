@@ -72,6 +72,12 @@ func (s *Service) leadFolding(ctx context.Context) {
 		written: map[string]storedStatus{}, announced: map[string]string{},
 		blocked: map[string]map[string]bool{}, health: map[string]bool{},
 	}
+	defer func() {
+		f.q.Close() // also when the term ends before the queue runs
+		for _, m := range []*bus.Mirror{f.workloads, f.placements, f.observations, f.inventory} {
+			m.Stop() // joined: the term's goroutines end with it
+		}
+	}()
 	start := time.Now()
 	if !f.openMirrors(ctx) {
 		return

@@ -40,20 +40,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the autoscaler service for fx.
-var Module = fx.Module("autoscaler",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("autoscaler"),
+	"atoll.dev/services/autoscaler/recommend"
 )
 
 // LeaseName is the lease a replica holds to act.
@@ -107,15 +100,14 @@ type Service struct {
 	holder string
 
 	state   jetstream.KeyValue
-	scalerM *bus.Mirror
-	appM    *bus.Mirror
-	statusM *bus.Mirror
+	scalerM *bus.TypedMirror[*api.Workload] // the Scalers, specs defaulted (decodeScaler); shared, never modified
+	appM    *bus.TypedMirror[*api.Workload] // the Apps; shared, never modified
+	statusM *bus.TypedMirror[*api.Status]   // the Apps' statuses; shared, never modified
 	sub     *nats.Subscription
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	metrics *bus.Metrics   // nil without an admin server
 	own     *scalerMetrics // nil without an admin server
-	started atomic.Bool
 
 	// term is the current term's queue while this replica holds the lease.
 	term atomic.Pointer[term]
@@ -125,6 +117,8 @@ type Service struct {
 	targets map[string]map[string]bool // mu must be held: App key -> Scaler keys
 
 	evaluations atomic.Uint64 // Scalers evaluated, for Evaluations
+
+	schedules *recommend.Schedules // the Scalers' crons, parsed (bounded)
 
 	// OnScaleRequest, when set, is called just before each scale request
 	// with the arrival time of the newest sample the decision used (for
@@ -194,6 +188,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		req:     bus.NewRequester(b.NC, bus.RequestPolicy{Timeout: 5 * time.Second, RetryFor: 5 * time.Second, Breaker: bus.BreakerPolicy{Logger: log}}),
 		holder:  lease.NewHolderID("autoscaler"),
 		samples: map[string]*appSamples{}, targets: map[string]map[string]bool{},
+
+		schedules: recommend.NewSchedules(recommend.DefaultSchedules),
 	}
 }
 
@@ -226,15 +222,23 @@ func (s *Service) Start(ctx context.Context) error {
 	s.cancel = cancel
 	scalers := "*." + strings.ToLower(api.KindScaler) + ".*"
 	apps := "*." + strings.ToLower(api.KindApp) + ".*"
-	if s.scalerM, err = s.bus.MirrorFiltered(rctx, bus.BucketWorkloads, scalers, s.scalerChanged); err != nil {
+	// scalerChanged reads s.scalerM: a change that comes before the
+	// assignment waits for it.
+	scalerSet := make(chan struct{})
+	s.scalerM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, scalers, decodeScaler, func(key string) {
+		<-scalerSet
+		s.scalerChanged(key)
+	})
+	close(scalerSet)
+	if err != nil {
 		cancel()
 		return err
 	}
-	if s.appM, err = s.bus.MirrorFiltered(rctx, bus.BucketWorkloads, apps, s.appChanged); err != nil {
+	if s.appM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, apps, api.Decode, s.appChanged); err != nil {
 		cancel()
 		return err
 	}
-	if s.statusM, err = s.bus.MirrorFiltered(rctx, bus.BucketStatus, apps, nil); err != nil {
+	if s.statusM, err = bus.MirrorOf(rctx, s.bus, bus.BucketStatus, apps, decodeStatus, nil); err != nil {
 		cancel()
 		return err
 	}
@@ -243,20 +247,16 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to metrics: %w", err)
 	}
 	_ = s.sub.SetPendingLimits(1<<20, 256<<20)
-	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
-	s.started.Store(true)
+	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
 	return nil
 }
 
 // Ready reports whether the replica can act: started, its mirrors full and
 // the lease's state known.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
-	for _, m := range []*bus.Mirror{s.scalerM, s.appM, s.statusM} {
+	for _, ready := range []<-chan struct{}{s.scalerM.Ready(), s.appM.Ready(), s.statusM.Ready()} {
 		select {
-		case <-m.Ready():
+		case <-ready:
 		default:
 			return errors.New("mirrors filling")
 		}
@@ -266,7 +266,6 @@ func (s *Service) Ready(ctx context.Context) error {
 
 // Stop ends the term, if any, releasing the lease.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
@@ -274,11 +273,9 @@ func (s *Service) Stop() {
 		s.cancel()
 	}
 	s.wg.Wait()
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	s.scalerM.Stop()
+	s.appM.Stop()
+	s.statusM.Stop()
 }
 
 // sample takes one metric sample: atoll.metrics.<project>.<app>.<metric>.
@@ -334,8 +331,8 @@ func (s *Service) scalerChanged(key string) {
 			delete(s.targets, app)
 		}
 	}
-	if ok {
-		if w, err := api.Decode(e.Value); err == nil {
+	if ok && e.Err == nil {
+		if w := e.Value; w != nil {
 			if sp, ok := w.Spec.(*api.ScalerSpec); ok {
 				app := api.Key(w.Metadata.Project, api.KindApp, sp.Target)
 				if s.targets[app] == nil {
@@ -378,9 +375,9 @@ type term struct {
 
 // lead runs one term; it returns when ctx ends.
 func (s *Service) lead(ctx context.Context) {
-	for _, m := range []*bus.Mirror{s.scalerM, s.appM, s.statusM} {
+	for _, ready := range []<-chan struct{}{s.scalerM.Ready(), s.appM.Ready(), s.statusM.Ready()} {
 		select {
-		case <-m.Ready():
+		case <-ready:
 		case <-ctx.Done():
 			return
 		}
@@ -390,11 +387,9 @@ func (s *Service) lead(ctx context.Context) {
 	defer s.term.Store(nil)
 	s.log.Info("term started", "holder", s.holder, "scalers", s.scalerM.Len())
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t.queue.Run(ctx, s.cfg.Workers, s.log, func(ctx context.Context, key string) error { return s.reconcile(ctx, t, key) })
-	}()
+	})
 	tick := time.NewTicker(s.cfg.SyncPeriod)
 	defer tick.Stop()
 	for {
@@ -424,4 +419,26 @@ func (s *Service) Samples(project, app string) map[string]api.MetricSample {
 		return as.combine()
 	}
 	return map[string]api.MetricSample{}
+}
+
+// decodeScaler decodes a Scaler for the mirror, its spec defaulted once
+// there, so that the readers, which share it, never modify it.
+func decodeScaler(b []byte) (*api.Workload, error) {
+	w, err := api.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if sp, ok := w.Spec.(*api.ScalerSpec); ok {
+		sp.Default()
+	}
+	return w, nil
+}
+
+// decodeStatus decodes an App's status for the mirror.
+func decodeStatus(b []byte) (*api.Status, error) {
+	st := new(api.Status)
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

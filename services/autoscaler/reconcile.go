@@ -106,16 +106,15 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		}
 		return nil
 	}
-	w, err := api.Decode(e.Value)
-	if err != nil {
-		s.log.Error("undecodable scaler", "key", key, "err", err)
+	if e.Err != nil {
+		s.log.Error("undecodable scaler", "key", key, "err", e.Err)
 		return nil
 	}
+	w := e.Value // the mirror's: read only
 	sp, ok := w.Spec.(*api.ScalerSpec)
 	if !ok {
 		return nil
 	}
-	sp.Default()
 	st, err := t.load(ctx, s, key)
 	if err != nil {
 		return err
@@ -142,7 +141,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		return s.persist(ctx, w, st, rec, nil, now)
 	}
 	current := app.Spec.Pods()
-	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now}
+	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now, Schedules: s.schedules}
 	var arrived time.Time
 	in.Samples, arrived = s.snapshot(appKey)
 	d := recommend.Evaluate(in)
@@ -186,10 +185,10 @@ func (s *Service) target(appKey string) (*api.Workload, string) {
 	if !ok {
 		return nil, fmt.Sprintf("the App %s does not exist", appKey)
 	}
-	app, err := api.Decode(ae.Value)
-	if err != nil {
+	if ae.Err != nil {
 		return nil, fmt.Sprintf("the App %s cannot be read", appKey)
 	}
+	app := ae.Value // the mirror's: read only
 	switch {
 	case app.Control.Stopped:
 		return nil, "the App is stopped"
@@ -223,8 +222,8 @@ func (s *Service) ready(appKey string, app *api.Workload) int32 {
 	if !ok {
 		return 0
 	}
-	var st api.Status
-	if json.Unmarshal(e.Value, &st) != nil || st.Generation != app.Metadata.Generation {
+	st := e.Value
+	if e.Err != nil || st.Generation != app.Metadata.Generation {
 		return 0
 	}
 	return min(st.Ready, app.Spec.Pods())

@@ -27,20 +27,6 @@ const (
 	chanResize = 4
 )
 
-// writeDebugError answers a refusal of the cluster-facing side.
-func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
-	var de *debugstream.Error
-	if errors.As(err, &de) {
-		code := map[int]string{400: "Invalid", 404: "NotFound", 503: "Unavailable"}[de.Code]
-		if code == "" {
-			code = http.StatusText(de.Code)
-		}
-		writeError(w, r, de.Code, code, de.Message)
-		return
-	}
-	writeRemoteError(w, r, err)
-}
-
 // StreamLogs streams the logs of a workload's pods in every cluster,
 // proxied by the cluster-facing side over the bus.
 func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
@@ -123,6 +109,8 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	if err != nil {
 		return // Accept has answered
 	}
+	var reader sync.WaitGroup
+	defer reader.Wait() // last: once the connection is closed, its reader ends
 	defer conn.CloseNow()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -131,7 +119,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	// Once the session ends nothing reads stdin: unblock the reader below.
 	defer stdinR.CloseWithError(io.ErrClosedPipe)
 	resize := make(chan debugstream.TerminalSize, 4)
-	go func() { // client to server: stdin and resizes
+	reader.Go(func() { // client to server: stdin and resizes
 		defer stdinW.Close()
 		for {
 			typ, b, err := conn.Read(ctx)
@@ -164,7 +152,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 				}
 			}
 		}
-	}()
+	})
 	var wmu sync.Mutex
 	send := func(ch byte, p []byte) error {
 		wmu.Lock()

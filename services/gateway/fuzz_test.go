@@ -352,7 +352,8 @@ func startRegionStandIns(ctx context.Context, tb testing.TB, b *bus.Bus) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = svc.Stop() })
+	var handlers sync.WaitGroup
+	tb.Cleanup(func() { _ = svc.Stop(); handlers.Wait() })
 	q := &quotaStandIn{limits: map[string]map[api.Tier]api.Limit{}}
 	for _, e := range []struct {
 		service, verb string
@@ -365,7 +366,7 @@ func startRegionStandIns(ctx context.Context, tb testing.TB, b *bus.Bus) {
 		{"quota", "get", q.get},
 		{"aggregator", "cluster", clusterOp},
 	} {
-		if err := svc.AddEndpoint(e.service+"-"+e.verb, bus.Concurrent(16, e.h), micro.WithEndpointSubject(bus.RequestSubject(e.service, e.verb))); err != nil {
+		if err := svc.AddEndpoint(e.service+"-"+e.verb, bus.Concurrent(16, &handlers, e.h), micro.WithEndpointSubject(bus.RequestSubject(e.service, e.verb))); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -17,28 +17,18 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
-	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/gateway/cache"
 	"atoll.dev/services/gateway/console"
-)
-
-// Module is the gateway for fx; it needs a Config (DefaultConfig when none is supplied).
-var Module = fx.Module("gateway",
-	fx.Provide(fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`))),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("gateway"),
 )
 
 // Config configures the gateway.
@@ -97,19 +87,20 @@ type Service struct {
 	idem     jetstream.KeyValue
 	js       jetstream.JetStream
 
-	srv     *http.Server
-	ln      net.Listener
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started atomic.Bool  // serving
-	reqs    *httpMetrics // nil without an admin server (metrics.go)
-	launch  *launchSLI   // nil without an admin server
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	reqs   *httpMetrics // nil without an admin server (metrics.go)
+	launch *launchSLI   // nil without an admin server
 
 	// streamsCtx ends when the gateway stops: watches, log streams and exec
 	// sessions never finish by themselves.
 	streamsCtx    context.Context
 	streamsCancel context.CancelFunc
 	streams       streamCounter
+
+	ids *requestIDs // the X-Request-Id of each request
 }
 
 // New builds the gateway.
@@ -136,15 +127,21 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		js:     b.JS,
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
+		ids:          newRequestIDs(),
 	}, nil
 }
 
-// Start loads the caches and begins serving.
-func (s *Service) Start(ctx context.Context) error {
+// Start loads the caches and begins serving. A Start that fails has
+// stopped what it started.
+func (s *Service) Start(ctx context.Context) (err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.streamsCtx, s.streamsCancel = context.WithCancel(context.Background())
-	var err error
+	defer func() {
+		if err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+		}
+	}()
 	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
 		return err
 	}
@@ -168,20 +165,16 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
 	}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("gateway serve", "err", err)
 		}
-	}()
-	go func() { defer s.wg.Done(); s.limits.sweep(runCtx) }()
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.metricLimits.sweep(runCtx) }()
+	})
+	s.wg.Go(func() { s.limits.sweep(runCtx) })
+	s.wg.Go(func() { s.metricLimits.sweep(runCtx) })
 	if s.launch != nil {
 		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
 	}
-	s.started.Store(true)
 	s.log.Info("gateway listening", "url", s.URL(), "workloads", s.cache.Len())
 	return nil
 }
@@ -189,7 +182,6 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop ends the streams, lets calls in flight finish for up to 5 s, then
 // stops the caches.
 func (s *Service) Stop(ctx context.Context) error {
-	s.started.Store(false)
 	if s.streamsCancel != nil {
 		s.streamsCancel()
 	}
@@ -203,6 +195,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.cache.Stop()
+	s.clusters.Stop()
+	s.quota.Stop()
 	s.wg.Wait()
 	return nil
 }
@@ -224,7 +219,7 @@ func (s *Service) Cache() *cache.Cache { return s.cache }
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID, s.accessLog, middleware.Recoverer)
+	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveSpec)

@@ -109,9 +109,6 @@ func (s *Service) Ready(context.Context) error {
 	if !s.bus.NC.IsConnected() {
 		return errors.New("bus disconnected")
 	}
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	return nil
 }
 

@@ -72,9 +72,3 @@ func (s *Service) PushMetric(w http.ResponseWriter, r *http.Request, project com
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
-
-// writeFieldError answers 400 naming the field.
-func writeFieldError(w http.ResponseWriter, r *http.Request, field, code, reason string) {
-	writeErrorBody(w, r, http.StatusBadRequest, computeapi.Error{Code: "Invalid", Message: field + ": " + reason,
-		Fields: []computeapi.FieldError{{Field: field, Code: code, Reason: reason}}})
-}

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"atoll.dev/libs/bus"
-	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway/auth"
 )
 
@@ -34,33 +33,6 @@ const identityKey ctxKey = 1
 func identity(r *http.Request) *auth.Identity {
 	id, _ := r.Context().Value(identityKey).(*auth.Identity)
 	return id
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	writeErrorBody(w, r, status, computeapi.Error{Code: code, Message: msg})
-}
-
-func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, e computeapi.Error) {
-	e.RequestId = middleware.GetReqID(r.Context())
-	writeJSON(w, status, e)
-}
-
-// paramError answers a request whose path or query parameters do not parse.
-func (s *Service) paramError(w http.ResponseWriter, r *http.Request, err error) {
-	writeErrorBody(w, r, http.StatusBadRequest, computeapi.Error{Code: "Invalid", Message: err.Error()})
 }
 
 // bodyLimit caps request bodies; a larger body fails its decode with 413.
@@ -183,21 +155,29 @@ func remoteHost(r *http.Request) string {
 	return host
 }
 
-// requestID gives every request an ID of the gateway's own making (a
+// requestIDs makes a gateway's request IDs: a random prefix of its own
+// and a sequence.
+type requestIDs struct {
+	prefix string
+	seq    atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &requestIDs{prefix: hex.EncodeToString(b)}
+}
+
+// middleware gives every request an ID of the gateway's own making (a
 // client's X-Request-Id is not trusted into audit records) and returns it
 // in X-Request-Id.
-func requestID(next http.Handler) http.Handler {
+func (ids *requestIDs) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := fmt.Sprintf("%s-%06d", requestPrefix, requestSeq.Add(1))
+		id := fmt.Sprintf("%s-%06d", ids.prefix, ids.seq.Add(1))
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
 	})
 }
-
-var (
-	requestPrefix = func() string { b := make([]byte, 6); _, _ = rand.Read(b); return hex.EncodeToString(b) }()
-	requestSeq    atomic.Uint64
-)
 
 // AuditRecord is one audited call, published on atoll.audit.<project>.<verb>.
 type AuditRecord struct {

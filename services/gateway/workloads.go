@@ -83,38 +83,6 @@ func send[Req, Resp any](s *Service, r *http.Request, ep bus.Call[Req, Resp], re
 	return ep.SendWithHeader(r.Context(), s.req, principal(r), req)
 }
 
-// writeRemoteError answers with what a region service said, 500 when its
-// reply was not what its endpoint promises, or 503 when it could not be
-// reached.
-func writeRemoteError(w http.ResponseWriter, r *http.Request, err error) {
-	var re *bus.RemoteError
-	if errors.Is(err, bus.ErrBadReply) {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "a region service replied with an undecodable answer: "+err.Error())
-		return
-	}
-	if errors.As(err, &re) {
-		var eb api.ErrorBody
-		if json.Unmarshal(re.Body, &eb) != nil || eb.Code == "" {
-			eb = api.ErrorBody{Code: http.StatusText(re.Code), Message: re.Description}
-		}
-		writeErrorBody(w, r, re.Code, apiError(eb))
-		return
-	}
-	w.Header().Set("Retry-After", "1")
-	writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "the region did not answer: "+err.Error())
-}
-
-func apiError(eb api.ErrorBody) computeapi.Error {
-	e := computeapi.Error{Code: eb.Code, Message: eb.Message}
-	for _, f := range eb.Fields {
-		e.Fields = append(e.Fields, computeapi.FieldError{Field: f.Field, Code: f.Code, Reason: f.Reason})
-	}
-	if q := eb.Quota; q != nil {
-		e.Quota = &computeapi.QuotaRejection{Project: q.Project, Tier: string(q.Tier), Resource: q.Resource, Limit: q.Limit, Used: q.Used, Requested: q.Requested}
-	}
-	return e
-}
-
 // readDocument reads a workload document for project, strictly.
 func (s *Service) readDocument(w http.ResponseWriter, r *http.Request, project string) (*api.Workload, bool) {
 	body, err := io.ReadAll(r.Body)

@@ -50,21 +50,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.uber.org/fx"
-
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the propagator service for fx; it needs clusters.Members.
-var Module = fx.Module("propagator",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("propagator"),
 )
 
 // Tunables.
@@ -114,7 +105,6 @@ type Service struct {
 	wg             sync.WaitGroup
 	metrics        *bus.Metrics  // nil without an admin server
 	apply          *applyMetrics // nil without an admin server
-	started        atomic.Bool   // Start has finished
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -210,9 +200,8 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 	for _, t := range s.targets {
-		s.goRun(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
+		s.wg.Go(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
 	}
-	s.started.Store(true)
 	return nil
 }
 
@@ -228,9 +217,6 @@ func (s *Service) Instrument(a *admin.Server) {
 // and every member cluster's objects listed, or waited for) and the state
 // of every cluster's lease known.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	names := make([]string, 0, len(s.targets))
 	for _, name := range slices.Sorted(maps.Keys(s.targets)) {
 		names = append(names, LeaseName(name))
@@ -241,16 +227,13 @@ func (s *Service) Ready(ctx context.Context) error {
 // Stop ends every term and releases the leases for a standby to take at
 // once; calls in flight finish.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
 	}
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
+		m.Stop()
+	}
 }
 
 // mirrorsReady waits until both mirrors hold the buckets; false when ctx

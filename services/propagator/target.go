@@ -195,7 +195,7 @@ func stripManagedFields(obj any) (any, error) {
 
 func (t *target) startInformers(ctx context.Context) {
 	for _, inf := range t.informers {
-		t.s.goRun(func() { inf.RunWithContext(ctx) })
+		t.s.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 }
 

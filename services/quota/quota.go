@@ -106,19 +106,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
-)
-
-// Module is the quota service for fx.
-var Module = fx.Module("quota",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("quota"),
 )
 
 const (
@@ -235,19 +227,17 @@ func (s *Service) Start(ctx context.Context) error {
 		s.endpoints = nil
 		return fmt.Errorf("quota sweep lease: %w", err)
 	}
-	s.loops.Add(2)
-	go func() {
-		defer s.loops.Done()
-		el.Run(rctx, SweepLease, s.sweep)
-	}()
+	s.loops.Go(func() { el.Run(rctx, SweepLease, s.sweep) })
 	// A standby notes new reservations as the holder does, and drops them
 	// once due (the holder checks them), so that its notes stay as many as
 	// one OrphanAge of reservations, and a takeover starts with those only.
-	go s.every(rctx, &s.loops, s.orphanAge/3, "orphan notes", func(context.Context) error {
-		if !el.Held(SweepLease) {
-			s.dropDueOrphans(time.Now())
-		}
-		return nil
+	s.loops.Go(func() {
+		s.every(rctx, s.orphanAge/3, "orphan notes", func(context.Context) error {
+			if !el.Held(SweepLease) {
+				s.dropDueOrphans(time.Now())
+			}
+			return nil
+		})
 	})
 	return nil
 }
@@ -274,10 +264,13 @@ func (s *Service) dropDueOrphans(now time.Time) {
 // first.
 func (s *Service) sweep(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go s.every(ctx, &wg, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
-	go s.every(ctx, &wg, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
-	go s.sweepLoop(ctx, &wg)
+	wg.Go(func() {
+		s.every(ctx, RepairEvery, "repair sweep", func(ctx context.Context) error { return s.RepairOnce(ctx, s.intentAge) })
+	})
+	wg.Go(func() {
+		s.every(ctx, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
+	})
+	wg.Go(func() { s.sweepLoop(ctx) })
 	wg.Wait()
 }
 
@@ -289,6 +282,7 @@ func (s *Service) Stop() error {
 	if s.cancel != nil {
 		s.cancel()
 		s.loops.Wait()
+		s.mirror.Stop()
 	}
 	if s.endpoints != nil {
 		return s.endpoints.Stop()
@@ -296,8 +290,7 @@ func (s *Service) Stop() error {
 	return nil
 }
 
-func (s *Service) every(ctx context.Context, wg *sync.WaitGroup, period time.Duration, what string, fn func(context.Context) error) {
-	defer wg.Done()
+func (s *Service) every(ctx context.Context, period time.Duration, what string, fn func(context.Context) error) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -188,8 +187,7 @@ func (s *Service) scheduleSweep(now time.Time, age, spread time.Duration) int {
 // a burst of 50,000 messages on the quota service's connection in front
 // of the reserves that came in meanwhile (measured: a round of submissions
 // at 50,000 workloads with an admitted P99 of 244 ms instead of 40).
-func (s *Service) sweepLoop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (s *Service) sweepLoop(ctx context.Context) {
 	t := time.NewTimer(FullSweepEvery)
 	defer t.Stop()
 	for {

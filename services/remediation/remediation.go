@@ -67,24 +67,15 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/disruption"
-)
-
-// Module is the remediation service for fx; it needs clusters.Members.
-var Module = fx.Module("remediation",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("remediation"),
 )
 
 // Owner is this service's name in the disruption ledger.
@@ -117,9 +108,8 @@ type Service struct {
 	metrics *bus.Metrics
 	own     *metrics // the service's own series; nil without an admin server
 
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started atomic.Bool
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // New returns a remediation replica for the member clusters.
@@ -166,13 +156,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.Stop()
 		return err
 	}
-	s.started.Store(true)
 	return nil
 }
 
 // Stop ends the endpoints and every term, releasing the leases.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.ops != nil {
 		if err := s.ops.Stop(); err != nil {
 			s.log.Warn("stop endpoints", "err", err)
@@ -187,9 +175,6 @@ func (s *Service) Stop() {
 
 // Ready reports whether the replica has started and knows its leases.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	var names []string
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		names = append(names, ClusterLease(name))

@@ -65,20 +65,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/events"
-)
-
-// Module is the scheduler service for fx.
-var Module = fx.Module("scheduler",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("scheduler"),
 )
 
 // Tunables.
@@ -193,8 +185,8 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	s.goRun(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
-	s.goRun(func() { elector.Run(rctx, LeaseName, s.lead) })
+	s.wg.Go(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
+	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
 	s.started.Store(true)
 	return nil
 }
@@ -232,11 +224,9 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
-}
-
-func (s *Service) goRun(fn func()) {
-	s.wg.Add(1)
-	go func() { defer s.wg.Done(); fn() }()
+	for _, m := range []*bus.Mirror{s.workloadM, s.placementM, s.clusterM} {
+		m.Stop()
+	}
 }
 
 // workloadChanged drops what was decoded of a changed workload and sends

@@ -69,11 +69,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 	"k8s.io/client-go/kubernetes"
 
 	"atoll.dev/libs/bus"
@@ -81,13 +79,6 @@ import (
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/disruption"
-)
-
-// Module is the upgrade service for fx; it needs clusters.Members.
-var Module = fx.Module("upgrade",
-	fx.Provide(New),
-	fx.Invoke(func(lc fx.Lifecycle, s *Service) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-	admin.Attach[*Service]("upgrade"),
 )
 
 // Owner is this service's name in the disruption ledger.
@@ -137,9 +128,8 @@ type Service struct {
 	breachSince map[string]time.Time // by plan; the lead goroutine's only
 	released    map[string]bool      // node UIDs whose ledger lease this term released
 
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started atomic.Bool
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // member is a member cluster's client and node provider.
@@ -192,13 +182,11 @@ func (s *Service) Start(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Go(func() { s.elector.Run(rctx, LeaseName, s.lead) })
-	s.started.Store(true)
 	return nil
 }
 
 // Stop ends the term, releasing the lease.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
@@ -207,9 +195,6 @@ func (s *Service) Stop() {
 
 // Ready reports whether the replica has started and knows its lease.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	return admin.LeaseKnown(s.bus, LeaseName)(ctx)
 }
 

@@ -93,10 +93,9 @@ func TestTakeoverAfterHolderDies(t *testing.T) {
 	defer cancel()
 	act := newActors()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ea.Run(ctx, "scheduler", act.fn("a")) }()
+	wg.Go(func() { ea.Run(ctx, "scheduler", act.fn("a")) })
 	require.Eventually(t, func() bool { return ea.Held("scheduler") }, 5*time.Second, 10*time.Millisecond)
-	go func() { defer wg.Done(); eb.Run(ctx, "scheduler", act.fn("b")) }()
+	wg.Go(func() { eb.Run(ctx, "scheduler", act.fn("b")) })
 
 	// b stays a standby while a renews.
 	time.Sleep(2 * fast.TTL) // the subject: nothing may happen during this time

@@ -31,8 +31,7 @@ func TestSharedLeasesAreRebalancedToANewReplica(t *testing.T) {
 	}
 	run := func(ctx context.Context, wg *sync.WaitGroup, e *lease.Elector) {
 		for i, name := range names {
-			wg.Add(1)
-			go func() { defer wg.Done(); e.RunShared(ctx, group, name, acts[i].fn(e.Holder())) }()
+			wg.Go(func() { e.RunShared(ctx, group, name, acts[i].fn(e.Holder())) })
 		}
 	}
 	held := func(e *lease.Elector) int { return len(e.HeldNames()) }

@@ -20,7 +20,7 @@
 // and every readiness check passes, 503 listing the failing checks before:
 // the bus connected (Module adds it), then each service's own (its buckets
 // open, its caches synced, its lease state known), which it registers with
-// AddCheck, usually as its Ready method through Attach in its fx module. daemon.Main starts
+// AddCheck, usually as its Ready method through daemon.ServiceModule. daemon.Main starts
 // the port before it connects to the bus, so a service waiting for NATS is
 // alive and not ready.
 package admin
@@ -80,9 +80,9 @@ type Server struct {
 	checks  []namedCheck // mu must be held
 	started bool         // mu must be held
 
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{} // closed when srv has stopped serving
+	ln      net.Listener
+	srv     *http.Server
+	serving sync.WaitGroup // srv's Serve
 }
 
 type namedCheck struct {
@@ -119,14 +119,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.Listen, err)
 	}
-	s.ln, s.done = ln, make(chan struct{})
+	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.done)
+	s.serving.Go(func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin serve", "err", err)
 		}
-	}()
+	})
 	// At debug: the service's one start line (daemon.FxLogger) names the address.
 	s.log.Debug("admin listening", "url", s.URL())
 	return s, nil
@@ -141,7 +140,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if err != nil {
 		_ = s.srv.Close()
 	}
-	<-s.done
+	s.serving.Wait()
 	return err
 }
 
@@ -263,26 +262,6 @@ func newServer(lc fx.Lifecycle, cfg Config, log *slog.Logger) (*Server, error) {
 // modules: fx runs the modules' invokes, and so appends their hooks,
 // before the root's.
 var Started = fx.Invoke(func(lc fx.Lifecycle, s *Server) { lc.Append(fx.StartHook(s.MarkStarted)) })
-
-// Attach registers the service T of an fx application with its admin
-// server, when it has one (Module), before anything starts: T's
-// Instrument(*Server) method, if it has one, gets the server (to take its
-// metrics from), and T's Ready(context.Context) error method, if it has
-// one, becomes the readiness check name. A service's fx module includes
-// admin.Attach[*Service]("scheduler").
-func Attach[T any](name string) fx.Option {
-	return fx.Invoke(fx.Annotate(func(t T, s *Server) {
-		if s == nil {
-			return
-		}
-		if i, ok := any(t).(interface{ Instrument(*Server) }); ok {
-			i.Instrument(s)
-		}
-		if r, ok := any(t).(interface{ Ready(context.Context) error }); ok {
-			s.AddCheck(name, r.Ready)
-		}
-	}, fx.ParamTags(``, `optional:"true"`)))
-}
 
 // BusConnected checks that b's NATS connection is up.
 func BusConnected(b *bus.Bus) Check {

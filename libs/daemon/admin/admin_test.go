@@ -18,6 +18,7 @@ import (
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon"
 	"atoll.dev/libs/daemon/admin"
 )
 
@@ -109,11 +110,7 @@ func TestAdminModule(t *testing.T) {
 	app := fx.New(
 		fx.Supply(b, quiet, admin.Config{Service: "echo", Listen: "127.0.0.1:0"}),
 		admin.Module,
-		fx.Module("echo",
-			fx.Supply(svc),
-			fx.Invoke(func(lc fx.Lifecycle, s *echo) { lc.Append(fx.StartStopHook(s.Start, s.Stop)) }),
-			admin.Attach[*echo]("echo"),
-		),
+		daemon.ServiceModule[*echo]("echo", func() *echo { return svc }),
 		admin.Started,
 		fx.Populate(&a),
 		fx.NopLogger,
@@ -125,7 +122,7 @@ func TestAdminModule(t *testing.T) {
 
 	code, body := get(t, a.URL()+"/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Equal(t, "not ready:\nstarting\necho: not serving\n", body)
+	assert.Equal(t, "not ready:\nstarting\necho: starting\n", body)
 
 	close(svc.release)
 	require.NoError(t, <-started)

@@ -14,6 +14,7 @@ import (
 )
 
 // Environment variables of the bootstrap commands, the same the services read.
+//
 //nolint:gosec // G101: the names of environment variables, not credentials
 const (
 	EnvNATSURL   = "ATOLL_NATS_URL"

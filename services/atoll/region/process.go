@@ -323,7 +323,7 @@ func (r *Region) startNATSProcess(ctx context.Context, o Options, auth *bus.Auth
 	if err != nil {
 		return nil, fmt.Errorf("nats-server log: %w", err)
 	}
-	defer logf.Close() // the child has its own descriptor
+	defer logf.Close()                          // the child has its own descriptor
 	cmd := exec.Command(o.NATSExec, "-c", conf) //nolint:noctx // the region kills the NATS process itself, outliving any one context
 	cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), o.ExecEnv...), logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -45,9 +45,9 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/robfig/cron/v3"
 
 	"atoll.dev/libs/api"
@@ -91,6 +91,9 @@ type Input struct {
 	History History
 	// Now is the time of the evaluation.
 	Now time.Time
+	// Schedules parses the spec's crons, remembering the latest it has
+	// parsed; nil parses them each time (the result is the same).
+	Schedules *Schedules
 }
 
 // Proposal states of a metric.
@@ -132,7 +135,7 @@ func Evaluate(in Input) Decision {
 			best, bestWhy = p.Replicas, fmt.Sprintf("metric %s %s", p.Metric, describe(p))
 		}
 	}
-	d.Floor, d.FloorSchedule = Floor(s.Schedules, in.Now)
+	d.Floor, d.FloorSchedule = in.Schedules.Floor(s.Schedules, in.Now)
 	if best < 0 { // schedules only: the floor, or min outside windows
 		best, bestWhy = 0, "no metrics"
 	}
@@ -261,11 +264,11 @@ func describe(p Proposal) string {
 // Floor is the highest floor among the schedules open at now, and the
 // name (or cron) of the schedule that sets it. A schedule whose cron or
 // time zone does not parse is never open (admission refuses those).
-func Floor(schedules []api.ScalerSchedule, now time.Time) (int32, string) {
+func (c *Schedules) Floor(schedules []api.ScalerSchedule, now time.Time) (int32, string) {
 	var floor int32
 	name := ""
 	for _, sc := range schedules {
-		if !Open(sc, now) || sc.Replicas <= floor {
+		if !c.Open(sc, now) || sc.Replicas <= floor {
 			continue
 		}
 		floor = sc.Replicas
@@ -279,8 +282,8 @@ func Floor(schedules []api.ScalerSchedule, now time.Time) (int32, string) {
 
 // Open reports whether a firing of sc's cron falls in
 // (now - duration, now]: its window is open.
-func Open(sc api.ScalerSchedule, now time.Time) bool {
-	sched, err := parseCron(sc)
+func (c *Schedules) Open(sc api.ScalerSchedule, now time.Time) bool {
+	sched, err := c.parse(sc)
 	if err != nil {
 		return false
 	}
@@ -291,32 +294,65 @@ func Open(sc api.ScalerSchedule, now time.Time) bool {
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// parsed memoizes parsed schedules (parsing, with its time zone load, is
-// most of an evaluation's cost otherwise); it only ever grows by the
-// distinct expressions of the Scalers seen, and a result never changes.
-var parsed sync.Map // string -> parsedCron
+// Schedules remembers parsed crons: parsing, with its time zone load,
+// is most of an evaluation's cost otherwise. It holds the most recently
+// used ones, at most its size, so the distinct expressions of every
+// Scaler ever seen do not accumulate; a result never changes, so one
+// parsed again gives the same schedule. Safe for concurrent use. A nil
+// *Schedules parses every time.
+type Schedules struct {
+	cache *lru.Cache[string, parsedCron]
+}
+
+// DefaultSchedules is how many parsed crons NewSchedules keeps by default:
+// more than a region's distinct schedules, a few hundred bytes each.
+const DefaultSchedules = 4096
+
+// NewSchedules returns a cache of up to size parsed crons
+// (DefaultSchedules when size <= 0).
+func NewSchedules(size int) *Schedules {
+	if size <= 0 {
+		size = DefaultSchedules
+	}
+	c, err := lru.New[string, parsedCron](size)
+	if err != nil { // only for a size <= 0
+		panic(err)
+	}
+	return &Schedules{cache: c}
+}
+
+// Len is how many parsed crons c holds.
+func (c *Schedules) Len() int {
+	if c == nil {
+		return 0
+	}
+	return c.cache.Len()
+}
 
 type parsedCron struct {
 	s   cron.Schedule
 	err error
 }
 
-func parseCron(sc api.ScalerSchedule) (cron.Schedule, error) {
+func (c *Schedules) parse(sc api.ScalerSchedule) (cron.Schedule, error) {
 	expr := strings.TrimSpace(sc.Cron)
 	if sc.TimeZone != "" && sc.TimeZone != "UTC" {
 		expr = "CRON_TZ=" + sc.TimeZone + " " + expr
 	}
-	if p, ok := parsed.Load(expr); ok {
-		return p.(parsedCron).s, p.(parsedCron).err
+	if c == nil {
+		return cronParser.Parse(expr)
+	}
+	if p, ok := c.cache.Get(expr); ok {
+		return p.s, p.err
 	}
 	s, err := cronParser.Parse(expr)
-	parsed.Store(expr, parsedCron{s, err})
+	c.cache.Add(expr, parsedCron{s, err})
 	return s, err
 }
 
 // CheckSchedule parses sc's cron and time zone fully.
 func CheckSchedule(sc api.ScalerSchedule) error {
-	_, err := parseCron(sc)
+	_, err := (*Schedules)(nil).parse(sc)
 	return err
 }
 

@@ -314,7 +314,7 @@ func TestOpen(t *testing.T) {
 		{"not a cron", "", 30, t0, false},
 	}
 	for _, c := range cases {
-		if got := Open(api.ScalerSchedule{Cron: c.cron, TimeZone: c.tz, DurationSeconds: c.dur, Replicas: 1}, c.at); got != c.want {
+		if got := NewSchedules(4).Open(api.ScalerSchedule{Cron: c.cron, TimeZone: c.tz, DurationSeconds: c.dur, Replicas: 1}, c.at); got != c.want {
 			t.Errorf("Open(%q %s %ds, %s) = %v, want %v", c.cron, c.tz, c.dur, c.at.Format(time.TimeOnly), got, c.want)
 		}
 	}
@@ -327,5 +327,23 @@ func TestDeterministic(t *testing.T) {
 	a, b := Evaluate(in), Evaluate(in)
 	if diff := cmp.Diff(a, b); diff != "" {
 		t.Errorf("two evaluations differ (-a +b):\n%s", diff)
+	}
+}
+
+// TestSchedulesAreBounded: the parsed crons kept are at most the size, the
+// least recently used going first, and one parsed again is the same.
+func TestSchedulesAreBounded(t *testing.T) {
+	c := NewSchedules(2)
+	at := time.Date(2026, 1, 5, 9, 0, 30, 0, time.UTC) // a Monday, 09:00:30
+	for _, expr := range []string{"0 9 * * *", "0 9 * * 1", "0 9 * * 1-5", "0 9 * * *"} {
+		if !c.Open(api.ScalerSchedule{Cron: expr, DurationSeconds: 60, Replicas: 1}, at) {
+			t.Errorf("%q not open at %s", expr, at)
+		}
+		if c.Len() > 2 {
+			t.Fatalf("%d parsed crons kept, want at most 2", c.Len())
+		}
+	}
+	if c.Len() != 2 {
+		t.Errorf("%d parsed crons kept, want 2", c.Len())
 	}
 }

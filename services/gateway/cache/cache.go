@@ -18,6 +18,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Item is one cached workload, its response rendered once per change.
@@ -46,12 +47,17 @@ type Renderer func(w *api.Workload, st *api.Status) ([]byte, error)
 // Cache holds every workload of the region.
 type Cache struct {
 	// workloads is set once its mirror exists; status changes that come
-	// before are covered by the workloads' first replay.
-	workloads atomic.Pointer[bus.Mirror]
-	status    *bus.Mirror
+	// before are covered by the workloads' first replay. The mirrors
+	// decode each document once per change, not on every refresh (a
+	// status change refreshes its workload); their values are shared and
+	// only read here.
+	workloads atomic.Pointer[bus.TypedMirror[*api.Workload]]
+	status    *bus.TypedMirror[*api.Status]
 	render    Renderer
 	log       *slog.Logger
 	ready     chan struct{}
+	cancel    context.CancelFunc // ends the mirrors and the wait for them
+	wg        sync.WaitGroup     // the goroutine that waits for the mirrors to fill
 
 	mu        sync.RWMutex
 	items     map[string]*Item    // mu must be held
@@ -59,21 +65,25 @@ type Cache struct {
 	changed   chan struct{}       // mu must be held: closed and replaced on every change
 }
 
-// Start mirrors the buckets until ctx is done.
+// Start mirrors the buckets until ctx is done or Stop.
 func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (*Cache, error) {
 	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{},
 		changed: make(chan struct{}), ready: make(chan struct{})}
+	ctx, c.cancel = context.WithCancel(ctx)
 	var err error
 	// The status mirror starts first so that the first workload refresh finds its status.
-	if c.status, err = b.Mirror(ctx, bus.BucketStatus, c.refresh); err != nil {
+	if c.status, err = bus.MirrorOf(ctx, b, bus.BucketStatus, jetstream.AllKeys, decodeStatus, c.refresh); err != nil {
+		c.cancel()
 		return nil, fmt.Errorf("mirror status: %w", err)
 	}
-	wm, err := b.Mirror(ctx, bus.BucketWorkloads, c.refresh)
+	wm, err := bus.MirrorOf(ctx, b, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, c.refresh)
 	if err != nil {
+		c.cancel()
+		c.status.Stop()
 		return nil, fmt.Errorf("mirror workloads: %w", err)
 	}
 	c.workloads.Store(wm)
-	go func() {
+	c.wg.Go(func() {
 		for _, ch := range []<-chan struct{}{c.status.Ready(), wm.Ready()} {
 			select {
 			case <-ch:
@@ -86,8 +96,20 @@ func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (
 			c.refresh(k)
 		}
 		close(c.ready)
-	}()
+	})
 	return c, nil
+}
+
+// Stop ends the mirrors and returns once every goroutine of the cache has
+// ended; the cache keeps what it held. Stop on a nil cache does nothing.
+func (c *Cache) Stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	c.workloads.Load().Stop()
+	c.status.Stop()
+	c.wg.Wait()
 }
 
 // Ready is closed once every workload and status that existed at start is cached.
@@ -109,17 +131,14 @@ func (c *Cache) refresh(key string) {
 		c.removeLocked(key)
 		return
 	}
-	w, err := api.Decode(we.Value)
-	if err != nil {
-		c.log.Warn("cache: undecodable workload", "key", key, "err", err)
+	if we.Err != nil {
+		c.log.Warn("cache: undecodable workload", "key", key, "err", we.Err)
 		return
 	}
+	w := we.Value
 	var st *api.Status
-	if se, ok := c.status.Get(key); ok {
-		st = new(api.Status)
-		if err := json.Unmarshal(se.Value, st); err != nil {
-			st = nil
-		}
+	if se, ok := c.status.Get(key); ok && se.Err == nil {
+		st = se.Value
 	}
 	b, err := c.render(w, st)
 	if err != nil {
@@ -263,4 +282,13 @@ func (c *Cache) WaitFor(ctx context.Context, key string, ok func(*Item) bool) bo
 		case <-ch:
 		}
 	}
+}
+
+// decodeStatus decodes a workload's status for the status mirror.
+func decodeStatus(b []byte) (*api.Status, error) {
+	st := new(api.Status)
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

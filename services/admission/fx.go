@@ -1,0 +1,13 @@
+package admission
+
+import (
+	"go.uber.org/fx"
+
+	"atoll.dev/libs/daemon"
+)
+
+// Module is the admission service for fx. It needs a Config; DefaultConfig
+// is used when none is supplied.
+// Its lifecycle is daemon.ServiceModule's: Start and Stop as the
+// application's hooks, Instrument and Ready on the admin server.
+var Module = daemon.ServiceModule[*Service]("admission", fx.Annotate(New, fx.ParamTags(``, ``, `optional:"true"`)))

@@ -1,0 +1,10 @@
+package quota
+
+import (
+	"atoll.dev/libs/daemon"
+)
+
+// Module is the quota service for fx.
+// Its lifecycle is daemon.ServiceModule's: Start and Stop as the
+// application's hooks, Instrument and Ready on the admin server.
+var Module = daemon.ServiceModule[*Service]("quota", New)
