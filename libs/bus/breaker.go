@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -117,5 +118,5 @@ func (s *BreakerSet[T]) Execute(target string, fn func() (T, error)) (T, error) 
 
 // IsOpen reports whether err is a breaker refusing the call.
 func IsOpen(err error) bool {
-	return err == gobreaker.ErrOpenState || err == gobreaker.ErrTooManyRequests
+	return errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
 }

@@ -14,7 +14,7 @@ import (
 // (or the key appeared) since it was read.
 var ErrConflict = errors.New("revision conflict")
 
-// ErrNoChange, returned by a Mutator, ends Update without writing.
+// ErrNoChange is returned by a Mutator to end Update without writing.
 var ErrNoChange = errors.New("no change")
 
 // CompareAndSet writes value at key only if the key's latest revision is

@@ -66,7 +66,7 @@ func MirrorOf[T any](ctx context.Context, b *Bus, bucket, filter string, decode 
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx) //nolint:gosec // G118: Stop calls m.cancel
 	m := &TypedMirror[T]{decode: decode, log: b.log, entries: map[string]Entry[T]{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)

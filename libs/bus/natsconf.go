@@ -27,7 +27,7 @@ type Auth struct {
 
 // credsHeader starts the first line of a credentials file; the user's name
 // follows it. nats.go's seed parser skips the line.
-const credsHeader = "# atoll nats user: "
+const credsHeader = "# atoll nats user: " //nolint:gosec // G101: a comment line's prefix, no credential
 
 // CreateAuth loads the users' credentials from dir, creating any that are
 // missing: dir with mode 0700, each file with mode 0600.
@@ -72,7 +72,7 @@ func writeCredentials(path, user string) error {
 	if err != nil {
 		return fmt.Errorf("nats credentials for %s: %w", user, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // G304: the credentials file the operator named
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
@@ -89,7 +89,7 @@ func writeCredentials(path, user string) error {
 
 // readCredentials returns the user and public key of a credentials file.
 func readCredentials(path string) (user, public string, err error) {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the credentials file the operator named
 	if err != nil {
 		return "", "", fmt.Errorf("nats credentials: %w", err)
 	}
@@ -114,7 +114,7 @@ func readCredentials(path string) (user, public string, err error) {
 // isAtollCredentials reports whether path starts like a credentials file
 // of CreateAuth's.
 func isAtollCredentials(path string) bool {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: the credentials file the operator named
 	if err != nil {
 		return false
 	}
@@ -205,7 +205,9 @@ func (a *Auth) ServerConfig() string {
 
 // WriteServerConfig writes ServerConfig to path (mode 0644: no secrets).
 func (a *Auth) WriteServerConfig(path string) error {
-	if err := os.WriteFile(path, []byte(a.ServerConfig()), 0o644); err != nil {
+	// The server configuration holds public keys only, and the NATS server
+	// may run as another user.
+	if err := os.WriteFile(path, []byte(a.ServerConfig()), 0o644); err != nil { //nolint:gosec // G306: public keys only
 		return fmt.Errorf("write nats configuration: %w", err)
 	}
 	return nil

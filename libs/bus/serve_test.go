@@ -35,7 +35,7 @@ type order struct {
 // serveOrders serves "orders.place": item "conflict" is refused with
 // 409, "boom" fails with a plain error, "wait" blocks until its context
 // ends and returns that error; others are echoed.
-func serveOrders(t *testing.T, b *bus.Bus, ctx context.Context, m *bus.Metrics, timeout time.Duration, entered chan<- struct{}) *bus.Endpoints {
+func serveOrders(t *testing.T, ctx context.Context, b *bus.Bus, m *bus.Metrics, timeout time.Duration, entered chan<- struct{}) *bus.Endpoints {
 	t.Helper()
 	eps, err := b.Serve(ctx, bus.ServeConfig{Name: "orders", Metrics: m, Logger: quiet},
 		bus.Endpoint("place", timeout, func(ctx context.Context, o order, _ micro.Request) (any, error) {
@@ -78,7 +78,7 @@ var goTypeName = regexp.MustCompile(`Go (value|struct)|bus_test|\border\b|\bint\
 
 func TestEndpointRefusesMalformedRequestsInJSONTerms(t *testing.T) {
 	b := openBus(t)
-	serveOrders(t, b, t.Context(), nil, time.Second, nil)
+	serveOrders(t, t.Context(), b, nil, time.Second, nil)
 	tests := []struct {
 		name, body, want string
 	}{
@@ -105,7 +105,7 @@ func TestEndpointRefusesMalformedRequestsInJSONTerms(t *testing.T) {
 
 func TestEndpointMapsErrorsToReplies(t *testing.T) {
 	b := openBus(t)
-	serveOrders(t, b, t.Context(), nil, time.Second, nil)
+	serveOrders(t, t.Context(), b, nil, time.Second, nil)
 	tests := []struct {
 		item     string
 		wantCode int
@@ -132,7 +132,7 @@ func TestEndpointContextEndsWithTheService(t *testing.T) {
 	t.Run("service context ends", func(t *testing.T) {
 		svcCtx, stop := context.WithCancel(t.Context())
 		entered := make(chan struct{}, 1)
-		serveOrders(t, b, svcCtx, nil, time.Minute, entered)
+		serveOrders(t, svcCtx, b, nil, time.Minute, entered)
 		type reply struct {
 			code int
 			body api.ErrorBody
@@ -156,7 +156,7 @@ func TestEndpointContextEndsWithTheService(t *testing.T) {
 	})
 	t.Run("Stop", func(t *testing.T) {
 		entered := make(chan struct{}, 1)
-		eps := serveOrders(t, b, t.Context(), nil, time.Minute, entered)
+		eps := serveOrders(t, t.Context(), b, nil, time.Minute, entered)
 		done := make(chan int, 1)
 		go func() {
 			code, _ := place(t, b, `{"item":"wait"}`)
@@ -168,7 +168,7 @@ func TestEndpointContextEndsWithTheService(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		entered := make(chan struct{}, 1)
-		serveOrders(t, b, t.Context(), nil, 50*time.Millisecond, entered)
+		serveOrders(t, t.Context(), b, nil, 50*time.Millisecond, entered)
 		code, eb := place(t, b, `{"item":"wait"}`)
 		<-entered
 		assert.Equal(t, api.StatusUnavailable, code)
@@ -179,7 +179,7 @@ func TestEndpointContextEndsWithTheService(t *testing.T) {
 func TestEndpointRecordsMetrics(t *testing.T) {
 	b := openBus(t)
 	reg := prometheus.NewRegistry()
-	serveOrders(t, b, t.Context(), bus.NewMetrics(reg), time.Second, nil)
+	serveOrders(t, t.Context(), b, bus.NewMetrics(reg), time.Second, nil)
 	for _, body := range []string{`{"item":"tea"}`, `{"item":"tea"}`, `[]`, `{"item":"conflict"}`, `{"item":"boom"}`} {
 		place(t, b, body)
 	}

@@ -100,7 +100,7 @@ func (c *Client) Exec(ctx context.Context, project, kind, name string, p compute
 				return -1, ctx.Err()
 			}
 			if websocket.CloseStatus(err) != -1 {
-				return -1, fmt.Errorf("exec in %s %s: %w (%v)", kind, name, ErrNoExitCode, err)
+				return -1, fmt.Errorf("exec in %s %s: %w (%w)", kind, name, ErrNoExitCode, err)
 			}
 			return -1, fmt.Errorf("exec in %s %s: %w", kind, name, err)
 		}

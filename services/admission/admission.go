@@ -188,7 +188,7 @@ func LoadConfig(path string) (*Config, error) {
 	if path == "" {
 		return DefaultConfig(), nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the configuration file the operator named with a flag
 	if err != nil {
 		return nil, fmt.Errorf("admission config: %w", err)
 	}

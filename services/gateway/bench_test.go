@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -162,7 +163,7 @@ func populate(ctx context.Context, tb testing.TB, b *bus.Bus) []string {
 				wb, err1 := json.Marshal(w)
 				sb, err2 := json.Marshal(st)
 				if err1 != nil || err2 != nil {
-					e := fmt.Errorf("marshal %s: %v %v", w.Key(), err1, err2)
+					e := fmt.Errorf("marshal %s: %w", w.Key(), errors.Join(err1, err2))
 					first.CompareAndSwap(nil, &e)
 					continue
 				}

@@ -111,7 +111,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	}
 	var reader sync.WaitGroup
 	defer reader.Wait() // last: once the connection is closed, its reader ends
-	defer conn.CloseNow()
+	defer func() { _ = conn.CloseNow() }()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
@@ -172,7 +172,6 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 			msg = de.Message
 		}
 		_ = send(chanStderr, []byte("atoll: "+msg+"\n"))
-		code = -1
 		conn.Close(websocket.StatusInternalError, truncate(msg, 120))
 		return
 	}

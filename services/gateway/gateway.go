@@ -160,7 +160,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return fmt.Errorf("gateway cache not ready: %w", ctx.Err())
 	}
-	s.ln, err = net.Listen("tcp", s.cfg.Listen)
+	s.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
 	}

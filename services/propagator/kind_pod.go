@@ -160,7 +160,7 @@ func (t *target) replaceInvalidPod(ctx context.Context, o object, ns string, app
 	if err := t.delete(ctx, pods, ns, o.name); err != nil {
 		return err
 	}
-	return fmt.Errorf("pod %s/%s deleted for a change it cannot take in place (%v): %w", ns, o.name, applyErr, errReplacing)
+	return fmt.Errorf("pod %s/%s deleted for a change it cannot take in place (%w): %w", ns, o.name, applyErr, errReplacing)
 }
 
 // errReplacing says a Pod is being replaced; the key is retried until the

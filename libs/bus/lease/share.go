@@ -104,7 +104,7 @@ func (e *Elector) join(ctx context.Context, name, lease string) {
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g = &group{names: map[string]int{}, cancel: cancel, done: make(chan struct{})}
 		e.groups[name] = g
-		go e.presence(pctx, name, g)
+		go e.presence(pctx, name, g) //nolint:gosec // G118: the group outlives the request that made it; cancel (stored in g) ends it and done says it ended
 	}
 	g.names[lease]++
 }

@@ -91,7 +91,7 @@ region's NATS as the admin user, as bootstrap does.`,
 	planCmd := &cobra.Command{
 		Use: "plan -f FILE", Short: "Store a rotation plan (YAML or JSON), validated", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := os.ReadFile(file)
+			raw, err := os.ReadFile(file) //nolint:gosec // G304: the plan file the operator named with -f
 			if err != nil {
 				return err
 			}

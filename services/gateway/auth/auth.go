@@ -244,7 +244,7 @@ var jwtAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose
 func (a *Authenticator) verifyJWT(raw string) (*Identity, error) {
 	tok, err := jwt.ParseSigned(raw, jwtAlgs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed JWT: %v", ErrUnauthenticated, err)
+		return nil, fmt.Errorf("%w: malformed JWT: %w", ErrUnauthenticated, err)
 	}
 	if len(tok.Headers) != 1 {
 		return nil, fmt.Errorf("%w: JWT must have one signature", ErrUnauthenticated)
@@ -269,7 +269,7 @@ func (a *Authenticator) verifyJWT(raw string) (*Identity, error) {
 		exp.AnyAudience = jwt.Audience{a.audience}
 	}
 	if err := c.ValidateWithLeeway(exp, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: JWT claims: %v", ErrUnauthenticated, err)
+		return nil, fmt.Errorf("%w: JWT claims: %w", ErrUnauthenticated, err)
 	}
 	if c.Expiry == nil {
 		return nil, fmt.Errorf("%w: JWT has no exp", ErrUnauthenticated)

@@ -132,7 +132,7 @@ func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (com
 		time.Sleep(500 * time.Millisecond) // polling the App's status
 	}
 	if missing, _, err := missingEvents(ctx, c, project, "smoke"); err != nil || len(missing) > 0 {
-		return computeapi.Resources{}, fmt.Errorf("App smoke events: missing %v (%v)", missing, err)
+		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: missing %v (%w)", missing, err)
 	}
 	q, err := c.Quota(ctx, project)
 	if err != nil {

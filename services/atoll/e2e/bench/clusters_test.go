@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -158,7 +159,7 @@ func clustersDrained(ctx context.Context, reg *region.Region, project string) er
 			rs, e2 := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 			pdb, e3 := c.Client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 			if e1 != nil || e2 != nil || e3 != nil {
-				err = fmt.Errorf("cluster %s: %v %v %v", c.Name, e1, e2, e3)
+				err = fmt.Errorf("cluster %s: %w", c.Name, errors.Join(e1, e2, e3))
 				continue
 			}
 			left += len(d.Items) + len(rs.Items) + len(pdb.Items)
@@ -168,7 +169,7 @@ func clustersDrained(ctx context.Context, reg *region.Region, project string) er
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d objects left in the clusters (last error: %v): %w", left, err, ctx.Err())
+			return fmt.Errorf("%d objects left in the clusters (last error: %w): %w", left, err, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

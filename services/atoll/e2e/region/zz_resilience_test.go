@@ -64,7 +64,7 @@ func TestFrozenClusterShardsMoveAndOthersAreNotSlowed(t *testing.T) {
 		assert.NoError(c, func() error {
 			p, err := cl.Placement(ctx, key)
 			if err != nil || p == nil {
-				return fmt.Errorf("placement: %v", err)
+				return fmt.Errorf("placement: %w", err)
 			}
 			var inC, total int32
 			for _, sh := range p.Shards {
