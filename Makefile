@@ -56,7 +56,7 @@ tools: ## build the member-cluster binaries into bin/ (skips what is up to date)
 build: deps ## build every module
 	@$(call each,$(GO) build ./...,build)
 
-test: tools deps browser ## run every test of every module, member clusters included
+test: tools deps browser console-assets ## run every test of every module, member clusters included
 	@./hack/sweep-clusters.sh
 	@: >$(TEST_LOG); echo "==> go test output also in $(TEST_LOG)"
 	@$(call each,set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./... 2>&1 | tee -a $(TEST_LOG),test)
@@ -113,7 +113,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export SERVICES VERSION
 
 .PHONY: images
-images: tools ## build every image offline, FROM scratch, tagged atoll/<name>:$(VERSION) (installs and starts Docker when missing)
+images: tools console-assets ## build every image offline, FROM scratch, tagged atoll/<name>:$(VERSION) (installs and starts Docker when missing)
 	@./hack/images.sh
 
 .PHONY: compose-up compose-down compose-test
@@ -127,9 +127,29 @@ compose-test: images atoll ## up, smoke and fault test (1,000 Apps while replica
 	@./hack/compose.sh test
 
 .PHONY: run atoll
-atoll: deps ## build the atoll command into bin/atoll
+atoll: deps console-assets ## build the atoll command into bin/atoll
 	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll ./cmd/atoll
 
-run: tools atoll ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
+run: tools atoll console-assets ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
 	@./hack/sweep-clusters.sh
 	@bin/atoll dev $(RUN_FLAGS)
+
+# The console's third-party browser code (xterm.js), from npm at the versions
+# its package-lock.json pins, copied into static/vendor (git-ignored) under
+# the console's go:embed tree. Without it the gateway still builds and the
+# console works; its shell panel says the terminal assets are missing.
+CONSOLE_WEB := services/gateway/console/web
+CONSOLE_VENDOR := services/gateway/console/static/vendor
+CONSOLE_ASSETS := $(CONSOLE_WEB)/node_modules/@xterm/xterm/lib/xterm.mjs \
+	$(CONSOLE_WEB)/node_modules/@xterm/xterm/css/xterm.css \
+	$(CONSOLE_WEB)/node_modules/@xterm/addon-fit/lib/addon-fit.mjs
+
+.PHONY: console-assets
+console-assets: $(CONSOLE_VENDOR)/.stamp ## the console's browser assets (xterm.js) from npm into its static/vendor
+
+$(CONSOLE_VENDOR)/.stamp: $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-lock.json
+	@echo "==> console assets: npm ci in $(CONSOLE_WEB)"
+	@cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error
+	@rm -rf $(CONSOLE_VENDOR) && mkdir -p $(CONSOLE_VENDOR)
+	@cp $(CONSOLE_ASSETS) $(CONSOLE_VENDOR)/
+	@touch $@

@@ -105,21 +105,37 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 // ExecShell runs a command in one of a workload's containers over a
 // WebSocket, proxied by the cluster-facing side over the bus.
 func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.ExecShellParams) {
-	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	// A browser cannot read a refused upgrade's answer: it gets the refusal
+	// over the WebSocket (refuseOverWebSocket).
+	answer := w
+	var refusal *refusalRecorder
+	if browserExec(r) {
+		refusal = newRefusalRecorder()
+		answer = refusal
+	}
+	refused := func() {
+		if refusal != nil {
+			refuseOverWebSocket(w, r, refusal)
+		}
+	}
+	_, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
+		refused()
 		return
 	}
 	if len(params.Command) == 0 {
-		writeError(w, r, http.StatusBadRequest, "Invalid", "command is required")
+		writeError(answer, r, http.StatusBadRequest, "Invalid", "command is required")
+		refused()
 		return
 	}
 	s.auditExec(r, project, fmt.Sprintf("%s/%s pod=%q container=%q command=%q", registered, name, params.Pod, params.Container, params.Command))
-	release, ok := s.streamSlot(w, r)
+	release, ok := s.streamSlot(answer, r)
 	if !ok {
+		refused()
 		return
 	}
 	defer release()
-	conn, err := websocket.Accept(w, r, nil)
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}})
 	if err != nil {
 		return // Accept has answered
 	}

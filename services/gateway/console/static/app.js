@@ -1,4 +1,5 @@
-// Atoll console: one ES module, no build step, no dependencies.
+// Atoll console: one ES module, no build step; its one dependency, the
+// shell's terminal (xterm.js), is loaded from vendor/ when a shell opens.
 //
 // It talks to the Compute API under /v1 of the same origin with the user's
 // bearer token (kept in sessionStorage, so it dies with the tab). Lists and
@@ -33,6 +34,9 @@
 // #clusters tr[data-cluster], #conditions tr[data-condition], #reasons tr,
 // #kube-events tr, #events li[data-event][data-id], #events-error,
 // #logs-card, #logs .log-line, #logs-status, #logs-error; #replicas-card;
+// #shell-card[data-state=idle|connecting|open|ended], #shell-pod, #shell-container,
+// #shell-command, #shell-open, #shell-close, #shell-term (xterm.js), #shell-error,
+// #shell-end[data-exit-code];
 // #scaler-card, #chart-scaler svg circle[data-replicas];
 // #op-scale, #op-pause[data-op=pause|resume], #op-restart,
 // #op-stop[data-op=stop|start], #op-delete, #op-status, #op-error;
@@ -717,6 +721,8 @@ function detailView(project, kind, name, signal) {
   );
   watchEvents(base, signal);
   if (pods) tailLogs(base, signal);
+  $('#shell-card').hidden = !pods;
+  if (pods) shellPanel(base, signal);
   $('#scaler-card').hidden = !hasCard(kind, 'scaler');
   if (hasCard(kind, 'scaler')) watchScaler(project, name, signal);
   $('#kind-cards').replaceChildren();
@@ -833,6 +839,7 @@ function renderDetail(w) {
   const md = w.metadata || {};
   const phase = st.phase || 'Pending';
   if (shown) shown.workload = w;
+  shown?.onWorkload?.(w);
   renderActions();
   $('#detail-title').textContent = `${w.kind} ${md.name}`;
   $('#detail-phase').dataset.phase = phase;
@@ -1639,6 +1646,296 @@ async function tailLogs(base, signal) {
     }
     await sleep(delay, signal);
   }
+}
+
+// --- a shell in the browser ----------------------------------------------------
+//
+// A terminal (xterm.js, copied from npm into vendor/ by `make
+// console-assets`; absent, the panel says so) on the exec WebSocket the CLI
+// uses: binary messages of one channel byte and data (0 stdin, 1 stdout,
+// 2 stderr, 3 exit code, 4 resize as JSON). A browser cannot set an
+// Authorization header on a WebSocket: the token goes as the subprotocol
+// "base64url.bearer.atoll.dev.<token>" beside "atoll.exec", which the
+// gateway selects, and a refusal comes back over the socket as the API's
+// error document in a text message, closed with 4000 + its HTTP status.
+// Only a workload's own containers are offered (never the platform's
+// sidecars); the pods are those its logs name.
+
+const EXEC_PROTOCOL = 'atoll.exec';
+const BEARER_PROTOCOL = 'base64url.bearer.atoll.dev.';
+const CH_STDIN = 0;
+const CH_STDOUT = 1;
+const CH_STDERR = 2;
+const CH_EXIT = 3;
+const CH_RESIZE = 4;
+
+// terminalModules loads xterm.js once: {Terminal, FitAddon}, or throws when
+// the assets were not built.
+let terminalModules = null;
+function loadTerminal() {
+  terminalModules ??= (async () => {
+    const [xterm, fit] = await Promise.all([import('./vendor/xterm.mjs'), import('./vendor/addon-fit.mjs')]);
+    if (!document.querySelector('link[data-xterm]')) {
+      document.head.append(el('link', { rel: 'stylesheet', href: 'vendor/xterm.css', 'data-xterm': '1' }));
+    }
+    return { Terminal: xterm.Terminal, FitAddon: fit.FitAddon };
+  })().catch((err) => {
+    terminalModules = null;
+    throw new Error(`The terminal assets are missing from this console (run \`make console-assets\` before building the gateway): ${err.message}`);
+  });
+  return terminalModules;
+}
+
+// mainContainers are the names of a workload's own containers: every
+// "containers" list of its spec (an App's template, a JobSet's jobs), and a
+// Pod's main containers as its status lists them. Sidecars and init
+// containers are never offered.
+function mainContainers(w) {
+  const names = new Set();
+  const walk = (v, key) => {
+    if (Array.isArray(v)) {
+      if (key === 'containers') for (const c of v) if (c && typeof c.name === 'string') names.add(c.name);
+      for (const x of v) walk(x, '');
+    } else if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) if (k !== 'sidecars' && k !== 'initContainers') walk(x, k);
+    }
+  };
+  walk(w?.spec, '');
+  for (const c of w?.status?.pod?.containers || []) if (c.type === 'main' && c.name) names.add(c.name);
+  return [...names];
+}
+
+// b64url encodes a string as base64url without padding.
+function b64url(s) {
+  const bytes = new TextEncoder().encode(s);
+  let bin = '';
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+// shellPanel wires the Shell card of a workload's page; the session ends
+// with the view.
+function shellPanel(base, signal) {
+  const form = $('#shell-form');
+  const podSel = $('#shell-pod');
+  const ctrSel = $('#shell-container');
+  const status = (t, state) => {
+    $('#shell-status').textContent = t;
+    $('#shell-card').dataset.state = state;
+  };
+  let live = null; // {ws, term, fit, observer}
+  let containersKey = '';
+
+  hide('#shell-error');
+  $('#shell-end').hidden = true;
+  delete $('#shell-end').dataset.exitCode;
+  $('#shell-term').hidden = true;
+  $('#shell-term').replaceChildren();
+  podSel.replaceChildren(el('option', { value: '', text: 'any running pod' }));
+  ctrSel.replaceChildren();
+  status('', 'idle');
+  setOpen(false);
+
+  // The containers follow the workload as the detail poll renders it.
+  shown.onWorkload = (w) => {
+    const names = mainContainers(w);
+    const key = names.join('\u0000');
+    if (key === containersKey) return;
+    containersKey = key;
+    const keep = ctrSel.value;
+    ctrSel.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
+    if (names.includes(keep)) ctrSel.value = keep;
+  };
+
+  // findPods lists the pods the workload's logs name (one line of each).
+  const findPods = async () => {
+    const found = new Map();
+    try {
+      const res = await request(`${base}/logs?tail=1`, { headers: { Accept: 'application/x-ndjson' }, signal });
+      for await (const line of readLines(res.body)) {
+        if (!line.trim()) continue;
+        try {
+          const rec = JSON.parse(line);
+          if (rec.pod) found.set(rec.pod, rec.cluster || '');
+        } catch {
+          // not a log record
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err.status === 401) return expired(err);
+      // No started pod yet, or logs refused: "any running pod" remains.
+    }
+    const keep = podSel.value;
+    podSel.replaceChildren(
+      el('option', { value: '', text: 'any running pod' }),
+      ...[...found.entries()].sort().map(([pod, cluster]) => el('option', { value: pod, text: cluster ? `${pod} (${cluster})` : pod })),
+    );
+    if (found.has(keep)) podSel.value = keep;
+  };
+  findPods();
+
+  function setOpen(open) {
+    $('#shell-open').hidden = open;
+    $('#shell-close').hidden = !open;
+    $('#shell-copy').hidden = !open;
+    $('#shell-paste').hidden = !open;
+    $('#shell-help').hidden = !open;
+    for (const e of [podSel, ctrSel, $('#shell-command'), $('#shell-pods')]) e.disabled = open;
+  }
+
+  const copy = () => {
+    const text = live?.term.getSelection();
+    if (text) navigator.clipboard?.writeText(text).catch((err) => showIn('#shell-error', `Copy: ${err.message}`));
+  };
+  const paste = () => {
+    if (!navigator.clipboard?.readText) return showIn('#shell-error', 'This browser does not let the page read the clipboard: use its Paste (Ctrl+V).');
+    navigator.clipboard
+      .readText()
+      .then((t) => live?.term.paste(t))
+      .catch((err) => showIn('#shell-error', `Paste: ${err.message}`));
+  };
+
+  // end closes the session and says why, once.
+  const end = (text, exitCode) => {
+    if (!live) return;
+    const s = live;
+    live = null;
+    s.observer?.disconnect();
+    if (s.ws.readyState <= WebSocket.OPEN) s.ws.close(1000, 'closed by the user');
+    s.term.options.disableStdin = true;
+    s.term.options.cursorBlink = false;
+    const e = $('#shell-end');
+    e.textContent = text;
+    if (exitCode !== undefined) e.dataset.exitCode = String(exitCode);
+    else delete e.dataset.exitCode;
+    e.hidden = false;
+    status('ended', 'ended');
+    setOpen(false);
+    if (!signal.aborted) $('#shell-open').focus();
+  };
+
+  const open = async () => {
+    hide('#shell-error');
+    $('#shell-end').hidden = true;
+    const command = $('#shell-command').value.trim().split(/\s+/).filter(Boolean);
+    if (!command.length) return showIn('#shell-error', 'Enter a command, such as sh.');
+    if (!ctrSel.value) return showIn('#shell-error', 'This workload has no container to open a shell in.');
+    let mods;
+    try {
+      mods = await loadTerminal();
+    } catch (err) {
+      return showIn('#shell-error', err.message);
+    }
+    if (signal.aborted) return;
+    const box = $('#shell-term');
+    box.replaceChildren();
+    box.hidden = false;
+    const term = new mods.Terminal({ cursorBlink: true, convertEol: false, fontSize: 13, scrollback: 5000, screenReaderMode: false });
+    const fit = new mods.FitAddon();
+    term.loadAddon(fit);
+    term.open(box);
+    try {
+      fit.fit();
+    } catch {
+      // a hidden or zero-sized box: the default 80x24 stays
+    }
+    term.attachCustomKeyEventHandler((ev) => {
+      if (ev.type !== 'keydown' || !ev.ctrlKey || !ev.shiftKey) return true;
+      const k = ev.key.toLowerCase();
+      if (k === 'c') copy();
+      else if (k === 'v') paste();
+      else if (k === 'e') $('#shell-close').focus();
+      else return true;
+      ev.preventDefault();
+      return false;
+    });
+
+    const q = new URLSearchParams();
+    for (const c of command) q.append('command', c);
+    q.set('container', ctrSel.value);
+    if (podSel.value) q.set('pod', podSel.value);
+    q.set('stdin', 'true');
+    q.set('tty', 'true');
+    const url = new URL(`${API}${base}/exec?${q}`, location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(url, [EXEC_PROTOCOL, BEARER_PROTOCOL + b64url(session.token)]);
+    ws.binaryType = 'arraybuffer';
+    live = { ws, term, fit, observer: null };
+    const me = live;
+    setOpen(true);
+    status('connecting…', 'connecting');
+    const where = `${podSel.value || 'a running pod'}/${ctrSel.value}`;
+    let exitCode;
+    let refusal = null;
+    let opened = false;
+    const encoder = new TextEncoder();
+    const send = (ch, bytes) => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      const msg = new Uint8Array(bytes.length + 1);
+      msg[0] = ch;
+      msg.set(bytes, 1);
+      ws.send(msg);
+    };
+    const sendSize = () => send(CH_RESIZE, encoder.encode(JSON.stringify({ width: term.cols, height: term.rows })));
+    ws.onopen = () => {
+      opened = true;
+      status(`connected to ${where}`, 'open');
+      sendSize();
+      term.focus();
+    };
+    term.onData((d) => send(CH_STDIN, encoder.encode(d)));
+    term.onBinary((d) => send(CH_STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff)));
+    term.onResize(sendSize);
+    me.observer = new ResizeObserver(() => {
+      try {
+        fit.fit();
+      } catch {
+        // the box is hidden
+      }
+    });
+    me.observer.observe(box);
+    ws.onmessage = (ev) => {
+      if (typeof ev.data === 'string') {
+        // A refusal: the API's error document.
+        try {
+          refusal = JSON.parse(ev.data);
+        } catch {
+          refusal = { message: ev.data };
+        }
+        return;
+      }
+      const b = new Uint8Array(ev.data);
+      if (!b.length) return;
+      const data = b.subarray(1);
+      if (b[0] === CH_STDOUT || b[0] === CH_STDERR) term.write(data);
+      else if (b[0] === CH_EXIT) exitCode = parseInt(new TextDecoder().decode(data), 10);
+    };
+    ws.onclose = (ev) => {
+      if (live !== me) return;
+      if (Number.isInteger(exitCode)) return end(`Session ended: exit code ${exitCode}.`, exitCode);
+      if (ev.code >= 4400 && ev.code < 4600) {
+        const err = new APIError(ev.code - 4000, refusal, ev.reason || `refused (${ev.code - 4000})`);
+        showIn('#shell-error', `The shell was refused: ${describe(err)}`);
+        return end(`No session: refused with ${ev.code - 4000}.`);
+      }
+      if (!opened) return end('The shell could not be opened: the gateway cannot be reached or refused the connection.');
+      end(`Session ended without an exit code${ev.reason ? `: ${ev.reason}` : ''} (WebSocket ${ev.code}).`);
+    };
+  };
+
+  form.onsubmit = (ev) => {
+    ev.preventDefault();
+    if (!live) open();
+  };
+  $('#shell-close').onclick = () => end('Session ended by you.');
+  $('#shell-copy').onclick = copy;
+  $('#shell-paste').onclick = paste;
+  $('#shell-pods').onclick = () => findPods();
+  signal.addEventListener('abort', () => {
+    if (live) end('Session ended: you left the page.');
+    shown && (shown.onWorkload = null);
+  });
 }
 
 // --- the region ----------------------------------------------------------------
