@@ -118,8 +118,13 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 			refuseOverWebSocket(w, r, refusal)
 		}
 	}
-	_, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
+	key, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
+		refused()
+		return
+	}
+	if it, found := s.cache.Get(key); found && platformSidecar(it.JSON, params.Container) {
+		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
 		refused()
 		return
 	}

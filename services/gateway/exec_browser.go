@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -96,4 +97,31 @@ func refuseOverWebSocket(w http.ResponseWriter, r *http.Request, rr *refusalReco
 	}
 	_ = conn.Write(r.Context(), websocket.MessageText, rr.body.Bytes())
 	_ = conn.Close(websocket.StatusCode(4000+status), http.StatusText(status))
+}
+
+// platformSidecar says whether container is one of the platform's sidecars
+// in the workload (rendered as the API answers it): a shell never opens in
+// one, whatever the caller's role.
+func platformSidecar(rendered []byte, container string) bool {
+	if container == "" {
+		return false // the first main container
+	}
+	var doc struct {
+		Spec struct {
+			Template struct {
+				Sidecars []struct {
+					Name string `json:"name"`
+				} `json:"sidecars"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(rendered, &doc) != nil {
+		return false
+	}
+	for _, c := range doc.Spec.Template.Sidecars {
+		if c.Name == container {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,136 @@
+package region_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/browsertest"
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/sdk"
+	"atoll.dev/libs/testenv"
+)
+
+// TestConsoleShell opens a shell in the browser on an App's pod: what is
+// typed runs there, its output and exit code are shown, the session is
+// audited as the CLI's are; the platform's sidecar is never offered (and
+// the API refuses it), and a viewer sees the API's refusal.
+func TestConsoleShell(t *testing.T) {
+	needRegion(t)
+	browsertest.Skip(t)
+	project := fmt.Sprintf("shell-%d", time.Now().UnixNano()%1_000_000)
+	dev := reg.Token("dev@"+project, false, map[string]string{project: "developer"})
+	viewer := reg.Token("viewer@"+project, false, map[string]string{project: "viewer"})
+	base := "/v1/projects/" + project + "/workloads"
+	if status, body := consoleCall(t, http.MethodPost, base, dev, gwApp("sh", 1, nil)); status != http.StatusCreated {
+		t.Fatalf("create: %d %s", status, body)
+	}
+	t.Cleanup(func() { consoleCall(t, http.MethodDelete, base+"/app/sh", dev, nil) })
+	waitPhase(t, dev, base+"/app/sh", api.PhaseRunning)
+	// The pods are found through their logs: make sure there is a line.
+	if err := testenv.AppendLog(reg.PodLogFile, "shell test "+project); err != nil {
+		t.Fatal(err)
+	}
+
+	// The API refuses the platform's sidecar, whatever the role.
+	c, err := sdk.New(reg.GatewayURL, sdk.WithToken(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(context.Background(), project, "app", "sh", computeapi.ExecShellParams{Command: []string{"true"}, Container: "atoll-log-shipper"}, nil, nil, nil, nil); !sdk.IsForbidden(err) {
+		t.Fatalf("exec into the platform's sidecar: %v, want 403", err)
+	}
+
+	audit, err := reg.Bus.NC.SubscribeSync("atoll.audit." + project + ".exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Unsubscribe()
+
+	b := startChromium(t)
+	signIn := func(tab *browserTab, token string) {
+		tab.do("open the App and its shell panel", time.Minute,
+			chromedp.Navigate(reg.GatewayURL+"/console/#/p/"+project+"/App/sh"),
+			chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), token),
+			chromedp.Click(chromedp.CSS("#signin")),
+			chromedp.WaitVisible(chromedp.CSS("#shell-card")),
+			chromedp.WaitReady(chromedp.CSS(`#shell-container option[value="web"]`)),
+		)
+	}
+
+	t.Run("DeveloperRunsACommand", func(t *testing.T) {
+		tab := b.newTab(t)
+		signIn(tab, dev)
+		offered := evalJS[[]string](tab, "read the containers offered", `[...document.querySelectorAll('#shell-container option')].map((o) => o.value)`)
+		if strings.Join(offered, ",") != "web" {
+			tab.errorf("containers offered %q, want only the App's own web (never the platform's sidecar)", offered)
+		}
+		// A pod is offered by name, found through the logs.
+		pod := pollJS[string](tab, "a pod to choose", 30*time.Second, `document.querySelector('#shell-pod option[value]:not([value=""])')?.value || ''`)
+		evalJS[bool](tab, "choose the pod", fmt.Sprintf(`(document.querySelector('#shell-pod').value = %q, true)`, pod))
+		tab.do("open the shell", time.Minute,
+			chromedp.Click(chromedp.CSS("#shell-open")),
+			chromedp.WaitReady(chromedp.CSS(`#shell-card[data-state="open"]`)),
+			chromedp.WaitReady(chromedp.CSS(`#shell-term .xterm-helper-textarea`)),
+		)
+		if st := evalJS[string](tab, "read the status", `document.querySelector('#shell-status').textContent`); !strings.Contains(st, pod+"/web") {
+			tab.errorf("status %q does not name %s/web", st, pod)
+		}
+		tab.do("type a command", 30*time.Second,
+			chromedp.SendKeys(chromedp.CSS("#shell-term .xterm-helper-textarea"), "echo hello; exit 3\r"),
+			chromedp.WaitReady(chromedp.CSS(`#shell-end[data-exit-code="3"]`)),
+		)
+		rows := evalJS[[]string](tab, "read the terminal", `[...document.querySelectorAll('#shell-term .xterm-rows > div')].map((r) => r.textContent.trim())`)
+		found := false
+		for _, r := range rows {
+			found = found || r == "hello"
+		}
+		if !found {
+			tab.errorf("no line reading hello in the terminal: %q", rows)
+		}
+		if end := evalJS[string](tab, "read the end", `document.querySelector('#shell-end').textContent`); !strings.Contains(end, "exit code 3") {
+			tab.errorf("end of session %q does not say exit code 3", end)
+		}
+
+		// The session is on the audit trail as a CLI's is: who, what, where.
+		var rec struct{ Subject, Verb, Outcome, Detail string }
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && rec.Subject != "dev@"+project {
+			m, err := audit.NextMsg(time.Second)
+			if err != nil {
+				continue
+			}
+			_ = json.Unmarshal(m.Data, &rec)
+		}
+		if rec.Subject != "dev@"+project || rec.Verb != "exec" || rec.Outcome != "started" ||
+			!strings.Contains(rec.Detail, `container="web"`) || !strings.Contains(rec.Detail, fmt.Sprintf("pod=%q", pod)) {
+			t.Errorf("audit record of the session: %+v", rec)
+		}
+	})
+
+	t.Run("ViewerIsRefused", func(t *testing.T) {
+		tab := b.newTab(t)
+		signIn(tab, viewer)
+		tab.do("try to open a shell", time.Minute,
+			chromedp.Click(chromedp.CSS("#shell-open")),
+			chromedp.WaitVisible(chromedp.CSS("#shell-error")),
+		)
+		msg := evalJS[string](tab, "read the refusal", `document.querySelector('#shell-error').textContent`)
+		for _, want := range []string{"refused", "Forbidden"} {
+			if !strings.Contains(msg, want) {
+				tab.errorf("refusal %q lacks %q", msg, want)
+			}
+		}
+		if st := evalJS[string](tab, "read the state", `document.querySelector('#shell-card').dataset.state`); st != "ended" {
+			tab.errorf("shell state %q after a refusal, want ended", st)
+		}
+	})
+}
