@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/browsertest"
@@ -33,6 +35,9 @@ func TestConsoleShell(t *testing.T) {
 		t.Fatalf("create: %d %s", status, body)
 	}
 	t.Cleanup(func() { consoleCall(t, http.MethodDelete, base+"/app/sh", dev, nil) })
+	if status, _ := consoleCall(t, http.MethodGet, "/console/vendor/xterm.mjs", "", nil); status != http.StatusOK {
+		t.Fatalf("the console's terminal (xterm.js) is not built in: %d; run `make console-assets` first (make test does)", status)
+	}
 	waitPhase(t, dev, base+"/app/sh", api.PhaseRunning)
 	// The pods are found through their logs: make sure there is a line.
 	if err := testenv.AppendLog(reg.PodLogFile, "shell test "+project); err != nil {
@@ -84,11 +89,25 @@ func TestConsoleShell(t *testing.T) {
 		if st := evalJS[string](tab, "read the status", `document.querySelector('#shell-status').textContent`); !strings.Contains(st, pod+"/web") {
 			tab.errorf("status %q does not name %s/web", st, pod)
 		}
+		// Typed as text input, then Enter: chromedp's SendKeys sends each
+		// printable key both as a key press and as a character, which a
+		// terminal (rightly) takes as two.
 		tab.do("type a command", 30*time.Second,
-			chromedp.SendKeys(chromedp.CSS("#shell-term .xterm-helper-textarea"), "echo hello; exit 3\r"),
-			chromedp.WaitReady(chromedp.CSS(`#shell-end[data-exit-code="3"]`)),
-		)
-		rows := evalJS[[]string](tab, "read the terminal", `[...document.querySelectorAll('#shell-term .xterm-rows > div')].map((r) => r.textContent.trim())`)
+			chromedp.Focus(chromedp.CSS("#shell-term .xterm-helper-textarea")),
+			chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+				_, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: "echo hello; exit 3"})
+				return err
+			}),
+			chromedp.KeyEvent(kb.Enter))
+		const readRows = `[...document.querySelectorAll('#shell-term .xterm-rows > div')].map((r) => r.textContent.trim())`
+		ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!document.querySelector('#shell-end[data-exit-code]')`, chromedp.WithPollingTimeout(20*time.Second)))
+		cancel()
+		rows := evalJS[[]string](tab, "read the terminal", readRows)
+		if err != nil {
+			tab.fatalf("the session did not end (%v): terminal %q, status %q", err, rows,
+				evalJS[string](tab, "read the status", `document.querySelector('#shell-status').textContent + ' | ' + document.querySelector('#shell-end').textContent + ' | ' + document.querySelector('#shell-error').textContent`))
+		}
 		found := false
 		for _, r := range rows {
 			found = found || r == "hello"
