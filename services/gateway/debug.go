@@ -44,13 +44,25 @@ func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
 // StreamLogs streams the logs of a workload's pods in every cluster,
 // proxied by the cluster-facing side over the bus.
 func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
-	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleViewer)
+	// A file is read by running tail in the container: as exec, it needs
+	// the developer role.
+	need := auth.RoleViewer
+	if params.File != "" {
+		need = auth.RoleDeveloper
+	}
+	key, registered, ok := s.workload(w, r, project, kind, name, need)
 	if !ok {
 		return
 	}
 	if params.SinceSeconds < 0 || params.Tail < 0 {
 		writeError(w, r, http.StatusBadRequest, "Invalid", "sinceSeconds and tail must not be negative")
 		return
+	}
+	if params.File != "" {
+		if err := fileLogParams(params); err != nil {
+			writeDebugError(w, r, err)
+			return
+		}
 	}
 	release, ok := s.streamSlot(w, r)
 	if !ok {
@@ -67,7 +79,7 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 	enc := json.NewEncoder(w)
 	err := debugstream.Logs(ctx, s.bus.NC, debugstream.LogRequest{
 		Project: project, Kind: registered, Name: name, Container: params.Container,
-		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail,
+		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail, File: params.File,
 	}, func(l debugstream.LogLine) error {
 		if !started {
 			started = true
