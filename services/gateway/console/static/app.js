@@ -33,7 +33,8 @@
 // #detail-ready[data-ready][data-desired], #zones tr[data-zone] td[data-field],
 // #clusters tr[data-cluster], #conditions tr[data-condition], #reasons tr,
 // #kube-events tr, #events li[data-event][data-id], #events-error,
-// #logs-card, #logs .log-line, #logs-status, #logs-error; #replicas-card;
+// #logs-card[data-file], #logs .log-line, #logs-status, #logs-error, #logs-file,
+// #logs-file-follow, #logs-file-clear; #replicas-card;
 // #shell-card[data-state=idle|connecting|open|ended], #shell-pod, #shell-container,
 // #shell-command, #shell-open, #shell-close, #shell-term (xterm.js), #shell-error,
 // #shell-end[data-exit-code];
@@ -720,7 +721,7 @@ function detailView(project, kind, name, signal) {
     },
   );
   watchEvents(base, signal);
-  if (pods) tailLogs(base, signal);
+  if (pods) logsPanel(base, signal);
   $('#shell-card').hidden = !pods;
   if (pods) shellPanel(base, signal);
   $('#scaler-card').hidden = !hasCard(kind, 'scaler');
@@ -1555,7 +1556,7 @@ async function watchEvents(base, signal) {
       if (signal.aborted) return;
       if (err.status === 401) return expired(err);
       if (err instanceof APIError) showIn('#events-error', err);
-      if (err.status === 403 || err.status === 400) {
+      if (err.status === 403 || err.status === 400 || (file && err.status === 404)) {
         status('');
         return;
       }
@@ -1570,7 +1571,36 @@ async function watchEvents(base, signal) {
 // tailLogs streams the workload's logs (the last 100 lines of each
 // container, then new ones) and reconnects when the stream ends, asking only
 // for lines since the last one it holds.
-async function tailLogs(base, signal) {
+// logsPanel streams the containers' output, or a file inside them (from
+// the file form) instead: each choice restarts the stream.
+function logsPanel(base, signal) {
+  let ctl = null;
+  const start = (file) => {
+    ctl?.abort();
+    ctl = new AbortController();
+    $('#logs').replaceChildren();
+    hide('#logs-error');
+    $('#logs-card').dataset.file = file;
+    $('#logs-file-clear').hidden = !file;
+    tailLogs(base, AbortSignal.any([signal, ctl.signal]), file);
+  };
+  $('#logs-file').value = '';
+  $('#logs-file-form').onsubmit = (ev) => {
+    ev.preventDefault();
+    start($('#logs-file').value.trim());
+  };
+  $('#logs-file-clear').onclick = () => {
+    $('#logs-file').value = '';
+    start('');
+    $('#logs-file').focus();
+  };
+  start('');
+}
+
+// tailLogs follows the logs of the workload's containers, or file inside
+// them (its lines timed as they are read: a reconnect takes the last line
+// again rather than a time).
+async function tailLogs(base, signal, file = '') {
   const box = $('#logs');
   const status = (t) => ($('#logs-status').textContent = t);
   let lastTime = 0;
@@ -1607,7 +1637,10 @@ async function tailLogs(base, signal) {
 
   while (!signal.aborted) {
     const q = new URLSearchParams({ follow: 'true' });
-    if (lastTime) q.set('sinceSeconds', String(Math.max(1, Math.ceil((Date.now() - lastTime) / 1000) + 1)));
+    if (file) {
+      q.set('file', file);
+      q.set('tail', lastTime ? '1' : '100');
+    } else if (lastTime) q.set('sinceSeconds', String(Math.max(1, Math.ceil((Date.now() - lastTime) / 1000) + 1)));
     else q.set('tail', '100');
     status(box.childElementCount ? 'reconnecting…' : 'connecting…');
     let got = 0;
