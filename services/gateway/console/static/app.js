@@ -44,7 +44,10 @@
 // the dialog #confirm with #confirm-replicas, #confirm-ok, #confirm-cancel;
 // #region-zones section[data-zone] .cluster[data-cluster][data-healthy][data-cordoned]
 // .pool[data-pool] .bar-row[data-resource][data-used][data-capacity],
-// .cluster button.cordon[data-op], .cluster .cluster-error;
+// .cluster button.cordon[data-op], .cluster .cluster-error,
+// .cluster button.labels-edit, .cluster .labels-form .buffer|.labels-text|.labels-save;
+// #quota-form, #quota-tier, #quota-cpu, #quota-memory, #quota-gpus, #quota-pods,
+// #quota-save, #quota-status, #quota-error;
 // #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
 // #region-error;
 // #nav-remediation, #remediation-reason, #remediation-pause-region,
@@ -561,11 +564,15 @@ function listView(project, signal) {
 // Preemptible borrows of the capacity the other tiers leave idle.
 function quotaView(project, signal) {
   $('#quota-card').hidden = true;
+  quotaEditor.reset();
   poll(
     signal,
     async () => {
-      const q = await getJSON(`${API}/projects/${enc(project)}/quota`, { signal });
-      if (!signal.aborted) renderQuota(q);
+      const q = await getJSON(`/projects/${enc(project)}/quota`, { signal });
+      if (!signal.aborted) {
+        renderQuota(q);
+        quotaEditor.show(project, q, signal);
+      }
     },
     // The workloads' panel reports errors; without the quota, hide it.
     () => {
@@ -2100,6 +2107,9 @@ function clusterCard(name, signal) {
   if (card) return card;
   const button = el('button', { type: 'button', class: 'secondary cordon', 'data-cluster': name, 'data-op': 'cordon', text: 'Cordon' });
   button.addEventListener('click', () => cordon(name, button.dataset.op, card, signal));
+  const editButton = el('button', { type: 'button', class: 'secondary labels-edit', 'data-cluster': name, 'aria-expanded': 'false', text: 'Edit labels' });
+  editButton.addEventListener('click', () => openLabelsForm(card));
+  const form = labelsForm(name, () => card, signal);
   card = el(
     'article',
     { class: 'card cluster', 'data-cluster': name },
@@ -2111,9 +2121,11 @@ function clusterCard(name, signal) {
       el('span', { class: 'badge cordoned', text: 'cordoned' }),
       el('span', { class: 'seen muted' }),
       button,
+      editButton,
     ),
     el('p', { class: 'cluster-message muted' }),
     el('div', { class: 'labels cluster-labels' }),
+    form,
     el('div', { class: 'pools' }),
     el('p', { class: 'error cluster-error', role: 'alert', hidden: true }),
   );
@@ -2122,6 +2134,7 @@ function clusterCard(name, signal) {
 }
 
 function updateCluster(card, c) {
+  card.cluster = c;
   card.dataset.healthy = String(!!c.healthy);
   card.dataset.cordoned = String(!!c.cordoned);
   card.dataset.zone = c.zone || '';
@@ -2232,6 +2245,223 @@ async function cordon(name, action, card, signal) {
     button.disabled = false;
   }
 }
+
+// --- operators' edits: cluster labels and project quota --------------------------
+
+// BUFFER_LABEL is the cluster label of the burst buffer (libs/api
+// LabelBufferPercent): the share of each pool OnDemand and Preemptible
+// placements leave free.
+const BUFFER_LABEL = 'scheduling.atoll.dev/buffer-percent';
+
+// labelsForm is a cluster card's form: the burst buffer, then the other
+// labels as key=value lines.
+function labelsForm(name, card, signal) {
+  const form = el(
+    'form',
+    { class: 'labels-form shell-form', hidden: true, 'aria-label': `Labels of cluster ${name}` },
+    el('label', {}, 'Burst buffer (% of each pool; empty: the default)', el('input', { class: 'buffer', type: 'number', min: '0', max: '100', step: '1', inputmode: 'numeric' })),
+    el('label', {}, 'Other labels (key=value, one a line)', el('textarea', { class: 'labels-text', rows: '4', spellcheck: 'false' })),
+    el('button', { type: 'submit', class: 'labels-save', text: 'Change labels…' }),
+    el('button', { type: 'button', class: 'secondary labels-cancel', text: 'Cancel' }),
+  );
+  const close = () => {
+    form.hidden = true;
+    const b = card().querySelector('button.labels-edit');
+    b.setAttribute('aria-expanded', 'false');
+    b.focus();
+  };
+  form.querySelector('.labels-cancel').addEventListener('click', close);
+  form.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') close();
+  });
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const c = card();
+    const err = c.querySelector('.cluster-error');
+    err.hidden = true;
+    const current = c.cluster?.labels || {};
+    const want = {};
+    for (const [i, raw] of form.querySelector('.labels-text').value.split('\n').entries()) {
+      const line = raw.trim();
+      if (!line) continue;
+      const eq = line.indexOf('=');
+      if (eq <= 0) {
+        err.textContent = `Line ${i + 1} "${line}" is not key=value.`;
+        err.hidden = false;
+        return;
+      }
+      want[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
+    }
+    delete want[BUFFER_LABEL];
+    const buffer = form.querySelector('.buffer').value.trim();
+    if (buffer !== '') want[BUFFER_LABEL] = buffer;
+    const set = {};
+    const remove = [];
+    const lines = [];
+    for (const [k, v] of Object.entries(want).sort()) {
+      if (!(k in current)) lines.push(`+ ${k}=${v}`);
+      else if (current[k] !== v) lines.push(`~ ${k}: ${current[k]} → ${v}`);
+      else continue;
+      set[k] = v;
+    }
+    for (const k of Object.keys(current).sort()) {
+      if (!(k in want)) {
+        remove.push(k);
+        lines.push(`− ${k} (was ${current[k]})`);
+      }
+    }
+    if (!lines.length) {
+      err.textContent = 'Nothing to change: the labels are as they are.';
+      err.hidden = false;
+      return;
+    }
+    const answer = await confirmDialog({
+      title: `Change the labels of cluster ${name}?`,
+      text: `${lines.join('\n')}\n\nThe scheduler reads them at its next decision; the change is audited.`,
+      ok: 'Change labels',
+    });
+    if (!answer || signal.aborted) return;
+    const save = form.querySelector('.labels-save');
+    save.disabled = true;
+    try {
+      const updated = await getJSON(`/clusters/${enc(name)}/labels`, {
+        method: 'PATCH',
+        body: JSON.stringify({ set, remove }),
+        headers: { 'Content-Type': 'application/json' },
+        signal,
+      });
+      if (signal.aborted) return;
+      updateCluster(c, updated);
+      close();
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e.status === 401) return expired(e);
+      err.textContent = `Labels refused. ${describe(e)}`;
+      err.hidden = false;
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return form;
+}
+
+// openLabelsForm fills a cluster card's labels form from the cluster as
+// last read, and shows it.
+function openLabelsForm(card) {
+  const form = card.querySelector('.labels-form');
+  const labels = card.cluster?.labels || {};
+  form.querySelector('.buffer').value = labels[BUFFER_LABEL] ?? '';
+  form.querySelector('.labels-text').value = Object.entries(labels)
+    .filter(([k]) => k !== BUFFER_LABEL)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n');
+  form.hidden = false;
+  card.querySelector('button.labels-edit').setAttribute('aria-expanded', 'true');
+  form.querySelector('.buffer').focus();
+}
+
+// QUOTA_FIELDS are the quota form's inputs: the API's resource, its input,
+// its unit in the form and how a limit is written in a confirmation.
+const QUOTA_FIELDS = [
+  { key: 'milliCPU', sel: '#quota-cpu', unit: 1, label: 'CPU', show: (v) => `${v}m` },
+  { key: 'memoryBytes', sel: '#quota-memory', unit: 1 << 20, label: 'Memory', show: (v) => bytes(v) },
+  { key: 'gpus', sel: '#quota-gpus', unit: 1, label: 'GPUs', show: String },
+  { key: 'pods', sel: '#quota-pods', unit: 1, label: 'Pods', show: String },
+];
+
+// quotaEditor is the project page's quota form, for platform admins: one
+// tier's limit, filled from the quota as polled until the admin types.
+const quotaEditor = {
+  project: '',
+  quota: null,
+  dirty: false,
+  wired: false,
+  reset() {
+    this.project = '';
+    this.quota = null;
+    this.dirty = false;
+    $('#quota-form').hidden = true;
+    $('#quota-help').hidden = true;
+    $('#quota-status').textContent = '';
+    hide('#quota-error');
+  },
+  limitOf(tier) {
+    return this.quota?.tiers?.find((t) => t.tier === tier)?.limit || {};
+  },
+  fill() {
+    const lim = this.limitOf($('#quota-tier').value);
+    for (const f of QUOTA_FIELDS) $(f.sel).value = String(Math.round((num(lim[f.key]) / f.unit) * 100) / 100);
+    this.dirty = false;
+  },
+  show(project, q, signal) {
+    if (!session.identity?.platformAdmin) return;
+    const first = this.project !== project;
+    this.project = project;
+    this.quota = q;
+    this.signal = signal;
+    if (!this.wired) this.wire();
+    $('#quota-card').hidden = false;
+    $('#quota-form').hidden = false;
+    $('#quota-help').hidden = false;
+    if (first || !this.dirty) this.fill();
+  },
+  wire() {
+    this.wired = true;
+    $('#quota-tier').addEventListener('change', () => this.fill());
+    for (const f of QUOTA_FIELDS) $(f.sel).addEventListener('input', () => (this.dirty = true));
+    $('#quota-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.save();
+    });
+  },
+  async save() {
+    const project = this.project;
+    const signal = this.signal;
+    const tier = $('#quota-tier').value;
+    hide('#quota-error');
+    const old = this.limitOf(tier);
+    const body = {};
+    const lines = [];
+    for (const f of QUOTA_FIELDS) {
+      const raw = $(f.sel).value.trim();
+      const v = raw === '' ? 0 : Math.round(Number(raw) * f.unit);
+      if (!Number.isFinite(v) || v < 0) return showIn('#quota-error', `${f.label}: "${raw}" is not an amount of 0 or more.`);
+      body[f.key] = v;
+      const was = num(old[f.key]);
+      if (v !== was) lines.push(`${f.label}: ${was ? f.show(was) : 'no limit'} → ${v ? f.show(v) : 'no limit'}`);
+    }
+    if (!lines.length) return showIn('#quota-error', `Nothing to change: the ${tier} limit is as it is.`);
+    const answer = await confirmDialog({
+      title: `Change the ${tier} quota of project ${project}?`,
+      text: `${lines.join('\n')}\n\nWorkloads already admitted keep running; new ones are admitted against the new limit. The change is audited.`,
+      ok: 'Change quota',
+    });
+    if (!answer || signal?.aborted) return;
+    $('#quota-save').disabled = true;
+    try {
+      const q = await getJSON(`/projects/${enc(project)}/quota/${enc(tier)}`, {
+        method: 'PUT',
+        body: JSON.stringify(body),
+        headers: { 'Content-Type': 'application/json' },
+        signal,
+      });
+      if (signal?.aborted) return;
+      if (q?.tiers) {
+        renderQuota(q);
+        this.quota = q;
+      }
+      this.fill();
+      $('#quota-status').textContent = `${tier} quota changed at ${clock(new Date())}.`;
+    } catch (e) {
+      if (signal?.aborted) return;
+      if (e.status === 401) return expired(e);
+      showIn('#quota-error', `Quota refused. ${describe(e)}`);
+    } finally {
+      $('#quota-save').disabled = false;
+    }
+  },
+};
 
 // --- remediation ---------------------------------------------------------------
 
