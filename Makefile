@@ -134,10 +134,12 @@ run: tools atoll console-assets ## run a whole region here: embedded NATS, 3 loc
 	@./hack/sweep-clusters.sh
 	@bin/atoll dev $(RUN_FLAGS)
 
-# The console's third-party browser code (xterm.js), from npm at the versions
-# its package-lock.json pins, copied into static/vendor (git-ignored) under
-# the console's go:embed tree. Without it the gateway still builds and the
-# console works; its shell panel says the terminal assets are missing.
+# The console's third-party browser code, from npm at the versions its
+# package-lock.json pins, into static/vendor (git-ignored) under the
+# console's go:embed tree: xterm.js copied, the workload editor (editor.js:
+# CodeMirror 6 and yaml) bundled by esbuild, and deploy/examples to start
+# from. Without it the gateway still builds and the console works; its shell
+# and editor say their assets are missing.
 CONSOLE_WEB := services/gateway/console/web
 CONSOLE_VENDOR := services/gateway/console/static/vendor
 CONSOLE_ASSETS := $(CONSOLE_WEB)/node_modules/@xterm/xterm/lib/xterm.mjs \
@@ -147,9 +149,11 @@ CONSOLE_ASSETS := $(CONSOLE_WEB)/node_modules/@xterm/xterm/lib/xterm.mjs \
 .PHONY: console-assets
 console-assets: $(CONSOLE_VENDOR)/.stamp ## the console's browser assets (xterm.js) from npm into its static/vendor
 
-$(CONSOLE_VENDOR)/.stamp: $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-lock.json
+$(CONSOLE_VENDOR)/.stamp: $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/editor.js $(wildcard deploy/examples/*.yaml)
 	@echo "==> console assets: npm ci in $(CONSOLE_WEB)"
 	@cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error
-	@rm -rf $(CONSOLE_VENDOR) && mkdir -p $(CONSOLE_VENDOR)
+	@rm -rf $(CONSOLE_VENDOR) && mkdir -p $(CONSOLE_VENDOR)/examples
 	@cp $(CONSOLE_ASSETS) $(CONSOLE_VENDOR)/
+	@cd $(CONSOLE_WEB) && ./node_modules/.bin/esbuild editor.js --bundle --format=esm --minify --legal-comments=none --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_VENDOR)/editor.mjs
+	@cp deploy/examples/*.yaml $(CONSOLE_VENDOR)/examples/
 	@touch $@

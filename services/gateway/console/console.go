@@ -1,9 +1,10 @@
 // Package console serves Atoll's web console: a single page written in plain
 // HTML, CSS and JavaScript modules that talks to the Compute API under /v1
-// of the same origin with the user's bearer token. Its one third-party
-// component, the shell's terminal (xterm.js), comes from npm: `make
-// console-assets` copies it into static/vendor (git-ignored), so `go build`
-// never needs npm; without it the shell panel says the terminal is missing.
+// of the same origin with the user's bearer token. Its third-party
+// components, the shell's terminal (xterm.js) and the workload editor
+// (CodeMirror), come from npm: `make console-assets` puts them in
+// static/vendor (git-ignored), so `go build` never needs npm; without them
+// the shell and the editor say their assets are missing.
 package console
 
 import (
@@ -34,6 +35,7 @@ var contentTypes = map[string]string{
 	".css":  "text/css; charset=utf-8",
 	".svg":  "image/svg+xml",
 	".json": "application/json",
+	".yaml": "text/yaml; charset=utf-8",
 }
 
 // securityPolicy lets the page load only its own files and talk only to its

@@ -46,6 +46,9 @@
 // .pool[data-pool] .bar-row[data-resource][data-used][data-capacity],
 // .cluster button.cordon[data-op], .cluster .cluster-error,
 // .cluster button.labels-edit, .cluster .labels-form .buffer|.labels-text|.labels-save;
+// #new-workload, #op-edit, #editor-view: #editor (CodeMirror; .editorView for tests),
+// #editor-example, #editor-load, #editor-review, #editor-apply, #editor-status,
+// #editor-error, #editor-fields li[data-line][data-field], #editor-diff span[data-op];
 // #quota-form, #quota-tier, #quota-cpu, #quota-memory, #quota-gpus, #quota-pods,
 // #quota-save, #quota-status, #quota-error;
 // #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
@@ -299,7 +302,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view', 'remediation-view', 'upgrades-view'];
+const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -330,6 +333,8 @@ function parseRoute() {
   }
   if (parts[0] === 'p' && parts.length === 2) return { view: 'list', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
+  if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'new') return { view: 'editor', project: parts[1] };
+  if (parts[0] === 'p' && parts.length === 5 && parts[4] === 'edit') return { view: 'editor', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
   if (parts[0] === 'upgrades' && parts.length === 1) return { view: 'upgrades' };
@@ -355,6 +360,7 @@ function route() {
   }
   if (r.view === 'list') listView(r.project, signal);
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
+  else if (r.view === 'editor') editorView(r.project, r.kind, r.name, signal);
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
   else if (r.view === 'upgrades') upgradesView(signal);
@@ -531,6 +537,7 @@ function listView(project, signal) {
   show('list-view');
   document.title = `${project} · Atoll console`;
   $('#list-project').textContent = project;
+  $('#new-workload').href = `#/p/${enc(project)}/new`;
   $('#workloads tbody').replaceChildren();
   $('#workloads-empty').hidden = true;
   hide('#list-error');
@@ -683,6 +690,7 @@ function detailView(project, kind, name, signal) {
   show('detail-view');
   document.title = `${name} · ${project} · Atoll console`;
   $('#back').href = `#/p/${enc(project)}`;
+  $('#op-edit').href = `#/p/${enc(project)}/${enc(kind)}/${enc(name)}/edit`;
   $('#detail-title').textContent = `${kind} ${name}`;
   $('#detail-phase').dataset.phase = '';
   $('#detail-phase').textContent = '';
@@ -2243,6 +2251,212 @@ async function cordon(name, action, card, signal) {
     err.hidden = false;
   } finally {
     button.disabled = false;
+  }
+}
+
+// --- the workload editor --------------------------------------------------------
+//
+// A YAML or JSON document in CodeMirror (bundled into vendor/editor.mjs by
+// `make console-assets`; absent, the page says so), for a new workload
+// (from one of deploy/examples, copied into vendor/examples) or an existing
+// one (its stored document). Review shows the line diff against the stored
+// document (nothing, for a new one); Apply does what `atoll apply` does:
+// create, and update when it exists. The API's 422 field paths are marked
+// at their lines.
+
+let editorModule = null;
+let cmView = null;
+
+function loadEditor() {
+  editorModule ??= import('./vendor/editor.mjs').catch((err) => {
+    editorModule = null;
+    throw new Error(`The editor's assets are missing from this console (run \`make console-assets\` before building the gateway): ${err.message}`);
+  });
+  return editorModule;
+}
+
+// storedDocument is the document of a workload as the API holds it.
+function storedDocument(w) {
+  const md = w.metadata || {};
+  const meta = { project: md.project, name: md.name };
+  if (md.labels && Object.keys(md.labels).length) meta.labels = md.labels;
+  return { apiVersion: w.apiVersion || 'atoll.dev/v1', kind: w.kind, metadata: meta, spec: w.spec };
+}
+
+async function editorView(project, kind, name, signal) {
+  show('editor-view');
+  const editing = !!name;
+  document.title = `${editing ? `Edit ${name}` : 'New workload'} · ${project} · Atoll console`;
+  $('#editor-title').textContent = editing ? `Edit ${kind} ${name}` : `New workload in ${project}`;
+  $('#editor-back').href = editing ? `#/p/${enc(project)}/${enc(kind)}/${enc(name)}` : `#/p/${enc(project)}`;
+  $('#editor-example-row').hidden = editing;
+  $('#editor-load').hidden = editing;
+  for (const sel of ['#editor-error']) hide(sel);
+  $('#editor-fields').hidden = true;
+  $('#editor-diff-card').hidden = true;
+  $('#editor-apply').hidden = true;
+  $('#editor-reset').hidden = true;
+  const status = (t) => ($('#editor-status').textContent = t);
+  status('loading…');
+  let ed;
+  try {
+    ed = await loadEditor();
+  } catch (err) {
+    status('');
+    return showIn('#editor-error', err.message);
+  }
+  if (signal.aborted) return;
+  if (!cmView) {
+    cmView = ed.createEditor($('#editor'), '');
+    $('#editor').editorView = cmView; // for the browser test
+  }
+  const view = cmView;
+  let original = ''; // the text loaded: Undo my edits brings it back
+  let reviewed = null; // {value, text} once reviewed and unchanged since
+
+  const stored = async () => {
+    if (!editing) return null;
+    return getJSON(`/projects/${enc(project)}/workloads/${enc(kind)}/${enc(name)}`, { signal });
+  };
+  const load = (text) => {
+    original = text;
+    ed.setText(view, text);
+    ed.showErrors(view, []);
+    reviewed = null;
+    $('#editor-apply').hidden = true;
+    $('#editor-diff-card').hidden = true;
+    $('#editor-fields').hidden = true;
+  };
+  const loadExample = async () => {
+    hide('#editor-error');
+    const ex = $('#editor-example').value;
+    try {
+      const res = await fetch(`vendor/examples/${enc(ex)}.yaml`, { cache: 'no-store' });
+      if (!res.ok) throw new Error(`example ${ex}: ${res.status}`);
+      const text = (await res.text()).replace(/^(\s+project:\s*).*$/m, `$1${project}`);
+      if (!signal.aborted) load(text);
+      status(`from deploy/examples/${ex}.yaml`);
+    } catch (err) {
+      showIn('#editor-error', `The examples are missing from this console: ${err.message}`);
+    }
+  };
+  // fieldErrors marks errors [{line, field, message}] in the editor and lists them.
+  const fieldErrors = (errs) => {
+    ed.showErrors(view, errs.map((e) => ({ line: e.line, message: e.field ? `${e.field}: ${e.message}` : e.message })));
+    const list = $('#editor-fields');
+    list.replaceChildren(
+      ...errs.map((e) => {
+        const b = el('button', { type: 'button', text: `line ${e.line}${e.field ? ` · ${e.field}` : ''}: ${e.message}` });
+        b.addEventListener('click', () => {
+          const line = view.state.doc.line(Math.min(e.line, view.state.doc.lines));
+          view.dispatch({ selection: { anchor: line.from }, scrollIntoView: true });
+          view.focus();
+        });
+        return el('li', { 'data-line': String(e.line), 'data-field': e.field || '' }, b);
+      }),
+    );
+    list.hidden = errs.length === 0;
+  };
+
+  const review = async () => {
+    hide('#editor-error');
+    fieldErrors([]);
+    $('#editor-apply').hidden = true;
+    const text = ed.getText(view);
+    const parsed = ed.parse(text);
+    if (parsed.errors.length) {
+      status('');
+      return fieldErrors(parsed.errors.map((e) => ({ line: e.line, message: e.message })));
+    }
+    if (!parsed.value || typeof parsed.value !== 'object' || Array.isArray(parsed.value)) {
+      return showIn('#editor-error', 'The document must be one workload: a map with apiVersion, kind, metadata and spec.');
+    }
+    const doc = parsed.value;
+    doc.metadata = { ...(doc.metadata || {}) };
+    doc.metadata.project ??= project;
+    let before = '';
+    try {
+      const w = await stored();
+      if (w) before = ed.stringify(storedDocument(w));
+    } catch (err) {
+      if (signal.aborted) return;
+      return showIn('#editor-error', err);
+    }
+    if (signal.aborted) return;
+    const after = ed.stringify(doc);
+    const diff = ed.diffLines(before, after);
+    const changed = diff.filter((d) => d.op !== ' ').length;
+    $('#editor-diff').replaceChildren(
+      ...diff.map((d) => el('span', { class: d.op === '+' ? 'add' : d.op === '-' ? 'del' : 'same', 'data-op': d.op, text: `${d.op} ${d.text}` })),
+    );
+    $('#editor-diff-card').hidden = false;
+    if (!changed) {
+      status('no change to apply');
+      return;
+    }
+    reviewed = { doc, text, parsed };
+    $('#editor-apply').hidden = false;
+    status(`${changed} line${changed === 1 ? '' : 's'} changed: review them, then Apply`);
+    $('#editor-apply').focus();
+  };
+
+  const apply = async () => {
+    if (!reviewed || reviewed.text !== ed.getText(view)) return review();
+    const { doc, parsed } = reviewed;
+    const body = JSON.stringify(doc);
+    const json = { 'Content-Type': 'application/json' };
+    $('#editor-apply').disabled = true;
+    status('applying…');
+    try {
+      let verb = 'created';
+      let w;
+      try {
+        w = await getJSON(`/projects/${enc(project)}/workloads`, { method: 'POST', body, headers: json, signal });
+      } catch (err) {
+        if (err.status !== 409 || err.code !== 'AlreadyExists') throw err;
+        verb = 'updated';
+        w = await getJSON(`/projects/${enc(project)}/workloads/${enc(doc.kind)}/${enc(doc.metadata?.name ?? '')}`, { method: 'PUT', body, headers: json, signal });
+      }
+      if (signal.aborted) return;
+      status(`${doc.kind} ${doc.metadata?.name} ${verb}`);
+      location.hash = `#/p/${enc(project)}/${enc(w?.kind || doc.kind)}/${enc(w?.metadata?.name || doc.metadata?.name)}`;
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err.status === 401) return expired(err);
+      status('');
+      $('#editor-apply').hidden = true;
+      reviewed = null;
+      if (err.fields?.length) {
+        fieldErrors(err.fields.map((f) => ({ line: parsed.lineOf(f.field), field: f.field, message: f.reason })));
+        showIn('#editor-error', `Not applied: ${err.code}: ${err.message}`);
+      } else showIn('#editor-error', `Not applied: ${describe(err)}`);
+    } finally {
+      $('#editor-apply').disabled = false;
+    }
+  };
+
+  $('#editor-form').onsubmit = (ev) => {
+    ev.preventDefault();
+    review();
+  };
+  $('#editor-apply').onclick = () => apply();
+  $('#editor-load').onclick = () => loadExample();
+  $('#editor-reset').hidden = false;
+  $('#editor-reset').onclick = () => load(original);
+
+  if (editing) {
+    try {
+      const w = await stored();
+      if (signal.aborted) return;
+      load(ed.stringify(storedDocument(w)));
+      status(`generation ${w.metadata?.generation ?? ''} as stored`);
+    } catch (err) {
+      if (signal.aborted) return;
+      status('');
+      showIn('#editor-error', err);
+    }
+  } else {
+    await loadExample();
   }
 }
 
