@@ -2275,12 +2275,18 @@ function loadEditor() {
   return editorModule;
 }
 
-// storedDocument is the document of a workload as the API holds it.
+// storedDocument is the document of a workload as the API holds it, less
+// what admission adds and a user may not write (the platform's sidecars).
 function storedDocument(w) {
   const md = w.metadata || {};
   const meta = { project: md.project, name: md.name };
   if (md.labels && Object.keys(md.labels).length) meta.labels = md.labels;
-  return { apiVersion: w.apiVersion || 'atoll.dev/v1', kind: w.kind, metadata: meta, spec: w.spec };
+  const strip = (v) => {
+    if (Array.isArray(v)) return v.map(strip);
+    if (!v || typeof v !== 'object') return v;
+    return Object.fromEntries(Object.entries(v).filter(([k]) => k !== 'sidecars').map(([k, x]) => [k, strip(x)]));
+  };
+  return { apiVersion: w.apiVersion || 'atoll.dev/v1', kind: w.kind, metadata: meta, spec: strip(w.spec) };
 }
 
 async function editorView(project, kind, name, signal) {
