@@ -1961,7 +1961,8 @@ function shellPanel(base, signal) {
     };
     ws.onclose = (ev) => {
       if (live !== me) return;
-      if (Number.isInteger(exitCode)) return end(`Session ended: exit code ${exitCode}.`, exitCode);
+      // Said once the output before the end is in the terminal.
+      if (Number.isInteger(exitCode)) return term.write('', () => end(`Session ended: exit code ${exitCode}.`, exitCode));
       if (ev.code >= 4400 && ev.code < 4600) {
         const err = new APIError(ev.code - 4000, refusal, ev.reason || `refused (${ev.code - 4000})`);
         showIn('#shell-error', `The shell was refused: ${describe(err)}`);
