@@ -56,7 +56,7 @@ tools: ## build the member-cluster binaries into bin/ (skips what is up to date)
 build: deps ## build every module
 	@$(call each,$(GO) build ./...,build)
 
-test: tools deps browser ## run every test of every module, member clusters included
+test: tools deps browser console-assets ## run every test of every module, member clusters included
 	@./hack/sweep-clusters.sh
 	@: >$(TEST_LOG); echo "==> go test output also in $(TEST_LOG)"
 	@$(call each,set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./... 2>&1 | tee -a $(TEST_LOG),test)
@@ -113,7 +113,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 export SERVICES VERSION
 
 .PHONY: images
-images: tools ## build every image offline, FROM scratch, tagged atoll/<name>:$(VERSION) (installs and starts Docker when missing)
+images: tools console-assets ## build every image offline, FROM scratch, tagged atoll/<name>:$(VERSION) (installs and starts Docker when missing)
 	@./hack/images.sh
 
 .PHONY: compose-up compose-down compose-test
@@ -133,9 +133,33 @@ atoll: deps ## build the atoll command (the Compute API's client) into bin/atoll
 atoll-admin: deps ## build atoll-admin (bootstrap, remediation, upgrade over NATS) into bin/atoll-admin
 	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll-admin ./cmd/atoll-admin
 
-atoll-dev: deps ## build atoll-dev (a whole region in one process) into bin/atoll-dev
+atoll-dev: deps console-assets ## build atoll-dev (a whole region in one process) into bin/atoll-dev
 	@cd services/atoll && $(GO) build -o $(CURDIR)/bin/atoll-dev ./cmd/atoll-dev
 
 run: tools atoll atoll-dev ## run a whole region here: embedded NATS, 3 local member clusters, every service (Ctrl-C stops it)
 	@./hack/sweep-clusters.sh
 	@bin/atoll-dev $(RUN_FLAGS)
+
+# The console's third-party browser code, from npm at the versions its
+# package-lock.json pins, into static/vendor (git-ignored) under the
+# console's go:embed tree: xterm.js copied, the workload editor (editor.js:
+# CodeMirror 6 and yaml) bundled by esbuild, and deploy/examples to start
+# from. Without it the gateway still builds and the console works; its shell
+# and editor say their assets are missing.
+CONSOLE_WEB := services/gateway/console/web
+CONSOLE_VENDOR := services/gateway/console/static/vendor
+CONSOLE_ASSETS := $(CONSOLE_WEB)/node_modules/@xterm/xterm/lib/xterm.mjs \
+	$(CONSOLE_WEB)/node_modules/@xterm/xterm/css/xterm.css \
+	$(CONSOLE_WEB)/node_modules/@xterm/addon-fit/lib/addon-fit.mjs
+
+.PHONY: console-assets
+console-assets: $(CONSOLE_VENDOR)/.stamp ## the console's browser assets (xterm.js) from npm into its static/vendor
+
+$(CONSOLE_VENDOR)/.stamp: $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/editor.js $(wildcard deploy/examples/*.yaml)
+	@echo "==> console assets: npm ci in $(CONSOLE_WEB)"
+	@cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error
+	@rm -rf $(CONSOLE_VENDOR) && mkdir -p $(CONSOLE_VENDOR)/examples
+	@cp $(CONSOLE_ASSETS) $(CONSOLE_VENDOR)/
+	@cd $(CONSOLE_WEB) && ./node_modules/.bin/esbuild editor.js --bundle --format=esm --minify --legal-comments=none --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_VENDOR)/editor.mjs
+	@cp deploy/examples/*.yaml $(CONSOLE_VENDOR)/examples/
+	@touch $@

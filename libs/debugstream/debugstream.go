@@ -82,6 +82,10 @@ type LogRequest struct {
 	// Timestamps prefixes each Line with its RFC3339Nano time and a space,
 	// as `kubectl logs --timestamps` does; LogLine.Time is set either way.
 	Timestamps bool `json:"timestamps,omitempty"`
+	// File, when set, is a file inside the container to follow instead of
+	// its output (see CheckLogFile); Container "" then means each Pod's
+	// first main container.
+	File string `json:"file,omitempty"`
 }
 
 // LogLine is one line of one container's log.

@@ -197,6 +197,9 @@ func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([
 // Logs implements debugstream.Backend: one source per container of each
 // Pod that has started.
 func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]debugstream.LogSource, error) {
+	if req.File != "" {
+		return b.fileLogs(ctx, req)
+	}
 	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
 	if err != nil {
 		return nil, err

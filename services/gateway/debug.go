@@ -30,13 +30,25 @@ const (
 // StreamLogs streams the logs of a workload's pods in every cluster,
 // proxied by the cluster-facing side over the bus.
 func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.StreamLogsParams) {
-	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleViewer)
+	// A file is read by running tail in the container: as exec, it needs
+	// the developer role.
+	need := auth.RoleViewer
+	if params.File != "" {
+		need = auth.RoleDeveloper
+	}
+	key, registered, ok := s.workload(w, r, project, kind, name, need)
 	if !ok {
 		return
 	}
 	if params.SinceSeconds < 0 || params.Tail < 0 {
 		writeError(w, r, http.StatusBadRequest, "Invalid", "sinceSeconds and tail must not be negative")
 		return
+	}
+	if params.File != "" {
+		if err := fileLogParams(params); err != nil {
+			writeDebugError(w, r, err)
+			return
+		}
 	}
 	release, ok := s.streamSlot(w, r)
 	if !ok {
@@ -53,7 +65,7 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 	enc := json.NewEncoder(w)
 	err := debugstream.Logs(ctx, s.bus.NC, debugstream.LogRequest{
 		Project: project, Kind: registered, Name: name, Container: params.Container,
-		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail,
+		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail, File: params.File,
 	}, func(l debugstream.LogLine) error {
 		if !started {
 			started = true
@@ -91,21 +103,42 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 // ExecShell runs a command in one of a workload's containers over a
 // WebSocket, proxied by the cluster-facing side over the bus.
 func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.ExecShellParams) {
-	_, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
+	// A browser cannot read a refused upgrade's answer: it gets the refusal
+	// over the WebSocket (refuseOverWebSocket).
+	answer := w
+	var refusal *refusalRecorder
+	if browserExec(r) {
+		refusal = newRefusalRecorder()
+		answer = refusal
+	}
+	refused := func() {
+		if refusal != nil {
+			refuseOverWebSocket(w, r, refusal)
+		}
+	}
+	key, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
+		refused()
+		return
+	}
+	if it, found := s.cache.Get(key); found && platformSidecar(it.JSON, params.Container) {
+		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
+		refused()
 		return
 	}
 	if len(params.Command) == 0 {
-		writeError(w, r, http.StatusBadRequest, "Invalid", "command is required")
+		writeError(answer, r, http.StatusBadRequest, "Invalid", "command is required")
+		refused()
 		return
 	}
 	s.auditExec(r, project, fmt.Sprintf("%s/%s pod=%q container=%q command=%q", registered, name, params.Pod, params.Container, params.Command))
-	release, ok := s.streamSlot(w, r)
+	release, ok := s.streamSlot(answer, r)
 	if !ok {
+		refused()
 		return
 	}
 	defer release()
-	conn, err := websocket.Accept(w, r, nil)
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}})
 	if err != nil {
 		return // Accept has answered
 	}

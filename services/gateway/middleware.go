@@ -52,7 +52,11 @@ func (s *Service) bodyLimit(next http.Handler) http.Handler {
 // authenticate resolves the bearer credentials; 401 when there are none or they are invalid.
 func (s *Service) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := s.auth.Authenticate(r.Header.Get("Authorization"))
+		authz := r.Header.Get("Authorization")
+		if authz == "" {
+			authz = websocketBearer(r) // the console's exec WebSocket
+		}
+		id, err := s.auth.Authenticate(authz)
 		if err != nil {
 			// Failed attempts are limited per address, before they are audited.
 			if !s.allowRate(w, r, "anonymous@"+remoteHost(r)) {

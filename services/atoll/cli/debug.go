@@ -31,17 +31,21 @@ func logsCmd(g *globals) *cobra.Command {
 		since     time.Duration
 		tail      int64
 		prefix    bool
+		file      string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs KIND NAME [-f] [--container C] [--since D] [--tail N]",
+		Use:   "logs KIND NAME [-f] [--container C] [--since D] [--tail N] [--file PATH]",
 		Short: "Print the logs of a workload's pods, across clusters",
 		Long: `logs prints the log lines of every pod of a workload, whichever member
 cluster runs it, each prefixed with its cluster, pod and container
 (--prefix=false drops it). -f follows new lines until Ctrl-C. -o json prints
-one JSON object per line. It applies to the kinds with pods:
-` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `.`,
+one JSON object per line. --file follows a file inside the container (the
+named one, else each pod's first main container) instead of its output, in
+every Running pod (developer role; not with --since). It applies to the kinds
+with pods: ` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `.`,
 		Example: `  atoll logs app web --tail 20
-  atoll logs app web -f --container web --since 10m`,
+  atoll logs app web -f --container web --since 10m
+  atoll logs app web --file /var/log/app.log -f`,
 		Args: cobra.ExactArgs(2),
 		RunE: g.onWorkload(true, needPods, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			if since < 0 || tail < 0 {
@@ -54,7 +58,7 @@ one JSON object per line. It applies to the kinds with pods:
 			}
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)
-			q := computeapi.StreamLogsParams{Container: container, Follow: follow, SinceSeconds: int64(since / time.Second), Tail: tail}
+			q := computeapi.StreamLogsParams{Container: container, Follow: follow, SinceSeconds: int64(since / time.Second), Tail: tail, File: file}
 			err := c.Logs(ctx, project, kind, name, q, func(l computeapi.LogLine) error {
 				switch {
 				case g.output != "table":
@@ -76,6 +80,7 @@ one JSON object per line. It applies to the kinds with pods:
 	f.DurationVar(&since, "since", 0, "only lines newer than this (5s, 2m, 3h)")
 	f.Int64Var(&tail, "tail", 0, "only the last N lines of each container (0: all)")
 	f.BoolVar(&prefix, "prefix", true, "prefix each line with [cluster/pod/container]")
+	f.StringVar(&file, "file", "", "follow this file (an absolute path) inside the container instead of its output")
 	return cmd
 }
 

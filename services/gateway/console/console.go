@@ -1,7 +1,10 @@
 // Package console serves Atoll's web console: a single page written in plain
-// HTML, CSS and JavaScript modules (no build step, no npm packages) that
-// talks to the Compute API under /v1 of the same origin with the user's
-// bearer token.
+// HTML, CSS and JavaScript modules that talks to the Compute API under /v1
+// of the same origin with the user's bearer token. Its third-party
+// components, the shell's terminal (xterm.js) and the workload editor
+// (CodeMirror), come from npm: `make console-assets` puts them in
+// static/vendor (git-ignored), so `go build` never needs npm; without them
+// the shell and the editor say their assets are missing.
 package console
 
 import (
@@ -28,14 +31,17 @@ var static embed.FS
 var contentTypes = map[string]string{
 	".html": "text/html; charset=utf-8",
 	".js":   "text/javascript; charset=utf-8",
+	".mjs":  "text/javascript; charset=utf-8",
 	".css":  "text/css; charset=utf-8",
 	".svg":  "image/svg+xml",
 	".json": "application/json",
+	".yaml": "text/yaml; charset=utf-8",
 }
 
 // securityPolicy lets the page load only its own files and talk only to its
-// own origin.
-const securityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+// own origin. Inline styles are allowed (never inline scripts): the
+// terminal (xterm.js) lays its rows out with <style> elements it writes.
+const securityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // file is one embedded file, read once.

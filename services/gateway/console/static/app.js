@@ -1,4 +1,5 @@
-// Atoll console: one ES module, no build step, no dependencies.
+// Atoll console: one ES module, no build step; its one dependency, the
+// shell's terminal (xterm.js), is loaded from vendor/ when a shell opens.
 //
 // It talks to the Compute API under /v1 of the same origin with the user's
 // bearer token (kept in sessionStorage, so it dies with the tab). Lists and
@@ -32,14 +33,24 @@
 // #detail-ready[data-ready][data-desired], #zones tr[data-zone] td[data-field],
 // #clusters tr[data-cluster], #conditions tr[data-condition], #reasons tr,
 // #kube-events tr, #events li[data-event][data-id], #events-error,
-// #logs-card, #logs .log-line, #logs-status, #logs-error; #replicas-card;
+// #logs-card[data-file], #logs .log-line, #logs-status, #logs-error, #logs-file,
+// #logs-file-follow, #logs-file-clear; #replicas-card;
+// #shell-card[data-state=idle|connecting|open|ended], #shell-pod, #shell-container,
+// #shell-command, #shell-open, #shell-close, #shell-term (xterm.js), #shell-error,
+// #shell-end[data-exit-code];
 // #scaler-card, #chart-scaler svg circle[data-replicas];
 // #op-scale, #op-pause[data-op=pause|resume], #op-restart,
 // #op-stop[data-op=stop|start], #op-delete, #op-status, #op-error;
 // the dialog #confirm with #confirm-replicas, #confirm-ok, #confirm-cancel;
 // #region-zones section[data-zone] .cluster[data-cluster][data-healthy][data-cordoned]
 // .pool[data-pool] .bar-row[data-resource][data-used][data-capacity],
-// .cluster button.cordon[data-op], .cluster .cluster-error;
+// .cluster button.cordon[data-op], .cluster .cluster-error,
+// .cluster button.labels-edit, .cluster .labels-form .buffer|.labels-text|.labels-save;
+// #new-workload, #op-edit, #editor-view: #editor (CodeMirror; .editorView for tests),
+// #editor-example, #editor-load, #editor-review, #editor-apply, #editor-status,
+// #editor-error, #editor-fields li[data-line][data-field], #editor-diff span[data-op];
+// #quota-form, #quota-tier, #quota-cpu, #quota-memory, #quota-gpus, #quota-pods,
+// #quota-save, #quota-status, #quota-error;
 // #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
 // #region-error;
 // #nav-remediation, #remediation-reason, #remediation-pause-region,
@@ -291,7 +302,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'region-view', 'remediation-view', 'upgrades-view'];
+const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -322,6 +333,8 @@ function parseRoute() {
   }
   if (parts[0] === 'p' && parts.length === 2) return { view: 'list', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
+  if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'new') return { view: 'editor', project: parts[1] };
+  if (parts[0] === 'p' && parts.length === 5 && parts[4] === 'edit') return { view: 'editor', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
   if (parts[0] === 'upgrades' && parts.length === 1) return { view: 'upgrades' };
@@ -347,6 +360,7 @@ function route() {
   }
   if (r.view === 'list') listView(r.project, signal);
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
+  else if (r.view === 'editor') editorView(r.project, r.kind, r.name, signal);
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
   else if (r.view === 'upgrades') upgradesView(signal);
@@ -523,6 +537,7 @@ function listView(project, signal) {
   show('list-view');
   document.title = `${project} · Atoll console`;
   $('#list-project').textContent = project;
+  $('#new-workload').href = `#/p/${enc(project)}/new`;
   $('#workloads tbody').replaceChildren();
   $('#workloads-empty').hidden = true;
   hide('#list-error');
@@ -556,11 +571,15 @@ function listView(project, signal) {
 // Preemptible borrows of the capacity the other tiers leave idle.
 function quotaView(project, signal) {
   $('#quota-card').hidden = true;
+  quotaEditor.reset();
   poll(
     signal,
     async () => {
-      const q = await getJSON(`${API}/projects/${enc(project)}/quota`, { signal });
-      if (!signal.aborted) renderQuota(q);
+      const q = await getJSON(`/projects/${enc(project)}/quota`, { signal });
+      if (!signal.aborted) {
+        renderQuota(q);
+        quotaEditor.show(project, q, signal);
+      }
     },
     // The workloads' panel reports errors; without the quota, hide it.
     () => {
@@ -671,6 +690,7 @@ function detailView(project, kind, name, signal) {
   show('detail-view');
   document.title = `${name} · ${project} · Atoll console`;
   $('#back').href = `#/p/${enc(project)}`;
+  $('#op-edit').href = `#/p/${enc(project)}/${enc(kind)}/${enc(name)}/edit`;
   $('#detail-title').textContent = `${kind} ${name}`;
   $('#detail-phase').dataset.phase = '';
   $('#detail-phase').textContent = '';
@@ -716,7 +736,9 @@ function detailView(project, kind, name, signal) {
     },
   );
   watchEvents(base, signal);
-  if (pods) tailLogs(base, signal);
+  if (pods) logsPanel(base, signal);
+  $('#shell-card').hidden = !pods;
+  if (pods) shellPanel(base, signal);
   $('#scaler-card').hidden = !hasCard(kind, 'scaler');
   if (hasCard(kind, 'scaler')) watchScaler(project, name, signal);
   $('#kind-cards').replaceChildren();
@@ -833,6 +855,7 @@ function renderDetail(w) {
   const md = w.metadata || {};
   const phase = st.phase || 'Pending';
   if (shown) shown.workload = w;
+  shown?.onWorkload?.(w);
   renderActions();
   $('#detail-title').textContent = `${w.kind} ${md.name}`;
   $('#detail-phase').dataset.phase = phase;
@@ -1548,7 +1571,7 @@ async function watchEvents(base, signal) {
       if (signal.aborted) return;
       if (err.status === 401) return expired(err);
       if (err instanceof APIError) showIn('#events-error', err);
-      if (err.status === 403 || err.status === 400) {
+      if (err.status === 403 || err.status === 400 || (file && err.status === 404)) {
         status('');
         return;
       }
@@ -1563,7 +1586,36 @@ async function watchEvents(base, signal) {
 // tailLogs streams the workload's logs (the last 100 lines of each
 // container, then new ones) and reconnects when the stream ends, asking only
 // for lines since the last one it holds.
-async function tailLogs(base, signal) {
+// logsPanel streams the containers' output, or a file inside them (from
+// the file form) instead: each choice restarts the stream.
+function logsPanel(base, signal) {
+  let ctl = null;
+  const start = (file) => {
+    ctl?.abort();
+    ctl = new AbortController();
+    $('#logs').replaceChildren();
+    hide('#logs-error');
+    $('#logs-card').dataset.file = file;
+    $('#logs-file-clear').hidden = !file;
+    tailLogs(base, AbortSignal.any([signal, ctl.signal]), file);
+  };
+  $('#logs-file').value = '';
+  $('#logs-file-form').onsubmit = (ev) => {
+    ev.preventDefault();
+    start($('#logs-file').value.trim());
+  };
+  $('#logs-file-clear').onclick = () => {
+    $('#logs-file').value = '';
+    start('');
+    $('#logs-file').focus();
+  };
+  start('');
+}
+
+// tailLogs follows the logs of the workload's containers, or file inside
+// them (its lines timed as they are read: a reconnect takes the last line
+// again rather than a time).
+async function tailLogs(base, signal, file = '') {
   const box = $('#logs');
   const status = (t) => ($('#logs-status').textContent = t);
   let lastTime = 0;
@@ -1600,7 +1652,10 @@ async function tailLogs(base, signal) {
 
   while (!signal.aborted) {
     const q = new URLSearchParams({ follow: 'true' });
-    if (lastTime) q.set('sinceSeconds', String(Math.max(1, Math.ceil((Date.now() - lastTime) / 1000) + 1)));
+    if (file) {
+      q.set('file', file);
+      q.set('tail', lastTime ? '1' : '100');
+    } else if (lastTime) q.set('sinceSeconds', String(Math.max(1, Math.ceil((Date.now() - lastTime) / 1000) + 1)));
     else q.set('tail', '100');
     status(box.childElementCount ? 'reconnecting…' : 'connecting…');
     let got = 0;
@@ -1639,6 +1694,297 @@ async function tailLogs(base, signal) {
     }
     await sleep(delay, signal);
   }
+}
+
+// --- a shell in the browser ----------------------------------------------------
+//
+// A terminal (xterm.js, copied from npm into vendor/ by `make
+// console-assets`; absent, the panel says so) on the exec WebSocket the CLI
+// uses: binary messages of one channel byte and data (0 stdin, 1 stdout,
+// 2 stderr, 3 exit code, 4 resize as JSON). A browser cannot set an
+// Authorization header on a WebSocket: the token goes as the subprotocol
+// "base64url.bearer.atoll.dev.<token>" beside "atoll.exec", which the
+// gateway selects, and a refusal comes back over the socket as the API's
+// error document in a text message, closed with 4000 + its HTTP status.
+// Only a workload's own containers are offered (never the platform's
+// sidecars); the pods are those its logs name.
+
+const EXEC_PROTOCOL = 'atoll.exec';
+const BEARER_PROTOCOL = 'base64url.bearer.atoll.dev.';
+const CH_STDIN = 0;
+const CH_STDOUT = 1;
+const CH_STDERR = 2;
+const CH_EXIT = 3;
+const CH_RESIZE = 4;
+
+// terminalModules loads xterm.js once: {Terminal, FitAddon}, or throws when
+// the assets were not built.
+let terminalModules = null;
+function loadTerminal() {
+  terminalModules ??= (async () => {
+    const [xterm, fit] = await Promise.all([import('./vendor/xterm.mjs'), import('./vendor/addon-fit.mjs')]);
+    if (!document.querySelector('link[data-xterm]')) {
+      document.head.append(el('link', { rel: 'stylesheet', href: 'vendor/xterm.css', 'data-xterm': '1' }));
+    }
+    return { Terminal: xterm.Terminal, FitAddon: fit.FitAddon };
+  })().catch((err) => {
+    terminalModules = null;
+    throw new Error(`The terminal assets are missing from this console (run \`make console-assets\` before building the gateway): ${err.message}`);
+  });
+  return terminalModules;
+}
+
+// mainContainers are the names of a workload's own containers: every
+// "containers" list of its spec (an App's template, a JobSet's jobs), and a
+// Pod's main containers as its status lists them. Sidecars and init
+// containers are never offered.
+function mainContainers(w) {
+  const names = new Set();
+  const walk = (v, key) => {
+    if (Array.isArray(v)) {
+      if (key === 'containers') for (const c of v) if (c && typeof c.name === 'string') names.add(c.name);
+      for (const x of v) walk(x, '');
+    } else if (v && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) if (k !== 'sidecars' && k !== 'initContainers') walk(x, k);
+    }
+  };
+  walk(w?.spec, '');
+  for (const c of w?.status?.pod?.containers || []) if (c.type === 'main' && c.name) names.add(c.name);
+  return [...names];
+}
+
+// b64url encodes a string as base64url without padding.
+function b64url(s) {
+  const bytes = new TextEncoder().encode(s);
+  let bin = '';
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+// shellPanel wires the Shell card of a workload's page; the session ends
+// with the view.
+function shellPanel(base, signal) {
+  const form = $('#shell-form');
+  const podSel = $('#shell-pod');
+  const ctrSel = $('#shell-container');
+  const status = (t, state) => {
+    $('#shell-status').textContent = t;
+    $('#shell-card').dataset.state = state;
+  };
+  let live = null; // {ws, term, fit, observer}
+  let containersKey = '';
+
+  hide('#shell-error');
+  $('#shell-end').hidden = true;
+  delete $('#shell-end').dataset.exitCode;
+  $('#shell-term').hidden = true;
+  $('#shell-term').replaceChildren();
+  podSel.replaceChildren(el('option', { value: '', text: 'any running pod' }));
+  ctrSel.replaceChildren();
+  status('', 'idle');
+  setOpen(false);
+
+  // The containers follow the workload as the detail poll renders it.
+  shown.onWorkload = (w) => {
+    const names = mainContainers(w);
+    const key = names.join('\u0000');
+    if (key === containersKey) return;
+    containersKey = key;
+    const keep = ctrSel.value;
+    ctrSel.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
+    if (names.includes(keep)) ctrSel.value = keep;
+  };
+
+  // findPods lists the pods the workload's logs name (one line of each).
+  const findPods = async () => {
+    const found = new Map();
+    try {
+      const res = await request(`${base}/logs?tail=1`, { headers: { Accept: 'application/x-ndjson' }, signal });
+      for await (const line of readLines(res.body)) {
+        if (!line.trim()) continue;
+        try {
+          const rec = JSON.parse(line);
+          if (rec.pod) found.set(rec.pod, rec.cluster || '');
+        } catch {
+          // not a log record
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err.status === 401) return expired(err);
+      // No started pod yet, or logs refused: "any running pod" remains.
+    }
+    const keep = podSel.value;
+    podSel.replaceChildren(
+      el('option', { value: '', text: 'any running pod' }),
+      ...[...found.entries()].sort().map(([pod, cluster]) => el('option', { value: pod, text: cluster ? `${pod} (${cluster})` : pod })),
+    );
+    if (found.has(keep)) podSel.value = keep;
+  };
+  findPods();
+
+  function setOpen(open) {
+    $('#shell-open').hidden = open;
+    $('#shell-close').hidden = !open;
+    $('#shell-copy').hidden = !open;
+    $('#shell-paste').hidden = !open;
+    $('#shell-help').hidden = !open;
+    for (const e of [podSel, ctrSel, $('#shell-command'), $('#shell-pods')]) e.disabled = open;
+  }
+
+  const copy = () => {
+    const text = live?.term.getSelection();
+    if (text) navigator.clipboard?.writeText(text).catch((err) => showIn('#shell-error', `Copy: ${err.message}`));
+  };
+  const paste = () => {
+    if (!navigator.clipboard?.readText) return showIn('#shell-error', 'This browser does not let the page read the clipboard: use its Paste (Ctrl+V).');
+    navigator.clipboard
+      .readText()
+      .then((t) => live?.term.paste(t))
+      .catch((err) => showIn('#shell-error', `Paste: ${err.message}`));
+  };
+
+  // end closes the session and says why, once.
+  const end = (text, exitCode) => {
+    if (!live) return;
+    const s = live;
+    live = null;
+    s.observer?.disconnect();
+    if (s.ws.readyState <= WebSocket.OPEN) s.ws.close(1000, 'closed by the user');
+    s.term.options.disableStdin = true;
+    s.term.options.cursorBlink = false;
+    const e = $('#shell-end');
+    e.textContent = text;
+    if (exitCode !== undefined) e.dataset.exitCode = String(exitCode);
+    else delete e.dataset.exitCode;
+    e.hidden = false;
+    status('ended', 'ended');
+    setOpen(false);
+    if (!signal.aborted) $('#shell-open').focus();
+  };
+
+  const open = async () => {
+    hide('#shell-error');
+    $('#shell-end').hidden = true;
+    const command = $('#shell-command').value.trim().split(/\s+/).filter(Boolean);
+    if (!command.length) return showIn('#shell-error', 'Enter a command, such as sh.');
+    if (!ctrSel.value) return showIn('#shell-error', 'This workload has no container to open a shell in.');
+    let mods;
+    try {
+      mods = await loadTerminal();
+    } catch (err) {
+      return showIn('#shell-error', err.message);
+    }
+    if (signal.aborted) return;
+    const box = $('#shell-term');
+    box.replaceChildren();
+    box.hidden = false;
+    const term = new mods.Terminal({ cursorBlink: true, convertEol: false, fontSize: 13, scrollback: 5000, screenReaderMode: false });
+    const fit = new mods.FitAddon();
+    term.loadAddon(fit);
+    term.open(box);
+    try {
+      fit.fit();
+    } catch {
+      // a hidden or zero-sized box: the default 80x24 stays
+    }
+    term.attachCustomKeyEventHandler((ev) => {
+      if (ev.type !== 'keydown' || !ev.ctrlKey || !ev.shiftKey) return true;
+      const k = ev.key.toLowerCase();
+      if (k === 'c') copy();
+      else if (k === 'v') paste();
+      else if (k === 'e') $('#shell-close').focus();
+      else return true;
+      ev.preventDefault();
+      return false;
+    });
+
+    const q = new URLSearchParams();
+    for (const c of command) q.append('command', c);
+    q.set('container', ctrSel.value);
+    if (podSel.value) q.set('pod', podSel.value);
+    q.set('stdin', 'true');
+    q.set('tty', 'true');
+    const url = new URL(`${API}${base}/exec?${q}`, location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(url, [EXEC_PROTOCOL, BEARER_PROTOCOL + b64url(session.token)]);
+    ws.binaryType = 'arraybuffer';
+    live = { ws, term, fit, observer: null };
+    const me = live;
+    setOpen(true);
+    status('connecting…', 'connecting');
+    const where = `${podSel.value || 'a running pod'}/${ctrSel.value}`;
+    let exitCode;
+    let refusal = null;
+    let opened = false;
+    const encoder = new TextEncoder();
+    const send = (ch, bytes) => {
+      if (ws.readyState !== WebSocket.OPEN) return;
+      const msg = new Uint8Array(bytes.length + 1);
+      msg[0] = ch;
+      msg.set(bytes, 1);
+      ws.send(msg);
+    };
+    const sendSize = () => send(CH_RESIZE, encoder.encode(JSON.stringify({ width: term.cols, height: term.rows })));
+    ws.onopen = () => {
+      opened = true;
+      status(`connected to ${where}`, 'open');
+      sendSize();
+      term.focus();
+    };
+    term.onData((d) => send(CH_STDIN, encoder.encode(d)));
+    term.onBinary((d) => send(CH_STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff)));
+    term.onResize(sendSize);
+    me.observer = new ResizeObserver(() => {
+      try {
+        fit.fit();
+      } catch {
+        // the box is hidden
+      }
+    });
+    me.observer.observe(box);
+    ws.onmessage = (ev) => {
+      if (typeof ev.data === 'string') {
+        // A refusal: the API's error document.
+        try {
+          refusal = JSON.parse(ev.data);
+        } catch {
+          refusal = { message: ev.data };
+        }
+        return;
+      }
+      const b = new Uint8Array(ev.data);
+      if (!b.length) return;
+      const data = b.subarray(1);
+      if (b[0] === CH_STDOUT || b[0] === CH_STDERR) term.write(data);
+      else if (b[0] === CH_EXIT) exitCode = parseInt(new TextDecoder().decode(data), 10);
+    };
+    ws.onclose = (ev) => {
+      if (live !== me) return;
+      // Said once the output before the end is in the terminal.
+      if (Number.isInteger(exitCode)) return term.write('', () => end(`Session ended: exit code ${exitCode}.`, exitCode));
+      if (ev.code >= 4400 && ev.code < 4600) {
+        const err = new APIError(ev.code - 4000, refusal, ev.reason || `refused (${ev.code - 4000})`);
+        showIn('#shell-error', `The shell was refused: ${describe(err)}`);
+        return end(`No session: refused with ${ev.code - 4000}.`);
+      }
+      if (!opened) return end('The shell could not be opened: the gateway cannot be reached or refused the connection.');
+      end(`Session ended without an exit code${ev.reason ? `: ${ev.reason}` : ''} (WebSocket ${ev.code}).`);
+    };
+  };
+
+  form.onsubmit = (ev) => {
+    ev.preventDefault();
+    if (!live) open();
+  };
+  $('#shell-close').onclick = () => end('Session ended by you.');
+  $('#shell-copy').onclick = copy;
+  $('#shell-paste').onclick = paste;
+  $('#shell-pods').onclick = () => findPods();
+  signal.addEventListener('abort', () => {
+    if (live) end('Session ended: you left the page.');
+    shown && (shown.onWorkload = null);
+  });
 }
 
 // --- the region ----------------------------------------------------------------
@@ -1770,6 +2116,9 @@ function clusterCard(name, signal) {
   if (card) return card;
   const button = el('button', { type: 'button', class: 'secondary cordon', 'data-cluster': name, 'data-op': 'cordon', text: 'Cordon' });
   button.addEventListener('click', () => cordon(name, button.dataset.op, card, signal));
+  const editButton = el('button', { type: 'button', class: 'secondary labels-edit', 'data-cluster': name, 'aria-expanded': 'false', text: 'Edit labels' });
+  editButton.addEventListener('click', () => openLabelsForm(card));
+  const form = labelsForm(name, () => card, signal);
   card = el(
     'article',
     { class: 'card cluster', 'data-cluster': name },
@@ -1781,9 +2130,11 @@ function clusterCard(name, signal) {
       el('span', { class: 'badge cordoned', text: 'cordoned' }),
       el('span', { class: 'seen muted' }),
       button,
+      editButton,
     ),
     el('p', { class: 'cluster-message muted' }),
     el('div', { class: 'labels cluster-labels' }),
+    form,
     el('div', { class: 'pools' }),
     el('p', { class: 'error cluster-error', role: 'alert', hidden: true }),
   );
@@ -1792,6 +2143,7 @@ function clusterCard(name, signal) {
 }
 
 function updateCluster(card, c) {
+  card.cluster = c;
   card.dataset.healthy = String(!!c.healthy);
   card.dataset.cordoned = String(!!c.cordoned);
   card.dataset.zone = c.zone || '';
@@ -1902,6 +2254,435 @@ async function cordon(name, action, card, signal) {
     button.disabled = false;
   }
 }
+
+// --- the workload editor --------------------------------------------------------
+//
+// A YAML or JSON document in CodeMirror (bundled into vendor/editor.mjs by
+// `make console-assets`; absent, the page says so), for a new workload
+// (from one of deploy/examples, copied into vendor/examples) or an existing
+// one (its stored document). Review shows the line diff against the stored
+// document (nothing, for a new one); Apply does what `atoll apply` does:
+// create, and update when it exists. The API's 422 field paths are marked
+// at their lines.
+
+let editorModule = null;
+let cmView = null;
+
+function loadEditor() {
+  editorModule ??= import('./vendor/editor.mjs').catch((err) => {
+    editorModule = null;
+    throw new Error(`The editor's assets are missing from this console (run \`make console-assets\` before building the gateway): ${err.message}`);
+  });
+  return editorModule;
+}
+
+// storedDocument is the document of a workload as the API holds it, less
+// what admission adds and a user may not write (the platform's sidecars).
+function storedDocument(w) {
+  const md = w.metadata || {};
+  const meta = { project: md.project, name: md.name };
+  if (md.labels && Object.keys(md.labels).length) meta.labels = md.labels;
+  const strip = (v) => {
+    if (Array.isArray(v)) return v.map(strip);
+    if (!v || typeof v !== 'object') return v;
+    return Object.fromEntries(Object.entries(v).filter(([k]) => k !== 'sidecars').map(([k, x]) => [k, strip(x)]));
+  };
+  return { apiVersion: w.apiVersion || 'atoll.dev/v1', kind: w.kind, metadata: meta, spec: strip(w.spec) };
+}
+
+async function editorView(project, kind, name, signal) {
+  show('editor-view');
+  const editing = !!name;
+  document.title = `${editing ? `Edit ${name}` : 'New workload'} · ${project} · Atoll console`;
+  $('#editor-title').textContent = editing ? `Edit ${kind} ${name}` : `New workload in ${project}`;
+  $('#editor-back').href = editing ? `#/p/${enc(project)}/${enc(kind)}/${enc(name)}` : `#/p/${enc(project)}`;
+  $('#editor-example-row').hidden = editing;
+  $('#editor-load').hidden = editing;
+  for (const sel of ['#editor-error']) hide(sel);
+  $('#editor-fields').hidden = true;
+  $('#editor-diff-card').hidden = true;
+  $('#editor-apply').hidden = true;
+  $('#editor-reset').hidden = true;
+  const status = (t) => ($('#editor-status').textContent = t);
+  status('loading…');
+  let ed;
+  try {
+    ed = await loadEditor();
+  } catch (err) {
+    status('');
+    return showIn('#editor-error', err.message);
+  }
+  if (signal.aborted) return;
+  if (!cmView) {
+    cmView = ed.createEditor($('#editor'), '');
+    $('#editor').editorView = cmView; // for the browser test
+  }
+  const view = cmView;
+  let original = ''; // the text loaded: Undo my edits brings it back
+  let reviewed = null; // {value, text} once reviewed and unchanged since
+
+  const stored = async () => {
+    if (!editing) return null;
+    return getJSON(`/projects/${enc(project)}/workloads/${enc(kind)}/${enc(name)}`, { signal });
+  };
+  const load = (text) => {
+    original = text;
+    ed.setText(view, text);
+    ed.showErrors(view, []);
+    reviewed = null;
+    $('#editor-apply').hidden = true;
+    $('#editor-diff-card').hidden = true;
+    $('#editor-fields').hidden = true;
+  };
+  const loadExample = async () => {
+    hide('#editor-error');
+    const ex = $('#editor-example').value;
+    try {
+      const res = await fetch(`vendor/examples/${enc(ex)}.yaml`, { cache: 'no-store' });
+      if (!res.ok) throw new Error(`example ${ex}: ${res.status}`);
+      const text = (await res.text()).replace(/^(\s+project:\s*).*$/m, `$1${project}`);
+      if (!signal.aborted) load(text);
+      status(`from deploy/examples/${ex}.yaml`);
+    } catch (err) {
+      showIn('#editor-error', `The examples are missing from this console: ${err.message}`);
+    }
+  };
+  // fieldErrors marks errors [{line, field, message}] in the editor and lists them.
+  const fieldErrors = (errs) => {
+    ed.showErrors(view, errs.map((e) => ({ line: e.line, message: e.field ? `${e.field}: ${e.message}` : e.message })));
+    const list = $('#editor-fields');
+    list.replaceChildren(
+      ...errs.map((e) => {
+        const b = el('button', { type: 'button', text: `line ${e.line}${e.field ? ` · ${e.field}` : ''}: ${e.message}` });
+        b.addEventListener('click', () => {
+          const line = view.state.doc.line(Math.min(e.line, view.state.doc.lines));
+          view.dispatch({ selection: { anchor: line.from }, scrollIntoView: true });
+          view.focus();
+        });
+        return el('li', { 'data-line': String(e.line), 'data-field': e.field || '' }, b);
+      }),
+    );
+    list.hidden = errs.length === 0;
+  };
+
+  const review = async () => {
+    hide('#editor-error');
+    fieldErrors([]);
+    $('#editor-apply').hidden = true;
+    const text = ed.getText(view);
+    const parsed = ed.parse(text);
+    if (parsed.errors.length) {
+      status('');
+      return fieldErrors(parsed.errors.map((e) => ({ line: e.line, message: e.message })));
+    }
+    if (!parsed.value || typeof parsed.value !== 'object' || Array.isArray(parsed.value)) {
+      return showIn('#editor-error', 'The document must be one workload: a map with apiVersion, kind, metadata and spec.');
+    }
+    const doc = parsed.value;
+    doc.metadata = { ...(doc.metadata || {}) };
+    doc.metadata.project ??= project;
+    let before = '';
+    try {
+      const w = await stored();
+      if (w) before = ed.stringify(storedDocument(w));
+    } catch (err) {
+      if (signal.aborted) return;
+      return showIn('#editor-error', err);
+    }
+    if (signal.aborted) return;
+    const after = ed.stringify(doc);
+    const diff = ed.diffLines(before, after);
+    const changed = diff.filter((d) => d.op !== ' ').length;
+    $('#editor-diff').replaceChildren(
+      ...diff.map((d) => el('span', { class: d.op === '+' ? 'add' : d.op === '-' ? 'del' : 'same', 'data-op': d.op, text: `${d.op} ${d.text}` })),
+    );
+    $('#editor-diff-card').hidden = false;
+    if (!changed) {
+      status('no change to apply');
+      return;
+    }
+    reviewed = { doc, text, parsed };
+    $('#editor-apply').hidden = false;
+    status(`${changed} line${changed === 1 ? '' : 's'} changed: review them, then Apply`);
+    $('#editor-apply').focus();
+  };
+
+  const apply = async () => {
+    if (!reviewed || reviewed.text !== ed.getText(view)) return review();
+    const { doc, parsed } = reviewed;
+    const body = JSON.stringify(doc);
+    const json = { 'Content-Type': 'application/json' };
+    $('#editor-apply').disabled = true;
+    status('applying…');
+    try {
+      let verb = 'created';
+      let w;
+      try {
+        w = await getJSON(`/projects/${enc(project)}/workloads`, { method: 'POST', body, headers: json, signal });
+      } catch (err) {
+        if (err.status !== 409 || err.code !== 'AlreadyExists') throw err;
+        verb = 'updated';
+        w = await getJSON(`/projects/${enc(project)}/workloads/${enc(doc.kind)}/${enc(doc.metadata?.name ?? '')}`, { method: 'PUT', body, headers: json, signal });
+      }
+      if (signal.aborted) return;
+      status(`${doc.kind} ${doc.metadata?.name} ${verb}`);
+      location.hash = `#/p/${enc(project)}/${enc(w?.kind || doc.kind)}/${enc(w?.metadata?.name || doc.metadata?.name)}`;
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err.status === 401) return expired(err);
+      status('');
+      $('#editor-apply').hidden = true;
+      reviewed = null;
+      if (err.fields?.length) {
+        fieldErrors(err.fields.map((f) => ({ line: parsed.lineOf(f.field), field: f.field, message: f.reason })));
+        showIn('#editor-error', `Not applied: ${err.code}: ${err.message}`);
+      } else showIn('#editor-error', `Not applied: ${describe(err)}`);
+    } finally {
+      $('#editor-apply').disabled = false;
+    }
+  };
+
+  $('#editor-form').onsubmit = (ev) => {
+    ev.preventDefault();
+    review();
+  };
+  $('#editor-apply').onclick = () => apply();
+  $('#editor-load').onclick = () => loadExample();
+  $('#editor-reset').hidden = false;
+  $('#editor-reset').onclick = () => load(original);
+
+  if (editing) {
+    try {
+      const w = await stored();
+      if (signal.aborted) return;
+      load(ed.stringify(storedDocument(w)));
+      status(`generation ${w.metadata?.generation ?? ''} as stored`);
+    } catch (err) {
+      if (signal.aborted) return;
+      status('');
+      showIn('#editor-error', err);
+    }
+  } else {
+    await loadExample();
+  }
+}
+
+// --- operators' edits: cluster labels and project quota --------------------------
+
+// BUFFER_LABEL is the cluster label of the burst buffer (libs/api
+// LabelBufferPercent): the share of each pool OnDemand and Preemptible
+// placements leave free.
+const BUFFER_LABEL = 'scheduling.atoll.dev/buffer-percent';
+
+// labelsForm is a cluster card's form: the burst buffer, then the other
+// labels as key=value lines.
+function labelsForm(name, card, signal) {
+  const form = el(
+    'form',
+    { class: 'labels-form shell-form', hidden: true, 'aria-label': `Labels of cluster ${name}` },
+    el('label', {}, 'Burst buffer (% of each pool; empty: the default)', el('input', { class: 'buffer', type: 'number', min: '0', max: '100', step: '1', inputmode: 'numeric' })),
+    el('label', {}, 'Other labels (key=value, one a line)', el('textarea', { class: 'labels-text', rows: '4', spellcheck: 'false' })),
+    el('button', { type: 'submit', class: 'labels-save', text: 'Change labels…' }),
+    el('button', { type: 'button', class: 'secondary labels-cancel', text: 'Cancel' }),
+  );
+  const close = () => {
+    form.hidden = true;
+    const b = card().querySelector('button.labels-edit');
+    b.setAttribute('aria-expanded', 'false');
+    b.focus();
+  };
+  form.querySelector('.labels-cancel').addEventListener('click', close);
+  form.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') close();
+  });
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const c = card();
+    const err = c.querySelector('.cluster-error');
+    err.hidden = true;
+    const current = c.cluster?.labels || {};
+    const want = {};
+    for (const [i, raw] of form.querySelector('.labels-text').value.split('\n').entries()) {
+      const line = raw.trim();
+      if (!line) continue;
+      const eq = line.indexOf('=');
+      if (eq <= 0) {
+        err.textContent = `Line ${i + 1} "${line}" is not key=value.`;
+        err.hidden = false;
+        return;
+      }
+      want[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
+    }
+    delete want[BUFFER_LABEL];
+    const buffer = form.querySelector('.buffer').value.trim();
+    if (buffer !== '') want[BUFFER_LABEL] = buffer;
+    const set = {};
+    const remove = [];
+    const lines = [];
+    for (const [k, v] of Object.entries(want).sort()) {
+      if (!(k in current)) lines.push(`+ ${k}=${v}`);
+      else if (current[k] !== v) lines.push(`~ ${k}: ${current[k]} → ${v}`);
+      else continue;
+      set[k] = v;
+    }
+    for (const k of Object.keys(current).sort()) {
+      if (!(k in want)) {
+        remove.push(k);
+        lines.push(`− ${k} (was ${current[k]})`);
+      }
+    }
+    if (!lines.length) {
+      err.textContent = 'Nothing to change: the labels are as they are.';
+      err.hidden = false;
+      return;
+    }
+    const answer = await confirmDialog({
+      title: `Change the labels of cluster ${name}?`,
+      text: `${lines.join('\n')}\n\nThe scheduler reads them at its next decision; the change is audited.`,
+      ok: 'Change labels',
+    });
+    if (!answer || signal.aborted) return;
+    const save = form.querySelector('.labels-save');
+    save.disabled = true;
+    try {
+      const updated = await getJSON(`/clusters/${enc(name)}/labels`, {
+        method: 'PATCH',
+        body: JSON.stringify({ set, remove }),
+        headers: { 'Content-Type': 'application/json' },
+        signal,
+      });
+      if (signal.aborted) return;
+      updateCluster(c, updated);
+      close();
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e.status === 401) return expired(e);
+      err.textContent = `Labels refused. ${describe(e)}`;
+      err.hidden = false;
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return form;
+}
+
+// openLabelsForm fills a cluster card's labels form from the cluster as
+// last read, and shows it.
+function openLabelsForm(card) {
+  const form = card.querySelector('.labels-form');
+  const labels = card.cluster?.labels || {};
+  form.querySelector('.buffer').value = labels[BUFFER_LABEL] ?? '';
+  form.querySelector('.labels-text').value = Object.entries(labels)
+    .filter(([k]) => k !== BUFFER_LABEL)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n');
+  form.hidden = false;
+  card.querySelector('button.labels-edit').setAttribute('aria-expanded', 'true');
+  form.querySelector('.buffer').focus();
+}
+
+// QUOTA_FIELDS are the quota form's inputs: the API's resource, its input,
+// its unit in the form and how a limit is written in a confirmation.
+const QUOTA_FIELDS = [
+  { key: 'milliCPU', sel: '#quota-cpu', unit: 1, label: 'CPU', show: (v) => `${v}m` },
+  { key: 'memoryBytes', sel: '#quota-memory', unit: 1 << 20, label: 'Memory', show: (v) => bytes(v) },
+  { key: 'gpus', sel: '#quota-gpus', unit: 1, label: 'GPUs', show: String },
+  { key: 'pods', sel: '#quota-pods', unit: 1, label: 'Pods', show: String },
+];
+
+// quotaEditor is the project page's quota form, for platform admins: one
+// tier's limit, filled from the quota as polled until the admin types.
+const quotaEditor = {
+  project: '',
+  quota: null,
+  dirty: false,
+  wired: false,
+  reset() {
+    this.project = '';
+    this.quota = null;
+    this.dirty = false;
+    $('#quota-form').hidden = true;
+    $('#quota-help').hidden = true;
+    $('#quota-status').textContent = '';
+    hide('#quota-error');
+  },
+  limitOf(tier) {
+    return this.quota?.tiers?.find((t) => t.tier === tier)?.limit || {};
+  },
+  fill() {
+    const lim = this.limitOf($('#quota-tier').value);
+    for (const f of QUOTA_FIELDS) $(f.sel).value = String(Math.round((num(lim[f.key]) / f.unit) * 100) / 100);
+    this.dirty = false;
+  },
+  show(project, q, signal) {
+    if (!session.identity?.platformAdmin) return;
+    const first = this.project !== project;
+    this.project = project;
+    this.quota = q;
+    this.signal = signal;
+    if (!this.wired) this.wire();
+    $('#quota-card').hidden = false;
+    $('#quota-form').hidden = false;
+    $('#quota-help').hidden = false;
+    if (first || !this.dirty) this.fill();
+  },
+  wire() {
+    this.wired = true;
+    $('#quota-tier').addEventListener('change', () => this.fill());
+    for (const f of QUOTA_FIELDS) $(f.sel).addEventListener('input', () => (this.dirty = true));
+    $('#quota-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.save();
+    });
+  },
+  async save() {
+    const project = this.project;
+    const signal = this.signal;
+    const tier = $('#quota-tier').value;
+    hide('#quota-error');
+    const old = this.limitOf(tier);
+    const body = {};
+    const lines = [];
+    for (const f of QUOTA_FIELDS) {
+      const raw = $(f.sel).value.trim();
+      const v = raw === '' ? 0 : Math.round(Number(raw) * f.unit);
+      if (!Number.isFinite(v) || v < 0) return showIn('#quota-error', `${f.label}: "${raw}" is not an amount of 0 or more.`);
+      body[f.key] = v;
+      const was = num(old[f.key]);
+      if (v !== was) lines.push(`${f.label}: ${was ? f.show(was) : 'no limit'} → ${v ? f.show(v) : 'no limit'}`);
+    }
+    if (!lines.length) return showIn('#quota-error', `Nothing to change: the ${tier} limit is as it is.`);
+    const answer = await confirmDialog({
+      title: `Change the ${tier} quota of project ${project}?`,
+      text: `${lines.join('\n')}\n\nWorkloads already admitted keep running; new ones are admitted against the new limit. The change is audited.`,
+      ok: 'Change quota',
+    });
+    if (!answer || signal?.aborted) return;
+    $('#quota-save').disabled = true;
+    try {
+      const q = await getJSON(`/projects/${enc(project)}/quota/${enc(tier)}`, {
+        method: 'PUT',
+        body: JSON.stringify(body),
+        headers: { 'Content-Type': 'application/json' },
+        signal,
+      });
+      if (signal?.aborted) return;
+      if (q?.tiers) {
+        renderQuota(q);
+        this.quota = q;
+      }
+      this.fill();
+      $('#quota-status').textContent = `${tier} quota changed at ${clock(new Date())}.`;
+    } catch (e) {
+      if (signal?.aborted) return;
+      if (e.status === 401) return expired(e);
+      showIn('#quota-error', `Quota refused. ${describe(e)}`);
+    } finally {
+      $('#quota-save').disabled = false;
+    }
+  },
+};
 
 // --- remediation ---------------------------------------------------------------
 

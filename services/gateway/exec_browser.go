@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/coder/websocket"
+)
+
+// A browser cannot set headers on a WebSocket, so the console offers its
+// bearer token as a WebSocket subprotocol, as Kubernetes' API server
+// accepts it: "base64url.bearer.atoll.dev.<token, base64url without
+// padding>", beside execSubprotocol, the one the gateway selects (a browser
+// fails a connection whose offered subprotocols none was selected).
+const (
+	execSubprotocol      = "atoll.exec"
+	bearerProtocolPrefix = "base64url.bearer.atoll.dev."
+)
+
+// websocketBearer returns the Authorization value carried by a WebSocket
+// upgrade's subprotocols, or "" when there is none.
+func websocketBearer(r *http.Request) string {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return ""
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			enc, ok := strings.CutPrefix(strings.TrimSpace(p), bearerProtocolPrefix)
+			if !ok {
+				continue
+			}
+			tok, err := base64.RawURLEncoding.DecodeString(enc)
+			if err != nil || len(tok) == 0 {
+				return ""
+			}
+			return "Bearer " + string(tok)
+		}
+	}
+	return ""
+}
+
+// browserExec says whether an exec request comes from a browser, which
+// cannot read the HTTP answer of a refused upgrade: it offers
+// execSubprotocol.
+func browserExec(r *http.Request) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if strings.TrimSpace(p) == execSubprotocol {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refusalRecorder holds an answer written for a browser's exec request,
+// to be passed on over the WebSocket instead.
+type refusalRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRefusalRecorder() *refusalRecorder { return &refusalRecorder{header: http.Header{}} }
+
+func (rr *refusalRecorder) Header() http.Header { return rr.header }
+
+func (rr *refusalRecorder) WriteHeader(status int) {
+	if rr.status == 0 {
+		rr.status = status
+	}
+}
+
+func (rr *refusalRecorder) Write(p []byte) (int, error) {
+	if rr.status == 0 {
+		rr.status = http.StatusOK
+	}
+	return rr.body.Write(p)
+}
+
+// refuseOverWebSocket passes a refusal on to a browser: it accepts the
+// WebSocket, sends the error document as one text message and closes with
+// 4000 plus the HTTP status (4403 for 403), so the page can show the
+// API's own words.
+func refuseOverWebSocket(w http.ResponseWriter, r *http.Request, rr *refusalRecorder) {
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}})
+	if err != nil {
+		return // Accept has answered
+	}
+	defer conn.CloseNow()
+	status := rr.status
+	if status < 400 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	_ = conn.Write(r.Context(), websocket.MessageText, rr.body.Bytes())
+	_ = conn.Close(websocket.StatusCode(4000+status), http.StatusText(status))
+}
+
+// platformSidecar says whether container is one of the platform's sidecars
+// in the workload (rendered as the API answers it): a shell never opens in
+// one, whatever the caller's role.
+func platformSidecar(rendered []byte, container string) bool {
+	if container == "" {
+		return false // the first main container
+	}
+	var doc struct {
+		Spec struct {
+			Template struct {
+				Sidecars []struct {
+					Name string `json:"name"`
+				} `json:"sidecars"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(rendered, &doc) != nil {
+		return false
+	}
+	for _, c := range doc.Spec.Template.Sidecars {
+		if c.Name == container {
+			return true
+		}
+	}
+	return false
+}

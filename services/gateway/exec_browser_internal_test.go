@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"net/http"
+	"testing"
+)
+
+func TestWebsocketBearer(t *testing.T) {
+	tok := base64.RawURLEncoding.EncodeToString([]byte("atl_secret/+="))
+	tests := []struct {
+		name      string
+		upgrade   string
+		protocols []string
+		want      string
+	}{
+		{"token beside the exec protocol", "websocket", []string{"atoll.exec, " + bearerProtocolPrefix + tok}, "Bearer atl_secret/+="},
+		{"in a header of its own", "WebSocket", []string{"atoll.exec", bearerProtocolPrefix + tok}, "Bearer atl_secret/+="},
+		{"not an upgrade", "", []string{bearerProtocolPrefix + tok}, ""},
+		{"no token", "websocket", []string{"atoll.exec"}, ""},
+		{"not base64url", "websocket", []string{bearerProtocolPrefix + "%%%"}, ""},
+		{"empty token", "websocket", []string{bearerProtocolPrefix}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodGet, "/v1/projects/p/workloads/app/web/exec", nil)
+			if tt.upgrade != "" {
+				r.Header.Set("Upgrade", tt.upgrade)
+			}
+			for _, p := range tt.protocols {
+				r.Header.Add("Sec-WebSocket-Protocol", p)
+			}
+			if got := websocketBearer(r); got != tt.want {
+				t.Errorf("websocketBearer = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlatformSidecar(t *testing.T) {
+	rendered := []byte(`{"kind":"App","spec":{"template":{"containers":[{"name":"web"}],"sidecars":[{"name":"atoll-log-shipper"}]}}}`)
+	tests := []struct {
+		container string
+		want      bool
+	}{
+		{"atoll-log-shipper", true},
+		{"web", false},
+		{"", false},
+		{"other", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.container, func(t *testing.T) {
+			if got := platformSidecar(rendered, tt.container); got != tt.want {
+				t.Errorf("platformSidecar(%q) = %v, want %v", tt.container, got, tt.want)
+			}
+		})
+	}
+	if platformSidecar([]byte("not json"), "atoll-log-shipper") {
+		t.Error("a document that does not parse names no sidecar")
+	}
+}
