@@ -1,10 +1,6 @@
 package bus
 
-import (
-	"encoding/json"
-
-	"atoll.dev/libs/api"
-)
+import "atoll.dev/libs/api"
 
 // The contract between the services: every request/reply endpoint, with
 // who serves it, who may call it and its payload types. A service
@@ -57,16 +53,15 @@ var AggregatorCluster = Call[api.ClusterOp, *api.ClusterInfo]{Service: UserAggre
 // checks its caller is a platform admin) and the admin user (operators:
 // `atoll remediation`).
 var (
-	// RemediationStatus answers one cluster's status or every cluster's,
-	// as a JSON list of the remediation service's ClusterStatus (its
-	// state machine's types; the gateway decodes it as the Compute API's
-	// RemediationCluster, whose fields the spec keeps equal).
-	RemediationStatus = Call[api.RemediationStatusRequest, json.RawMessage]{Service: UserRemediation, Verb: "status", Callers: []string{UserGateway, UserAdmin}}
+	// RemediationStatus answers one cluster's status or every cluster's
+	// (api.RemediationClusterStatus, which the gateway maps to the Compute
+	// API's RemediationCluster).
+	RemediationStatus = Call[api.RemediationStatusRequest, []api.RemediationClusterStatus]{Service: UserRemediation, Verb: "status", Callers: []string{UserGateway, UserAdmin}}
 	// RemediationPause stops new actions in a cluster or the region; the
 	// reply names the scope paused ({"paused": "zone-a"}).
-	RemediationPause = Call[api.RemediationPauseRequest, map[string]string]{Service: UserRemediation, Verb: "pause", Callers: []string{UserGateway, UserAdmin}}
+	RemediationPause = Call[api.RemediationPauseRequest, api.RemediationScope]{Service: UserRemediation, Verb: "pause", Callers: []string{UserGateway, UserAdmin}}
 	// RemediationResume lifts a pause; the reply names the scope resumed.
-	RemediationResume = Call[api.RemediationPauseRequest, map[string]string]{Service: UserRemediation, Verb: "resume", Callers: []string{UserGateway, UserAdmin}}
+	RemediationResume = Call[api.RemediationPauseRequest, api.RemediationScope]{Service: UserRemediation, Verb: "resume", Callers: []string{UserGateway, UserAdmin}}
 )
 
 // Contract lists every endpoint of the contract.

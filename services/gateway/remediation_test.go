@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway"
@@ -19,8 +22,9 @@ import (
 )
 
 // fakeRemediation answers remediation's status, pause and resume
-// endpoints on the test bus with the shapes of remediation.ClusterStatus
-// and PauseRequest (strictly decoded, as the service does), and keeps the
+// endpoints on the test bus with remediation's reply types
+// (api.RemediationClusterStatus, api.RemediationScope) and the shape of
+// its requests (strictly decoded, as the service does), and keeps the
 // pauses it is sent: enough to see the gateway translate both ways. The
 // remediation e2e (services/atoll/e2e/remediation) checks the real service.
 type fakeRemediation struct {
@@ -53,21 +57,33 @@ func (f *fakeRemediation) status(_ context.Context, r fakeStatusReq, _ micro.Req
 	if why, ok := f.paused[""]; ok {
 		paused = "paused (region): " + why
 	}
-	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	// The JSON of remediation.ClusterStatus, with a field the API leaves
-	// out (transitions).
-	return []map[string]any{{
-		"cluster": "zone-a", "holder": "remediation-0", "reachable": true, "paused": paused, "time": since,
-		"breakers": []map[string]any{{"domain": "zone/a", "unhealthy": 2, "total": 5, "allowed": 1, "open": true, "openedAt": since}},
-		"leases":   []map[string]any{{"node": "n1", "owner": "remediation", "reason": "Ready=False", "expires": since}},
-		"nodes": []map[string]any{{
-			"cluster": "zone-a", "node": "n1", "uid": "u1", "pool": "general", "phase": "Draining", "phaseSince": since,
-			"signal": "Ready=False", "unhealthySince": since, "transitions": []time.Time{since},
-			"drain": map[string]any{"passes": 3, "blocked": []map[string]any{{
-				"pod": map[string]any{"namespace": "p", "name": "web-0", "uid": "x"}, "pdb": "p/web"}}},
-			"history": []map[string]any{{"seq": 1, "time": since, "event": "cordoned", "message": "Ready=False for 30s"}},
+	st := remediationFixture()
+	st.Paused = paused
+	return []api.RemediationClusterStatus{st}, nil
+}
+
+// remAt is the fixture's moments: 2026-01-02T03:04:05Z plus s seconds.
+func remAt(s int) time.Time {
+	return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(s) * time.Second)
+}
+
+// remediationFixture is remediation's reply for zone-a, every field set
+// (with transitions, which the Compute API leaves out).
+func remediationFixture() api.RemediationClusterStatus {
+	pod := api.RemediationPod{Namespace: "p", Name: "web-0", UID: "x"}
+	return api.RemediationClusterStatus{
+		Cluster: "zone-a", Holder: "remediation-0", Reachable: true, Time: remAt(0),
+		Breakers: []api.RemediationBreaker{{Domain: "zone/a", Unhealthy: 2, Total: 5, Allowed: 1, Open: true, OpenedAt: remAt(1), CoolingUntil: remAt(2)}},
+		Leases:   []api.RemediationLease{{Node: "n1", Owner: "remediation", Reason: "Ready=False", Expires: remAt(3)}},
+		Nodes: []api.RemediationNode{{
+			Cluster: "zone-a", Node: "n1", UID: "u1", Pool: "general", Zone: "a", Phase: "Draining", PhaseSince: remAt(4),
+			Signal: "Ready=False", UnhealthySince: remAt(5), Waiting: "breaker zone/a open", Transitions: []time.Time{remAt(6)}, Flapping: true,
+			Drain: api.RemediationDrain{Started: remAt(7), Passes: 3, NextPass: remAt(8), Evicted: []api.RemediationPod{pod},
+				Blocked: []api.RemediationBlocked{{Pod: pod, PDB: "p/web", Message: "would violate"}}, Force: true},
+			Replace: api.RemediationReplace{Attempt: 2, Name: "n1-r2", Started: remAt(9), Prev: "n1-r1", Done: true},
+			History: []api.RemediationEvent{{Seq: 1, Time: remAt(10), Event: "cordoned", Message: "Ready=False for 30s"}},
 		}},
-	}}, nil
+	}
 }
 
 func (f *fakeRemediation) pause(set bool) bus.EndpointFunc[fakePauseReq] {
@@ -83,7 +99,10 @@ func (f *fakeRemediation) pause(set bool) bus.EndpointFunc[fakePauseReq] {
 		} else {
 			delete(f.paused, r.Cluster)
 		}
-		return map[string]string{"ok": "yes"}, nil
+		if set {
+			return api.RemediationScope{Paused: r.Cluster}, nil
+		}
+		return api.RemediationScope{Resumed: r.Cluster}, nil
 	}
 }
 
@@ -123,21 +142,30 @@ func TestRemediationAPI(t *testing.T) {
 	st := get("/v1/remediation")
 	require.Len(t, st.Items, 1)
 	c := st.Items[0]
-	assert.Equal(t, "zone-a", c.Cluster)
-	assert.True(t, c.Reachable)
-	assert.Empty(t, c.Paused)
-	require.Len(t, c.Breakers, 1)
-	assert.Equal(t, computeapi.RemediationBreaker{Domain: "zone/a", Unhealthy: 2, Total: 5, Allowed: 1, Open: true,
-		OpenedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, c.Breakers[0])
-	require.Len(t, c.Nodes, 1)
-	n := c.Nodes[0]
-	assert.Equal(t, "Draining", n.Phase)
-	assert.Equal(t, "Ready=False", n.Signal)
-	require.Len(t, n.Drain.Blocked, 1)
-	assert.Equal(t, "p/web", n.Drain.Blocked[0].Pdb, "the blocking PDB is named")
-	require.Len(t, n.History, 1)
-	assert.Equal(t, "cordoned", n.History[0].Event)
-	require.Len(t, c.Leases, 1)
+	// Every field of the Compute API's status is mapped from remediation's
+	// reply (a field added to the spec and not mapped stays zero here).
+	requireAllSet(t, "RemediationCluster", reflect.ValueOf(c), "Paused")
+	pod := computeapi.RemediationPod{Namespace: "p", Name: "web-0", Uid: "x"}
+	want := computeapi.RemediationCluster{
+		Cluster: "zone-a", Holder: "remediation-0", Reachable: true, Time: remAt(0),
+		Breakers: []computeapi.RemediationBreaker{{Domain: "zone/a", Unhealthy: 2, Total: 5, Allowed: 1, Open: true, OpenedAt: remAt(1), CoolingUntil: remAt(2)}},
+		Leases:   []computeapi.RemediationLease{{Node: "n1", Owner: "remediation", Reason: "Ready=False", Expires: remAt(3)}},
+		Nodes: []computeapi.RemediationNode{{
+			Cluster: "zone-a", Node: "n1", Uid: "u1", Pool: "general", Zone: "a", Phase: "Draining", PhaseSince: remAt(4),
+			Signal: "Ready=False", UnhealthySince: remAt(5), Waiting: "breaker zone/a open", Flapping: true,
+			Drain:   computeapi.RemediationDrain{Started: remAt(7), Passes: 3, NextPass: remAt(8), Evicted: []computeapi.RemediationPod{pod}, Force: true},
+			Replace: computeapi.RemediationReplace{Attempt: 2, Name: "n1-r2", Started: remAt(9), Prev: "n1-r1", Done: true},
+			History: []computeapi.RemediationEvent{{Seq: 1, Time: remAt(10), Event: "cordoned", Message: "Ready=False for 30s"}},
+		}},
+	}
+	// The spec's blocked pod has no named type: compared on its own.
+	blocked := c.Nodes[0].Drain.Blocked
+	require.Len(t, blocked, 1)
+	assert.Equal(t, pod, blocked[0].Pod)
+	assert.Equal(t, "p/web", blocked[0].Pdb, "the blocking PDB is named")
+	assert.Equal(t, "would violate", blocked[0].Message)
+	c.Nodes[0].Drain.Blocked = nil
+	assert.Equal(t, want, c)
 
 	resp, body := g.do(t, "GET", "/v1/remediation?cluster=nope", g.Admin, nil)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
@@ -183,4 +211,23 @@ func TestRemediationAPI(t *testing.T) {
 	// resume: the tenant's (403) and 2 by the admin.
 	assert.Equal(t, 5, verbs[bus.AuditSubject("platform", "pause-remediation")], "%v", verbs)
 	assert.Equal(t, 3, verbs[bus.AuditSubject("platform", "resume-remediation")], "%v", verbs)
+}
+
+// requireAllSet fails when a field reachable from v (through structs and
+// the first element of slices) holds its zero value; skip names fields
+// left out at any depth.
+func requireAllSet(t *testing.T, path string, v reflect.Value, skip ...string) {
+	t.Helper()
+	require.False(t, v.IsZero(), "%s is zero", path)
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if name := v.Type().Field(i).Name; !slices.Contains(skip, name) {
+				requireAllSet(t, path+"."+name, v.Field(i), skip...)
+			}
+		}
+	case v.Kind() == reflect.Slice:
+		requireAllSet(t, path+"[0]", v.Index(0), skip...)
+	}
 }

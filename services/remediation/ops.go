@@ -17,7 +17,8 @@ import (
 	"atoll.dev/libs/bus"
 )
 
-// The endpoints are bus.RemediationStatus (a ClusterStatus per cluster),
+// The endpoints are bus.RemediationStatus (a ClusterStatus per cluster,
+// answered as api.RemediationClusterStatus: ClusterStatus.API),
 // RemediationPause and RemediationResume; they answer the gateway's user
 // (which checks its caller is a platform admin) and the admin user
 // (operators: `atoll-admin remediation`).
@@ -46,6 +47,54 @@ type LeaseInfo struct {
 	Expires time.Time `json:"expires"`
 }
 
+// API is the status as the status endpoint answers it: the libs/api
+// types, field for field (the wire format is this type's JSON).
+func (c ClusterStatus) API() api.RemediationClusterStatus {
+	out := api.RemediationClusterStatus{
+		Cluster: c.Cluster, Holder: c.Holder, Reachable: c.Reachable, Paused: c.Paused, Time: c.Time,
+	}
+	for _, b := range c.Breakers {
+		out.Breakers = append(out.Breakers, api.RemediationBreaker{
+			Domain: b.Domain, Unhealthy: b.Unhealthy, Total: b.Total, Allowed: b.Allowed, Open: b.Open,
+			OpenedAt: b.OpenedAt, CoolingUntil: b.CoolingUntil,
+		})
+	}
+	for _, l := range c.Leases {
+		out.Leases = append(out.Leases, api.RemediationLease{Node: l.Node, Owner: l.Owner, Reason: l.Reason, Expires: l.Expires})
+	}
+	for _, n := range c.Nodes {
+		out.Nodes = append(out.Nodes, n.API())
+	}
+	return out
+}
+
+// API is the node's state as the status endpoint answers it.
+func (n NodeState) API() api.RemediationNode {
+	out := api.RemediationNode{
+		Cluster: n.Cluster, Node: n.Node, UID: n.UID, Pool: n.Pool, Zone: n.Zone,
+		Phase: string(n.Phase), PhaseSince: n.PhaseSince, Signal: n.Signal, UnhealthySince: n.UnhealthySince,
+		Waiting: n.Waiting, Transitions: slices.Clone(n.Transitions), Flapping: n.Flapping,
+		Drain: api.RemediationDrain{
+			Started: n.Drain.Started, Passes: n.Drain.Passes, NextPass: n.Drain.NextPass, Force: n.Drain.Force,
+		},
+		Replace: api.RemediationReplace{
+			Attempt: n.Replace.Attempt, Name: n.Replace.Name, Started: n.Replace.Started, Prev: n.Replace.Prev, Done: n.Replace.Done,
+		},
+	}
+	for _, p := range n.Drain.Evicted {
+		out.Drain.Evicted = append(out.Drain.Evicted, api.RemediationPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID})
+	}
+	for _, b := range n.Drain.Blocked {
+		out.Drain.Blocked = append(out.Drain.Blocked, api.RemediationBlocked{
+			Pod: api.RemediationPod{Namespace: b.Pod.Namespace, Name: b.Pod.Name, UID: b.Pod.UID}, PDB: b.PDB, Message: b.Message,
+		})
+	}
+	for _, e := range n.History {
+		out.History = append(out.History, api.RemediationEvent{Seq: e.Seq, Time: e.Time, Event: e.Event, Message: e.Message})
+	}
+	return out
+}
+
 // PauseRequest pauses or resumes a cluster ("" for the region).
 type PauseRequest = api.RemediationPauseRequest
 
@@ -71,11 +120,11 @@ func (s *Service) checkCluster(name string) error {
 	return nil
 }
 
-func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) (json.RawMessage, error) {
+func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) ([]api.RemediationClusterStatus, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
 		return nil, err
 	}
-	var out []ClusterStatus
+	var out []api.RemediationClusterStatus
 	for _, name := range sortedKeys(s.clusters) {
 		if r.Cluster != "" && name != r.Cluster {
 			continue
@@ -84,13 +133,9 @@ func (s *Service) status(ctx context.Context, r StatusRequest, _ micro.Request) 
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, st)
+		out = append(out, st.API())
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
-	}
-	return b, nil
+	return out, nil
 }
 
 // Status reads one cluster's status from the bucket and the ledger.
@@ -129,9 +174,9 @@ func (s *Service) Status(ctx context.Context, cluster string) (ClusterStatus, er
 	return out, nil
 }
 
-func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (map[string]string, error) {
+func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (api.RemediationScope, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
-		return nil, err
+		return api.RemediationScope{}, err
 	}
 	b, _ := json.Marshal(Pause{Reason: r.Reason, By: r.By, Since: time.Now().UTC()})
 	key := KeyPauseRegion
@@ -139,25 +184,25 @@ func (s *Service) pause(ctx context.Context, r PauseRequest, _ micro.Request) (m
 		key = PauseKey(r.Cluster)
 	}
 	if _, err := s.kv.Put(ctx, key, b); err != nil {
-		return nil, fmt.Errorf("pause: %w", err)
+		return api.RemediationScope{}, fmt.Errorf("pause: %w", err)
 	}
 	s.log.Info("remediation paused", "cluster", r.Cluster, "reason", r.Reason, "by", r.By)
-	return map[string]string{"paused": scope(r.Cluster)}, nil
+	return api.RemediationScope{Paused: scope(r.Cluster)}, nil
 }
 
-func (s *Service) resume(ctx context.Context, r PauseRequest, _ micro.Request) (map[string]string, error) {
+func (s *Service) resume(ctx context.Context, r PauseRequest, _ micro.Request) (api.RemediationScope, error) {
 	if err := s.checkCluster(r.Cluster); err != nil {
-		return nil, err
+		return api.RemediationScope{}, err
 	}
 	key := KeyPauseRegion
 	if r.Cluster != "" {
 		key = PauseKey(r.Cluster)
 	}
 	if err := s.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("resume: %w", err)
+		return api.RemediationScope{}, fmt.Errorf("resume: %w", err)
 	}
 	s.log.Info("remediation resumed", "cluster", r.Cluster, "by", r.By)
-	return map[string]string{"resumed": scope(r.Cluster)}, nil
+	return api.RemediationScope{Resumed: scope(r.Cluster)}, nil
 }
 
 func scope(cluster string) string {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
-	"atoll.dev/services/remediation"
 )
 
 // remediationCmd is `atoll-admin remediation status|pause|resume`: an
@@ -54,17 +54,13 @@ admin user, as bootstrap does.`,
 	status := &cobra.Command{
 		Use: "status", Short: "Unhealthy nodes, actions, breakers and history per cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out json.RawMessage
+			var list []api.RemediationClusterStatus
 			err := connect(cmd, func(ctx context.Context, r *bus.Requester) (err error) {
-				out, err = bus.RemediationStatus.Call(ctx, r, remediation.StatusRequest{Cluster: cluster})
+				list, err = bus.RemediationStatus.Call(ctx, r, api.RemediationStatusRequest{Cluster: cluster})
 				return err
 			})
 			if err != nil {
 				return err
-			}
-			var list []remediation.ClusterStatus
-			if err := json.Unmarshal(out, &list); err != nil {
-				return fmt.Errorf("status: %w", err)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -80,7 +76,7 @@ admin user, as bootstrap does.`,
 		Use: "pause", Short: "Stop new actions in a cluster, or the region without --cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := connect(cmd, func(ctx context.Context, r *bus.Requester) error {
-				return bus.RemediationPause.Send(ctx, r, remediation.PauseRequest{Cluster: cluster, Reason: reason, By: os.Getenv("USER")})
+				return bus.RemediationPause.Send(ctx, r, api.RemediationPauseRequest{Cluster: cluster, Reason: reason, By: os.Getenv("USER")})
 			})
 			if err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "remediation paused in %s\n", scopeName(cluster))
@@ -93,7 +89,7 @@ admin user, as bootstrap does.`,
 		Use: "resume", Short: "Lift a pause", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := connect(cmd, func(ctx context.Context, r *bus.Requester) error {
-				return bus.RemediationResume.Send(ctx, r, remediation.PauseRequest{Cluster: cluster, By: os.Getenv("USER")})
+				return bus.RemediationResume.Send(ctx, r, api.RemediationPauseRequest{Cluster: cluster, By: os.Getenv("USER")})
 			})
 			if err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "remediation resumed in %s\n", scopeName(cluster))
@@ -118,7 +114,7 @@ func scopeName(cluster string) string {
 }
 
 // printRemediation writes the status as tables: one block per cluster.
-func printRemediation(w io.Writer, list []remediation.ClusterStatus) {
+func printRemediation(w io.Writer, list []api.RemediationClusterStatus) {
 	for i, c := range list {
 		if i > 0 {
 			fmt.Fprintln(w)
