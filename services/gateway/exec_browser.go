@@ -17,7 +17,7 @@ import (
 // fails a connection whose offered subprotocols none was selected).
 const (
 	execSubprotocol      = "atoll.exec"
-	bearerProtocolPrefix = "base64url.bearer.atoll.dev."
+	bearerProtocolPrefix = "base64url.bearer.atoll.dev." //nolint:gosec // G101: a protocol name's prefix, the token follows it
 )
 
 // websocketBearer returns the Authorization value carried by a WebSocket
@@ -90,7 +90,7 @@ func refuseOverWebSocket(w http.ResponseWriter, r *http.Request, rr *refusalReco
 	if err != nil {
 		return // Accept has answered
 	}
-	defer conn.CloseNow()
+	defer func() { _ = conn.CloseNow() }()
 	status := rr.status
 	if status < 400 || status > 599 {
 		status = http.StatusInternalServerError
