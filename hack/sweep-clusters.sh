@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Deletes member clusters whose owning process is gone (a killed test run or
-# `atoll dev`). Cluster names are <prefix>-<pid>-...; live owners are kept.
+# `atoll-dev`). Cluster names are <prefix>-<pid>-...; live owners are kept.
 #
 # It touches only what it can prove is a dead owner's:
 #   - a cluster directory (and kubeconfig) owned by the user running this;

@@ -46,9 +46,9 @@ type Config struct {
 	// NATSURL is the bus (comma-separated URLs).
 	NATSURL string
 	// NATSCreds is the service's NATS credentials file: its own user's
-	// (`atoll bootstrap auth`), or a NATS JWT .creds file. With one the
+	// (`atoll-admin bootstrap auth`), or a NATS JWT .creds file. With one the
 	// service does not create the streams and buckets but waits until the
-	// bootstrap (`atoll bootstrap`) has; without one it connects with no
+	// bootstrap (`atoll-admin bootstrap`) has; without one it connects with no
 	// user and ensures them itself (a server without permissions).
 	NATSCreds string
 	// Replicas is the replication of the streams and buckets the service
@@ -75,7 +75,7 @@ var BusModule = fx.Module("bus", fx.Provide(fx.Annotate(NewBus, fx.ParamTags(``,
 // and closes it when the application stops. NATS that cannot be reached
 // at start is waited for, with backoff and a log line per attempt
 // (bus.Open), until it can be, or until SIGINT or SIGTERM, and so, with
-// credentials, are the streams and buckets that `atoll bootstrap` creates:
+// credentials, are the streams and buckets that `atoll-admin bootstrap` creates:
 // a service started before its NATS server or its bootstrap, or during a
 // restart, starts late instead of exiting. The admin server, when there is
 // one, is made first, so that the service answers its probes (alive, not
@@ -150,7 +150,7 @@ var ErrVersion = errors.New("version printed")
 // defineCommon defines the flags of Config.
 func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
 	f.String(&cfg.NATSURL, "nats", "ATOLL_NATS_URL", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
-	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll bootstrap auth); with one, the streams and buckets are left to atoll bootstrap")
+	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll-admin bootstrap auth); with one, the streams and buckets are left to atoll-admin bootstrap")
 	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
 	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")

@@ -12,7 +12,7 @@ import (
 // DebugSim makes KWOK answer `kubectl logs` and `kubectl exec` for every
 // Pod of every namespace of the member clusters, as a kubelet would: the
 // log of every container is LogsFile, and exec runs the command on this
-// machine in ExecWorkDir (a simulation for tests and `atoll dev`, never for
+// machine in ExecWorkDir (a simulation for tests and `atoll-dev`, never for
 // clusters that run other people's commands).
 type DebugSim struct {
 	// LogsFile is a container log in CRI format (see AppendLog), served as

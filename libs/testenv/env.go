@@ -1,5 +1,5 @@
 // Package testenv starts real Kubernetes member clusters for tests,
-// benchmarks and `atoll dev`: etcd, kube-apiserver, kube-controller-manager
+// benchmarks and `atoll-dev`: etcd, kube-apiserver, kube-controller-manager
 // and kube-scheduler with simulated KWOK nodes, created by
 // `kwokctl --runtime binary` from the binaries `make tools` builds into bin/.
 package testenv

@@ -210,7 +210,7 @@ func (s *Service) URL() string {
 	return "http://" + s.ln.Addr().String()
 }
 
-// Auth is the gateway's authenticator (to mint tokens in atoll dev and tests).
+// Auth is the gateway's authenticator (to mint tokens in atoll-dev and tests).
 func (s *Service) Auth() *auth.Authenticator { return s.auth }
 
 // Cache is the gateway's read cache.

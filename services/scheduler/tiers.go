@@ -63,7 +63,7 @@ type Options struct {
 }
 
 // Environment variables that set Options (the platform configuration of
-// tiers) for the scheduler's daemon and `atoll dev`.
+// tiers) for the scheduler's daemon and `atoll-dev`.
 const (
 	EnvBufferPercent         = "ATOLL_SCHEDULER_BUFFER_PERCENT"
 	EnvPreemptibleOnReserved = "ATOLL_SCHEDULER_PREEMPTIBLE_ON_RESERVED"

@@ -5,7 +5,7 @@
 //
 // Each service replica has its own prometheus.Registry, made here and
 // handed to its code through fx (Server.Registerer, Server.Metrics), never
-// the global default registry: `atoll dev` and the end-to-end tests run
+// the global default registry: `atoll-dev` and the end-to-end tests run
 // every service, several replicas each, in one process, and each
 // replica's /metrics must show its own counts only. Every series carries a
 // constant label service=<name>, so series of several services stay apart
