@@ -4,12 +4,15 @@ package clusters
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -74,4 +77,46 @@ func (m Member) Client() (kubernetes.Interface, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("cluster %s client: %w", m.Name, err)
 	}
 	return cs, cfg, nil
+}
+
+// Conn is an HTTP client to a member cluster on a transport and
+// connections of its own, for client-go's clients (their
+// NewForConfigAndClient): its owner closes the connections when it stops.
+// client-go otherwise shares one cached transport per TLS configuration
+// in the process, whose connections, and each one's reading goroutine,
+// outlive every client.
+type Conn struct {
+	// HTTP is the client, with cfg.Timeout; a client with another timeout
+	// (informers' watches take none) shares its Transport.
+	HTTP   *http.Client
+	dialer *connrotation.Dialer
+}
+
+// Connect returns a Conn for cfg (its TLS, auth, wrappers and timeout).
+// It dials nothing yet.
+func Connect(cfg *rest.Config) (*Conn, error) {
+	cfg = rest.CopyConfig(cfg)
+	// client-go's own dialer, its connections tracked to close them.
+	d := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = d.DialContext
+	if cfg.Proxy == nil {
+		// client-go's default proxy: a config with a proxy function is
+		// never cached, so the transport is this Conn's.
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client for %s: %w", cfg.Host, err)
+	}
+	return &Conn{HTTP: hc, dialer: d}, nil
+}
+
+// Close closes every connection c opened, once its clients' requests and
+// watches have ended (one still running fails): no connection, and no
+// goroutine reading one, is left. A later request dials again. Close on a
+// nil Conn does nothing.
+func (c *Conn) Close() {
+	if c != nil {
+		c.dialer.CloseAll()
+	}
 }
