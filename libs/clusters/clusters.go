@@ -3,13 +3,19 @@
 package clusters
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -74,4 +80,95 @@ func (m Member) Client() (kubernetes.Interface, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("cluster %s client: %w", m.Name, err)
 	}
 	return cs, cfg, nil
+}
+
+// Conn is an HTTP client to a member cluster on a transport and
+// connections of its own, for client-go's clients (their
+// NewForConfigAndClient): its owner closes the connections when it stops.
+// client-go otherwise shares one cached transport per TLS configuration
+// in the process, whose connections, and each one's reading goroutine,
+// outlive every client.
+type Conn struct {
+	// HTTP is the client, with cfg.Timeout; a client with another timeout
+	// (informers' watches take none) shares its Transport.
+	HTTP   *http.Client
+	dialer *connrotation.Dialer
+	// closes counts the calls to Close: a dial that began before one is
+	// refused (it is an abandoned request's, such as a reflector's list
+	// that its informer no longer waits for).
+	closes atomic.Uint64
+}
+
+// errClosed refuses a connection dialed across a Close.
+var errClosed = errors.New("member cluster connection closed")
+
+// Connect returns a Conn for cfg (its TLS, auth, wrappers and timeout).
+// It dials nothing yet.
+func Connect(cfg *rest.Config) (*Conn, error) {
+	cfg = rest.CopyConfig(cfg)
+	if err := loadClientCert(cfg); err != nil {
+		return nil, err
+	}
+	c := &Conn{}
+	// client-go's own dialer, its connections tracked to close them.
+	c.dialer = connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = c.dial
+	if cfg.Proxy == nil {
+		// client-go's default proxy: a config with a proxy function is
+		// never cached, so the transport is this Conn's.
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client for %s: %w", cfg.Host, err)
+	}
+	c.HTTP = hc
+	return c, nil
+}
+
+// loadClientCert reads cfg's client certificate and key files into
+// cfg: from files, client-go would reload them with goroutines of each
+// transport's that only the garbage collector stops (its TLS cache's
+// cleanup). They are read again when the service is made again.
+func loadClientCert(cfg *rest.Config) error {
+	tc := &cfg.TLSClientConfig
+	if tc.CertFile == "" || tc.KeyFile == "" || len(tc.CertData) > 0 || len(tc.KeyData) > 0 {
+		return nil
+	}
+	cert, err := os.ReadFile(tc.CertFile) //nolint:gosec // G304: the path is the member's kubeconfig's, read as that user
+	if err != nil {
+		return fmt.Errorf("client certificate: %w", err)
+	}
+	key, err := os.ReadFile(tc.KeyFile) //nolint:gosec // G304: the path is the member's kubeconfig's, read as that user
+	if err != nil {
+		return fmt.Errorf("client key: %w", err)
+	}
+	tc.CertData, tc.KeyData, tc.CertFile, tc.KeyFile = cert, key, "", ""
+	return nil
+}
+
+func (c *Conn) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	n := c.closes.Load()
+	conn, err := c.dialer.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	// conn is tracked: a Close from now on closes it; one since the dial
+	// began may have missed it.
+	if c.closes.Load() != n {
+		_ = conn.Close()
+		return nil, errClosed
+	}
+	return conn, nil
+}
+
+// Close closes every connection c opened, once its clients' requests and
+// watches have ended (one still running fails), and one being dialed:
+// no connection, and no goroutine reading one, is left. A later request
+// dials again. Close on a nil Conn does nothing.
+func (c *Conn) Close() {
+	if c != nil {
+		c.closes.Add(1)
+		c.dialer.CloseAll()
+	}
 }

@@ -265,13 +265,17 @@ func (s *Service) open(ctx context.Context) error {
 }
 
 // Stop ends the endpoints, then every term this replica leads, releasing
-// its leases for a standby to take at once.
+// its leases for a standby to take at once, and closes its connections
+// to the member clusters.
 func (s *Service) Stop() {
 	s.stopDebug()
 	s.stopOps()
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
+	}
+	for _, c := range s.clusters {
+		c.conn.Close()
 	}
 }
 

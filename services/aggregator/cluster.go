@@ -35,6 +35,7 @@ type cluster struct {
 	s      *Service
 	member clusters.Member
 	cfg    *rest.Config
+	conn   *clusters.Conn // cs's transport and connections, closed on Stop
 	cs     kubernetes.Interface
 	log    *slog.Logger
 
@@ -47,11 +48,15 @@ func newCluster(s *Service, m clusters.Member) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	conn, err := clusters.Connect(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &cluster{s: s, member: m, cfg: cfg, cs: cs, log: s.log.With("cluster", m.Name)}, nil
+	cs, err := kubernetes.NewForConfigAndClient(cfg, conn.HTTP)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, cfg: cfg, conn: conn, cs: cs, log: s.log.With("cluster", m.Name)}, nil
 }
 
 // synced returns the cluster's current term when this replica leads it
@@ -124,6 +129,9 @@ func (c *cluster) lead(ctx context.Context) {
 		wg.Wait()
 		c.setTerm(nil)
 		t.factory.Shutdown()
+		// A term that ends before its queue runs still ends the queue's
+		// delaying goroutine.
+		t.queue.Close()
 	}()
 	if !t.mark(ctx, false) {
 		return

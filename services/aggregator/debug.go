@@ -68,7 +68,8 @@ func newDebugBackend(s *Service) (*debugBackend, error) {
 			return nil, err
 		}
 		cfg.Timeout = 0
-		cs, err := kubernetes.NewForConfig(cfg)
+		// The cluster's transport (its connections closed on Stop), no timeout.
+		cs, err := kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: s.clusters[m.Name].conn.HTTP.Transport})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s stream client: %w", m.Name, err)
 		}

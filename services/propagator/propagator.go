@@ -225,7 +225,8 @@ func (s *Service) Ready(ctx context.Context) error {
 }
 
 // Stop ends every term and releases the leases for a standby to take at
-// once; calls in flight finish.
+// once; calls in flight finish. Then it closes its connections to the
+// member clusters.
 func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
@@ -233,6 +234,9 @@ func (s *Service) Stop() {
 	}
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
+	}
+	for _, t := range s.targets {
+		t.close()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,11 +33,12 @@ import (
 	"atoll.dev/libs/clusters"
 )
 
-// clients reach one member cluster.
+// clients reach one member cluster, on one transport of their own.
 type clients struct {
 	dyn  dynamic.Interface
 	cs   kubernetes.Interface // protobuf on the wire
 	meta metadata.Interface
+	conn *clusters.Conn // their transport and connections
 }
 
 func clientsFor(m clusters.Member) (clients, error) {
@@ -53,26 +55,34 @@ func newClients(name string, cfg *rest.Config) (clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	// A frozen cluster must fail fast: its breaker opens after a few of these.
 	cfg.Timeout = 5 * time.Second
-	dyn, err := dynamic.NewForConfig(cfg)
+	conn, err := clusters.Connect(cfg)
 	if err != nil {
 		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	// Informers' watches must not time out.
+	dyn, err := dynamic.NewForConfigAndClient(cfg, conn.HTTP)
+	if err != nil {
+		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	// Informers' watches must not time out: the same transport, no timeout.
 	mcfg := rest.CopyConfig(cfg)
 	mcfg.Timeout = 0
-	meta, err := metadata.NewForConfig(mcfg)
+	meta, err := metadata.NewForConfigAndClient(mcfg, &http.Client{Transport: conn.HTTP.Transport})
 	if err != nil {
 		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
 	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(pcfg)
+	cs, err := kubernetes.NewForConfigAndClient(pcfg, conn.HTTP)
 	if err != nil {
 		return clients{}, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	return clients{dyn: dyn, cs: cs, meta: meta}, nil
+	return clients{dyn: dyn, cs: cs, meta: meta, conn: conn}, nil
 }
+
+// close closes the clients' connections once their requests and watches
+// have ended.
+func (c clients) close() { c.conn.Close() }
 
 // target applies shards to one member cluster.
 type target struct {

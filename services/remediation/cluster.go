@@ -40,6 +40,7 @@ const labelZone = "topology.kubernetes.io/zone"
 type cluster struct {
 	s        *Service
 	member   clusters.Member
+	conn     *clusters.Conn // cs's transport and connections, closed on Stop
 	cs       kubernetes.Interface
 	provider disruption.Provider
 	log      *slog.Logger
@@ -50,11 +51,15 @@ func newCluster(s *Service, m clusters.Member) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	conn, err := clusters.Connect(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &cluster{s: s, member: m, cs: cs, provider: &disruption.KWOK{Client: cs}, log: s.log.With("cluster", m.Name)}, nil
+	cs, err := kubernetes.NewForConfigAndClient(cfg, conn.HTTP)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, conn: conn, cs: cs, provider: &disruption.KWOK{Client: cs}, log: s.log.With("cluster", m.Name)}, nil
 }
 
 // ClusterView is the value of StatusKey: one cluster's view.

@@ -159,7 +159,8 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the endpoints and every term, releasing the leases.
+// Stop ends the endpoints and every term, releasing the leases, and
+// closes its connections to the member clusters.
 func (s *Service) Stop() {
 	if s.ops != nil {
 		if err := s.ops.Stop(); err != nil {
@@ -170,6 +171,9 @@ func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
+	}
+	for _, c := range s.clusters {
+		c.conn.Close()
 	}
 }
 

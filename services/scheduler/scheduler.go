@@ -112,7 +112,6 @@ type Service struct {
 	cancel             context.CancelFunc
 	wg                 sync.WaitGroup
 	metrics            *bus.Metrics // nil without an admin server
-	started            atomic.Bool  // Start has finished
 
 	// term is the current term while this replica holds the lease.
 	term atomic.Pointer[term]
@@ -187,7 +186,6 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.wg.Go(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
 	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
-	s.started.Store(true)
 	return nil
 }
 
@@ -197,12 +195,11 @@ func (s *Service) Instrument(a *admin.Server) {
 	s.metrics = a.Metrics()
 }
 
-// Ready reports whether the replica can decide: started, its mirrors of
-// the workloads, placements and clusters full, and the lease's state known.
+// Ready reports whether the replica can decide: its mirrors of the
+// workloads, placements and clusters full, and the lease's state known.
+// It is called only once Start has returned (daemon.Readier), which
+// daemon.ServiceModule answers for until then.
 func (s *Service) Ready(ctx context.Context) error {
-	if !s.started.Load() {
-		return errors.New("starting")
-	}
 	for _, m := range []struct {
 		name string
 		m    *bus.Mirror
@@ -219,7 +216,6 @@ func (s *Service) Ready(ctx context.Context) error {
 // Stop ends the term, if any, and releases the lease for a standby to
 // take at once; decisions in flight finish.
 func (s *Service) Stop() {
-	s.started.Store(false)
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()

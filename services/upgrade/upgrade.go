@@ -135,6 +135,7 @@ type Service struct {
 // member is a member cluster's client and node provider.
 type member struct {
 	name     string
+	conn     *clusters.Conn // cs's transport and connections, closed on Stop
 	cs       kubernetes.Interface
 	provider disruption.Provider
 }
@@ -148,11 +149,15 @@ func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, erro
 		if err != nil {
 			return nil, err
 		}
-		cs, err := kubernetes.NewForConfig(cfg)
+		conn, err := clusters.Connect(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 		}
-		s.clusters[m.Name] = &member{name: m.Name, cs: cs, provider: &disruption.KWOK{Client: cs}}
+		cs, err := kubernetes.NewForConfigAndClient(cfg, conn.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		}
+		s.clusters[m.Name] = &member{name: m.Name, conn: conn, cs: cs, provider: &disruption.KWOK{Client: cs}}
 	}
 	return s, nil
 }
@@ -185,11 +190,15 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the term, releasing the lease.
+// Stop ends the term, releasing the lease, and closes its connections to
+// the member clusters.
 func (s *Service) Stop() {
 	if s.cancel != nil {
 		s.cancel()
 		s.wg.Wait()
+	}
+	for _, m := range s.clusters {
+		m.conn.Close()
 	}
 }
 
