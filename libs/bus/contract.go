@@ -51,7 +51,7 @@ var AggregatorCluster = Call[api.ClusterOp, *api.ClusterInfo]{Service: UserAggre
 
 // The remediation service's endpoints. They answer the gateway (which
 // checks its caller is a platform admin) and the admin user (operators:
-// `atoll remediation`).
+// `atoll-admin remediation`).
 var (
 	// RemediationStatus answers one cluster's status or every cluster's
 	// (api.RemediationClusterStatus, which the gateway maps to the Compute
