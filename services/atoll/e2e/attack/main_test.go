@@ -1,0 +1,30 @@
+// Package attack is the tenant-boundary attack suite: as a tenant with
+// the developer role (and as the services' own NATS users), it tries each
+// escape out of the tenant boundary for real against a region, and checks
+// that each gets the documented refusal, names the field where there is
+// one, and writes nothing (bucket revisions unchanged, no object in any
+// member cluster). Each area of the boundary has its own file.
+package attack
+
+import (
+	"testing"
+
+	"atoll.dev/libs/bus"
+	"atoll.dev/services/atoll/e2e"
+	"atoll.dev/services/atoll/e2e/busclient"
+	"atoll.dev/services/atoll/region"
+)
+
+var (
+	reg   *region.Region
+	gwBus *bus.Bus
+	cl    *busclient.Client
+)
+
+// nodesPerZone: room for a 200-replica App over zones a, b, c.
+const nodesPerZone = 4
+
+func TestMain(m *testing.M) {
+	e2e.Main(m, e2e.Package{Name: "attack", Options: region.Options{Nodes: nodesPerZone}, GatewayUser: "atoll-attack-gateway"},
+		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
+}
