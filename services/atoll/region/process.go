@@ -180,17 +180,23 @@ func (p *process) kill() {
 }
 
 // writeTokensFile writes every token minted so far, as digests, to the
-// gateway processes' tokens file.
+// gateways' tokens file, replacing it whole (a rename) so that no reader
+// sees half of it.
 func (r *Region) writeTokensFile() (string, error) {
 	r.mu.Lock()
-	f := auth.TokensFile{Tokens: append([]auth.TokenEntry(nil), r.tokens...)}
-	r.mu.Unlock()
-	out, err := yaml.Marshal(f)
+	defer r.mu.Unlock() // the writes in the order of the changes
+	out, err := yaml.Marshal(auth.TokensFile{Tokens: r.tokens})
 	if err != nil {
 		return "", fmt.Errorf("tokens file: %w", err)
 	}
 	path := filepath.Join(r.dir, "gateway-tokens.yaml")
-	return path, os.WriteFile(path, out, 0o600)
+	if err := os.WriteFile(path+".tmp", out, 0o600); err != nil {
+		return "", fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return "", fmt.Errorf("tokens file: %w", err)
+	}
+	return path, nil
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

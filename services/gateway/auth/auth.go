@@ -163,16 +163,11 @@ type token struct {
 	expires time.Time
 }
 
-// fileStamp tells one version of the tokens file from another.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
 // Authenticator checks bearer credentials. The tokens file is read again
 // when it changes: a request finding the last check older than the
-// reload interval checks the file's modification time and size first, so
-// a token removed from the file stops working within that interval.
+// reload interval reads the file and compares its digest (modification
+// times are too coarse to tell quick writes apart), so a token removed
+// from the file stops working within that interval.
 type Authenticator struct {
 	mu     sync.RWMutex
 	tokens map[[32]byte]token // the tokens file's; mu must be held
@@ -181,7 +176,7 @@ type Authenticator struct {
 	tokensFile     string
 	reloadInterval time.Duration
 	reloadMu       sync.Mutex   // held while the file is checked or read
-	stamp          fileStamp    // the version of the file in tokens; reloadMu must be held
+	fileDigest     [32]byte     // of the file's content in tokens; reloadMu must be held
 	nextCheck      atomic.Int64 // when the file is next checked, in Unix nanoseconds
 	log            *slog.Logger
 
@@ -269,31 +264,39 @@ func (a *Authenticator) Reload() error {
 // reloadLocked is Reload; reloadMu must be held.
 func (a *Authenticator) reloadLocked() error {
 	a.nextCheck.Store(time.Now().Add(a.reloadInterval).UnixNano())
-	fi, err := os.Stat(a.tokensFile)
-	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
 	b, err := os.ReadFile(a.tokensFile)
 	if err != nil {
 		return fmt.Errorf("read tokens file: %w", err)
 	}
+	_, err = a.load(b)
+	return err
+}
+
+// load replaces the file's tokens with those of b, the file's content,
+// unless b is what was loaded last; it says whether it replaced them.
+// reloadMu must be held.
+func (a *Authenticator) load(b []byte) (bool, error) {
+	digest := sha256.Sum256(b)
+	if digest == a.fileDigest && a.fileDigest != ([32]byte{}) {
+		return false, nil
+	}
 	var f TokensFile
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return fmt.Errorf("parse tokens file %s: %w", a.tokensFile, err)
+		return false, fmt.Errorf("parse tokens file %s: %w", a.tokensFile, err)
 	}
 	tokens := make(map[[32]byte]token, len(f.Tokens))
 	for i, t := range f.Tokens {
 		d, tok, err := resolve(t)
 		if err != nil {
-			return fmt.Errorf("tokens file %s, token %d: %w", a.tokensFile, i, err)
+			return false, fmt.Errorf("tokens file %s, token %d: %w", a.tokensFile, i, err)
 		}
 		tokens[d] = tok
 	}
 	a.mu.Lock()
 	a.tokens = tokens
 	a.mu.Unlock()
-	a.stamp = fileStamp{mod: fi.ModTime(), size: fi.Size()}
-	return nil
+	a.fileDigest = digest
+	return true, nil
 }
 
 // maybeReload reads the tokens file again if the last check is older
@@ -308,16 +311,17 @@ func (a *Authenticator) maybeReload() {
 		return // another request checked meanwhile
 	}
 	a.nextCheck.Store(time.Now().Add(a.reloadInterval).UnixNano())
-	fi, err := os.Stat(a.tokensFile)
+	b, err := os.ReadFile(a.tokensFile)
 	if err != nil {
 		a.log.Error("tokens file unreadable; the tokens in use stay", "file", a.tokensFile, "err", err)
 		return
 	}
-	if (fileStamp{mod: fi.ModTime(), size: fi.Size()}) == a.stamp {
+	changed, err := a.load(b)
+	if err != nil {
+		a.log.Error("tokens file not reloaded; the tokens in use stay", "file", a.tokensFile, "err", err)
 		return
 	}
-	if err := a.reloadLocked(); err != nil {
-		a.log.Error("tokens file not reloaded; the tokens in use stay", "file", a.tokensFile, "err", err)
+	if !changed {
 		return
 	}
 	a.mu.RLock()
