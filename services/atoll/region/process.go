@@ -31,7 +31,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs"
-	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
@@ -185,18 +184,8 @@ func (p *process) kill() {
 func (r *Region) writeTokensFile() (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock() // the writes in the order of the changes
-	out, err := yaml.Marshal(auth.TokensFile{Tokens: r.tokens})
-	if err != nil {
-		return "", fmt.Errorf("tokens file: %w", err)
-	}
 	path := filepath.Join(r.dir, "gateway-tokens.yaml")
-	if err := os.WriteFile(path+".tmp", out, 0o600); err != nil {
-		return "", fmt.Errorf("tokens file: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		return "", fmt.Errorf("tokens file: %w", err)
-	}
-	return path, nil
+	return path, auth.WriteTokensFile(path, auth.TokensFile{Tokens: r.tokens})
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

@@ -147,6 +147,40 @@ type TokensFile struct {
 	Tokens []TokenEntry `json:"tokens"`
 }
 
+// ReadTokensFile reads and checks a tokens file.
+func ReadTokensFile(path string) (TokensFile, error) {
+	var f TokensFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, fmt.Errorf("read tokens file: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return f, fmt.Errorf("parse tokens file %s: %w", path, err)
+	}
+	for i, t := range f.Tokens {
+		if _, _, err := resolve(t); err != nil {
+			return f, fmt.Errorf("tokens file %s, token %d: %w", path, i, err)
+		}
+	}
+	return f, nil
+}
+
+// WriteTokensFile replaces the tokens file at path with f, whole (a
+// rename), so that a gateway reading it never sees half of it.
+func WriteTokensFile(path string, f TokensFile) error {
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.WriteFile(path+".tmp", out, 0o600); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	return nil
+}
+
 // DefaultTokenLifetime is the lifetime of a token Mint makes.
 const DefaultTokenLifetime = 30 * 24 * time.Hour
 
