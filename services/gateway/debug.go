@@ -74,7 +74,7 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 			} else {
 				w.Header().Set("Content-Type", "application/x-ndjson")
 			}
-			w.Header().Set("Cache-Control", "no-cache")
+			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusOK)
 		}
 		var err error
