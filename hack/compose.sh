@@ -34,9 +34,11 @@ secrets() {
   if [[ ! -s "$SECRETS/admin-token" ]]; then
     (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/admin-token")
   fi
-  local digest
+  local digest expires
   digest=$(printf '%s' "$(cat "$SECRETS/admin-token")" | sha256sum | cut -d' ' -f1)
-  printf 'tokens:\n  - subject: platform-admin\n    sha256: %s\n    platformAdmin: true\n' "$digest" >"$SECRETS/tokens.yaml"
+  # The token works for 30 days from this run (the gateway refuses a token without an expiry).
+  expires=$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)
+  printf 'tokens:\n  - subject: platform-admin\n    sha256: %s\n    platformAdmin: true\n    expires: %s\n' "$digest" "$expires" >"$SECRETS/tokens.yaml"
   chmod 0644 "$SECRETS/nats/auth.conf" "$SECRETS/tokens.yaml"
   if [[ $(id -u) == 0 ]]; then
     # The containers run as 65532 and read their credentials (mode 0600).

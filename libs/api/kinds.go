@@ -218,10 +218,8 @@ func Validate(w *Workload) FieldErrors {
 		fe.add("kind", CodeUnsupported, "unknown kind %q", w.Kind)
 	}
 	m := w.Metadata
-	if m.Project == "" {
-		fe.add("metadata.project", CodeRequired, "project is required")
-	} else if !IsDNSLabel(m.Project) {
-		fe.add("metadata.project", CodeInvalid, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", m.Project)
+	if code, reason, ok := CheckProject(m.Project); !ok {
+		fe.add("metadata.project", code, "%s", reason)
 	}
 	if m.Name == "" {
 		fe.add("metadata.name", CodeRequired, "name is required")

@@ -120,10 +120,8 @@ type Operation struct {
 // workload it names, returning every problem.
 func (o *Operation) Validate() FieldErrors {
 	var fe FieldErrors
-	if o.Project == "" {
-		fe.add("project", CodeRequired, "project is required")
-	} else if !IsDNSLabel(o.Project) {
-		fe.add("project", CodeInvalid, "%q is not a DNS label", o.Project)
+	if code, reason, ok := CheckProject(o.Project); !ok {
+		fe.add("project", code, "%s", reason)
 	}
 	if _, ok := kinds[o.Kind]; !ok {
 		fe.add("kind", CodeUnsupported, "unknown kind %q; one of %s", o.Kind, strings.Join(KindNames(), ", "))

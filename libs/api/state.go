@@ -212,8 +212,5 @@ const (
 	ResourceGPUName = "nvidia.com/gpu"
 )
 
-// Namespace is the member-cluster namespace of a project.
-func Namespace(project string) string { return "atoll-" + project }
-
 // KindLabel is a kind as written in label values: lower case.
 func KindLabel(kind string) string { return strings.ToLower(kind) }

@@ -74,7 +74,7 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 			} else {
 				w.Header().Set("Content-Type", "application/x-ndjson")
 			}
-			w.Header().Set("Cache-Control", "no-cache")
+			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusOK)
 		}
 		var err error
@@ -199,10 +199,12 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		Command: params.Command, Stdin: params.Stdin, TTY: params.Tty,
 	}, debugstream.Streams{Stdin: stdinR, Stdout: chanWriter{chanStdout, send}, Stderr: chanWriter{chanStderr, send}, Resize: resize})
 	if err != nil {
-		msg := err.Error()
+		msg := "the region did not answer"
 		var de *debugstream.Error
 		if errors.As(err, &de) {
 			msg = de.Message
+		} else {
+			s.log.Warn("exec session failed", "err", err, "project", project, "name", name)
 		}
 		_ = send(chanStderr, []byte("atoll: "+msg+"\n"))
 		conn.Close(websocket.StatusInternalError, truncate(msg, 120))

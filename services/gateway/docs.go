@@ -27,7 +27,7 @@ func loadSpec() (*openapi3.T, error) {
 func serveSpecJSON(w http.ResponseWriter, r *http.Request) {
 	spec, err := loadSpec()
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "the contract could not be loaded", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, spec)

@@ -172,7 +172,7 @@ func (s *Service) streamEvents(w http.ResponseWriter, r *http.Request, cons jets
 	defer cc.Stop()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "retry: 2000\n\n")

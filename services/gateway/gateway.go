@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type Config struct {
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// ReadYourWrites bounds how long a write waits for the cache to show it (default 2 s).
 	ReadYourWrites time.Duration `json:"readYourWrites"`
+	// TrustedProxies are the CIDRs (or addresses) of the load balancers in
+	// front of the gateway: only a peer among them is believed about the
+	// client's address (X-Forwarded-For), which keys the failed-login limit.
+	TrustedProxies []string `json:"trustedProxies"`
 }
 
 // DefaultConfig is the gateway's configuration when none is given.
@@ -77,6 +82,8 @@ type Service struct {
 	auth   *auth.Authenticator
 	req    *bus.Requester
 	limits *limiter
+	// proxies are Config.TrustedProxies, parsed.
+	proxies []netip.Prefix
 	// metricLimits bounds the custom metric samples pushed per App
 	// (metricsapi.go).
 	metricLimits *limiter
@@ -110,9 +117,15 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 	}
 	c := *cfg
 	c.defaults()
+	proxies, err := parseProxies(c.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	a := c.Authenticator
 	if a == nil {
-		var err error
+		if c.Auth.Logger == nil {
+			c.Auth.Logger = log.With("service", "gateway")
+		}
 		if a, err = auth.New(c.Auth); err != nil {
 			return nil, fmt.Errorf("gateway auth: %w", err)
 		}
@@ -128,6 +141,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
 		ids:          newRequestIDs(),
+		proxies:      proxies,
 	}, nil
 }
 
@@ -219,7 +233,7 @@ func (s *Service) Cache() *cache.Cache { return s.cache }
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer)
+	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer, securityHeaders(false))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveSpec)
@@ -229,7 +243,7 @@ func (s *Service) Handler() http.Handler {
 	r.Get("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently).ServeHTTP)
 	r.Get("/", http.RedirectHandler("/console/", http.StatusFound).ServeHTTP)
 	r.Group(func(r chi.Router) {
-		r.Use(s.bodyLimit, s.authenticate, s.rateLimit, s.auditMutations)
+		r.Use(securityHeaders(true), s.bodyLimit, s.authenticate, s.rateLimit, s.auditMutations)
 		computeapi.HandlerWithOptions(s, computeapi.ChiServerOptions{
 			BaseRouter:       r,
 			ErrorHandlerFunc: s.paramError,
@@ -248,7 +262,8 @@ func (s *Service) Handler() http.Handler {
 // gateway check.
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.Ready(r.Context()); err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		// The detail is on the admin port's /readyz, not on the public one.
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -259,9 +274,14 @@ func (s *Service) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		f := &failure{}
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), failureKey, f)))
 		elapsed := time.Since(start)
 		s.reqs.observe(r, ww.Status(), elapsed)
+		if f.err != nil {
+			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", ww.Status(), "err", f.err,
+				"request_id", middleware.GetReqID(r.Context()))
+		}
 		s.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", ww.Status(),
 			"bytes", ww.BytesWritten(), "ms", elapsed.Milliseconds(), "request_id", middleware.GetReqID(r.Context()))
 	})

@@ -40,9 +40,11 @@ func newTestGateway(t testing.TB, cfg gateway.Config, prepare ...func(*gateway.S
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	a, err := auth.New(auth.Config{})
-	if err != nil {
-		t.Fatal(err)
+	a := cfg.Authenticator
+	if a == nil {
+		if a, err = auth.New(auth.Config{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	admin, _ := a.Mint(auth.Identity{Subject: "admin", PlatformAdmin: true})
 	cfg.Listen, cfg.Authenticator = "127.0.0.1:0", a

@@ -62,7 +62,7 @@ func (s *Service) GetQuota(w http.ResponseWriter, r *http.Request, project strin
 	if e, ok := s.quota.Get(api.QuotaProjectKey(project)); ok {
 		l = new(api.Ledger)
 		if err := json.Unmarshal(e.Value, l); err != nil {
-			writeError(w, r, http.StatusInternalServerError, "Internal", "unreadable ledger: "+err.Error())
+			writeFailure(w, r, http.StatusInternalServerError, "Internal", "the project's quota ledger is unreadable", err)
 			return
 		}
 	}

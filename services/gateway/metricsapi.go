@@ -62,12 +62,12 @@ func (s *Service) PushMetric(w http.ResponseWriter, r *http.Request, project com
 	}
 	body, err := json.Marshal(api.MetricSample{Value: in.Value, At: at.UTC()})
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "the sample could not be encoded", err)
 		return
 	}
 	if err := s.bus.NC.Publish(bus.MetricsSubject(project, app, metric), body); err != nil {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "the region did not take the sample: "+err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region did not take the sample; retry", err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

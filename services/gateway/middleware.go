@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,13 +59,15 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 		}
 		id, err := s.auth.Authenticate(authz)
 		if err != nil {
-			// Failed attempts are limited per address, before they are audited.
-			if !s.allowRate(w, r, "anonymous@"+remoteHost(r)) {
+			// Failed attempts are limited per client address, before they are audited.
+			if !s.allowRate(w, r, "anonymous@"+s.clientHost(r)) {
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="atoll"`)
 			s.auditRecord(r, nil, http.StatusUnauthorized)
-			writeError(w, r, http.StatusUnauthorized, "Unauthenticated", err.Error())
+			// The reason only: the detail may name a parser's internals.
+			s.log.Debug("unauthenticated", "err", err, "request_id", middleware.GetReqID(r.Context()))
+			writeError(w, r, http.StatusUnauthorized, "Unauthenticated", auth.Reason(err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
@@ -155,6 +158,72 @@ func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
+	}
+	return host
+}
+
+// parseProxies parses the trusted proxies' CIDRs (a bare address is one host).
+func parseProxies(cidrs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		if !strings.Contains(c, "/") {
+			a, err := netip.ParseAddr(c)
+			if err != nil {
+				return nil, fmt.Errorf("trusted proxy %q: not an address or CIDR", c)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: not an address or CIDR", c)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// trusted says whether host is the address of a trusted proxy.
+func trusted(proxies []netip.Prefix, host string) bool {
+	a, err := netip.ParseAddr(strings.TrimSpace(host))
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientHost is the caller's address: the peer's, unless the peer is a
+// trusted proxy, in which case it is the last address of X-Forwarded-For
+// that is not a trusted proxy (the addresses before it were written by
+// the client and prove nothing).
+func (s *Service) clientHost(r *http.Request) string {
+	host := remoteHost(r)
+	if !trusted(s.proxies, host) {
+		return host
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if hop == "" {
+			continue
+		}
+		if !trusted(s.proxies, hop) {
+			if _, err := netip.ParseAddr(hop); err != nil {
+				return host // not an address: the proxy is the best we know
+			}
+			return hop
+		}
+		host = hop
 	}
 	return host
 }

@@ -45,6 +45,36 @@ func writeErrorBody(w http.ResponseWriter, r *http.Request, status int, e comput
 	writeJSON(w, status, e)
 }
 
+// failureKey holds a request's *failure in its context (accessLog).
+const failureKey ctxKey = 2
+
+// failure holds the detail of an error a response left out, for the log.
+type failure struct{ err error }
+
+// writeFailure answers status with code and msg, which is safe to show;
+// err, which may name NATS or Go internals, goes only to the access log
+// with the request's ID.
+func writeFailure(w http.ResponseWriter, r *http.Request, status int, code, msg string, err error) {
+	if f, ok := r.Context().Value(failureKey).(*failure); ok {
+		f.err = err
+	}
+	writeError(w, r, status, code, msg)
+}
+
+// securityHeaders keeps browsers from sniffing a response into another
+// type, and caches from storing API answers (they carry tenants' data).
+func securityHeaders(noStore bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			if noStore {
+				w.Header().Set("Cache-Control", "no-store")
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // writeFieldError answers 400 naming the field.
 func writeFieldError(w http.ResponseWriter, r *http.Request, field, code, reason string) {
 	writeErrorBody(w, r, http.StatusBadRequest, computeapi.Error{Code: "Invalid", Message: field + ": " + reason,
@@ -53,7 +83,35 @@ func writeFieldError(w http.ResponseWriter, r *http.Request, field, code, reason
 
 // paramError answers a request whose path or query parameters do not parse.
 func (s *Service) paramError(w http.ResponseWriter, r *http.Request, err error) {
-	writeErrorBody(w, r, http.StatusBadRequest, computeapi.Error{Code: "Invalid", Message: err.Error()})
+	writeErrorBody(w, r, http.StatusBadRequest, computeapi.Error{Code: "Invalid", Message: paramMessage(err)})
+}
+
+// paramMessage says which parameter is wrong, without the parser's
+// internals (strconv's, encoding/json's).
+func paramMessage(err error) string {
+	var (
+		format   *computeapi.InvalidParamFormatError
+		required *computeapi.RequiredParamError
+		header   *computeapi.RequiredHeaderError
+		many     *computeapi.TooManyValuesForParamError
+		unescape *computeapi.UnescapedCookieParamError
+		unmarsh  *computeapi.UnmarshalingParamError
+	)
+	switch {
+	case errors.As(err, &format):
+		return "parameter " + format.ParamName + ": invalid value"
+	case errors.As(err, &required):
+		return "parameter " + required.ParamName + " is required"
+	case errors.As(err, &header):
+		return "header " + header.ParamName + " is required"
+	case errors.As(err, &many):
+		return "parameter " + many.ParamName + ": one value expected"
+	case errors.As(err, &unescape):
+		return "cookie " + unescape.ParamName + ": invalid value"
+	case errors.As(err, &unmarsh):
+		return "parameter " + unmarsh.ParamName + ": invalid value"
+	}
+	return "invalid parameters"
 }
 
 // writeRemoteError answers with what a region service said, 500 when its
@@ -62,7 +120,7 @@ func (s *Service) paramError(w http.ResponseWriter, r *http.Request, err error) 
 func writeRemoteError(w http.ResponseWriter, r *http.Request, err error) {
 	var re *bus.RemoteError
 	if errors.Is(err, bus.ErrBadReply) {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "a region service replied with an undecodable answer: "+err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "a region service gave an answer the gateway could not read", err)
 		return
 	}
 	if errors.As(err, &re) {
@@ -74,7 +132,7 @@ func writeRemoteError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "the region did not answer: "+err.Error())
+	writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region did not answer; retry", err)
 }
 
 func apiError(eb api.ErrorBody) computeapi.Error {

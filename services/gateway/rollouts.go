@@ -36,7 +36,7 @@ func (s *Service) GetRollout(w http.ResponseWriter, r *http.Request, project com
 	}
 	var ro api.Rollout
 	if err := json.Unmarshal(e.Value(), &ro); err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "undecodable rollout: "+err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "the rollout's state is unreadable", err)
 		return
 	}
 	out = computeapi.Rollout{Phase: computeapi.RolloutPhase(ro.Phase), Stable: ro.Stable, Target: ro.Target,

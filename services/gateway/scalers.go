@@ -37,7 +37,7 @@ func (s *Service) GetScalerHistory(w http.ResponseWriter, r *http.Request, proje
 	// decisions only.
 	var st api.ScalerDecisions
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", "undecodable scaler state: "+err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "the scaler's state is unreadable", err)
 		return
 	}
 	for _, d := range st.Decisions {

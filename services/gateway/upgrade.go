@@ -102,12 +102,12 @@ func (s *Service) ListUpgrades(w http.ResponseWriter, r *http.Request) {
 	}
 	kv, err := s.upgradeKV(r.Context())
 	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	keys, err := kv.Keys(r.Context())
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "list plans: "+err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	var names []string
@@ -121,7 +121,7 @@ func (s *Service) ListUpgrades(w http.ResponseWriter, r *http.Request) {
 	for _, n := range names {
 		v, found, err := readUpgrade(r.Context(), kv, n)
 		if err != nil {
-			writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+			writeFailure(w, r, http.StatusInternalServerError, "Internal", "a rotation plan is unreadable", err)
 			return
 		}
 		if found {
@@ -164,16 +164,16 @@ func (s *Service) PutUpgrade(w http.ResponseWriter, r *http.Request, name comput
 	}
 	kv, err := s.upgradeKV(r.Context())
 	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	body, err := json.Marshal(&spec)
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "a rotation plan is unreadable", err)
 		return
 	}
 	if _, err := kv.Put(r.Context(), upgradeSpecKey(name), body); err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "write plan: "+err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	s.log.Info("rotation plan written", "plan", name, "by", identity(r).Subject)
@@ -208,14 +208,14 @@ func (s *Service) upgradeOp(w http.ResponseWriter, r *http.Request, name string,
 	}
 	kv, err := s.upgradeKV(r.Context())
 	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	if _, err := kv.Get(r.Context(), upgradeSpecKey(name)); errors.Is(err, jetstream.ErrKeyNotFound) {
 		writeError(w, r, http.StatusNotFound, "NotFound", "no rotation plan "+name)
 		return
 	} else if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "read plan: "+err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	reason := a.Reason
@@ -235,7 +235,7 @@ func (s *Service) upgradeOp(w http.ResponseWriter, r *http.Request, name string,
 		return json.Marshal(c)
 	})
 	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", "write control: "+err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	s.log.Info("rotation plan control", "plan", name, "path", r.URL.Path, "by", identity(r).Subject)
@@ -245,13 +245,13 @@ func (s *Service) upgradeOp(w http.ResponseWriter, r *http.Request, name string,
 func (s *Service) writeUpgrade(w http.ResponseWriter, r *http.Request, name string) {
 	kv, err := s.upgradeKV(r.Context())
 	if err != nil {
-		writeError(w, r, http.StatusServiceUnavailable, "Unavailable", err.Error())
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the region's rotation plans are out of reach; retry", err)
 		return
 	}
 	v, found, err := readUpgrade(r.Context(), kv, name)
 	switch {
 	case err != nil:
-		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "a rotation plan is unreadable", err)
 	case !found:
 		writeError(w, r, http.StatusNotFound, "NotFound", "no rotation plan "+name)
 	default:

@@ -90,7 +90,7 @@ func (s *Service) readDocument(w http.ResponseWriter, r *http.Request, project s
 		if isTooLarge(err) {
 			writeError(w, r, http.StatusRequestEntityTooLarge, "TooLarge", fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
 		} else {
-			writeError(w, r, http.StatusBadRequest, "Invalid", "read body: "+err.Error())
+			writeFailure(w, r, http.StatusBadRequest, "Invalid", "the request body could not be read", err)
 		}
 		return nil, false
 	}
@@ -104,7 +104,7 @@ func (s *Service) readDocument(w http.ResponseWriter, r *http.Request, project s
 		if errors.As(err, &fe) {
 			writeErrorBody(w, r, http.StatusBadRequest, apiError(api.ErrorBody{Code: "Invalid", Message: fe.Error(), Fields: fe}))
 		} else {
-			writeError(w, r, http.StatusBadRequest, "Invalid", err.Error())
+			writeFailure(w, r, http.StatusBadRequest, "Invalid", "the workload document is invalid", err)
 		}
 		return nil, false
 	}
@@ -137,7 +137,7 @@ func (s *Service) respondWorkload(w http.ResponseWriter, r *http.Request, status
 	}
 	b, err := renderWorkload(doc, nil)
 	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "Internal", err.Error())
+		writeFailure(w, r, http.StatusInternalServerError, "Internal", "the workload could not be rendered", err)
 		return
 	}
 	writeRawJSON(w, status, b)
@@ -342,9 +342,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	case err == nil:
 		return true
 	case isTooLarge(err):
-		writeError(w, r, http.StatusRequestEntityTooLarge, "TooLarge", err.Error())
+		writeFailure(w, r, http.StatusRequestEntityTooLarge, "TooLarge", "the request body is too large", err)
 	default:
-		writeError(w, r, http.StatusBadRequest, "Invalid", "bad request body: "+err.Error())
+		writeFailure(w, r, http.StatusBadRequest, "Invalid", "bad request body: "+api.DescribeJSONError(err, v), err)
 	}
 	return false
 }

@@ -31,7 +31,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs"
-	"sigs.k8s.io/yaml"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
@@ -180,17 +179,13 @@ func (p *process) kill() {
 }
 
 // writeTokensFile writes every token minted so far, as digests, to the
-// gateway processes' tokens file.
+// gateways' tokens file, replacing it whole (a rename) so that no reader
+// sees half of it.
 func (r *Region) writeTokensFile() (string, error) {
 	r.mu.Lock()
-	f := auth.TokensFile{Tokens: append([]auth.TokenEntry(nil), r.tokens...)}
-	r.mu.Unlock()
-	out, err := yaml.Marshal(f)
-	if err != nil {
-		return "", fmt.Errorf("tokens file: %w", err)
-	}
+	defer r.mu.Unlock() // the writes in the order of the changes
 	path := filepath.Join(r.dir, "gateway-tokens.yaml")
-	return path, os.WriteFile(path, out, 0o600)
+	return path, auth.WriteTokensFile(path, auth.TokensFile{Tokens: r.tokens})
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

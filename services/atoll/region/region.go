@@ -785,9 +785,18 @@ func (r *Region) Stop(ctx context.Context) error {
 }
 
 // prepareGateway makes the gateway's credentials: a platform admin token,
-// written to the region's tokens file as a digest only.
+// written to the region's tokens file as a digest only. Every gateway
+// replica reads that file and reads it again when it changes, as in
+// production: RevokeToken removes a token from it.
 func (r *Region) prepareGateway(o Options) error {
-	a, err := auth.New(auth.Config{})
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return fmt.Errorf("region directory: %w", err)
+	}
+	path, err := r.writeTokensFile()
+	if err != nil {
+		return err
+	}
+	a, err := auth.New(auth.Config{TokensFile: path, Logger: r.log.With("service", "gateway")})
 	if err != nil {
 		return err
 	}
@@ -802,17 +811,49 @@ func (r *Region) prepareGateway(o Options) error {
 }
 
 // Token mints an API token for subject with the given roles per project
-// (viewer, developer or admin).
+// (viewer, developer or admin), valid for auth.DefaultTokenLifetime.
 func (r *Region) Token(subject string, platformAdmin bool, roles map[string]string) string {
+	return r.TokenUntil(subject, platformAdmin, roles, time.Now().Add(auth.DefaultTokenLifetime))
+}
+
+// TokenUntil mints an API token that expires at expires (in the past for
+// an expired one), adds it to the tokens file, and has the in-process
+// gateways read the file at once (processes read it within seconds).
+func (r *Region) TokenUntil(subject string, platformAdmin bool, roles map[string]string, expires time.Time) string {
 	id := auth.Identity{Subject: subject, PlatformAdmin: platformAdmin, Roles: map[string]auth.Role{}}
 	for p, role := range roles {
 		id.Roles[p] = auth.Role(role)
 	}
-	tok, entry := r.Auth.Mint(id)
+	tok, entry := auth.Entry(id, expires)
 	r.mu.Lock()
 	r.tokens = append(r.tokens, entry)
 	r.mu.Unlock()
+	if _, err := r.writeTokensFile(); err != nil {
+		r.log.Error("gateway tokens file not written", "err", err)
+	}
+	if r.Auth != nil {
+		if err := r.Auth.Reload(); err != nil {
+			r.log.Error("gateway tokens file not read", "err", err)
+		}
+	}
 	return tok
+}
+
+// RevokeToken removes tok from the tokens file. Nothing else is told:
+// every gateway replica notices the change by itself, within
+// auth.DefaultReloadInterval.
+func (r *Region) RevokeToken(tok string) error {
+	digest := auth.Digest(tok)
+	r.mu.Lock()
+	n := len(r.tokens)
+	r.tokens = slices.DeleteFunc(r.tokens, func(e auth.TokenEntry) bool { return e.SHA256 == digest })
+	removed := len(r.tokens) < n
+	r.mu.Unlock()
+	if !removed {
+		return errors.New("revoke: no such token")
+	}
+	_, err := r.writeTokensFile()
+	return err
 }
 
 // waitInventory waits until the aggregator has reported every member

@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -93,12 +95,51 @@ func (id *Identity) Can(project string, need Role, objectScoped bool) Decision {
 // ErrUnauthenticated means the credentials are missing or invalid.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// Error is a refused credential. It is ErrUnauthenticated: Reason is what
+// the caller may be told, Detail (for the log) may name parser internals.
+type Error struct {
+	// Reason is the refusal as the caller reads it.
+	Reason string
+	// Detail says more, for the log only.
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return "unauthenticated: " + e.Reason
+	}
+	return "unauthenticated: " + e.Reason + ": " + e.Detail
+}
+
+// Is makes every Error match ErrUnauthenticated.
+func (e *Error) Is(target error) bool { return target == ErrUnauthenticated }
+
+// Reason is what a caller refused with err may be told: the Reason of an
+// Error, "invalid token" for anything else.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return reasonInvalid
+}
+
+const reasonInvalid = "invalid token"
+
+func refuse(reason, detail string) error { return &Error{Reason: reason, Detail: detail} }
+
 // TokenEntry is one API token in the tokens file.
 type TokenEntry struct {
-	Subject       string          `json:"subject"`
-	SHA256        string          `json:"sha256"`
-	PlatformAdmin bool            `json:"platformAdmin,omitempty"`
-	Roles         map[string]Role `json:"roles,omitempty"`
+	// Subject names the token's holder.
+	Subject string `json:"subject"`
+	// SHA256 is the hex digest of the token; the token itself is kept nowhere.
+	SHA256 string `json:"sha256"`
+	// PlatformAdmin may do anything.
+	PlatformAdmin bool `json:"platformAdmin,omitempty"`
+	// Roles maps a project to the holder's role in it.
+	Roles map[string]Role `json:"roles,omitempty"`
+	// Expires is when the token stops working (RFC 3339); required.
+	Expires time.Time `json:"expires"`
 }
 
 // TokensFile is the YAML file of API tokens.
@@ -106,44 +147,122 @@ type TokensFile struct {
 	Tokens []TokenEntry `json:"tokens"`
 }
 
-// Authenticator checks bearer credentials.
+// ReadTokensFile reads and checks a tokens file.
+func ReadTokensFile(path string) (TokensFile, error) {
+	var f TokensFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, fmt.Errorf("read tokens file: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return f, fmt.Errorf("parse tokens file %s: %w", path, err)
+	}
+	for i, t := range f.Tokens {
+		if _, _, err := resolve(t); err != nil {
+			return f, fmt.Errorf("tokens file %s, token %d: %w", path, i, err)
+		}
+	}
+	return f, nil
+}
+
+// WriteTokensFile replaces the tokens file at path with f, whole (a
+// rename), so that a gateway reading it never sees half of it.
+func WriteTokensFile(path string, f TokensFile) error {
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.WriteFile(path+".tmp", out, 0o600); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	return nil
+}
+
+// DefaultTokenLifetime is the lifetime of a token Mint makes.
+const DefaultTokenLifetime = 30 * 24 * time.Hour
+
+// DefaultReloadInterval is how often the tokens file is checked for a
+// change by default.
+const DefaultReloadInterval = 2 * time.Second
+
+// DefaultMaxJWTLifetime is the longest a JWT may live by default.
+const DefaultMaxJWTLifetime = 24 * time.Hour
+
+// token is one API token, resolved.
+type token struct {
+	id      *Identity
+	expires time.Time
+}
+
+// Authenticator checks bearer credentials. The tokens file is read again
+// when it changes: a request finding the last check older than the
+// reload interval reads the file and compares its digest (modification
+// times are too coarse to tell quick writes apart), so a token removed
+// from the file stops working within that interval.
 type Authenticator struct {
 	mu     sync.RWMutex
-	tokens map[[32]byte]*Identity // mu must be held
+	tokens map[[32]byte]token // the tokens file's; mu must be held
+	minted map[[32]byte]token // Mint's, kept across reloads; mu must be held
 
-	jwks     *jose.JSONWebKeySet
-	issuer   string
-	audience string
-	now      func() time.Time
+	tokensFile     string
+	reloadInterval time.Duration
+	reloadMu       sync.Mutex   // held while the file is checked or read
+	fileDigest     [32]byte     // of the file's content in tokens; reloadMu must be held
+	nextCheck      atomic.Int64 // when the file is next checked, in Unix nanoseconds
+	log            *slog.Logger
+
+	jwks           *jose.JSONWebKeySet
+	issuer         string
+	audience       string
+	maxJWTLifetime time.Duration
+	now            func() time.Time
 }
 
 // Config configures an Authenticator.
 type Config struct {
-	// TokensFile is a YAML TokensFile ("" for none).
-	TokensFile string
+	// TokensFile is a YAML TokensFile ("" for none), read again when it changes.
+	TokensFile string `json:"tokensFile"`
+	// ReloadInterval is how often the tokens file is checked for a change
+	// (default DefaultReloadInterval; at most 10 s).
+	ReloadInterval time.Duration `json:"reloadInterval"`
 	// JWKSFile is a JSON Web Key Set whose keys verify JWTs ("" disables JWTs).
-	JWKSFile string
+	JWKSFile string `json:"jwksFile"`
 	// Issuer and Audience must match the JWT's iss and aud; both are
 	// required with a JWKSFile.
-	Issuer, Audience string
+	Issuer   string `json:"issuer"`
+	Audience string `json:"audience"`
+	// MaxJWTLifetime is the longest a JWT may live: one whose exp is more
+	// than this after its iat, or after now, is refused (default
+	// DefaultMaxJWTLifetime).
+	MaxJWTLifetime time.Duration `json:"maxJWTLifetime"`
+	// Logger receives the tokens file's reloads and their failures
+	// (slog.Default() when nil).
+	Logger *slog.Logger `json:"-"`
 }
 
 // New loads the configured credentials.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{tokens: map[[32]byte]*Identity{}, issuer: cfg.Issuer, audience: cfg.Audience, now: time.Now}
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
+	if cfg.ReloadInterval > 10*time.Second {
+		return nil, fmt.Errorf("tokens file reload interval %s is over 10s", cfg.ReloadInterval)
+	}
+	if cfg.MaxJWTLifetime <= 0 {
+		cfg.MaxJWTLifetime = DefaultMaxJWTLifetime
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Authenticator{tokens: map[[32]byte]token{}, minted: map[[32]byte]token{}, tokensFile: cfg.TokensFile,
+		reloadInterval: cfg.ReloadInterval, log: cfg.Logger.With("component", "auth"),
+		issuer: cfg.Issuer, audience: cfg.Audience, maxJWTLifetime: cfg.MaxJWTLifetime, now: time.Now}
 	if cfg.TokensFile != "" {
-		b, err := os.ReadFile(cfg.TokensFile)
-		if err != nil {
-			return nil, fmt.Errorf("read tokens file: %w", err)
-		}
-		var f TokensFile
-		if err := yaml.UnmarshalStrict(b, &f); err != nil {
-			return nil, fmt.Errorf("parse tokens file %s: %w", cfg.TokensFile, err)
-		}
-		for i, t := range f.Tokens {
-			if err := a.addEntry(t); err != nil {
-				return nil, fmt.Errorf("tokens file %s, token %d: %w", cfg.TokensFile, i, err)
-			}
+		if err := a.Reload(); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.JWKSFile != "" {
@@ -168,25 +287,103 @@ func New(cfg Config) (*Authenticator, error) {
 	return a, nil
 }
 
-func (a *Authenticator) addEntry(t TokenEntry) error {
+// Reload reads the tokens file now and replaces the file's tokens with
+// its entries; on an error the tokens in use stay.
+func (a *Authenticator) Reload() error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	return a.reloadLocked()
+}
+
+// reloadLocked is Reload; reloadMu must be held.
+func (a *Authenticator) reloadLocked() error {
+	a.nextCheck.Store(time.Now().Add(a.reloadInterval).UnixNano())
+	b, err := os.ReadFile(a.tokensFile)
+	if err != nil {
+		return fmt.Errorf("read tokens file: %w", err)
+	}
+	_, err = a.load(b)
+	return err
+}
+
+// load replaces the file's tokens with those of b, the file's content,
+// unless b is what was loaded last; it says whether it replaced them.
+// reloadMu must be held.
+func (a *Authenticator) load(b []byte) (bool, error) {
+	digest := sha256.Sum256(b)
+	if digest == a.fileDigest && a.fileDigest != ([32]byte{}) {
+		return false, nil
+	}
+	var f TokensFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return false, fmt.Errorf("parse tokens file %s: %w", a.tokensFile, err)
+	}
+	tokens := make(map[[32]byte]token, len(f.Tokens))
+	for i, t := range f.Tokens {
+		d, tok, err := resolve(t)
+		if err != nil {
+			return false, fmt.Errorf("tokens file %s, token %d: %w", a.tokensFile, i, err)
+		}
+		tokens[d] = tok
+	}
+	a.mu.Lock()
+	a.tokens = tokens
+	a.mu.Unlock()
+	a.fileDigest = digest
+	return true, nil
+}
+
+// maybeReload reads the tokens file again if the last check is older
+// than the reload interval and the file changed since. A request that
+// finds another one checking goes on with the tokens in use.
+func (a *Authenticator) maybeReload() {
+	if a.tokensFile == "" || time.Now().UnixNano() < a.nextCheck.Load() || !a.reloadMu.TryLock() {
+		return
+	}
+	defer a.reloadMu.Unlock()
+	if time.Now().UnixNano() < a.nextCheck.Load() {
+		return // another request checked meanwhile
+	}
+	a.nextCheck.Store(time.Now().Add(a.reloadInterval).UnixNano())
+	b, err := os.ReadFile(a.tokensFile)
+	if err != nil {
+		a.log.Error("tokens file unreadable; the tokens in use stay", "file", a.tokensFile, "err", err)
+		return
+	}
+	changed, err := a.load(b)
+	if err != nil {
+		a.log.Error("tokens file not reloaded; the tokens in use stay", "file", a.tokensFile, "err", err)
+		return
+	}
+	if !changed {
+		return
+	}
+	a.mu.RLock()
+	n := len(a.tokens)
+	a.mu.RUnlock()
+	a.log.Info("tokens file reloaded", "file", a.tokensFile, "tokens", n)
+}
+
+// resolve checks a tokens file entry and returns its digest and token.
+func resolve(t TokenEntry) ([32]byte, token, error) {
+	var d [32]byte
 	raw, err := hex.DecodeString(t.SHA256)
 	if err != nil || len(raw) != 32 {
-		return fmt.Errorf("sha256 must be 64 hex digits")
+		return d, token{}, errors.New("sha256 must be 64 hex digits")
 	}
 	if t.Subject == "" {
-		return fmt.Errorf("subject is empty")
+		return d, token{}, errors.New("subject is empty")
+	}
+	if t.Expires.IsZero() {
+		return d, token{}, fmt.Errorf("subject %s: expires is required (RFC 3339, e.g. %s)", t.Subject, time.Now().Add(DefaultTokenLifetime).UTC().Format(time.RFC3339))
 	}
 	for p, r := range t.Roles {
 		if !r.Valid() {
-			return fmt.Errorf("project %s: unknown role %q (viewer, developer or admin)", p, r)
+			return d, token{}, fmt.Errorf("project %s: unknown role %q (viewer, developer or admin)", p, r)
 		}
 	}
-	var d [32]byte
 	copy(d[:], raw)
-	a.mu.Lock()
-	a.tokens[d] = &Identity{Subject: t.Subject, PlatformAdmin: t.PlatformAdmin, Roles: t.Roles}
-	a.mu.Unlock()
-	return nil
+	return d, token{id: &Identity{Subject: t.Subject, PlatformAdmin: t.PlatformAdmin, Roles: t.Roles}, expires: t.Expires}, nil
 }
 
 // Digest returns the hex SHA-256 of a token, as stored in the tokens file.
@@ -202,32 +399,55 @@ func NewToken() string {
 	return "atl_" + hex.EncodeToString(b)
 }
 
-// Mint creates a token for id, remembers only its digest, and returns it.
-func (a *Authenticator) Mint(id Identity) (string, TokenEntry) {
+// Entry makes a tokens file entry for id, valid until expires, and
+// returns the token with it. Nothing is remembered: the entry works once
+// it is in the tokens file.
+func Entry(id Identity, expires time.Time) (string, TokenEntry) {
 	tok := NewToken()
-	e := TokenEntry{Subject: id.Subject, SHA256: Digest(tok), PlatformAdmin: id.PlatformAdmin, Roles: id.Roles}
-	_ = a.addEntry(e)
+	return tok, TokenEntry{Subject: id.Subject, SHA256: Digest(tok), PlatformAdmin: id.PlatformAdmin, Roles: id.Roles, Expires: expires.UTC()}
+}
+
+// Mint creates a token for id, valid for DefaultTokenLifetime, remembers
+// only its digest (apart from the tokens file, across its reloads), and
+// returns it.
+func (a *Authenticator) Mint(id Identity) (string, TokenEntry) {
+	tok, e := Entry(id, a.now().Add(DefaultTokenLifetime))
+	d, t, err := resolve(e)
+	if err == nil {
+		a.mu.Lock()
+		a.minted[d] = t
+		a.mu.Unlock()
+	}
 	return tok, e
 }
 
-// Authenticate resolves an Authorization header value.
+// Authenticate resolves an Authorization header value. A refusal is an
+// *Error: its Reason may be shown to the caller.
 func (a *Authenticator) Authenticate(header string) (*Identity, error) {
 	tok, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || tok == "" {
-		return nil, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
+		return nil, refuse("no bearer token", "")
 	}
 	tok = strings.TrimSpace(tok)
 	if strings.Count(tok, ".") == 2 && a.jwks != nil {
 		return a.verifyJWT(tok)
 	}
+	a.maybeReload()
 	d := sha256.Sum256([]byte(tok))
 	a.mu.RLock()
-	defer a.mu.RUnlock()
 	// Lookups are keyed by the digest: timing reveals nothing of the token.
-	if id, ok := a.tokens[d]; ok {
-		return id, nil
+	t, ok := a.tokens[d]
+	if !ok {
+		t, ok = a.minted[d]
 	}
-	return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	a.mu.RUnlock()
+	if !ok {
+		return nil, refuse("unknown token", "")
+	}
+	if !a.now().Before(t.expires) {
+		return nil, refuse("token expired at "+t.expires.UTC().Format(time.RFC3339)+"; ask a platform admin for a new one", "subject "+t.id.Subject)
+	}
+	return t.id, nil
 }
 
 // Claims are the JWT claims Atoll reads.
@@ -244,10 +464,10 @@ var jwtAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose
 func (a *Authenticator) verifyJWT(raw string) (*Identity, error) {
 	tok, err := jwt.ParseSigned(raw, jwtAlgs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed JWT: %w", ErrUnauthenticated, err)
+		return nil, refuse(reasonInvalid, "malformed JWT: "+err.Error())
 	}
 	if len(tok.Headers) != 1 {
-		return nil, fmt.Errorf("%w: JWT must have one signature", ErrUnauthenticated)
+		return nil, refuse(reasonInvalid, "JWT must have one signature")
 	}
 	keys := a.jwks.Key(tok.Headers[0].KeyID)
 	if tok.Headers[0].KeyID == "" {
@@ -262,24 +482,36 @@ func (a *Authenticator) verifyJWT(raw string) (*Identity, error) {
 		}
 	}
 	if !verified {
-		return nil, fmt.Errorf("%w: JWT signature not verified by any JWKS key", ErrUnauthenticated)
+		return nil, refuse(reasonInvalid, "JWT signature not verified by any JWKS key")
 	}
-	exp := jwt.Expected{Issuer: a.issuer, Time: a.now()}
+	now := a.now()
+	exp := jwt.Expected{Issuer: a.issuer, Time: now}
 	if a.audience != "" {
 		exp.AnyAudience = jwt.Audience{a.audience}
 	}
-	if err := c.ValidateWithLeeway(exp, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("%w: JWT claims: %w", ErrUnauthenticated, err)
+	const leeway = 30 * time.Second
+	if err := c.ValidateWithLeeway(exp, leeway); err != nil {
+		if errors.Is(err, jwt.ErrExpired) {
+			return nil, refuse("token expired; sign in again", "JWT claims: "+err.Error())
+		}
+		return nil, refuse(reasonInvalid, "JWT claims: "+err.Error())
 	}
 	if c.Expiry == nil {
-		return nil, fmt.Errorf("%w: JWT has no exp", ErrUnauthenticated)
+		return nil, refuse("token without an expiry", "JWT has no exp")
+	}
+	tooLong := "token lifetime over the region's maximum of " + a.maxJWTLifetime.String()
+	if c.IssuedAt != nil && c.Expiry.Time().Sub(c.IssuedAt.Time()) > a.maxJWTLifetime {
+		return nil, refuse(tooLong, fmt.Sprintf("JWT exp - iat = %s", c.Expiry.Time().Sub(c.IssuedAt.Time())))
+	}
+	if c.Expiry.Time().After(now.Add(a.maxJWTLifetime + leeway)) {
+		return nil, refuse(tooLong, "JWT exp "+c.Expiry.Time().UTC().Format(time.RFC3339)+" is further than that from now")
 	}
 	if c.Subject == "" {
-		return nil, fmt.Errorf("%w: JWT has no sub", ErrUnauthenticated)
+		return nil, refuse(reasonInvalid, "JWT has no sub")
 	}
 	for p, r := range c.Roles {
 		if !r.Valid() {
-			return nil, fmt.Errorf("%w: JWT role %q for project %s", ErrUnauthenticated, r, p)
+			return nil, refuse(reasonInvalid, fmt.Sprintf("JWT role %q for project %s", r, p))
 		}
 	}
 	return &Identity{Subject: c.Subject, PlatformAdmin: c.PlatformAdmin, Roles: c.Roles}, nil

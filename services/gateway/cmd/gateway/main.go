@@ -5,20 +5,25 @@
 // Every setting is a flag and an environment variable (`gateway -h`).
 // Credentials: --tokens names a YAML file of API tokens, kept as SHA-256
 // digests ({tokens: [{subject, sha256, platformAdmin, roles: {project:
-// viewer|developer|admin}}]}); --jwks names a JSON Web Key Set whose keys
-// verify JWTs (claims sub, exp, atoll.dev/roles, atoll.dev/platform-admin),
-// whose iss and aud must equal --jwt-issuer and --jwt-audience (both
-// required with a JWKS). A gateway with neither refuses to start: it could
-// only answer 401.
+// viewer|developer|admin}, expires: RFC 3339}]}), read again within
+// seconds of a change; --jwks names a JSON Web Key Set whose keys verify
+// JWTs (claims sub, exp, atoll.dev/roles, atoll.dev/platform-admin), whose
+// iss and aud must equal --jwt-issuer and --jwt-audience (both required
+// with a JWKS) and whose lifetime is at most --jwt-max-lifetime. A gateway
+// with neither refuses to start: it could only answer 401.
+// --trusted-proxies lists the load balancers whose X-Forwarded-For is
+// believed.
 package main
 
 import (
 	"errors"
+	"strings"
 
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/daemon"
 	"atoll.dev/services/gateway"
+	"atoll.dev/services/gateway/auth"
 )
 
 func main() {
@@ -28,10 +33,13 @@ func main() {
 
 // command is the gateway's command line, filling cfg.
 func command(cfg *gateway.Config) daemon.Command {
+	var proxies string
 	return daemon.Command{
 		Service: "gateway",
 		About:   "serves the Compute API, its docs and the web console",
 		Flags: func(f *daemon.FlagSet) {
+			f.Duration(&cfg.Auth.MaxJWTLifetime, "jwt-max-lifetime", "ATOLL_GATEWAY_JWT_MAX_LIFETIME", auth.DefaultMaxJWTLifetime, "the longest a JWT may live (exp - iat, and exp - now)")
+			f.String(&proxies, "trusted-proxies", "ATOLL_GATEWAY_TRUSTED_PROXIES", "", "comma-separated CIDRs of the load balancers whose X-Forwarded-For names the client")
 			f.String(&cfg.Listen, "listen", "ATOLL_GATEWAY_LISTEN", "127.0.0.1:8080", "the Compute API's HTTP address")
 			f.String(&cfg.Auth.TokensFile, "tokens", "ATOLL_GATEWAY_TOKENS", "", "YAML file of API tokens (SHA-256 digests, subjects, roles)")
 			f.String(&cfg.Auth.JWKSFile, "jwks", "ATOLL_GATEWAY_JWKS", "", "JSON Web Key Set verifying JWTs (needs --jwt-issuer and --jwt-audience)")
@@ -40,7 +48,12 @@ func command(cfg *gateway.Config) daemon.Command {
 			f.Float64(&cfg.RatePerSecond, "rate", "ATOLL_GATEWAY_RATE", 50, "requests per second allowed to each identity")
 			f.Int(&cfg.Burst, "burst", "ATOLL_GATEWAY_BURST", 100, "requests each identity may send at once above the rate")
 		},
-		Validate: func() error { return validate(cfg) },
+		Validate: func() error {
+			if proxies != "" {
+				cfg.TrustedProxies = strings.Split(proxies, ",")
+			}
+			return validate(cfg)
+		},
 	}
 }
 

@@ -80,7 +80,7 @@ func TestGatewayHelpNamesEveryVariable(t *testing.T) {
 	}
 	for _, v := range []string{"-listen", "ATOLL_GATEWAY_LISTEN", "-tokens", "ATOLL_GATEWAY_TOKENS", "-jwks", "ATOLL_GATEWAY_JWKS",
 		"-jwt-issuer", "ATOLL_GATEWAY_JWT_ISSUER", "-jwt-audience", "ATOLL_GATEWAY_JWT_AUDIENCE", "-rate", "ATOLL_GATEWAY_RATE",
-		"-burst", "ATOLL_GATEWAY_BURST", "ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_ADMIN_LISTEN", "ATOLL_LOG_LEVEL"} {
+		"-burst", "ATOLL_GATEWAY_BURST", "-trusted-proxies", "ATOLL_GATEWAY_TRUSTED_PROXIES", "-jwt-max-lifetime", "ATOLL_GATEWAY_JWT_MAX_LIFETIME", "ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_ADMIN_LISTEN", "ATOLL_LOG_LEVEL"} {
 		if !strings.Contains(out, v) {
 			t.Errorf("-h does not name %s:\n%s", v, out)
 		}
@@ -92,13 +92,15 @@ func TestGatewayConfigFromEnvironment(t *testing.T) {
 	env := map[string]string{
 		"ATOLL_GATEWAY_LISTEN": ":8080", "ATOLL_GATEWAY_TOKENS": "/etc/atoll/tokens.yaml", "ATOLL_GATEWAY_JWKS": "/etc/atoll/jwks.json",
 		"ATOLL_GATEWAY_JWT_ISSUER": "https://idp", "ATOLL_GATEWAY_JWT_AUDIENCE": "atoll", "ATOLL_GATEWAY_RATE": "7.5", "ATOLL_GATEWAY_BURST": "15",
+		"ATOLL_GATEWAY_TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.1", "ATOLL_GATEWAY_JWT_MAX_LIFETIME": "1h",
 	}
 	cfg := &gateway.Config{}
 	if _, err := daemon.Parse(command(cfg), nil, func(k string) string { return env[k] }, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Listen != ":8080" || cfg.Auth.TokensFile != "/etc/atoll/tokens.yaml" || cfg.Auth.JWKSFile != "/etc/atoll/jwks.json" ||
-		cfg.Auth.Issuer != "https://idp" || cfg.Auth.Audience != "atoll" || cfg.RatePerSecond != 7.5 || cfg.Burst != 15 {
+		cfg.Auth.Issuer != "https://idp" || cfg.Auth.Audience != "atoll" || cfg.RatePerSecond != 7.5 || cfg.Burst != 15 ||
+		strings.Join(cfg.TrustedProxies, " ") != "10.0.0.0/8 192.168.1.1" || cfg.Auth.MaxJWTLifetime != time.Hour {
 		t.Errorf("config %+v", cfg)
 	}
 }
