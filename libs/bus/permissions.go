@@ -42,10 +42,12 @@ package bus
 // (HeaderPrincipal, HeaderPlatformAdmin) and the gateway's authorisation
 // because only the gateway's user may publish to their subjects: the
 // contract (contract.go) names each endpoint's callers, and Grants grants
-// its subject to those only. (The autoscaler's user may also call
-// admission's operate, whose handler recognises it by its inbox, ignores
-// its headers and lets it only scale Apps.) One more
-// path reaches any subject, though: JetStream itself publishes to a push
+// its subject to those only. A responder knows its caller by the subject
+// the request came on, never by the reply subject, which the caller
+// chooses: an endpoint that treats two callers differently is two
+// endpoints (the autoscaler scales Apps through AdmissionAutoscale, not
+// the gateway's AdmissionOperate). One more path reaches any subject,
+// though: JetStream itself publishes to a push
 // consumer's deliver subject (in any queue group) and to a direct get's
 // reply subject, neither checked against the requester's permissions, so a
 // service that writes a bucket could have a message it wrote there,
@@ -73,9 +75,8 @@ const (
 	UserScheduler  = "scheduler"
 	UserPropagator = "propagator"
 	UserAggregator = "aggregator"
-	// UserAutoscaler is the autoscaler's user: besides the gateway, the
-	// only caller admission's operate endpoint answers, and admission
-	// lets it only scale Apps.
+	// UserAutoscaler is the autoscaler's user: the only caller of
+	// admission's AdmissionAutoscale, which lets it only scale Apps.
 	UserAutoscaler = "autoscaler"
 	// UserRemediation is the remediation service's user.
 	UserRemediation = "remediation"
@@ -314,8 +315,13 @@ func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 // permissions keep other users from publishing to the endpoint; this also
 // refuses what JetStream publishes there on another user's behalf (a
 // consumer's deliver subject, a direct get's reply), whose reply subject is
-// JetStream's own or none. A bus connected without a user (permissions
-// off) passes every request.
+// JetStream's own or none. It does not tell one caller from another: a
+// caller chooses its reply subject, and may name another user's inbox
+// (where it will not see the answer, but the request is served all the
+// same). Who called is the subject's business: each endpoint's subject is
+// granted to its callers only (Grants), and an endpoint that treats
+// callers differently has one subject per caller. A bus connected without
+// a user (permissions off) passes every request.
 func (b *Bus) OnlyFrom(h micro.HandlerFunc, users ...string) micro.HandlerFunc {
 	if b.user == "" {
 		return h
