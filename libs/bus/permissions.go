@@ -28,8 +28,9 @@ package bus
 //     bucket has exactly one writing service (names.go), and the leases
 //     bucket, shared by every leased service, is restricted per key.
 //   - Emitting publishes to a stream's subjects (the JetStream ack comes
-//     back to the connection's inbox); following a stream is reading it as
-//     a bucket is read.
+//     back to the connection's inbox), and reads the stream's info (its
+//     fill, StreamFill); following a stream is reading it as a bucket is
+//     read.
 //   - Serving is a queue subscription on the endpoint's subject plus
 //     $SRV.> (micro's discovery), and the right to answer each request once
 //     (allow_responses); calling is publishing to the endpoint's subject.
@@ -278,6 +279,12 @@ func (g Grant) Permission(user string) Permission {
 		read(s)
 	}
 	pub = append(pub, g.Emits...)
+	for _, s := range DefaultTopology(1).Streams {
+		// The fill of the streams it emits to (StreamFill).
+		if slices.ContainsFunc(g.Emits, func(subject string) bool { return streamHolds(s, subject) }) {
+			pub = append(pub, jsAPI+"STREAM.INFO."+s.Name)
+		}
+	}
 	pub = append(pub, g.Calls...)
 	pub = append(pub, g.Sends...)
 	sub = append(sub, InboxPrefix(user)+".>")
