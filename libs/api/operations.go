@@ -101,7 +101,8 @@ const (
 // Ops lists every operation.
 var Ops = []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}
 
-// Operation is the body of atoll.req.admission.operate: one operation on
+// Operation is the body of atoll.req.admission.operate (and of the
+// autoscaler's atoll.req.admission.autoscale): one operation on
 // one stored workload.
 type Operation struct {
 	Project string `json:"project"`

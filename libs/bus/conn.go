@@ -63,6 +63,9 @@ type Config struct {
 	// accepts only Auth's users. The bus's own connection is the admin
 	// unless NKeyFile says otherwise.
 	Auth *Auth
+	// MaxBytes changes the size limits of the streams and buckets Open
+	// ensures (by stream or bucket name; the others keep DefaultMaxBytes).
+	MaxBytes map[string]int64
 	// SkipEnsure opens without creating the streams and buckets: Open
 	// waits, with backoff, until those the user reads exist (made by
 	// Bootstrap). Services whose user may not create them need it.
@@ -117,6 +120,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		cfg.Replicas = 1
 	}
 	b := &Bus{cfg: cfg, log: cfg.Logger.With("component", "bus")}
+	if _, err := b.topology(); err != nil {
+		return nil, fmt.Errorf("open bus: %w", err)
+	}
 	if cfg.URL == "" {
 		if cfg.StoreDir == "" {
 			return nil, errors.New("open bus: embedded server needs a StoreDir")
@@ -146,7 +152,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		if cfg.SkipEnsure {
 			return nil
 		}
-		if err := b.Ensure(ctx, DefaultTopology(cfg.Replicas)); err != nil {
+		if err := b.ensureTopology(ctx); err != nil {
 			b.NC.Close()
 			return err
 		}
@@ -168,7 +174,7 @@ func (b *Bus) ready(ctx context.Context) error {
 	if b.cfg.SkipEnsure {
 		return b.waitTopology(ctx)
 	}
-	return b.Ensure(ctx, DefaultTopology(b.cfg.Replicas))
+	return b.ensureTopology(ctx)
 }
 
 // waitTopology waits, with backoff, until the streams b's user reads exist
@@ -439,7 +445,8 @@ func (b *Bus) ClientURL() string {
 // instead of being retried (Open retries Ensure).
 const EnsureRequestTimeout = 10 * time.Second
 
-// Ensure creates or updates the given streams and buckets.
+// Ensure creates or updates the given streams and buckets; buckets deny
+// purges and rollups (limits.go).
 func (b *Bus) Ensure(ctx context.Context, t Topology) error {
 	for _, sc := range t.Streams {
 		rctx, cancel := context.WithTimeout(ctx, EnsureRequestTimeout)
@@ -451,7 +458,7 @@ func (b *Bus) Ensure(ctx context.Context, t Topology) error {
 	}
 	for _, kc := range t.Buckets {
 		rctx, cancel := context.WithTimeout(ctx, EnsureRequestTimeout)
-		_, err := b.JS.CreateOrUpdateKeyValue(rctx, kc)
+		err := b.ensureBucket(rctx, kc)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)

@@ -9,8 +9,9 @@ import "atoll.dev/libs/api"
 // (TestVerbsOnlyInTheContract), and Grants gives each service the
 // subjects of what it serves and what it may call, computed from here.
 
-// Admission's endpoints. Only the gateway may submit, update and delete,
-// so admission believes the identity headers it sets (HeaderPrincipal).
+// Admission's endpoints. Only the gateway may submit, update, delete and
+// operate, so admission believes the identity headers it sets
+// (HeaderPrincipal); the autoscaler has an endpoint of its own.
 var (
 	// AdmissionSubmit admits a new workload: the request is the workload
 	// document as JSON, which admission decodes and validates itself; the
@@ -22,11 +23,15 @@ var (
 	// AdmissionDelete removes a workload.
 	AdmissionDelete = Call[api.WorkloadRef, api.Ack]{Service: UserAdmission, Verb: "delete", Callers: []string{UserGateway}}
 	// AdmissionOperate runs one operation (pause, resume, stop, start,
-	// restart, restart-container, scale) on a workload; the reply is the
-	// workload as stored after. The autoscaler may call it too, and
-	// admission lets it only scale Apps (it recognises the autoscaler by
-	// its inbox).
-	AdmissionOperate = Call[api.Operation, *api.Workload]{Service: UserAdmission, Verb: "operate", Callers: []string{UserGateway, UserAutoscaler}}
+	// restart, restart-container, scale) on a workload for the user the
+	// gateway names; the reply is the workload as stored after.
+	AdmissionOperate = Call[api.Operation, *api.Workload]{Service: UserAdmission, Verb: "operate", Callers: []string{UserGateway}}
+	// AdmissionAutoscale is the autoscaler's own operate endpoint: it
+	// takes only scale operations on Apps, and acts as the autoscaler
+	// whatever the request's headers say. Admission knows its caller by
+	// the subject it received on, which only the autoscaler's user may
+	// publish to, never by the reply subject the caller chose.
+	AdmissionAutoscale = Call[api.Operation, *api.Workload]{Service: UserAdmission, Verb: "autoscale", Callers: []string{UserAutoscaler}}
 )
 
 // The quota service's endpoints: reservations by the services that admit
@@ -67,7 +72,7 @@ var (
 // Contract lists every endpoint of the contract.
 func Contract() []Descriptor {
 	return []Descriptor{
-		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate,
+		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
 		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,

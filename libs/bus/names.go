@@ -141,7 +141,8 @@ type Topology struct {
 }
 
 // DefaultTopology returns the region's streams and buckets at the given
-// replication factor (1 embedded, 3 or 5 in production).
+// replication factor (1 embedded, 3 or 5 in production), each limited to
+// its DefaultMaxBytes (Topology.WithMaxBytes changes them).
 func DefaultTopology(replicas int) Topology {
 	if replicas < 1 {
 		replicas = 1
@@ -159,6 +160,7 @@ func DefaultTopology(replicas int) Topology {
 			MaxAge:     maxAge,
 			Duplicates: 2 * time.Minute,
 			Discard:    jetstream.DiscardOld,
+			MaxBytes:   DefaultMaxBytes[name],
 		}
 	}
 	bucket := func(name string, history uint8) jetstream.KeyValueConfig {
@@ -167,6 +169,7 @@ func DefaultTopology(replicas int) Topology {
 			History:  history,
 			Storage:  jetstream.FileStorage,
 			Replicas: replicas,
+			MaxBytes: DefaultMaxBytes[name],
 		}
 	}
 	ttlBucket := func(name string, ttl time.Duration) jetstream.KeyValueConfig {

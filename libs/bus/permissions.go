@@ -28,8 +28,9 @@ package bus
 //     bucket has exactly one writing service (names.go), and the leases
 //     bucket, shared by every leased service, is restricted per key.
 //   - Emitting publishes to a stream's subjects (the JetStream ack comes
-//     back to the connection's inbox); following a stream is reading it as
-//     a bucket is read.
+//     back to the connection's inbox), and reads the stream's info (its
+//     fill, StreamFill); following a stream is reading it as a bucket is
+//     read.
 //   - Serving is a queue subscription on the endpoint's subject plus
 //     $SRV.> (micro's discovery), and the right to answer each request once
 //     (allow_responses); calling is publishing to the endpoint's subject.
@@ -42,10 +43,12 @@ package bus
 // (HeaderPrincipal, HeaderPlatformAdmin) and the gateway's authorisation
 // because only the gateway's user may publish to their subjects: the
 // contract (contract.go) names each endpoint's callers, and Grants grants
-// its subject to those only. (The autoscaler's user may also call
-// admission's operate, whose handler recognises it by its inbox, ignores
-// its headers and lets it only scale Apps.) One more
-// path reaches any subject, though: JetStream itself publishes to a push
+// its subject to those only. A responder knows its caller by the subject
+// the request came on, never by the reply subject, which the caller
+// chooses: an endpoint that treats two callers differently is two
+// endpoints (the autoscaler scales Apps through AdmissionAutoscale, not
+// the gateway's AdmissionOperate). One more path reaches any subject,
+// though: JetStream itself publishes to a push
 // consumer's deliver subject (in any queue group) and to a direct get's
 // reply subject, neither checked against the requester's permissions, so a
 // service that writes a bucket could have a message it wrote there,
@@ -73,9 +76,8 @@ const (
 	UserScheduler  = "scheduler"
 	UserPropagator = "propagator"
 	UserAggregator = "aggregator"
-	// UserAutoscaler is the autoscaler's user: besides the gateway, the
-	// only caller admission's operate endpoint answers, and admission
-	// lets it only scale Apps.
+	// UserAutoscaler is the autoscaler's user: the only caller of
+	// admission's AdmissionAutoscale, which lets it only scale Apps.
 	UserAutoscaler = "autoscaler"
 	// UserRemediation is the remediation service's user.
 	UserRemediation = "remediation"
@@ -277,6 +279,12 @@ func (g Grant) Permission(user string) Permission {
 		read(s)
 	}
 	pub = append(pub, g.Emits...)
+	for _, s := range DefaultTopology(1).Streams {
+		// The fill of the streams it emits to (StreamFill).
+		if slices.ContainsFunc(g.Emits, func(subject string) bool { return streamHolds(s, subject) }) {
+			pub = append(pub, jsAPI+"STREAM.INFO."+s.Name)
+		}
+	}
 	pub = append(pub, g.Calls...)
 	pub = append(pub, g.Sends...)
 	sub = append(sub, InboxPrefix(user)+".>")
@@ -314,8 +322,13 @@ func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 // permissions keep other users from publishing to the endpoint; this also
 // refuses what JetStream publishes there on another user's behalf (a
 // consumer's deliver subject, a direct get's reply), whose reply subject is
-// JetStream's own or none. A bus connected without a user (permissions
-// off) passes every request.
+// JetStream's own or none. It does not tell one caller from another: a
+// caller chooses its reply subject, and may name another user's inbox
+// (where it will not see the answer, but the request is served all the
+// same). Who called is the subject's business: each endpoint's subject is
+// granted to its callers only (Grants), and an endpoint that treats
+// callers differently has one subject per caller. A bus connected without
+// a user (permissions off) passes every request.
 func (b *Bus) OnlyFrom(h micro.HandlerFunc, users ...string) micro.HandlerFunc {
 	if b.user == "" {
 		return h

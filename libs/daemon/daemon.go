@@ -49,8 +49,14 @@ type Config struct {
 	// (`atoll-admin bootstrap auth`), or a NATS JWT .creds file. With one the
 	// service does not create the streams and buckets but waits until the
 	// bootstrap (`atoll-admin bootstrap`) has; without one it connects with no
-	// user and ensures them itself (a server without permissions).
+	// user and ensures them itself (a server without permissions), which
+	// it does only with InsecureDev.
 	NATSCreds string
+	// InsecureDev lets the service start without NATSCreds, on a NATS
+	// server without users and permissions: for development only. Without
+	// it, a service with no credentials refuses to start (ErrNoCredentials)
+	// rather than run with no caller checks at all.
+	InsecureDev bool
 	// Replicas is the replication of the streams and buckets the service
 	// ensures (without NATSCreds only).
 	Replicas int
@@ -80,7 +86,14 @@ var BusModule = fx.Module("bus", fx.Provide(fx.Annotate(NewBus, fx.ParamTags(``,
 // restart, starts late instead of exiting. The admin server, when there is
 // one, is made first, so that the service answers its probes (alive, not
 // ready) while it waits.
-func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, _ *admin.Server) (*bus.Bus, error) {
+//
+// Without credentials it refuses to start unless Config.InsecureDev says
+// to. It exports the fill of the streams and buckets the service uses
+// (bus.StreamFill) on the admin server's registry.
+func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, a *admin.Server) (*bus.Bus, error) {
+	if cfg.NATSCreds == "" && !cfg.InsecureDev {
+		return nil, ErrNoCredentials
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bc := bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, SkipEnsure: cfg.NATSCreds != "", Logger: log}
@@ -89,8 +102,17 @@ func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, _ *admin.Server) (*bu
 		return nil, err
 	}
 	lc.Append(fx.StopHook(b.Close))
+	if a != nil {
+		if err := a.Registerer().Register(b.StreamFill(bus.OwnStreams(b.User())...)); err != nil {
+			return nil, fmt.Errorf("stream fill metrics: %w", err)
+		}
+	}
 	return b, nil
 }
+
+// ErrNoCredentials refuses to start a service that has no NATS
+// credentials and was not started with --insecure-dev.
+var ErrNoCredentials = errors.New("no NATS credentials (--nats-creds, ATOLL_NATS_CREDS): a service without them runs with no permissions and no caller checks; pass --insecure-dev (ATOLL_INSECURE_DEV=true) to run so, for development only")
 
 // Version is the build's version, set by the image build
 // (-ldflags "-X atoll.dev/libs/daemon.Version=v1.2.3"); `-version` prints it
@@ -151,6 +173,7 @@ var ErrVersion = errors.New("version printed")
 func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
 	f.String(&cfg.NATSURL, "nats", "ATOLL_NATS_URL", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
 	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll-admin bootstrap auth); with one, the streams and buckets are left to atoll-admin bootstrap")
+	f.Bool(&cfg.InsecureDev, "insecure-dev", "ATOLL_INSECURE_DEV", false, "start without --nats-creds, on a NATS server with no users or permissions: development only")
 	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
 	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")

@@ -60,15 +60,15 @@ func TestParseFlagEnvDefault(t *testing.T) {
 			env: map[string]string{
 				"ATOLL_SVC_LISTEN": ":8080", "ATOLL_SVC_RATE": "2.5", "ATOLL_SVC_BURST": "7", "ATOLL_SVC_WAIT": "3m", "ATOLL_SVC_STRICT": "true",
 				"ATOLL_NATS_URL": "nats://nats-0:4222,nats://nats-1:4222", "ATOLL_NATS_CREDS": "/creds/svc.nk", "ATOLL_NATS_REPLICAS": "3",
-				"ATOLL_LOG_LEVEL": "warn", "ATOLL_ADMIN_LISTEN": ":9090", "ATOLL_CLUSTERS": "/etc/atoll/clusters.yaml",
+				"ATOLL_LOG_LEVEL": "warn", "ATOLL_ADMIN_LISTEN": ":9090", "ATOLL_CLUSTERS": "/etc/atoll/clusters.yaml", "ATOLL_INSECURE_DEV": "true",
 			},
 			want: settings{listen: ":8080", rate: 2.5, burst: 7, wait: 3 * time.Minute, strict: true},
-			cfg:  daemon.Config{Service: "svc", NATSURL: "nats://nats-0:4222,nats://nats-1:4222", NATSCreds: "/creds/svc.nk", Replicas: 3, LogLevel: "warn", AdminListen: ":9090", ClustersFile: "/etc/atoll/clusters.yaml"},
+			cfg:  daemon.Config{Service: "svc", NATSURL: "nats://nats-0:4222,nats://nats-1:4222", NATSCreds: "/creds/svc.nk", Replicas: 3, LogLevel: "warn", AdminListen: ":9090", ClustersFile: "/etc/atoll/clusters.yaml", InsecureDev: true},
 		},
 		{
 			name: "flags win",
-			args: []string{"-listen", ":1", "-rate=1", "-burst", "2", "-wait", "5s", "-strict", "-replicas", "5", "-nats", "nats://x:4222", "-admin-listen", ""},
-			env:  map[string]string{"ATOLL_SVC_LISTEN": ":8080", "ATOLL_SVC_BURST": "7", "ATOLL_NATS_REPLICAS": "3", "ATOLL_NATS_URL": "nats://y:4222", "ATOLL_SVC_STRICT": "false"},
+			args: []string{"-listen", ":1", "-rate=1", "-burst", "2", "-wait", "5s", "-strict", "-replicas", "5", "-nats", "nats://x:4222", "-admin-listen", "", "-insecure-dev=false"},
+			env:  map[string]string{"ATOLL_SVC_LISTEN": ":8080", "ATOLL_SVC_BURST": "7", "ATOLL_NATS_REPLICAS": "3", "ATOLL_NATS_URL": "nats://y:4222", "ATOLL_SVC_STRICT": "false", "ATOLL_INSECURE_DEV": "true"},
 			want: settings{listen: ":1", rate: 1, burst: 2, wait: 5 * time.Second, strict: true},
 			cfg:  daemon.Config{Service: "svc", NATSURL: "nats://x:4222", Replicas: 5, LogLevel: "info", AdminListen: ""},
 		},
@@ -133,7 +133,7 @@ func TestHelpNamesEveryVariable(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	help := out.String()
-	for _, v := range []string{"ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_LOG_LEVEL", "ATOLL_ADMIN_LISTEN", "ATOLL_PROFILING", "ATOLL_CLUSTERS",
+	for _, v := range []string{"ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_LOG_LEVEL", "ATOLL_ADMIN_LISTEN", "ATOLL_PROFILING", "ATOLL_CLUSTERS", "ATOLL_INSECURE_DEV",
 		"ATOLL_SVC_LISTEN", "ATOLL_SVC_RATE", "ATOLL_SVC_BURST", "ATOLL_SVC_WAIT", "ATOLL_SVC_STRICT"} {
 		if !strings.Contains(help, "("+v+")") {
 			t.Errorf("-h does not name %s:\n%s", v, help)
@@ -144,8 +144,8 @@ func TestHelpNamesEveryVariable(t *testing.T) {
 	}
 	// Every flag but -version (which has no setting) has its variable.
 	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1)
-	if len(flags) != 13 {
-		t.Errorf("-h lists %d flags, want 13:\n%s", len(flags), help)
+	if len(flags) != 14 {
+		t.Errorf("-h lists %d flags, want 14:\n%s", len(flags), help)
 	}
 }
 

@@ -27,12 +27,14 @@
 // gateway's authorisation behind them) only because of the bus's
 // permissions (libs/bus Grants): only the gateway's NATS user may publish
 // to admission's subjects. The endpoints also answer only requests whose
-// reply subject is in the gateway's inboxes (bus.Bus.OnlyFrom), because
+// reply subject is in their caller's inboxes (bus.Bus.OnlyFrom), because
 // JetStream can deliver a message to any subject on another user's behalf
-// (a consumer's deliver subject, a direct get's reply). One exception,
-// explicit: the autoscaler's user may call operate (and nothing else), and
-// only to scale an App; its headers are not read, its principal is the
-// autoscaler, and quota applies to its scales as to anyone's.
+// (a consumer's deliver subject, a direct get's reply). The autoscaler
+// has an endpoint of its own (bus.AdmissionAutoscale), whose subject only
+// its user may publish to: admission knows the caller by the subject a
+// request came on, never by its reply subject, which the caller chooses.
+// It may only scale an App; its headers are not read, its principal is
+// the autoscaler, and quota applies to its scales as to anyone's.
 package admission
 
 import (
@@ -54,8 +56,8 @@ import (
 )
 
 // RequestTimeout bounds each request's work. The endpoints are
-// bus.AdmissionSubmit, AdmissionUpdate, AdmissionDelete and
-// AdmissionOperate.
+// bus.AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate
+// and AdmissionAutoscale.
 const RequestTimeout = 15 * time.Second
 
 // Request headers the gateway sets on behalf of the caller.
@@ -144,9 +146,10 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.AdmissionSubmit.Endpoint(RequestTimeout, s.submit),
 		bus.AdmissionUpdate.Endpoint(RequestTimeout, s.update),
 		bus.AdmissionDelete.Endpoint(RequestTimeout, s.delete),
-		// The autoscaler calls operate too, and may only scale Apps (see
-		// operate): quota applies to its changes as to anyone's.
 		bus.AdmissionOperate.Endpoint(RequestTimeout, s.operate),
+		// The autoscaler's own endpoint: it may only scale Apps (see
+		// autoscale), and quota applies to its changes as to anyone's.
+		bus.AdmissionAutoscale.Endpoint(RequestTimeout, s.autoscale),
 	)
 	if err != nil {
 		return err

@@ -209,15 +209,19 @@ func (s *Service) reserveQuietly(ctx context.Context, w *api.Workload) {
 	}
 }
 
+// operate is bus.AdmissionOperate: only the gateway's user may publish to
+// its subject, so the identity headers are the gateway's word.
 func (s *Service) operate(ctx context.Context, op api.Operation, r micro.Request) (*api.Workload, error) {
-	if strings.HasPrefix(r.Reply(), bus.InboxPrefix(bus.UserAutoscaler)+".") {
-		// Admission believes identity only from the users allowed to call
-		// it (bus.OnlyFrom); the autoscaler is one, for one thing only.
-		if op.Op != api.OpScale || op.Kind != api.KindApp {
-			return nil, &Error{Status: api.StatusForbidden, Body: api.ErrorBody{Code: "Forbidden",
-				Message: fmt.Sprintf("the autoscaler may only scale Apps, not %s", op.String())}}
-		}
-		return s.Operate(ctx, op, Principal{Name: bus.UserAutoscaler})
-	}
 	return s.Operate(ctx, op, principal(r))
+}
+
+// autoscale is bus.AdmissionAutoscale: only the autoscaler's user may
+// publish to its subject, so the caller is the autoscaler (its headers
+// are not read), and it may only scale Apps.
+func (s *Service) autoscale(ctx context.Context, op api.Operation, _ micro.Request) (*api.Workload, error) {
+	if op.Op != api.OpScale || op.Kind != api.KindApp {
+		return nil, &Error{Status: api.StatusForbidden, Body: api.ErrorBody{Code: "Forbidden",
+			Message: fmt.Sprintf("the autoscaler may only scale Apps, not %s", op.String())}}
+	}
+	return s.Operate(ctx, op, Principal{Name: bus.UserAutoscaler})
 }

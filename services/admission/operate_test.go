@@ -410,3 +410,37 @@ func TestSubmitAndUpdateKeepTheControl(t *testing.T) {
 		t.Errorf("admin update: control %+v generation %d", w.Control, w.Metadata.Generation)
 	}
 }
+
+// The autoscaler's own endpoint scales Apps and refuses anything else,
+// whatever principal the request's headers name.
+func TestAutoscaleOnlyScalesApps(t *testing.T) {
+	b := region(t)
+	submit(t, b, opApp)
+	submit(t, b, opJobSet)
+	tests := []struct {
+		name string
+		op   api.Operation
+		want string // the reply's status code
+	}{
+		{"scale an App", api.Operation{Project: "ops", Kind: api.KindApp, Name: "web", Op: api.OpScale, Replicas: replicas(3)}, "200"},
+		{"stop an App", api.Operation{Project: "ops", Kind: api.KindApp, Name: "web", Op: api.OpStop}, "403"},
+		{"pause an App", api.Operation{Project: "ops", Kind: api.KindApp, Name: "web", Op: api.OpPause}, "403"},
+		{"scale a JobSet", api.Operation{Project: "ops", Kind: api.KindJobSet, Name: "batch", Op: api.OpScale, Replicas: replicas(1)}, "403"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, _ := json.Marshal(tt.op)
+			reply, eb := call(t, b, bus.AdmissionAutoscale, body, nats.Header{admission.HeaderPrincipal: {"alice"}, admission.HeaderPlatformAdmin: {"true"}})
+			got := "200"
+			if eb != nil {
+				got = reply.Header.Get("Nats-Service-Error-Code")
+			}
+			if got != tt.want {
+				t.Errorf("status %s (%s), want %s", got, reply.Data, tt.want)
+			}
+		})
+	}
+	if w := stored(t, b, "ops.app.web"); *w.Spec.(*api.AppSpec).Replicas != 3 || w.Control.Stopped || w.Control.Paused {
+		t.Errorf("after the autoscaler's calls: replicas %d, control %+v; want 3, running", *w.Spec.(*api.AppSpec).Replicas, w.Control)
+	}
+}

@@ -12,8 +12,8 @@
 // evaluates a Scaler when a sample of its App arrives, when the Scaler or
 // its App changes, and every SyncPeriod (so stale samples turn into
 // failed metrics and schedules open and close). A change of replicas goes
-// ONLY through admission's scale operation (atoll.req.admission.operate,
-// as the autoscaler's user): quota applies as to any user's scale, and a
+// ONLY through admission's endpoint for the autoscaler
+// (bus.AdmissionAutoscale, which only the autoscaler's user may call): quota applies as to any user's scale, and a
 // refusal is a decision like any other.
 //
 // Decisions are data. Each Scaler's state in the scalers bucket (one key

@@ -24,7 +24,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fakeAdmission answers atoll.req.admission.operate as admission does for
+// fakeAdmission answers atoll.req.admission.autoscale as admission does for
 // a scale: it writes the App's new replicas (a new generation) to the
 // workloads bucket, or refuses above limit with a QuotaExceeded body. It
 // stands in for admission and quota, which have their own tests; the
@@ -40,7 +40,7 @@ type fakeAdmission struct {
 
 func startAdmission(t testing.TB, b *bus.Bus, kv jetstream.KeyValue, limit int32) *fakeAdmission {
 	f := &fakeAdmission{kv: kv, limit: limit, requests: map[string]time.Time{}}
-	sub, err := b.NC.QueueSubscribe(bus.AdmissionOperate.Subject(), "admission", f.serve)
+	sub, err := b.NC.QueueSubscribe(bus.AdmissionAutoscale.Subject(), "admission", f.serve)
 	require.NoError(t, err)
 	require.NoError(t, sub.SetPendingLimits(-1, -1))
 	t.Cleanup(func() { _ = sub.Unsubscribe() })

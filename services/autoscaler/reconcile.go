@@ -244,7 +244,7 @@ func (s *Service) snapshot(appKey string) (map[string]api.MetricSample, time.Tim
 // (a 4xx answer: quota exceeded, the App gone or stopped) as a message, or
 // an error when admission could not be reached.
 func (s *Service) scale(ctx context.Context, project, app string, replicas int32) (string, error) {
-	err := bus.AdmissionOperate.Send(ctx, s.req, api.Operation{Project: project, Kind: api.KindApp, Name: app, Op: api.OpScale, Replicas: &replicas})
+	err := bus.AdmissionAutoscale.Send(ctx, s.req, api.Operation{Project: project, Kind: api.KindApp, Name: app, Op: api.OpScale, Replicas: &replicas})
 	var re *bus.RemoteError
 	if errors.As(err, &re) && re.Code >= 400 && re.Code < 500 {
 		return refusalMessage(re), nil

@@ -17,8 +17,9 @@ import (
 //
 //nolint:gosec // G101: the names of environment variables, not credentials
 const (
-	EnvNATSURL   = "ATOLL_NATS_URL"
-	EnvNATSCreds = "ATOLL_NATS_CREDS"
+	EnvNATSURL      = "ATOLL_NATS_URL"
+	EnvNATSCreds    = "ATOLL_NATS_CREDS"
+	EnvNATSMaxBytes = "ATOLL_NATS_MAX_BYTES"
 )
 
 // bootstrapCmd creates a region's streams and buckets as the admin NATS
@@ -27,6 +28,7 @@ const (
 func bootstrapCmd() *cobra.Command {
 	var (
 		url, creds string
+		maxBytes   string
 		replicas   int
 		wait       time.Duration
 	)
@@ -39,22 +41,34 @@ the admin NATS user, and exits. Run it once before the services, and again
 after an upgrade that adds a stream or bucket: it is idempotent. Services
 connect as their own users, which may not create streams.
 
+Every stream and bucket has a size limit (libs/bus DefaultMaxBytes, under
+3 GiB in all); --max-bytes changes some, by stream or bucket name. Buckets
+deny purges and rollups, those made by an older version included.
+
 'atoll-admin bootstrap auth' makes the users first: one credentials file per
 service and the admin, and the nats-server configuration that lets each
 only its own subjects.`,
 		Example: `  atoll-admin bootstrap auth --dir /etc/atoll/nats
   nats-server -c nats.conf          # nats.conf: include /etc/atoll/nats/auth.conf
-  atoll-admin bootstrap --nats nats://nats:4222 --creds /etc/atoll/nats/admin.nk --replicas 3`,
+  atoll-admin bootstrap --nats nats://nats:4222 --creds /etc/atoll/nats/admin.nk --replicas 3
+  atoll-admin bootstrap --max-bytes workloads=2GiB,ATOLL_AUDIT=4GiB ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, Logger: log}.WithCredentials(creds)
+			limits, err := bus.ParseMaxBytes(maxBytes)
+			if err != nil {
+				return fmt.Errorf("--max-bytes: %w", err)
+			}
+			t, err := bus.DefaultTopology(replicas).WithMaxBytes(limits)
+			if err != nil {
+				return fmt.Errorf("--max-bytes: %w", err)
+			}
+			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, MaxBytes: limits, Logger: log}.WithCredentials(creds)
 			if err := bus.Bootstrap(ctx, cfg); err != nil {
 				return err
 			}
-			t := bus.DefaultTopology(replicas)
 			fmt.Fprintf(cmd.OutOrStdout(), "%d streams and %d buckets ready at %d replicas\n", len(t.Streams), len(t.Buckets), max(replicas, 1))
 			return nil
 		},
@@ -63,6 +77,7 @@ only its own subjects.`,
 	f.StringVar(&url, "nats", envOr(EnvNATSURL, "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated ($"+EnvNATSURL+")")
 	f.StringVar(&creds, "creds", os.Getenv(EnvNATSCreds), "the admin user's credentials file ($"+EnvNATSCreds+")")
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
+	f.StringVar(&maxBytes, "max-bytes", os.Getenv(EnvNATSMaxBytes), "size limits replacing the defaults, by stream or bucket name: workloads=2GiB,ATOLL_AUDIT=4GiB ($"+EnvNATSMaxBytes+")")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
 	cmd.AddCommand(bootstrapAuthCmd())
 	return cmd

@@ -107,7 +107,7 @@ func TestServicesRunAsTheirOwnUsers(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	url := srv.ClientURL()
 
-	runAtoll(t, ctx, "bootstrap", "--nats", url, "--creds", filepath.Join(creds, "admin.nk"))
+	runAtoll(t, ctx, "bootstrap", "--nats", url, "--creds", filepath.Join(creds, "admin.nk"), "--max-bytes", "workloads=768MiB")
 
 	perms := &permissionLog{}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -125,6 +125,16 @@ func TestServicesRunAsTheirOwnUsers(t *testing.T) {
 		return b
 	}
 	admin := open(bus.UserAdmin)
+	// --max-bytes set the workloads bucket's limit; the others keep theirs.
+	for name, want := range map[string]int64{"KV_" + bus.BucketWorkloads: 768 << 20, "KV_" + bus.BucketQuota: bus.DefaultMaxBytes[bus.BucketQuota], bus.StreamAudit: bus.DefaultMaxBytes[bus.StreamAudit]} {
+		s, err := admin.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.MaxBytes; got != want {
+			t.Errorf("%s max bytes %d, want %d", name, got, want)
+		}
+	}
 
 	q := quota.New(open(bus.UserQuota), quiet)
 	if err := q.Start(ctx); err != nil {

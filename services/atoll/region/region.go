@@ -495,6 +495,11 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 		fx.Supply(conn, r.log, r.Members, gwCfg, fx.Annotated{Name: holderName, Target: id.String()},
 			admin.Config{Service: name, Listen: "127.0.0.1:0"}),
 		admin.Module,
+		// The fill of the streams the service uses, as daemon.NewBus
+		// exports it in production.
+		fx.Invoke(func(a *admin.Server) error {
+			return a.Registerer().Register(conn.StreamFill(bus.OwnStreams(name)...))
+		}),
 		mod,
 		// Electors a service shares through fx tell their holder ids.
 		fx.Invoke(fx.Annotate(func(e *lease.Elector) {
