@@ -18,9 +18,9 @@ type Config struct {
 	Defaults api.QuotaDefaults
 }
 
-// Built-in default caps per tier (DefaultLimits): a new project may run
-// modest OnDemand and Preemptible work, and nothing Reserved and no GPUs
-// until a platform admin grants them.
+// DefaultLimits are the built-in default caps per tier: a new project may
+// run modest OnDemand and Preemptible work, and nothing Reserved and no
+// GPUs until a platform admin grants them.
 const DefaultLimits = "OnDemand:cpu=16,memory=64Gi,gpus=0,pods=100,storage=100Gi;" +
 	"Preemptible:cpu=16,memory=64Gi,gpus=0,pods=100,storage=100Gi;" +
 	"Reserved:cpu=0,memory=0,gpus=0,pods=0,storage=0"
