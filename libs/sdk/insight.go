@@ -44,8 +44,6 @@ func (c *Client) Quota(ctx context.Context, project string) (*computeapi.Quota, 
 
 // SetQuota sets a project's limit for one tier (platform admins): the
 // amounts given are caps (0 forbids), the others follow the region's default.
-
-
 func (c *Client) SetQuota(ctx context.Context, project, tier string, limit computeapi.QuotaLimit) (*computeapi.Quota, error) {
 	r, err := c.API.SetQuotaWithResponse(ctx, project, tier, limit)
 	return decode[computeapi.Quota]("set quota", r, err)
