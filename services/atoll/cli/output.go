@@ -253,8 +253,6 @@ func printQuota(out io.Writer, q computeapi.Quota) {
 	printBorrowed(out, q) // tiers_view.go
 }
 
-func itoa(v int64) string { return fmt.Sprint(v) }
-
 // cpu formats millicores as cores when whole.
 func cpu(m int64) string {
 	if m%1000 == 0 {
