@@ -8,10 +8,12 @@ import (
 )
 
 // The quota bucket holds two kinds of key (services/quota is its only
-// writer; its package comment explains how they stay consistent):
+// writer; its package comment explains how they stay consistent), and
+// the region's defaults:
 //
 //	p.<project>        Ledger: limits and usage per tier (bounded size)
 //	r.<project>.<key>  Reservation: what one workload holds
+//	d.defaults         QuotaDefaults: the quota of a project with no limit of its own
 //
 // <project> and <key> are escaped with EscapeKeyToken.
 const (

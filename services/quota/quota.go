@@ -13,6 +13,16 @@
 //	r.<project>.<key>  api.Reservation: one workload's demand, and while a
 //	                   transaction on it is under way, that transaction
 //
+// # Denying by default
+//
+// A project's caps per tier are its own limit where a platform admin set
+// one, resource by resource, and the region's defaults (Config, from the
+// service's flags) elsewhere; none is unlimited, and 0 forbids. The
+// defaults are published at api.QuotaDefaultsKey for readers (the
+// gateway shows the caps in force). A new workload is refused past
+// Config.Defaults.MaxWorkloads reservations (the ledger's count). A
+// change is checked only on the resources it raises (api.Ledger.Check).
+//
 // # Transactions
 //
 // NATS Key-Value has compare-and-set on one key, not across two, so a
