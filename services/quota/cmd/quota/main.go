@@ -8,6 +8,8 @@
 package main
 
 import (
+	"fmt"
+
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/api"
@@ -19,6 +21,7 @@ func main() {
 	var (
 		limits       string
 		maxWorkloads int
+		cfg          *quota.Config
 	)
 	daemon.Run(daemon.Command{
 		Service: "quota",
@@ -28,13 +31,18 @@ func main() {
 				"caps per tier of a project with no limit of its own: <Tier>:cpu=16,memory=64Gi,gpus=0,pods=100,storage=100Gi;<Tier>:...; a tier or resource left out is 0 (forbidden)")
 			f.Int(&maxWorkloads, "max-workloads", "ATOLL_QUOTA_MAX_WORKLOADS", api.DefaultMaxWorkloads, "the most workloads one project may hold")
 		},
-	},
-		fx.Provide(func() (*quota.Config, error) {
+		Validate: func() error {
 			lim, err := quota.ParseLimits(limits)
 			if err != nil {
-				return nil, err
+				return fmt.Errorf("--default-limits (ATOLL_QUOTA_DEFAULT_LIMITS): %w", err)
 			}
-			return &quota.Config{Defaults: api.QuotaDefaults{Limits: lim, MaxWorkloads: int64(maxWorkloads)}}, nil
-		}),
+			if maxWorkloads < 1 {
+				return fmt.Errorf("--max-workloads (ATOLL_QUOTA_MAX_WORKLOADS) %d: want 1 or more", maxWorkloads)
+			}
+			cfg = &quota.Config{Defaults: api.QuotaDefaults{Limits: lim, MaxWorkloads: int64(maxWorkloads)}}
+			return nil
+		},
+	},
+		fx.Provide(func() *quota.Config { return cfg }),
 		quota.Module)
 }
