@@ -56,6 +56,19 @@ type PodVolume struct {
 	MountPath string `json:"mountPath"`
 }
 
+// ClaimBytes implements ClaimsStorage: the size of the Pod's volume, if
+// it has one (an unparsable size, caught by validation, counts as zero).
+func (s *PodSpec) ClaimBytes() int64 {
+	if s.Volume == nil {
+		return 0
+	}
+	q, err := resource.ParseQuantity(s.Volume.Size)
+	if err != nil {
+		return 0
+	}
+	return q.Value()
+}
+
 // PodClaimName is the name of the claim of Pod pod in cluster: named after
 // its shard, so claims left in different clusters are told apart.
 func PodClaimName(pod, cluster string) string { return pod + "-data-" + cluster }

@@ -38,12 +38,19 @@ const (
 	EventScaled    = "scaled"
 )
 
-// Limit caps a project's use of one tier. A zero field means no limit on that resource.
+// Limit caps a project's use of one tier. Each amount is a cap: 0
+// forbids the resource (GPUs: 0 means none allowed). A resource left
+// unset (nil) follows the region's default for the tier
+// (QuotaDefaults); there is no unlimited value, a platform admin sets a
+// large amount instead.
 type Limit struct {
-	MilliCPU    int64 `json:"milliCPU,omitempty"`
-	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	GPUs        int64 `json:"gpus,omitempty"`
-	Pods        int64 `json:"pods,omitempty"`
+	MilliCPU    *int64 `json:"milliCPU,omitempty"`
+	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
+	GPUs        *int64 `json:"gpus,omitempty"`
+	Pods        *int64 `json:"pods,omitempty"`
+	// StorageBytes caps requested storage: emptyDir size limits and
+	// persistent volume claims.
+	StorageBytes *int64 `json:"storageBytes,omitempty"`
 }
 
 // QuotaReserve asks to hold Demand for a workload, replacing what it held.
@@ -59,7 +66,8 @@ type QuotaRelease struct {
 	Key     string `json:"key"`
 }
 
-// QuotaSet sets a project's limit for one tier.
+// QuotaSet sets a project's limit for one tier, replacing the tier's
+// previous limit; its unset resources follow the region's default.
 type QuotaSet struct {
 	Project string `json:"project"`
 	Tier    Tier   `json:"tier"`
@@ -77,6 +85,14 @@ type QuotaRejection struct {
 }
 
 func (r *QuotaRejection) Error() string {
+	switch {
+	case r.Resource == ResourceWorkloads:
+		return fmt.Sprintf("project %s holds %d workloads, the most a project may hold; delete workloads it no longer needs, or ask a platform admin",
+			r.Project, r.Used)
+	case r.Limit == 0:
+		return fmt.Sprintf("quota of project %s, tier %s, allows no %s (limit 0), requested %d; ask a platform admin for a quota",
+			r.Project, r.Tier, r.Resource, r.Requested)
+	}
 	return fmt.Sprintf("quota exceeded for project %s, tier %s, %s: limit %d, used %d, requested %d",
 		r.Project, r.Tier, r.Resource, r.Limit, r.Used, r.Requested)
 }

@@ -8,10 +8,12 @@ import (
 )
 
 // The quota bucket holds two kinds of key (services/quota is its only
-// writer; its package comment explains how they stay consistent):
+// writer; its package comment explains how they stay consistent), and
+// the region's defaults:
 //
 //	p.<project>        Ledger: limits and usage per tier (bounded size)
 //	r.<project>.<key>  Reservation: what one workload holds
+//	d.defaults         QuotaDefaults: the quota of a project with no limit of its own
 //
 // <project> and <key> are escaped with EscapeKeyToken.
 const (
@@ -21,6 +23,65 @@ const (
 	QuotaReservationPrefix = "r."
 	// QuotaProjectFilter matches every Ledger key (a KV watch filter).
 	QuotaProjectFilter = QuotaProjectPrefix + ">"
+	// QuotaDefaultsKey holds the region's QuotaDefaults, as the quota
+	// service is configured (it writes the key when it starts), for
+	// readers such as the gateway.
+	QuotaDefaultsKey = "d.defaults"
+)
+
+// DefaultMaxWorkloads is how many workloads a project may hold unless
+// the quota service is configured otherwise.
+const DefaultMaxWorkloads = 10_000
+
+// QuotaDefaults is the quota of a project with no limit of its own: per
+// tier, every resource capped (a tier missing here, or a resource unset,
+// is 0: forbidden), and the number of workloads a project may hold.
+type QuotaDefaults struct {
+	// Limits per tier; each resource of each is a cap.
+	Limits map[Tier]Limit `json:"limits"`
+	// MaxWorkloads caps the workloads of a project, whatever their tier.
+	MaxWorkloads int64 `json:"maxWorkloads"`
+}
+
+// Resolved are a tier's caps: what a Limit sets, the default where it
+// sets nothing.
+type Resolved struct {
+	MilliCPU, MemoryBytes, GPUs, Pods, StorageBytes int64
+}
+
+// Resolve returns the caps of tier t for a project whose explicit limit
+// for t is lim (nil: none), given the region's defaults.
+func (d QuotaDefaults) Resolve(t Tier, lim *Limit) Resolved {
+	def := d.Limits[t]
+	pick := func(own *int64, dflt *int64) int64 {
+		switch {
+		case lim != nil && own != nil:
+			return *own
+		case dflt != nil:
+			return *dflt
+		}
+		return 0
+	}
+	var l Limit
+	if lim != nil {
+		l = *lim
+	}
+	return Resolved{
+		MilliCPU:     pick(l.MilliCPU, def.MilliCPU),
+		MemoryBytes:  pick(l.MemoryBytes, def.MemoryBytes),
+		GPUs:         pick(l.GPUs, def.GPUs),
+		Pods:         pick(l.Pods, def.Pods),
+		StorageBytes: pick(l.StorageBytes, def.StorageBytes),
+	}
+}
+
+// Quota resource names, as a QuotaRejection names them.
+const (
+	ResourceCPU       = "cpu"
+	ResourceMemory    = "memory"
+	ResourcePods      = "pods"
+	ResourceStorage   = "storage"
+	ResourceWorkloads = "workloads"
 )
 
 // QuotaProjectKey is the quota bucket key of a project's Ledger.
@@ -105,7 +166,8 @@ func UnescapeKeyToken(s string) (string, error) {
 // own.
 type Ledger struct {
 	Project string `json:"project"`
-	// Limits per tier; a tier without an entry is unlimited.
+	// Limits per tier set for the project; a tier without an entry, and a
+	// resource an entry leaves unset, follow the region's QuotaDefaults.
 	Limits map[Tier]Limit `json:"limits,omitempty"`
 	// Usage totals what the project's reservations hold, per tier.
 	Usage map[Tier]Demand `json:"used,omitempty"`
@@ -132,24 +194,34 @@ func (l *Ledger) Used(t Tier) Demand {
 	return u
 }
 
-// Check returns the first limit of tier d.Tier that holding d on top of
-// used would break, or nil.
-func (l *Ledger) Check(d Demand, used Demand) *QuotaRejection {
-	lim, ok := l.Limits[d.Tier]
-	if !ok {
-		return nil
+// Caps are the project's caps for tier t: its own limit where it set
+// one, the region's default elsewhere.
+func (l *Ledger) Caps(t Tier, def QuotaDefaults) Resolved {
+	if lim, ok := l.Limits[t]; ok {
+		return def.Resolve(t, &lim)
 	}
-	for _, c := range []struct {
-		name              string
-		limit, used, want int64
+	return def.Resolve(t, nil)
+}
+
+// Check returns the first cap of tier d.Tier, under the region's
+// defaults def, that holding d on top of used would break, or nil. prev
+// is what d replaces in the same tier (zero for none): a resource d does
+// not raise above prev is not checked, so shrinking or stopping a
+// workload is never refused, even over a cap lowered since.
+func (l *Ledger) Check(d, used, prev Demand, def QuotaDefaults) *QuotaRejection {
+	c := l.Caps(d.Tier, def)
+	for _, r := range []struct {
+		name                    string
+		limit, used, want, prev int64
 	}{
-		{"cpu", lim.MilliCPU, used.MilliCPU, d.MilliCPU},
-		{"memory", lim.MemoryBytes, used.MemoryBytes, d.MemoryBytes},
-		{"nvidia.com/gpu", lim.GPUs, used.GPUs, d.GPUs},
-		{"pods", lim.Pods, used.Pods, d.Pods},
+		{ResourceCPU, c.MilliCPU, used.MilliCPU, d.MilliCPU, prev.MilliCPU},
+		{ResourceMemory, c.MemoryBytes, used.MemoryBytes, d.MemoryBytes, prev.MemoryBytes},
+		{ResourceGPUName, c.GPUs, used.GPUs, d.GPUs, prev.GPUs},
+		{ResourcePods, c.Pods, used.Pods, d.Pods, prev.Pods},
+		{ResourceStorage, c.StorageBytes, used.StorageBytes, d.StorageBytes, prev.StorageBytes},
 	} {
-		if c.limit > 0 && c.used+c.want > c.limit {
-			return &QuotaRejection{Project: l.Project, Tier: d.Tier, Resource: c.name, Limit: c.limit, Used: c.used, Requested: c.want}
+		if r.want > r.prev && r.used+r.want > r.limit {
+			return &QuotaRejection{Project: l.Project, Tier: d.Tier, Resource: r.name, Limit: r.limit, Used: r.used, Requested: r.want}
 		}
 	}
 	return nil

@@ -77,8 +77,36 @@ type Volume struct {
 	Name string `json:"name"`
 	// EmptyDir is a scratch directory when true.
 	EmptyDir bool `json:"emptyDir,omitempty"`
+	// SizeLimit caps a scratch directory ("1Gi"; default
+	// DefaultScratchSize). It counts towards the project's storage quota
+	// once per pod.
+	SizeLimit string `json:"sizeLimit,omitempty"`
 	// HostPath mounts a node directory (platform only).
 	HostPath string `json:"hostPath,omitempty"`
+}
+
+// DefaultScratchSize is a scratch (emptyDir) volume's size limit when
+// none is given.
+const DefaultScratchSize = "1Gi"
+
+// Scratch reports whether v is a scratch directory: every volume but a
+// host path is rendered as an emptyDir.
+func (v Volume) Scratch() bool { return v.HostPath == "" }
+
+// ScratchBytes is the total size limit of a pod's scratch volumes, what
+// each pod counts towards the project's storage quota (unparsable sizes,
+// caught by validation, count as zero).
+func (t *PodTemplate) ScratchBytes() int64 {
+	var n int64
+	for _, v := range t.Volumes {
+		if !v.Scratch() {
+			continue
+		}
+		if q, err := resource.ParseQuantity(v.SizeLimit); err == nil {
+			n += q.Value()
+		}
+	}
+	return n
 }
 
 // VolumeMount mounts a volume into a container.
@@ -197,6 +225,11 @@ func (t *PodTemplate) defaults() {
 	if t.ServiceAccount == "" {
 		t.ServiceAccount = "default"
 	}
+	for i := range t.Volumes {
+		if v := &t.Volumes[i]; v.Scratch() && v.SizeLimit == "" {
+			v.SizeLimit = DefaultScratchSize
+		}
+	}
 }
 
 func firstNonEmpty(s ...string) string {
@@ -251,6 +284,16 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 			fe.add(p+".name", CodeDuplicate, "volume %q is defined twice", v.Name)
 		}
 		vols[v.Name] = true
+		if v.SizeLimit != "" {
+			switch q, err := resource.ParseQuantity(v.SizeLimit); {
+			case !v.Scratch():
+				fe.add(p+".sizeLimit", CodeInvalid, "only a scratch (emptyDir) volume has a size limit")
+			case err != nil:
+				fe.add(p+".sizeLimit", CodeInvalid, "%q is not a quantity", v.SizeLimit)
+			case q.Sign() <= 0:
+				fe.add(p+".sizeLimit", CodeInvalid, "%s is not positive", v.SizeLimit)
+			}
+		}
 	}
 	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
 		for _, c := range cs {

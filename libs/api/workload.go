@@ -258,15 +258,31 @@ type Demand struct {
 	MemoryBytes int64 `json:"memoryBytes"`
 	GPUs        int64 `json:"gpus"`
 	Pods        int64 `json:"pods"`
+	// StorageBytes is the storage the workload requests: its pods'
+	// emptyDir size limits, and its persistent volume claims.
+	StorageBytes int64 `json:"storageBytes,omitempty"`
+}
+
+// ClaimsStorage is a Spec whose workload claims persistent storage
+// beside its pods' scratch volumes (a Pod's volume).
+type ClaimsStorage interface {
+	// ClaimBytes is the total size of the workload's claims.
+	ClaimBytes() int64
 }
 
 // DemandOf totals the requests of a workload's pods (containers, plus
-// sidecars, which run alongside them).
+// sidecars, which run alongside them), and the storage it requests.
 func DemandOf(w *Workload) Demand {
 	tier, _ := w.Spec.Scheduling()
-	per := w.Spec.PodTemplate().PodRequests()
+	t := w.Spec.PodTemplate()
+	per := t.PodRequests()
 	n := int64(w.Spec.Pods())
-	return Demand{Tier: tier, MilliCPU: per.MilliCPU * n, MemoryBytes: per.MemoryBytes * n, GPUs: per.GPUs * n, Pods: n}
+	d := Demand{Tier: tier, MilliCPU: per.MilliCPU * n, MemoryBytes: per.MemoryBytes * n, GPUs: per.GPUs * n, Pods: n,
+		StorageBytes: t.ScratchBytes() * n}
+	if c, ok := w.Spec.(ClaimsStorage); ok {
+		d.StorageBytes += c.ClaimBytes()
+	}
+	return d
 }
 
 // DecodeYAML parses one workload written in YAML.

@@ -353,12 +353,12 @@ type DocumentMetadata struct {
 
 // Error defines model for Error.
 type Error struct {
-	// Code Invalid, Unauthenticated, Forbidden, NotFound, AlreadyExists, QuotaExceeded, RateLimited, ...
+	// Code Invalid, Unauthenticated, Forbidden, NotFound, AlreadyExists, QuotaExceeded, TooManyWorkloads, RateLimited, ...
 	Code    string       `json:"code"`
 	Fields  []FieldError `json:"fields,omitempty,omitzero"`
 	Message string       `json:"message"`
 
-	// Quota The broken limit, for QuotaExceeded.
+	// Quota The broken limit, for QuotaExceeded and TooManyWorkloads.
 	Quota     *QuotaRejection `json:"quota,omitempty"`
 	RequestId string          `json:"requestId,omitempty,omitzero"`
 }
@@ -539,13 +539,13 @@ type PodVolumeStatus struct {
 
 // Pool defines model for Pool.
 type Pool struct {
-	// Allocatable Amounts of the quota's resources; zero or absent means no limit.
+	// Allocatable Amounts of resources (in a quota, caps; 0 forbids).
 	Allocatable Resources `json:"allocatable,omitempty,omitzero"`
 	GpuType     string    `json:"gpuType,omitempty,omitzero"`
 	Nodes       int       `json:"nodes,omitempty,omitzero"`
 	ReadyNodes  int       `json:"readyNodes,omitempty,omitzero"`
 
-	// Requested Amounts of the quota's resources; zero or absent means no limit.
+	// Requested Amounts of resources (in a quota, caps; 0 forbids).
 	Requested Resources `json:"requested,omitempty,omitzero"`
 	Tier      string    `json:"tier,omitempty,omitzero"`
 }
@@ -563,18 +563,35 @@ type ProjectList struct {
 
 // Quota defines model for Quota.
 type Quota struct {
-	Project string      `json:"project"`
-	Tiers   []TierQuota `json:"tiers"`
+	// MaxWorkloads The most workloads the project may hold; one more is refused with 422 TooManyWorkloads.
+	MaxWorkloads int64       `json:"maxWorkloads,omitempty,omitzero"`
+	Project      string      `json:"project"`
+	Tiers        []TierQuota `json:"tiers"`
+
+	// Workloads The workloads the project holds (of every tier).
+	Workloads int64 `json:"workloads,omitempty,omitzero"`
+}
+
+// QuotaLimit A tier's caps for one project. A resource named is capped at that amount (0 forbids it); a resource left out follows the region's default for the tier. There is no unlimited value; a platform admin sets an amount larger than the region.
+type QuotaLimit struct {
+	Gpus         *int64 `json:"gpus,omitempty"`
+	MemoryBytes  *int64 `json:"memoryBytes,omitempty"`
+	MilliCPU     *int64 `json:"milliCPU,omitempty"`
+	Pods         *int64 `json:"pods,omitempty"`
+	StorageBytes *int64 `json:"storageBytes,omitempty"`
 }
 
 // QuotaRejection defines model for QuotaRejection.
 type QuotaRejection struct {
+	// Limit The cap; 0 means the resource is not allowed at all.
 	Limit     int64  `json:"limit"`
 	Project   string `json:"project"`
 	Requested int64  `json:"requested"`
-	Resource  string `json:"resource"`
-	Tier      string `json:"tier"`
-	Used      int64  `json:"used"`
+
+	// Resource cpu (millicores), memory (bytes), nvidia.com/gpu, pods, storage (bytes), or workloads (the cap on a project's workloads)
+	Resource string `json:"resource"`
+	Tier     string `json:"tier"`
+	Used     int64  `json:"used"`
 }
 
 // Rejection defines model for Rejection.
@@ -701,12 +718,15 @@ type RemediationStatus struct {
 	Items []RemediationCluster `json:"items"`
 }
 
-// Resources Amounts of the quota's resources; zero or absent means no limit.
+// Resources Amounts of resources (in a quota, caps; 0 forbids).
 type Resources struct {
 	Gpus        int64 `json:"gpus,omitempty,omitzero"`
 	MemoryBytes int64 `json:"memoryBytes,omitempty,omitzero"`
 	MilliCPU    int64 `json:"milliCPU,omitempty,omitzero"`
 	Pods        int64 `json:"pods,omitempty,omitzero"`
+
+	// StorageBytes Requested storage: scratch (emptyDir) size limits, once per pod, and persistent volume claims.
+	StorageBytes int64 `json:"storageBytes,omitempty,omitzero"`
 }
 
 // Rollout defines model for Rollout.
@@ -854,17 +874,17 @@ type TierQuota struct {
 	// Borrowed Preemptible only: what the project's admitted Preemptible workloads hold, all of it on capacity the other tiers leave idle (shared pools, and Reserved pools where the platform allows it; never the burst buffer). Preempted workloads waiting to run again keep their share.
 	Borrowed Resources `json:"borrowed,omitempty,omitzero"`
 
-	// Limit Amounts of the quota's resources; zero or absent means no limit.
+	// Default The project has no limit of its own for this tier: every cap is the region's default.
+	Default bool `json:"default,omitempty,omitzero"`
+
+	// Limit The caps in force (an amount left out is 0: forbidden); none is unlimited.
 	Limit Resources `json:"limit"`
 
 	// Reclaimable The borrowed capacity is taken back (its workloads preempted) when Reserved or OnDemand work needs it.
 	Reclaimable bool   `json:"reclaimable,omitempty,omitzero"`
 	Tier        string `json:"tier"`
 
-	// Unlimited No limit is set for this tier.
-	Unlimited bool `json:"unlimited,omitempty,omitzero"`
-
-	// Used Amounts of the quota's resources; zero or absent means no limit.
+	// Used Amounts of resources (in a quota, caps; 0 forbids).
 	Used Resources `json:"used"`
 }
 
@@ -1257,7 +1277,7 @@ type EditClusterLabelsJSONRequestBody = LabelPatch
 type PushMetricJSONRequestBody = MetricSample
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
-type SetQuotaJSONRequestBody = Resources
+type SetQuotaJSONRequestBody = QuotaLimit
 
 // CreateWorkloadJSONRequestBody defines body for CreateWorkload for application/json ContentType.
 type CreateWorkloadJSONRequestBody = WorkloadDocument
@@ -1448,10 +1468,29 @@ type ClientInterface interface {
 
 	// GetQuota A project's limits and usage per tier
 	//
+	// Quota denies by default. A project with no limit of its own for a
+	// tier gets the region's default caps for it (the quota service's
+	// `--default-limits`); a limit a platform admin sets replaces the
+	// default only for the resources it names, the others keep following
+	// the default. Every amount is a cap and none is unlimited: 0 forbids
+	// the resource (a GPU cap of 0 means no GPUs), and a platform admin
+	// who wants a project unconstrained sets amounts larger than the
+	// region. Storage counts every scratch (emptyDir) volume's size limit
+	// once per pod and every persistent volume claim's size. Beyond the
+	// caps per tier, a project may hold at most `maxWorkloads` workloads
+	// of any tier (the quota service's `--max-workloads`, 10,000 by
+	// default). A change that does not raise a resource (shrinking,
+	// stopping) is never refused for it, even over a cap lowered since.
+	//
 	// Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
 	GetQuota(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetQuotaWithBody Set a project's limit for one tier (platform admins)
+	//
+	// Replaces the project's limit for the tier. A resource the body
+	// names is capped at that amount (0 forbids it); a resource it leaves
+	// out follows the region's default for the tier. `{}` puts the tier
+	// back on the default.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1459,6 +1498,11 @@ type ClientInterface interface {
 	SetQuotaWithBody(ctx context.Context, project ProjectPath, tier string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetQuota Set a project's limit for one tier (platform admins)
+	//
+	// Replaces the project's limit for the tier. A resource the body
+	// names is capped at that amount (0 forbids it); a resource it leaves
+	// out follows the region's default for the tier. `{}` puts the tier
+	// back on the default.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1944,6 +1988,20 @@ func (c *Client) OperateRollout(ctx context.Context, project ProjectPath, app st
 
 // GetQuota A project's limits and usage per tier
 //
+// Quota denies by default. A project with no limit of its own for a
+// tier gets the region's default caps for it (the quota service's
+// `--default-limits`); a limit a platform admin sets replaces the
+// default only for the resources it names, the others keep following
+// the default. Every amount is a cap and none is unlimited: 0 forbids
+// the resource (a GPU cap of 0 means no GPUs), and a platform admin
+// who wants a project unconstrained sets amounts larger than the
+// region. Storage counts every scratch (emptyDir) volume's size limit
+// once per pod and every persistent volume claim's size. Beyond the
+// caps per tier, a project may hold at most `maxWorkloads` workloads
+// of any tier (the quota service's `--max-workloads`, 10,000 by
+// default). A change that does not raise a resource (shrinking,
+// stopping) is never refused for it, even over a cap lowered since.
+//
 // Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
 func (c *Client) GetQuota(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetQuotaRequest(c.Server, project)
@@ -1958,6 +2016,11 @@ func (c *Client) GetQuota(ctx context.Context, project ProjectPath, reqEditors .
 }
 
 // SetQuotaWithBody Set a project's limit for one tier (platform admins)
+//
+// Replaces the project's limit for the tier. A resource the body
+// names is capped at that amount (0 forbids it); a resource it leaves
+// out follows the region's default for the tier. `{}` puts the tier
+// back on the default.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1975,6 +2038,11 @@ func (c *Client) SetQuotaWithBody(ctx context.Context, project ProjectPath, tier
 }
 
 // SetQuota Set a project's limit for one tier (platform admins)
+//
+// Replaces the project's limit for the tier. A resource the body
+// names is capped at that amount (0 forbids it); a resource it leaves
+// out follows the region's default for the tier. `{}` puts the tier
+// back on the default.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4439,6 +4507,20 @@ type ClientWithResponsesInterface interface {
 
 	// GetQuotaWithResponse A project's limits and usage per tier
 	//
+	// Quota denies by default. A project with no limit of its own for a
+	// tier gets the region's default caps for it (the quota service's
+	// `--default-limits`); a limit a platform admin sets replaces the
+	// default only for the resources it names, the others keep following
+	// the default. Every amount is a cap and none is unlimited: 0 forbids
+	// the resource (a GPU cap of 0 means no GPUs), and a platform admin
+	// who wants a project unconstrained sets amounts larger than the
+	// region. Storage counts every scratch (emptyDir) volume's size limit
+	// once per pod and every persistent volume claim's size. Beyond the
+	// caps per tier, a project may hold at most `maxWorkloads` workloads
+	// of any tier (the quota service's `--max-workloads`, 10,000 by
+	// default). A change that does not raise a resource (shrinking,
+	// stopping) is never refused for it, even over a cap lowered since.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
@@ -4446,12 +4528,22 @@ type ClientWithResponsesInterface interface {
 
 	// SetQuotaWithBodyWithResponse Set a project's limit for one tier (platform admins)
 	//
+	// Replaces the project's limit for the tier. A resource the body
+	// names is capped at that amount (0 forbids it); a resource it leaves
+	// out follows the region's default for the tier. `{}` puts the tier
+	// back on the default.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/projects/{project}/quota/{tier} (the `SetQuota` operationId).
 	SetQuotaWithBodyWithResponse(ctx context.Context, project ProjectPath, tier string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetQuotaResponse, error)
 
 	// SetQuotaWithResponse Set a project's limit for one tier (platform admins)
+	//
+	// Replaces the project's limit for the tier. A resource the body
+	// names is capped at that amount (0 forbids it); a resource it leaves
+	// out follows the region's default for the tier. `{}` puts the tier
+	// back on the default.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7757,6 +7849,20 @@ func (c *ClientWithResponses) OperateRolloutWithResponse(ctx context.Context, pr
 
 // GetQuotaWithResponse A project's limits and usage per tier
 //
+// Quota denies by default. A project with no limit of its own for a
+// tier gets the region's default caps for it (the quota service's
+// `--default-limits`); a limit a platform admin sets replaces the
+// default only for the resources it names, the others keep following
+// the default. Every amount is a cap and none is unlimited: 0 forbids
+// the resource (a GPU cap of 0 means no GPUs), and a platform admin
+// who wants a project unconstrained sets amounts larger than the
+// region. Storage counts every scratch (emptyDir) volume's size limit
+// once per pod and every persistent volume claim's size. Beyond the
+// caps per tier, a project may hold at most `maxWorkloads` workloads
+// of any tier (the quota service's `--max-workloads`, 10,000 by
+// default). A change that does not raise a resource (shrinking,
+// stopping) is never refused for it, even over a cap lowered since.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
@@ -7770,6 +7876,11 @@ func (c *ClientWithResponses) GetQuotaWithResponse(ctx context.Context, project 
 
 // SetQuotaWithBodyWithResponse Set a project's limit for one tier (platform admins)
 //
+// Replaces the project's limit for the tier. A resource the body
+// names is capped at that amount (0 forbids it); a resource it leaves
+// out follows the region's default for the tier. `{}` puts the tier
+// back on the default.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/projects/{project}/quota/{tier} (the `SetQuota` operationId).
@@ -7782,6 +7893,11 @@ func (c *ClientWithResponses) SetQuotaWithBodyWithResponse(ctx context.Context, 
 }
 
 // SetQuotaWithResponse Set a project's limit for one tier (platform admins)
+//
+// Replaces the project's limit for the tier. A resource the body
+// names is capped at that amount (0 forbids it); a resource it leaves
+// out follows the region's default for the tier. `{}` puts the tier
+// back on the default.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12740,235 +12856,249 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3kgf6VVC8W2Xy3BElx86pjVRbW4rt5Ch2bK1kr6s29IbgTJPE0RCYABhRjK+/+y10A/MgMRQp",
-	"S05O1v/YFDmDZ6PRz19/7KVqUSgJ0pre8cdewTVfgAWNfz3LS2NBn3M7d38K2TvuFe6PpCf5AnrHvZSe",
-	"6CU9Db+VQkPWO7a6hKRn0jksuHvNrgr3qLFayFnv06ekd5bBolAWZLp6CSv3TAYm1aKwQrk+TlmaC5D2",
-	"IJ0rA5JdwYr1uWULZSx7/M2/s3TONU/dMAcnjDMNVq/YUtg5s3Nghi8A3+EyYxOVrdwDpZYGf50KbSxT",
-	"pU3VAoa9hKY1B57hPPzEGkM8cGNsTmjBb16BnLlFefzNvyeRCb4UMgur1p7a2zmwKyGzhAnJuFyxlBtg",
-	"/dOiSBgvisEJUxKYmrLxjy/essPrx4fuaTOuBtpef/fjnov/mi9gy47if/u1eK7VPyG1Wxot6Imt7Rbc",
-	"WtDu3f/9hR/8fnTw3Yf+Lwf+08ej5O+PP4XvB//5b73Ysr8rZppn0L3yWlnu/mRFzuUjw9zwOlZ273X4",
-	"5B42hZIG8PB8z7ML+K0EY91fqZIWJH7kRZGLFMdx+E/jxvax0ey/aZj2jnv/z2F9MA/pV3P4QmulqavI",
-	"3KgzJgxb8Hyq9AIy1jcraflNwkp5JdVSsqmAPDMJW2olZ8zNwSRswjNWn/zBCYNr0Ct6lhVaTXJYuHZz",
-	"YSxkvU9J75mS01ykX2hqauKoh8GNMNYwnmvg2Yr1T+nDC/x6kODpVgVo2uJMgWFSWXes8hWziglr8Owx",
-	"pZmx3ALrv5OmLAqlLWQJC5MaJO4J19pvpbKOvUxLA8Q90jmXM2D9/3K/vLhJATLIBm5JflB6IrIM5JdZ",
-	"k5TnOWi24CucZKaYnQtTjbzIuXU08MiwQuUiXbVmkam0XIC0rJ+qDFg19Hrm/sQ+MmtrIMI7rQVIauY7",
-	"0eoKJMvFQlhcl9fK/qBKmT38srxWzJTpPJBLX2lcmmthxCQHRwG2Wjgc2lulXnE9gy97QPFGcqfJde1W",
-	"m0sc2IxbWPIV42kKhTV+gD9zufJ8xHxJynpkmHZHBDcSycIdH1kuJqDd/aQKkMxYDXxhEjcdU4C0J/4u",
-	"5lMLmo0v3B8Hp+6PMTOQKpmZXuIvW5xO44n28D17FdLCDHCsjsFLXtq50uJ3+DL0dM1zkbFUQwbSCp7j",
-	"rryT/JqLnE/yL0A5p0zDzPEzA/papMAykRFbk2YJ2okRVizgxH03F3LmtoJYvVVszq8Dy8oefGsKrVIw",
-	"5sssy9smFxOGLSHPD/ylNyktExK37parLEERMazckhu21MJakChO+EE0JGGUU7S7Y6wAfxx1piRRo1+X",
-	"iVI5cOkoZQ48t/NV/MecTyDHRniWCTcvnp+3Gl8TMSqRhxgctWHsJdCd42bPbe+4l3ELB44oNoWkpLdw",
-	"W0Qsb+M3En0iPxRKbR/ptj08VyqPDr4s3Eiz3cf+u5IQF0FrMe2XILnhw/UWJPVWfYiMxW/wK0HiWnuT",
-	"hYVF+8O2+QZaqafMtearjXFSY9HBKEnLvDmUbdungfvDtfGTE3dKE6dD+ua2VcVfq4Y6Rm21yjcl7/dz",
-	"bmvBzBBXMmCd5L1+mqTlQoK+AGO5tltpbjea2RhmwUvTdV41dQvZqd29B63yXJU2rnG4A8r8Ew3htM8l",
-	"Oy2KR4Y5Mj2YrA7c/+HBwebK8D0GpAr3LMhy4TbOt3mA8+5Vwz3QYMpF84tSZqqxsY3T37lisfU1VhXF",
-	"7o8/U2WwPbQmnIEh0mvMWkj75Jt6xtUFlPSmXOQ7P4xaw67PllK6ZdjtaVOmJBDv9Hx0ObSSP6nJRRk5",
-	"+2l9CW3s0V4L0MnnvVWkST6nqRXXjkwuq7klvR+otxixOC6YlTlkbwU1tBvN7r1yEY5fG6PCPD50r/Bl",
-	"xRHX5S3/wCPDwlxQStClNGi1QSWCunLCu2VzlWdOM4qcWlq8jU4uSmlcU4VWMw3GuDd32LcGAWxymgWg",
-	"aB4ZmRuwnxSTajmMrT8KEn66++0cvul2z5hpme/3rlvT+Gx+UpP2wBc8A5qU00PCLK8ACsP6c2Gs0itS",
-	"VozTYvPMqVpo60MDz04Xd332Nu5uR6FOw8k6OVuTIP2+x8jvOYeFkl1cLy219kLzDvSwH4/ch+3FRLMd",
-	"D2MYVFJNJnRdN9u9MN3Hkn5/ZPyHS7AsdasI2iTMlAsn+atr0E36MHhyi/pYbB7RCcwFGSfaHT4LLSzn",
-	"ykCjU2G8wUUC6+fcOjqbgQw3u5o4Rc2pFqR5FCpjftrERtxSDFo02SWzVKQXZnNXCbxFc7Fb5/8y2Xkl",
-	"8mewPOOWb57J+9DTujUrbxnfoL83BfV0whalsQx+K3lOljlu549MMNANo4bwjcsxNnPSrSMabRa5sc5I",
-	"n04YmWBAWqfQOzKvjIcJC6a+hLVMs8m6sfCCW3jlWLX7YziMXkhkqN5Z6frBPe6tBZsHaJvWhPZN3N08",
-	"fzPtHf+yvSOcygW4RXQr8+lDzDLRNIImbKp0ewXchG8OZurADebAXIniQPntPiiUo3DdO57y3IDfSzD2",
-	"LLtdR8Otq2cb3fRrf87bmw7h6/ZceLYQFnepEusSR3kFn9Hme/HYMeA07C6JognLIAd8iPSHzp2umef6",
-	"uf/70yiXEBF2fa4MHs0goJHR7JFhODNvqDxhpQHGDXvFjT3ApTg4e74ufHX0euWviXuyqNTnfpN77CFD",
-	"rdsUsl7S8LZ596CXj2mTWwvuO+uklPuwhxDJ3d0a0jjancwqzj4iZMLtnKmpdwRDniUsF1fATAHp0MKi",
-	"cBf6sDJDmF+OPgzFwu1usoe9ZW1qNJYkHE//WmyqZ2hmtqvNiQZ/zmm2ELLDeKFy2HpNBZXuWsAS1aQM",
-	"riF3T/QSPOoyqtGtqS4qB5SoNi+ghg2gnHRQ99rShAeTtQmG2cQW6aWQ2ZmcqsidKcE7+KZsqfRVrjgJ",
-	"XUunN6AVGgx5AiO6muv4jcxXsXbzVeVRY/igQc9bqoFbQKcY9yLioLEgjc1BYfBZl/52hmJlkfMUMsfB",
-	"SHSMaXQFN+SGM2wqchRQb+s68KB4IAKrjd6u52BTNz4m4TLlOWjk3YNh3NjUocE1DH42LL93w7K+mtKt",
-	"kDAyQyXMWFW4f7m2+GXrw0F1It1NxL1Gjnw+mNYkmD2l6mJrgIZT/2FG7gVZU9O7i1dmJPvjw+vHh/4E",
-	"mMOP/tOnw/Cc+47b+afDj271P40Hx+Q+4wtgQo5krpZuZzH2o4oCEcb7/iAbDEcyttpEIvFRhytaEyGh",
-	"r1bINSpCcqFNDZoMtdlBPIXKTJRenerulBvjDpubm1pKN0k254blamYSBjeQep0H/T+krzVH4J6VSkK0",
-	"87iRx0dp+IVIGsd27ZD5sROFdvGR+7jfKn509yvuZTmBDslsm9Fvm+ShJp3yxRY/gd3LfNPtOdiY4Sun",
-	"RJ1zm843p6hhochKtvvhNWA/RyOLDlHNXglyMO2+BRVjiv6aC9nlUMvuW/RLm3Tfa47MjyNGeN1aL11t",
-	"ezjn9hbjv5RevfFbKeKLv6c/cm39a6nbc6qWmO367NgALVI3bWV4vrkNfAaX3jm/wYX/oZZM5VmIeSxy",
-	"YEtumtpMpspJ3hg6hW8Q63D9xtmDG3N7ETqb8Zzd7Oofsdy2vAvqqpf0lsLOhTywKgfNZeo6Ih3yYK5Q",
-	"cPZ/TXmeT3h6FZVSLdczsDsO+5rnJez07Nom+2ULM2ksQPfmXuLWbG5tOOvrzlIniFkMRlgAN6WGjPUz",
-	"mPIyt8ds6X7WkIK4hmzQ2utth3PLhBdCioXbjaPbJk+NxCZ6rrJngd3UFty1S3Wxt5JcmQ47PbVo09yX",
-	"+DZ8MWTCeM+FFXLGlGZvQS+EJBNHFdlG1yYTU8blarjtPgzU3WTBQgrHG4zIIOU6QsJxcce73YMO2pp2",
-	"WKCOHek2pZ8rJ97WWi4KadcqR0Gck3axpnxoKJS26JJZDBkGBTEuR1LIAxTFGI7QW7rJRRaaf2TYGH8d",
-	"+1Ak6s91Mm7OZzySMwWGlQVTMqVGrsoJ5EBCZeWcZ8KeULCnnbvRXwEU7m+hDYnNndf3rV4zMvafqwyj",
-	"KZkw0X2uVy5mKBW2sbQJ8ztuMD5VsgUXsvH7zs6pyBGLiEWl6FAOcnENft/fnT1n/SsoLOOpVsawag9p",
-	"90xc0SP62GGY/40PhjF2SCkdNNt6NzoRT7s5Fwun3TScPUP2Axc5uoCq2F8nWDIn4BwzjtuqwQs2qIZx",
-	"iSRUbf8MrGGcTTWYecJgUdiV78o9BqxvANh7r+MFz8EgSnS84Km35GzSj2syLrbMuelQ1vGlR4bhI8fs",
-	"HGSGbOt7VVJI8ytl7Jadex3nshv744YWBhLfJRWTU/JcpdyG4L9tJHIBRpU6BSTgWVG+jWsRSU+qrCUH",
-	"rjuVXm/7HY3mJMztPBgronJ8TPA8r+XL9kJ0X2Yq3z14DR/+0N3vfeitYQp3V1v/K7hO1myVW23bnmvu",
-	"NMS3AjR1ctsga+mbeugcbu262XT0iYWwOyov2+bYIr4d2tKeBjsXLK6tmB072LpSvUb3iV8B33ZzIrHl",
-	"3LKSWyOV0Gy5n2GiU9X1jW01ql/AAjKBitj3GvhVLIzXsa9lK7SjGXajVC7k7J20It9dH86Uu+o3eXmh",
-	"VH44Ko+OnqTuI36CJFxB/hf/F/3omPvvSoL/zX2kH+L2WOjwD7hf9otstMqSThrx1MvN2OZO1zytRPOl",
-	"0HZSrbwf+S0b2BmHPaGd3Z21RKiiO/IiSq1OOe0SK3XdemX9dM87/aIRP/bIsBy4gXhIlvvlThN65d6M",
-	"Tae6Ufdt0V21cRt6YEPrWuyKSVgynpIHgGvwbmDW9/kMqhK7BkHUQuUWTdL46LDD6ZbOg5jR7vQHnjvJ",
-	"yNZi/en5GeZNNEVCypsIkf9+hEwYZvkVyLgV/F7McvXIbyHy59ozjjUSz1V6RYtdbd/uweFFNtlcMSdt",
-	"mIKncIieCe8YPVfZc2F0iU99X2YzsOTCwRFQWB7ZGLvsmjtS1bnKNq8nFb9t1ikPrkVq11Zjn243W5yq",
-	"9h3cdKHBjT3nZo+wc/LTxXmnV2P3IKht1HJbRMdeXgMDv8XH/BknwLXpGwgxCLccAOJfm1O6KYTeJ/Zf",
-	"dkUHqKX8TBFEki+fGkqqod0ysdd+QLtLS1ngBTvSNvEOR805LwofuR5JTKKA2bucno5wji2r3aHU/oNk",
-	"gYS9C2JBwp75HJ2E4URQwb2AIucpfhwOh6yPznxh2ATcbeoeH0RPoOv1Ush0D4dW4XXbCFmghWSPZbrw",
-	"b7hDJWaS53FBoRKJWBqSfpgBkAmD4WzILpye+x94scXG2+nJCK3uOf8lmUA77nOfJjfnRQHSXaZL1sds",
-	"4pLcHAnjmMQatx/tlrxVX5f+hHUbIpocHXNbth2s2yx/J14Emfr85+Vc5SGKbLg9+GdjpRJm5mpZhaJR",
-	"ytRwb8Z+TnfpjuaF6irfw+UVsT1QE0l31GiExDe1KWvdasZvkqxNB5FAlYgzD6670tru8Sbt9FzsZVaJ",
-	"aCt3t7DU5qlNM/6Coim80IZhrI/QSk5vnLDfQSsnZvOJAWnZAjieWgpL3QyAmhWliRoUIh6ixn4uYKH0",
-	"6vuVhTu9LfJcPDt/d4dXQ2jKXq9FSaBO4Fuj4wmXVXbvuhOFHI4YgAQZm/D0ivWdfqHBagEZK6UVFLEd",
-	"4gqD+2NwS17uJusVFB9GCpTSzU47r76mI+qZWhQ5oMPy3KccuUeT3jn3pp4LbPH7Lu+qsXGV6x/cVPGU",
-	"1TQpeo0SGrlkE5gqDQ30jN5W9+0OHbjpo6eutCdN1TGtp/m5zn26r3Y/9f+jJAQ6utVWidsTeogee49T",
-	"02nuuD1Tezde5ftZS9GODzsEYGEP20Z9nnMZOzEt9B3Wz8XEHPJCDMN7lwWkJ5U0QUaDH1X1BaNZGgL5",
-	"4IaNek+OzKgXyZb1lzrprh0umDqlZj3A1Xr/EFM6c5JBjRolPAgMl1yvdnbdre9mRHZGMf858KwzYgif",
-	"OEcol80xmytRYJ5BisbCkOq7p6f9rViA54PRJGdkNxt9l5IS6xnCrch4dqfiV3HrdnXsIzk30TeqSIbt",
-	"sgw1kGyJWVgKmanl/mflPb5362nxM2tQ2tYjE3WqLfjNZaljl8IpxVLi7c4K0ClIy2eQMK1Kmbnbp4he",
-	"MvxmDbxkz2YzJ9dOSsukY/JsArlaso5Nlzs5HLsFzfZ6byaI85XZL2YQOhI4UIrsDMf7n530FmqD+ojN",
-	"5vLV2T9qnXtNvpQW9DXPOwO9nLqyFBmlLgBP5wyzhByL8sgtrP/3o6ba1ZKwZGnBbIEnmKtSt1Nmiefh",
-	"j74nz/gotY5RmwkzVuQ5mwq8jnfmh5evzn7GBm4XjNdWpp5Nxxr7djdNR1orHV0DZcCbhCGjWB/Ovr25",
-	"2TEpKOelTOc/85tteyc0y5UT/Cyj55mTYmS6OgmiuetXleFnaOeDd4ex0ePn3x7d0jsqJHKtc9YHY8UC",
-	"77qpVgsGN7RRgudsUqZXYE3CAuoiGtX5jZOrB/c07O++vWXY331r54ELiRweZPFiByMEeDTSen0OA5rw",
-	"IQtpb0HDJ6LckWR0A8xrLeVYLYrSAnotwlM1bd6lr4qzRcwf2M4jQykXwx0jCTu4XjWnJJy0xvpGj2rK",
-	"c2jAI64HhG+JKr1Fu2sOb2twJqUgPIdUmLgP+wFzojOwXEQsgqfZQhhDiYuIuMdzhF5bzle4+eDEGRKG",
-	"l9wwJ/YVEHXETHNF+XK7gKe4ZwP4Q/QebMd2bxITreUj00yE92PF4e3CSSkfuAM9aA4+zjlsqVe4OYHU",
-	"EcRh4uMOVe7ElMSRuFu8Bb+JatwRsBMvv2KKEQVATL1+HJY6io/jo7d3lyXXor4jsormy45zy2+CPlz1",
-	"W2VD4U5SyKqQOH/3y4Lf7IYvshcwzlawqYnIA0bfDm19hnPJP1Tn/Nc4AH6E29FgiHI7RbPMs4fdt3aN",
-	"rdwm4dQdxEZXxz9teoOV1iFkZbfM9Uao20bS+rkGWBQWcTKVzFfHlDLZRgIN2eCs+XSV8YbxDQnjeU4Z",
-	"YUxJFqIg62hdhuFZLAd+DUxkObC+mXN3v6FdgdzyF0AYGvQdW2LsZRPVlGHUiMFAYNJEEHq0dDr6pJxO",
-	"QQ+GYZROrKvG6B0czCp3hzM+40I24ocZjmVY8aO9ogc1YPBkXLNCVAC/ZfWyhKgDz82ENY2xFmH8A7Ju",
-	"VauiNHsjn8MCM1uVvmISoAIgigUvdEWQyU6m+9pbiRHYE6x3i7jhCgJR2ewmBILsuF4b59gnKjUC0KIn",
-	"wrsFL7i8ipjFbnVB7pyJpX0HO7HCGqxuX9gS7GablytMuDuaPzxBmFUzLmcJhkWjUFb6aPswxqSKvXeU",
-	"447iZMXcIGKQc5UXZ5OWXTePfMoy5QsbxaZcn5B+KgzjGAD0k5o8FLgVZqBaP5baDuw0BcyfEdZ0Ql1d",
-	"0NrEre2hTZSxUAmmQ+qkimiLEm7saddqvccR+c3IfAaPsJg/PoGQ9I2caLhzPg+9tRdKIZdXewTeNo9Z",
-	"TDxxksKp7UhfIgcAERgJK44eaIFwUcma6jNvdp91oOgIjYgFmPbG1XuG3Esq6yMG3A3luw6SUtP86ZXS",
-	"4a4iU332u4ZEvuRqYHUKAkHxco+YEhas78Evf+RyNthxGP4w34UDhVdjzMcD6nd61ncnKN/SFhN4WsOH",
-	"7tKQf3qbUbuKdmxvzAukTvdjkCkkKxAymHG2dHIJ+vGERJDgNVSBHYbWFSuJw3nurYnr120GhvwjkHlO",
-	"GrfmYSNn8odczOYdDna0/l80Y9DXbgzpsRmU09jwaTwdK7BsrqTCjMMJsUEPOt2BDYDOw+8j/ojQfoLx",
-	"IOQZyMAz5yL4HHcNFHqt7CU5+hNWZetdKn7VTNtL2LmHGTqdKE3f4CcSmJ53GKm3hHHU1FH5XpNKgES3",
-	"OrY+7HJ47BkvbgpId/bX5V7m+qyMZe/Qw47r85dU/smtngtP7KcdGQDb1rVPNOcEEVzDwY6xMWs85KGc",
-	"oqGKSNQn2plGWoR8rGAjVxpj03beBZ9Q3O1eXeN8kWgF1XJjrJ/UrkTaTj2eoFku4yGhWzboPpKTws1z",
-	"99CZJjfeFksdTTGMxz97c1DtHEGnLGLyxPNEt6XBKJ12wVBvJeRt8YmLrphfs18cYEXjEZxePeugpK5g",
-	"xOV8dbv/rBQNoLImlAVyJBrPll2+3X+6gy90d3d5JVncglzRNhBvXPjBjqdUjqhPTnPyhWkqdoJZIFnC",
-	"0ioyNqsiY90XSbACb2A0NSG5P5NlJT0nF0W4Ob8G70GoPRQ4nX7TXYjfKJmvoi7K7fwQOw4rHqOA4K2J",
-	"qcY1CJhp248CZLNP73f6MIVphpzocPdF1OJC/Dfo4DOI5obvIMY25NctwII1OMst1mR6riFFdINaFZB6",
-	"xcODSniQ3LA0i5JkjE1KaoBW9o57/zRKDi/48mcfuNaqMrBtuGHDOjLEG+tbARhWK+EnuI0OQlp2hyeB",
-	"s9KARsgzMEM2du2Ng3+7uUaY631aFJcFpAn7SU0uwdLnc5W5D4PhSLbQwnFls8ywcYDiGrP+VFzDAZUf",
-	"SbWSCQtzHSRsHOILxqx/dvr6dJCM5DhVks5NuqJwnzHrn+a5Wgao1RARD64FPHtCzkLskNdexxVkCHty",
-	"hM2aCqL7JzUx3uCNIKxj1n/imiItNPLrY+yI4K/Hrq2Ca57nkAuzGCds7MPuhJJmjLQ0nvD0Sk2n1MAJ",
-	"E95YIyRWt2sbc0bSvTIV2jFEmRK4YIW87laojek5ZGhjwAs52IOEYbkyFs0q6hrMSFrFfHJ/4tSOdF71",
-	"kK/arRvyfqNvVV0D+3/Z46NvmXuS9Tn1PwWZwkgif24P/pFp5piBxFsd37UBxFxYDxNoBolT7VB4UMaO",
-	"ZBh9yqW3Yrsx1iUMsW80DCGYtKxMR6lyw3aLTNluOI2RnIBdAsjQQ3AL8RDE0W868/GBDCyl8IZZJ6zI",
-	"S4TgcAs4kuQldhcVRgB507ltoM0NMEyvuoPqeWTMLp3qyAJ0N+uvQyiip2Eknx49QRMNlytHHpAbGBDB",
-	"uD8LRQjeqEEayCG1pJ+OK5Fn6H67xJ+UHhNBNX4lYCFPn13oiu4KqF5hC27TOZiTkcSroT7Zbamhccwe",
-	"EztoG2MbL3ozy5j1AwPA4Ap3vVv2+LiyXSXBIohWo5EUkr15/SJqAJ26sTVtbWH5TZEL6w7tgmP9TqVt",
-	"PdKR/Oa7b4+OkP1Mnyk5FbMx6/MsY29/+PXZm9c/nP3ofouYxFpM5egYsz3kjEllR7JpVMPB5UrO/D3T",
-	"XlrRNM2RpTqUmAuyDpfZSAaLqRuM5yfH7OOEm8DjErao4m4++XWFElgGOV854aic5EC04386Gcnqznt8",
-	"hMfj70dHA+JZjv2VGojnHrOPhf/wAxf5j1zO/r+GWQ67DjVqPo1HslqY8PQJazxemfzW7YF1fE2jPTrO",
-	"STVW9mQwZGeWTYDOPZfsTGZwA5ljMKRGs7nj/2AMuySLzUnbCDsDa0by4vT1y4S9f3Px6vmvl2f/8yJh",
-	"P59evn1x8evp8+cXrD+m/HIngFF++cHRcP2r8aB66fzNxVtiMUqnc13KR2Ykz1+8/fX16zfPX1wmDD+/",
-	"ef7iV+rX/dnor/WFa8tN0uM1G3doRnLs1giVFFXaMRIl0YS/ZvDnChZojAeQ8GHqg8clC9jabExIKMfs",
-	"oxG/E+ao5jN4lnNjXvMFJAxzKs65nX8aHzv+d+4kEWNBWkKmeRZwZ2wFRbN2MvturTI2Dhn+mV9KJ74c",
-	"RJL7x+52xm5RgrYqsKcWTtCJu+nbgz1mo96oN2YTId00iWW54+ekMJGOZAB0koql7iWfANJOP/c01sTO",
-	"4ZazQPw2AM8wYUYyIOpkdBPZBhxP6x4+CT+5L5qIO2wNcGckfcRdBHGnz4NIcuDGNfZI3pikxCbKzisZ",
-	"PZT+zDN3p7p3g48L52IsX7FSWlVi7JaoLshafsAzpCFAlleYXyNpLM9pKssNqcNXFR6y5+41bxXE8kch",
-	"zd+9R20iqJYfnrsSfR1RNSWJpIFvK1oAUtgkIUgRxJYJKE00voDrhNVkEMSpj7LDu7PnJ9S0xRDHBtiX",
-	"PzCDE6w/7L3yPrViJP3AvEHBhGnEMI7amhDceJy7Hrcqz4cZXB9eP47pkkHhqUoMFUWvqsvTC5VAekmP",
-	"hO4eIkP1QqxGr/aJusc/JHdXnDZqPzQUqL1UnzUV5g5aS9xm5nZNyJif8twdaG6c8E2PjKvURQk3lhV8",
-	"BlWEpBdHKZ6Xz+JwE/vZ5yqt++4GujU9cKuP6S5VT7bVOwm5tntU9atq8sV8V552dyswVMO3ZUTpO5Vv",
-	"aby1V6whXahd4d9YvuZlOQEtkUv569dbpoL95JHxRXV3x6urIY1jUAv7VCsjtrdfqH+owvPjvqC0twaK",
-	"3AJ+V+9S4StSxNCzvTxMdxG3jATX/mOE5IYbJ7tz3AQSd07tsAOEykcIxXxwbxv7x/pXsBp4dEOtUN0V",
-	"hrWjvqAZz9FwoWNs0lTpE4wEagdYtAKpomylI87iLaqtoMPUQ3BTUoU2Jc3hORmdldIrnbwZeOYHsq37",
-	"rDNSwbZw08mmD6nIvJE/9FGr2X68aDELJUfmKs/cAu0TyLBvoKXpdlFWC5FySVEOXoVMmpWvGFlZcl8E",
-	"a8dU5qrMTSQE5AErIyY966/4XQNV6nN390TPe71kojmfsWuwmTm66dMLloY9gRymQgoz32cVtheWva6C",
-	"5HdIz3V/UPZvKU2He0nvtUUbuNEe/bKX9N657aaP32NEgBMgyYnhq1Temty8GzKFrydcAz/7NfkQ23oD",
-	"aamFXV06MgmF5riOhbedSjQhWqwYhYl3P71/y4yYSTJzcXYFq7DGvkb8I8N+ev/yctjzRarRE0ftV6OZ",
-	"W1tQ5WzRWSzFdezExtpWgIxETR27PXVivDe6HodIEKoLMkjYxKmb7J9qYkayT4L6IGFGyFkOVBeif66y",
-	"QaNyFD7M+l4IGiS1y4HEINeQL2SSoHXkoH41sAPWb8j+ZLjhpVUm5ZgQjmqrANcSKQuDypzm/Tqt2lC/",
-	"o1VgrUDGkL0zTk1CU9pIWp5fuVtu46nxjy/essPrx4dO2jdjChaqvAhmo+4M2qSBp/PhSI7k27kGYDOt",
-	"ysIk3k52LqRPAToeyQP2t79ViUin52fmb3879obkhM3AJthh4rXBUG1rSC++qQoNu1FkMClnM7c+oZ1d",
-	"aq+MJAuf0Q67XoLlxBfVwmIfTpekeh9mDnlOhRjfw+RSpVdg/ajOpBGzua1GwZvypRc8+6Ewu9JsiUbY",
-	"jHHjxnKJNvaDSyecvKCHcfwkDDiFfdwq6zUeJCF23RsY0azIWGkwpbWqIBOoodpatz+ndZE7Dw/HGZ0w",
-	"f1KxgvMu53YkPRr2VMwwtMqd3MGQXagcPDBeXU3pmI2pOtMYYxJNMpLjqkrTmPHcqApEu4oUT9gYDer+",
-	"9wWXaCdoBO+fjGSsfFHmjU2I65MwIdO8RBt/tV7NRXl69LhpQuK5ryFTyiuplvKEPT16svmA64fqZaLM",
-	"eVKDLteJBY1aTWbpzt7To6dUl4szTIiSM0eCuDEXbllYvzoB3v9AkfGVJ6fmkwRPkrAp7QrRlGFK0r5U",
-	"u/8SVgf/zfMSQu6jo0+3BziDnM8cuWphIYTGoTSINhhsE4VllIczyAXVIWV9hDcJObruOLIA9zQpjROo",
-	"6ba8eHH6/OcXIxlU+Ar4f6JKmQ2G7D26K73FyaMKKY0J2WTC8PWChEULDLHuRj5hL+ldB1NN7/HwaHgU",
-	"EEF5IXrHvSfDo+ETX10HbyvH2JoKuM/Sr4o6nWW9494rYWyok0pAsoWSHvbum6OjYMHwzljkg3SeDv/p",
-	"Y45IjNqxoj7aSPBGi5dqdVN6evS4q7VqeIdUw1JpTFHCl57c/lJV5xLf+Oa72994q9TPXK4uQnIkCgbl",
-	"YsH1qoIJ9dS3UaRp7bhiAhufGUqKRjba++Daa+7T4Uf/6VPnjv0I9lkDkPJh9yu2V29r6/OX3K6jp7e/",
-	"EaqX3tP+OvmqtrNXKT/I7JXKkbsSM9hxt93p1HwBdCQ7kr3qR8IunHM773360Ekrh3Udns9pH3kHVXdq",
-	"k9yLTASae0U9VfnC3yvSgu+F6BoVpj61ZXerSyqk+oeSuxfyGjBISJhHt9PZ9zwLqdJ/4iPz7S5dNCPu",
-	"2sflEqxPVMIoDN6ESEay+VyeePiRoH4/fSalJx97AqPnqBAdxQj2qO3eOtklDRKqq8LojGpCeeScWDGY",
-	"D2hAjHBwQsj80zDxDqr+S5IoLT3rS4WpbWbOdWYGTvavMJB47Qfeh1pRY2xc2tG4tTQX6ADFZE+rEGSS",
-	"XHxNNRMTzFC+5lTfUxgU/lNfrnmjaCPr19Uak7VSjQOvxYp0PpKNgp6NWp4keG7KhS8FAbY8GH1W5Rsj",
-	"BIqdJ8xQ+sdkhV7ju1Pm/Qh7ZBZolqatFRDmVCgTrVULPJ1vo51QhXSrlH4eHnrADWmWJonsSTWEP3gb",
-	"wno1lVQKB+ZMqxwYliq4dbkbRV95UZjDj7woPh1SfThz+JE+3OGu8ctU3TWbnPe0KLyS6LpwGriaokk/",
-	"ciuhZ737Siq4taDde//7Cz/4/ejguw/9Xw78p49Hyd8ffwrfD/7z32KpLNFKRaWxauHH94iq3qJDq6r7",
-	"SkEcTkGWyrK0KBGnw2vqFK7ZCtf2+rDPxducZ1WW7wGn2riRN6eMMHMhiriaONa4IFuY9RtX176lyJeR",
-	"LEAfFCoLeKKZuBYZLY43NJwWxSPi2oMho2KChs2UD8QcyWAABc2UZGOKvvCE6OO3PKlSxJH/jhdF6296",
-	"wwcl+TTu06IYyQVfsaI0GKbjrj0/Au6xx1j/6TffMT5R1zCIXQbnpZn/3Nyf+xb8W1UWdxL9v+kooFzV",
-	"0GRFOcnJgfLXEtLvxkM/W3I6J/LxC+zdC0jWLV7B+pWt0zRAbhzpNsWnWhDZlS3r2r8WlbBO1zF66zEi",
-	"2KxhvsY4+bVQHLPCcTWKJhtJhAp1b2FCwdB3OMSvx436ncE3ZrxwMhiyU/xiJBelCUGebFrm+YpVyxki",
-	"eJzYWY3UCQsY22YUmypN9swJv/KmyQbsLkYEUXDpCeM0B4w7WIhQTX4kM59BgIVZNDfzg1ypwme+mlax",
-	"dfTOF6BHcm228gcKoh0nftmwF+yv8jLhXxOeXg1HVEvAHIeGD9xvBybk+ra+pVyn8JVPxx3J8AUhIh9g",
-	"u+yUdo6CoWlDMywhiV5YFtCQY9zqR7DBGfuAolKFFBzXrXQNJPyVkbQYyWngG0gTk9UB+Zk9XfbJd7Iz",
-	"70geQjb7o0SxD/twws8whvypF2FjPGPkFGMv4TeZGKFKIcTRCRaiLRcwZiGckqRTPpIemwPpzMl3iO2O",
-	"4U6DEzYuZabGIRC4yeCCcEbA6W2m7WHlTcXS3QubcPEhFtf46CrkVp9negrA0DRbNEFlai/zE3mW4Qvw",
-	"yDrCNM4ka6dhZYGqhkrpp2GnfUqmE5C5U/wUFdgm6BfvnBv81QS9ox348zMlp7mgMKQ/SjJsRiKQKS1T",
-	"tXgYY/P7S4K/BQi9Lp8YYew9IDH7IqablFxVN/3XcVyeNjz3iNdGdisMq0D3lsdy+3wPVuuq+XDL/h5+",
-	"dP3ew4UWYbFVpdTbGGwIY+0lvRDHijU3qkDWLmZbRgjzskmY9683N8H4vqi/bPth+Bfzk92H22v9QGFM",
-	"HkoRYl9PQuR0kG3IHH50xPzpsFH6LaoLv+DpnAVYUtyGhoFJQ+pU2uyYUcx1UVrD+gHnwedt8mxV4fQm",
-	"zGdNe5MYGcowfNqj1/rsrRDrN5IexLaF9pvOlQHp7eOrpDaUp75upZPWCLbXKYUep4VMbC1MZW6UTLBO",
-	"RQWcgSp4NWFh3Ps0yyrhOhPTqdMrqviiQsO1UCVmKNNoqlxeFAJH8skRMx0KZhtz9gEPWrujDjkq0MNX",
-	"ZXND2axxrTWkjsArtN52uYRdFM97ugWTWx9/zRdw641ZxQ52soEfMFXA6TrurPKZkByNMrVPDb2LWEWX",
-	"L2BI8ZnRELyUp3PMOdv0S72vxrGxKuvRypjKKAx12+dyxVJu4AT5pJquh+PWnoLfSsBT5q9yn5tXH6Bb",
-	"VUgMLPHIA44xja9g9R/Ix8as4EIbZsCN3S9LqhYLbk4QZhJNepiY2zWcUKdmj/HgUtQwwWiBFMG21T8P",
-	"oD41Ul5IvagRgmIjCahve4zk3El8RvwODRiEo6M6qf3x0dFRZ38B6rfuz9eX6B279xpA/49jmEExw0Mj",
-	"GdKH5U7b3DokP8bGU+VabluCD19A4e1yoL6RgBNoupDNn1xt/Xxtw61GS0JaNlhGYK71d5+rZGxz8oVY",
-	"WyaMuwmUkxAcZaQ2Xx2HMGiGWD/ela+VnDFHQxjo7QSLfxJ8SUgwp6cRhtPOh+w9CiySjc8yWBQK65wc",
-	"vITVOMFgZDQ+jSRlAVRWp7o8mQe6Z0IaC5THMeUi95np+BpmpiMuS0Q2eYYNV4aXfVeyMeiXsOrRYbl/",
-	"vWUD6Gkn9eXxFzFM0Qr+6b2G+9qGHj/Z6Ri/4tqra998s8tECq1SMIZErz9MzKM9a2SjdDCWHaSpw49O",
-	"vPjkVS3iIliQckO3R8iI5lFbI9enmyyIXsm+CuobO0gr09jBEwpuo5R1X2wihvrUeYV0GQq7N+zLG74/",
-	"gxC+fDT8j2jnqHO226iLD3GV364pvRQyu4NW1WGtw0TU9on+s9x9X4Y23/nE6//rjpS/9GXpoSfbuZuE",
-	"tiUzH6l/X/fnYQ1adPix+vzp0Gelfr6l/0H4Q9yDUA1/qxthZzesx4p71mr1T+iI/epV/Zc625Fsbyw5",
-	"i6JToQgZICYn7+iI7TroNUZRPAHCV/gcY6btOPgGcIBZhRho2E+Xb157JZoe/Q93wMasr/RIjk/TFAp7",
-	"zCzcWOrxgDLYx4Mkkl1+TJ4LfPCRYWORjUdSGEKzDNAvLWTakMXuE+O9XyDkbdg5t+RakBLF0ljOOuvP",
-	"gWcE++YaHuOZGrOK0wxGcgYV7GfO3YmjTuGGpzZfIYZuTLkPx5hmt6ncx2xiuIgxg1gF+95hngx74jmC",
-	"W7aM9blhrel22gbxvVa/G9BN28uAbgR4Vsi3wrAFl9UIsehLLoytTZi+ZKJrnSyYJ21YNQQDqFgdYgaJ",
-	"7MGsnNgoEUXdamsV/zCDJQ7AWyuT3saxaje0PrCNq8TT5dd46w0v1CZKhg/9rcKVDWEhUKkbD5vxR/ie",
-	"7qhR3eHCuCGUxuh14WtCIIR1A4SEfS8kRxMAIh0ZlnKtV4wzijHyiykhH8mpynOs1DhZIYboMTtixmZC",
-	"sn7g5sqDfhPyCeKW0hO++cTjflCTDNvnObqL01yFiGp0FiHmPPrSBwl77JpRpU3YN+4TaJ2M5BMGN8JS",
-	"VBt+SlUG7sbLIBULnuOddlJVbCLWJH1Hg4Q9dRcPOWrWx3/Mxh9HPawuP+od//tRMurNwVHLqHf8zdNP",
-	"42hOx4sbSC/nkOe3ue3e1nOsQFm5npVUMrCvoYBQZrS64RwrhZsix8ItJCHH/TULH17TLU/vChhYMdqI",
-	"TyjI13t56CCCoEigSK1MADLbh2riSkK3d07d6rWMvWbt6tbrO/YekvL2N9dvlsfEgtsrcbkUHpXYw8ZX",
-	"x5EVWlmVUgmMrxy/JYeXmEjsj42gPyrwJUwna/C1hwpu/7Ow+lzNujUDd9Kc1O9tvRh+iEks/XFTrrk5",
-	"kJmTbZykrzQrco7V/SSYkSw0TMVN0yfnFB3EPqp0IIwDaisQ2MZ4OJLnWt2IumLeOpzUwZSniMotMqhT",
-	"ASdlNDjoEgWnV27GO8dDVKPc5ti+AxN7CVB4TcaNX8KSVqyrG7oz76IsYLOuAypsQPEMXd1gJSuP+n+f",
-	"GoJfUC/Q05Cc6ut0wFuXGKv53+NgfsC1pP2dIt6qRPrxSGKeKlEcILh5lCsgN4ADHskCYdnpemkjyQ+a",
-	"3mH0kpS2KO2xE2P4xKi8tE52Sd2OoVc6FJUopdNL3clNE3ZoViZhhxlcE/SZgVQ7tRSB7Eey//ToiJDF",
-	"l8LAYMheE2jBHFiV4UfJ1n26BnMgqHjuztFIhhtx7BZ2HLTsBhPkhtDmMgUG4/ewCcw2E2YkK9AwN2zX",
-	"KiZhVKU/CkKm5+zp0dMT1qQobJCA7iuMA06NuzkNhuwVUgaJjk0YsBVbggacQiNTY/2MiBzWlcFXIGd2",
-	"7tTBb54mn6m/BT63B2qOmrkZ1Roc8rU9VbdXakYn5utdvn6XE0f3FQdmpm1A80Jhsl507K9+pWOg7p/U",
-	"fN9pcsdY0Ad272Ef1cH487j2vpr5/0JmfkLa8glWVYQ9IZgiji+Go1UV3u7Pyv+xev/Tn9d3F08f7Z8W",
-	"xXG9WHPIMeL/d9DqxK9aEkoBJs0iYMcjibDHvnweZCc+qJwyKE6LguUwtWQaorpbmIiKpf1UMR7JPsks",
-	"XsEheLQs2aiZ1UKCv4LCUtU/y7WvnEQfWR9RbjAmMBSCGbL3CLnSkHgq5Cgh1yOrO/NQa25wp1RUN92e",
-	"xwbvVYX175Kc+mcK0vnKLf/FueV5J1S2Y5kBIHtnp6iGBWSiqkgSNWqcg16LU6tB3Rrv12XpWd8nRlEu",
-	"1Ugaq/SCTTTwK+/BdWqsr3DHMrXAmpKojlWFrqnSsPHV94jpYM1FsmrU3Xok+ApK2WtdiPJsxKLIVyPp",
-	"UY4b5XUxvcCneomZ5DkzADIh7QsNLImbgWtlLuRsJOe8KEC6ZpesP/Z198cDqhhIhbcJL7KqWZJUJmaf",
-	"09QF8NHYg1vNLLBR4C34CWmJ/Nedhts60vCPcdI1JlsV3I1yLF//uFEy5Guk6QY3eO0ORPMwNCusbEvU",
-	"vIUXHFYV+uPpBy+cyhTAF3OfYumNJDPFlDwJQBIG6+F4OAniWtmQnZaZsAilz0ikOWh0Pt7MzUKu1z4n",
-	"D5OCXPWAPX5pnWffw7GemuzLnNP+JzXGUWAKXyF+27YQVSCZNg8QoZf4QIzmSjbAMZc+/offy1HzEmfn",
-	"WWueFXr2lsNygQ99PS1fT8t9npZXwqmF7cvG7TqZEJur6F3N93ZYTC5uASP21nijcnCi2NIc+1LdQpIP",
-	"rq4bXrlU5qrUIW16JNE1QeJgQA/oF1xbwfNBeNu9NvRFf40NteVBa6XdHxooxKJR5oKFZwm3AKuJ4BVJ",
-	"ucgVurEvF4KSLtVHFdY/XsEGsG9vbljf747IhV05IfcxO2A0gsPQ1+CExpHzUqZzjMmTKT5c5UJThB4K",
-	"yh7drmUFHslZVaeQ9d0mWcy19qXMfMEdn79LsMumuv6x7aRGAKyb8qK5dsI/ZNULoeggrXJCXpcwVJT8",
-	"JSZmaOCLIWtABLgpXUFhgz9mvchKCEvS1owkhcQEAIUAPniu1cIpMqVhJtW88GEwWLJWyMzxJdXAWRjJ",
-	"uo9xANcdsz6BnP5qcvHr38aDUDweFQcsPA66C3rh1dmDYiBfvjq7BW6hOgt/NA5yNZBwSr1ed5DDNeSN",
-	"3UiaJxoT76nI0YGQHj95KyJJSdFY3RzlBV4CWlnP5HJeJW77d8PQEG5TIuKHzhzzC9rlSDbUSwL5IATP",
-	"VSh1hSgGa9UQsQwH2s34NYxkKAjllF6UR1BppjC7fuCqGB8A+gA1Y6w/1AWA/i7M+wHJzffRlTH+ljCU",
-	"pfnXwcMhBatJC6YKzBBYM2qmwZi977RAhY3UzK4cP7+oX2Dftu3ZX1iyeSPXtphsOh6mrzLiVHvdOLcJ",
-	"HtoETyxhjzh62ZkY9nWg+n1aT/yL7xjBAqBtyMOmXPNc4A3udIkIP/PRBt7CLyQ+T5AAaFDjC8gGlMuK",
-	"XM8jBPt4STt/ZJi79fGqHTJKzXJXIKfxXAEUpr2UIaxJq7xpFBjJsQF74Ic3jsN4tw7GA2g3niLOkfi/",
-	"rGazw3l0W0g11/7SeGQ+GR5N2yHTr301fybnPeQTdZfcvY2jeKvujh3VNL1B0afu94elad/6qS+i7Kn6",
-	"jyTirzWotgF+OYpYJ/ik8pdiIfSWhDjNsaBpgdUeDZWfXX32CaltwQ9wQl5T8SK8N4NWRvMpOCZIOTEL",
-	"XUGMikgP2T+UVFiN0qmGTEzZTLgPVAm+oTngBaiWMmZu7j6GaMr6egy/HsO2y/Xe752G2feBLx5vNO4m",
-	"eTIYf6X5rzTfzL0uF7B59+RiiphdlSnDM1+q7kEGj8tXb9AWh1lkaV5mkO19WpZzxReiUy1+P1eni7OH",
-	"VInPMpBW2E67GVma/kij2fu5Wqt8XZUQx1LewlKVgbgxzDUFaandFB3X8eX6j3/54JgK5eIRPyp13jvu",
-	"HSKz8Q1tGOGbheEb6doNVMCNSIYtJeEjMVyxJihDt6qqbpJInfC6qTD3Tx8+/f8BAAD//w==",
+	"7L19cxs3kgf8VVB8rsrkPkNKdpytW6murhTbyTpxbJ1kn6su9C3BGZDEaghMAIwoxo+/+1PobswLiaFI",
+	"WXKyOf9jU+QMXhuNfv31x16ql4VWQjnbO/nYK7jhS+GEgb+e5aV1wpxzt/B/StU76RX+j6Sn+FL0Tnop",
+	"PtFLekb8Wkojst6JM6VIejZdiCX3r7l14R+1zkg17336lPReZmJZaCdUuv5JrP0zmbCpkYWT2vdxxtJc",
+	"CuWG6UJbodiVWLM+d2yprWOPn/w7Sxfc8NQPc3DKODPCmTVbSbdgbiGY5UsB73CVsanO1v6B0igLv86k",
+	"sY7p0qV6KUa9BKe1EDyDedDEGkMc+jE2J7TkN6+EmvtFefzk35PIBH+SKgur1p7a24VgV1JlCZOKcbVm",
+	"KbeC9c+KImG8KAanTCvB9IxNfnjxlh1dPz7yT9tJNdD2+vsfD1z813wpduwo/HdYi+dG/1OkbkejBT6x",
+	"s92COyeMf/d/f+HD346Hf/vQ/2VInz4eJ399/Cl8P/jPf+vFlv1dMTc8E90rb7Tj/k9W5Fw9sswPr2Nl",
+	"D16HT/5hW2hlBRye73h2IX4thXX+r1QrJxR85EWRyxTGcfRP68f2sdHsvxkx6530/p+j+mAe4a/26IUx",
+	"2mBXkblhZ0xatuT5TJulyFjfrpXjNwkr1ZXSK8VmUuSZTdjKaDVnfg42YVOesfrkD06ZuBZmjc+ywuhp",
+	"Lpa+3VxaJ7Lep6T3TKtZLtMvNDU99dTDxI20zjKeG8GzNeuf4YcX8PUggdOtC2FwizMtLFPa+WOVr5nT",
+	"TDoLZ49pw6zjTrD+O2XLotDGiSxhYVKDxD/hW/u11M6zl1lpBXKPdMHVXLD+f/lfXtykQmT+1Yr3TI2+",
+	"EoqlvEDGZHVpUuH/LkTGuGPHCbNlumDcsh/O31nGGR0OtuI43rnhCsYjLXWdMauxiwmMaJTLpXQTdjzw",
+	"e/G9NlOZZUJ9mc1IeZ4Lw5Z8DaPNNHMLaaslK3LuPPE9sqzQuUzXreXLdFouhXKsn+pMsGroMJHX2n2v",
+	"S5U9/Dxea9wEIqy+NjCXa2nlNBeeVlw1UxjaW61fcTMXX/Yow93lz53v2i8vVzCwOXdixdeMp6konKUB",
+	"/szVmjiO/ZKk8Mgy4w8TECXQgT9oqlxOhfE3mS6EYtYZwZcWiNoWQrlTurX5zAnDJhf+j+GZ/2PCrEi1",
+	"ymwvoWsZptN4oj18YsRSOTEXMFZ/FSheuoU28jfxZejpmucyY6kRmVBO8hx25Z3i11zmfJp/Aco5Y0bM",
+	"PeezwlzLVLBMZsgAlV0J4wUOJ5fi1H+3kGrutwIvBafZgl8H5pY9+NYURqfC2i+zLG+bbEdathJ5PqTr",
+	"cVo6JhVsXRK99PDGI271Ep/0MhrxOuLc4UZa6DxDPgeS6kqbq1zzzDLpgF9iM3RU34dfk8DVw20xqd9M",
+	"Njg+sqViMGKvaRP9rbEy0jmhQAai9WiI7yBcGX8xOimIM5hMKzwYtEVTrXPBlSfaheC5W6zjP+Z8KnJo",
+	"hGeZ9EvM8/NW4xtyUSWnIa/FNqy7FHhf+Y3grnfSy7gTQ0+f25Jd0lt6akHuu/UbymuRHwqtd490Fzmd",
+	"a51HB18WfqTZ/mP/TSsRl5tr2fKXIG7Cw/UWJPVWfYiMhTb4lUQZs73J0oll+8Ou+QZaqafMjeHrrXFi",
+	"Y9HBaIXLvD2UXdtnBKdzvvWTl9FKG6dD/Oa2VYVfq4Y6Ru2MzrfVhfcL7mpp0iKDtMJ5dWHzNCnHpRLm",
+	"QljHjdtJc/vRzNYwC+7FwPhSGOxWZGdu/x6MznNduria5A8ooycaEnWfK3ZWFI8s82Q6nK6H/v/w4GB7",
+	"ZfgBA9KFf1aocuk3jtocwrx71XCHRthy2fyiVJlubGzj9HeuWGx9rdNeQN/38We6DAaT1oQzYZH0GrOW",
+	"yn3zpJ5xdRcmvRmX+d4Pww2z77OlUn4Z9nvalimqMXs9H10Oo9WPenpRRs5+Wl9CW3t00AJ08nky5TTJ",
+	"5yx18tqTyWU1t6T3PfYWIxbPBbMyF9lbiQ3tR7MHr1yE49cWtDCPD90rfFlxxE3Rjx54ZFmYC1i/TKks",
+	"mJpAcMCuvB7hSFaREX7GcfG2OrkolfVNFUbPjbDWv7nHvjUIYJvTLAVoCZGR+QHTpJjSq1Fs/UGQoOke",
+	"tnPwpt89a2dlfti7fk3js/lRT9sDX/JM4KS8ShRmeSVEYVl/Ia3TZo16kx0kTOeZ1/rAQAlWqb0u7vrs",
+	"bd3dnkK9spV1crYmQdK+x8jvORdLrbq4XloaQ/L7HvRwGI88hO3FRLM9D2MYVFJNJnRdN9u9MN3HEn9/",
+	"ZOnDpXAs9asojE2YLZdeCdHXwjTpw8LJLepjsX1Ep2Ih0U7S7vBZaGG10FY0OpWWjDVKsH7OnaezuVDh",
+	"ZtdTrzOKSgkqdMZo2shG/FIMWjTZJbNUpBdmc1cJvEVzsVvn/zLZkT77s3A8445vn8n70NO6NSsy52/R",
+	"35sCezply9I6Jn4teY6aMneLRzYozKOo9X7rcozNHNX8iEabRW6sl0G1R2uQUE6mHEyrleExYcHqmLCW",
+	"PTlhGybebbX9gjvxyjNv//NoFL2i0N6+txr2vX+cTBnbR2qXHgVmAtjvPH8z6538srsjmNyF8Mvq1+rT",
+	"h5jZhIzZZNibadNeE2ANm8viV+FmONdDP8KhvZLFUBNVDAvtD4Lpncx4bgVtubDuZXa7Kgc7XC9BlDau",
+	"iR20aUOEr9sT5NlSOti6SvpLPIEWfI40QlI02OsDEaDEmrBM5AIeQjWjc/trHrvJHv76NMpMZISrn2sL",
+	"JzjIcWjme2QZzIxMq6estIJxy15x64awFMOXzzdltI5er+g2uSfDS80etpnMAaLWpukh6yUNTyK5PkmM",
+	"xk1uLTh11kkp92E2QZK7u9Gkcd47eVqcp0TIhLsF0zNycos8S1gurwSzhUhHTiwLf++PKmuF/eX4w0gu",
+	"/e4mB5hlNqaGY0nC8aTXYlN9CYZxt96eaHAZnWVLqTpsHDoXO2+zoPldS7ECbSoT1yL3T/QSOOoqqvht",
+	"aDg6FyB4bd9TDVNBOe2g7o2lCQ8mGxMMs4kt0k9SZS/VTEeuViXIeTmrzMPAgFdevQC7ubDo5YyodL7j",
+	"Nypfx9rN15XTjsGDFozVqRHcCSYd63OSJAeNBWlsDsiMz7rUvJcgfRY5T0XmORhKmDHFr+DWCgui8Ezm",
+	"IMfe1nXgQfEgC1bbxn3PwQtgKd7iMuW5MMC7B6O4TapD0WvYBV1YfnIxs76e4a2QMLRWJcw6Xfh/uXHw",
+	"ZevDsDqR/ibipLgDnw8WOCXsgcJ3sTP45JFlVszRIaJqanp38cqOVX9ydP34iE6APfpInz4dVU6Jo4++",
+	"+U9HH/3qf5oMTtDhx5eCSTVWuV75nYW4lirCRVryVopsMBqr2GojicRHHa5og4QEHhWpNqgIyAU3NSg8",
+	"2GYH8RQ6s1F69Rq+14GsP2x+bnql/CTZgluW67lNmLgRKalG4LFCta45ggW485WIdh63BVEECi1E0ji2",
+	"G4eMxo4U2sVH7uN+q/jR3a+4n8qp6JDMdtkGd0keetopX+xwJ7iDrDzdDoatGb7yutY5d+lie4pGLDUa",
+	"0/Y/vFa4z1HcokPU81cS/VD7b0HFmKK/5lJ1+d2y+xb90ibd95ojo3HECK9bOcar7QAf3sFi/JdSv7d+",
+	"K2V88Q90W26sfy11E6dqidm+z44NMDL109aW59vbwOfiksIJtrjw3/WK6TwL8ZxFLtiK26Y2k+lymjeG",
+	"jgEnyDp8v3H24MfcXoTOZoiz233dKI67lhNCX/WS3kq6hVRDp3NhuEp9R6hDDhcaBGf6a8bzfMrTq6iU",
+	"6riZC7fnsK95Xoq9nt3YZFq2MJPGAnRv7iVszfbWhrO+6VP1ghhGui0Ft6URGetnYsbL3J2wlf/ZiFTI",
+	"a5ENWnu963DumPBSKrn0u3F82+SxkdhEz3X2LLCb2tC7cakuD1aSKwtjp0MXTJ+HEt+WywZNGO+5dFLN",
+	"mTbsrTBLqdDEUYUt4rXJ5IxxtR7tug8DdTdZsFTS8wYrM5FyEyHhuLhD3vmgg7amHRaoY0e6Le7n2ou3",
+	"tZYLQtq1zkEQ56hdbCgfRhTaOPDcLEcMwpgYV2Ml1RBEMQYjJIM4etJC848sm8CvEwqewv58J5PmfCZj",
+	"NdfCsrJgWqXYyFU5FblAobLy4TPpTjGQ1S386K+EKPzf0lgUmzuv71uda+gTONcZBGwyaaP7XK9czJ4q",
+	"XWNpE0Y7biH2VrEll6rx+94+rMgRi4hFpexQDnJ5LWjf3718zvpXonCMp0Zby6o9xN2zcUUP6WOPYf43",
+	"PBjG2CGldNBs693oRIh2cy6XXrtp+IRG7Hsuc/AUVXHNXrBkXsA5YRy21QgSbEAN4wpIqNr+uXCWcTYz",
+	"wi4SJpaFW1NX/jHB+lYIFsy4wcEwiBIdL3hKlpxt+vFNxsWWBbcdyjq89MgyeOSEnQuVAdv6TpcYrv1K",
+	"W7dj517HuezW/vihhYHEd0nH5JQ81yl3IVxxF4lcUAgfEPC8KN/GtYikp3TWkgM3fU+vd/0ORnMU5vYe",
+	"jJNROT4meJ7X8mV7IbovM53vH+MGD3/o7vc+9NYwhburrf8V/CkboWz8pnJ1dHDdduhnM050yTFGFJN8",
+	"ltqIZow/XMZPnzyJulT20Dl2m92Joe+1em+lMDj/CBte7Z5+fOYY09HXMzL/+fEM9ppXpyaCU+rcOnDM",
+	"dStg4IHajqD2jXoWzAsL/i6/T8EYzM7qfA5PypnfvDqxAw2BS3/bs/6xf3sqIcJm0MoEycUMss/YTOe5",
+	"Xtm2R4dkYejb/+DHM2JvgUGDSYuVKkeXIwOR1bfdtt4yC4xehbFsJg9gX9s24nlR2qh2GxGiw+4c4Opb",
+	"iqU26+/WTjxoLzLP5bPzdw/YRbAaPlDz1mnD5+JhF+pT16mpPcLbEQXhQMXyQIpTduxVOhXomaidzLD+",
+	"Bl3hMeF5fg/8rHUH7tFWGND2+NOiZH0gm1QbYQcJQ0pl/anfgkHC1LXMJB+lenk0L8oEDMNg0/f7VD+m",
+	"TYP39SlQn2lVZ3g9svUTg6iOJTtsbSGU9fO4Za+xDgntJ7XdXNEYS91BFzsDPMGNc5ihttP0R43tdDJe",
+	"iKXIJBimvjOCX8WyH4gY48JVqnUu1fydcjLf3z6Yaa/6bBNXoXV+NC6Pj79J/Uf4JJIgktMv9Bf+6Mno",
+	"N60E/eY/4g9x/5To8Jf6Xw4LCHfaoY0uEuCktlNCOiOacCWaL4W2k2rlaeS3bGBn+soUd3Z/eSZCFd0B",
+	"a1Fq9fJLl5pt6tYrb5B/Xqp5M+z2kWW54FbEI1n9L3ea0Cv/Zmw6lYZxaIte9Yj7FAMb2rTqrZkSK8ZT",
+	"9IhyIygshvUpI01XauggqJ5g7AMXHTw66ghCSBdB7Wp3+r2/x04w1wrNHGfnLyHzrakiY+ZbAjYZpWmE",
+	"/lJy/EqouFfwXtwU9chvIfLnhhjHBonnOr3Cxa62b/+cmiKbbq+YF1ltwVNxBJ5aChQ519lzaU0JT31X",
+	"ZnNBkiyMgIR48Ll0+Xn2pKpznW1fTzp+22xSnriWqdtYjUO63W5xpkkYiIQUiBt3zu0B2ToYtxDnnWTW",
+	"O4CgdlHLbRFuB3lRrfg1PubPOAG+TWogxGTdcgCQf21P6aaQ5pCUKdUVLaVX6jNFEIWxTdhQUg3tlom9",
+	"pgHtLy1lgRfsSdvIOzw157woKOEnks+JeQZ3OT0d4W07VrvDyPd3lAUS9i6IBQl7RqmNCYOJgMHvQhQ5",
+	"T+HjaDRifQhukpZNhb9N/eNRwRl6vZQqPcDBX5CtL0IWYDE+YJku6A1/qORc8TwuKFQiEUtDriSzQqiE",
+	"idF8xC4Ez9b/ARdbbLydnt3Q6oHzX6FLqOM+p+ziBS8KofxlukKdJivR7ZswDjAEcXv6fjmv9XVJJ6zb",
+	"MNvk6JASuOtg3eYJOSURJBhZVgudN+0iOxjF1kolzC70qgrNxUzT0cGM/Rzv0j3NrdVVfkAIQMQWi00k",
+	"3cH2ERLf1qac86sZv0myNh1EAvciwQ3iuisb+B5v0k5P7kFm5oi2cneLc22u33ZrLjG6TM8q04plfakY",
+	"R4iaBCyWp6wyOw7ux773eXa7z7DH3dHOFrGfbTjEg5Uj2G9OmE0Nd+mC9YEpPJdmwKz8jeBMbIL+WggK",
+	"1lkSUrOstE4oR45l9F/F7fS7Rhul0Toxe+OgTbmqUBu27NYQIQIRoyJjU55esb5XgIxwRoqMlcpJzMQJ",
+	"geDBXz24BW9h+26QGNCLGp42zU477+Zm5MAzvSxyAREm55RK6h9NeuecbFEX0OJ3XeEw1sV1wr9zWwXA",
+	"V9NEfwMmqnPFpmKmjWhAOfV2xtvs0YGfPoRWlO60qdum9TQ/NxoLL9T92dL/aCUCHd3Gj3B7Qg9RvkSg",
+	"aZ32mNsROPZjptTPBvRGfNghYhZ62DXq85yr2IlpQcGxfi6n9ogXchTeuyxEelqJO2jV+EFXXzCcpa3A",
+	"vMa9b47tuBdhvCR1oHLd4TOvUyU3MxIcOfSZNpkXXWoIQ0mIZFxxs9471mJzNyPCPeghzwXPOkM84Ylz",
+	"gPfaHrO9kgVki6VgzQwQDgeGRr2VS0F8MApeAexmq+9SIWAKA0QvFc/a1/wq7iStjn0klzL6RhV6tlvY",
+	"wgaSHUFmK6kyvTr8rLyH9249LTSzBqXtPDLRKIglv7ksTexSOMPgd7/m3F+OqVCOz0XCjC5V5m+fInrJ",
+	"8JsNfKwDm8284D0tHVOeybOpyPWKdWy62itCpFsSbq/3NvAHX9vDgrxFR8YdiLmd8dP/s5dihW1gH7HZ",
+	"XL56+ffaKLAhACsnzDXPOyNzwckvM8w1EzxdMHAuMvA8wzus/9fjpl7YkgdVGRXMKtiZhS5NGwoBeR78",
+	"SD0R48OUaYZtJsw6medsJuE63psfXr56+TM0cLvkvrEy9Ww61pja3bZtGaNNdA20FWSzDvEgnH17c7On",
+	"wzTnpUoXP/ObXXsnDcu1F/wcw+eZl2JUuj5lfGr9evp+dRl+Fm2xtjvuGB8///b4lt5BY1IbnbO+sE4u",
+	"4a6bGb1k4gY3SvKcTcv0SnhRPEAAg9Wf33i5enBPw/7bt7cM+2/fukXgQjIXD7J4sYMRooAacA2UdAY+",
+	"BpGFPOVggkCi3JNkTAMvcgNKQi+L0glwq4Snatq8S18VZ4vYZ6CdRxZz5EZ7hn53cL1qTkk4aY31jR7V",
+	"lOeigdW7mcGzIw3gFu2uObyd0fSYM/ZcpNLGnewPiHWRCcdlxGR5li2ltRiXBDFqPMcoh8UaNl94cQaF",
+	"4RW3zIt9hYh6ima5xgTnfUCx/LMB1Cd6D7aTcbaJCdfykW0CnNBYYXj7cFIMsepAhVsISkwJW0oKN0cc",
+	"VIS9TShQXOdeTEk8ifvFW/KbqMYdAbEi+RVyQjFCY0b6cVjqKO4ZpdvsL0tupOlEZBXDVx3nlt8Efbjq",
+	"t0pfhZ3EHAOpYP7+lyW/2Q836iDAs50gglOZBxjYPdr6DO8XPVRjudT4LjTC3ShfSLmdollG7GH/rd1g",
+	"K7dJOHUHsdHVUaHb7mptTIip2Q9/pBGbvAU9cm6EWBYOoJi1ytcnmOPeiCd9ZFmA72DNp+sArIXOs4Tx",
+	"PMcUXqYBkxvC1uv0CgivhLCMa8FklgvWtwvu7zewK6C170IgNhJ+x1YQi9lEusboNguZG6iJABB46XX0",
+	"aTmbCTMYhVF6sa4aI3lgmNP+Dmd8zqVqJHwwGMsIWTSEhcYPYRVjCwnHaLdsJC6Tm8MLzVKYEzKIpbwI",
+	"cvRm8Gk8LKIK//v8/aWQQQCTQzNBvxGuGuJjpWXHJ2TPzoQanIJC77+uQmBHePbB+hrXIQHFhoizJoAQ",
+	"AEJ82y9UvStF2KkB2vGq/deGvVHPxRJAF7S5YkqICkIvFkdySzDfnsu3xWMo67URvRc9reRTveDqKmKy",
+	"u9V/u3dar6EO9mLTNUDqoVBZ0M0uF2GYcHdqWHgCcRLnXM0TOCQgMJaUuhXGmFSJXH6vPZuYrpkfRAzm",
+	"tHKBbVOf7+YR4V8g+ITVbMbNKerO0jIO0VM/6ulDASoCnIGjsdQ2aq/FQDKmdLYTXvEC1ybuCQhtgvwH",
+	"CjoeKy/xRFtU4sadda3WexgRbUZG6aCEnD0VAUEEuORo7+RQfOsgZFyurg5IlWges5jo5KWYM9eRC4u8",
+	"GAkMBSlPD7hAsKho6aU0zv1nHSg6QiNyKWx74+o9g6tCaUfhFv72pK6DFNc0zZLCPNpXnKvPfteQ0BFf",
+	"DazOZ0Mkek7wW2HB+gS4/ANX88Gew6DDfBcOFF6NMR+qPNMZlrA/QVFLO8zzaQ1ZvU9D9PQug3sVKtre",
+	"mBdAnf7HIO8oVgBiPuNs5WUm8DFKBTD5GxA1ewytK9AUhvOcLJ2bhRYyYdF3g1VRZtzELY3QyEv1fS7n",
+	"i47oBPBMXDQzCTZuDEVAP9prk/A0nI61cGyhlYb09SmyQaq50AE0A47N7yK+ktB+AsE06LXIBDHnIvhD",
+	"942yeq3dJUZJJKxK/b7U/KqZA56wc8KsO5tqg9/AJxRxnncY0HfEwNTUUfmFk0q41YZxbH3U5Yw5MNje",
+	"FiLd25eY4w58HvwFORuh4/r8JZXvdKdXhYj9rCN9Yte69pHmvCACazjYM7Bog4c8lMM2lNuK+ms7MQmK",
+	"kNwb7PfaQGDf3rtA6BTdrt8NzheJpNAtF8vmSe1CZei0MSDO12U8nnbHBt1Hpmu4ee4ed9TkxrsC0aP5",
+	"6vHg8ZDSWjluwGEMAG9x0IFdOUReQ8wOjSK7Jbhz2RUwbQ8LoqxoPIINb+YdlNQVyblarG/37ZWygXrZ",
+	"xEUCjoTj2bHLt/t29/DT7u/KrySLW2CQ2sbrrQs/2Bi1zgFC0GtOVMGtYieQQpMlLK3CirMqrNh/kQQL",
+	"9RbgX7MMxGeyrKTn5aIIN+fXgrwbtfcEptNvujLhG63yddR9upsfQsdhxWMUEDxJMdW4RpS0bdtWKBNA",
+	"WDFeH8YY1wCwEe6+iFpcyP8WJvgzokAje4ixDfl1B0ptjfR1i6Ubn2tIEd0IiYVISfEgwxgBs4elWZYo",
+	"Y2xTUiMPt3fS+6fVanTBVz9TUF2rss2u4YYN64AbaaxvhYZbrQRNcBcdBIyPDi8HZ6UVBvAzhR2xiW9v",
+	"EmyGzTUC4JCzorgsRJqwH/X0Ujj8fK4z/2EwGqtWhQpY2SyzbBJwHSesP5PXYojVt1KjVcLCXAcJm4TY",
+	"hwnrvzx7fTZIxmqSaoXnJl1jKNKE9c/yXK8CvHdIJxC+BTh7Us1DXBNpr5MKf4p9cwzN2qosxI96askY",
+	"/wrLb/W/8U2hFhr59TF0hCUXJr6tghue5yKXdjlJ2IRCAqVWdgK0NJny9ErPZtjAKZNkrJEKESJaxpyx",
+	"8q/MpPEMMQSlVtU+/Aq1AaJHDGwMcCEHe5C0LNfWgVlFXws7Vk4zQopJvNqRLqoe8nW7dYueeSxvdi3Y",
+	"/8seH3/L/JOsz7H/mVCpGCvgz+3BP7LNBD2h4FaHd10onCEdYc7aQeJVOxAetHVjFUafckUWdj/GutYv",
+	"9A2GIShgoCrTUar9sP0inxCcwtLPeSrcSggVegguKx4CTPrNQAN4IBMO85/DrBNW5CXgOfkFHCv0YEOA",
+	"ti5VRmZ914AuHUAIYXUH1fPImFt51ZGFchGsv4nHC16QsXp6/A2YaLhae/IQuRUDJBjAqdBYNQI0SCty",
+	"kTrUTyeVyDPyv13CT9pMkKAavyJKHdFnF1SvvwKqV9iSu3Qh7OlYwdVQn+y21NA4Zo+RHbSNsY0Xycwy",
+	"Yf3AACDww1/vjj0+qWxXSbAIgtVorKRib16/iBpAZ35sTVtbWH5b5NL5Q7vkUOhaG1ePdKye/O3b42Ng",
+	"P7NnWs3kfML6PMvY2+//8ezN6+9f/uB/i5jEWkzl+ARSZdScKe3GqmlUg8HlWs3pnmkvrWya5tBSHerR",
+	"BlmHq2ysgsXUD4b4yQn7OOU28LiELauYoE+0rqIULBM5X3vhqJzmAmmHfjodq+rOe3wMx+Ovx8cD5Fme",
+	"/ZVGIM89YR8L+vA9l/kPXM3/v4ZZDroOddE+TcaqWpjw9ClrPF6Z/DbtgXXsT6M9PM5JNVb2zWDEXjo2",
+	"FXjuuWIvVSZuROYZDKrRbOH5v7CWXaLF5rRthJ0LZ8fq4uz1Twl7/+bi1fN/XL78nxcJ+/ns8u2Li3+c",
+	"PX9+wfoTTM73Ahgm5w+PR5tfTQbVS+dvLt4ii9EmXZhSPbJjdf7i7T9ev37z/MVlwuDzm+cv/oH9+j8b",
+	"/bW+8G35SRL4v/WHZqwmfo1ASdGlmwBRIk3QNQM/VxhzEziACDZWHzyuWIALYRPMazhhH638TVRgF89y",
+	"bu1rvhQJA2fdOXeLT5MTz//Oq5wIhDl7FkDMXIVrtnEy+4ihMwnwCBktpRdfhhFkhIm/naFbkKCdDuyp",
+	"BTp36m/69mBP2Lg37k3YVCo/TWRZ/vh5KUymYxXQAZVmqX+pAWRS317BOdoAYuOOs0D8LqCYMWnHKsCz",
+	"ZXgTuQa2W+sePg0/IQ5UDd/GNtDbxoqiASPwbX0eRJKhH9eEykJAhhebareoZPRQIzvP/J3q3w0+LpiL",
+	"dXzNSuV0CXFlsroga/kBzpARof5FBSA5VtbxHKey2pI6qPz+iD33r5FVEEruBYwE/x62CQiNNDx/JVLB",
+	"bT1DiaQBli5baITQJMIRIl6jDZB/OL4AEggVzAARsA+yw7uXz0+xaQfhlw3kSDowg1Mo1E8RA5T2MVY0",
+	"MDIo2DCNGGBeWxMSNwSa2uNO5/koE9dH149jumRQeKqydkXRq2rB9UL1qV7SQ6G7BzCDvRBH0qt9ov7x",
+	"D8ndFaetekMNBeog1WdDhbmD1hK3mfldkyrmpzz3B5pbL3zjI5Mq71OJG8cKPhdV9CaJoxhrzOdxrI7D",
+	"7HOV1n13A92GHrjTx3SXSlu7amyFROUDKslWdWBjviui3f2K2tVYoBlS+l4lwxpvHRQHiRdqV2g6lEz7",
+	"qZwKo4BL0fVLlqlgP3lkqab8/uCnNT5+DKfikAqZyPYOS0MIld9+OBTh/NZAkVuQVOtdKqi8UawUA8nD",
+	"eBdxx1Bw7T8GYDFx42V3DpuA4s6ZG3VAiVFMT8wH10QtZP0rsR4QVK7RoO5Ky9oRaaIZz9FwoUM00Uyb",
+	"U2aF2wiwaAV5RdlKR5zFW0IBDFMP4UhJFYyUNIfnZXRWKlI6eTMojgayq/usM1LBtYpwoE1fpDIjI3/o",
+	"o1azabxgMQv1qxY6z/wCHRLIcGgQqO12UVYLkXKFUQ6kQibNaosMrSw5FV7cMw+8KqQWCQF5wGq8Sc/R",
+	"Fb9voEp97u6ehHqvl0w0HzV2DTazWrd9esHScCAKxkwqaReHrMLuYubXVQD/HqnD/g/MTC6V7XAvmYO2",
+	"aKsIAUEp95LeO7/d+PE7iAjwAiQ6Magy8q2J1/vBelAN+7qKAK3Jh9jWW5GWRrr1pSeTUNyUm1h425kC",
+	"E6KDmoSQFPjj+7fMyrlCMxdnV2Id1njOnVjx9SPLfnz/0+WohzWel+CJw/ar0SycK3qf/GBkZ+Ut37EX",
+	"G2tbATASPfPs9syL8WR0PQmRIFhkapCwKaAL/FNP7Vj1UVAfJMxKNc8FFhnqn+ts0ChDCA+zPglBg6R2",
+	"OaAY5BuiqlgJWEeG9auBHbB+Q/ZHww0vnbYph2R1UFul8C2hsjCozGnk12lFBv8GVoGNaksj9s56NQlM",
+	"aWPleH7lb7mtpyY/vHjLjq4fH3lp304wWKjyItitImZgkxY8XYzGaqzeLowQbG50WdiE7GTnUlF60slY",
+	"Ddlf/lIlSZ2dv7R/+csJGZITNhcugQ4T0gZD6cYRvvimKm7vR5GJaTmf+/UJ7exTyGusWPgMdtjNel6n",
+	"VKERKkd5XRKLR9mFyHMs/vteTC91eiUcjeqlsnK+cNUoeFO+JMGz72flry5t2AqMsBnj1o/lEmzsw0sv",
+	"nLzAh2H8KAx4hX3SqhE5GSRVDDkaGMGsyFhpId22KkcWqKHaWr8/Z3VhVcLW4wxPGJ3UPt/z3I4VlVaY",
+	"yTmEVvmTOxixC50LQhWsS/OdsAmW+ptATKJNxmpSlfybMJ5bXVVkWNUlWydgUKffl1yBnaCRWHA6VrFa",
+	"eBkZmwAUKWFSpXkJNv5qvZqL8vT4cdOExHMqSFaqK6VX6pQ9Pf5m+wHfD9ZoBpnztEbw34aPpUQ8y54e",
+	"P8Uij5xBspaaexKEjbkQAERbnQDyP2Ase+XJqfkkAr0kbIa7gjRlmVa4L9Xu/yTWw//meSlCXuYJwFvz",
+	"DGaQ87knVyOdCKFxIA2CDQbaBGEZ5OFM5BJrXxMCb8gfBtDcgJU1La0XqPG2vHhx9vznF2MVVPiqisxU",
+	"lyobjNh7cFeSxYkgmbSBZHE0YVDxOenAAoOsu5Hr2Et618FU03s8Oh4dBzhVXsjeSe+b0fHoGyrVBreV",
+	"Z2xNBZwQBKoKgS+z3knvlbQu1OZGFN5CK8IMfHJ8HCwY5IwFPojn6eifFHOEYtStQhb2ATYSuNHi5cH9",
+	"lJ4eP+5qrRreEdZN1gbSp+Clb25/qaqtDG88+dvtbxDg/UVI3ATBoFwuuVlXGKtEfVsV/zaOKyTX8bnF",
+	"hG1go70Pvr3mPh19pE+fOnfsB+GeNdA8H3a/Ynv1trY+f8ntOn56+xuhYvY97a+Xr2o7e5Wkg5BLOgfu",
+	"isxgz932p9PwpcAj2ZGoVD8SduGcu0Xv04dOWjmqi7p9TvvAO7BUYJvkXmQy0Nwr7KnKZf5OoxZ8L0TX",
+	"KFf4qS27O1NiVe7fldxJyGtANAFhHt9OZ9/xLKRx/4GPzLf7dNGMuGsfl0vhKFEJojB4E18ayOZzeeLR",
+	"R8RJ/vSZlJ587EmInsOqphgj2MO2e5tklzRIqC4xZjIsMEioPrHKYh/AgBjh4Agv+odh4h1U/ackUVx6",
+	"1lcaUtvsgpvMDrzsX+Ez8doPfAi1gsbYuLSjcWtpLsEBCumZTgNCJ7r4mmomJJiBfM2xWLS0IPynVPt/",
+	"qwIw69elf5ONur8D0mJluhirRnXoRmFoFDy35cKfJILJPBh9VrWAIwQKnSfMYvrHdA1e47tT5v0Ie2gW",
+	"aNY5rxUQ5lUoGy18Lni62EU7oaT1Tin9PDz0gBvSrHMV2ZNqCL/zNoT1aiqpGA7MmdG5YFDn4dblblQQ",
+	"50Vhjz7yovh0hMVG7dFH/HCHu4aWqbprtjnvWVGQkui78Bq4noFJP3IrgWe9+0oquHPC+Pf+9xc+/O14",
+	"+LcP/V+G9OnjcfLXx5/C94P//LdYKku0bk5pnV7S+B5hCXVwaFVFxDGIwyvISjuWFiVgiJCmjuGarXBt",
+	"0ocpF297nlWN1wecauNG3p4yQOCFKOJq4lAgBG1hjjauLqSOkS9jVQgzLHQWsE4zeS0zXBwyNJwVxSPk",
+	"2oMRw8q0ls01BWKOVTCACsO0YhOMviBCpPgtIlWMOKLveFG0/sY3KCiJ0rjPimKslnzNitJCmI6/9mgE",
+	"nHDRWP/pk78xPtXXYhC7DM5Lu/i5uT/3Lfi3SvbuJfo/6ajGXxVkZkU5zdGB8ucS0u/GQz9bcjpH8qEF",
+	"JvcCkHWLV7B+Zeu0DQAeT7pN8akWRPZly6b2r0UlrLNN/OB6jACEawG6Qyvya4E45qTnahhNNlYAY+rf",
+	"goSCEXU4gq8njWLQwTdmSTgZjNgZfDFWy9KGIE82K/N8zarlDBE8XuysRuqFBYhts5rNtEF75pRfkWmy",
+	"AQkMEUEYXHrKOM4B4g6W0toQmpZRBgFUtTHcLoa51gVlvpLjBGfFwDtfCDNWG7NV32MQ7SShZYNeoL/K",
+	"ywR/TXl6NRpjIQZ7Ehoe+t+GNuT6tr7FXKfwFaXjjlX4AtGah9AuO8Odw2Bo3NAMcGTAC8sCUnOMW/0g",
+	"XHDGPqCoVKEYx3UrU4Mcf2UkLUZyFvgG0MR0PUQ/M9FlH30ne/OO5CFks99LFPtwCCf8DGPIH3oRtsYz",
+	"AU4xIQm/ycQQ8QpQ30+hqnm5FBMWwilROuVjRdgcvxFIE+LOQ7jT4JRNSpXpSQgEbjK4IJwhqHubaRPk",
+	"va1Yun9hG8o+xOJaiq4CbvV5pqcAWo2zBRNUpg8yP6FnWXwBHllHmMaZZO00rCxQ1VAx/TTsNKVkegGZ",
+	"e8VPQxIVQb+Qc27wZxP0jvfgz8+0muUSw5B+L8mwGYmAprRM1+JhjM0fLgn+GuD9osIfgP+xTCgpAA2r",
+	"Sok4q+IHQFfrAqHjYwWRjFCJPlr2uKq77HmKfwL96xRS88iO1WQ4pIeHWKBjAuWVsb94KeRmhH6dKwT2",
+	"wOBGrouqSEqcSGqUQIuYfFivWao5yo/V5BElh9DrIPwh5QVVHNzAqzupC7QEpzrVye1z9sP5O6wYO6tK",
+	"6Srtv7WDhHKX2rMbq9VCsxWHLKBqB0qVamUhDEhkVAuaqsdsVIIeq5Anekm1bNGWSdw5UhcFE2Ue2UaB",
+	"lLFq1keBceLrHUVS6OUR+06sNQaWjBVse0F4jEljMqFgepX9NWnWX5/UkR1jBXoIFhaPkg6bDIdLfjOs",
+	"Xpkk7PFxcnx8zKbriiwGjZQTEMmrUpKGSyuahbz7dmGkAmgdf3thMssAA5OvIekFMTCQnCkxFUwcSCG5",
+	"RihlQJzokLARbvMB7w6q8r59cVTl3/914gTOGoEyyBuAHCGKqaKue3EYtyS7D7ew06OPvt97kB8jEk1V",
+	"1fk2eSZEjfeSXggbh/I7Vdx4l2xTulgRpUbK08aab1Sub5TMB6VbZ+uxIqPmHYrnS4dgrf68H1ZCf/Lx",
+	"04QVJV08/ruxgnh9MhgEdh45h5fNc3j/VjloGwAAvrQ7fvfh/xdzw9+HVz1KzKCkyEMdlRFugKZne/TR",
+	"0/+no0ZZzqi09YKnCxYQmWEbGvZrI1JtMi9RYEoHUHY/wMhQWjjP1hVEecIIlIEs7miHh+wMAu6m5NAQ",
+	"SjxWhN/dAjpPF9oKRe63dVL74VKqKewFN0QsT/wQ8ApEC34LTp5brRKQkCpcHrh7qwlL69/HWVZ4Dpmc",
+	"zbxAVoUvFkZcS10CAAJJSQEqAMSQsfrmmNmO27UNt/2AB63dUYeaFujhqy1ry5ZVQ/obkXoCr4DK25Vi",
+	"9rFr3dOtn9z6+Gu+FLdKCJU02skGvodMJIGidcHnUnGw+dYuewheAH2DL8UIw7+jEb4pTxeQ0rrt9q5k",
+	"6t7WqmwmQ0CmtLTYbd/L3Cm34hT4pJ5tRvvXjshfSwGnjEQXSv2tD9CtFiqIWyNgE8+YJldi/R/Axyas",
+	"4NJYZoUfOy1LqpdLbk8BxRY8BpD33zWcUKLrgPHAUtS44eDgkMF03j8PmGE1EGfI7KoByGIjCaCSB4zk",
+	"3Eu4oJPVKCvHxzVmxuPj4+PO/gKSeN0fldbpnfj3GjVOHscgyWJ2zUauNUX9z9rcOuRWx8ZTpXLvWoIP",
+	"X8Ce1hWf8UYJmEAzQsX+wa1in69d+dVoSUirBssIzLX+7nOVql0xBCGU36sQmUh1BuVcjUxdvj4JWRYM",
+	"oMQoUshoNWeehiCPxAsW/0R0pIBfgU8Dyq9bjNh7EFgUm7zMxLLQUOJp+JNYTxLQRsC2PVaYZFQZtevK",
+	"jFTjg0llncA0sRmXOQFfwGsAfAGwTxHZ5Bk0XNl1D13JxqB/EuseHpb7V1y2cOT2Ul8efxG7N67gHz4o",
+	"4VDT8+Nv9jrGr7ghde3Jk30mUhidCmtR9PrdxDzcs0ayWwdj2UOaOvroxYtPpGohF4FavFtuGkCkaR61",
+	"DXJ9us2C8JXsq6C+tYO4Mo0dPEX7PyJiUJ2dGKhc5xXSlZvTvWFf3q/2GYTw5ZNtfgA7Rw0J0QZ1fYir",
+	"/HZN6SepsjtoVZV1sk0dkOfePtF/lLvvy9DmO8J1+L/up/1TX5Zkg2+nhiOYn8ooEei+7s+jGhPt6GP1",
+	"+dMRJb1/vmfjQfhD3GNSDX+n22TvKA+ConzWavUPGOfxNWjjX+psR8AkoNo2etY1Ao/E5OQ94zy6DnoN",
+	"gRbPr6LixhNI5J8E34DDWIMASGrZj5dvXpMSjY/+hz9gE9bXZqwmZ2kqCnfCnLhx2OMQATImgyQCXnGC",
+	"ngt48JFlE5lNxkpaBMsNyFIt4OsAkkG4GyF6gtLC3II7dC0oBWJpDBKD9ReCZ4gq6RuewJmasIrTDMYK",
+	"wlhwS3LuTxx2Km546vI1QHTHlPtwjHF228p9zCYGixgziFVVJTrMk2FPiCP4ZctYn1vWmm6nbRDea/W7",
+	"hQy3uwLyVvx4BawtLVtyVY0Qakrl0rrahEnVYn3raME8baM2QrBNxeoAkkxmD2blhEaRKOpWW6v4uxks",
+	"YQBkrUx6W8eq3dDmwLauEqLLr+kcW16obRAeyiyosiEsQq1gJS1C5fk9fE931KjucGHcIAhs9LqgkjOA",
+	"kN/AOGLfScXBBABAapal3Jg14wxDGGkxlcjHCgM80J+TccdP2DGzLpOK9QM311RTAIGVABYZn6DmE4IV",
+	"wiYZtM9zcBenuQ4JG+AsgpIW4EsfJOyxb0aXLmFP/CdhTDJW3zBxE0IT4VOqM+FvvEykcslzuNNOq4Jw",
+	"yJoUdTRI2FN/8aCjZnP8J2zycdxbycwtxr2Tfz9Oxr2F8NQy7p08efppEk0Ze3Ej0suFyPPb3HZv6zlW",
+	"mM/czEusSNo3ohChwnJ1w3lWKm6KHOpCoYQc99csKZyoW57eF4+0YrQRn1CQrw/y0IkIQCtirrUSjdBs",
+	"T0CNng67vXP6Vq9l7DXn1rde37H3gJR3v7l5szxGFtxeicuVJNBzqkpRHUdWGO10ihV2vnL8lhxeAk4B",
+	"HRuJf1TYbhTKWS3kQ+XO/FFYfa7n3ZqBP2le6idbL4RbQo5cf9KUa26GKvOyjZf0tWFFzqF4qBJ2rAoj",
+	"ZvKm6ZMLAcW1DgRxQG0FAtqYjMbq3OgbWRfk3ESrG854CqD/MhN1pvG0jAYHXYLg9MrPeO94iGqUuxzb",
+	"d2BiPwlRkCbjx6/EClesqxu8M++iLECzvoM6SFx2dgNhy1RU5D41BFpQEuhxSF719TrgrUvsuMzvczDf",
+	"w1ri/s4AzlkB/RBQIVEliANYzQLkCpFbAQMeqwKqPuD10i5UMWh6h8FLUrqidCdejOFTq/PSedkl9TsG",
+	"XulQs6ZUXi/1JzdN2JFd24QdZeIakRWtSI1XSyGSdqz6T4+PMYlhJa0YjNhrxESBgFdKIEYshz5eg7nA",
+	"ShQ8g6j4cCNO/MJOgpbdYILcIphlpoWF+D1oAqJ5pR2rCpPQD9u3CjleVWWhAgtfcPb0+Okpa1IUNIh1",
+	"NCoIFY6N+zkNRuwVUAaKjk2UwTVbCSNgCo1EsM0zInOxqQy+EmruFl4dfPI0+Uz9LfC5A0C59NzPqNbg",
+	"gK8dqLq90nM8MV/v8s27HDk6FTSZ27YBjYTCZLOm4Z/9SodA3T+o+b7T5A6xoA/s3oM+qoPxx3HtfTXz",
+	"/4nM/AjkR/mbVYQ9AiQDTDiEo1UFJO/Pyv+xev/TH9d3F89O758VxUm9WAuBuYG/CaNPadWSUGk0adYY",
+	"PBkrQFWn6pwiO6WgcsygOCsKlouZQ9MQlvWDPHeoHKqLyVj1UWYhBQfRF7NkqyRfq9DElSgcFhV13FBh",
+	"NvzI+gCiBTGBoc7UiL0HRKeGxFMB00m1GVndmeZec4M7Zbr76fao9AB+D5/ukPv+RwrS+cot/8W55Xkn",
+	"Er9nmQF/f2+nqBFLkcmq4FHUqHEuzEacWo0Z2XjfqzAIs8P6lBiFuVSQFmyWbGoEvyIPrldjqYAmy/QS",
+	"StaCOlbV0cdC5paKeyLTgZKuaNWou6XU5gqpnbQuyFa2clnk67EiEPVG9W5IL6BULzlXPGdWCJWg9gUG",
+	"lsTPwLeygGT3BS8KAcnoK9afrLh0Us0nAyxIinX9EY62KomUVCZmymnqwg9q7MGtZhaxVT8y+Alxiejr",
+	"TsNtHWn4+zjpGpOt6nlHORaVV29UJPoaabrFDV77A9E8DM0CTrsSNW/hBUd4HXqpKJp+8MKrTAHbNacU",
+	"SzKSzDXT6jTg1Fgot0VoNci1shE7KzPpoFIHQ5Fm2Oh8sp2bBVyvfU4eQt9p9AA9fmmd59DDsZmajOYr",
+	"2v+khlALTOErgnjbFqILINPmAUJwJArEaK5kA3t3RfE//F6OGkmcnWeteVbw2VsOywU89PW0fD0t93la",
+	"XkmvFrYvG7/raEJsriK5mu/tsNhc3oJ1TtZ4q3PhRbGVPYGgwUJLhT64pVSlq5zg4FJZ6NKEtOmxAtcE",
+	"ioMBPaBfcOMkzwfhbf/aiGqKW2epprgwRhv/hxEYYtGoosPCs4hbAMWK4IrEXOQKPJ2qEYGki+WXpaPH",
+	"K9gA9u3NDevT7shcurUXch+zIcMRHIW+Bqc4jpyXKl1ATJ5K4eEqFxoj9EBQJvDMlhV4rOZVGVTW95vk",
+	"INeaKiVSPS/K30VUd1td/9B2UgOM1k2RaG688C+y6oVQ0xRXOUGvSxgqSP4KEjOM4MsRa0AE+CldicIF",
+	"f8xmDacQlmScHSsMiQkACgHb9NzopVdkSgs4TwWFwUBFbKkyz5d0A2dhrOo+JgG7e8L6iKH8D5vLf/xl",
+	"MkCQL4VVsliu1VyYLuiFVy8fFGL98tXLW+AWqrPwe8OsVwMJp5T0umEurkXe2I2keaIh8R5rqA2lInj2",
+	"nYgkJUZjdXMUBDIz2hGTy3mVuE3vhqEBmq8CxA+TeeYXtMuxaqiXCPLBCJiLKukBisFGsVWo8gN2M34t",
+	"xirUm/NKL8gjoDRjmF0/cFWIDxBmCJoxlDfrqq/wLsz7AcmN+ujKGH+LEO3K/uvg4aCC1aQFWwVmSChJ",
+	"NzfC2oPvtECFjdTMrhw/WtQvsG+79uxPLNm8URtbjDYdQgGtjDjVXjfObQKHNoETS1iHmdifGA51oNI+",
+	"bSb+xXcMYQHANkSwKdc8l3CDe10iws8o2oAs/FLB8wgJAAY1vhTZAHNZgesRADnFS7rFI8v8rQ9X7Yhh",
+	"apa/AjmO50qIwraXMoQ1GZ03jQJjNbHCDWl4k3iVgNbBeADthijiHIj/y2o2e5xHv4VY0vFPjUdGyfBg",
+	"2g6Zfu2r+TM57xGf6rvk7m0dxVt1d+iopuktij7zvz8sTVPrZ1Sjnaj69yTiryXudgF+eYrYJPik8pcC",
+	"bmNLQpzlUC+5gGKyFqtbrz/7hNS24Ac4Ia+xNhrcm0Erw/kUHBKkvJgFriCGNepH7O9aaSh2C1Cycsbm",
+	"0n9YLTDmrr7O/AWoVypmbu4+hmDK+noMvx7Dtsv13u+dhtn3gS8eMhp3kzwajL/S/Feab+Zel0uxfffk",
+	"cgaYXZUpg5gvFg9Cg8flqzdgi4MssjQvM5EdfFpWC82XslMtfr/QZ8uXD6kSv8yEctJ12s3Q0vR7Gs3e",
+	"L/RGYf1gMTI6Rwh/KGISN4b5pkRaGj9Fz3Wmghtheie/fPBMBXPxkB+VJu+d9I6A2VBDW0b4EF10dg72",
+	"zJCu3UAF3IpkqEpv+FFnYlrO556w2i00SGO7CczQTaoCjSEIDZTKOnSZmgpz//Th0/8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -42,9 +42,9 @@ func (c *Client) Quota(ctx context.Context, project string) (*computeapi.Quota, 
 	return decode[computeapi.Quota]("get quota", r, err)
 }
 
-// SetQuota sets a project's limit for one tier (platform admins); absent or
-// zero amounts mean no limit.
-func (c *Client) SetQuota(ctx context.Context, project, tier string, limit computeapi.Resources) (*computeapi.Quota, error) {
+// SetQuota sets a project's limit for one tier (platform admins): the
+// amounts given are caps (0 forbids), the others follow the region's default.
+func (c *Client) SetQuota(ctx context.Context, project, tier string, limit computeapi.QuotaLimit) (*computeapi.Quota, error) {
 	r, err := c.API.SetQuotaWithResponse(ctx, project, tier, limit)
 	return decode[computeapi.Quota]("set quota", r, err)
 }

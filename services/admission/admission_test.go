@@ -27,7 +27,7 @@ func region(t *testing.T) *bus.Bus {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	q := quota.New(b, slog.Default())
+	q := quota.New(b, slog.Default(), quota.Ample())
 	a := admission.New(b, slog.Default(), nil)
 	for _, s := range []interface {
 		Start(context.Context) error

@@ -27,7 +27,7 @@ func TestAdminPortOfAdmission(t *testing.T) {
 	b, err := bus.Open(t.Context(), bus.Config{StoreDir: t.TempDir(), Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
-	q := quota.New(b, quiet)
+	q := quota.New(b, quiet, quota.Ample())
 	require.NoError(t, q.Start(t.Context()))
 	t.Cleanup(func() { _ = q.Stop() })
 

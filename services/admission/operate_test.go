@@ -287,7 +287,7 @@ func TestOperationErrors(t *testing.T) {
 func TestOperationsHoldExactlyTheirQuota(t *testing.T) {
 	b := region(t)
 	// Every pod of these Apps counts 1 against a limit of 4.
-	quotaCall(t, b, bus.QuotaSet, api.QuotaSet{Project: "ops", Tier: api.TierOnDemand, Limit: api.Limit{Pods: 4}})
+	quotaCall(t, b, bus.QuotaSet, api.QuotaSet{Project: "ops", Tier: api.TierOnDemand, Limit: api.Limit{Pods: new(int64(4))}})
 	submit(t, b, opApp) // 2 pods
 	web := func(op string) api.Operation {
 		return api.Operation{Project: "ops", Kind: api.KindApp, Name: "web", Op: op}

@@ -28,7 +28,7 @@ func regionWithQuota(t *testing.T) *bus.Bus {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	q := quota.New(b, slog.Default())
+	q := quota.New(b, slog.Default(), quota.Ample())
 	if err := q.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

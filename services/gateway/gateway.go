@@ -91,6 +91,8 @@ type Service struct {
 	cache    *cache.Cache
 	clusters *bus.Mirror
 	quota    *bus.Mirror // the projects' ledgers (api.QuotaProjectFilter)
+	// quotaDefaults holds the region's default quota (api.QuotaDefaultsKey).
+	quotaDefaults *bus.Mirror
 	idem     jetstream.KeyValue
 	js       jetstream.JetStream
 
@@ -166,6 +168,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if s.quota, err = s.bus.MirrorFiltered(runCtx, bus.BucketQuota, api.QuotaProjectFilter, nil); err != nil {
 		return fmt.Errorf("mirror quota: %w", err)
 	}
+	if s.quotaDefaults, err = s.bus.MirrorFiltered(runCtx, bus.BucketQuota, api.QuotaDefaultsKey, nil); err != nil {
+		return fmt.Errorf("mirror quota defaults: %w", err)
+	}
 	if s.idem, err = s.bus.KV(ctx, bus.BucketIdempotency); err != nil {
 		return fmt.Errorf("idempotency bucket: %w", err)
 	}
@@ -212,6 +217,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.cache.Stop()
 	s.clusters.Stop()
 	s.quota.Stop()
+	s.quotaDefaults.Stop()
 	s.wg.Wait()
 	return nil
 }

@@ -66,7 +66,19 @@ func (s *Service) GetQuota(w http.ResponseWriter, r *http.Request, project strin
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, quotaView(project, l))
+	writeJSON(w, http.StatusOK, quotaView(project, l, s.regionQuota()))
+}
+
+// regionQuota is the region's default quota as the quota service
+// published it; before it has, nothing (every cap 0).
+func (s *Service) regionQuota() api.QuotaDefaults {
+	var d api.QuotaDefaults
+	if e, ok := s.quotaDefaults.Get(api.QuotaDefaultsKey); ok {
+		if err := json.Unmarshal(e.Value, &d); err != nil {
+			s.log.Warn("unreadable quota defaults", "err", err)
+		}
+	}
+	return d
 }
 
 // SetQuota sets one tier's limit of a project (platform admins).
@@ -79,17 +91,25 @@ func (s *Service) SetQuota(w http.ResponseWriter, r *http.Request, project, tier
 			Fields: api.FieldErrors{{Field: "tier", Code: api.CodeUnsupported, Reason: "one of Reserved, OnDemand, Preemptible"}}}))
 		return
 	}
-	var lim computeapi.Resources
+	var lim computeapi.QuotaLimit
 	if !decodeBody(w, r, &lim) {
 		return
 	}
-	if lim.MilliCPU < 0 || lim.MemoryBytes < 0 || lim.Gpus < 0 || lim.Pods < 0 {
-		writeErrorBody(w, r, http.StatusBadRequest, apiError(api.ErrorBody{Code: "Invalid", Message: "limits must not be negative",
-			Fields: api.FieldErrors{{Field: "limit", Code: api.CodeInvalid, Reason: "every amount must be 0 (no limit) or more"}}}))
+	var fe api.FieldErrors
+	for _, a := range []struct {
+		field string
+		v     *int64
+	}{{"milliCPU", lim.MilliCPU}, {"memoryBytes", lim.MemoryBytes}, {"gpus", lim.Gpus}, {"pods", lim.Pods}, {"storageBytes", lim.StorageBytes}} {
+		if a.v != nil && *a.v < 0 {
+			fe = append(fe, api.FieldError{Field: a.field, Code: api.CodeInvalid, Reason: "a cap is 0 (forbidden) or more"})
+		}
+	}
+	if len(fe) > 0 {
+		writeErrorBody(w, r, http.StatusBadRequest, apiError(api.ErrorBody{Code: "Invalid", Message: "limits must not be negative", Fields: fe}))
 		return
 	}
 	set := api.QuotaSet{Project: project, Tier: api.Tier(tier),
-		Limit: api.Limit{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, GPUs: lim.Gpus, Pods: lim.Pods}}
+		Limit: api.Limit{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, GPUs: lim.Gpus, Pods: lim.Pods, StorageBytes: lim.StorageBytes}}
 	if err := send(s, r, bus.QuotaSet, set); err != nil {
 		writeRemoteError(w, r, err)
 		return
@@ -99,7 +119,7 @@ func (s *Service) SetQuota(w http.ResponseWriter, r *http.Request, project, tier
 		writeRemoteError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, quotaView(project, l))
+	writeJSON(w, http.StatusOK, quotaView(project, l, s.regionQuota()))
 }
 
 func platformAdmin(w http.ResponseWriter, r *http.Request) bool {

@@ -27,7 +27,15 @@ func TestQuotaIsReadFromTheProjectLedgers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := api.Ledger{Project: "team", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: 10}},
+	// The region's defaults, as the quota service publishes them.
+	def, _ := json.Marshal(api.QuotaDefaults{MaxWorkloads: 100, Limits: map[api.Tier]api.Limit{
+		api.TierOnDemand:    {MilliCPU: new(int64(8000)), Pods: new(int64(50))},
+		api.TierPreemptible: {GPUs: new(int64(2))},
+	}})
+	if _, err := kv.Put(ctx, api.QuotaDefaultsKey, def); err != nil {
+		t.Fatal(err)
+	}
+	l := api.Ledger{Project: "team", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: new(int64(10))}},
 		Usage: map[api.Tier]api.Demand{api.TierOnDemand: {Tier: api.TierOnDemand, MilliCPU: 3000, Pods: 3}}, Reservations: 3}
 	doc, _ := json.Marshal(l)
 	if _, err := kv.Put(ctx, api.QuotaProjectKey("team"), doc); err != nil {
@@ -40,10 +48,12 @@ func TestQuotaIsReadFromTheProjectLedgers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := computeapi.Quota{Project: "team", Tiers: []computeapi.TierQuota{
-		{Tier: "Reserved", Unlimited: true},
-		{Tier: "OnDemand", Limit: computeapi.Resources{Pods: 10}, Used: computeapi.Resources{MilliCPU: 3000, Pods: 3}},
-		{Tier: "Preemptible", Unlimited: true},
+	// Reserved: left out of the defaults, forbidden; OnDemand: the
+	// project's pods over the default cpu; Preemptible: the default.
+	want := computeapi.Quota{Project: "team", Workloads: 3, MaxWorkloads: 100, Tiers: []computeapi.TierQuota{
+		{Tier: "Reserved", Default: true},
+		{Tier: "OnDemand", Limit: computeapi.Resources{MilliCPU: 8000, Pods: 10}, Used: computeapi.Resources{MilliCPU: 3000, Pods: 3}},
+		{Tier: "Preemptible", Default: true, Limit: computeapi.Resources{Gpus: 2}},
 	}}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		resp, body := g.do(c, "GET", "/v1/projects/team/quota", g.Admin, nil)

@@ -26,7 +26,7 @@ func borrowedView(l *api.Ledger, tq *computeapi.TierQuota) {
 		return
 	}
 	u := l.Used(api.TierPreemptible)
-	tq.Borrowed = computeapi.Resources{MilliCPU: u.MilliCPU, MemoryBytes: u.MemoryBytes, Gpus: u.GPUs, Pods: u.Pods}
+	tq.Borrowed = computeapi.Resources{MilliCPU: u.MilliCPU, MemoryBytes: u.MemoryBytes, Gpus: u.GPUs, Pods: u.Pods, StorageBytes: u.StorageBytes}
 	tq.Reclaimable = tq.Borrowed != (computeapi.Resources{})
 }
 

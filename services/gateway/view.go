@@ -81,19 +81,21 @@ func clusterView(c *api.ClusterInfo) computeapi.Cluster {
 	return v
 }
 
-func quotaView(project string, l *api.Ledger) computeapi.Quota {
-	q := computeapi.Quota{Project: project, Tiers: []computeapi.TierQuota{}}
+// quotaView is a project's quota: the caps in force per tier (its own
+// limits over the region's defaults def), usage, and its workloads
+// against the cap. l is nil for a project with no ledger yet.
+func quotaView(project string, l *api.Ledger, def api.QuotaDefaults) computeapi.Quota {
+	if l == nil {
+		l = &api.Ledger{Project: project}
+	}
+	q := computeapi.Quota{Project: project, Tiers: []computeapi.TierQuota{}, Workloads: l.Reservations, MaxWorkloads: def.MaxWorkloads}
 	for _, t := range api.Tiers {
-		tq := computeapi.TierQuota{Tier: string(t), Unlimited: true}
-		if l != nil {
-			u := l.Used(t)
-			tq.Used = computeapi.Resources{MilliCPU: u.MilliCPU, MemoryBytes: u.MemoryBytes, Gpus: u.GPUs, Pods: u.Pods}
-			if lim, ok := l.Limits[t]; ok {
-				tq.Unlimited = false
-				tq.Limit = computeapi.Resources{MilliCPU: lim.MilliCPU, MemoryBytes: lim.MemoryBytes, Gpus: lim.GPUs, Pods: lim.Pods}
-			}
-			borrowedView(l, &tq) // tiers_view.go
-		}
+		_, own := l.Limits[t]
+		c, u := l.Caps(t, def), l.Used(t)
+		tq := computeapi.TierQuota{Tier: string(t), Default: !own,
+			Limit: computeapi.Resources{MilliCPU: c.MilliCPU, MemoryBytes: c.MemoryBytes, Gpus: c.GPUs, Pods: c.Pods, StorageBytes: c.StorageBytes},
+			Used:  computeapi.Resources{MilliCPU: u.MilliCPU, MemoryBytes: u.MemoryBytes, Gpus: u.GPUs, Pods: u.Pods, StorageBytes: u.StorageBytes}}
+		borrowedView(l, &tq) // tiers_view.go
 		q.Tiers = append(q.Tiers, tq)
 	}
 	return q

@@ -62,7 +62,7 @@ func newReplica(t testing.TB, b *bus.Bus, name string, fail func(string) error) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.NC.Close() })
-	s := New(c, slog.New(slog.DiscardHandler))
+	s := New(c, slog.New(slog.DiscardHandler), Ample())
 	s.intentAge, s.orphanAge, s.fail = time.Hour, time.Hour, fail
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestCrashAtEachStepIsRepairedExactly(t *testing.T) {
 				b := openBus(t)
 				ctx := context.Background()
 				crashing, repairer := newReplica(t, b, "quota-1", crashAt(step)), newReplica(t, b, "quota-2", nil)
-				if err := repairer.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 10}); err != nil {
+				if err := repairer.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(10))}); err != nil {
 					t.Fatal(err)
 				}
 				if err := repairer.Reserve(ctx, "p", "p.app.other", demand(api.TierOnDemand, 1)); err != nil {
@@ -231,7 +231,7 @@ func TestRepairRechecksTheLimit(t *testing.T) {
 			b := openBus(t)
 			ctx := context.Background()
 			crashing, repairer := newReplica(t, b, "quota-1", crashAt("intent")), newReplica(t, b, "quota-2", nil)
-			if err := repairer.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 10}); err != nil {
+			if err := repairer.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(10))}); err != nil {
 				t.Fatal(err)
 			}
 			fill := int64(10)
@@ -320,7 +320,7 @@ func TestContendedKeysStayExact(t *testing.T) {
 	b := openBus(t)
 	ctx := context.Background()
 	replicas := []*Service{newReplica(t, b, "quota-1", nil), newReplica(t, b, "quota-2", nil)}
-	if err := replicas[0].SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 40}); err != nil {
+	if err := replicas[0].SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(40))}); err != nil {
 		t.Fatal(err)
 	}
 	tiers := []api.Tier{api.TierOnDemand, api.TierOnDemand, api.TierReserved}

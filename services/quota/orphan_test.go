@@ -21,7 +21,7 @@ import (
 func TestNewReservationsAreCheckedOnceForTheirWorkload(t *testing.T) {
 	b := openBus(t)
 	ctx := context.Background()
-	s := New(b, slog.New(slog.DiscardHandler))
+	s := New(b, slog.New(slog.DiscardHandler), Ample())
 	s.orphanAge = 300 * time.Millisecond
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { _ = s.Stop() })
@@ -56,7 +56,7 @@ func TestNewReservationsAreCheckedOnceForTheirWorkload(t *testing.T) {
 func TestFullSweepSpreadsItsChecks(t *testing.T) {
 	b := openBus(t)
 	ctx := context.Background()
-	s := New(b, slog.New(slog.DiscardHandler))
+	s := New(b, slog.New(slog.DiscardHandler), Ample())
 	s.orphanAge = time.Hour // the service's own checks stay out of the way
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { _ = s.Stop() })

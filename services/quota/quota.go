@@ -13,6 +13,16 @@
 //	r.<project>.<key>  api.Reservation: one workload's demand, and while a
 //	                   transaction on it is under way, that transaction
 //
+// # Denying by default
+//
+// A project's caps per tier are its own limit where a platform admin set
+// one, resource by resource, and the region's defaults (Config, from the
+// service's flags) elsewhere; none is unlimited, and 0 forbids. The
+// defaults are published at api.QuotaDefaultsKey for readers (the
+// gateway shows the caps in force). A new workload is refused past
+// Config.Defaults.MaxWorkloads reservations (the ledger's count). A
+// change is checked only on the resources it raises (api.Ledger.Check).
+//
 // # Transactions
 //
 // NATS Key-Value has compare-and-set on one key, not across two, so a
@@ -142,6 +152,8 @@ const (
 type Service struct {
 	bus *bus.Bus
 	log *slog.Logger
+	// defaults are the region's quota policy (Config.Defaults).
+	defaults api.QuotaDefaults
 
 	kv        jetstream.KeyValue // the quota bucket
 	workloads jetstream.KeyValue
@@ -177,9 +189,12 @@ type known struct {
 	rev   uint64
 }
 
-// New returns a quota service on b.
-func New(b *bus.Bus, log *slog.Logger) *Service {
-	return &Service{bus: b, log: log.With("component", "quota"), holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
+// New returns a quota service on b; cfg nil means DefaultConfig.
+func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	return &Service{bus: b, log: log.With("component", "quota"), defaults: cfg.Defaults, holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
 		locks: map[string]*sync.Mutex{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
 }
 
@@ -194,6 +209,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	if err := s.publishDefaults(ctx); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
@@ -317,11 +335,34 @@ func (s *Service) lock(project string) func() {
 	return l.Unlock
 }
 
-// SetLimit sets a project's limit for one tier.
+// publishDefaults writes the region's defaults at api.QuotaDefaultsKey
+// for readers, unless the key holds them already.
+func (s *Service) publishDefaults(ctx context.Context) error {
+	b, err := json.Marshal(s.defaults)
+	if err != nil {
+		return err
+	}
+	_, err = bus.Update(ctx, s.kv, api.QuotaDefaultsKey, func(cur []byte, exists bool) ([]byte, error) {
+		if exists && string(cur) == string(b) {
+			return nil, bus.ErrNoChange
+		}
+		return b, nil
+	})
+	if err != nil && !errors.Is(err, bus.ErrNoChange) {
+		return fmt.Errorf("publish quota defaults: %w", err)
+	}
+	return nil
+}
+
+// Defaults are the region's quota policy this replica applies.
+func (s *Service) Defaults() api.QuotaDefaults { return s.defaults }
+
+// SetLimit sets a project's limit for one tier, replacing the tier's
+// previous one; its unset resources follow the region's defaults.
 func (s *Service) SetLimit(ctx context.Context, project string, tier api.Tier, lim api.Limit) error {
 	defer s.lock(project)()
 	err := s.writeLedger(ctx, project, func(l *api.Ledger) error {
-		if old, ok := l.Limits[tier]; ok && old == lim {
+		if old, ok := l.Limits[tier]; ok && sameLimit(old, lim) {
 			return bus.ErrNoChange
 		}
 		l.Limits[tier] = lim
@@ -437,6 +478,12 @@ func decodeLedger(project string, b []byte, exists bool) (*api.Ledger, error) {
 	return l, nil
 }
 
+// sameLimit says whether a and b set the same amounts.
+func sameLimit(a, b api.Limit) bool {
+	eq := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return eq(a.MilliCPU, b.MilliCPU) && eq(a.MemoryBytes, b.MemoryBytes) && eq(a.GPUs, b.GPUs) && eq(a.Pods, b.Pods) && eq(a.StorageBytes, b.StorageBytes)
+}
+
 // RequestTimeout bounds each request's work.
 const RequestTimeout = 10 * time.Second
 
@@ -448,6 +495,8 @@ func (s *Service) handleReserve(ctx context.Context, req api.QuotaReserve, _ mic
 	err := s.Reserve(ctx, req.Project, req.Key, req.Demand)
 	var rej *api.QuotaRejection
 	switch {
+	case errors.As(err, &rej) && rej.Resource == api.ResourceWorkloads:
+		return nil, &bus.Error{Status: api.StatusUnprocessable, Body: api.ErrorBody{Code: "TooManyWorkloads", Message: rej.Error(), Quota: rej}}
 	case errors.As(err, &rej):
 		return nil, &bus.Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "QuotaExceeded", Message: rej.Error(), Quota: rej}}
 	case errors.Is(err, ErrAborted):
@@ -473,6 +522,11 @@ func (s *Service) handleSet(ctx context.Context, req api.QuotaSet, _ micro.Reque
 	case api.TierReserved, api.TierOnDemand, api.TierPreemptible:
 	default:
 		return nil, bus.Errorf(api.StatusUnprocessable, "Invalid", "tier %q: one of Reserved, OnDemand, Preemptible", req.Tier)
+	}
+	for _, v := range []*int64{req.Limit.MilliCPU, req.Limit.MemoryBytes, req.Limit.GPUs, req.Limit.Pods, req.Limit.StorageBytes} {
+		if v != nil && *v < 0 {
+			return nil, bus.Errorf(api.StatusUnprocessable, "Invalid", "limits must not be negative (0 forbids a resource)")
+		}
 	}
 	if err := s.SetLimit(ctx, req.Project, req.Tier, req.Limit); err != nil {
 		return nil, err

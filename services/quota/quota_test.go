@@ -39,7 +39,7 @@ func replica(tb testing.TB, b *bus.Bus, name string) *quota.Service {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.NC.Close() })
-	s := quota.New(c, slog.New(slog.DiscardHandler))
+	s := quota.New(c, slog.New(slog.DiscardHandler), quota.Ample())
 	if err := s.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTwoReplicasAdmitExactlyWhatTheLimitFits(t *testing.T) {
 	replicas := []*quota.Service{replica(t, b, "quota-1"), replica(t, b, "quota-2")}
 	ctx := context.Background()
 	// Each workload asks 1 CPU and 1 pod; the limit fits exactly 100.
-	if err := replicas[0].SetLimit(ctx, "team", api.TierOnDemand, api.Limit{MilliCPU: 100_000, Pods: 100}); err != nil {
+	if err := replicas[0].SetLimit(ctx, "team", api.TierOnDemand, api.Limit{MilliCPU: new(int64(100_000)), Pods: new(int64(100))}); err != nil {
 		t.Fatal(err)
 	}
 	d := api.Demand{Tier: api.TierOnDemand, MilliCPU: 1000, MemoryBytes: 1 << 30, Pods: 1}
@@ -123,10 +123,10 @@ func TestTwoReplicasAdmitExactlyWhatTheLimitFits(t *testing.T) {
 func TestUpdatesReleasesAndTierChangesAdjustExactly(t *testing.T) {
 	_, s := start(t)
 	ctx := context.Background()
-	if err := s.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 10}); err != nil {
+	if err := s.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(10))}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetLimit(ctx, "p", api.TierReserved, api.Limit{Pods: 5}); err != nil {
+	if err := s.SetLimit(ctx, "p", api.TierReserved, api.Limit{Pods: new(int64(5))}); err != nil {
 		t.Fatal(err)
 	}
 	// Another workload holds 1 OnDemand pod throughout.
@@ -177,7 +177,7 @@ func TestUpdatesReleasesAndTierChangesAdjustExactly(t *testing.T) {
 func TestRejectionNamesTierResourceLimitUsedAndRequested(t *testing.T) {
 	_, s := start(t)
 	ctx := context.Background()
-	lim := api.Limit{MilliCPU: 4000, MemoryBytes: 8 << 30, GPUs: 2, Pods: 4}
+	lim := api.Limit{MilliCPU: new(int64(4000)), MemoryBytes: new(int64(8 << 30)), GPUs: new(int64(2)), Pods: new(int64(4))}
 	if err := s.SetLimit(ctx, "p", api.TierReserved, lim); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRejectionNamesTierResourceLimitUsedAndRequested(t *testing.T) {
 func TestGetRepliesWithLimitsAndUsage(t *testing.T) {
 	b, s := start(t)
 	ctx := context.Background()
-	if err := s.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 10}); err != nil {
+	if err := s.SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(10))}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -239,7 +239,7 @@ func TestGetRepliesWithLimitsAndUsage(t *testing.T) {
 	if err := json.Unmarshal(reply.Data, &l); err != nil {
 		t.Fatal(err)
 	}
-	want := api.Ledger{Project: "p", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: 10}},
+	want := api.Ledger{Project: "p", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: new(int64(10))}},
 		Usage: map[api.Tier]api.Demand{api.TierOnDemand: {Tier: api.TierOnDemand, Pods: 6}}, Reservations: 3, Seq: 3}
 	if diff := cmp.Diff(want, l); diff != "" {
 		t.Errorf("get reply (-want +got):\n%s", diff)
@@ -294,7 +294,7 @@ func TestLedgerOfThePreviousLayoutIsMigrated(t *testing.T) {
 	}
 	s := replica(t, b, "quota-1")
 	l := ledger(t, s, "old")
-	want := &api.Ledger{Project: "old", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: 5}},
+	want := &api.Ledger{Project: "old", Limits: map[api.Tier]api.Limit{api.TierOnDemand: {Pods: new(int64(5))}},
 		Usage: map[api.Tier]api.Demand{
 			api.TierOnDemand: {Tier: api.TierOnDemand, MilliCPU: 1000, Pods: 2},
 			api.TierReserved: {Tier: api.TierReserved, Pods: 1},

@@ -24,7 +24,7 @@ func TestProjectHolds60000Reservations(t *testing.T) {
 	b := openBus(t)
 	s := newReplica(t, b, "quota-1", nil)
 	ctx := context.Background()
-	if err := s.SetLimit(ctx, "big", api.TierOnDemand, api.Limit{Pods: n}); err != nil {
+	if err := s.SetLimit(ctx, "big", api.TierOnDemand, api.Limit{Pods: new(int64(n))}); err != nil {
 		t.Fatal(err)
 	}
 	d := api.Demand{Tier: api.TierOnDemand, MilliCPU: 10, MemoryBytes: 1 << 20, Pods: 1}
@@ -113,7 +113,7 @@ func BenchmarkReserveAtSize(b *testing.B) {
 	services := make([]*Service, len(sizes))
 	for i, size := range sizes {
 		services[i] = newReplica(b, openBus(b), "quota-1", nil)
-		if err := services[i].SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: 1 << 40}); err != nil {
+		if err := services[i].SetLimit(ctx, "p", api.TierOnDemand, api.Limit{Pods: new(int64(1 << 40))}); err != nil {
 			b.Fatal(err)
 		}
 		fill(b, services[i], "p", 0, size, d)

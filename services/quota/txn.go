@@ -46,7 +46,7 @@ func (s *Service) Reserve(ctx context.Context, project, key string, d api.Demand
 			}
 			intent.Prev = &cur.Demand
 		}
-		if rej := check(l, intent); rej != nil {
+		if rej := s.check(l, intent); rej != nil {
 			return intent, rej
 		}
 		return intent, nil
@@ -199,14 +199,14 @@ func (s *Service) decide(ctx context.Context, r api.Reservation) (applied bool, 
 			if o, ok := outcome(l, r.Txn); ok {
 				applied, rej = o == api.TxnApplied, nil
 				if !applied {
-					rej = check(l, r)
+					rej = s.check(l, r)
 				}
 				return bus.ErrNoChange
 			}
 			if !covers(l, r.Seq) {
 				return errUnknown
 			}
-			rej = check(l, r)
+			rej = s.check(l, r)
 			applied = rej == nil
 			if applied {
 				apply(l, r)
@@ -348,17 +348,24 @@ func (s *Service) reservations(ctx context.Context, project string) ([]api.Reser
 	}
 }
 
-// check returns the limit that applying intent r to l would break, with
-// what r replaces in the same tier not counted as used.
-func check(l *api.Ledger, r api.Reservation) *api.QuotaRejection {
+// check returns the cap that applying intent r to l would break, with
+// what r replaces in the same tier not counted as used (nor checked
+// again: see api.Ledger.Check), or, for a new workload, the workload cap.
+func (s *Service) check(l *api.Ledger, r api.Reservation) *api.QuotaRejection {
 	if r.State != api.ReservationPending {
 		return nil
 	}
+	if r.Prev == nil && l.Reservations >= s.defaults.MaxWorkloads {
+		return &api.QuotaRejection{Project: l.Project, Tier: r.Demand.Tier, Resource: api.ResourceWorkloads,
+			Limit: s.defaults.MaxWorkloads, Used: l.Reservations, Requested: 1}
+	}
 	used := l.Used(r.Demand.Tier)
+	prev := api.Demand{Tier: r.Demand.Tier}
 	if r.Prev != nil && r.Prev.Tier == r.Demand.Tier {
 		used = sub(used, *r.Prev)
+		prev = *r.Prev
 	}
-	return l.Check(r.Demand, used)
+	return l.Check(r.Demand, used, prev, s.defaults)
 }
 
 // apply adds intent r's delta to l.
@@ -413,6 +420,7 @@ func add(a, b api.Demand) api.Demand {
 	a.MemoryBytes += b.MemoryBytes
 	a.GPUs += b.GPUs
 	a.Pods += b.Pods
+	a.StorageBytes += b.StorageBytes
 	return a
 }
 
@@ -421,6 +429,7 @@ func sub(a, b api.Demand) api.Demand {
 	a.MemoryBytes -= b.MemoryBytes
 	a.GPUs -= b.GPUs
 	a.Pods -= b.Pods
+	a.StorageBytes -= b.StorageBytes
 	return a
 }
 

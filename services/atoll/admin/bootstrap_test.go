@@ -136,7 +136,7 @@ func TestServicesRunAsTheirOwnUsers(t *testing.T) {
 		}
 	}
 
-	q := quota.New(open(bus.UserQuota), quiet)
+	q := quota.New(open(bus.UserQuota), quiet, quota.Ample())
 	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

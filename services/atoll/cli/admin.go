@@ -15,37 +15,59 @@ import (
 	"atoll.dev/libs/sdk"
 )
 
-// quotaFlags are the limits `quota --set` changes; nil means keep.
+// quotaFlags are the limits `quota --set` changes.
 type quotaFlags struct {
-	tier, cpu, memory string
-	gpus, pods        int64
+	tier, cpu, memory, storage string
+	gpus, pods                 int64
 }
 
-// limits returns the tier's limit with the flags that were given applied.
-func (q quotaFlags) limits(cur computeapi.Resources, changed func(string) bool) (computeapi.Resources, error) {
-	out := cur
+// quotaFlagNames are the amounts `quota --set` takes.
+var quotaFlagNames = []string{"cpu", "memory", "storage", "gpus", "pods"}
+
+// limits returns the tier's limit with the flags that were given
+// applied: cur is the tier's as shown, and own says whether the project
+// has a limit of its own for it (otherwise the amounts not given keep
+// following the region's default).
+func (q quotaFlags) limits(cur computeapi.Resources, own bool, changed func(string) bool) (computeapi.QuotaLimit, error) {
+	var out computeapi.QuotaLimit
+	if own {
+		out = computeapi.QuotaLimit{MilliCPU: new(cur.MilliCPU), MemoryBytes: new(cur.MemoryBytes), Gpus: new(cur.Gpus), Pods: new(cur.Pods), StorageBytes: new(cur.StorageBytes)}
+	}
+	bytes := func(flag, v string) (*int64, error) {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("--%s %q: want bytes such as 64Gi or 512Mi", flag, v)
+		}
+		return new(q.Value()), nil
+	}
+	var err error
 	if changed("cpu") {
-		v, err := resource.ParseQuantity(q.cpu)
-		if err != nil || v.Sign() < 0 {
+		v, perr := resource.ParseQuantity(q.cpu)
+		if perr != nil || v.Sign() < 0 {
 			return out, fmt.Errorf("--cpu %q: want cores such as 4 or 500m", q.cpu)
 		}
-		out.MilliCPU = v.MilliValue()
+		out.MilliCPU = new(v.MilliValue())
 	}
 	if changed("memory") {
-		v, err := resource.ParseQuantity(q.memory)
-		if err != nil || v.Sign() < 0 {
-			return out, fmt.Errorf("--memory %q: want bytes such as 64Gi or 512Mi", q.memory)
+		if out.MemoryBytes, err = bytes("memory", q.memory); err != nil {
+			return out, err
 		}
-		out.MemoryBytes = v.Value()
+	}
+	if changed("storage") {
+		if out.StorageBytes, err = bytes("storage", q.storage); err != nil {
+			return out, err
+		}
 	}
 	if changed("gpus") {
-		out.Gpus = q.gpus
+		out.Gpus = new(q.gpus)
 	}
 	if changed("pods") {
-		out.Pods = q.pods
+		out.Pods = new(q.pods)
 	}
-	if out.MilliCPU < 0 || out.MemoryBytes < 0 || out.Gpus < 0 || out.Pods < 0 {
-		return out, errors.New("limits must be 0 (no limit) or more")
+	for _, v := range []*int64{out.Gpus, out.Pods} {
+		if v != nil && *v < 0 {
+			return out, errors.New("limits must be 0 (forbidden) or more")
+		}
 	}
 	return out, nil
 }
@@ -63,11 +85,14 @@ func canonicalTier(s string) (string, error) {
 func quotaCmd(g *globals) *cobra.Command {
 	var q quotaFlags
 	cmd := &cobra.Command{
-		Use:   "quota [--set TIER [--cpu C] [--memory M] [--gpus G] [--pods P]]",
+		Use:   "quota [--set TIER [--cpu C] [--memory M] [--storage S] [--gpus G] [--pods P]]",
 		Short: "Show a project's quota and usage per tier, or set a tier's limits",
 		Long: `quota shows, per tier (Reserved, OnDemand, Preemptible), what the project
-uses over its limit ('-' is no limit). --set TIER changes that tier's
-limits (platform admins): only the amounts given change, 0 removes a limit.`,
+uses over its cap, and its workloads over the most it may hold. Quota
+denies by default: a tier the project has no limit of its own for shows
+the region's default caps (marked default), and a cap of 0 forbids the
+resource. --set TIER changes that tier's limits (platform admins): only
+the amounts given change, 0 forbids a resource; there is no unlimited.`,
 		Example: `  atoll quota -p demo
   atoll quota -p demo --set OnDemand --cpu 64 --memory 256Gi --pods 200`,
 		Args: cobra.NoArgs,
@@ -77,8 +102,8 @@ limits (platform admins): only the amounts given change, 0 removes a limit.`,
 				return err
 			}
 			fl := cmd.Flags()
-			if q.tier == "" && (fl.Changed("cpu") || fl.Changed("memory") || fl.Changed("gpus") || fl.Changed("pods")) {
-				return errors.New("--cpu, --memory, --gpus and --pods need --set TIER")
+			if q.tier == "" && slices.ContainsFunc(quotaFlagNames, fl.Changed) {
+				return errors.New("--cpu, --memory, --storage, --gpus and --pods need --set TIER")
 			}
 			quota, err := c.Quota(ctx, project)
 			if err != nil {
@@ -89,13 +114,16 @@ limits (platform admins): only the amounts given change, 0 removes a limit.`,
 				if err != nil {
 					return err
 				}
-				var cur computeapi.Resources
+				var (
+					cur computeapi.Resources
+					own bool
+				)
 				for _, tq := range quota.Tiers {
-					if tq.Tier == tier && !tq.Unlimited {
-						cur = tq.Limit
+					if tq.Tier == tier {
+						cur, own = tq.Limit, !tq.Default
 					}
 				}
-				lim, err := q.limits(cur, fl.Changed)
+				lim, err := q.limits(cur, own, fl.Changed)
 				if err != nil {
 					return err
 				}
@@ -114,7 +142,8 @@ limits (platform admins): only the amounts given change, 0 removes a limit.`,
 	f.StringVar(&q.tier, "set", "", "set this tier's limits: Reserved, OnDemand or Preemptible")
 	f.StringVar(&q.cpu, "cpu", "", "CPU limit in cores (4, 500m)")
 	f.StringVar(&q.memory, "memory", "", "memory limit (64Gi, 512Mi)")
-	f.Int64Var(&q.gpus, "gpus", 0, "GPU limit")
+	f.StringVar(&q.storage, "storage", "", "storage limit: scratch volumes' size limits and volume claims (100Gi)")
+	f.Int64Var(&q.gpus, "gpus", 0, "GPU limit (0: none allowed)")
 	f.Int64Var(&q.pods, "pods", 0, "pod limit")
 	return cmd
 }

@@ -347,7 +347,7 @@ func TestQuotaSetKeepsOtherLimits(t *testing.T) {
 	f, url := newFake(t)
 	f.quota = computeapi.Quota{Project: "demo", Tiers: []computeapi.TierQuota{
 		{Tier: "OnDemand", Limit: computeapi.Resources{MilliCPU: 10000, MemoryBytes: 1 << 30}, Used: computeapi.Resources{MilliCPU: 1500, Pods: 3}},
-		{Tier: "Preemptible", Unlimited: true},
+		{Tier: "Preemptible", Default: true, Limit: computeapi.Resources{MilliCPU: 4000, Gpus: 8}},
 	}}
 	out, _, err := runCLI(t, "", "quota", "--set", "ondemand", "--pods", "5", "--cpu", "12", "--server", url, "-p", "demo")
 	if err != nil {
@@ -356,12 +356,21 @@ func TestQuotaSetKeepsOtherLimits(t *testing.T) {
 	if len(f.puts) != 1 || !strings.HasPrefix(f.puts[0], "OnDemand ") {
 		t.Fatalf("puts %q, want one of OnDemand", f.puts)
 	}
-	var got computeapi.Resources
+	var got computeapi.QuotaLimit
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(f.puts[0], "OnDemand ")), &got); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(computeapi.Resources{MilliCPU: 12000, MemoryBytes: 1 << 30, Pods: 5}, got); diff != "" {
+	// The tier has a limit of its own: its other amounts are kept.
+	want := computeapi.QuotaLimit{MilliCPU: new(int64(12000)), MemoryBytes: new(int64(1 << 30)), Gpus: new(int64(0)), Pods: new(int64(5)), StorageBytes: new(int64(0))}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("limits sent (-want +got):\n%s", diff)
+	}
+	// A tier on the default: only the amount given is sent, 0 included.
+	if _, _, err := runCLI(t, "", "quota", "--set", "preemptible", "--gpus", "0", "--server", url, "-p", "demo"); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.puts) != 2 || f.puts[1] != `Preemptible {"gpus":0}` {
+		t.Errorf("puts %q, want Preemptible {\"gpus\":0}", f.puts)
 	}
 	if !strings.Contains(out, "OnDemand") || !strings.Contains(out, "1500m/10") || !strings.Contains(out, "0/1Gi") {
 		t.Errorf("table:\n%s", out)

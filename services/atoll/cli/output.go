@@ -228,28 +228,30 @@ func eventLine(e computeapi.Event) string {
 
 const eventHeader = "ID       TIME     EVENT        GEN  MESSAGE"
 
-// printQuota writes used/limit per tier, then what Preemptible borrows.
+// printQuota writes used/cap per tier (a tier on the region's default
+// marked so), the workloads over their cap, then what Preemptible
+// borrows. Every cap is finite; 0 forbids.
 func printQuota(out io.Writer, q computeapi.Quota) {
 	tw := newTable(out)
-	fmt.Fprintf(tw, "TIER\tCPU\tMEMORY\tGPUS\tPODS\n")
+	fmt.Fprintf(tw, "TIER\tCPU\tMEMORY\tSTORAGE\tGPUS\tPODS\tLIMITS\n")
 	for _, t := range q.Tiers {
-		lim := func(v int64, f func(int64) string) string {
-			if v == 0 || t.Unlimited {
-				return "-"
-			}
-			return f(v)
+		src := "own"
+		if t.Default {
+			src = "default"
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s/%s\t%d/%s\t%d/%s\n", t.Tier,
-			cpu(t.Used.MilliCPU), lim(t.Limit.MilliCPU, cpu),
-			mem(t.Used.MemoryBytes), lim(t.Limit.MemoryBytes, mem),
-			t.Used.Gpus, lim(t.Limit.Gpus, itoa),
-			t.Used.Pods, lim(t.Limit.Pods, itoa))
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s/%s\t%s/%s\t%d/%d\t%d/%d\t%s\n", t.Tier,
+			cpu(t.Used.MilliCPU), cpu(t.Limit.MilliCPU),
+			mem(t.Used.MemoryBytes), mem(t.Limit.MemoryBytes),
+			mem(t.Used.StorageBytes), mem(t.Limit.StorageBytes),
+			t.Used.Gpus, t.Limit.Gpus,
+			t.Used.Pods, t.Limit.Pods, src)
 	}
 	tw.Flush()
+	if q.MaxWorkloads > 0 {
+		fmt.Fprintf(out, "Workloads: %d of at most %d\n", q.Workloads, q.MaxWorkloads)
+	}
 	printBorrowed(out, q) // tiers_view.go
 }
-
-func itoa(v int64) string { return fmt.Sprint(v) }
 
 // cpu formats millicores as cores when whole.
 func cpu(m int64) string {

@@ -49,9 +49,9 @@ func TestQuotaShowsWhatPreemptibleBorrows(t *testing.T) {
 	cliEnv(t)
 	f, url := newFake(t)
 	f.quota = computeapi.Quota{Project: "demo", Tiers: []computeapi.TierQuota{
-		{Tier: "Reserved", Unlimited: true, Used: computeapi.Resources{MilliCPU: 2000, Pods: 1}},
-		{Tier: "OnDemand", Unlimited: true},
-		{Tier: "Preemptible", Unlimited: true, Used: computeapi.Resources{MilliCPU: 6500, MemoryBytes: 3 << 30, Pods: 3},
+		{Tier: "Reserved", Default: true, Used: computeapi.Resources{MilliCPU: 2000, Pods: 1}},
+		{Tier: "OnDemand", Default: true},
+		{Tier: "Preemptible", Default: true, Used: computeapi.Resources{MilliCPU: 6500, MemoryBytes: 3 << 30, Pods: 3},
 			Borrowed: computeapi.Resources{MilliCPU: 6500, MemoryBytes: 3 << 30, Pods: 3}, Reclaimable: true},
 	}}
 	out, _, err := runCLI(t, "", "quota", "--server", url, "--token", "good", "-p", "demo")
@@ -59,7 +59,7 @@ func TestQuotaShowsWhatPreemptibleBorrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "TIER") || !strings.HasPrefix(lines[3], "Preemptible") || !strings.Contains(lines[3], "6500m/-") {
+	if !strings.HasPrefix(lines[0], "TIER") || !strings.HasPrefix(lines[3], "Preemptible") || !strings.Contains(lines[3], "6500m/0") {
 		t.Errorf("table:\n%s", out)
 	}
 	for _, w := range []string{"Preemptible borrows cpu 6500m, memory 3Gi, pods 3 of the capacity the other tiers leave idle.", "It is reclaimable"} {

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
+	"atoll.dev/services/quota"
 )
 
 // BuildServices builds every service's command (atoll.dev/services/<name>/cmd/<name>)
@@ -81,6 +83,10 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		"ATOLL_CLUSTERS="+r.ClustersFile,
 		"ATOLL_PROFILING=true", // on loopback only
 	)
+	if id.Service == "quota" {
+		env = append(env, "ATOLL_QUOTA_DEFAULT_LIMITS="+quota.FormatLimits(r.quotaCfg.Defaults.Limits),
+			"ATOLL_QUOTA_MAX_WORKLOADS="+strconv.FormatInt(r.quotaCfg.Defaults.MaxWorkloads, 10))
+	}
 	env = append(env, r.execEnv...)
 	if id.Service == "gateway" {
 		tokens, err := r.writeTokensFile()

@@ -145,6 +145,9 @@ type Options struct {
 	NATSExec string
 	// ExecLogLevel is the processes' log level (default warn).
 	ExecLogLevel string
+	// Quota is the quota service's policy (nil: quota.Ample(), caps no
+	// test reaches, so that every project may run what the tests ask).
+	Quota *quota.Config
 	// ExecEnv adds to the environment of every process the region starts
 	// (the replicas with Exec, the NATS server with NATSExec), such as
 	// GODEBUG=gctrace=1 to log each collection to the process's log.
@@ -188,6 +191,7 @@ type Region struct {
 	NATSAuth *bus.Auth
 
 	gatewayCfg *gateway.Config
+	quotaCfg   *quota.Config // Options.Quota
 
 	log          *slog.Logger
 	violations   *violations // the permission violations logged
@@ -239,13 +243,16 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Replicas < 1 {
 		o.Replicas = 1
 	}
+	if o.Quota == nil {
+		o.Quota = quota.Ample()
+	}
 	if o.Exec != "" {
 		o.Listen = true
 		if o.ExecLogLevel == "" {
 			o.ExecLogLevel = "warn"
 		}
 	}
-	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel, execEnv: o.ExecEnv,
+	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel, execEnv: o.ExecEnv, quotaCfg: o.Quota,
 		running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
 		return nil, err
@@ -492,7 +499,7 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 		holders []string
 	)
 	opts := []fx.Option{
-		fx.Supply(conn, r.log, r.Members, gwCfg, fx.Annotated{Name: holderName, Target: id.String()},
+		fx.Supply(conn, r.log, r.Members, gwCfg, r.quotaCfg, fx.Annotated{Name: holderName, Target: id.String()},
 			admin.Config{Service: name, Listen: "127.0.0.1:0"}),
 		admin.Module,
 		// The fill of the streams the service uses, as daemon.NewBus

@@ -29,8 +29,8 @@ func TestConsoleShowsQuotaAndQueue(t *testing.T) {
 		return string(b)
 	}
 	for path, wants := range map[string][]string{
-		"/index.html": {`id="quota-card"`, `id="quota"`, "<th>Borrowed</th>", `id="quota-note"`},
-		"/app.js":     {"/projects/${enc(project)}/quota", "t.borrowed", "t.reclaimable", "st.queue", "st.position", "st.preemptedBy", "st.queuedAt"},
+		"/index.html": {`id="quota-card"`, `id="quota"`, "<th>Borrowed</th>", `id="quota-note"`, `id="quota-storage"`, "0 forbids the resource"},
+		"/app.js":     {"/projects/${enc(project)}/quota", "t.default", "storageBytes", "q.maxWorkloads", "t.borrowed", "t.reclaimable", "st.queue", "st.position", "st.preemptedBy", "st.queuedAt"},
 	} {
 		body := get(path)
 		for _, w := range wants {

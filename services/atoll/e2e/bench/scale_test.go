@@ -1418,7 +1418,7 @@ func BenchmarkScale(b *testing.B) {
 	defer gw.Close()
 
 	// Far more than the largest size needs, on every resource.
-	lim := api.Limit{MilliCPU: 1 << 40, MemoryBytes: 1 << 60, Pods: 1 << 30}
+	lim := api.Limit{MilliCPU: new(int64(1 << 40)), MemoryBytes: new(int64(1 << 60)), Pods: new(int64(1 << 30))}
 	for _, p := range []string{scaleProject, pairProject} {
 		if err := cl.SetQuota(ctx, p, api.TierOnDemand, lim); err != nil {
 			b.Fatal(err)

@@ -87,7 +87,9 @@ func TestConsoleOperatorsEdit(t *testing.T) {
 		chromedp.Navigate(reg.GatewayURL+"/console/#/p/"+project),
 		chromedp.WaitVisible(chromedp.CSS("#quota-form")),
 		chromedp.SetValue(chromedp.CSS("#quota-tier"), "OnDemand"),
-		chromedp.Clear(chromedp.CSS("#quota-cpu")),
+		// The field holds the default cap; emptied by value (Clear leaves a
+		// number input as it is), then typed, so the form knows it was edited.
+		chromedp.SetValue(chromedp.CSS("#quota-cpu"), ""),
 		chromedp.SendKeys(chromedp.CSS("#quota-cpu"), "12000"),
 		chromedp.Click(chromedp.CSS("#quota-save")),
 		chromedp.WaitVisible(chromedp.CSS("#confirm")),

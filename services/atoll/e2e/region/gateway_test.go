@@ -498,7 +498,7 @@ func TestGatewayOperations(t *testing.T) {
 	q = computeapi.Quota{}
 	_ = json.Unmarshal(mustStatus(t, 200, "GET", "/v1/projects/"+project+"/quota", dev, nil), &q)
 	for _, tq := range q.Tiers {
-		if tq.Tier == "OnDemand" && (tq.Used.Pods != 2 || tq.Limit.Pods != 10 || tq.Unlimited) {
+		if tq.Tier == "OnDemand" && (tq.Used.Pods != 2 || tq.Limit.Pods != 10 || tq.Default) {
 			t.Fatalf("OnDemand quota after start: %+v", tq)
 		}
 	}

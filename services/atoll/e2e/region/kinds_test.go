@@ -158,7 +158,7 @@ func TestQuotaAdmitsExactlyWhatFits(t *testing.T) {
 	ctx := context.Background()
 	const project = "quota-team"
 	// Each App: 1 replica of 1 CPU plus the 10m log shipper: 1010m. 20 fit.
-	if err := cl.SetQuota(ctx, project, api.TierOnDemand, api.Limit{MilliCPU: 20 * 1010}); err != nil {
+	if err := cl.SetQuota(ctx, project, api.TierOnDemand, api.Limit{MilliCPU: new(int64(20 * 1010))}); err != nil {
 		t.Fatal(err)
 	}
 	doc := func(i int) []byte {

@@ -49,7 +49,7 @@
 // #new-workload, #op-edit, #editor-view: #editor (CodeMirror; .editorView for tests),
 // #editor-example, #editor-load, #editor-review, #editor-apply, #editor-status,
 // #editor-error, #editor-fields li[data-line][data-field], #editor-diff span[data-op];
-// #quota-form, #quota-tier, #quota-cpu, #quota-memory, #quota-gpus, #quota-pods,
+// #quota-form, #quota-tier, #quota-cpu, #quota-memory, #quota-storage, #quota-gpus, #quota-pods,
 // #quota-save, #quota-status, #quota-error;
 // #chart-launch svg circle.pt, #chart-errors svg circle.pt, #slis-error,
 // #region-error;
@@ -589,9 +589,10 @@ function quotaView(project, signal) {
   );
 }
 
-// usedOf is "used / limit" of one resource of a tier ("–" when unlimited).
+// usedOf is "used / limit" of one resource of a tier. Every limit is a
+// cap; 0 forbids the resource ("none").
 function usedOf(t, key, fmt) {
-  const lim = t.unlimited || !num(t.limit?.[key]) ? '–' : fmt(t.limit[key]);
+  const lim = num(t.limit?.[key]) ? fmt(t.limit[key]) : 'none';
   return `${fmt(t.used?.[key])} / ${lim}`;
 }
 
@@ -611,15 +612,19 @@ function renderQuota(q) {
       el(
         'tr',
         { 'data-tier': t.tier },
-        el('td', { text: t.tier }),
+        el('td', { text: t.default ? `${t.tier} (default)` : t.tier }),
         el('td', { class: 'num', text: usedOf(t, 'milliCPU', cores) }),
         el('td', { class: 'num', text: usedOf(t, 'memoryBytes', bytes) }),
+        el('td', { class: 'num', text: usedOf(t, 'storageBytes', bytes) }),
         el('td', { class: 'num', text: usedOf(t, 'gpus', (v) => String(num(v))) }),
         el('td', { class: 'num', text: usedOf(t, 'pods', (v) => String(num(v))) }),
         el('td', { class: 'borrowed', text: borrowedText({ ...t.borrowed, reclaimable: t.reclaimable }) || '–' }),
       ),
     ),
   );
+  $('#quota-workloads').textContent = num(q?.maxWorkloads)
+    ? `Workloads: ${num(q.workloads)} of at most ${num(q.maxWorkloads)}.`
+    : '';
   const lender = tiers.find((t) => borrowedText(t.borrowed));
   $('#quota-note').hidden = !lender;
   $('#quota-note').textContent = lender
@@ -2587,6 +2592,7 @@ function openLabelsForm(card) {
 const QUOTA_FIELDS = [
   { key: 'milliCPU', sel: '#quota-cpu', unit: 1, label: 'CPU', show: (v) => `${v}m` },
   { key: 'memoryBytes', sel: '#quota-memory', unit: 1 << 20, label: 'Memory', show: (v) => bytes(v) },
+  { key: 'storageBytes', sel: '#quota-storage', unit: 1 << 30, label: 'Storage', show: (v) => bytes(v) },
   { key: 'gpus', sel: '#quota-gpus', unit: 1, label: 'GPUs', show: String },
   { key: 'pods', sel: '#quota-pods', unit: 1, label: 'Pods', show: String },
 ];
@@ -2650,7 +2656,7 @@ const quotaEditor = {
       if (!Number.isFinite(v) || v < 0) return showIn('#quota-error', `${f.label}: "${raw}" is not an amount of 0 or more.`);
       body[f.key] = v;
       const was = num(old[f.key]);
-      if (v !== was) lines.push(`${f.label}: ${was ? f.show(was) : 'no limit'} → ${v ? f.show(v) : 'no limit'}`);
+      if (v !== was) lines.push(`${f.label}: ${was ? f.show(was) : 'none'} → ${v ? f.show(v) : 'none (forbidden)'}`);
     }
     if (!lines.length) return showIn('#quota-error', `Nothing to change: the ${tier} limit is as it is.`);
     const answer = await confirmDialog({
