@@ -119,8 +119,8 @@ func Roles() map[string][]rbacv1.PolicyRule {
 		}
 	}
 	return map[string][]rbacv1.PolicyRule{
-		User(Propagator):    propagator,
-		User(Aggregator):    aggregator,
+		User(Propagator): propagator,
+		User(Aggregator): aggregator,
 		AggregatorDebugRole: {
 			{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}},
