@@ -172,7 +172,10 @@ func AggregatorDebugBinding(ns string) *rbacv1.RoleBinding {
 
 // nsOf is the CEL of the namespace a request writes in: a namespace's own
 // name, else the request's namespace ("" for cluster-scoped objects).
-const nsOf = `request.resource.resource == 'namespaces' && request.subResource == '' ? (request.name != '' ? request.name : object.metadata.name) : request.namespace`
+// Fields left empty are absent from the request: has() guards each.
+const nsOf = `request.resource.resource == 'namespaces' && (!has(request.subResource) || request.subResource == '') ? ` +
+	`(has(request.name) && request.name != '' ? request.name : object.metadata.name) : ` +
+	`(has(request.namespace) ? request.namespace : '')`
 
 // ProjectNamespace is the CEL that holds when variables.ns is a project
 // namespace: atoll-*, but not atoll-system (Atoll's own).

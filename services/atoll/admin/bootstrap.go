@@ -65,6 +65,7 @@ only its own subjects.`,
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
 	cmd.AddCommand(bootstrapAuthCmd())
+	cmd.AddCommand(bootstrapMemberCmd())
 	return cmd
 }
 

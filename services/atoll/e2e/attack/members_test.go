@@ -1,10 +1,13 @@
 package attack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +226,26 @@ func TestMemberCredentials(t *testing.T) {
 				t.Errorf("got %v, want 403 Forbidden", err)
 			}
 		})
+	}
+	// The member cluster's audit log records the services' 403s (the
+	// region's audit after the package reads it; these, refused on
+	// purpose, it leaves out).
+	for {
+		b, err := os.ReadFile(filepath.Join(c.Dir(), "logs", "audit.log"))
+		if err != nil {
+			t.Fatalf("audit log of %s: %v", c.Name, err)
+		}
+		if bytes.Contains(b, []byte(`"userAgent":"`+testenv.ForbiddenAgentPrefix+`/remediation"`)) && bytes.Contains(b, []byte(`"code":403`)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the audit log of %s holds no 403 of remediation's", c.Name)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if f := reg.MemberForbidden(); len(f) > 0 {
+		t.Errorf("services refused in member clusters: %q", f)
 	}
 	// Nothing was written by the refused calls.
 	if _, err := c.Client.CoreV1().Namespaces().Get(ctx, "evil", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
