@@ -68,7 +68,7 @@ or after an upgrade that changes the roles.`,
 				}
 			}
 			if len(ca) == 0 {
-				if ca, err = os.ReadFile(caCert); err != nil {
+				if ca, err = os.ReadFile(caCert); err != nil { //nolint:gosec // G304: the operator's --ca-cert
 					return fmt.Errorf("the cluster's CA: %w", err)
 				}
 			}
