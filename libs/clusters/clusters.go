@@ -27,9 +27,24 @@ type Member struct {
 	Zone string `json:"zone"`
 	// Labels are matched by workloads' cluster selectors.
 	Labels map[string]string `json:"labels,omitempty"`
-	// Kubeconfig is the path of a kubeconfig file for the cluster.
+	// Kubeconfig is the path of a kubeconfig file for the cluster: the
+	// service's own credential there (User), never the cluster's admin.
 	Kubeconfig string `json:"kubeconfig"`
+	// QPS and Burst bound the requests per second a service's client makes
+	// to the cluster, client-side (default DefaultQPS and DefaultBurst), so
+	// that a fan-out (logs, a storm of nodes) cannot flood its API server.
+	QPS   float32 `json:"qps,omitempty"`
+	Burst int     `json:"burst,omitempty"`
 }
+
+// Default client-side rate limits of a member client, per service and
+// cluster: well above a region's steady rate (the propagator applies a
+// shard in one request), below what one service could make an API server
+// spend its CPU on.
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 200
+)
 
 // Members is the region's member clusters.
 type Members []Member
@@ -57,14 +72,21 @@ func Load(path string) (Members, error) {
 	return ms, nil
 }
 
-// RESTConfig returns a client configuration without client-side rate
-// limits and with a per-request timeout.
+// RESTConfig returns a client configuration with the member's
+// client-side rate limit (QPS and Burst, or their defaults) and a
+// per-request timeout.
 func (m Member) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", m.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s kubeconfig: %w", m.Name, err)
 	}
-	cfg.QPS, cfg.Burst = -1, 0
+	cfg.QPS, cfg.Burst = m.QPS, m.Burst
+	if cfg.QPS <= 0 {
+		cfg.QPS = DefaultQPS
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = max(DefaultBurst, int(cfg.QPS))
+	}
 	cfg.Timeout = 15 * time.Second
 	return cfg, nil
 }

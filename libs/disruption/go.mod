@@ -13,6 +13,7 @@ require (
 )
 
 require (
+	atoll.dev/libs/clusters v0.0.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
@@ -80,3 +81,5 @@ replace (
 )
 
 replace atoll.dev/libs/testenv => ../testenv
+
+replace atoll.dev/libs/clusters => ../clusters

@@ -92,6 +92,13 @@ func (c *Cluster) create(ctx context.Context) error {
 	if c.env.debugFile != "" {
 		args = append(args, "--config", c.env.debugFile)
 	}
+	if o.ServiceAccess {
+		audit, err := o.auditPolicyFile()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--kube-audit-policy", audit)
+	}
 	for _, f := range c.spec.ConfigFiles {
 		args = append(args, "--config", f)
 	}
@@ -126,6 +133,11 @@ func (c *Cluster) create(ctx context.Context) error {
 	}
 	if err := c.waitReady(ctx); err != nil {
 		return err
+	}
+	if o.ServiceAccess {
+		if err := c.joinServices(ctx); err != nil {
+			return err
+		}
 	}
 	if o.Nice > 0 || o.BackgroundNice > 0 {
 		for _, pid := range c.Processes() {
@@ -281,18 +293,22 @@ componentsPatches:
     value: "400"
 `
 
-func (o *Options) tuningFile() (string, error) {
-	p := filepath.Join(o.WorkDir, "tuning.yaml")
-	if b, err := os.ReadFile(p); err == nil && string(b) == tuning {
+func (o *Options) tuningFile() (string, error) { return o.sharedFile("tuning.yaml", tuning) }
+
+// sharedFile writes content to name in the work directory, shared by
+// every cluster, unless it holds that already.
+func (o *Options) sharedFile(name, content string) (string, error) {
+	p := filepath.Join(o.WorkDir, name)
+	if b, err := os.ReadFile(p); err == nil && string(b) == content {
 		return p, nil
 	}
 	// Clusters start in parallel: each writes its own temporary file and
 	// renames it into place, so none sees a half-written one.
-	f, err := os.CreateTemp(o.WorkDir, "tuning-*.yaml")
+	f, err := os.CreateTemp(o.WorkDir, strings.TrimSuffix(name, ".yaml")+"-*.yaml")
 	if err != nil {
 		return "", err
 	}
-	_, werr := f.WriteString(tuning)
+	_, werr := f.WriteString(content)
 	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
 		_ = os.Remove(f.Name())
 		return "", fmt.Errorf("write %s: %w", f.Name(), err)

@@ -69,6 +69,11 @@ type Options struct {
 	// MetricsServer runs metrics-server in every cluster, with pod usage
 	// driven by pod annotations (see metrics.go); off by default.
 	MetricsServer bool
+	// ServiceAccess joins every cluster as Atoll does a member cluster
+	// (access.go): the cluster-facing services' RBAC applied, a kubeconfig
+	// of its own per service (Cluster.ServiceKubeconfig), and their
+	// requests audited, so Forbidden finds any they were refused.
+	ServiceAccess bool
 }
 
 // ClusterSpec describes one member cluster to start.

@@ -3,6 +3,7 @@ module atoll.dev/libs/testenv
 go 1.26.0
 
 require (
+	atoll.dev/libs/clusters v0.0.0
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/sync v0.24.0
 	k8s.io/api v0.36.3
@@ -52,3 +53,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace atoll.dev/libs/clusters => ../clusters

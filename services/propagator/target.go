@@ -629,6 +629,9 @@ func (t *target) ensureNamespace(ctx context.Context, project string) error {
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
+	if err := t.ensureDebugAccess(ctx, ns); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	t.namespaces[ns] = true
 	t.mu.Unlock()

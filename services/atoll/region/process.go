@@ -80,7 +80,7 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		"ATOLL_NATS_CREDS="+r.NATSAuth.CredentialsFile(id.Service),
 		"ATOLL_ADMIN_LISTEN="+adminAddr,
 		"ATOLL_LOG_LEVEL="+r.execLogLevel,
-		"ATOLL_CLUSTERS="+r.ClustersFile,
+		"ATOLL_CLUSTERS="+r.ServiceClustersFile(id.Service),
 		"ATOLL_PROFILING=true", // on loopback only
 	)
 	if id.Service == "quota" {

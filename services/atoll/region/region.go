@@ -148,6 +148,11 @@ type Options struct {
 	// Quota is the quota service's policy (nil: quota.Ample(), caps no
 	// test reaches, so that every project may run what the tests ask).
 	Quota *quota.Config
+	// MemberQPS and MemberBurst are the cluster-facing services' client-side
+	// rate limit per member cluster (clusters.Member QPS and Burst; default
+	// 500 and 1000: a test region makes workloads faster than a real one).
+	MemberQPS   float32
+	MemberBurst int
 	// ExecEnv adds to the environment of every process the region starts
 	// (the replicas with Exec, the NATS server with NATSExec), such as
 	// GODEBUG=gctrace=1 to log each collection to the process's log.
@@ -172,9 +177,11 @@ type Region struct {
 	Bus *bus.Bus
 	// Env holds the member clusters.
 	Env *testenv.Env
-	// Members describes the member clusters to the services.
+	// Members describes the member clusters to tests and tools, with each
+	// cluster's admin kubeconfig; each cluster-facing service is given its
+	// own (ServiceMembers).
 	Members clusters.Members
-	// ClustersFile lists Members, for services run as separate processes.
+	// ClustersFile lists Members.
 	ClustersFile string
 	// PodLogFile is the log every container of every Pod serves (KWOK's
 	// simulated kubelet, in CRI format); testenv.AppendLog adds lines.
@@ -203,6 +210,9 @@ type Region struct {
 	natsProf     string      // the base URL of that process's profiling port (/debug/pprof/)
 	execLogLevel string
 	execEnv      []string // Options.ExecEnv
+	memberQPS    float32  // Options.MemberQPS, defaulted
+	memberBurst  int      // Options.MemberBurst, defaulted
+	forbidden    []string // the member clusters' 403s to services, read as they stop
 
 	// srvOpts and srv are the embedded server of a RestartableBus (srv
 	// nil while stopped); busMu guards srv.
@@ -274,7 +284,11 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	for i := range specs {
 		specs[i].ConfigFiles = o.ZoneConfigs[specs[i].Zone]
 	}
-	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, ControllersOff: o.ClusterControllersOff, Debug: debug, MetricsServer: o.MetricsServer}, specs...)
+	// The clusters are joined as Atoll joins a member cluster: each
+	// cluster-facing service with its own credential and rights there,
+	// its requests audited (MemberForbidden).
+	env, err := testenv.Start(ctx, testenv.Options{Logger: o.Logger, OwnSignals: o.OwnSignals, Nice: o.ClusterNice, BackgroundNice: o.ClusterBackgroundNice, ControllersOff: o.ClusterControllersOff, Debug: debug, MetricsServer: o.MetricsServer,
+		ServiceAccess: true}, specs...)
 	if err != nil {
 		r.closeBus()
 		return nil, err
@@ -286,6 +300,10 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	}
 	for _, c := range env.Clusters {
 		r.Members = append(r.Members, clusters.Member{Name: c.Name, Zone: c.Zone, Kubeconfig: c.Kubeconfig})
+	}
+	r.memberQPS, r.memberBurst = o.MemberQPS, o.MemberBurst
+	if r.memberQPS <= 0 {
+		r.memberQPS, r.memberBurst = 500, 1000
 	}
 	if err := r.writeClustersFile(o.Dir); err != nil {
 		_ = r.Stop(context.Background())
@@ -335,11 +353,48 @@ func GPUPool() testenv.NodePool {
 
 func (r *Region) writeClustersFile(dir string) error {
 	r.ClustersFile = filepath.Join(dir, "clusters.yaml")
-	out, err := yaml.Marshal(r.Members)
+	if err := writeMembers(r.ClustersFile, r.Members); err != nil {
+		return err
+	}
+	for _, s := range clusters.Services {
+		if err := writeMembers(r.ServiceClustersFile(s), r.ServiceMembers(s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeMembers(path string, ms clusters.Members) error {
+	out, err := yaml.Marshal(ms)
 	if err != nil {
 		return fmt.Errorf("clusters file: %w", err)
 	}
-	return os.WriteFile(r.ClustersFile, out, 0o644)
+	return os.WriteFile(path, out, 0o600)
+}
+
+// ServiceMembers are the member clusters as a service is given them: a
+// cluster-facing service (clusters.Services) with its own kubeconfig in
+// each, the region's client-side rate limit; any other service none.
+func (r *Region) ServiceMembers(service string) clusters.Members {
+	if !slices.Contains(clusters.Services, service) {
+		return nil
+	}
+	out := make(clusters.Members, 0, len(r.Members))
+	for _, m := range r.Members {
+		m.Kubeconfig = r.Env.Cluster(m.Name).ServiceKubeconfig(service)
+		m.QPS, m.Burst = r.memberQPS, r.memberBurst
+		out = append(out, m)
+	}
+	return out
+}
+
+// ServiceClustersFile lists ServiceMembers(service), for a service run as
+// a process ("" for a service that is not cluster-facing).
+func (r *Region) ServiceClustersFile(service string) string {
+	if !slices.Contains(clusters.Services, service) {
+		return ""
+	}
+	return filepath.Join(r.dir, "clusters-"+service+".yaml")
 }
 
 // openBus opens the region's bus as the admin user, which creates the
@@ -499,7 +554,7 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 		holders []string
 	)
 	opts := []fx.Option{
-		fx.Supply(conn, r.log, r.Members, gwCfg, r.quotaCfg, fx.Annotated{Name: holderName, Target: id.String()},
+		fx.Supply(conn, r.log, r.ServiceMembers(name), gwCfg, r.quotaCfg, fx.Annotated{Name: holderName, Target: id.String()},
 			admin.Config{Service: name, Listen: "127.0.0.1:0"}),
 		admin.Module,
 		// The fill of the streams the service uses, as daemon.NewBus
@@ -776,11 +831,36 @@ func (r *Region) StopAndAudit() bool {
 	if err := r.Stop(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "stop region:", err)
 	}
+	ok := true
 	if v := r.PermissionViolations(); len(v) > 0 {
 		fmt.Fprintf(os.Stderr, "%d NATS permission violations, first: %s\n", len(v), v[0])
-		return false
+		ok = false
 	}
-	return true
+	if f := r.MemberForbidden(); len(f) > 0 {
+		fmt.Fprintf(os.Stderr, "%d member-cluster requests of services refused (403), first: %s\n", len(f), f[0])
+		ok = false
+	}
+	return ok
+}
+
+// MemberForbidden returns the requests of the cluster-facing services
+// that a member cluster's API server refused with 403 so far (from their
+// audit logs; after Stop, those read as the clusters stopped): none when
+// every service keeps to its rights there (libs/clusters Roles). Requests
+// of clients whose user agent starts with testenv.ForbiddenAgentPrefix,
+// refused on purpose, are left out.
+func (r *Region) MemberForbidden() []string {
+	r.mu.Lock()
+	stopped := slices.Clone(r.forbidden)
+	r.mu.Unlock()
+	if r.Env == nil || stopped != nil {
+		return stopped
+	}
+	f, err := r.Env.Forbidden()
+	if err != nil {
+		f = append(f, "audit: "+err.Error())
+	}
+	return f
 }
 
 // Stop stops every service, the member clusters and the bus.
@@ -790,6 +870,16 @@ func (r *Region) Stop(ctx context.Context) error {
 		errs = append(errs, r.StopService(ctx, Services[i].Name))
 	}
 	if r.Env != nil {
+		// The audit logs go with the clusters: read them first.
+		f, err := r.Env.Forbidden()
+		if err != nil {
+			f = append(f, "audit: "+err.Error())
+		}
+		r.mu.Lock()
+		if r.forbidden == nil { // a second Stop finds no log left
+			r.forbidden = append(make([]string, 0, len(f)), f...)
+		}
+		r.mu.Unlock()
 		errs = append(errs, r.Env.Stop(ctx))
 	}
 	r.closeBus()

@@ -366,9 +366,9 @@ type deployment struct{ count, replicas int }
 
 // deployments lists a namespace's Deployments in a member cluster, per
 // workload label, with kubectl inside the member's container (the members
-// network is not reachable from the host).
+// network is not reachable from the host), as the aggregator, which reads.
 func deployments(ctx context.Context, compose, cluster, namespace string) (map[string]deployment, error) {
-	out, err := exec.CommandContext(ctx, "docker", "exec", compose+"_"+cluster+"_1", "/kubectl", "--kubeconfig", "/kubeconfigs/"+cluster+".kubeconfig",
+	out, err := exec.CommandContext(ctx, "docker", "exec", compose+"_"+cluster+"_1", "/kubectl", "--kubeconfig", "/kubeconfigs/aggregator/"+cluster+".kubeconfig",
 		"get", "deployments", "-n", namespace, "-o", "json").Output()
 	if err != nil {
 		return nil, fmt.Errorf("list deployments in %s: %w", cluster, err)

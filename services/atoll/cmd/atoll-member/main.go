@@ -5,12 +5,16 @@
 // theirs. It is the entrypoint of the atoll/member image (make images),
 // which holds those binaries in its root directory.
 //
-// When the cluster and its nodes are ready it writes a kubeconfig for the
-// cluster-facing services to <kubeconfig-dir>/<name>.kubeconfig, its server
+// The cluster is joined as Atoll joins a member cluster (libs/clusters):
+// the cluster-facing services' ClusterRoles and bindings applied, and a
+// client certificate per service. When the cluster and its nodes are ready
+// it writes each cluster-facing service its own kubeconfig, to
+// <kubeconfig-dir>/<service>/<name>.kubeconfig, its server
 // https://<name>:<port> (the container's name on the compose network; the
 // API server's certificate names it), and stays until SIGTERM or SIGINT,
-// when it deletes the cluster. `atoll-member -check` (the container's
-// health check) succeeds once that file exists.
+// when it deletes the cluster. No kubeconfig of the cluster's admin leaves
+// the container. `atoll-member -check` (the container's health check)
+// succeeds once those files exist.
 package main
 
 import (
@@ -27,8 +31,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/testenv"
 )
 
@@ -44,14 +48,19 @@ func main() {
 	zone := fs.String("zone", env("ATOLL_MEMBER_ZONE", "a"), "the cluster's zone (ATOLL_MEMBER_ZONE)")
 	port := fs.Int("port", atoi(env("ATOLL_MEMBER_PORT", "6443")), "the API server's port (ATOLL_MEMBER_PORT)")
 	nodes := fs.Int("nodes", atoi(env("ATOLL_MEMBER_NODES", "10")), "KWOK nodes of 16 CPUs and 64Gi (ATOLL_MEMBER_NODES)")
-	dir := fs.String("kubeconfig-dir", env("ATOLL_MEMBER_KUBECONFIG_DIR", "/kubeconfigs"), "where to write <name>.kubeconfig (ATOLL_MEMBER_KUBECONFIG_DIR)")
+	dir := fs.String("kubeconfig-dir", env("ATOLL_MEMBER_KUBECONFIG_DIR", "/kubeconfigs"), "where to write <service>/<name>.kubeconfig (ATOLL_MEMBER_KUBECONFIG_DIR)")
 	bin := fs.String("bin", env("ATOLL_MEMBER_BIN", "/"), "the directory of kwokctl, kwok, etcd, kube-* and kubectl (ATOLL_MEMBER_BIN)")
 	check := fs.Bool("check", false, "exit 0 when the cluster's kubeconfig has been written (a health check)")
 	_ = fs.Parse(os.Args[1:])
-	out := filepath.Join(*dir, *name+".kubeconfig")
+	out := map[string]string{}
+	for _, s := range clusters.Services {
+		out[s] = filepath.Join(*dir, s, *name+".kubeconfig")
+	}
 	if *check {
-		if _, err := os.Stat(out); err != nil {
-			os.Exit(1)
+		for _, p := range out {
+			if _, err := os.Stat(p); err != nil {
+				os.Exit(1)
+			}
 		}
 		return
 	}
@@ -70,10 +79,12 @@ func atoi(s string) int {
 	return n
 }
 
-func run(log *slog.Logger, name, zone string, port, nodes int, bin, out string) error {
+func run(log *slog.Logger, name, zone string, port, nodes int, bin string, out map[string]string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	_ = os.Remove(out) // not healthy until this run's cluster is ready
+	for _, p := range out {
+		_ = os.Remove(p) // not healthy until this run's cluster is ready
+	}
 	work, err := os.MkdirTemp("", "kwok-")
 	if err != nil {
 		return err
@@ -87,7 +98,7 @@ func run(log *slog.Logger, name, zone string, port, nodes int, bin, out string) 
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	e, err := testenv.Start(startCtx, testenv.Options{BinDir: bin, WorkDir: filepath.Join(work, "kwok"), OwnSignals: true, Logger: log},
+	e, err := testenv.Start(startCtx, testenv.Options{BinDir: bin, WorkDir: filepath.Join(work, "kwok"), OwnSignals: true, Logger: log, ServiceAccess: true},
 		testenv.ClusterSpec{Zone: zone, Name: name, ConfigFiles: []string{conf}})
 	if err != nil {
 		return err
@@ -105,28 +116,34 @@ func run(log *slog.Logger, name, zone string, port, nodes int, bin, out string) 
 			return fmt.Errorf("nodes: %w", err)
 		}
 	}
-	if err := writeKubeconfig(c, name, port, out); err != nil {
-		return err
+	for _, s := range clusters.Services {
+		if err := writeKubeconfig(c.ServiceKubeconfig(s), name, port, out[s]); err != nil {
+			return fmt.Errorf("%s's kubeconfig: %w", s, err)
+		}
 	}
-	log.Info("member cluster ready", "name", name, "zone", zone, "nodes", nodes, "kubeconfig", out)
+	log.Info("member cluster ready", "name", name, "zone", zone, "nodes", nodes, "kubeconfigs", out)
 	<-ctx.Done()
-	_ = os.Remove(out)
+	for _, p := range out {
+		_ = os.Remove(p)
+	}
 	log.Info("deleting member cluster", "name", name)
 	return nil
 }
 
-// writeKubeconfig writes the cluster's credentials (inlined) with the
-// server at its network name, atomically.
-func writeKubeconfig(c *testenv.Cluster, name string, port int, out string) error {
-	cfg := c.Config
-	if len(cfg.CAData) == 0 || len(cfg.CertData) == 0 || len(cfg.KeyData) == 0 {
-		return errors.New("cluster credentials are not inlined")
+// writeKubeconfig writes a service's kubeconfig for the cluster (from
+// testenv, its credential inlined) with the server at its network name,
+// atomically.
+func writeKubeconfig(from, name string, port int, out string) error {
+	kc, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return err
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters[name] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://%s:%d", name, port), CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	kc.CurrentContext = name
+	if len(kc.Clusters) != 1 {
+		return errors.New("a service's kubeconfig names one cluster")
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = fmt.Sprintf("https://%s:%d", name, port)
+	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o750); err != nil {
 		return err
 	}

@@ -81,6 +81,20 @@ func TestComposePackagesEveryService(t *testing.T) {
 			if want := clusterFacing(t, svc); members != want {
 				t.Errorf("on the members network: %v, want %v", members, want)
 			}
+			// Member credentials: a cluster-facing service its own, no other any.
+			var kubeconfigs []string
+			for _, v := range s.Volumes {
+				if strings.HasPrefix(v, "kubeconfigs") {
+					kubeconfigs = append(kubeconfigs, v)
+				}
+			}
+			var want []string
+			if clusterFacing(t, svc) {
+				want = []string{"kubeconfigs-" + svc + ":/etc/atoll/kubeconfigs:ro"}
+			}
+			if !slices.Equal(kubeconfigs, want) {
+				t.Errorf("mounts member credentials %v, want %v", kubeconfigs, want)
+			}
 		})
 	}
 	if !c.Networks["members"].Internal {

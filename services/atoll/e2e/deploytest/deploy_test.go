@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/testenv"
 )
 
@@ -87,9 +89,11 @@ func build(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	copyFile(t, filepath.Join(root, "deploy", "tokens.example.yaml"), filepath.Join(dir, "secrets", "gateway", "tokens.yaml"))
-	copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", "clusters.yaml"))
-	for _, z := range []string{"a", "b", "c"} {
-		writeFile(t, filepath.Join(dir, "secrets", "clusters", "zone-"+z+".kubeconfig"), "apiVersion: v1\nkind: Config\n")
+	for _, svc := range clusters.Services {
+		copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", svc, "clusters.yaml"))
+		for _, z := range []string{"a", "b", "c"} {
+			writeFile(t, filepath.Join(dir, "secrets", "clusters", svc, "zone-"+z+".kubeconfig"), "apiVersion: v1\nkind: Config\n")
+		}
 	}
 	out, err := exec.Command(kubectl(t), "kustomize", dir).CombinedOutput()
 	if err != nil {
@@ -314,20 +318,34 @@ func TestManifestsPackageEveryService(t *testing.T) {
 	if !deny {
 		t.Error("no default-deny NetworkPolicy")
 	}
-	if x.secrets["atoll-nats-admin"] == nil || x.secrets["atoll-member-clusters"] == nil || x.secrets["atoll-gateway-auth"] == nil {
-		t.Error("the admin's, the member clusters' or the gateway's Secret is missing")
+	if x.secrets["atoll-nats-admin"] == nil || x.secrets["atoll-gateway-auth"] == nil {
+		t.Error("the admin's or the gateway's Secret is missing")
 	}
-	// Only the cluster-facing services get the member clusters' credentials.
+	// Only the cluster-facing services get member credentials, each its
+	// own Secret and no other's.
+	for _, svc := range clusters.Services {
+		if x.secrets["atoll-clusters-"+svc] == nil {
+			t.Errorf("%s's member clusters' Secret is missing", svc)
+		}
+	}
 	for name, d := range x.deployments {
 		svc := strings.TrimPrefix(name, "atoll-")
-		mounts := false
+		var mounts []string
 		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "atoll-member-clusters") {
-				mounts = true
+			if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "atoll-clusters-") {
+				name := v.Secret.SecretName // kustomize's content hash after the last dash
+				mounts = append(mounts, name[:strings.LastIndex(name, "-")])
 			}
 		}
-		if want := clusterFacing(t, svc); mounts != want {
-			t.Errorf("%s mounts the member clusters' Secret: %v, want %v", name, mounts, want)
+		var want []string
+		if clusterFacing(t, svc) {
+			want = []string{"atoll-clusters-" + svc}
+			if !slices.Contains(clusters.Services, svc) {
+				t.Errorf("%s loads the member clusters but is not in libs/clusters Services (no identity there)", svc)
+			}
+		}
+		if diff := cmp.Diff(want, mounts); diff != "" {
+			t.Errorf("%s mounts member credentials (-want +got):\n%s", name, diff)
 		}
 	}
 }
