@@ -22,7 +22,9 @@ type PodTemplate struct {
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Volumes the containers may mount.
 	Volumes []Volume `json:"volumes,omitempty"`
-	// ServiceAccount the pod runs as (default "default").
+	// ServiceAccount is not the tenant's to choose: pods run as their
+	// namespace's "default" ServiceAccount, without its token. Only empty
+	// or "default" (what older documents carry) is accepted.
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// Labels are put on every pod (the platform's own atoll.dev/ labels
 	// are reserved); a change rolls the pods like any template change.
@@ -77,6 +79,9 @@ type Volume struct {
 	Name string `json:"name"`
 	// EmptyDir is a scratch directory when true.
 	EmptyDir bool `json:"emptyDir,omitempty"`
+	// SizeLimit caps a scratch directory ("1Gi"); DefaultEmptyDirSizeLimit
+	// when empty, at most MaxEmptyDirSizeLimit.
+	SizeLimit string `json:"sizeLimit,omitempty"`
 	// HostPath mounts a node directory (platform only).
 	HostPath string `json:"hostPath,omitempty"`
 }
@@ -194,9 +199,6 @@ func (t *PodTemplate) defaults() {
 			}
 		}
 	}
-	if t.ServiceAccount == "" {
-		t.ServiceAccount = "default"
-	}
 }
 
 func firstNonEmpty(s ...string) string {
@@ -207,6 +209,18 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// DefaultServiceAccount is the only ServiceAccount a pod runs as.
+const DefaultServiceAccount = "default"
+
+// Size limits of an emptyDir volume: the default when a volume gives none,
+// and the largest a volume may ask for.
+const (
+	DefaultEmptyDirSizeLimit = "1Gi"
+	MaxEmptyDirSizeLimit     = "100Gi"
+)
+
+var maxEmptyDirSizeLimit = resource.MustParse(MaxEmptyDirSizeLimit)
 
 // Upper bounds on what one container may ask for.
 var (
@@ -251,6 +265,17 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 			fe.add(p+".name", CodeDuplicate, "volume %q is defined twice", v.Name)
 		}
 		vols[v.Name] = true
+		if v.SizeLimit != "" {
+			if v.HostPath != "" {
+				fe.add(p+".sizeLimit", CodeInvalid, "only an emptyDir volume has a size limit")
+			}
+			switch q, err := resource.ParseQuantity(v.SizeLimit); {
+			case err != nil || q.Sign() <= 0:
+				fe.add(p+".sizeLimit", CodeInvalid, "%q is not a positive quantity", v.SizeLimit)
+			case q.Cmp(maxEmptyDirSizeLimit) > 0:
+				fe.add(p+".sizeLimit", CodeTooLarge, "%s exceeds the maximum of %s", v.SizeLimit, MaxEmptyDirSizeLimit)
+			}
+		}
 	}
 	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
 		for _, c := range cs {
@@ -261,8 +286,8 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 			}
 		}
 	}
-	if t.ServiceAccount != "" && !IsDNSLabel(t.ServiceAccount) {
-		fe.add(path+".serviceAccount", CodeInvalid, "%q is not a DNS label", t.ServiceAccount)
+	if t.ServiceAccount != "" && t.ServiceAccount != DefaultServiceAccount {
+		fe.add(path+".serviceAccount", CodeInvalid, "%q: the platform chooses the pod's ServiceAccount; remove the field", t.ServiceAccount)
 	}
 }
 
