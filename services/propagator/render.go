@@ -111,7 +111,7 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 		case v.HostPath != "":
 			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
 		default:
-			vol.EmptyDir = &corev1.EmptyDirVolumeSource{}
+			vol.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit(v.SizeLimit)}
 		}
 		spec.Volumes = append(spec.Volumes, vol)
 	}
