@@ -155,8 +155,8 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		holder: lease.NewHolderID("propagator"),
 		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
 			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
-		kinds:   newKinds(),
-		targets: map[string]*target{},
+		kinds:    newKinds(),
+		targets:  map[string]*target{},
 		desired:  map[string]*desired{},
 		baseline: map[string]bool{},
 	}
