@@ -1225,6 +1225,12 @@ type StreamLogsParams struct {
 	// Container Only this container.
 	Container string `form:"container,omitempty" json:"container,omitempty,omitzero"`
 
+	// Zone Only the pods in this zone.
+	Zone string `form:"zone,omitempty" json:"zone,omitempty,omitzero"`
+
+	// Pod Only this pod.
+	Pod string `form:"pod,omitempty" json:"pod,omitempty,omitzero"`
+
 	// Follow Keep streaming new lines.
 	Follow bool `form:"follow,omitempty" json:"follow,omitempty,omitzero"`
 
@@ -1561,7 +1567,10 @@ type ClientInterface interface {
 	//
 	// One JSON object per line (`application/x-ndjson`), or plain lines
 	// prefixed with the pod and container when `Accept: text/plain`.
-	// Proxied by the region's cluster-facing side over the bus.
+	// Proxied by the region's cluster-facing side over the bus. A session
+	// streams at most a configured number of containers (the aggregator's
+	// `--max-log-containers`, default 50); one that would stream more is a
+	// 422 that says how to narrow it (`container`, `zone`, `pod`).
 	//
 	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/logs (the `StreamLogs` operationId).
 	StreamLogs(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *StreamLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2197,7 +2206,10 @@ func (c *Client) ExecShell(ctx context.Context, project ProjectPath, kind KindPa
 //
 // One JSON object per line (`application/x-ndjson`), or plain lines
 // prefixed with the pod and container when `Accept: text/plain`.
-// Proxied by the region's cluster-facing side over the bus.
+// Proxied by the region's cluster-facing side over the bus. A session
+// streams at most a configured number of containers (the aggregator's
+// `--max-log-containers`, default 50); one that would stream more is a
+// 422 that says how to narrow it (`container`, `zone`, `pod`).
 //
 // Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/logs (the `StreamLogs` operationId).
 func (c *Client) StreamLogs(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *StreamLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3698,6 +3710,22 @@ func NewStreamLogsRequest(server string, project ProjectPath, kind KindPath, nam
 			}
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "zone", params.Zone, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pod", params.Pod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 			return nil, err
 		} else {
@@ -4568,7 +4596,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// One JSON object per line (`application/x-ndjson`), or plain lines
 	// prefixed with the pod and container when `Accept: text/plain`.
-	// Proxied by the region's cluster-facing side over the bus.
+	// Proxied by the region's cluster-facing side over the bus. A session
+	// streams at most a configured number of containers (the aggregator's
+	// `--max-log-containers`, default 50); one that would stream more is a
+	// 422 that says how to narrow it (`container`, `zone`, `pod`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6457,6 +6488,8 @@ type StreamLogsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -6481,6 +6514,11 @@ func (r StreamLogsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StreamLogsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r StreamLogsResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -7970,7 +8008,10 @@ func (c *ClientWithResponses) ExecShellWithResponse(ctx context.Context, project
 //
 // One JSON object per line (`application/x-ndjson`), or plain lines
 // prefixed with the pod and container when `Accept: text/plain`.
-// Proxied by the region's cluster-facing side over the bus.
+// Proxied by the region's cluster-facing side over the bus. A session
+// streams at most a configured number of containers (the aggregator's
+// `--max-log-containers`, default 50); one that would stream more is a
+// 422 that says how to narrow it (`container`, `zone`, `pod`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9865,6 +9906,13 @@ func ParseStreamLogsResponse(rsp *http.Response) (*StreamLogsResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -12123,6 +12171,32 @@ func (siw *ServerInterfaceWrapper) StreamLogs(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// ------------- Optional query parameter "zone" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "zone", r.URL.Query(), &params.Zone, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "zone"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "zone", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "pod" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "pod", r.URL.Query(), &params.Pod, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "pod"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "pod", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "follow" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "follow", r.URL.Query(), &params.Follow, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
@@ -12740,235 +12814,238 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3kgf6VVC8W2Xy3BElx86pjVRbW4rt5Ch2bK1kr6s29IbgTJPE0RCYABhRjK+/+y10A/MgMRQp",
-	"S05O1v/YFDmDZ6PRz19/7KVqUSgJ0pre8cdewTVfgAWNfz3LS2NBn3M7d38K2TvuFe6PpCf5AnrHvZSe",
-	"6CU9Db+VQkPWO7a6hKRn0jksuHvNrgr3qLFayFnv06ekd5bBolAWZLp6CSv3TAYm1aKwQrk+TlmaC5D2",
-	"IJ0rA5JdwYr1uWULZSx7/M2/s3TONU/dMAcnjDMNVq/YUtg5s3Nghi8A3+EyYxOVrdwDpZYGf50KbSxT",
-	"pU3VAoa9hKY1B57hPPzEGkM8cGNsTmjBb16BnLlFefzNvyeRCb4UMgur1p7a2zmwKyGzhAnJuFyxlBtg",
-	"/dOiSBgvisEJUxKYmrLxjy/essPrx4fuaTOuBtpef/fjnov/mi9gy47if/u1eK7VPyG1Wxot6Imt7Rbc",
-	"WtDu3f/9hR/8fnTw3Yf+Lwf+08ej5O+PP4XvB//5b73Ysr8rZppn0L3yWlnu/mRFzuUjw9zwOlZ273X4",
-	"5B42hZIG8PB8z7ML+K0EY91fqZIWJH7kRZGLFMdx+E/jxvax0ey/aZj2jnv/z2F9MA/pV3P4QmulqavI",
-	"3KgzJgxb8Hyq9AIy1jcraflNwkp5JdVSsqmAPDMJW2olZ8zNwSRswjNWn/zBCYNr0Ct6lhVaTXJYuHZz",
-	"YSxkvU9J75mS01ykX2hqauKoh8GNMNYwnmvg2Yr1T+nDC/x6kODpVgVo2uJMgWFSWXes8hWziglr8Owx",
-	"pZmx3ALrv5OmLAqlLWQJC5MaJO4J19pvpbKOvUxLA8Q90jmXM2D9/3K/vLhJATLIBm5JflB6IrIM5JdZ",
-	"k5TnOWi24CucZKaYnQtTjbzIuXU08MiwQuUiXbVmkam0XIC0rJ+qDFg19Hrm/sQ+MmtrIMI7rQVIauY7",
-	"0eoKJMvFQlhcl9fK/qBKmT38srxWzJTpPJBLX2lcmmthxCQHRwG2Wjgc2lulXnE9gy97QPFGcqfJde1W",
-	"m0sc2IxbWPIV42kKhTV+gD9zufJ8xHxJynpkmHZHBDcSycIdH1kuJqDd/aQKkMxYDXxhEjcdU4C0J/4u",
-	"5lMLmo0v3B8Hp+6PMTOQKpmZXuIvW5xO44n28D17FdLCDHCsjsFLXtq50uJ3+DL0dM1zkbFUQwbSCp7j",
-	"rryT/JqLnE/yL0A5p0zDzPEzA/papMAykRFbk2YJ2okRVizgxH03F3LmtoJYvVVszq8Dy8oefGsKrVIw",
-	"5sssy9smFxOGLSHPD/ylNyktExK37parLEERMazckhu21MJakChO+EE0JGGUU7S7Y6wAfxx1piRRo1+X",
-	"iVI5cOkoZQ48t/NV/MecTyDHRniWCTcvnp+3Gl8TMSqRhxgctWHsJdCd42bPbe+4l3ELB44oNoWkpLdw",
-	"W0Qsb+M3En0iPxRKbR/ptj08VyqPDr4s3Eiz3cf+u5IQF0FrMe2XILnhw/UWJPVWfYiMxW/wK0HiWnuT",
-	"hYVF+8O2+QZaqafMtearjXFSY9HBKEnLvDmUbdungfvDtfGTE3dKE6dD+ua2VcVfq4Y6Rm21yjcl7/dz",
-	"bmvBzBBXMmCd5L1+mqTlQoK+AGO5tltpbjea2RhmwUvTdV41dQvZqd29B63yXJU2rnG4A8r8Ew3htM8l",
-	"Oy2KR4Y5Mj2YrA7c/+HBwebK8D0GpAr3LMhy4TbOt3mA8+5Vwz3QYMpF84tSZqqxsY3T37lisfU1VhXF",
-	"7o8/U2WwPbQmnIEh0mvMWkj75Jt6xtUFlPSmXOQ7P4xaw67PllK6ZdjtaVOmJBDv9Hx0ObSSP6nJRRk5",
-	"+2l9CW3s0V4L0MnnvVWkST6nqRXXjkwuq7klvR+otxixOC6YlTlkbwU1tBvN7r1yEY5fG6PCPD50r/Bl",
-	"xRHX5S3/wCPDwlxQStClNGi1QSWCunLCu2VzlWdOM4qcWlq8jU4uSmlcU4VWMw3GuDd32LcGAWxymgWg",
-	"aB4ZmRuwnxSTajmMrT8KEn66++0cvul2z5hpme/3rlvT+Gx+UpP2wBc8A5qU00PCLK8ACsP6c2Gs0itS",
-	"VozTYvPMqVpo60MDz04Xd332Nu5uR6FOw8k6OVuTIP2+x8jvOYeFkl1cLy219kLzDvSwH4/ch+3FRLMd",
-	"D2MYVFJNJnRdN9u9MN3Hkn5/ZPyHS7AsdasI2iTMlAsn+atr0E36MHhyi/pYbB7RCcwFGSfaHT4LLSzn",
-	"ykCjU2G8wUUC6+fcOjqbgQw3u5o4Rc2pFqR5FCpjftrERtxSDFo02SWzVKQXZnNXCbxFc7Fb5/8y2Xkl",
-	"8mewPOOWb57J+9DTujUrbxnfoL83BfV0whalsQx+K3lOljlu549MMNANo4bwjcsxNnPSrSMabRa5sc5I",
-	"n04YmWBAWqfQOzKvjIcJC6a+hLVMs8m6sfCCW3jlWLX7YziMXkhkqN5Z6frBPe6tBZsHaJvWhPZN3N08",
-	"fzPtHf+yvSOcygW4RXQr8+lDzDLRNIImbKp0ewXchG8OZurADebAXIniQPntPiiUo3DdO57y3IDfSzD2",
-	"LLtdR8Otq2cb3fRrf87bmw7h6/ZceLYQFnepEusSR3kFn9Hme/HYMeA07C6JognLIAd8iPSHzp2umef6",
-	"uf/70yiXEBF2fa4MHs0goJHR7JFhODNvqDxhpQHGDXvFjT3ApTg4e74ufHX0euWviXuyqNTnfpN77CFD",
-	"rdsUsl7S8LZ596CXj2mTWwvuO+uklPuwhxDJ3d0a0jjancwqzj4iZMLtnKmpdwRDniUsF1fATAHp0MKi",
-	"cBf6sDJDmF+OPgzFwu1usoe9ZW1qNJYkHE//WmyqZ2hmtqvNiQZ/zmm2ELLDeKFy2HpNBZXuWsAS1aQM",
-	"riF3T/QSPOoyqtGtqS4qB5SoNi+ghg2gnHRQ99rShAeTtQmG2cQW6aWQ2ZmcqsidKcE7+KZsqfRVrjgJ",
-	"XUunN6AVGgx5AiO6muv4jcxXsXbzVeVRY/igQc9bqoFbQKcY9yLioLEgjc1BYfBZl/52hmJlkfMUMsfB",
-	"SHSMaXQFN+SGM2wqchRQb+s68KB4IAKrjd6u52BTNz4m4TLlOWjk3YNh3NjUocE1DH42LL93w7K+mtKt",
-	"kDAyQyXMWFW4f7m2+GXrw0F1It1NxL1Gjnw+mNYkmD2l6mJrgIZT/2FG7gVZU9O7i1dmJPvjw+vHh/4E",
-	"mMOP/tOnw/Cc+47b+afDj271P40Hx+Q+4wtgQo5krpZuZzH2o4oCEcb7/iAbDEcyttpEIvFRhytaEyGh",
-	"r1bINSpCcqFNDZoMtdlBPIXKTJRenerulBvjDpubm1pKN0k254blamYSBjeQep0H/T+krzVH4J6VSkK0",
-	"87iRx0dp+IVIGsd27ZD5sROFdvGR+7jfKn509yvuZTmBDslsm9Fvm+ShJp3yxRY/gd3LfNPtOdiY4Sun",
-	"RJ1zm843p6hhochKtvvhNWA/RyOLDlHNXglyMO2+BRVjiv6aC9nlUMvuW/RLm3Tfa47MjyNGeN1aL11t",
-	"ezjn9hbjv5RevfFbKeKLv6c/cm39a6nbc6qWmO367NgALVI3bWV4vrkNfAaX3jm/wYX/oZZM5VmIeSxy",
-	"YEtumtpMpspJ3hg6hW8Q63D9xtmDG3N7ETqb8Zzd7Oofsdy2vAvqqpf0lsLOhTywKgfNZeo6Ih3yYK5Q",
-	"cPZ/TXmeT3h6FZVSLdczsDsO+5rnJez07Nom+2ULM2ksQPfmXuLWbG5tOOvrzlIniFkMRlgAN6WGjPUz",
-	"mPIyt8ds6X7WkIK4hmzQ2utth3PLhBdCioXbjaPbJk+NxCZ6rrJngd3UFty1S3Wxt5JcmQ47PbVo09yX",
-	"+DZ8MWTCeM+FFXLGlGZvQS+EJBNHFdlG1yYTU8blarjtPgzU3WTBQgrHG4zIIOU6QsJxcce73YMO2pp2",
-	"WKCOHek2pZ8rJ97WWi4KadcqR0Gck3axpnxoKJS26JJZDBkGBTEuR1LIAxTFGI7QW7rJRRaaf2TYGH8d",
-	"+1Ak6s91Mm7OZzySMwWGlQVTMqVGrsoJ5EBCZeWcZ8KeULCnnbvRXwEU7m+hDYnNndf3rV4zMvafqwyj",
-	"KZkw0X2uVy5mKBW2sbQJ8ztuMD5VsgUXsvH7zs6pyBGLiEWl6FAOcnENft/fnT1n/SsoLOOpVsawag9p",
-	"90xc0SP62GGY/40PhjF2SCkdNNt6NzoRT7s5Fwun3TScPUP2Axc5uoCq2F8nWDIn4BwzjtuqwQs2qIZx",
-	"iSRUbf8MrGGcTTWYecJgUdiV78o9BqxvANh7r+MFz8EgSnS84Km35GzSj2syLrbMuelQ1vGlR4bhI8fs",
-	"HGSGbOt7VVJI8ytl7Jadex3nshv744YWBhLfJRWTU/JcpdyG4L9tJHIBRpU6BSTgWVG+jWsRSU+qrCUH",
-	"rjuVXm/7HY3mJMztPBgronJ8TPA8r+XL9kJ0X2Yq3z14DR/+0N3vfeitYQp3V1v/K7hO1myVW23bnmvu",
-	"NMS3AjR1ctsga+mbeugcbu262XT0iYWwOyov2+bYIr4d2tKeBjsXLK6tmB072LpSvUb3iV8B33ZzIrHl",
-	"3LKSWyOV0Gy5n2GiU9X1jW01ql/AAjKBitj3GvhVLIzXsa9lK7SjGXajVC7k7J20It9dH86Uu+o3eXmh",
-	"VH44Ko+OnqTuI36CJFxB/hf/F/3omPvvSoL/zX2kH+L2WOjwD7hf9otstMqSThrx1MvN2OZO1zytRPOl",
-	"0HZSrbwf+S0b2BmHPaGd3Z21RKiiO/IiSq1OOe0SK3XdemX9dM87/aIRP/bIsBy4gXhIlvvlThN65d6M",
-	"Tae6Ufdt0V21cRt6YEPrWuyKSVgynpIHgGvwbmDW9/kMqhK7BkHUQuUWTdL46LDD6ZbOg5jR7vQHnjvJ",
-	"yNZi/en5GeZNNEVCypsIkf9+hEwYZvkVyLgV/F7McvXIbyHy59ozjjUSz1V6RYtdbd/uweFFNtlcMSdt",
-	"mIKncIieCe8YPVfZc2F0iU99X2YzsOTCwRFQWB7ZGLvsmjtS1bnKNq8nFb9t1ikPrkVq11Zjn243W5yq",
-	"9h3cdKHBjT3nZo+wc/LTxXmnV2P3IKht1HJbRMdeXgMDv8XH/BknwLXpGwgxCLccAOJfm1O6KYTeJ/Zf",
-	"dkUHqKX8TBFEki+fGkqqod0ysdd+QLtLS1ngBTvSNvEOR805LwofuR5JTKKA2bucno5wji2r3aHU/oNk",
-	"gYS9C2JBwp75HJ2E4URQwb2AIucpfhwOh6yPznxh2ATcbeoeH0RPoOv1Ush0D4dW4XXbCFmghWSPZbrw",
-	"b7hDJWaS53FBoRKJWBqSfpgBkAmD4WzILpye+x94scXG2+nJCK3uOf8lmUA77nOfJjfnRQHSXaZL1sds",
-	"4pLcHAnjmMQatx/tlrxVX5f+hHUbIpocHXNbth2s2yx/J14Emfr85+Vc5SGKbLg9+GdjpRJm5mpZhaJR",
-	"ytRwb8Z+TnfpjuaF6irfw+UVsT1QE0l31GiExDe1KWvdasZvkqxNB5FAlYgzD6670tru8Sbt9FzsZVaJ",
-	"aCt3t7DU5qlNM/6Coim80IZhrI/QSk5vnLDfQSsnZvOJAWnZAjieWgpL3QyAmhWliRoUIh6ixn4uYKH0",
-	"6vuVhTu9LfJcPDt/d4dXQ2jKXq9FSaBO4Fuj4wmXVXbvuhOFHI4YgAQZm/D0ivWdfqHBagEZK6UVFLEd",
-	"4gqD+2NwS17uJusVFB9GCpTSzU47r76mI+qZWhQ5oMPy3KccuUeT3jn3pp4LbPH7Lu+qsXGV6x/cVPGU",
-	"1TQpeo0SGrlkE5gqDQ30jN5W9+0OHbjpo6eutCdN1TGtp/m5zn26r3Y/9f+jJAQ6utVWidsTeogee49T",
-	"02nuuD1Tezde5ftZS9GODzsEYGEP20Z9nnMZOzEt9B3Wz8XEHPJCDMN7lwWkJ5U0QUaDH1X1BaNZGgL5",
-	"4IaNek+OzKgXyZb1lzrprh0umDqlZj3A1Xr/EFM6c5JBjRolPAgMl1yvdnbdre9mRHZGMf858KwzYgif",
-	"OEcol80xmytRYJ5BisbCkOq7p6f9rViA54PRJGdkNxt9l5IS6xnCrch4dqfiV3HrdnXsIzk30TeqSIbt",
-	"sgw1kGyJWVgKmanl/mflPb5362nxM2tQ2tYjE3WqLfjNZaljl8IpxVLi7c4K0ClIy2eQMK1Kmbnbp4he",
-	"MvxmDbxkz2YzJ9dOSsukY/JsArlaso5Nlzs5HLsFzfZ6byaI85XZL2YQOhI4UIrsDMf7n530FmqD+ojN",
-	"5vLV2T9qnXtNvpQW9DXPOwO9nLqyFBmlLgBP5wyzhByL8sgtrP/3o6ba1ZKwZGnBbIEnmKtSt1Nmiefh",
-	"j74nz/gotY5RmwkzVuQ5mwq8jnfmh5evzn7GBm4XjNdWpp5Nxxr7djdNR1orHV0DZcCbhCGjWB/Ovr25",
-	"2TEpKOelTOc/85tteyc0y5UT/Cyj55mTYmS6OgmiuetXleFnaOeDd4ex0ePn3x7d0jsqJHKtc9YHY8UC",
-	"77qpVgsGN7RRgudsUqZXYE3CAuoiGtX5jZOrB/c07O++vWXY331r54ELiRweZPFiByMEeDTSen0OA5rw",
-	"IQtpb0HDJ6LckWR0A8xrLeVYLYrSAnotwlM1bd6lr4qzRcwf2M4jQykXwx0jCTu4XjWnJJy0xvpGj2rK",
-	"c2jAI64HhG+JKr1Fu2sOb2twJqUgPIdUmLgP+wFzojOwXEQsgqfZQhhDiYuIuMdzhF5bzle4+eDEGRKG",
-	"l9wwJ/YVEHXETHNF+XK7gKe4ZwP4Q/QebMd2bxITreUj00yE92PF4e3CSSkfuAM9aA4+zjlsqVe4OYHU",
-	"EcRh4uMOVe7ElMSRuFu8Bb+JatwRsBMvv2KKEQVATL1+HJY6io/jo7d3lyXXor4jsormy45zy2+CPlz1",
-	"W2VD4U5SyKqQOH/3y4Lf7IYvshcwzlawqYnIA0bfDm19hnPJP1Tn/Nc4AH6E29FgiHI7RbPMs4fdt3aN",
-	"rdwm4dQdxEZXxz9teoOV1iFkZbfM9Uao20bS+rkGWBQWcTKVzFfHlDLZRgIN2eCs+XSV8YbxDQnjeU4Z",
-	"YUxJFqIg62hdhuFZLAd+DUxkObC+mXN3v6FdgdzyF0AYGvQdW2LsZRPVlGHUiMFAYNJEEHq0dDr6pJxO",
-	"QQ+GYZROrKvG6B0czCp3hzM+40I24ocZjmVY8aO9ogc1YPBkXLNCVAC/ZfWyhKgDz82ENY2xFmH8A7Ju",
-	"VauiNHsjn8MCM1uVvmISoAIgigUvdEWQyU6m+9pbiRHYE6x3i7jhCgJR2ewmBILsuF4b59gnKjUC0KIn",
-	"wrsFL7i8ipjFbnVB7pyJpX0HO7HCGqxuX9gS7GablytMuDuaPzxBmFUzLmcJhkWjUFb6aPswxqSKvXeU",
-	"447iZMXcIGKQc5UXZ5OWXTePfMoy5QsbxaZcn5B+KgzjGAD0k5o8FLgVZqBaP5baDuw0BcyfEdZ0Ql1d",
-	"0NrEre2hTZSxUAmmQ+qkimiLEm7saddqvccR+c3IfAaPsJg/PoGQ9I2caLhzPg+9tRdKIZdXewTeNo9Z",
-	"TDxxksKp7UhfIgcAERgJK44eaIFwUcma6jNvdp91oOgIjYgFmPbG1XuG3Esq6yMG3A3luw6SUtP86ZXS",
-	"4a4iU332u4ZEvuRqYHUKAkHxco+YEhas78Evf+RyNthxGP4w34UDhVdjzMcD6nd61ncnKN/SFhN4WsOH",
-	"7tKQf3qbUbuKdmxvzAukTvdjkCkkKxAymHG2dHIJ+vGERJDgNVSBHYbWFSuJw3nurYnr120GhvwjkHlO",
-	"GrfmYSNn8odczOYdDna0/l80Y9DXbgzpsRmU09jwaTwdK7BsrqTCjMMJsUEPOt2BDYDOw+8j/ojQfoLx",
-	"IOQZyMAz5yL4HHcNFHqt7CU5+hNWZetdKn7VTNtL2LmHGTqdKE3f4CcSmJ53GKm3hHHU1FH5XpNKgES3",
-	"OrY+7HJ47BkvbgpId/bX5V7m+qyMZe/Qw47r85dU/smtngtP7KcdGQDb1rVPNOcEEVzDwY6xMWs85KGc",
-	"oqGKSNQn2plGWoR8rGAjVxpj03beBZ9Q3O1eXeN8kWgF1XJjrJ/UrkTaTj2eoFku4yGhWzboPpKTws1z",
-	"99CZJjfeFksdTTGMxz97c1DtHEGnLGLyxPNEt6XBKJ12wVBvJeRt8YmLrphfs18cYEXjEZxePeugpK5g",
-	"xOV8dbv/rBQNoLImlAVyJBrPll2+3X+6gy90d3d5JVncglzRNhBvXPjBjqdUjqhPTnPyhWkqdoJZIFnC",
-	"0ioyNqsiY90XSbACb2A0NSG5P5NlJT0nF0W4Ob8G70GoPRQ4nX7TXYjfKJmvoi7K7fwQOw4rHqOA4K2J",
-	"qcY1CJhp248CZLNP73f6MIVphpzocPdF1OJC/Dfo4DOI5obvIMY25NctwII1OMst1mR6riFFdINaFZB6",
-	"xcODSniQ3LA0i5JkjE1KaoBW9o57/zRKDi/48mcfuNaqMrBtuGHDOjLEG+tbARhWK+EnuI0OQlp2hyeB",
-	"s9KARsgzMEM2du2Ng3+7uUaY631aFJcFpAn7SU0uwdLnc5W5D4PhSLbQwnFls8ywcYDiGrP+VFzDAZUf",
-	"SbWSCQtzHSRsHOILxqx/dvr6dJCM5DhVks5NuqJwnzHrn+a5Wgao1RARD64FPHtCzkLskNdexxVkCHty",
-	"hM2aCqL7JzUx3uCNIKxj1n/imiItNPLrY+yI4K/Hrq2Ca57nkAuzGCds7MPuhJJmjLQ0nvD0Sk2n1MAJ",
-	"E95YIyRWt2sbc0bSvTIV2jFEmRK4YIW87laojek5ZGhjwAs52IOEYbkyFs0q6hrMSFrFfHJ/4tSOdF71",
-	"kK/arRvyfqNvVV0D+3/Z46NvmXuS9Tn1PwWZwkgif24P/pFp5piBxFsd37UBxFxYDxNoBolT7VB4UMaO",
-	"ZBh9yqW3Yrsx1iUMsW80DCGYtKxMR6lyw3aLTNluOI2RnIBdAsjQQ3AL8RDE0W868/GBDCyl8IZZJ6zI",
-	"S4TgcAs4kuQldhcVRgB507ltoM0NMEyvuoPqeWTMLp3qyAJ0N+uvQyiip2Eknx49QRMNlytHHpAbGBDB",
-	"uD8LRQjeqEEayCG1pJ+OK5Fn6H67xJ+UHhNBNX4lYCFPn13oiu4KqF5hC27TOZiTkcSroT7Zbamhccwe",
-	"EztoG2MbL3ozy5j1AwPA4Ap3vVv2+LiyXSXBIohWo5EUkr15/SJqAJ26sTVtbWH5TZEL6w7tgmP9TqVt",
-	"PdKR/Oa7b4+OkP1Mnyk5FbMx6/MsY29/+PXZm9c/nP3ofouYxFpM5egYsz3kjEllR7JpVMPB5UrO/D3T",
-	"XlrRNM2RpTqUmAuyDpfZSAaLqRuM5yfH7OOEm8DjErao4m4++XWFElgGOV854aic5EC04386Gcnqznt8",
-	"hMfj70dHA+JZjv2VGojnHrOPhf/wAxf5j1zO/r+GWQ67DjVqPo1HslqY8PQJazxemfzW7YF1fE2jPTrO",
-	"STVW9mQwZGeWTYDOPZfsTGZwA5ljMKRGs7nj/2AMuySLzUnbCDsDa0by4vT1y4S9f3Px6vmvl2f/8yJh",
-	"P59evn1x8evp8+cXrD+m/HIngFF++cHRcP2r8aB66fzNxVtiMUqnc13KR2Ykz1+8/fX16zfPX1wmDD+/",
-	"ef7iV+rX/dnor/WFa8tN0uM1G3doRnLs1giVFFXaMRIl0YS/ZvDnChZojAeQ8GHqg8clC9jabExIKMfs",
-	"oxG/E+ao5jN4lnNjXvMFJAxzKs65nX8aHzv+d+4kEWNBWkKmeRZwZ2wFRbN2MvturTI2Dhn+mV9KJ74c",
-	"RJL7x+52xm5RgrYqsKcWTtCJu+nbgz1mo96oN2YTId00iWW54+ekMJGOZAB0koql7iWfANJOP/c01sTO",
-	"4ZazQPw2AM8wYUYyIOpkdBPZBhxP6x4+CT+5L5qIO2wNcGckfcRdBHGnz4NIcuDGNfZI3pikxCbKzisZ",
-	"PZT+zDN3p7p3g48L52IsX7FSWlVi7JaoLshafsAzpCFAlleYXyNpLM9pKssNqcNXFR6y5+41bxXE8kch",
-	"zd+9R20iqJYfnrsSfR1RNSWJpIFvK1oAUtgkIUgRxJYJKE00voDrhNVkEMSpj7LDu7PnJ9S0xRDHBtiX",
-	"PzCDE6w/7L3yPrViJP3AvEHBhGnEMI7amhDceJy7Hrcqz4cZXB9eP47pkkHhqUoMFUWvqsvTC5VAekmP",
-	"hO4eIkP1QqxGr/aJusc/JHdXnDZqPzQUqL1UnzUV5g5aS9xm5nZNyJif8twdaG6c8E2PjKvURQk3lhV8",
-	"BlWEpBdHKZ6Xz+JwE/vZ5yqt++4GujU9cKuP6S5VT7bVOwm5tntU9atq8sV8V552dyswVMO3ZUTpO5Vv",
-	"aby1V6whXahd4d9YvuZlOQEtkUv569dbpoL95JHxRXV3x6urIY1jUAv7VCsjtrdfqH+owvPjvqC0twaK",
-	"3AJ+V+9S4StSxNCzvTxMdxG3jATX/mOE5IYbJ7tz3AQSd07tsAOEykcIxXxwbxv7x/pXsBp4dEOtUN0V",
-	"hrWjvqAZz9FwoWNs0lTpE4wEagdYtAKpomylI87iLaqtoMPUQ3BTUoU2Jc3hORmdldIrnbwZeOYHsq37",
-	"rDNSwbZw08mmD6nIvJE/9FGr2X68aDELJUfmKs/cAu0TyLBvoKXpdlFWC5FySVEOXoVMmpWvGFlZcl8E",
-	"a8dU5qrMTSQE5AErIyY966/4XQNV6nN390TPe71kojmfsWuwmTm66dMLloY9gRymQgoz32cVtheWva6C",
-	"5HdIz3V/UPZvKU2He0nvtUUbuNEe/bKX9N657aaP32NEgBMgyYnhq1Temty8GzKFrydcAz/7NfkQ23oD",
-	"aamFXV06MgmF5riOhbedSjQhWqwYhYl3P71/y4yYSTJzcXYFq7DGvkb8I8N+ev/yctjzRarRE0ftV6OZ",
-	"W1tQ5WzRWSzFdezExtpWgIxETR27PXVivDe6HodIEKoLMkjYxKmb7J9qYkayT4L6IGFGyFkOVBeif66y",
-	"QaNyFD7M+l4IGiS1y4HEINeQL2SSoHXkoH41sAPWb8j+ZLjhpVUm5ZgQjmqrANcSKQuDypzm/Tqt2lC/",
-	"o1VgrUDGkL0zTk1CU9pIWp5fuVtu46nxjy/essPrx4dO2jdjChaqvAhmo+4M2qSBp/PhSI7k27kGYDOt",
-	"ysIk3k52LqRPAToeyQP2t79ViUin52fmb3879obkhM3AJthh4rXBUG1rSC++qQoNu1FkMClnM7c+oZ1d",
-	"aq+MJAuf0Q67XoLlxBfVwmIfTpekeh9mDnlOhRjfw+RSpVdg/ajOpBGzua1GwZvypRc8+6Ewu9JsiUbY",
-	"jHHjxnKJNvaDSyecvKCHcfwkDDiFfdwq6zUeJCF23RsY0azIWGkwpbWqIBOoodpatz+ndZE7Dw/HGZ0w",
-	"f1KxgvMu53YkPRr2VMwwtMqd3MGQXagcPDBeXU3pmI2pOtMYYxJNMpLjqkrTmPHcqApEu4oUT9gYDer+",
-	"9wWXaCdoBO+fjGSsfFHmjU2I65MwIdO8RBt/tV7NRXl69LhpQuK5ryFTyiuplvKEPT16svmA64fqZaLM",
-	"eVKDLteJBY1aTWbpzt7To6dUl4szTIiSM0eCuDEXbllYvzoB3v9AkfGVJ6fmkwRPkrAp7QrRlGFK0r5U",
-	"u/8SVgf/zfMSQu6jo0+3BziDnM8cuWphIYTGoTSINhhsE4VllIczyAXVIWV9hDcJObruOLIA9zQpjROo",
-	"6ba8eHH6/OcXIxlU+Ar4f6JKmQ2G7D26K73FyaMKKY0J2WTC8PWChEULDLHuRj5hL+ldB1NN7/HwaHgU",
-	"EEF5IXrHvSfDo+ETX10HbyvH2JoKuM/Sr4o6nWW9494rYWyok0pAsoWSHvbum6OjYMHwzljkg3SeDv/p",
-	"Y45IjNqxoj7aSPBGi5dqdVN6evS4q7VqeIdUw1JpTFHCl57c/lJV5xLf+Oa72994q9TPXK4uQnIkCgbl",
-	"YsH1qoIJ9dS3UaRp7bhiAhufGUqKRjba++Daa+7T4Uf/6VPnjv0I9lkDkPJh9yu2V29r6/OX3K6jp7e/",
-	"EaqX3tP+OvmqtrNXKT/I7JXKkbsSM9hxt93p1HwBdCQ7kr3qR8IunHM773360Ekrh3Udns9pH3kHVXdq",
-	"k9yLTASae0U9VfnC3yvSgu+F6BoVpj61ZXerSyqk+oeSuxfyGjBISJhHt9PZ9zwLqdJ/4iPz7S5dNCPu",
-	"2sflEqxPVMIoDN6ESEay+VyeePiRoH4/fSalJx97AqPnqBAdxQj2qO3eOtklDRKqq8LojGpCeeScWDGY",
-	"D2hAjHBwQsj80zDxDqr+S5IoLT3rS4WpbWbOdWYGTvavMJB47Qfeh1pRY2xc2tG4tTQX6ADFZE+rEGSS",
-	"XHxNNRMTzFC+5lTfUxgU/lNfrnmjaCPr19Uak7VSjQOvxYp0PpKNgp6NWp4keG7KhS8FAbY8GH1W5Rsj",
-	"BIqdJ8xQ+sdkhV7ju1Pm/Qh7ZBZolqatFRDmVCgTrVULPJ1vo51QhXSrlH4eHnrADWmWJonsSTWEP3gb",
-	"wno1lVQKB+ZMqxwYliq4dbkbRV95UZjDj7woPh1SfThz+JE+3OGu8ctU3TWbnPe0KLyS6LpwGriaokk/",
-	"ciuhZ737Siq4taDde//7Cz/4/ejguw/9Xw78p49Hyd8ffwrfD/7z32KpLNFKRaWxauHH94iq3qJDq6r7",
-	"SkEcTkGWyrK0KBGnw2vqFK7ZCtf2+rDPxducZ1WW7wGn2riRN6eMMHMhiriaONa4IFuY9RtX176lyJeR",
-	"LEAfFCoLeKKZuBYZLY43NJwWxSPi2oMho2KChs2UD8QcyWAABc2UZGOKvvCE6OO3PKlSxJH/jhdF6296",
-	"wwcl+TTu06IYyQVfsaI0GKbjrj0/Au6xx1j/6TffMT5R1zCIXQbnpZn/3Nyf+xb8W1UWdxL9v+kooFzV",
-	"0GRFOcnJgfLXEtLvxkM/W3I6J/LxC+zdC0jWLV7B+pWt0zRAbhzpNsWnWhDZlS3r2r8WlbBO1zF66zEi",
-	"2KxhvsY4+bVQHLPCcTWKJhtJhAp1b2FCwdB3OMSvx436ncE3ZrxwMhiyU/xiJBelCUGebFrm+YpVyxki",
-	"eJzYWY3UCQsY22YUmypN9swJv/KmyQbsLkYEUXDpCeM0B4w7WIhQTX4kM59BgIVZNDfzg1ypwme+mlax",
-	"dfTOF6BHcm228gcKoh0nftmwF+yv8jLhXxOeXg1HVEvAHIeGD9xvBybk+ra+pVyn8JVPxx3J8AUhIh9g",
-	"u+yUdo6CoWlDMywhiV5YFtCQY9zqR7DBGfuAolKFFBzXrXQNJPyVkbQYyWngG0gTk9UB+Zk9XfbJd7Iz",
-	"70geQjb7o0SxD/twws8whvypF2FjPGPkFGMv4TeZGKFKIcTRCRaiLRcwZiGckqRTPpIemwPpzMl3iO2O",
-	"4U6DEzYuZabGIRC4yeCCcEbA6W2m7WHlTcXS3QubcPEhFtf46CrkVp9negrA0DRbNEFlai/zE3mW4Qvw",
-	"yDrCNM4ka6dhZYGqhkrpp2GnfUqmE5C5U/wUFdgm6BfvnBv81QS9ox348zMlp7mgMKQ/SjJsRiKQKS1T",
-	"tXgYY/P7S4K/BQi9Lp8YYew9IDH7IqablFxVN/3XcVyeNjz3iNdGdisMq0D3lsdy+3wPVuuq+XDL/h5+",
-	"dP3ew4UWYbFVpdTbGGwIY+0lvRDHijU3qkDWLmZbRgjzskmY9683N8H4vqi/bPth+Bfzk92H22v9QGFM",
-	"HkoRYl9PQuR0kG3IHH50xPzpsFH6LaoLv+DpnAVYUtyGhoFJQ+pU2uyYUcx1UVrD+gHnwedt8mxV4fQm",
-	"zGdNe5MYGcowfNqj1/rsrRDrN5IexLaF9pvOlQHp7eOrpDaUp75upZPWCLbXKYUep4VMbC1MZW6UTLBO",
-	"RQWcgSp4NWFh3Ps0yyrhOhPTqdMrqviiQsO1UCVmKNNoqlxeFAJH8skRMx0KZhtz9gEPWrujDjkq0MNX",
-	"ZXND2axxrTWkjsArtN52uYRdFM97ugWTWx9/zRdw641ZxQ52soEfMFXA6TrurPKZkByNMrVPDb2LWEWX",
-	"L2BI8ZnRELyUp3PMOdv0S72vxrGxKuvRypjKKAx12+dyxVJu4AT5pJquh+PWnoLfSsBT5q9yn5tXH6Bb",
-	"VUgMLPHIA44xja9g9R/Ix8as4EIbZsCN3S9LqhYLbk4QZhJNepiY2zWcUKdmj/HgUtQwwWiBFMG21T8P",
-	"oD41Ul5IvagRgmIjCahve4zk3El8RvwODRiEo6M6qf3x0dFRZ38B6rfuz9eX6B279xpA/49jmEExw0Mj",
-	"GdKH5U7b3DokP8bGU+VabluCD19A4e1yoL6RgBNoupDNn1xt/Xxtw61GS0JaNlhGYK71d5+rZGxz8oVY",
-	"WyaMuwmUkxAcZaQ2Xx2HMGiGWD/ela+VnDFHQxjo7QSLfxJ8SUgwp6cRhtPOh+w9CiySjc8yWBQK65wc",
-	"vITVOMFgZDQ+jSRlAVRWp7o8mQe6Z0IaC5THMeUi95np+BpmpiMuS0Q2eYYNV4aXfVeyMeiXsOrRYbl/",
-	"vWUD6Gkn9eXxFzFM0Qr+6b2G+9qGHj/Z6Ri/4tqra998s8tECq1SMIZErz9MzKM9a2SjdDCWHaSpw49O",
-	"vPjkVS3iIliQckO3R8iI5lFbI9enmyyIXsm+CuobO0gr09jBEwpuo5R1X2wihvrUeYV0GQq7N+zLG74/",
-	"gxC+fDT8j2jnqHO226iLD3GV364pvRQyu4NW1WGtw0TU9on+s9x9X4Y23/nE6//rjpS/9GXpoSfbuZuE",
-	"tiUzH6l/X/fnYQ1adPix+vzp0Gelfr6l/0H4Q9yDUA1/qxthZzesx4p71mr1T+iI/epV/Zc625Fsbyw5",
-	"i6JToQgZICYn7+iI7TroNUZRPAHCV/gcY6btOPgGcIBZhRho2E+Xb157JZoe/Q93wMasr/RIjk/TFAp7",
-	"zCzcWOrxgDLYx4Mkkl1+TJ4LfPCRYWORjUdSGEKzDNAvLWTakMXuE+O9XyDkbdg5t+RakBLF0ljOOuvP",
-	"gWcE++YaHuOZGrOK0wxGcgYV7GfO3YmjTuGGpzZfIYZuTLkPx5hmt6ncx2xiuIgxg1gF+95hngx74jmC",
-	"W7aM9blhrel22gbxvVa/G9BN28uAbgR4Vsi3wrAFl9UIsehLLoytTZi+ZKJrnSyYJ21YNQQDqFgdYgaJ",
-	"7MGsnNgoEUXdamsV/zCDJQ7AWyuT3saxaje0PrCNq8TT5dd46w0v1CZKhg/9rcKVDWEhUKkbD5vxR/ie",
-	"7qhR3eHCuCGUxuh14WtCIIR1A4SEfS8kRxMAIh0ZlnKtV4wzijHyiykhH8mpynOs1DhZIYboMTtixmZC",
-	"sn7g5sqDfhPyCeKW0hO++cTjflCTDNvnObqL01yFiGp0FiHmPPrSBwl77JpRpU3YN+4TaJ2M5BMGN8JS",
-	"VBt+SlUG7sbLIBULnuOddlJVbCLWJH1Hg4Q9dRcPOWrWx3/Mxh9HPawuP+od//tRMurNwVHLqHf8zdNP",
-	"42hOx4sbSC/nkOe3ue3e1nOsQFm5npVUMrCvoYBQZrS64RwrhZsix8ItJCHH/TULH17TLU/vChhYMdqI",
-	"TyjI13t56CCCoEigSK1MADLbh2riSkK3d07d6rWMvWbt6tbrO/YekvL2N9dvlsfEgtsrcbkUHpXYw8ZX",
-	"x5EVWlmVUgmMrxy/JYeXmEjsj42gPyrwJUwna/C1hwpu/7Ow+lzNujUDd9Kc1O9tvRh+iEks/XFTrrk5",
-	"kJmTbZykrzQrco7V/SSYkSw0TMVN0yfnFB3EPqp0IIwDaisQ2MZ4OJLnWt2IumLeOpzUwZSniMotMqhT",
-	"ASdlNDjoEgWnV27GO8dDVKPc5ti+AxN7CVB4TcaNX8KSVqyrG7oz76IsYLOuAypsQPEMXd1gJSuP+n+f",
-	"GoJfUC/Q05Cc6ut0wFuXGKv53+NgfsC1pP2dIt6qRPrxSGKeKlEcILh5lCsgN4ADHskCYdnpemkjyQ+a",
-	"3mH0kpS2KO2xE2P4xKi8tE52Sd2OoVc6FJUopdNL3clNE3ZoViZhhxlcE/SZgVQ7tRSB7Eey//ToiJDF",
-	"l8LAYMheE2jBHFiV4UfJ1n26BnMgqHjuztFIhhtx7BZ2HLTsBhPkhtDmMgUG4/ewCcw2E2YkK9AwN2zX",
-	"KiZhVKU/CkKm5+zp0dMT1qQobJCA7iuMA06NuzkNhuwVUgaJjk0YsBVbggacQiNTY/2MiBzWlcFXIGd2",
-	"7tTBb54mn6m/BT63B2qOmrkZ1Roc8rU9VbdXakYn5utdvn6XE0f3FQdmpm1A80Jhsl507K9+pWOg7p/U",
-	"fN9pcsdY0Ad272Ef1cH487j2vpr5/0JmfkLa8glWVYQ9IZgiji+Go1UV3u7Pyv+xev/Tn9d3F08f7Z8W",
-	"xXG9WHPIMeL/d9DqxK9aEkoBJs0iYMcjibDHvnweZCc+qJwyKE6LguUwtWQaorpbmIiKpf1UMR7JPsks",
-	"XsEheLQs2aiZ1UKCv4LCUtU/y7WvnEQfWR9RbjAmMBSCGbL3CLnSkHgq5Cgh1yOrO/NQa25wp1RUN92e",
-	"xwbvVYX175Kc+mcK0vnKLf/FueV5J1S2Y5kBIHtnp6iGBWSiqkgSNWqcg16LU6tB3Rrv12XpWd8nRlEu",
-	"1Ugaq/SCTTTwK+/BdWqsr3DHMrXAmpKojlWFrqnSsPHV94jpYM1FsmrU3Xok+ApK2WtdiPJsxKLIVyPp",
-	"UY4b5XUxvcCneomZ5DkzADIh7QsNLImbgWtlLuRsJOe8KEC6ZpesP/Z198cDqhhIhbcJL7KqWZJUJmaf",
-	"09QF8NHYg1vNLLBR4C34CWmJ/Nedhts60vCPcdI1JlsV3I1yLF//uFEy5Guk6QY3eO0ORPMwNCusbEvU",
-	"vIUXHFYV+uPpBy+cyhTAF3OfYumNJDPFlDwJQBIG6+F4OAniWtmQnZaZsAilz0ikOWh0Pt7MzUKu1z4n",
-	"D5OCXPWAPX5pnWffw7GemuzLnNP+JzXGUWAKXyF+27YQVSCZNg8QoZf4QIzmSjbAMZc+/offy1HzEmfn",
-	"WWueFXr2lsNygQ99PS1fT8t9npZXwqmF7cvG7TqZEJur6F3N93ZYTC5uASP21nijcnCi2NIc+1LdQpIP",
-	"rq4bXrlU5qrUIW16JNE1QeJgQA/oF1xbwfNBeNu9NvRFf40NteVBa6XdHxooxKJR5oKFZwm3AKuJ4BVJ",
-	"ucgVurEvF4KSLtVHFdY/XsEGsG9vbljf747IhV05IfcxO2A0gsPQ1+CExpHzUqZzjMmTKT5c5UJThB4K",
-	"yh7drmUFHslZVaeQ9d0mWcy19qXMfMEdn79LsMumuv6x7aRGAKyb8qK5dsI/ZNULoeggrXJCXpcwVJT8",
-	"JSZmaOCLIWtABLgpXUFhgz9mvchKCEvS1owkhcQEAIUAPniu1cIpMqVhJtW88GEwWLJWyMzxJdXAWRjJ",
-	"uo9xANcdsz6BnP5qcvHr38aDUDweFQcsPA66C3rh1dmDYiBfvjq7BW6hOgt/NA5yNZBwSr1ed5DDNeSN",
-	"3UiaJxoT76nI0YGQHj95KyJJSdFY3RzlBV4CWlnP5HJeJW77d8PQEG5TIuKHzhzzC9rlSDbUSwL5IATP",
-	"VSh1hSgGa9UQsQwH2s34NYxkKAjllF6UR1BppjC7fuCqGB8A+gA1Y6w/1AWA/i7M+wHJzffRlTH+ljCU",
-	"pfnXwcMhBatJC6YKzBBYM2qmwZi977RAhY3UzK4cP7+oX2Dftu3ZX1iyeSPXtphsOh6mrzLiVHvdOLcJ",
-	"HtoETyxhjzh62ZkY9nWg+n1aT/yL7xjBAqBtyMOmXPNc4A3udIkIP/PRBt7CLyQ+T5AAaFDjC8gGlMuK",
-	"XM8jBPt4STt/ZJi79fGqHTJKzXJXIKfxXAEUpr2UIaxJq7xpFBjJsQF74Ic3jsN4tw7GA2g3niLOkfi/",
-	"rGazw3l0W0g11/7SeGQ+GR5N2yHTr301fybnPeQTdZfcvY2jeKvujh3VNL1B0afu94elad/6qS+i7Kn6",
-	"jyTirzWotgF+OYpYJ/ik8pdiIfSWhDjNsaBpgdUeDZWfXX32CaltwQ9wQl5T8SK8N4NWRvMpOCZIOTEL",
-	"XUGMikgP2T+UVFiN0qmGTEzZTLgPVAm+oTngBaiWMmZu7j6GaMr6egy/HsO2y/Xe752G2feBLx5vNO4m",
-	"eTIYf6X5rzTfzL0uF7B59+RiiphdlSnDM1+q7kEGj8tXb9AWh1lkaV5mkO19WpZzxReiUy1+P1eni7OH",
-	"VInPMpBW2E67GVma/kij2fu5Wqt8XZUQx1LewlKVgbgxzDUFaandFB3X8eX6j3/54JgK5eIRPyp13jvu",
-	"HSKz8Q1tGOGbheEb6doNVMCNSIYtJeEjMVyxJihDt6qqbpJInfC6qTD3Tx8+/f8BAAD//w==",
+	"7L17cxs3lgf6VVC8W2VybpOSH5nakWprS7GdjBPH1krOumpD7xDsPiQxagIdAC2K8fV3v4VzgH6QaIqU",
+	"JSeT9T82RXbjeXBwnr/zsZeqZaEkSGt6Jx97Bdd8CRY0/vU8L40Ffc7twv0pZO+kV7g/kp7kS+id9FJ6",
+	"opf0NPxaCg1Z78TqEpKeSRew5O41uy7co8ZqIee9T5+S3qsMloWyINP1j7B2z2RgUi0KK5Tr44yluQBp",
+	"h+lCGZDsCtaszy1bKmPZ4yf/ztIF1zx1wxycMs40WL1mK2EXzC6AGb4EfIfLjE1VtnYPlFoa/HUmtLFM",
+	"lTZVSxj1EprWAniG8/ATawxx6MbYnNCS37wGOXeL8vjJvyeRCf4oZBZWrT21dwtgV0JmCROScblmKTfA",
+	"+mdFkTBeFINTpiQwNWOT71++Y0fXj4/c02ZSDbS9/u7HAxf/DV/Cjh3F/w5r8Vyrf0JqdzRa0BM72y24",
+	"taDdu//7Cx/+djz824f+L0P/6eNx8tfHn8L3g//8t15s2X8u5ppn0L3yWlnu/mRFzuUjw9zwOlb24HX4",
+	"5B42hZIG8PB8y7ML+LUEY91fqZIWJH7kRZGLFMdx9E/jxvax0ey/aZj1Tnr/z1F9MI/oV3P0UmulqavI",
+	"3KgzJgxb8nym9BIy1jdraflNwkp5JdVKspmAPDMJW2kl58zNwSRsyjNWn/zBKYNr0Gt6lhVaTXNYunZz",
+	"YSxkvU9J77mSs1ykX2hqauqoh8GNMNYwnmvg2Zr1z+jDS/x6kODpVgVo2uJMgWFSWXes8jWziglr8Owx",
+	"pZmx3ALr/yxNWRRKW8gSFiY1SNwTrrVfS2Ude5mVBoh7pAsu58D6/+V+eXmTAmSQDdySfKf0VGQZyC+z",
+	"JinPc9Bsydc4yUwxuxCmGnmRc+to4JFhhcpFum7NIlNpuQRpWT9VGbBq6PXM/Yl9ZDbWQIR3WguQ1Mx3",
+	"qtUVSJaLpbC4Lm+U/U6VMnv4ZXmjmCnTRSCXvtK4NNfCiGkOjgJstXA4tHdKveZ6Dl/2gOKN5E6T69qt",
+	"Npc4sDm3sOJrxtMUCmv8AH/icu35iPmSlPXIMO2OCG4kkoU7PrJcTkG7+0kVIJmxGvjSJG46pgBpT/1d",
+	"zGcWNJtcuD+GZ+6PCTOQKpmZXuIvW5xO44n28D17FdLCHHCsjsFLXtqF0uI3+DL0dM1zkbFUQwbSCp7j",
+	"rvws+TUXOZ/mX4ByzpiGueNnBvS1SIFlIiO2Js0KtBMjrFjCqftuIeTcbQWxeqvYgl8HlpU9+NYUWqVg",
+	"zJdZlndNLiYMW0GeD/2lNy0tExK37parLEERMazcihu20sJakChO+EE0JGGUU7S7Y6wAfxx1piRRo1+X",
+	"qVI5cOkoZQE8t4t1/MecTyHHRniWCTcvnp+3Gt8QMSqRhxgctWHsJdCd42bPbe+kl3ELQ0cU20JS0lu6",
+	"LSKWt/UbiT6RHwqldo901x6eK5VHB18WbqTZ/mP/TUmIi6C1mPZLkNzw4XoLknqrPkTG4jf4tSBxrb3J",
+	"wsKy/WHXfAOt1FPmWvP11jipsehglKRl3h7Kru3TwP3h2vrJiTulidMhfXPbquKvVUMdo7Za5duS9/sF",
+	"t7VgZogrGbBO8t48TdJyIUFfgLFc2500tx/NbA2z4KXpOq+auoXszO7fg1Z5rkob1zjcAWX+iYZw2ueS",
+	"nRXFI8McmQ6n66H7Pzw42F4ZfsCAVOGeBVku3cb5Noc471413KEGUy6bX5QyU42NbZz+zhWLra+xqij2",
+	"f/y5KoPtoTXhDAyRXmPWQtqnT+oZVxdQ0ptxke/9MGoN+z5bSumWYb+nTZmSQLzX89Hl0Er+oKYXZeTs",
+	"p/UltLVHBy1AJ5/3VpEm+ZylVlw7Mrms5pb0vqPeYsTiuGBW5pC9E9TQfjR78MpFOH5tjArz+NC9wpcV",
+	"R9yUt/wDjwwLc0EpQZfSoNUGlQjqygnvli1UnjnNKHJqafG2OrkopXFNFVrNNRjj3txj3xoEsM1ploCi",
+	"eWRkbsB+Ukyq1Si2/ihI+OketnP4pts9Y2Zlfti7bk3js/lBTdsDX/IMaFJODwmzvAIoDOsvhLFKr0lZ",
+	"MU6LzTOnaqGtDw08e13c9dnbursdhToNJ+vkbE2C9PseI78XHJZKdnG9tNTaC8170MNhPPIQthcTzfY8",
+	"jGFQSTWZ0HXdbPfCdB9L+v2R8R8uwbLUrSJokzBTLp3kr65BN+nD4Mkt6mOxfUSnsBBknGh3+Dy0sFoo",
+	"A41OhfEGFwmsn3Pr6GwOMtzsauoUNadakOZRqIz5aRMbcUsxaNFkl8xSkV6YzV0l8BbNxW6d/8tk55XI",
+	"n8DyjFu+fSbvQ0/r1qy8ZXyL/t4W1NMpW5bGMvi15DlZ5rhdPDLBQDeKGsK3LsfYzEm3jmi0WeTGekX6",
+	"dMLIBAPSOoXekXllPExYMPUlrGWaTTaNhRfcwmvHqt0fo1H0QiJD9d5K13fucW8t2D5Au7QmtG/i7ub5",
+	"21nv5JfdHeFULsAtoluZTx9ilommETRhM6XbK+AmfDOcq6EbzNBciWKo/HYPC+UoXPdOZjw34PcSjH2V",
+	"3a6j4dbVs41u+rU/5+1Nh/B1ey48WwqLu1SJdYmjvILPafO9eOwYcBp2l0TRhGWQAz5E+kPnTtfMc/Pc",
+	"//VZlEuICLs+VwaPZhDQyGj2yDCcmTdUnrLSAOOGvebGDnEphq9ebApfHb1e+Wviniwq9bnf5h4HyFCb",
+	"NoWslzS8bd496OVj2uTWgvvOOinlPuwhRHJ3t4Y0jnYns4qzjwiZcLtgauYdwZBnCcvFFTBTQDqysCzc",
+	"hT6qzBDml+MPI7F0u5scYG/ZmBqNJQnH078Wm+orNDPb9fZEgz/nLFsK2WG8UDnsvKaCSnctYIVqUgbX",
+	"kLsnegkedRnV6DZUF5UDSlTbF1DDBlBOO6h7Y2nCg8nGBMNsYov0o5DZKzlTkTtTgnfwzdhK6atccRK6",
+	"Vk5vQCs0GPIERnQ11/Fbma9j7ebryqPG8EGDnrdUA7eATjHuRcRBY0Eam4PC4PMu/e0VipVFzlPIHAcj",
+	"0TGm0RXckBvOsJnIUUC9revAg+KBCKw2erueg03d+JiEy5TnoJF3D0ZxY1OHBtcw+Nmw/N4Ny/pqRrdC",
+	"wsgMlTBjVeH+5dril60Pw+pEupuIe40c+XwwrUkwB0rVxc4ADaf+w5zcC7Kmpp8vXpux7E+Orh8f+RNg",
+	"jj76T5+OwnPuO24Xn44+utX/NBmckPuML4EJOZa5WrmdxdiPKgpEGO/7g2wwGsvYahOJxEcdrmhNhIS+",
+	"WiE3qAjJhTY1aDLUZgfxFCozUXp1qrtTbow7bG5uaiXdJNmCG5aruUkY3EDqdR70/5C+1hyBe1YqCdHO",
+	"40YeH6XhFyJpHNuNQ+bHThTaxUfu436r+NHdr7gfyyl0SGa7jH67JA817ZQvdvgJ7EHmm27PwdYMXzsl",
+	"6pzbdLE9RQ1LRVay/Q+vAfs5Gll0iGr+WpCDaf8tqBhT9NdcyC6HWnbfol/apPtec2R+HDHC69Z66Wo7",
+	"wDl3sBj/pfTqrd9KEV/8A/2RG+tfS92eU7XEbNdnxwZokbppK8Pz7W3gc7j0zvktLvx3tWIqz0LMY5ED",
+	"W3HT1GYyVU7zxtApfINYh+s3zh7cmNuL0NmM5+xmX/+I5bblXVBXvaS3EnYh5NCqHDSXqeuIdMjhQqHg",
+	"7P+a8Tyf8vQqKqVarudg9xz2Nc9L2OvZjU32yxZm0liA7s29xK3Z3tpw1jedpU4QsxiMsARuSg0Z62cw",
+	"42VuT9jK/awhBXEN2aC117sO544JL4UUS7cbx7dNnhqJTfRcZc8Du6ktuBuX6vJgJbkyHXZ6atGmeSjx",
+	"bfliyITxngsr5Jwpzd6BXgpJJo4qso2uTSZmjMv1aNd9GKi7yYKFFI43GJFBynWEhOPijne7Bx20Ne2w",
+	"QB070m1KP1dOvK21XBTSrlWOgjgn7WJD+dBQKG3RJbMcMQwKYlyOpZBDFMUYjtBbuslFFpp/ZNgEf534",
+	"UCTqz3Uyac5nMpZzBYaVBVMypUauyinkQEJl5Zxnwp5SsKdduNFfARTub6ENic2d1/etXjMy9p+rDKMp",
+	"mTDRfa5XLmYoFbaxtAnzO24wPlWyJRey8fvezqnIEYuIRaXoUA5ycQ1+339+9YL1r6CwjKdaGcOqPaTd",
+	"M3FFj+hjj2H+Nz4YxtghpXTQbOvd6EQ87eZcLJ1203D2jNh3XOToAqpif51gyZyAc8I4bqsGL9igGsYl",
+	"klC1/XOwhnE202AWCYNlYde+K/cYsL4BYO+9jhc8B4Mo0fGCp96Ss00/rsm42LLgpkNZx5ceGYaPnLBz",
+	"kBmyrW9VSSHNr5WxO3buTZzLbu2PG1oYSHyXVExOyXOVchuC/3aRyAUYVeoUkIDnRfkurkUkPamylhy4",
+	"6VR6s+t3NJqTMLf3YKyIyvExwfO8li/bC9F9mal8/+A1fPhDd7/3obeGKdxdbf2v4DrZsFXutG17rrnX",
+	"EN8J0NTJbYOspW/qoXO4tetm29EnlsLuqbzsmmOL+PZoS3sa7FywuLZi9uxg50r1Gt0nfgV8282JxJZz",
+	"x0rujFRCs+VhholOVdc3ttOofgFLyAQqYt9q4FexMF7Hvlat0I5m2I1SuZDzn6UV+f76cKbcVb/Nywul",
+	"8qNxeXz8NHUf8RMk4Qryv/i/6EfH3H9TEvxv7iP9ELfHQod/wP1yWGSjVZZ00oinXm7HNne65mklmi+F",
+	"tpNq5f3Ib9nAzjjsKe3s/qwlQhXdkRdRanXKaZdYqevWK+une97pF434sUeG5cANxEOy3C93mtBr92Zs",
+	"OtWNemiL7qqN29ADG9rUYtdMworxlDwAXIN3A7O+z2dQldg1CKIWKrdoksZHRx1Ot3QRxIx2p9/x3ElG",
+	"thbrz85fYd5EUySkvIkQ+e9HyIRhll+BjFvB78UsV4/8FiJ/oT3j2CDxXKVXtNjV9u0fHF5k0+0Vc9KG",
+	"KXgKR+iZ8I7Rc5W9EEaX+NS3ZTYHSy4cHAGF5ZGNscuuuSdVnats+3pS8dtmk/LgWqR2YzUO6Xa7xZlq",
+	"38FNFxrc2HNuDgg7Jz9dnHd6NfYAgtpFLbdFdBzkNTDwa3zMn3ECXJu+gRCDcMsBIP61PaWbQuhDYv9l",
+	"V3SAWsnPFEEk+fKpoaQa2i0Te+MHtL+0lAVesCdtE+9w1JzzovCR65HEJAqYvcvp6Qjn2LHaHUrt30kW",
+	"SNjPQSxI2HOfo5MwnAgquBdQ5DzFj6PRiPXRmS8Mm4K7Td3jg+gJdL1eCpke4NAqvG4bIQu0kBywTBf+",
+	"DXeoxFzyPC4oVCIRS0PSDzMAMmEwmo/YhdNz/wMvtth4Oz0ZodUD578iE2jHfe7T5Ba8KEC6y3TF+phN",
+	"XJKbI2Eck1jj9qP9krfq69KfsG5DRJOjY27LroN1m+Xv1IsgM5//vFqoPESRjXYH/2ytVMLMQq2qUDRK",
+	"mRodzNjP6S7d07xQXeUHuLwitgdqIumOGo2Q+LY2Za1bzfhNkrXpIBKoEnHmwXVXWts93qSdnouDzCoR",
+	"beXuFpbaPLVtxl9SNIUX2jCM9RFayemNU/YbaOXEbD41IC1bAsdTS2Gp2wFQ86I0UYNCxEPU2M8lLJVe",
+	"f7u2cKe3RZ6L5+c/3+HVEJpy0GtREqgT+DboeMplld276UQhhyMGIEHGpjy9Yn2nX2iwWkDGSmkFRWyH",
+	"uMLg/hjckpe7zXoFxYeRAqV0s9POq6/piHqulkUO6LA89ylH7tGkd869qecCW/y2y7tqbFzl+js3VTxl",
+	"NU2KXqOERi7ZFGZKQwM9o7fTfbtHB2766Kkr7WlTdUzraX6uc5/uq/1P/f8oCYGObrVV4vaEHqLH3uPU",
+	"dJo7bs/U3o9X+X42UrTjww4BWNjDrlGf51zGTkwLfYf1czE1R7wQo/DeZQHpaSVNkNHge1V9wWiWhkA+",
+	"uGHj3tNjM+5FsmX9pU66a4cLpk6p2Qxwtd4/xJTOnGRQo0YJDwLDJdfrvV13m7sZkZ1RzH8BPOuMGMIn",
+	"zhHKZXvM5koUmGeQorEwpPoe6Gl/J5bg+WA0yRnZzVbfpaTEeoZwKzKe3an4Vdy6XR37SM5N9I0qkmG3",
+	"LEMNJDtiFlZCZmp1+Fl5j+/delr8zBqUtvPIRJ1qS35zWerYpXBGsZR4u7MCdArS8jkkTKtSZu72KaKX",
+	"DL/ZAC85sNnMybXT0jLpmDybQq5WrGPT5V4Ox25Bs73e2wnifG0OixmEjgQOlCI7w/H+Zy+9hdqgPmKz",
+	"uXz96u+1zr0hX0oL+prnnYFeTl1ZiYxSF4CnC4ZZQo5FeeQW1v/rcVPtaklYsrRgdsATLFSp2ymzxPPw",
+	"R9+TZ3yUWseozYQZK/KczQRex3vzw8vXr37CBm4XjDdWpp5Nxxr7drdNR1orHV0DZcCbhCGjWB/Ovrm5",
+	"2TMpKOelTBc/8Ztdeyc0y5UT/Cyj55mTYmS6Pg2iuetXleFnaOeDd4ex0ePn3xzf0jsqJHKjc9YHY8US",
+	"77qZVksGN7RRgudsWqZXYE3CAuoiGtX5jZOrB/c07L99c8uw//aNXQQuJHJ4kMWLHYwQ4NFI6/U5DGjC",
+	"hyykvQUNn4hyT5LRDTCvjZRjtSxKC+i1CE/VtHmXvirOFjF/YDuPDKVcjPaMJOzgetWcknDSGusbPaop",
+	"z6EBj7gZEL4jqvQW7a45vJ3BmZSC8AJSYeI+7AfMic7AchGxCJ5lS2EMJS4i4h7PEXpttVjj5oMTZ0gY",
+	"XnHDnNhXQNQRM8sV5cvtA57ing3gD9F7sB3bvU1MtJaPTDMR3o8Vh7cPJ6V84A70oAX4OOewpV7h5gRS",
+	"RxCHiY87VLkTUxJH4m7xlvwmqnFHwE68/IopRhQAMfP6cVjqKD6Oj97eX5bciPqOyCqarzrOLb8J+nDV",
+	"b5UNhTtJIatC4vzdL0t+sx++yEHAODvBpqYiDxh9e7T1Gc4l/1Cd81/jAPgR7kaDIcrtFM0yzx7239oN",
+	"tnKbhFN3EBtdHf+07Q1WWoeQlf0y1xuhbltJ6+caYFlYxMlUMl+fUMpkGwk0ZIOz5tNVxhvGNySM5zll",
+	"hDElWYiCrKN1GYZnsRz4NTCR5cD6ZsHd/YZ2BXLLXwBhaNB3bIWxl01UU4ZRIwYDgUkTQejR0uno03I2",
+	"Az0YhVE6sa4ao3dwMKvcHc74nAvZiB9mOJZRxY8Oih7UgMGTcc0KUQH8ltXLEqIOPDcT1jTGWoTxD8i6",
+	"Va2K0uytfAFLzGxV+opJgAqAKBa80BVBJjuZ7htvJUZgT7DeLeKGKwhEZbubEAiy53ptnWOfqNQIQIue",
+	"CO8WvODyKmIWu9UFuXcmlvYd7MUKa7C6Q2FLsJtdXq4w4e5o/vAEYVbNuZwnGBaNQlnpo+3DGJMq9t5R",
+	"jjuK0zVzg4hBzlVenG1adt088inLlC9sFJtxfUr6qTCMYwDQD2r6UOBWmIFq/VhqO7DTFDB/RljTCXV1",
+	"QWsTt7aHNlHGQiWYDqmTKqItSrixZ12r9R5H5Dcj8xk8wmL++BRC0jdyotHe+Tz01kEohVxeHRB42zxm",
+	"MfHESQpntiN9iRwARGAkrDh6oAXCRSVrqs+82X/WgaIjNCKWYNobV+8Zci+prI8YcDeU7zpISk3zp1dK",
+	"R/uKTPXZ7xoS+ZKrgdUpCATFyz1iSliwvge//J7L+WDPYfjDfBcOFF6NMR8PqN/pWd+foHxLO0zgaQ0f",
+	"uk9D/uldRu0q2rG9MS+ROt2PQaaQrEDIYMbZyskl6McTEkGCN1AF9hhaV6wkDueFtyZuXrcZGPKPQOY5",
+	"adyah428kt/lYr7ocLCj9f+iGYO+cWNIj82gnMaGT+PpWINlCyUVZhxOiQ160OkObAB0Hn4b8UeE9hOM",
+	"ByHPQAaeORfB57hvoNAbZS/J0Z+wKlvvUvGrZtpews49zNDZVGn6Bj+RwPSiw0i9I4yjpo7K95pUAiS6",
+	"1bH1UZfD48B4cVNAure/Lvcy12dlLHuHHnZcn7+k8k/u9Fx4Yj/ryADYta59ojkniOAaDvaMjdngIQ/l",
+	"FA1VRKI+0c400iLkYwUbudIYm7b3LviE4m736gbni0QrqJYbY/OkdiXSdurxBM1yGQ8J3bFB95GcFG6e",
+	"u4fONLnxrljqaIphPP7Zm4Nq5wg6ZRGTJ54nuisNRum0C4Z6JyHvik9cdsX8msPiACsaj+D06nkHJXUF",
+	"I64W69v9Z6VoAJU1oSyQI9F4duzy7f7TPXyh+7vLK8niFuSKtoF468IPdjylckR9cpqTL0xTsRPMAskS",
+	"llaRsVkVGeu+SIIVeAujqQnJ/ZksK+k5uSjCzfk1eA9C7aHA6fSb7kL8Rsl8HXVR7uaH2HFY8RgFBG9N",
+	"TDWuQcBM234UIJt9er/ThylMM+REh7svohYX4r9BB59BNDd8DzG2Ib/uABaswVlusSbTcw0pohvUqoDU",
+	"Kx4eVMKD5IalWZYkY2xTUgO0snfS+6dRcnTBVz/5wLVWlYFdww0b1pEh3ljfCsCwWgk/wV10ENKyOzwJ",
+	"nJUGNEKegRmxiWtvEvzbzTXCXO+zorgsIE3YD2p6CZY+n6vMfRiMxrKFFo4rm2WGTQIU14T1Z+IahlR+",
+	"JNVKJizMdZCwSYgvmLD+q7M3Z4NkLCepknRu0jWF+0xY/yzP1SpArYaIeHAt4NkTch5ih7z2OqkgQ9jT",
+	"Y2zWVBDdP6ip8QZvBGGdsP5T1xRpoZFfH2NHBH89cW0VXPM8h1yY5SRhEx92J5Q0E6SlyZSnV2o2owZO",
+	"mfDGGiGxul3bmDOW7pWZ0I4hypTABSvkdbdCbUzPEUMbA17IwR4kDMuVsWhWUddgxtIq5pP7E6d2pIuq",
+	"h3zdbt2Q9xt9q+oa2P/LHh9/w9yTrM+p/xnIFMYS+XN78I9MM8cMJN7q+K4NIObCephAM0icaofCgzJ2",
+	"LMPoUy69FduNsS5hiH2jYQjBpGVlOkqVG7ZbZMp2w2mM5RTsCkCGHoJbiIcgjn7TmY8PZGAphTfMOmFF",
+	"XiIEh1vAsSQvsbuoMALIm85tA21ugGF61R1UzyNjduVURxagu1l/E0IRPQ1j+ez4KZpouFw78oDcwIAI",
+	"xv1ZKELwRg3SQA6pJf10Uok8I/fbJf6k9IQIqvErAQt5+uxCV3RXQPUKW3KbLsCcjiVeDfXJbksNjWP2",
+	"mNhB2xjbeNGbWSasHxgABle4692yxyeV7SoJFkG0Go2lkOztm5dRA+jMja1pawvLb4pcWHdolxzrdypt",
+	"65GO5ZO/fXN8jOxn9lzJmZhPWJ9nGXv33T+ev33z3avv3W8Rk1iLqRyfYLaHnDOp7Fg2jWo4uFzJub9n",
+	"2ksrmqY5slSHEnNB1uEyG8tgMXWD8fzkhH2cchN4XMKWVdzNJ7+uUALLIOdrJxyV0xyIdvxPp2NZ3XmP",
+	"j/F4/PX4eEA8y7G/UgPx3BP2sfAfvuMi/57L+f/XMMth16FGzafJWFYLE54+ZY3HK5Pfpj2wjq9ptEfH",
+	"OanGyp4ORuyVZVOgc88leyUzuIHMMRhSo9nC8X8whl2Sxea0bYSdgzVjeXH25seEvX978frFPy5f/c/L",
+	"hP10dvnu5cU/zl68uGD9CeWXOwGM8suHx6PNryaD6qXztxfviMUonS50KR+ZsTx/+e4fb968ffHyMmH4",
+	"+e2Ll/+gft2fjf5aX7i23CQ9XrNxh2YsJ26NUElRpZ0gURJN+GsGf65ggSZ4AAkfpj54XLKArc0mhIRy",
+	"wj4a8Rthjmo+h+c5N+YNX0LCMKfinNvFp8mJ43/nThIxFqQlZJrnAXfGVlA0Gyez79YqY5OQ4Z/5pXTi",
+	"yzCS3D9xtzN2ixK0VYE9tXCCTt1N3x7sCRv3xr0Jmwrppkksyx0/J4WJdCwDoJNULHUv+QSQdvq5p7Em",
+	"dg63nAXitwF4hgkzlgFRJ6ObyDbgeFr38Gn4yX3RRNxhG4A7Y+kj7iKIO30eRJKhG9fEI3ljkhKbKruo",
+	"ZPRQ+jPP3J3q3g0+LpyLsXzNSmlVibFboroga/kBz5CGAFleYX6NpbE8p6mstqQOX1V4xF6417xVEMsf",
+	"hTR/9x61iaBafnjuSvR1RNWMJJIGvq1oAUhhk4QgRRBbJqA00fgCrhNWk0EQpz7KDj+/enFKTVsMcWyA",
+	"ffkDMzjF+sPeK+9TK8bSD8wbFEyYRgzjqK0JwY3Huetxq/J8lMH10fXjmC4ZFJ6qxFBR9Kq6PL1QCaSX",
+	"9Ejo7iEyVC/EavRqn6h7/ENyd8Vpq/ZDQ4E6SPXZUGHuoLXEbWZu14SM+SnP3YHmxgnf9MikSl2UcGNZ",
+	"wedQRUh6cZTiefk8DjdxmH2u0rrvbqDb0AN3+pjuUvVkV72TkGt7QFW/qiZfzHflaXe/AkM1fFtGlL5X",
+	"+ZbGWwfFGtKF2hX+jeVrfiynoCVyKX/9estUsJ88Mr6o7v54dTWkcQxq4ZBqZcT2Dgv1D1V4vj8UlPbW",
+	"QJFbwO/qXSp8RYoYeraXh+ku4paR4Np/jJDccONkd46bQOLOmR11gFD5CKGYD+5dY/9Y/wrWA49uqBWq",
+	"u8KwdtQXNOM5Gi50jE2aKX2KkUDtAItWIFWUrXTEWbxDtRV0mHoIbkqq0KakOTwno7NSeqWTNwPP/EB2",
+	"dZ91RirYFm462fQhFZk38oc+ajXbjxctZqHkyELlmVugQwIZDg20NN0uymohUi4pysGrkEmz8hUjK0vu",
+	"i2DtmcpclbmJhIA8YGXEpGf9Fb9voEp97u6e6Hmvl0w05zN2DTYzR7d9esHScCCQw0xIYRaHrMLuwrLX",
+	"VZD8Hum57g/K/i2l6XAv6YO2aAs32qNf9pLez2676eO3GBHgBEhyYvgqlbcmN++HTOHrCdfAz35NPsS2",
+	"3kBaamHXl45MQqE5rmPhbWcSTYgWK0Zh4t0P798xI+aSzFycXcE6rLGvEf/IsB/e/3g56vki1eiJo/ar",
+	"0SysLahytugsluI6dmJjbStARqJmjt2eOTHeG11PQiQI1QUZJGzq1E32TzU1Y9knQX2QMCPkPAeqC9E/",
+	"V9mgUTkKH2Z9LwQNktrlQGKQa8gXMknQOjKsXw3sgPUbsj8ZbnhplUk5JoSj2irAtUTKwqAyp3m/Tqs2",
+	"1G9oFdgokDFiPxunJqEpbSwtz6/cLbf11OT7l+/Y0fXjIyftmwkFC1VeBLNVdwZt0sDTxWgsx/LdQgOw",
+	"uVZlYRJvJzsX0qcAnYzlkP3lL1Ui0tn5K/OXv5x4Q3LC5mAT7DDx2mCotjWiF99WhYbdKDKYlvO5W5/Q",
+	"zj61V8aShc9oh90swXLqi2phsQ+nS1K9D7OAPKdCjO9heqnSK7B+VK+kEfOFrUbBm/KlFzz7oTC70myF",
+	"RtiMcePGcok29uGlE05e0sM4fhIGnMI+aZX1mgySELvuDYxoVmSsNJjSWlWQCdRQba3bn7O6yJ2Hh+OM",
+	"Tpg/qVjBeZ9zO5YeDXsm5hha5U7uYMQuVA4eGK+upnTCJlSdaYIxiSYZy0lVpWnCeG5UBaJdRYonbIIG",
+	"df/7kku0EzSC90/HMla+KPPGJsT1SZiQaV6ijb9ar+aiPDt+3DQh8dzXkCnllVQrecqeHT/dfsD1Q/Uy",
+	"UeY8rUGX68SCRq0ms3Jn79nxM6rLxRkmRMm5I0HcmAu3LKxfnQDvf6DI+MqTU/NJgidJ2Ix2hWjKMCVp",
+	"X6rd/xHWw//meQkh99HRp9sDnEHO545ctbAQQuNQGkQbDLaJwjLKwxnkguqQsj7Cm4QcXXccWYB7mpbG",
+	"CdR0W168PHvx08uxDCp8Bfw/VaXMBiP2Ht2V3uLkUYWUxoRsMmH4ekHCogWGWHcjn7CX9K6Dqab3eHQ8",
+	"Og6IoLwQvZPe09Hx6KmvroO3lWNsTQXcZ+lXRZ1eZb2T3mthbKiTSkCyhZIe9u7J8XGwYHhnLPJBOk9H",
+	"//QxRyRG7VlRH20keKPFS7W6KT07ftzVWjW8I6phqTSmKOFLT29/qapziW88+dvtb7xT6icu1xchORIF",
+	"g3K55HpdwYR66tsq0rRxXDGBjc8NJUUjG+19cO019+noo//0qXPHvgf7vAFI+bD7Fdurd7X1+Utu1/Gz",
+	"298I1UvvaX+dfFXb2auUH2T2SuXIXYkZ7Lnb7nRqvgQ6kh3JXvUjYRfOuV30Pn3opJWjug7P57SPvIOq",
+	"O7VJ7mUmAs29pp6qfOFvFWnB90J0jQpTn9qyu9UlFVL9XcndC3kNGCQkzOPb6exbnoVU6T/wkflmny6a",
+	"EXft43IJ1icqYRQGb0IkI9l8Lk88+khQv58+k9KTjz2B0XNUiI5iBHvUdm+T7JIGCdVVYXRGNaE8ck6s",
+	"GMwHNCBGODghZP5hmHgHVf8pSZSWnvWlwtQ2s+A6MwMn+1cYSLz2Ax9CragxNi7taNxamgt0gGKyp1UI",
+	"MkkuvqaaiQlmKF9zqu8pDAr/qS/XvFW0kfXrao3JRqnGgddiRboYy0ZBz0YtTxI8t+XCHwUBtjwYfVbl",
+	"GyMEip0nzFD6x3SNXuO7U+b9CHtkFmiWpq0VEOZUKBOtVQs8XeyinVCFdKeUfh4eesANaZYmiexJNYTf",
+	"eRvCejWVVAoH5kyrHBiWKrh1uRtFX3lRmKOPvCg+HVF9OHP0kT7c4a7xy1TdNduc96wovJLounAauJqh",
+	"ST9yK6FnvftKKri1oN17//sLH/52PPzbh/4vQ//p43Hy18efwveD//y3WCpLtFJRaaxa+vE9oqq36NCq",
+	"6r5SEIdTkKWyLC1KxOnwmjqFa7bCtb0+7HPxtudZleV7wKk2buTtKSPMXIgiriaONS7IFmb9xtW1byny",
+	"ZSwL0MNCZQFPNBPXIqPF8YaGs6J4RFx7MGJUTNCwufKBmGMZDKCgmZJsQtEXnhB9/JYnVYo48t/xomj9",
+	"TW/4oCSfxn1WFGO55GtWlAbDdNy150fAPfYY6z978jfGp+oaBrHL4Lw0i5+a+3Pfgn+ryuJeov+TjgLK",
+	"VQ1NVpTTnBwofy4h/W489LMlp3MiH7/A3r2AZN3iFaxf2TpNA+TGkW5TfKoFkX3Zsq79a1EJ62wTo7ce",
+	"I4LNGuZrjJNfC8UxKxxXo2iysUSoUPcWJhSMfIcj/HrSqN8ZfGPGCyeDETvDL8ZyWZoQ5MlmZZ6vWbWc",
+	"IYLHiZ3VSJ2wgLFtRrGZ0mTPnPIrb5pswO5iRBAFl54yTnPAuIOlCNXkxzLzGQRYmEVzsxjmShU+89W0",
+	"iq2jd74APZYbs5XfURDtJPHLhr1gf5WXCf+a8vRqNKZaAuYkNDx0vw1NyPVtfUu5TuErn447luELQkQe",
+	"YrvsjHaOgqFpQzMsIYleWBbQkGPc6nuwwRn7gKJShRQc1610DST8lZG0GMlZ4BtIE9P1kPzMni775DvZ",
+	"m3ckDyGb/V6i2IdDOOFnGEP+0IuwNZ4JcoqJl/CbTIxQpRDi6BQL0ZZLmLAQTknSKR9Lj82BdObkO8R2",
+	"x3CnwSmblDJTkxAI3GRwQTgj4PQ20/aw8qZi6e6Fbbj4EItrfHQVcqvPMz0FYGiaLZqgMnWQ+Yk8y/AF",
+	"eGQdYRpnkrXTsLJAVUOl9NOw0z4l0wnI3Cl+igpsE/SLd84N/myC3vEe/Pm5krNcUBjS7yUZNiMRyJSW",
+	"qVo8jLH5wyXBXwOEXpdPjDD2HpCYfRHTbUquqpv+6zguzxqee8RrI7sVhlWge8tjuX2+B6t11Xy4ZX+P",
+	"Prp+7+FCi7DYqlLqbQw2hLH2kl6IY8WaG1UgaxezLSOEedkkzPvXm5tgfF/UX7b7MPyL+cnuw+21eaAw",
+	"Jg+lCHGoJyFyOsg2ZI4+OmL+dNQo/RbVhV/ydMECLCluQ8PApCF1Km12wijmuiitYf2A8+DzNnm2rnB6",
+	"E+azpr1JjAxlGD7t0Wt99laI9RtLD2LbQvtNF8qA9PbxdVIbylNft9JJawTb65RCj9NCJrYWpjI3SiZY",
+	"p6ICzkAVvJqwMO59mmWVcJ2J2czpFVV8UaHhWqgSM5RpNFUuLwqBY/n0mJkOBbONOfuAB63dUYccFejh",
+	"q7K5pWzWuNYaUkfgFVpvu1zCPornPd2Cya2Pv+FLuPXGrGIHO9nAd5gq4HQdd1b5XEiORpnap4beRayi",
+	"y5cwovjMaAheytMF5pxt+6XeV+PYWpXNaGVMZRSGuu1zuWYpN3CKfFLNNsNxa0/BryXgKfNXuc/Nqw/Q",
+	"rSokBpZ45AHHmCZXsP4P5GMTVnChDTPgxu6XJVXLJTenCDOJJj1MzO0aTqhTc8B4cClqmGC0QIpg2+qf",
+	"B1CfGikvpF7UCEGxkQTUtwNGcu4kPiN+gwYMwvFxndT++Pj4uLO/APVb9+frS/RO3HsNoP/HMcygmOGh",
+	"kQzpw3JnbW4dkh9j46lyLXctwYcvoPB2OVDfSsAJNF3I5g+utn6+tuFWoyUhrRosIzDX+rvPVTJ2OflC",
+	"rC0Txt0EykkIjjJSm69PQhg0Q6wf78rXSs6ZoyEM9HaCxT8JviQkmNPTCMNpFyP2HgUWySavMlgWCuuc",
+	"DH+E9STBYGQ0Po0lZQFUVqe6PJkHumdCGguUxzHjIveZ6fgaZqYjLktENnmODVeGl0NXsjHoH2Hdo8Ny",
+	"/3rLFtDTXurL4y9imKIV/MN7DQ+1DT1+utcxfs21V9eePNlnIoVWKRhDotfvJubRnjWyUToYyx7S1NFH",
+	"J1588qoWcREsSLml2yNkRPOobZDrs20WRK9kXwX1rR2klWns4CkFt1HKui82EUN96rxCugyF3Rv25Q3f",
+	"n0EIXz4a/nu0c9Q5223UxYe4ym/XlH4UMruDVtVhrcNE1PaJ/qPcfV+GNn/2idf/1x0pf+rL0kNPtnM3",
+	"CW1LZj5S/77uz6MatOjoY/X505HPSv18S/+D8Ie4B6Ea/k43wt5uWI8V97zV6h/QEfvVq/ovdbYj2d5Y",
+	"chZFp0IRMkBMTt7TEdt10GuMongChK/wOcFM20nwDeAAswox0LAfLt++8Uo0Pfof7oBNWF/psZycpSkU",
+	"9oRZuLHU45Ay2CeDJJJdfkKeC3zwkWETkU3GUhhCswzQLy1k2pDF7hPjvV8g5G3YBbfkWpASxdJYzjrr",
+	"L4BnBPvmGp7gmZqwitMMxnIOFexnzt2Jo07hhqc2XyOGbky5D8eYZret3MdsYriIMYNYBfveYZ4Me+I5",
+	"glu2jPW5Ya3pdtoG8b1Wv1vQTbvLgG4FeFbIt8KwJZfVCLHoSy6MrU2YvmSia50smKdtWDUEA6hYHWIG",
+	"iezBrJzYKBFF3WprFX83gyUOwFsrk97WsWo3tDmwravE0+XXeOstL9Q2SoYP/a3ClQ1hIVCpGw+b8Xv4",
+	"nu6oUd3hwrghlMbodeFrQiCEdQOEhH0rJEcTACIdGZZyrdeMM4ox8ospIR/LmcpzrNQ4XSOG6Ak7ZsZm",
+	"QrJ+4ObKg34T8gniltITvvnE435Qkwzb5zm6i9NchYhqdBYh5jz60gcJe+yaUaVN2BP3CbROxvIpgxth",
+	"KaoNP6UqA3fjZZCKJc/xTjutKjYRa5K+o0HCnrmLhxw1m+M/YZOP4x5Wlx/3Tv79OBn3FuCoZdw7efLs",
+	"0ySa0/HyBtLLBeT5bW67d/UcK1BWrucllQzsaygglBmtbjjHSuGmyLFwC0nIcX/N0ofXdMvT+wIGVow2",
+	"4hMK8vVBHjqIICgSKFIrE4DM9qGauJLQ7Z1Tt3otY69Zu771+o69h6S8+83Nm+UxseD2SlyuhEcl9rDx",
+	"1XFkhVZWpVQC4yvHb8nhJSYS+2Mj6I8KfAnTyRp87aGC2/8orD5X827NwJ00J/V7Wy+GH2ISS3/SlGtu",
+	"hjJzso2T9JVmRc6xup8EM5aFhpm4afrknKKD2EeVDoRxQG0FAtuYjMbyXKsbUVfM24STGs54iqjcIoM6",
+	"FXBamhE7YwYwMmksSWIyleecNwGjZIk2azVrojjjXcDncw1zquQ3lpPhcMlvhrmaD+sHJ0nA+GbfOFG2",
+	"yv1ZqTLPAobXUmmSa8fy2ZMn9IDha8MWauWOruRaqxVGWU2qticJm/ymJLj/C5XFr4pL7OC128S9Qzyq",
+	"Hnb56u/El/N12OE6cMJNoaujAPp3cB8C+f1ncPONhHaAwu+VIyYJKyLfrg5IgLmL5obNug6oygStUVc3",
+	"WFbMl2C4T3Wt2ijUrmhIakYK+a3EYbnI73Mw3+Fa0p7OEPxW4mH2sG6eReB5JOx/FPIgN4ADHssCMfLp",
+	"rm/D+g+arnp0WZW2KO2Jkyn51Ki8tE6QTN2OYYhAqPBRygw0c2w0TdiRWZuEHWVwTTh0BlIN1lAxg7Hs",
+	"Pzs+Jpj3lTAwGLE3hCCxAFalW1Lme59kkhwIt587pjaWQTyZuIWdBJNH40bihqD/MgUGgymxCeQhwoxl",
+	"heDmhu1axYyYqg5LQWUCOHt2/OyUNSkKG6SqAxXgBKfG3ZwGI/YaKYPk+CYm25qtQANOoZE2s3lGRA6b",
+	"mvlrkHO7cLr5k2fJZyrT4dI5AMJIzd2ManUaL5kD9ejXak4n5k8nWH05U2o7RJuuSCoaMTdtG6iX65PN",
+	"unF/dqkMY63/oB6YTq8JhvM+sIcW+6iO0x/HO/vVU/Mn8tQQWJrPkauSJAiEFqGYMaKwKtJ3f46aj9X7",
+	"n/647td4BnD/rChO6sVaQI5JG7+BVqd+1ZJQzTFp1nE7GUtErvYVECE79XkBlARzVhQsh5kl6x6VTsNc",
+	"YqzOqIrJWPZJ0vE6KiHcZclW2bMWmP8VFJYKN1quffEr+sj6CFSEYZ2hls+IvUfUnIacVIF/CbkZHN+Z",
+	"SlxzgztlE7vp9jy8O32Pn+6QX/xHirP6yi3/xbnleSfauWOZAeN8b7+2hiVkoioqE7VLnYPeCDWscfka",
+	"7zvFh6BMWN/ntlE63Fgaq/SSTTXwK++Ed8qvL1LIMrXEsqCoxFW1yqlYtPEFFInpYNlMMkzV3Xow/woN",
+	"2+tqCNRtxLLI12PpgaobFZIxQ8Rn64m55DkzADIhnQ1tZImbgWtlIeR8LBe8KEC6ZlesP1lxYYWcTwZU",
+	"9JFqpxPkZ1V2Jqm8BD4trQujpbEHt5qVYKtGX7CI0RL5rztt73Ww6O/jZ21MtqqZHOVYvoR1o+rL12Dh",
+	"LW7wxh2I5mFoFsnZlWt7Cy84ouvQSUXRDJKXTmUK+Jm5z5L1ppW5YkqeBiwQgyWNPCIIca1sxM7KTFis",
+	"hsBIpBk2Op9sp9ch12ufk4fJIq96wB6/tM5z6OHYzC73lepp/5Mapiowha8ozW1biCqQTJsHiABofCxN",
+	"cyUb+KYrH8LF7+WoeYmz86w1zwo9e8thucCHvp6Wr6flPk/La+HUwvZl43adTIjNVfTRAvd2WEwubsGT",
+	"9jZ8o3JwotjKnPhq60KSG7Uu/V45Yhaq1CHzfSzRoUHiYACA6BdcW8HzQXjbvTbydZuNNb5uM2ittPtD",
+	"A0XJNCqVsPAsQU9gQRi8IimdvAKo9hVfUNKlErfC+scr5Af2zc0N6/vdEbmwayfkPmZDRiM4Cn0NTmkc",
+	"OS9lusCwSpniw1U6OwVZkmOUAApbVuCxnFelJlnfbZLFdHlfjc7XTPIp2IScbarrH9tOahDHuikvmmsn",
+	"/ENWvRDqRtIqJ+SrCUNFyV9ibo0GvhyxBsqDm9IVFDZ4cTbr5ITIMm3NWFJUU8DACPiR51otnSJTGmZS",
+	"zQsfyYRVh4XMHF9SDaiMsaz7mAR85AnrE07tP0wu/vGXySDU/0fFAWvHg+5Cz3j96kFhrC9fv7oFMaM6",
+	"C783lHU1kHBKvV43zOEa8sZuJM0TjdgJVKdqKKSHwN4JKlNSQF03R3mJl4BW1jO5nFe59/7dMDRETJUI",
+	"2qIzx/yCdjmWDfWScFoIhHUdqpUhEMVGQUuspIJ2M34NYxlqejmlF+URVJopUrIfuCoGAIAeomaMJaS6",
+	"MOx/DvN+QHLzfXQl/b8jGGxp/nUgjUjBatKCqWJrBJb9mmsw5uA7LVBhI7u2K03TL+oX2Ldde/Ynlmze",
+	"yo0tJpuOR1qsjDjVXjfObYKHNsETS/Axjl72JoZDHah+nzZzN+M7RsgOaBvyyDfXPBd4gztdIsLPfIyC",
+	"t/ALic8TqgMa1PgSsgGlIyPX8yDPPuTVLh4Z5m59vGpHjLLr3BXIaTxXAIVpL2WITNMqbxoFxnJiwA79",
+	"8CZxJPbWwXgA7cZTxDkS/5fVbPY4j24LqWzenxpSzuMZoGk7JGu2r+bP5LxHfKrukn65dRRv1d2xo5qm",
+	"tyj6zP3+sDTtWz/zdbA9Vf+eRPy1jNguzDZHEZsEn1T+Uqxl35IQZznWpC2wYKehCsLrzz4htS34AU7I",
+	"G6o/hfdm0MpoPgXHHDcnZqEriFEd8BH7u5IKY4mdasjEjM2F+0DF/BuaA16AaiVj5ubuY4imrK/H8Osx",
+	"bLtc7/3eaZh9H/ji8UbjbpIng/FXmv9K8830+XIJ23dPLmYIu1aZMjzzpQItZPC4fP0WbXGYCJjmZQbZ",
+	"wadltVB8KTrV4vcLdbZ89ZAq8asMpBW2025Glqbf02j2fqE2ipdXVeCxGruwVCgibgxzTUFaajdFx3Wo",
+	"Hnzv5JcPjqlQOiXxo1LnvZPeETIb39CWEb5Z27+Rcd8AdtyKZNhR1T8SwxVrgpKsq8L4JomUeq+bCnP/",
+	"9OHT/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -46,6 +46,10 @@ type Config struct {
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// ReadYourWrites bounds how long a write waits for the cache to show it (default 2 s).
 	ReadYourWrites time.Duration `json:"readYourWrites"`
+	// PublicURL is the gateway's own URL as browsers reach it
+	// ("https://atoll.example.com"): a browser's exec WebSocket must come
+	// from that origin. Empty: from the host the request was sent to.
+	PublicURL string `json:"publicURL"`
 }
 
 // DefaultConfig is the gateway's configuration when none is given.
@@ -101,6 +105,9 @@ type Service struct {
 	streams       streamCounter
 
 	ids *requestIDs // the X-Request-Id of each request
+	// origin is Config.PublicURL's scheme and host, "" when not configured
+	// (exec_browser.go).
+	origin string
 }
 
 // New builds the gateway.
@@ -110,9 +117,12 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 	}
 	c := *cfg
 	c.defaults()
+	origin, err := publicOrigin(c.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	a := c.Authenticator
 	if a == nil {
-		var err error
 		if a, err = auth.New(c.Auth); err != nil {
 			return nil, fmt.Errorf("gateway auth: %w", err)
 		}
@@ -128,6 +138,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
 		ids:          newRequestIDs(),
+		origin:       origin,
 	}, nil
 }
 
