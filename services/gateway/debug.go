@@ -130,6 +130,10 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
 		refused()
 		return
+	} else if found && initContainer(it.JSON, params.Container) {
+		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is an init container: exec only into the workload's own containers", params.Container))
+		refused()
+		return
 	}
 	if len(params.Command) == 0 {
 		writeError(answer, r, http.StatusBadRequest, "Invalid", "command is required")

@@ -173,3 +173,31 @@ func platformSidecar(rendered []byte, container string) bool {
 	}
 	return false
 }
+
+// initContainer says whether container is one of the workload's init
+// containers (its own or the platform's) in the workload as the API
+// answers it: they run before the main ones, and a shell never opens in
+// one.
+func initContainer(rendered []byte, container string) bool {
+	if container == "" {
+		return false
+	}
+	var doc struct {
+		Spec struct {
+			Template struct {
+				InitContainers []struct {
+					Name string `json:"name"`
+				} `json:"initContainers"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(rendered, &doc) != nil {
+		return false
+	}
+	for _, c := range doc.Spec.Template.InitContainers {
+		if c.Name == container {
+			return true
+		}
+	}
+	return false
+}

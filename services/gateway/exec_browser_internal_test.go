@@ -100,3 +100,23 @@ func TestPublicOriginRefusesNonURLs(t *testing.T) {
 		}
 	}
 }
+
+func TestInitContainer(t *testing.T) {
+	rendered := []byte(`{"kind":"App","spec":{"template":{"initContainers":[{"name":"setup"}],"containers":[{"name":"web"}],"sidecars":[{"name":"atoll-log-shipper"}]}}}`)
+	tests := []struct {
+		container string
+		want      bool
+	}{
+		{"setup", true},
+		{"web", false},
+		{"atoll-log-shipper", false}, // platformSidecar's
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.container, func(t *testing.T) {
+			if got := initContainer(rendered, tt.container); got != tt.want {
+				t.Errorf("initContainer(%q) = %v, want %v", tt.container, got, tt.want)
+			}
+		})
+	}
+}
