@@ -151,3 +151,24 @@ func TestHardenKeepsPortsAndUserButNotHostPorts(t *testing.T) {
 		t.Errorf("containers (-want +got):\n%s", diff)
 	}
 }
+
+// TestBaselineGrant: only the projects a platform admin granted baseline
+// get it; every other project is restricted.
+func TestBaselineGrant(t *testing.T) {
+	s, err := NewWithConfig(nil, quietLog(), nil, &Config{BaselineProjects: []string{"legacy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for project, want := range map[string]string{"legacy": PodSecurityBaseline, "web": PodSecurityRestricted, "": PodSecurityRestricted} {
+		if got := s.podSecurityLevel(project); got != want {
+			t.Errorf("level of %q: %s, want %s", project, got, want)
+		}
+	}
+	s, err = NewWithConfig(nil, quietLog(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.podSecurityLevel("legacy"); got != PodSecurityRestricted {
+		t.Errorf("without a configuration: %s, want restricted", got)
+	}
+}

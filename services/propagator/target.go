@@ -621,14 +621,14 @@ func (t *target) ensureNamespace(ctx context.Context, project string) error {
 	if known {
 		return nil
 	}
-	labels := map[string]string{api.LabelManaged: "true", api.LabelProject: project}
+	nsLabels := map[string]string{api.LabelManaged: "true", api.LabelProject: project}
 	level := t.s.podSecurityLevel(project)
 	for _, mode := range podSecurityModes {
-		labels[mode] = level
+		nsLabels[mode] = level
 	}
 	body, _ := json.Marshal(&corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: nsLabels},
 	})
 	err := t.call(func() error {
 		_, err := t.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Patch(ctx, ns, types.ApplyPatchType, body,
