@@ -153,6 +153,8 @@ func TestPodEscapesAreRefused(t *testing.T) {
 			http.StatusUnprocessableEntity, "spec.placement.nodeSelector.atoll.dev/tier"},
 		{"the Reserved taint tolerated", podsApp("reservedtol", 1, `"placement":{"tolerations":[{"key":"atoll.dev/tier","operator":"Equal","value":"Reserved","effect":"NoSchedule"}]},`, ""),
 			http.StatusUnprocessableEntity, "spec.placement.tolerations[0].key"},
+		{"node affinity (no such field: the tier chooses)", podsApp("affinity", 1, `"placement":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"atoll.dev/tier","operator":"In","values":["Reserved"]}]}]}}}},`, ""),
+			http.StatusUnprocessableEntity, "spec.placement.affinity"},
 		{"a chosen ServiceAccount", podsApp("sa", 1, "", `"serviceAccount":"admin",`),
 			http.StatusUnprocessableEntity, "spec.template.serviceAccount"},
 	}
