@@ -36,6 +36,13 @@ import (
 // log stream or an exec session.
 const DebugOpenTimeout = 10 * time.Second
 
+// DebugQPS and DebugBurst limit, per member cluster and replica, the
+// requests that debug sessions (log streams, exec) send its API server.
+const (
+	DebugQPS   = 50
+	DebugBurst = 100
+)
+
 // debugBackend serves the logs and exec sessions of libs/debugstream from
 // the member clusters: it finds a workload's Pods by the platform's labels
 // and streams from the clusters' API servers. Every replica serves every
@@ -69,6 +76,9 @@ func newDebugBackend(s *Service) (*debugBackend, error) {
 			return nil, err
 		}
 		cfg.Timeout = 0
+		// Tenants start these streams: a client-side limit per cluster
+		// keeps any burst of them off the member's API server.
+		cfg.QPS, cfg.Burst = DebugQPS, DebugBurst
 		// The cluster's transport (its connections closed on Stop), no timeout.
 		cs, err := kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: s.clusters[m.Name].conn.HTTP.Transport})
 		if err != nil {
