@@ -22,7 +22,9 @@ type PodTemplate struct {
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Volumes the containers may mount.
 	Volumes []Volume `json:"volumes,omitempty"`
-	// ServiceAccount the pod runs as (default "default").
+	// ServiceAccount is not the tenant's to choose: pods run as their
+	// namespace's "default" ServiceAccount, without its token. Only empty
+	// or "default" (what older documents carry) is accepted.
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// Labels are put on every pod (the platform's own atoll.dev/ labels
 	// are reserved); a change rolls the pods like any template change.
@@ -78,8 +80,8 @@ type Volume struct {
 	// EmptyDir is a scratch directory when true.
 	EmptyDir bool `json:"emptyDir,omitempty"`
 	// SizeLimit caps a scratch directory ("1Gi"; default
-	// DefaultScratchSize). It counts towards the project's storage quota
-	// once per pod.
+	// DefaultScratchSize, at most MaxEmptyDirSizeLimit). It counts towards
+	// the project's storage quota once per pod.
 	SizeLimit string `json:"sizeLimit,omitempty"`
 	// HostPath mounts a node directory (platform only).
 	HostPath string `json:"hostPath,omitempty"`
@@ -222,9 +224,6 @@ func (t *PodTemplate) defaults() {
 			}
 		}
 	}
-	if t.ServiceAccount == "" {
-		t.ServiceAccount = "default"
-	}
 	for i := range t.Volumes {
 		if v := &t.Volumes[i]; v.Scratch() && v.SizeLimit == "" {
 			v.SizeLimit = DefaultScratchSize
@@ -240,6 +239,15 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// DefaultServiceAccount is the only ServiceAccount a pod runs as.
+const DefaultServiceAccount = "default"
+
+// MaxEmptyDirSizeLimit is the largest size limit a scratch (emptyDir)
+// volume may ask for.
+const MaxEmptyDirSizeLimit = "100Gi"
+
+var maxEmptyDirSizeLimit = resource.MustParse(MaxEmptyDirSizeLimit)
 
 // Upper bounds on what one container may ask for.
 var (
@@ -288,10 +296,10 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 			switch q, err := resource.ParseQuantity(v.SizeLimit); {
 			case !v.Scratch():
 				fe.add(p+".sizeLimit", CodeInvalid, "only a scratch (emptyDir) volume has a size limit")
-			case err != nil:
-				fe.add(p+".sizeLimit", CodeInvalid, "%q is not a quantity", v.SizeLimit)
-			case q.Sign() <= 0:
-				fe.add(p+".sizeLimit", CodeInvalid, "%s is not positive", v.SizeLimit)
+			case err != nil || q.Sign() <= 0:
+				fe.add(p+".sizeLimit", CodeInvalid, "%q is not a positive quantity", v.SizeLimit)
+			case q.Cmp(maxEmptyDirSizeLimit) > 0:
+				fe.add(p+".sizeLimit", CodeTooLarge, "%s exceeds the maximum of %s", v.SizeLimit, MaxEmptyDirSizeLimit)
 			}
 		}
 	}
@@ -304,8 +312,8 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 			}
 		}
 	}
-	if t.ServiceAccount != "" && !IsDNSLabel(t.ServiceAccount) {
-		fe.add(path+".serviceAccount", CodeInvalid, "%q is not a DNS label", t.ServiceAccount)
+	if t.ServiceAccount != "" && t.ServiceAccount != DefaultServiceAccount {
+		fe.add(path+".serviceAccount", CodeInvalid, "%q: the platform chooses the pod's ServiceAccount; remove the field", t.ServiceAccount)
 	}
 }
 

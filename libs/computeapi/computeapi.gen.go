@@ -1245,6 +1245,12 @@ type StreamLogsParams struct {
 	// Container Only this container.
 	Container string `form:"container,omitempty" json:"container,omitempty,omitzero"`
 
+	// Zone Only the pods in this zone.
+	Zone string `form:"zone,omitempty" json:"zone,omitempty,omitzero"`
+
+	// Pod Only this pod.
+	Pod string `form:"pod,omitempty" json:"pod,omitempty,omitzero"`
+
 	// Follow Keep streaming new lines.
 	Follow bool `form:"follow,omitempty" json:"follow,omitempty,omitzero"`
 
@@ -1605,7 +1611,10 @@ type ClientInterface interface {
 	//
 	// One JSON object per line (`application/x-ndjson`), or plain lines
 	// prefixed with the pod and container when `Accept: text/plain`.
-	// Proxied by the region's cluster-facing side over the bus.
+	// Proxied by the region's cluster-facing side over the bus. A session
+	// streams at most a configured number of containers (the aggregator's
+	// `--max-log-containers`, default 50); one that would stream more is a
+	// 422 that says how to narrow it (`container`, `zone`, `pod`).
 	//
 	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/logs (the `StreamLogs` operationId).
 	StreamLogs(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *StreamLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2265,7 +2274,10 @@ func (c *Client) ExecShell(ctx context.Context, project ProjectPath, kind KindPa
 //
 // One JSON object per line (`application/x-ndjson`), or plain lines
 // prefixed with the pod and container when `Accept: text/plain`.
-// Proxied by the region's cluster-facing side over the bus.
+// Proxied by the region's cluster-facing side over the bus. A session
+// streams at most a configured number of containers (the aggregator's
+// `--max-log-containers`, default 50); one that would stream more is a
+// 422 that says how to narrow it (`container`, `zone`, `pod`).
 //
 // Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/logs (the `StreamLogs` operationId).
 func (c *Client) StreamLogs(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *StreamLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3766,6 +3778,22 @@ func NewStreamLogsRequest(server string, project ProjectPath, kind KindPath, nam
 			}
 		}
 
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "zone", params.Zone, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pod", params.Pod, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
 		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 			return nil, err
 		} else {
@@ -4660,7 +4688,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// One JSON object per line (`application/x-ndjson`), or plain lines
 	// prefixed with the pod and container when `Accept: text/plain`.
-	// Proxied by the region's cluster-facing side over the bus.
+	// Proxied by the region's cluster-facing side over the bus. A session
+	// streams at most a configured number of containers (the aggregator's
+	// `--max-log-containers`, default 50); one that would stream more is a
+	// 422 that says how to narrow it (`container`, `zone`, `pod`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6549,6 +6580,8 @@ type StreamLogsResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -6573,6 +6606,11 @@ func (r StreamLogsResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StreamLogsResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r StreamLogsResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -8086,7 +8124,10 @@ func (c *ClientWithResponses) ExecShellWithResponse(ctx context.Context, project
 //
 // One JSON object per line (`application/x-ndjson`), or plain lines
 // prefixed with the pod and container when `Accept: text/plain`.
-// Proxied by the region's cluster-facing side over the bus.
+// Proxied by the region's cluster-facing side over the bus. A session
+// streams at most a configured number of containers (the aggregator's
+// `--max-log-containers`, default 50); one that would stream more is a
+// 422 that says how to narrow it (`container`, `zone`, `pod`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9981,6 +10022,13 @@ func ParseStreamLogsResponse(rsp *http.Response) (*StreamLogsResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -12239,6 +12287,32 @@ func (siw *ServerInterfaceWrapper) StreamLogs(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// ------------- Optional query parameter "zone" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "zone", r.URL.Query(), &params.Zone, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "zone"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "zone", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "pod" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "pod", r.URL.Query(), &params.Pod, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "pod"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "pod", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "follow" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "follow", r.URL.Query(), &params.Follow, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
@@ -13066,39 +13140,42 @@ var swaggerSpec = []string{
 	"mM/czEusSNo3ohChwnJ1w3lWKm6KHOpCoYQc99csKZyoW57eF4+0YrQRn1CQrw/y0IkIQCtirrUSjdBs",
 	"T0CNng67vXP6Vq9l7DXn1rde37H3gJR3v7l5szxGFtxeicuVJNBzqkpRHUdWGO10ihV2vnL8lhxeAk4B",
 	"HRuJf1TYbhTKWS3kQ+XO/FFYfa7n3ZqBP2le6idbL4RbQo5cf9KUa26GKvOyjZf0tWFFzqF4qBJ2rAoj",
-	"ZvKm6ZMLAcW1DgRxQG0FAtqYjMbq3OgbWRfk3ESrG854CqD/MhN1pvG0jAYHXYLg9MrPeO94iGqUuxzb",
-	"d2BiPwlRkCbjx6/EClesqxu8M++iLECzvoM6SFx2dgNhy1RU5D41BFpQEuhxSF719TrgrUvsuMzvczDf",
-	"w1ri/s4AzlkB/RBQIVEliANYzQLkCpFbAQMeqwKqPuD10i5UMWh6h8FLUrqidCdejOFTq/PSedkl9TsG",
-	"XulQs6ZUXi/1JzdN2JFd24QdZeIakRWtSI1XSyGSdqz6T4+PMYlhJa0YjNhrxESBgFdKIEYshz5eg7nA",
-	"ShQ8g6j4cCNO/MJOgpbdYILcIphlpoWF+D1oAqJ5pR2rCpPQD9u3CjleVWWhAgtfcPb0+Okpa1IUNIh1",
-	"NCoIFY6N+zkNRuwVUAaKjk2UwTVbCSNgCo1EsM0zInOxqQy+EmruFl4dfPI0+Uz9LfC5A0C59NzPqNbg",
-	"gK8dqLq90nM8MV/v8s27HDk6FTSZ27YBjYTCZLOm4Z/9SodA3T+o+b7T5A6xoA/s3oM+qoPxx3HtfTXz",
-	"/4nM/AjkR/mbVYQ9AiQDTDiEo1UFJO/Pyv+xev/TH9d3F89O758VxUm9WAuBuYG/CaNPadWSUGk0adYY",
-	"PBkrQFWn6pwiO6WgcsygOCsKlouZQ9MQlvWDPHeoHKqLyVj1UWYhBQfRF7NkqyRfq9DElSgcFhV13FBh",
-	"NvzI+gCiBTGBoc7UiL0HRKeGxFMB00m1GVndmeZec4M7Zbr76fao9AB+D5/ukPv+RwrS+cot/8W55Xkn",
-	"Er9nmQF/f2+nqBFLkcmq4FHUqHEuzEacWo0Z2XjfqzAIs8P6lBiFuVSQFmyWbGoEvyIPrldjqYAmy/QS",
-	"StaCOlbV0cdC5paKeyLTgZKuaNWou6XU5gqpnbQuyFa2clnk67EiEPVG9W5IL6BULzlXPGdWCJWg9gUG",
-	"lsTPwLeygGT3BS8KAcnoK9afrLh0Us0nAyxIinX9EY62KomUVCZmymnqwg9q7MGtZhaxVT8y+Alxiejr",
-	"TsNtHWn4+zjpGpOt6nlHORaVV29UJPoaabrFDV77A9E8DM0CTrsSNW/hBUd4HXqpKJp+8MKrTAHbNacU",
-	"SzKSzDXT6jTg1Fgot0VoNci1shE7KzPpoFIHQ5Fm2Oh8sp2bBVyvfU4eQt9p9AA9fmmd59DDsZmajOYr",
-	"2v+khlALTOErgnjbFqILINPmAUJwJArEaK5kA3t3RfE//F6OGkmcnWeteVbw2VsOywU89PW0fD0t93la",
-	"XkmvFrYvG7/raEJsriK5mu/tsNhc3oJ1TtZ4q3PhRbGVPYGgwUJLhT64pVSlq5zg4FJZ6NKEtOmxAtcE",
-	"ioMBPaBfcOMkzwfhbf/aiGqKW2epprgwRhv/hxEYYtGoosPCs4hbAMWK4IrEXOQKPJ2qEYGki+WXpaPH",
-	"K9gA9u3NDevT7shcurUXch+zIcMRHIW+Bqc4jpyXKl1ATJ5K4eEqFxoj9EBQJvDMlhV4rOZVGVTW95vk",
-	"INeaKiVSPS/K30VUd1td/9B2UgOM1k2RaG688C+y6oVQ0xRXOUGvSxgqSP4KEjOM4MsRa0AE+CldicIF",
-	"f8xmDacQlmScHSsMiQkACgHb9NzopVdkSgs4TwWFwUBFbKkyz5d0A2dhrOo+JgG7e8L6iKH8D5vLf/xl",
-	"MkCQL4VVsliu1VyYLuiFVy8fFGL98tXLW+AWqrPwe8OsVwMJp5T0umEurkXe2I2keaIh8R5rqA2lInj2",
-	"nYgkJUZjdXMUBDIz2hGTy3mVuE3vhqEBmq8CxA+TeeYXtMuxaqiXCPLBCJiLKukBisFGsVWo8gN2M34t",
-	"xirUm/NKL8gjoDRjmF0/cFWIDxBmCJoxlDfrqq/wLsz7AcmN+ujKGH+LEO3K/uvg4aCC1aQFWwVmSChJ",
-	"NzfC2oPvtECFjdTMrhw/WtQvsG+79uxPLNm8URtbjDYdQgGtjDjVXjfObQKHNoETS1iHmdifGA51oNI+",
-	"bSb+xXcMYQHANkSwKdc8l3CDe10iws8o2oAs/FLB8wgJAAY1vhTZAHNZgesRADnFS7rFI8v8rQ9X7Yhh",
-	"apa/AjmO50qIwraXMoQ1GZ03jQJjNbHCDWl4k3iVgNbBeADthijiHIj/y2o2e5xHv4VY0vFPjUdGyfBg",
-	"2g6Zfu2r+TM57xGf6rvk7m0dxVt1d+iopuktij7zvz8sTVPrZ1Sjnaj69yTiryXudgF+eYrYJPik8pcC",
-	"bmNLQpzlUC+5gGKyFqtbrz/7hNS24Ac4Ia+xNhrcm0Erw/kUHBKkvJgFriCGNepH7O9aaSh2C1Cycsbm",
-	"0n9YLTDmrr7O/AWoVypmbu4+hmDK+noMvx7Dtsv13u+dhtn3gS8eMhp3kzwajL/S/Feab+Zel0uxfffk",
-	"cgaYXZUpg5gvFg9Cg8flqzdgi4MssjQvM5EdfFpWC82XslMtfr/QZ8uXD6kSv8yEctJ12s3Q0vR7Gs3e",
-	"L/RGYf1gMTI6Rwh/KGISN4b5pkRaGj9Fz3Wmghtheie/fPBMBXPxkB+VJu+d9I6A2VBDW0b4EF10dg72",
-	"zJCu3UAF3IpkqEpv+FFnYlrO556w2i00SGO7CczQTaoCjSEIDZTKOnSZmgpz//Th0/8fAAD//w==",
+	"ZvKm6ZMLAcW1DgRxQG0FAtqYjMbq3OgbWRfk3ESrG854CqD/MhN1pvG0tCN2xqyAyKSxQonJVp5z3sSj",
+	"UyXYrPWsCRIPdwGfz42YY6FQiFFf8pthrufD+sFJUkUmfutF2Sq1cKXLPAsQgUttUK4dq6dPnuADlq8t",
+	"W+iVP7qKG6NXEGU1qdqeJGzym1bC/1/oLH5VXEIHr/wm7h3iUfWwy1d/J76cr8MO14ETfgpdHQVM0YP7",
+	"kMDvP4Obb+BlCFHQXnliUmKF5NvVAQowd9HcoFnfQR2xLzu7gRhyqvByn+patVGgXeGQ9AwV8luJw3GZ",
+	"3+dgvoe1xD2dAba2gsNMqJHEIuA8YmkREPJEbgUMeKwKKMGBd327asig6aoHl1XpitKdeJmST63OS+cF",
+	"ydTvGIQIhAJCpcqEYZ6Npgk7smubsKNMXCPMpRWpEc5irZSx6j89PsaMkpW0YjBirxGgBqKPKZsbgTX6",
+	"KJPkAsuC8AxSFIJ4MvELOwkmj8aNxC0ii2ZaWAimhCaAh0g7VhVApB+2bxUS7qoyTwVWIeHs6fHTU9ak",
+	"KGgQi5pUeDYcG/dzGozYK6AMlOObkI9rthJGwBQaWXmbZ0TmYlMzfyXU3C28bv7kafKZynS4dA5ASNNz",
+	"P6NanYZL5kA9+pWe44n50wlWX86U2g7RxisSa9LMbdsGSnJ9slmW8s8ulUGs9R/UA9PpNYFw3gf20EIf",
+	"1XH643hnv3pq/kSeGsRipBTcKkkCMa4B6R0iCqsaoPfnqPlYvf/pj+t+jQMM9M+K4qRerIXA9M7fhNGn",
+	"tGpJKBabNMtEnowVAONTgVWRnVJeACbBnBUFy8XMoXUPKzMCVAEUf9XFZKz6KOmQjooAmlmyVVWxVSvk",
+	"ShQO68I6bqi2Hn5kfcBBg7DOUCpsxN4DKFdDTqqwBaXaDI7vRCqoucGdwAr8dHtUPQK/h093gC/4I8VZ",
+	"feWW/+Lc8ryzmIJnmaGEwt5+bSOWIpNVzaqoXepcmI1Qwxr2s/G+V3wQKYn1KbcN0+Egs9ss2dQIfkVO",
+	"eK/8Ug1UluklVB0GJU5aU0LHWIveUn1WZDpQlRcNU3W3lJ1ege2TrgYJ51Yui3w9VoSD3yjADhkilK0n",
+	"54rnzAqhEtTZwEaW+Bn4VhaAV7DgRSEAT2DF+pMVl06q+WSANWWhSj4hCldVrZLKS0BpaV0QUI09uNWs",
+	"JLZKgAaLGC4Rfd1pe6+DRX8fP2tjslVJ9ijHogr5jaJSX4OFt7jBa38gmoehWYNrV67tLbzgCK9DLxVF",
+	"M0heeJUpwPPmlCVLppW5ZlqdBqghCxXTCHAIuVY2YmdlJh0UW2Eo0gwbnU+20+uA67XPyUPoO40eoMcv",
+	"rfMcejg2s8vR6EX7n9QoeIEpfAWBb9tCdAFk2jxAiG9FsTTNlWzAJ68ohIvfy1EjibPzrDXPCj57y2G5",
+	"gIe+npavp+U+T8sr6dXC9mXjdx1NiM1VpGiBezssNpe3wNWTDd/qXHhRbGVPwDVYaKnQjbqUqnRVHAM4",
+	"Yha6NCHzfazAoYHiYACA6BfcOMnzQXjbvzaisvDWWSoLL4zRxv9hBEbJNAohsfAsQk9AvSm4IjGdvMK/",
+	"p4JSIOliBW3p6PEK+YF9e3PD+rQ7Mpdu7YXcx2zIcARHoa/BKY4j56VKFxBWqVJ4uEpnxyBLdIwi/mnL",
+	"CjxW86qSLev7TXKQLk/FLqkkG6VgIzC/ra5/aDupMWLrpkg0N174F1n1QihLi6ucoK8mDBUkfwW5NUbw",
+	"5Yg1UB78lK5E4YIXZ7MMV4gsM86OFUY1BQyMAE97bvTSKzKlBaiugiKZoKi5VJnnS7oBlTFWdR+TAL8+",
+	"YX2Ewf6HzeU//jIZIE6bwkJnLNdqLkwXesarlw+Kkn/56uUtiBnVWfi9kfKrgYRTSnrdMBfXIm/sRtI8",
+	"0YCdgGXwhlIRwv5OUJkSA+q6OQpi0RntiMnlvMq9p3fD0ACQWQFoi8k88wva5Vg11EvEaWGErUbFEAGI",
+	"YqNeLhRqArsZvxZjFUoGeqUX5BFQmjFSsh+4KgQACDMEzRgq1HWVyHgX5v2A5EZ9dCX9v0WUfWX/dSCN",
+	"UMFq0oKtYmskVBWcG2HtwXdaoMJGdm1XmiYt6hfYt1179ieWbN6ojS1Gmw4BuVZGnGqvG+c2gUObwIkl",
+	"uMpM7E8MhzpQaZ82czfjO4bIDmAbIuSba55LuMG9LhHhZxSjQBZ+qeB5RHUAgxpfimyA6cjA9QhDnkJe",
+	"3eKRZf7Wh6t2xDC7zl+BHMdzJURh20sZItOMzptGgbGaWOGGNLxJvNBD62A8gHZDFHEOxP9lNZs9zqPf",
+	"QqzK+aeGlCM8AzBth2TN9tX8mZz3iE/1XdIvt47irbo7dFTT9BZFn/nfH5amqfUzKrNPVP17EvHXKoW7",
+	"MNs8RWwSfFL5SwF6syUhznIoeV1APWCLBcrXn31CalvwA5yQ11jeDu7NoJXhfAoOOW5ezAJXEJtJJe1i",
+	"xP6ulYZYYkADljM2l/7DaoGRevV15i9AvVIxc3P3MQRT1tdj+PUYtl2u937vNMy+D3zxkNG4m+TRYPyV",
+	"5r/SfDN9vlyK7bsnlzOAXatMGcR8sf4TGjwuX70BWxwkAqZ5mYns4NOyWmi+lJ1q8fuFPlu+fEiV+GUm",
+	"lJOu026Glqbf02j2fqGbVSUlalNUigSrMEAdmrgxzDcl0tL4KXquMxXcCNM7+eWDZyqYTon8qDR576R3",
+	"BMyGGtoywofoorNzsGeGjPsGsONWJENVPcWPOhPTcj73hNVuoUEa201gknVS1dgMQWigVNahy9RUmPun",
+	"D5/+/wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -73,6 +73,11 @@ type LogRequest struct {
 	// by its name); "" means every main container of the Pods, without the
 	// platform's sidecars and init containers.
 	Container string `json:"container,omitempty"`
+	// Zone, when set, keeps only the Pods in that zone's clusters; Pod,
+	// only the Pod of that name. With Container they narrow a session that
+	// would stream more containers than the backend allows.
+	Zone string `json:"zone,omitempty"`
+	Pod  string `json:"pod,omitempty"`
 	// Follow keeps streaming new lines until the caller's context ends.
 	Follow bool `json:"follow,omitempty"`
 	// SinceSeconds keeps only lines newer than this many seconds; 0 means no limit.

@@ -117,6 +117,22 @@ func TestBadSpecsAreRejectedAndNothingIsWritten(t *testing.T) {
 			}
 		})
 	}
+	scheduling := []struct{ name, placement, field string }{
+		{"toleration without key", `{"tolerations":[{"operator":"Exists"}]}`, "spec.placement.tolerations[0].key"},
+		{"reserved tier selector", `{"nodeSelector":{"atoll.dev/tier":"Reserved"}}`, "spec.placement.nodeSelector.atoll.dev/tier"},
+		{"control-plane selector", `{"nodeSelector":{"node-role.kubernetes.io/control-plane":""}}`, "spec.placement.nodeSelector.node-role.kubernetes.io/control-plane"},
+		{"node condition toleration", `{"tolerations":[{"key":"node.kubernetes.io/unschedulable","operator":"Exists"}]}`, "spec.placement.tolerations[0].key"},
+		{"reserved tier toleration", `{"tolerations":[{"key":"atoll.dev/tier","value":"Reserved"}]}`, "spec.placement.tolerations[0].key"},
+	}
+	for _, tc := range scheduling {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"placement":` + tc.placement + `,"template":{"containers":[{"name":"a","image":"x"}]}}}`
+			reply, eb := call(t, b, bus.AdmissionSubmit, []byte(doc), nil)
+			if eb == nil || reply.Header.Get("Nats-Service-Error-Code") != "422" || len(eb.Fields) != 1 || eb.Fields[0].Field != tc.field {
+				t.Errorf("got %s %+v, want 422 on %s", reply.Header.Get("Nats-Service-Error-Code"), eb, tc.field)
+			}
+		})
+	}
 	if k := keys(t, b); len(k) != 0 {
 		t.Errorf("rejected specs wrote %v", k)
 	}

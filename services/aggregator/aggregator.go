@@ -138,6 +138,10 @@ type Service struct {
 	holder   string              // this replica's lease holder id
 	pub      *events.Publisher
 
+	// maxLogContainers is how many containers a log session may stream
+	// (Config.MaxLogContainers; DefaultMaxLogContainers when 0).
+	maxLogContainers int
+
 	// leaseOpts and eventOpts are the defaults but in tests.
 	leaseOpts lease.Options
 	eventOpts events.Options
@@ -183,6 +187,25 @@ func New(b *bus.Bus, log *slog.Logger, members clusters.Members, opts ...Option)
 		}
 		s.clusters[m.Name] = c
 	}
+	return s, nil
+}
+
+// Config is the platform's configuration of the aggregator.
+type Config struct {
+	// MaxLogContainers is how many containers one log session may stream
+	// at most (0: DefaultMaxLogContainers); a session over it is a 422
+	// that says how to narrow it.
+	MaxLogContainers int
+}
+
+// NewWithConfig is New with the platform's configuration (nil: the
+// defaults).
+func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *Config) (*Service, error) {
+	s, err := New(b, log, members)
+	if err != nil || cfg == nil {
+		return s, err
+	}
+	s.maxLogContainers = cfg.MaxLogContainers
 	return s, nil
 }
 

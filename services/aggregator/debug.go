@@ -36,6 +36,13 @@ import (
 // log stream or an exec session.
 const DebugOpenTimeout = 10 * time.Second
 
+// DebugQPS and DebugBurst limit, per member cluster and replica, the
+// requests that debug sessions (log streams, exec) send its API server.
+const (
+	DebugQPS   = 50
+	DebugBurst = 100
+)
+
 // debugBackend serves the logs and exec sessions of libs/debugstream from
 // the member clusters: it finds a workload's Pods by the platform's labels
 // and streams from the clusters' API servers. Every replica serves every
@@ -54,6 +61,7 @@ var _ debugstream.Backend = (*debugBackend)(nil)
 // session; their context bounds them.
 type debugCluster struct {
 	name string
+	zone string
 	cfg  *rest.Config
 	cs   kubernetes.Interface
 	c    *cluster
@@ -68,12 +76,15 @@ func newDebugBackend(s *Service) (*debugBackend, error) {
 			return nil, err
 		}
 		cfg.Timeout = 0
+		// Tenants start these streams: a client-side limit per cluster
+		// keeps any burst of them off the member's API server.
+		cfg.QPS, cfg.Burst = DebugQPS, DebugBurst
 		// The cluster's transport (its connections closed on Stop), no timeout.
 		cs, err := kubernetes.NewForConfigAndClient(cfg, &http.Client{Transport: s.clusters[m.Name].conn.HTTP.Transport})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s stream client: %w", m.Name, err)
 		}
-		b.clusters[m.Name] = &debugCluster{name: m.Name, cfg: cfg, cs: cs, c: s.clusters[m.Name]}
+		b.clusters[m.Name] = &debugCluster{name: m.Name, zone: m.Zone, cfg: cfg, cs: cs, c: s.clusters[m.Name]}
 	}
 	return b, nil
 }
@@ -195,13 +206,19 @@ func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([
 	return out, nil
 }
 
+// DefaultMaxLogContainers is how many containers one log session may
+// stream at most, unless configured (Config.MaxLogContainers): each is a
+// goroutine here and a stream from a member cluster's API server.
+const DefaultMaxLogContainers = 50
+
 // Logs implements debugstream.Backend: one source per container of each
-// Pod that has started.
+// Pod that has started, in the request's zone and Pod when it names them;
+// more than the session limit is a 422 that says how to narrow it.
 func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]debugstream.LogSource, error) {
 	if req.File != "" {
 		return b.fileLogs(ctx, req)
 	}
-	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
+	pods, err := b.logPods(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +248,46 @@ func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]
 		}
 		return nil, debugstream.Errorf(http.StatusNotFound, "%s %s has no started Pods", req.Kind, req.Name)
 	}
+	return out, b.capLogs(req, out)
+}
+
+// logPods returns the workload's Pods a log session reads: those in
+// req.Zone and named req.Pod when set.
+func (b *debugBackend) logPods(ctx context.Context, req debugstream.LogRequest) ([]clusterPod, error) {
+	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := pods[:0]
+	for _, cp := range pods {
+		if (req.Zone == "" || cp.cluster.zone == req.Zone) && (req.Pod == "" || cp.pod.Name == req.Pod) {
+			out = append(out, cp)
+		}
+	}
 	return out, nil
 }
 
+// capLogs refuses a session of more containers than a session may
+// stream, saying how to narrow it.
+func (b *debugBackend) capLogs(req debugstream.LogRequest, sources []debugstream.LogSource) error {
+	most := b.s.maxLogContainers
+	if most <= 0 {
+		most = DefaultMaxLogContainers
+	}
+	if len(sources) <= most {
+		return nil
+	}
+	zones := map[string]bool{}
+	for _, c := range b.clusters {
+		zones[c.zone] = true
+	}
+	return debugstream.Errorf(http.StatusUnprocessableEntity,
+		"this log session would stream %d containers, more than the %d a session may: narrow it with container (one container's name), zone (one of %s) or pod (one pod's name)",
+		len(sources), most, strings.Join(slices.Sorted(maps.Keys(zones)), ", "))
+}
+
+// hasContainer says whether the Pod has a container of that name: a main
+// container, an init container or a platform sidecar (logs may read any).
 func hasContainer(p *corev1.Pod, name string) bool {
 	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
 		for _, c := range cs {
@@ -243,6 +297,26 @@ func hasContainer(p *corev1.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+// execContainer refuses a command in anything but one of the workload's
+// own main containers: never an init container nor one of the platform's
+// sidecars (native sidecars, init containers too), whose credentials and
+// files are the platform's.
+func execContainer(p *corev1.Pod, name string) error {
+	var own []string
+	for _, c := range p.Spec.Containers {
+		if c.Name == name {
+			return nil
+		}
+		own = append(own, c.Name)
+	}
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return debugstream.Errorf(http.StatusForbidden, "container %q of pod %s is an init container or the platform's sidecar: exec only into the workload's own containers (%s)", name, p.Name, strings.Join(own, ", "))
+		}
+	}
+	return debugstream.Errorf(http.StatusNotFound, "pod %s has no container %q", p.Name, name)
 }
 
 // openLog returns a function that opens one container's log.
@@ -319,8 +393,8 @@ func (b *debugBackend) Exec(ctx context.Context, req debugstream.ExecRequest) (d
 	if container == "" && len(target.pod.Spec.Containers) > 0 {
 		container = target.pod.Spec.Containers[0].Name
 	}
-	if !hasContainer(target.pod, container) {
-		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "pod %s has no container %q", target.pod.Name, container)
+	if err := execContainer(target.pod, container); err != nil {
+		return debugstream.ExecTarget{}, err
 	}
 	c := target.cluster
 	if c.unreachable() {

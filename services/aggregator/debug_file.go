@@ -25,7 +25,7 @@ func (b *debugBackend) fileLogs(ctx context.Context, req debugstream.LogRequest)
 	if req.SinceSeconds > 0 {
 		return nil, debugstream.Errorf(http.StatusBadRequest, "sinceSeconds does not apply to a file log")
 	}
-	pods, err := b.pods(ctx, req.Project, req.Kind, req.Name)
+	pods, err := b.logPods(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +38,8 @@ func (b *debugBackend) fileLogs(ctx context.Context, req debugstream.LogRequest)
 		if container == "" && len(cp.pod.Spec.Containers) > 0 {
 			container = cp.pod.Spec.Containers[0].Name
 		}
-		if !hasContainer(cp.pod, container) {
-			continue
+		if execContainer(cp.pod, container) != nil {
+			continue // a file is read by running a command: the workload's own containers only
 		}
 		out = append(out, debugstream.LogSource{
 			Cluster: cp.cluster.name, Pod: cp.pod.Name, Container: container,
@@ -52,7 +52,7 @@ func (b *debugBackend) fileLogs(ctx context.Context, req debugstream.LogRequest)
 		}
 		return nil, debugstream.Errorf(http.StatusNotFound, "%s %s has no Running Pods", req.Kind, req.Name)
 	}
-	return out, nil
+	return out, b.capLogs(req, out)
 }
 
 // fileCheck is the command that tells a readable regular file (exit 0)

@@ -1,10 +1,13 @@
 package aggregator
 
 import (
+	"go.uber.org/fx"
+
 	"atoll.dev/libs/daemon"
 )
 
-// Module is the aggregator service for fx; it needs clusters.Members.
+// Module is the aggregator service for fx; it needs clusters.Members, and
+// takes a *Config when one is supplied.
 // Its lifecycle is daemon.ServiceModule's: Start and Stop as the
 // application's hooks, Instrument and Ready on the admin server.
-var Module = daemon.ServiceModule[*Service]("aggregator", New)
+var Module = daemon.ServiceModule[*Service]("aggregator", fx.Annotate(NewWithConfig, fx.ParamTags(``, ``, ``, `optional:"true"`)))

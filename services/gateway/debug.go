@@ -64,7 +64,7 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 	started := false
 	enc := json.NewEncoder(w)
 	err := debugstream.Logs(ctx, s.bus.NC, debugstream.LogRequest{
-		Project: project, Kind: registered, Name: name, Container: params.Container,
+		Project: project, Kind: registered, Name: name, Container: params.Container, Zone: params.Zone, Pod: params.Pod,
 		Follow: params.Follow, SinceSeconds: params.SinceSeconds, Tail: params.Tail, File: params.File,
 	}, func(l debugstream.LogLine) error {
 		if !started {
@@ -103,6 +103,11 @@ func (s *Service) StreamLogs(w http.ResponseWriter, r *http.Request, project, ki
 // ExecShell runs a command in one of a workload's containers over a
 // WebSocket, proxied by the cluster-facing side over the bus.
 func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.ExecShellParams) {
+	if !sameOrigin(r, s.origin) {
+		// No WebSocket at all for another site's page, not even a refusal.
+		writeError(w, r, http.StatusForbidden, "Forbidden", "exec from another site's page: the Origin must be the gateway's own URL")
+		return
+	}
 	// A browser cannot read a refused upgrade's answer: it gets the refusal
 	// over the WebSocket (refuseOverWebSocket).
 	answer := w
@@ -113,7 +118,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	}
 	refused := func() {
 		if refusal != nil {
-			refuseOverWebSocket(w, r, refusal)
+			refuseOverWebSocket(w, r, refusal, s.origin)
 		}
 	}
 	key, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
@@ -123,6 +128,10 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 	}
 	if it, found := s.cache.Get(key); found && platformSidecar(it.JSON, params.Container) {
 		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
+		refused()
+		return
+	} else if found && initContainer(it.JSON, params.Container) {
+		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is an init container: exec only into the workload's own containers", params.Container))
 		refused()
 		return
 	}
@@ -138,7 +147,7 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		return
 	}
 	defer release()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}})
+	conn, err := websocket.Accept(w, r, acceptOptions(s.origin))
 	if err != nil {
 		return // Accept has answered
 	}

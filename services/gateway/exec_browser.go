@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -56,6 +58,52 @@ func browserExec(r *http.Request) bool {
 	return false
 }
 
+// publicOrigin returns the origin ("scheme://host[:port]") of the
+// gateway's public URL; "" for none.
+func publicOrigin(public string) (string, error) {
+	if public == "" {
+		return "", nil
+	}
+	u, err := url.Parse(public)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("gateway public URL %q: want http(s)://host[:port]", public)
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
+}
+
+// sameOrigin says whether an exec WebSocket may be opened for r. A
+// request without an Origin is not a browser's (the CLI, the SDK: they
+// send their own credentials and no page can make them). A browser's
+// Origin must be the gateway's own URL: origin (the configured public
+// URL's) when set, else an Origin on the very host the request was sent
+// to; a page of any other site is refused, whatever token it holds.
+func sameOrigin(r *http.Request, origin string) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if origin != "" {
+		return strings.EqualFold(u.Scheme+"://"+u.Host, origin)
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// acceptOptions are the exec WebSocket's: its subprotocol, and the
+// library's own origin check (Origin's host is the request's) widened to
+// the configured public URL's host, which sameOrigin has checked.
+func acceptOptions(origin string) *websocket.AcceptOptions {
+	o := &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}}
+	if origin != "" {
+		_, host, _ := strings.Cut(origin, "://")
+		o.OriginPatterns = []string{host}
+	}
+	return o
+}
+
 // refusalRecorder holds an answer written for a browser's exec request,
 // to be passed on over the WebSocket instead.
 type refusalRecorder struct {
@@ -85,8 +133,8 @@ func (rr *refusalRecorder) Write(p []byte) (int, error) {
 // WebSocket, sends the error document as one text message and closes with
 // 4000 plus the HTTP status (4403 for 403), so the page can show the
 // API's own words.
-func refuseOverWebSocket(w http.ResponseWriter, r *http.Request, rr *refusalRecorder) {
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{execSubprotocol}})
+func refuseOverWebSocket(w http.ResponseWriter, r *http.Request, rr *refusalRecorder, origin string) {
+	conn, err := websocket.Accept(w, r, acceptOptions(origin))
 	if err != nil {
 		return // Accept has answered
 	}
@@ -119,6 +167,34 @@ func platformSidecar(rendered []byte, container string) bool {
 		return false
 	}
 	for _, c := range doc.Spec.Template.Sidecars {
+		if c.Name == container {
+			return true
+		}
+	}
+	return false
+}
+
+// initContainer says whether container is one of the workload's init
+// containers (its own or the platform's) in the workload as the API
+// answers it: they run before the main ones, and a shell never opens in
+// one.
+func initContainer(rendered []byte, container string) bool {
+	if container == "" {
+		return false
+	}
+	var doc struct {
+		Spec struct {
+			Template struct {
+				InitContainers []struct {
+					Name string `json:"name"`
+				} `json:"initContainers"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(rendered, &doc) != nil {
+		return false
+	}
+	for _, c := range doc.Spec.Template.InitContainers {
 		if c.Name == container {
 			return true
 		}

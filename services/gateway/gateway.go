@@ -51,6 +51,10 @@ type Config struct {
 	// front of the gateway: only a peer among them is believed about the
 	// client's address (X-Forwarded-For), which keys the failed-login limit.
 	TrustedProxies []string `json:"trustedProxies"`
+	// PublicURL is the gateway's own URL as browsers reach it
+	// ("https://atoll.example.com"): a browser's exec WebSocket must come
+	// from that origin. Empty: from the host the request was sent to.
+	PublicURL string `json:"publicURL"`
 }
 
 // DefaultConfig is the gateway's configuration when none is given.
@@ -93,8 +97,8 @@ type Service struct {
 	quota    *bus.Mirror // the projects' ledgers (api.QuotaProjectFilter)
 	// quotaDefaults holds the region's default quota (api.QuotaDefaultsKey).
 	quotaDefaults *bus.Mirror
-	idem     jetstream.KeyValue
-	js       jetstream.JetStream
+	idem          jetstream.KeyValue
+	js            jetstream.JetStream
 
 	srv    *http.Server
 	ln     net.Listener
@@ -110,6 +114,9 @@ type Service struct {
 	streams       streamCounter
 
 	ids *requestIDs // the X-Request-Id of each request
+	// origin is Config.PublicURL's scheme and host, "" when not configured
+	// (exec_browser.go).
+	origin string
 }
 
 // New builds the gateway.
@@ -122,6 +129,10 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 	proxies, err := parseProxies(c.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	origin, err := publicOrigin(c.PublicURL)
+	if err != nil {
+		return nil, err
 	}
 	a := c.Authenticator
 	if a == nil {
@@ -144,6 +155,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
 		ids:          newRequestIDs(),
 		proxies:      proxies,
+		origin:       origin,
 	}, nil
 }
 

@@ -150,7 +150,7 @@ func apiError(eb api.ErrorBody) computeapi.Error {
 func writeDebugError(w http.ResponseWriter, r *http.Request, err error) {
 	var de *debugstream.Error
 	if errors.As(err, &de) {
-		code := map[int]string{400: "Invalid", 404: "NotFound", 503: "Unavailable"}[de.Code]
+		code := map[int]string{400: "Invalid", 403: "Forbidden", 404: "NotFound", 422: "Invalid", 503: "Unavailable"}[de.Code]
 		if code == "" {
 			code = http.StatusText(de.Code)
 		}

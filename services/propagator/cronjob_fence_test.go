@@ -58,7 +58,7 @@ func TestRenderCronJobFence(t *testing.T) {
 			}
 			// The lease is outside the hash: a render a second later (a
 			// new lease) is the same shard.
-			later := renderCronJob(w, tc.d.placement.Shards[0])
+			later := tc.d.renderShard(tc.d.placement.Shards[0])
 			stamp(&later)
 			leaseCronJob(&later, time.Now().Add(time.Second))
 			if later.hash != o.hash {

@@ -106,8 +106,33 @@ type Service struct {
 	metrics        *bus.Metrics  // nil without an admin server
 	apply          *applyMetrics // nil without an admin server
 
+	// baseline holds the projects granted Pod Security baseline
+	// (Config.BaselineProjects); read only after New.
+	baseline map[string]bool
+
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
+}
+
+// Config is the platform's configuration of the propagator.
+type Config struct {
+	// BaselineProjects are the projects a platform admin granted the Pod
+	// Security level baseline (their pods may run as root); every other
+	// project's namespace enforces restricted. Rendered pods are hardened
+	// either way (harden).
+	BaselineProjects []string
+}
+
+// NewWithConfig is New with the platform's configuration (nil: none).
+func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *Config) (*Service, error) {
+	s, err := New(b, log, members)
+	if err != nil || cfg == nil {
+		return s, err
+	}
+	for _, p := range cfg.BaselineProjects {
+		s.baseline[p] = true
+	}
+	return s, nil
 }
 
 // New returns a propagator for the member clusters.
@@ -130,9 +155,10 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		holder: lease.NewHolderID("propagator"),
 		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
 			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
-		kinds:   newKinds(),
-		targets: map[string]*target{},
-		desired: map[string]*desired{},
+		kinds:    newKinds(),
+		targets:  map[string]*target{},
+		desired:  map[string]*desired{},
+		baseline: map[string]bool{},
 	}
 	for name, c := range cs {
 		s.targets[name] = newTarget(s, name, c)
@@ -288,6 +314,9 @@ type desired struct {
 	rev, wrev uint64                 // placement and workload revisions
 	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
 	rrev      uint64                 // its revision, 0 when none
+	// podSecurity is the Pod Security level of the workload's namespace,
+	// which its pods are hardened for (harden.go).
+	podSecurity string
 
 	mu        sync.Mutex
 	hashes    map[string]string // mu must be held: rendered hash by cluster
@@ -339,6 +368,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 		d.rrev = s.rolloutRev(key)
 	} else {
 		d.workload, d.kind = w, s.kinds[w.Kind]
+		d.podSecurity = s.podSecurityLevel(w.Metadata.Project)
 		d.rollout, d.rrev = s.rolloutOf(key)
 	}
 	s.mu.Lock()
@@ -370,13 +400,23 @@ func (d *desired) render(cluster string) (object, error) {
 	if d.kind == nil {
 		return object{}, fmt.Errorf("%s: %w %q", d.workload.Key(), errUnknownKind, d.workload.Kind)
 	}
-	o := d.kind.render(d, *sh)
+	o := d.renderShard(*sh)
 	stamp(&o)
 	d.kind.unhashed(&o, time.Now())
 	d.mu.Lock()
 	d.hashes[cluster] = o.hash
 	d.mu.Unlock()
 	return o, nil
+}
+
+// renderShard is the kind's render of sh with its pods hardened for
+// their namespace's Pod Security level (harden.go), not stamped yet.
+func (d *desired) renderShard(sh api.Shard) object {
+	o := d.kind.render(d, sh)
+	if ps := podSpecOf(o.obj); ps != nil {
+		harden(ps, d.podSecurity)
+	}
+	return o
 }
 
 // hash returns the hash of cluster's shard, rendering it once.

@@ -111,11 +111,8 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 		case v.HostPath != "":
 			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
 		default:
-			vol.EmptyDir = &corev1.EmptyDirVolumeSource{}
 			// The size the project's storage quota counts (api.Volume.SizeLimit).
-			if q, err := resource.ParseQuantity(v.SizeLimit); err == nil {
-				vol.EmptyDir.SizeLimit = &q
-			}
+			vol.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit(v.SizeLimit)}
 		}
 		spec.Volumes = append(spec.Volumes, vol)
 	}

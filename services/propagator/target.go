@@ -609,6 +609,10 @@ func (t *target) delete(ctx context.Context, r schema.GroupVersionResource, ns, 
 	return nil
 }
 
+// ensureNamespace applies project's namespace once per process, labelled
+// with the project's Pod Security level for enforce, audit and warn
+// (restricted unless granted baseline): the member cluster's PodSecurity
+// admission then refuses any pod that is not hardened.
 func (t *target) ensureNamespace(ctx context.Context, project string) error {
 	ns := api.Namespace(project)
 	t.mu.Lock()
@@ -617,9 +621,14 @@ func (t *target) ensureNamespace(ctx context.Context, project string) error {
 	if known {
 		return nil
 	}
+	nsLabels := map[string]string{api.LabelManaged: "true", api.LabelProject: project}
+	level := t.s.podSecurityLevel(project)
+	for _, mode := range podSecurityModes {
+		nsLabels[mode] = level
+	}
 	body, _ := json.Marshal(&corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{api.LabelManaged: "true", api.LabelProject: project}},
+		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: nsLabels},
 	})
 	err := t.call(func() error {
 		_, err := t.dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Patch(ctx, ns, types.ApplyPatchType, body,

@@ -31,5 +31,7 @@ var BadSpecs = []struct {
 	{"parallelism over completions", `{"apiVersion":"atoll.dev/v1","kind":"JobSet","metadata":{"project":"p","name":"j"},"spec":{"parallelism":8,"completions":4,"template":{"containers":[{"name":"a","image":"x"}]}}}`, "spec.parallelism", api.CodeInvalid},
 	{"request above limit", `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"containers":[{"name":"a","image":"x","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}]}}}`, "spec.template.containers[0].resources.requests.cpu", api.CodeInvalid},
 	{"wrong api version", `{"apiVersion":"v2","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`, "apiVersion", api.CodeUnsupported},
+	{"chosen service account", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"serviceAccount":"admin","containers":[{"name":"a","image":"x"}]}}}`, "spec.template.serviceAccount", api.CodeInvalid},
+	{"huge scratch", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumes":[{"name":"s","emptyDir":true,"sizeLimit":"10Ti"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumes[0].sizeLimit", api.CodeTooLarge},
 	{"malformed json", `{"apiVersion":`, "", api.CodeInvalid},
 }

@@ -32,16 +32,19 @@ func logsCmd(g *globals) *cobra.Command {
 		tail      int64
 		prefix    bool
 		file      string
+		zone, pod string
 	)
 	cmd := &cobra.Command{
-		Use:   "logs KIND NAME [-f] [--container C] [--since D] [--tail N] [--file PATH]",
+		Use:   "logs KIND NAME [-f] [--container C] [--zone Z] [--pod P] [--since D] [--tail N] [--file PATH]",
 		Short: "Print the logs of a workload's pods, across clusters",
 		Long: `logs prints the log lines of every pod of a workload, whichever member
 cluster runs it, each prefixed with its cluster, pod and container
 (--prefix=false drops it). -f follows new lines until Ctrl-C. -o json prints
 one JSON object per line. --file follows a file inside the container (the
 named one, else each pod's first main container) instead of its output, in
-every Running pod (developer role; not with --since). It applies to the kinds
+every Running pod (developer role; not with --since). A session reads at most
+the region's limit of containers (50 by default): narrow a larger workload
+with --container, --zone or --pod. It applies to the kinds
 with pods: ` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `.`,
 		Example: `  atoll logs app web --tail 20
   atoll logs app web -f --container web --since 10m
@@ -58,7 +61,7 @@ with pods: ` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `
 			}
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)
-			q := computeapi.StreamLogsParams{Container: container, Follow: follow, SinceSeconds: int64(since / time.Second), Tail: tail, File: file}
+			q := computeapi.StreamLogsParams{Container: container, Zone: zone, Pod: pod, Follow: follow, SinceSeconds: int64(since / time.Second), Tail: tail, File: file}
 			err := c.Logs(ctx, project, kind, name, q, func(l computeapi.LogLine) error {
 				switch {
 				case g.output != "table":
@@ -77,6 +80,8 @@ with pods: ` + kindList(kindsWhere(func(k kindInfo) bool { return k.Pods })) + `
 	f := cmd.Flags()
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
 	f.StringVarP(&container, "container", "c", "", "only this container")
+	f.StringVar(&zone, "zone", "", "only the pods in this zone")
+	f.StringVar(&pod, "pod", "", "only this pod")
 	f.DurationVar(&since, "since", 0, "only lines newer than this (5s, 2m, 3h)")
 	f.Int64Var(&tail, "tail", 0, "only the last N lines of each container (0: all)")
 	f.BoolVar(&prefix, "prefix", true, "prefix each line with [cluster/pod/container]")

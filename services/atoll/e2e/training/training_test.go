@@ -244,7 +244,7 @@ func TestGangHeldPendingIsTakenDownAndRequeued(t *testing.T) {
 	defer func() { _ = sub.Unsubscribe() }()
 
 	doc := strings.Replace(trainingDoc(name, 2, 0, "", `"readyTimeoutSeconds":5,"backoff":{"baseSeconds":15,"maxSeconds":60},`),
-		`"workers"`, `"placement":{"nodeSelector":{"atoll.dev/no-such-node":"true"}},"workers"`, 1)
+		`"workers"`, `"placement":{"nodeSelector":{"example.com/no-such-node":"true"}},"workers"`, 1)
 	code, body := post(t, project, doc)
 	require.Equal(t, http.StatusCreated, code, body)
 	usedPods := func() int64 {

@@ -47,6 +47,7 @@ func command(cfg *gateway.Config) daemon.Command {
 			f.String(&cfg.Auth.Audience, "jwt-audience", "ATOLL_GATEWAY_JWT_AUDIENCE", "", "the aud every JWT must carry")
 			f.Float64(&cfg.RatePerSecond, "rate", "ATOLL_GATEWAY_RATE", 50, "requests per second allowed to each identity")
 			f.Int(&cfg.Burst, "burst", "ATOLL_GATEWAY_BURST", 100, "requests each identity may send at once above the rate")
+			f.String(&cfg.PublicURL, "public-url", "ATOLL_GATEWAY_PUBLIC_URL", "", "the gateway's URL as browsers reach it (https://host[:port]): the console's exec WebSocket must come from it; empty: from the host the request names")
 		},
 		Validate: func() error {
 			if proxies != "" {

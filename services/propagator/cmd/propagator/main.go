@@ -1,8 +1,14 @@
 // Command propagator runs the propagator service: it applies each shard of
 // a placement to its member cluster with server-side apply.
+//
+// Tenant namespaces enforce the Pod Security level restricted; a platform
+// admin grants a project baseline with --baseline-projects
+// (ATOLL_PROPAGATOR_BASELINE_PROJECTS, comma-separated).
 package main
 
 import (
+	"strings"
+
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/clusters"
@@ -11,7 +17,28 @@ import (
 )
 
 func main() {
-	daemon.Main("propagator", "applies workload shards to member clusters", true,
+	var baseline string
+	daemon.Run(daemon.Command{
+		Service:  "propagator",
+		About:    "applies workload shards to member clusters",
+		Clusters: true,
+		Flags: func(f *daemon.FlagSet) {
+			f.String(&baseline, "baseline-projects", "ATOLL_PROPAGATOR_BASELINE_PROJECTS", "",
+				"comma-separated projects granted the Pod Security level baseline (their pods may run as root); every other tenant namespace enforces restricted")
+		},
+	},
 		fx.Provide(func(cfg daemon.Config) (clusters.Members, error) { return clusters.Load(cfg.ClustersFile) }),
+		fx.Provide(func() *propagator.Config { return &propagator.Config{BaselineProjects: projects(baseline)} }),
 		propagator.Module)
+}
+
+// projects splits a comma-separated list, dropping empty entries.
+func projects(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
