@@ -26,7 +26,7 @@ const (
 // subcommand makes the users and the server configuration.
 func bootstrapCmd() *cobra.Command {
 	var (
-		url, creds string
+		url, creds, ca string
 		replicas   int
 		wait       time.Duration
 	)
@@ -50,7 +50,7 @@ only its own subjects.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, Logger: log}.WithCredentials(creds)
+			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, Logger: log}.WithCredentials(creds).WithCA(ca)
 			if err := bus.Bootstrap(ctx, cfg); err != nil {
 				return err
 			}
@@ -62,6 +62,7 @@ only its own subjects.`,
 	f := cmd.Flags()
 	f.StringVar(&url, "nats", envOr(EnvNATSURL, "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated ($"+EnvNATSURL+")")
 	f.StringVar(&creds, "creds", os.Getenv(EnvNATSCreds), "the admin user's credentials file ($"+EnvNATSCreds+")")
+	f.StringVar(&ca, "nats-ca", os.Getenv(bus.EnvCAFile), "PEM CA file to verify the NATS servers with, over TLS ($"+bus.EnvCAFile+")")
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
 	cmd.AddCommand(bootstrapAuthCmd())
