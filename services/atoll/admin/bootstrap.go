@@ -27,8 +27,8 @@ const (
 func bootstrapCmd() *cobra.Command {
 	var (
 		url, creds, ca string
-		replicas   int
-		wait       time.Duration
+		replicas       int
+		wait           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bootstrap",

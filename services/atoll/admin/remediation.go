@@ -23,8 +23,8 @@ import (
 func remediationCmd() *cobra.Command {
 	var (
 		url, creds, ca string
-		output     string
-		wait       time.Duration
+		output         string
+		wait           time.Duration
 	)
 	// connect runs fn with a requester on the region's NATS.
 	connect := func(cmd *cobra.Command, fn func(ctx context.Context, r *bus.Requester) error) error {

@@ -29,10 +29,10 @@ import (
 func upgradeCmd() *cobra.Command {
 	var (
 		url, creds, ca string
-		wait       time.Duration
-		reason     string
-		output     string
-		file       string
+		wait           time.Duration
+		reason         string
+		output         string
+		file           string
 	)
 	withKV := func(cmd *cobra.Command, fn func(ctx context.Context, kv jetstream.KeyValue) error) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)

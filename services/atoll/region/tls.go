@@ -79,4 +79,3 @@ func (r *Region) TLSConfig() *tls.Config {
 	}
 	return &tls.Config{RootCAs: r.CAPool, MinVersion: tls.VersionTLS12}
 }
-
