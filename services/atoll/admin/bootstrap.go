@@ -65,7 +65,7 @@ only its own subjects.`,
 	f.StringVar(&ca, "nats-ca", os.Getenv(bus.EnvCAFile), "PEM CA file to verify the NATS servers with, over TLS ($"+bus.EnvCAFile+")")
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
-	cmd.AddCommand(bootstrapAuthCmd())
+	cmd.AddCommand(bootstrapAuthCmd(), bootstrapTLSCmd())
 	return cmd
 }
 
