@@ -154,7 +154,7 @@ var ErrVersion = errors.New("version printed")
 func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
 	f.String(&cfg.NATSURL, "nats", "ATOLL_NATS_URL", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
 	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll-admin bootstrap auth); with one, the streams and buckets are left to atoll-admin bootstrap")
-	f.String(&cfg.NATSCA, "nats-ca", bus.EnvCAFile, "", "PEM CA file to verify the NATS servers' certificates with: connect over TLS")
+	f.String(&cfg.NATSCA, "nats-ca", "ATOLL_NATS_CA", "", "PEM CA file to verify the NATS servers' certificates with: connect over TLS")
 	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
 	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")

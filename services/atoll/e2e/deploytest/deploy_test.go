@@ -86,6 +86,7 @@ func build(t *testing.T) []byte {
 	if err := auth.WriteServerConfig(filepath.Join(dir, "secrets", "nats", "auth.conf")); err != nil {
 		t.Fatal(err)
 	}
+	makeTLS(t, filepath.Join(dir, "secrets", "tls"))
 	copyFile(t, filepath.Join(root, "deploy", "tokens.example.yaml"), filepath.Join(dir, "secrets", "gateway", "tokens.yaml"))
 	copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", "clusters.yaml"))
 	for _, z := range []string{"a", "b", "c"} {
