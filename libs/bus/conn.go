@@ -415,9 +415,6 @@ type ServerOptions struct {
 	// certificate the CA signed may route: that is the routes'
 	// authorization.
 	ClusterTLS *tls.Config
-	// ClusterUser and ClusterPassword, when set, are the credentials a
-	// route must present (in the routes' URLs: nats://user:pass@host:port).
-	ClusterUser, ClusterPassword string
 }
 
 // StartServer starts an embedded nats-server with JetStream on and waits
@@ -443,8 +440,7 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 		opts.TLS, opts.TLSTimeout = true, tlsTimeout
 	}
 	if o.ClusterName != "" {
-		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: "127.0.0.1", Port: o.ClusterPort,
-			Username: o.ClusterUser, Password: o.ClusterPassword}
+		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: "127.0.0.1", Port: o.ClusterPort}
 		if o.ClusterTLS != nil {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = withMinTLS12(o.ClusterTLS), tlsTimeout
 		}
