@@ -70,12 +70,3 @@ func (r *Region) HTTPClient() *http.Client {
 	}
 	return &http.Client{Transport: t}
 }
-
-// TLSConfig is the client TLS configuration trusting the region's CA, nil
-// without Options.TLS.
-func (r *Region) TLSConfig() *tls.Config {
-	if r.CAPool == nil {
-		return nil
-	}
-	return &tls.Config{RootCAs: r.CAPool, MinVersion: tls.VersionTLS12}
-}
