@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Compose region (compose.yaml), project "atoll":
 #
-#   hack/compose.sh up     images must exist (make images); makes the NATS users
-#                          and an admin API token (deploy/compose/secrets), starts
+#   hack/compose.sh up     images must exist (make images); makes the NATS users,
+#                          the region's CA and certificates (atoll-admin bootstrap
+#                          tls) and an admin API token (deploy/compose/secrets), starts
 #                          everything, every service at 2 replicas, waits until the
 #                          gateway lists 3 healthy member clusters, prints the token
 #   hack/compose.sh down   removes the project's containers, networks and
@@ -20,7 +21,8 @@ cd "$ROOT"
 : "${SERVICES:?set SERVICES (the Makefile does)}"
 export ATOLL_VERSION=${VERSION:-latest}
 SECRETS="$ROOT/deploy/compose/secrets"
-SERVER=http://127.0.0.1:8080
+SERVER=https://127.0.0.1:8080
+CA="$SECRETS/tls/ca.crt"
 
 log() { printf '[compose %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -31,6 +33,18 @@ secrets() {
   mkdir -p "$SECRETS"
   # One nkey per service and the admin (kept across runs), auth.conf regenerated.
   "$ROOT/bin/atoll-admin" bootstrap auth --dir "$SECRETS/nats" >/dev/null
+  # The region's CA and certificates (kept across runs), made offline; each
+  # server gets only its own key: tls/nats for the NATS servers, tls/gateway
+  # for the gateway.
+  "$ROOT/bin/atoll-admin" bootstrap tls --dir "$SECRETS/tls" \
+    --nats-hosts nats-1,nats-2,nats-3,localhost,127.0.0.1 --gateway-hosts gateway,localhost,127.0.0.1 >/dev/null
+  local part
+  for part in nats gateway; do
+    mkdir -p "$SECRETS/tls/$part"
+    install -m 0600 "$SECRETS/tls/$part.key" "$SECRETS/tls/$part/$part.key"
+    install -m 0644 "$SECRETS/tls/$part.crt" "$SECRETS/tls/ca.crt" "$SECRETS/tls/$part/"
+  done
+  chmod 0644 "$SECRETS/tls/ca.crt"
   if [[ ! -s "$SECRETS/admin-token" ]]; then
     (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/admin-token")
   fi
@@ -42,8 +56,11 @@ secrets() {
   chmod 0644 "$SECRETS/nats/auth.conf" "$SECRETS/tokens.yaml"
   if [[ $(id -u) == 0 ]]; then
     # The containers run as 65532 and read their credentials (mode 0600).
-    chown -R 65532:65532 "$SECRETS/nats"
+    chown -R 65532:65532 "$SECRETS/nats" "$SECRETS/tls/nats" "$SECRETS/tls/gateway"
   else
+    # nats-server runs as 65532 whatever the caller: its key must be
+    # readable to it (a single-user machine's local region).
+    chmod 0644 "$SECRETS/tls/nats/nats.key"
     ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
     export ATOLL_UID ATOLL_GID
   fi
@@ -65,7 +82,7 @@ up() {
   log "waiting for the gateway to list 3 healthy member clusters"
   local out=""
   for _ in $(seq 1 180); do
-    out=$("$ROOT/bin/atoll" --server "$SERVER" --token "$token" clusters -o json 2>/dev/null || true)
+    out=$("$ROOT/bin/atoll" --server "$SERVER" --ca "$CA" --token "$token" clusters -o json 2>/dev/null || true)
     if [[ $(grep -o '"healthy": *true' <<<"$out" | wc -l) -ge 3 && $(grep -Eo '"readyNodes": *[1-9]' <<<"$out" | wc -l) -ge 3 ]]; then break; fi
     sleep 2 # polling the gateway until the region is up
   done
@@ -73,13 +90,14 @@ up() {
     log "the region did not come up in 6 minutes"; compose ps >&2; exit 1
   fi
   log "region up in $((SECONDS - t0))s"
-  "$ROOT/bin/atoll" --server "$SERVER" --token "$token" clusters >&2 || true
+  "$ROOT/bin/atoll" --server "$SERVER" --ca "$CA" --token "$token" clusters >&2 || true
   cat >&2 <<MSG
 
-The Compute API: $SERVER (and http://127.0.0.1:8081, the second gateway)
+The Compute API: $SERVER (and https://127.0.0.1:8081, the second gateway)
 Admin token:     $token   (also in deploy/compose/secrets/admin-token)
+CA:              $CA
 
-  bin/atoll login --server $SERVER --token $token --project demo
+  bin/atoll login --server $SERVER --ca $CA --token $token --project demo
   bin/atoll apply -f deploy/examples/app.yaml
   bin/atoll get app web
 MSG
@@ -137,7 +155,7 @@ chaos_test() {
   fi
   up
   log "smoke and fault test: ${CHAOS_N:-1000} Apps"
-  ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES"
+  ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -ca "$CA" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES"
   log "compose test passed in $((SECONDS - t0))s (images built before)"
 }
 

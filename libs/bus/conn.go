@@ -22,6 +22,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,12 @@ type Config struct {
 	// CredsFile authenticates a remote connection with a NATS JWT
 	// credentials file, when set.
 	CredsFile string
+	// CAFile, when set, makes a remote connection TLS and verifies the
+	// server's certificate against the PEM CA certificates in it (a
+	// service's --nats-ca, $ATOLL_NATS_CA); a server that requires TLS
+	// is verified against the system's roots without it. In-process
+	// connections to an embedded server cross no wire and use no TLS.
+	CAFile string
 	// NKeyFile authenticates as an Atoll user with its credentials file
 	// (Auth.CredentialsFile): the user's name and nkey seed. The
 	// connection's inboxes are then InboxPrefix(user), the only ones the
@@ -74,6 +81,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// EnvCAFile is the environment variable that names the PEM CA file a
+// service or tool verifies its NATS servers with (Config.CAFile).
+const EnvCAFile = "ATOLL_NATS_CA"
+
 // WithCredentials returns c authenticating with the credentials file at
 // path: an Atoll user's (Auth.CredentialsFile) as NKeyFile, anything else
 // (a NATS JWT .creds file) as CredsFile. An empty path changes nothing.
@@ -84,6 +95,15 @@ func (c Config) WithCredentials(path string) Config {
 		c.NKeyFile = path
 	default:
 		c.CredsFile = path
+	}
+	return c
+}
+
+// WithCA returns c verifying the servers with the PEM CA file at path,
+// over TLS (CAFile). An empty path changes nothing.
+func (c Config) WithCA(path string) Config {
+	if path != "" {
+		c.CAFile = path
 	}
 	return c
 }
@@ -340,8 +360,13 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 	if srv != nil {
 		opts = append(opts, nats.InProcessServer(srv))
 		url = srv.ClientURL()
-	} else if b.cfg.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
+	} else {
+		if b.cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
+		}
+		if b.cfg.CAFile != "" {
+			opts = append(opts, nats.RootCAs(b.cfg.CAFile)) // TLS 1.2 at least
+		}
 	}
 	user := ""
 	if b.cfg.NKeyFile != "" {
@@ -386,6 +411,16 @@ type ServerOptions struct {
 	// Auth, when set, makes the server accept only its users, each with
 	// its permissions; without it anyone may connect and do anything.
 	Auth *Auth
+	// TLS, when set, makes the client port accept TLS connections only
+	// (TLS 1.2 at least): a plaintext client is refused.
+	TLS *tls.Config
+	// ClusterTLS, when set, secures the routes: its Certificates are the
+	// server's (as server and as client of the routes it dials), RootCAs
+	// verify the peers it dials, and with ClientAuth set to
+	// tls.RequireAndVerifyClientCert (and ClientCAs) only a peer with a
+	// certificate the CA signed may route: that is the routes'
+	// authorization.
+	ClusterTLS *tls.Config
 }
 
 // StartServer starts an embedded nats-server with JetStream on and waits
@@ -406,8 +441,15 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 	if o.Auth != nil {
 		opts.Nkeys = o.Auth.ServerUsers()
 	}
+	if o.TLS != nil {
+		opts.TLSConfig = withMinTLS12(o.TLS)
+		opts.TLS, opts.TLSTimeout = true, tlsTimeout
+	}
 	if o.ClusterName != "" {
 		opts.Cluster = server.ClusterOpts{Name: o.ClusterName, Host: "127.0.0.1", Port: o.ClusterPort}
+		if o.ClusterTLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = withMinTLS12(o.ClusterTLS), tlsTimeout
+		}
 		opts.Routes = server.RoutesFromStr(joinComma(o.Routes))
 	}
 	srv, err := server.NewServer(opts)
@@ -426,6 +468,15 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 }
 
 func joinComma(s []string) string { return strings.Join(s, ",") }
+
+// tlsTimeout bounds a TLS handshake with the embedded server, in seconds.
+const tlsTimeout = 2
+
+func withMinTLS12(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
+	return c
+}
 
 // Server returns the embedded server, or nil when connected to a URL.
 func (b *Bus) Server() *server.Server { return b.srv }

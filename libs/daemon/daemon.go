@@ -57,6 +57,9 @@ type Config struct {
 	// it, a service with no credentials refuses to start (ErrNoCredentials)
 	// rather than run with no caller checks at all.
 	InsecureDev bool
+	// NATSCA is the PEM CA file the NATS servers' certificates are
+	// verified with; with it the service connects over TLS (bus.Config.CAFile).
+	NATSCA string
 	// Replicas is the replication of the streams and buckets the service
 	// ensures (without NATSCreds only).
 	Replicas int
@@ -96,7 +99,7 @@ func NewBus(lc fx.Lifecycle, cfg Config, log *slog.Logger, a *admin.Server) (*bu
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bc := bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, SkipEnsure: cfg.NATSCreds != "", Logger: log}
+	bc := bus.Config{URL: cfg.NATSURL, Name: "atoll-" + cfg.Service, Replicas: cfg.Replicas, SkipEnsure: cfg.NATSCreds != "", CAFile: cfg.NATSCA, Logger: log}
 	b, err := bus.Open(ctx, bc.WithCredentials(cfg.NATSCreds))
 	if err != nil {
 		return nil, err
@@ -174,6 +177,7 @@ func defineCommon(f *FlagSet, cfg *Config, clusters bool) {
 	f.String(&cfg.NATSURL, "nats", "ATOLL_NATS_URL", "nats://127.0.0.1:4222", "NATS server URLs, comma-separated")
 	f.String(&cfg.NATSCreds, "nats-creds", "ATOLL_NATS_CREDS", "", "this service's NATS credentials file (atoll-admin bootstrap auth); with one, the streams and buckets are left to atoll-admin bootstrap")
 	f.Bool(&cfg.InsecureDev, "insecure-dev", "ATOLL_INSECURE_DEV", false, "start without --nats-creds, on a NATS server with no users or permissions: development only")
+	f.String(&cfg.NATSCA, "nats-ca", "ATOLL_NATS_CA", "", "PEM CA file to verify the NATS servers' certificates with: connect over TLS")
 	f.Int(&cfg.Replicas, "replicas", "ATOLL_NATS_REPLICAS", 1, "replication of the streams and buckets this service ensures without --nats-creds (3 or 5 in production)")
 	f.String(&cfg.LogLevel, "log-level", "ATOLL_LOG_LEVEL", "info", "debug, info, warn or error (debug also logs the dependency injection's every step)")
 	f.String(&cfg.AdminListen, "admin-listen", "ATOLL_ADMIN_LISTEN", DefaultAdminListen, "admin HTTP address for /metrics, /healthz and /readyz; empty for none")

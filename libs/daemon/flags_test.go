@@ -133,7 +133,7 @@ func TestHelpNamesEveryVariable(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	help := out.String()
-	for _, v := range []string{"ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_LOG_LEVEL", "ATOLL_ADMIN_LISTEN", "ATOLL_PROFILING", "ATOLL_CLUSTERS", "ATOLL_INSECURE_DEV",
+	for _, v := range []string{"ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_CA", "ATOLL_NATS_REPLICAS", "ATOLL_LOG_LEVEL", "ATOLL_ADMIN_LISTEN", "ATOLL_PROFILING", "ATOLL_CLUSTERS", "ATOLL_INSECURE_DEV",
 		"ATOLL_SVC_LISTEN", "ATOLL_SVC_RATE", "ATOLL_SVC_BURST", "ATOLL_SVC_WAIT", "ATOLL_SVC_STRICT"} {
 		if !strings.Contains(help, "("+v+")") {
 			t.Errorf("-h does not name %s:\n%s", v, help)
@@ -144,8 +144,8 @@ func TestHelpNamesEveryVariable(t *testing.T) {
 	}
 	// Every flag but -version (which has no setting) has its variable.
 	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(help, -1)
-	if len(flags) != 14 {
-		t.Errorf("-h lists %d flags, want 14:\n%s", len(flags), help)
+	if len(flags) != 15 {
+		t.Errorf("-h lists %d flags, want 15:\n%s", len(flags), help)
 	}
 }
 

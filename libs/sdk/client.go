@@ -28,6 +28,8 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -82,6 +84,7 @@ type Client struct {
 
 type settings struct {
 	token     string
+	roots     *x509.CertPool
 	httpc     *http.Client
 	timeout   time.Duration
 	retry     RetryPolicy
@@ -106,6 +109,20 @@ func WithHTTPClient(c *http.Client) Option {
 			return errors.New("nil http client")
 		}
 		s.httpc = c
+		return nil
+	}
+}
+
+// WithRootCAs trusts the certificate authorities in pool, and only
+// them, for an https server: a region whose certificate a private CA
+// signed (atoll-dev's, made in its state directory). It applies to the
+// client's own transport; with WithHTTPClient, configure that client.
+func WithRootCAs(pool *x509.CertPool) Option {
+	return func(s *settings) error {
+		if pool == nil {
+			return errors.New("nil certificate pool")
+		}
+		s.roots = pool
 		return nil
 	}
 }
@@ -162,7 +179,13 @@ func New(server string, opts ...Option) (*Client, error) {
 		}
 	}
 	if s.httpc == nil {
-		s.httpc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		if s.roots != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+		}
+		s.httpc = &http.Client{Transport: t}
+	} else if s.roots != nil {
+		return nil, errors.New("WithRootCAs and WithHTTPClient: set the roots on the given client")
 	}
 	c := &Client{
 		server:    strings.TrimSuffix(server, "/") + "/",

@@ -44,6 +44,7 @@ require (
 
 require (
 	atoll.dev/libs/events v0.0.0 // indirect
+	atoll.dev/libs/pki v0.0.0
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -137,3 +138,5 @@ replace (
 	atoll.dev/services/scheduler => ../scheduler
 	atoll.dev/services/upgrade => ../upgrade
 )
+
+replace atoll.dev/libs/pki => ../../libs/pki

@@ -36,6 +36,9 @@ import (
 type Config struct {
 	// Listen is the HTTP address (default 127.0.0.1:8080; ":0" picks a port).
 	Listen string `json:"listen"`
+	// TLS is the certificate the gateway serves HTTPS with (tls.go);
+	// without one it serves plain HTTP (tests and development only).
+	TLS TLSConfig `json:"tls"`
 	// Auth names the tokens file and the JWKS.
 	Auth auth.Config `json:"auth"`
 	// Authenticator, when set, is used instead of loading Auth (atoll dev, tests).
@@ -195,6 +198,11 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
 	}
+	if s.ln, err = s.listenTLS(s.ln); err != nil {
+		_ = s.ln.Close()
+		s.ln = nil
+		return err
+	}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Go(func() {
 		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -239,6 +247,9 @@ func (s *Service) URL() string {
 	if s.ln == nil {
 		return ""
 	}
+	if s.cfg.TLS.Enabled() {
+		return "https://" + s.ln.Addr().String()
+	}
 	return "http://" + s.ln.Addr().String()
 }
 
@@ -251,7 +262,7 @@ func (s *Service) Cache() *cache.Cache { return s.cache }
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer, securityHeaders(false))
+	r.Use(s.ids.middleware, s.accessLog, middleware.Recoverer, securityHeaders(false), hsts)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveSpec)

@@ -67,6 +67,7 @@ require (
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
 	atoll.dev/libs/events v0.0.0
+	atoll.dev/libs/pki v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.142.0
@@ -91,3 +92,5 @@ replace (
 )
 
 replace atoll.dev/libs/events => ../../libs/events
+
+replace atoll.dev/libs/pki => ../../libs/pki

@@ -27,10 +27,10 @@ const (
 // subcommand makes the users and the server configuration.
 func bootstrapCmd() *cobra.Command {
 	var (
-		url, creds string
-		maxBytes   string
-		replicas   int
-		wait       time.Duration
+		url, creds, ca string
+		maxBytes       string
+		replicas       int
+		wait           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bootstrap",
@@ -65,7 +65,7 @@ only its own subjects.`,
 			if err != nil {
 				return fmt.Errorf("--max-bytes: %w", err)
 			}
-			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, MaxBytes: limits, Logger: log}.WithCredentials(creds)
+			cfg := bus.Config{URL: url, Name: "atoll-bootstrap", Replicas: replicas, MaxBytes: limits, Logger: log}.WithCredentials(creds).WithCA(ca)
 			if err := bus.Bootstrap(ctx, cfg); err != nil {
 				return err
 			}
@@ -76,11 +76,11 @@ only its own subjects.`,
 	f := cmd.Flags()
 	f.StringVar(&url, "nats", envOr(EnvNATSURL, "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated ($"+EnvNATSURL+")")
 	f.StringVar(&creds, "creds", os.Getenv(EnvNATSCreds), "the admin user's credentials file ($"+EnvNATSCreds+")")
+	f.StringVar(&ca, "nats-ca", os.Getenv(bus.EnvCAFile), "PEM CA file to verify the NATS servers with, over TLS ($"+bus.EnvCAFile+")")
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
 	f.StringVar(&maxBytes, "max-bytes", os.Getenv(EnvNATSMaxBytes), "size limits replacing the defaults, by stream or bucket name: workloads=2GiB,ATOLL_AUDIT=4GiB ($"+EnvNATSMaxBytes+")")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
-	cmd.AddCommand(bootstrapAuthCmd())
-	cmd.AddCommand(bootstrapMemberCmd())
+	cmd.AddCommand(bootstrapAuthCmd(), bootstrapMemberCmd(), bootstrapTLSCmd())
 	return cmd
 }
 

@@ -22,15 +22,15 @@ import (
 // gateway).
 func remediationCmd() *cobra.Command {
 	var (
-		url, creds string
-		output     string
-		wait       time.Duration
+		url, creds, ca string
+		output         string
+		wait           time.Duration
 	)
 	// connect runs fn with a requester on the region's NATS.
 	connect := func(cmd *cobra.Command, fn func(ctx context.Context, r *bus.Requester) error) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
-		b, err := bus.Open(ctx, bus.Config{URL: url, Name: "atoll-remediation-cli", SkipEnsure: true}.WithCredentials(creds))
+		b, err := bus.Open(ctx, bus.Config{URL: url, Name: "atoll-remediation-cli", SkipEnsure: true}.WithCredentials(creds).WithCA(ca))
 		if err != nil {
 			return err
 		}
@@ -100,6 +100,7 @@ admin user, as bootstrap does.`,
 	f := cmd.PersistentFlags()
 	f.StringVar(&url, "nats", envOr(EnvNATSURL, "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated ($"+EnvNATSURL+")")
 	f.StringVar(&creds, "creds", os.Getenv(EnvNATSCreds), "the admin user's credentials file ($"+EnvNATSCreds+")")
+	f.StringVar(&ca, "nats-ca", os.Getenv(bus.EnvCAFile), "PEM CA file to verify the NATS servers with, over TLS ($"+bus.EnvCAFile+")")
 	f.DurationVar(&wait, "wait", 15*time.Second, "deadline of the command")
 	f.StringVar(&cluster, "cluster", "", "member cluster (default: every cluster, or the region for pause and resume)")
 	cmd.AddCommand(status, pause, resume)

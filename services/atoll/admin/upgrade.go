@@ -28,16 +28,16 @@ import (
 // given while the upgrade service is down waits there for its next term.
 func upgradeCmd() *cobra.Command {
 	var (
-		url, creds string
-		wait       time.Duration
-		reason     string
-		output     string
-		file       string
+		url, creds, ca string
+		wait           time.Duration
+		reason         string
+		output         string
+		file           string
 	)
 	withKV := func(cmd *cobra.Command, fn func(ctx context.Context, kv jetstream.KeyValue) error) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 		defer cancel()
-		b, err := bus.Open(ctx, bus.Config{URL: url, Name: "atoll-upgrade-cli", SkipEnsure: true}.WithCredentials(creds))
+		b, err := bus.Open(ctx, bus.Config{URL: url, Name: "atoll-upgrade-cli", SkipEnsure: true}.WithCredentials(creds).WithCA(ca))
 		if err != nil {
 			return err
 		}
@@ -159,6 +159,7 @@ region's NATS as the admin user, as bootstrap does.`,
 	f := cmd.PersistentFlags()
 	f.StringVar(&url, "nats", envOr(EnvNATSURL, "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated ($"+EnvNATSURL+")")
 	f.StringVar(&creds, "creds", os.Getenv(EnvNATSCreds), "the admin user's credentials file ($"+EnvNATSCreds+")")
+	f.StringVar(&ca, "nats-ca", os.Getenv(bus.EnvCAFile), "PEM CA file to verify the NATS servers with, over TLS ($"+bus.EnvCAFile+")")
 	f.DurationVar(&wait, "wait", 15*time.Second, "deadline of the command")
 	cmd.AddCommand(planCmd, status, pause, resume, abort)
 	return cmd

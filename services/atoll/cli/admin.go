@@ -283,8 +283,11 @@ func loginCmd(g *globals) *cobra.Command {
 		Long: `login checks the token against the gateway (whoami) and writes the gateway's
 URL, the token and the default project to the config file (--config, else
 $ATOLL_CONFIG, else ~/.config/atoll/config.yaml), readable by you only
-(mode 0600). What is not given is kept from the file.`,
-		Example: `  atoll login --server http://127.0.0.1:8080 --token $ATOLL_TOKEN --project demo
+(mode 0600). What is not given is kept from the file. --ca names the PEM
+file of the CA that signed the gateway's certificate, when that is not one
+the system trusts (atoll-dev's is <dir>/tls/ca.crt): its certificates are
+kept in the config file and trusted by every later command.`,
+		Example: `  atoll login --server https://127.0.0.1:8080 --ca .atoll-dev/tls/ca.crt --token $ATOLL_TOKEN --project demo
   atoll login --project other`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -299,6 +302,11 @@ $ATOLL_CONFIG, else ~/.config/atoll/config.yaml), readable by you only
 			cfg.Server = first(g.server, cfg.Server)
 			cfg.Token = first(g.token, cfg.Token)
 			cfg.Project = first(g.project, cfg.Project)
+			if ca, err := g.caPEM(); err != nil {
+				return err
+			} else if ca != "" {
+				cfg.CA = ca
+			}
 			if cfg.Server == "" || cfg.Token == "" {
 				return errors.New("login needs --server URL and --token TOKEN")
 			}

@@ -110,7 +110,7 @@ func cliEnv(t *testing.T) (configPath string) {
 	t.Helper()
 	configPath = filepath.Join(t.TempDir(), "atoll", "config.yaml")
 	t.Setenv(EnvConfig, configPath)
-	for _, k := range []string{EnvServer, EnvToken, EnvProject} {
+	for _, k := range []string{EnvServer, EnvToken, EnvProject, EnvCA} {
 		t.Setenv(k, "")
 	}
 	return configPath

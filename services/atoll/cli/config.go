@@ -19,6 +19,10 @@ type Config struct {
 	Token string `json:"token,omitempty"`
 	// Project is the project of commands run without -p.
 	Project string `json:"project,omitempty"`
+	// CA holds the PEM certificates of the authorities the gateway's
+	// certificate is verified against instead of the system's (login
+	// --ca: a region whose CA is its own, such as atoll-dev's).
+	CA string `json:"ca,omitempty"`
 }
 
 // DefaultConfigPath is $ATOLL_CONFIG, else $XDG_CONFIG_HOME/atoll/config.yaml,

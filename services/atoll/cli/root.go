@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ const (
 	EnvServer  = "ATOLL_SERVER"
 	EnvToken   = "ATOLL_TOKEN"
 	EnvProject = "ATOLL_PROJECT"
+	EnvCA      = "ATOLL_CA"
 )
 
 // globals are the flags every command has.
@@ -40,6 +42,7 @@ type globals struct {
 	server         string
 	token          string
 	project        string
+	ca             string
 	output         string
 	timeout        time.Duration
 	requestTimeout time.Duration
@@ -79,6 +82,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	f.StringVar(&g.server, "server", "", "the gateway's URL (ATOLL_SERVER)")
 	f.StringVar(&g.token, "token", "", "API token or JWT (ATOLL_TOKEN)")
 	f.StringVarP(&g.project, "project", "p", "", "project (ATOLL_PROJECT)")
+	f.StringVar(&g.ca, "ca", "", "PEM file of the CA that signed the gateway's certificate, trusted instead of the system's (ATOLL_CA; login keeps it in the config file)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&g.timeout, "timeout", 30*time.Second, "deadline of a whole command (streams have none)")
 	f.DurationVar(&g.requestTimeout, "request-timeout", 15*time.Second, "deadline of one HTTP attempt (retries follow)")
@@ -159,6 +163,17 @@ func (g *globals) client(cmd *cobra.Command) (*sdk.Client, target, error) {
 
 func (g *globals) newClient(stderr io.Writer, server, token string) (*sdk.Client, error) {
 	opts := []sdk.Option{sdk.WithToken(token), sdk.WithTimeout(g.requestTimeout), sdk.WithUserAgent("atoll-cli/1")}
+	ca, err := g.caPEM()
+	if err != nil {
+		return nil, err
+	}
+	if ca != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return nil, errors.New("--ca: no PEM certificate in it (or in the config file's ca)")
+		}
+		opts = append(opts, sdk.WithRootCAs(pool))
+	}
 	if g.debug {
 		log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "atoll-cli")
 		opts = append(opts, sdk.WithHooks(sdk.Hooks{
@@ -172,6 +187,27 @@ func (g *globals) newClient(stderr io.Writer, server, token string) (*sdk.Client
 		}))
 	}
 	return sdk.New(server, opts...)
+}
+
+// caPEM is the CA to trust: the file --ca or ATOLL_CA names, else the
+// config file's; "" trusts the system's.
+func (g *globals) caPEM() (string, error) {
+	if file := first(g.ca, os.Getenv(EnvCA)); file != "" {
+		b, err := os.ReadFile(file) //nolint:gosec // G304: the CA file the user named
+		if err != nil {
+			return "", fmt.Errorf("--ca: %w", err)
+		}
+		return string(b), nil
+	}
+	path, err := g.config()
+	if err != nil {
+		return "", err
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return "", err
+	}
+	return cfg.CA, nil
 }
 
 // project returns the resolved project, or an error naming how to set one.

@@ -27,6 +27,7 @@ func Command() *cobra.Command {
 		dir, logLevel   string
 		listen          string
 		metricsServer   bool
+		plainHTTP       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "atoll-dev",
@@ -42,7 +43,13 @@ own NATS user, allowed only its own subjects, and the region's own
 connection is the admin, which creates the streams and buckets. The users'
 credentials are made in <dir>/nats; to reach the bus from another process,
 connect with one of them (--creds <dir>/nats/admin.nk, $ATOLL_NATS_CREDS),
-e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
+e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.
+
+The Compute API is HTTPS: atoll-dev makes a CA of its own in <dir>/tls
+(ca.crt, kept across runs of the same --dir) and a certificate for
+localhost and 127.0.0.1 signed by it; 'atoll login --ca <dir>/tls/ca.crt'
+trusts it, so nothing skips verification. --plain-http serves plain HTTP
+instead (development only: the token then travels in clear).`,
 		Example: `  atoll-dev --zones a,b,c --nodes 10 --gpu-zones b
   atoll apply -f deploy/examples/app.yaml`,
 		Args:          cobra.NoArgs,
@@ -67,7 +74,7 @@ e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 			r, err := region.Start(ctx, region.Options{
 				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
 				Listen: true, Port: port, Logger: log, OwnSignals: true, GatewayListen: listen,
-				Replicas: replicas, MetricsServer: metricsServer,
+				Replicas: replicas, MetricsServer: metricsServer, TLS: !plainHTTP,
 			})
 			if err != nil {
 				return err
@@ -79,7 +86,10 @@ e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 			for _, c := range r.Env.Clusters {
 				fmt.Fprintf(out, "  %-10s kubeconfig %s\n", c.Name+":", c.Kubeconfig)
 			}
-			fmt.Fprintf(out, "\nSign in:            atoll login --server %s --token %s --project demo\nSubmit a workload:  atoll apply -f deploy/examples/app.yaml\nWatch it:           atoll get app web\nStop:               Ctrl-C\n", r.GatewayURL, r.AdminToken)
+			if r.CAFile != "" {
+				fmt.Fprintf(out, "  CA:        %s  (signed the API's certificate)\n", r.CAFile)
+			}
+			fmt.Fprintf(out, "\nSign in:            atoll login --server %s%s --token %s --project demo\nSubmit a workload:  atoll apply -f deploy/examples/app.yaml\nWatch it:           atoll get app web\nStop:               Ctrl-C\n", r.GatewayURL, caFlag(r.CAFile), r.AdminToken)
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "\nstopping region...")
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -100,8 +110,17 @@ e.g. a service run on its own: ATOLL_NATS_CREDS=<dir>/nats/scheduler.nk.`,
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	f.IntVar(&replicas, "replicas", 1, "replicas of every service, each its own application and bus connection (gateway replicas after the first listen on free ports)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the Compute API (gateway)")
+	f.BoolVar(&plainHTTP, "plain-http", false, "serve the Compute API over plain HTTP instead of HTTPS (development only)")
 	f.BoolVar(&metricsServer, "metrics-server", true, "run metrics-server in every member cluster (bin/metrics-server), so Scalers get cpu and memory samples; pods' simulated usage comes from the annotation kwok.x-k8s.io/usage-cpu")
 	return cmd
+}
+
+// caFlag is the login flag that trusts the region's CA, "" without one.
+func caFlag(file string) string {
+	if file == "" {
+		return ""
+	}
+	return " --ca " + file
 }
 
 func split(s string) []string {

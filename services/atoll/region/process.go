@@ -100,11 +100,12 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 			}
 		}
 		env = append(env, "ATOLL_GATEWAY_LISTEN="+listen, "ATOLL_GATEWAY_TOKENS="+tokens)
+		env = append(env, r.gatewayTLSEnv()...)
 		defer func() {
 			r.mu.Lock()
 			r.listen[id.Index] = listen
 			if id.Index == 0 {
-				r.GatewayURL = "http://" + listen
+				r.GatewayURL = r.scheme() + listen
 			}
 			r.mu.Unlock()
 		}()

@@ -37,6 +37,7 @@ package region
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,6 +158,10 @@ type Options struct {
 	// (the replicas with Exec, the NATS server with NATSExec), such as
 	// GODEBUG=gctrace=1 to log each collection to the process's log.
 	ExecEnv []string
+	// TLS makes the gateway serve HTTPS with a certificate signed by a CA
+	// of the region's own, made in <Dir>/tls (tls.go): GatewayURL is then
+	// https, CAFile and CAPool are that CA, HTTPClient trusts it.
+	TLS bool
 }
 
 // HolderTag is the fx name tag of the lease holder id the region supplies
@@ -196,6 +201,10 @@ type Region struct {
 	// NATSAuth holds the NATS users' credentials (in <Dir>/nats): Bus is
 	// the admin, each service's replicas connect as its user.
 	NATSAuth *bus.Auth
+	// CAFile and CAPool are the CA the gateway's certificate is signed by
+	// (Options.TLS; "" and nil without).
+	CAFile string
+	CAPool *x509.CertPool
 
 	gatewayCfg *gateway.Config
 	quotaCfg   *quota.Config // Options.Quota
@@ -589,7 +598,7 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	}
 	if gw != nil {
 		// A restart listens where the first start did.
-		r.listen[i] = strings.TrimPrefix(gw.URL(), "http://")
+		r.listen[i] = hostPort(gw.URL())
 		if i == 0 {
 			r.GatewayURL = gw.URL()
 		}
@@ -671,7 +680,7 @@ func (r *Region) GatewayURLs() []string {
 	out := make([]string, r.replicas)
 	for i := range out {
 		if l, ok := r.listen[i]; ok {
-			out[i] = "http://" + l
+			out[i] = r.scheme() + l
 		}
 	}
 	return out
@@ -908,6 +917,11 @@ func (r *Region) prepareGateway(o Options) error {
 		listen = "127.0.0.1:0"
 	}
 	r.gatewayCfg = &gateway.Config{Listen: listen, Authenticator: a}
+	if o.TLS {
+		if err := r.prepareTLS(o, r.gatewayCfg); err != nil {
+			return err
+		}
+	}
 	r.AdminToken = r.Token("admin", true, nil)
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/pki"
 	"atoll.dev/libs/sdk"
 )
 
@@ -52,12 +53,15 @@ type options struct {
 	skipFault bool
 	// quotaSettle is how long the quota ledger may take to equal the sum.
 	quotaSettle time.Duration
+	// clientOpts configure every gateway client (the CA to trust).
+	clientOpts []sdk.Option
 }
 
 func main() {
 	var o options
-	var servers, services string
-	flag.StringVar(&servers, "servers", "http://127.0.0.1:8080,http://127.0.0.1:8081", "the gateways, comma-separated")
+	var servers, services, ca string
+	flag.StringVar(&servers, "servers", "https://127.0.0.1:8080,https://127.0.0.1:8081", "the gateways, comma-separated")
+	flag.StringVar(&ca, "ca", "", "PEM file of the CA that signed the gateways' certificate (deploy/compose/secrets/tls/ca.crt)")
 	flag.StringVar(&o.token, "token", os.Getenv("ATOLL_TOKEN"), "a platform admin's API token (ATOLL_TOKEN)")
 	flag.StringVar(&o.project, "project", fmt.Sprintf("chaos-%d", time.Now().Unix()%100000), "the project of the fault test's Apps")
 	flag.IntVar(&o.n, "n", 1000, "Apps to submit")
@@ -72,6 +76,14 @@ func main() {
 	o.servers = strings.Split(servers, ",")
 	o.services = strings.Fields(services)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if ca != "" {
+		pool, err := pki.LoadPool(ca)
+		if err != nil {
+			log.Error("compose test failed", "err", err)
+			os.Exit(1)
+		}
+		o.clientOpts = append(o.clientOpts, sdk.WithRootCAs(pool))
+	}
 	if err := run(context.Background(), log, o); err != nil {
 		log.Error("compose test failed", "err", err)
 		os.Exit(1)
@@ -81,7 +93,7 @@ func main() {
 func run(ctx context.Context, log *slog.Logger, o options) error {
 	var clients []*sdk.Client
 	for _, s := range o.servers {
-		c, err := sdk.New(s, sdk.WithToken(o.token), sdk.WithTimeout(5*time.Second), sdk.WithRetry(3, 200*time.Millisecond, time.Second))
+		c, err := sdk.New(s, append([]sdk.Option{sdk.WithToken(o.token), sdk.WithTimeout(5 * time.Second), sdk.WithRetry(3, 200*time.Millisecond, time.Second)}, o.clientOpts...)...)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,10 @@ var (
 // nodesPerZone: room for a 200-replica App over zones a, b, c.
 const nodesPerZone = 4
 
+// The region's gateway serves HTTPS (region.Options.TLS) with a
+// certificate of the region's own CA, as production does: reach it with
+// reg.HTTPClient(), or sdk.New(reg.GatewayURL, sdk.WithRootCAs(reg.CAPool)).
 func TestMain(m *testing.M) {
-	e2e.Main(m, e2e.Package{Name: "attack", Options: region.Options{Nodes: nodesPerZone}, GatewayUser: "atoll-attack-gateway"},
+	e2e.Main(m, e2e.Package{Name: "attack", Options: region.Options{Nodes: nodesPerZone, TLS: true}, GatewayUser: "atoll-attack-gateway"},
 		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
 }

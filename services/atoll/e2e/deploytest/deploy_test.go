@@ -88,6 +88,7 @@ func build(t *testing.T) []byte {
 	if err := auth.WriteServerConfig(filepath.Join(dir, "secrets", "nats", "auth.conf")); err != nil {
 		t.Fatal(err)
 	}
+	makeTLS(t, filepath.Join(dir, "secrets", "tls"))
 	copyFile(t, filepath.Join(root, "deploy", "tokens.example.yaml"), filepath.Join(dir, "secrets", "gateway", "tokens.yaml"))
 	for _, svc := range clusters.Services {
 		copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", svc, "clusters.yaml"))

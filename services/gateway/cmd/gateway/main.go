@@ -13,6 +13,14 @@
 // with neither refuses to start: it could only answer 401.
 // --trusted-proxies lists the load balancers whose X-Forwarded-For is
 // believed.
+//
+// TLS: --tls-cert and --tls-key (ATOLL_GATEWAY_TLS_CERT, _KEY) name the
+// PEM certificate and key the gateway serves HTTPS with (TLS 1.2 at
+// least, with Strict-Transport-Security); it reads them again when they
+// change, so a renewed certificate needs no restart. A gateway without
+// them refuses to start unless --insecure-plain-http is given: plain HTTP
+// is for development and tests, or behind a proxy that terminates TLS on
+// the same host.
 package main
 
 import (
@@ -28,11 +36,12 @@ import (
 
 func main() {
 	cfg := &gateway.Config{}
-	daemon.Run(command(cfg), fx.Supply(cfg), gateway.Module)
+	daemon.Run(command(cfg, new(bool)), fx.Supply(cfg), gateway.Module)
 }
 
-// command is the gateway's command line, filling cfg.
-func command(cfg *gateway.Config) daemon.Command {
+// command is the gateway's command line, filling cfg; plain says whether
+// plain HTTP was asked for.
+func command(cfg *gateway.Config, plain *bool) daemon.Command {
 	var proxies string
 	return daemon.Command{
 		Service: "gateway",
@@ -48,12 +57,15 @@ func command(cfg *gateway.Config) daemon.Command {
 			f.Float64(&cfg.RatePerSecond, "rate", "ATOLL_GATEWAY_RATE", 50, "requests per second allowed to each identity")
 			f.Int(&cfg.Burst, "burst", "ATOLL_GATEWAY_BURST", 100, "requests each identity may send at once above the rate")
 			f.String(&cfg.PublicURL, "public-url", "ATOLL_GATEWAY_PUBLIC_URL", "", "the gateway's URL as browsers reach it (https://host[:port]): the console's exec WebSocket must come from it; empty: from the host the request names")
+			f.String(&cfg.TLS.CertFile, "tls-cert", "ATOLL_GATEWAY_TLS_CERT", "", "PEM certificate (chain) to serve HTTPS with; re-read when it changes")
+			f.String(&cfg.TLS.KeyFile, "tls-key", "ATOLL_GATEWAY_TLS_KEY", "", "PEM private key of --tls-cert")
+			f.Bool(plain, "insecure-plain-http", "ATOLL_GATEWAY_INSECURE_PLAIN_HTTP", false, "serve plain HTTP without a certificate: development and tests only, bearer tokens then travel in clear")
 		},
 		Validate: func() error {
 			if proxies != "" {
 				cfg.TrustedProxies = strings.Split(proxies, ",")
 			}
-			return validate(cfg)
+			return validate(cfg, *plain)
 		},
 	}
 }
@@ -62,7 +74,11 @@ func command(cfg *gateway.Config) daemon.Command {
 // nobody.
 const errNoTokenSource = "no token source: set --tokens (ATOLL_GATEWAY_TOKENS) or --jwks (ATOLL_GATEWAY_JWKS); without one every request would be refused with 401"
 
-func validate(cfg *gateway.Config) error {
+// errNoTLS is the refusal of a gateway that would send tokens in clear
+// without being told to.
+const errNoTLS = "no certificate: set --tls-cert and --tls-key (ATOLL_GATEWAY_TLS_CERT, ATOLL_GATEWAY_TLS_KEY), or --insecure-plain-http (ATOLL_GATEWAY_INSECURE_PLAIN_HTTP) for development only"
+
+func validate(cfg *gateway.Config, plain bool) error {
 	if cfg.Auth.TokensFile == "" && cfg.Auth.JWKSFile == "" {
 		return errors.New(errNoTokenSource)
 	}
@@ -71,6 +87,14 @@ func validate(cfg *gateway.Config) error {
 	}
 	if cfg.RatePerSecond <= 0 || cfg.Burst <= 0 {
 		return errors.New("--rate (ATOLL_GATEWAY_RATE) and --burst (ATOLL_GATEWAY_BURST) must be positive")
+	}
+	switch {
+	case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
+		return errors.New("--tls-cert (ATOLL_GATEWAY_TLS_CERT) and --tls-key (ATOLL_GATEWAY_TLS_KEY) go together")
+	case cfg.TLS.Enabled() && plain:
+		return errors.New("--insecure-plain-http with a certificate: give one or the other")
+	case !cfg.TLS.Enabled() && !plain:
+		return errors.New(errNoTLS)
 	}
 	return nil
 }

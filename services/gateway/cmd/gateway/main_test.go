@@ -80,7 +80,8 @@ func TestGatewayHelpNamesEveryVariable(t *testing.T) {
 	}
 	for _, v := range []string{"-listen", "ATOLL_GATEWAY_LISTEN", "-tokens", "ATOLL_GATEWAY_TOKENS", "-jwks", "ATOLL_GATEWAY_JWKS",
 		"-jwt-issuer", "ATOLL_GATEWAY_JWT_ISSUER", "-jwt-audience", "ATOLL_GATEWAY_JWT_AUDIENCE", "-rate", "ATOLL_GATEWAY_RATE",
-		"-burst", "ATOLL_GATEWAY_BURST", "-trusted-proxies", "ATOLL_GATEWAY_TRUSTED_PROXIES", "-jwt-max-lifetime", "ATOLL_GATEWAY_JWT_MAX_LIFETIME", "ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_ADMIN_LISTEN", "ATOLL_LOG_LEVEL"} {
+		"-burst", "ATOLL_GATEWAY_BURST", "-tls-cert", "ATOLL_GATEWAY_TLS_CERT", "-tls-key", "ATOLL_GATEWAY_TLS_KEY",
+		"-insecure-plain-http", "ATOLL_GATEWAY_INSECURE_PLAIN_HTTP", "-trusted-proxies", "ATOLL_GATEWAY_TRUSTED_PROXIES", "-jwt-max-lifetime", "ATOLL_GATEWAY_JWT_MAX_LIFETIME", "ATOLL_NATS_URL", "ATOLL_NATS_CREDS", "ATOLL_NATS_REPLICAS", "ATOLL_ADMIN_LISTEN", "ATOLL_LOG_LEVEL"} {
 		if !strings.Contains(out, v) {
 			t.Errorf("-h does not name %s:\n%s", v, out)
 		}
@@ -93,14 +94,16 @@ func TestGatewayConfigFromEnvironment(t *testing.T) {
 		"ATOLL_GATEWAY_LISTEN": ":8080", "ATOLL_GATEWAY_TOKENS": "/etc/atoll/tokens.yaml", "ATOLL_GATEWAY_JWKS": "/etc/atoll/jwks.json",
 		"ATOLL_GATEWAY_JWT_ISSUER": "https://idp", "ATOLL_GATEWAY_JWT_AUDIENCE": "atoll", "ATOLL_GATEWAY_RATE": "7.5", "ATOLL_GATEWAY_BURST": "15",
 		"ATOLL_GATEWAY_TRUSTED_PROXIES": "10.0.0.0/8,192.168.1.1", "ATOLL_GATEWAY_JWT_MAX_LIFETIME": "1h",
+		"ATOLL_GATEWAY_TLS_CERT": "/etc/atoll/tls/tls.crt", "ATOLL_GATEWAY_TLS_KEY": "/etc/atoll/tls/tls.key",
 	}
 	cfg := &gateway.Config{}
-	if _, err := daemon.Parse(command(cfg), nil, func(k string) string { return env[k] }, &bytes.Buffer{}); err != nil {
+	if _, err := daemon.Parse(command(cfg, new(bool)), nil, func(k string) string { return env[k] }, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Listen != ":8080" || cfg.Auth.TokensFile != "/etc/atoll/tokens.yaml" || cfg.Auth.JWKSFile != "/etc/atoll/jwks.json" ||
 		cfg.Auth.Issuer != "https://idp" || cfg.Auth.Audience != "atoll" || cfg.RatePerSecond != 7.5 || cfg.Burst != 15 ||
-		strings.Join(cfg.TrustedProxies, " ") != "10.0.0.0/8 192.168.1.1" || cfg.Auth.MaxJWTLifetime != time.Hour {
+		strings.Join(cfg.TrustedProxies, " ") != "10.0.0.0/8 192.168.1.1" || cfg.Auth.MaxJWTLifetime != time.Hour ||
+		cfg.TLS.CertFile != "/etc/atoll/tls/tls.crt" || cfg.TLS.KeyFile != "/etc/atoll/tls/tls.key" {
 		t.Errorf("config %+v", cfg)
 	}
 }
@@ -112,15 +115,19 @@ func TestValidate(t *testing.T) {
 		want string // "" for valid
 	}{
 		{"no token source", nil, "no token source"},
-		{"tokens", []string{"-tokens", "t.yaml"}, ""},
-		{"jwks with issuer and audience", []string{"-jwks", "k.json", "-jwt-issuer", "i", "-jwt-audience", "a"}, ""},
+		{"tokens", []string{"-tokens", "t.yaml", "-insecure-plain-http"}, ""},
+		{"jwks with issuer and audience", []string{"-jwks", "k.json", "-jwt-issuer", "i", "-jwt-audience", "a", "-insecure-plain-http"}, ""},
 		{"jwks without audience", []string{"-jwks", "k.json", "-jwt-issuer", "i"}, "--jwt-audience"},
-		{"zero rate", []string{"-tokens", "t.yaml", "-rate", "0"}, "must be positive"},
-		{"negative burst", []string{"-tokens", "t.yaml", "-burst", "-1"}, "must be positive"},
+		{"zero rate", []string{"-tokens", "t.yaml", "-rate", "0", "-insecure-plain-http"}, "must be positive"},
+		{"negative burst", []string{"-tokens", "t.yaml", "-burst", "-1", "-insecure-plain-http"}, "must be positive"},
+		{"certificate and key", []string{"-tokens", "t.yaml", "-tls-cert", "c.pem", "-tls-key", "k.pem"}, ""},
+		{"neither certificate nor plain http", []string{"-tokens", "t.yaml"}, "no certificate"},
+		{"certificate without key", []string{"-tokens", "t.yaml", "-tls-cert", "c.pem"}, "go together"},
+		{"certificate and plain http", []string{"-tokens", "t.yaml", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-insecure-plain-http"}, "one or the other"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := daemon.Parse(command(&gateway.Config{}), tt.args, func(string) string { return "" }, &bytes.Buffer{})
+			_, err := daemon.Parse(command(&gateway.Config{}, new(bool)), tt.args, func(string) string { return "" }, &bytes.Buffer{})
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("refused: %v", err)

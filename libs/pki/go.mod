@@ -1,0 +1,3 @@
+module atoll.dev/libs/pki
+
+go 1.26.0
