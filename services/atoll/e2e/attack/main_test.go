@@ -7,6 +7,7 @@
 package attack
 
 import (
+	"net/http"
 	"testing"
 
 	"atoll.dev/libs/bus"
@@ -19,6 +20,9 @@ var (
 	reg   *region.Region
 	gwBus *bus.Bus
 	cl    *busclient.Client
+	// httpc trusts the region's CA: every request to the gateway goes
+	// through it.
+	httpc *http.Client
 )
 
 // nodesPerZone: room for a 200-replica App over zones a, b, c.
@@ -26,8 +30,8 @@ const nodesPerZone = 4
 
 // The region's gateway serves HTTPS (region.Options.TLS) with a
 // certificate of the region's own CA, as production does: reach it with
-// reg.HTTPClient(), or sdk.New(reg.GatewayURL, sdk.WithRootCAs(reg.CAPool)).
+// httpc (reg.HTTPClient()), or sdk.New(reg.GatewayURL, sdk.WithRootCAs(reg.CAPool)).
 func TestMain(m *testing.M) {
 	e2e.Main(m, e2e.Package{Name: "attack", Options: region.Options{Nodes: nodesPerZone, TLS: true}, GatewayUser: "atoll-attack-gateway"},
-		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
+		func(e *e2e.Env) { reg, gwBus, cl, httpc = e.Region, e.Gateway, e.Client, e.Region.HTTPClient() })
 }

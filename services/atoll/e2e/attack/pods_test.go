@@ -34,10 +34,6 @@ import (
 	"atoll.dev/services/atoll/e2e"
 )
 
-// podsHTTP is the client of every request this file sends the gateway
-// (the lead may swap in the region's TLS client here).
-var podsHTTP = http.DefaultClient
-
 // podsRequest sends one request to the gateway as token and returns the
 // status and body: every request of this file goes through it.
 func podsRequest(t testing.TB, method, path, token string, body []byte) (int, []byte) {
@@ -50,7 +46,7 @@ func podsRequest(t testing.TB, method, path, token string, body []byte) (int, []
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := podsHTTP.Do(req)
+	resp, err := httpc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -61,7 +57,7 @@ func podsRequest(t testing.TB, method, path, token string, body []byte) (int, []
 // podsSDK is the SDK on the same client, for exec's WebSocket.
 func podsSDK(t testing.TB, token string) *sdk.Client {
 	t.Helper()
-	c, err := sdk.New(reg.GatewayURL, sdk.WithToken(token), sdk.WithHTTPClient(podsHTTP))
+	c, err := sdk.New(reg.GatewayURL, sdk.WithToken(token), sdk.WithHTTPClient(httpc))
 	require.NoError(t, err)
 	return c
 }

@@ -30,7 +30,7 @@ func quotaCall(t *testing.T, method, path, token string, body []byte) (int, []by
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := httpc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
