@@ -59,6 +59,7 @@ func TestRenderCronJobFence(t *testing.T) {
 			// The lease is outside the hash: a render a second later (a
 			// new lease) is the same shard.
 			later := renderCronJob(w, tc.d.placement.Shards[0])
+			tc.d.finish(&later, tc.d.placement.Shards[0])
 			stamp(&later)
 			leaseCronJob(&later, time.Now().Add(time.Second))
 			if later.hash != o.hash {

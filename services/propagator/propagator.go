@@ -39,6 +39,7 @@
 package propagator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,19 +109,27 @@ type Service struct {
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
+
+	// region is the region's name (clusters.Member.Region), the pods'
+	// ATOLL_REGION.
+	region string
 }
 
 // New returns a propagator for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
 	cs := map[string]clients{}
+	region := ""
 	for _, m := range members {
+		region = cmp.Or(region, m.Region)
 		c, err := clientsFor(m)
 		if err != nil {
 			return nil, err
 		}
 		cs[m.Name] = c
 	}
-	return newService(b, log, cs), nil
+	s := newService(b, log, cs)
+	s.region = region
+	return s, nil
 }
 
 func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
@@ -288,6 +297,7 @@ type desired struct {
 	rev, wrev uint64                 // placement and workload revisions
 	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
 	rrev      uint64                 // its revision, 0 when none
+	region    string                 // the region's name, for the pods' identity (identity.go)
 
 	mu        sync.Mutex
 	hashes    map[string]string // mu must be held: rendered hash by cluster
@@ -333,7 +343,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	if w.Metadata.Generation != p.Generation {
 		return nil, errWait
 	}
-	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, hashes: map[string]string{}}
+	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, region: s.region, hashes: map[string]string{}}
 	if len(p.Shards) == 0 {
 		// Nothing to render: the decoded documents are not kept (see desired).
 		d.rrev = s.rolloutRev(key)
@@ -371,6 +381,7 @@ func (d *desired) render(cluster string) (object, error) {
 		return object{}, fmt.Errorf("%s: %w %q", d.workload.Key(), errUnknownKind, d.workload.Kind)
 	}
 	o := d.kind.render(d, *sh)
+	d.finish(&o, *sh) // serving.go
 	stamp(&o)
 	d.kind.unhashed(&o, time.Now())
 	d.mu.Lock()
