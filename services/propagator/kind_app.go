@@ -45,14 +45,17 @@ func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns 
 	return err
 }
 
-// beside applies the shard's PodDisruptionBudget.
+// beside applies the shard's PodDisruptionBudget and its Service (service.go).
 func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
 	b := renderBudget(w, sh)
-	return t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b)
+	if err := t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b); err != nil {
+		return err
+	}
+	return t.applyAppService(ctx, w, sh, ns)
 }
 
 func (appKind) owned(_, name string) []owned {
-	return []owned{{deployments, name}, {pdbs, name}}
+	return []owned{{deployments, name}, {pdbs, name}, {services, name}}
 }
 
 // AnnoAvailability on an App's Deployment is its shard's budget
