@@ -155,8 +155,10 @@ func Grants() map[string]Grant {
 			Follows: []string{StreamEvents},
 		},
 		UserPropagator: {
-			Writes:  []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
-			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts},
+			Writes: []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
+			// Observations and clusters: the Apps' endpoints and the
+			// clusters' health, for the managed EndpointSlices.
+			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts, BucketObservations, BucketClusters},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

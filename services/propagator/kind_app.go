@@ -54,6 +54,9 @@ func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Sh
 	return t.applyAppService(ctx, w, sh, ns)
 }
 
+// lead keeps the cluster's managed EndpointSlices (endpoints.go).
+func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
+
 func (appKind) owned(_, name string) []owned {
 	return []owned{{deployments, name}, {pdbs, name}, {services, name}}
 }

@@ -110,6 +110,11 @@ type Service struct {
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
 
+	// endpoints mirrors the Apps' observed endpoints and health the
+	// clusters' health (endpoints.go).
+	endpoints *bus.TypedMirror[api.EndpointsObservation]
+	health    *bus.TypedMirror[api.ClusterInfo]
+
 	// region is the region's name (clusters.Member.Region), the pods'
 	// ATOLL_REGION.
 	region string
@@ -183,6 +188,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if err = s.startEndpointMirrors(rctx); err != nil { // endpoints.go
+		cancel()
+		return err
+	}
 	for _, t := range s.targets {
 		t.startInformers(rctx)
 	}
@@ -244,6 +253,8 @@ func (s *Service) Stop() {
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
 	}
+	s.endpoints.Stop()
+	s.health.Stop()
 	for _, t := range s.targets {
 		t.close()
 	}
@@ -282,6 +293,7 @@ func (s *Service) placementChanged(key string) {
 			tt.work.Add(key)
 		}
 	}
+	s.kickEndpoints(key)
 	s.log.Debug("placement changed", "key", key)
 }
 
