@@ -6,7 +6,7 @@ import "slices"
 // what it is, in its environment and its labels, so that a process knows
 // its region, zone, cluster, project, kind and workload without asking
 // (Pinterest's "runtime support"). The propagator sets them; a user
-// variable of one of these names is refused (Forbidden).
+// variable of one of these names is refused (Invalid, a 422).
 const (
 	EnvRegion   = "ATOLL_REGION"   // the region's name
 	EnvZone     = "ATOLL_ZONE"     // the member cluster's zone

@@ -144,7 +144,7 @@ func (t *PodTemplate) validateServing(path string, fe *FieldErrors) {
 			set  bool
 		}{{"readinessProbe", c.ReadinessProbe != nil}, {"livenessProbe", c.LivenessProbe != nil}, {"startupProbe", c.StartupProbe != nil}, {"lifecycle", c.Lifecycle != nil}} {
 			if pr.set {
-				fe.add(p+"."+pr.name, CodeForbidden, "init containers run to completion: no probes or hooks")
+				fe.add(p+"."+pr.name, CodeInvalid, "init containers run to completion: no probes or hooks")
 			}
 		}
 	}
@@ -201,7 +201,7 @@ func (c *Container) validateServing(p string, fe *FieldErrors) {
 	}
 	for i, e := range c.Env {
 		if IsIdentityEnv(e.Name) {
-			fe.add(fmt.Sprintf("%s.env[%d].name", p, i), CodeForbidden, "%s is set by the platform in every pod", e.Name)
+			fe.add(fmt.Sprintf("%s.env[%d].name", p, i), CodeInvalid, "%s is reserved: the platform sets it in every pod", e.Name)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestPortNames(t *testing.T) {
 }
 
 // TestEveryIdentityVariableIsRefused: each of the platform's variables,
-// set by a user, is one Forbidden error naming the field.
+// set by a user, is one Invalid error (a 422) naming the field.
 func TestEveryIdentityVariableIsRefused(t *testing.T) {
 	for _, name := range api.IdentityEnv {
 		t.Run(name, func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestEveryIdentityVariableIsRefused(t *testing.T) {
 			for _, e := range decodeAndValidate(doc) {
 				got = append(got, e.Field+" "+e.Code)
 			}
-			if diff := cmp.Diff([]string{"spec.template.containers[0].env[1].name Forbidden"}, got); diff != "" {
+			if diff := cmp.Diff([]string{"spec.template.containers[0].env[1].name Invalid"}, got); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
