@@ -130,8 +130,9 @@ func Grants() map[string]Grant {
 		UserGateway: {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
-			Writes:  []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
-			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts},
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
+			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
 			// Only the gateway opens debug sessions.

@@ -179,6 +179,27 @@ func (e ScalerDecisionOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ServicePortProtocol.
+const (
+	SCTP ServicePortProtocol = "SCTP"
+	TCP  ServicePortProtocol = "TCP"
+	UDP  ServicePortProtocol = "UDP"
+)
+
+// Valid indicates whether the value is a known member of the ServicePortProtocol enum.
+func (e ServicePortProtocol) Valid() bool {
+	switch e {
+	case SCTP:
+		return true
+	case TCP:
+		return true
+	case UDP:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkloadDocumentKind.
 const (
 	App         WorkloadDocumentKind = "App"
@@ -349,6 +370,28 @@ type DocumentMetadata struct {
 
 	// Project Optional; must equal the path's project.
 	Project string `json:"project,omitempty,omitzero"`
+}
+
+// Endpoint defines model for Endpoint.
+type Endpoint struct {
+	Cluster string `json:"cluster"`
+	Ip      string `json:"ip"`
+	Node    string `json:"node,omitempty,omitzero"`
+	Pod     string `json:"pod"`
+
+	// Ready The pod's readiness: only ready endpoints receive traffic
+	Ready bool   `json:"ready"`
+	Zone  string `json:"zone"`
+}
+
+// Endpoints defines model for Endpoints.
+type Endpoints struct {
+	// Address The App's name in every member cluster that runs it; empty without named ports
+	Address string `json:"address"`
+
+	// Endpoints Sorted by zone, cluster and pod.
+	Endpoints []Endpoint    `json:"endpoints"`
+	Ports     []ServicePort `json:"ports"`
 }
 
 // Error defines model for Error.
@@ -848,6 +891,17 @@ type ScalerDecisionOutcome string
 type ScalerHistory struct {
 	Decisions []ScalerDecision `json:"decisions"`
 }
+
+// ServicePort defines model for ServicePort.
+type ServicePort struct {
+	AppProtocol string              `json:"appProtocol,omitempty,omitzero"`
+	Name        string              `json:"name"`
+	Port        int32               `json:"port"`
+	Protocol    ServicePortProtocol `json:"protocol"`
+}
+
+// ServicePortProtocol defines model for ServicePort.Protocol.
+type ServicePortProtocol string
 
 // TierQuota defines model for TierQuota.
 type TierQuota struct {
@@ -1567,6 +1621,27 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 	RestartContainer(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+	//
+	// An App with named container ports is a Service named as the App in
+	// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+	// one Service port per named port, `trafficDistribution: PreferClose`.
+	// In each of those clusters Atoll also writes one EndpointSlice per other
+	// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+	// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+	// endpoints with their zone, so the name resolves region-wide and
+	// clients prefer their own zone. Endpoints follow readiness and scale
+	// within seconds; a member cluster found unhealthy contributes none
+	// until it is healthy again. A cluster that runs none of the App's
+	// replicas has no Service: a client there reaches the App through a
+	// cluster that runs it, or runs one replica there (`placement.zones`).
+	// This lists every pod with an address as the member clusters report
+	// it, ready or not; only ready ones receive traffic. Another kind than
+	// App is 404.
+	//
+	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+	GetEndpoints(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// WorkloadEvents A workload's events and state changes, listed or watched
 	//
 	// Without `watch`, the retained events as JSON. With `watch=true` (or
@@ -2183,6 +2258,37 @@ func (c *Client) UpdateWorkload(ctx context.Context, project ProjectPath, kind K
 // Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 func (c *Client) RestartContainer(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRestartContainerRequest(c.Server, project, kind, name, container)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+//
+// An App with named container ports is a Service named as the App in
+// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+// one Service port per named port, `trafficDistribution: PreferClose`.
+// In each of those clusters Atoll also writes one EndpointSlice per other
+// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+// endpoints with their zone, so the name resolves region-wide and
+// clients prefer their own zone. Endpoints follow readiness and scale
+// within seconds; a member cluster found unhealthy contributes none
+// until it is healthy again. A cluster that runs none of the App's
+// replicas has no Service: a client there reaches the App through a
+// cluster that runs it, or runs one replica there (`placement.zones`).
+// This lists every pod with an address as the member clusters report
+// it, ready or not; only ready ones receive traffic. Another kind than
+// App is 404.
+//
+// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+func (c *Client) GetEndpoints(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEndpointsRequest(c.Server, project, kind, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3476,6 +3582,54 @@ func NewRestartContainerRequest(server string, project ProjectPath, kind KindPat
 	return req, nil
 }
 
+// NewGetEndpointsRequest constructs an http.Request for the GetEndpoints method
+func NewGetEndpointsRequest(server string, project ProjectPath, kind KindPath, name NamePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "kind", kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/workloads/%s/%s/endpoints", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWorkloadEventsRequest constructs an http.Request for the WorkloadEvents method
 func NewWorkloadEventsRequest(server string, project ProjectPath, kind KindPath, name NamePath, params *WorkloadEventsParams) (*http.Request, error) {
 	var err error
@@ -4589,6 +4743,29 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 	RestartContainerWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*RestartContainerResponse, error)
+
+	// GetEndpointsWithResponse An App's endpoints per zone and cluster (viewers of the project)
+	//
+	// An App with named container ports is a Service named as the App in
+	// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+	// one Service port per named port, `trafficDistribution: PreferClose`.
+	// In each of those clusters Atoll also writes one EndpointSlice per other
+	// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+	// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+	// endpoints with their zone, so the name resolves region-wide and
+	// clients prefer their own zone. Endpoints follow readiness and scale
+	// within seconds; a member cluster found unhealthy contributes none
+	// until it is healthy again. A cluster that runs none of the App's
+	// replicas has no Service: a client there reaches the App through a
+	// cluster that runs it, or runs one replica there (`placement.zones`).
+	// This lists every pod with an address as the member clusters report
+	// it, ready or not; only ready ones receive traffic. Another kind than
+	// App is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+	GetEndpointsWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*GetEndpointsResponse, error)
 
 	// WorkloadEventsWithResponse A workload's events and state changes, listed or watched
 	//
@@ -6334,6 +6511,96 @@ func (r RestartContainerResponse) ContentType() string {
 	return ""
 }
 
+// GetEndpointsResponse429Headers the declared response headers of an HTTP 429 response for GetEndpoints
+type GetEndpointsResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetEndpointsResponse503Headers the declared response headers of an HTTP 503 response for GetEndpoints
+type GetEndpointsResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Endpoints
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEndpointsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetEndpointsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEndpointsResponse) GetJSON200() *Endpoints {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEndpointsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetEndpointsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetEndpointsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEndpointsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetEndpointsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WorkloadEventsResponse429Headers the declared response headers of an HTTP 429 response for WorkloadEvents
 type WorkloadEventsResponse429Headers struct {
 	RetryAfter int
@@ -7988,6 +8255,35 @@ func (c *ClientWithResponses) RestartContainerWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseRestartContainerResponse(rsp)
+}
+
+// GetEndpointsWithResponse An App's endpoints per zone and cluster (viewers of the project)
+//
+// An App with named container ports is a Service named as the App in
+// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+// one Service port per named port, `trafficDistribution: PreferClose`.
+// In each of those clusters Atoll also writes one EndpointSlice per other
+// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+// endpoints with their zone, so the name resolves region-wide and
+// clients prefer their own zone. Endpoints follow readiness and scale
+// within seconds; a member cluster found unhealthy contributes none
+// until it is healthy again. A cluster that runs none of the App's
+// replicas has no Service: a client there reaches the App through a
+// cluster that runs it, or runs one replica there (`placement.zones`).
+// This lists every pod with an address as the member clusters report
+// it, ready or not; only ready ones receive traffic. Another kind than
+// App is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+func (c *ClientWithResponses) GetEndpointsWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*GetEndpointsResponse, error) {
+	rsp, err := c.GetEndpoints(ctx, project, kind, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEndpointsResponse(rsp)
 }
 
 // WorkloadEventsWithResponse A workload's events and state changes, listed or watched
@@ -9739,6 +10035,90 @@ func ParseRestartContainerResponse(rsp *http.Response) (*RestartContainerRespons
 	return response, nil
 }
 
+// ParseGetEndpointsResponse parses an HTTP response from a GetEndpointsWithResponse call
+func ParseGetEndpointsResponse(rsp *http.Response) (*GetEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Endpoints
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetEndpointsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetEndpointsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWorkloadEventsResponse parses an HTTP response from a WorkloadEventsWithResponse call
 func ParseWorkloadEventsResponse(rsp *http.Response) (*WorkloadEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10973,6 +11353,9 @@ type ServerInterface interface {
 	// RestartContainer Replace the pods that run one container of a workload
 	// (POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart)
 	RestartContainer(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, container string)
+	// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+	// (GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints)
+	GetEndpoints(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath)
 	// WorkloadEvents A workload's events and state changes, listed or watched
 	// (GET /v1/projects/{project}/workloads/{kind}/{name}/events)
 	WorkloadEvents(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, params WorkloadEventsParams)
@@ -11132,6 +11515,12 @@ func (_ Unimplemented) UpdateWorkload(w http.ResponseWriter, r *http.Request, pr
 // RestartContainer Replace the pods that run one container of a workload
 // (POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart)
 func (_ Unimplemented) RestartContainer(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, container string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+// (GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints)
+func (_ Unimplemented) GetEndpoints(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -11908,6 +12297,50 @@ func (siw *ServerInterfaceWrapper) RestartContainer(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RestartContainer(w, r, project, kind, name, container)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetEndpoints operation middleware
+func (siw *ServerInterfaceWrapper) GetEndpoints(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "kind" -------------
+	var kind KindPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "kind", chi.URLParam(r, "kind"), &kind, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetEndpoints(w, r, project, kind, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -12782,6 +13215,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects/{project}/scalers/{name}/history", wrapper.GetScalerHistory)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/workloads/{kind}/{name}/endpoints", wrapper.GetEndpoints)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/projects/{project}/apps/{app}/rollout", wrapper.GetRollout)
 	})
 	r.Group(func(r chi.Router) {
@@ -12802,251 +13238,261 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3su9XQfFulcm9I0p+ZOtEqlOnFNvJOnZsHsleV23oE4IzTRKrITABMKIYX333W+gG5kFiKNKv",
-	"ZHP8j02RM3g2Gv389fteqpaFkiCt6Z2+7xVc8yVY0PjX47w0FvSI24X7U8jeaa9wfyQ9yZfQO+2l9EQv",
-	"6Wn4tRQast6p1SUkPZMuYMnda3ZduEeN1ULOe7e3Se9ZBstCWZDp+jms3TMZmFSLwgrl+jhnaS5A2qN0",
-	"oQxIdgVr1ueWLZWx7P6D/2DpgmueumEOzhhnGqxes5WwC2YXwAxfAr7DZcamKlu7B0otDf46E9pYpkqb",
-	"qiUMewlNawE8w3n4iTWGeOTG2JzQkt+8ADl3i3L/wX8kkQk+FzILq9ae2usFsCshs4QJybhcs5QbYP3z",
-	"okgYL4rBGVMSmJqxyQ9PX7Pj6/vH7mkzqQbaXn/344GL/5IvYceO4n+HtTjS6l+Q2h2NFvTEznYLbi1o",
-	"9+7//MyPfjs5+vZd/+cj/+n9SfK3+7fh+8F//aUXW/Y3xVzzDLpXXivL3Z+syLm8Z5gbXsfKHrwOt+5h",
-	"UyhpAA/Pdzy7gF9LMNb9lSppQeJHXhS5SHEcx/8ybmzvG83+RcOsd9r7P8f1wTymX83xU62Vpq4ic6PO",
-	"mDBsyfOZ0kvIWN+speU3CSvllVQryWYC8swkbKWVnDM3B5OwKc9YffIHZwyuQa/pWVZoNc1h6drNhbGQ",
-	"9W6T3mMlZ7lIv9DU1NRRD4MbYaxhPNfAszXrn9OHp/j1IMHTrQrQtMWZAsOksu5Y5WtmFRPW4NljSjNj",
-	"uQXWfyNNWRRKW8gSFiY1SNwTrrVfS2Ude5mVBoh7pAsu58D6/+1+eXqTAmSQDdySfK/0VGQZyC+zJinP",
-	"c9Bsydc4yUwxuxCmGnmRc+to4J5hhcpFum7NIlNpuQRpWT9VGbBq6PXM/Ym9ZzbWQIR3WguQ1Mx3qtUV",
-	"SJaLpbC4Li+V/V6VMvv8y/JSMVOmi0AufaVxaa6FEdMcHAXYauFwaK+VesH1HL7sAcUbyZ0m17VbbS5x",
-	"YHNuYcXXjKcpFNb4Af7E5drzEfMlKeueYdodEdxIJAt3fGS5nIJ295MqQDJjNfClSdx0TAHSnvm7mM8s",
-	"aDa5cH8cnbs/JsxAqmRmeom/bHE6jSfaw/fsVUgLc8CxOgYveWkXSovf4MvQ0zXPRcZSDRlIK3iOu/JG",
-	"8msucj7NvwDlnDMNc8fPDOhrkQLLREZsTZoVaCdGWLGEM/fdQsi52wpi9VaxBb8OLCv77FtTaJWCMV9m",
-	"WV43uZgwbAV5fuQvvWlpmZC4dXdcZQmKiGHlVtywlRbWgkRxwg+iIQmjnKLdHWMF+OOoMyWJGv26TJXK",
-	"gUtHKQvguV2s4z/mfAo5NsKzTLh58XzUanxDxKhEHmJw1Iaxl0B3jps9t73TXsYtHDmi2BaSkt7SbRGx",
-	"vK3fSPSJ/FAotXuku/ZwpFQeHXxZuJFm+4/9NyUhLoLWYtrPQXLDh+stSOqtehcZi9/gF4LEtfYmCwvL",
-	"9odd8w20Uk+Za83XW+OkxqKDUZKWeXsou7ZPA/eHa+snJ+6UJk6H9M1dq4q/Vg11jNpqlW9L3m8X3NaC",
-	"mSGuZMA6yXvzNEnLhQR9AcZybXfS3H40szXMgpem67xq6hayc7t/D1rluSptXONwB5T5JxrCaZ9Ldl4U",
-	"9wxzZHo0XR+5/8ODg+2V4QcMSBXuWZDl0m2cb/MI592rhnukwZTL5helzFRjYxunv3PFYutrrCqK/R9/",
-	"rMpge2hNOANDpNeYtZD24YN6xtUFlPRmXOR7P4xaw77PllK6ZdjvaVOmJBDv9Xx0ObSSP6rpRRk5+2l9",
-	"CW3t0UEL0MnnvVWkST7nqRXXjkwuq7klve+ptxixOC6YlTlkrwU1tB/NHrxyEY5fG6PCPN51r/BlxRE3",
-	"5S3/wD3DwlxQStClNGi1QSWCunLCu2ULlWdOM4qcWlq8rU4uSmlcU4VWcw3GuDf32LcGAWxzmiWgaB4Z",
-	"mRuwnxSTajWMrT8KEn66h+0cvul2z5hZmR/2rlvT+Gx+VNP2wJc8A5qU00PCLK8ACsP6C2Gs0mtSVozT",
-	"YvPMqVpo60MDz14Xd332tu5uR6FOw8k6OVuTIP2+x8jvCYelkl1cLy219kLzHvRwGI88hO3FRLM9D2MY",
-	"VFJNJnRdN9u9MN3Hkn6/Z/yHS7AsdasI2iTMlEsn+atr0E36MHhyi/pYbB/RKSwEGSfaHT4OLawWykCj",
-	"U2G8wUUC6+fcOjqbgww3u5o6Rc2pFqR5FCpjftrERtxSDFo02SWzVKQXZvOhEniL5mK3zv9msvNK5E9g",
-	"ecYt3z6Tn0JP69asvGV8i/5eFdTTGVuWxjL4teQ5Wea4XdwzwUA3jBrCty7H2MxJt45otFnkxnpG+nTC",
-	"yAQD0jqF3pF5ZTxMWDD1Jaxlmk02jYUX3MILx6rdH8Nh9EIiQ/XeStf37nFvLdg+QLu0JrRv4u7m+atZ",
-	"7/Tn3R3hVC7ALaJbmdt3MctE0wiasJnS7RVwE745mqsjN5gjcyWKI+W3+6hQjsJ173TGcwN+L8HYZ9nd",
-	"OhpuXT3b6KZf+3Pe3nQIX7fnwrOlsLhLlViXOMor+Jw234vHjgGnYXdJFE1YBjngQ6Q/dO50zTw3z/3f",
-	"HkW5hIiw65EyeDSDgEZGs3uG4cy8ofKMlQYYN+wFN/YIl+Lo2ZNN4auj1yt/TXwii0p97re5xwEy1KZN",
-	"IeslDW+bdw96+Zg2ubXgvrNOSvkU9hAiuQ+3hjSOdiezirOPCJlwu2Bq5h3BkGcJy8UVMFNAOrSwLNyF",
-	"PqzMEObnk3dDsXS7mxxgb9mYGo0lCcfTvxab6jM0M9v19kSDP+c8WwrZYbxQOey8poJKdy1ghWpSBteQ",
-	"uyd6CR51GdXoNlQXlQNKVNsXUMMGUE47qHtjacKDycYEw2xii/RcyOyZnKnInSnBO/hmbKX0Va44CV0r",
-	"pzegFRoMeQIjuprr+JXM17F283XlUWP4oEHPW6qBW0CnGPci4qCxII3NQWHwcZf+9gzFyiLnKWSOg5Ho",
-	"GNPoCm7IDWfYTOQooN7VdeBB8UAEVhu9Xc/Bpm58TMJlynPQyLsHw7ixqUODaxj8bFh+74ZlfTWjWyFh",
-	"ZIZKmLGqcP9ybfHL1oej6kS6m4h7jRz5fDCtSTAHStXFzgANp/7DnNwLsqamNxcvzFj2J8fX94/9CTDH",
-	"7/2n2+PwnPuO28Xt8Xu3+reTwSm5z/gSmJBjmauV21mM/aiiQITxvj/IBsOxjK02kUh81OGK1kRI6KsV",
-	"coOKkFxoU4MmQ212EE+hMhOlV6e6O+XGuMPm5qZW0k2SLbhhuZqbhMENpF7nQf8P6WvNEbhnpZIQ7Txu",
-	"5PFRGn4hksax3ThkfuxEoV185FPcbxU/+vAr7nk5hQ7JbJfRb5fkoaad8sUOP4E9yHzT7TnYmuELp0SN",
-	"uE0X21PUsFRkJdv/8BqwH6ORRYeo5i8EOZj234KKMUV/zYXscqhln1r0S5t032uOzI8jRnjdWi9dbQc4",
-	"5w4W47+UXr31Wynii3+gP3Jj/Wup23Oqlpjt+uzYAC1SN21leL69DXwOl945v8WF/65WTOVZiHkscmAr",
-	"bpraTKbKad4YOoVvEOtw/cbZgxtzexE6m/Gc3ezrH7HctrwL6qqX9FbCLoQ8sioHzWXqOiId8mihUHD2",
-	"f814nk95ehWVUi3Xc7B7Dvua5yXs9ezGJvtlCzNpLED35l7i1mxvbTjrm85SJ4hZDEZYAjelhoz1M5jx",
-	"MrenbOV+1pCCuIZs0NrrXYdzx4SXQoql242TuyZPjcQmOlLZ48BuagvuxqW6PFhJrkyHnZ5atGkeSnxb",
-	"vhgyYbzlwgo5Z0qz16CXQpKJo4pso2uTiRnjcj3cdR8G6m6yYCGF4w1GZJByHSHhuLjj3e5BB21NOyxQ",
-	"x450m9JHyom3tZaLQtq1ylEQ56RdbCgfGgqlLbpklkOGQUGMy7EU8ghFMYYj9JZucpGF5u8ZNsFfJz4U",
-	"ifpznUya85mM5VyBYWXBlEypkatyCjmQUFk555mwZxTsaRdu9FcAhftbaENic+f1fafXjIz9I5VhNCUT",
-	"JrrP9crFDKXCNpY2YX7HDcanSrbkQjZ+39s5FTliEbGoFB3KQS6uwe/7m2dPWP8KCst4qpUxrNpD2j0T",
-	"V/SIPvYY5j/wwTDGDimlg2Zb70Yn4mk352LptJuGs2fIvuciRxdQFfvrBEvmBJxTxnFbNXjBBtUwLpGE",
-	"qu2fgzWMs5kGs0gYLAu79l25x4D1DQB763W84DkYRImOFzz1lpxt+nFNxsWWBTcdyjq+dM8wfOSUjUBm",
-	"yLa+UyWFNL9Qxu7YuZdxLru1P25oYSDxXVIxOSXPVcptCP7bRSIXYFSpU0ACnhfl67gWkfSkylpy4KZT",
-	"6eWu39FoTsLc3oOxIirHxwTPUS1fthei+zJT+f7Ba/jwu+5+P4XeGqbw4WrrfwfXyYatcqdt23PNvYb4",
-	"WoCmTu4aZC19Uw+dw61dN9uOPrEUdk/lZdccW8S3R1va02DngsW1FbNnBztXqtfoPvEr4NtuTiS2nDtW",
-	"cmekEpotDzNMdKq6vrGdRvULWEImUBH7TgO/ioXxOva1aoV2NMNulMqFnL+RVuT768OZclf9Ni8vlMqP",
-	"x+XJycPUfcRPkIQryP/i/6IfHXP/TUnwv7mP9EPcHgsd/gH3y2GRjVZZ0kkjnnq5Hdvc6ZqnlWi+FNpO",
-	"qpX3I79jAzvjsKe0s/uzlghVdEdeRKnVKaddYqWuW6+sn+55p1804sfuGZYDNxAPyXK/fNCEXrg3Y9Op",
-	"btRDW3RXbdyGHtjQpha7ZhJWjKfkAeAavBuY9X0+g6rErkEQtVC5RZM0PjrscLqliyBmtDv9nudOMrK1",
-	"WH8+eoZ5E02RkPImQuS/HyEThll+BTJuBf8kZrl65HcQ+RPtGccGiecqvaLFrrZv/+DwIptur5iTNkzB",
-	"UzhGz4R3jI5U9kQYXeJT35XZHCy5cHAEFJZHNsYuu+aeVDVS2fb1pOK3zSblwbVI7cZqHNLtdosz1b6D",
-	"my40uLEjbg4IOyc/XZx3ejX2AILaRS13RXQc5DUw8Gt8zB9xAlybvoEQg3DHASD+tT2lm0LoQ2L/ZVd0",
-	"gFrJjxRBJPnyqaGkGtodE3vpB7S/tJQFXrAnbRPvcNSc86LwkeuRxCQKmP2Q09MRzrFjtTuU2r+TLJCw",
-	"N0EsSNhjn6OTMJwIKrgXUOQ8xY/D4ZD10ZkvDJuCu03d44PoCXS9XgqZHuDQKrxuGyELtJAcsEwX/g13",
-	"qMRc8jwuKFQiEUtD0g8zADJhMJwP2YXTc/8TL7bYeDs9GaHVA+e/IhNox33u0+QWvChAust0xfqYTVyS",
-	"myNhHJNY4/aj/ZK36uvSn7BuQ0STo2Nuy66DdZfl78yLIDOf/7xaqDxEkQ13B/9srVTCzEKtqlA0Spka",
-	"HszYR3SX7mleqK7yA1xeEdsDNZF0R41GSHxbm7LWrWb8JsnadBAJVIk48+C6K63tE96knZ6Lg8wqEW3l",
-	"wy0stXlq24y/pGgKL7RhGOs9tJLTG2fsN9DKidl8akBatgSOp5bCUrcDoOZFaaIGhYiHqLGfS1gqvf5u",
-	"beGD3hZ5Lh6P3nzAqyE05aDXoiRQJ/Bt0PGUyyq7d9OJQg5HDECCjE15esX6Tr/QYLWAjJXSCorYDnGF",
-	"wf0xuCMvd5v1CooPIwVK6WannVdf0xH1WC2LHNBhOfIpR+7RpDfi3tRzgS1+1+VdNTaucv2dmyqespom",
-	"Ra9RQiOXbAozpaGBntHb6b7dowM3ffTUlfasqTqm9TQ/1rlP99X+p/6fSkKgozttlbg9oYfosfc4NZ3m",
-	"jrsztffjVb6fjRTt+LBDABb2sGvUo5zL2Ilpoe+wfi6m5pgXYhjeuywgPaukCTIa/KCqLxjN0hDIBzds",
-	"3Ht4Ysa9SLasv9RJd+1wwdQpNZsBrtb7h5jSmZMMatQo4UFguOR6vbfrbnM3I7IzivlPgGedEUP4xAih",
-	"XLbHbK5EgXkGKRoLQ6rvgZ7212IJng9Gk5yR3Wz1XUpKrGcItyLj2Z2KX8Wt29Wxj+TcRN+oIhl2yzLU",
-	"QLIjZmElZKZWh5+Vt/jenafFz6xBaTuPTNSptuQ3l6WOXQrnFEuJtzsrQKcgLZ9DwrQqZeZunyJ6yfCb",
-	"DfCSA5vNnFw7LS2TjsmzKeRqxTo2Xe7lcOwWNNvrvZ0gztfmsJhB6EjgQCmyMxzvn3vpLdQG9RGbzeWL",
-	"Z3+vde4N+VJa0Nc87wz0curKSmSUugA8XTDMEnIsyiO3sP7fTppqV0vCkqUFswOeYKFK3U6ZJZ6HP/qe",
-	"POOj1DpGbSbMWJHnbCbwOt6bH16+ePYTNnC3YLyxMvVsOtbYt7ttOtJa6egaKAPeJAwZxfpw9s3NzZ5J",
-	"QTkvZbr4id/s2juhWa6c4GcZPc+cFCPT9VkQzV2/qgw/QzsfvDuMjR4ffXNyR++okMiNzlkfjBVLvOtm",
-	"Wi0Z3NBGCZ6zaZlegTUJC6iLaFTnN06uHnyiYX/7zR3D/vYbuwhcSOTwWRYvdjBCgEcjrdfnMKAJH7KQ",
-	"9hY0fCLKPUlGN8C8NlKO1bIoLaDXIjxV0+aH9FVxtoj5A9u5ZyjlYrhnJGEH16vmlIST1ljf6FFNeQ4N",
-	"eMTNgPAdUaV3aHfN4e0MzqQUhCeQChP3YX/GnOgMLBcRi+B5thTGUOIiIu7xHKHXVos1bj44cYaE4RU3",
-	"zIl9BUQdMbNcUb7cPuAp7tkA/hC9B9ux3dvERGt5zzQT4f1YcXj7cFLKB+5AD1qAj3MOW+oVbk4gdQRx",
-	"mPi4Q5U7MSVxJO4Wb8lvohp3BOzEy6+YYkQBEDOvH4eljuLj+Ojt/WXJjajviKyi+arj3PKboA9X/VbZ",
-	"ULiTFLIqJM7f/bLkN/vhixwEjLMTbGoq8oDRt0dbH+Fc8g/VOf81DoAf4W40GKLcTtEs8+xh/63dYCt3",
-	"STh1B7HR1fFP295gpXUIWdkvc70R6raVtD7SAMvCIk6mkvn6lFIm20igIRucNZ+uMt4wviFhPM8pI4wp",
-	"yUIUZB2tyzA8i+XAr4GJLAfWNwvu7je0K5Bb/gIIQ4O+YyuMvWyimjKMGjEYCEyaCEKPlk5Hn5azGejB",
-	"MIzSiXXVGL2Dg1nl7nDG51zIRvwww7EMK350UPSgBgyejGtWiArgt6xelhB14LmZsKYx1iKMf0DWrWpV",
-	"lGav5BNYYmar0ldMAlQARLHgha4IMtnJdF96KzECe4L1bhE3XEEgKtvdhECQPddr6xz7RKVGAFr0RHi3",
-	"4AWXVxGz2J0uyL0zsbTvYC9WWIPVHQpbgt3s8nKFCXdH84cnCLNqzuU8wbBoFMpKH20fxphUsfeOctxR",
-	"nK6ZG0QMcq7y4mzTsuvmnk9Zpnxho9iM6zPST4VhHAOAflTTzwVuhRmo1o+ltgM7TQHzZ4Q1nVBXF7Q2",
-	"cWt7aBNlLFSC6ZA6qSLaooQbe961Wm9xRH4zMp/BIyzmj08hJH0jJxrunc9Dbx2EUsjl1QGBt81jFhNP",
-	"nKRwbjvSl8gBQARGwoqjB1ogXFSypvrMm/1nHSg6QiNiCaa9cfWeIfeSyvqIAXdD+a6DpNQ0f3qldLiv",
-	"yFSf/a4hkS+5GlidgkBQvNwjpoQF63vwyx+4nA/2HIY/zB/CgcKrMebjAfU7Pev7E5RvaYcJPK3hQ/dp",
-	"yD+9y6hdRTu2N+YpUqf7McgUkhUIGcw4Wzm5BP14QiJI8AaqwB5D64qVxOE88dbEzes2A0P+Ecg8J41b",
-	"87CRZ/L7XMwXHQ52tP5fNGPQN24M6bEZlNPY8Gk8HWuwbKGkwozDKbFBDzrdgQ2AzsPvIv6I0H6C8SDk",
-	"GcjAM+ci+Bz3DRR6qewlOfoTVmXrXSp+1UzbS9jIwwydT5Wmb/ATCUxPOozUO8I4auqofK9JJUCiWx1b",
-	"H3Y5PA6MFzcFpHv763Ivc31UxrJ36GHH9flLKv/kTs+FJ/bzjgyAXevaJ5pzggiu4WDP2JgNHvK5nKKh",
-	"ikjUJ9qZRlqEfKxgI1caY9P23gWfUNztXt3gfJFoBdVyY2ye1K5E2k49nqBZLuMhoTs26FMkJ4Wb58ND",
-	"Z5rceFcsdTTFMB7/7M1BtXMEnbKIyRPPE92VBqN02gVDvZOQd8UnLrtifs1hcYAVjUdwevW8g5K6ghFX",
-	"i/Xd/rNSNIDKmlAWyJFoPDt2+W7/6R6+0P3d5ZVkcQdyRdtAvHXhBzueUjmiPjnNyRemqdgJZoFkCUur",
-	"yNisiox1XyTBCryF0dSE5P5IlpX0nFwU4eb8GrwHofZQ4HT6TXchfqNkvo66KHfzQ+w4rHiMAoK3JqYa",
-	"1yBgpm0/CpDNPr3f6cMUphlyosPdF1GLC/EP0MFnEM0N30OMbcivO4AFa3CWO6zJ9FxDiugGtSog9YqH",
-	"B5XwILlhaZYlyRjblNQAreyd9v5llBxe8NVPPnCtVWVg13DDhnVkiDfWtwIwrFbCT3AXHYS07A5PAmel",
-	"AY2QZ2CGbOLamwT/dnONMNf7vCguC0gT9qOaXoKlzyOVuQ+D4ViSLuFfm7RQBCcIWjCpU/0nCZsIKezj",
-	"1jeUnG0myVhOCBFngvsxsR6DQij5g+YpjEALlXntdML6J6GgUaPUk/fQMjUby4cnJ0nYYvbNWcBGdlN9",
-	"9OABC7WPBkN2XuMR0JjdEcTRImqDG1mqlksuM/cl13McOMhr9x/CQkxYn146ZVyyZ+cvz6tyNSGxqCrf",
-	"981Y1uX7ElZK8WsJNe/IzhprNlLaTs7YpNDKqlTlE/b68Shhb56MHK+6fPx6dDaWE14Uo/DAIEFQCbIy",
-	"1uv7E8bKur8dSxBy/kToCVZh4FOj8tISru7AzVUDz4QEY0ZaTXEdcnEN9Re0Pcj0ysJ/1X9eTkFLsGDu",
-	"YZkZMKdjCTc8tfm6Kum3sLb4AewpQ3C4hLm1I2jVJdy6jmxaXDrBBB9R2t7i4s91kfovkrCutxO3AhO4",
-	"AfeT3x7XBsdWg6mjKtiEFvKxDLvhR7SJ04GbeUZkKnj+BHK+DhTn9rpFgm5otmUzcc8YgoJ/vdBgHJed",
-	"sP59NMCERcTl86uH6z3jIi811G8MaIVzMYN0neaAczekAyas0HBpVXE7YX28MNuLPJa4Jm4kfrVpoUwO",
-	"UJyy9z5e5nYyGLINqA60GDGp/P4xpcdyodSVoTQMJAmWQSoytKn6+h2VBEGhU2R6jRX1uGfGMuD9V0ZY",
-	"kBkG2JiKlxQK4SuhYiws5VoLMJtnXXisUEp4vOZauFGYsTx//erFi18unv7w7NXLhNFf/3z18mn4/PjF",
-	"m8vXTy/Cn6OLVz8+ffw6/Pn82csnSWjk7auL5y9enT9x402YXWhVzhe+gtxKrrjO2PnoWcJGr5788vL8",
-	"p6f1p8vR+WP/57PRWLr5vnz15Kl/yoBthQU3SFCtJOuvFiJdoIVUwwy053RLxs1YTv7Sr+c0cAc+eD+J",
-	"fbIJtyrPhxlcB4RGZFvVl25RkXjrr4Kc4M92/YPbwInjkGF9W4dHGeJvBsFEWiHKnsv2PW72IHEPhuxf",
-	"BIQdjmWr1gTey1nmrhHvip+w/kxcwxEVr0q1kgkLN6XjcyE6bcL6juUOiFFLkrrSNQWLTlj/PM/VKgB1",
-	"h3wqcC3gMXTc0Eee1rdLuDgenmCzpirw8KOaGu8uRQjvCes/dE2RDTPy633siIon4LIXXPM8h1yYpdsY",
-	"H7QtlAw335SnV2o2owbO3J2lfb0Mt/JtVwCR1kxod2BlStC0Vd0Ot0JtROghQws1qnPBmyAMy93VJAgv",
-	"xoylVcxDwySMaDH0kK/brRuKncLIHHUN7P+y+yffMPck63PqfwYyhbFEZtUe/D3TzFAGiTohvmtDCQzH",
-	"odBabAYJM3Thu8GOZRh9yqX3gbox1gVwsW90K2ApAlk5HlLlhu0WmVgHTmMsp2BXADL0EIIKeAgB7DdD",
-	"wfCBDCwBQIRZJ6zISwRwcgs4lhRj5M4Kxo96x6ttYJUOMMi70mDqeWTMrkQK7ugRuC3rbwLwop96LB+d",
-	"PMT7hcu1Iw/IDQyIYNyfjp06kkD7o4EcUkvWzUmlMA/db5f4k9ITIqjGrwRL5+mzC5vX8fLqFbbkNl2A",
-	"ORtLVCzqk93WORvH7P4A2UHbldd40RvpJ6wfGACG5jnl0LL7p5XnIwn+JPQ5jKWQ7NXLp1H32Qzvn4an",
-	"Jiy/KXJh3aFdcqz+7GSwaqRj+eDbb05OkP3MHis5E3MnR2UZe/39L49fvfz+2Q8kgm05VFpM5eQUcwXl",
-	"nEllx7LpksHB5cpJL7PtpRVNxw5dtqFAadCUuczGMvjb3GA8Pzll76fcBB6XOGH5MkgDtK5QAsuczONU",
-	"63KaA9GO/+lsLCuN6f4JHo+/nZx4YcULMcRzUWChD99zkf/A5fz/NZw62HWocHY7GctqYcLTZ6zxeOUw",
-	"2vQm1dGZjfboOCfVWNlDJ+m465bOvZPPZQY3kDkGQ0ZYtnD838kllyRdnrVdeHOwZiwvzl8+T9jbVxcv",
-	"nvxy+eyfTxP207kTJH45f/LkgvUnhE7i7kNCJzk6GW5+5W5r/9Lo1cVrYjFKpwtdSicfjZ6+/uWlkxMu",
-	"E4afnchA/bo/G/21vnBtuUl6tH/jDo2Tm7mcH3kJdYJESTThrxn8uQKVm+ABJHSx+uBxyUJlhqBKOCFS",
-	"/EaI1ZrP4XHOjXnJl5AwzMgbcbu4dYrQWI6cHmssSEu4Zo8DapmtgMw2TmbfrVXGJgEfJvNL6ZTfowg0",
-	"zMTdztgt2l+sCuyphTJ35m769mBP2bg37k3YVEg3TWJZ7vg5HV6kYxngAKViqXvJpw+2wUs8jTWR17jl",
-	"LBC/DbBlTJixDHhsGd1EtgHm1rqHz8JP7osmXhvbgGsbSx+vHcFr6/Mgkhy5cU18HQiS1qbKLioLTygc",
-	"nWfuTnXvBuEc52IsX7NSWlVi5K+oLshafsAzpCEUvKgQI8fSWJ7TVFZbUoevST9kT9xr3qeExfOCmOje",
-	"ozYRktEPD/V1qkKNsmi+Zg10dNHSabBJwh8kgEYTMP5ofAEVEGuRIQRgH2WHN8+enFHTJOQ2lCR/YAZn",
-	"WL3ex3R5qRc1ezcwb442YRoxhLy2HQ1uPEpqrxa+r+/HLJHBXFYVqCuKXlXVrRfqSPWSHplseogr2AuR",
-	"fr06osY9/i75cLPbVuWghvntIMPZhgHsA2xecY+L2zUhY1EuI3egg3XKPTKpEt8l3FhW8DlU8fVeHKVs",
-	"ED6PgxUd5t2pbLYf7t7ZsCLujFD4kJpZu6plBaSGA2rCVhVdY5EPnnb3K09Xg39mROl7Ff9qvHVQpDpd",
-	"qF3JQ1j8rDZ9hevXW5aCVu20ely8/dFOa0D8GFDPIbUuie0dligWarj9cCik+Z1hhndAp9a7VPh6RrHa",
-	"C14epruIW0aCa/8+FnSAGye7c9wEEnfO7bADwtDHl8YiOF439o/1r2A98Ni4WqG6KwxrxwxDMxqwEYCF",
-	"ka0zpc/Q6NMOz2uF4UbZSkeU3mtUW0GHqYfQ2KQKjE2aw3MyOiulVzp5M2zZD2RX91lnnJttVd0gjzDa",
-	"B7MW/ddqth8v+ltCwaqFyjO3QIeEwR0apm+6A1yqhUi5pBg5r0ImzbqJjKwsuS+huCcQRlUkLRJA+Bnr",
-	"6iY966/4fcMc63P34TABn/SSiSIGxK7BJu7AdkRIsDQcCAM0E1KYxSGrsLss+XWVYrUHuIP7g+zmpTQd",
-	"wQn6oC3aqjrgsZN7Se+N2276+B3GkzkBklzgvsbxndAY++Ea+Wr0ddkAvybvYltvIC21sOtL9Az5MqVc",
-	"x4KjzyWaEC3WG8S07R/fvmZGzCWZuTi7gnVY4zm3sOLre4b9+Pb55bBH1ZqXGMdB7VejWVhb9G7dYERn",
-	"qS3XsRMba1sBMhI1Q++IE+O90fU0eK2oqtQgYVOnbrJ/qakZyz4J6oOEGSHnOVBVof5IZYNG3UF8mPW9",
-	"EDRIaoc1iUGuIV8GK0HryFH9amAHrN+Q/clww0urTMoRTgTVVgGuJVIWBpU5zUcFtCoL/oZWgY3ySkP2",
-	"xjg1CU1pY2l5fuVuua2nJj88fc2Or++jN8JMKNS08kGbraplaJMGni6GYzmWrxcagM21KguTeDvZSEif",
-	"QHo6lkfsr3+t0ljPR8/MX/966g3JCZuDTbDDxGuDoVbjkF58VZWpd6PIYFrO5259Qjv7VO4aSxY+ox12",
-	"s4DXmS/JiKWinC5J1aLMAvKcXNVvYUq+UD+qZ9KI+cJWo+BN+dILnn03K3d1Kc1WaITN0GfE0LAF+ujS",
-	"CSdP6WEcPwkDTmGftIpCTgZJyHzyBkY0KzJWGgREqOqPBWqottbtz3ldItWDi3JGJ8yfVKz/v8+5JbdS",
-	"ioZWDMx1J3cwZBcqBw+rWtfiO2UTqu03wYh2k4zlpKrxN2E8N6oqwVDlGSVsggZ1//uSS7QTNFK/zsYy",
-	"Vvwu88YmRIVLmJBpXqKNv1qv5qI8OrnfNCHx3FcgK+WVVCt5xh6dPNx+wPVD1ZZR5jyrIfvrtLRGpT+z",
-	"cmfv0ckjqurIGabTyrkjQdyYC7csrF+dAO9/oLyqypNT80kCt0rYjHaFaMow5d191e4/h/XRP3heQsic",
-	"d/Tp9gBnkPO5I1ctLITAapQG0QaDbaKwjPJwBrnwkRp9BMcKCA/uOLIAFjgtjROo6ba8eHr+5KenYxlU",
-	"+KpszFSVMhsM2VsMdvEWJ49JpzTCeZAJw1ebExYtMMS6G9novaR3HUw1vfvDk+FJwJPmheid9h4OT4YP",
-	"fW02vK0cY2sq4B7jpSoJ+CzrnfZeCGNDlW2CIS+U9KCpD05OggXDh/IgH6TzdPwvH7FKYtSdQhb1gTYS",
-	"vNHihb7dlB6d3O9qrRreMVVAVhoTXPGlh3e/VFVJxjcefHv3G6+V+onL9UVIrUfBoFwuuV5XINOe+rZK",
-	"/G0cV0x/5nNDkBrIRnvvXHvNfTp+7z/ddu7YD2AfN+CMP+9+xfbqdW19/pLbdfLo7jdC7etPtL9Ovqrt",
-	"7FXCKDJ7pXLkrsQM9txtdzo1XwIdyY5U4fqRsAsjbhe923edtHJcV3H7mPaRd1BtwDbJPc1EoLkX1FOF",
-	"NvGdIi34kxBdoz7hbVt2t7qkMty/K7l7Ia8BooeEeXI3nX3HswC08Qc+Mt/s00UzXrt9XC7B+jRXjMLg",
-	"TYB9igr6SJ54/J6A4m8/ktKT9z2BsddUxpQizHvUdm+T7JIGCdU1xXRGFQU97lqslNg7NCBGODjhK/9h",
-	"mHgHVf8pSZSWnvWlwsRos+A6MwMn+1cIerz2Ax9CragxNi7taNRzmgt0gCJUgFUIUUwuvqaaienJKF9z",
-	"Cj4UBoX/1Bf73yr5y/p1rd9ko9DvwGuxIl2MZaMcdKMSNAme23Lhc0FwX5+NPqvivxECxc4TZih5cLpG",
-	"r/GHU+anEfbILNAsbF4rIMypUCZa6Rx4uthFO6GG9U4pfRQe+owb0ixsFdmTagi/8zaE9WoqqZRMwplW",
-	"OTAsdHPncjdKhvOiMMfveVHcHlN1UXP8nj58wF3jl6m6a7Y573lReCXRdeE0cDVDk37kVkLPeveVVHBr",
-	"Qbv3/udnfvTbydG37/o/H/lP70+Sv92/Dd8P/usvsUTIaJ270li19OO7RzXT0aFVVQ33IbeW8rTTokSU",
-	"J6+pU7hmK9nH68M+k3t7nlVR18841caNvD1lBCkNOSjVxLFCEtnCrN+4unI6Rb6MZQH6qFBZQKPOxDWG",
-	"pwsbDA0Upe649mDIqBStYXPlAzHHMhhAQTMlQ+izJ0Qfv+VJlSKO/He8KFp/0xs+KMmDgJwXxVgu+ZoV",
-	"pcEwHXft+RFwj1zJ+o8efMv4VF3DIHYZjEqz+Km5P59a8G/V6N1L9H/QUX6/qsDMinKakwPlzyWkfxgP",
-	"/WjJaUTk4xfYuxeQrFu8gvUrW6dpQKQ50m2KT7Ugsi9b1rV/LSphnW8ivNdjxOQPw1RJVnD0a6E4ZoXj",
-	"ahRNNpYINI0pQphC5jsc4teTRvXn4BszXjjB5C2sByeXpQlBnmxW5vm6kZniI3ic2FmN1GfhrBFtQmmy",
-	"Z075lTdNNrIzMCKIgkvPGKc5YNzBUhgTQtMyn0GAZb00N4ujXKnC4yZ4xwnNinJJCtBjuTFb+T0F0U4S",
-	"v2zYC/ZXeZnwrylPryhhRlpzGhrGbJsjE5AiWt9Spmz4yoM5jGX4gvD0j7Bddk47R8HQtKEZ5sWhF5YF",
-	"LP0Yt/oBbHDGfkZRqcKZj+tWuoah/8pIWozkPPCNWH4W65PvZG/ekXwO2ez3EsXeHcIJP8IY8odehK3x",
-	"TJBTTLyE32RihEmI6bRnmHFaLmHCQjglSad8LD2yE9KZk++wMgiGOw3O2KSUmZqEQOAmgwvCGZXdaDNt",
-	"X5TEVCzdvbBdbCTE4hofXYXc6uNMT6GsAM0WTVCZOsj8RJ5l+AI8so4wjTPJ2mlYWaCqoRJ4Qdhpn9Dv",
-	"BGTuFD+FSVQeOMw75wZ/NkHvZA/+/FjJWS4oDOn3kgybkQhkSstULR7G2PzhkuCvAYC1yydGCK2fkZh9",
-	"CextSq5qY//7OC7PG557RPskuxWGVaB7yyOBfrwHq3XVvLtjf4/fu34/wYUWYbFVne27GGwIY+0lvRDH",
-	"ihWbqkDWLmZbRgjzskmYn15vbkK5flF/2e7D8G/mJ/sUbq/NA4UxeShFiEM9CZHTQbYhc/zeEfPtcaNw",
-	"aFQXfsrTBQug1rgNDQOThtSptNkpo5jrorSG9QNKkM/b5Nm6QnlPmM+a9iYxMpRh+LTHPvfZWyHWbyw9",
-	"BHoLKz5dKAPS28fXSW0oTz0chpPWCPTdKYUe5YtMbC1Efm6UTLDKUQW7hCp4NWFh3Ps0yyrhOhOzmdMr",
-	"qviiQsO1UCVmKNNoqlxeFALH8uEJMx0KZhux/DMetHZHHXJUoIevyuaWsllXRdCQOgKvsN7bxXb2UTw/",
-	"0S2Y3Pn4S76EO2/MKnawkw18j6kCTtdxZ5XPheRolKl9auhdxBrsfAlDis+MhuClPF1gztm2X+ptNY6t",
-	"VdmMVsZURmGo2z6Xa5ZyA2cVNE87HLf2FPxaAp4yf5X73Lz6AN2pQmJgiUcecIxpcgXr/0Q+NmEFF9ow",
-	"A27sflkQycecIUgxmvQwMbdrOKHK2QHjwaWoQebRAimCbas/CpBwNc5qSL2o8eViIwmYoQeMZOQkPiN+",
-	"gwYMwslJndR+/+TkpLO/ABRf9+exr3qn7r1GmZj7McS5mOGhkQzpw3JnbW4dkh9j46lyLXctwbsvoPB2",
-	"OVBfScAJNF3I5g+utn68tuFWoyUhrRosIzDX+ruPVTJ2OflCrC0TiCKlnITgKCO1+fo0hEETNJB35Wsl",
-	"58zREAZ6O8HiXwRfEhLM6WkEcbaLIXuLAotkk2cZLAuFVbKOnsMaUcF8WdqxpCyAyupUF7f0ZVKYkMYC",
-	"5XHMuMh9Zjq+hpnpiMsSkU0eY8OV4eXQlWwM+jmse3RYPr3esgUTuJf6cv+LGKZoBf/wXsNDbUP3H+51",
-	"jBGOkM79g30mUmiVgjEkev1uYh7tWSMbpYOx7CFNHb934sWtV7WIi2A54y3dHiEjmkdtg1wfbbMgeiX7",
-	"Kqhv7SCtTGMHzyi4jVLWfamiGOpT5xXSZSjs3rAvb/j+CEL48tHwP6Cdo87ZbmP2fo6r/G5N6bmQ2Qdo",
-	"VR3WOkxEbZ/oP8rd92Vo841PvP7f7kj5U1+WHnqynbtJaFsy85H6n+r+PK5Bi47fV59vj31W6sdb+j8L",
-	"f4h7EKrh73Qj7B1z2EBs8agP0VRdDGOqat0WKvMIlE6BUeARvcKbLRzXCk/q1F+cHtW2BThRFfGqclzD",
-	"yyYASGU+8LMa3qwBgVdfB6rMs7Hs15i8CGpH2eA++BHdf2jQoAgicrRXpTKrSMlxoF2RC7tmU6z+cMZ4",
-	"A4yLzFZVDac5F5Igy8JK/Yhp7bh4lNqeNIEdnTLls9iraQ6GDMP0CfCMrMfCY3QJZLynZJ7QKh9WCxUg",
-	"/yY+Ira9iiFDGSPNCNXSI2wbhBReM2EDLj4SAfm+G+C3ftV9hGfVsg/yHI7lowcPaiy3ajsW3CBqXJOM",
-	"cK/R0hdRHP08HreI/A8YF/DVyf9veNVUNB/YTYzHRXS3PYMDui6fGjcrnpTja5ZPMPt7EvxVOKasQrE0",
-	"7MfLVy+9YYce/U/H9Cesr/RYTs7TFAp7yizcWOrxiFAVJoMkgnhwSt40fPCeYRORTcZSGEJYDXBELbTk",
-	"gKzgwRq8ryrkErkVJXeXlKgqxXAUWH8BPKsg6NkED9aEVbffYCznUEHR5twdO+q0RnaPG5zCWabZbRuc",
-	"YnZaXMSYkbYqZNNhMg974tmCW7aM9blhrel22qvxvVa/W3BiuwubbwUdV2jMwrAll9UIsYxdLoytzeq+",
-	"CDSWhkCr+lkb6g8BKip+hzhWIvtslndslIiibrW1ir+bER0H4C3oSW/rWLUb2hzY1n3i6fJrDsCWZ3Qb",
-	"ucWHo1ch9IbwOah4n4dy+T38oR+o5X/AhXFDyKHR68JXuUJY9QYwDvtOSI5mKUTfCnIdZxT35hdTQj6W",
-	"M5XnWHt6ukZc21N2wozNhGT9wM2VB6InNB7E0qUnfPOJl9OpSYbt8xyl6DRXphJAsRTJPR/fMUjYfdeM",
-	"Km3CHrhPoHUylg8Z3AhLkZb4KVUZuBsvg1QseY532llVg5JYk/QdDRL2yF085DzcHP8pm7wf91Yis4tx",
-	"7/Q/TpJxbwGOWsa90wePbifRPKOnN5BeLiDP73Ilv67nWAEFcz0vqQhyX0MBoXB6dcM5Vgo3RY6l6Ehr",
-	"i/sQlz7kq1vH2xfEsmK0ET9lELIP8hpDBNWTgLpa2SnkSgqakJLQ7TFWd3rSY69Zu77z+o69h6S8+83N",
-	"m+U+seD2SlyuhEfK9qUMquPIQpWirxx/k+NflJjc7o+NoD8qQDBMcWzwtc+VcPFHYfW5mndrBu6kOanf",
-	"+x8wJBYTq/qTplxzcyQzJ9s4SV9pVuQc6xVLwCpDMBM3TT9xobzRolJ7UG1vKxDYhlPrR1rdiLoG8CbE",
-	"2dGMp4gULzKo01OnZTRg7RIFpxduxnvH6FSj3BVs8QFM7DlA4TUZN34JK1qxrm7ozvwQZQGbdR1QsQ2K",
-	"senqBmtz+koUn1JD8AvqBXoakpqRDnjnElsu8k85mO9xLWl/Z4gBLJF+2jYrFAeoBALKFZAbwAGPZYGl",
-	"Auh6aVc3GDQjFtBzV9qitFiKLlR3S8YydTvGqPAa5faV0uml7uSmCTs2a5Ow4wyuCY7PQKqdWorFFcay",
-	"/+jkhNDuV8LAYMheEpDGAliVdUoAAH26BnMgax5352gsw404cQs7CVp2gwlyQwiImQKDMaXYhCWr4FhW",
-	"QHZu2K5VTAyqytEUVC2Bs0cnj85Yk6IaptoKd4NT425OgyF7gZRBomMTmm7NVqABp9DIHto8IyKHTWXw",
-	"Bci5XTh18MGj5CP1t8DnDkByUnM3o1qDQ752oOr2Qs3pxHy9yzfvcuLovgrG3LQNaF4oTDbLqP7Zr3QM",
-	"Hv+DupQ6s/EwPvkzu5yxj+pg/HHczV9t/X8iWz+hv3nnX5X1Qai66IDDEMmq6uCns/K/r96//eP6k+Mp",
-	"zf3zojitF2sBOWah/AZanVVuS++nbPkvT8cSobh9SUfIznyiA2X1nBcFy2FmyTTky/GWVE/YWFVMxrJP",
-	"MotXcAiyL0u26ri1nIpXUFiqRGm59tW86CPr8+DcrYoTDdlbhAFqSDwVmpmQm9H+nbnRNTf4oPRoN92e",
-	"x6un7/HTByRM/5ECx75yy39zbjnqhG93LDOEWuztFNWwhExUVXKiRo0R6I3YyRposPG+U2EIm4X1fbIe",
-	"5feNpbFKL9lUA78ipy2qsb7qIsvUEuucojomjC6xY0ypA+MrQhLTwTqgZNWouw21ygO8t9e6EHnciGWR",
-	"r8fSI28ndfAhprz49EMxlzxnBkAmpH2hgSVxM3CtLIScj+WCFwVI1+yK9ScrLqyQ88mAqlhmjsN6DNOq",
-	"jk5SmZh9nl0X6ExjD+40s8BW0cHgJ6Ql8l93Gm7r6Nffx0nXmGyo2xLnWBQd2ixj8zX6eYsbvHQHonkY",
-	"mlV/diUP38ELjuk6dFJRNAbtqVOZAiBo7tN+vZFkrpiSZwHcxGCNJg9xQlwrG7LzMhMYf2UYiTRHjc4n",
-	"2/mCyPXa5+TzpMVXPWCPX1rnOfRwbKbLk/nK739S424FpvAVdrptC1EFkmnzABGijg/EaK5kA7B15eN/",
-	"+Cc5al7i7DxrzbNCz95xWC7woa+n5etp+ZSn5YVwamH7snG7TibE5ip6V/MnOywmF3cAZHtrvFE5OFFs",
-	"ZU59+XghyQdX17KvXCoLVeqQyj+W6JogcTAgWvQLrq3g+SC87V4b+kLUxhpfiBq0Vtr9oYFCLBqlV1h4",
-	"1sfpmhVovCIpP75C3PYlbFDSpZq9wvrHKygL9s3NDeu34puFYffZEaMRHIe+Bmc0jpyXMl1gTJ5M8eEq",
-	"P58i9FBQ9oiLLSvwWM6r2pms7zbJYv6/L6/ni0D5nHKCAjfV9Y9tJzUqZd1UiOJ0wj9k1QuhECatckJe",
-	"lzBUlPwlJgtp4Msha8BWuCldQWGDP2az8E8IS9LWjCWFxARQjwCIOdJq6RSZ0jCTal74MBgsoyxk5viS",
-	"amB/jGXdxyQAPk9Yn8KufzG5+OWvkwFCuHBJpZWwGD7oLjiQF88+Ky735Ytnd0CAVGfh98bmrgYSTqnX",
-	"645yuIa8sRtJ80QjGAQV3joS0mN670TJKSkaq5ujPMVLQIeQ+iLnFZiAfzcMDSFgJaLQ6Mwxv6BdjmVD",
-	"vSTgGUKVXYfya4issVGhE0vDoN2MX0Md8++UXpRHUGmmMLt+4KoYHwD6CDVjrInVBcr/Jsz7M5Kb76ML",
-	"xeA14XpL8++D0UQKVpMWTBWYIbCO2VyDMQffaYEKG+nCXXmnflG/wL7t2rM/sWTzSm5sMdl0fMZOZcSp",
-	"9rpxbhM8tAmeWMLDcfSyNzEc6kD1+7SZjBrfMYKqQNuQz3q65rnIuNclIvzMRxt4C7+Q+DzBVKBBjS8h",
-	"G1B+NXI9j1rt4yXt4p5h7tbHq3bIKIfDXYGcxnMFUJj2UoawJq3yplFgLCcG7JEf3iQOLd86GJ9Bu/EU",
-	"MULi/7KazR7n0W0h1QH8U2PkeYAGNG2H7NP21fyRnPeYT9WH5JNuHcU7dXfsqKbpLYo+d79/Xpr2rZ/7",
-	"wt6eqn9PIv5aF20XCJ2jiE2CTyp/KRbnb0mIsxyL7BZYgdRQSeT1R5+Q2hb8GU7ISyqohfdm0MpoPgXH",
-	"BCknZqEriFFh8yH7u5IKK6Q61ZCJGZsL92G1oJi7+jrDVOeVjJmbu48hmrK+HsOvx7Dtcv3k907D7PuZ",
-	"Lx5vNO4meTIYf6X5rzTfSMBGUPatuycXM8SRq0wZnvlSxRkyeFy+eIW2OMwiS/Myg+zg07JaKL4UnWrx",
-	"24U6Xz77nCrxswykFbbTbkaWpt/TaPZ2oTaqsVdl7bG8vLBU+SJuDHNNQVpqN0XHdajAfe/053eOqVAu",
-	"HvGjUue9094xMhvf0JYRPkQXnY/QnhnStRtIlVuRDFW9BjfqDKblfO4Iq91CgzS2m6AM3arSv0kitevr",
-	"psLcb9/d/v8AAAD//w==",
+	"7H17cxs3lu9XQfFOlcm5LUp+ZGoj1daWYjsZxYrNleRx1YTeEOwGSYyaQAdAi2J89d1v4RwA3U2i+ZAl",
+	"J5P1PzZFduN5cHCev/Opk8p5IQUTRneOP3UKquicGabgr5d5qQ1TA2pm9k8uOsedwv6RdASds85xJ8Un",
+	"OklHsV9LrljWOTaqZElHpzM2p/Y1syzso9ooLqadu7ukc5axeSENE+nyDVvaZzKmU8ULw6Xt45SkOWfC",
+	"HKQzqZkg12xJutSQudSGPH32HySdUUVTO8zeCaFEMaOWZMHNjJgZI5rOGbxDRUbGMlvaB0olNPw64Uob",
+	"IkuTyjnrdxKc1ozRDObhJlYb4oEdY31Cc3p7zsTULsrTZ/+RRCb4hovMr1pzalczRq65yBLCBaFiSVKq",
+	"GemeFkVCaFH0TogUjMgJGf3w+ooc3jw9tE/rURhoc/3tj3su/ls6Zxt2FP7br8WBkv9iqdnQaIFPbGy3",
+	"oMYwZd/9n5/pwW9HB99+7P584D59Okr+9vTOf9/7r790Ysv+vpgqmrH2lVfSUPsnKXIqnmhih9eysnuv",
+	"w519WBdSaAaH5zuaXbBfS6aN/SuVwjABH2lR5DyFcRz+S9uxfao1+xfFJp3jzv85rA7mIf6qD18rJRV2",
+	"FZkbdka4JnOaT6Sas4x09VIYepuQUlwLuRBkwlme6YQslBRTYuegEzKmGalOfu+EsBumlvgsKZQc52xu",
+	"2825Nizr3CWdl1JMcp5+oanJsaUewm65NprQXDGaLUn3FD+8hq97CZxuWTCFW5xJpomQxh6rfEmMJNxo",
+	"OHtEKqINNYx03wtdFoVUhmUJ8ZPqJfYJ29qvpTSWvUxKzZB7pDMqpox0/9v+8vo2ZSxjWc8uyfdSjXmW",
+	"MfFl1iSlec4UmdMlTDKTxMy4DiMvcmosDTzRpJA5T5eNWWQyLedMGNJNZcZIGHo1c3din+iVNeD+ncYC",
+	"JBXzHSt5zQTJ+ZwbWJe30nwvS5E9/rK8lUSX6cyTS1cqWJobrvk4Z5YCTFg4GNqVlOdUTdmXPaBwI9nT",
+	"ZLu2q00FDGxKDVvQJaFpygqj3QB/omLp+Ij+kpT1RBNljwhsJJCFPT6inI+ZsveTLJgg2ihG5zqx09EF",
+	"E+bE3cV0Ypgiowv7x8Gp/WNENEulyHQncZctTKf2RHP4jr1yYdiUwVgtgxe0NDOp+G/sy9DTDc15RlLF",
+	"MiYMpznsyntBbyjP6Tj/ApRzShSbWn6mmbrhKSMZz5CtCb1gyooRhs/Zif1uxsXUbgWyeiPJjN54lpU9",
+	"+tYUSqZM6y+zLFd1LsY1WbA8P3CX3rg0hAvYui1XWQIiol+5BdVkobgxTIA44QZRk4RBTlH2jjGcueOo",
+	"MimQGt26jKXMGRWWUmaM5ma2jP+Y0zHLoRGaZdzOi+aDRuMrIkYQeZDBYRvaXDK8c+zsqekcdzJq2IEl",
+	"inUhKenM7RYhy1v7DUWfyA+FlJtHumkPB1Lm0cGXhR1ptvvYf5OCxUXQSkz72Utu8HC1BUm1VR8jY3Eb",
+	"fM5RXGtuMjds3vywab6eVqopU6Xocm2c2Fh0MFLgMq8PZdP2KUbd4Vr7yYo7pY7TIX6zbVXh19BQy6iN",
+	"kvm65P1hRk0lmGnkSpoZK3mvniZhKBdMXTBtqDIbaW43mlkbZkFL3XZeFXbLslOzew9K5rksTVzjsAeU",
+	"uCdqwmmXCnJaFE80sWR6MF4e2P/9g731laF7DEgW9lkmyrndONfmAcy7E4Z7oJgu5/UvSpHJ2sbWTn/r",
+	"isXWVxtZFLs//lKW3vbQmHDGNJJebdZcmOfPqhmHCyjpTCjPd34YtIZdny2FsMuw29O6TFEg3un56HIo",
+	"KX6U44sycvbT6hJa26O9FqCVzzurSJ18TlPDbyyZXIa5JZ3vsbcYsVgumJU5y644NrQbze69chGOXxmj",
+	"/Dw+tq/wZeCIq/KWe+CJJn4uICWoUmiw2oASgV1Z4d2QmcwzqxlFTi0u3lonF6XQtqlCyaliWts3d9i3",
+	"GgGsc5o5A9E8MjI7YDcpIuSiH1t/ECTcdPfbOXjT7p7WkzLf7127pvHZ/CjHzYHPacZwUlYP8bO8ZqzQ",
+	"pDvj2ki1RGVFWy02z6yqBbY+MPDsdHFXZ2/t7rYUajWcrJWz1QnS7XuM/F5RNpeijeulpVJOaN6BHvbj",
+	"kfuwvZhotuNh9INKwmR811Wz7QvTfizx9yfafbhkhqR2FZnSCdHl3Er+8oapOn1oOLlFdSzWj+iYzTga",
+	"J5odvvQtLGZSs1qnXDuDi2Ckm1Nj6WzKhL/Z5dgqala1QM2jkBlx00Y2Ypei16DJNpklkJ6fzX0l8AbN",
+	"xW6d/81k55TIn5ihGTV0/Uw+hJ7Wrlk5y/ga/b0rsKcTMi+1IezXkuZomaNm9kR7A10/aghfuxxjM38t",
+	"skJyYfYTNHgRVx1l1qY6Zm3KSraM8/5CZk80HBQumNbHRIp8iQeHMDdo+3vK+A0jRtHJhKfVOtTk+d0U",
+	"RqcpVuKDHTPM1A9z0/JFuDjNMnurx2eHYr/dFSsBIJOI3d0KZARzQti8MOjdsjqEfTEjhbTKUeRGZfVR",
+	"NTu/BDM3GS9B50hCb8AiZbbzNRnoJsKpcFy7asqXaNIaSGW2ast+TX0f9alGtwcsRxF7TRaRx87QWpQQ",
+	"NDAyYXhKwT4UTOMJ8YbshDQcD8mqKfyCGnZuBRH7R78fFbfQDbPzQn1vH3e2sPVF32QTAOs90GSev5t0",
+	"jn/e3BFM5YLZRbQrc/cxZnerm/gTMpGquQJ2wrcHU3lgB3Ogr3lxIB0zO4ANs5xlQnPN3BYzbc6y7ccU",
+	"tq6abXTTb1iMnzH/dXMuNJtzA7sUlJbE8tWCTnHznfJnxYvU7y4qWgnJWM7gIdSOW3e6Eg1Wb7W/vYje",
+	"gTwijAykhovHqx9oEn6iCczMmeFPSKkZoZqcU20OYCkOzl6tqhYtvV47IeiB7IXVrbZ+N+6hIaxazLJO",
+	"UvMlO+e30/5wkxsL7jprpZSHsPYhyd3f1lc72q3MKs4+ImRCzYzIiQtzYHmWkJxfM6ILlvYNmxdWXO0H",
+	"I5v++ehjn8/t7iZ7WBNXpoZjSfzxdK/FpnoGThSzXJ+o91aeZnMuWkxzMmcbhTBvsLjhbAG3eMZuWG6f",
+	"6CRw1EXUXrGimMucgb6wLl7VLFzluIW6V5bGP5isTNDPJrZIb7jIzsRERiRCwZz7ekIWUl3nkqJKsbDi",
+	"AvhYmEY/d8QSYTt+J/JlrN18GfzFBB7U4FdOFaOGgcuXOgWo14/KWSDFvGyzTpyB0lTkNGXZZpmnoBqd",
+	"zJpMeA7q17auPQ+Kh9mQyqVje/YeI+0ibi5TmjMFvLvXj5tSW6S4mjnb+OV3QQakKyd4KyQEjawJ0UYW",
+	"9l+qDHzZ+HAQTqS9iaizNwGf94ZjwfSeOmOxMfzoiSaaTdF5Jipqen9xroeiOzq8eXroToA+/OQ+3R36",
+	"5+x31MzuDj/Z1b8b9Y7ROYwy7VDkcmF3FiKbQowT186zzbJefyhiq40kEh+1v6IVEhJEInCxQkVALrip",
+	"Xk/HNluIp5CZjtIrCN/2V3vY7NzkQthJkhnVJJdTnRB2y1Kn0YN3E60R9RHYZ4UULNp53ITpYpDcQiS1",
+	"Y7tyyNzYkULb+MhD3G+BH93/intTjlmLZLZJ09wkechxq3yxwQtm9jJOtvvF1mZ4TscsH1CTztanqNhc",
+	"og1498Ormfkce0N0iHJ6zlEb3n0LAmOK/ppzsZ/O/xmi36pyXo3MjSNGeO02Hbza9nA97y3Gfymr0dpv",
+	"JY8v/p7e9pX1r6Rux6kaYrbts2UDFE/ttKWmecRQMmWXLvRkjQv/XS6IzDMf0VvkjCyormszmSzHeW3o",
+	"GJyErMP2G2cPdszNRWhtxnF2vav3z1DT8J3J607SWXAz4+LAyJwpKlLbEeqQBzMJgrP7a0LzfEzT66iU",
+	"aqiaMrPjsG9oXrKdnl3ZZLdsfia1BWjf3EvYmvWt9Wd9NRTACmIGQm3mjOpSsYx0MzahZW6OycL+7Ax7",
+	"Wa+x15sO54YJz7ngc7sbR9smj43EJjqQ2UvPbir/xMqlOt9bSQ4W0NY4BLDY70t8a55GNGF8oNxwMSVS",
+	"kSum5lygiSPEbeK1SfiEULHsb7oPPXXXWTAX3PIGzTOWUhUh4bi444JKvA7amPYm2+tAZu2OogGYjyst",
+	"F4S0G5mDIE5Ru1hRPhQDo6JdiHmfQMgboWIouDgAUYzACJ0fBx3Avvknmozg15ELtMP+bCej+nxGQzGV",
+	"TJOyIFKk2Mh1OWY5Q6EyhJ6AzRdCmc3Mjv6ascL+zZVGsbn1+t7qE0ZX1kBmECtMuI7uc7VyMUMpN7Wl",
+	"TYjbcQ3R14LMKRe133e2KUeOWEQsKnmLcpDzG+b2/f3ZK9K9ZoUhNFVSaxL2EHdPxxU9pI8dhvkPeNCP",
+	"sUVKaaHZxrvRiTjazSmfW+2m5srsk+8pz8HBGSLbrWBJrIBzTChsq2JOsAE1jAogobD9U2Y0oWSimJ4l",
+	"zq2AXdnHGOlqxsgHp+N5v1gvSnS0oKmz5KzTj20yLrbMqG5R1uGlJ5rAI8dkwEQGbOs7WWLA/rnUZsPO",
+	"vY1z2bX9sUPzA4nvkozJKXkuU2p8aOsmErlgWpYqZUDA06K8imsR6DHTsXBax/jebvodjOYozO08GMOj",
+	"cnxM8BxU8mVzIdovM5nvHpoJD39s7/ch9FY/hfurrf/tXScrtsqNtm3HNXca4hVnCjvZNshK+sYeWodb",
+	"uW7W3dh8zs2OysumOTaIb4e2lKPB1gWLayt6xw42rlSn1n3iVsC1XZ9IbDk3rOTGODwwW+5nmGhVdV1j",
+	"G43qF2zOMg6K2HeK0etYkLplX4tG4FI9qEzKnIvpe2F4vrs+nEl71a/z8kLK/HBYHh09T+1H+FT5mt0v",
+	"7i/80TL336Rg7jf7EX+I22NZi3/A/rJf3K6RBnXSSByKWI/cbw08wZWov+TbTsLKu5Fv2cDWLIMx7uzu",
+	"rCVCFe1xRVFqtcppm1ipqtaD9dM+b/WLWnTkE01yRjWLBxzaX+41oXP7Zmw64Ubdt0V71cZt6J4NrWqx",
+	"SyLYgtAUPQBUMecGJl2XrSOD2NXzohYot2CShkf7LU63dObFjGan39PcSkamEutPB2eQFVQXCTEryOe1",
+	"uBESromh10zEreAPYparRr6FyF8pxzhWSDyX6TUudti+3VMfimy8vmJW2tAFTdkheCacY3Qgs1dcqxKe",
+	"+q7MpsygCwdGgEGnaGNss2vuSFUDma1fTzJ+26xSHrvhqVlZjX26XW9xIpt3cN2Fxm7NgOo9kirQTxfn",
+	"nU6N3YOgNlHLtoiOvbwGmv0aH/NnnADbpmvAxyBsOQDIv9andFtwtU9mS2vInVyIzxRBBPrysaEkDG3L",
+	"xN66Ae0uLWWeF+xI28g7LDXntChcXkYk7Q7Dwe9zelrCOTYFOMaV2r+jLJCQ914sSMhLl4GWEJgIKLgX",
+	"rMhpCh/7/T7pgjOfazJm9ja1j/eiJ9D2eslFuodDq3C6bYQswEKyxzJduDfsoeJTQfO4oBBEIpL6lDai",
+	"GRMJYf1pn1xYPfc/4WKLjbfVk+Fb3XP+CzSBttznLgl0RouCCXuZLkgXcuVLdHMkhEKKdtx+tFukaXVd",
+	"uhPWboioc3TI3Np0sLZZ/nwQ6cRl9y9mMvdRZP3NwT9rK5UQPZOLEIqGCYH9vRn7AO/SHc0L4Srfw+UV",
+	"sT1gE0l7THSExNe1KWPsasZvkqxJB5FAlYgzj920JW0+4E3a6rnYy6wS0Vbub2GpzFPrZvw5RlM4oQ3C",
+	"WCEo3L1xQn5jSloxm441E4bMGYVTi2Gp6wFQ06LUUYNCxENU2885m0u1/G5p2L3e5nnOXw7e3+NVH5qy",
+	"12tREqjSU1foeExFyF1fdaKgwxECkFhGxjS9Jl2rXyhmFGcZKYXhmI/g4wq9+6O3Jet8nfVyjA9DBUqq",
+	"eqetV1/dEfVSzoucgcNy4BLq7KNJZ0CdqecCWvyuzbuqTVzl+jvVIZ4yTBOj1zBdlwoyZhOpWA0bprPR",
+	"fbtDB3b64Kkrq+B/qzqm1TQ/17mP99Xup/6fUjBPR1ttlbA9vofosXcoTK3mju04BLvxKtfPCgBBfNg+",
+	"AAt62DTqQU5F7MQ0sKVIN+djfUgL3vfvXRYsPQnSBBoNfpDhC4Kz1AhhQzUZdp4f6WEnkgvuLnXUXVtc",
+	"MFXC2GqAq3H+ISJVZiWDChONO4gjKqha7uy6W93NiOwMYv4rRrPWiCF4YgBARetj1te8gDyDFIyFPpF9",
+	"T0/7FZ8zxwejKfzAbtb6LgXCRhAAExLx3GVJr+PW7XDsIxll0TdCJMNmWQYbSDbELCy4yORi/7PyAd7b",
+	"elrczGqUtvHIRJ1qc3p7WarYpXCKsZRwu5OCqZQJQ6csIUqWIrO3TxG9ZOjtCjTPns1mVq4dl4YIy+TJ",
+	"mOVyQVo2XezkcGwXNJvrvQ5/QJd6v5hB1pLAAVJkazjeP3fSW7AN7CM2m8vzs79XOveKfCkMUzc0bw30",
+	"surKgmeYusBoOiOQJWRZlMMlIt2/HdXVroaEJUrD9AbwjZksVTMhHHke/Oh6cowPE0cJtpkQbXiekwmH",
+	"63hnfnh5fvYTNLBdMF5ZmWo2LWvs2l03HSklVXQNpGbOJMwyjPWh5Jvb2x2TgnJainT2E73dtHdckVxa",
+	"wc8QfJ5YKUakyxMvmvvURfyZNdEO2sPY8PHBN0dbegeFRKx0TrpMGz6Hu26i5JywW9woTnMyLtNrZnRC",
+	"PKYoGNXprZWrew807G+/2TLsb78xM8+FeM4eZfFiB8MHeNSS1l0OA5jwWebT3ryGj0S5I8moGlTdSkK9",
+	"nBelYeC18E9VtHmfvgJni5g/oJ0nGlMu+jtGErZwvTCnxJ+02vpGj2pKc1YD/1wNCN8QVbpFu6sPb2Nw",
+	"JqYgvGIp13Ef9iNm/GfMUB6xCJ5mc641Ji4CniTNAVhwMVvC5jMrzqAwvKCaWLGvYFFHzCSXmC+3CzSQ",
+	"fdZDm0TvwWZs9zox4Vo+0XWYBzdWGN4unBTzgVuwsWbMxTn7LXUKN0UIRgTwTFzcocytmJJYEreLN6e3",
+	"UY07AuXj5FdIMcIAiInTj/1SR9GfXPT27rLkStR3RFZRdNFybumt14dDvyEbCnYSQ1a5gPnbX+b0djf0",
+	"nL1gnzZCqY157hEod2jrM5xL7qEK0aJCuXAj3Ix1hJTbKppljj3skbHfZCvbJJyqg+joaun/69apohgo",
+	"aWTa4rPYYCNQu7K1otaBPyRXLwedpPP+lf338uXVYOdYZui31mZsxlXE17r/Wyrlg3R2y9WvBfetpekP",
+	"FGPzwgDurRT58hiTRJvIvj7/ndSfDjl+ENGREJrnmANHpCA+7rOKTyYQkEZyRm8Y4VnOSFfPqAKICplr",
+	"DES4YIiJg9+RBUSb1lGKCcTJINwF6l4AJVwqbci4nEyY6vX9KK0gG8boXDrESCu1EDqlXNQipgmMpR84",
+	"8F7xkopBuGhclwQcBLdl1bL4OAvHv7nRtbEWfvw9tOeFVZGKvBOv2BxyeaW6JoKxACgWC9doi5kTrdfM",
+	"W2cXB6BeZpwjyA6XIyjSejc+9GXH9VrjXC41qxZyFz0RzhF6QcV1xBC41em6O96M62An5l+BT+4LQwTd",
+	"bPLr+Qm35y/4JxCDbkrFNIFAcBBDS5df4MeYhGwDSzn2KI6XxA4iBiEZ/FbrtGy7eeKStDFDWksyoeoE",
+	"NXKuCYWQpx/l+LHA6iDn1rixVJZvqxtBxhA3uhW67gLXJu5f8G2CVAlqPx5SK0dFWxTs1py2rdYHGJHb",
+	"jMzlLHEDGfNj5tPcgRP1d85gwrf2Qh2l4nqPUOP6MYsJZFY2OjUtCVvo8kACQ/HM0gMuECwq2o9drtHu",
+	"s/YUHaERPme6uXHVngH3EtK4GAl7Q7muvWxYN/g6Nby/q5BYnf22IaH3PAysSrpAaG3qMGL8gnUdmO0P",
+	"VEx7Ow7DHeb7cCD/aoz5uAIZrbEEuxOUa2mD0T+t4IB3acg9vUmyC/GdzY15DdRpf/QyhSAFQIATShZW",
+	"LgHPJRcA+r2Co7DD0NqiQ2E4r5z9dPW6zZhGjxDLHCeN2y+hkTPxfc6ns5aQAvB3XNSj7lduDOHQKKTV",
+	"UeFpOB1LZshMCgk5lmNkgw5EvgUNAdyl30U8ML79BCJg0BeSMcecC+9l3TU06q00lxjakJCQn3gp6XU9",
+	"UTEhAwesdDqWCr+BTygwvWoxy28IXKmoI3ibkyBAQiABtN5vc/HsGSGvC5bu7KHMncz1WTnaThGBjqvz",
+	"lwSP7EZfjSP205ach03r2kWas4IIrGFvx2igFR7yWG5gXxUo6gVuTZwtfAaa9wpIBdF4O++CS6Fudyiv",
+	"cL5IfIZsOG5WT2pb6nCr5QLBaC7jQbAbNugh0rH8zXP/YKE6N94UPR5NqoxHfDsDWOUOAjc0oBDFM2M3",
+	"Jf5IlbbBym8k5E0RmfO2KGe9X+RjoPEI7raatlBSW/jlYrbc7jEseQ2arQ7eARwJx7Nhl7d7jHfw/u5u",
+	"MwqSxRasjqZJfO3C95ZLKXPAubKakys0FdgJ5L1kCUlDLHAWYoEzwOV0xtg1VKo6xP5nsqykY+WiCDen",
+	"N8z5TCqfDEynW3eQwjdS5MuoU3YzP4SO/YrHKMD7p2KqcQV7ppv2Iw/B7gANrD6Mgak+C9zffRG1uOD/",
+	"YMp7SaLZ8DuIsTX5dQOUYgVHs8V+js/VpIh2GK+CpU7xcDAaDvTaL828RBljnZJqMJ2d486/tBT9C7r4",
+	"yYXqNaqGbBqu37CWnPja+gbIxrASboKb6MAnorf4TigpNVMA8sZ0n4xseyPv0a+vEWS3nxbFZcHShPwo",
+	"x5fM4OeBzOyHXn8oUJdwr40auIkjgGkYVeAGo4SMuODmZeMbTEfXo2QoRogBNIL9GBmHusGl+EHRlA2Y",
+	"4jJz2umIdI98gbJa6TbnkyZyMhTPj44Sv8XkmxOPdW6n+uLZM+JrmfX65LRCYMAx2yMIowWcCjuyVM7n",
+	"VGT2S6qmMHAmbux/AIQxIl186ZhQQc5O356G8lM+lSqU4/xmKKpynAkpBf+1ZBXvyE5qazaQyoxOyMgb",
+	"yUfk6uUgIe9fDSyvunx5NTgZilHN9D/qJQCjgVbGan1/guhg+7dlCVxMX3E1gqoqdKxlXhrEye7ZuQYg",
+	"6YGSY1iHnN+w6gvcHmB6ZeG+6r4px0wJZph+AmWjmD4eCnZLU5MvQ4nOmTHFD8wcE4DDSwCVGcFk5+zO",
+	"dmTS4tIKJvCIVOYOFn+qitR9kfh1vRvZFRixW2Z/cttj26DQqjd1hAJsYCEfCr8bbkSryCSwmSdIppzm",
+	"r1hOl57i7F43SNAOzTRsJvYZjaUdrmaKactlR6T7FAwwfhFh+dzqwXpPKM9Lxao3erjCOZ+wdJnmDOau",
+	"UQdMSKHYpZHF3Yh04cJsLvJQwJrYkbjVxoXSOWPFMfnkIoTuRr0+WQEnAYsREdLtH5FqKGZSXmtMPAGS",
+	"IBlLeQY2VQfMHSQIDBZD02usSM8TPRS+fkcwwgZM6sBLCgmAnSwwFpJSpTjTq2edO3RUTPG8oYrbUeih",
+	"OL16d37+y8XrH87evU0I/vXPd29f+88vz99fXr2+8H8OLt79+Prllf/zzdnbV4lv5MO7izfn705f2fEm",
+	"xMyULKczVxFyIRZUZeR0cJaQwbtXv7w9/el19elycPrS/Xk2GAo737fvXr12T2lmGoHQNRKUC0G6ixlP",
+	"Z2AhVWzClON0c0L1UIz+0q3m1LMH3vt7kX2SETUyz/sZu/GYlMC2wpd2UYF4q6+8nODOdvWD3cCR5ZB+",
+	"fRuHR2rkbxrgUxpB2Y7Ldh1SeC+xD/p8Z4DA7Q9Fo3YM3MtZZq8RF3wwIt0Jv2EHWIwuVVIkxN+Uls/5",
+	"eLwR6VqW20NGLVDqSpcYHjsi3dM8lwsPTe4zyJhtAY6h5YYu1ra6XfzF8fwImtWhYMuPcqydgxhAy0ek",
+	"+9w2hTbMyK9PoSMshgLLXlBF85zlXM/txrgwdS6Fv/nGNL2Wkwk2cGLvLOXq39iVb7oCkLQmXNkDK1IE",
+	"4w11eOwKNTGw+wQs1KDOeW8C1yS3VxNHhBw9FEYSB4aTEKRF30O+bLauMVoMYpHkDSP/lzw9+obYJ0mX",
+	"Yv8TJlI2FMCsmoN/ous52UyATgjvGl/SxnIosBbrXkI0Xvh2sEPhR59S4XygdoxVQWvoG9wKUFpEBMdD",
+	"Ku2w7SIj64BpDMWYmQVjwvfgwyioD3rs1oPf4IGMGYS88LNOSJGXAFllF3AoMKrKnhWImHWOV1NDZ+1B",
+	"WHvQYKp5ZMQseMrs0UM4X9JdhRwGP/VQvDh6DvcLFUtLHizXrIcEY/+07NSSBNgfNctZ6moajILC3Le/",
+	"XcJPUo2QoGq/IhCfo882NGLLy8MrZE5NOmP6ZChAsahOdlPnrB2zpz1gB01XXu1FZ6Qfka5nABCMaJVD",
+	"Q54eB89H4v1J4HMYCi7Iu7evo+6zCdw/NU+NX35d5NzYQzunUM3dymBhpEPx7Ntvjo6A/UxeSjHhUytH",
+	"ZRm5+v6Xl+/efn/2A4pgaw6VBlM5OobsSDElQpqhqLtkYHC5tNLLZH1ped2xg5etLzjsNWUqsqHw/jY7",
+	"GMdPjsmnMdWexyVWWL700gCuKysZyazMY1XrcpwzpB3308lQBI3p6REcj78dHTlhxQkxyHNBYMEP31Oe",
+	"/0DF9P/VnDrQta9YeDcairAw/ukTUns8OIxWvUlVPGqtPTzOSRgreW4lHXvd4rm38rnI2C3LLINBIyyZ",
+	"Wf5v5RIXYnPSdOFNmdFDcXH69k1CPry7OH/1y+XZP18n5KdTK0j8cvrq1QXpjhCPxd6HiMdycNRf/cre",
+	"1u6lwbuLK2QxUqUzVQorHw1eX/3y1soJlwmBz1ZkwH7tn7X+Gl/YtuwkXX0DbQ+NlZupmB44CXUERIk0",
+	"4a4Z+DnA6I3gACKeWnXwqCC+FoVXJawQyX9DjG5Fp+xlTrV+S+csIZCDOKBmdmcVoaEYWD1WGyYMIrm9",
+	"9DhtJkC3rZzMLpZrGXlEnMwtpVV+DyJgOCN7O0O3YH8x0rOnBq7eib3pm4M9JsPOsDMiYy7sNJFl2eNn",
+	"dXieDoUHQBSSpPYllzDZhGtxNFbHmqOGEk/8xgO1Ea6HwiPQZXgTmRp8XeMePvE/2S/qCHVkBaBuKFyE",
+	"egShrku9SHJgxzVylS9QWhtLMwsWHl8IPs/snWrf9cI5zEUbuiSlMLKEWGceLkjTKIhjrzFX4iNgZA6F",
+	"NjTHqSzWpA7FTKmE7pNX9jXnU4JimF5MtO9hmwBC6YYH+jpWlQdZNF+SGh48b+g00CQiLiIkpfaohjg+",
+	"j4MItQUB9LALssP7s1cn2DQKuTUlyR2Y3om9cH1Ml5N6QbO3A3PmaO2nEcMEbNrR2K3Dhe1UwvfN05gl",
+	"0pvLQsHJouiEKo0dXxeuk3TQZNMBJMWOj23sVBE19vGPyf3NbmuVwGrmt70MZysGsHvYvOIeF7trXMSi",
+	"XAb2QHvrlH1kFFL9Bbs1pKBTFjIKnDiK+S90Godn2s+7E2y293fvrFgRN0Yo3KcG3qbqdx6bYo8az6FC",
+	"cyzywdHubuUmK7jTDCl9p2J+tbf2is3HC7UtXQqKGVamL3/9OsuS16qtVg+Ltzu+a1UCIAZNtE/tWmR7",
+	"+6XG+ZqMP+wL4r41zHALWGy1S4Wr4BSrNuHkYbyLqCEouHafQgkLdmtldwqbgOLOqem3RDO7+NLvWurq",
+	"Be9J95otew4NWElQd7kmzZhhVo8GrAVgQWTrRKoTMPo0w/MaYbhRttISpXcFaitTfuo+NDYJgbFJfXhW",
+	"RielcEonrYctu4Fs6j5rjXMzjToj6BEG+2DWoP9KzXbjxQp6rkTXTOaZXaB9wuD2TUzQ7QEuYSFSKjBG",
+	"zqmQSb0OKkErS+5Kou4I/RHKwkUCCB+xTnbSMe6K3zXMsTp39wdGeNBLJoqRELsG60gL6xEh3tKwJ/DR",
+	"hAuuZ/uswiYUNcVuQlLZDnAW9g+0m5dCtwQnqL22aK3OgkOL7iSd93a78eN3EE9mBUh0gbua5VvBQPaq",
+	"GVoVSnBr8jG29ZqlpeJmeQmeIVd2mKpYcPSpABOigQqLkKj+44crovlUoJmLkmu29Gs8pYYt6PKJJj9+",
+	"eHPZ72D19TnEcWD7YTQzY4rOnR0Mby0uZju2YmNlKwBGIifgHbFivDO6HnuvFdbR6iVkbNVN8i851kPR",
+	"RUG9lxDNxTRnWEepO5BZr1ZpER4mXScE9ZLKYY1ikG3IFf5KwDpyUL3q2QHp1mR/NNzQ0kidUgBQAbWV",
+	"M9sSKgu9YE5zUQGNWoq/gVVgpaBUn7zXVk0CU9pQGJpf21tu7anRD6+vyOHNU/BG6BGGmgYftF6r0wY2",
+	"aUbTWX8ohuJqphgjUyXLQifOTjbgwqXMHg/FAfnrX0Pi7ungTP/1r8fOkJyQKTMJdJg4bdBXp+zji+98",
+	"rTIYRcbG5XRq18e3s0utsqEg/jPYYVdLlp24IpRQHMvqklgfS89YnqOr+gMboy/UjepMaD6dmTAKWpcv",
+	"neDZtbOyV5dUZAFG2Ax8RgQMW0wdXFrh5DU+DONHYcAq7KNGGcxRL/GZT87ACGZFQkoNEBCh4pqnhrC1",
+	"dn9Oq6KwDk6VEjxh7qR26Y7nFt1KKRhaITDXntxen1zInDkg2ar64DEZYTXDEUS062QoRqGq4YjQXMtQ",
+	"dCLkGSVkBAZ19/ucCrAT1FK/ToYiVu4vc8YmwMFLCBdpXoKNP6xXfVFeHD2tm5Bo7mquleJayIU4IS+O",
+	"nq8/YPvB6ukgc55URQqqtLRabUO9sGfvxdELrGNJCSQQi6klQdiYC7sspBtOgPM/YF5V8ORUfBLhvBIy",
+	"wV1BmtJEOndf2P03bHnwD5qXzGMFWPq0ewAzyOnUkqvihvnAapAGwQYDbYKwDPJwxnLuIjW6AAfmMS3s",
+	"cSQeHnFcaitQ42158fr01U+vh8Kr8KFQzliWIuv1yQcIdnEWJ4fCJxUAmKAJw9XX4wYsMMi6a/n3naRz",
+	"4001naf9o/6RR9CmBe8cd573j/rPXTU6uK0sY6sr4A7VJhRBPMs6x51zro2vmo/A64UUDib22dGRt2C4",
+	"UB7gg3ieDv/lIlZRjNoqZGEfYCOBGy1euN9O6cXR07bWwvAOseazVJDSCy893/5SqAsNbzz7dvsbV1L+",
+	"RMXywoMJgGBQzudULQOstqO+taKGK8cVEr7pVCOICLDRzkfbXn2fDj+5T3etO/YDMy9rAM6Pu1+xvbqq",
+	"rM9fcruOXmx/w1f7fqD9tfJVZWcPCaPA7KXMgbsiM9hxt+3pVHTO8Ei2pApXj/hdGFAz69x9bKWVw6pu",
+	"3ee0D7wDqyE2Se51xj3NnWNPAV/jO4la8IMQXa0i411TdjeqxMLjvyu5OyGvBhsIhHm0nc6+o5mHFvkD",
+	"H5lvdumiHq/dPC6XzLg0V4jCoPWSAhgV9Jk88fATQuPffSalJ586HGKvsXArRph3sO3OKtklNRKqqqip",
+	"DGsoOqS5GODARzAgRjg4Ikr/YZh4C1X/KUkUl550hYTEaD2jKtM9K/sHzEBa+YH3oVbQGGuXdjTqOc05",
+	"OEABKsBIAGVGF19dzYT0ZJCvKQYfcg3CP9gDY0WOSbeqbpyslDbuOS2Wp7OhqBXArtW+RsFzXS58wxHg",
+	"7NHoM5Q7jhAodJ4QjcmD4yV4je9PmQ8j7KFZoF7KvVJAiFWhdLS2O6PpbBPt+KrdG6X0gX/oETekXsor",
+	"sidhCL/zNvj1qiupmExCiZI5I1DaZ+ty14qk06LQh59oUdwdYj1VffgJP9zjrnHLFO6adc57WhROSbRd",
+	"WA1cTsCkH7mVwLPefiUV1Bim7Hv/8zM9+O3o4NuP3Z8P3KdPR8nfnt7573v/9ZdYImS0sl+pjZy78T3B",
+	"KvHg0Ap10l3IrcE87bQoAdfKaeoYrtlI9nH6sMvkXp9nKGP7iFOt3cjrUwZYVp+DEiYONaHQFmbcxlW1",
+	"4jHyZSgKpg4KmXn87YzfQHg6N97QgFHqlmv3+gSL72oylS4Qcyi8AZQpIoUPfXaE6OK3HKlixJH7jhZF",
+	"4298wwUlORCQ06IYijldkqLUEKZjrz03AuqwOkn3xbNvCR3LG9aLXQaDUs9+qu/PQwv+jarEO4n+z+Kb",
+	"WNWcJkU5ztGB8ucS0u/HQz9bchog+bgFdu4FIOsGryDdYOvUNVA4S7p18akSRHZly6ryr0UlrNNVTPtq",
+	"jJD8oYks0QoOfi0Qxwy3XA2jyYYCoLUhRQhSyFyHffh6VKt37X1j2gknkLwFFfDEvNQ+yJNMyjxf1jJT",
+	"XASPFTvDSF0WzhLQJqRCe+aYXjvTZC07AyKCMLj0hFCcA8QdzLnWPjQtcxkEUMhMUT07yKUsHG6Cc5zg",
+	"rDCXpGBqKFZmK77HINpR4pYNeoH+gpcJ/hrT9BoTZoTRx75hyLY50B4povEtZsr6rxyYw1D4L7CCwAG0",
+	"S05x5zAYGjc0g7w48MISXz0gxq1+YMY7Yx9RVArI+nHdSlXA+18ZSYORnHq+EcvPIl30nezMO5LHkM1+",
+	"L1Hs4z6c8DOMIX/oRVgbzwg4xchJ+HUmhpiEkE57Ahmn5ZyNiA+nROmUDoVDdgI6s/Id1EKBcKfeCRmV",
+	"IpMjHwhcZ3BeOMNCI02m7cqw6MDS7Qvr5VV8LK520VXArT7P9OQLKeBswQSVyb3MT+hZZl+AR1YRpnEm",
+	"WTkNgwUqDBXBC/xOu4R+KyBTq/hJSKJywGHOOdf7swl6Rzvw55dSTHKOYUi/l2RYj0RAU1omK/Ewxub3",
+	"lwR/9QCsbT4xRGh9RGJ2Rb/XKTlUA//3cVye1jz3gPaJdisIqwD3lkMC/XwPVuOq+bhlfw8/2X4f4EKL",
+	"sNhQWXwbg/VhrJ2k4+NYoUZVCGRtY7ZlhDAv64T58HpzHcr1i/rLNh+GfzM/2UO4vVYPFMTkgRTB9/Uk",
+	"RE4H2ob04SdLzHeHtVKpUV34NU1nxMN4wzbUDEyKpValzY4JxlwXpdGk61GCXN4mzZYB1z4hLmvamcTQ",
+	"UAbh0w7t3WVv+Vi/oXCg7w10/HQmNRPOPr5MKkN56uAwrLSGMPdWKXQoX2hia9QgoFqKBOo6BdglUMHD",
+	"hLm27+MsQ8J1xicTq1eE+KJCsRsuS8hQxtGEXF4QAofi+RHRLQpmE6P9EQ9as6MWOcrTw1dlc03ZrOpA",
+	"KJZaAg/o9s3yQrsong90CyZbH39L52zrjRliB1vZwPeQKmB1HXtW6ZQLCkaZyqcG3kWoOk/nrI/xmdEQ",
+	"vJSmM8g5W/dLfQjjWFuV1WhlSGXkGrvtUrEkKdXsJEDzNMNxK0/BryWDU+aucpebVx2grSokBJY45AHL",
+	"mEbXbPmfwMdGpKBcaaKZHbtbFkDy0ScAUgwmPUjMbRuOr+u2x3hgKSqQebBAcm/b6g48JFyFs+pTLyp8",
+	"udhIPGboHiMZWIlP899YDQbh6KhKan96dHTU2p8Hiq/6c9hXnWP7Xq0wztMY4lzM8FBLhnRhuZMmt/bJ",
+	"j7HxhFzLTUvw8QsovG0O1HeCwQTqLmT9B1dbP1/bsKvRkJAWNZbhmWv13ecqGZucfD7WlnBAkZJWQrCU",
+	"kZp8eezDoBEayLnylRRTYmkIAr2tYPEvhC/xCeb4NIA4m1mffACBRZDRWcbmhYS6YAdv2BJQwVwh3qHA",
+	"LIBgdarKebrCMIQLbRjmcUwoz11mOrwGmemAyxKRTV5Cw8Hwsu9K1gb9hi07eFgeXm9ZgwncSX15+kUM",
+	"U7iCf3iv4b62oafPdzrGAEeI5/7ZLhMplEyZ1ih6/W5iHu5ZLRulhbHsIE0dfrLixZ1TtZCLQAHnNd0e",
+	"ICPqR22FXF+ssyB8JfsqqK/tIK5MbQdPMLgNU9ZdqaIY6lPrFdJmKGzfsC9v+P4MQvjy0fA/gJ2jytlu",
+	"YvY+xlW+XVN6w0V2D62qxVoHiajNE/1Hufu+DG2+d4nX/9sdKX/qy9JBTzZzNxFtS2QuUv+h7s/DCrTo",
+	"8FP4fHfoslI/39L/KPwh7kEIw9/oRtg55rCG2OJQH6KpuhDGFKr7FjJzCJRWgZHMIXr5Nxs4rgFP6thd",
+	"nA7VtgE4EYp4hRxX/7L2AFKZC/wMw5vUIPCq60CWeTYU3QqTF0DtMBvcBT+C+w8MGhhBhI72UBw0REoO",
+	"Pe3ynJslGUP1hxNCa2BcaLYKNZymlAuELPMr9SOktcPiYWp7Ugd2tMqUy2IP0+z1CYTpI+AZWo+5w+ji",
+	"wHiP0TyhZN4PC+Uh/0YuIra5ij5DGSLNENXSIWxrgBReEm48Lj4QAfq+a+C3btVdhGdo2QV59ofixbNn",
+	"FZZb2I4Z1YAaVycj2Guw9EUURzePlw0i/wPGBXx18v8bXjWB5j27ifG4iO62Y3BA2+UTgL3bo0YxzBBk",
+	"WUR9rAYFOOwIG3BZw9EPdSzsi1wMRQsWbcBL9qCcVbQ2nO6DWFy3vkn7rol+LlOaA7akXSw/BACWL1wA",
+	"fubQ60dG0cmEp6+4vXfGpQG8jwHgdr/MpQZGceaKmwTU7JCqjLnmgDyAJRlge1671bvMuYN0hqT/CvS4",
+	"C7ICGYVltg/2r8O91ufyEJEMsoPx8pgEprYC/I0+7APX7DGJQmwiuwzYtFVqITgrhyIMIhjmuHLXi0Ns",
+	"Bth9xbTMbyAPf8qlOFjwjKHTE3OzoOLrBJkOV5BcZRvph9XQZCLzXC5IqFCAUbwpzRliYVYRSfbKWqGL",
+	"iT34pBQeQwDuE7tjTINLcygwigxrRPinMHqMnEZqb4paFQF3eQaXq7sEHOkcVwloBgLnlCUHVhGzh5an",
+	"1RZX/XADgB4B09lnmWFT3RpWM8RGj3r9obiyUgqCqlQSyMIZSGmWIQq/z7hops8rZkl7KDjgmdBsiQXs",
+	"jIPEdF8Jho49fsOIOwN9curQKcDNZGZUDAWcVQClaHHohu19zHuv6qTl4qsY1lcLUWvccHXSLU/CaP4K",
+	"5uSLRxA/joXiHpddAImMZ6ByM5OlISOAOhn54Ay467IA2azJj5fv3jovBj76n1bDGZGuVEMxOk1TVphj",
+	"YtitwR4PEEJo1Esi8D7HeOPAg080GfFsNBRcI5y4x95rlAbwMEIOmcgFZlR8ixqM7RAC7IIx0CDSnTGa",
+	"hXorZARS5IiEhe4NxZQFnpRTSzXYaVXGJO5d8YIrzm7duxJzSsIixjySoWpbi3/Y74mTge2yZaRLNWlM",
+	"t9U5C+81+l3Dzgzu2aNd3LOnofQA12RORRgh1Gy1bL7yIdtd83WQwIV80sS1BbEqCPcA2sizR3MzQ6NI",
+	"FFWrjVX83TzGMADnLk46a8eq2dDqwNbuEEeXXxPe1sKA1mHKXO5VyBfTCEaFlWodbtnvEfzz5S6MW4TJ",
+	"jl4XrqQj1BCpocCR77igoO0A1KQ3YlCCQd5uMQXLhwLFZAyoyaihx+SIaJNZhchzc+mqriD0HADH4xOu",
+	"+cQZpbBJAu3THGT61Go13toCdbeeuGDGXkKe2mZkaRLyzH5iSiVD8ZywW24wrQA+pdKK/lhNak5zuNNO",
+	"QsFlZE3CddRLyAt78WCkzOr4j8no07Cz4JmZDTvH/3GUDDszZqll2Dl+9uJuFE2qfX3L0ssZy/NtcVNX",
+	"1RwDKj5V0xIr/ncVKxhF0191w1lWym6LHOquookyHjAzd/HN7QbNXRGbA6ONBOV4i9JeIVIsAmGNqJSN",
+	"VEyMm/BmPylYe3iU3Bo2FnvNmOXW6zv2HpDy5jdXb5anyIKbK3G54K4shKvbE44j8SX5vnL8VY5/UQKS",
+	"izs2HP8I6JeQz1/ja3923SCX03bNwJ40K/U7ZztoVZBF3B3V5ZrbA5FZ2cZK+lKRIqdQnF8wKKnHJvy2",
+	"HhRlNX3QyoI5DWzUTQUC2hj1h2Kg5C2vCt6v4nkeTGgKZVF4xioshnEZjc6+BMHp3M5454DUMMpNkYX3",
+	"YGJvGCucJmPHL9gCV6ytG7wz76MsQLO2AzTaYEBpWzdQiNqVXXpIDcEtqBPocUhygjrg1iU2lOcPOZjv",
+	"0UwH+zsBwHsB9NN00HS9ZTDDPACWawYDHooC6uLg9dIs5dOrh+dBmEppitJA3VVfyjQZitTuGMEqo5jI",
+	"Xgqrl9qTmybkUC91Qg4zdoPYs5qlyqqlUEloKLovjo7Q4rrgmvX65C2iRs0YCRALiHbTxWswZ+i6ovYc",
+	"DYW/EUd2YUdey64xQaoR7jeTTEMCBTRh0AU2FAG11Q7btgpZsKH2WoGlgSh5cfTihNQpquaXDCBTFBu3",
+	"c+r1yTlQBoqOdRzWJVk4u2RWS5VdPSM8Z6vK4DkTUzOz6uCzF8ln6m+ez+0BWyindkaVBgd8bU/V7VxO",
+	"8cR8vctX73Lk6K7k01Q3vUVOKExWa4b/2a90cDj8QeMnWlPPIRnnkeOroI9wMP44sVVfHdt/Isc2Qp06",
+	"h0TwtyGEPESbQD5AKLH7cC7tT+H9uz9u8FQcv6N7WhTH1WLNWA4pl78xJU9CjI4LymkE6xwPBdSdcPWL",
+	"WXbisvowhfW0KEjOJgZNQ672fInF87WRxWgouiizOAUH8WmzZK1oaSOC5poVBssuG6pc6Ur8SLrURzKF",
+	"Snx98gEw72oST4Du5GI1ta0VCKTiBvfCArHT7bjiLPg9fLoHOsgfKUr6K7f8N+eWg9ZaJRBS4OIKd44A",
+	"UmzOMh5KwkWNGgOmVkIKKlTd2vtWhUEgMtJ1memYzD4U2kg1J2PF6DVGKIEa60oMk0zOoag3qGNcqxI6",
+	"hvxxpl35Y2Q6UPQarRpVt64UT6hl4bQuKLOh+bzIl0MfIpJUkfaQ3+ly7flU0JxoxkSC2hcYWBI7A9vK",
+	"jIvpUMxoUTAIElmQ7mhBueFiOuphyebMclgH2B2iN5JgYnZJ5W0Ia7U92GpmYWsVdr2fEJfIfd1quK1S",
+	"PX4fJ11tsr5IWZxjYSpEvWbb10CONW7w1h6I+mGol7jbhJSxhRcc4nVopaJowPVrqzJ59OvcYVw4I8lU",
+	"EilOPJKXhoKEDs8LuVbWJ6dlxg2G/6FIc1DrfLSeHA9cr3lOHgcDJvQAPX5pnWffw7GKDYPmK7f/SQUy",
+	"6ZnC1xoLTVuILIBM6wcI4eNcIEZ9JWvo5AsX/0Mf5Kg5ibP1rNXPCj675bBcwENfT8vX0/KQp+WcW7Ww",
+	"ednYXUcTYn0Vnav5wQ6LzvmWahDOGq9lzqwottDHEFcLoY1wJc65KE1wgoNLZSZL5XFrhgJcEygOevim",
+	"bkGV4TTv+bfta317BvH6HoF4N2JKSWX/UAxDLGp1xoh/1iWl6AVTcEUiGEwI/HX12kDSxXhybtzjAbeJ",
+	"fHN7S7qNZB6uyVNyQHAEh76v3gmOI6elSGcQkydSeDiA0WCEHgjKDl64YQUeimkoFE26dpMMgN24WrKu",
+	"4qEDUMG6Fzpc/9B2UkEwV035lAUIlc7CC77qM64yRiiHoYLkLyAzVjE675MaRpOd0jUrjPfHrFa582FJ",
+	"yuihwJAYj2Dl0Z8HSs6tIlNqolNFCxcGoynARmSWL8ka0NVQVH2MfHWDEeliAP4vOue//HXUA7wyKrCO",
+	"IMmlmDLVhn11fvaoUdKX52db8K7CWfi9C1GEgfhT6vS6g5zdsLy2G0n9RAPyEVaZPODCFbDYCAlXYjRW",
+	"O0d5DZeA8vljRU4Dco571w8N8M4hFQKAzSvtcihq6iWirCGE+tLXGgUYqZVy1FAHDexm9IZVCW5W6QV5",
+	"BJRmDLPreq4K8QFMHYBmDAUg2yrQvPfzfkRyc320QfZcYRELof99AAlRwarTQiMpplByCpkX+95pngpr",
+	"2BhtIAtuUb/Avm3asz+xZPNOrGwx2nRcemow4oS9rp3bBA5tAicWwd8svexMDPs6UN0+rSIvxHcMcZnA",
+	"NuRSfG9ozjNqqrS7FX7mog2chZ8LeB4xmcCgRucs6yGYCHA9V6LBxUua2RNN7K0PV22fYMKivQIpjuea",
+	"sUI3l9KHNSmZ140CQzHSzBy44Y3idVQaB+MRtBtHEQMg/i+r2exwHu0WYtHbPzUgrEMjAtO2h1poXs2f",
+	"yXkP6VjeBzxh7Shu1d2ho4qm1yj61P7+uDTtWj9FiPw7R9W/JxF/LQK6KU3PUsQqwSfBXzqm6XVTQpzk",
+	"UFG+gKRpjfX/l599Qipb8COckLdYPRLuTa+V4XwKCglSVswCVxCZcMH1rE/+LoWEcuBWNSR8QqbcfljM",
+	"MOauus4A12MhYubm9mMIpqyvx/DrMWy6XB/83qmZfR/54nFG43aSR4PxV5r/SvM1tBGoQLJ29+R8AqCp",
+	"wZThmC+WV0ODx+X5O7DFQRZZmpcZy/Y+LYuZpHPeqhZ/mMnT+dljqsRnGROGm1a7GVqafk+j2YeZrBdt",
+	"5TogJCmZY8UmKPMUN4bZplhaKjtFy3XGjCqmOsc/f7RMBXPxkB+VKu8cdw6B2biG1ozwPrrodAD2TJ+u",
+	"XYNlXotkCMWJ7KgzNi6nU0tYzRZqpLHeBGboJqGErQ9CqyEY1Jryc7/7ePf/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

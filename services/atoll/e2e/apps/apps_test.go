@@ -1,12 +1,16 @@
 package apps
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +23,9 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/api/apitest"
+	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/testenv"
+	"atoll.dev/services/atoll/cli"
 	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/e2e/busclient"
 	"atoll.dev/services/atoll/region"
@@ -178,6 +184,30 @@ func TestAppServesRegionWide(t *testing.T) {
 		}
 		sort.Strings(sources)
 		assert.Equal(t, othersThan(c.Name), sources, "one managed slice per other cluster in %s", c.Name)
+	}
+
+	// The API and the CLI list the same endpoints per zone and cluster.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		var eps computeapi.Endpoints
+		if !assert.NoError(ct, json.Unmarshal([]byte(atoll(t, "endpoints", "app", name, "-o", "json")), &eps)) {
+			return
+		}
+		assert.Equal(ct, name+"."+api.Namespace(project)+".svc.cluster.local", eps.Address)
+		got := map[string]string{}
+		for _, e := range eps.Endpoints {
+			if e.Ready {
+				got[e.Ip] = e.Zone
+			}
+			assert.Equal(ct, "zone-"+e.Zone, e.Cluster)
+		}
+		assert.Equal(ct, want, got)
+	}, 30*time.Second, 250*time.Millisecond, "atoll endpoints app web")
+	table := atoll(t, "endpoints", "app", name)
+	t.Logf("atoll endpoints app %s:\n%s", name, table)
+	assert.Contains(t, table, "Address:  "+name+"."+api.Namespace(project)+".svc.cluster.local")
+	assert.Contains(t, table, "http 8080/TCP (http)")
+	for ip := range want {
+		assert.Contains(t, table, ip)
 	}
 
 	// Scale to 3: the removed pods leave every cluster's slices.
@@ -388,4 +418,17 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// atoll runs the CLI in process against the region's gateway.
+func atoll(t *testing.T, args ...string) string {
+	t.Helper()
+	root := cli.Root()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"--config", filepath.Join(t.TempDir(), "config.yaml"),
+		"--server", reg.GatewayURL, "--token", reg.AdminToken, "-p", project}, args...))
+	require.NoError(t, root.Execute(), "atoll %s: %s", strings.Join(args, " "), errOut.String())
+	return out.String()
 }
