@@ -22,10 +22,19 @@ type Endpoint struct {
 }
 
 // EndpointsObservation is the part of a cluster's observation of an App
-// that the propagator reads: its pods' endpoints, sorted by pod name.
+// that the propagator reads: its pods' endpoints, sorted by pod name, at
+// most MaxClusterEndpoints of them.
 type EndpointsObservation struct {
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// EndpointsLeftOut counts the endpoints beyond MaxClusterEndpoints.
+	EndpointsLeftOut int `json:"endpointsLeftOut,omitempty"`
 }
+
+// MaxClusterEndpoints bounds the endpoints of one App observed in one
+// member cluster: one EndpointSlice's maximum, which is what the other
+// clusters get of it, and what keeps an observation well under a NATS
+// message's size.
+const MaxClusterEndpoints = 1000
 
 // Labels of the EndpointSlices Atoll writes for an App's region-wide
 // address (Karmada's MultiClusterService pattern).

@@ -17,8 +17,9 @@ import (
 // are left out: their endpoints leave the address as soon as they stop.
 
 // endpoints returns the endpoints of an App's pods in the term's
-// cluster, sorted by pod name.
-func (t *clusterTerm) endpoints(pods []*corev1.Pod) []api.Endpoint {
+// cluster, sorted by pod name, ready ones first when there are more than
+// api.MaxClusterEndpoints (those beyond are counted, not listed).
+func (t *clusterTerm) endpoints(pods []*corev1.Pod) api.EndpointsObservation {
 	var out []api.Endpoint
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
@@ -30,5 +31,20 @@ func (t *clusterTerm) endpoints(pods []*corev1.Pod) []api.Endpoint {
 		})
 	}
 	slices.SortFunc(out, func(a, b api.Endpoint) int { return strings.Compare(a.Pod, b.Pod) })
-	return out
+	var left int
+	if len(out) > api.MaxClusterEndpoints {
+		slices.SortStableFunc(out, func(a, b api.Endpoint) int {
+			switch {
+			case a.Ready == b.Ready:
+				return 0
+			case a.Ready:
+				return -1
+			}
+			return 1
+		})
+		left = len(out) - api.MaxClusterEndpoints
+		out = out[:api.MaxClusterEndpoints]
+		slices.SortFunc(out, func(a, b api.Endpoint) int { return strings.Compare(a.Pod, b.Pod) })
+	}
+	return api.EndpointsObservation{Endpoints: out, EndpointsLeftOut: left}
 }

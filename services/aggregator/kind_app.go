@@ -51,7 +51,7 @@ func (appKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (an
 			dep = d
 		}
 	}
-	eps := api.EndpointsObservation{Endpoints: t.endpoints(pods)}
+	eps := t.endpoints(pods)
 	if dep == nil {
 		return &appPart{EndpointsObservation: eps}, false
 	}
