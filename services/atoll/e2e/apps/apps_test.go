@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"atoll.dev/libs/api"
@@ -431,4 +432,72 @@ func atoll(t *testing.T, args ...string) string {
 		"--server", reg.GatewayURL, "--token", reg.AdminToken, "-p", project}, args...))
 	require.NoError(t, root.Execute(), "atoll %s: %s", strings.Join(args, " "), errOut.String())
 	return out.String()
+}
+
+// TestReadinessDecidesEndpoints: a pod that turns not ready (KWOK's
+// pod-unready stage, as a failing readiness probe) leaves every cluster's
+// slices and the API's ready endpoints, and lowers the App's ready count.
+func TestReadinessDecidesEndpoints(t *testing.T) {
+	e2e.Need(t)
+	ctx := t.Context()
+	const name = "ready"
+	key := api.Key(project, api.KindApp, name)
+	_, err := cl.Submit(ctx, webDoc(name, 3))
+	require.NoError(t, err)
+	var all map[string]string
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		var err error
+		all, err = readyAddresses(ctx, name)
+		if !assert.NoError(ct, err) || !assert.Len(ct, all, 3) {
+			return
+		}
+		for _, c := range reg.Env.Clusters {
+			got, err := sliceAddresses(ctx, c, name)
+			if assert.NoError(ct, err) {
+				assert.Equal(ct, all, got, "the slices of %s", c.Name)
+			}
+		}
+		st, err := cl.Status(ctx, key)
+		if assert.NoError(ct, err) && assert.NotNil(ct, st) {
+			assert.Equal(ct, int32(3), st.Ready)
+		}
+	}, 60*time.Second, 250*time.Millisecond, "three ready endpoints everywhere")
+
+	// One pod of zone b turns not ready.
+	zb := reg.Env.Cluster("zone-b")
+	pods, err := livePods(ctx, zb, name)
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	sick := pods[0]
+	_, err = zb.Client.CoreV1().Pods(sick.Namespace).Patch(ctx, sick.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"unready.stage.kwok.x-k8s.io":"true"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	start := time.Now()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		p, err := zb.Client.CoreV1().Pods(sick.Namespace).Get(ctx, sick.Name, metav1.GetOptions{})
+		if !assert.NoError(ct, err) || !assert.False(ct, podReady(p), "the pod is still ready") {
+			return
+		}
+		for _, c := range reg.Env.Clusters {
+			got, err := sliceAddresses(ctx, c, name)
+			if assert.NoError(ct, err) {
+				assert.NotContains(ct, got, sick.Status.PodIP, "the slices of %s", c.Name)
+				assert.Len(ct, got, 2, "the slices of %s", c.Name)
+			}
+		}
+		st, err := cl.Status(ctx, key)
+		if assert.NoError(ct, err) && assert.NotNil(ct, st) {
+			assert.Equal(ct, int32(2), st.Ready, "the App's ready count")
+		}
+		var eps computeapi.Endpoints
+		if assert.NoError(ct, json.Unmarshal([]byte(atoll(t, "endpoints", "app", name, "-o", "json")), &eps)) {
+			for _, e := range eps.Endpoints {
+				if e.Pod == sick.Name {
+					assert.False(ct, e.Ready, "the API lists %s as ready", e.Pod)
+				}
+			}
+		}
+	}, 60*time.Second, 250*time.Millisecond, "the not-ready pod leaves the endpoints")
+	t.Logf("a pod turned not ready: it left every cluster's slices and the App's ready count within %v", time.Since(start).Round(time.Millisecond))
+	require.NoError(t, cl.Delete(ctx, project, api.KindApp, name))
 }

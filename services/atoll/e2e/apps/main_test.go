@@ -3,7 +3,10 @@
 // platform's identity in every pod, a Service per App in every member
 // cluster it runs in, and its region-wide address (managed
 // EndpointSlices carrying the other clusters' ready endpoints), on a
-// region of three member clusters (zones a, b, c).
+// region of three member clusters (zones a, b, c) whose KWOK stages add
+// pod-unready (testdata/unready-stages.yaml): a pod labelled
+// unready.stage.kwok.x-k8s.io=true turns not ready, as on a failing
+// readiness probe.
 package apps
 
 import (
@@ -22,6 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	e2e.Main(m, e2e.Package{Name: "apps", Options: region.Options{Nodes: 2}, GatewayUser: "atoll-apps-gateway"},
+	e2e.Main(m, e2e.Package{Name: "apps", GatewayUser: "atoll-apps-gateway",
+		Options: region.Options{Nodes: 2, ZoneConfigs: e2e.EveryZone("unready-stages.yaml")}},
 		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
 }
