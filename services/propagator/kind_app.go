@@ -45,6 +45,11 @@ func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns 
 	return err
 }
 
+// before deletes the shard's Service when the App's last named port went (service.go).
+func (appKind) before(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	return t.dropAppService(ctx, w, sh, ns)
+}
+
 // beside applies the shard's PodDisruptionBudget and its Service (service.go).
 func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
 	b := renderBudget(w, sh)
@@ -105,6 +110,9 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	m := meta(w, sh)
 	m.Annotations[AnnoAvailability] = availabilityOf(s)
 	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
+	if len(servicePorts(&s.Template)) > 0 {
+		m.Annotations[AnnoService] = "true" // service.go
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: m,

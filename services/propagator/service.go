@@ -63,12 +63,37 @@ func servicePorts(t *api.PodTemplate) []corev1.ServicePort {
 	return out
 }
 
-// applyAppService applies sh's Service, or deletes it when the App has
-// no named port (any more).
+// AnnoService on an App's Deployment says the shard has a Service, so
+// that the Service of an App whose last named port went is deleted, and
+// only then: an App without ports costs no request for a Service.
+const AnnoService = "atoll.dev/service"
+
+// applyAppService applies sh's Service, when the App has a named port.
 func (t *target) applyAppService(ctx context.Context, w *api.Workload, sh api.Shard, ns string) error {
 	svc := renderAppService(w, sh)
 	if svc == nil {
-		return t.delete(ctx, services, ns, w.Metadata.Name)
+		return nil
 	}
 	return t.applyBeside(ctx, services, "service", ns, svc.Name, svc)
+}
+
+// dropAppService deletes sh's Service when the App has no named port
+// any more, before its Deployment is applied: the live Deployment, as
+// the informer holds it, says whether there was one.
+func (t *target) dropAppService(ctx context.Context, w *api.Workload, sh api.Shard, ns string) error {
+	if renderAppService(w, sh) != nil {
+		return nil
+	}
+	inf := t.informers[api.KindApp]
+	if inf == nil {
+		return nil
+	}
+	obj, ok, err := inf.GetIndexer().GetByKey(ns + "/" + w.Metadata.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	if m, isMeta := obj.(metav1.Object); !isMeta || m.GetAnnotations()[AnnoService] != "true" {
+		return nil
+	}
+	return t.delete(ctx, services, ns, w.Metadata.Name)
 }
