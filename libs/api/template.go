@@ -29,6 +29,11 @@ type PodTemplate struct {
 	// Labels are put on every pod (the platform's own atoll.dev/ labels
 	// are reserved); a change rolls the pods like any template change.
 	Labels map[string]string `json:"labels,omitempty"`
+	// TerminationGracePeriodSeconds is how long a pod has, after its
+	// preStop hooks start and SIGTERM, before it is killed (probes.go):
+	// at most MaxTerminationGracePeriodSeconds; DefaultTerminationGracePeriodSeconds
+	// when unset.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // Container is one container of a pod.
@@ -45,6 +50,19 @@ type Container struct {
 	Privileged bool `json:"privileged,omitempty"`
 	// VolumeMounts mount the pod's volumes.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	// WorkingDir is the container's working directory, an absolute path
+	// (the image's when empty).
+	WorkingDir string `json:"workingDir,omitempty"`
+	// ReadinessProbe decides whether the container is ready: a pod
+	// serves (its endpoints, an App's available count and the zone-by-zone
+	// rollout's progress) only when all its containers are (probes.go).
+	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+	// LivenessProbe restarts the container when it fails.
+	LivenessProbe *Probe `json:"livenessProbe,omitempty"`
+	// StartupProbe holds the other probes back until it succeeds once.
+	StartupProbe *Probe `json:"startupProbe,omitempty"`
+	// Lifecycle hooks run after the container starts and before it stops.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
 
 // EnvVar is one environment variable.
@@ -55,9 +73,14 @@ type EnvVar struct {
 
 // Port is one container port.
 type Port struct {
+	// Name is an IANA service name (at most 15 characters, unique in the
+	// pod); an App's named ports become its Service's ports.
 	Name          string `json:"name,omitempty"`
 	ContainerPort int32  `json:"containerPort"`
 	Protocol      string `json:"protocol,omitempty"`
+	// AppProtocol is the port's application protocol (http, h2c, grpc,
+	// or a domain-prefixed name), passed to the Service port.
+	AppProtocol string `json:"appProtocol,omitempty"`
 }
 
 // Resources are a container's requests and limits.
@@ -282,6 +305,7 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 	check("containers", t.Containers)
 	check("initContainers", t.InitContainers)
 	check("sidecars", t.Sidecars)
+	t.validateServing(path, fe) // probes.go
 	vols := map[string]bool{}
 	for i, v := range t.Volumes {
 		p := fmt.Sprintf("%s.volumes[%d]", path, i)
@@ -338,6 +362,7 @@ func (c *Container) validate(p string, names map[string]bool, fe *FieldErrors) {
 			fe.add(fmt.Sprintf("%s.env[%d].name", p, i), CodeInvalid, "%q is not a valid environment variable name", e.Name)
 		}
 	}
+	c.validateServing(p, fe) // probes.go
 	for i, port := range c.Ports {
 		pp := fmt.Sprintf("%s.ports[%d]", p, i)
 		if port.ContainerPort < 1 || port.ContainerPort > 65535 {

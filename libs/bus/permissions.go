@@ -132,8 +132,9 @@ func Grants() map[string]Grant {
 		UserGateway: {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
-			Writes:  []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
-			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts},
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
+			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
 			// Only the gateway opens debug sessions.
@@ -157,8 +158,10 @@ func Grants() map[string]Grant {
 			Follows: []string{StreamEvents},
 		},
 		UserPropagator: {
-			Writes:  []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
-			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts},
+			Writes: []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
+			// Observations and clusters: the Apps' endpoints and the
+			// clusters' health, for the managed EndpointSlices.
+			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts, BucketObservations, BucketClusters},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

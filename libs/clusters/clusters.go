@@ -25,6 +25,10 @@ type Member struct {
 	Name string `json:"name"`
 	// Zone is the cluster's failure domain.
 	Zone string `json:"zone"`
+	// Region is the name of the region the cluster belongs to (Karmada's
+	// Cluster spec.region), every pod's ATOLL_REGION; the same for every
+	// member.
+	Region string `json:"region,omitempty"`
 	// Labels are matched by workloads' cluster selectors.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Kubeconfig is the path of a kubeconfig file for the cluster: the

@@ -179,6 +179,27 @@ func (e ScalerDecisionOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ServicePortProtocol.
+const (
+	SCTP ServicePortProtocol = "SCTP"
+	TCP  ServicePortProtocol = "TCP"
+	UDP  ServicePortProtocol = "UDP"
+)
+
+// Valid indicates whether the value is a known member of the ServicePortProtocol enum.
+func (e ServicePortProtocol) Valid() bool {
+	switch e {
+	case SCTP:
+		return true
+	case TCP:
+		return true
+	case UDP:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkloadDocumentKind.
 const (
 	App         WorkloadDocumentKind = "App"
@@ -349,6 +370,28 @@ type DocumentMetadata struct {
 
 	// Project Optional; must equal the path's project.
 	Project string `json:"project,omitempty,omitzero"`
+}
+
+// Endpoint defines model for Endpoint.
+type Endpoint struct {
+	Cluster string `json:"cluster"`
+	Ip      string `json:"ip"`
+	Node    string `json:"node,omitempty,omitzero"`
+	Pod     string `json:"pod"`
+
+	// Ready The pod's readiness: only ready endpoints receive traffic
+	Ready bool   `json:"ready"`
+	Zone  string `json:"zone"`
+}
+
+// Endpoints defines model for Endpoints.
+type Endpoints struct {
+	// Address The App's name in every member cluster that runs it; empty without named ports
+	Address string `json:"address"`
+
+	// Endpoints Sorted by zone, cluster and pod.
+	Endpoints []Endpoint    `json:"endpoints"`
+	Ports     []ServicePort `json:"ports"`
 }
 
 // Error defines model for Error.
@@ -869,6 +912,17 @@ type ScalerHistory struct {
 	Decisions []ScalerDecision `json:"decisions"`
 }
 
+// ServicePort defines model for ServicePort.
+type ServicePort struct {
+	AppProtocol string              `json:"appProtocol,omitempty,omitzero"`
+	Name        string              `json:"name"`
+	Port        int32               `json:"port"`
+	Protocol    ServicePortProtocol `json:"protocol"`
+}
+
+// ServicePortProtocol defines model for ServicePort.Protocol.
+type ServicePortProtocol string
+
 // TierQuota defines model for TierQuota.
 type TierQuota struct {
 	// Borrowed Preemptible only: what the project's admitted Preemptible workloads hold, all of it on capacity the other tiers leave idle (shared pools, and Reserved pools where the platform allows it; never the burst buffer). Preempted workloads waiting to run again keep their share.
@@ -1030,6 +1084,28 @@ type Workload struct {
 }
 
 // WorkloadDocument What a user writes. `spec` is the kind's spec (see AppSpec, JobSetSpec, PodSpec).
+// Every kind's `spec.template` has `containers`, `initContainers`, `volumes`,
+// `labels` and `terminationGracePeriodSeconds` (0 to the platform's maximum of
+// 300, default 5; over it is 422 TooLarge). A container has `name`, `image`,
+// `command`, `args`, `env`, `ports` (`name`: an IANA service name of at most 15
+// characters, unique in the pod; `containerPort`; `protocol` TCP, UDP or SCTP;
+// `appProtocol`), `resources`, `volumeMounts`, `workingDir` (an absolute path),
+// `readinessProbe`, `livenessProbe` and `startupProbe` (Kubernetes' probes:
+// exactly one of `httpGet: {path, port, scheme}`, `tcpSocket: {port}`,
+// `grpc: {port, service}` or `exec: {command}`, a port being a number or the
+// name of one of the container's ports; `initialDelaySeconds`, `periodSeconds`,
+// `timeoutSeconds`, `successThreshold` (1 for liveness and startup),
+// `failureThreshold`) and `lifecycle: {postStart, preStop}` (each exactly one of
+// `exec`, `httpGet` or `sleep: {seconds}`). Init containers take no probes or
+// hooks. Readiness decides an App's available count, its zone-by-zone rollout's
+// progress and its endpoints.
+// Every pod of every kind carries the platform's identity: the variables
+// ATOLL_REGION, ATOLL_ZONE, ATOLL_CLUSTER, ATOLL_PROJECT, ATOLL_KIND,
+// ATOLL_WORKLOAD and, through the downward API, POD_NAME, POD_NAMESPACE, POD_IP
+// and NODE_NAME, set before the container's own (which may refer to them as
+// `$(ATOLL_ZONE)`), and the labels `atoll.dev/project`, `atoll.dev/kind`,
+// `atoll.dev/workload` and `atoll.dev/zone`. A variable of one of those names in
+// the template is 422 (Invalid), naming the field.
 // A CronJob's spec adds `schedule` (five-field cron, required), `timeZone` (IANA),
 // `concurrencyPolicy` (Allow, Forbid, Replace), `startingDeadlineSeconds` (default 30),
 // `successfulJobsHistoryLimit` (3), `failedJobsHistoryLimit` (1), `suspend`,
@@ -1580,10 +1656,41 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/projects/{project}/workloads/{kind}/{name} (the `UpdateWorkload` operationId).
 	UpdateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, body UpdateWorkloadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RestartContainer Restart one container of every pod of a workload
+	// RestartContainer Replace the pods that run one container of a workload
+	//
+	// Kubernetes cannot restart one container of a running pod, so this does
+	// not restart the container in place: every pod of the workload that runs
+	// the container is replaced, as a restart of the whole workload would
+	// (an App's and a Daemon's pods rolling, zone by zone, within the App's
+	// availability budget; a Pod deleted and created again; the running Jobs
+	// of a JobSet, TrainingJob or CronJob replaced). What is recorded is the
+	// intent: `control.containerRestarts` names the container and the time,
+	// and the pods carry it as the annotation `atoll.dev/restart.<container>`.
+	// 422 when the workload has no container of that name.
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 	RestartContainer(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+	//
+	// An App with named container ports is a Service named as the App in
+	// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+	// one Service port per named port, `trafficDistribution: PreferClose`.
+	// In each of those clusters Atoll also writes one EndpointSlice per other
+	// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+	// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+	// endpoints with their zone, so the name resolves region-wide and
+	// clients prefer their own zone. Endpoints follow readiness and scale
+	// within seconds; a member cluster found unhealthy contributes none
+	// until it is healthy again. A cluster that runs none of the App's
+	// replicas has no Service: a client there reaches the App through a
+	// cluster that runs it, or runs one replica there (`placement.zones`).
+	// This lists every pod with an address as the member clusters report
+	// it, ready or not; only ready ones receive traffic. Another kind than
+	// App is 404.
+	//
+	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+	GetEndpoints(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// WorkloadEvents A workload's events and state changes, listed or watched
 	//
@@ -2213,11 +2320,52 @@ func (c *Client) UpdateWorkload(ctx context.Context, project ProjectPath, kind K
 	return c.Client.Do(req)
 }
 
-// RestartContainer Restart one container of every pod of a workload
+// RestartContainer Replace the pods that run one container of a workload
+//
+// Kubernetes cannot restart one container of a running pod, so this does
+// not restart the container in place: every pod of the workload that runs
+// the container is replaced, as a restart of the whole workload would
+// (an App's and a Daemon's pods rolling, zone by zone, within the App's
+// availability budget; a Pod deleted and created again; the running Jobs
+// of a JobSet, TrainingJob or CronJob replaced). What is recorded is the
+// intent: `control.containerRestarts` names the container and the time,
+// and the pods carry it as the annotation `atoll.dev/restart.<container>`.
+// 422 when the workload has no container of that name.
 //
 // Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 func (c *Client) RestartContainer(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRestartContainerRequest(c.Server, project, kind, name, container)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+//
+// An App with named container ports is a Service named as the App in
+// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+// one Service port per named port, `trafficDistribution: PreferClose`.
+// In each of those clusters Atoll also writes one EndpointSlice per other
+// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+// endpoints with their zone, so the name resolves region-wide and
+// clients prefer their own zone. Endpoints follow readiness and scale
+// within seconds; a member cluster found unhealthy contributes none
+// until it is healthy again. A cluster that runs none of the App's
+// replicas has no Service: a client there reaches the App through a
+// cluster that runs it, or runs one replica there (`placement.zones`).
+// This lists every pod with an address as the member clusters report
+// it, ready or not; only ready ones receive traffic. Another kind than
+// App is 404.
+//
+// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+func (c *Client) GetEndpoints(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEndpointsRequest(c.Server, project, kind, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3514,6 +3662,54 @@ func NewRestartContainerRequest(server string, project ProjectPath, kind KindPat
 	return req, nil
 }
 
+// NewGetEndpointsRequest constructs an http.Request for the GetEndpoints method
+func NewGetEndpointsRequest(server string, project ProjectPath, kind KindPath, name NamePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "kind", kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/workloads/%s/%s/endpoints", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWorkloadEventsRequest constructs an http.Request for the WorkloadEvents method
 func NewWorkloadEventsRequest(server string, project ProjectPath, kind KindPath, name NamePath, params *WorkloadEventsParams) (*http.Request, error) {
 	var err error
@@ -4651,12 +4847,45 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/projects/{project}/workloads/{kind}/{name} (the `UpdateWorkload` operationId).
 	UpdateWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, body UpdateWorkloadJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateWorkloadResponse, error)
 
-	// RestartContainerWithResponse Restart one container of every pod of a workload
+	// RestartContainerWithResponse Replace the pods that run one container of a workload
+	//
+	// Kubernetes cannot restart one container of a running pod, so this does
+	// not restart the container in place: every pod of the workload that runs
+	// the container is replaced, as a restart of the whole workload would
+	// (an App's and a Daemon's pods rolling, zone by zone, within the App's
+	// availability budget; a Pod deleted and created again; the running Jobs
+	// of a JobSet, TrainingJob or CronJob replaced). What is recorded is the
+	// intent: `control.containerRestarts` names the container and the time,
+	// and the pods carry it as the annotation `atoll.dev/restart.<container>`.
+	// 422 when the workload has no container of that name.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart (the `RestartContainer` operationId).
 	RestartContainerWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, container string, reqEditors ...RequestEditorFn) (*RestartContainerResponse, error)
+
+	// GetEndpointsWithResponse An App's endpoints per zone and cluster (viewers of the project)
+	//
+	// An App with named container ports is a Service named as the App in
+	// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+	// one Service port per named port, `trafficDistribution: PreferClose`.
+	// In each of those clusters Atoll also writes one EndpointSlice per other
+	// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+	// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+	// endpoints with their zone, so the name resolves region-wide and
+	// clients prefer their own zone. Endpoints follow readiness and scale
+	// within seconds; a member cluster found unhealthy contributes none
+	// until it is healthy again. A cluster that runs none of the App's
+	// replicas has no Service: a client there reaches the App through a
+	// cluster that runs it, or runs one replica there (`placement.zones`).
+	// This lists every pod with an address as the member clusters report
+	// it, ready or not; only ready ones receive traffic. Another kind than
+	// App is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+	GetEndpointsWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*GetEndpointsResponse, error)
 
 	// WorkloadEventsWithResponse A workload's events and state changes, listed or watched
 	//
@@ -6405,6 +6634,96 @@ func (r RestartContainerResponse) ContentType() string {
 	return ""
 }
 
+// GetEndpointsResponse429Headers the declared response headers of an HTTP 429 response for GetEndpoints
+type GetEndpointsResponse429Headers struct {
+	RetryAfter int
+}
+
+// GetEndpointsResponse503Headers the declared response headers of an HTTP 503 response for GetEndpoints
+type GetEndpointsResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Endpoints
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEndpointsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetEndpointsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEndpointsResponse) GetJSON200() *Endpoints {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEndpointsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetEndpointsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetEndpointsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEndpointsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetEndpointsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WorkloadEventsResponse429Headers the declared response headers of an HTTP 429 response for WorkloadEvents
 type WorkloadEventsResponse429Headers struct {
 	RetryAfter int
@@ -8069,7 +8388,17 @@ func (c *ClientWithResponses) UpdateWorkloadWithResponse(ctx context.Context, pr
 	return ParseUpdateWorkloadResponse(rsp)
 }
 
-// RestartContainerWithResponse Restart one container of every pod of a workload
+// RestartContainerWithResponse Replace the pods that run one container of a workload
+//
+// Kubernetes cannot restart one container of a running pod, so this does
+// not restart the container in place: every pod of the workload that runs
+// the container is replaced, as a restart of the whole workload would
+// (an App's and a Daemon's pods rolling, zone by zone, within the App's
+// availability budget; a Pod deleted and created again; the running Jobs
+// of a JobSet, TrainingJob or CronJob replaced). What is recorded is the
+// intent: `control.containerRestarts` names the container and the time,
+// and the pods carry it as the annotation `atoll.dev/restart.<container>`.
+// 422 when the workload has no container of that name.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8080,6 +8409,35 @@ func (c *ClientWithResponses) RestartContainerWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseRestartContainerResponse(rsp)
+}
+
+// GetEndpointsWithResponse An App's endpoints per zone and cluster (viewers of the project)
+//
+// An App with named container ports is a Service named as the App in
+// every member cluster it runs in (`<app>.atoll-<project>.svc.cluster.local`),
+// one Service port per named port, `trafficDistribution: PreferClose`.
+// In each of those clusters Atoll also writes one EndpointSlice per other
+// cluster (label `endpointslice.kubernetes.io/managed-by: atoll.dev`,
+// `atoll.dev/source-cluster: <cluster>`) carrying that cluster's ready
+// endpoints with their zone, so the name resolves region-wide and
+// clients prefer their own zone. Endpoints follow readiness and scale
+// within seconds; a member cluster found unhealthy contributes none
+// until it is healthy again. A cluster that runs none of the App's
+// replicas has no Service: a client there reaches the App through a
+// cluster that runs it, or runs one replica there (`placement.zones`).
+// This lists every pod with an address as the member clusters report
+// it, ready or not; only ready ones receive traffic. Another kind than
+// App is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints (the `GetEndpoints` operationId).
+func (c *ClientWithResponses) GetEndpointsWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*GetEndpointsResponse, error) {
+	rsp, err := c.GetEndpoints(ctx, project, kind, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEndpointsResponse(rsp)
 }
 
 // WorkloadEventsWithResponse A workload's events and state changes, listed or watched
@@ -9834,6 +10192,90 @@ func ParseRestartContainerResponse(rsp *http.Response) (*RestartContainerRespons
 	return response, nil
 }
 
+// ParseGetEndpointsResponse parses an HTTP response from a GetEndpointsWithResponse call
+func ParseGetEndpointsResponse(rsp *http.Response) (*GetEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Endpoints
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetEndpointsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetEndpointsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWorkloadEventsResponse parses an HTTP response from a WorkloadEventsWithResponse call
 func ParseWorkloadEventsResponse(rsp *http.Response) (*WorkloadEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11072,9 +11514,12 @@ type ServerInterface interface {
 	// UpdateWorkload Replace a workload's spec and labels
 	// (PUT /v1/projects/{project}/workloads/{kind}/{name})
 	UpdateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath)
-	// RestartContainer Restart one container of every pod of a workload
+	// RestartContainer Replace the pods that run one container of a workload
 	// (POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart)
 	RestartContainer(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, container string)
+	// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+	// (GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints)
+	GetEndpoints(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath)
 	// WorkloadEvents A workload's events and state changes, listed or watched
 	// (GET /v1/projects/{project}/workloads/{kind}/{name}/events)
 	WorkloadEvents(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, params WorkloadEventsParams)
@@ -11231,9 +11676,15 @@ func (_ Unimplemented) UpdateWorkload(w http.ResponseWriter, r *http.Request, pr
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// RestartContainer Restart one container of every pod of a workload
+// RestartContainer Replace the pods that run one container of a workload
 // (POST /v1/projects/{project}/workloads/{kind}/{name}/containers/{container}/restart)
 func (_ Unimplemented) RestartContainer(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, container string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetEndpoints An App's endpoints per zone and cluster (viewers of the project)
+// (GET /v1/projects/{project}/workloads/{kind}/{name}/endpoints)
+func (_ Unimplemented) GetEndpoints(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -12010,6 +12461,50 @@ func (siw *ServerInterfaceWrapper) RestartContainer(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RestartContainer(w, r, project, kind, name, container)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetEndpoints operation middleware
+func (siw *ServerInterfaceWrapper) GetEndpoints(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "kind" -------------
+	var kind KindPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "kind", chi.URLParam(r, "kind"), &kind, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetEndpoints(w, r, project, kind, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -12910,6 +13405,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects/{project}/scalers/{name}/history", wrapper.GetScalerHistory)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/workloads/{kind}/{name}/endpoints", wrapper.GetEndpoints)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/projects/{project}/apps/{app}/rollout", wrapper.GetRollout)
 	})
 	r.Group(func(r chi.Router) {
@@ -12930,252 +13428,278 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L19cxs3kgf8VVB8rsrkPkNKdpytW6murhTbyTpxbJ1kn6su9C3BGZDEaghMAIwoxo+/+1PobswLiaFI",
-	"WXKyOf9jU+QMXhuNfv31x16ql4VWQjnbO/nYK7jhS+GEgb+e5aV1wpxzt/B/StU76RX+j6Sn+FL0Tnop",
-	"PtFLekb8Wkojst6JM6VIejZdiCX3r7l14R+1zkg17336lPReZmJZaCdUuv5JrP0zmbCpkYWT2vdxxtJc",
-	"CuWG6UJbodiVWLM+d2yprWOPn/w7Sxfc8NQPc3DKODPCmTVbSbdgbiGY5UsB73CVsanO1v6B0igLv86k",
-	"sY7p0qV6KUa9BKe1EDyDedDEGkMc+jE2J7TkN6+EmvtFefzk35PIBH+SKgur1p7a24VgV1JlCZOKcbVm",
-	"KbeC9c+KImG8KAanTCvB9IxNfnjxlh1dPz7yT9tJNdD2+vsfD1z813wpduwo/HdYi+dG/1OkbkejBT6x",
-	"s92COyeMf/d/f+HD346Hf/vQ/2VInz4eJ399/Cl8P/jPf+vFlv1dMTc8E90rb7Tj/k9W5Fw9sswPr2Nl",
-	"D16HT/5hW2hlBRye73h2IX4thXX+r1QrJxR85EWRyxTGcfRP68f2sdHsvxkx6530/p+j+mAe4a/26IUx",
-	"2mBXkblhZ0xatuT5TJulyFjfrpXjNwkr1ZXSK8VmUuSZTdjKaDVnfg42YVOesfrkD06ZuBZmjc+ywuhp",
-	"Lpa+3VxaJ7Lep6T3TKtZLtMvNDU99dTDxI20zjKeG8GzNeuf4YcX8PUggdOtC2FwizMtLFPa+WOVr5nT",
-	"TDoLZ49pw6zjTrD+O2XLotDGiSxhYVKDxD/hW/u11M6zl1lpBXKPdMHVXLD+f/lfXtykQmT+1Yr3TI2+",
-	"EoqlvEDGZHVpUuH/LkTGuGPHCbNlumDcsh/O31nGGR0OtuI43rnhCsYjLXWdMauxiwmMaJTLpXQTdjzw",
-	"e/G9NlOZZUJ9mc1IeZ4Lw5Z8DaPNNHMLaaslK3LuPPE9sqzQuUzXreXLdFouhXKsn+pMsGroMJHX2n2v",
-	"S5U9/Dxea9wEIqy+NjCXa2nlNBeeVlw1UxjaW61fcTMXX/Yow93lz53v2i8vVzCwOXdixdeMp6konKUB",
-	"/szVmjiO/ZKk8Mgy4w8TECXQgT9oqlxOhfE3mS6EYtYZwZcWiNoWQrlTurX5zAnDJhf+j+GZ/2PCrEi1",
-	"ymwvoWsZptN4oj18YsRSOTEXMFZ/FSheuoU28jfxZejpmucyY6kRmVBO8hx25Z3i11zmfJp/Aco5Y0bM",
-	"PeezwlzLVLBMZsgAlV0J4wUOJ5fi1H+3kGrutwIvBafZgl8H5pY9+NYURqfC2i+zLG+bbEdathJ5PqTr",
-	"cVo6JhVsXRK99PDGI271Ep/0MhrxOuLc4UZa6DxDPgeS6kqbq1zzzDLpgF9iM3RU34dfk8DVw20xqd9M",
-	"Njg+sqViMGKvaRP9rbEy0jmhQAai9WiI7yBcGX8xOimIM5hMKzwYtEVTrXPBlSfaheC5W6zjP+Z8KnJo",
-	"hGeZ9EvM8/NW4xtyUSWnIa/FNqy7FHhf+Y3grnfSy7gTQ0+f25Jd0lt6akHuu/UbymuRHwqtd490Fzmd",
-	"a51HB18WfqTZ/mP/TSsRl5tr2fKXIG7Cw/UWJPVWfYiMhTb4lUQZs73J0oll+8Ou+QZaqafMjeHrrXFi",
-	"Y9HBaIXLvD2UXdtnBKdzvvWTl9FKG6dD/Oa2VYVfq4Y6Ru2MzrfVhfcL7mpp0iKDtMJ5dWHzNCnHpRLm",
-	"QljHjdtJc/vRzNYwC+7FwPhSGOxWZGdu/x6MznNduria5A8ooycaEnWfK3ZWFI8s82Q6nK6H/v/w4GB7",
-	"ZfgBA9KFf1aocuk3jtocwrx71XCHRthy2fyiVJlubGzj9HeuWGx9rdNeQN/38We6DAaT1oQzYZH0GrOW",
-	"yn3zpJ5xdRcmvRmX+d4Pww2z77OlUn4Z9nvalimqMXs9H10Oo9WPenpRRs5+Wl9CW3t00AJ08nky5TTJ",
-	"5yx18tqTyWU1t6T3PfYWIxbPBbMyF9lbiQ3tR7MHr1yE49cWtDCPD90rfFlxxE3Rjx54ZFmYC1i/TKks",
-	"mJpAcMCuvB7hSFaREX7GcfG2OrkolfVNFUbPjbDWv7nHvjUIYJvTLAVoCZGR+QHTpJjSq1Fs/UGQoOke",
-	"tnPwpt89a2dlfti7fk3js/lRT9sDX/JM4KS8ShRmeSVEYVl/Ia3TZo16kx0kTOeZ1/rAQAlWqb0u7vrs",
-	"bd3dnkK9spV1crYmQdK+x8jvORdLrbq4XloaQ/L7HvRwGI88hO3FRLM9D2MYVFJNJnRdN9u9MN3HEn9/",
-	"ZOnDpXAs9asojE2YLZdeCdHXwjTpw8LJLepjsX1Ep2Ih0U7S7vBZaGG10FY0OpWWjDVKsH7OnaezuVDh",
-	"ZtdTrzOKSgkqdMZo2shG/FIMWjTZJbNUpBdmc1cJvEVzsVvn/zLZkT77s3A8445vn8n70NO6NSsy52/R",
-	"35sCezply9I6Jn4teY6aMneLRzYozKOo9X7rcozNHNX8iEabRW6sl0G1R2uQUE6mHEyrleExYcHqmLCW",
-	"PTlhGybebbX9gjvxyjNv//NoFL2i0N6+txr2vX+cTBnbR2qXHgVmAtjvPH8z6538srsjmNyF8Mvq1+rT",
-	"h5jZhIzZZNibadNeE2ANm8viV+FmONdDP8KhvZLFUBNVDAvtD4Lpncx4bgVtubDuZXa7Kgc7XC9BlDau",
-	"iR20aUOEr9sT5NlSOti6SvpLPIEWfI40QlI02OsDEaDEmrBM5AIeQjWjc/trHrvJHv76NMpMZISrn2sL",
-	"JzjIcWjme2QZzIxMq6estIJxy15x64awFMOXzzdltI5er+g2uSfDS80etpnMAaLWpukh6yUNTyK5PkmM",
-	"xk1uLTh11kkp92E2QZK7u9Gkcd47eVqcp0TIhLsF0zNycos8S1gurwSzhUhHTiwLf++PKmuF/eX4w0gu",
-	"/e4mB5hlNqaGY0nC8aTXYlN9CYZxt96eaHAZnWVLqTpsHDoXO2+zoPldS7ECbSoT1yL3T/QSOOoqqvht",
-	"aDg6FyB4bd9TDVNBOe2g7o2lCQ8mGxMMs4kt0k9SZS/VTEeuViXIeTmrzMPAgFdevQC7ubDo5YyodL7j",
-	"Nypfx9rN15XTjsGDFozVqRHcCSYd63OSJAeNBWlsDsiMz7rUvJcgfRY5T0XmORhKmDHFr+DWCgui8Ezm",
-	"IMfe1nXgQfEgC1bbxn3PwQtgKd7iMuW5MMC7B6O4TapD0WvYBV1YfnIxs76e4a2QMLRWJcw6Xfh/uXHw",
-	"ZevDsDqR/ibipLgDnw8WOCXsgcJ3sTP45JFlVszRIaJqanp38cqOVX9ydP34iE6APfpInz4dVU6Jo4++",
-	"+U9HH/3qf5oMTtDhx5eCSTVWuV75nYW4lirCRVryVopsMBqr2GojicRHHa5og4QEHhWpNqgIyAU3NSg8",
-	"2GYH8RQ6s1F69Rq+14GsP2x+bnql/CTZgluW67lNmLgRKalG4LFCta45ggW485WIdh63BVEECi1E0ji2",
-	"G4eMxo4U2sVH7uN+q/jR3a+4n8qp6JDMdtkGd0keetopX+xwJ7iDrDzdDoatGb7yutY5d+lie4pGLDUa",
-	"0/Y/vFa4z1HcokPU81cS/VD7b0HFmKK/5lJ1+d2y+xb90ibd95ojo3HECK9bOcar7QAf3sFi/JdSv7d+",
-	"K2V88Q90W26sfy11E6dqidm+z44NMDL109aW59vbwOfiksIJtrjw3/WK6TwL8ZxFLtiK26Y2k+lymjeG",
-	"jgEnyDp8v3H24MfcXoTOZoiz233dKI67lhNCX/WS3kq6hVRDp3NhuEp9R6hDDhcaBGf6a8bzfMrTq6iU",
-	"6riZC7fnsK95Xoq9nt3YZFq2MJPGAnRv7iVszfbWhrO+6VP1ghhGui0Ft6URGetnYsbL3J2wlf/ZiFTI",
-	"a5ENWnu963DumPBSKrn0u3F82+SxkdhEz3X2LLCb2tC7cakuD1aSKwtjp0MXTJ+HEt+WywZNGO+5dFLN",
-	"mTbsrTBLqdDEUYUt4rXJ5IxxtR7tug8DdTdZsFTS8wYrM5FyEyHhuLhD3vmgg7amHRaoY0e6Le7n2ou3",
-	"tZYLQtq1zkEQ56hdbCgfRhTaOPDcLEcMwpgYV2Ml1RBEMQYjJIM4etJC848sm8CvEwqewv58J5PmfCZj",
-	"NdfCsrJgWqXYyFU5FblAobLy4TPpTjGQ1S386K+EKPzf0lgUmzuv71uda+gTONcZBGwyaaP7XK9czJ4q",
-	"XWNpE0Y7biH2VrEll6rx+94+rMgRi4hFpexQDnJ5LWjf3718zvpXonCMp0Zby6o9xN2zcUUP6WOPYf43",
-	"PBjG2CGldNBs693oRIh2cy6XXrtp+IRG7Hsuc/AUVXHNXrBkXsA5YRy21QgSbEAN4wpIqNr+uXCWcTYz",
-	"wi4SJpaFW1NX/jHB+lYIFsy4wcEwiBIdL3hKlpxt+vFNxsWWBbcdyjq89MgyeOSEnQuVAdv6TpcYrv1K",
-	"W7dj517HuezW/vihhYHEd0nH5JQ81yl3IVxxF4lcUAgfEPC8KN/GtYikp3TWkgM3fU+vd/0ORnMU5vYe",
-	"jJNROT4meJ7X8mV7IbovM53vH+MGD3/o7vc+9NYwhburrf8V/CkboWz8pnJ1dHDdduhnM050yTFGFJN8",
-	"ltqIZow/XMZPnzyJulT20Dl2m92Joe+1em+lMDj/CBte7Z5+fOYY09HXMzL/+fEM9ppXpyaCU+rcOnDM",
-	"dStg4IHajqD2jXoWzAsL/i6/T8EYzM7qfA5PypnfvDqxAw2BS3/bs/6xf3sqIcJm0MoEycUMss/YTOe5",
-	"Xtm2R4dkYejb/+DHM2JvgUGDSYuVKkeXIwOR1bfdtt4yC4xehbFsJg9gX9s24nlR2qh2GxGiw+4c4Opb",
-	"iqU26+/WTjxoLzLP5bPzdw/YRbAaPlDz1mnD5+JhF+pT16mpPcLbEQXhQMXyQIpTduxVOhXomaidzLD+",
-	"Bl3hMeF5fg/8rHUH7tFWGND2+NOiZH0gm1QbYQcJQ0pl/anfgkHC1LXMJB+lenk0L8oEDMNg0/f7VD+m",
-	"TYP39SlQn2lVZ3g9svUTg6iOJTtsbSGU9fO4Za+xDgntJ7XdXNEYS91BFzsDPMGNc5ihttP0R43tdDJe",
-	"iKXIJBimvjOCX8WyH4gY48JVqnUu1fydcjLf3z6Yaa/6bBNXoXV+NC6Pj79J/Uf4JJIgktMv9Bf+6Mno",
-	"N60E/eY/4g9x/5To8Jf6Xw4LCHfaoY0uEuCktlNCOiOacCWaL4W2k2rlaeS3bGBn+soUd3Z/eSZCFd0B",
-	"a1Fq9fJLl5pt6tYrb5B/Xqp5M+z2kWW54FbEI1n9L3ea0Cv/Zmw6lYZxaIte9Yj7FAMb2rTqrZkSK8ZT",
-	"9IhyIygshvUpI01XauggqJ5g7AMXHTw66ghCSBdB7Wp3+r2/x04w1wrNHGfnLyHzrakiY+ZbAjYZpWmE",
-	"/lJy/EqouFfwXtwU9chvIfLnhhjHBonnOr3Cxa62b/+cmiKbbq+YF1ltwVNxBJ5aChQ519lzaU0JT31X",
-	"ZnNBkiyMgIR48Ll0+Xn2pKpznW1fTzp+22xSnriWqdtYjUO63W5xpkkYiIQUiBt3zu0B2ToYtxDnnWTW",
-	"O4CgdlHLbRFuB3lRrfg1PubPOAG+TWogxGTdcgCQf21P6aaQ5pCUKdUVLaVX6jNFEIWxTdhQUg3tlom9",
-	"pgHtLy1lgRfsSdvIOzw157woKOEnks+JeQZ3OT0d4W07VrvDyPd3lAUS9i6IBQl7RqmNCYOJgMHvQhQ5",
-	"T+HjaDRifQhukpZNhb9N/eNRwRl6vZQqPcDBX5CtL0IWYDE+YJku6A1/qORc8TwuKFQiEUtDriSzQqiE",
-	"idF8xC4Ez9b/ARdbbLydnt3Q6oHzX6FLqOM+p+ziBS8KofxlukKdJivR7ZswDjAEcXv6fjmv9XVJJ6zb",
-	"MNvk6JASuOtg3eYJOSURJBhZVgudN+0iOxjF1kolzC70qgrNxUzT0cGM/Rzv0j3NrdVVfkAIQMQWi00k",
-	"3cH2ERLf1qac86sZv0myNh1EAvciwQ3iuisb+B5v0k5P7kFm5oi2cneLc22u33ZrLjG6TM8q04plfakY",
-	"R4iaBCyWp6wyOw7ux773eXa7z7DH3dHOFrGfbTjEg5Uj2G9OmE0Nd+mC9YEpPJdmwKz8jeBMbIL+WggK",
-	"1lkSUrOstE4oR45l9F/F7fS7Rhul0Toxe+OgTbmqUBu27NYQIQIRoyJjU55esb5XgIxwRoqMlcpJzMQJ",
-	"geDBXz24BW9h+26QGNCLGp42zU477+Zm5MAzvSxyAREm55RK6h9NeuecbFEX0OJ3XeEw1sV1wr9zWwXA",
-	"V9NEfwMmqnPFpmKmjWhAOfV2xtvs0YGfPoRWlO60qdum9TQ/NxoLL9T92dL/aCUCHd3Gj3B7Qg9RvkSg",
-	"aZ32mNsROPZjptTPBvRGfNghYhZ62DXq85yr2IlpQcGxfi6n9ogXchTeuyxEelqJO2jV+EFXXzCcpa3A",
-	"vMa9b47tuBdhvCR1oHLd4TOvUyU3MxIcOfSZNpkXXWoIQ0mIZFxxs9471mJzNyPCPeghzwXPOkM84Ylz",
-	"gPfaHrO9kgVki6VgzQwQDgeGRr2VS0F8MApeAexmq+9SIWAKA0QvFc/a1/wq7iStjn0klzL6RhV6tlvY",
-	"wgaSHUFmK6kyvTr8rLyH9249LTSzBqXtPDLRKIglv7ksTexSOMPgd7/m3F+OqVCOz0XCjC5V5m+fInrJ",
-	"8JsNfKwDm8284D0tHVOeybOpyPWKdWy62itCpFsSbq/3NvAHX9vDgrxFR8YdiLmd8dP/s5dihW1gH7HZ",
-	"XL56+ffaKLAhACsnzDXPOyNzwckvM8w1EzxdMHAuMvA8wzus/9fjpl7YkgdVGRXMKtiZhS5NGwoBeR78",
-	"SD0R48OUaYZtJsw6medsJuE63psfXr56+TM0cLvkvrEy9Ww61pja3bZtGaNNdA20FWSzDvEgnH17c7On",
-	"wzTnpUoXP/ObXXsnDcu1F/wcw+eZl2JUuj5lfGr9evp+dRl+Fm2xtjvuGB8///b4lt5BY1IbnbO+sE4u",
-	"4a6bGb1k4gY3SvKcTcv0SnhRPEAAg9Wf33i5enBPw/7bt7cM+2/fukXgQjIXD7J4sYMRooAacA2UdAY+",
-	"BpGFPOVggkCi3JNkTAMvcgNKQi+L0glwq4Snatq8S18VZ4vYZ6CdRxZz5EZ7hn53cL1qTkk4aY31jR7V",
-	"lOeigdW7mcGzIw3gFu2uObyd0fSYM/ZcpNLGnewPiHWRCcdlxGR5li2ltRiXBDFqPMcoh8UaNl94cQaF",
-	"4RW3zIt9hYh6ima5xgTnfUCx/LMB1Cd6D7aTcbaJCdfykW0CnNBYYXj7cFIMsepAhVsISkwJW0oKN0cc",
-	"VIS9TShQXOdeTEk8ifvFW/KbqMYdAbEi+RVyQjFCY0b6cVjqKO4ZpdvsL0tupOlEZBXDVx3nlt8Efbjq",
-	"t0pfhZ3EHAOpYP7+lyW/2Q836iDAs50gglOZBxjYPdr6DO8XPVRjudT4LjTC3ShfSLmdollG7GH/rd1g",
-	"K7dJOHUHsdHVUaHb7mptTIip2Q9/pBGbvAU9cm6EWBYOoJi1ytcnmOPeiCd9ZFmA72DNp+sArIXOs4Tx",
-	"PMcUXqYBkxvC1uv0CgivhLCMa8FklgvWtwvu7zewK6C170IgNhJ+x1YQi9lEusboNguZG6iJABB46XX0",
-	"aTmbCTMYhVF6sa4aI3lgmNP+Dmd8zqVqJHwwGMsIWTSEhcYPYRVjCwnHaLdsJC6Tm8MLzVKYEzKIpbwI",
-	"cvRm8Gk8LKIK//v8/aWQQQCTQzNBvxGuGuJjpWXHJ2TPzoQanIJC77+uQmBHePbB+hrXIQHFhoizJoAQ",
-	"AEJ82y9UvStF2KkB2vGq/deGvVHPxRJAF7S5YkqICkIvFkdySzDfnsu3xWMo67URvRc9reRTveDqKmKy",
-	"u9V/u3dar6EO9mLTNUDqoVBZ0M0uF2GYcHdqWHgCcRLnXM0TOCQgMJaUuhXGmFSJXH6vPZuYrpkfRAzm",
-	"tHKBbVOf7+YR4V8g+ITVbMbNKerO0jIO0VM/6ulDASoCnIGjsdQ2aq/FQDKmdLYTXvEC1ybuCQhtgvwH",
-	"CjoeKy/xRFtU4sadda3WexgRbUZG6aCEnD0VAUEEuORo7+RQfOsgZFyurg5IlWges5jo5KWYM9eRC4u8",
-	"GAkMBSlPD7hAsKho6aU0zv1nHSg6QiNyKWx74+o9g6tCaUfhFv72pK6DFNc0zZLCPNpXnKvPfteQ0BFf",
-	"DazOZ0Mkek7wW2HB+gS4/ANX88Gew6DDfBcOFF6NMR+qPNMZlrA/QVFLO8zzaQ1ZvU9D9PQug3sVKtre",
-	"mBdAnf7HIO8oVgBiPuNs5WUm8DFKBTD5GxA1ewytK9AUhvOcLJ2bhRYyYdF3g1VRZtzELY3QyEv1fS7n",
-	"i47oBPBMXDQzCTZuDEVAP9prk/A0nI61cGyhlYb09SmyQaq50AE0A47N7yK+ktB+AsE06LXIBDHnIvhD",
-	"942yeq3dJUZJJKxK/b7U/KqZA56wc8KsO5tqg9/AJxRxnncY0HfEwNTUUfmFk0q41YZxbH3U5Yw5MNje",
-	"FiLd25eY4w58HvwFORuh4/r8JZXvdKdXhYj9rCN9Yte69pHmvCACazjYM7Bog4c8lMM2lNuK+ms7MQmK",
-	"kNwb7PfaQGDf3rtA6BTdrt8NzheJpNAtF8vmSe1CZei0MSDO12U8nnbHBt1Hpmu4ee4ed9TkxrsC0aP5",
-	"6vHg8ZDSWjluwGEMAG9x0IFdOUReQ8wOjSK7Jbhz2RUwbQ8LoqxoPIINb+YdlNQVyblarG/37ZWygXrZ",
-	"xEUCjoTj2bHLt/t29/DT7u/KrySLW2CQ2sbrrQs/2Bi1zgFC0GtOVMGtYieQQpMlLK3CirMqrNh/kQQL",
-	"9RbgX7MMxGeyrKTn5aIIN+fXgrwbtfcEptNvujLhG63yddR9upsfQsdhxWMUEDxJMdW4RpS0bdtWKBNA",
-	"WDFeH8YY1wCwEe6+iFpcyP8WJvgzokAje4ixDfl1B0ptjfR1i6Ubn2tIEd0IiYVISfEgwxgBs4elWZYo",
-	"Y2xTUiMPt3fS+6fVanTBVz9TUF2rss2u4YYN64AbaaxvhYZbrQRNcBcdBIyPDi8HZ6UVBvAzhR2xiW9v",
-	"EmyGzTUC4JCzorgsRJqwH/X0Ujj8fK4z/2EwGqtWhQpY2SyzbBJwHSesP5PXYojVt1KjVcLCXAcJm4TY",
-	"hwnrvzx7fTZIxmqSaoXnJl1jKNKE9c/yXK8CvHdIJxC+BTh7Us1DXBNpr5MKf4p9cwzN2qosxI96askY",
-	"/wrLb/W/8U2hFhr59TF0hCUXJr6tghue5yKXdjlJ2IRCAqVWdgK0NJny9ErPZtjAKZNkrJEKESJaxpyx",
-	"8q/MpPEMMQSlVtU+/Aq1AaJHDGwMcCEHe5C0LNfWgVlFXws7Vk4zQopJvNqRLqoe8nW7dYueeSxvdi3Y",
-	"/8seH3/L/JOsz7H/mVCpGCvgz+3BP7LNBD2h4FaHd10onCEdYc7aQeJVOxAetHVjFUafckUWdj/GutYv",
-	"9A2GIShgoCrTUar9sP0inxCcwtLPeSrcSggVegguKx4CTPrNQAN4IBMO85/DrBNW5CXgOfkFHCv0YEOA",
-	"ti5VRmZ914AuHUAIYXUH1fPImFt51ZGFchGsv4nHC16QsXp6/A2YaLhae/IQuRUDJBjAqdBYNQI0SCty",
-	"kTrUTyeVyDPyv13CT9pMkKAavyJKHdFnF1SvvwKqV9iSu3Qh7OlYwdVQn+y21NA4Zo+RHbSNsY0Xycwy",
-	"Yf3AACDww1/vjj0+qWxXSbAIgtVorKRib16/iBpAZ35sTVtbWH5b5NL5Q7vkUOhaG1ePdKye/O3b42Ng",
-	"P7NnWs3kfML6PMvY2+//8ezN6+9f/uB/i5jEWkzl+ARSZdScKe3GqmlUg8HlWs3pnmkvrWya5tBSHerR",
-	"BlmHq2ysgsXUD4b4yQn7OOU28LiELauYoE+0rqIULBM5X3vhqJzmAmmHfjodq+rOe3wMx+Ovx8cD5Fme",
-	"/ZVGIM89YR8L+vA9l/kPXM3/v4ZZDroOddE+TcaqWpjw9ClrPF6Z/DbtgXXsT6M9PM5JNVb2zWDEXjo2",
-	"FXjuuWIvVSZuROYZDKrRbOH5v7CWXaLF5rRthJ0LZ8fq4uz1Twl7/+bi1fN/XL78nxcJ+/ns8u2Li3+c",
-	"PX9+wfoTTM73Ahgm5w+PR5tfTQbVS+dvLt4ii9EmXZhSPbJjdf7i7T9ev37z/MVlwuDzm+cv/oH9+j8b",
-	"/bW+8G35SRL4v/WHZqwmfo1ASdGlmwBRIk3QNQM/VxhzEziACDZWHzyuWIALYRPMazhhH638TVRgF89y",
-	"bu1rvhQJA2fdOXeLT5MTz//Oq5wIhDl7FkDMXIVrtnEy+4ihMwnwCBktpRdfhhFkhIm/naFbkKCdDuyp",
-	"BTp36m/69mBP2Lg37k3YVCo/TWRZ/vh5KUymYxXQAZVmqX+pAWRS317BOdoAYuOOs0D8LqCYMWnHKsCz",
-	"ZXgTuQa2W+sePg0/IQ5UDd/GNtDbxoqiASPwbX0eRJKhH9eEykJAhhebareoZPRQIzvP/J3q3w0+LpiL",
-	"dXzNSuV0CXFlsroga/kBzpARof5FBSA5VtbxHKey2pI6qPz+iD33r5FVEEruBYwE/x62CQiNNDx/JVLB",
-	"bT1DiaQBli5baITQJMIRIl6jDZB/OL4AEggVzAARsA+yw7uXz0+xaQfhlw3kSDowg1Mo1E8RA5T2MVY0",
-	"MDIo2DCNGGBeWxMSNwSa2uNO5/koE9dH149jumRQeKqydkXRq2rB9UL1qV7SQ6G7BzCDvRBH0qt9ov7x",
-	"D8ndFaetekMNBeog1WdDhbmD1hK3mfldkyrmpzz3B5pbL3zjI5Mq71OJG8cKPhdV9CaJoxhrzOdxrI7D",
-	"7HOV1n13A92GHrjTx3SXSlu7amyFROUDKslWdWBjviui3f2K2tVYoBlS+l4lwxpvHRQHiRdqV2g6lEz7",
-	"qZwKo4BL0fVLlqlgP3lkqab8/uCnNT5+DKfikAqZyPYOS0MIld9+OBTh/NZAkVuQVOtdKqi8UawUA8nD",
-	"eBdxx1Bw7T8GYDFx42V3DpuA4s6ZG3VAiVFMT8wH10QtZP0rsR4QVK7RoO5Ky9oRaaIZz9FwoUM00Uyb",
-	"U2aF2wiwaAV5RdlKR5zFW0IBDFMP4UhJFYyUNIfnZXRWKlI6eTMojgayq/usM1LBtYpwoE1fpDIjI3/o",
-	"o1azabxgMQv1qxY6z/wCHRLIcGgQqO12UVYLkXKFUQ6kQibNaosMrSw5FV7cMw+8KqQWCQF5wGq8Sc/R",
-	"Fb9voEp97u6ehHqvl0w0HzV2DTazWrd9esHScCAKxkwqaReHrMLuYubXVQD/HqnD/g/MTC6V7XAvmYO2",
-	"aKsIAUEp95LeO7/d+PE7iAjwAiQ6Magy8q2J1/vBelAN+7qKAK3Jh9jWW5GWRrr1pSeTUNyUm1h425kC",
-	"E6KDmoSQFPjj+7fMyrlCMxdnV2Id1njOnVjx9SPLfnz/0+WohzWel+CJw/ar0SycK3qf/GBkZ+Ut37EX",
-	"G2tbATASPfPs9syL8WR0PQmRIFhkapCwKaAL/FNP7Vj1UVAfJMxKNc8FFhnqn+ts0ChDCA+zPglBg6R2",
-	"OaAY5BuiqlgJWEeG9auBHbB+Q/ZHww0vnbYph2R1UFul8C2hsjCozGnk12lFBv8GVoGNaksj9s56NQlM",
-	"aWPleH7lb7mtpyY/vHjLjq4fH3lp304wWKjyItitImZgkxY8XYzGaqzeLowQbG50WdiE7GTnUlF60slY",
-	"Ddlf/lIlSZ2dv7R/+csJGZITNhcugQ4T0gZD6cYRvvimKm7vR5GJaTmf+/UJ7exTyGusWPgMdtjNel6n",
-	"VKERKkd5XRKLR9mFyHMs/vteTC91eiUcjeqlsnK+cNUoeFO+JMGz72flry5t2AqMsBnj1o/lEmzsw0sv",
-	"nLzAh2H8KAx4hX3SqhE5GSRVDDkaGMGsyFhpId22KkcWqKHaWr8/Z3VhVcLW4wxPGJ3UPt/z3I4VlVaY",
-	"yTmEVvmTOxixC50LQhWsS/OdsAmW+ptATKJNxmpSlfybMJ5bXVVkWNUlWydgUKffl1yBnaCRWHA6VrFa",
-	"eBkZmwAUKWFSpXkJNv5qvZqL8vT4cdOExHMqSFaqK6VX6pQ9Pf5m+wHfD9ZoBpnztEbw34aPpUQ8y54e",
-	"P8Uij5xBspaaexKEjbkQAERbnQDyP2Ase+XJqfkkAr0kbIa7gjRlmVa4L9Xu/yTWw//meSlCXuYJwFvz",
-	"DGaQ87knVyOdCKFxIA2CDQbaBGEZ5OFM5BJrXxMCb8gfBtDcgJU1La0XqPG2vHhx9vznF2MVVPiqisxU",
-	"lyobjNh7cFeSxYkgmbSBZHE0YVDxOenAAoOsu5Hr2Et618FU03s8Oh4dBzhVXsjeSe+b0fHoGyrVBreV",
-	"Z2xNBZwQBKoKgS+z3knvlbQu1OZGFN5CK8IMfHJ8HCwY5IwFPojn6eifFHOEYtStQhb2ATYSuNHi5cH9",
-	"lJ4eP+5qrRreEdZN1gbSp+Clb25/qaqtDG88+dvtbxDg/UVI3ATBoFwuuVlXGKtEfVsV/zaOKyTX8bnF",
-	"hG1go70Pvr3mPh19pE+fOnfsB+GeNdA8H3a/Ynv1trY+f8ntOn56+xuhYvY97a+Xr2o7e5Wkg5BLOgfu",
-	"isxgz932p9PwpcAj2ZGoVD8SduGcu0Xv04dOWjmqi7p9TvvAO7BUYJvkXmQy0Nwr7KnKZf5OoxZ8L0TX",
-	"KFf4qS27O1NiVe7fldxJyGtANAFhHt9OZ9/xLKRx/4GPzLf7dNGMuGsfl0vhKFEJojB4E18ayOZzeeLR",
-	"R8RJ/vSZlJ587EmInsOqphgj2MO2e5tklzRIqC4xZjIsMEioPrHKYh/AgBjh4Agv+odh4h1U/ackUVx6",
-	"1lcaUtvsgpvMDrzsX+Ez8doPfAi1gsbYuLSjcWtpLsEBCumZTgNCJ7r4mmomJJiBfM2xWLS0IPynVPt/",
-	"qwIw69elf5ONur8D0mJluhirRnXoRmFoFDy35cKfJILJPBh9VrWAIwQKnSfMYvrHdA1e47tT5v0Ie2gW",
-	"aNY5rxUQ5lUoGy18Lni62EU7oaT1Tin9PDz0gBvSrHMV2ZNqCL/zNoT1aiqpGA7MmdG5YFDn4dblblQQ",
-	"50Vhjz7yovh0hMVG7dFH/HCHu4aWqbprtjnvWVGQkui78Bq4noFJP3IrgWe9+0oquHPC+Pf+9xc+/O14",
-	"+LcP/V+G9OnjcfLXx5/C94P//LdYKku0bk5pnV7S+B5hCXVwaFVFxDGIwyvISjuWFiVgiJCmjuGarXBt",
-	"0ocpF297nlWN1wecauNG3p4yQOCFKOJq4lAgBG1hjjauLqSOkS9jVQgzLHQWsE4zeS0zXBwyNJwVxSPk",
-	"2oMRw8q0ls01BWKOVTCACsO0YhOMviBCpPgtIlWMOKLveFG0/sY3KCiJ0rjPimKslnzNitJCmI6/9mgE",
-	"nHDRWP/pk78xPtXXYhC7DM5Lu/i5uT/3Lfi3SvbuJfo/6ajGXxVkZkU5zdGB8ucS0u/GQz9bcjpH8qEF",
-	"JvcCkHWLV7B+Zeu0DQAeT7pN8akWRPZly6b2r0UlrLNN/OB6jACEawG6Qyvya4E45qTnahhNNlYAY+rf",
-	"goSCEXU4gq8njWLQwTdmSTgZjNgZfDFWy9KGIE82K/N8zarlDBE8XuysRuqFBYhts5rNtEF75pRfkWmy",
-	"AQkMEUEYXHrKOM4B4g6W0toQmpZRBgFUtTHcLoa51gVlvpLjBGfFwDtfCDNWG7NV32MQ7SShZYNeoL/K",
-	"ywR/TXl6NRpjIQZ7Ehoe+t+GNuT6tr7FXKfwFaXjjlX4AtGah9AuO8Odw2Bo3NAMcGTAC8sCUnOMW/0g",
-	"XHDGPqCoVKEYx3UrU4Mcf2UkLUZyFvgG0MR0PUQ/M9FlH30ne/OO5CFks99LFPtwCCf8DGPIH3oRtsYz",
-	"AU4xIQm/ycQQ8QpQ30+hqnm5FBMWwilROuVjRdgcvxFIE+LOQ7jT4JRNSpXpSQgEbjK4IJwhqHubaRPk",
-	"va1Yun9hG8o+xOJaiq4CbvV5pqcAWo2zBRNUpg8yP6FnWXwBHllHmMaZZO00rCxQ1VAx/TTsNKVkegGZ",
-	"e8VPQxIVQb+Qc27wZxP0jvfgz8+0muUSw5B+L8mwGYmAprRM1+JhjM0fLgn+GuD9osIfgP+xTCgpAA2r",
-	"Sok4q+IHQFfrAqHjYwWRjFCJPlr2uKq77HmKfwL96xRS88iO1WQ4pIeHWKBjAuWVsb94KeRmhH6dKwT2",
-	"wOBGrouqSEqcSGqUQIuYfFivWao5yo/V5BElh9DrIPwh5QVVHNzAqzupC7QEpzrVye1z9sP5O6wYO6tK",
-	"6Srtv7WDhHKX2rMbq9VCsxWHLKBqB0qVamUhDEhkVAuaqsdsVIIeq5Anekm1bNGWSdw5UhcFE2Ue2UaB",
-	"lLFq1keBceLrHUVS6OUR+06sNQaWjBVse0F4jEljMqFgepX9NWnWX5/UkR1jBXoIFhaPkg6bDIdLfjOs",
-	"Xpkk7PFxcnx8zKbriiwGjZQTEMmrUpKGSyuahbz7dmGkAmgdf3thMssAA5OvIekFMTCQnCkxFUwcSCG5",
-	"RihlQJzokLARbvMB7w6q8r59cVTl3/914gTOGoEyyBuAHCGKqaKue3EYtyS7D7ew06OPvt97kB8jEk1V",
-	"1fk2eSZEjfeSXggbh/I7Vdx4l2xTulgRpUbK08aab1Sub5TMB6VbZ+uxIqPmHYrnS4dgrf68H1ZCf/Lx",
-	"04QVJV08/ruxgnh9MhgEdh45h5fNc3j/VjloGwAAvrQ7fvfh/xdzw9+HVz1KzKCkyEMdlRFugKZne/TR",
-	"0/+no0ZZzqi09YKnCxYQmWEbGvZrI1JtMi9RYEoHUHY/wMhQWjjP1hVEecIIlIEs7miHh+wMAu6m5NAQ",
-	"SjxWhN/dAjpPF9oKRe63dVL74VKqKewFN0QsT/wQ8ApEC34LTp5brRKQkCpcHrh7qwlL69/HWVZ4Dpmc",
-	"zbxAVoUvFkZcS10CAAJJSQEqAMSQsfrmmNmO27UNt/2AB63dUYeaFujhqy1ry5ZVQ/obkXoCr4DK25Vi",
-	"9rFr3dOtn9z6+Gu+FLdKCJU02skGvodMJIGidcHnUnGw+dYuewheAH2DL8UIw7+jEb4pTxeQ0rrt9q5k",
-	"6t7WqmwmQ0CmtLTYbd/L3Cm34hT4pJ5tRvvXjshfSwGnjEQXSv2tD9CtFiqIWyNgE8+YJldi/R/Axyas",
-	"4NJYZoUfOy1LqpdLbk8BxRY8BpD33zWcUKLrgPHAUtS44eDgkMF03j8PmGE1EGfI7KoByGIjCaCSB4zk",
-	"3Eu4oJPVKCvHxzVmxuPj4+PO/gKSeN0fldbpnfj3GjVOHscgyWJ2zUauNUX9z9rcOuRWx8ZTpXLvWoIP",
-	"X8Ce1hWf8UYJmEAzQsX+wa1in69d+dVoSUirBssIzLX+7nOVql0xBCGU36sQmUh1BuVcjUxdvj4JWRYM",
-	"oMQoUshoNWeehiCPxAsW/0R0pIBfgU8Dyq9bjNh7EFgUm7zMxLLQUOJp+JNYTxLQRsC2PVaYZFQZtevK",
-	"jFTjg0llncA0sRmXOQFfwGsAfAGwTxHZ5Bk0XNl1D13JxqB/EuseHpb7V1y2cOT2Ul8efxG7N67gHz4o",
-	"4VDT8+Nv9jrGr7ghde3Jk30mUhidCmtR9PrdxDzcs0ayWwdj2UOaOvroxYtPpGohF4FavFtuGkCkaR61",
-	"DXJ9us2C8JXsq6C+tYO4Mo0dPEX7PyJiUJ2dGKhc5xXSlZvTvWFf3q/2GYTw5ZNtfgA7Rw0J0QZ1fYir",
-	"/HZN6SepsjtoVZV1sk0dkOfePtF/lLvvy9DmO8J1+L/up/1TX5Zkg2+nhiOYn8ooEei+7s+jGhPt6GP1",
-	"+dMRJb1/vmfjQfhD3GNSDX+n22TvKA+ConzWavUPGOfxNWjjX+psR8AkoNo2etY1Ao/E5OQ94zy6DnoN",
-	"gRbPr6LixhNI5J8E34DDWIMASGrZj5dvXpMSjY/+hz9gE9bXZqwmZ2kqCnfCnLhx2OMQATImgyQCXnGC",
-	"ngt48JFlE5lNxkpaBMsNyFIt4OsAkkG4GyF6gtLC3II7dC0oBWJpDBKD9ReCZ4gq6RuewJmasIrTDMYK",
-	"wlhwS3LuTxx2Km546vI1QHTHlPtwjHF228p9zCYGixgziFVVJTrMk2FPiCP4ZctYn1vWmm6nbRDea/W7",
-	"hQy3uwLyVvx4BawtLVtyVY0Qakrl0rrahEnVYn3raME8baM2QrBNxeoAkkxmD2blhEaRKOpWW6v4uxks",
-	"YQBkrUx6W8eq3dDmwLauEqLLr+kcW16obRAeyiyosiEsQq1gJS1C5fk9fE931KjucGHcIAhs9LqgkjOA",
-	"kN/AOGLfScXBBABAapal3Jg14wxDGGkxlcjHCgM80J+TccdP2DGzLpOK9QM311RTAIGVABYZn6DmE4IV",
-	"wiYZtM9zcBenuQ4JG+AsgpIW4EsfJOyxb0aXLmFP/CdhTDJW3zBxE0IT4VOqM+FvvEykcslzuNNOq4Jw",
-	"yJoUdTRI2FN/8aCjZnP8J2zycdxbycwtxr2Tfz9Oxr2F8NQy7p08efppEk0Ze3Ej0suFyPPb3HZv6zlW",
-	"mM/czEusSNo3ohChwnJ1w3lWKm6KHOpCoYQc99csKZyoW57eF4+0YrQRn1CQrw/y0IkIQCtirrUSjdBs",
-	"T0CNng67vXP6Vq9l7DXn1rde37H3gJR3v7l5szxGFtxeicuVJNBzqkpRHUdWGO10ihV2vnL8lhxeAk4B",
-	"HRuJf1TYbhTKWS3kQ+XO/FFYfa7n3ZqBP2le6idbL4RbQo5cf9KUa26GKvOyjZf0tWFFzqF4qBJ2rAoj",
-	"ZvKm6ZMLAcW1DgRxQG0FAtqYjMbq3OgbWRfk3ESrG854CqD/MhN1pvG0tCN2xqyAyKSxQonJVp5z3sSj",
-	"UyXYrPWsCRIPdwGfz42YY6FQiFFf8pthrufD+sFJUkUmfutF2Sq1cKXLPAsQgUttUK4dq6dPnuADlq8t",
-	"W+iVP7qKG6NXEGU1qdqeJGzym1bC/1/oLH5VXEIHr/wm7h3iUfWwy1d/J76cr8MO14ETfgpdHQVM0YP7",
-	"kMDvP4Obb+BlCFHQXnliUmKF5NvVAQowd9HcoFnfQR2xLzu7gRhyqvByn+patVGgXeGQ9AwV8luJw3GZ",
-	"3+dgvoe1xD2dAba2gsNMqJHEIuA8YmkREPJEbgUMeKwKKMGBd327asig6aoHl1XpitKdeJmST63OS+cF",
-	"ydTvGIQIhAJCpcqEYZ6Npgk7smubsKNMXCPMpRWpEc5irZSx6j89PsaMkpW0YjBirxGgBqKPKZsbgTX6",
-	"KJPkAsuC8AxSFIJ4MvELOwkmj8aNxC0ii2ZaWAimhCaAh0g7VhVApB+2bxUS7qoyTwVWIeHs6fHTU9ak",
-	"KGgQi5pUeDYcG/dzGozYK6AMlOObkI9rthJGwBQaWXmbZ0TmYlMzfyXU3C28bv7kafKZynS4dA5ASNNz",
-	"P6NanYZL5kA9+pWe44n50wlWX86U2g7RxisSa9LMbdsGSnJ9slmW8s8ulUGs9R/UA9PpNYFw3gf20EIf",
-	"1XH643hnv3pq/kSeGsRipBTcKkkCMa4B6R0iCqsaoPfnqPlYvf/pj+t+jQMM9M+K4qRerIXA9M7fhNGn",
-	"tGpJKBabNMtEnowVAONTgVWRnVJeACbBnBUFy8XMoXUPKzMCVAEUf9XFZKz6KOmQjooAmlmyVVWxVSvk",
-	"ShQO68I6bqi2Hn5kfcBBg7DOUCpsxN4DKFdDTqqwBaXaDI7vRCqoucGdwAr8dHtUPQK/h093gC/4I8VZ",
-	"feWW/+Lc8ryzmIJnmaGEwt5+bSOWIpNVzaqoXepcmI1Qwxr2s/G+V3wQKYn1KbcN0+Egs9ss2dQIfkVO",
-	"eK/8Ug1UluklVB0GJU5aU0LHWIveUn1WZDpQlRcNU3W3lJ1ege2TrgYJ51Yui3w9VoSD3yjADhkilK0n",
-	"54rnzAqhEtTZwEaW+Bn4VhaAV7DgRSEAT2DF+pMVl06q+WSANWWhSj4hCldVrZLKS0BpaV0QUI09uNWs",
-	"JLZKgAaLGC4Rfd1pe6+DRX8fP2tjslVJ9ijHogr5jaJSX4OFt7jBa38gmoehWYNrV67tLbzgCK9DLxVF",
-	"M0heeJUpwPPmlCVLppW5ZlqdBqghCxXTCHAIuVY2YmdlJh0UW2Eo0gwbnU+20+uA67XPyUPoO40eoMcv",
-	"rfMcejg2s8vR6EX7n9QoeIEpfAWBb9tCdAFk2jxAiG9FsTTNlWzAJ68ohIvfy1EjibPzrDXPCj57y2G5",
-	"gIe+npavp+U+T8sr6dXC9mXjdx1NiM1VpGiBezssNpe3wNWTDd/qXHhRbGVPwDVYaKnQjbqUqnRVHAM4",
-	"Yha6NCHzfazAoYHiYACA6BfcOMnzQXjbvzaisvDWWSoLL4zRxv9hBEbJNAohsfAsQk9AvSm4IjGdvMK/",
-	"p4JSIOliBW3p6PEK+YF9e3PD+rQ7Mpdu7YXcx2zIcARHoa/BKY4j56VKFxBWqVJ4uEpnxyBLdIwi/mnL",
-	"CjxW86qSLev7TXKQLk/FLqkkG6VgIzC/ra5/aDupMWLrpkg0N174F1n1QihLi6ucoK8mDBUkfwW5NUbw",
-	"5Yg1UB78lK5E4YIXZ7MMV4gsM86OFUY1BQyMAE97bvTSKzKlBaiugiKZoKi5VJnnS7oBlTFWdR+TAL8+",
-	"YX2Ewf6HzeU//jIZIE6bwkJnLNdqLkwXesarlw+Kkn/56uUtiBnVWfi9kfKrgYRTSnrdMBfXIm/sRtI8",
-	"0YCdgGXwhlIRwv5OUJkSA+q6OQpi0RntiMnlvMq9p3fD0ACQWQFoi8k88wva5Vg11EvEaWGErUbFEAGI",
-	"YqNeLhRqArsZvxZjFUoGeqUX5BFQmjFSsh+4KgQACDMEzRgq1HWVyHgX5v2A5EZ9dCX9v0WUfWX/dSCN",
-	"UMFq0oKtYmskVBWcG2HtwXdaoMJGdm1XmiYt6hfYt1179ieWbN6ojS1Gmw4BuVZGnGqvG+c2gUObwIkl",
-	"uMpM7E8MhzpQaZ82czfjO4bIDmAbIuSba55LuMG9LhHhZxSjQBZ+qeB5RHUAgxpfimyA6cjA9QhDnkJe",
-	"3eKRZf7Wh6t2xDC7zl+BHMdzJURh20sZItOMzptGgbGaWOGGNLxJvNBD62A8gHZDFHEOxP9lNZs9zqPf",
-	"QqzK+aeGlCM8AzBth2TN9tX8mZz3iE/1XdIvt47irbo7dFTT9BZFn/nfH5amqfUzKrNPVP17EvHXKoW7",
-	"MNs8RWwSfFL5SwF6syUhznIoeV1APWCLBcrXn31CalvwA5yQ11jeDu7NoJXhfAoOOW5ezAJXEJtJJe1i",
-	"xP6ulYZYYkADljM2l/7DaoGRevV15i9AvVIxc3P3MQRT1tdj+PUYtl2u937vNMy+D3zxkNG4m+TRYPyV",
-	"5r/SfDN9vlyK7bsnlzOAXatMGcR8sf4TGjwuX70BWxwkAqZ5mYns4NOyWmi+lJ1q8fuFPlu+fEiV+GUm",
-	"lJOu026Glqbf02j2fqGbVSUlalNUigSrMEAdmrgxzDcl0tL4KXquMxXcCNM7+eWDZyqYTon8qDR576R3",
-	"BMyGGtoywofoorNzsGeGjPsGsONWJENVPcWPOhPTcj73hNVuoUEa201gknVS1dgMQWigVNahy9RUmPun",
-	"D5/+/wAAAP//",
+	"7L19cxs3kgf8VVB8tsrkPiNKdpytW6murhS/ZJ04Nk+yz1Ub+kJwBiSxGgKTAUYU40ff/Sl0NzAzJIYi",
+	"bcvJ5vyPTZEzeG00+vXXH3qpXhZaCWVN7/RDr+AlXworSvjrSV4ZK8oRtwv3p1S9017h/kh6ii9F77SX",
+	"4hO9pFeKXytZiqx3astKJD2TLsSSu9fsunCPGltKNe/d3ia9F5lYFtoKla5/FGv3TCZMWsrCSu36OGdp",
+	"LoWyR+lCG6HYlVizPrdsqY1lDx/9B0sXvOSpG+bgjHFWCluu2UraBbMLwQxfCniHq4xNdbZ2D1SlMvDr",
+	"TJbGMl3ZVC/FsJfgtBaCZzAPmlhjiEdujM0JLfnNS6HmblEePvqPJDLBH6XK/Kq1p/ZmIdiVVFnCpGJc",
+	"rVnKjWD986JIGC+KwRnTSjA9Y5Pvn71hx9cPj93TZhIG2l5/9+OBi/+KL8WOHYX/DmtxVOp/idTuaLTA",
+	"J3a2W3BrRene/d+f+dFvJ0d/f9//+Yg+fThJ/vbw1n8/+K+/9GLL/raYlzwT3Stfasvdn6zIuXpgmBte",
+	"x8oevA637mFTaGUEHJ7veHYhfq2Ese6vVCsrFHzkRZHLFMZx/C/jxvah0exfSjHrnfb+n+P6YB7jr+b4",
+	"WVnqEruKzA07Y9KwJc9nulyKjPXNWll+k7BKXSm9UmwmRZ6ZhK1KrebMzcEkbMozVp/8wRkT16Jc47Os",
+	"KPU0F0vXbi6NFVnvNuk90WqWy/QLTU1PHfUwcSONNYznpeDZmvXP8cMz+HqQwOnWhShxizMtDFPaumOV",
+	"r5nVTFoDZ4/pkhnLrWD9t8pURaFLK7KE+UkNEveEa+3XSlvHXmaVEcg90gVXc8H6/+1+eXaTCpG5VwPv",
+	"mZb6SiiW8gIZk9FVmQr3dyEyxi07SZip0gXjhn0/emsYZ3Q42IrjeOclVzAeaajrjBmNXUxgRMNcLqWd",
+	"sJOB24vnupzKLBPqy2xGyvNclGzJ1zDaTDO7kCYsWZFz64jvgWGFzmW6bi1fptNqKZRl/VRngoWhw0Re",
+	"aftcVyq7/3m80rgJRFh9XcJcrqWR01w4WrFhpjC0N1q/5OVcfNmjDHeXO3eua7e8XMHA5tyKFV8znqai",
+	"sIYG+BNXa+I45kuSwgPDSneYgCiBDtxBU9VyKkp3k+lCKGZsKfjSAFGbQih7Rrc2n1lRssmF++Po3P0x",
+	"YUakWmWml9C1DNNpPNEePjFiqayYCxiruwoUr+xCl/I38WXo6ZrnMmNpKTKhrOQ57Mpbxa+5zPk0/wKU",
+	"c85KMXecz4jyWqaCZTJDBqjMSpRO4LByKc7cdwup5m4r8FKwmi34tWdu2b1vTVHqVBjzZZblTZPtSMNW",
+	"Is+P6HqcVpZJBVuXRC89vPGIW73AJ52MRryOOLe/kRY6z5DPgaS60uVVrnlmmLTAL7EZOqrv/K+J5+r+",
+	"tpjUbyYbHB/ZUjEYsle0ie7WWJXSWqFABqL1aIjvIFyV7mK0UhBnKDOt8GDQFk21zgVXjmgXgud2sY7/",
+	"mPOpyKERnmXSLTHPR63GN+SiIKchr8U2jL0UeF+5jeC2d9rLuBVHjj63Jbukt3TUgtx36zeU1yI/FFrv",
+	"HukuchppnUcHXxVupNn+Y/9NKxGXm2vZ8mcvbsLD9RYk9Va9j4yFNvilRBmzvcnSimX7w675elqpp8zL",
+	"kq+3xomNRQejFS7z9lB2bV8pOJ3zrZ+cjFaZOB3iN3etKvwaGuoYtS11vq0uvFtwW0uTBhmkEdapC5un",
+	"SVkulSgvhLG8tDtpbj+a2RpmwZ0YGF+KErsV2bndv4dS57mubFxNcgeU0RMNibrPFTsvigeGOTI9mq6P",
+	"3P/+wcH2yvADBqQL96xQ1dJtHLV5BPPuheEelcJUy+YXlcp0Y2Mbp79zxWLra6x2Avq+jz/RlTeYtCac",
+	"CYOk15i1VPabR/WMw12Y9GZc5ns/DDfMvs9WSrll2O9pU6Woxuz1fHQ5Sq1+0NOLKnL20/oS2tqjgxag",
+	"k8+TKadJPuepldeOTC7D3JLec+wtRiyOC2ZVLrI3Ehvaj2YPXrkIx68taH4e77tX+DJwxE3Rjx54YJif",
+	"C1i/ykoZMDWB4IBdOT3CkqwiI/yM4+JtdXJRKeOaKko9L4Ux7s099q1BANucZilAS4iMzA2YJsWUXg1j",
+	"6w+CBE33sJ2DN93uGTOr8sPedWsan80Petoe+JJnAiflVCI/yyshCsP6C2msLteoN5lBwnSeOa0PDJRg",
+	"ldrr4q7P3tbd7SjUKVtZJ2drEiTte4z8nnKx1KqL66VVWZL8vgc9HMYjD2F7MdFsz8PoB5WEyfiu62a7",
+	"F6b7WOLvDwx9uBSWpW4VRWkSZqqlU0L0tSib9GHg5Bb1sdg+olOxkGgnaXf4xLewWmgjGp1KQ8YaJVg/",
+	"59bR2Vwof7PrqdMZRVCCCp0xmjayEbcUgxZNdsksgfT8bD5WAm/RXOzW+b9MdqTP/iQsz7jl22fyc+hp",
+	"3ZoVmfO36O91gT2dsWVlLBO/VjxHTZnbxQPjFeZh1Hq/dTnGZv5MZYWWyh4maMgirjrqrEt1zLqUlWwd",
+	"5/2Fzh4YOChSCWNOmVb5Gg8OEzRo93sq5LVgtuSzmUzrdWjI8/spjKQp1uKDGzPM1A9z1/JFuDjPMner",
+	"x2eHYr/bFScBIJOI3d0lyAj2jIllYdEl53QI92LGCu2Uo8iNKpqjand+CbZ5Nl2DzpGE3oBF6mzvazLQ",
+	"TYRT4bj21ZQv0bo20qW9U1v2a+r7aE41uj1gxIrYa7KIPPbCG67Q1imUlSkHx0EwqyfM29QT1vKWJGzD",
+	"gbFtlLrgVrx0oon7eTiMCmDoTdp76Z67x8lQt70Nu6wEYAQDKs3z17Pe6c+7O4LJXQi3rG6tbt/HjILk",
+	"qiGz9UyX7TUBEttcFrcKN0dzfeRGeGSuZHGkiecdwb46BjTjuRFECcLYF9ndpxl2uF6CKG1cixjbE/7r",
+	"9gR5tpQWti7oNoljvwWfI42QjgjeKE8EqI8lLBO5gIdQie7c/lqC2Lz8/vY4elXKiMwy0gbuJ6+loBH7",
+	"gWEwM3IcnLHKCMYNe8mNPYKlOHrxdFMD6ej1imSlz2RWrC+/7Sv0AEVi07CW9ZKGn5wc+6Qk4ia3Fpw6",
+	"66SUz2EURJL7eJNg47x38rQ4T4mQCbcLpmcUwiHyLGG5vBLMFCIdWrEsnFQ7DLY48/PJ+6Fcut1NDjA6",
+	"bkwNx5L440mvxab6Atw+dr09Ue8QPc+WUnVY8HQudspq3q5xLcUKLvtMXIvcPdFL4KirqFljQ3/XuQC1",
+	"YlsKaxjCqmkHdW8sjX8w2Zign01skX6UKnuhZjoiOCpBrvlZcH4AA145qQK8QsKgDz9isHAdv1b5OtZu",
+	"vg4uaQYPGnDFpKXgVjBpWZ+TnjQYRsUxEHaedBkxXoBuVeQ8Fdlu0ajgxggDit5M5qCl3dW150HxECJW",
+	"e35cz97HZSia6DLluSiBdw+GcYtrh7DXsHpbv/wUQMH6eoa3QsLQFpswY3Xh/uWlhS9bH47CiXQ3ESez",
+	"FPB5b19WwhyoWhY7Q6seGGbEHN19qqamtxcvzVj1J8fXD4/pBJjjD/Tp9ji43I4/uOZvjz+41b+dDE7R",
+	"nY2i71jleuV2FqK2QvyWNOSLF9lgOFax1UYSiY/aX9ElEhL4C6XaoCIgF9xUr85jmx3EU+jMROkVZHT3",
+	"qztsbm56pdwk2YIbluu5SZi4ESkp/uCPRaNFcwQLCFZRItp53NJJ8VW0EEnj2G4cMho7UmgXH/kc91vg",
+	"Rx9/xf1YTUWHZLZLId0leehpp3yxw1lmD7JhdrvPtmb4kk9FPuI2XWxPsRRLjabi/Q+vEfZTzBLRIer5",
+	"S4lK8/5bEBhT9NdcqsNMA58g+m3q8PXIaBwxwus2/eDVdoCH+mAx/ksZl7Z+q2R88Q90ym+sfy11E6dq",
+	"idmuz44NKGXqpq0NzyP2lLm4pGCZLS78D71iOs98tHKRC7bipqnNZLqa5o2hYzgVsg7Xb5w9uDG3F6Gz",
+	"GeLsZl8noeW25WLTV72kt5J2IdWR1bkouUpdR6hDHi00CM7014zn+ZSnV1Ep1fJyLuyew77meSX2enZj",
+	"k2nZ/EwaC9C9uZewNdtb68/6ZsSAE8QwjnMpuKlKkbF+Jma8yu0pW7mfyf6XDVp7vetw7pjwUiq5dLtx",
+	"ctfksZHYREc6e+LZTe3G2LhUlwcrycFQ2hmuAIb9Q4lvyyGJJox3XFqp5kyX7I0ol1KhiSME5eK1yeSM",
+	"cbUe7roPPXU3WbBU0vEGIzOR8jJCwnFxh2JPvA7amvYuE+1IZ93+pBFYmWstF4S0a52DIM5Ru9hQPkoB",
+	"tke3EMshgyA9xtVYSXUEohiDEZK7B/3EvvkHhk3g1wmFBmJ/rpNJcz6TsZprYVhVMK1SbOSqmopcoFAZ",
+	"IlTANAxh2nbhRn8lROH+lqVBsbnz+r7TdYwer5HOIByZSRPd53rlYvZUaRtLmzDacQOR5YotuVSN3/c2",
+	"PUeOWEQsqmSHcpDLa0H7/vbFU9a/EoVlPC21MSzsIe6eiSt6SB97DPN/4EE/xg4ppYNmW+9GJ0K0m3O5",
+	"dNpNw+M5ZM+5zMEPGqL2nWDJnIBzyjhsaylIsAE1jCsgobD9c2EN42xWCrNIyPuAXbnHBOsbIZg343r3",
+	"2SBKdLzgKVlytunHNRkXWxbcdCjr8NIDw+CRUzYSKgO29Z2uMBnhpTZ2x869inPZrf1xQ/MDie+Sjskp",
+	"ea5Tbn0w7i4SuaAAVSDgeVG9iWsR6FgzsQBgYnyvdv0ORnMU5vYejJVROT4meI5q+bK9EN2Xmc73j+CE",
+	"h9939/s59FY/hY9XW//b+1M2AjX5TXB1dHDddmBzMwp6yTECGlPYlroUzQwWuIwfP3oUdansoXPsNrsT",
+	"Q99r9d5IUeL8I2x4tXv68ZljxFJfz8j858Yz2GtenZoITqlz68Ax162AgQdqOz/ANepYMC8M+LvcPnlj",
+	"MDuvs5XQXStNI20JDYFLd9uz/ol7eyohfmzQynPKxQxyK9lM57lembZHh2Rh6Nv94MYzZG+AQYNJi1Uq",
+	"R5cjA5HVtd223jIDjF75sWymxmBf2zbieVGZqHYbEaL97hzg6luKpS7X362tuNdeZJ7LJ6O399iFtxre",
+	"U/PG6pLPxf0u1G3Xqak9wtvxMv5AxbKcijN24lQ65emZqJ3MsO4GXeEx4Xn+GfhZ6w7coy0/oO3xp0XF",
+	"+kA2qS6FGSQMKZX1p24LBglT1zKTfJjq5fG8qBIwDINN3+1T/ZguG7yvT2koTKs6f/GBqZ8YRHUs2WFr",
+	"84Han8Yte411SGg/qe3misZY6g662Bm+DG6cwwy1naY/amynk/FCLEUmwTD1XSn4VSy3h4gxLlylWudS",
+	"zd8qK/P97YOZdqrPNnEVWufH4+rk5JvUfYRPdYgO/UJ/4Y+OjH7TStBv7iP+EPdPiQ5/qfvlsHQHqy3a",
+	"6CLhe2o74akzXg9XovmSbzsJK08jv2MDO5Ozpriz+8szEaroDseMUquTX7rU7LJuPXiD3PNSzZtB5Q8M",
+	"ywU3Ih6n7X75qAm9dG/GphM0jENbdKpH3Kfo2dCmVW/NlFgxnqJHlJeCwmJYn/ItdVBDB171BGMfuOjg",
+	"0WFHEEK68GpXu9Pn7h47xUxCNHOcj15AXmdTRca8zgRsMkrTCN2lZPmVUHGv4GdxU9Qjv4PIn5bEODZI",
+	"PNfpFS522L79M8aKbLq9Yk5kNQVPxTF4ailQZKSzp9KUFTz1XZXNBUmyMAIS4sHn0uXn2ZOqRjrbvp50",
+	"/LbZpDxxLVO7sRqHdLvd4kyTMBAJKRA3dsTNAbloGLcQ551k1juAoHZRy10Rbgd5UY34NT7mTzgBrk1q",
+	"wMdk3XEAkH9tT+mmkOUhCYGdkcp6pT5RBFEY24QNJWFod0zsFQ1of2kp87xgT9pG3uGoOedFQelskWxl",
+	"zKL5mNPTEd62Ky48buT7B8oCCXvrxYKEPaHE3YTBRMDgdyGKnKfwcTgcsj4EN0nDpsLdpu7xqOAMvV5K",
+	"lR7g4C/I1hchC7AYH7BMF/SGO1RyrngeFxSCSMRSnwnMjBAqYWI4H7ILwbP1f8LFFhtvp2fXt3rg/Ffo",
+	"Euq4zyl3fsGLQih3ma5Qp8kqdPsmjAPIRtyevl+Afn1d0gnrNsw2OTokvO46WHd5QnzsvTeyrBY6b9pF",
+	"djCKrZVKmFnoVQjNxTzq4cGMfYR36Z7m1nCVHxACELHFYhNJdypJhMS3tSlr3WrGb5KsTQeRwL1IcIO4",
+	"7sp1/4w3aacn9yAzc0Rb+XiLc22u33ZrLjG6TM+CacWwvlSMIwBTAhbLMxbMjoPPY9/7NLvdJ9jjPtLO",
+	"FrGfbTjEvZXD229OmUlLbtMF6wNTeCrLATPyNwLrMQn6ayEoWGeJTzw00lihLDmW0X8Vt9PvGm2URmvY",
+	"gY2DNuUqYJJs2a0hQgQiRkXGpjy9Yn2nAJXCllJkrFJWYp6ZDwT3/urBHWgi23eDxIBe1PB02ey0825u",
+	"Rg480csiFxBhMqJEafdo0htxskVdQIvfdYXDGBvXCf/BTQiAD9NEfwPCMHDFpmKmS9EAKuvtjLfZowM3",
+	"fQitqOqkLqfbpvU0PzUaCy/U/dnSP7USno7u4ke4Pb6HKF8iSMBOe8zd+DL7MVPqZwNYJj5sHzELPewa",
+	"9SjnKnZiWkCHrJ/LqTnmhRz69y4LkZ4FcQetGt/r8AXDWZoAVTfufXNixr0I4yWpA5XrDp95nQi8mZFg",
+	"yaHPdJk50aUG6JSEt8cVL9d7x1ps7mZEuAc95KngWWeIJzwxAvC67TGbK1lAtlgK1kwPUHJgaNQbuRTE",
+	"B6PQLMButvquFMIBMcCrU3FMCs2v4k7ScOwjmcLRN0Lo2W5hCxtIdgSZraTK9Orws/IO3rvztNDMGpS2",
+	"88hEoyCW/OayKmOXwjkGv7s15+5yTIWyfC4SVupKZe72KaKXDL/ZQH87sNnMCd7TyjLlmDybilyvWMem",
+	"q70iRLol4fZ6b8Pa8LU5LMhbdGTcgZjbGT/9z70UK2wD+4jN5vLli3/URoENAVhZUV7zvDMyF5z8MsNc",
+	"M8HTBQPnIgPPM7zD+n87aeqFLXlQVVHBLIAqLXRVtoE+kOfBj9QTMT4EBGDYZsKMlXnOZhKu47354eXL",
+	"Fz9BA3dL7hsrU8+mY42p3W3bVlnqMroG2giyWft4EM6+vbnZ02Ga80qli5/4za69kyXLtRP8LMPnmZNi",
+	"VLo+Y3xq3Hr6lHT8WbTF2u64Y3x89O3JHb2DxqQ2Omd9Yaxcwl03K/WSiRvcKMlzNq3SK+FEcQ9wDVZ/",
+	"fuPk6sFnGvbfv71j2H//1i48F5K5uJfFix0MHwXUACOhpDPwMYjM5yl7EwQS5Z4kUzbQUDeAUvSyqKwA",
+	"t4p/qqbNj+krcLaIfQbaeWAwR264Z+h3B9cLc0r8SWusb/SopjwXDSTqzQyeHWkAd2h3zeHtjKbHnLGn",
+	"IpUm7mS/RySXTFguIybL82wpjcG4JIhR4zlGOSzWsPnCiTMoDK+4YU7sK0TUUzTLNSY47wP55p71kFXR",
+	"e7CdjLNNTLiWD0wTvofGCsPbh5NiiFUH5uFCUGKK31JSuDmi/CKoc0KB4jp3YkriSNwt3pLfRDXuCEQb",
+	"ya+QE4oRGjPSj/1SR1H9KN1mf1lyI00nIquUfNVxbvmN14dDvyF9FXYScwykgvm7X5b8Zj9UtIPg/HZC",
+	"ZE5l7kGO92jrE7xf9FCNVFSjF9EId2PYIeV2imYZsYcDkFjabOUuCafuIDq6BqzLtnWqKEaltjrtcKrs",
+	"sBGU+7K1otGBPyRvnox6Se/tU/fv5ZM3o72TT6DfRpuxGddxsNsOel2WPopoP8SVRjT2FtjKqBRiWViA",
+	"VtcqX59iVn8jgvaBYR6whDWfrkPOFjrPEsbzHJOWmQaMfQjUrxNKIKAUAlGuBZNZLljfLHgJ0EM6N2jf",
+	"vBCIdYbfsRVEnzaR6zGeD2GMUPcCYP+qNJZNq9lMlIOhH6UTZMMYyefErHZSC+NzLlUjxYXBWIZ4KUEg",
+	"bAeSlI8qhhRrtNQ2UrXJsePUBCnKUzIBprzwmsNmuG08ECQEPH76/lKQJIBDomGk3wjQ9RHB0rCTU7Lg",
+	"Z0INzsCE4b4OQb9D5HZgb45rzYDbQ8RZE4APeaGbyi1UvSuF36kBWi7D/uuSvVZPxRJgJnR5xZQQARIz",
+	"FjlzR/jinsu3xVUpz7cRrxg9reRFvuDqKmKkvNNjvT/GGXWw18VUAx4fCn0H3exyivoJdyfD+ScQ93TO",
+	"1TyBQwIickXJan6MSUhdc3vt2MR0zdwgYrDFwem3TX2umweE+IFwG0azGS/P0FogDeMQL/aDnt4XQCoA",
+	"OFgaS22Vd3obpJ9KazrhUi9wbeK+D98mSLxgksBj5WS8aItK3NjzrtV6ByOizcgoAZaQ8KfCY6YAlxzu",
+	"nQ6Lbx2EdM3V1QHJIc1jFhMWndx2bjuyf5EXI4Gh6OjoARcIFhVt25S4uv+sPUVHaEQuhWlvXL1ncFUo",
+	"bSnAxN2e1LWXW5vGaDIRDPcVYOuz3zUkDD0IA6sz+LCyBCfAMb9gfQJQ/56r+WDPYdBh/hgO5F+NMR+q",
+	"JNUZiLE/QVFLOxwSaQ1Bv09D9PQuqTMEx7Y35hlQp/vRyzuKFVABg3G2cjITeFWlgrIXG6A8ewytK7QW",
+	"hvOUbLubhVMyYdBbhVWOZryM21ahkRfqeS7ni454DPDFXDRzJzZuDEXQRtrpz/A0nI61sGyhlYaE/Smy",
+	"Qaqh0gGtA67c7yLeId9+AuFD6KfJBDHnwnuA940re6XtJcaFJCwku19qftXMek/YiFD6zqe6xG/gE4o4",
+	"TztcBjuifmrqCJ7wJAi3umQcWx92uZ8OTC8whUj39p7muAOfBvhBShJ0XJ+/JHiLd/qRiNjPOxJGdq1r",
+	"H2nOCSKwhoM9Q6k2eMh9uah9+byoh7oThaHw6czeY6FLCGXcexcIj6Pb2b3B+SKxI7rlVNo8qV04FJ1W",
+	"FUQ2u4xHEO/YoM+R2+tvno+PtGpy412h99EM/Xi4vE/iDa4qcJEDpF0cZmFX1pTTELND4+buCGdddoWI",
+	"m8PCRgONR2o9lPMOSuqKXV0t1nd7MyvZwPlsIkEBR8Lx7Njlu73Ze3im97dnBcniDuCntrl+68L3VlWt",
+	"cwBNdJoTVWQM7ASShrKEpSGQOguB1BlgQZOheAvisFnW5RNZVtJzclGEm/NrQf6c2l8E0+k3nbfwjVb5",
+	"Ouow3s0PoWO/4jEK8L6zmGpcY2iatm3Ll/0gdBynD2NUr4cU8XdfRC0u5P+I0ntwotAqe4ixDfl1By5v",
+	"jW12h20fn2tIEd2YkIVISfEgwxgVWvBLs6xQxtimpEbmce+09y+j1fCCr36iMMJWpapdw/Ub1gGw0ljf",
+	"gP8bVoImuIsOPKpJh1+Hs8qIEhBDhRmyiWtv4m2GzTUCqJTzorgsRJqwH/T0Ulj8PNKZ+zAYjhXqEvTa",
+	"pAXCOwHL5aRGypkkbCKVtE9a32BwqZkkYzVBQLkJ7MfEEoST1Or7kqdiJEqpM9JOJ6x/4utzNkqNkr+c",
+	"6dlYfXNykgSogW/PfH0NN1XCn4BSnoMhO6/hfHDM7gjCaAH0yI0s1cslV5n7kpdzGLhQ1+4/QFWasD6+",
+	"dMq4Yi/OX52H6os+Dy3Urf52rOq61QmrlPy1EjXvyM4aazbSpZ2csYk34E/YmyejhL19OnK86vLJm9HZ",
+	"WE0abonJIAFMJrQy1uv7E4RWu78dS5Bq/lSWE7TPTo3OK4u1GQZurqF4wajUU1iHXF6L+gvcHmB6VUFf",
+	"9X+spqJUwgrzAKomCnM6VuKGpzZfh1rWC2uL74U9ZYCtmkAlAEQmX4pb15FNi0snmMAjurS3sPjzskjp",
+	"i8Sv6+3ErcBE3Aj3E22Pa4NDq97UEeqPgvV+rPxu0Ig2Ya5gM8+QTCXPn4qcrz3Fub1ukaAbmm3ZTNwz",
+	"BssJvVmUwjguO2H9h2CA8YsIy0erB+s94zKvSlG/McAVzuVMpOs0FzB3gzpgwopSXFpd3E5YHy7M9iKP",
+	"FayJGwmtNi6UyYUoTtkHil66nQyGbAPpCixGTGnaP6bLsVpofWUwawdIgmUilRnYVKkYRJAgMJANTa+x",
+	"wnAPzFj5mlHBCBvqIAReUmhAfxaBsbCUl6UUZvOsS4LaxvzYa15KNwozVudvXr98+cvFs+9fvH6VMPzr",
+	"n69fPfOfn7x8e/nm2YX/c3Tx+odnT974P3988epp4ht59/rix5evz5+68SbMLkpdzRdUwXilVrzM2Pno",
+	"RcJGr5/+8ur8p2f1p8vR+RP688VorNx8X71++oyeMsK2grQbJKhXivVXC5kuwEJaipkoidMtGTdjNflL",
+	"v57TwB1474tG9skm3Oo8H2bi2gMcA9sKX7pFBeKtv/JyAp3t+ge3gRPHIf36tg6PNsjfDGBxtQLGicv2",
+	"fbHUxD3ok8UBT304Vq16ZXAvZ5m7RigwYsL6M3ktjrAWa1pqlTB/Uzo+52MFJ6zvWO4AGbVCqStdY+ju",
+	"hPXP81yvfDkMn34nXAtwDB03pDjg+nbxF8c3J9CsCUXCftBTQ87rl1iMtf+NawptmJFfH0JHWIALlr3g",
+	"Jc9zkUuzdBtDIfRSK3/zTXl6pWczbODM3Vkl1VwDRKWWKwBJayZLd2B9Ekeo/eZWqF1QYcjAQg3qnPcm",
+	"SMNydzVJhFszY2U1I2S1hCEt+h7ydbt1g5FsWOz2WrD/lz08+Za5J1mfY/8zoVIxVsCs2oN/YJoJ7UKB",
+	"TgjvWl9GzXEosBabQcIMXvhusGPlR59yRf5ZN0aPpUpzB7cClLNSwfGQajdst8inBD+0dHOeCrsSQvke",
+	"fIgH9wGZ/WZgHjyQCYt4IX7WCSvyCvAP3QKOFUZ8QUKTrlRGTmHbgPoeQMh90GDqeWTMrmQq3NFDbHjW",
+	"38SvBx/6WD0++QbuF67WjjxEbsQACQZwnTTWEAP7oxG5SKmOziQozEP32yX8pMsJElTjV0R1JfrsgrZ3",
+	"vDy8wpbcpgthzsYKFIv6ZLd1zsYxezgAdtB25TVeJCP9hPU9A4BASaccWvbwNHg+Eu9PAp/DWEnFXr96",
+	"FnWfzeD+aXhq/PKbIpfWHdold0+DDBZGOlaP/v7tyQmwn9kTrWZy7uSoLGNvnv/y5PWr5y++RxFsy6HS",
+	"Yionp5BaquZMaTtWTZcMDC7XTnqZbS+tbDp28LKF5DhWCq8pc5WNlfe3ucEQPzllH6bceB6XOGH50ksD",
+	"uK6iEixzMo9TratpLpB26KezsQoa08MTOB5/OzkhYYWEGOS5ILDgh+dc5t9zNf//Gk4d6NpXyb2djFVY",
+	"GP/0GWs8HhxGm96kOla20R4e5ySMlX3jJB133eK5d/K5ysSNyByDQSMsWzj+7+QSCv85a7vw5sKasbo4",
+	"f/Vjwt69vnj59JfLF/98lrCfzp0g8cv506cXrD9BMBt3HyKYzdHJcPMrd1vTS6PXF2+QxegyXZSVcvLR",
+	"6NmbX145OeEyYfDZiQzYr/uz0V/rC9eWmyQVyzHu0Di5mav5EUmoEyBKpAm6ZuDngMk6gQOI4Jz1weOK",
+	"eXgtr0o4IVL+JgI41JOcG/OKL0XCINRjxO3i1ilCYzUKOYQIC/rEg37agAO6cTL7iDk38XBCGS2lU36P",
+	"IkhCE3c7Q7dgf7Has6cWSOuZu+nbgz1l4964N2FTqdw0kWW54+d0eJmOlUfTVZql7qUG8Fd9e/nQmgZw",
+	"KbeceeK3HvWTSTNWHs40w5vINrBQW/fwmf8JcRNruFO2gXY6VhQ9H4E77XMvkhy5cU2ojBJKa1NtF8HC",
+	"M8AgTp1n7k5173rhHOZiLF+zSlldQRy2DBekbRVhc9cY1YsKgMtjZSzPcSqrLamjFLYqlRmyp+418ilB",
+	"AWYvJrr3sE1ANKbhgb4OWY0oi+Zr1iguIls6DTSJ8L2Ib2w8RC6Oz4PqQj1bQNDtg+zw9sXTM2wahdyG",
+	"kkQHZnDmLlwfb0ZSL2j2bmBkjjZ+GjGA2bYdTdwQyHivFr6vH8Yskd5cFoocF0UvVAbu+VqkvaSHJpse",
+	"wPL2fNxlr46ocY+/Tz7e7LZVfbJhfjvIcLZhAPsIm1fc4+J2TapYlMvIHWhvnXKPTAJOghI3lhV8LkK2",
+	"A4mjmJvD53Fsq8O8O8Fm+/HunQ0r4s4IhY+pu7qr4qoH9th/wk/8K9HIB6Ld/Uoc19jZGVL6XgVkG28d",
+	"lDeAF2pXKhcU0K1NX/76JcuS16qdVg+Ltz9YeF1PJobrdEi9dGR7h6Xt+TrA3x9aEeTOMMM7kMfrXSqo",
+	"HGCsdBHJw3gXcctQcO0/BCBOceNkdw6bgOLOuR12RFpTROh3690ov6x/JdYDgpYvNai70rB2PLNoRgM2",
+	"ArAgFnWmyzMw+rTD81ohwlG20hGl94ZQc/3UfTBrEkJZk+bwnIzOKkVKJ2+GVNNAdnWfdca52VbRKvQI",
+	"g30wa9F/rWbTeLFqK9V7XOg8cwt0SBjcoUkTpjvAJSxEyhXGyJEKmTRrbzO0suRUhntP3JRQeDQSQIja",
+	"3r6VL3xxzn3TO+iK3zfMsT53Hw/a8FkvmSh+Q+wabKJAbEeEeEvDgahRM6mkWRyyCrsg6EpxHRLe9oDa",
+	"cH+g3bxSpiM4oTxoi7aK9lDpgV7Se+u2Gz9+B/FkToBEF/hzvGXuBCo5qE51XXWH1uR9bOuNSKtS2vUl",
+	"eIao1D0vY8HR5wpMiBZq+EIS/Q/v3jAj5wrNXJxdibVf4zm3YsXXDwz74d2Pl0PIO3M99E59+2E0C2uL",
+	"3q0bjOysVOk6dmJjbSsARqJn4B1xYjwZXU+91wqLMg4SNgU0nn/pqRmrPgrqg4QZqea5wKJ8/ZHOBo2y",
+	"vfAw65MQNEhqhzWKQa4hqiKZgHXkqH7VswPWb8j+aLjhldUm5QDuAmqrFK4lVBYGwZxGUQGtvJLfwCqw",
+	"UZ1wyN4apyaBKW2sLM+v3C239dTk+2dv2PH1Q/BGmAmGmgYftNkq+gk2acHTxXCsxurNohSCzUtdFSYh",
+	"O9lIKkrnPR2rI/bXv4ak4vPRC/PXv56SITlhc2ET6DAhbdCXOh7ii6994UsYRSam1Xzu1se3s0/hy7Fi",
+	"/jPYYTfrX55RRWOotOh0SSy2aBYiz9FV/U5M0RdKo3qhjJwvbBgFb8qXJHj23azc1aVLtgIjbAY+IwaG",
+	"LVEeXTrh5Bk+DONHYcAp7JNWTeXJIAkZSGhgBLMiY5UBeIpQvtNTQ9hatz/ndSFywqLlDE8YndQ+3/Pc",
+	"olspBUMrBOa6kzsYsgudC0LhrUvZnrIJlsadQES7ScZqEkrkThjPjQ4VjFZ1ifMJGNTp9yVXYCdopKWd",
+	"jVWsdmxGxiYAEUyYVGlegY0/rFdzUR6fPGyakHhOBTwrdaX0Sp2xxyffbD/g+nFSSaZB5jyrK95sw61T",
+	"4rphj08eY1FkziC5Wc0dCcLGXAgAbg8ngPwPmAkVPDk1n0RgtITNcFeQpgzT5O4Lu/+jWB/9D88r4XEM",
+	"TqEcBM9gBjmfO3ItpRU+sBqkQbDBQJsgLIM8nIlcUqQGItZ7vA0AmffYktPKOIEab8uLZ+dPf3o2Vl6F",
+	"D1XXprpS2WDI3kGwC1mcCMJQlwCugiYMKtYqLVhgkHU3sAF6Se/am2p6D4cnwxMPP84L2TvtfTM8GX5D",
+	"pU3htnKMramAE+JOqKj7Iuud9l5KY5/4hyDatNCKMHYfnZx4CwaF8gAfxPN0/C+KWEUx6k4hC/sAGwnc",
+	"aBsYCH4It0nv8cnDrtbC8I7fKl7ZhS4h3Rhe+ubul577hD9449Hf736DCsRceKADEAyq5ZKX64BJTtS3",
+	"VSF347hCMjqfGwQ4ATbae+/aa+7T8Qf6dNu5Y98L+6SBfn2/+xXbqze19flLbtfJ47vfeKXtc3fcPtP+",
+	"OvmqtrOHFE+EKNQ5cFdkBnvutjudJV8KPJIdaa71I34XRtwuerfvO2nluC6C+intA+/A0rptknuWSU9z",
+	"L7GngP3xnUYt+LMQXaO8721bdrdlJW5/d3InIa8BaQiEeXI3nX3HMw978gc+Mt/u00UzXrt9XC6FpTRX",
+	"iMLgzXoMGBX0iTzx+APWFbj9REpPPvQkxF5jFXCMMO9h271NsksaJFSX5CwzLMhLKHgxMIT3YECMcHCE",
+	"4/7DMPEOqv5TkiguPesrDYnRZsHLzAyc7B/wDHntBz6EWkFjbFza0ajnNJfgAIXkfqsB0RpdfE01E9KT",
+	"Qb7mGHwoDQj/YA+MVcxn/bpUfrJRJ39AWqxMF2MV6NBAX2s3BkmC57Zc+KNE8LV7o89QOz9CoNB5wgwm",
+	"D07X4DX+eMr8PMIemgX0rFZ3agWEORVq22bAyGSwi3ZIjdotpY/8Q/e4Ic26kJE9CUP4nbfBr1dTScVk",
+	"Es5KnQsGdZHuXO7jD/Tp9pgXhTn+wIvi9hiLc5vjD/jhI+4aWqZw12xz3vOiICXRdeE0cD0Dk37kVgLP",
+	"eveVVHBrRene+9+f+dFvJ0d/f9//+Yg+fThJ/vbw1n8/+K+/xBIho3XmKmP1ksb3wMDhA4cWJ9AvH3Jr",
+	"MU87LSrA3CJNHcM1W8k+pA9TJvf2PENN9HucauNG3p4yQMb6HJQwcSiohbYwSxvXD2uAkS9jVYjyqNCZ",
+	"xwbP5DWEp0vrDQ0Ype649mDIsJK7YXNNgZhj5Q2gomRa+dBnIkSK3yJSxYgj+o4XRetvfIOCkggE5Lwo",
+	"xmrJ16yoDITpuGuPRsAJR5T1Hz/6O+NTfS0GsctgVJnFT839+dyCf6vE/V6i/6P4JuLMwPNZVNMcHSh/",
+	"LiH943joJ0tOIyQfWmByLwBZt3gF6wdbp2kA1jnSbYpPtSCyL1sua/9aVMI638Tbr8cIyR8GgJ+0Ir8W",
+	"iGNWOq6G0WRjBbDfkCIEKWTU4RC+ruNmT4NvzJBwAslbUD5QLSvjgzzZrMrzdSMzhSJ4nNgZRkpZOGtA",
+	"m9Al2jOn/IpMk43sDIgIwuDSM8ZxDhB3sJTG+NC0jDIIoApcyc3iKNe6INwEcpzgrDCXpBDlWG3MVj3H",
+	"INpJQssGvUB/wcsEf015eoUJM8qaU98wZNscGY8U0foWM2X9VwTmMFb+C6xucATtsnPcOQyGxg3NIC8O",
+	"vLDMVzaIcavvhfXO2HsUlQLqf1y3KuuiAF8ZSYuRnHu+EcvPYn30nezNO5L7kM1+L1Hs/SGc8BOMIX/o",
+	"RdgazwQ4xYQk/CYTQ7xESKc9g4zTaikmzIdTonTKx4qQnX4jiD+s0wLhToMzNqlUpic+ELjJ4LxwhkVQ",
+	"2kybSsSYwNLdC9ulX3wsrqHoKuBWn2Z68kUecLZggsr0QeYn9CyLL8Aj6wjTOJOsnYbBAhWGiuAFfqcp",
+	"od8JyNwpfhqSqAg4jJxzgz+boHeyB39+otUslxiG9HtJhs1IBDSlZboWD2Ns/nBJ8FcPDhsV/gA6lmVC",
+	"SQFYiiEl4jzED4Cu1gVhyscKIhnnwsZxSxFT1D3qeIp7Av3rFFLzwIzV5OiIHj7CglaTgZPUsD/O2rZE",
+	"ZgQEP9QR+nWuENgDvRu5LkImKXEiqTFmDSK6ztyirqSao/wYJo+5zIR9CuEPKS+oQu8G2ulpXdDMO9Wp",
+	"rnyfs+9Hb7HC+iyUnlfafWso73dzdmO1Wmi24pAFFHagUqlWBsKARIYLwKnaWu4UZ0iJI1nc54leUu13",
+	"tGUSd47UEcNEmQemUVBsrJr1xGCc+HpHUTF6eci+E2uNgSVjBdteEJpv0piM06ghaNRnf02W/MbzOzOp",
+	"IzvGCvSQNYbKxkiHTY6OlvzmKLwySdjDk+Tk5IRN14EsBo2UExDJQ+nlkksjINLBb5lZlFIBMJu7vTCZ",
+	"ZYCBydeQ9IIISkjOlJgKJg6kkFxj6QHAK+qQsBGs+R7vDuwgcnHQD/9OcQLnjUAZ5A1AjhDFFKjrsziM",
+	"W5Ld+zvY6fEH1+9nkB8jEg3N6G55xkeN95KeDxuHcnUhbrxLtqlsrOhgI+VpY80DS3VDc4cpnBdQunW2",
+	"RmQO4w5KyotCwOGGs0Y8tB+YJJOQfFW3IS1CfbvzXlliyR13SXsgkw+3E1ZUdPG478YK4vXJYODZeeQc",
+	"XjbP4ee3ykHbAADwpd3xuw//v5kb/nN41aPEDEqKPNRRGeEGaHo2xx8c/d8eN8pYR6WtZzxdMF/BALah",
+	"Yb8uRarLzEkUmNIBlN33IGSUFs6zdSjpkTACZSCLO9rhITuDCl1QcqgPJR4rqnfRKgySLrQRitxv66T2",
+	"w6WEtuMEN6zwkbgh4BWIFvxW+RVutEpAQgqobnD3hglL497HWQY8h0zOZk4gC+GLRSmupa4AAIGkJA8V",
+	"AGLIWH1zwkzH7douT3GPB63dUYea5unhqy1ry5ZVl8ApReoIPBT2aFdW28eu9Zlu/eTOx1/xpbhTQgjS",
+	"aCcbeA6ZSAJF64LPpeJg861d9hC8APoGX4ohhn9HI3xTni4gpXXb7R1k6t7WqmwmQ0CmtDTYbd/J3Ck3",
+	"4iwgf7Wj/WtH5K+VgFNGogul/tYH6E4LFcStEbCJY0yTK7H+T+BjE1ZwWRpmhBs7LQsAhZkzwEAHjwHk",
+	"/XcNx5e0PGA8sBR11QlwcEhvOu+PPOJkDePsM7tq+MrYSDwk8QEjGTkJF3SyGmXl5KTGzHh4cnLS2Z+v",
+	"Q1H3R9B6vVP3XqMm2MMYoGXMrtnItaao/1mbW/vc6th4Qir3riV4/wXsaV3xGa+VgAk0I1TMH9wq9una",
+	"lVuNloS0arAMz1zr7z5VqdoVQ+BD+Z0KkYlUZ1D+vJSpzdenPssCkccoUqjUas4cDUEeiRMs/oXoSB6/",
+	"Ap8GjHi7GLJ3ILAoNnmRiWWhoSTi0Y9iDaCDVIN8rDDJKBi160rGVBOLSWWswDSxGZc5AV/AawB8AbBP",
+	"EdnkCTQc7LqHrmRj0D+KdQ8Py+dXXLZQSPdSXx5+Ebs3ruAfPijhUNPzw2/2OsaAdorn/tE+EylKnQpj",
+	"UPT63cQ83LNGslsHY9lDmjr+4MSLW1K1kItA7fotNw0g0jSP2ga5Pt5mQfhK9lVQ39pBXJnGDp6h/R8R",
+	"MahKWwxUrvMK6crN6d6wL+9X+wRC+PLJNt+DnaOGhGhDgt/HVX63pvSjVNlHaFXBOtmmDshzb5/oP8rd",
+	"92Vo8y3hOvxf99P+qS9LssG3U8MRzE9llAj0ue7P4xoT7fhD+Hx7TEnvn+7ZuBf+EPeYhOHvdJvsHdLc",
+	"AIQiUJkoEgBESYbC5oXOCODWKTBaEGCgf7MFEx3g6nzZTwLNbuHZhBqBIYXevxy83xnFlYfhzRoIm/V1",
+	"oKs8G6t+DfkNfmcEm6DYaoguAIMGBihiHE+oixwCsceedmUu7ZpNobjMGeMNrD80W4UScXMuFSIi+pX6",
+	"AVAzYPEQOSNp4sY6ZYpAMsI0B0MGWUCIp4jWY0mufwmM9xTNE6XOh2GhPKLohALu26voARAgkBVBcwnA",
+	"3wBi+ZpJ68tuABFgaE0DW5tWnQLIQ8sUQz4cq8ePHtVQkWE7qB5si4xgr8HSF1EcaR5PWkT+Bww7+hpD",
+	"9G941QSa9+wmxuMiutuesUddl0+oG9AdlI5RzBh7BKCy9aCgzAOG5Vw2ynSEMjnuRanGqgPqOsCxe8zf",
+	"OhkETvdRLG3EXKdDamKY65TnAF3rFssPAepWFJTfk1FxjIkt+Wwm06fS3TvTygKc0AjKAjzJtQFG8YJq",
+	"JwVQ/oCEgFAWAGyCFV9ge57R6l3mksJ0IKapxlTvg6zAJmGZ3YPDq3CvDaU+RqCU7Gi6PmWBqW3UFUAP",
+	"/RE1e8qiCL7ILgP0dZ25DM7KsQqDCIY5WdL1QoDwUNWjFEbn1wDzMZdaHa1kJtDpiamfUAJ6hkxHlhB/",
+	"5hoZhtUwFDrAQgEUTBJIeS4QarcOeHRX1gZdzNzBZ5XyECVwn7gdg1ghJcYKg1SxBI1/CoNT2XmktK9q",
+	"FCmhyzO4XOkSINI5rfNbLcTllo4cRE3MvnIFr7e47kdawAsKkPE+iRWb6jeg4CH1YjIYjtUbJ6UgZlMt",
+	"gazIQMqzDIt8+ISuNjpHKRxpj5UEuCSerbE+piXEXfpKCXTsyWvB6AwM2TmB34CbyS64Gis4q4B50+HQ",
+	"Ddt7n/de3UnHxVczrK8Wos60hPqkO56EyUI1itIXT1C4HwvFR1x2AYM2nuAu7UJXlk0ASWnigzMsBnt6",
+	"RHjDfrh8/Yq8GPjofzoNZ8L6uhyryXmaisKeMituLPZ4hAhlk0ESQQ87xRsHHnxg2ERmk7GSBqsVeGjP",
+	"VuURj1JGwGc+fDXwLW4xtkMpsAvGMMlYfyF4Fso5sQlIkRMWFnowVhBHjDwp545qsNO6SlLcu+IFV5zd",
+	"tncl5pSERYx5JENRyA7/sN8TkoHdsmWszw1rTbfTOQvvtfrdguYN7tmTfdyz56GyiTRsyVUYIZSEdmy+",
+	"9iG7XfNl1sCFfNaGzQaxKgj3gAkrs3tzM0OjSBR1q61V/N08xjAAchcnva1j1W5oc2BbdwjR5dd82q0w",
+	"oG0URErtDOmoBrHusBA2wSL+HsE/X+7CuEEU/uh1QRVjoURRA2SSfScVB20HkGy9EYMzzCGhxVQiHysU",
+	"kzGgJuOWn7ITZmzmFCLPzTUVdUJkS6hLgU9Q8wkZpbBJBu3zHGT61Gk13toCZf0eUDDjIGEPXTO6sgl7",
+	"5D6JskzG6hsmbnxuCHxKtRP9sVjdkudwp52Feu7ImhR1NEjYY3fxYKTM5vhP2eTDuLeSmV2Me6f/cZKM",
+	"ewvhqGXcO330+HYSzdl/diPSy4XI87vipt7UcwxFN3g5B+eBYf1SFIKj6a++4RwrFTdFDmWd0UQZD5hZ",
+	"Ujx3t0FzX0D4wGgjQTneonRQiJSIIOQj6G0r0xvjJrzZTyvRHR6l7wwbi71m7frO6zv2HpDy7jc3b5aH",
+	"yILbK3G5klR1hsqChePIfMXPrxx/k+NfVAAURcdG4h8BXJdyacJC/tl1g1zPuzUDd9Kc1E/OdtCqAKSg",
+	"P2nKNTdHKnOyjZP0dcmKnEsFz0HFTjGTN82gKJ/RVZvTwEbdViCgjclwrEalvpF4VcTggo9mPIWqSzIT",
+	"NdTLtDJDds6MgNDwsUKJyYTQRd4EBPYVXmfNKj1wF/D5vBRzbnVJSYJLfnOU6/lRqyZxKBHsRNmA7QBO",
+	"D4/RvNQlyrVok4cHDF8bttArd3QVL0u9gjD3unbvJGETKJ8JRYKz+FVxCR28dJu4d4xt6GFXsORH8eV8",
+	"XdtzfeQq2Mg6OvKg7gf3IYHffwI333C4CVHQXjliUmKF5NvVAQowH6O5QbOugzplUnZ2A0l8VGLvc6pr",
+	"YaNAu8Ih6Rkq5HcSh+Uy/5yDeY42U9jTGRQ3UXCY296yvjfTZpiUIXIjYMBjVUANNLzr22XbBs1YSYgZ",
+	"qmxRWaix7ctWJ2OVuh1jWFEasywrlYmSOTaaJuzYrE3CjjNxjTjjRqSlsAaL1Y1V//HJCZq/V9KIwZC9",
+	"QoRASP8iOB1ENuujTJIL9CPyDHJEvXgycQs78SaPxo3EDUK7Z1oYyGaBJiz6I8cqIHS7YbtWAfEg1Nks",
+	"sAwcZ49PHp+xJkU1nMQBUJBj425OgyF7CZSBcnwTc3vNVmQkzhqwCJtnROZiUzN/KdTcLpxu/uhx8onK",
+	"tL90DoCo1XM3o1qdhkvmQD36pZ7jifnTCVZfznnYzpHDKxKLAs5N2+FHcn3i60ekNdz5n1oqA5/RHzQE",
+	"phOcBPKp7jlEDvoIx+mPEx73NTbhTxSbgGDY5FMKLlMsMgIBQ5DSEYqwf76ohA/h/ds/bvxbHOGpf14U",
+	"p/ViLQTia/wmSn0WwqworqoVb3U6VlCZiCrci+yMEjMxC/m8KFguZhate1gaG7CioPq+LiZj1UdJh3RU",
+	"RDDPkq2y1q0gqCtRWCzMb3lJxY3xI+tzH4wWarUO2TtARW3ISQHcWarN7MROqKiaG3wUWpSbbo/Kd+H3",
+	"8Okj8KP+SIHuX7nlvzm3HHVWs4KoEAoN3TuIqxRLkclQNDRqlxqJciMqpMZdb7zvFB+EqmR9AhdAPAKA",
+	"1imXbFoKfoW2H1B+qQg9y7RTJJFlZNKUFXQMEADCUIF8ZDpKk6ra7JbggUK1I9LVAPHHyGWRr8c+yiep",
+	"kyUgRZfgEuRc8ZwZIVSCOhvYyBI3A9fKAgCjFrwoBMT5rFh/suLSSjWfDLCof+Y4LJV0CAE4SfASEC5A",
+	"FwZnYw/uNCuJrRrs3iKGS0Rfd9re62yd38fP2pisL2MZ51iYzdKs6vk1FmeLG7xyB6J5GJpFUHeBndzB",
+	"C47xOnRSUTRm/plTmXx9hJxgSsi0MtdMqzOP9WigZC0hPiLXyobsvMqkxQhOFGmOGp1PtvENgOu1z8l9",
+	"6DuNHqDHL63zHHo4NuF90OhF+5/UMMSeKXytwtO2hegCyLR5gBBglGJpmivZqF+xohAu/lmOGkmcnWet",
+	"eVbw2TsOywU89PW0fD0tn/O0vJROLWxfNm7X0YTYXEWKFvhsh8Xk8o56QWTDNzoXThRbmVNwDUJ0KlyJ",
+	"S6kqG+IYwBGz0FXpoYfGChwaKA56BK5+wUsreT7wb7vXhu4M4vU9AfFuIspSl+6PUmCUTKMSJfPPUl6R",
+	"WYkSrkjE8wmx21TREyRdTAmQlh4P0Fvs25sb1m/lY0nDHrIjhiM49n0NznAcOa9UuoCwSpXCwwFPCIMs",
+	"0TGKAPQtK/BYzYUK6MJukyzgFVG1caqJSxg4WBnJhOsf2k5qkP66KZ91AtHuWXgBfDCAz+9WGYPMw1BB",
+	"8leQ3FwKvhyyBsyWm9KVKKz34mzWQfWRZaU1Y4VRTR6EzNcHGJV66RSZygBWakGRTIYD8kfm+JJuYJWN",
+	"Vd3HxNe/mbA+5lD8YnL5y18nAwTKVVhpluVazUXZBV/28sW9BrpfvnxxB2RZOAu/d6miMBB/SkmvO8rF",
+	"tcgbu5E0TzSAV2Ed4iOpqMTRTlS/CgPqujkKggGXPgWwyHkAP6J3/dCgIgZks0Dpi1q7HKuGeolAeYzA",
+	"bakaNSCBNWR1+FtrBEVf8WtR5yg6pRfkEVCaMVKy77kqBACI8gg0YygR3FWj7K2f9z2SG/XRhbr0Bssc",
+	"KfPvgymJClaTFlp5TUWp55A8c+id5qmwAW/ShZNBi/oF9m3Xnv2JJZvXamOL0aZDGcbBiBP2unFuEzi0",
+	"CZxYwgvPxP7EcKgDlfZpEzwjvmMIrQW2IcrSvua5zLitMyc3+BnFKJCFXyp4HmG1wKDGlyIbIB4McD0q",
+	"4kMhr3bxwDB368NVO2SYc+quQI7juRKiMO2l9JFppc6bRoGxmhhhj2h4k3ilrdbBuAfthihiBMT/ZTWb",
+	"Pc6j20Isi/6nxvQlQCkwbXu0jPbV/Imc95hP9cfgX2wdxTt1d+iopuktij53v98vTVPr51hE5Zao+vck",
+	"4q9londlWjqK2CT4JPhLAfu8JSHOcifrwgWFmX25TNeffEJqW/A9nJBXWF8Y7k2vleF8Cg45bk7MAlcQ",
+	"m0klzWLI/qGVhlhiKMcgZ2wu3YfVAiP16usMoFlWKmZu7j6GYMr6egy/HsO2y/Wz3zsNs+89XzxkNO4m",
+	"eTQYf6X5rzTfAIyBGlVbd08uZ4B7G0wZxHyxACcaPC5fvgZbHCQCpnmViezg07JaaL6UnWrxu4U+X764",
+	"T5X4RSaUlbbTboaWpt/TaPZuoZtlvaUJIFelzrEMFhQCjBvDXFMirUo3Rcd1poKXouyd/vzeMRVMp0R+",
+	"VJV577R3DMyGGtoywvvoovMR2DN9xn0DWXsrkiGUr3OjzsS0ms8dYbVbaJDGdhOYZJ2EIuc+CK0BQtFo",
+	"ys/99v3t/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

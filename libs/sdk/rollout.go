@@ -19,3 +19,10 @@ func (c *Client) OperateRollout(ctx context.Context, project, app, action string
 	r, err := c.API.OperateRolloutWithResponse(ctx, project, app, action)
 	return decode[computeapi.Workload]("rollout "+action, r, err)
 }
+
+// Endpoints returns an App's Service ports, its address and its pods'
+// endpoints per zone and cluster.
+func (c *Client) Endpoints(ctx context.Context, project, app string) (*computeapi.Endpoints, error) {
+	r, err := c.API.GetEndpointsWithResponse(ctx, project, "app", app)
+	return decode[computeapi.Endpoints]("get endpoints", r, err)
+}

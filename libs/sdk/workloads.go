@@ -162,7 +162,9 @@ func (c *Client) Operate(ctx context.Context, project, kind, name string, op Ope
 	return decode[computeapi.Workload](string(op)+" workload", r, err)
 }
 
-// RestartContainer restarts one container of every pod of a workload.
+// RestartContainer replaces the pods of a workload that run container (a
+// rolling replacement for an App, within its availability budget):
+// Kubernetes cannot restart one container of a running pod.
 func (c *Client) RestartContainer(ctx context.Context, project, kind, name, container string) (*computeapi.Workload, error) {
 	r, err := c.API.RestartContainerWithResponse(ctx, project, kind, name, container)
 	return decode[computeapi.Workload]("restart container", r, err)

@@ -32,10 +32,16 @@ type Cluster struct {
 	// Client is a clientset on Config.
 	Client kubernetes.Interface
 
+	index  int    // position in the environment, for its pod CIDR
 	kwokID string // unique kwokctl cluster name
 	spec   ClusterSpec
 	env    *Env
 }
+
+// PodCIDR is the pod network of an environment's i-th cluster: a /12 of
+// 10.0.0.0/8 each (a million pods), so that two clusters never give a pod
+// the same IP (KWOK's default is one 10.0.0.0/24 for every cluster).
+func PodCIDR(i int) string { return fmt.Sprintf("10.%d.0.0/12", 16*(i%15+1)) }
 
 // Dir is the cluster's kwokctl directory (pki, logs, pids, etcd data).
 func (c *Cluster) Dir() string {
@@ -67,6 +73,9 @@ func (c *Cluster) create(ctx context.Context) error {
 		// API server being frozen for longer than a lease (it would exit).
 		"--extra-args", "kube-controller-manager=leader-elect=false",
 		"--extra-args", "kube-scheduler=leader-elect=false",
+		// Pod IPs distinct across the environment's clusters, as a region's
+		// flat network has them: an App's region-wide endpoints carry them.
+		"--extra-args", "kwok-controller=cidr=" + PodCIDR(c.index),
 	}
 	if !o.KeepQPSLimits {
 		args = append(args, "--disable-qps-limits")

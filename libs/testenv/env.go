@@ -117,13 +117,14 @@ func Start(ctx context.Context, opts Options, specs ...ClusterSpec) (*Env, error
 	} else if n > 0 {
 		e.log.Info("removed clusters left by dead processes", "count", n)
 	}
-	for _, s := range specs {
+	for i, s := range specs {
 		if s.Name == "" {
 			s.Name = "zone-" + s.Zone
 		}
 		e.Clusters = append(e.Clusters, &Cluster{
 			Name:   s.Name,
 			Zone:   s.Zone,
+			index:  i,
 			kwokID: e.id + "-" + s.Name,
 			spec:   s,
 			env:    e,

@@ -21,6 +21,9 @@ type appKind struct{ basic }
 type appPart struct {
 	// Deployment is the shard's Deployment, when there is one.
 	Deployment *deploymentObservation `json:"deployment,omitempty"`
+	// EndpointsObservation holds the pods' endpoints (endpoints.go),
+	// which the propagator reads.
+	api.EndpointsObservation
 }
 
 type deploymentObservation struct {
@@ -48,10 +51,11 @@ func (appKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (an
 			dep = d
 		}
 	}
+	eps := t.endpoints(pods)
 	if dep == nil {
-		return &appPart{}, false
+		return &appPart{EndpointsObservation: eps}, false
 	}
-	return &appPart{Deployment: &deploymentObservation{
+	return &appPart{EndpointsObservation: eps, Deployment: &deploymentObservation{
 		Generation: generationOf(dep.Annotations), Observed: dep.Status.ObservedGeneration >= dep.Generation,
 		Replicas: dep.Status.Replicas, Updated: dep.Status.UpdatedReplicas, Available: dep.Status.AvailableReplicas,
 		Template: dep.Annotations[api.AnnoTemplate],

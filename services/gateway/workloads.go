@@ -308,7 +308,8 @@ func (s *Service) OperateWorkload(w http.ResponseWriter, r *http.Request, projec
 	s.operate(w, r, project, kind, name, api.Operation{Op: op})
 }
 
-// RestartContainer restarts one container of every pod of a workload.
+// RestartContainer replaces the pods of a workload that run container
+// (Kubernetes cannot restart one container of a running pod).
 func (s *Service) RestartContainer(w http.ResponseWriter, r *http.Request, project, kind, name, container string) {
 	s.operate(w, r, project, kind, name, api.Operation{Op: api.OpRestartContainer, Container: container})
 }

@@ -45,14 +45,25 @@ func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns 
 	return err
 }
 
-// beside applies the shard's PodDisruptionBudget.
-func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
-	b := renderBudget(w, sh)
-	return t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b)
+// before deletes the shard's Service when the App's last named port went (service.go).
+func (appKind) before(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	return t.dropAppService(ctx, w, sh, ns)
 }
 
+// beside applies the shard's PodDisruptionBudget and its Service (service.go).
+func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
+	b := renderBudget(w, sh)
+	if err := t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b); err != nil {
+		return err
+	}
+	return t.applyAppService(ctx, w, sh, ns)
+}
+
+// lead keeps the cluster's managed EndpointSlices (endpoints.go).
+func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
+
 func (appKind) owned(_, name string) []owned {
-	return []owned{{deployments, name}, {pdbs, name}}
+	return []owned{{deployments, name}, {pdbs, name}, {services, name}}
 }
 
 // AnnoAvailability on an App's Deployment is its shard's budget
@@ -99,6 +110,9 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	m := meta(w, sh)
 	m.Annotations[AnnoAvailability] = availabilityOf(s)
 	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
+	if len(servicePorts(&s.Template)) > 0 {
+		m.Annotations[AnnoService] = "true" // service.go
+	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: m,

@@ -39,6 +39,7 @@
 package propagator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +113,15 @@ type Service struct {
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
+
+	// endpoints mirrors the Apps' observed endpoints and health the
+	// clusters' health (endpoints.go).
+	endpoints *bus.TypedMirror[api.EndpointsObservation]
+	health    *bus.TypedMirror[api.ClusterInfo]
+
+	// region is the region's name (clusters.Member.Region), the pods'
+	// ATOLL_REGION.
+	region string
 }
 
 // Config is the platform's configuration of the propagator.
@@ -138,14 +148,18 @@ func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *
 // New returns a propagator for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
 	cs := map[string]clients{}
+	region := ""
 	for _, m := range members {
+		region = cmp.Or(region, m.Region)
 		c, err := clientsFor(m)
 		if err != nil {
 			return nil, err
 		}
 		cs[m.Name] = c
 	}
-	return newService(b, log, cs), nil
+	s := newService(b, log, cs)
+	s.region = region
+	return s, nil
 }
 
 func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
@@ -197,6 +211,10 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	if s.rollouts, err = s.bus.Mirror(rctx, bus.BucketRollouts, s.placementChanged); err != nil {
+		cancel()
+		return err
+	}
+	if err = s.startEndpointMirrors(rctx); err != nil { // endpoints.go
 		cancel()
 		return err
 	}
@@ -261,6 +279,8 @@ func (s *Service) Stop() {
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
 	}
+	s.endpoints.Stop()
+	s.health.Stop()
 	for _, t := range s.targets {
 		t.close()
 	}
@@ -299,6 +319,7 @@ func (s *Service) placementChanged(key string) {
 			tt.work.Add(key)
 		}
 	}
+	s.kickEndpoints(key)
 	s.log.Debug("placement changed", "key", key)
 }
 
@@ -317,6 +338,7 @@ type desired struct {
 	// podSecurity is the Pod Security level of the workload's namespace,
 	// which its pods are hardened for (harden.go).
 	podSecurity string
+	region      string // the region's name, for the pods' identity (identity.go)
 
 	mu        sync.Mutex
 	hashes    map[string]string // mu must be held: rendered hash by cluster
@@ -362,7 +384,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	if w.Metadata.Generation != p.Generation {
 		return nil, errWait
 	}
-	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, hashes: map[string]string{}}
+	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, region: s.region, hashes: map[string]string{}}
 	if len(p.Shards) == 0 {
 		// Nothing to render: the decoded documents are not kept (see desired).
 		d.rrev = s.rolloutRev(key)
@@ -409,10 +431,12 @@ func (d *desired) render(cluster string) (object, error) {
 	return o, nil
 }
 
-// renderShard is the kind's render of sh with its pods hardened for
-// their namespace's Pod Security level (harden.go), not stamped yet.
+// renderShard is the kind's render of sh with its pods given their probes,
+// hooks and identity (serving.go) and hardened for their namespace's Pod
+// Security level (harden.go), not stamped yet.
 func (d *desired) renderShard(sh api.Shard) object {
 	o := d.kind.render(d, sh)
+	d.finish(&o, sh) // serving.go: probes, hooks, the pods' identity
 	if ps := podSpecOf(o.obj); ps != nil {
 		harden(ps, d.podSecurity)
 	}

@@ -97,6 +97,9 @@ type target struct {
 	// term is the current term while this replica holds the cluster's lease.
 	term atomic.Pointer[term]
 
+	// endpointsKick wakes the term's endpoint loop (endpoints.go).
+	endpointsKick chan struct{}
+
 	mu         sync.Mutex
 	namespaces map[string]bool // mu must be held: namespaces known to exist
 }
@@ -171,6 +174,7 @@ func newTarget(s *Service, name string, c clients) *target {
 	t := &target{
 		s: s, name: name, clients: c, log: s.log.With("cluster", name),
 		informers: map[string]cache.SharedIndexInformer{}, namespaces: map[string]bool{},
+		endpointsKick: make(chan struct{}, 1),
 	}
 	for name, k := range s.kinds {
 		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(name)

@@ -100,7 +100,8 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	}
 	add("workloads", applyCmd(g), getCmd(g), describeCmd(g), deleteCmd(g))
 	add("debug", logsCmd(g), execCmd(g), eventsCmd(g), scaleCmd(g), restartCmd(g))
-	add("debug", rolloutCmd(g)) // rollout.go
+	add("debug", rolloutCmd(g))   // rollout.go
+	add("debug", endpointsCmd(g)) // endpoints.go
 	for _, op := range []sdk.Operation{sdk.Pause, sdk.Resume, sdk.Stop, sdk.Start} {
 		add("debug", operateCmd(g, op))
 	}

@@ -359,9 +359,14 @@ func restartCmd(g *globals) *cobra.Command {
 	var container string
 	cmd := &cobra.Command{
 		Use:   "restart KIND NAME [--container C]",
-		Short: "Restart a workload (rolling), or one container of each of its pods",
-		Long: `restart rolls a workload's pods over, zone by zone; with --container, it
-restarts only that container in every pod, in place. It applies to
+		Short: "Restart a workload (rolling); --container says which container asked",
+		Long: `restart rolls a workload's pods over, zone by zone. With --container C the
+pods that run container C are replaced, not restarted in place: Kubernetes
+cannot restart one container of a running pod. An App's pods are replaced
+rolling, zone by zone, within its availability budget; a Daemon's rolling
+too; a Pod is deleted and created again; a JobSet's, TrainingJob's or
+CronJob's running Jobs are replaced. The workload records which container
+asked and when. It applies to
 ` + kindList(kindsWhere(func(k kindInfo) bool { return slices.Contains(k.Ops, opRestart) })) + `.`,
 		Example: `  atoll restart app web
   atoll restart app web --container sidecar`,
@@ -389,7 +394,7 @@ restarts only that container in every pod, in place. It applies to
 			return g.printWorkload(cmd.OutOrStdout(), w, what)
 		}),
 	}
-	cmd.Flags().StringVarP(&container, "container", "c", "", "restart only this container")
+	cmd.Flags().StringVarP(&container, "container", "c", "", "the container that asked: its pods are replaced")
 	return cmd
 }
 

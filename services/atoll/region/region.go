@@ -172,6 +172,10 @@ const HolderTag = `name:"` + holderName + `"`
 
 const holderName = "leaseHolder"
 
+// Name is the name of the region this package starts, the members'
+// clusters.Member.Region.
+const Name = "local"
+
 // KillTimeout bounds how long Kill waits for a killed replica's
 // application to stop; its stop hooks cannot reach the bus any more.
 const KillTimeout = 5 * time.Second
@@ -308,7 +312,7 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	for _, c := range env.Clusters {
-		r.Members = append(r.Members, clusters.Member{Name: c.Name, Zone: c.Zone, Kubeconfig: c.Kubeconfig})
+		r.Members = append(r.Members, clusters.Member{Name: c.Name, Zone: c.Zone, Region: Name, Kubeconfig: c.Kubeconfig})
 	}
 	r.memberQPS, r.memberBurst = o.MemberQPS, o.MemberBurst
 	if r.memberQPS <= 0 {
