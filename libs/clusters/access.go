@@ -66,6 +66,9 @@ var rendered = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets"}},
 	{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}},
 	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}},
+	// The managed EndpointSlices of an App's region-wide address
+	// (services/propagator endpoints.go).
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 }
 
 // Roles are the ClusterRoles of the cluster-facing services in every
