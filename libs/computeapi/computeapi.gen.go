@@ -1543,6 +1543,12 @@ type ClientInterface interface {
 	// reconnects with `Last-Event-ID` (header or the `after` parameter)
 	// gets every later event exactly once.
 	//
+	// A list is complete or refused: it is answered only once it holds
+	// every event up to the last one the region's event stream holds for
+	// the workload (or a full page of `limit`); while a server of the
+	// stream is still catching up it answers 503 with `Retry-After`,
+	// never a shorter list.
+	//
 	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/events (the `WorkloadEvents` operationId).
 	WorkloadEvents(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *WorkloadEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2158,6 +2164,12 @@ func (c *Client) RestartContainer(ctx context.Context, project ProjectPath, kind
 // is its position in the region's event stream, and a client that
 // reconnects with `Last-Event-ID` (header or the `after` parameter)
 // gets every later event exactly once.
+//
+// A list is complete or refused: it is answered only once it holds
+// every event up to the last one the region's event stream holds for
+// the workload (or a full page of `limit`); while a server of the
+// stream is still catching up it answers 503 with `Retry-After`,
+// never a shorter list.
 //
 // Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/events (the `WorkloadEvents` operationId).
 func (c *Client) WorkloadEvents(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *WorkloadEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4546,6 +4558,12 @@ type ClientWithResponsesInterface interface {
 	// reconnects with `Last-Event-ID` (header or the `after` parameter)
 	// gets every later event exactly once.
 	//
+	// A list is complete or refused: it is answered only once it holds
+	// every event up to the last one the region's event stream holds for
+	// the workload (or a full page of `limit`); while a server of the
+	// stream is still catching up it answers 503 with `Retry-After`,
+	// never a shorter list.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/projects/{project}/workloads/{kind}/{name}/events (the `WorkloadEvents` operationId).
@@ -6287,6 +6305,11 @@ type WorkloadEventsResponse429Headers struct {
 	RetryAfter int
 }
 
+// WorkloadEventsResponse503Headers the declared response headers of an HTTP 503 response for WorkloadEvents
+type WorkloadEventsResponse503Headers struct {
+	RetryAfter int
+}
+
 type WorkloadEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6302,8 +6325,12 @@ type WorkloadEventsResponse struct {
 	JSON404 *NotFound
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *WorkloadEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WorkloadEventsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6334,6 +6361,11 @@ func (r WorkloadEventsResponse) GetJSON404() *NotFound {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r WorkloadEventsResponse) GetJSON429() *TooManyRequests {
 	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r WorkloadEventsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7935,6 +7967,12 @@ func (c *ClientWithResponses) RestartContainerWithResponse(ctx context.Context, 
 // is its position in the region's event stream, and a client that
 // reconnects with `Last-Event-ID` (header or the `after` parameter)
 // gets every later event exactly once.
+//
+// A list is complete or refused: it is answered only once it holds
+// every event up to the last one the region's event stream holds for
+// the workload (or a full page of `limit`); while a server of the
+// stream is still catching up it answers 503 with `Retry-After`,
+// never a shorter list.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9733,6 +9771,13 @@ func ParseWorkloadEventsResponse(rsp *http.Response) (*WorkloadEventsResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
 
@@ -9749,6 +9794,16 @@ func ParseWorkloadEventsResponse(rsp *http.Response) (*WorkloadEventsResponse, e
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers WorkloadEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12927,48 +12982,50 @@ var swaggerSpec = []string{
 	"tiUzH6l/X/fnYQ1adPix+vzp0Gelfr6l/0H4Q9yDUA1/qxthZzesx4p71mr1T+iI/epV/Zc625Fsbyw5",
 	"i6JToQgZICYn7+iI7TroNUZRPAHCV/gcY6btOPgGcIBZhRho2E+Xb157JZoe/Q93wMasr/RIjk/TFAp7",
 	"zCzcWOrxgDLYx4Mkkl1+TJ4LfPCRYWORjUdSGEKzDNAvLWTakMXuE+O9XyDkbdg5t+RakBLF0ljOOuvP",
-	"gWcE++YaHuOZGrOK0wxGcgYV7GfO3YmjTuGGpzZfIYZuTLkPx5hmt6ncx2xiuIgxg1gF+95hngx74jmC",
-	"W7aM9blhrel22gbxvVa/G9BN28uAbgR4Vsi3wrAFl9UIsehLLoytTZi+ZKJrnSyYJ21YNQQDqFgdYgaJ",
-	"7MGsnNgoEUXdamsV/zCDJQ7AWyuT3saxaje0PrCNq8TT5dd46w0v1CZKhg/9rcKVDWEhUKkbD5vxR/ie",
-	"7qhR3eHCuCGUxuh14WtCIIR1A4SEfS8kRxMAIh0ZlnKtV4wzijHyiykhH8mpynOs1DhZIYboMTtixmZC",
-	"sn7g5sqDfhPyCeKW0hO++cTjflCTDNvnObqL01yFiGp0FiHmPPrSBwl77JpRpU3YN+4TaJ2M5BMGN8JS",
-	"VBt+SlUG7sbLIBULnuOddlJVbCLWJH1Hg4Q9dRcPOWrWx3/Mxh9HPawuP+od//tRMurNwVHLqHf8zdNP",
-	"42hOx4sbSC/nkOe3ue3e1nOsQFm5npVUMrCvoYBQZrS64RwrhZsix8ItJCHH/TULH17TLU/vChhYMdqI",
-	"TyjI13t56CCCoEigSK1MADLbh2riSkK3d07d6rWMvWbt6tbrO/YekvL2N9dvlsfEgtsrcbkUHpXYw8ZX",
-	"x5EVWlmVUgmMrxy/JYeXmEjsj42gPyrwJUwna/C1hwpu/7Ow+lzNujUDd9Kc1O9tvRh+iEks/XFTrrk5",
-	"kJmTbZykrzQrco7V/SSYkSw0TMVN0yfnFB3EPqp0IIwDaisQ2MZ4OJLnWt2IumLeOpzUwZSniMotMqhT",
-	"ASdlNDjoEgWnV27GO8dDVKPc5ti+AxN7CVB4TcaNX8KSVqyrG7oz76IsYLOuAypsQPEMXd1gJSuP+n+f",
-	"GoJfUC/Q05Cc6ut0wFuXGKv53+NgfsC1pP2dIt6qRPrxSGKeKlEcILh5lCsgN4ADHskCYdnpemkjyQ+a",
-	"3mH0kpS2KO2xE2P4xKi8tE52Sd2OoVc6FJUopdNL3clNE3ZoViZhhxlcE/SZgVQ7tRSB7Eey//ToiJDF",
-	"l8LAYMheE2jBHFiV4UfJ1n26BnMgqHjuztFIhhtx7BZ2HLTsBhPkhtDmMgUG4/ewCcw2E2YkK9AwN2zX",
-	"KiZhVKU/CkKm5+zp0dMT1qQobJCA7iuMA06NuzkNhuwVUgaJjk0YsBVbggacQiNTY/2MiBzWlcFXIGd2",
-	"7tTBb54mn6m/BT63B2qOmrkZ1Roc8rU9VbdXakYn5utdvn6XE0f3FQdmpm1A80Jhsl507K9+pWOg7p/U",
-	"fN9pcsdY0Ad272Ef1cH487j2vpr5/0JmfkLa8glWVYQ9IZgiji+Go1UV3u7Pyv+xev/Tn9d3F08f7Z8W",
-	"xXG9WHPIMeL/d9DqxK9aEkoBJs0iYMcjibDHvnweZCc+qJwyKE6LguUwtWQaorpbmIiKpf1UMR7JPsks",
-	"XsEheLQs2aiZ1UKCv4LCUtU/y7WvnEQfWR9RbjAmMBSCGbL3CLnSkHgq5Cgh1yOrO/NQa25wp1RUN92e",
-	"xwbvVYX175Kc+mcK0vnKLf/FueV5J1S2Y5kBIHtnp6iGBWSiqkgSNWqcg16LU6tB3Rrv12XpWd8nRlEu",
-	"1Ugaq/SCTTTwK+/BdWqsr3DHMrXAmpKojlWFrqnSsPHV94jpYM1FsmrU3Xok+ApK2WtdiPJsxKLIVyPp",
-	"UY4b5XUxvcCneomZ5DkzADIh7QsNLImbgWtlLuRsJOe8KEC6ZpesP/Z198cDqhhIhbcJL7KqWZJUJmaf",
-	"09QF8NHYg1vNLLBR4C34CWmJ/Nedhts60vCPcdI1JlsV3I1yLF//uFEy5Guk6QY3eO0ORPMwNCusbEvU",
-	"vIUXHFYV+uPpBy+cyhTAF3OfYumNJDPFlDwJQBIG6+F4OAniWtmQnZaZsAilz0ikOWh0Pt7MzUKu1z4n",
-	"D5OCXPWAPX5pnWffw7GemuzLnNP+JzXGUWAKXyF+27YQVSCZNg8QoZf4QIzmSjbAMZc+/offy1HzEmfn",
-	"WWueFXr2lsNygQ99PS1fT8t9npZXwqmF7cvG7TqZEJur6F3N93ZYTC5uASP21nijcnCi2NIc+1LdQpIP",
-	"rq4bXrlU5qrUIW16JNE1QeJgQA/oF1xbwfNBeNu9NvRFf40NteVBa6XdHxooxKJR5oKFZwm3AKuJ4BVJ",
-	"ucgVurEvF4KSLtVHFdY/XsEGsG9vbljf747IhV05IfcxO2A0gsPQ1+CExpHzUqZzjMmTKT5c5UJThB4K",
-	"yh7drmUFHslZVaeQ9d0mWcy19qXMfMEdn79LsMumuv6x7aRGAKyb8qK5dsI/ZNULoeggrXJCXpcwVJT8",
-	"JSZmaOCLIWtABLgpXUFhgz9mvchKCEvS1owkhcQEAIUAPniu1cIpMqVhJtW88GEwWLJWyMzxJdXAWRjJ",
-	"uo9xANcdsz6BnP5qcvHr38aDUDweFQcsPA66C3rh1dmDYiBfvjq7BW6hOgt/NA5yNZBwSr1ed5DDNeSN",
-	"3UiaJxoT76nI0YGQHj95KyJJSdFY3RzlBV4CWlnP5HJeJW77d8PQEG5TIuKHzhzzC9rlSDbUSwL5IATP",
-	"VSh1hSgGa9UQsQwH2s34NYxkKAjllF6UR1BppjC7fuCqGB8A+gA1Y6w/1AWA/i7M+wHJzffRlTH+ljCU",
-	"pfnXwcMhBatJC6YKzBBYM2qmwZi977RAhY3UzK4cP7+oX2Dftu3ZX1iyeSPXtphsOh6mrzLiVHvdOLcJ",
-	"HtoETyxhjzh62ZkY9nWg+n1aT/yL7xjBAqBtyMOmXPNc4A3udIkIP/PRBt7CLyQ+T5AAaFDjC8gGlMuK",
-	"XM8jBPt4STt/ZJi79fGqHTJKzXJXIKfxXAEUpr2UIaxJq7xpFBjJsQF74Ic3jsN4tw7GA2g3niLOkfi/",
-	"rGazw3l0W0g11/7SeGQ+GR5N2yHTr301fybnPeQTdZfcvY2jeKvujh3VNL1B0afu94elad/6qS+i7Kn6",
-	"jyTirzWotgF+OYpYJ/ik8pdiIfSWhDjNsaBpgdUeDZWfXX32CaltwQ9wQl5T8SK8N4NWRvMpOCZIOTEL",
-	"XUGMikgP2T+UVFiN0qmGTEzZTLgPVAm+oTngBaiWMmZu7j6GaMr6egy/HsO2y/Xe752G2feBLx5vNO4m",
-	"eTIYf6X5rzTfzL0uF7B59+RiiphdlSnDM1+q7kEGj8tXb9AWh1lkaV5mkO19WpZzxReiUy1+P1eni7OH",
-	"VInPMpBW2E67GVma/kij2fu5Wqt8XZUQx1LewlKVgbgxzDUFaandFB3X8eX6j3/54JgK5eIRPyp13jvu",
-	"HSKz8Q1tGOGbheEb6doNVMCNSIYtJeEjMVyxJihDt6qqbpJInfC6qTD3Tx8+/f8BAAD//w==",
+	"gWcE++YaHuOZGrOK0wxGcgYV7GfO3YmjTuGGpzZfIYYupbBjfjQTpqqL71r1vpFjinypy4tiIgni7wpL",
+	"0TIjSZ1Q8wQJW8GIUQhhx8x9tE0VlFjDEGGe/LTM88qSNUY74Hhw4pGFeADTJdvdSPomhfHVhtOAc1gW",
+	"bqghZfzboyd+RS/A6tXBKS5cMpIUBciZmSvtVsstSsz4Edgc7f6m8SNmM0QiixkMK1j8DvNtoFnPMR1Z",
+	"ZazPDWuRQ6ftFN9r9bsBbbW9TOpGAGyFDCwMW3BZjRCL4iAdVSZeX1LStU4W3pM27BySVXUVILWI7MGs",
+	"wNgoHZq61dYq/mEGXRyAt+YmvQ22025ofWAbV62ny6/x6Pfi2dtEHvHh1FUIuCF8CSof5KFI/gh/3h21",
+	"1DtcwjeEfBm9gn2dDYQFbwC7sO+F5GhWQfQow1Ku9YpxRnFbfjEl5CM5VXmO1S8nK8RlPWZHzNhMSNYP",
+	"N6TyvJ/QZBALlp7wzSceS4WaZNg+z9EFn+YqRKmjAw5x/DE+YZCwx64ZVdqEfeM+gdbJSD5hcCMsRQri",
+	"p1Rl4KSIDFKx4DnKCSdVFSxiZ9J3NEjYU3eZk/NrffzHbPxx1MOK/aPe8b8fJaPeHBy1jHrH3zz9NI7m",
+	"yby4gfRyDnl+myv0bT3HCuiW61lJZRj7GgoIpVsrqcGxX7gpciyGQ1pH3Ae28CFL3TrKriCMFXOO+NmC",
+	"zrKX1xMiqJQENNXKriBXSKjQriR0ezzVrZ7g2GvWrm698mPvISlvf3P9NnpMbLu9EpdL4SUgL5BVx5EV",
+	"WlmVUlmR//O3RFu3KTE52x8bQX9UgFaKRMRqIR8qYeDPwupzNevWttxJc5qUt59jSCcmBvXHTVno5kBm",
+	"Th5y2pPSrMg5VkyUYEay0DAVN00/p1MeEU+q0isxtqqtlGEb4+FInmt1I+oqhOsQXQdTniLSucigTq+c",
+	"lNGAq0sUtl65Ge8cY1KNcluwwB2Y2EuAwutIbvwSlrRiXd3QnXkXBQObdR1QsQiKEenqBquD+UoK96lV",
+	"+AX1SgANSU1Jr751iS0X+X0O5gdcS9rfKWLYSqQfj87mqRLFAYLwR7kCcgM44JEsEOqerpc2Ov+g6XFH",
+	"z1Npi9IeOzGGT4zKS+tkl9TtGHr6Q6GOUjpd353cNGGHZmUSdpjBNcHJGUi1U/WxOMBI9p8eHRFa+1IY",
+	"GAzZawKCmAOrsiYpgb1P12AOBL/P3TkayXAjjt3CjoPlosEEuSEEv0yBwZhIbAIz+IQZyQqIzQ3btYqJ",
+	"LVU5lYLQ/jl7evT0hDUpChuk4gEVbgSnxt2cBkP2CimDRMcmtNqKLUEDTqGR/bJ+RkQO6wrkK5AzO3cq",
+	"5DdPk8/U+QKf2wOJSM3cjGqtD/nanureKzWjE/P1Ll+/y4mj+yoOM9M2SnqhMFkv5PZXv9Ix+PlP6hLp",
+	"dGNgfO0Du0yxj+pg/HncpV9dJ38h1wmhl/mktSprgVBhERsZQ/yqqnn35zn5WL3/6c/rD42n5PZPi+K4",
+	"Xqw55JhF8TtodeJXLQnlFZNmYbXjkUQoaV+SELITH6hPWSmnRcFymFoyDVEtM0zuxXKJqhiPZJ9kFq/g",
+	"EORclmzUIWv5Lq6gsFRJ0XLtq1HRR9ZH5CCMswzFdYbsPcLYNCSeCo1LyPVo9c7c3pob3Cm910235/HW",
+	"6Xv8dIeE3z9T4NNXbvkvzi3PO+HHyUNJH3d2NGtYQCaqKi9Ro8Y56LXYvxoor/F+Xeqf9X2yGeWnjaSx",
+	"Si/YRAO/8l5xp8b6qoEsUwus04nqWFU8nKo3G1/RkJgO1rEkq0bdrUfXr+CpvdaFyNlGLIp8NZIeObpR",
+	"shhTNnz6nJhJnjMDIBPSvtDAkrgZuFbmQs5Gcs6LAqRrdsn64yUXVsjZeEBVGKmYOWFwVnVgksrE7PPE",
+	"ukBTGntwq5kFNormBd8iLZH/utNwW0dv/jGOvcZkqyLGUY7la0o3yrB8dcZtcIPX7kA0D0Ozas225Ndb",
+	"eMEhXYdOKoqmdLxwKlMAtMx92qo3kswUU/IkgHMYrDHkITqIa2VDdlpmwmJ5AkYizUGj8/FmvhtyvfY5",
+	"eZi07qoH7PFL6zz7Ho71dG9fOp72P6lxowJT+Aqb3LaFqALJtHmACBHGB280V7IBOLr0MVX8Xo6alzg7",
+	"z1rzrNCztxyWC3zo62n5elru87S8Ek4tbF82btfJhNhcRe9qvrfDYnJxC8Czt8YblYMTxZbm2Jc/F5J8",
+	"cHUt9sqlMlelDqnoI4muCRIHAyJDv+DaCp4PwtvutaEvpGxsqNcPWivt/tBAIRaN0iEsPEtYEBhuh1ck",
+	"5XdXiNG+BAtKulRztorOq6AY2Lc3N6zvd0fkwq6ckPuYHTAawWHoa3BC48h5KdM5xjnKFB+u8ssp4BAF",
+	"ZY8Y2LICj+Ssqv3I+m6TLOav+/JwvoiRz4kmKGtTXf/YdlIHMNZNedFcO+EfsuqFUMiRVjkhr0sYKkr+",
+	"EpNdNPDFkDVgF9yUrqCwwR+zXrgmhCVpa0aSQmICKEUAdDzXauEUmdIwk2pe+DAYLAMsZOb4kmpgV4xk",
+	"3cc4ABaPWZ+AY381ufj1b+NBKMiPigMWcwfdBWfx6uxBcaUvX53dAmFRnYU/Glu6Gkg4pV6vO8jhGvLG",
+	"biTNE41gBlQ46kBIj0m9FeWlpGisbo7yAi8BraxncjmvkuH9u2FoCGEqEUVFZ475Be1yJBvqJQGnECrq",
+	"KpQPQ2SItQqTWNoE7Wb8GkYyFNlySi/KI6g0U5hdP3BVjA8AfYCaMdZ06gKVfxfm/YDk5vvoysJ/S7jU",
+	"0vzrYAyRgtWkBVMFZgiswzXTYMzed1qgwka6a1fepF/UL7Bv2/bsLyzZvJFrW0w2HQ99WBlxqr1unNsE",
+	"D22CJ5bwXBy97EwM+zpQ/T6tJ1PGd4ygFtA25KFornku8AZ3ukSEn/loA2/hFxKfJ5gFNKjxBWQDyg9G",
+	"rudRl328pJ0/Mszd+njVDhmlu7krkNN4rgAK017KENakVd40Cozk2IA98MMbx6HRWwfjAbQbTxHnSPxf",
+	"VrPZ4Ty6LaQ6dn9pjDcPMICm7ZA92b6aP5PzHvKJuks+5MZRvFV3x45qmt6g6FP3+8PStG/91Bem9lT9",
+	"RxLx17pe21ItHEWsE3xS+UuxuHxLQpzmWCS2wAqahkr6rj77hNS24Ac4Ia+pIBTem0Ero/kUHJOqnJiF",
+	"riBGhbmH7B9KKqzw6VRDJqZsJtwHyoFraA54AaqljJmbu48hmrK+HsOvx7Dtcr33e6dh9n3gi8cbjbtJ",
+	"ngzGX2n+K80389nLBWzePbmYIg5aZcrwzJcqppDB4/LVG7TFYRZZmpcZZHufluVc8YXoVIvfz9Xp4uwh",
+	"VeKzDKQVttNuRpamP9Jo9n6u1qqJV2XZsTx6yEWPG8NcU5CW2k3RcR0q0N47/uWDYyqUi0f8qNR577h3",
+	"iMzGN7RhhG8W22+keDeQFjciGbaU2Y/EcMWaoKzeqlK9SSK11+umwtw/ffj0/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
