@@ -117,9 +117,9 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 // maxEventPage caps an events list; the next page starts after its last id.
 const maxEventPage = 1000
 
-// eventListWait bounds how long a list waits for the server its consumer
-// lives on to hold every event the stream's leader has; past it the list
-// is refused (503) rather than answered short.
+// eventListWait bounds a list: asking the stream's leader, then waiting
+// for the server its consumer lives on to hold every event the leader
+// has; past it the list is refused (503) rather than answered short.
 const eventListWait = 3 * time.Second
 
 // errEventsBehind is a list whose consumer did not reach the stream
@@ -132,8 +132,10 @@ var errEventsBehind = errors.New("the consumer's server holds fewer events than 
 // stream's leader for the position of the workload's last event, then
 // reads one consumer until it has delivered that position (or limit
 // events, a full page). A consumer on a replica that lags the leader
-// waits for it to catch up, up to eventListWait, then errEventsBehind.
+// waits for it to catch up, within eventListWait, then errEventsBehind.
 func (s *Service) listEvents(ctx context.Context, project, kind, name string, after int64, limit int) ([]computeapi.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, eventListWait)
+	defer cancel()
 	filter := bus.EventSubject(project, kind, name, "*")
 	through, err := s.lastEventSeq(ctx, filter)
 	if err != nil {
@@ -152,7 +154,7 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 	defer func() {
 		_ = s.js.DeleteConsumer(context.WithoutCancel(ctx), bus.StreamEvents, cons.CachedInfo().Name)
 	}()
-	return readEvents(ctx, cons, limit, through, eventListWait)
+	return readEvents(ctx, cons, limit, through)
 }
 
 // listConsumer configures the consumer of one list: the events on filter
@@ -185,8 +187,6 @@ func (s *Service) lastEventSeq(ctx context.Context, filter string) (uint64, erro
 	if err != nil {
 		return 0, fmt.Errorf("last event: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, eventListWait)
-	defer cancel()
 	m, err := s.bus.NC.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+bus.StreamEvents, req)
 	if err != nil {
 		return 0, fmt.Errorf("last event: ask the stream leader: %w", err)
@@ -215,17 +215,15 @@ func (s *Service) lastEventSeq(ctx context.Context, filter string) (uint64, erro
 // or limit events (a full page: the next starts after its last id). What
 // cons delivers is a prefix of the stream on its server; when that
 // server has nothing more but through is not reached yet, it lags the
-// leader, and readEvents waits for the rest up to wait, then gives up
-// with errEventsBehind: never a short list that looks complete.
-func readEvents(ctx context.Context, cons jetstream.Consumer, limit int, through uint64, wait time.Duration) ([]computeapi.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+// leader, and readEvents waits for the rest until ctx's deadline, then
+// gives up with errEventsBehind: never a short list that looks complete.
+func readEvents(ctx context.Context, cons jetstream.Consumer, limit int, through uint64) ([]computeapi.Event, error) {
 	items := []computeapi.Event{}
 	pending := cons.CachedInfo().NumPending // what its server holds for it now
 	var last uint64                         // the stream position last delivered
-	deadline, _ := ctx.Deadline()
+	deadline, bounded := ctx.Deadline()
 	for last < through && len(items) < limit {
-		if ctx.Err() != nil || time.Until(deadline) < 10*time.Millisecond {
+		if ctx.Err() != nil || bounded && time.Until(deadline) < 10*time.Millisecond {
 			return nil, fmt.Errorf("read events through %d, reached %d: %w", through, last, errEventsBehind)
 		}
 		// As many as its server holds (they come at once), or one more

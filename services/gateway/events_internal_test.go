@@ -60,7 +60,9 @@ func TestReadEventsIsNeverShort(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = b.JS.DeleteConsumer(ctx, bus.StreamEvents, cons.CachedInfo().Name) }()
-		return readEvents(ctx, cons, limit, through, wait)
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return readEvents(ctx, cons, limit, through)
 	}
 
 	tests := []struct {
@@ -119,4 +121,3 @@ func TestReadEventsIsNeverShort(t *testing.T) {
 		}
 	})
 }
-
