@@ -146,7 +146,7 @@ func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, events *eventRe
 		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: %w", err)
 	}
 	if missing, reads, err := events.missingEvents(ctx, project, "smoke"); err != nil || len(missing) > 0 || reads > 1 {
-		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: missing %v after %d reads (%v)", missing, reads, err)
+		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: missing %v after %d reads (%w)", missing, reads, err)
 	}
 	q, err := c.Quota(ctx, project)
 	if err != nil {
