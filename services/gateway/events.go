@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"atoll.dev/libs/api"
@@ -221,6 +222,7 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, limit int, through
 	items := []computeapi.Event{}
 	pending := cons.CachedInfo().NumPending // what its server holds for it now
 	var last uint64                         // the stream position last delivered
+	noResponders := 0                       // pulls no server answered
 	deadline, bounded := ctx.Deadline()
 	for last < through && len(items) < limit {
 		if ctx.Err() != nil || bounded && time.Until(deadline) < 10*time.Millisecond {
@@ -243,7 +245,22 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, limit int, through
 				items = append(items, e)
 			}
 		}
-		if err := batch.Error(); err != nil && ctx.Err() == nil {
+		err = batch.Error()
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, nats.ErrNoResponders):
+			// The consumer was created, but its server's interest in
+			// pulls has not reached the server this connection is on
+			// yet (a cluster's interest spreads over its routes a moment
+			// later): pull again shortly.
+			noResponders++
+			wait := time.NewTimer(min(time.Duration(noResponders)*20*time.Millisecond, 200*time.Millisecond))
+			select {
+			case <-ctx.Done():
+			case <-wait.C:
+			}
+			wait.Stop()
+		default:
 			return nil, fmt.Errorf("read events: %w", err)
 		}
 	}
