@@ -118,10 +118,11 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 // maxEventPage caps an events list; the next page starts after its last id.
 const maxEventPage = 1000
 
-// eventListWait bounds a list: asking the stream's leader, then waiting
-// for the server its consumer lives on to hold every event the leader
-// has; past it the list is refused (503) rather than answered short.
-const eventListWait = 3 * time.Second
+// eventListWait bounds each step of a list: asking the stream's leader,
+// opening the consumer (a cluster's meta leader places it), and waiting
+// for the consumer's server to hold every event the leader has; past it
+// the list is refused (503) rather than answered short.
+const eventListWait = 4 * time.Second
 
 // errEventsBehind is a list whose consumer did not reach the stream
 // leader's last event for the workload in time: its server lags the
@@ -135,10 +136,10 @@ var errEventsBehind = errors.New("the consumer's server holds fewer events than 
 // events, a full page). A consumer on a replica that lags the leader
 // waits for it to catch up, within eventListWait, then errEventsBehind.
 func (s *Service) listEvents(ctx context.Context, project, kind, name string, after int64, limit int) ([]computeapi.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, eventListWait)
-	defer cancel()
 	filter := bus.EventSubject(project, kind, name, "*")
-	through, err := s.lastEventSeq(ctx, filter)
+	lctx, cancel := context.WithTimeout(ctx, eventListWait)
+	through, err := s.lastEventSeq(lctx, filter)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +148,9 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 	}
 	// One consumer, read with as many pulls as it takes: an ordered
 	// consumer is recreated on every Fetch, perhaps on another server.
-	cons, err := s.js.CreateConsumer(ctx, bus.StreamEvents, listConsumer(filter, after))
+	cctx, cancel := context.WithTimeout(ctx, eventListWait)
+	cons, err := s.js.CreateConsumer(cctx, bus.StreamEvents, listConsumer(filter, after))
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("open event consumer: %w", err)
 	}
@@ -155,7 +158,9 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 	defer func() {
 		_ = s.js.DeleteConsumer(context.WithoutCancel(ctx), bus.StreamEvents, cons.CachedInfo().Name)
 	}()
-	return readEvents(ctx, cons, limit, through)
+	rctx, cancel := context.WithTimeout(ctx, eventListWait)
+	defer cancel()
+	return readEvents(rctx, cons, limit, through)
 }
 
 // listConsumer configures the consumer of one list: the events on filter

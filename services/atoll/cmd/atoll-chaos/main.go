@@ -183,14 +183,25 @@ func onDemand(q *computeapi.Quota) computeapi.Resources {
 type eventReader struct {
 	c     *sdk.Client
 	reads atomic.Int64 // attempts of the read under way that were not a 429
+
+	mu       sync.Mutex
+	outcomes []string // each of those attempts' status or error; mu must be held
 }
 
 func newEventReader(server, token string) (*eventReader, error) {
 	r := &eventReader{}
-	count := func(req *http.Request, resp *http.Response, _ error, _ time.Duration, _ int) {
-		if strings.HasSuffix(req.URL.Path, "/events") && (resp == nil || resp.StatusCode != http.StatusTooManyRequests) {
-			r.reads.Add(1)
+	count := func(req *http.Request, resp *http.Response, err error, _ time.Duration, _ int) {
+		if !strings.HasSuffix(req.URL.Path, "/events") || (resp != nil && resp.StatusCode == http.StatusTooManyRequests) {
+			return
 		}
+		r.reads.Add(1)
+		outcome := fmt.Sprint(err)
+		if resp != nil {
+			outcome = resp.Status
+		}
+		r.mu.Lock()
+		r.outcomes = append(r.outcomes, outcome)
+		r.mu.Unlock()
 	}
 	c, err := sdk.New(server, sdk.WithToken(token), sdk.WithTimeout(10*time.Second),
 		sdk.WithRetry(6, 200*time.Millisecond, 2*time.Second), sdk.WithHooks(sdk.Hooks{OnResponse: count}))
@@ -206,12 +217,22 @@ func newEventReader(server, token string) (*eventReader, error) {
 // test: a list answered 200 must be complete, never short).
 func (r *eventReader) missingEvents(ctx context.Context, project, name string) ([]string, int, error) {
 	r.reads.Store(0)
+	r.mu.Lock()
+	r.outcomes = r.outcomes[:0]
+	r.mu.Unlock()
 	evs, err := r.c.ListEvents(ctx, project, "App", name, 0)
 	reads := int(r.reads.Load())
 	if err != nil {
 		return nil, reads, err
 	}
 	return absent(evs), reads, nil
+}
+
+// attempts lists the outcome of each read of the last missingEvents.
+func (r *eventReader) attempts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.outcomes)
 }
 
 // await watches an App's events until it has seen every lifecycle event,
@@ -374,7 +395,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 		missing, reads, err := events.missingEvents(ctx, o.project, n)
 		if reads > 1 {
 			reread++
-			rereads = append(rereads, fmt.Sprintf("%s:%d", n, reads))
+			rereads = append(rereads, fmt.Sprintf("%s:%d %v", n, reads, events.attempts()))
 		}
 		switch {
 		case err != nil:
