@@ -118,11 +118,16 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 // maxEventPage caps an events list; the next page starts after its last id.
 const maxEventPage = 1000
 
-// eventListWait bounds each step of a list: asking the stream's leader,
-// opening the consumer (a cluster's meta leader places it), and waiting
-// for the consumer's server to hold every event the leader has; past it
-// the list is refused (503) rather than answered short.
+// eventListWait bounds the steps of a list that involve the events
+// stream's servers: asking the stream's leader, and waiting for the
+// consumer's server to hold every event the leader has; past it the list
+// is refused (503) rather than answered short.
 const eventListWait = 4 * time.Second
+
+// eventConsumerWait bounds opening a list's consumer: in a cluster the
+// meta leader places it through its own Raft log, the slowest step of a
+// list on a busy region.
+const eventConsumerWait = 8 * time.Second
 
 // errEventsBehind is a list whose consumer did not reach the stream
 // leader's last event for the workload in time: its server lags the
@@ -148,7 +153,7 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 	}
 	// One consumer, read with as many pulls as it takes: an ordered
 	// consumer is recreated on every Fetch, perhaps on another server.
-	cctx, cancel := context.WithTimeout(ctx, eventListWait)
+	cctx, cancel := context.WithTimeout(ctx, eventConsumerWait)
 	cons, err := s.js.CreateConsumer(cctx, bus.StreamEvents, listConsumer(filter, after))
 	cancel()
 	if err != nil {

@@ -203,7 +203,7 @@ func newEventReader(server, token string) (*eventReader, error) {
 		r.outcomes = append(r.outcomes, outcome)
 		r.mu.Unlock()
 	}
-	c, err := sdk.New(server, sdk.WithToken(token), sdk.WithTimeout(10*time.Second),
+	c, err := sdk.New(server, sdk.WithToken(token), sdk.WithTimeout(20*time.Second),
 		sdk.WithRetry(6, 200*time.Millisecond, 2*time.Second), sdk.WithHooks(sdk.Hooks{OnResponse: count}))
 	if err != nil {
 		return nil, err
