@@ -15,8 +15,12 @@
 //     Deployment in a cluster, or more replicas than desired), the quota
 //     usage against the sum of the accepted Apps' footprints, and the Apps
 //     whose events lack admitted, scheduled, propagated or running.
+//     Each App's events are listed once: a list answered 200 is complete
+//     (the gateway refuses one it cannot complete), so an App whose list
+//     needed a second read fails the test.
 //
-// It exits 1 when anything is lost, duplicated or unaccounted for.
+// It exits 1 when anything is lost, duplicated or unaccounted for, or an
+// events list needed a second read.
 package main
 
 import (
@@ -26,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -99,8 +104,12 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 		clients = append(clients, c)
 	}
+	events, err := newEventReader(o.servers[0], o.token)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	footprint, err := smoke(ctx, log, clients[0], o)
+	footprint, err := smoke(ctx, log, clients[0], events, o)
 	if err != nil {
 		return fmt.Errorf("smoke: %w", err)
 	}
@@ -108,7 +117,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.skipFault {
 		return nil
 	}
-	return fault(ctx, log, clients, o, footprint)
+	return fault(ctx, log, clients, events, o, footprint)
 }
 
 // appDoc is an App of replicas replicas, 10m CPU and 16Mi each, one per
@@ -121,7 +130,7 @@ func appDoc(project, name string, replicas int) computeapi.WorkloadDocument {
 var lifecycle = []string{"admitted", "scheduled", "propagated", "running"}
 
 // smoke runs one App through the region and returns its quota footprint.
-func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (computeapi.Resources, error) {
+func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, events *eventReader, o options) (computeapi.Resources, error) {
 	project := o.project + "-smoke"
 	if _, err := c.CreateWorkload(ctx, project, appDoc(project, "smoke", 3), sdk.NewIdempotencyKey()); err != nil {
 		return computeapi.Resources{}, err
@@ -143,8 +152,17 @@ func smoke(ctx context.Context, log *slog.Logger, c *sdk.Client, o options) (com
 		}
 		time.Sleep(500 * time.Millisecond) // polling the App's status
 	}
-	if missing, _, err := missingEvents(ctx, c, project, "smoke"); err != nil || len(missing) > 0 {
-		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: missing %v (%w)", missing, err)
+	// Its running event follows the status that says Running: watch for
+	// it, then list once, which must hold every one the watch saw.
+	if err := events.await(ctx, project, "smoke", 30*time.Second); err != nil {
+		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: %w", err)
+	}
+	missing, reads, err := events.missingEvents(ctx, project, "smoke")
+	switch {
+	case err != nil:
+		return computeapi.Resources{}, fmt.Errorf("the smoke App's events after %d reads: %w", reads, err)
+	case len(missing) > 0 || reads > 1:
+		return computeapi.Resources{}, fmt.Errorf("the smoke App's events: missing %v after %d reads (one must do)", missing, reads)
 	}
 	q, err := c.Quota(ctx, project)
 	if err != nil {
@@ -169,26 +187,83 @@ func onDemand(q *computeapi.Quota) computeapi.Resources {
 	return computeapi.Resources{}
 }
 
-// missingEvents also says how many reads it took.
-func missingEvents(ctx context.Context, c *sdk.Client, project, name string) ([]string, int, error) {
-	var missing []string
-	var err error
-	// A read refused now and then (the rate limit, a gateway restarting)
-	// is not a missing event: read again. An event really lost stays
-	// missing however often it is read.
-	for try := range 5 {
-		var evs []computeapi.Event
-		if evs, err = c.ListEvents(ctx, project, "App", name, 0); err == nil {
-			if missing = absent(evs); len(missing) == 0 {
-				return nil, try + 1, nil
-			}
+// eventReader lists Apps' events once each and counts the reads that
+// reached the list: a list is complete or refused (503), so one read must
+// do. The client retries only what the gateway refused before reading
+// (429, the rate limit); any other second attempt, the SDK's retry of a
+// 503 or of a transport error included, is a re-read.
+type eventReader struct {
+	c     *sdk.Client
+	reads atomic.Int64 // attempts of the read under way that were not a 429
+
+	mu       sync.Mutex
+	outcomes []string // each of those attempts' status or error; mu must be held
+}
+
+func newEventReader(server, token string) (*eventReader, error) {
+	r := &eventReader{}
+	count := func(req *http.Request, resp *http.Response, err error, _ time.Duration, _ int) {
+		if !strings.HasSuffix(req.URL.Path, "/events") || (resp != nil && resp.StatusCode == http.StatusTooManyRequests) {
+			return
 		}
-		time.Sleep(time.Duration(try+1) * 500 * time.Millisecond) // backing off before reading again
+		r.reads.Add(1)
+		outcome := fmt.Sprint(err)
+		if resp != nil {
+			outcome = resp.Status
+		}
+		r.mu.Lock()
+		r.outcomes = append(r.outcomes, outcome)
+		r.mu.Unlock()
 	}
+	c, err := sdk.New(server, sdk.WithToken(token), sdk.WithTimeout(20*time.Second),
+		sdk.WithRetry(6, 200*time.Millisecond, 2*time.Second), sdk.WithHooks(sdk.Hooks{OnResponse: count}))
 	if err != nil {
-		return nil, 5, err
+		return nil, err
 	}
-	return missing, 5, nil
+	r.c = c
+	return r, nil
+}
+
+// missingEvents reads an App's events once and lists the lifecycle events
+// they lack; it also says how many reads it took (more than one fails the
+// test: a list answered 200 must be complete, never short).
+func (r *eventReader) missingEvents(ctx context.Context, project, name string) ([]string, int, error) {
+	r.reads.Store(0)
+	r.mu.Lock()
+	r.outcomes = r.outcomes[:0]
+	r.mu.Unlock()
+	evs, err := r.c.ListEvents(ctx, project, "App", name, 0)
+	reads := int(r.reads.Load())
+	if err != nil {
+		return nil, reads, err
+	}
+	return absent(evs), reads, nil
+}
+
+// attempts lists the outcome of each read of the last missingEvents.
+func (r *eventReader) attempts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.outcomes)
+}
+
+// await watches an App's events until it has seen every lifecycle event,
+// for at most wait.
+func (r *eventReader) await(ctx context.Context, project, name string, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var seen []computeapi.Event
+	done := errors.New("every lifecycle event seen")
+	err := r.c.WatchEvents(ctx, project, "App", name, 0, func(e computeapi.Event) error {
+		if seen = append(seen, e); len(absent(seen)) == 0 {
+			return done
+		}
+		return nil
+	})
+	if errors.Is(err, done) {
+		return nil
+	}
+	return fmt.Errorf("watching for %v within %s: %w", absent(seen), wait, err)
 }
 
 // absent lists the lifecycle events evs lacks.
@@ -207,7 +282,7 @@ func absent(evs []computeapi.Event) []string {
 }
 
 // fault submits o.n Apps while the faults run, then counts.
-func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o options, footprint computeapi.Resources) error {
+func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events *eventReader, o options, footprint computeapi.Resources) error {
 	start := time.Now()
 	var accepted sync.Map // name -> true
 	var failed, attempts atomic.Int64
@@ -327,10 +402,12 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o optio
 	quotaWait := time.Since(quotaStart)
 	var noEvents []string
 	reread := 0
+	var rereads []string
 	for _, n := range names {
-		missing, reads, err := missingEvents(ctx, c, o.project, n)
+		missing, reads, err := events.missingEvents(ctx, o.project, n)
 		if reads > 1 {
 			reread++
+			rereads = append(rereads, fmt.Sprintf("%s:%d %v", n, reads, events.attempts()))
 		}
 		switch {
 		case err != nil:
@@ -362,6 +439,9 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, o optio
 	}
 	if len(noEvents) > 0 {
 		errs = append(errs, fmt.Errorf("%d Apps lack lifecycle events: %v", len(noEvents), head(noEvents)))
+	}
+	if len(rereads) > 0 {
+		errs = append(errs, fmt.Errorf("%d Apps' events needed more than one read (a list answered 200 must be complete): %v", len(rereads), head(rereads)))
 	}
 	if len(names) < o.n*9/10 {
 		errs = append(errs, fmt.Errorf("only %d of %d submissions accepted", len(names), o.n))
