@@ -118,163 +118,122 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 // maxEventPage caps an events list; the next page starts after its last id.
 const maxEventPage = 1000
 
-// eventListWait bounds the steps of a list that involve the events
-// stream's servers: asking the stream's leader, and waiting for the
-// consumer's server to hold every event the leader has; past it the list
-// is refused (503) rather than answered short.
-const eventListWait = 4 * time.Second
-
-// eventConsumerWait bounds opening a list's consumer: in a cluster the
-// meta leader places it through its own Raft log, the slowest step of a
-// list on a busy region.
-const eventConsumerWait = 8 * time.Second
-
-// errEventsBehind is a list whose consumer did not reach the stream
-// leader's last event for the workload in time: its server lags the
-// leader (restarting, or catching up after a partition).
-var errEventsBehind = errors.New("the consumer's server holds fewer events than the stream's leader")
+// eventListWait bounds a list: the events stream's leader may be moving
+// (an election, a server restarting) or slow to answer on a busy region;
+// within this time the list asks again, past it the list is refused (503)
+// rather than answered short.
+const eventListWait = 10 * time.Second
 
 // listEvents reads up to limit of a workload's events after stream
-// position after, and only ever all of them: it first asks the events
-// stream's leader for the position of the workload's last event, then
-// reads one consumer until it has delivered that position (or limit
-// events, a full page). A consumer on a replica that lags the leader
-// waits for it to catch up, within eventListWait, then errEventsBehind.
+// position after, and only ever all of them (or a full page): every
+// event comes from the events stream's leader (STREAM.MSG.GET with
+// next_by_subj, which only the leader answers, never a replica that may
+// lag it), one after the other, until the leader has none after the last.
+// No consumer is made, so a list never waits on the meta leader placing
+// one. A leader that cannot answer for a moment is asked again, within
+// eventListWait; then the list fails.
 func (s *Service) listEvents(ctx context.Context, project, kind, name string, after int64, limit int) ([]computeapi.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, eventListWait)
+	defer cancel()
 	filter := bus.EventSubject(project, kind, name, "*")
-	lctx, cancel := context.WithTimeout(ctx, eventListWait)
-	through, err := s.lastEventSeq(lctx, filter)
-	cancel()
+	items := []computeapi.Event{}
+	next := uint64(after) + 1
+	for len(items) < limit {
+		m, err := s.nextEvent(ctx, filter, next)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			break // the leader holds nothing more on filter
+		}
+		next = m.Sequence + 1
+		var e api.WorkloadEvent
+		if json.Unmarshal(m.Data, &e) != nil {
+			continue
+		}
+		items = append(items, computeapi.Event{Id: int64(m.Sequence), Project: e.Project, Kind: e.Kind, Name: e.Name,
+			Event: e.Event, Generation: e.Generation, Time: e.Time, Message: e.Message})
+	}
+	return items, nil
+}
+
+// storedEvent is a message of the events stream as its leader returns it.
+type storedEvent struct {
+	Sequence uint64 `json:"seq"`
+	Data     []byte `json:"data"`
+}
+
+// nextEvent is the first event on filter at stream position from or
+// later, as the events stream's leader holds it (nil: none). A leader
+// that cannot answer for now (an election, no server answering yet) is
+// asked again until ctx ends.
+func (s *Service) nextEvent(ctx context.Context, filter string, from uint64) (*storedEvent, error) {
+	req, err := json.Marshal(struct {
+		Seq  uint64 `json:"seq"`
+		Next string `json:"next_by_subj"`
+	}{from, filter})
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		m, err := s.askEventsLeader(ctx, req)
+		if err == nil || !transientEventError(err) || ctx.Err() != nil {
+			if err != nil {
+				err = fmt.Errorf("read events from %d (attempt %d): %w", from, attempt, err)
+			}
+			return m, err
+		}
+		wait := time.NewTimer(min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		}
+		wait.Stop()
+	}
+}
+
+// askEventsLeader sends one STREAM.MSG.GET to the events stream's leader.
+func (s *Service) askEventsLeader(ctx context.Context, req []byte) (*storedEvent, error) {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := s.bus.NC.RequestWithContext(rctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+bus.StreamEvents, req)
 	if err != nil {
 		return nil, err
 	}
-	if through <= uint64(after) {
-		return []computeapi.Event{}, nil // nothing after it, by the leader's word
-	}
-	// One consumer, read with as many pulls as it takes: an ordered
-	// consumer is recreated on every Fetch, perhaps on another server.
-	cctx, cancel := context.WithTimeout(ctx, eventConsumerWait)
-	cons, err := s.js.CreateConsumer(cctx, bus.StreamEvents, listConsumer(filter, after))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("open event consumer: %w", err)
-	}
-	// A stream takes at most 1,000 consumers (nats-server's default): give this one back.
-	defer func() {
-		_ = s.js.DeleteConsumer(context.WithoutCancel(ctx), bus.StreamEvents, cons.CachedInfo().Name)
-	}()
-	rctx, cancel := context.WithTimeout(ctx, eventListWait)
-	defer cancel()
-	return readEvents(rctx, cons, limit, through)
-}
-
-// listConsumer configures the consumer of one list: the events on filter
-// after stream position after, not acknowledged, on one server.
-func listConsumer(filter string, after int64) jetstream.ConsumerConfig {
-	cfg := jetstream.ConsumerConfig{
-		FilterSubjects:    []string{filter},
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: time.Minute, // gone even if the list's delete is lost
-	}
-	if after > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = uint64(after) + 1
-	}
-	return cfg
-}
-
-// lastEventSeq is the stream position of the last retained event on
-// filter (0: none), as the events stream's leader holds it. The request
-// goes to STREAM.MSG.GET, which only the stream's leader answers, never to
-// a direct get, which any replica may answer from behind.
-func (s *Service) lastEventSeq(ctx context.Context, filter string) (uint64, error) {
-	req, err := json.Marshal(struct {
-		LastFor   string `json:"last_by_subj"`
-		NoHeaders bool   `json:"no_hdr"`
-	}{filter, true})
-	if err != nil {
-		return 0, fmt.Errorf("last event: %w", err)
-	}
-	m, err := s.bus.NC.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+bus.StreamEvents, req)
-	if err != nil {
-		return 0, fmt.Errorf("last event: ask the stream leader: %w", err)
-	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-		} `json:"message"`
+		Message *storedEvent        `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return 0, fmt.Errorf("last event: %w", err)
+		return nil, err
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return 0, nil
+		return nil, nil
 	case resp.Error != nil:
-		return 0, fmt.Errorf("last event: %w", resp.Error)
+		return nil, resp.Error
 	case resp.Message == nil:
-		return 0, errors.New("last event: the stream leader's answer holds no message")
+		return nil, errors.New("the stream leader's answer holds no message")
 	}
-	return resp.Message.Sequence, nil
+	return resp.Message, nil
 }
 
-// readEvents reads cons until it has delivered stream position through,
-// or limit events (a full page: the next starts after its last id). What
-// cons delivers is a prefix of the stream on its server; when that
-// server has nothing more but through is not reached yet, it lags the
-// leader, and readEvents waits for the rest until ctx's deadline, then
-// gives up with errEventsBehind: never a short list that looks complete.
-func readEvents(ctx context.Context, cons jetstream.Consumer, limit int, through uint64) ([]computeapi.Event, error) {
-	items := []computeapi.Event{}
-	pending := cons.CachedInfo().NumPending // what its server holds for it now
-	var last uint64                         // the stream position last delivered
-	noResponders := 0                       // pulls no server answered
-	deadline, bounded := ctx.Deadline()
-	for last < through && len(items) < limit {
-		if ctx.Err() != nil || bounded && time.Until(deadline) < 10*time.Millisecond {
-			return nil, fmt.Errorf("read events through %d, reached %d: %w", through, last, errEventsBehind)
-		}
-		// As many as its server holds (they come at once), or one more
-		// when it holds none yet (it comes when the server catches up).
-		n := min(max(pending, 1), uint64(limit-len(items)))
-		batch, err := cons.Fetch(int(n), jetstream.FetchContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("read events: %w", err)
-		}
-		for m := range batch.Messages() {
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("read events: %w", err)
-			}
-			last, pending = meta.Sequence.Stream, meta.NumPending
-			if e, ok := eventView(m); ok {
-				items = append(items, e)
-			}
-		}
-		err = batch.Error()
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, nats.ErrNoResponders):
-			// The consumer was created, but its server's interest in
-			// pulls has not reached the server this connection is on
-			// yet (a cluster's interest spreads over its routes a moment
-			// later): pull again shortly.
-			noResponders++
-			wait := time.NewTimer(min(time.Duration(noResponders)*20*time.Millisecond, 200*time.Millisecond))
-			select {
-			case <-ctx.Done():
-			case <-wait.C:
-			}
-			wait.Stop()
-		default:
-			return nil, fmt.Errorf("read events: %w", err)
-		}
+// jsErrCodeUnavailable is JetStream's "system temporarily unavailable"
+// (10008): the stream has no leader for the moment.
+const jsErrCodeUnavailable jetstream.ErrorCode = 10008
+
+// transientEventError says whether asking the events stream's leader
+// again may succeed: it had none for a moment, or no server answered in
+// time.
+func transientEventError(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr.ErrorCode == jsErrCodeUnavailable || apiErr.Code == http.StatusServiceUnavailable
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return true
 	}
-	return items, nil
+	return false
 }
 
 // streamEvents writes events as they come until the client goes away.
