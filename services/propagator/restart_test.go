@@ -14,6 +14,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/testenv"
 )
 
@@ -77,6 +78,15 @@ func (r restartRun) log(tb testing.TB, what string) {
 		what, r.existing, r.ready.Round(time.Millisecond), r.propagated.Round(time.Millisecond), r.replay.Round(time.Millisecond), len(r.writes))
 }
 
+// namespaceSetup says whether w applies project's namespace or the
+// aggregator's debug RoleBinding in it (access.go), which the propagator
+// applies with the namespace.
+func (w write) namespaceSetup(project string) bool {
+	ns := api.Namespace(project)
+	return w.method == http.MethodPatch && (w.path == "/api/v1/namespaces/"+ns ||
+		w.path == "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/rolebindings/"+clusters.AggregatorDebugRole)
+}
+
 // checkOnlyNewWork checks that a restarted propagator created nw's shard
 // (and its PodDisruptionBudget) and wrote nothing else but its namespace:
 // the replay of the existing shards made no API call.
@@ -88,8 +98,8 @@ func checkOnlyNewWork(tb testing.TB, c *testenv.Cluster, r restartRun, nw *api.W
 		switch {
 		case w.created():
 			creates++
-		case !isDeployment && w.method == http.MethodPatch && w.path == "/api/v1/namespaces/"+api.Namespace(nw.Metadata.Project):
-			// The namespace, applied once per term.
+		case !isDeployment && w.namespaceSetup(nw.Metadata.Project):
+			// The namespace and its debug RoleBinding, applied once per term.
 		case w.method == http.MethodPatch && w.status == http.StatusCreated &&
 			w.path == "/apis/policy/v1/namespaces/"+api.Namespace(nw.Metadata.Project)+"/poddisruptionbudgets/"+nw.Metadata.Name:
 			// The new App's PodDisruptionBudget, applied with its Deployment.

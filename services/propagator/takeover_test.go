@@ -180,7 +180,7 @@ func TestStandbyTakesOverAClusterFromAKilledHolder(t *testing.T) {
 			name, ok := w.deployment()
 			budget, isBudget := strings.CutPrefix(w.path, budgetPrefix)
 			switch {
-			case !ok && w.method == http.MethodPatch && w.path == "/api/v1/namespaces/"+api.Namespace("p"):
+			case !ok && w.namespaceSetup("p"):
 				namespaces++
 			case isBudget && w.method == http.MethodPatch && wantNames[budget]:
 				// A shard's PodDisruptionBudget, applied with its Deployment.
