@@ -106,7 +106,13 @@ for img in $IMAGES; do
         cp "bin/$b" "$d/$b"
       done
       build_go services/atoll ./cmd/atoll-member "$d/atoll-member"
-      mkdir -p "$d/kubeconfigs"; chown 65532:65532 "$d/kubeconfigs" 2>/dev/null || true
+      # One directory per cluster-facing service, each its own volume in
+      # compose.yaml: a volume starts with the image's directory, owner
+      # included, so the member (uid 65532) can write each service's
+      # kubeconfig there.
+      for s in propagator aggregator remediation upgrade; do
+        mkdir -p "$d/kubeconfigs/$s"; chown 65532:65532 "$d/kubeconfigs" "$d/kubeconfigs/$s" 2>/dev/null || true
+      done
       pack member /atoll-member
       ;;
     *)
