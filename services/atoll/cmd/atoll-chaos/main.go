@@ -104,7 +104,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 		clients = append(clients, c)
 	}
-	events, err := newEventReader(o.servers[0], o.token)
+	events, err := newEventReader(o.servers[0], o.token, o.clientOpts...)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ type eventReader struct {
 	outcomes []string // each of those attempts' status or error; mu must be held
 }
 
-func newEventReader(server, token string) (*eventReader, error) {
+func newEventReader(server, token string, opts ...sdk.Option) (*eventReader, error) {
 	r := &eventReader{}
 	count := func(req *http.Request, resp *http.Response, err error, _ time.Duration, _ int) {
 		if !strings.HasSuffix(req.URL.Path, "/events") || (resp != nil && resp.StatusCode == http.StatusTooManyRequests) {
@@ -215,8 +215,8 @@ func newEventReader(server, token string) (*eventReader, error) {
 		r.outcomes = append(r.outcomes, outcome)
 		r.mu.Unlock()
 	}
-	c, err := sdk.New(server, sdk.WithToken(token), sdk.WithTimeout(20*time.Second),
-		sdk.WithRetry(6, 200*time.Millisecond, 2*time.Second), sdk.WithHooks(sdk.Hooks{OnResponse: count}))
+	c, err := sdk.New(server, append([]sdk.Option{sdk.WithToken(token), sdk.WithTimeout(20 * time.Second),
+		sdk.WithRetry(6, 200*time.Millisecond, 2*time.Second), sdk.WithHooks(sdk.Hooks{OnResponse: count})}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
