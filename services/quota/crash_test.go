@@ -370,3 +370,64 @@ func TestContendedKeysStayExact(t *testing.T) {
 	}
 	t.Logf("%d done, %d refused, %d aborted; held: %+v", ok.Load(), refused.Load(), aborted.Load(), keys)
 }
+
+// TestOverruledDecisionIsNotReported: a replica decides a reserve applied
+// and then stalls (a partition) while more than TxnRing other
+// transactions are decided; another replica finishes the intent, can no
+// longer find its outcome, recounts and refuses it. When the stalled
+// replica comes back, it must not report the reserve done: the key is
+// gone and the ledger does not count it. (Seen in the compose fault test
+// as an accepted App the ledger did not count.) Asked again, it is.
+func TestOverruledDecisionIsNotReported(t *testing.T) {
+	for _, prev := range []int64{0, 3} {
+		t.Run(fmt.Sprintf("prev=%d", prev), func(t *testing.T) {
+			b := openBus(t)
+			ctx := context.Background()
+			stalled, resume := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			hook := func(step string) error {
+				if step == "decided" {
+					once.Do(func() { close(stalled); <-resume })
+				}
+				return nil
+			}
+			owner, other := newReplica(t, b, "quota-1", hook), newReplica(t, b, "quota-2", nil)
+			if prev > 0 {
+				if err := other.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, prev)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan error, 1)
+			go func() { done <- owner.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, 7)) }()
+			<-stalled
+			for i := range TxnRing + 10 {
+				require.NoError(t, other.Reserve(ctx, "p", fmt.Sprintf("p.app.w%d", i), demand(api.TierOnDemand, 1)))
+			}
+			require.NoError(t, other.finishKey(ctx, api.QuotaReservationKey("p", "p.app.web")))
+			require.EqualValues(t, 1, other.recounts.Load(), "the intent outlived the ring: a recount")
+			close(resume)
+			err := <-done
+			require.ErrorIs(t, err, ErrAborted, "the owner's applied decision was overruled by the recount")
+
+			want := totals{OnDemand: demand(api.TierOnDemand, TxnRing+10+prev), Reserved: demand(api.TierReserved, 0), Count: TxnRing + 10}
+			if prev > 0 {
+				want.Count++
+			}
+			keys, err := keyTotals(other, "p")
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(want, keys), "reservation keys")
+			assert.Empty(t, cmp.Diff(want, ledgerTotals(t, other, "p")), "ledger")
+
+			// Asked again (admission retries a 503), the reserve holds.
+			require.NoError(t, owner.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, 7)))
+			want.OnDemand = demand(api.TierOnDemand, TxnRing+10+7)
+			if prev == 0 {
+				want.Count++
+			}
+			keys, err = keyTotals(other, "p")
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(want, keys), "reservation keys after the retry")
+			assert.Empty(t, cmp.Diff(want, ledgerTotals(t, other, "p")), "ledger after the retry")
+		})
+	}
+}

@@ -100,10 +100,16 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 		if err := s.step("decided"); err != nil {
 			return err
 		}
-		if err := s.finish(ctx, intent, rev, applied); err != nil {
+		lost, err := s.finish(ctx, intent, rev, applied)
+		if err != nil {
 			return err
 		}
 		switch {
+		case applied && lost:
+			// Another replica finished the intent while this one waited
+			// (its decision fell out of the outcome ring, so a recount
+			// may have refused it): the key, not this decision, says.
+			return s.confirm(ctx, verb, rk, intent)
 		case applied:
 			return nil
 		case rej != nil:
@@ -187,7 +193,36 @@ func (s *Service) finishKey(ctx context.Context, rk string) error {
 	if err != nil {
 		return err
 	}
-	return s.finish(ctx, r, e.Revision(), applied)
+	_, err = s.finish(ctx, r, e.Revision(), applied)
+	return err
+}
+
+// confirm says whether applied intent r, finished by another replica,
+// ended as applied: a reserve's key holds it committed with its demand (a
+// refused resize is committed with the demand it replaced), a release's
+// key is gone. Otherwise the outcome was overruled (a recount refused it) or
+// cannot be told, and the request fails with ErrAborted, to be asked
+// again.
+func (s *Service) confirm(ctx context.Context, verb, rk string, r api.Reservation) error {
+	e, err := s.kv.Get(ctx, rk)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		if r.State == api.ReservationReleasing {
+			return nil
+		}
+	case err != nil:
+		return fmt.Errorf("%s %s: confirm: %w", verb, r.Key, err)
+	default:
+		cur, err := decodeReservation(e.Value())
+		if err != nil {
+			return err
+		}
+		if r.State == api.ReservationPending && cur.State == api.ReservationCommitted && cur.Txn == r.Txn && cur.Demand == r.Demand {
+			return nil
+		}
+	}
+	s.log.Warn("transaction finished by another replica with another outcome; asking again", "project", r.Project, "key", r.Key, "txn", r.Txn)
+	return fmt.Errorf("%s %s: outcome overruled: %w", verb, r.Key, ErrAborted)
 }
 
 // decide makes (or reads) the decision on intent r in its project's
@@ -230,9 +265,10 @@ func (s *Service) decide(ctx context.Context, r api.Reservation) (applied bool, 
 }
 
 // finish turns decided intent r, written at rev, into its end state. A
-// lost race means another replica finished it: once an intent is
-// decided, only its finish may change the key.
-func (s *Service) finish(ctx context.Context, r api.Reservation, rev uint64, applied bool) error {
+// lost race (lost true) means another replica finished it: once an intent
+// is decided, only its finish may change the key, but that replica may
+// have had to recount and refuse it (see confirm).
+func (s *Service) finish(ctx context.Context, r api.Reservation, rev uint64, applied bool) (lost bool, err error) {
 	rk := api.QuotaReservationKey(r.Project, r.Key)
 	var end *api.Reservation
 	switch {
@@ -245,20 +281,22 @@ func (s *Service) finish(ctx context.Context, r api.Reservation, rev uint64, app
 		c.State, c.Demand, c.Prev = api.ReservationCommitted, *r.Prev, nil
 		end = &c
 	}
-	var err error
 	if end != nil {
 		b, merr := json.Marshal(end)
 		if merr != nil {
-			return merr
+			return false, merr
 		}
 		_, err = bus.CompareAndSet(ctx, s.kv, rk, b, rev)
 	} else {
 		_, err = bus.CompareAndDelete(ctx, s.bus.JS, s.kv, rk, rev)
 	}
-	if err != nil && !errors.Is(err, bus.ErrConflict) {
-		return fmt.Errorf("finish %s: %w", r.Key, err)
+	switch {
+	case errors.Is(err, bus.ErrConflict):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("finish %s: %w", r.Key, err)
 	}
-	return nil
+	return false, nil
 }
 
 // recount sets a project's usage from its reservation keys, recording
