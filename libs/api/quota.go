@@ -274,4 +274,10 @@ type Reservation struct {
 	Seq uint64 `json:"seq,omitempty"`
 	// At is when the reservation last changed (the orphan sweep's clock).
 	At time.Time `json:"at"`
+	// Aborted marks a pending intent that a recount found undecidable (its
+	// outcome had left the ledger's ring) and refused: written to the key
+	// before the ledger records the refusal, so its owner can no longer
+	// commit it, and finished (as refused) only once a ledger recording
+	// that refusal has been written.
+	Aborted bool `json:"aborted,omitempty"`
 }

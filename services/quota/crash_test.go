@@ -373,14 +373,27 @@ func TestContendedKeysStayExact(t *testing.T) {
 
 // TestOverruledDecisionIsNotReported: a replica decides a reserve applied
 // and then stalls (a partition) while more than TxnRing other
-// transactions are decided; another replica finishes the intent, can no
-// longer find its outcome, recounts and refuses it. When the stalled
-// replica comes back, it must not report the reserve done: the key is
-// gone and the ledger does not count it. (Seen in the compose fault test
-// as an accepted App the ledger did not count.) Asked again, it is.
+// transactions are decided; a recount on another replica can no longer
+// find its outcome and refuses it, either finishing the key itself or
+// while deciding another stale intent (then the owner would finish the key
+// itself). When the stalled owner comes back, it must not report the
+// reserve done: the key is gone and the ledger does not count it. (Seen in
+// the compose fault test as an accepted App the ledger did not count.)
+// Asked again, it is.
 func TestOverruledDecisionIsNotReported(t *testing.T) {
-	for _, prev := range []int64{0, 3} {
-		t.Run(fmt.Sprintf("prev=%d", prev), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prev int64
+		// viaOther: the recount comes from another key's stale intent,
+		// not from finishing the owner's key.
+		viaOther bool
+	}{
+		{"new key finished by another replica", 0, false},
+		{"resize finished by another replica", 3, false},
+		{"new key recounted through another key", 0, true},
+		{"resize recounted through another key", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			b := openBus(t)
 			ctx := context.Background()
 			stalled, resume := make(chan struct{}), make(chan struct{})
@@ -392,10 +405,12 @@ func TestOverruledDecisionIsNotReported(t *testing.T) {
 				return nil
 			}
 			owner, other := newReplica(t, b, "quota-1", hook), newReplica(t, b, "quota-2", nil)
-			if prev > 0 {
-				if err := other.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, prev)); err != nil {
-					t.Fatal(err)
-				}
+			if tc.prev > 0 {
+				require.NoError(t, other.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, tc.prev)))
+			}
+			if tc.viaOther {
+				crashing := newReplica(t, b, "quota-3", crashAt("intent"))
+				require.ErrorIs(t, crashing.Reserve(ctx, "p", "p.app.stale", demand(api.TierOnDemand, 5)), errCrash)
 			}
 			done := make(chan error, 1)
 			go func() { done <- owner.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, 7)) }()
@@ -403,14 +418,20 @@ func TestOverruledDecisionIsNotReported(t *testing.T) {
 			for i := range TxnRing + 10 {
 				require.NoError(t, other.Reserve(ctx, "p", fmt.Sprintf("p.app.w%d", i), demand(api.TierOnDemand, 1)))
 			}
-			require.NoError(t, other.finishKey(ctx, api.QuotaReservationKey("p", "p.app.web")))
+			stale := "p.app.web"
+			if tc.viaOther {
+				stale = "p.app.stale"
+			}
+			require.NoError(t, other.finishKey(ctx, api.QuotaReservationKey("p", stale)))
 			require.EqualValues(t, 1, other.recounts.Load(), "the intent outlived the ring: a recount")
 			close(resume)
-			err := <-done
-			require.ErrorIs(t, err, ErrAborted, "the owner's applied decision was overruled by the recount")
+			require.ErrorIs(t, <-done, ErrAborted, "the owner's applied decision was overruled by the recount")
+			// What the owner left is finished by the repair sweep.
+			require.NoError(t, other.RepairOnce(ctx, 0))
+			require.NoError(t, other.finishKey(ctx, api.QuotaReservationKey("p", "p.app.web")))
 
-			want := totals{OnDemand: demand(api.TierOnDemand, TxnRing+10+prev), Reserved: demand(api.TierReserved, 0), Count: TxnRing + 10}
-			if prev > 0 {
+			want := totals{OnDemand: demand(api.TierOnDemand, TxnRing+10+tc.prev), Reserved: demand(api.TierReserved, 0), Count: TxnRing + 10}
+			if tc.prev > 0 {
 				want.Count++
 			}
 			keys, err := keyTotals(other, "p")
@@ -421,7 +442,7 @@ func TestOverruledDecisionIsNotReported(t *testing.T) {
 			// Asked again (admission retries a 503), the reserve holds.
 			require.NoError(t, owner.Reserve(ctx, "p", "p.app.web", demand(api.TierOnDemand, 7)))
 			want.OnDemand = demand(api.TierOnDemand, TxnRing+10+7)
-			if prev == 0 {
+			if tc.prev == 0 {
 				want.Count++
 			}
 			keys, err = keyTotals(other, "p")

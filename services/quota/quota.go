@@ -80,10 +80,12 @@
 // recounted from its reservation keys in one compare-and-set that also
 // records every such intent as refused (releases as applied): correct, but
 // it reads every reservation of the project and fails the owner's request
-// with ErrAborted. The same holds for an owner that decided and then
-// stalled (a partition) while another replica finished its intent: a
-// finish that loses the race reads the key back (confirm) and reports
-// ErrAborted unless the key ended as its decision said. TxnRing therefore bounds how long an intent may wait at
+// with ErrAborted. An intent refused that way may have been decided
+// applied by an owner that then stalled (a partition) for more than
+// TxnRing decisions, so the recount first marks it aborted on its key
+// (compare-and-set): the owner's finish then loses, reads the key back
+// (confirm) and reports ErrAborted instead of a reserve the ledger no
+// longer counts. TxnRing therefore bounds how long an intent may wait at
 // a given decision rate before that slow path is taken, never
 // correctness. The owner decides in the same locked section as its read,
 // so only other replicas' decisions during that section (a read and two

@@ -171,37 +171,44 @@ func (s *Service) step(name string) error {
 }
 
 // finishKey decides and finishes whatever intent the reservation key
-// holds (its owner's work, done by whoever comes next).
+// holds (its owner's work, done by whoever comes next). A decision may
+// change the key itself (a recount aborts the intent), so the key is read
+// again until a finish holds.
 func (s *Service) finishKey(ctx context.Context, rk string) error {
-	e, err := s.kv.Get(ctx, rk)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
+	for turn := 0; turn < maxTurns; turn++ {
+		e, err := s.kv.Get(ctx, rk)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read reservation %s: %w", rk, err)
+		}
+		r, err := decodeReservation(e.Value())
+		if err != nil {
+			return err
+		}
+		if r.State == api.ReservationCommitted {
+			return nil
+		}
+		unlock := s.lock(r.Project)
+		applied, _, err := s.decide(ctx, r)
+		unlock()
+		if err != nil {
+			return err
+		}
+		lost, err := s.finish(ctx, r, e.Revision(), applied)
+		if err != nil || !lost {
+			return err
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("read reservation %s: %w", rk, err)
-	}
-	r, err := decodeReservation(e.Value())
-	if err != nil {
-		return err
-	}
-	if r.State == api.ReservationCommitted {
-		return nil
-	}
-	unlock := s.lock(r.Project)
-	applied, _, err := s.decide(ctx, r)
-	unlock()
-	if err != nil {
-		return err
-	}
-	_, err = s.finish(ctx, r, e.Revision(), applied)
-	return err
+	return fmt.Errorf("finish %s: key busy: %w", rk, ErrAborted)
 }
 
 // confirm says whether applied intent r, finished by another replica,
 // ended as applied: a reserve's key holds it committed with its demand (a
 // refused resize is committed with the demand it replaced), a release's
-// key is gone. Otherwise the outcome was overruled (a recount refused it) or
-// cannot be told, and the request fails with ErrAborted, to be asked
+// key is gone. Otherwise the outcome was overruled (a recount refused it)
+// or cannot be told, and the request fails with ErrAborted, to be asked
 // again.
 func (s *Service) confirm(ctx context.Context, verb, rk string, r api.Reservation) error {
 	e, err := s.kv.Get(ctx, rk)
@@ -238,7 +245,7 @@ func (s *Service) decide(ctx context.Context, r api.Reservation) (applied bool, 
 				}
 				return bus.ErrNoChange
 			}
-			if !covers(l, r.Seq) {
+			if !covers(l, r.Seq) || r.Aborted {
 				return errUnknown
 			}
 			rej = s.check(l, r)
@@ -299,73 +306,112 @@ func (s *Service) finish(ctx context.Context, r api.Reservation, rev uint64, app
 	return false, nil
 }
 
-// recount sets a project's usage from its reservation keys, recording
-// every intent whose outcome is no longer known as refused (a reserve) or
-// applied (a release). It reads every reservation of the project, so it
-// runs only when an intent outlived the outcome ring. The project's lock
-// must be held.
+// recount sets a project's usage from its reservation keys, refusing
+// every pending intent whose outcome is no longer known and recording
+// every release whose outcome is no longer known as applied. It reads
+// every reservation of the project, so it runs only when an intent
+// outlived the outcome ring. The project's lock must be held.
 //
 // It is exact because what a reservation key counts for given the ledger
 // it is read against (committed: its demand; an intent: per its recorded
 // outcome, or what it replaces while undecided) changes only with a
 // write of the ledger, which makes the compare-and-set fail and recount
+// again, or with a write of the key, which an intent it refuses cannot
+// have behind its back: the intent is first marked aborted on its key
+// (compare-and-set on the revision read), so an owner that decided it
+// applied long ago and stalled can no longer commit it (its finish loses
+// and confirm reports ErrAborted); a key that changed meanwhile is read
 // again.
 func (s *Service) recount(ctx context.Context, project string) error {
 	s.recounts.Add(1)
-	err := s.writeLedger(ctx, project, func(l *api.Ledger) error {
-		rs, err := s.reservations(ctx, project)
-		if err != nil {
-			return err
-		}
-		old := l.Clone()
-		l.Usage, l.Reservations = map[api.Tier]api.Demand{}, 0
-		count := func(d *api.Demand) {
-			if d != nil {
-				l.Usage[d.Tier] = add(l.Used(d.Tier), *d)
-				l.Reservations++
+	var err error
+	for attempt := 0; attempt < maxTurns; attempt++ {
+		err = s.writeLedger(ctx, project, func(l *api.Ledger) error {
+			rs, err := s.reservations(ctx, project)
+			if err != nil {
+				return err
 			}
-		}
-		for _, r := range rs {
-			o, known := outcome(old, r.Txn)
-			undecided := !known && covers(old, r.Seq)
-			switch r.State {
-			case api.ReservationCommitted:
-				count(&r.Demand)
-			case api.ReservationPending:
-				switch {
-				case known && o == api.TxnApplied:
-					count(&r.Demand)
-				case known || undecided:
-					count(r.Prev)
-				default:
-					record(l, r.Txn, false)
-					count(r.Prev)
-				}
-			case api.ReservationReleasing:
-				switch {
-				case undecided:
-					count(&r.Demand)
-				case !known:
-					record(l, r.Txn, true)
+			old := l.Clone()
+			l.Usage, l.Reservations = map[api.Tier]api.Demand{}, 0
+			count := func(d *api.Demand) {
+				if d != nil {
+					l.Usage[d.Tier] = add(l.Used(d.Tier), *d)
+					l.Reservations++
 				}
 			}
+			for _, e := range rs {
+				r := e.Reservation
+				o, known := outcome(old, r.Txn)
+				undecided := !known && covers(old, r.Seq) && !r.Aborted
+				switch r.State {
+				case api.ReservationCommitted:
+					count(&r.Demand)
+				case api.ReservationPending:
+					switch {
+					case known && o == api.TxnApplied:
+						count(&r.Demand)
+					case known || undecided:
+						count(r.Prev)
+					default:
+						if !r.Aborted {
+							if err := s.abort(ctx, r, e.rev); err != nil {
+								return err
+							}
+						}
+						record(l, r.Txn, false)
+						count(r.Prev)
+					}
+				case api.ReservationReleasing:
+					switch {
+					case undecided:
+						count(&r.Demand)
+					case !known:
+						record(l, r.Txn, true)
+					}
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, bus.ErrConflict) {
+			break
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		return fmt.Errorf("recount %s: %w", project, err)
 	}
 	return nil
 }
 
+// abort marks pending intent r, read at rev, aborted on its key. It
+// returns bus.ErrConflict when the key changed since (the recount reads
+// the keys again).
+func (s *Service) abort(ctx context.Context, r api.Reservation, rev uint64) error {
+	r.Aborted = true
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := bus.CompareAndSet(ctx, s.kv, api.QuotaReservationKey(r.Project, r.Key), b, rev); err != nil {
+		return fmt.Errorf("abort %s: %w", r.Key, err)
+	}
+	s.log.Warn("intent refused by a recount (its outcome had left the ledger)", "project", r.Project, "key", r.Key, "txn", r.Txn)
+	return nil
+}
+
+// held is a reservation key's value and its revision.
+type held struct {
+	api.Reservation
+	rev uint64
+}
+
 // reservations reads every reservation key of a project.
-func (s *Service) reservations(ctx context.Context, project string) ([]api.Reservation, error) {
+func (s *Service) reservations(ctx context.Context, project string) ([]held, error) {
 	w, err := s.kv.Watch(ctx, api.QuotaReservationFilter(project), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list reservations %s: %w", project, err)
 	}
 	defer func() { _ = w.Stop() }()
-	var out []api.Reservation
+	var out []held
 	for {
 		select {
 		case <-ctx.Done():
@@ -381,7 +427,7 @@ func (s *Service) reservations(ctx context.Context, project string) ([]api.Reser
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, r)
+			out = append(out, held{Reservation: r, rev: e.Revision()})
 		}
 	}
 }
