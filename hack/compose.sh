@@ -142,11 +142,22 @@ down() {
   [[ $rest == "0 containers, 0 volumes, 0 networks" ]] || { log "compose down left some of the region behind"; return 1; }
 }
 
+keep_logs() {
+  local dir="$ROOT/bin/compose-logs"
+  rm -rf "$dir"; mkdir -p "$dir"
+  for c in $(docker ps -a --filter label=com.docker.compose.project=atoll --format '{{.Names}}'); do
+    docker logs "$c" >"$dir/$c.log" 2>&1 || true
+  done
+  log "the containers' logs are in $dir"
+}
+
 chaos_test() {
   local t0=$SECONDS
   (cd "$ROOT/services/atoll" && PATH="$PATH:/usr/local/go/bin" go build -o "$ROOT/bin/atoll-chaos" ./cmd/atoll-chaos)
   # CHAOS_KEEP=1 leaves the region up afterwards, to look into a failure.
-  [[ -n "${CHAOS_KEEP:-}" ]] || trap 'down' EXIT
+  # Otherwise a failed run keeps every container's log in bin/compose-logs
+  # before the region goes.
+  [[ -n "${CHAOS_KEEP:-}" ]] || trap 'rc=$?; [[ $rc == 0 ]] || keep_logs; down' EXIT
   # A fresh region: nothing of an earlier, interrupted run (its NATS and
   # member-cluster volumes would hold its state).
   if [[ $(left) != "0 containers, 0 volumes, 0 networks" ]]; then

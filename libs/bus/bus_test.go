@@ -402,3 +402,33 @@ func TestCompareAndDeleteReportsTheDeletion(t *testing.T) {
 		t.Errorf("LastEntry of a key never written: %v, want ErrKeyNotFound", err)
 	}
 }
+
+// TestLatest reads a key from its stream's leader: the value and revision
+// written last, and not found once the key is deleted or never written.
+func TestLatest(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "p.app.web", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(ctx, "p.app.web", []byte("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, got, err := b.Latest(ctx, bus.BucketWorkloads, "p.app.web")
+	if err != nil || string(v) != "v2" || got != rev {
+		t.Errorf("Latest: %q@%d %v, want v2@%d", v, got, err, rev)
+	}
+	if _, err := bus.CompareAndDelete(ctx, b.JS, kv, "p.app.web", rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"p.app.web", "p.app.never"} {
+		if _, _, err := b.Latest(ctx, bus.BucketWorkloads, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("Latest of %s: %v, want ErrKeyNotFound", key, err)
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -162,4 +164,45 @@ func (b *Bus) LastEntry(ctx context.Context, bucket, key string) (KeyState, erro
 		st.Op = jetstream.KeyValuePurge
 	}
 	return st, nil
+}
+
+// Latest is a key's current value read from its bucket stream's leader
+// (STREAM.MSG.GET), never from a follower: a KeyValue's Get is a direct
+// get, which any replica that is about synchronized may answer, so after a
+// partition it can return a value many writes old. Use it where a stale
+// read costs more than the leader's round trip (a value whose sequence
+// number decides what can still be known). A missing, deleted or purged
+// key is jetstream.ErrKeyNotFound.
+func (b *Bus) Latest(ctx context.Context, bucket, key string) (value []byte, rev uint64, err error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := b.NC.RequestWithContext(ctx, jsAPI+"STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("latest %s in %s: %w", key, bucket, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("latest %s in %s: %w", key, bucket, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, 0, fmt.Errorf("latest %s in %s: %w", key, bucket, resp.Error)
+	case resp.Message == nil:
+		return nil, 0, fmt.Errorf("latest %s in %s: the answer holds no message", key, bucket)
+	}
+	if h := resp.Message.Header; bytes.Contains(h, []byte("KV-Operation: DEL")) || bytes.Contains(h, []byte("KV-Operation: PURGE")) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return resp.Message.Data, resp.Message.Sequence, nil
 }

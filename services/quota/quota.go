@@ -390,16 +390,20 @@ func (s *Service) Ledger(ctx context.Context, project string) (*api.Ledger, erro
 	return l, nil
 }
 
+// readLedger reads a project's ledger from the bucket stream's leader: a
+// follower's copy may be many decisions old after a partition, and an
+// intent given that old Seq would look undecidable (a recount, and the
+// request refused with ErrAborted) although its outcome is in the ring.
 func (s *Service) readLedger(ctx context.Context, project string) (*api.Ledger, error) {
-	e, err := s.kv.Get(ctx, api.QuotaProjectKey(project))
+	v, rev, err := s.bus.Latest(ctx, bus.BucketQuota, api.QuotaProjectKey(project))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return decodeLedger(project, nil, false)
 	case err != nil:
 		return nil, fmt.Errorf("read ledger %s: %w", project, err)
 	}
-	s.remember(project, known{value: e.Value(), rev: e.Revision()})
-	return decodeLedger(project, e.Value(), true)
+	s.remember(project, known{value: v, rev: rev})
+	return decodeLedger(project, v, true)
 }
 
 // remember keeps k as the project's ledger unless a later one is known.
