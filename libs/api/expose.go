@@ -123,7 +123,7 @@ type IngressAddress struct {
 // changes host; a claim whose owner does not hold the host any more (a
 // crash between the claim and the App's write, or between the App's
 // change and the release) is stale, and is taken over once it is older
-// than HostClaimGrace.
+// than a grace (services/admission hosts.go).
 type HostClaim struct {
 	// Project and Name are the owner App's.
 	Project string `json:"project"`
