@@ -106,11 +106,15 @@ type AppSpec struct {
 	// Rollout is how a template change rolls out across zones
 	// (rollout.go); nil means the defaults.
 	Rollout *RolloutStrategy `json:"rollout,omitempty"`
+	// Expose, when set, routes a host and path from outside the region to
+	// one of the App's named ports (expose.go).
+	Expose *Expose `json:"expose,omitempty"`
 }
 
 // Default implements Spec.
 func (s *AppSpec) Default() {
 	s.defaults()
+	s.Expose.defaults()
 	if s.Replicas == nil {
 		one := int32(1)
 		s.Replicas = &one
@@ -126,6 +130,7 @@ func (s *AppSpec) Validate() FieldErrors {
 	}
 	s.Availability.validate("spec.availability", &fe)
 	s.Rollout.validate("spec.rollout", &fe)
+	s.Expose.validate("spec.expose", &s.Template, &fe)
 	return fe
 }
 

@@ -117,6 +117,8 @@ type Status struct {
 	Training *TrainingStatus `json:"training,omitempty"`
 	// Pod is a Pod's containers and volume (pod.go).
 	Pod *PodStatus `json:"pod,omitempty"`
+	// Expose is an exposed App's host and its Ingresses' addresses (expose.go).
+	Expose *ExposeStatus `json:"expose,omitempty"`
 	// Queue, Position and PreemptedBy are the placement's (an
 	// unschedulable workload's tier queue, its place there, who preempted
 	// it), as of QueuedAt, the scheduler's decision time.

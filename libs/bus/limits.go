@@ -58,6 +58,7 @@ var DefaultMaxBytes = map[string]int64{
 	BucketLeases:       16 * mib,
 	BucketDisruption:   16 * mib,
 	BucketUpgrade:      16 * mib,
+	BucketHosts:        16 * mib, // a claim per exposed App
 }
 
 // FillAlertRatio is the fill (atoll_stream_fill_ratio) past which a

@@ -88,6 +88,10 @@ const (
 	// aggregator-rollout): each App's zone-by-zone rollout progress
 	// (api.Rollout) under the workload's key.
 	BucketRollouts = "rollouts"
+	// BucketHosts is written by admission: the claim of each host an App
+	// exposes (key: the host; value: api.HostClaim), which keeps hosts
+	// unique in the region.
+	BucketHosts = "hosts"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -198,6 +202,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketRemediation, 1),
 			bucket(BucketUpgrade, 1),
 			bucket(BucketRollouts, 1),
+			bucket(BucketHosts, 1),
 		},
 	}
 }

@@ -143,7 +143,7 @@ func Grants() map[string]Grant {
 			Receives: []string{DebugSessionSubject("*", "down")},
 		},
 		UserAdmission: {
-			Writes:  []Keys{{BucketWorkloads, all}, {BucketLeases, []string{"admission-repair"}}},
+			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketLeases, []string{"admission-repair"}}},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

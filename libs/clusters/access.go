@@ -69,6 +69,9 @@ var rendered = []rbacv1.PolicyRule{
 	// The managed EndpointSlices of an App's region-wide address
 	// (services/propagator endpoints.go).
 	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
+	// The Ingresses of exposed Apps (services/propagator expose.go); their
+	// status is the ingress controller's, never the propagator's.
+	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}},
 }
 
 // Roles are the ClusterRoles of the cluster-facing services in every
@@ -111,6 +114,7 @@ func Roles() map[string][]rbacv1.PolicyRule {
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "daemonsets", "statefulsets"}, Verbs: read},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: read},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: read},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: read},
 		{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods", "nodes"}, Verbs: read},
 	}
 	nodes := func() []rbacv1.PolicyRule {

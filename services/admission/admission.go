@@ -97,10 +97,13 @@ type Service struct {
 	hooks  hooks
 
 	workloads jetstream.KeyValue
-	endpoints *bus.Endpoints
-	cancel    context.CancelFunc // ends the repair loop
-	repairing sync.WaitGroup     // the repair loop
-	metrics   *bus.Metrics       // nil without an admin server
+	hosts     jetstream.KeyValue // the exposed Apps' host claims (hosts.go)
+	// claimGrace is HostClaimGrace, shorter in tests.
+	claimGrace time.Duration
+	endpoints  *bus.Endpoints
+	cancel     context.CancelFunc // ends the repair loop
+	repairing  sync.WaitGroup     // the repair loop
+	metrics    *bus.Metrics       // nil without an admin server
 }
 
 // hooks let tests stand in for a crash at a chosen point.
@@ -126,6 +129,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		cfg:    cfg,
 		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 		events: events.NewPublisher(b, log, events.Options{}),
+
+		claimGrace: HostClaimGrace,
 	}
 }
 
@@ -134,6 +139,9 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
+		return err
+	}
+	if s.hosts, err = s.bus.KV(ctx, bus.BucketHosts); err != nil {
 		return err
 	}
 	if !s.hooks.crashed.Load() {

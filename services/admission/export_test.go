@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,3 +30,6 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	<-m.Ready()
 	return s.repairKey(ctx, m, key)
 }
+
+// SetHostClaimGrace sets the age past which a stale host claim is taken over.
+func SetHostClaimGrace(s *Service, d time.Duration) { s.claimGrace = d }

@@ -63,6 +63,10 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		return nil, aerr
 	}
 	key := w.Key()
+	hc, err := s.claimHost(ctx, w) // hosts.go
+	if err != nil {
+		return nil, err
+	}
 	res := s.reservation(w)
 	var out *api.Workload
 	rev, err := bus.Update(ctx, s.workloads, key, func(cur []byte, exists bool) ([]byte, error) {
@@ -80,6 +84,9 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		if err := res.hold(ctx, nil, w); err != nil {
 			return nil, err
 		}
+		if err := hc.ready(); err != nil {
+			return nil, err
+		}
 		s.beforeWrite(ctx, key)
 		now := time.Now().UTC()
 		w.Metadata.Generation, w.Metadata.UID, w.Metadata.Created, w.Metadata.Updated = 1, newUID(), now, now
@@ -87,6 +94,9 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = w
 		return json.Marshal(w)
 	})
+	if err != nil {
+		hc.undo(ctx, s)
+	}
 	return s.settle(ctx, res, out, rev, err, w.String())
 }
 
@@ -112,8 +122,13 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		return nil, aerr
 	}
 	key := w.Key()
+	hc, err := s.claimHost(ctx, w) // hosts.go
+	if err != nil {
+		return nil, err
+	}
 	res := s.reservation(w)
 	var out *api.Workload
+	oldHost := "" // the stored App's host, released once the change is written
 	rev, err := bus.Update(ctx, s.workloads, key, func(cur []byte, exists bool) ([]byte, error) {
 		if !exists {
 			return nil, &Error{Status: api.StatusNotFound, Body: api.ErrorBody{Code: "NotFound", Message: fmt.Sprintf("%s not found", w)}}
@@ -122,6 +137,7 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		if err != nil {
 			return nil, unavailable(fmt.Errorf("decode stored %s: %w", key, err))
 		}
+		oldHost = api.HostOf(stored)
 		next := *w
 		next.Control = carryControl(stored, w)
 		if sameSpec(stored, &next) && sameControl(stored, &next) {
@@ -131,6 +147,9 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		if err := res.hold(ctx, stored, &next); err != nil {
 			return nil, err
 		}
+		if err := hc.ready(); err != nil {
+			return nil, err
+		}
 		s.beforeWrite(ctx, key)
 		next.Metadata.Generation = stored.Metadata.Generation + 1
 		next.Metadata.UID, next.Metadata.Created, next.Metadata.Updated = stored.Metadata.UID, stored.Metadata.Created, time.Now().UTC()
@@ -138,6 +157,12 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = &next
 		return json.Marshal(&next)
 	})
+	switch {
+	case err != nil && !errors.Is(err, bus.ErrNoChange):
+		hc.undo(ctx, s)
+	case err == nil && oldHost != api.HostOf(w):
+		s.releaseHost(ctx, w.Metadata.Project, w.Metadata.Name, oldHost)
+	}
 	return s.settle(ctx, res, out, rev, err, w.String())
 }
 
@@ -162,6 +187,7 @@ func (s *Service) Delete(ctx context.Context, project, kind, name string) error 
 		return unavailable(err)
 	}
 	s.release(ctx, cur)
+	s.releaseHost(ctx, project, name, api.HostOf(cur)) // hosts.go
 	cur.Metadata.Event, cur.Metadata.EventMessage = api.EventDeleted, ""
 	s.publish(ctx, cur, drev)
 	return nil

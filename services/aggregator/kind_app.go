@@ -24,6 +24,8 @@ type appPart struct {
 	// EndpointsObservation holds the pods' endpoints (endpoints.go),
 	// which the propagator reads.
 	api.EndpointsObservation
+	// Ingress is the shard's Ingress, when the App is exposed (expose.go).
+	Ingress *ingressObservation `json:"ingress,omitempty"`
 }
 
 type deploymentObservation struct {
@@ -42,7 +44,7 @@ type deploymentObservation struct {
 	Failing int32 `json:"failing,omitempty"`
 }
 
-func (appKind) watches() []watch { return []watch{{deployments, "Deployment"}} }
+func (appKind) watches() []watch { return []watch{{deployments, "Deployment"}, {ingresses, ""}} }
 
 func (appKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
 	var dep *appsv1.Deployment
@@ -52,10 +54,11 @@ func (appKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (an
 		}
 	}
 	eps := t.endpoints(pods)
+	ing := t.ingress(key, name)
 	if dep == nil {
-		return &appPart{EndpointsObservation: eps}, false
+		return &appPart{EndpointsObservation: eps, Ingress: ing}, false
 	}
-	return &appPart{EndpointsObservation: eps, Deployment: &deploymentObservation{
+	return &appPart{EndpointsObservation: eps, Ingress: ing, Deployment: &deploymentObservation{
 		Generation: generationOf(dep.Annotations), Observed: dep.Status.ObservedGeneration >= dep.Generation,
 		Replicas: dep.Status.Replicas, Updated: dep.Status.UpdatedReplicas, Available: dep.Status.AvailableReplicas,
 		Template: dep.Annotations[api.AnnoTemplate],
@@ -114,4 +117,5 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 		st.Phase = api.PhaseProgressing
 	}
 	st.Conditions = append(st.Conditions, api.Condition{Type: "Available", Status: st.Ready == st.Desired, Reason: fmt.Sprintf("%d/%d ready", st.Ready, st.Desired)})
+	foldExpose(w, shards, st)
 }

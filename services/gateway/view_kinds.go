@@ -12,7 +12,7 @@ import (
 // every kind has (statusView); nil when the counts say it all. Every
 // registered kind has an entry (TestEveryKindHasAView).
 var kindViews = map[string]func(*api.Status, *computeapi.WorkloadStatus){
-	api.KindApp:         nil, // its rollout is GET .../apps/{app}/rollout (rollouts.go)
+	api.KindApp:         appStatusView, // its rollout is GET .../apps/{app}/rollout (rollouts.go)
 	api.KindJobSet:      nil,
 	api.KindPod:         podStatusView, // view_pod.go
 	api.KindCronJob:     cronJobStatusView,
@@ -44,6 +44,18 @@ func kindList() computeapi.KindList {
 		})
 	}
 	return out
+}
+
+// appStatusView adds an exposed App's host and Ingress addresses.
+func appStatusView(st *api.Status, v *computeapi.WorkloadStatus) {
+	e := st.Expose
+	if e == nil {
+		return
+	}
+	v.Expose = computeapi.ExposeStatus{Host: e.Host, Path: e.Path, Ingresses: e.Ingresses}
+	for _, a := range e.Addresses {
+		v.Expose.Addresses = append(v.Expose.Addresses, computeapi.IngressAddress{Cluster: a.Cluster, Zone: a.Zone, Ip: a.IP, Hostname: a.Hostname})
+	}
 }
 
 // cronJobStatusView adds a CronJob's cluster, times and runs.

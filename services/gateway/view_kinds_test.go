@@ -66,6 +66,32 @@ func TestKindStatusViews(t *testing.T) {
 	}
 }
 
+// TestAppStatusView: an exposed App's host and addresses reach the API.
+func TestAppStatusView(t *testing.T) {
+	st := &api.Status{Phase: api.PhaseRunning, Expose: &api.ExposeStatus{Host: "web.example.com", Path: "/", Ingresses: 2,
+		Addresses: []api.IngressAddress{{Cluster: "zone-a", Zone: "a", IP: "192.0.2.1"}, {Cluster: "zone-b", Zone: "b", Hostname: "lb.example.net"}}}}
+	b, err := json.Marshal(statusView(api.KindApp, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Expose api.ExposeStatus `json:"expose"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(*st.Expose, got.Expose); diff != "" {
+		t.Errorf("expose (-want +got):\n%s", diff)
+	}
+	b, err = json.Marshal(statusView(api.KindApp, &api.Status{Phase: api.PhaseRunning}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "expose") {
+		t.Errorf("an App not exposed has an expose status: %s", b)
+	}
+}
+
 // TestEveryKindHasAView: every registered kind has an entry in kindViews
 // (nil when the counts say it all), and the table names no other kind: a
 // kind added to api without a gateway view fails here.

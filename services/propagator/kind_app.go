@@ -45,25 +45,34 @@ func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns 
 	return err
 }
 
-// before deletes the shard's Service when the App's last named port went (service.go).
+// before deletes the shard's Service when the App's last named port went
+// (service.go), and its Ingress when the App is no longer exposed
+// (expose.go).
 func (appKind) before(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
-	return t.dropAppService(ctx, w, sh, ns)
+	if err := t.dropAppService(ctx, w, sh, ns); err != nil {
+		return err
+	}
+	return t.dropIngress(ctx, w, ns)
 }
 
-// beside applies the shard's PodDisruptionBudget and its Service (service.go).
+// beside applies the shard's PodDisruptionBudget, its Service (service.go)
+// and its Ingress (expose.go).
 func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
 	b := renderBudget(w, sh)
 	if err := t.applyBeside(ctx, pdbs, "poddisruptionbudget", ns, b.Name, b); err != nil {
 		return err
 	}
-	return t.applyAppService(ctx, w, sh, ns)
+	if err := t.applyAppService(ctx, w, sh, ns); err != nil {
+		return err
+	}
+	return t.applyIngress(ctx, w, sh, ns)
 }
 
 // lead keeps the cluster's managed EndpointSlices (endpoints.go).
 func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
 
 func (appKind) owned(_, name string) []owned {
-	return []owned{{deployments, name}, {pdbs, name}, {services, name}}
+	return []owned{{deployments, name}, {pdbs, name}, {services, name}, {ingresses, name}}
 }
 
 // AnnoAvailability on an App's Deployment is its shard's budget
@@ -112,6 +121,9 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	m.Annotations[api.AnnoTemplate] = api.TemplateHash(&s.Template)
 	if len(servicePorts(&s.Template)) > 0 {
 		m.Annotations[AnnoService] = "true" // service.go
+	}
+	if e := exposeOf(s); e != "" {
+		m.Annotations[AnnoExpose] = e // expose.go
 	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

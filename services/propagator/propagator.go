@@ -110,6 +110,9 @@ type Service struct {
 	// baseline holds the projects granted Pod Security baseline
 	// (Config.BaselineProjects); read only after New.
 	baseline map[string]bool
+	// ingressClass is the class of the exposed Apps' Ingresses
+	// (Config.IngressClass); read only after New.
+	ingressClass string
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -131,6 +134,10 @@ type Config struct {
 	// project's namespace enforces restricted. Rendered pods are hardened
 	// either way (harden).
 	BaselineProjects []string
+	// IngressClass is the ingress class of the Ingresses of exposed Apps
+	// (expose.go): the class the member clusters' ingress controller
+	// serves. "" is DefaultIngressClass.
+	IngressClass string
 }
 
 // NewWithConfig is New with the platform's configuration (nil: none).
@@ -141,6 +148,9 @@ func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *
 	}
 	for _, p := range cfg.BaselineProjects {
 		s.baseline[p] = true
+	}
+	if cfg.IngressClass != "" {
+		s.ingressClass = cfg.IngressClass
 	}
 	return s, nil
 }
@@ -173,6 +183,8 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		targets:  map[string]*target{},
 		desired:  map[string]*desired{},
 		baseline: map[string]bool{},
+
+		ingressClass: DefaultIngressClass,
 	}
 	for name, c := range cs {
 		s.targets[name] = newTarget(s, name, c)

@@ -109,8 +109,9 @@ func getCmd(g *globals) *cobra.Command {
 		Short: "List a project's workloads, or show one",
 		Long: `get lists the project's workloads (every kind, a table per kind, or one
 kind) with their phase, ready pods over desired, ready pods per zone and
-age, or shows one workload. -o json or -o yaml prints the documents with
-their full status. KIND, in any case, singular or plural, is one of:
+age, or shows one workload (an App with its ports, region-wide address,
+endpoints per zone and external exposure). -o json or -o yaml prints the
+documents with their full status. KIND, in any case, singular or plural, is one of:
 ` + kindList(kindNames()) + `.`,
 		Example: `  atoll get
   atoll get apps -l team=web --phase Running
@@ -140,6 +141,10 @@ their full status. KIND, in any case, singular or plural, is one of:
 						return printData(out, g.output, w)
 					}
 					printByKind(out, []computeapi.Workload{*w}, time.Now()) // kinds_view.go
+					if kind == kindApp {
+						eps, err := c.Endpoints(ctx, project, w.Metadata.Name)
+						describeServing(out, *w, eps, err) // serving_view.go
+					}
 					return nil
 				}
 				ws, err := c.ListAll(ctx, project, computeapi.ListWorkloadsParams{Kind: kind, Label: selector, Phase: phaseFilter})
@@ -202,7 +207,9 @@ per member cluster, conditions, why it cannot be placed (per cluster and
 filter), the latest Kubernetes events of its objects, and its recent
 platform events (admitted, scheduled, propagated, running, ...). A CronJob
 shows its cluster, schedule and runs; a Daemon its DaemonSets per cluster
-and which are behind; an App its zone-by-zone rollout.`,
+and which are behind; an App its ports, region-wide address, endpoints per
+zone, external exposure (host and the Ingresses' addresses) and
+zone-by-zone rollout.`,
 		Example: `  atoll describe app web
   atoll describe pod notebook -p demo -o json`,
 		Args: cobra.ExactArgs(2),
@@ -220,11 +227,14 @@ and which are behind; an App its zone-by-zone rollout.`,
 				history, hErr = c.ScalerHistory(ctx, project, name)
 			}
 			var (
-				ro    *computeapi.Rollout
-				roErr error
+				ro     *computeapi.Rollout
+				roErr  error
+				eps    *computeapi.Endpoints
+				epsErr error
 			)
 			if kind == kindApp {
-				ro, roErr = c.Rollout(ctx, project, name) // kinds_describe.go
+				ro, roErr = c.Rollout(ctx, project, name)     // kinds_describe.go
+				eps, epsErr = c.Endpoints(ctx, project, name) // serving_view.go
 			}
 			if g.output != "table" {
 				return printData(cmd.OutOrStdout(), g.output, struct {
@@ -232,13 +242,15 @@ and which are behind; an App its zone-by-zone rollout.`,
 					Events    []computeapi.Event          `json:"events"`
 					Decisions []computeapi.ScalerDecision `json:"decisions,omitempty"`
 					Rollout   *computeapi.Rollout         `json:"rollout,omitempty"`
-				}{w, events, history, ro})
+					Endpoints *computeapi.Endpoints       `json:"endpoints,omitempty"`
+				}{w, events, history, ro, eps})
 			}
 			describeWorkload(cmd.OutOrStdout(), *w, events, evErr, time.Now())
 			if kind == kindScaler {
 				describeScaler(cmd.OutOrStdout(), history, hErr, time.Now())
 			}
 			if kind == kindApp {
+				describeServing(cmd.OutOrStdout(), *w, eps, epsErr)
 				describeRollout(cmd.OutOrStdout(), *w, ro, roErr, time.Now())
 			}
 			return nil
