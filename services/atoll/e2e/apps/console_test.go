@@ -12,6 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/browsertest"
@@ -70,8 +72,9 @@ func perZone(m map[string]string) map[string]int {
 // its endpoints table, the ready pods of every zone and cluster with
 // their address and port, the same as the member clusters' ready pods;
 // after a scale from 3 to 6 the open page follows (2 per zone) without a
-// reload. `atoll endpoints app NAME` prints one row per pod, the same per
-// zone counts.
+// reload, and a pod turned not ready shows as such in its zone's count.
+// `atoll endpoints app NAME` prints one row per pod, the same per zone
+// counts.
 func TestConsoleEndpoints(t *testing.T) {
 	e2e.Need(t)
 	browsertest.Skip(t)
@@ -141,6 +144,37 @@ func TestConsoleEndpoints(t *testing.T) {
 	assert.Equal(t, map[string]int{"a": 2, "b": 2, "c": 2}, perZone(want))
 	t.Logf("after the scale to 6 the open page lists 2 ready endpoints per zone within %v", time.Since(scaled).Round(time.Millisecond))
 	checkCLI(t, name, want)
+
+	// A pod of zone b turns not ready (KWOK's pod-unready stage): its row
+	// says so and zone b counts one ready, one not.
+	zb := reg.Env.Cluster("zone-b")
+	pods, err := livePods(ctx, zb, name)
+	require.NoError(t, err)
+	require.Len(t, pods, 2)
+	sick := pods[0]
+	_, err = zb.Client.CoreV1().Pods(sick.Namespace).Patch(ctx, sick.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"unready.stage.kwok.x-k8s.io":"true"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	sickAt := time.Now()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		page, err := chromedp.Run(tab.Ctx, chromedp.Evaluate[endpointsPage](endpointsOnPage))
+		if !assert.NoError(ct, err) {
+			return
+		}
+		var sickRow *shownEndpoint
+		for i, r := range page.Rows {
+			if r.Pod == sick.Name {
+				sickRow = &page.Rows[i]
+			}
+		}
+		if assert.NotNil(ct, sickRow, "a row for %s", sick.Name) {
+			assert.False(ct, sickRow.Ready, "the row of %s", sick.Name)
+			assert.Equal(ct, sick.Status.PodIP, sickRow.IP)
+		}
+		assert.Contains(ct, page.Zones, shownZone{Zone: "b", Cluster: "zone-b", Ready: "1", NotReady: "1"})
+		assert.Len(ct, page.Rows, 6)
+	}, 60*time.Second, 250*time.Millisecond, "the not-ready pod in the console")
+	t.Logf("a pod turned not ready: the open page shows it within %v", time.Since(sickAt).Round(time.Millisecond))
 }
 
 // checkCLI runs `atoll endpoints app NAME` and checks its table: the
