@@ -130,9 +130,9 @@ function kindInfo(name) {
 // KIND_VIEWS is what the workload page draws for each kind beyond what
 // GET /v1/kinds says (pods of its own, operations): its own cards (the
 // ids of kindCard, 'scaler' for #scaler-card, 'rollout' for
-// #rollout-card, 'endpoints' for #endpoints-card) and what its pause does. Every registered kind has an
-// entry: a Go test (console/kinds_test.go) holds the keys to
-// api.KindNames().
+// #rollout-card, 'endpoints' for #endpoints-card) and what its pause
+// does. Every registered kind has an entry: a Go test
+// (console/kinds_test.go) holds the keys to api.KindNames().
 const KIND_VIEWS = {
   App: { cards: ['rollout', 'endpoints'], pause: 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.' },
   CronJob: { cards: ['cronjob'], pause: 'It is suspended: no new run starts until it is resumed. Its quota stays reserved.' },
