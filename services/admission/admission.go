@@ -90,12 +90,12 @@ func (c *Config) Limits() api.Limits {
 	return l
 }
 
-// CheckMaxTerminationGracePeriod says why max cannot be the platform's
+// CheckMaxTerminationGracePeriod says why seconds cannot be the platform's
 // maximum grace period: a pod whose template sets none gets
 // api.DefaultTerminationGracePeriodSeconds, which must fit under it.
-func CheckMaxTerminationGracePeriod(max int64) error {
-	if max < api.DefaultTerminationGracePeriodSeconds {
-		return fmt.Errorf("the maximum termination grace period %ds is below the default grace period of %ds", max, api.DefaultTerminationGracePeriodSeconds)
+func CheckMaxTerminationGracePeriod(seconds int64) error {
+	if seconds < api.DefaultTerminationGracePeriodSeconds {
+		return fmt.Errorf("the maximum termination grace period %ds is below the default grace period of %ds", seconds, api.DefaultTerminationGracePeriodSeconds)
 	}
 	return nil
 }
