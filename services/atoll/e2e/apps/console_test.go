@@ -175,6 +175,7 @@ func TestConsoleEndpoints(t *testing.T) {
 		assert.Len(ct, page.Rows, 6)
 	}, 60*time.Second, 250*time.Millisecond, "the not-ready pod in the console")
 	t.Logf("a pod turned not ready: the open page shows it within %v", time.Since(sickAt).Round(time.Millisecond))
+	tab.Screenshot("with a pod not ready") // kept with go test -artifacts
 }
 
 // checkCLI runs `atoll endpoints app NAME` and checks its table: the

@@ -1538,6 +1538,9 @@ function drawEndpoints(eps) {
       ),
     ),
   );
+  // Without endpoints the tables would be headings only.
+  $('#endpoints-zones').hidden = list.length === 0;
+  $('#endpoints').parentElement.hidden = list.length === 0;
   $('#endpoints-empty').hidden = list.length > 0;
 }
 
