@@ -213,8 +213,13 @@ func (s *PodSpec) Validate() FieldErrors {
 // Pods implements Spec.
 func (s *PodSpec) Pods() int32 { return 1 }
 
-// Validate checks the envelope and the spec, returning every problem.
-func Validate(w *Workload) FieldErrors {
+// Validate checks the envelope and the spec within DefaultLimits,
+// returning every problem.
+func Validate(w *Workload) FieldErrors { return ValidateWith(w, DefaultLimits()) }
+
+// ValidateWith checks the envelope and the spec, and the spec's pod
+// template within the platform's limits l, returning every problem.
+func ValidateWith(w *Workload, l Limits) FieldErrors {
 	var fe FieldErrors
 	if w.APIVersion != APIVersion {
 		fe.add("apiVersion", CodeUnsupported, "%q: want %q", w.APIVersion, APIVersion)
@@ -236,6 +241,7 @@ func Validate(w *Workload) FieldErrors {
 		fe.add("spec", CodeRequired, "spec is required")
 	} else {
 		fe = append(fe, w.Spec.Validate()...)
+		l.check(w.Spec.PodTemplate(), "spec.template", &fe)
 	}
 	return fe
 }

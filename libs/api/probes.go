@@ -100,10 +100,75 @@ const (
 	// its template sets none: short, so that pods that do not drain stop
 	// fast; a service that drains its connections sets its own.
 	DefaultTerminationGracePeriodSeconds = 5
-	// MaxTerminationGracePeriodSeconds is the platform's maximum: a node
-	// drain or a cluster rotation waits at most this long for a pod.
-	MaxTerminationGracePeriodSeconds = 300
+	// DefaultMaxTerminationGracePeriodSeconds is the platform's maximum
+	// grace period unless its operators set another (Limits; admission's
+	// --max-termination-grace-period-seconds): a node drain or a cluster
+	// rotation waits at most this long for a pod.
+	DefaultMaxTerminationGracePeriodSeconds = 300
 )
+
+// Limits are the bounds on a workload that the platform's operators set
+// (admission's flags), checked by ValidateWith with the field named.
+type Limits struct {
+	// MaxTerminationGracePeriodSeconds bounds a pod template's
+	// terminationGracePeriodSeconds and its hooks' sleeps.
+	MaxTerminationGracePeriodSeconds int64
+}
+
+// DefaultLimits are the limits of a platform whose operators set none.
+func DefaultLimits() Limits {
+	return Limits{MaxTerminationGracePeriodSeconds: DefaultMaxTerminationGracePeriodSeconds}
+}
+
+// Keeping returns l raised to what t already asks: an operation (scale,
+// pause, restart) on a workload admitted under a higher maximum than
+// today's does not change its template, so it is not refused for it;
+// an update of the spec is checked against l itself.
+func (l Limits) Keeping(t *PodTemplate) Limits {
+	if t == nil {
+		return l
+	}
+	if g := t.TerminationGracePeriodSeconds; g != nil {
+		l.MaxTerminationGracePeriodSeconds = max(l.MaxTerminationGracePeriodSeconds, *g)
+	}
+	for _, c := range t.Containers {
+		if c.Lifecycle == nil {
+			continue
+		}
+		for _, h := range []*LifecycleHandler{c.Lifecycle.PostStart, c.Lifecycle.PreStop} {
+			if h != nil && h.Sleep != nil {
+				l.MaxTerminationGracePeriodSeconds = max(l.MaxTerminationGracePeriodSeconds, h.Sleep.Seconds)
+			}
+		}
+	}
+	return l
+}
+
+// check adds a field error for each bound of l that the template at path
+// exceeds.
+func (l Limits) check(t *PodTemplate, path string, fe *FieldErrors) {
+	if t == nil {
+		return
+	}
+	maxGrace := l.MaxTerminationGracePeriodSeconds
+	if g := t.TerminationGracePeriodSeconds; g != nil && *g > maxGrace {
+		fe.add(path+".terminationGracePeriodSeconds", CodeTooLarge, "%d exceeds the platform's maximum of %d seconds", *g, maxGrace)
+	}
+	for i, c := range t.Containers {
+		if c.Lifecycle == nil {
+			continue
+		}
+		for _, h := range []struct {
+			name string
+			h    *LifecycleHandler
+		}{{"postStart", c.Lifecycle.PostStart}, {"preStop", c.Lifecycle.PreStop}} {
+			if h.h != nil && h.h.Sleep != nil && h.h.Sleep.Seconds > maxGrace {
+				fe.add(fmt.Sprintf("%s.containers[%d].lifecycle.%s.sleep.seconds", path, i, h.name), CodeTooLarge,
+					"%d exceeds the platform's maximum grace period of %d seconds", h.h.Sleep.Seconds, maxGrace)
+			}
+		}
+	}
+}
 
 // Bounds of a probe's timings.
 const (
@@ -133,9 +198,8 @@ func (t *PodTemplate) validateServing(path string, fe *FieldErrors) {
 		switch {
 		case *g < 0:
 			fe.add(path+".terminationGracePeriodSeconds", CodeInvalid, "%d is negative", *g)
-		case *g > MaxTerminationGracePeriodSeconds:
-			fe.add(path+".terminationGracePeriodSeconds", CodeTooLarge, "%d exceeds the platform's maximum of %d seconds", *g, MaxTerminationGracePeriodSeconds)
 		}
+		// The maximum is the platform's: Limits.check.
 	}
 	for i, c := range t.InitContainers {
 		p := fmt.Sprintf("%s.initContainers[%d]", path, i)
@@ -273,8 +337,8 @@ func (h *LifecycleHandler) validate(p string, named map[string]bool, fe *FieldEr
 	}
 	if h.Sleep != nil {
 		set = append(set, "sleep")
-		if h.Sleep.Seconds < 1 || h.Sleep.Seconds > MaxTerminationGracePeriodSeconds {
-			fe.add(p+".sleep.seconds", CodeInvalid, "%d is not between 1 and %d", h.Sleep.Seconds, MaxTerminationGracePeriodSeconds)
+		if h.Sleep.Seconds < 1 {
+			fe.add(p+".sleep.seconds", CodeInvalid, "%d is less than 1", h.Sleep.Seconds)
 		}
 	}
 	switch len(set) {

@@ -56,3 +56,70 @@ func TestEveryIdentityVariableIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGracePeriodWithinThePlatformsMaximum: the maximum grace period is
+// the platform's (api.Limits, admission's flag): a template over it, or a
+// hook's sleep over it, is 422 TooLarge naming the field and the maximum;
+// at the maximum it passes; a raised maximum lets more through; every
+// kind with a template is held to it.
+func TestGracePeriodWithinThePlatformsMaximum(t *testing.T) {
+	doc := func(kind, spec, template string) string {
+		return `{"apiVersion":"atoll.dev/v1","kind":"` + kind + `","metadata":{"project":"p","name":"w"},"spec":{` + spec + `"template":{` + template + `}}}`
+	}
+	grace := func(n string) string {
+		return `"terminationGracePeriodSeconds":` + n + `,"containers":[{"name":"a","image":"x"}]`
+	}
+	sleep := func(n string) string {
+		return `"containers":[{"name":"a","image":"x","lifecycle":{"preStop":{"sleep":{"seconds":` + n + `}}}}]`
+	}
+	const field = "spec.template.terminationGracePeriodSeconds"
+	for _, tc := range []struct {
+		name string
+		max  int64 // 0: api.DefaultLimits
+		doc  string
+		want []string // "field code: message"
+	}{
+		{"default maximum, at it", 0, doc("App", "", grace("300")), nil},
+		{"default maximum, over it", 0, doc("App", "", grace("301")),
+			[]string{field + " TooLarge: 301 exceeds the platform's maximum of 300 seconds"}},
+		{"lowered maximum", 60, doc("App", "", grace("61")),
+			[]string{field + " TooLarge: 61 exceeds the platform's maximum of 60 seconds"}},
+		{"lowered maximum, at it", 60, doc("App", "", grace("60")), nil},
+		{"raised maximum", 900, doc("App", "", grace("600")), nil},
+		{"raised maximum, over it", 900, doc("App", "", grace("901")),
+			[]string{field + " TooLarge: 901 exceeds the platform's maximum of 900 seconds"}},
+		{"negative, whatever the maximum", 900, doc("App", "", grace("-1")), []string{field + " Invalid: -1 is negative"}},
+		{"unset", 60, doc("App", "", `"containers":[{"name":"a","image":"x"}]`), nil},
+		{"a JobSet too", 60, doc("JobSet", "", grace("120")),
+			[]string{field + " TooLarge: 120 exceeds the platform's maximum of 60 seconds"}},
+		{"a Pod too", 60, doc("Pod", "", grace("120")),
+			[]string{field + " TooLarge: 120 exceeds the platform's maximum of 60 seconds"}},
+		{"a preStop sleep over it", 60, doc("App", "", sleep("90")),
+			[]string{"spec.template.containers[0].lifecycle.preStop.sleep.seconds TooLarge: 90 exceeds the platform's maximum grace period of 60 seconds"}},
+		{"a preStop sleep under a raised maximum", 900, doc("App", "", sleep("400")), nil},
+		{"a preStop sleep of zero", 900, doc("App", "", sleep("0")),
+			[]string{"spec.template.containers[0].lifecycle.preStop.sleep.seconds Invalid: 0 is less than 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := api.Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Spec.Default()
+			l := api.DefaultLimits()
+			if tc.max != 0 {
+				l.MaxTerminationGracePeriodSeconds = tc.max
+			}
+			var got []string
+			for _, e := range api.ValidateWith(w, l) {
+				got = append(got, e.Field+" "+e.Code+": "+e.Reason)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := api.DefaultLimits().MaxTerminationGracePeriodSeconds; got != 300 {
+		t.Errorf("the default maximum is %d, want 300", got)
+	}
+}

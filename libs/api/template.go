@@ -31,7 +31,7 @@ type PodTemplate struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// TerminationGracePeriodSeconds is how long a pod has, after its
 	// preStop hooks start and SIGTERM, before it is killed (probes.go):
-	// at most MaxTerminationGracePeriodSeconds; DefaultTerminationGracePeriodSeconds
+	// at most the platform's maximum (Limits); DefaultTerminationGracePeriodSeconds
 	// when unset.
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }

@@ -73,6 +73,31 @@ type Config struct {
 	Sidecars []api.Container `json:"sidecars,omitempty"`
 	// InitContainers run before each workload's own init containers.
 	InitContainers []api.Container `json:"initContainers,omitempty"`
+	// MaxTerminationGracePeriodSeconds is the platform's maximum grace
+	// period of a pod (a template's terminationGracePeriodSeconds and its
+	// hooks' sleeps); a workload over it is refused with 422. It comes
+	// from the flag --max-termination-grace-period-seconds, not the file;
+	// 0 means api.DefaultMaxTerminationGracePeriodSeconds.
+	MaxTerminationGracePeriodSeconds int64 `json:"-"`
+}
+
+// Limits are the platform's bounds on workloads that c sets.
+func (c *Config) Limits() api.Limits {
+	l := api.DefaultLimits()
+	if c.MaxTerminationGracePeriodSeconds != 0 {
+		l.MaxTerminationGracePeriodSeconds = c.MaxTerminationGracePeriodSeconds
+	}
+	return l
+}
+
+// CheckMaxTerminationGracePeriod says why seconds cannot be the platform's
+// maximum grace period: a pod whose template sets none gets
+// api.DefaultTerminationGracePeriodSeconds, which must fit under it.
+func CheckMaxTerminationGracePeriod(seconds int64) error {
+	if seconds < api.DefaultTerminationGracePeriodSeconds {
+		return fmt.Errorf("the maximum termination grace period %ds is below the default grace period of %ds", seconds, api.DefaultTerminationGracePeriodSeconds)
+	}
+	return nil
 }
 
 // DefaultConfig injects a small log shipper beside every workload.
@@ -92,6 +117,7 @@ type Service struct {
 	bus    *bus.Bus
 	log    *slog.Logger
 	cfg    *Config
+	limits api.Limits // cfg.Limits()
 	quota  *bus.Requester
 	events *events.Publisher
 	hooks  hooks
@@ -127,6 +153,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		bus:    b,
 		log:    log,
 		cfg:    cfg,
+		limits: cfg.Limits(),
 		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 		events: events.NewPublisher(b, log, events.Options{}),
 

@@ -55,7 +55,7 @@ func (s *Service) Operate(ctx context.Context, op api.Operation, p Principal) (*
 			out = stored
 			return nil, bus.ErrNoChange
 		}
-		if fe := api.Validate(next); len(fe) > 0 {
+		if fe := api.ValidateWith(next, s.limits.Keeping(stored.Spec.PodTemplate())); len(fe) > 0 {
 			return nil, invalid(fe)
 		}
 		if err := res.hold(ctx, stored, next); err != nil {

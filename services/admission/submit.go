@@ -45,7 +45,7 @@ func (s *Service) prepare(doc []byte, p Principal) (*api.Workload, *Error) {
 		return nil, &Error{Status: api.StatusBadRequest, Body: api.ErrorBody{Code: "BadRequest", Message: err.Error()}}
 	}
 	w.Spec.Default()
-	fe := api.Validate(w)
+	fe := api.ValidateWith(w, s.limits)
 	fe = append(fe, checkPolicy(w, p)...)
 	if len(fe) > 0 {
 		return nil, invalid(fe)

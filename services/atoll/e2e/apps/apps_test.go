@@ -391,6 +391,28 @@ func TestServingMistakesRefused(t *testing.T) {
 			}
 		})
 	}
+
+	// The maximum grace period is the platform's (admission's
+	// -max-termination-grace-period-seconds, 300 here): the refusal names
+	// the field and the maximum; at the maximum the App is admitted.
+	t.Run("grace period names the platform's maximum", func(t *testing.T) {
+		doc := func(grace int) []byte {
+			return []byte(fmt.Sprintf(`{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":"grace"},
+"spec":{"replicas":0,"template":{"terminationGracePeriodSeconds":%d,"containers":[{"name":"a","image":"x"}]}}}`, project, grace))
+		}
+		_, err := cl.Submit(ctx, doc(api.DefaultMaxTerminationGracePeriodSeconds+1))
+		var re *busclient.Error
+		require.True(t, errors.As(err, &re), "refused: %v", err)
+		assert.Equal(t, 422, re.Status)
+		assert.Equal(t, api.FieldErrors{{Field: "spec.template.terminationGracePeriodSeconds", Code: api.CodeTooLarge,
+			Reason: "301 exceeds the platform's maximum of 300 seconds"}}, re.Body.Fields)
+		got, err := cl.Workload(ctx, api.Key(project, api.KindApp, "grace"))
+		require.NoError(t, err)
+		assert.Nil(t, got, "nothing is written")
+		_, err = cl.Submit(ctx, doc(api.DefaultMaxTerminationGracePeriodSeconds))
+		require.NoError(t, err, "at the maximum")
+		require.NoError(t, cl.Delete(ctx, project, api.KindApp, "grace"))
+	})
 }
 
 // servingMistakes are the apitest.BadSpecs of this suite's scope.

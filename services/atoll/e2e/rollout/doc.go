@@ -9,6 +9,11 @@
 // The App's new template carries that label, so its new pods run in
 // zones a and c and fail in zone b only.
 //
+// Zone a's KWOK adds two stages (testdata/zone-a-stages.yaml) for
+// readiness_test.go: a pod labelled readiness.stage.kwok.x-k8s.io=hold
+// starts Running but not ready, as one whose readiness probe has not
+// passed yet, and turns ready once the label says release.
+//
 // The test needs member clusters (libs/testenv: the binaries `make tools`
 // builds, $ATOLL_BIN_DIR) and skips under -short.
 package rollout

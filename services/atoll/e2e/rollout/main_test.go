@@ -9,8 +9,8 @@ import (
 	"atoll.dev/services/atoll/region"
 )
 
-// The suite's region: zones a, b, c of 4 nodes each; zone b with KWOK's
-// failure stage (see the package doc).
+// The suite's region: zones a, b, c of 4 nodes each; zone a with KWOK's
+// readiness stages, zone b with its failure stage (see the package doc).
 var (
 	reg   *region.Region
 	gwBus *bus.Bus
@@ -19,6 +19,9 @@ var (
 
 func TestMain(m *testing.M) {
 	e2e.Main(m, e2e.Package{Name: "rollout", LogToStderr: true, GatewayUser: "atoll-rollout-gateway",
-		Options: region.Options{Nodes: 4, ZoneConfigs: map[string][]string{"b": {e2e.Testdata("zone-b-stages.yaml")}}}},
+		Options: region.Options{Nodes: 4, ZoneConfigs: map[string][]string{
+			"a": {e2e.Testdata("zone-a-stages.yaml")},
+			"b": {e2e.Testdata("zone-b-stages.yaml")},
+		}}},
 		func(e *e2e.Env) { reg, gwBus, cl = e.Region, e.Gateway, e.Client })
 }

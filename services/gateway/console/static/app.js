@@ -66,7 +66,11 @@
 // tr[data-cluster][data-behind] td[data-field], tr[data-rank], tr[data-container][data-type]; #rollout-card[data-rollout-phase], #rollout-phase,
 // #rollout-reason[data-paused], #rollout-meta dd[data-field], #rollout-zones tr[data-zone][data-state],
 // #rollout-actions, #rollout-pause, #rollout-resume, #rollout-undo, #rollout-status,
-// #rollout-error, #rollout-op-error.
+// #rollout-error, #rollout-op-error;
+// #endpoints-card[data-ready][data-total], #endpoints-meta dd[data-field],
+// #endpoints-zones tr[data-zone][data-cluster] td[data-field=ready|notready],
+// #endpoints tr[data-pod][data-zone][data-cluster][data-ready] td[data-field=address|port],
+// #endpoints-status, #endpoints-error, #endpoints-empty.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -126,11 +130,11 @@ function kindInfo(name) {
 // KIND_VIEWS is what the workload page draws for each kind beyond what
 // GET /v1/kinds says (pods of its own, operations): its own cards (the
 // ids of kindCard, 'scaler' for #scaler-card, 'rollout' for
-// #rollout-card) and what its pause does. Every registered kind has an
-// entry: a Go test (console/kinds_test.go) holds the keys to
-// api.KindNames().
+// #rollout-card, 'endpoints' for #endpoints-card) and what its pause
+// does. Every registered kind has an entry: a Go test
+// (console/kinds_test.go) holds the keys to api.KindNames().
 const KIND_VIEWS = {
-  App: { cards: ['rollout'], pause: 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.' },
+  App: { cards: ['rollout', 'endpoints'], pause: 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.' },
   CronJob: { cards: ['cronjob'], pause: 'It is suspended: no new run starts until it is resumed. Its quota stays reserved.' },
   Daemon: { cards: ['daemon'] },
   JobSet: { cards: [], pause: 'Its Jobs are suspended until it is resumed. Its quota stays reserved.' },
@@ -749,6 +753,8 @@ function detailView(project, kind, name, signal) {
   $('#kind-cards').replaceChildren();
   $('#rollout-card').hidden = !hasCard(kind, 'rollout');
   if (hasCard(kind, 'rollout')) watchRollout(project, name, signal);
+  $('#endpoints-card').hidden = !hasCard(kind, 'endpoints');
+  if (hasCard(kind, 'endpoints')) watchEndpoints(base, signal);
 }
 
 // watchScaler polls a Scaler's recorded decisions and draws the replicas
@@ -1441,6 +1447,101 @@ async function rolloutOp(action) {
 
 function wireRollout() {
   for (const action of ['pause', 'resume', 'undo']) $(`#rollout-${action}`).addEventListener('click', () => rolloutOp(action));
+}
+
+// --- an App's endpoints ---------------------------------------------------------
+
+// watchEndpoints polls an App's endpoints (GET .../endpoints: its region-wide
+// address, its Service ports, and every pod with an address in every member
+// cluster, ready or not) and draws them per zone and cluster.
+function watchEndpoints(base, signal) {
+  let last = '';
+  for (const sel of ['#endpoints-zones tbody', '#endpoints tbody', '#endpoints-meta']) $(sel).replaceChildren();
+  $('#endpoints-summary').textContent = '';
+  $('#endpoints-status').textContent = 'loading…';
+  $('#endpoints-empty').hidden = true;
+  hide('#endpoints-error');
+  poll(
+    signal,
+    async () => {
+      const eps = await getJSON(`${base}/endpoints`, { signal });
+      if (signal.aborted) return;
+      hide('#endpoints-error');
+      $('#endpoints-status').textContent = `live · updated ${clock(new Date())}`;
+      const snapshot = JSON.stringify(eps);
+      if (snapshot === last) return;
+      last = snapshot;
+      drawEndpoints(eps);
+    },
+    (err) => {
+      showIn('#endpoints-error', err);
+      // A 404 may be an App created a moment ago: keep looking.
+      return err.status === 403 || err.status === 400;
+    },
+  );
+}
+
+// portText names a Service port as the CLI does: "http 8080/TCP (http)".
+function portText(p) {
+  return `${p.name} ${p.port}/${p.protocol || 'TCP'}${p.appProtocol ? ` (${p.appProtocol})` : ''}`;
+}
+
+function drawEndpoints(eps) {
+  const ports = Array.isArray(eps?.ports) ? eps.ports : [];
+  const list = Array.isArray(eps?.endpoints) ? eps.endpoints : [];
+  const ready = list.filter((e) => e.ready).length;
+  const card = $('#endpoints-card');
+  card.dataset.ready = String(ready);
+  card.dataset.total = String(list.length);
+  card.classList.toggle('warn', ready < list.length);
+  $('#endpoints-summary').textContent = `${ready} of ${list.length} ready`;
+  $('#endpoints-meta').replaceChildren(
+    ...metaList([
+      ['address', 'Address', eps?.address ? el('code', { text: eps.address }) : 'none (no named container port)'],
+      ['ports', 'Ports', ports.map(portText).join(', ')],
+    ]).childNodes,
+  );
+  // Per zone and cluster: how many are ready, how many not.
+  const groups = new Map();
+  for (const e of list) {
+    const k = `${e.zone}\u0000${e.cluster}`;
+    const g = groups.get(k) || { zone: e.zone, cluster: e.cluster, ready: 0, notReady: 0 };
+    if (e.ready) g.ready++;
+    else g.notReady++;
+    groups.set(k, g);
+  }
+  $('#endpoints-zones tbody').replaceChildren(
+    ...[...groups.values()].map((g) =>
+      el(
+        'tr',
+        { 'data-zone': g.zone, 'data-cluster': g.cluster },
+        el('td', { text: g.zone }),
+        el('td', { text: g.cluster }),
+        el('td', { class: 'num', 'data-field': 'ready', text: String(g.ready) }),
+        el('td', { class: `num ${g.notReady ? 'warn-text' : ''}`, 'data-field': 'notready', text: String(g.notReady) }),
+      ),
+    ),
+  );
+  const port = ports.map((p) => `${p.port}/${p.protocol || 'TCP'}`).join(', ');
+  $('#endpoints tbody').replaceChildren(
+    ...list.map((e) =>
+      el(
+        'tr',
+        { 'data-pod': e.pod, 'data-zone': e.zone, 'data-cluster': e.cluster, 'data-ready': String(!!e.ready), class: e.ready ? undefined : 'behind' },
+        el('td', { text: e.zone }),
+        el('td', { text: e.cluster }),
+        el('td', { 'data-field': 'address' }, el('code', { text: e.ip })),
+        el('td', { 'data-field': 'port', text: port }),
+        el('td', { class: e.ready ? 'ok-text' : 'warn-text', text: e.ready ? 'yes' : 'no' }),
+        el('td', {}, el('code', { text: e.pod })),
+        el('td', { text: e.node || '' }),
+      ),
+    ),
+  );
+  // Without endpoints the tables would be headings only.
+  $('#endpoints-zones').hidden = list.length === 0;
+  $('#endpoints').parentElement.hidden = list.length === 0;
+  $('#endpoints-empty').hidden = list.length > 0;
 }
 
 // --- the confirmation dialog --------------------------------------------------
