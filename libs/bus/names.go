@@ -88,6 +88,12 @@ const (
 	// aggregator-rollout): each App's zone-by-zone rollout progress
 	// (api.Rollout) under the workload's key.
 	BucketRollouts = "rollouts"
+	// BucketProjects is written by admission: each project as a resource
+	// (api.ProjectDoc at api.ProjectKey: owner, labels, members and their
+	// roles) and the self-service projects each user made
+	// (api.ProjectCreationsKey). Every gateway replica watches it for
+	// roles.
+	BucketProjects = "projects"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -198,6 +204,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketRemediation, 1),
 			bucket(BucketUpgrade, 1),
 			bucket(BucketRollouts, 1),
+			bucket(BucketProjects, 1),
 		},
 	}
 }
