@@ -503,6 +503,33 @@ type LogLine struct {
 	Time      time.Time `json:"time,omitempty,omitzero"`
 }
 
+// Member defines model for Member.
+type Member struct {
+	Added   time.Time `json:"added,omitempty,omitzero"`
+	AddedBy string    `json:"addedBy,omitempty,omitzero"`
+
+	// Kind user or group
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+}
+
+// MemberChange defines model for MemberChange.
+type MemberChange struct {
+	// Kind user (default) or group
+	Kind string `json:"kind,omitempty,omitzero"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+}
+
+// MemberList defines model for MemberList.
+type MemberList struct {
+	Items []Member `json:"items"`
+}
+
 // Metadata defines model for Metadata.
 type Metadata struct {
 	Created    time.Time         `json:"created,omitempty,omitzero"`
@@ -595,8 +622,40 @@ type Pool struct {
 
 // Project defines model for Project.
 type Project struct {
-	Name string `json:"name"`
+	Created     time.Time         `json:"created,omitempty,omitzero"`
+	CreatedBy   string            `json:"createdBy,omitempty,omitzero"`
+	Description string            `json:"description,omitempty,omitzero"`
+	DisplayName string            `json:"displayName,omitempty,omitzero"`
+	Labels      map[string]string `json:"labels,omitempty,omitzero"`
+
+	// Members The members (in getProject and createProject only).
+	Members []Member `json:"members,omitempty,omitzero"`
+	Name    string   `json:"name"`
+	Owner   string   `json:"owner,omitempty,omitzero"`
+
+	// Registered The project is a resource (created with `POST /v1/projects`), not only named by tokens.
+	Registered bool `json:"registered,omitempty,omitzero"`
+
+	// Role The caller's role in the project (platform-admin when it holds none but is a platform admin).
 	Role string `json:"role"`
+
+	// SelfService Created by its owner through self-service; counts towards the owner's limit.
+	SelfService bool `json:"selfService,omitempty,omitzero"`
+}
+
+// ProjectCreate defines model for ProjectCreate.
+type ProjectCreate struct {
+	Description string `json:"description,omitempty,omitzero"`
+	DisplayName string `json:"displayName,omitempty,omitzero"`
+
+	// Labels Labels such as cost-center and team (Kubernetes label syntax, at most 32).
+	Labels map[string]string `json:"labels,omitempty,omitzero"`
+
+	// Name A DNS label of at most 57 characters, not reserved for the platform (system, default, platform, public, kube, kube-*, atoll-*, openshift-*).
+	Name string `json:"name"`
+
+	// Owner The user accountable for the project and its first admin (default the caller; self-service users own what they create).
+	Owner string `json:"owner,omitempty,omitzero"`
 }
 
 // ProjectList defines model for ProjectList.
@@ -1232,6 +1291,9 @@ type IdempotencyKey = string
 // KindPath defines model for KindPath.
 type KindPath = string
 
+// MemberPath defines model for MemberPath.
+type MemberPath = string
+
 // NamePath defines model for NamePath.
 type NamePath = string
 
@@ -1267,6 +1329,12 @@ type Unavailable = Error
 
 // Unprocessable defines model for Unprocessable.
 type Unprocessable = Error
+
+// RemoveMemberParams defines parameters for RemoveMember.
+type RemoveMemberParams struct {
+	// Kind user (default) or group
+	Kind string `form:"kind,omitempty" json:"kind,omitempty,omitzero"`
+}
 
 // ListWorkloadsParams defines parameters for ListWorkloads.
 type ListWorkloadsParams struct {
@@ -1355,8 +1423,14 @@ type GetRemediationParams struct {
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
+// CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
+type CreateProjectJSONRequestBody = ProjectCreate
+
 // PushMetricJSONRequestBody defines body for PushMetric for application/json ContentType.
 type PushMetricJSONRequestBody = MetricSample
+
+// SetMemberJSONRequestBody defines body for SetMember for application/json ContentType.
+type SetMemberJSONRequestBody = MemberChange
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = QuotaLimit
@@ -1500,10 +1574,62 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
 	ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListProjects The projects the caller holds a role in
+	// ListProjects The projects the caller holds a role in (every project for platform admins)
+	//
+	// A role comes from the caller's token or JWT, or from a project's
+	// members (the caller's subject or one of its groups); the highest
+	// applies. Registered projects (created with `POST /v1/projects`)
+	// carry their owner, labels and description.
 	//
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjects(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateProjectWithBody Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	//
+	// Refused with 409 (code NotEmpty) while the project holds any
+	// workload. Its members go with it. Audited as `delete-project`.
+	//
+	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+	DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProject A registered project with its members (viewers and up)
+	//
+	// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+	GetProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PushMetricWithBody Push a sample of an App's custom metric (developers of the project)
 	//
@@ -1547,6 +1673,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMembers A registered project's members and their roles (viewers and up)
+	//
+	// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+	ListMembers(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveMember Remove a member (the project's admins, platform admins)
+	//
+	// Removing the last admin is refused (409 LastAdmin). The member's
+	// role in the project ends at every gateway replica within a second
+	// (a role its token or JWT names stays). Audited as `remove-member`.
+	//
+	// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+	RemoveMember(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetMemberWithBody Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithBody(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetMember Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMember(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQuota A project's limits and usage per tier
 	//
@@ -2010,11 +2176,103 @@ func (c *Client) ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
-// ListProjects The projects the caller holds a role in
+// ListProjects The projects the caller holds a role in (every project for platform admins)
+//
+// A role comes from the caller's token or JWT, or from a project's
+// members (the caller's subject or one of its groups); the highest
+// applies. Registered projects (created with `POST /v1/projects`)
+// carry their owner, labels and description.
 //
 // Corresponds with GET /v1/projects (the `ListProjects` operationId).
 func (c *Client) ListProjects(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProjectsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProjectWithBody Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProjectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+//
+// Refused with 409 (code NotEmpty) while the project holds any
+// workload. Its members go with it. Audited as `delete-project`.
+//
+// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProjectRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProject A registered project with its members (viewers and up)
+//
+// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+func (c *Client) GetProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProjectRequest(c.Server, project)
 	if err != nil {
 		return nil, err
 	}
@@ -2098,6 +2356,86 @@ func (c *Client) GetRollout(ctx context.Context, project ProjectPath, app string
 // Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 func (c *Client) OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateRolloutRequest(c.Server, project, app, action)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMembers A registered project's members and their roles (viewers and up)
+//
+// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+func (c *Client) ListMembers(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMembersRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveMember Remove a member (the project's admins, platform admins)
+//
+// Removing the last admin is refused (409 LastAdmin). The member's
+// role in the project ends at every gateway replica within a second
+// (a role its token or JWT names stays). Audited as `remove-member`.
+//
+// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+func (c *Client) RemoveMember(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveMemberRequest(c.Server, project, member, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetMemberWithBody Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *Client) SetMemberWithBody(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetMemberRequestWithBody(c.Server, project, member, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetMember Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *Client) SetMember(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetMemberRequest(c.Server, project, member, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3034,6 +3372,114 @@ func NewListProjectsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCreateProjectRequest calls the generic CreateProject builder with application/json body
+func NewCreateProjectRequest(server string, body CreateProjectJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateProjectRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateProjectRequestWithBody constructs an http.Request for the CreateProject method, with any body, and a specified content type
+func NewCreateProjectRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteProjectRequest constructs an http.Request for the DeleteProject method
+func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetProjectRequest constructs an http.Request for the GetProject method
+func NewGetProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPushMetricRequest calls the generic PushMetric builder with application/json body
 func NewPushMetricRequest(server string, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3180,6 +3626,158 @@ func NewOperateRolloutRequest(server string, project ProjectPath, app string, ac
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListMembersRequest constructs an http.Request for the ListMembers method
+func NewListMembersRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveMemberRequest constructs an http.Request for the RemoveMember method
+func NewRemoveMemberRequest(server string, project ProjectPath, member MemberPath, params *RemoveMemberParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetMemberRequest calls the generic SetMember builder with application/json body
+func NewSetMemberRequest(server string, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetMemberRequestWithBody(server, project, member, "application/json", bodyReader)
+}
+
+// NewSetMemberRequestWithBody constructs an http.Request for the SetMember method, with any body, and a specified content type
+func NewSetMemberRequestWithBody(server string, project ProjectPath, member MemberPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4687,12 +5285,68 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
 	ListKindsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKindsResponse, error)
 
-	// ListProjectsWithResponse The projects the caller holds a role in
+	// ListProjectsWithResponse The projects the caller holds a role in (every project for platform admins)
+	//
+	// A role comes from the caller's token or JWT, or from a project's
+	// members (the caller's subject or one of its groups); the highest
+	// applies. Registered projects (created with `POST /v1/projects`)
+	// carry their owner, labels and description.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjectsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListProjectsResponse, error)
+
+	// CreateProjectWithBodyWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// CreateProjectWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+	//
+	// Refused with 409 (code NotEmpty) while the project holds any
+	// workload. Its members go with it. Audited as `delete-project`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
+
+	// GetProjectWithResponse A registered project with its members (viewers and up)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+	GetProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*GetProjectResponse, error)
 
 	// PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
 	//
@@ -4740,6 +5394,50 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRolloutWithResponse(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*OperateRolloutResponse, error)
+
+	// ListMembersWithResponse A registered project's members and their roles (viewers and up)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+	ListMembersWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListMembersResponse, error)
+
+	// RemoveMemberWithResponse Remove a member (the project's admins, platform admins)
+	//
+	// Removing the last admin is refused (409 LastAdmin). The member's
+	// role in the project ends at every gateway replica within a second
+	// (a role its token or JWT names stays). Audited as `remove-member`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+	RemoveMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*RemoveMemberResponse, error)
+
+	// SetMemberWithBodyWithResponse Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithBodyWithResponse(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetMemberResponse, error)
+
+	// SetMemberWithResponse Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetMemberResponse, error)
 
 	// GetQuotaWithResponse A project's limits and usage per tier
 	//
@@ -5565,6 +6263,227 @@ func (r ListProjectsResponse) ContentType() string {
 	return ""
 }
 
+// CreateProjectResponse503Headers the declared response headers of an HTTP 503 response for CreateProject
+type CreateProjectResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Project
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateProjectResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateProjectResponse) GetJSON201() *Project {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateProjectResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateProjectResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateProjectResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateProjectResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateProjectResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteProjectResponse503Headers the declared response headers of an HTTP 503 response for DeleteProject
+type DeleteProjectResponse503Headers struct {
+	RetryAfter int
+}
+
+type DeleteProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteProjectResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteProjectResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteProjectResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteProjectResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteProjectResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Project
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProjectResponse) GetJSON200() *Project {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetProjectResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PushMetricResponse429Headers the declared response headers of an HTTP 429 response for PushMetric
 type PushMetricResponse429Headers struct {
 	RetryAfter int
@@ -5843,6 +6762,241 @@ func (r OperateRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OperateRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMembersResponse) GetJSON200() *MemberList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveMemberResponse503Headers the declared response headers of an HTTP 503 response for RemoveMember
+type RemoveMemberResponse503Headers struct {
+	RetryAfter int
+}
+
+type RemoveMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RemoveMemberResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RemoveMemberResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RemoveMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetMemberResponse503Headers the declared response headers of an HTTP 503 response for SetMember
+type SetMemberResponse503Headers struct {
+	RetryAfter int
+}
+
+type SetMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Member
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetMemberResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetMemberResponse) GetJSON200() *Member {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetMemberResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetMemberResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8152,7 +9306,12 @@ func (c *ClientWithResponses) ListKindsWithResponse(ctx context.Context, reqEdit
 	return ParseListKindsResponse(rsp)
 }
 
-// ListProjectsWithResponse The projects the caller holds a role in
+// ListProjectsWithResponse The projects the caller holds a role in (every project for platform admins)
+//
+// A role comes from the caller's token or JWT, or from a project's
+// members (the caller's subject or one of its groups); the highest
+// applies. Registered projects (created with `POST /v1/projects`)
+// carry their owner, labels and description.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8163,6 +9322,81 @@ func (c *ClientWithResponses) ListProjectsWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseListProjectsResponse(rsp)
+}
+
+// CreateProjectWithBodyWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProjectWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// CreateProjectWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProject(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+//
+// Refused with 409 (code NotEmpty) while the project holds any
+// workload. Its members go with it. Audited as `delete-project`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
+	rsp, err := c.DeleteProject(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteProjectResponse(rsp)
+}
+
+// GetProjectWithResponse A registered project with its members (viewers and up)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+func (c *ClientWithResponses) GetProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*GetProjectResponse, error) {
+	rsp, err := c.GetProject(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProjectResponse(rsp)
 }
 
 // PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
@@ -8234,6 +9468,74 @@ func (c *ClientWithResponses) OperateRolloutWithResponse(ctx context.Context, pr
 		return nil, err
 	}
 	return ParseOperateRolloutResponse(rsp)
+}
+
+// ListMembersWithResponse A registered project's members and their roles (viewers and up)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+func (c *ClientWithResponses) ListMembersWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListMembersResponse, error) {
+	rsp, err := c.ListMembers(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMembersResponse(rsp)
+}
+
+// RemoveMemberWithResponse Remove a member (the project's admins, platform admins)
+//
+// Removing the last admin is refused (409 LastAdmin). The member's
+// role in the project ends at every gateway replica within a second
+// (a role its token or JWT names stays). Audited as `remove-member`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+func (c *ClientWithResponses) RemoveMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*RemoveMemberResponse, error) {
+	rsp, err := c.RemoveMember(ctx, project, member, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveMemberResponse(rsp)
+}
+
+// SetMemberWithBodyWithResponse Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *ClientWithResponses) SetMemberWithBodyWithResponse(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetMemberResponse, error) {
+	rsp, err := c.SetMemberWithBody(ctx, project, member, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetMemberResponse(rsp)
+}
+
+// SetMemberWithResponse Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *ClientWithResponses) SetMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetMemberResponse, error) {
+	rsp, err := c.SetMember(ctx, project, member, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetMemberResponse(rsp)
 }
 
 // GetQuotaWithResponse A project's limits and usage per tier
@@ -9221,6 +10523,197 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 	return response, nil
 }
 
+// ParseCreateProjectResponse parses an HTTP response from a CreateProjectWithResponse call
+func ParseCreateProjectResponse(rsp *http.Response) (*CreateProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateProjectResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteProjectResponse parses an HTTP response from a DeleteProjectWithResponse call
+func ParseDeleteProjectResponse(rsp *http.Response) (*DeleteProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteProjectResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProjectResponse parses an HTTP response from a GetProjectWithResponse call
+func ParseGetProjectResponse(rsp *http.Response) (*GetProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePushMetricResponse parses an HTTP response from a PushMetricWithResponse call
 func ParsePushMetricResponse(rsp *http.Response) (*PushMetricResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9477,6 +10970,211 @@ func ParseOperateRolloutResponse(rsp *http.Response) (*OperateRolloutResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers OperateRolloutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListMembersResponse parses an HTTP response from a ListMembersWithResponse call
+func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRemoveMemberResponse parses an HTTP response from a RemoveMemberWithResponse call
+func ParseRemoveMemberResponse(rsp *http.Response) (*RemoveMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RemoveMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetMemberResponse parses an HTTP response from a SetMemberWithResponse call
+func ParseSetMemberResponse(rsp *http.Response) (*SetMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Member
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetMemberResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11533,9 +13231,18 @@ type ServerInterface interface {
 	// ListKinds The kinds of workload the region knows and what applies to each
 	// (GET /v1/kinds)
 	ListKinds(w http.ResponseWriter, r *http.Request)
-	// ListProjects The projects the caller holds a role in
+	// ListProjects The projects the caller holds a role in (every project for platform admins)
 	// (GET /v1/projects)
 	ListProjects(w http.ResponseWriter, r *http.Request)
+	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+	// (POST /v1/projects)
+	CreateProject(w http.ResponseWriter, r *http.Request)
+	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// (DELETE /v1/projects/{project})
+	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// GetProject A registered project with its members (viewers and up)
+	// (GET /v1/projects/{project})
+	GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
 	// PushMetric Push a sample of an App's custom metric (developers of the project)
 	// (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
 	PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string)
@@ -11545,6 +13252,15 @@ type ServerInterface interface {
 	// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 	// (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 	OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string)
+	// ListMembers A registered project's members and their roles (viewers and up)
+	// (GET /v1/projects/{project}/members)
+	ListMembers(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// RemoveMember Remove a member (the project's admins, platform admins)
+	// (DELETE /v1/projects/{project}/members/{member})
+	RemoveMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath, params RemoveMemberParams)
+	// SetMember Add a member or change its role (the project's admins, platform admins)
+	// (PUT /v1/projects/{project}/members/{member})
+	SetMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath)
 	// GetQuota A project's limits and usage per tier
 	// (GET /v1/projects/{project}/quota)
 	GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -11659,9 +13375,27 @@ func (_ Unimplemented) ListKinds(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ListProjects The projects the caller holds a role in
+// ListProjects The projects the caller holds a role in (every project for platform admins)
 // (GET /v1/projects)
 func (_ Unimplemented) ListProjects(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+// (POST /v1/projects)
+func (_ Unimplemented) CreateProject(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// (DELETE /v1/projects/{project})
+func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetProject A registered project with its members (viewers and up)
+// (GET /v1/projects/{project})
+func (_ Unimplemented) GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -11680,6 +13414,24 @@ func (_ Unimplemented) GetRollout(w http.ResponseWriter, r *http.Request, projec
 // OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 // (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 func (_ Unimplemented) OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListMembers A registered project's members and their roles (viewers and up)
+// (GET /v1/projects/{project}/members)
+func (_ Unimplemented) ListMembers(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RemoveMember Remove a member (the project's admins, platform admins)
+// (DELETE /v1/projects/{project}/members/{member})
+func (_ Unimplemented) RemoveMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath, params RemoveMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetMember Add a member or change its role (the project's admins, platform admins)
+// (PUT /v1/projects/{project}/members/{member})
+func (_ Unimplemented) SetMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -11977,6 +13729,72 @@ func (siw *ServerInterfaceWrapper) ListProjects(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// CreateProject operation middleware
+func (siw *ServerInterfaceWrapper) CreateProject(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateProject(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteProject operation middleware
+func (siw *ServerInterfaceWrapper) DeleteProject(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteProject(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetProject operation middleware
+func (siw *ServerInterfaceWrapper) GetProject(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetProject(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PushMetric operation middleware
 func (siw *ServerInterfaceWrapper) PushMetric(w http.ResponseWriter, r *http.Request) {
 
@@ -12091,6 +13909,118 @@ func (siw *ServerInterfaceWrapper) OperateRollout(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.OperateRollout(w, r, project, app, action)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListMembers operation middleware
+func (siw *ServerInterfaceWrapper) ListMembers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListMembers(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RemoveMember operation middleware
+func (siw *ServerInterfaceWrapper) RemoveMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemoveMemberParams
+
+	// ------------- Optional query parameter "kind" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "kind", r.URL.Query(), &params.Kind, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RemoveMember(w, r, project, member, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetMember operation middleware
+func (siw *ServerInterfaceWrapper) SetMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetMember(w, r, project, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -13379,6 +15309,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects", wrapper.ListProjects)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects", wrapper.CreateProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}", wrapper.DeleteProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}", wrapper.GetProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/members", wrapper.ListMembers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.RemoveMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.SetMember)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/projects/{project}/workloads", wrapper.ListWorkloads)
 	})
 	r.Group(func(r chi.Router) {
@@ -13483,280 +15431,303 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxs3lgf6VVC8U2VybpOiH5nakWprS/FrlDg2V5LXVRN6Q7AbJDFqAh0ALYrx1Xe/hXMAdDeJpkhb",
-	"cjJZ/2NTZDeeBwfn+TufOqlcFlIwYXTn+FOnoIoumWEK/nqel9owNaJmYf/konPcKewfSUfQJescd1J8",
-	"opN0FPu15IplnWOjSpZ0dLpgS2pfM+vCPqqN4mLeub1NOmcZWxbSMJGuf2Rr+0zGdKp4Ybi0fZySNOdM",
-	"mH66kJoJcsXWpEsNWUptyOMn/0HSBVU0tcPsnRBKFDNqTVbcLIhZMKLpksE7VGRkKrO1faBUQsOvM660",
-	"IbI0qVyyQSfBaS0YzWAebmK1IfbtGOsTWtKbN0zM7aI8fvIfSWSCP3KR+VVrTu1ywcgVF1lCuCBUrElK",
-	"NSPd06JICC2K3gmRghE5I5PXLy/J0fXjI/u0noSBNtff/njg4r+lS7ZjR+G/w1ocKfkvlpodjRb4xM52",
-	"C2oMU/bd//2Z9n8b9v/+sftz3336NEz+9vjWf9/7r790Ysv+vpgrmrH2lVfSUPsnKXIqHmlih9eysgev",
-	"w619WBdSaAaH53uanbNfS6aN/SuVwjABH2lR5DyFcRz9S9uxfao1+xfFZp3jzv9zVB3MI/xVH71USirs",
-	"KjI37IxwTZY0n0m1ZBnp6rUw9CYhpbgSciXIjLM80wlZKSnmxM5BJ2RKM1Kd/N4JYddMrfFZUig5zdnS",
-	"tptzbVjWuU06z6WY5Tz9SlOTU0s9hN1wbTShuWI0W5PuKX54CV/3EjjdsmAKtziTTBMhjT1W+ZoYSbjR",
-	"cPaIVEQbahjpvhe6LAqpDMsS4ifVS+wTtrVfS2kse5mVmiH3SBdUzBnp/rf95eVNylhmXw28Z6rkFRMk",
-	"pQUyJi1LlTL7d8EyQg0ZJkSX6YJQTV6P3mtCiTscZEVxvHNFBYyHa9d1RrTELiYwokHOl9xMyLBn9+KV",
-	"VFOeZUx8nc1IaZ4zRZZ0DaPNJDELrsOSFTk1lvgeaVLInKfrxvJlMi2XTBjSTWXGSBg6TOStNK9kKbKH",
-	"n8dbiZvgCKsrFczlmms+zZmlFRNmCkO7lPINVXP2dY8y3F323Nmu7fJSAQObU8NWdE1omrLCaDfAn6hY",
-	"O46jvyYpPNJE2cMERAl0YA+aKJdTpuxNJgsmiDaK0aUGotYFE+bE3dp0Zpgik3P7R//U/jEhmqVSZLqT",
-	"uGsZplN7ojl8x4i5MGzOYKz2KhC0NAup+G/s69DTNc15RlLFMiYMpznsyntBrynP6TT/CpRzShSbW86n",
-	"mbrmKSMZz5ABCr1iygochi/Zif1uwcXcbgVeCkaSBb32zC178K0plEyZ1l9nWS7rbIdrsmJ53nfX47Q0",
-	"hAvYuiR66eGN57jVGT5pZTTH6xzn9jfSQuYZ8jmQVFdSXeWSZppwA/wSm3FH9YP/NfFc3d8Wk+rNZIPj",
-	"I1sqegPy1m2ivTVWihvDBMhAbj1q4jsIV8pejIYzxxlUJgUeDLdFUylzRoUl2gWjuVms4z/mdMpyaIRm",
-	"GbdLTPNRo/ENuSjIachrsQ1tLhjeV3YjqOkcdzJqWN/S57Zkl3SWllqQ+279hvJa5IdCyt0j3UVOIynz",
-	"6ODLwo4023/sv0nB4nJzJVv+7MVNeLjagqTaqo+RsbgNfsNRxmxuMjds2fywa76eVqopU6Xoemuc2Fh0",
-	"MFLgMm8PZdf2KUbdOd/6ycpopY7TIX5z16rCr6GhllEbJfNtdeHDgppKmtTIIDUzVl3YPE3CUC6YOmfa",
-	"UGV20tx+NLM1zIJaMTC+FAq7Zdmp2b8HJfNcliauJtkDStwTNYm6SwU5LYpHmlgy7U/Xffu/f7C3vTL0",
-	"gAHJwj7LRLm0G+fa7MO8O2G4fcV0uax/UYpM1ja2dvpbVyy2vtpIK6Dv+/hzWXqDSWPCGdNIerVZc2Ge",
-	"PqlmHO7CpDOjPN/7Ybhh9n22FMIuw35P6zJFNWav56PLoaT4QU7Py8jZT6tLaGuPDlqAVj7vTDl18jlN",
-	"Db+2ZHIR5pZ0XmFvMWKxXDArc5ZdcmxoP5o9eOUiHL+yoPl5fGxf4YvAETdFP/fAI038XMD6pUqhwdQE",
-	"ggN2ZfUI42QVHuFnFBdvq5PzUmjbVKHkXDGt7Zt77FuNALY5zZKBlhAZmR2wmxQRcjWIrT8IEm66h+0c",
-	"vGl3T+tZmR/2rl3T+Gx+kNPmwJc0YzgpqxL5WV4xVmjSXXBtpFqj3qR7CZF5ZrU+MFCCVWqvi7s6e1t3",
-	"t6VQq2xlrZytTpBu32Pk94KypRRtXC8tlXLy+x70cBiPPITtxUSzPQ+jH1QSJuO7rpptX5j2Y4m/P9Lu",
-	"wwUzJLWryJROiC6XVgmR10zV6UPDyS2qY7F9RKdswdFO0uzwuW9htZCa1Trl2hlrBCPdnBpLZ3Mm/M0u",
-	"p1ZnZEEJKmRG3LSRjdil6DVosk1mCaTnZ/O5EniD5mK3zv9lsnP67E/M0Iwaun0m70NPa9esnDl/i/7e",
-	"FdjTCVmW2hD2a0lz1JSpWTzSXmEeRK33W5djbOYvRVZILsxhggYv4qqjzNpUx6xNWcnWcd5fyOyRhoPC",
-	"BdP6mEiRr/HgEOYGbX9PGb9mxCg6m/G0WoeaPL+fwug0xUp8sGOGmfph7lq+CBenWWZv9fjsUOy3u2Il",
-	"AGQSsbtbgYxgTghbFgZdclaHsC9mpJBWOYrcqKw+qmbnF2CbJ9M16BxJ6A1YpMz2viYD3UQ4FY5rX035",
-	"Aq1rI6nMndqyX1PfR32q0e0BI1bEXpNF5LEzb7hCWycThqcUHAfBrJ4Qb1NPSMNbkpANB8a2UeqcGvbG",
-	"iib258EgKoChN2nvpXtlH3eGuu1t2GUlACMYUGmev5t1jn/e3RFM7pzZZbVrdfsxZhR0rhpntp5J1VwT",
-	"ILHNZbGrcNOfy74dYV9f8aIvHc/rw75aBjSjuWaOEpg2Z9ndpxl2uFqCKG1csxjbY/7r5gRptuQGti7o",
-	"NollvwWdI404HRG8UZ4IUB9LSMZyBg+hEt26/ZUEsXn5/e1Z9KrkEZllJDXcT15LQSP2I01gZs5xcEJK",
-	"zQjV5A3Vpg9L0T97samBtPR65WSlezIrVpff9hV6gCKxaVjLOknNT+4c+05JxE1uLLjrrJVS7sMoiCT3",
-	"+SbB2nlv5WlxnhIhE2oWRM5cCAfLs4Tk/IoRXbB0YNiysFLtINji9M/DjwO+tLubHGB03JgajiXxx9O9",
-	"FpvqGbh9zHp7ot4hepotuWix4Mmc7ZTVvF3jmrMVXPYZu2a5faKTwFEXUbPGhv4ucwZqxbYUVjOEldMW",
-	"6t5YGv9gsjFBP5vYIv3IRXYmZjIiOArmXPOz4PwABryyUgV4hZhGH37EYGE7fifydazdfB1c0gQe1OCK",
-	"SRWjhhFuSJc6Pak3iIpjIOw8bzNinIFuVeQ0Zdlu0aigWjMNit6M56Cl3dW150HxECJSeX5sz97HpV00",
-	"0UVKc6aAd/cGcYtri7BXs3obv/wugIJ05QxvhYSgLTYh2sjC/kuVgS8bH/rhRNqbiDqzFPB5b18WTB+o",
-	"WhY7Q6seaaLZHN19oqKm9+dv9Fh0J0fXj4/cCdBHn9yn26Pgcjv6ZJu/PfpkV/920jtGdzaKvmORy5Xd",
-	"WYjaCvFbXDtfPMt6g7GIrTaSSHzU/opWSEjgL+Rig4qAXHBTvTqPbbYQTyEzHaVXkNHtr/aw2bnJlbCT",
-	"JAuqSS7nOiHshqVO8Qd/LBot6iNYQLCKYNHO45ZOF1/lFiKpHduNQ+bGjhTaxkfu434L/Ojzr7gfyylr",
-	"kcx2KaS7JA85bZUvdjjLzEE2zHb32dYM39Apy0fUpIvtKSq2lGgq3v/wama+xCwRHaKcv+GoNO+/BYEx",
-	"RX/NuTjMNPAFot+mDl+NzI0jRnjtph+82g7wUB8sxn8t49LWbyWPL/6BTvmN9a+kbsepGmK27bNlAxRP",
-	"7bSlpnnEnjJnFy5YZosL/0OuiMwzH61c5IysqK5rM5ksp3lt6BhOhazD9htnD3bMzUVobcZxdr2vk9BQ",
-	"03CxyatO0llxs+Cib2TOFBWp7Qh1yP5CguDs/prRPJ/S9CoqpRqq5szsOexrmpdsr2c3Ntktm59JbQHa",
-	"N/cCtmZ7a/1Z34wYsIIYxnEuGdWlYhnpZmxGy9wck5X92dn/sl5jr3cdzh0TXnLBl3Y3hndNHhuJTXQk",
-	"s+ee3VRujI1LdXmwkhwMpa3hCmDYP5T4thySaML4QLnhYk6kIpdMLblAE0cIysVrk/AZoWI92HUfeuqu",
-	"s2AuuOUNmmcspSpCwnFxx8WeeB20Me1dJtqRzNr9SSOwMldaLghp1zIHQZyidrGhfCgGtke7EMsBgSA9",
-	"QsVYcNEHUYzACJ27B/3EvvlHmkzg14kLDcT+bCeT+nwmYzGXTJOyIFKk2MhVOWU5Q6EyRKiAaRjCtM3C",
-	"jv6KscL+zZVGsbn1+r7TdYwer5HMIByZcB3d52rlYvZUbmpLmxC34xoiywVZUi5qv+9teo4csYhYVPIW",
-	"5SDn18zt+/uzF6R7xQpDaKqk1iTsIe6ejit6SB97DPN/4EE/xhYppYVmG+9GJ+JoN6d8abWbmsdzQF5R",
-	"noMfNETtW8GSWAHnmFDYVsWcYANqGBVAQmH758xoQslMMb1InPcBu7KPMdLVjBFvxvXus16U6GhBU2fJ",
-	"2aYf22RcbFlQ3aKsw0uPNIFHjsmIiQzY1veyxGSEN1KbHTv3Ns5lt/bHDs0PJL5LMian5LlMqfHBuLtI",
-	"5NwFqAIBz4vyMq5FoGNNxwKAHeN7u+t3MJqjMLf3YAyPyvExwXNUyZfNhWi/zGS+fwQnPPyxvd/70Fv9",
-	"FD5fbf1v70/ZCNSkN8HV0cJ1m4HN9SjoJcUIaExhW0rF6hkscBk/e/Ik6lLZQ+fYbXZ3DH2v1bvkTOH8",
-	"I2x4tXv68ZljxFJXzpz5z46nt9e8WjURnFLr1oFjrl0BAw/Udn6AbdSyYFpo8HfZffLGYHJaZSuhu5br",
-	"WtoSGgKX9rYn3aF9e8ohfqzXyHPK2QxyK8lM5rlc6aZHx8nC0Lf9wY5nQC6BQYNJi5QiR5cjAZHVtt20",
-	"3hINjF74sWymxmBf2zbieVHqqHYbEaL97hzg6luypVTr79eGPWgvPM/589H7B+zCWw0fqHltpKJz9rAL",
-	"ddt2aiqP8Ha8jD9QsSyn4oQMrUonPD07andmWHuDrvCY0Dy/B37WuAP3aMsPaHv8aVGSLpBNKhXTvYQg",
-	"pZLu1G5BLyHimmecDlK5PJoXZQKGYbDp232qHpOqxvu6Lg2FSFHlLz7S1RO9qI7FW2xtPlD7y7hlp7YO",
-	"idtP13Z9RWMsdQdd7AxfBjfOYYbaVtOfa2ynk/GcLVnGwTD1vWL0Kpbb44gxLlylUuZczN8Lw/P97YOZ",
-	"tKrPNnEVUuZH43I4fJraj/CpCtFxv7i/8EdLRr9Jwdxv9iP+EPdPsRZ/qf3lsHQHIw3a6CLhe2I74ak1",
-	"Xg9Xov6SbzsJK+9GfscGtiZnTXFn95dnIlTRHo4ZpVYrv7Sp2apqPXiD7PNczOtB5Y80yRnVLB6nbX/5",
-	"rAm9sW/GphM0jENbtKpH3Kfo2dCmVW9NBFsRmqJHlCrmwmJI1+VbyqCG9rzqCcY+cNHBo4OWIIR04dWu",
-	"Zqev7D12jJmEaOY4HZ1BXmddRca8zgRsMkK6EdpLydArJuJewXtxU1Qjv4PIXyjHODZIPJfpFS522L79",
-	"M8aKbLq9YlZk1QVN2RF4al2gyEhmL7hWJTz1fZnNmZNkYQROiAefS5ufZ0+qGsls+3qS8dtmk/LYNU/N",
-	"xmoc0u12izPphIFISAG7MSOqD8hFw7iFOO90Zr0DCGoXtdwV4XaQF1WzX+Nj/oITYNt0DfiYrDsOAPKv",
-	"7SndFFwdkhDYGqksV+ILRRCBsU3YUBKGdsfE3roB7S8tZZ4X7EnbyDssNee0KFw6WyRbGbNoPuf0tIS3",
-	"7YoLjxv5/oGyQELee7EgIc9d4m5CYCJg8DtnRU5T+DgYDEgXgpu4JlNmb1P7eFRwhl4vuEgPcPAXztYX",
-	"IQuwGB+wTOfuDXuo+FzQPC4oBJGIpD4TmGjGRELYYD4g54xm6/+Eiy023lbPrm/1wPmv0CXUcp+73PkF",
-	"LQom7GW6Qp0mK9HtmxAKIBtxe/p+AfrVdelOWLthts7RIeF118G6yxPiY++9kWW1kHndLrKDUWytVEL0",
-	"Qq5CaC7mUQ8OZuwjvEv3NLeGq/yAEICILRabSNpTSSIkvq1NGWNXM36TZE06iATuRYIb2HVbrvs93qSt",
-	"ntyDzMwRbeXzLc6VuX7brbnE6DI5C6YVTbpcEIoATAlYLE9IMDv27se+92V2uy+wx32mnS1iP9twiHsr",
-	"h7ffHBOdKmrSBekCU3jBVY9o/psD69EJ+mshKFhmiU881FwbJoxzLKP/Km6n3zXaKI1WsAMbB21KRcAk",
-	"2bJbQ4QIRIyyjExpekW6VgFSzCjOMlIKwzHPzAeCe3917w40ke27gWNAL2p4UtU7bb2b65EDz+WyyBlE",
-	"mIxcorR9NOmMqLNFnUOL37eFw2gT1wn/QXUIgA/TRH8DwjBQQaZsJhWrAZV1dsbb7NGBnT6EVpRVUpfV",
-	"bdNqml8ajYUX6v5s6Z9SME9Hd/Ej3B7fQ5QvOUjAVnvM3fgy+zFT188GsEx82D5iFnrYNepRTkXsxDSA",
-	"Dkk351N9RAs+8O9dFCw9CeIOWjVey/AFwVnqAFU37jwd6nEnwnid1IHKdYvPvEoE3sxIMM6hT6TKrOhS",
-	"AXRyh7dHBVXrvWMtNnczItyDHvKC0aw1xBOeGAF43faY9RUvIFssBWumByg5MDTqki+Z44NRaBZgN1t9",
-	"lwLhgAjg1Yk4JoWkV3EnaTj2kUzh6Bsh9Gy3sIUNJDuCzFZcZHJ1+Fn5AO/deVrczGqUtvPIRKMglvTm",
-	"olSxS+EUg9/tmlN7OaZMGDpnCVGyFJm9fYroJUNvNtDfDmw2s4L3tDREWCZPpiyXK9Ky6WKvCJF2Sbi5",
-	"3tuwNnStDwvyZi0ZdyDmtsZP/3MvxQrbwD5is7l4c/aPyiiwIQALw9Q1zVsjc8HJzzPMNWM0XRBwLhLw",
-	"PMM7pPu3YV0vbMiDoowKZgFUaSFL1QT6QJ4HP7qeHONDQACCbSZEG57nZMbhOt6bH168OfsJGrhbct9Y",
-	"mWo2LWvs2t22bSklVXQNpGbOZu3jQSj57uZmT4dpTkuRLn6iN7v2jiuSSyv4GYLPEyvFiHR9QuhU2/X0",
-	"Ken4M2uKte1xx/j46LvhHb2DxiQ2Oiddpg1fwl03U3JJ2A1uFKc5mZbpFbOiuAe4Bqs/vbFyde+ehv33",
-	"7+4Y9t+/MwvPhXjOHmTxYgfDRwHVwEhc0hn4GFjm85S9CQKJck+SUTU01A2gFLksSsPAreKfqmjzc/oK",
-	"nC1in4F2HmnMkRvsGfrdwvXCnBJ/0mrrGz2qKc1ZDYl6M4NnRxrAHdpdfXg7o+kxZ+wFS7mOO9kfEMkl",
-	"Y4byiMnyNFtyrTEuCWLUaI5RDos1bD6z4gwKwyuqiRX7Chb1FM1yiQnO+0C+2Wc9ZFX0Hmwm42wTE67l",
-	"I12H73FjheHtw0kxxKoF83DBXGKK31KncFNE+UVQ58QFisvciimJJXG7eEt6E9W4IxBtTn6FnFCM0Jg5",
-	"/dgvdRTVz6Xb7C9LbqTpRGQVRVct55beeH049BvSV2EnMceAC5i//WVJb/ZDRTsIzm8nROaU5x7keI+2",
-	"vsD75R6qkIoq9CI3wt0Ydki5raJZ5tjDAUgsTbZyl4RTdRAdXQ3WZds6VRQjJY1MW5wqO2wEal+2VtQ6",
-	"8Ifk8vmok3Tev7D/Xjy/HO2dfAL91tqMzbiKg9120EulfBTRfogrtWjsLbCVkWJsWRiAVpciXx9jVn8t",
-	"gvaRJh6whNSfrkLOFjLPEkLzHJOWiQSMfQjUrxJKIKAUAlGuGeFZzkhXL6gC6CGZa7RvnjPEOsPvyAqi",
-	"T+vI9RjPhzBGqHsBsH+ptCHTcjZjqjfwo7SCbBij8zkRI63UQuicclFLcSEwlgFeShAI24Ik5aOKIcUa",
-	"LbW1VG3n2LFqAmfq2JkAU1p4zWEz3DYeCBICHr98f12QJIBDomGkWwvQ9RHBXJPhsbPgZ0z0TsCEYb8O",
-	"Qb8D5HZgb45rzYDb44izIgAf8uJuKrtQ1a4Ufqd6aLkM+y8VeSdesCXATEh1RQRjARIzFjlzR/jinsu3",
-	"xVVdnm8tXjF6Wp0X+ZyKq4iR8k6P9f4YZ66DvS6mCvD4UOg76GaXU9RPuD0Zzj+BuKdzKuYJHBIQkUuX",
-	"rObHmITUNbvXlk1M18QOIgZbHJx+29Rnu3nkED8QbkNLMqPqBK0FXBMK8WI/yOlDAaQCgINxY6ms8lZv",
-	"g/RTbnQrXOo5rk3c9+HbBIkXTBJ4rKyMF21RsBtz2rZaH2BEbjMylwDrkPCnzGOmAJcc7J0Oi28dhHRN",
-	"xdUBySH1YxYTFq3cdmpasn+RFyOBoeho6QEXCBYVbdsucXX/WXuKjtAIXzLd3Lhqz+CqENK4ABN7e7qu",
-	"vdxaN0Y7E8FgXwG2OvttQ8LQgzCwKoMPK0tQBzjmF6zrANRfUzHv7TkMd5g/hwP5V2PMx1WSag3E2J+g",
-	"XEs7HBJpBUG/T0Pu6V1SZwiObW7MS6BO+6OXdwQpoAIGoWRlZSbwqnIBZS82QHn2GFpbaC0M54Wz7W4W",
-	"TsmYRm8VVjmaURW3rUIjZ+JVzueLlngM8MWc13MnNm4M4aCNpNWf4Wk4HWtmyEIKCQn7U2SDroZKC7QO",
-	"uHK/j3iHfPsJhA+hnyZjjjkX3gO8b1zZW2kuMC4kISHZ/ULSq3rWe0JGDqXvdCoVfgOfUMR50eIy2BH1",
-	"U1FH8IQnQbiVilBsfdDmfjowvUAXLN3be5rjDnwZ4IdTkqDj6vwlwVu804/kiP20JWFk17p2keasIAJr",
-	"2NszlGqDhzyUi9qXz4t6qFtRGAqfzuw9FlJBKOPeu+DwONqd3RucLxI7IhtOpc2T2oZD0WpVQWSzi3gE",
-	"8Y4Nuo/cXn/zfH6kVZ0b7wq9j2box8PlfRJvcFWBixwg7eIwC7uypqyGmB0aN3dHOOuyLURcHxY2Gmg8",
-	"UutBzVsoqS12dbVY3+3NLHkN57OOBAUcCcezY5fv9mbv4Zne354VJIs7gJ+a5vqtC99bVaXMATTRak6u",
-	"ImNgJ5A0lCUkDYHUWQikzgAL2hmKtyAO62VdvpBlJR0rF0W4Ob1mzp9T+YtgOt268xa+kSJfRx3Gu/kh",
-	"dOxXPEYB3ncWU40rDE3dtG35sh8OHcfqwxjV6yFF/N0XUYsL/j9MeQ9OFFplDzG2Jr/uwOWtsM3usO3j",
-	"czUpoh0TsmCpUzycYcwVWvBLsyxRxtimpFrmcee48y8txeCcrn5yYYSNSlW7hus3rAVgpba+Af83rISb",
-	"4C468KgmLX4dSkrNFCCGMj0gE9vexNsM62sEUCmnRXFRsDQhP8jpBTP4eSQz+6E3GAvUJdxrkwYI7wQs",
-	"l5MKKWeSkAkX3DxvfIPBpXqSjMUEAeUmsB8T4yCcuBSvFU3ZiCkuM6edTkh36Otz1kqNOn85kbOxeDoc",
-	"JgFq4LsTX1/DTtXhT0Apz96AnFZwPjhmewRhtAB6ZEeWyuWSisx+SdUcBs7Etf0PUJUmpIsvHRMqyNnp",
-	"29NQfdHnoYW61d+NRVW3OiGl4L+WrOId2UltzUZSmckJmXgD/oRcPh8l5P2LkeVVF88vRydjMam5JSa9",
-	"BDCZ0MpYre9PEFpt/7YsgYv5C64maJ+dapmXBmsz9OxcQ/GCkZJTWIecX7PqC9weYHpl4b7q/lhOmRLM",
-	"MP0IqiYyfTwW7IamJl+HWtYLY4rXzBwTwFZNoBIAIpMv2a3tyKTFhRVM4BGpzC0s/lwVqfsi8et6O7Er",
-	"MGE3zP7ktse2QaFVb+oI9UfBej8WfjfciDZhrmAzT5BMOc1fsJyuPcXZvW6QoB2aadhM7DMaywldLhTT",
-	"lstOSPcxGGD8IsLyudWD9Z5RnpeKVW/0cIVzPmPpOs0ZzF2jDpiQQrELI4vbCenChdlc5LGANbEjcauN",
-	"C6Vzxopj8slFL91OegOygXQFFiMipNs/ItVYLKS80pi1AyRBMpbyDGyqrhhEkCAwkA1Nr7HCcI/0WPia",
-	"UcEIG+ogBF5SSEB/ZoGxkJQqxZnePOvcQW1jfuw1VdyOQo/F6eW7N29+OX/5+uzd24TgX/989/al//z8",
-	"zfuLy5fn/s/R+bsfXj6/9H/+ePb2ReIb+fDu/Mc3705f2PEmxCyULOcLV8F4JVZUZeR0dJaQ0bsXv7w9",
-	"/ell9elidPrc/Xk2Ggs737fvXrx0T2lmGkHaNRKUK0G6qwVPF2AhVWzGlON0S0L1WEz+0q3m1LMH3vui",
-	"kX2SCTUyzwcZu/YAx8C2wpd2UYF4q6+8nODOdvWD3cCJ5ZB+fRuHR2rkbxqwuBoB447Ldn2x1MQ+6JPF",
-	"AU99MBaNemVwL2eZvUZcYMSEdGf8mvWxFmuqpEiIvyktn/OxghPStSy3h4xaoNSVrjF0d0K6p3kuV74c",
-	"hk+/Y7YFOIaWG7o44Op28RfH0yE0q0ORsB/kVDvn9Rssxtp9aptCG2bk18fQERbggmUvqKJ5znKul3Zj",
-	"XAg9l8LffFOaXsnZDBs4sXeWcjXXAFGp4QpA0ppxZQ+sT+IItd/sCjULKgwIWKhBnfPeBK5Jbq8mjnBr",
-	"eiyMJA5ZLSFIi76HfN1sXWMkGxa7vWbk/yWPh98R+yTpUux/xkTKxgKYVXPwj3Q9oZ0J0AnhXePLqFkO",
-	"BdZi3UuIxgvfDnYs/OhTKpx/1o7RY6m6uYNbAcpZieB4SKUdtl3kYwc/tLRznjKzYkz4HnyIB/UBmd16",
-	"YB48kDGDeCF+1gkp8hLwD+0CjgVGfEFCkyxF5pzCpgb13YOQ+6DBVPPIiFnxlNmjh9jwpLuJXw8+9LF4",
-	"NnwK9wsVa0seLNeshwQDuE4Sa4iB/VGznKWujs4kKMwD+9sF/CTVBAmq9iuiujr6bIO2t7w8vEKW1KQL",
-	"pk/GAhSL6mQ3dc7aMXvcA3bQdOXVXnRG+gnpegYAgZJWOTTk8XHwfCTenwQ+h7Hggrx7+zLqPpvB/VPz",
-	"1Pjl10XOjT20S2qfBhksjHQsnvz9u+EQ2M/suRQzPrdyVJaRy1e/PH/39tXZaxTBthwqDaYyPIbUUjEn",
-	"QpqxqLtkYHC5tNLLbHtped2xg5ctJMcRxbymTEU2Ft7fZgfj+Mkx+TSl2vO4xArLF14awHVlJSOZlXms",
-	"al1Oc4a04346GYugMT0ewvH423DohBUnxCDPBYEFP7yiPH9Nxfz/qzl1oGtfJfd2MhZhYfzTJ6T2eHAY",
-	"bXqTqljZWnt4nJMwVvLUSjr2usVzb+VzkbEbllkGg0ZYsrD838olLvznpOnCmzOjx+L89O2PCfnw7vzN",
-	"i18uzv75MiE/nVpB4pfTFy/OSXeCYDb2PkQwm/5wsPmVva3dS6N355fIYqRKF6oUVj4avbz85a2VEy4S",
-	"Ap+tyID92j9r/TW+sG3ZSbpiOdoeGis3UzHvOwl1AkSJNOGuGfg5YLJO4AAiOGd18KggHl7LqxJWiOS/",
-	"sQAO9TynWr+lS5YQCPUYUbO4tYrQWIxCDiHCgj73oJ8m4IBunMwuYs5NPJxQ5pbSKr/9CJLQxN7O0C3Y",
-	"X4z07KkB0npib/rmYI/JuDPuTMiUCztNZFn2+Fkdnqdj4dF0hSSpfakG/FXdXj60pgZcSg0lnviNR/0k",
-	"XI+FhzPN8CYyNSzUxj184n9C3MQK7pRsoJ2OhYuej8CddqkXSfp2XBNXRgmltak0i2Dh6WEQp8wze6fa",
-	"d71wDnPRhq5JKYwsIQ6bhwvSNIqw2WvM1YsKgMtjoQ3NcSqrLalDMVMqoQfkhX3N+ZSgALMXE+172CYg",
-	"Grvhgb4OWY0oi+ZrUisuwhs6DTSJ8L2Ib6w9RC6Oz4PqQj1bQNDtguzw/uzFCTaNQm5NSXIHpndiL1wf",
-	"b+akXtDs7cCcOVr7acQAZpt2NHbjQMY7lfB9/ThmifTmslDkuCg6oTJwx9ci7SQdNNl0AJa34+MuO1VE",
-	"jX38Y/L5Zret6pM189tBhrMNA9hn2LziHhe7a1zEolxG9kB765R9ZBJwEgS7MaSgcxayHZw4irk5dB7H",
-	"tjrMuxNstp/v3tmwIu6MUPicuqu7Kq56YI/9J/zcvxKNfHC0u1+J4wo7O0NK36uAbO2tg/IG8EJtS+WC",
-	"ArqV6ctfv86y5LVqq9XD4u0PFl7Vk4nhOh1SLx3Z3mFpe74O8OtDK4LcGWZ4B/J4tUuFKwcYK13k5GG8",
-	"i6ghKLh2HwMQJ7uxsjuFTUBx59QMWiKtXUTo9+vdKL+ke8XWPQctrySou1yTZjwzq0cD1gKwIBZ1JtUJ",
-	"GH2a4XmNEOEoW2mJ0rt0qLl+6j6YNQmhrEl9eFZGJ6VwSieth1S7gezqPmuNczONolXoEQb7YNag/0rN",
-	"duPFqq2u3uNC5pldoEPC4A5NmtDtAS5hIVIqMEbOqZBJvfY2QStL7spw74mbEgqPRgIIUdvbt/KFL865",
-	"b3qHu+L3DXOszt3ngzbc6yUTxW+IXYN1FIjtiBBvaTgQNWrGBdeLQ1ZhFwSdYtch4W0PqA37B9rNS6Fb",
-	"ghPUQVu0VbTHlR7oJJ33drvx4/cQT2YFSHSBv8Jb5k6gkoPqVFdVd9yafIxtvWZpqbhZX4BnyJW6pyoW",
-	"HH0qwIRooIYvJNH/8OGSaD4XaOai5Iqt/RrPqWErun6kyQ8ffrwYQN6Z7aFz7NsPo1kYU3Ru7WB4a6VK",
-	"27EVGytbATASOQPviBXjndH12HutsChjLyFTQOP5l5zqseiioN5LiOZinjMsytcdyaxXK9sLD5OuE4J6",
-	"SeWwRjHINuSqSCZgHelXr3p2QLo12R8NN7Q0UqcUwF1AbeXMtoTKQi+Y01xUQCOv5DewCmxUJxyQ99qq",
-	"SWBKGwtD8yt7y209NXn98pIcXT8Gb4SeYKhp8EHrraKfYJNmNF0MxmIsLheKMTJXsix04uxkIy5cOu/x",
-	"WPTJX/8akopPR2f6r389dobkhMyZSaDDxGmDvtTxAF985wtfwigyNi3nc7s+vp19Cl+OBfGfwQ67Wf/y",
-	"xFU0hkqLVpfEYot6wfIcXdUf2BR9oW5UZ0Lz+cKEUdC6fOkEz66dlb26pCIrMMJm4DMiYNhiqn9hhZOX",
-	"+DCMH4UBq7BPGjWVJ70kZCChgRHMioSUGuApQvlOTw1ha+3+nFaFyB0WLSV4wtxJ7dI9zy26lVIwtEJg",
-	"rj25vQE5lzlzKLxVKdtjMsHSuBOIaNfJWExCidwJobmWoYLRqipxPgGDuvt9SQXYCWppaSdjEasdmzlj",
-	"E4AIJoSLNC/Bxh/Wq74oz4aP6yYkmrsCnqW4EnIlTsiz4dPtB2w/VirJJMicJ1XFm224dZe4rsmz4TMs",
-	"ikwJJDeLuSVB2JhzBsDt4QQ4/wNmQgVPTsUnERgtITPcFaQpTaRz94Xd/5Gt+/9D85J5HINjKAdBM5hB",
-	"TueWXBU3zAdWgzQINhhoE4RlkIczlnMXqYGI9R5vA0DmPbbktNRWoMbb8vzl6YufXo6FV+FD1bWpLEXW",
-	"G5APEOziLE4OwlAqAFdBE4Yr1soNWGCQddewATpJ59qbajqPB8PB0MOP04J3jjtPB8PBU1faFG4ry9jq",
-	"CrhD3AkVdc+yznHnDdfmuX8Iok0LKRzG7pPh0FswXCgP8EE8T0f/chGrKEbdKWRhH2AjgRttAwPBD+E2",
-	"6TwbPm5rLQzv6L2gpVlIBenG8NLTu1965RP+4I0nf7/7DVcg5twDHYBgUC6XVK0DJrmjvq0KuRvHFZLR",
-	"6VwjwAmw0c5H2159n44+uU+3rTv2mpnnNfTrh92v2F5dVtbnr7ldw2d3v/FWmlf2uN3T/lr5qrKzhxRP",
-	"hCiUOXBXZAZ77rY9nYouGR7JljTX6hG/CyNqFp3bj620clQVQf2S9oF3YGndJsm9zLinuTfYU8D++F6i",
-	"FnwvRFcr73vblN2NKtnt707uTsirQRoCYQ7vprPvaeZhT/7AR+a7fbqox2s3j8sFMy7NFaIwaL0eA0YF",
-	"fSFPPPqEdQVuv5DSk08dDrHXWAUcI8w72HZnk+ySGglVJTlVhgV5HQpeDAzhIxgQIxwc4bj/MEy8har/",
-	"lCSKS0+6QkJitF5Qlemelf0DniGt/MCHUCtojLVLOxr1nOYcHKCQ3G8kIFqji6+uZkJ6MsjXFIMPuQbh",
-	"H+yBsYr5pFuVyk826uT3nBbL08VYBDrU0NfajoE7wXNbLvyRI/jag9FnqJ0fIVDoPCEakwena/Aafz5l",
-	"3o+wh2YBOavUnUoBIVaF2rYZEGcy2EU7To3aLaWP/EMPuCH1upCRPQlD+J23wa9XXUnFZBJKlMwZgbpI",
-	"dy730Sf36faIFoU++kSL4vYIi3Pro0/44TPuGrdM4a7Z5rynReGURNuF1cDlDEz6kVsJPOvtV1JBjWHK",
-	"vve/P9P+b8P+3z92f+67T5+Gyd8e3/rve//1l1giZLTOXKmNXLrxPdJw+MChRR3olw+5NZinnRYlYG45",
-	"TR3DNRvJPk4fdpnc2/MMNdEfcKq1G3l7ygAZ63NQwsShoBbawozbuG5YA4x8GYuCqX4hM48NnvFrCE/n",
-	"xhsaMErdcu3egGAld03m0gVijoU3gDJFpPChz44QXfyWI1WMOHLf0aJo/I1vuKAkBwJyWhRjsaRrUpQa",
-	"wnTstedGQB2OKOk+e/J3QqfymvVil8Go1Iuf6vtz34J/o8T9XqL/k/gm4szA81mU0xwdKH8uIf3zeOgX",
-	"S04jJB+3wM69AGTd4BWkG2ydugZYZ0m3Lj5Vgsi+bFlV/rWohHW6ibdfjRGSPzQAP0nh/FogjhluuRpG",
-	"k40FwH5DihCkkLkOB/B1FTd7HHxj2gknkLwF5QPFstQ+yJPMyjxf1zJTXASPFTvDSF0WzhrQJqRCe+aU",
-	"XjnTZC07AyKCMLj0hFCcA8QdLLnWPjQtcxkEUAVOUb3o51IWDjfBOU5wVphLUjA1FhuzFa8wiHaSuGWD",
-	"XqC/4GWCv6Y0vcKEGWH0sW8Ysm362iNFNL7FTFn/lQNzGAv/BVY36EO75BR3DoOhcUMzyIsDLyzxlQ1i",
-	"3Oo1M94Z+4CiUkD9j+tWqioK8I2RNBjJqecbsfws0kXfyd68I3kI2ez3EsU+HsIJv8AY8odehK3xTIBT",
-	"TJyEX2diiJcI6bQnkHFaLtmE+HBKlE7pWDhkp98cxB/WaYFwp94JmZQikxMfCFxncF44wyIoTabtSsTo",
-	"wNLtC9ulX3wsrnbRVcCtvsz05Is84GzBBJXJg8xP6FlmX4FHVhGmcSZZOQ2DBSoMFcEL/E67hH4rIFOr",
-	"+ElIonLAYc451/uzCXrDPfjzcylmOccwpN9LMqxHIqApLZOVeBhj84dLgr96cNio8AfQsSRjgjPAUgwp",
-	"EachfgB0tTYIUzoWEMk4ZyaOW4qYovZRy1PsE+hfdyE1j/RYTPp993AfC1pNelZSw/4oadoSiWYQ/FBF",
-	"6Fe5QmAP9G7kqggZd4kTSYUxqxHRdWYXdcXFHOXHMHnMZXbYpxD+kNLCVejdQDs9rgqaeae6qyvfpeT1",
-	"6D1WWJ+F0vNC2m+1y/vdnN1YrBaSrChkAYUdKEUqhYYwIJbhAlBXbS23ijOkxDlZ3OeJXrja72jLdNw5",
-	"UkcME2Ue6VpBsbGo1xODceLrLUXF3MsD8j1bSwwsGQvY9sKh+Sa1yViNGoJGffbXZElvPL/TkyqyYyxA",
-	"D1ljqGyMdMik31/Sm354ZZKQx8NkOByS6TqQRa+WcgIieSi9rCjXDCId/JbpheICgNns7YXJLD0MTL6G",
-	"pBdEUEJydompYOJACskllh4AvKIWCRvBmh/w7sAOIheH++HfKU7gtBYog7wByBGimAJ13YvDuCHZfbyD",
-	"nR59sv3eg/wYkWjcjO6WZ3zUeCfp+LBxKFcX4sbbZJvSxIoO1lKeNtY8sFQ7NHuYwnkBpVtma0Tm0Pag",
-	"pLQoGBxuOGuOh3YDkyQckq+qNrhBqG973kvjWHLLXdIcyOTT7YQUpbt47HdjAfH6zmDg2XnkHF7Uz+H9",
-	"W+WgbQAA+Nru+N2H/9/MDX8fXvUoMYOSwg91VEa4AZqe9dEnS/+3R7Uy1lFp6yVNF8RXMIBtqNmvFUul",
-	"yqxEgSkdQNldD0Lm0sJptg4lPRLiQBmcxR3t8JCd4QpduORQH0o8Fq7eRaMwSLqQmgnnflsnlR8udWg7",
-	"VnDDCh+JHQJegWjBb5RfoVqKBCSkgOoGd2+YMNf2fZxlwHPI+GxmBbIQvlgods1lCQAITkryUAEghozF",
-	"0yHRLbdrszzFAx60Zkctapqnh2+2rC1bVlUCR7HUEngo7NGsrLaPXeuebv3kzsff0iW7U0II0mgrG3gF",
-	"mUgMReuCzrmgYPOtXPYQvAD6Bl2yAYZ/RyN8U5ouIKV12+0dZOrO1qpsJkNApjTX2G3Xytwp1ewkIH81",
-	"o/0rR+SvJYNT5kQXl/pbHaA7LVQQt+aATSxjmlyx9X8CH5uQgnKliWZ27G5ZAChMnwAGOngMIO+/bTi+",
-	"pOUB44GlqKpOgIODe9N5d+QRJysYZ5/ZVcFXxkbiIYkPGMnISrigk1UoK8NhhZnxeDgctvbn61BU/Tlo",
-	"vc6xfa9WE+xxDNAyZtes5Vq7qP9Zk1v73OrYeEIq964l+PgV7Glt8RnvBIMJ1CNU9B/cKvbl2pVdjYaE",
-	"tKqxDM9cq+++VKnaFUPgQ/mtCpGxVGZQ/lzx1OTrY59lgchjLlJISTEnloYgj8QKFv9CdCSPX4FPA0a8",
-	"WQzIBxBYBJmcZWxZSCiJ2P+RrQF00NUgHwtMMgpG7aqSsauJRbjQhmGa2Izy3AFfwGsAfAGwTxHZ5Dk0",
-	"HOy6h65kbdA/snUHD8v9Ky5bKKR7qS+Pv4rdG1fwDx+UcKjp+fHTvY4xoJ3iuX+yz0QKJVOmNYpev5uY",
-	"h3tWS3ZrYSx7SFNHn6x4cetULeQiULt+y00DiDT1o7ZBrs+2WRC+kn0T1Ld2EFemtoMnaP9HRAxXpS0G",
-	"Ktd6hbTl5rRv2Nf3q30BIXz9ZJvXYOeoICGakOAPcZXfrSn9yEX2GVpVsE42qQPy3Jsn+o9y930d2nzv",
-	"cB3+r/tp/9SXpbPBN1PDEcxPZC4R6L7uz6MKE+3oU/h8e+SS3r/cs/Eg/CHuMQnD3+k22TukuQYI5UBl",
-	"okgAECUZCpsXMnMAt1aBkcwBBvo3GzDRAa7Ol/10oNkNPJtQIzCk0PuXg/c7c3HlYXizGsJmdR3IMs/G",
-	"oltBfoPfGcEmXGw1RBeAQQMDFDGOJ9RFDoHYY0+7POdmTaZQXOaE0BrWH5qtQom4OeUCERH9Sv0AqBmw",
-	"eIickdRxY60y5UAywjR7AwJZQIiniNZj7lz/HBjvMZonlMwHYaE8oujEBdw3V9EDIEAgK4LmOgB/DYjl",
-	"a8KNL7sBRIChNTVsbbfqLoA8tOxiyAdj8ezJkwoqMmyHqwfbICPYa7D0RRRHN4/nDSL/A4YdfYsh+je8",
-	"agLNe3YT43ER3W3P2KO2yyfUDWgPSscoZow9AlDZalBQ5gHDci5qZTpCmRz7Ihdj0QJ1HeDYPeZvlQwC",
-	"p7sfSxvR1+nANTHIZUpzgK61i+WHAHUrCpffk7niGBOj6GzG0xfc3jvT0gCc0AjKAjzPpQZGceZqJwVQ",
-	"/oCEgFAWAGyCFV9ge1661bvIuQvTgZimClO9C7ICmYRltg8OrsK9NuDyCIFSsv50fUwCU9uoK4Ae+r5r",
-	"9phEEXyRXQbo6ypzGZyVYxEGEQxzXLnrxQHCQ1UPxbTMrwHmY86l6K94xtDpiamfUAJ6hkyHK4g/s40M",
-	"wmpoFzpAQgEUTBJIac4QarcKeLRX1gZdzOzBJ6XwECVwn9gdg1ghwcYCg1SxBI1/CoNTyWmktK+oFSlx",
-	"l2dwubpLwJHOcZXfaiAuV1lyYBUx+8oVtNriqh9uAC8oQMb7JFZsqluDgofUi0lvMBaXVkpBzKZKAlk5",
-	"AynNMizy4RO6mugcilnSHgsOcEk0W2N9TOMQd91XgqFjj18z4s7AgJw68BtwM5kFFWMBZxUwb1ocumF7",
-	"H/LeqzppufgqhvXNQtSallCddMuTMFmoQlH66gkKD2Oh+IzLLmDQxhPcuVnI0pAJIClNfHCGwWBPjwiv",
-	"yQ8X7946LwY++p9Ww5mQrlRjMTlNU1aYY2LYjcEe+4hQNuklEfSwY7xx4MFHmkx4NhkLrrFagYf2bFQe",
-	"8ShlDvjMh68GvkUNxnYIAXbBGCYZ6S4YzUI5JzIBKXJCwkL3xgLiiJEn5dRSDXZaVUlKEQnrFNgXBJy5",
-	"hCZgghiccuy4NCJqsQw5EwS1coPZEF46wOax5EeAicYUsZaZu2yKkHRWwcwCDtqszPPgSpyAI3bSO3HI",
-	"sdQXS8EjMBauSa6JNjzPSepx7MsCFBAHCfbd8Klb0XNm1Lp/CguXjAWGpVKiF1LZ1bKLEmOkXrDH3d/2",
-	"PsWctkBkMY9tKJrZ4j/3NOt0BEtWGelSTRrk0Oq8hvca/W5BFwf39XAf9/VpqPzCNVlSEUYIJbOBjoKP",
-	"3VK1L0MHLvaTJqw4kFVQfoBaePZgbnhoFA9N1WpjFX83jzoMwLnTk84W22k2tDmwrTvW0eW3fON7Ca3a",
-	"RpZ06bIhxVcjfiAWF3dQk79HQNXXu4RvsLJB9Ap2VXih7FMNuJN8zwUFDRLQgb1hiBLMy3GLKVg+Fqh6",
-	"YJBSRg09JkOiTWaVTH9DSsf7ES0Uan3gE675xBn6sEkC7dMc9KTUaoreggWlEh+5ANFeQh7bZmRpEvLE",
-	"fmJKJWPxlLAbn28Dn1Jp1SksALikOcgJJ6FGPrIz4TrqJeSZvcwx+mhz/Mdk8mncWfHMLMad4/8YJuPO",
-	"gllqGXeOnzy7nURxEF7esPRiwfL8rli0y2qOoZAJVXNwyGjSVaxgFM2pldRg2S+7KXIolY1m33gQ0tLF",
-	"yLcbifcF2Q/MORLo5K10B4WdsUjVAQQSbmTPYyyKN6VKwdpDzuSdoXix14xZ33nlx94DUt795uZt9BjZ",
-	"dnMlLlbcSUBOIAvHkfgqqt9uiU0H8HkJ4Fvu2HD8IwAWu/yksJB/dn0rl/N2bcueNKtJuQAG0FQB+KE7",
-	"qctCN32RWXnIak9SkSKnXMBzUAWVzfhNPdDMZ8lVJkqw+zeVMmhjMhiLkZI3HK+KGARzf0ZTqGTFM1bB",
-	"50xLPSCnRDMIt/eKgw7hoLQOsuyr5s7qlY/gLqDzuWJzaqRyiZdLetPP5bzfqPMcyi5b8TfgZYAjyStB",
-	"S6lQFkY/Bzyg6VqThVzZoyuoUnIFqQNVPeRJQiZQkhQKL2fxq+ICOnhjN3HvuOXQw64A1M/iy/m6spH7",
-	"aGCwO7Z05IHyD+6DA7//Am6+4cRkrHB7ZYlJsBWSb1sHKMB8jrYHzdoOqjRU3toNJEa6soX3qeKFjQKN",
-	"DIckZ2jkuJM4DOX5fQ7mFdqhYU9nUDBGwGFueiC73vSdYaILyzWDAY9FAXXl8K5vlsLr1eNPIQ6rNEVp",
-	"oG65LwWejEVqd4xglW40EZQiY4pYNpom5EivdUKOMnaN2O2apYoZjQUAx6L7bDhEl8KKa9YbkLeIuggp",
-	"dQ6iCNHiuiiT5Ax9szSDvFsvnkzswk68Gal2I1GNcPmZZBoyhKAJgz7esQio53bYtlVAkQi1SwssrUfJ",
-	"s+GzE1KnqJrjPYA0Umzczqk3IG+AMlCOr+OYr8nKGd6zGtTE5hnhOdvU5t8wMTcLq88/eZZ8oQLuL50D",
-	"YH/l3M6oUsHhkjlQ934j53hi/nSC1ddzyDbzDvGKxEKLc910ojq5PvE1OdIKQv5PLZWBH+4PGlbUCvgC",
-	"OWoPHHYIfYTj9McJOfwW7/EnivdAgHHnpwtuaCzcAkFYkCYTCtvfX6THp/D+7R83pjCOmtU9LYrjarEW",
-	"DDFLfmNKnoTQNRer1ohhOx4LqPakS10wkbHsxCW7Ymb3aVGQnM0MWvew3DjgbyVQ57iYjEUXJR2noyIq",
-	"fJZslQpvuJ+uWGF6yVhMIFwMC0bjR9KlPsAv1L8dkA+ANFuTkwJgNhebGZ+t8FsVN/gsBC473Y4riYbf",
-	"w6fPwOT6IyUPfOOW/+bcctRaIQydzPhx78A4xZYs46EQa9QuNWJqI9KmwrKvvW8VH4T/JF0H2IAYDwBX",
-	"pJZkqhi9QtsPKL+usD/JpFUkkWVkXKsSOgZYBaYTDLRCpiNk5r3fVbcOcilUkHK6GqAoab4s8vXYR04l",
-	"VQIKpD07CAo+FzQnmjGRoM4GNrLEzsC2sgAQrgUtCgaxUyvSnawoN1zMJ70E65lbDuvKZISgpiR4CRzW",
-	"QhuuaW0P7jQrsa269t4ihkvkvm61vVcZUL+Pb7Y2WV8aNM6xMEOoXin1mz91ixu8tQeifhjqhWV3Acjc",
-	"wQuO8Dq0UlE0D+GlVZl8zYncQb8408pcEilOPH6mhjLADkUTuVY2IKdlxg1GxaJI0691PtnGjACu1zwn",
-	"D6Hv1HqAHr+2znPo4diETEKjl9v/pIJ29kzhW2Wjpi1EFkCm9QOEoK0u/qa+krWaICsXFkfv5ag5ibP1",
-	"rNXPCj57x2E5h4e+nZZvp+U+T8sbbtXC5mVjdx1NiPVVdNEC93ZYdM7vqMHkbPha5syKYit9DK5BiPiF",
-	"K3HJRWlCHAM4YhayVB7OaSzAoYHioEc16xZUGU7znn/bvjawZxCv7wmIdxOmlFT2D8UwSqZW3ZP4Z12u",
-	"ll4xBVckYiSFeHhXJRUkXUyzCAGWAc6MfHdzQ7qNHDeuyWPSJziCI99X7wTHkdNSpAsIVRUpPBwwmjBm",
-	"FB2jCOrfsAKPxZyJgNhsN8kABpSr4O7qDDtcIaw2pcP1D20nVQxq1ZTP5IEMgiy8AD4YqHlgVxkD98NQ",
-	"QfIXkDCuGF0OSA26zE7pihXGe3E2a8v6yDJl9FhgVJMHdvM1F0ZKLq0iU2rAny1cJJOmgKaSWb4ka/hv",
-	"Y1H1MfE1hSaki3kpv+ic//LXSQ/BhwVW7yW5FHOm2iDh3pw9aPLAxZuzO2Dgwln4vcs/hYH4U+r0un7O",
-	"rlle242kfqIBEAxrO/e5cGWjdiIllhhQ185REGBZ+bTKIqcBUMq964cGVUYgQwjKiVTa5VjU1EsEHyQO",
-	"MNhV+AZ0tZqsDn9LiUDzK3rNqrxPq/SCPAJKM0ZKdj1XhQAApvqgGUPZ5ba6b+/9vB+Q3FwfbUhWl1g6",
-	"Suh/H5xOVLDqtNDIFSuUnENC0qF3mqfCGmRMG/aIW9SvsG+79uxPLNm8ExtbjDYdl7UdjDhhr2vnNoFD",
-	"m8CJdRjsGdufGA51oLp92gQkie8YwpWBbchlvl/TnGfUVNmoG/zMxSg4Cz8X8DxClYFBjS5Z1kOMHeB6",
-	"rjCSC3k1i0ea2FsfrtoBwTxeewVSHM8VY4VuLqWPTFMyrxsFxmKimem74U3i1csaB+MBtBtHESMg/q+r",
-	"2exxHu0WYqn5PzVOsgPpAtO2RyBpXs1fyHmP6FR+DqbI1lG8U3eHjiqa3qLoU/v7w9K0a/0UC9PcOqr+",
-	"PYn4W+ntXdkyliI2CT4J/lLAk29IiLPcyrpwQWG2ZM7T9RefkMoW/AAn5C3WbIZ702tlOJ+CQl6cFbPA",
-	"FURmXHC9GJB/SCEhlhhKXPAZmXP7AdMYa5oDXIByJWLm5vZjCKasb8fw2zFsulzv/d6pmX0f+OJxRuN2",
-	"kkeD8Tea/0bzNRAeqPu1dffkfAZYwsGU4ZgvFjVFg8fFm3dgi4NEwDQvM5YdfFpWC0mXvFUt/rCQp8uz",
-	"h1SJzzImDDetdjO0NP2eRrMPC1kvlc51AA5TMsfSYgAHEDeG2aZYWio7Rct1powqpjrHP3+0TAXTKZEf",
-	"lSrvHHeOgNm4hraM8D666HQE9kyfpV9DK9+KZAglAe2oMzYt53NLWM0WaqSx3QQmZiehcLwPQqsBe9Sa",
-	"8nO//Xj7/wcAAP//",
+	"7L17cxs3ti/6VVC8u8rk3CYlPzJ3R6pdpxTbyThxbB3J3qmaYc4Q7AZJjJpATwMtivHVdz+FtRbQ3SSa",
+	"Ii3Jeez8Y1NkN54LC+v5W596qV4WWgllTe/kU6/gJV8KK0r462VeGSvKc24X7k+peie9wv2R9BRfit5J",
+	"L8UnekmvFP+uZCmy3oktK5H0TLoQS+5es+vCPWpsKdW8d3ub9N5kYlloK1S6/kGs3TOZMGkpCyu16+OM",
+	"pbkUyg7ThTZCsSuxZn1u2VIby54++0+WLnjJUzfMwSnjrBS2XLOVtAtmF4IZvhTwDlcZm+ps7R6oSmXg",
+	"15ksjWW6sqleilEvwWktBM9gHjSxxhCHbozNCS35zVuh5m5Rnj77zyQywR+kyvyqtaf2YSHYlVRZwqRi",
+	"XK1Zyo1g/bOiSBgvisEp00owPWOT715/YEfXT4/c02YSBtpef/fjgYv/o1hO6z3dHl1lRPnEMFNN/yVS",
+	"y3QJqzYvdVU8Mcz1mzCOSykzoay0a1aU+lpmomSrUlphmLSs//Hi7VCYlBciG3SMfglD2Tn+xlo/++p5",
+	"bK3f8aXYQaHw32ErdF5qN/UdjRb4xM52C26tKN27/+cffPjL8fDrn/v/GNKnT8fJX5/e+u8H/+s/erGp",
+	"fSzmJc9E916V2nL3Jytyrmh3Otb64HW4dQ+bQisjgBl8w7ML8e9KGOv+SrWyQsFHXhS5TGEcR/8ybmyf",
+	"Gs3+RylmvZPe/3NUM5oj/NUcvS5LXWJXkblhZ0watuT5TJdLkbG+WSvLbxJWqSulV4rNpMgzk7BVqdWc",
+	"uTmYhE15xmpONjhl4lqUa3zW0eo0F0vXbi6NFVnvNum91GqWy/QLTU3j0RI30ljDeF4Knq1Z/ww/vIav",
+	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+70taxy1llBB7hdMHV",
+	"XLD+/3a/vL5Jhcjcq4GXTkt9JRRLeYGM1uiqTIX7uxAZ45YdJ8xU6cKxhO/OPxrGGR0OtuI43nnJFYxH",
+	"Guo6Y0ZjFxMY0SiXS2kn7Hjg9uJbXU5llgn1ZTYj5XkuSrbkaxhtppldSBOWrMi5dcT3xLBC5zJdt5Yv",
+	"02m1FMqyfqozwcLQYSLvtP1WVyp7/Hm807gJRFh9XcJcrqWR01w4WrFhpjC0D1q/5eVcfNmjDHexO3eu",
+	"a7e8XOHlwq1Y8TXjaSoKa2iAP3K1Jo5jviQpPDGsdIcJiBLowB00Vbm7yt3MuhCKGVsKvjRA1KYQyp6S",
+	"FMJnVpRscuH+GJ65PybMiFSrzPQSEjNgOo0n2sMnRiyVFXMBY3VXgeKVXehS/iK+DD1d81xmLC0F3PE8",
+	"h135qPg1lzmf5l+Acs5YKeaO8xlRXstUsExmyACVWYnSCVBWLsWp+24h1dxtBV4KVrMFv/bMLXv0rSlK",
+	"nQpjvsyyfGiyHWnYSuT5kK7HaWWZVLB1SfTSwxuPuNUbfNLJnMTriHP7G2mh8wz5HEjeK11e5ZpnIN85",
+	"fonN0FH9yf+aeK7ub4tJ/WaywfGRLRWDEXtHm+huDSdFWqFABqL1aKgjIFyV7mK0UhBnKDOt8GDQFk21",
+	"zgVXjmgXgud2sY7/mPOpyKERnmXSLTHPz1uNb8hFQU5DXottGHsp8L5yG8Ft76SXcSuGjj63Jbukt3TU",
+	"gtx36zeU1yI/FFrvHukucjrXOo8OvircSLP9x/6LViIuN9ey5T+8uAkP11uQ1Fv1c2QstMFvJcqY7U2W",
+	"VizbH3bN19NKPWVelny9NU5sLDoYrXCZt4eya/tKwemcb/3kZLTKxOkQv7lrVeHX0FDHqG2p82114acF",
+	"t7U0aZBBGmGdurB5mpTlUonyQhjLS7uT5vajma1hFtyJgfGlKLFbkZ3Z/XsodZ7rysbVJHdAGT3RkKj7",
+	"XLGzwmm1jkyH0/XQ/e8fHGyvDD9gQLpwzwpVLd3GUZtDmHcvDHdYClMtm19UKtONjW2c/s4Vi62vsdoJ",
+	"6Ps+/lJX3gDUmnAmDJJeY9ZS2efP6hmHuzDpzbjM934Ybph9n62Ucsuw39OmSlGN2ev56HKUWn2vpxdV",
+	"5Oyn9SW0tUcHLUAnnyfTVJN8zlIrrx2ZXIa5Jb1vsbcYsTgumFW5yD5IbGg/mj145SIcv7YI+nn83L3C",
+	"l4Ejbop+9MATw/xcwJpXVsqA6QwEB+zK6RGWZBUZ4WccF2+rk4tKGddUUep5KYxxb+6xbw0C2OY0aNGK",
+	"jcwNmCbFlF6NYusPggRN97Cdgzfd7hkzq/LD3nVrGp/N93raHviSZwIn5VQiP8srIQrD+gtprC7XqDeZ",
+	"QcJ0njmtDwyuYJXa6+Kuz97W3e0o1ClbWSdnaxIk7XuM/F5xsdSqi+ulVVmS/L4HPRzGIw9hezHRbM/D",
+	"6AeVhMn4rutmuxem+1ji708MfbgUlqVuFUVpEmaqpVNC9LUom/Rh4OQW9bHYPqJTsZBoJ2l3+NK3sFpo",
+	"IxqdSkPGGiVYP+fW0dlcKH+z66nTGUVQggqdMZo2shG3FIMWTXbJLIH0/Gw+VwJv0Vzs1vmfTHakz/4o",
+	"LM+45dtn8iH0tG7Nisz5W/T3vsCeTtmyMpaJf1c8R02Z28UT4xXmUdR6v3U5xmb+WmWFlsoeJmjIIq46",
+	"6qxLdcy6lJVsHef9hc6eGDgoUgljTphW+RoPDhM0aPd7KuS1YLbks5lM63VoyPP7KYykKdbigxszzNQP",
+	"c9fyRbg4zzJ3q8dnh2K/2xUnASCTiN3dJcgI9pSJZWHRxeh0CPdixgrtlKPIjSqao2p3fgm2eTZdg86R",
+	"hN6AReps72sy0E2EU+G49tWUL9G6dq5Le6e27NfU99GcanR7wIgVsddkEXnsjTdcoa1TKCtTDo6DYFZP",
+	"mLepJ6zlLUnYhgNj2yh1wa1460QT9/NoFBXA0Ju099J96x4nQ932NuyyEoARDKg0z9/Peif/2N0RTO5C",
+	"uGV1a3X7c8woSK4aMlvPdNleEyCxzWVxq3AznOuhG+HQXMliqInnDWFfHQOa8dwIogRh7Jvs7tMMO1wv",
+	"QZQ2rkWM7Qn/dXuCPFtKC1sXdJvEsd+Cz5FGSEcEb5QnAtTHEpaJXMBDqER3bn8tQWxefn99Eb0qZURm",
+	"OdcG7ievpaAR+4lhMDNyHJyyygjGDXvLjR3CUgzfvNrUQDp6vSJZ6YHMivXlt32FHqBIbBrWsl7S8JNT",
+	"oAIpibjJrQWnzjop5SGMgkhyn28SbJz3Tp4W5ykRMuF2wfSMQlJEniUsl1eCmUKkIyuWhZNqR8EWZ/5x",
+	"/PNILt3uJgcYHTemhmNJ/PGk12JTfUOhHdsT9Q7Rs2wpVYcFT+dip6zm7RrXUqzgss/EtcjdE70EjrqK",
+	"mjU29HedC1ArtqWwhiEMw1juXhr/YLIxQT+b2CL9IFX2Rs10RHBUglzzs+D8AAa8clIFeIWEQR9+xGDh",
+	"On6v8nWs3XwdXNIMHjTgiklLwa2AwBtOetJgFBXHQNh52WXEeAO6VZHzVGS7RaOCGwOhPobNZA5a2l1d",
+	"ex4UD4litefH9ex9XIaioy5TnosSePdgFLe4dgh7Dau39ctPARSsr2d4KyQMbbEJM1YX7l9eWviy9WEY",
+	"TqS7iTiZpYDPe/uyEuZA1bLYGSr2xDAj5ujuUzU1fbx4a8aqPzm6fnpEJ8AcfaJPt0fB5Xb0yTV/e/TJ",
+	"rf7tZHCC7mwUfccq1yu3sxCFFuLRpCFfvMgGo7GKrTaSSHzU/ooukZDAXyjVBhUBueCmenUe2+wgnkJn",
+	"JkqvIKO7X91hc3PTK+UmyRbcsFzPTcLEjUhJ8Qd/LBotmiNYQLCKEtHO45ZOiq+ihUgax3bjkNHYkUK7",
+	"+MhD3G+BH33+FfdDNRUdktkuhXSX5KGnnfLFDmeZPciG2e0+25rhWz4V+Tm36WJ7iqVYajQV7394jbD3",
+	"MUtEh6jnbyUqzftvQWBM0V9zqQ4zDdxD9NvU4euR0ThihIdhqVE1/hDvNDz+zTo6pauojbEyomS6xAjX",
+	"WJOdkrMTDLbbQ5nGKR0k0rjGOckSuxeuLSRD891L9RKCW7pJD7S2TdFixxL0MzHjVW4HOxfjwed8xywf",
+	"gi0SaX0+U+w2S6LYdQB9HqxifinD59ZvlYwzhgMDRjYWudYIicpbKqDrs2MDSpm6aWvD8wiTmItLCuTa",
+	"os2/6RXTeeYzA4pcsBU3TU0709U0bwwdQ/3wWnP9xg+/G3N7ETqbIanD7OvAtty23L/6qpf0VtIupBpa",
+	"nYuSq9R1hPaN4UKDUkd/zXieT3l6FdWgLC/nwu457GueV2KvZzc2mZbNz6SxAN2bewlbs721/h7ajGZx",
+	"SgLGGC8FN1UpssDBTtjK/Uy26WzQ2utdh3PHhJdSyaXbjeO7Jo+NxCZ6rrOX/iqsXWwbnG15sAEnGPE7",
+	"Q2nA6XQo8W05y9G89hOXVqq5Y/AfRLmUCs1vIWAcRTomZ4yr9WiXrOapuykeSCUdbzAyEykvIyQcF8Up",
+	"LsrbR1rT3uU+ONdZt6/zHDwgtQUGFIhrnVeUAeNUjQ3FuBRgF3cLsRwxCCBlXI2VVENQExiMkFyRGMPg",
+	"m39i2AR+nVDYKvbnOpk05zMZq7kWhlUF0yrFRq6qqcgFKjwhegrcFpBCYBdu9FdCFO5vWRpU6TpFyzvD",
+	"GtAbe64zCJVn0kT3uV65mK1f2sbSJox23EDWg2JLLlXj973dIpEjFhHZK9mhuObyWtC+f3zzivWvRGEZ",
+	"T0ttDAt7iLtn4kYIpI89hvnf8KAfY4cE3UGzrXejEyHazblcOs274Y0fsW+5zMFHHzJKnNLDnIBzwjhs",
+	"aylIsAETAVdAQmH758IaxtmsFGaRkGcMu3KPCdY3QjDvYvCu3UGU6HjBU7IybtOPazIutiy46TAkwUtP",
+	"DINHTti5UBmwrW90hYkyb7WxO3buXZzLbu2PG5ofSHyXdExOyXOdcusDxXeRyAUFTwMBz4vqQ1zDRaev",
+	"iQWnE+N7t+t3cOigMLf3YKyM6pgxwfO8li/vKTfTCx2aXYsOYr9LU+R8/a7rCn0IIRt5pNnFQA3rS+WO",
+	"z7kPtFcZWW79N1rlG4Epn6PZ7IouXHWZCEoxl+58d1n1fHaANM1MsL7nFJjPdf7+EtNWvUlyMkiAx0D4",
+	"APrNp2tm9ZVQJm7oi6uY7fwcnQvvX/PD6nuz+BAUT5QBpQ+/U1oJTI+AFLWWBT3OyY3IZ+QbjwQm0aSn",
+	"a29xBLN4qav5grk3h5S0cupNjVaveElxgPD4E4Ou2v0Njp2qMhEPDupAi8DG0WnmNh8fHyd3nqX2C8mD",
+	"nK32WoPBzoQsw1QbO0yF8lETVvAl6/9QTUWphBWGQYfMJ4r6tPHnzwZRB1HcJ3HGXr27pJb0LDTy1f/X",
+	"SD1Hui4FhpqBw72ZMMj6Zm2sWCaM1JIk/JSwoprmMk1AcsN/h39xY9V57j7oQiizkDM7/EuHr8Of4nj+",
+	"NuMpkJ27aOqBNZgOem1KY/EEBNWpkSd42qJjaBYIHV1YdiG802lwj/AnotyHsPL4u+bzzTz/2wdlbGR7",
+	"8JsQL9HB3dvZUc3FXnJMo8K8/qUuRTMNFnjmi2fPonEZexiHdvvu6Tbaa/U+SFHi/COXyWr39OMzR77b",
+	"1zPyIbrxDPaaV6fJCKfUuXUQ3XMn+9s86K5RJyvzwsBRcfvkPcrsrL7o8O6SppH7jN7EpTtprH/s3p5K",
+	"CEIftJKlczEDwAk203muV6YdFuJPnj+mbjwj9gEkafCLsUrlGLfEwLZwunWBMQMSufJj2cyvxb62Hc3z",
+	"ojJRM2TE2uF354B4oaVY6nL9zdqKR+1F5rl8ef7xEbvwrsdHat5YXfK5eNyFuu06NXVY2XbQrT9QMVGs",
+	"OGXHbCm48vRM1E6+XKfqrPCY8Dx/AH7WUlb2aMsPaHv8aVGxPpBNqkthBglDSmX9qdsCJ7Bey0zyUaqX",
+	"R/OiSsC7DIEBbp/qx3TZ4H19ymVlWtUgCE9M/cQgagyTHdK4z/a6H7fsNdYhof2ktpsrGmOpO+hiZw4U",
+	"xIIc5u3t9B9SYzsjlS7EUmQSPAjflIJfRZ2ISIxxLTjVOpdq/lFZme+vkGZ6yTH+qU1chdb50bg6Pn6e",
+	"uo/wqY7zpV/oL/zRkdEvWgn6zX3EH+JBLqIj6Mr9cljOpNUWnSmRHAC1nTXdGfSPK9F8ybedhJWnkd+x",
+	"gZ0Z3lPc2f3lmQhVdOd0RKnVyS9dMnZZtx5CStzzUs2bmWlOxRPciHiyl/vlsyb01r0ZVfq9qefQFt/p",
+	"TMQDkzwb2nS/rJkSK8ZTDKvipaDYWtYn0AYd7IUDbyMEjRzifODRUUckY7rw9rF2p9+6e+wE4QjQHn12",
+	"/gbAIZq2TASHSEDLUZpG6C4ly6+EilscHiTWoR75HUT+qiTGsUHiuU6vcLHD9u2fdl5k0+0VcyKrKXgq",
+	"jiDci6JNz3X2Spqygqe+qbK5IEkWRkBCPARudAWL7ElV5zrbvp50/LbZpDxxLVO7sRqHdLvd4kyTMBCJ",
+	"SxQ39pybAxLaMfgxzjvJ/3IAQe2ilrvC5A8KxTLi3/Ex3+MEuDapAR/YfccBQP61PaWbQpaHoAp0pjvt",
+	"snHuJ4IoDJDGhpIwtDsm9o4GtL+0lHlesCdtI+9w1JzzoqCc+AjkCabifs7p6YiR35VcFvfG/A1lgYR9",
+	"9GJBwl4S+kfCYCLgmbkQRc5T+DgajVgfzEvSsKlwt6l7PCo4Q6+XUqUHRAkW5JSJkAW49g5Ypgt6wx0q",
+	"OVc87zDG+bmz1MOJMCOESpgYzUfsQvBs/V9wscXG2xmC41s9cP4r9N133OcEwLPgRSGUu0xXqNNkFcbn",
+	"JIwDUlfcIrlfll99XdIJ6/agNTk6oGbsOlh3uax9Ap83sqwWOm/aRXYwiq2VSphZ6FXI70EwltHBjP0c",
+	"79L2lDrdNuEqPyBWK2KExSaSboNshMS3tSlr3WrGb5KsTQeR6P9IFJq47gLMecCbtDPk5iAzc0Rb+XyL",
+	"c+1X3fZALNFvpGfBtILuQ44ojglYLE9ZMDsOHsa+dz+73T3scZ9pZ4vYzzYil7yVw9tvTphJS27TBesD",
+	"U3glywEz8hdC/DMJBtZAZpHOEo9eYKSxQlmKAMJAg7idftdoozRaYxdtHLQpVwHYbMtuDaF8kHYiMjbl",
+	"6RXro0PKllJkrFJWYrK6zybzgUWDOyDJtu8GiVlBqOHpstlp593cDPF6qZdFLiAU8JzQVtyjSe+cky3q",
+	"Alr8pitu0di4Tvg3bkIWXZgm+hsQy4krNhUzXYoG2mlvZ2DkHh246UMMXFVnhjvdNq2ned+wWbxQ92dL",
+	"f9dKeDq6ix/h9vgeonyJcIU77TF3g9Ttx0ypnw10uviwfdoN9LBr1Oc5V7ET00JLZv1cTs0RL+TIv3dZ",
+	"iPQ0iDto1fhOhy8YzrL2RI97z4/NuBdhvCR1oHLdEdxUo4lspjVairxiusyc6FKjlksC7eWKl+u9o0Q2",
+	"dzMi3IMe8krwrDNPBJ44BwTc7TGbK1lAynkK1kyPcnZgDOsHuRTEB6P4bsButpMXFGIKMgC9VXFgK82v",
+	"4k7ScOwjcCPRN0KM8G5hCxtIdkQDr6TK9Orws/ITvHfnaaGZNSht55GJhqst+c1lVc6j8REQXwBpHu5y",
+	"TIWyfC4SVupKZe72iWaPLPnNBoTsgc1mTvCeVpYpx+TZVOR6xTo2Xe0VytctCbfXexsbj6/NYZlioiNt",
+	"H8TcziSsv++lWGEb2EdsNpdv3/ytNgpsCMDKivKa550pFODklxkmrAueLhg4Fxl4nuEd1v/rcVMvbMmD",
+	"qooKZgGZcaGrso0WhjwPfqSeiPEhqhDDNhNmrMxzNpNwHe/NDy/fvvkRGrhbct9YmXo2HWtM7W7btspS",
+	"x2MDtRFks/bxIJx9dXOzp8M055VKFz/ym117J0uWayf4WYbPMyfFqHR9yvjUuPX0uDb4s2iLtd0JIvj4",
+	"+VfHd/QOGpPa6Jz1hbFyCXfdrNRLJm5woyTP2bRKr4QTxX3kFVj9+Y2TqwcPNOyvv7pj2F9/ZReeC8lc",
+	"PMrixQ6GjwJqIJpR5jr4GETmwU68CQKJck+SKRuQ6htBjXpZVFaAW8U/VdPm5/QVOFvEPgPtPDGYaD/a",
+	"M0eng+uFOSX+pDXWN3pUU56LRjmLzTTgHflad2h3rdzGXWlPmHj+SqTSxJ3sjwgHlwnLZcRkeZYtpTEY",
+	"lwQxajzHKIfFGjZfOHEGheEVN8yJfYWIeopmuUaUlH1wY92zHvcyeg+2sya3iQnX8olpYgDSWGF4+3BS",
+	"DLHqAE5eCMog9FtKCjfHUgFYGSKhjB6dOzElcSTuFm/Jb6IadwTnleRXAJbACI0Z6cd+qaPQwJQXeUhG",
+	"bCufMiKrlHzVcW75jdeHQ78BAwN2EpPBpIL5u1+W/GY/aNWDMIF34mxPZe4rJezR1j28X/RQDXdYQyDS",
+	"CHcD4SLldopmGbGHA+Dc2mzlLgmn7iA6ugY23LZ1qijOS2112uFU2WEjKPdla0WjA39IPrw87yW9j6/c",
+	"v5cvP5zvnSUI/TbajM24joPddtDrsvRRRPvBtjXSZrYQ285LIZaFhfosWuXrkxBX3Ygd86hnrPl0HXK2",
+	"0HmWMJ7niHzCNBTqgYyqOvMPAkohEOVaMJnlgvXNgpeAX6hzg/bNCx/FDt+xFUSftqLZOYauSntKuhdU",
+	"B6pKY9m0ms1EORj5UTpBNoyRfE7Maie1MD7nUjVyERmMZYSXEgTC7k4+QZwWtNQ28F7IsePUBCnKEzIB",
+	"przwmsNmuG08ECQEPN5/fylIEhCm0TDSbwTo+ohgadjxCVnwM6EGp5ioIk0d9DtCbgf25rjWDOB/RJw1",
+	"AfiQF7qp3ELVu1L4nRqg5TLsvy7Ze/VKLAGrSpdXTAkRcLVjkTN3hC/uuXxbXJXAQhrxitHTSl7kC66u",
+	"IkbKOz3W+wOlUgd7XUx11YRD8XOhm11OUT/h7qxl/wSCp8+5midwSEBEriir2I8xCckgbq8dm5iumRtE",
+	"rPZBcPptU5/r5gnBhiFml9FsxstTtBZAzpUSK/a9nj4WyjqgQFkaS22Vd3ob4ARIazox1y9wbeK+D98m",
+	"SLxgksBj5WS8aItK3NizrtX6CUZEm5GdhCy1JV+zqfDAa8AlR3vjFuBbB5XL4OrqgOSQ5jGLCYtObjuz",
+	"HTANyIuRwFB0dPSACwSLirZtQhjYf9aeoiM0IpfCtDeu3jO4KpS2FGDibk/q2sutTWM0mQhG+wqw9dnv",
+	"GhKGHoSB1anWWJ6KE2qpX7A+VWH5jqv5YM9h0GH+HA7kX40xHypH2RmIsT9BUUs7HBJpXcdmn4bo6V1S",
+	"ZwiObW/Ma6BO96OXdxQroIwW42zlZCbwqkoFtbPM/rm5NLSu0FoYziuy7W5WX8uEQW8Vlkqc8TJuW4VG",
+	"3qhvczlfdMRjgC/mopk7sXFjKMJH1E5/hqfhdKyFZQutNCCrTJENUi5gBz4fuHK/iXiHfPsJhA+hnyYT",
+	"xJwL7wHeN67snbaXGBeSsIBKcqn5VROeJGHnBPV7NtUlfgOfUMR51eEy2BH1U1NH8IQnQbjVJePY+qjL",
+	"/XRgeoEpRLq39zTHHbgfMhMpSdBxff6S4C3e6UciYj/rSBjZta59pDkniMAaDvYMpdrgIY/lovY1eKMe",
+	"6k64nMLjTniPhS4hlHHvXSDgpG5n9wbni8SO6JZTafOkdgEGdVpVEB71Mh5BvGODHiK31988nx9p1eTG",
+	"u0Lvo1Aq8XB5n8QbXFXgIgdc3Dgezq6sKachZofGzd0RzrrsChE3h4WNBhqPFIwq5x2U1BW7ulqs7/Zm",
+	"VrKBg9iEkwSOhOPZsct3e7P38Ezvb88KksUdAAdtc/3Whe+tqlrngLzsNCcq6xzYCSQNZQlLQyB1FgKp",
+	"MygoQYbiLZzkZm24e7KspOfkogg359eC/Dm1vwim0286b+GbgHOyX1Uxzw+hY7/iMQrwvrOYalwDcZu2",
+	"bcvXDiMYM6cPY1Svx37yd19ELS7kf4vSdAHP7CnGNuTXHeD+NQjlHbZ9fK4hRXQDSxciJcWDDGNUrckv",
+	"zbJCGWObkhqZx72T3r+MVqMLvvqRwghb5S53DddvWAcSVmN9QxGBsBI0wV104OGnOvw6HOEyVqW0wozY",
+	"xLU38TbD5hoBptVZUVwWIk3Y93p6KSx+PteZ+zAYjRXqEvTapIXkPwHL5aSGNJskbCKVtC9b32BwqZkk",
+	"YzVB4JQJ7MfEEtae1Oq7kqfiXJRSZ6SdTlj/2Bf5btQrJ38507Oxen58HIBI2FenvkiXmyrhT0A98MGI",
+	"ndW4azhmdwRhtIBO50aW6uWSq8x9ycs5DFyoa/cfwN9NWB9fOmFcsTdn785CCWefh+bd+k+/Gqsmokql",
+	"5L+rGtpHZ6eNNTvXpZ2csok34E/Yh5fnCfv46tzxqsuXH85Px2rScEtMBgmA56GVsV7fHyG02v3tWIJU",
+	"81eynKB9dmp0Xlks8DRwcw0VkM5LPYV1yOW1qL/A7QGmVxX0VQON5gmUXhbmZKzEDU9tvgaACT1jk4W1",
+	"xXfCnjAAaE+gnBCWN1mKW9eRTYtLJ5jAI7q0t7D487JI6YvEr+vtxK3ARNwI9xNtj2uDQ6ve1BGKmIP1",
+	"fqz8btCINvEIYTNPkUwlz1+JnK89xbm9bpGgG5pt2UzcMwZrEn5YlMI4Ljth/adggPGLCMtHqwfrPeMy",
+	"r0pRvzHAFc7lTKTrNBcwd4M6YMKKUlxaXdxOWB8uzPYijxWsiRsJrTYulMmFKE7YJ4peup0MRmwDkhAs",
+	"Rkxp2j+my7FaaH1lMGsHSIJlIpUZ2FSpolSQIDCQDU2vseqyT8xY+cKTwQgbiikFXlJoKCEhAmNhKS9L",
+	"KczmWZdUrwPzY695Kd0ozFidfXj/9u0/L15/9+b9u4ThX39//+61//zy7cfLD68v/J/nF++/f/3yg//z",
+	"hzfvXiW+kZ/eX/zw9v3ZKzfeJKBdQYqQXqkVLzN2dv4mYefvX/3z3dmPr+tPl+dnL+nPN+dj5eb77v2r",
+	"1/SUEbYVpN0gQb1SrL9ayHQBFtJSzERJnG7JuBmryX/06zkN3IH3vmhkn2wCoEqjTFx7SDJgW+FLt6hA",
+	"vPVXXk6gs13/4DZw4jikX9/W4dEG+ZsB0MRWwDhx2b6vuJ64B32yOBRlGY1Vq+gp3MtZ5q4RCoyYsP5M",
+	"XoshFnRPS60S5m9Kx+d8rOCE9R3LHSCjVih1pWsM3Z2w/lme65WvqeXT74RrAY6h44YUB1zfLv7ieH4M",
+	"zZpQafR7PTXkvH6LFd37z11TaMOM/PoUOsIqnrDsBS95notcmqXbGAqhl1r5m2/K0ys9m2EDp+7OKqlw",
+	"KyAqtVwBSFozWboD65M4QgFZt0LtqkwjBhZqUOe8N0EalrurSSIuphkrqxlBYCYMadH3kK/brRuMZMOK",
+	"+deC/b/s6fFXzD3J+hz7nwmVirECZtUe/BPTTGgXCnRCeNf6WqyOQ4G12AwSZvDCd4MdKz/6lCvyz7ox",
+	"etBrmju4FaAmZg2Pl2o3bLfIJwQ/tHRzngq7EkL5HnyIB/cBmf1mYB48kAmLeCF+1gkr8gqAat0CjhVG",
+	"fEFCk65URk5h26gXMoCQ+6DB1PPImF3JVLijhwVmarQ/XwQHfOhj9eL4OdwvXK0deYjciAESDOA6aSxE",
+	"CvZHI3KREojfJCjMI/fbJfykywkSVONXhN8m+uyqj+N4eXiFLblNF8KcjhUoFvXJbuucjWP2dADsoO3K",
+	"a7xIRvoJ63sGAIGSTjm07OlJ8Hwk3p8EPoexkoq9f/c66j6bwf3T8NT45TdFLq07tEvungYZLIx0rJ59",
+	"/dXxMbCf2UutZnLu5KgsYx++/efL9+++ffMdimBbDpUWUzk+gdRSNWdK27FqumRgcLl20stse2ll07GD",
+	"ly0kx7FSeE2Zq2ysvL/NDYb4yQn7NOXG87jECcuXXhrAdRWVYJmTeZxqXU1zgbRDP52OVdCYnh7D8fjr",
+	"8TEJKyTEIM8FgQU/fMtl/h1X8/+/4dSBrn2p/dvJWIWF8U+fssbjwWG06U2qY2Ub7eFxTsJY2XMn6bjr",
+	"Fs+9k89VJm5E5hgMGmHZwvF/J5dcegzLlgtvLqwZq4uzdz8k7Kf3F29f/fPyzd9fJ+zHMydI/PPs1asL",
+	"1p8gmI27DxHMZng82vzK3db00vn7iw/IYnSZLspKOfno/PWHf75zcsJlwuCzExmwX/dno7/WF64tN0mq",
+	"uGfcoXFyM1fzIUmoEyBKpAm6ZuDnAJ49gQOIKMr1weOKeXgtr0o4IVL+IgI41MucG/OOL0XCINTjnNvF",
+	"rVOExuo85BAifvNLj85sA2DzxsnsI+bcxMMJZbSUTvkdRpCEJu52hm7B/mK1Z08tNO1Td9O3B3vCxr1x",
+	"b8KmUrlpIstyx8/p8DIdKw97rjRL3UsN4K/69vKhNQ2EaW4588RvPTwzk2asPO50hjeRbYBWt+7hU/8T",
+	"4ibWuNRsA5Z6rCh6PoJL3edeJBm6cU2oFiNKa1NtF8HCM8AgTp1n7k5173rhHOZiLF+zSlldQRy2DBek",
+	"bVVyddcYFZ0MyPhjZSzPcSqrLamjFLYqlRmxV+418ikZqwHkISwBtgnQ8zQ80NchqxFl0XzNGhXKZEun",
+	"gSYRZx2B6I3HMsfxefRzKIoPUOd9kB0+vnl1ik2jkNtQkujADE7dhevjzUjqBc3eDYzM0cZPI4YE3raj",
+	"iRuqBtGrhe/rpzFLpDeX+eDAs6LoJT0SpHu+oHkv6aHJpgf46T0fd9mrI2rc4z8nn2922yph3TC/HWQ4",
+	"i9cEOsTmFfe4uF2TKhblcu4OtLdOuUcmASdBiRvLCj4XIduBxFHMzeHzOLbVYd6dYLP9fPfOhhVxZ4TC",
+	"5xRv31W23QN77D/hl/6VaOQD0e5dbeBjdZGDDCl9ryr0jbcOyhvAC7UrlQuq8DeAmOn6JcuS16qdVg+L",
+	"t39Vh7ooXQzXCfj6nhNAtndY2p6eYmzkd4eWbrozzPCOEhH1LhVUUzhW/5DkYbyLuGUouPafAhCnuHGy",
+	"O4dNQHHnzI46Iq0pIvSb9W6UX9a/EusB1QApNai70rB2PLNoRgM2ArAgFnWmAVzaboTntUKEo2ylI0rv",
+	"A6Hm+qn7YNYkhLImzeE5GZ1VipRO3gyppoHs6j7rjHOzrcqX6BEG+2DWov9azabxYul3Khq90DlAiR8S",
+	"Bndo0oTpDnAJC5FyhTFypEImoPs0ZRzE5tw/Cb2uXh4JIERtb98SRb7C977pHXTF7xvmWJ+7zwdteNBL",
+	"JorfELsGmygQ2xEh3tJwIGrUTCppFoeswi4IulJch4S3PaA23B9oN6+U6QhOKA/aoq3qalQjppf0Prrt",
+	"xo/fQDyZEyDRBf4t3jJ3ApXsB4P1C+V5hfJotCY/x7beiLQqpV1fgmcIA1YEL2PB0WcKTIhQXQOT6L//",
+	"6QMzcq7QzMXZlVj7NZ5zK1Z8/cSw73/64XIEeWeuh96Jbz+MZmFt0bt1g5Gd5a5dx05srG0FwEj0DLwj",
+	"Towno+uJ91phZedBwqaAxvMvPTVj1UdBfZAwI9U8F1jZt3+us0Gj9j88zPokBA3q0goMxSDXEJWiTsA6",
+	"Mqxf9eyA9RuyPxpueGW1STmAu4DaKoVrCZWFQTCnUVRAK6/kF7AKbJQ4HrGPUDYBTGljZXl+5W65racm",
+	"373GqilO2jcTDDUNPmizVTkcbNKCp4vRWI3Vh0UpBJbsNAnZyc6lonTek7Easr/8JSQVn52/MX/5ywkZ",
+	"khM2FzaBDhPSBhNSM0f44ntfPRtGkYlpNZ+79fHt7FM9e6yY/wx22M0i2qfM2FLwJZRrdrokVmw2C5Hn",
+	"6Kr+SUzRF0qjeqOMnC9sGAVvypckePbdrNzVpUu2AiNsBj4jBoYtUQ4vnXDyGh+G8aMwAIVs3nJjh/Db",
+	"8M2ridt7ykBCAyOYFRmrDMBThBrgnhrC1rr9OavsQigrU+6xaDnDE0Yntc/3PLfoVkrB0AqBue7kDkbs",
+	"QueCUHjrevgnbIJ1WScQ0W6SsZqEAq0TxnOjQ6m5kBmUsAkY1On3JVdgJ2ikpZ2OVawAfUbGJgARTJhU",
+	"aV6BjT+sV3NRXhw/bZqQoOAIZj1dKb1Sp+zF8fPtB1w/TirJNMicp3Vpsm24dUpcN+zF8QuWyyvBOIPk",
+	"ZjV3JAgbcyEAuD2cAPI/UD0X78mp+SQCoyVshruCNGWYJndf2P0fxHr43zyvhMcxOIFyEDyDGeR87si1",
+	"lFb4wGqQBsEGA22CsAzycCZySZEaiFjv8TYAZN5jS04r4wRqvC0vXp+9+vH1WHkVPpTHnOpKZYMR+wmC",
+	"XcjiRBCGugRwFTRhUMV3acECg6y7gQ3QS3rX3lTTezo6Hh17+HFeyN5J7/noePSc6qPDbeUYW1MBJ8Sd",
+	"UJb/TdY76b2Vxr70D0G0aaEVYew+Oz72FgwK5QE+iOfp6F8UsYpi1J1CFvYBNhK40TYwEPwQbpPei+On",
+	"Xa2F4R19VLyyC11CujG89Pzul771CX/wxrOv736DCsRceKADEAyq5ZKX64BJTtS3VWZ/47hCMjqfGwQ4",
+	"ATba+9m119yno0/06bZzx74T9mUD/fpx9yu2Vx9q6/OX3K7jF3e/8U7bb91xe6D9dfJVbWcPKZ4IUahz",
+	"4K7IDPbcbXc6S74UeCQ70lzrR/wunHO76N3+3EkrR3Wxr/u0D7wD6/O3Se51Jj3NYVWwGvvjG41a8IMQ",
+	"HTR+DmO4bcvutqzE7a9O7iTkNSANgTCP76azb3jmYU9+w0fmq326aMZrt4/LpbCU5gpRGLxZjwGjgu7J",
+	"E48+YV2B23tSevKpJyH22v3lI8x72HZvk+ySBgnVtZPLDCunEwpeDAzhZzAgRjg4wnH/Zph4B1X/IUkU",
+	"l571lYbEaLPgZWYGTvYPeIa89gMfQq2gMTYu7WjUc5pLcIBCcr/VgGiNLr6mmgnpySBfcww+lAaEf7AH",
+	"QlANKOcNGIa+U+AS0N6SUBkFK2AOSIuV6WKsAh0a6GvtxiBJ8NyWC3+QCL72aPTpOuiSCKHzhBlMHpxi",
+	"EdPPp8yHEfbQLKBntbpTKyDMqVDbNgNGJoNdtOOLtnaSzxmWXsXgkaAhhbqsQYH9/qcPoHbDI41qWGMV",
+	"KuG2XjTVFMvflj6e0lEUmjQGGAKwkPOFMHasaD4jdhEK1voOzB7laMcq5WW5JvgRqPCQ+GsBLRxhwl30",
+	"eO6X6RFJslkZM0KVYQi/MiGGhW+o6ZhOw0OV3j6aBL0BxSmmOxhaoMGfb+t7qxsQhuKcQuIOluKl8vyO",
+	"lrBCIpyGEImxVXwRjBQjdrZZWBEsDnwpMLwBmu5DCzRVCOSASJNBiCUNFgNkka7XsZoMh81yqsNAjwk0",
+	"jaaeoVSYj+K6RUIOC5yMleufcrG5hQcTiq6cDIdLfhMaHRaiHLrfJ6z/4vjrsQrEtJT2gjAEp2KtwR7g",
+	"VhPmKA1LFyK9AjMZa20a5QpIw/r8s0rjooXEr+7gBOKht4Kg2VmVQaFLiEaABfCTmoxV3+/5xLczGcSO",
+	"6MtmRe1H0hDaJZf3UhKePnTnXeJUKPRryLLzW9cO9uBEL7Wa5RK9XC+ePdtnXEWpU2EMCl/3F9jwOPLt",
+	"euPEw05jBznEttHVTChaTVbQwfs2buSjT/TpFtkhwMxHah006woff836qc4Ee6fta+BR5HHfLtPL1Xqs",
+	"vCyBwZP+op5rz1zbxxPHEI5n7CBCLFvrILYOxIvtCeAb2W/anHMoud6T8HBJGoQH3N9Xtd8sQNrGjlMm",
+	"2fuq7bLxdW7f8RfmZ/cgioO2uLX6Z3By21JmLWwEYRYdLShAVkW3OHOQqYCWpW1022YIR7wozNEnXhS3",
+	"R0sA9jRHn/DDZ9gnWp0mMcnrrCjIseC6cDKBnkEYSMSSAdGY3WaMglsrSvfe//kHH/5yPPz65/4/hvTp",
+	"03Hy16e3/vvB//qPGHhGtDZxZaxe0vieGBBuIAiKE1CsT9OyiO2TFhXgtJJ3B1N8Wgni5EMh9J/teWJX",
+	"jzvVn3dJw1BmwOcth4lDEVb0n1rauH5YA4yWHisnKxY68/VkMnkNKY3SeucUZjY6TX8wYpcQmAu3Aibv",
+	"jJV3mgunu/l0OSJEivn3UiREqdN3vChaf+MbFMhOwHFnRTFWThguKgOh3WLFDI2AE/Y867949jXjU30t",
+	"otLgeWUWPzb356FFQWwcF2Y/SfBZfBNxZhAtV1TTHINu/liG3c/TOu99h54j+dACU0gKkHWLV7B+8I+b",
+	"BsixI90mS6+NV7vktCZbLuuYrA6zykaNpnqMkDBsACzUabMQCwUmPCsdV8MMhLGCUjGQVg6wA9ThCL6u",
+	"c61OQjyVIYMWJPxDyWm1rIxPDGKzKs/XjWxmivpWYlWPlDK314BQ5jW8Kb8id3YjoxeiyFFRP2Uc5wBS",
+	"zFIa49MZMso6hcrBJTeLYa51QVhbFGyDs8L840KUY7UxW/UtJl5NElo26AX6C5FJ8NeUp1eYZK2sOfEN",
+	"Q4b20Hh0sda3iK7ivyIAsLHyX2BFrCG0y85w5zCBDjc0AywFiNxjvhpWjFt9J6wP4HtEgStUiooLXGVd",
+	"SOpPRtIWBz3fiOX012LgnrwjeQzZ7NcSxX4+hBPew4H2m16ErfFMgFNMSF9rMjHE2AYIllNAKamWYsJ8",
+	"Cg5Kp3ysCA30F4KFxtp+ECI/OGWTSmV64pPHmgzOC2dYOK/NtKmsoAks3b2wXS7Q528ZisgHbnU/d6Uv",
+	"DIazBbdlpg9yWWI0ovgCPLLOSoozyTrQLHgtw1BRF/c7TSBQTkDmKVilIecBwWYpoGvwRxP0Djfq/TqS",
+	"YTN6Fd2vma7FwxibP1wSJDPBzti3H+mZR6Ro7KLLo1QDa5sEjJcEzJzc3+f5wPaXJ7XhhQJvJZQkFb+2",
+	"IYZGdfQJP9xhql3qa+/9gGQh9DhJE4Al+y+Ov2ZvubFn7hfy1GDTTwyInjVSFlmmBESLW7oJgh+KHPHE",
+	"crzmPFZ976Szbd8tGUicdO+U/qbZF2NqhjiMqNUXZiaQ2HpbS71RvNGIMmgnEP4APl9/0fy7EuW6vmko",
+	"F7am9si1cbeNGceX/U9nuPdknBc+torCTe9pfb6fDHjH40iLdXBhZXfWFYAAfaRMjsfiiaGDUYcqDDBO",
+	"H8iV9blB9dfDcLmVuJZZw9RIaX+uNcdYc/HEsAkGOABOGzQO8G7wFQIX0JknmwC5anaf7rHyx3vEXoml",
+	"tofxmLFqHnYj7K6TfilsOOaPY1lzjb+kWLAvG4hJE9t5Uf5+PKyPL739Ci7Zsyyr+Y/2lhasduJutXux",
+	"pO5b/t++PFTUlAfFo1gmlBRQTSWAopy13UddRYz4WEEu81zYeOUirCrkHnUaonsCM2zInQxMZDikh4dY",
+	"0n4yOGWc+uObMS5GQPpTjdFRowVBRKBPJAlAmq5jYGtJXWXKYE2nmRORV1LNkR2GySOaIVU/Av6a8gKE",
+	"tK16RyfsmAoiGZ9Wg/06bvzd+Ud4U8/YMeUHKe2+NYT8tzm7sVotNFtxwAEKO1CpVCsDiYAiwwXAsRmW",
+	"83KOoFiqGSs0YpeImUPRjMSDTVpCwk4fYoBeyXLAECrHXRTyF4FrPlYBjK7QGYyTomsCJBC9hmyfXh6x",
+	"byBGh1HEUWGgCUceSWMyS77GtHEfijNZ8huvvZpJ7SEeK7AqrzFZPkY6PpAovDJJ2NPj5Pj4mE3XgSwG",
+	"DdAZMLBmWhiM+OHSCMh18ltmFqVUUJphrDyczQChCa4B9gavISRngqYDhxVSSK6x+CgglnfYS7Fc2yNe",
+	"BdhB5CagH35PmUJnDYaIvAFVJeNI21PXg6SM7Ks0AQkefXL9PoA1MGKfohndbZ3yuBG9pOeBI3pJs1Bf",
+	"l6UqJk9eNEGPNtY8sFQ3NHeYwnkBF4rO1hhvZyAkjxeFgMMNZ414aD8wSSYBfqluQ1os9ufOe2WJJXfc",
+	"Je2BTD7dTlhR0cXjvhsrQOwg949n53FRsD6HDy8JQtsQvvil5cDdh/93lojzEHk1UWIGk7M8NFUhwg0w",
+	"kMAcfXL0f3u0qAujRqWt1zxdMF/DFLahEY1QilSXmZMoENQFKLvvyxAQMCTPggZlEkawrBQ/gVEVgM9C",
+	"pW4JHs6DCYwVVbxtlQZOF9oICjlerJM6Ej8lvG0nuGGN38QNoRGzx1sFmLnRKgEJKdR1gLs3TFga9z7O",
+	"MiC6ZnI2A+udD88vSnEtdQXh0CQlebBQEEPG6vkxMx23a7tA7SMetHZHHXqXp4c/PZNbylBdBLsUqSPw",
+	"UNo3YTrPhLFUaG8PL+UD3fp3W2be8aW4U0II0mgnG/gWsIgEitYFn0vFwYNfJ+1A+hLoG3wpRggAEc3x",
+	"T3m6AFC7bRN9kKnvsmq+R6xEabDbvpO5U27EacD+b+N91GFlhxo8t/yNkLlK0MaOMU2uxPq/gI9NWMFl",
+	"aZgRbuy0LFAqwJxCFUSI/wDkz67hQND/YeOBpahjVMFcLX0gRP/c15ypC7l5bKe6gE1sJL4o2QEjOXcS",
+	"LuhkNc7y8XGNmvv0+Pi4sz9fibbuj4pr9E7ce0lvKRX9GStpEzM2NtAWyfQ+a3Nrj64YG08AczzMGv7w",
+	"3tEub9J7JWACzRw18xu3kt1fu3Kr0ZKQVg2W4Zlr/d19lapdEaEezMOpEJlItZMQHGWkNl+feJwVTLuh",
+	"XMFSqzlzNARIMk6w+Bfio/u8KXwaqkTaxYj9BAKLYpM3mVgW2gqVroc/iDWYs0sBkQpjRWlMPkQBm3HX",
+	"EFXFZ1IZKxAoasZlTtC38BqYrgH4vTPLJ3jpD13JxqB/EOseHpaHV1y26hB94VShXVEMuIJ/uOygp8/3",
+	"OsZQ7+jzbde/kpgX0pBWNeHHGMse0tTRJyde3JKq1fZVx/J4Gkftj5HI8+vsYMjn8RtxivZ/xMRF0020",
+	"rETnFdKVudO9YV8+SupLBY88yDX+Hdg5alDYdlHAx7jK79aUfpAq+wytKlgn29QBSJftE/1bufu+DG1+",
+	"JGTX/+l+2z/0ZUk2+DY4JJbzUBlhPjzU/XlUV0U4+hQ+3x4R7OX9PRuPwh/iHpMw/J1uk70T1BqQ8AQr",
+	"HcUChZwXRlDQrNAZlbhyCowWVDLEv9kqFBcKVpx4vyqWzWshWmPN5kqZAKLpXw7e74yyBMPwZo0aO/V1",
+	"oKscYudC0T/wOyPcLGXKQawoGDQw3QSjshMfgRfS6saedmUu7ZpNobz0KeONah9otvKwJhCKjYAofqW+",
+	"B9xcWDzEzk2alaOcMkUwuWGagFXBLVVUQeuxJNe/BMZ7guaJUuejsFC+ptCEYpraq+ghUCEtCctmUQlP",
+	"wxBwRVpfeBeIAAOlG9X1aNUpHTC0TBmBo7F68exZnVAftmPBIQagRUaw12Dpi8YnQj8vW0T+Gwwi/zOm",
+	"6Hd41QSa9+wmxuMiutuekeRdl0+oHNqdYog5aRh7BGWl6kFBoVcMy7lsFOoNhbLdi1KNVUexu1CQ0Vf9",
+	"qlN74XQPY0nA5jodUROjXKc8h+JVbrH8EKBybUEhlBmVx53Yks9mMn0l3b0zrSwAip9DYdCXuTbAKN5Q",
+	"9fRQljNgoSKYLUAbY81n2J7XtHqXuaQwHYhpqqsq9hHuZhKW2T04ugr32kjqI4RKzobT9QkLTG2jsih6",
+	"6IfU7AmL1vBCdhmK39XYheCsHKswiGCYkyVdL1QSErB6SmF0fg1Av3Op1XAlM4FOTwR/M6ygcqoeCAsa",
+	"GYXVMBQ6wEIJZEz5THkusNhWnb5yWgfi+TWbuYPPKuVBiuE+cTsGsUJKjBWmHGERav8Uphqxs3Z1QiAw",
+	"1ShTTJdncLnSJUCkc1Ij3FnIsioB86gmZl+7ltdbXPcjLUCXhaKRPr4Wm+o3ikFCIi1gEH1wUgqittcS",
+	"yIoMpDzLsMyvT89v4/OWwpH2WEkATOfZ2vWutKWaW/SVEujYk9eC0RkYsTOCvwY3k11wNVZwVgH1usOh",
+	"G7b3Me+9upOOi69mWH9aiDqTTOuT7ngSpn7XOOpfPN30cSwUn3HZhSpUcYhLaRe6smwCWOoTH5xhMdjT",
+	"14Q07PvL9+/Ii4GP/pfTcCasr8uxmpylqSjsCbPixmKPQ6xRMBkkkfoBJ3jjwINPDJvIbDJWElHoQnGf",
+	"Vu1hX6eASh/48NXAt7jF2A6lwC4Yq0rA+gvBs1DQnU1AipywsNCDsYI4YuRJOXdUg53WddJTxMI/A/YF",
+	"AWeUng5MEINTTohLI6a+yJAzQVCrJCwiLx1g8whLF9IOMOG/Y+aU1xAgBOpCU5BhMavyPLgSJ+CInQxO",
+	"CcmK+3LJeATGipqUhhkr85ylvpJlVYACQkUBvjp+Tit6IWy5Hp7BwiVjhWGpnJmFLt1quUWJMVIv2OPu",
+	"b3ufYk5bILKYx3aqdS646vSfe5olHcGRVcb63LAWOXQ6r+G9Vr9bxcuC+/p4H/f1Waj9LA1bchVGCMll",
+	"QEfBx+6omnzl6GI/bRcWBLIKyg9Qi8wezQ0PjeKhqVttreKv5lGHAZA7PeltsZ12Q5sD27pjiS7/RI95",
+	"kNCq7doyBH4SAFsMVhBxrDEUm/k1Aqq+3CV8g7VNo1fwx2Je8gxQCHijdA/7RioOGiTUB/OGIc4wy5oW",
+	"U4l8rFD1wCCljFt+wo6ZsZlTMv0NqYn3Y70gqPaLT1DzCRn6sEkG7fMc9KTUaYregrVccuV2FgJEBwl7",
+	"6prRlU3YM/dJlGUyVs+ZuPH5NvAJgBU5xFbIJc9BTkDWRjeSXQhFHQ0S9sJd5hh9tDn+Ezb5NO6tZGYX",
+	"497Jfx4n495COGoZ906evbiNY5y+vhHp5ULk+V2xaB/qOYZSxrycg0PGsH4pCsHRnFpLDY79ipsi15nw",
+	"Zt94ENKSYuS7jcT7ltkMzDkS6OStdAeFnYlI3VEsJdbCQsJYFG9K1Up0h5zpO0PxYq9Zu77zyo+9B6S8",
+	"+83N2+gpsu32SlyuJElAJJCF4+j0BatTnf95S2w6gC8qgN+nYyPxj1CyjPKTwkL+0fWtXM+7tS130pwm",
+	"RQEMoKkCjFd/0pSFboYqc/KQ054Q/1sqeM6MVVGKmbxpBpr5LLnaRAl2/7ZSBm1MRoBufSM9MvZ2Ebbh",
+	"jKdQy15mogZDnFZmxM6YERBu7xUHE8JBebPMmqowx3TWrH0OdwGfz0sx51aXlHi55DfDXM+H9YOTJKTb",
+	"fOXE34B+Bo4krwQtdYmyMPo54AHD14Yt9ModXcXLUq8gdWAS2p4kbPKLVsL9X+gsflVcQgdv3SbuHbcc",
+	"etgVgPpZfDlf1zZyHw0MdseOjnypzIP7kMDv78HNN5yYQhS0V46YlFgh+XZ1gALM52h70KzroE5DlZ3d",
+	"QGLkJRphH1LFCxsFGhkOSc/QyHEncVgu84cczLdoh4Y9nUHJaAWHue2B7HvTd4aJLiI3AgY8VoV21z/e",
+	"9UvHecJbg2b8KcRhVbao7AnYbadG55V1gmTqdgziXhPKXK1UJkrm2GiasCOzNgk7ysQ1okIYkZbCGga5",
+	"emPVf3F8jC6FlTRiMGLvsO4KpNQR4GQjZR2niPZ+yLv14snELezEm5EaNxI3WDAz0wLwWrAJiz7esQp1",
+	"D92wXauACSZVw1YNzp8Xxy9OWZOiGo73UKaFY+NuToMRewuUESpqhEqGa7Yiw3vWAA7bPCMyF5va/Fuh",
+	"5nbh9PlnL5J7KuD+0jmg8JeeuxnVKjhcMgfq3m/1HE/MH06w+nIO2XbeIV6RwI703LSdqCTXJ74qb1oX",
+	"kfxDS2Xgh/uNhhV1wvdBjtojhx1CH+E4/XZCDv+M9/gDxXtgiUHy0wU3NJZuhiAsSJMpeZ6LXJrlw0V6",
+	"fArv3/52YwrjGKj9s6I4qRdrIRCz5BdR6tMQukaxaq0YtpOxgnrvpjKFUJnITinZFTO7z4qC5WJm0bo3",
+	"SAKaasImxupiMlZUgop0VMSwyxKCPylFLrhxf7fcT1eisINkrCYQLjbBZuEjQ9w8yFWi7yCkTqaLppwU",
+	"SuZJtZnx2QmmWnODz8JTddOF/3hJ4Kjw6TMQVn9LyQN/csvfObdsoawmzFFpwijGtgzhtnsHxpViKTKJ",
+	"ZNBllzoX5UakTV3NsvG+U3wQzJ31CbABMR4Arqhcsmkp+BXafkD5nSHCPMu0UySRZWTSlBV0DLAKwiQY",
+	"aIVMR+nMe7/rbglyKdSQJ10NUJSMXBb5euwjp5I6AQXSngmCQs4Vz5kRQiWos4GNLHEzcK0sAIRrwYtC",
+	"QOzUivUnKy6tVPPJIIHWMsdhqVBuCGpKgpeAsBa6UOobe3CnWWkz6Kl2D+MS0dedtvc6A+rX8c02JnuJ",
+	"OUAdHAszhMAI+oetTH5vbvDOHYjmYSialLEDQOYOXnCE16GTiqJ5CK+dyuSrzuYE/UKmlblmWp16NHTD",
+	"3FEhTHTkWhvFCaGrYaPzyTZmBHC99jl5DH2n0QP0+KV1nkMPxyZkEpWCxf1P6kIdnin8Wdu8bQvRBZBp",
+	"8wAhBD/F3zRXslF6cEVhcfxBjhpJnJ1nrQ0Z7Z6947BcwEN/npY/T8tDnpa30qmF7cvG7TqaEJurSNEC",
+	"D3ZYTC7vqMJONnyjc+FEsZU5AdcgRPzClbiUqrIhjgEcMQtdlR7OaawInx8aIlSzfsFLK3k+8G+710bu",
+	"DOL1PQHxbiLKUpfuj1JglMxLvSzc42fnb5h/lnK1zEqUcEVu4E1TcV+QdDHNIgRYBjgz9tXNDeu3ctyk",
+	"YU/ZkOEIjnxfg1McR84rlS4gVFWl8HDAaMKYUXSMYommlhV4rOZChfobbpMsYEBVmOmbMEJcA1whrDdv",
+	"wvUPbSd1DGrdlM/koarJ/gXwwUAFK7fKGLgfhgqSv4KE8VLwJYJ4kzjtpnQlCuu9ODXyFNYf9JFlpTVj",
+	"hVFNHtjNV9A6L/XSKTKVAfzZgiKZDFRoVpnjS7qB/zZWdR8TXyFywvqYl/JPk8t//mUyQPBhtQbFgeVa",
+	"zUXZBQn39s2jJg9cvn1zBwxcOAu/dvnzMBB/Sn1971xci7yxG0nzRPfblYKxlvhOpMQKA+q6OQoCLJc+",
+	"rbLIeQCUonf90KBmHGQIQXG4Wrscq4Z6ieCDjACDC9TfAV2tIavD31pj2aAVvxZ13qdTekEeAaUZIyX7",
+	"nqtCAIAoh6AZ59LYQVel/Y9+3o9IbtTHrroobjnN7wenExWsJi20csWKUs8hIenQO81TYQMypgt7hBb1",
+	"C+zbrj37A0s279XGFqNNh7K2gxEn7HXj3CZwaBM4sYTBnon9ieFQByrt093lN4BpyQBOTJnv1zyXGbd1",
+	"NuoGP6MYBbLwSwXPI1QZGNT4UmQDxNgBrkdlLink1S6gtgddtSOGebzuCuQ4nishCtNeSh+ZVuq8aRQY",
+	"K6iXQcObxGvRtg7GI2g3RBHnQPxfVrPZ4zz+XgpmPAxIF5i2PQJJ+2q+J+c94lP9OZgiW0fxTt0dOqpp",
+	"eouiz9zvj0vT1PoZlhm8Jar+NYn4d4X5/aUvJqCITYJPgr8U8ORbEuIsd7IuXFCYLZnLdH3vE1Lbgh/h",
+	"hLzTYIKDe9NrZTifgkNenBOzwBXEZlJJsxixv2mlIZYYSlzIGZtL9wHTGBuaA1yAeqVi5ubuYwimrD+P",
+	"4Z/HsO1yffB7p2H2feSLh4zG3SSPBuM/af5Pmm+A8EAV1627J5czwBIOpgxivliiHg0el2/fgy0OEgHT",
+	"vMpEdvBpWS00X8pOtfinhT5bvnlMlfgNlR/soiG0NP2aRrOfFpiFhiNBTIHM18XG0mIABxA3hrmmRFqV",
+	"boqO60wFL0XZO/nHz46pYDol8qOqzHsnvSNgNtTQlhHeRxednYM902fpN9DKtyIZQoFnN+pMTKv53BFW",
+	"u4UGaWw3gYnZPvSsAefRaMDPOAJiT4GCCckYzTq4sICNDBdfy+7259v/GwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
