@@ -114,7 +114,7 @@ type Service struct {
 	// roles (projects.go).
 	projects *bus.TypedMirror[*api.ProjectDoc]
 	members  *memberships
-	js            jetstream.JetStream
+	js       jetstream.JetStream
 
 	srv    *http.Server
 	ln     net.Listener
