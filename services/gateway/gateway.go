@@ -110,11 +110,12 @@ type Service struct {
 	// quotaDefaults holds the region's default quota (api.QuotaDefaultsKey).
 	quotaDefaults *bus.Mirror
 	idem          jetstream.KeyValue
+	js            jetstream.JetStream
+
 	// projects mirrors the registered projects; members indexes their
 	// roles (projects.go).
 	projects *bus.TypedMirror[*api.ProjectDoc]
 	members  *memberships
-	js       jetstream.JetStream
 
 	srv    *http.Server
 	ln     net.Listener
