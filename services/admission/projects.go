@@ -59,6 +59,16 @@ func (s *Service) CreateProject(ctx context.Context, req api.ProjectCreate, p Pr
 		return nil, err
 	}
 	if selfService {
+		// A project that tokens name and that holds workloads is
+		// someone's already: only a platform admin may register it.
+		n, err := s.countWorkloads(ctx, req.Name)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if n > 0 {
+			return nil, &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "AlreadyExists", Message: fmt.Sprintf("project %s is in use (it holds workloads); choose another name", req.Name),
+				Fields: api.FieldErrors{{Field: "name", Code: api.CodeDuplicate, Reason: "in use; only a platform admin may register it"}}}}
+		}
 		if err := s.countCreation(ctx, kv, p.Name, req.Name, req.MaxPerCreator); err != nil {
 			return nil, err
 		}

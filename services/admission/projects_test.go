@@ -88,6 +88,16 @@ func TestProjectsAndMembers(t *testing.T) {
 	t.Run("not while it holds workloads", func(t *testing.T) {
 		run(t, step{"", bus.ProjectDelete, api.ProjectRef{Project: "full"}, "root", "409", "", "NotEmpty"})
 	})
+	legacy := `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"legacy","name":"w"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`
+	if _, eb := call(t, b, bus.AdmissionSubmit, []byte(legacy), nil); eb != nil {
+		t.Fatalf("submit: %+v", eb)
+	}
+	t.Run("no self-service claim of a project in use", func(t *testing.T) {
+		run(t, step{"", bus.ProjectCreate, api.ProjectCreate{Name: "legacy", MaxPerCreator: 5}, "mallory", "409", "name", "AlreadyExists"})
+	})
+	t.Run("a platform admin registers a project in use", func(t *testing.T) {
+		run(t, step{"", bus.ProjectCreate, api.ProjectCreate{Name: "legacy", Owner: "alice"}, "root", "", "", ""})
+	})
 
 	kv, err := b.KV(context.Background(), bus.BucketProjects)
 	if err != nil {

@@ -244,6 +244,14 @@ func (s *Service) CreateProject(w http.ResponseWriter, r *http.Request) {
 				Fields: api.FieldErrors{{Field: "owner", Code: api.CodeForbidden, Reason: "only platform admins name another owner; leave it empty"}}}))
 			return
 		}
+		// A project only tokens name, which holds workloads or quota, is
+		// someone's already: only a platform admin may register it.
+		_, ledger := s.quota.Get(api.QuotaProjectKey(req.Name))
+		if ledger || slices.Contains(s.cache.Projects(), req.Name) {
+			writeErrorBody(w, r, http.StatusConflict, apiError(api.ErrorBody{Code: "AlreadyExists", Message: "project " + req.Name + " is in use (it holds workloads or quota); choose another name",
+				Fields: api.FieldErrors{{Field: "name", Code: api.CodeDuplicate, Reason: "in use; only a platform admin may register it"}}}))
+			return
+		}
 		req.MaxPerCreator = s.cfg.MaxProjectsPerUser
 	default:
 		writeError(w, r, http.StatusForbidden, "Forbidden", "only platform admins create projects in this region; ask one")

@@ -130,3 +130,24 @@ func TestCreateProjectIsForPlatformAdmins(t *testing.T) {
 		})
 	}
 }
+
+// TestSelfServiceDoesNotClaimAProjectInUse: a project only tokens name,
+// which holds quota (or workloads), is not for a self-service user to
+// take.
+func TestSelfServiceDoesNotClaimAProjectInUse(t *testing.T) {
+	a, err := auth.New(auth.Config{})
+	require.NoError(t, err)
+	g := newTestGateway(t, gateway.Config{Authenticator: a, SelfServiceProjects: true})
+	mallory, _ := a.Mint(auth.Identity{Subject: "mallory"})
+	kv, err := g.Bus.KV(context.Background(), bus.BucketQuota)
+	require.NoError(t, err)
+	ledger, _ := json.Marshal(api.Ledger{Project: "legacy"})
+	_, err = kv.Put(context.Background(), api.QuotaProjectKey("legacy"), ledger)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, body := g.do(c, "POST", "/v1/projects", mallory, []byte(`{"name":"legacy"}`))
+		assert.Equal(c, http.StatusConflict, resp.StatusCode, "%s", body)
+	}, 5*time.Second, 20*time.Millisecond)
+	resp, body := g.do(t, "POST", "/v1/projects", mallory, []byte(`{"name":"mine","owner":"alice"}`))
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a self-service project for another owner: %s", body)
+}
