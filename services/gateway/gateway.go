@@ -170,6 +170,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		js:     b.JS,
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
+		members:      newMemberships(),
 		ids:          newRequestIDs(),
 		proxies:      proxies,
 		origin:       origin,

@@ -71,9 +71,7 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		// The roles the projects' members give the caller (projects.go).
-		if s.members != nil {
-			id = s.members.withRoles(id)
-		}
+		id = s.members.withRoles(id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
 	})
 }

@@ -126,7 +126,6 @@ func (m *memberships) withRoles(id *auth.Identity) *auth.Identity {
 // for its first replay, so that no request is judged without the roles
 // stored before the gateway started.
 func (s *Service) startProjects(ctx, runCtx context.Context) error {
-	s.members = newMemberships()
 	var mu sync.Mutex // holds onChange until the mirror is assigned
 	mu.Lock()
 	var m *bus.TypedMirror[*api.ProjectDoc]
@@ -263,17 +262,17 @@ func (s *Service) CreateProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.waitProject(r.Context(), doc.Name, func(d *api.ProjectDoc) bool { return d != nil })
-	role := api.RoleViewer
+	// The request's identity predates the project: its owner's role
+	// comes from the stored document.
+	role := id.Roles[doc.Name]
 	if m, ok := doc.Member(api.MemberUser, id.Subject); ok {
-		role = m.Role
+		role = role.Max(auth.Role(m.Role))
 	}
-	if id.PlatformAdmin && role == api.RoleViewer {
-		role = callerRole(id, doc.Name)
-		if role == "" {
-			role = "platform-admin"
-		}
+	view := string(role)
+	if !role.Valid() {
+		view = callerRole(id, doc.Name)
 	}
-	writeJSON(w, http.StatusCreated, projectView(doc, role, true))
+	writeJSON(w, http.StatusCreated, projectView(doc, view, true))
 }
 
 // registered authorizes a request on a registered project and returns
