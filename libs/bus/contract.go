@@ -34,6 +34,25 @@ var (
 	AdmissionAutoscale = Call[api.Operation, *api.Workload]{Service: UserAdmission, Verb: "autoscale", Callers: []string{UserAutoscaler}}
 )
 
+// Admission's project endpoints: admission is the one writer of the
+// projects bucket. The gateway has checked the caller's right (platform
+// admin, self-service, the project's admin) before it calls; admission
+// keeps the invariants (a valid name, one project per name, the
+// self-service limit, no deletion while workloads remain, at least one
+// admin). The caller is HeaderPrincipal.
+var (
+	// ProjectCreate creates a project with its owner as its admin; the
+	// reply is the project as stored.
+	ProjectCreate = Call[api.ProjectCreate, *api.ProjectDoc]{Service: UserAdmission, Verb: "project-create", Callers: []string{UserGateway}}
+	// ProjectDelete deletes a project that holds no workloads.
+	ProjectDelete = Call[api.ProjectRef, api.Ack]{Service: UserAdmission, Verb: "project-delete", Callers: []string{UserGateway}}
+	// MemberSet adds a member or changes its role; the reply is the
+	// project as stored.
+	MemberSet = Call[api.MemberSet, *api.ProjectDoc]{Service: UserAdmission, Verb: "member-set", Callers: []string{UserGateway}}
+	// MemberRemove removes a member; the reply is the project as stored.
+	MemberRemove = Call[api.MemberRemove, *api.ProjectDoc]{Service: UserAdmission, Verb: "member-remove", Callers: []string{UserGateway}}
+)
+
 // The quota service's endpoints: reservations by the services that admit
 // and place workloads, limits and the ledger by the gateway.
 var (
@@ -73,6 +92,7 @@ var (
 func Contract() []Descriptor {
 	return []Descriptor{
 		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
+		ProjectCreate, ProjectDelete, MemberSet, MemberRemove,
 		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,

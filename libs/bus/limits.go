@@ -53,6 +53,7 @@ var DefaultMaxBytes = map[string]int64{
 	BucketQuota:        64 * mib,
 	BucketScalers:      64 * mib,
 	BucketRollouts:     64 * mib,
+	BucketProjects:     64 * mib,
 	BucketRemediation:  32 * mib,
 	BucketClusters:     16 * mib,
 	BucketLeases:       16 * mib,

@@ -92,6 +92,12 @@ const (
 	// exposes (key: the host; value: api.HostClaim), which keeps hosts
 	// unique in the region.
 	BucketHosts = "hosts"
+	// BucketProjects is written by admission: each project as a resource
+	// (api.ProjectDoc at api.ProjectKey: owner, labels, members and their
+	// roles) and the self-service projects each user made
+	// (api.ProjectCreationsKey). Every gateway replica watches it for
+	// roles.
+	BucketProjects = "projects"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -203,6 +209,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketUpgrade, 1),
 			bucket(BucketRollouts, 1),
 			bucket(BucketHosts, 1),
+			bucket(BucketProjects, 1),
 		},
 	}
 }

@@ -134,7 +134,8 @@ func Grants() map[string]Grant {
 			// writes their progress, p.*).
 			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
 			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
-			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations},
+			// Projects: every request's roles come from its memberships.
+			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations, BucketProjects},
 			Emits:   []string{AuditRoot + ".>"},
 			Follows: []string{StreamEvents},
 			// Only the gateway opens debug sessions.
@@ -143,7 +144,7 @@ func Grants() map[string]Grant {
 			Receives: []string{DebugSessionSubject("*", "down")},
 		},
 		UserAdmission: {
-			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketLeases, []string{"admission-repair"}}},
+			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair"}}},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

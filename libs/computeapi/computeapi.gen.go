@@ -522,6 +522,33 @@ type LogLine struct {
 	Time      time.Time `json:"time,omitempty,omitzero"`
 }
 
+// Member defines model for Member.
+type Member struct {
+	Added   time.Time `json:"added,omitempty,omitzero"`
+	AddedBy string    `json:"addedBy,omitempty,omitzero"`
+
+	// Kind user or group
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+}
+
+// MemberChange defines model for MemberChange.
+type MemberChange struct {
+	// Kind user (default) or group
+	Kind string `json:"kind,omitempty,omitzero"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+}
+
+// MemberList defines model for MemberList.
+type MemberList struct {
+	Items []Member `json:"items"`
+}
+
 // Metadata defines model for Metadata.
 type Metadata struct {
 	Created    time.Time         `json:"created,omitempty,omitzero"`
@@ -614,8 +641,40 @@ type Pool struct {
 
 // Project defines model for Project.
 type Project struct {
-	Name string `json:"name"`
+	Created     time.Time         `json:"created,omitempty,omitzero"`
+	CreatedBy   string            `json:"createdBy,omitempty,omitzero"`
+	Description string            `json:"description,omitempty,omitzero"`
+	DisplayName string            `json:"displayName,omitempty,omitzero"`
+	Labels      map[string]string `json:"labels,omitempty,omitzero"`
+
+	// Members The members (in getProject and createProject only).
+	Members []Member `json:"members,omitempty,omitzero"`
+	Name    string   `json:"name"`
+	Owner   string   `json:"owner,omitempty,omitzero"`
+
+	// Registered The project is a resource (created with `POST /v1/projects`), not only named by tokens.
+	Registered bool `json:"registered,omitempty,omitzero"`
+
+	// Role The caller's role in the project (platform-admin when it holds none but is a platform admin).
 	Role string `json:"role"`
+
+	// SelfService Created by its owner through self-service; counts towards the owner's limit.
+	SelfService bool `json:"selfService,omitempty,omitzero"`
+}
+
+// ProjectCreate defines model for ProjectCreate.
+type ProjectCreate struct {
+	Description string `json:"description,omitempty,omitzero"`
+	DisplayName string `json:"displayName,omitempty,omitzero"`
+
+	// Labels Labels such as cost-center and team (Kubernetes label syntax, at most 32).
+	Labels map[string]string `json:"labels,omitempty,omitzero"`
+
+	// Name A DNS label of at most 57 characters, not reserved for the platform (system, default, platform, public, kube, kube-*, atoll-*, openshift-*).
+	Name string `json:"name"`
+
+	// Owner The user accountable for the project and its first admin (default the caller; self-service users own what they create).
+	Owner string `json:"owner,omitempty,omitzero"`
 }
 
 // ProjectList defines model for ProjectList.
@@ -1264,6 +1323,9 @@ type IdempotencyKey = string
 // KindPath defines model for KindPath.
 type KindPath = string
 
+// MemberPath defines model for MemberPath.
+type MemberPath = string
+
 // NamePath defines model for NamePath.
 type NamePath = string
 
@@ -1299,6 +1361,12 @@ type Unavailable = Error
 
 // Unprocessable defines model for Unprocessable.
 type Unprocessable = Error
+
+// RemoveMemberParams defines parameters for RemoveMember.
+type RemoveMemberParams struct {
+	// Kind user (default) or group
+	Kind string `form:"kind,omitempty" json:"kind,omitempty,omitzero"`
+}
 
 // ListWorkloadsParams defines parameters for ListWorkloads.
 type ListWorkloadsParams struct {
@@ -1387,8 +1455,14 @@ type GetRemediationParams struct {
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
+// CreateProjectJSONRequestBody defines body for CreateProject for application/json ContentType.
+type CreateProjectJSONRequestBody = ProjectCreate
+
 // PushMetricJSONRequestBody defines body for PushMetric for application/json ContentType.
 type PushMetricJSONRequestBody = MetricSample
+
+// SetMemberJSONRequestBody defines body for SetMember for application/json ContentType.
+type SetMemberJSONRequestBody = MemberChange
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = QuotaLimit
@@ -1532,10 +1606,62 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
 	ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListProjects The projects the caller holds a role in
+	// ListProjects The projects the caller holds a role in (every project for platform admins)
+	//
+	// A role comes from the caller's token or JWT, or from a project's
+	// members (the caller's subject or one of its groups); the highest
+	// applies. Registered projects (created with `POST /v1/projects`)
+	// carry their owner, labels and description.
 	//
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjects(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateProjectWithBody Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	//
+	// Refused with 409 (code NotEmpty) while the project holds any
+	// workload. Its members go with it. Audited as `delete-project`.
+	//
+	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+	DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProject A registered project with its members (viewers and up)
+	//
+	// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+	GetProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PushMetricWithBody Push a sample of an App's custom metric (developers of the project)
 	//
@@ -1579,6 +1705,46 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListMembers A registered project's members and their roles (viewers and up)
+	//
+	// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+	ListMembers(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveMember Remove a member (the project's admins, platform admins)
+	//
+	// Removing the last admin is refused (409 LastAdmin). The member's
+	// role in the project ends at every gateway replica within a second
+	// (a role its token or JWT names stays). Audited as `remove-member`.
+	//
+	// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+	RemoveMember(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetMemberWithBody Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithBody(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetMember Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMember(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQuota A project's limits and usage per tier
 	//
@@ -2042,11 +2208,103 @@ func (c *Client) ListKinds(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
-// ListProjects The projects the caller holds a role in
+// ListProjects The projects the caller holds a role in (every project for platform admins)
+//
+// A role comes from the caller's token or JWT, or from a project's
+// members (the caller's subject or one of its groups); the highest
+// applies. Registered projects (created with `POST /v1/projects`)
+// carry their owner, labels and description.
 //
 // Corresponds with GET /v1/projects (the `ListProjects` operationId).
 func (c *Client) ListProjects(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListProjectsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProjectWithBody Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProjectWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *Client) CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateProjectRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+//
+// Refused with 409 (code NotEmpty) while the project holds any
+// workload. Its members go with it. Audited as `delete-project`.
+//
+// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProjectRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProject A registered project with its members (viewers and up)
+//
+// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+func (c *Client) GetProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProjectRequest(c.Server, project)
 	if err != nil {
 		return nil, err
 	}
@@ -2130,6 +2388,86 @@ func (c *Client) GetRollout(ctx context.Context, project ProjectPath, app string
 // Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 func (c *Client) OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateRolloutRequest(c.Server, project, app, action)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListMembers A registered project's members and their roles (viewers and up)
+//
+// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+func (c *Client) ListMembers(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMembersRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveMember Remove a member (the project's admins, platform admins)
+//
+// Removing the last admin is refused (409 LastAdmin). The member's
+// role in the project ends at every gateway replica within a second
+// (a role its token or JWT names stays). Audited as `remove-member`.
+//
+// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+func (c *Client) RemoveMember(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveMemberRequest(c.Server, project, member, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetMemberWithBody Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *Client) SetMemberWithBody(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetMemberRequestWithBody(c.Server, project, member, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetMember Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *Client) SetMember(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetMemberRequest(c.Server, project, member, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3066,6 +3404,114 @@ func NewListProjectsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCreateProjectRequest calls the generic CreateProject builder with application/json body
+func NewCreateProjectRequest(server string, body CreateProjectJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateProjectRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateProjectRequestWithBody constructs an http.Request for the CreateProject method, with any body, and a specified content type
+func NewCreateProjectRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteProjectRequest constructs an http.Request for the DeleteProject method
+func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetProjectRequest constructs an http.Request for the GetProject method
+func NewGetProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPushMetricRequest calls the generic PushMetric builder with application/json body
 func NewPushMetricRequest(server string, project ProjectPath, app string, metric string, body PushMetricJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3212,6 +3658,158 @@ func NewOperateRolloutRequest(server string, project ProjectPath, app string, ac
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListMembersRequest constructs an http.Request for the ListMembers method
+func NewListMembersRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveMemberRequest constructs an http.Request for the RemoveMember method
+func NewRemoveMemberRequest(server string, project ProjectPath, member MemberPath, params *RemoveMemberParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetMemberRequest calls the generic SetMember builder with application/json body
+func NewSetMemberRequest(server string, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetMemberRequestWithBody(server, project, member, "application/json", bodyReader)
+}
+
+// NewSetMemberRequestWithBody constructs an http.Request for the SetMember method, with any body, and a specified content type
+func NewSetMemberRequestWithBody(server string, project ProjectPath, member MemberPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "member", member, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4719,12 +5317,68 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/kinds (the `ListKinds` operationId).
 	ListKindsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKindsResponse, error)
 
-	// ListProjectsWithResponse The projects the caller holds a role in
+	// ListProjectsWithResponse The projects the caller holds a role in (every project for platform admins)
+	//
+	// A role comes from the caller's token or JWT, or from a project's
+	// members (the caller's subject or one of its groups); the highest
+	// applies. Registered projects (created with `POST /v1/projects`)
+	// carry their owner, labels and description.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/projects (the `ListProjects` operationId).
 	ListProjectsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListProjectsResponse, error)
+
+	// CreateProjectWithBodyWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// CreateProjectWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+	//
+	// The project starts with its owner as its one admin and with the
+	// region's default quota. A platform admin may name any owner (the
+	// caller when empty). When the gateway runs with
+	// `--self-service-projects`, any signed-in user may create projects,
+	// owned by that user, up to `--max-projects-per-user` (409
+	// ProjectLimitReached beyond). The name is checked as every project
+	// name is (a DNS label of at most 57 characters, not reserved for
+	// the platform): 422 naming the field. Audited as `create-project`
+	// (project `platform`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+	CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
+
+	// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+	//
+	// Refused with 409 (code NotEmpty) while the project holds any
+	// workload. Its members go with it. Audited as `delete-project`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
+
+	// GetProjectWithResponse A registered project with its members (viewers and up)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+	GetProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*GetProjectResponse, error)
 
 	// PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
 	//
@@ -4772,6 +5426,50 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRolloutWithResponse(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*OperateRolloutResponse, error)
+
+	// ListMembersWithResponse A registered project's members and their roles (viewers and up)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+	ListMembersWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListMembersResponse, error)
+
+	// RemoveMemberWithResponse Remove a member (the project's admins, platform admins)
+	//
+	// Removing the last admin is refused (409 LastAdmin). The member's
+	// role in the project ends at every gateway replica within a second
+	// (a role its token or JWT names stays). Audited as `remove-member`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+	RemoveMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*RemoveMemberResponse, error)
+
+	// SetMemberWithBodyWithResponse Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithBodyWithResponse(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetMemberResponse, error)
+
+	// SetMemberWithResponse Add a member or change its role (the project's admins, platform admins)
+	//
+	// The member is a user (a token's or JWT's subject) or a group (as
+	// the identity provider names it: the tokens file's `groups`, a JWT's
+	// `groups` claim). The change holds at every gateway replica within
+	// a second. Demoting the last admin is refused (409 LastAdmin).
+	// Audited as `set-member`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+	SetMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetMemberResponse, error)
 
 	// GetQuotaWithResponse A project's limits and usage per tier
 	//
@@ -5597,6 +6295,227 @@ func (r ListProjectsResponse) ContentType() string {
 	return ""
 }
 
+// CreateProjectResponse503Headers the declared response headers of an HTTP 503 response for CreateProject
+type CreateProjectResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Project
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateProjectResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateProjectResponse) GetJSON201() *Project {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateProjectResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateProjectResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateProjectResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateProjectResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateProjectResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteProjectResponse503Headers the declared response headers of an HTTP 503 response for DeleteProject
+type DeleteProjectResponse503Headers struct {
+	RetryAfter int
+}
+
+type DeleteProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteProjectResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteProjectResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteProjectResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteProjectResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteProjectResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetProjectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Project
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProjectResponse) GetJSON200() *Project {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetProjectResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetProjectResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProjectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProjectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProjectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProjectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PushMetricResponse429Headers the declared response headers of an HTTP 429 response for PushMetric
 type PushMetricResponse429Headers struct {
 	RetryAfter int
@@ -5875,6 +6794,241 @@ func (r OperateRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OperateRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListMembersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListMembersResponse) GetJSON200() *MemberList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListMembersResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListMembersResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListMembersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListMembersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListMembersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListMembersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveMemberResponse503Headers the declared response headers of an HTTP 503 response for RemoveMember
+type RemoveMemberResponse503Headers struct {
+	RetryAfter int
+}
+
+type RemoveMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RemoveMemberResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RemoveMemberResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RemoveMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetMemberResponse503Headers the declared response headers of an HTTP 503 response for SetMember
+type SetMemberResponse503Headers struct {
+	RetryAfter int
+}
+
+type SetMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Member
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetMemberResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetMemberResponse) GetJSON200() *Member {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SetMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetMemberResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetMemberResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetMemberResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8184,7 +9338,12 @@ func (c *ClientWithResponses) ListKindsWithResponse(ctx context.Context, reqEdit
 	return ParseListKindsResponse(rsp)
 }
 
-// ListProjectsWithResponse The projects the caller holds a role in
+// ListProjectsWithResponse The projects the caller holds a role in (every project for platform admins)
+//
+// A role comes from the caller's token or JWT, or from a project's
+// members (the caller's subject or one of its groups); the highest
+// applies. Registered projects (created with `POST /v1/projects`)
+// carry their owner, labels and description.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8195,6 +9354,81 @@ func (c *ClientWithResponses) ListProjectsWithResponse(ctx context.Context, reqE
 		return nil, err
 	}
 	return ParseListProjectsResponse(rsp)
+}
+
+// CreateProjectWithBodyWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProjectWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// CreateProjectWithResponse Create a project (platform admins; any signed-in user when the region allows self-service)
+//
+// The project starts with its owner as its one admin and with the
+// region's default quota. A platform admin may name any owner (the
+// caller when empty). When the gateway runs with
+// `--self-service-projects`, any signed-in user may create projects,
+// owned by that user, up to `--max-projects-per-user` (409
+// ProjectLimitReached beyond). The name is checked as every project
+// name is (a DNS label of at most 57 characters, not reserved for
+// the platform): 422 naming the field. Audited as `create-project`
+// (project `platform`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `CreateProject` operationId).
+func (c *ClientWithResponses) CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error) {
+	rsp, err := c.CreateProject(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateProjectResponse(rsp)
+}
+
+// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+//
+// Refused with 409 (code NotEmpty) while the project holds any
+// workload. Its members go with it. Audited as `delete-project`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
+func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
+	rsp, err := c.DeleteProject(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteProjectResponse(rsp)
+}
+
+// GetProjectWithResponse A registered project with its members (viewers and up)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project} (the `GetProject` operationId).
+func (c *ClientWithResponses) GetProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*GetProjectResponse, error) {
+	rsp, err := c.GetProject(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProjectResponse(rsp)
 }
 
 // PushMetricWithBodyWithResponse Push a sample of an App's custom metric (developers of the project)
@@ -8266,6 +9500,74 @@ func (c *ClientWithResponses) OperateRolloutWithResponse(ctx context.Context, pr
 		return nil, err
 	}
 	return ParseOperateRolloutResponse(rsp)
+}
+
+// ListMembersWithResponse A registered project's members and their roles (viewers and up)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/members (the `ListMembers` operationId).
+func (c *ClientWithResponses) ListMembersWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListMembersResponse, error) {
+	rsp, err := c.ListMembers(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListMembersResponse(rsp)
+}
+
+// RemoveMemberWithResponse Remove a member (the project's admins, platform admins)
+//
+// Removing the last admin is refused (409 LastAdmin). The member's
+// role in the project ends at every gateway replica within a second
+// (a role its token or JWT names stays). Audited as `remove-member`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project}/members/{member} (the `RemoveMember` operationId).
+func (c *ClientWithResponses) RemoveMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, params *RemoveMemberParams, reqEditors ...RequestEditorFn) (*RemoveMemberResponse, error) {
+	rsp, err := c.RemoveMember(ctx, project, member, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveMemberResponse(rsp)
+}
+
+// SetMemberWithBodyWithResponse Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *ClientWithResponses) SetMemberWithBodyWithResponse(ctx context.Context, project ProjectPath, member MemberPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetMemberResponse, error) {
+	rsp, err := c.SetMemberWithBody(ctx, project, member, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetMemberResponse(rsp)
+}
+
+// SetMemberWithResponse Add a member or change its role (the project's admins, platform admins)
+//
+// The member is a user (a token's or JWT's subject) or a group (as
+// the identity provider names it: the tokens file's `groups`, a JWT's
+// `groups` claim). The change holds at every gateway replica within
+// a second. Demoting the last admin is refused (409 LastAdmin).
+// Audited as `set-member`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/projects/{project}/members/{member} (the `SetMember` operationId).
+func (c *ClientWithResponses) SetMemberWithResponse(ctx context.Context, project ProjectPath, member MemberPath, body SetMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetMemberResponse, error) {
+	rsp, err := c.SetMember(ctx, project, member, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetMemberResponse(rsp)
 }
 
 // GetQuotaWithResponse A project's limits and usage per tier
@@ -9253,6 +10555,197 @@ func ParseListProjectsResponse(rsp *http.Response) (*ListProjectsResponse, error
 	return response, nil
 }
 
+// ParseCreateProjectResponse parses an HTTP response from a CreateProjectWithResponse call
+func ParseCreateProjectResponse(rsp *http.Response) (*CreateProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateProjectResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteProjectResponse parses an HTTP response from a DeleteProjectWithResponse call
+func ParseDeleteProjectResponse(rsp *http.Response) (*DeleteProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteProjectResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProjectResponse parses an HTTP response from a GetProjectWithResponse call
+func ParseGetProjectResponse(rsp *http.Response) (*GetProjectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProjectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePushMetricResponse parses an HTTP response from a PushMetricWithResponse call
 func ParsePushMetricResponse(rsp *http.Response) (*PushMetricResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9509,6 +11002,211 @@ func ParseOperateRolloutResponse(rsp *http.Response) (*OperateRolloutResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers OperateRolloutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListMembersResponse parses an HTTP response from a ListMembersWithResponse call
+func ParseListMembersResponse(rsp *http.Response) (*ListMembersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListMembersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRemoveMemberResponse parses an HTTP response from a RemoveMemberWithResponse call
+func ParseRemoveMemberResponse(rsp *http.Response) (*RemoveMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RemoveMemberResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetMemberResponse parses an HTTP response from a SetMemberWithResponse call
+func ParseSetMemberResponse(rsp *http.Response) (*SetMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Member
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetMemberResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11565,9 +13263,18 @@ type ServerInterface interface {
 	// ListKinds The kinds of workload the region knows and what applies to each
 	// (GET /v1/kinds)
 	ListKinds(w http.ResponseWriter, r *http.Request)
-	// ListProjects The projects the caller holds a role in
+	// ListProjects The projects the caller holds a role in (every project for platform admins)
 	// (GET /v1/projects)
 	ListProjects(w http.ResponseWriter, r *http.Request)
+	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+	// (POST /v1/projects)
+	CreateProject(w http.ResponseWriter, r *http.Request)
+	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// (DELETE /v1/projects/{project})
+	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// GetProject A registered project with its members (viewers and up)
+	// (GET /v1/projects/{project})
+	GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
 	// PushMetric Push a sample of an App's custom metric (developers of the project)
 	// (POST /v1/projects/{project}/apps/{app}/metrics/{metric})
 	PushMetric(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, metric string)
@@ -11577,6 +13284,15 @@ type ServerInterface interface {
 	// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 	// (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 	OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string)
+	// ListMembers A registered project's members and their roles (viewers and up)
+	// (GET /v1/projects/{project}/members)
+	ListMembers(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// RemoveMember Remove a member (the project's admins, platform admins)
+	// (DELETE /v1/projects/{project}/members/{member})
+	RemoveMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath, params RemoveMemberParams)
+	// SetMember Add a member or change its role (the project's admins, platform admins)
+	// (PUT /v1/projects/{project}/members/{member})
+	SetMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath)
 	// GetQuota A project's limits and usage per tier
 	// (GET /v1/projects/{project}/quota)
 	GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -11691,9 +13407,27 @@ func (_ Unimplemented) ListKinds(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ListProjects The projects the caller holds a role in
+// ListProjects The projects the caller holds a role in (every project for platform admins)
 // (GET /v1/projects)
 func (_ Unimplemented) ListProjects(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
+// (POST /v1/projects)
+func (_ Unimplemented) CreateProject(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// (DELETE /v1/projects/{project})
+func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetProject A registered project with its members (viewers and up)
+// (GET /v1/projects/{project})
+func (_ Unimplemented) GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -11712,6 +13446,24 @@ func (_ Unimplemented) GetRollout(w http.ResponseWriter, r *http.Request, projec
 // OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 // (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 func (_ Unimplemented) OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListMembers A registered project's members and their roles (viewers and up)
+// (GET /v1/projects/{project}/members)
+func (_ Unimplemented) ListMembers(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RemoveMember Remove a member (the project's admins, platform admins)
+// (DELETE /v1/projects/{project}/members/{member})
+func (_ Unimplemented) RemoveMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath, params RemoveMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetMember Add a member or change its role (the project's admins, platform admins)
+// (PUT /v1/projects/{project}/members/{member})
+func (_ Unimplemented) SetMember(w http.ResponseWriter, r *http.Request, project ProjectPath, member MemberPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -12009,6 +13761,72 @@ func (siw *ServerInterfaceWrapper) ListProjects(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// CreateProject operation middleware
+func (siw *ServerInterfaceWrapper) CreateProject(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateProject(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteProject operation middleware
+func (siw *ServerInterfaceWrapper) DeleteProject(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteProject(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetProject operation middleware
+func (siw *ServerInterfaceWrapper) GetProject(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetProject(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PushMetric operation middleware
 func (siw *ServerInterfaceWrapper) PushMetric(w http.ResponseWriter, r *http.Request) {
 
@@ -12123,6 +13941,118 @@ func (siw *ServerInterfaceWrapper) OperateRollout(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.OperateRollout(w, r, project, app, action)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListMembers operation middleware
+func (siw *ServerInterfaceWrapper) ListMembers(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListMembers(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RemoveMember operation middleware
+func (siw *ServerInterfaceWrapper) RemoveMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemoveMemberParams
+
+	// ------------- Optional query parameter "kind" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "kind", r.URL.Query(), &params.Kind, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RemoveMember(w, r, project, member, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetMember operation middleware
+func (siw *ServerInterfaceWrapper) SetMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "member" -------------
+	var member MemberPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "member", chi.URLParam(r, "member"), &member, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "member", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetMember(w, r, project, member)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -13411,6 +15341,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects", wrapper.ListProjects)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects", wrapper.CreateProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}", wrapper.DeleteProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}", wrapper.GetProject)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/members", wrapper.ListMembers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.RemoveMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.SetMember)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/projects/{project}/workloads", wrapper.ListWorkloads)
 	})
 	r.Group(func(r chi.Router) {
@@ -13515,287 +15463,311 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L19cxs3sjf6VVC8p8rk3iElJ87WWalOPaX4JevEsflI9knVWfpZgjMgidUQmAwwohhfffdb6G5gZkgM",
-	"RdqWk83jf2yKnMFro9Gvv/7QS/Wq0Eooa3pnH3oFL/lKWFHCX0/zylhRjrlduj+l6p31CvdH0lN8JXpn",
-	"vRSf6CW9UvxayVJkvTNbViLpmXQpVty9ZjeFe9TYUqpF7+4u6b3MxKrQVqh085PYuGcyYdJSFlZq18cF",
-	"S3MplB2mS22EYtdiw/rcspU2lj3+5j9ZuuQlT90wB+eMs1LYcsPW0i6ZXQpm+ErAO1xlbKazjXugKpWB",
-	"X+eyNJbpyqZ6JUa9BKe1FDyDedDEGkMcujE2J7Tit6+EWrhFefzNfyaRCf4kVeZXrT21t0vBrqXKEiYV",
-	"42rDUm4E618URcJ4UQzOmVaC6Tmb/vD8LTu5eXzinjbTMND2+rsfj1z813wl9uwo/Hdci+NS/0ukdk+j",
-	"BT6xt92CWytK9+7/+Qcf/nY6/Nv7/j+G9OnDafLXx3f++8H/+o9ebNnfFYuSZ6J75UttufuTFTlXjwxz",
-	"w+tY2aPX4c49bAqtjIDD8z3PLsWvlTDW/ZVqZYWCj7wocpnCOE7+ZdzYPjSa/Y9SzHtnvf/npD6YJ/ir",
-	"OXlelrrEriJzw86YNGzF87kuVyJjfbNRlt8mrFLXSq8Vm0uRZyZh61KrBXNzMAmb8YzVJ39wzsSNKDf4",
-	"LCtKPcvFyrWbS2NF1rtLek+1mucy/UJT0zNHPUzcSmMN43kpeLZh/Qv88By+HiRwunUhStziTAvDlLbu",
-	"WOUbZjWT1sDZY7pkxnIrWP+dMlVR6NKKLGF+UoPEPeFa+7XS1rGXeWUEco90ydVCsP7/dr88v02FyNyr",
-	"gffMSn0tFEt5gYzJ6KpMhfu7EBnjlp0mzFTpknHDfhi/M4wzOhxszXG8i5IrGI801HXGjMYupjCiUS5X",
-	"0k7Z6cDtxQtdzmSWCfVlNiPleS5KtuIbGG2mmV1KE5asyLl1xPfIsELnMt20li/TabUSyrJ+qjPBwtBh",
-	"Iq+1faErlT38PF5r3AQirL4uYS430shZLhyt2DBTGNpbrV/xciG+7FGGu8udO9e1W16uYGALbsWabxhP",
-	"U1FYQwP8masNcRzzJUnhkWGlO0xAlEAH7qCpajUTpbvJdCEUM7YUfGWAqE0hlD2nW5vPrSjZ9NL9Mbxw",
-	"f0yZEalWmekldC3DdBpPtIdPjFgqKxYCxuquAsUru9Sl/E18GXq64bnMWFqKTCgreQ678k7xGy5zPsu/",
-	"AOVcsFIsHOczoryRqWCZzJABKrMWpRM4rFyJc/fdUqqF2wq8FKxmS37jmVv24FtTlDoVxnyZZXnbZDvS",
-	"sLXI8yFdj7PKMqlg65LopYc3HnGrl/ikk9GI1xHn9jfSUucZ8jmQVNe6vM41zwyTFvglNkNH9Rf/a+K5",
-	"ur8tpvWbyRbHR7ZUDEbsNW2iuzXWpbRWKJCBaD0a4jsIV6W7GK0UxBnKTCs8GLRFM61zwZUj2qXguV1u",
-	"4j/mfCZyaIRnmXRLzPNxq/EtuSjIachrsQ1jrwTeV24juO2d9TJuxdDR565kl/RWjlqQ++78hvJa5IdC",
-	"6/0j3UdOY63z6OCrwo00O3zsv2kl4nJzLVv+w4ub8HC9BUm9Ve8jY6ENfiVRxmxvsrRi1f6wb76eVuop",
-	"87Lkm51xYmPRwWiFy7w7lH3bVwpO53znJyejVSZOh/jNfasKv4aGOkZtS53vqgu/LLmtpUmDDNII69SF",
-	"7dOkLJdKlJfCWF7avTR3GM3sDLPgTgyML0WJ3Yrswh7eQ6nzXFc2ria5A8roiYZE3eeKXRTFI8McmQ5n",
-	"m6H73z842F0ZfsSAdOGeFapauY2jNocw714Y7rAUplo1v6hUphsb2zj9nSsWW19jtRPQD338qa68waQ1",
-	"4UwYJL3GrKWy335TzzjchUlvzmV+8MNwwxz6bKWUW4bDnjZVimrMQc9Hl6PU6kc9u6wiZz+tL6GdPTpq",
-	"ATr5PJlymuRzkVp548jkKswt6b3A3mLE4rhgVuUieyuxocNo9uiVi3D82oLm5/G+e4WvAkfcFv3ogUeG",
-	"+bmA9auslAFTEwgO2JXTIyzJKjLCzzgu3k4nl5Uyrqmi1ItSGOPePGDfGgSwy2lWArSEyMjcgGlSTOn1",
-	"KLb+IEjQdI/bOXjT7Z4x8yo/7l23pvHZ/Khn7YGveCZwUk4l8rO8FqIwrL+Uxupyg3qTGSRM55nT+sBA",
-	"CVapgy7u+uzt3N2OQp2ylXVytiZB0r7HyO8ZFyuturheWpUlye8H0MNxPPIYthcTzQ48jH5QSZiM77pu",
-	"tnthuo8l/v7I0IcrYVnqVlGUJmGmWjklRN+IskkfBk5uUR+L3SM6E0uJdpJ2h099C+ulNqLRqTRkrFGC",
-	"9XNuHZ0thPI3u545nVEEJajQGaNpIxtxSzFo0WSXzBJIz8/mYyXwFs3Fbp3/m8mO9NmfheUZt3z3TH4O",
-	"Pa1bsyJz/g79vSmwp3O2qoxl4teK56gpc7t8ZLzCPIpa73cux9jMn6us0FLZ4wQNWcRVR511qY5Zl7KS",
-	"beK8v9DZIwMHRSphzBnTKt/gwWGCBu1+T4W8EcyWfD6Xab0ODXn+MIWRNMVafHBjhpn6Ye5bvggX51nm",
-	"bvX47FDsd7viJABkErG7uwQZwZ4zsSosuuScDuFezFihnXIUuVFFc1Ttzq/ANs9mG9A5ktAbsEidHXxN",
-	"BrqJcCoc16Ga8hVa18a6tPdqy35NfR/NqUa3B4xYEXtNFpHHXnrDFdo6hbIy5eA4CGb1hHmbesJa3pKE",
-	"bTkwdo1Sl9yKV040cT+PRlEBDL1JBy/dC/c4Gep2t2GflQCMYEClef5m3jv7x/6OYHKXwi2rW6u79zGj",
-	"ILlqyGw912V7TYDEtpfFrcLtcKGHboRDcy2LoSaeN4R9dQxoznMjiBKEsS+z+08z7HC9BFHauBExtif8",
-	"1+0J8mwlLWxd0G0Sx34LvkAaIR0RvFGeCFAfS1gmcgEPoRLduf21BLF9+f31SfSqlBGZZawN3E9eS0Ej",
-	"9iPDYGbkODhnlRGMG/aKGzuEpRi+fLatgXT0ek2y0mcyK9aX3+4VeoQisW1Yy3pJw09Ojn1SEnGTWwtO",
-	"nXVSyucwCiLJfbxJ8PltoY3olI4VE/BARtfLUhuLjJ3bZQKfnFj8UoG6KYzbf7ujNBpQGN0Pq4guiwxY",
-	"dFxr7kwPZzznKnV3in+4qS2bR0ziAFiKtsLc9TmXeS4yJlXSlNT9vVcpK3OI5Mi0MAdfUjTTC7o1IjzS",
-	"LVFcwvGLtDvRv+s1W3G16Vw3Wn7qHTihXUrcj1H0RBUUYbGfpGGwiY+rqEcYI5XG1dB5/cWvnwhH4XbJ",
-	"9JyifUSeJSyX14KZQqQjK1aFU4BGwWxr/nH6fiRXjhEkR9intyaLY0k8J6fXYlN9CR5Cu9mdqPedX2Qr",
-	"qTqMvToXe8V6bwK7kWINcmEmbkTunuglcCuoqAVsy9SjcwF0vSuwN2ym1ayDEW4tjX8w2Zqgn010kdpH",
-	"4Shp39FdJ/vuUAUOE7praRuejw38J6myl2quI8qREhR+Mg8OPmByayc5g+fTsR4dN8q5FXuj8k2s3XwT",
-	"wi4YPGjA3ZiWglvBpGV9TraAwSiqcoBA/7TLUPcS7AdFzlPgeHvE/4ID+3Rcey5zYDL3de03Kh4mx2rv",
-	"puvZ+3ENRcxdpTwXJcgng1Hcq9DB+RueHeuXn4KEWF/PUfJJGPobEmasLty/vLTwZevDMLASJ21xMr2C",
-	"LON9KEqYI80nxd7wwUeGGbFAl7aqqend5SszUf3pyc3jEzq65uQDfbo7CW7lkw+u+buTD27176aDMwzZ",
-	"QPVuonK9djsLkYkhRlEaijcR2WA0UbHVRhKJj9qLoSUSEvjEpdq5k/qcNtWbrLDNDuIpdGai9Ap6qPvV",
-	"HTY3N71WbpJsyQ3L9cIkTNyKlIxbEHOAhrnmCJYQkKVEtPO4NZ/uOlqIpHFstw4ZjR0ptIuPfA4ZLvCj",
-	"jxfjfqpmokP72MeG90nXetYpQ+9xCNuj7PTdLuKdGb7iM5GPuU2Xu1MsxUqjO+Tww2uE/RTTW3SIevFK",
-	"4h11+BYExhT9NZfqOPPXJ6g323aqemQ0jhjhdZs38Wo7IgrjaFX1SxlQd36rZHzxjww82Vr/WrMkTtVS",
-	"JV2fHRtQytRNWxueR2yGC3FFAWFRtcMrGIavilywNTdNjT3T1SxvDB1DBpF1uH7j7MGNub0Inc0QZzeH",
-	"OsItty03sr7uJb21tEuphlbnonR6Ys/7rYdOf6r/mvM8n/H0OipeW14uhD1w2Dc8r8RBz25tMi2bn0lj",
-	"Abo39wq2Zndr/VnfjopxghjGKq8EN1UpMtbPxJxXuT1ja/cz2bizQWuv9x3OPRNeSSVXbjdO75s8NhKb",
-	"6FhnTz27qY0RW5fq6mhDUHAGdIbkgPPqWOLbcbqjme4XLq1UC6ZL9laUK6nQjBcCz/HaZHLOuNqM9t2H",
-	"nrqbLFgq6XiDkZlIeRkh4bi4Q/FVXnluTXufG2Kss26f6Rg8KbV6DkLajc5BEOeoXWwpH6UA+zoagRgE",
-	"ojKuJkqqIYhiDEZILk207vjmHxk2hV+nFP5qguFp2pzPdKIWWhhWFUyrFBu5rmYiFyhUhigscH9AKoJd",
-	"utFfC1G4v2VpUGzuvL7vDY9Ar+5YZ2ifkSa6z/XKxXwG0jaWNmG04wayJxRbcakavx9suYocsYhYVMkO",
-	"5SCXN4L2/d3LZ6x/LQrLeFpqY1jYQ9w9E1f0kD4OGOZ/w4N+jB1SSgfNtt6NToRoN+dy5bSbhld/xF5w",
-	"mYOvP2SmOMGSOQHnjHHY1lKQYANqGFdAQmH7F8Iaxtm8FGaZkKURu3KPCdY3QjDvqvAu4kGU6HjBUzJB",
-	"7dKPazIutiy56VDW4aVHhsEjZ2wsVAZs63tdYcLNq7YxcXvnXse57M7+uKH5gcR3ScfklDzXKbc+4Hwf",
-	"iVxSEDYQ8KKo3sa1CHQem1iQOzG+1/t+B8cQCnMHD8bKqBwfEzzHtXzZXojuy0znh0cpw8Pvu/v9HHqr",
-	"n8LHq63/2/sMt4KR+W1w53Vw3XbwfjPSf8Uxyh/TNFe6FM0sLbiMn3zzTdRteIDOsd+1RAz9oNV7K0WJ",
-	"84+w4fX+6cdnjlF5fT0n858bz+CgeXVqIjilzq0D53O3AgZe1t0cGNeoY8G8QE+G2ydvxWYXdUYehiRI",
-	"00jNQ0Pgyt32rH/q3p5JiJEctHL5cjGH/GE213mu16bttSRZmLwoAsYzYm+BQYNJi1UqR7c6A5HVtd22",
-	"3jIDjF75sWynf2FfuzbiRVGZqHYbEaL97hzhzl6JlS4332+seNBeZJ7Lp+N3D9iFtxo+UPPG6pIvxMMu",
-	"1F3XqamjHnZjwvyBimXyFefs1Kl0ytMzUTuZYd0NusZjwvP8M/Cz1h14QFt+QLvjT4uK9YFsUl0KM0gY",
-	"Uirrz9wWDBKmbmQm+SjVq5NFUSVgGAabvtun+jFdNnhfn1KtmFZ1ju4jUz8xiOpYssPW5pMRPo1b9hrr",
-	"kNB+UtvNFY2x1D10sTdEH9w4xxlqO01/1Nhe7+ilWIlMgmHq+1Lw61j+GhFjXLhKtc6lWrxTVuaH2wcz",
-	"7VSfXeIqtM5PJtXp6bep+wif6jA0+oX+wh8dGf2mlaDf3Ef8Ie6fEh2OXvfLcSk9Vlu00UVCVNVuUl9n",
-	"TCquRPMl33YSVp5Gfs8GdiYgznBnD5dnIlTRHXLc4RTOsy41u6xbD94g97xUi2YoyCPDcsGNiOciuF8+",
-	"akKv3Jux6QQN49gWneoR9yl6NrRt1dswJdaMp+gR5aWg0C/Wp5xiHdTQgVc9wdgHLjp4dNQRPZEuvdrV",
-	"7vSFu8fOmgE9F+OXkLvcVJExdxmDgZSmEbpLyfJroeJewc/ipqhHfg+RPyuJcWyReK7Ta1zssH2HZ0UW",
-	"2Wx3xZzIagqeihPw1FKEy1hnz6QpK3jq+ypbCJJkYQQkxIPPpcvPcyBVjXW2ez3p+G2zTXniRqZ2azWO",
-	"6Xa3xbkmYSASUiBu7ZibI/ItMW4hzjvJrHcEQe2jlvuiOI/yohrxa3zMn3ACXJvUgI87vOcAIP/andJt",
-	"Ictjkl47o/H1Wn2iCKIwKAsbSsLQ7pnYaxrQ4dJS5nnBgbSNvMNRc86LglI2Ixn5mCn2MaenI4RzX+5D",
-	"3Mj3d5QFEvbOiwUJe0rJ6QmDiYDB71IUOU/h42g0Yn0IbpKGzYS7Td3jUcEZer2SKj3CwV+QrS9CFmAx",
-	"PmKZLukNd6jkQvE8LigEkYilPtudGSFUwsRoMWKXgmeb/4KLLTbeTs+ub/XI+a/RJdRxnxM+xJIXhVDu",
-	"Ml2jTpNV6PZNGAcgmbg9/dh4ODph3YbZJkeHpO59B+s+T4iPs/VGlvVS5027yB5GsbNSCTNLvQ7h54gV",
-	"MDqasY/xLj3Q3Bqu8iNCACK2WGwi6U6XipD4rjZlrVvN+E2StekgErgXCW4QN114Dp/xJu305B5lZo5o",
-	"Kx9vca7N9btuzRVGl+l5MK0Y1peKcQQZS8Biec6C2XHweex7n2a3+wR73Efa2SL2sy2HuLdyePvNGTNp",
-	"yW26ZH1gCs9kOWBG/kaAVCZBfy1EM+ss8cm1RhorlCXHMvqv4nb6faON0mgNrbF10GZcBdydHbs1RIhA",
-	"xKjI2Iyn16zvFKBS2FKKjFIKwKJMEezeXz24BzFn926QGNCLGp4um5123s3NyIGnelXkAiJMxgQG4B5N",
-	"emNOtqhLaPH7rnAYY+M64d+5CZH7YZrob0CoEa7YTMx1KRpgfL298TYHdOCmD6EVVZ246HTbtJ7mp0Zj",
-	"4YV6OFv6H62Ep6P7+BFuj+8hypcI9rLTHnM/htJhzJT62QJPig/bR8xCD/tGPc65ip2YFpgn6+dyZk54",
-	"IUf+vatCpOdB3EGrxg86fMFwlibAMU56356aSS/CeEnqQOW6w2deJ7tvp1JYcugzXWZOdKlBaCVlGnHF",
-	"y83BsRbbuxkR7kEPeSZ41hniCU+MAaBxd8zmWhaQEZmCNdOD8BwZGvVWrgTxwSj8ELCbnb4rhZBXDDAZ",
-	"VRx3RfPruJM0HPtINnz0jRB6tl/YwgaSPUFma6kyvT7+rPwC7917WmhmDUrbe2SiURArfntVlbFL4QKD",
-	"392ac3c5pkJZvhAJK3WlMnf7FNFLht9uIRwe2WzmBO9ZZZlyTJ7NRK7XrGPT1UERIt2ScHu9d6Gb+MYc",
-	"F+QtOrJKQcztjJ/+n4MUK2wD+4jN5urVy7/XRoEtAVhZUd7wvDMyF5z8MsMkOcHTJQPnIgPPM7zD+n89",
-	"HcRT/1ZSVbYzn5Iby5a6KttgNsjz4EfqiRgfgl4wbDNhxso8h9RKqRYH88OrVy9/hgbul9y3VqaeTcca",
-	"U7u7tq2y1GV0DbQRZLP28SCcfXd7e6DDNOeVSpc/89t9eydLlmsn+FmGzzMnxah0c874zLj19LAL+LNo",
-	"i7Xdccf4+Pi703t6B41JbXXO+sJYuYK7bl7qFeT2KsRCZbMqvRZOFPcg7mD157dOrh58pmH/7bt7hv23",
-	"7+zScyGZiwdZvNjB8FFADcAdSjoDH4PIfC6+N0EgUR5IMmUD8XcLDEivisoKcKv4p2ra/Ji+AmeL2Geg",
-	"nUcGc+RGB4Z+d3C9MKfEn7TG+kaPaspz0UBb387g2ZMGcI921xze3mh6zBl7JlJp4k72B0QryoTlMmKy",
-	"vMhW0hiMS4IYNZ5jlMNyA5svnDiDwvCaG+bEvkJEPUXzXGNm9iGwhu5ZD8sWvQfbyTi7xIRr+cg0Iapo",
-	"rDC8Qzgphlh14HouBSWm+C0lhZsjkjUClycUKK5zJ6YkjsTd4q34bVTjjsAQkvwKOaEYoTEn/dgvdRS5",
-	"ktJtDpclt9J0IrJKydcd55bfen049BvSV2EnMcdAKpi/+2XFbw9D/jsKsnIvDOxM5h7I+4C2PsH7RQ/V",
-	"aFw1QheNcD9OI1Jup2iWEXs4Am2ozVbuk3DqDqKja0AX7VqnimJcaqvTDqfKHhtBeShbKxod+EPy9um4",
-	"l/TePXP/Xj19Oz44+QT6bbQZm3EdB7vroNdl6aOIDkMVakRj7wAKjUshVoWF8gFa5ZszzOpvRNA+MsyD",
-	"8rDm03XI2VLnWcJ4nmPSMtNQRwIC9euEEggohUCUG8FklgvWN0teAryWzg3aNy8F4vnhd2wN0afN6gwY",
-	"z4dQXah7QfGKqjSWzar5XJSDkR+lE2TDGMnnxKx2UgvjCy5VI8WFwVhGeClBIGwHWpqPKoYUa7TUNlK1",
-	"awwSN9szMgGmvPCaw3a4bTwQJAQ8fvr+UpAkAKCiYaTfCND1EcHSsNMzsuBnQg3OwYThvg5BvyPkdmBv",
-	"jmvNgE1FxFkTgA95oZvKLVS9K4XfqQFaLsP+65K9Uc/ECmAmdHnNlBAB9jUWOXNP+OKBy7fDVSnPtxGv",
-	"GD2t5EW+5Oo6YqS812N9OI4fdXDQxVSDeh8L7wjd7HOK+gl3J8P5JxDbd8HVIoFDAiJyRclqfow1ZpLb",
-	"a8cmZhvmBhGD5g5Ov13qc908IsQPhNswms15eY7WAmkYh3ixH/XsoUCAAcDB0lhqq7zT2yD9VFrTCQl8",
-	"iWsT9334NkHiBZMEHisn40VbVOLWXnSt1i8wItqMjBJgqdrDTHjMFOCSo4PTYfGto9Dcubo+Ijmkecxi",
-	"wqKT2y5sR/Yv8mIkMBQdHT3gAsGiom2bElcPn7Wn6AiNyJUw7Y2r9wyuCqUtBZi425O69nJr0xhNJoLR",
-	"oQJsffa7hoShB2FgdQYfVk/hBKrnF6xPRQJ+4GoxOHAYdJg/hgP5V2PMh6qldQZiHE5Q1NIeh0Ral1k4",
-	"pCF6ep/UGYJj2xvzHKjT/ejlHcUKqPLCOFs7mQm8qlJBaZctUJ4DhtYVWgvDeUa23e3iQJkw6K3CSl5z",
-	"XsZtq9DIS/Uil4tlRzwG+GIum7kTO6B6CG2knf4MT8Pp2AjLllppSNifIRukOkEd0Drgyv0+4h3y7ScQ",
-	"PoR+mkwQcy68B/jQuLLX2l5hXEjCQrL7lebXzaz3hI0JifJipkv8Bj6hiPOsw2WwJ+qnpo7gCU+CcKtL",
-	"xrH1UZf76cj0AlOI9GDvaY478GmAH6QkQcf1+UuCt3ivH4mI/aIjYWTfuvaR5pwgAms4ODCUaouHPJSL",
-	"2peIjHqoO1EYCp/O7D0WuoRQxoN3gfA4up3dW5wvEjuiW06l7ZPahUPRaVVBZLOreATxng36HLm9/ub5",
-	"+EirJjfeF3ofzdCPh8v7JN7gqgIXOUDaxWEW9mVNOQ0xOzZu7p5w1lVXiLg5Lmw00Hiknkm56KCkrtjV",
-	"9XJzvzezkg0s2yYSFHAkHM+eXb7fm32AZ/pwe1aQLO4Bfmqb63cufG9V1ToH0ESnOVHV0cBOIGkoS1ga",
-	"AqmzEEidAd45GYp3IA6bpYs+kWUlPScXRbg5vxHkz6n9RTCdftN5C99olW+iDuP9/BA69iseowDvO4up",
-	"xjWGpmnbtnxpG0LHcfowRvV6SBF/90XU4kL+tyi9BycKrXKAGNuQX/dgT9fYZvfY9vG5hhTRjQlZiJQU",
-	"DzKMUTERvzSrCmWMXUpqZB73znr/MlqNLvn6ZwojbFVj2zdcv2EdACuN9Q0Y12ElaIL76MCjmnT4dTir",
-	"jCgBMVSYEZu69qbeZthcI4BKuSiKq0KkCftRz66Exc9jnbkPg9FEoS5Br01b6MFTsFxOa6ScacKmUkn7",
-	"tPUNBpeaaTJRUwSUm8J+TC1BOEmtfih5KsailDoj7XTK+qe+Bm2jnC75y5meT9S3p6dJgBr47tzXkHFT",
-	"JfwJKFc7GLGLGs4Hx+yOIIwWQI/cyFK9WnGVuS95uYCBC3Xj/gNUpSnr40tnjCv28uL1Ragw6vPQQm32",
-	"7yaqrs2esErJXytR847svLFmY13a6TmbegP+lL19Ok7Yu2djx6uunr4dn0/UtOGWmA4SwGRCK2O9vj9D",
-	"aLX727EEqRbPZDlF++zM6LyyWH9k4OYaCnSMSz2Ddcjljai/wO0BplcV9FX/p2omSiWsMI+gMqgwZxMl",
-	"bnlq802o1760tvhB2DP2AeHL3doh+v5K3LmObFpcOcEEHtGlvYPFX5RFSl8kfl3vpm4FpuJWuJ9oe1wb",
-	"HFr1po5QYxes9xPld4NGtA1zBZt5jmQqef5M5HzjKc7tdYsE3dBsy2binjFYMuvtshTGcdkp6z8GA4xf",
-	"RFg+Wj1Y7zmXeVWK+o0BrnAu5yLdpLmAuRvUARNWlOLK6uJuyvpwYbYXeaJgTdxIaLVxoUwuRHHGPlD0",
-	"0t10MGJbSFdgMWJK0/4xXU7UUutrg1k7QBIsE6nMwKZKkOhBgsBANjS9xoofPjIT5euiBSNsqPUxmqgL",
-	"3ySwnxXfMJ5lbosLbdwaLLVx0w+Uczc9Y+LWilLxHGHyK3DhlLpaLCfKHUSCa+8rYYnuR9f/aUZSn9w8",
-	"HhxQpoWQ35OJKnUFeu/UjWIa3L/vLl/BiNyuzOUtm7o/pgHuj01PpgPPp2ByE0UeRqYVMo8pOtG3KNOD",
-	"DWfuxDf4E1DoiIYxUWBnBiziISAQP3t9hS35EJ21zLOUl9k2o0Hv0BnjAGFfA2ldFAWVHDCeU/afVVhx",
-	"WCRU+hcZPT42gpEMXK+YC87tRLlWeKhlBLm4CYXnIwem8hmONH1vfgQAqc/eutNalzWA0qJu3KHQQM7N",
-	"lp/LG13YQt6IgMwD1TwcKfenwyG9PYS3p/X1MOVW5/l0QFF43SUPZDlRu7UOArgeJx8i0vGUEqVwhtNw",
-	"XRYaAM5FuDtZystSCrN9nUmCwccU8BteSnfQzERdvH3z6tU/L5//8PLN64ThX//z5vVz//npq3dXb59f",
-	"+j/Hl29+fP70rf/zp5evnyW+kV/eXP706s3FM0fSiT89VIh+rda8zNjF+GXCxm+e/fP1xc/P609X44un",
-	"9OfLsaOgjL1+8+w5PWWEbeUhNLisXivWXy9luoRTXoq5O3RwSFaMm4ma/ke/ntPA3Wn+vKGEQPs1ysSN",
-	"x/CGmzl86RYV+HP9lReF6fqqf3A8auqEAL++rftBGzyaBuDmWjkR/nj4mtdJfQaoqIJjas2ykyB6Zpmj",
-	"DIr9mbL+XN6IIZ6rtNQqYV4YdFe5D4edsr6TKgYoiyhULNINRqdPWf8iz/XaVzXyGabCtQA3jbvwKdS9",
-	"FqA88X97Cs2aUOvxRz0zFJ/xCmtq9791TaGZPvLrY+gI6yjCshe85HkucmlWbmMoS0Rq5YW7GU+v9XyO",
-	"DZw7plBS6UwADWvxYyStuSzdneTzlEIJT7dCbaY2YuCEAS7uWbo0LHfSl0REQTNRVnuOkzCkRd9Dvmm3",
-	"bjBYE2uW3wj2/7LHp98x9yTrc+x/LlQqJgru4/bgH5kmZoNQYPaAd62vhukuYXCImEHCjCYW5JiyH33K",
-	"FYUguDF6uGCaO3jOoCqhCr61VLthu0U+I4StlZvzTNi1EMr34KOYuI857jdjT+GBTFiExPGzTliRVwDx",
-	"6RZwojCoEXL2dKUyinuwDTT7AXDFoKTX88iYXctUuKOH5Q9Yf7tEA4SJTNST029BhOJq48hD5EYMkGAA",
-	"ukxjKUgwsRuRi5TKoU2DTWjkfruCn3Q5RYJq/IrAxUSfXVKBu5HDK2zFbboU5nyiQHeuT3bbrNI4Zo8H",
-	"wA7a3urGi+SHmrK+ZwAQC5wL7rSGs+DcS7zLFNxq7jpib14/j8owcxCxGs5Iv/ymyKV1h3bF3dOgZoSR",
-	"TtQ3f/vu9BTYz/ypVnO5cKpClrG3L/759M3rFy9/QC1jx2fYYiqnZ5A9rRZMaSdgNLyOMLhcOwF9vru0",
-	"sum7RHkS8j9ZKbwxiKtsorxL2Q2G+MkZ+zDjxvO4xOmDV17gxXUVlXDCB98kDAOVkXbop/OJCkaBx6dw",
-	"PP56ekryOMnpyHNBJscPL7jMf+Bq8f81/JbQtS92fjedqLAw/ulz1ng8+ES3HaZ1OHijPTzOSRgr+9YJ",
-	"8+66xXMPkm8mbkXmGAz6GdjS8X8ntpD8ed72Ui+ENRN1efH6p4T98uby1bN/Xr38n+cJ+/nCCRL/vHj2",
-	"7JL1p4jX5O5DxGsano62v3K3Nb00fnP5FlmMLtNlWSkn/o6fv/3naycnXCUMPjuRAft1fzb6a33h2nKT",
-	"pJpnxh0apxpytRiSEjYFokSaoGsGfg6ww1M4gIg/Wx88rphHkPPastOT5G8i4J89deLiaxBiIZppzO3S",
-	"aR98osYhTRaRb596XFsboG63TmYfxfqpR8zKaCkzbvkwApY1dbczdAsmRqs9e2rhEJ+7m7492DM26U16",
-	"UzaTyk0TWZY7fk4slelEecBopUmcrrHt6tvLR481sHm55cwTv/XAtkyaifKIvRneRLYB99u6h8/9TwgN",
-	"WiP6si1A34miBJEIom+fe5Fk6MY1pWp4KK3NtF0GI+YAVSydZ+5Ode96/RPmYiyHemS6glQDGS5I26ql",
-	"6a4xr7d4TPGJMpbnOJX1jtRRCluVyozYM/cauU2hjr4XE9172CaAdtPwwCQFibsoi+Yb1qifI1tqOzSJ",
-	"CNUI4W08CjSOz+NGQ1lyAInug+zw7uWzc2wahdyGHYAOzODcXbg+pJKkXjBeuYGRx8X4acQwlNumYnFL",
-	"OPq9Wvi+eRwztnuLcKhVXxS9UOC950tK95IeWiV7gDzd86HFvTpozD3+Pvl4y/JOEeGGhfko2/CWjfcj",
-	"zLpxp6LbNaligVxjd6C9AdY9Mg1QIErcWlbwhQgJPSSOYvoZX8Th245zYAa3xMd7MLcM5XuDcD6mfPa+",
-	"wtkeu+bwCT/1r0SDe4h2D6tUX8PDZ0jpB9UBb7x1VGoMXqhd2YpQB7227vrrl4ynXqt2Wj0s3uF4+HXJ",
-	"pFjiKJhM7i2+2SyeeefLjBw4bWSWx+Wz+iLwPxxbKufe+Nt7IPnrORZUCzZW04ukaLzBuGUo7vYfA0Kt",
-	"uHUSP4etQyHpoqt0pQ+V/n6zH/6a9a/FZkA1F0oNSrI0rB3oL5phso3IRAjSnuvyHExF7bjVVux8lBl1",
-	"hK++JThpP3Uf5Z2EGO+kOTwn2bNKkarKm7kGNJB93WedAaC2Vc0NQyXAcJ61Tk2tnNN4sWQ3FfuF2qNz",
-	"XR4TH3psNpHpjvwKC5FyhcGjpHi2yrkytM3kVpSHozPUVacjkbWoIx5aEsZXZj4074kEg0Pjf+tz9/Fo",
-	"Jp/1aooCm8QuzyY8ym6olLdPHAmnNpdKmuUxq7APm7EUNyET9AAMGvcHOpQqZTqidsqjtminmhXV5Ogl",
-	"vXduu/Hj9xBo6cROjA15gbfMvQg+h+HD/UYJkKEcFa3J+9jWG5FWpbSbK3CZYiSX4GUsa+BCgeHRQgF3",
-	"QJf48Ze3zMiFQuMYZ9di49d4wa1Y880jw3785aerESRkuh56Z779MJqltUXv7g7qKXeVcHUdO2GztjAA",
-	"I9FzcBs64T/4n8idi9VKBwmbAUzVv/TMTFQfxftBwoxUi1xgtcr+WGeDRs12eJj1SXQaJHUkBwpPriEq",
-	"r5qATWVYv+rZAes3NAY09/DKapNyQD0CZVcK1xKqGINghKNwmZYj6jewJWyV7Ryxd8YpV2CAmyjL82t3",
-	"y+08Nf3h+Vt2cvMYfBhmijHYITjD7FTDBUu24OlyNFET9XZZCsEWpa4Kk5B1bSwV5bmfTdSQ/eUvIdv+",
-	"YvzS/OUvZ2R+TthC2AQ6TEiH9HXuR/jiG18RFkaRiVm1WLj18e0cUhF2opj/DNbb7cKw51TOHkqQOg0U",
-	"q5CapchzjOH4RcwwSIBG9VIZuVjaMArelEpJXO27WbmrS5dsDabbDDxNDMxhohxeOeHkOT4M40dhwKn5",
-	"01ZB/anbe0rNQ7MkGCMZqwzgtoS6tp4awta6/bmo7FIoK1PuQZo5wxNGJ7XPDzy36IxKwTwLEevu5A5G",
-	"7FLnguCp6+LUZ2yKxa6nkOphkomahqLXU8Zzo0Npr5Ayl7ApmOHp9xVXYF1o5GueT1SsqHJGJipA10yY",
-	"VGlegWcgrFdzUZ6cPm4annhOlW0rda30Wp2zJ6ff7j7g+nFSSaZB5jyvPdi7dQgI0cGwJ6dPsMw5Z5D1",
-	"rxaOBGFjLgVUNAgngLwWmCIY/D81n0TEwITNcVeQpgzT5CQMu/+T2Az/m+eV8AAfZ1AnhWcwg5wvHLmW",
-	"0gqfcQDSIFhuoE0QlkEezkQuKYQJSzl4IBqovuBBV2eVcQI13paXzy+e/fx8orziH8oRznSlssGI/QJR",
-	"YGSnImxPXQLqEBo+qIqxtGC3QdbdAM3oJb0bb+DpPR6djk49Lj8vZO+s9+3odPQt1fyF28oxtqbaTlBU",
-	"odT0y6x31nsljX3qH4Iw7EIrAp/+5vTU2z0oxg34IJ6nk39RKDeKUfcKWdgHWFbgRtsCB/FDuEt6T04f",
-	"d7UWhnfyTvHKLnUJefjw0rf3v/TCZ8LCG9/87f43qHLSpUcAAcGgWq14uQlg/UR9O6Wjt44roDTwhUHk",
-	"H2CjvfeuveY+nXygT3edO/aDsE8bsPAPu1+xvXpb26y/5HadPrn/jdfavnDH7TPtr5Ovaut8yH1G7E6d",
-	"A3dFZnDgbrvTWfKVwCPZkf9dP+J3Ycztsnf3vpNWTurqwJ/SPvAOrDndJrnnmfQ09wp7CqA432vUgj8L",
-	"0TXqXt+1ZXdbVuLudyd3EvIaWJ9AmKf309n3PPN4QH/gI/PdIV00Exnax+VKWMr/htgN3ixUgrFEn8gT",
-	"Tz5gwY27T6T05ENPQlIClsfH1Isett3bJrukQUJ1rdoyw0rVBA8ZQwl5DwbECAdHnPo/DBPvoOo/JYni",
-	"0rO+0oAYYJa8zMzAyf4B6JPX3uNjqBU0xsalHU0HSHMJblNAvbAaoN7RMdhUMyFvH+RrjiGL0oDwD/ZA",
-	"CMUB5byBT9J3ClwC2lsSSgZBjLAZkBYr0+VEBTo00NfGjUGS4LkrF/4kEZXwwejTddAlEULnCTOYVTvb",
-	"gK/54ynz8wh7aBbQ81rdqRUQ5lSoXZsBI5PBPtohNWq/lD72Dz3ghjQLpkb2JAzhd94Gv15NJRWzrDgr",
-	"dS4YFAy7d7lPPtCnuxNeFObkAy+KuxOsWm9OPuCHj7hraJnCXbPLeS+KgpRE14XTwPUcTPqRWwn88d1X",
-	"UsGtFaV77//8gw9/Ox3+7X3/H0P69OE0+evjO//94H/9RyxDOFqAsTJWr2h8jzA8HhxanNDwfKCuRQCD",
-	"tKgAjI40dQzybGXBkT5MEAe788SuHnaqjRt5d8qApeyTs8LEodIc2sIo2Jz1wxpgvMxEFaIcFjrzoPmZ",
-	"vIG8DWm9oQFj1B3XHozYFYRmGLbQFL45Ud4AKkpIVcCYDSJEivoiUsU4JfqOF0Xrb3yDQpkIHeeiKCZq",
-	"xTesqAwE97hrj0bACWCX9Z988zfGZ/pGDGKXwbgyy5+b+/O5BX9sHBfmMNH/m/gm4szA81lUsxwdKH8u",
-	"If3jeOgnS05jJB9aYHIvAFm3eAXrB1unaSA5OtJtik+1IHIoWy5r/1pUwrrYLkRRjxGyogwgomlFfi0Q",
-	"x6x0XA1j0CYK8PAhdw5SbqjDEXxdR9ueBd+YIeEEshqhrqZaVcaHhrJ5leebRsoWxf04sTOMlNLTNgDD",
-	"oku0Z874NZkmGzkdEEeEIannjOMcIO5gJSFfBgLaMso7gPKIJTfLYa51QYAi5DjBWWEGSiHKidqarXqB",
-	"obfThJYNeoH+gpcJ/prx9BrTbJQ1Z75hSEMbGg+h0voWU8j9V4RyMlH+Cyz7MYR2GSaoUQg1bmgGCaPg",
-	"hWW+5EeMW/0grHfGPqCoFMphxHWrsq6W8ZWRtBhJSD2MJS6yPvpODuYdyUPIZr+XKPb+GE74CcaQP/Qi",
-	"7IxnCpxiShJ+k4khkChkOZ5DKna1ElPmgzBROuUTRZBnvxH2JRYwgnCnwTmbVirTUx8+3GRwXjjD6kBt",
-	"pk21k0xg6e6F3ZpIPoLXUHQVcKtPMz356ic4WzBBZfoo8xN6lsUX4JF1XGqcSdZOw2CBCkNFVA+/0438",
-	"T+4UPw2pV4SoR865wZ9N0Ds9gD8/1WqeSwxD+r0kw2YkAprSMl2LhzE2f7wk+KtHTY4Kf4CpzDKhpACQ",
-	"0ZBIcRHiB0BX68L25RMFkYwLYeOAvgi26x51PMU9gf51Cql5ZCZqOhzSw0Os9DYdOEkN++OsbUtkRkDw",
-	"Qx3XX2cYgT3Qu5Hr6nyS0i2SGnzZINTx3C3qWqoFyo9h8pgBTaDAEP6Q8oJKV2/BAJ/Vlf68Ux37ddru",
-	"D+N38Kaes1OKDlDafWsoW3h7dhO1Xmq25pA7FHagUqlWBsKARIYLwKkMYe4UZ0ikI1ncZ5deYZ4N2TKJ",
-	"O0cK7GF6zSPTqLQ3Uc1CezBOfL2j2h69PGLfi43GwJKJgm0vCOY6aUzGadQQNOpzxqYrfuv5nZnWkR0T",
-	"BXrIBkNlY6TDpsPhit8OwyvThD0+TU5PT9lsE8hi0EhUAZE81CQvuTQCIh38lpllKRUgFrrbC1NgBhiY",
-	"fAOpMggthuRM6axg4kAKAYwDt0VSpV0SNqKYP+DdgR1ELg764d8pTuCiESiDvAHIEaKYAnV9FodxS7J7",
-	"fw87Pfng+v0M8mNEoqEZ3S/P+KjxXtLzYeNQxzHEjXfJNpWNVeNsJEptrXlgqW5o7jCF8wJKt842CFkD",
-	"WBwpLwoBhxvOGvHQfmCSTELKVt2GtIiB7857ZYkld9wl7YFMP9xNWVHRxeO+myiI1yeDgWfnkXN41TyH",
-	"n98qB20DbMCXdsfvP/z/Zm74z+FVjxIzKCnyWEdlhBug6dmcfHD0f3fSqO8elbae83TJfGkP2IaG/boU",
-	"qS4zJ1FgSgdQdt+j81EyOc82odZNwgjKgSzuaIeH7AyqAEMppT6UeKKoEEyrYk661EYocr9tktoPlxLY",
-	"jxPcsPRN4oaAVyBa8Ft1ibjRKgEJKcAdwt0bJiyNex9nGVAgMjmfO4EshC8WpbiRugLYBJKSPMAAiCET",
-	"9e0pMx23a7tuywMetHZHHWqap4evtqwdW1ZdG6oUqSPwUPGmXXLwELvWZ7r1k3sff81X4l4JIUijnWzg",
-	"BWQiCRStC76QioPNt3bZQ/AC6Bt8JUYY/h2N8E15uoRE2F23d5Cpezursp0MAfnV0mC3fSdzp9yI8wCJ",
-	"1472rx2Rv1YCThmJLpQwXB+gey1UELdGcCiOMU2vxea/gI9NWcFlaZgRbuy0LICgZ86hOAB4DAAtoGs4",
-	"vtbrEeOBpajLsYCDQ3rTeX/soVhrfHOf2VXjusZG4rG6jxjJ2Em4oJPV2CynpzXSxuPT09PO/nyBlro/",
-	"wpzsnbn3GsXyHseQXmN2zUaGNkX9z9vc2mdkx8YTEsD3LcH7L2BP64rPeKMETKAZoWL+4FaxT9eu3Gq0",
-	"JKR1g2V45lp/96lK1b4YAh/Kj7B7qXYSgqOM1OabM59lgXhlFClUarVgjoYgj8QJFv9CTCWPeoFPQ/EE",
-	"uxyxX0BgUWz6MhOrQkOt0OFPYgNonFScf6IwySgYtesS31QsjkllrMA0sTmXOcFlwGsAlwFgURHZ5Ck0",
-	"HOy6x65kY9A/iU0PD8vnV1x24HkPUl8efxG7N67gHz4o4VjT8+NvDzrGAAOM5/6bQyZSlDoVxqDo9buJ",
-	"ebhnjWS3DsZygDR18sGJF3ekaiEXyQVmxraPGuDYNI/aFrk+2WVB+Er2VVDf2UFcmcYOnqP9H3E0qHxh",
-	"DIqu8wrpys3p3rAv71f7BEL48sk2P4Cdo4aEaGPlP8RVfr+m9JNU2UdoVcE62aYOyHNvn+g/yt33ZWjz",
-	"HeE6/N/up/1TX5Zkg2+nhiMEoMooEehz3Z8nNZLayYfw+e6Ekt4/3bPxIPwh7jEJw9/rNjk4pLkBI0Wg",
-	"MlEkAIiSDBX/C50RLK5TYLQgmEH/ZgtcOoDc+Xq4BLXdwrMJ8O4hhd6/HLzfGcWVh+HNG7ic9XWgqzyb",
-	"qH6NhQ9+ZwSboNhqiC4AgwYGKGIcTygY3sCFJ9qVubQbNoOqS+eMNxAC0WwVaicuuFSIo+hX6kdAzYDF",
-	"Q+SMpIk265QpAskI0xyMGGQBIQojWo8luf4lMN4zNE+UOh+FhfI4pFMKuG+vogdAgEBWhNqlyhYGcM43",
-	"TFpfjwaIAENrGojctOoUQB5aphjy0UQ9+eabGmAybAcVSm6REew1WPoiiiPN42mLyP+AYUdfY4j+Da+a",
-	"QPOe3cR4XER3OzD2qOvyCQU1uoPSMYoZY48AinarugSG5Vw16teE+lHuRakmqgMgO4C4e6TgOhkETvcw",
-	"ljZibtIRNTHKdcpzALx1i+WHAAVdCsrvyahqzNSWfD6X6TPp7p1ZZQFOaAzFBJ7mVG/hJRUVC1D+AQkB",
-	"oSwA2ARLIcH2PKfVu8olhelATFONxN4HWYFNwzK7B0fX4V4bSX2CQCnZcLY5Y4GpbVUjQA/9kJo9Y1Hc",
-	"X2SXATC7zlwGZ+VEhUEEw5ws6XohGHkoBVIKo/MbgPlYSK2Ga5kJdHpi6ifURp8j05ElxJ+5RkZhNQyF",
-	"DrBQGQiTBFKeCwTorQMe3ZW1RRdzd/BZpTxECdwnbscgVkiJiWpWBvFPYXAqu4hUZVGN6j10eQaXK10C",
-	"RDpndX6rhbjc0pGDqInZ17vg9RbX/UgLeEEBaN4nsWJT/QaAPKReTAejiXrrpBTEbKolkDUZSKmUiD9N",
-	"2+gcWEVkoiTAJfFsg4VjLeH00ldKoGNP3ghGZ2DELgj8BtxMdskV1mCRgHnT4dAN2/uQ917dScfFVzOs",
-	"rxaizrSE+qQ7noTJQjWK0hdPUHgYC8VHXHYBuTae4E41kKaApDT1wRkWgz09jrxhP169eU1eDHz0v5yG",
-	"M2V9XU7U9CJNRWHPmBW3FnscIkLZdJBE0MPO8MaBBx8ZNpUZlmmCGgce2rNVr8SjlBHwmQ9fDXyLW4zt",
-	"UArsgjFMMtZfCp6FOmdsClLklIWFHkwUxBEjT8q5oxrstC4fliIS1gWwLwg4o4QmYIIYnHJGXBoRtUSG",
-	"nAmCWqXFbAgvHWDzWCgkgEtjiljHzCmbIiSd1TCzgIM2r/I8uBKn4IidDs4JOZb7Eit4BCaKmpSGGSvz",
-	"nKUe/b4qQAEhSLDvTr+lFb0UttwML2DhkonCsFTOzFKXbrXcosQYqRfscfd3vU8xpy0QWcxjG6rJdvjP",
-	"Pc2SjuDIKmN9bliLHDqd1/Beq98d6OLgvj49xH19EerFSMNWXIURQi15oKPgY3dU7eszgov9vA1GDmQV",
-	"lB+gFpk9mBseGsVDU7faWsXfzaMOAyB3etLbYTvthrYHtnPHEl1+zTf+LKFVu8iSlC4bUnwN4gdibTuC",
-	"mvw9Aqq+3CV8i/UQolcwlaeGYlEN4E72vVQcNEhAB/aGIc4wL4cWU4l8olD1wCCljFt+xk6ZsZlTMv0N",
-	"qYn3I1ooVAjBJ6j5hAx92CSD9nkOelKaaxMsWFBD9BEFiA4S9tg1oyubsG/cJ1GWyUR9y8Stz7eBT6l2",
-	"6hRWxlzxHOQEZG10I9mlUNTRIGFP3GWO0Ufb4z9j0w+T3lpmdjnpnf3naTLpLYWjlknv7Jsnd9MoDsLz",
-	"W5FeLUWe3xeL9raeYyh/wssFOGQM65eiEBzNqbXU4NivuC1yqCGPZt94ENKKYuS7jcSHguwH5hwJdPJW",
-	"uqPCzkSkVgECCbey5zEWxZtStRLdIWf63lC82GvWbu698mPvASnvf3P7NnqMbLu9EldrSRIQCWThODJf",
-	"XvjrLbHtAL6sAHyLjo3EPwJgMeUnhYX8s+tbuV50a1vupDlNigIYQFMF4If+tCkL3Q5V5uQhpz3pkhU5",
-	"lwqeg/LAYi5vm4FmPkuuNlGC3b+tlEEb09FEjUt9K/GqiEEwD+c8hfpXMhM1fM6sMiN2wYyAcHuvOJgQ",
-	"DsqbIMu+nPS8WS8J7gK+WJQCSs1S4uWK3w5zvRi2CqCHeuRO/A14GeBI8krQSpcoC6OfAx4wfGPYUq/d",
-	"0VW8LPUaUgfqQuHThE2hkClUJM/iV8UVdPDKbeLBccuhh30BqB/Fl/NNbSP30cBgd+zoyAPlH92HBH7/",
-	"Cdx8y4kpREF75YhJiTWSb1cHKMB8jLYHzboO6jRU2dkNJEZSscPPqeKFjQKNDIek52jkuJc4LJf55xzM",
-	"C7RDw57OoWCMgsPc9kD2vek7w0QXkRsBA56oAqrR4V3fLqA3aMafQhxWZYvKQkF/XyM/majU7RgVIUcT",
-	"QaUyUTLHRtOEnZiNSdhJJm4Qu92ItBTWYNnAieo/OT1Fl8JaGjEYsdeIuggpdQRRhGhxfZRJcoG+WZ5B",
-	"3q0XT6ZuYafejNS4kbhBuPxMCwMZQtCERR/vRAXUczds1yqgSISKpwUW5OPsyemTc9akqIbjPYA0cmzc",
-	"zWkwYq+AMlCOb+KYb9iaDO9ZA2pi+4zIXGxr86+EWtil0+e/eZJ8ogLuL50jYH/1ws2oVsHhkjlS936l",
-	"F3hi/nSC1ZdzyLbzDvGKxPKMC9N2opJcn/iaHGkNIf+nlsrAD/cHDSvqBHyBHLUHDjuEPsJx+uOEHH6N",
-	"9/gTxXsgwDj56YIbGgu3QBAWpMmEcvifL9LjQ3j/7o8bUxhHzepfFMVZvVhLgZglv4lSn4fQNYpVa8Ww",
-	"nU0UVHsylSmEykR2TsmumNl9URQsF3OL1j0sUg74WwlURy6mE9VHSYd0VESFz5KdAuMt99O1KOwgmagp",
-	"hIthmWn8yPrcB/iFqrkj9gsgzTbkpACYLdV2xmcn/FbNDT4KgctNt0cl0fB7+PQRmFx/pOSBr9zy35xb",
-	"jjsrhKGTGT8eHBhXipXIZCjEGrVLjUW5FWlTY9k33neKD8J/sj4BNiDGA8AVlSs2KwW/RtsPKL9zxCRl",
-	"mXaKJLKMTJqygo4BVkGYBAOtkOkonXnvd90tQS6FClKkqwGKkpGrIt9MfORUUiegQNozQVDIheI5M0Ko",
-	"BHU2sJElbgaulSWAcC15UQiInVqz/nTNpZVqMR0kWAXdcVgqkxGCmpLgJSCshS5c08Ye3GtWEjvV8L1F",
-	"DJeIvu60vdcZUL+Pb7YxWV8aNM6xMEOoWSn1qz91hxu8dgeieRiahWX3AcjcwwtO8Dp0UlE0D+G5U5l8",
-	"zYmcoF/ItLLQTKtzj59poAwwoWgi18pG7KLKpMWoWBRpho3Op7uYEcD12ufkIfSdRg/Q45fWeY49HNuQ",
-	"SWj0ov1PamhnzxS+VjZq20J0AWTaPEAI2krxN82VbNQEWVNYHP8sR40kzs6z1jwr+Ow9h+USHvp6Wr6e",
-	"ls95Wl5Jpxa2Lxu362hCbK4iRQt8tsNicnlPDSay4RudCyeKrc0ZuAYh4heuxJVUlQ1xDOCIWeqq9HBO",
-	"EwUODRQHPapZv+CllTwf+LfdayN3BvH6noJ4NxVlqUv3RykwSqZR3ZP5ZylXy6xFCVckYiSFeHiqkgqS",
-	"LqZZhADLAGfGvru9Zf1Wjps07DEbMhzBie9rcI7jyHml0iWEqqoUHg4YTRgzio5RBPVvWYEnaiFUQGx2",
-	"m2QBA4oquFOdYcIVwmpTJlz/0HZSx6DWTflMHsggyMIL4IOBmgdulTFwPwwVJH8FCeOl4KsRa0CXuSld",
-	"i8J6L852bVkfWVZaM1EY1eSB3XzNhXGpV06RqQzgzxYUyWQ4oKlkji/pBv7bRNV9TH1NoSnrY17KP00u",
-	"//mX6QDBhxVW72W5VgtRdkHCvXr5oMkDV69e3gMDF87C713+KQzEn1LS64a5uBF5YzeS5okGQDCs7TyU",
-	"ispG7UVKrDCgrpujIMBy6dMqi5wHQCl61w8NqoxAhhCUE6m1y4lqqJcIPsgIMJgqfAO6WkNWh7+1RqD5",
-	"Nb8Rdd6nU3pBHgGlGSMl+56rQgCAKIegGUPZ5a66b+/8vB+Q3KiPLiSrt1g6Spl/H5xOVLCatNDKFStK",
-	"vYCEpGPvNE+FDciYLuwRWtQvsG/79uxPLNm8UVtbjDYdytoORpyw141zm8ChTeDEEgZ7Jg4nhmMdqLRP",
-	"24Ak8R1DuDKwDVHm+w3PZcZtnY26xc8oRoEs/FLB8whVBgY1vhLZADF2gOtRYSQKebXLR4a5Wx+u2hHD",
-	"PF53BXIcz7UQhWkvpY9MK3XeNApM1NQIO6ThTePVy1oH4wG0G6KIMRD/l9VsDjiPbgux1PyfGieZQLrA",
-	"tO0RSNpX8ydy3hM+0x+DKbJzFO/V3aGjmqZ3KPrC/f6wNE2tX2Bhmjui6t+TiL+W3t6XLeMoYpvgk+Av",
-	"BTz5loQ4z52sCxcUZkvmMt188gmpbcEPcEJeY81muDe9VobzKTjkxTkxC1xBbC6VNMsR+7tWGmKJocSF",
-	"nLOFdB8wjbGhOcAFqNcqZm7uPoZgyvp6DL8ew7bL9bPfOw2z7wNfPGQ07iZ5NBh/pfmvNN8A4YG6Xzt3",
-	"Ty7ngCUcTBnEfLGoKRo8rl69AVscJAKmeZWJ7OjTsl5qvpKdavEvS32xevmQKvHLTCgrbafdDC1Nv6fR",
-	"7JelbpZKlyYAh5U6x9JiAAcQN4a5pkRalW6KjuvMBC9F2Tv7x3vHVDCdEvlRVea9s94JMBtqaMcI76OL",
-	"LsZgz/RZ+g208p1IhlAS0I06E7NqsXCE1W6hQRq7TWBidhIKx/sgtAawR6MpP/e793f/fwAAAP//",
+	"7L17cxs3ti/6VVC8u8rk3CYlPzJ3R6pdpxTbyThxbB3J3qmaYc4Q7AZJjJpATwMtivHVdz+FtRbQ3SSa",
+	"Ii3Jeez8Y1NkN54LC+v5W596qV4WWgllTe/kU6/gJV8KK0r462VeGSvKc24X7k+peie9wv2R9BRfit5J",
+	"L8UnekmvFP+uZCmy3oktK5H0TLoQS+5es+vCPWpsKdW8d3ub9N5kYlloK1S6/kGs3TOZMGkpCyu16+OM",
+	"pbkUyg7ThTZCsSuxZn1u2VIby54++0+WLnjJUzfMwSnjrBS2XLOVtAtmF4IZvhTwDlcZm+ps7R6oSmXg",
+	"15ksjWW6sqleilEvwWktBM9gHjSxxhCHbozNCS35zVuh5m5Rnj77zyQywR+kyvyqtaf2YSHYlVRZwqRi",
+	"XK1Zyo1g/bOiSBgvisEp00owPWOT715/YEfXT4/c02YSBtpef/fjgYv/o1hO6z3dHl1lRPnEMFNN/yVS",
+	"y3QJqzYvdVU8Mcz1mzCOSykzoay0a1aU+lpmomSrUlphmLSs//Hi7VCYlBciG3SMfglD2Tn+xlo/++p5",
+	"bK3f8aXYQaHw32ErdF5qN/UdjRb4xM52C26tKN27/+cffPjL8fDrn/v/GNKnT8fJX5/e+u8H/+s/erGp",
+	"fSzmJc9E916V2nL3Jytyrmh3Otb64HW4dQ+bQisjgBl8w7ML8e9KGOv+SrWyQsFHXhS5TGEcR/8ybmyf",
+	"Gs3+RylmvZPe/3NUM5oj/NUcvS5LXWJXkblhZ0watuT5TJdLkbG+WSvLbxJWqSulV4rNpMgzk7BVqdWc",
+	"uTmYhE15xmpONjhl4lqUa3zW0eo0F0vXbi6NFVnvNum91GqWy/QLTU3j0RI30ljDeF4Knq1Z/ww/vIav",
+	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+70taxy1llBB7hdMHV",
+	"XLD+/3a/vL5Jhcjcq4GXTkt9JRRLeYGM1uiqTIX7uxAZ45YdJ8xU6cKxhO/OPxrGGR0OtuI43nnJFYxH",
+	"Guo6Y0ZjFxMY0SiXS2kn7Hjg9uJbXU5llgn1ZTYj5XkuSrbkaxhtppldSBOWrMi5dcT3xLBC5zJdt5Yv",
+	"02m1FMqyfqozwcLQYSLvtP1WVyp7/Hm807gJRFh9XcJcrqWR01w4WrFhpjC0D1q/5eVcfNmjDHexO3eu",
+	"a7e8XOHlwq1Y8TXjaSoKa2iAP3K1Jo5jviQpPDGsdIcJiBLowB00Vbm7yt3MuhCKGVsKvjRA1KYQyp6S",
+	"FMJnVpRscuH+GJ65PybMiFSrzPQSEjNgOo0n2sMnRiyVFXMBY3VXgeKVXehS/iK+DD1d81xmLC0F3PE8",
+	"h135qPg1lzmf5l+Acs5YKeaO8xlRXstUsExmyACVWYnSCVBWLsWp+24h1dxtBV4KVrMFv/bMLXv0rSlK",
+	"nQpjvsyyfGiyHWnYSuT5kK7HaWWZVLB1SfTSwxuPuNUbfNLJnMTriHP7G2mh8wz5HEjeK11e5ZpnIN85",
+	"fonN0FH9yf+aeK7ub4tJ/WaywfGRLRWDEXtHm+huDSdFWqFABqL1aKgjIFyV7mK0UhBnKDOt8GDQFk21",
+	"zgVXjmgXgud2sY7/mPOpyKERnmXSLTHPz1uNb8hFQU5DXottGHsp8L5yG8Ft76SXcSuGjj63Jbukt3TU",
+	"gtx36zeU1yI/FFrvHukucjrXOo8OvircSLP9x/6LViIuN9ey5T+8uAkP11uQ1Fv1c2QstMFvJcqY7U2W",
+	"VizbH3bN19NKPWVelny9NU5sLDoYrXCZt4eya/tKwemcb/3kZLTKxOkQv7lrVeHX0FDHqG2p82114acF",
+	"t7U0aZBBGmGdurB5mpTlUonyQhjLS7uT5vajma1hFtyJgfGlKLFbkZ3Z/XsodZ7rysbVJHdAGT3RkKj7",
+	"XLGzwmm1jkyH0/XQ/e8fHGyvDD9gQLpwzwpVLd3GUZtDmHcvDHdYClMtm19UKtONjW2c/s4Vi62vsdoJ",
+	"6Ps+/lJX3gDUmnAmDJJeY9ZS2efP6hmHuzDpzbjM934Ybph9n62Ucsuw39OmSlGN2ev56HKUWn2vpxdV",
+	"5Oyn9SW0tUcHLUAnnyfTVJN8zlIrrx2ZXIa5Jb1vsbcYsTgumFW5yD5IbGg/mj145SIcv7YI+nn83L3C",
+	"l4Ejbop+9MATw/xcwJpXVsqA6QwEB+zK6RGWZBUZ4WccF2+rk4tKGddUUep5KYxxb+6xbw0C2OY0aNGK",
+	"jcwNmCbFlF6NYusPggRN97Cdgzfd7hkzq/LD3nVrGp/N93raHviSZwIn5VQiP8srIQrD+gtprC7XqDeZ",
+	"QcJ0njmtDwyuYJXa6+Kuz97W3e0o1ClbWSdnaxIk7XuM/F5xsdSqi+ulVVmS/L4HPRzGIw9hezHRbM/D",
+	"6AeVhMn4rutmuxem+1ji708MfbgUlqVuFUVpEmaqpVNC9LUom/Rh4OQW9bHYPqJTsZBoJ2l3+NK3sFpo",
+	"IxqdSkPGGiVYP+fW0dlcKH+z66nTGUVQggqdMZo2shG3FIMWTXbJLIH0/Gw+VwJv0Vzs1vmfTHakz/4o",
+	"LM+45dtn8iH0tG7Nisz5W/T3vsCeTtmyMpaJf1c8R02Z28UT4xXmUdR6v3U5xmb+WmWFlsoeJmjIIq46",
+	"6qxLdcy6lJVsHef9hc6eGDgoUgljTphW+RoPDhM0aPd7KuS1YLbks5lM63VoyPP7KYykKdbigxszzNQP",
+	"c9fyRbg4zzJ3q8dnh2K/2xUnASCTiN3dJcgI9pSJZWHRxeh0CPdixgrtlKPIjSqao2p3fgm2eTZdg86R",
+	"hN6AReps72sy0E2EU+G49tWUL9G6dq5Le6e27NfU99GcanR7wIgVsddkEXnsjTdcoa1TKCtTDo6DYFZP",
+	"mLepJ6zlLUnYhgNj2yh1wa1460QT9/NoFBXA0Ju099J96x4nQ932NuyyEoARDKg0z9/Peif/2N0RTO5C",
+	"uGV1a3X7c8woSK4aMlvPdNleEyCxzWVxq3AznOuhG+HQXMliqInnDWFfHQOa8dwIogRh7Jvs7tMMO1wv",
+	"QZQ2rkWM7Qn/dXuCPFtKC1sXdJvEsd+Cz5FGSEcEb5QnAtTHEpaJXMBDqER3bn8tQWxefn99Eb0qZURm",
+	"OdcG7ievpaAR+4lhMDNyHJyyygjGDXvLjR3CUgzfvNrUQDp6vSJZ6YHMivXlt32FHqBIbBrWsl7S8JNT",
+	"oAIpibjJrQWnzjop5SGMgkhyn28SfH1TaCM6pWPFBDyQ0fWy0MYiY+d2kcAnJxa/UaBuCuPDKNoXjwGF",
+	"0f2wjOiyyIBFx7XmzvRwynOuUnen+Ieb2rJ5wiQOgKVoK8xdnzOZ5yJjUiVNSd3fe5WyMofIlEwLs/cl",
+	"RTM9o1sjwiPdEsUlHL9I2xP9m16xJVfrznWj5afegRPahcT9GEVPVEERFrtJGgab+LiKeoQxUmlcDZ3X",
+	"X/z6iXAUbhdMzyh6SeRZwnJ5JZgpRDqyYlk4BWgUzLbmH8c/j+TSMYLkAPv0xmRxLInn5PRabKpvKApo",
+	"e6Led36WLaXqMPbqXOwU670J7FqKFciFmbgWuXuil8CtoKIWsA1Tj84F0PW2wN6wmWLE091L4x9MNibo",
+	"ZxNdpPZROEjad3TXyb47VIH9hO5a2obnYwP/QarsjZrpiHKkBIWfzIKDD5jcyknO4Pl0rEfHjXJuxd6r",
+	"fB1rN1+HsAsGDxpwN6al4FZAcBknW8BgFFU5QKB/2WWoewP2gyLnKXC8HeJ/wYF9Oq49kzkwmbu69hsV",
+	"D/tjtXfT9ez9uIYiAC9TnosS5JPBKO5V6OD8Dc+O9ctPQUKsr2co+SQM/Q0JM1YX7l9eWviy9WEYWImT",
+	"tjiZXkGW8T4UJcyB5pNiZzjkE8OMmKNLW9XU9PHirRmr/uTo+ukRHV1z9Ik+3R4Ft/LRJ9f87dEnt/q3",
+	"k8EJhmygejdWuV65nYVIyxBzKQ3Fm4hsMBqr2GojicRH7cXQEgkJfOJSbd1JfU6b6k1W2GYH8RQ6M1F6",
+	"BT3U/eoOm5ubXik3SbbghuV6bhImbkRKxi2IOUDDXHMECwjIUiLaedyaT3cdLUTSOLYbh4zGjhTaxUce",
+	"QoYL/Ojzxbgfqqno0D52seFd0rWedsrQOxzC9iA7fbeLeGuGb/lU5OfcpovtKZZiqdEdsv/hNcLex/QW",
+	"HaKev5V4R+2/BYExRX/NpTrM/HUP9WbTTlWPjMYRIzwMvY6aqg6JwIDHv1lHp3QVtaNXRpRMlxjFHWuy",
+	"U7xwEs12eyiMOcWaZDHXOCchaPfCtRVBaL57qV5CAFc36YFlYlO02LEE/UzMeJXbwc7FePA53zHLh2CL",
+	"RFqfzxS7Te8odh1AnwebUb6UcX/rt0rGGcOBQVEbi1xbPYjKW2YO12fHBpQyddPWhucRJjEXlxSsGFWJ",
+	"vfJr+LLIBVtx07QmZbqa5o2hYzgrXmuu3/jhd2NuL0JnMyR1mH2DNCy3rRAHfdVLeitpF1INrc5FyVXq",
+	"OkIb3tDp9vVfM57nU55eRVU/y8u5sHsO+5rnldjr2Y1NpmXzM2ksQPfmXsLWbG+tv4c2I7ackoBx9EvB",
+	"TVWKLHCwE7ZyP5P/JRu09nrX4dwx4aVUcul24/iuyWMjsYme6+ylvwprQ9kGZ1sebKQMjqrOcDFwrB5K",
+	"fFsBIWhC/olLK9XcMfgPolxKhSbmkBSBIh2TM8bVerRLVvPU3RQPpJKONxiZiZSXERKOi+IU++cNO61p",
+	"73KRneus259/Dl6+2nQECsS1zivK8nKqxoZiXArw/aCBkkGQNONqrKQagprAYITkbkfLo2/+iWET+HVC",
+	"odkmGEUnzflMxmquhWFVwbRKsZGraipygQpPiBAE1xykydiFG/2VEIX7W5YGVbpO0fLO0B2MODjXGdoO",
+	"pYnuc71yMX+WtI2lTRjtuIHMHsWWXKrG73tbVSNHLCKyV7JDcc3ltaB9//jmFetficIynpbaGBb2EHfP",
+	"xI0QSB97DPO/4UE/xg4JuoNmW+9GJ0K0m3O5dJp3I+JkxL7lMoc4lJA15ZQe5gScE8ZhW0tBgg2YCLgC",
+	"EgrbPxfWMM5mpTCLhKzg2JV7TLC+EYJ5N5oPXxhEiY4XPCXz6Db9uCbjYsuCmw5DErz0xDB45ISdC5UB",
+	"2/pGV5gM9rZt6N7cuXdxLru1P25ofiDxXdIxOSXPdcqtT4bYRSIXlCAABDwvqg9xDRcDG0wsAYMY37td",
+	"v4PTEoW5vQdjZVTHjAme57V8eU+5mV7o0OxadBD7XZoi5+t3XVfoQwjZyCPNLgZqWF8qd3zOfTKJyshy",
+	"67/RKt8IvvoczWZXBO2qy0RQirl057vLquczYKRpZjv2PafAnMXz95eYmu1NkpNBAjwGQmQwNmS6ZlZf",
+	"CWXihr64itnOQdO58D5kP6y+N4sPQfFEGVD6EFOllcAUIEjDbFnQ45zciHxG8R+R4Dua9HTtLY5gFi91",
+	"NV8w9+aQErNOvanR6hUvKdYVHn9iMBxhf4Njp6pMxIODOtAisHF0mvn7x8fHyZ1nqf1C8iBnq73WYLAz",
+	"IZM21cYOU6F8ZJAVfMn6P1RTUSphhWHQIfPJ0B4a4fmzQdSzFfdJnLFX7y6pJT0LjXz1/zXgFZCuS4Hh",
+	"lORKrZNiWd+sjRXLhJFakoSfElZU01ymCUhu+O/wL26sOs/dB10IZRZyZod/6fB1+FMcxyhgPAWycxdN",
+	"PbAG00GvTWksnoCgOjVyYU9bdAzNAqGjC8suhHc6De4R4keU+xBWHn/XfL6Z53/7wKONjCZ+E2KCOrh7",
+	"OwOwudhLjqmCiF2x1KVopnoDz3zx7Fk09mgP49Du+BS6jfZavQ9SlDj/yGWy2j39+MyR7/b1jHyIbjyD",
+	"vebVaTLCKXVuHUSw3cn+Ng+6a9TJyrzAcAi3T94Vzs7qiw7vLmka+f3oTVy6k8b6x+7tqYREi0ELECAX",
+	"MwBVYTOd53pl2qFP/uT5Y+rGM2IfQJIGvxirVI6xeQxsC6dbFxgzIJErP5bNHHLsa9vRPC8qEzVDRqwd",
+	"fncOiIlbiqUu19+srXjUXmSey5fnHx+xC+96fKTmjdUln4vHXajbrlNTh05uB5b7AxUTxYpTdsyWgitP",
+	"z0Tt5Mt1qs4KjwnP8wfgZy1lZY+2/IC2x58WFesD2aS6FGaQMKRU1p+6LXAC67XMJB+lenk0L6oEvMsQ",
+	"GOD2qX5Mlw3e16d8baZVDfTxxNRPDKLGMNkhjfuMxvtxy15jHRLaT2q7uaIxlrqDLnbm+UEsyGHe3k7/",
+	"ITW2M8TqQixFJsGD8E0p+FXUiYjEGNeCU61zqeYflZX5/gppppccA7faxFVonR+Nq+Pj56n7CJ/qWHb6",
+	"hf7CHx0Z/aKVoN/cR/whHuQiOqLF3C+H5QVbbdGZEslzUdvIAJ2JLbgSzZd820lYeRr5HRvYiWIwxZ3d",
+	"X56JUEV33lJHZFmedcnYZd16CClxz0s1b8aTOhVPcCPiCY3ul8+a0Fv3ZlTp96aeQ1t8pzMRD0zybGjT",
+	"/bJmSqwYTzGsipeC4sdZn4BJdLAXDryNEDRyiPOBR0cdIZjpwtvH2p1+6+6xk2ZU8Nn5GwBAadoyEQAF",
+	"I4qVphG6S8nyK6HiFocHiXWoR34Hkb8qiXFskHiu0ytc7LB9+0MrFNl0e8WcyGoKnoojCPeiMNlznb2S",
+	"pqzgqW+qbC5IkoURkBAPgRtdwSJ7UtW5zravJx2/bTYpT1zL1G6sxiHdbrc40yQMROISxY095+YA0AYM",
+	"fozzTvK/HEBQu6jlrlSQg0KxjPh3fMz3OAGuTWrAJy/ccQCQf21P6aaQ5SHIGZ0pfbtsnPuJIAoju7Gh",
+	"JAztjom9owHtLy1lnhfsSdvIOxw157woCPchAuuD6eafc3o68kB2JVDGvTF/Q1kgYR+9WJCwl4RwkzCY",
+	"CHhmLkSR8xQ+jkYj1gfzkjRsKtxt6h6PCs7Q66VU6QFRggU5ZSJkAa69A5bpgt5wh0rOFc87jHF+7iz1",
+	"kDnMCKESJkbzEbsQPFv/F1xssfF2huD4Vg+c/wp99x33OYFMLXhRCOUu0xXqNFmF8TkJ44BGF7dIHhpU",
+	"Tyes24PW5OiADLPrYN3lsvbJOt7IslrovGkX2cEotlYqYWahVyGHDQGHRgcz9nO8S9tT6nTbhKv8gFit",
+	"iBEWm0i6DbIREt/Wpqx1qxm/SbI2HUSi/yNRaOK6CxTqAW/SzpCbg8zMEW3l8y3OtV912wOxRL+RngXT",
+	"CroPOSKVJmCxPGXB7Dh4GPve/ex297DHfaadLWI/24hc8lYOb785YSYtuU0XrA9M4ZUsB8zIXwjV0iQY",
+	"WAMpUTpLPEKHkcYKZSkCCAMN4nb6XaON0miNz7Vx0KZcBfC+Lbs1hPJB2onI2JSnV6yPDilbSpFRXiJY",
+	"lCkNzgcWDe6A3du+GyRmBaGGp8tmp513czPE66VeFrmAUMBzQhRyjya9c062qAto8ZuuuEVj4zrh37gJ",
+	"6X9hmuhvQLwyrthUzHQpGoi+vZ2BkXt04KYPMXBVjX7gdNu0nuZ9w2bxQt2fLf1dK+Hp6C5+hNvje4jy",
+	"JcLO7rTH3A3EuB8zpX42EBjjw/ZpN9DDrlGf51zFTkwLEZz1czk1R7yQI//eZSHS0yDuoFXjOx2+YDjL",
+	"2hM97j0/NuNehPGS1IHKdUdwU42Ys5mPaSnyiukyc6JLjcwvKV2ZK16u944S2dzNiHAPesgrwbPOPBF4",
+	"4hxQnrfHbK5kAbAKKVgzPZLfgTGsH+RSEB+MYhgCu9lOXlCIm8kA2FnFwds0v4o7ScOxj0DqRN8IMcK7",
+	"hS1sINkRDbySKtOrw8/KT/DenaeFZtagtJ1HJhqutuQ3l1U5j8ZHQHwBpHm4yzEVyvK5SFipK5W52yea",
+	"PbLkNxswyQc2mznBe1pZphyTZ1OR6xXr2HS1VyhftyTcXu9t/Ee+NodliokOaAoQczuTsP6+l2KFbWAf",
+	"sdlcvn3zt9oosCEAKyvKa553plCAk19mmGkveLpg4Fxk4HmGd1j/r8eDOH7AUqrKdoIycGPZQldlGxEP",
+	"eR78SD0R40PkLIZtJsxYmeeAzyDVfG9+ePn2zY/QwN2S+8bK1LPpWGNqd9u2VZY6HhuojSCbtY8H4eyr",
+	"m5s9HaY5r1S6+JHf7No7WbJcO8HPMnyeOSlGpetTxqfGrafHbsKfRVus7U4QwcfPvzq+o3fQmNRG56wv",
+	"jJVLuOtmpV4CQIhCQHU2rdIr4URxH3kFVn9+4+TqwQMN++uv7hj211/ZhedCMhePsnixg+GjgBqofZS5",
+	"Dj4GkXlAH2+CQKLck2TKRtmAjaBGvSwqK8Ct4p+qafNz+gqcLWKfgXaeGEy0H+2Zo9PB9cKcEn/SGusb",
+	"Paopz0WjZMtmGvCOfK07tLtWbuOutCdMPH8lUmniTvZHhDzMhOUyYrI8y5bSGIxLghg1nmOUw2INmy+c",
+	"OIPC8Iob5sS+QkQ9RbNcI7zLPtjI7lmP7Rq9B9tZk9vEhGv5xDRxLmmsMLx9OCmGWHWAgy8EZRD6LSWF",
+	"m2M5DKx+klBGj86dmJI4EneLt+Q3UY07gmVM8isAS2CExoz0Y7/UUfhryos8JCO2lU8ZkVVKvuo4t/zG",
+	"68Oh34CBATuJyWBSwfzdL0t+sx988EG41zux5Kcy99VA9mjrHt4veqiG9KxhPmmEu8GekXI7RbOM2MMB",
+	"kIVttnKXhFN3EB1dA/9w2zpVFOeltjrtcKrssBGU+7K1otGBPyQfXp73kt7HV+7fy5cfzvfOEoR+G23G",
+	"ZlzHwW476HVZ+iii/aAJG2kzW6iE56UQy8JCDSKt8vVJiKtuxI55ZD/WfLoOOVvoPEsYz3NEPmEailFB",
+	"RlWd+QcBpRCIci2YzHLB+mbBS8Do1LlB++aFj2KH79gKok9b0ewcQ1elPSXdCypgVaWxbFrNZqIcjPwo",
+	"nSAbxkg+J2a1k1oYn3OpGrmIDMYywksJAmF3J58gTgtaaht4LzWQmZvtCZkAU154zWEz3DYeCBICHu+/",
+	"vxQkCSjqaBjpNwJ0fUSwNOz4hCz4mVCDU0xUkaYO+h0htwN7c1xrBoBLIs6aAHzIC91UbqHqXSn8Tg3Q",
+	"chn2X5fsvXolloBVpcsrpoQI2PGxyJk7whf3XL4trkpgIY14xehpJS/yBVdXESPlnR7r/cGAqYO9Lqa6",
+	"MsihGNHQzS6nqJ9wd9ayfwILBMy5midwSEBEriir2I+xBl50e+3YxHTN3CBi9T2C02+b+lw3Twg2DDG7",
+	"jGYzXp6itQByrpRYse/19LEqCQAKlKWx1FZ5p7cBToC0prOuwAWuTdz34dsEiRdMEnisnIwXbVGJG3vW",
+	"tVo/wYhoM7KTkKW25Gs2FR54DbjkaG/cAnzroJIwXF0dkBzSPGYxYdHJbWe2A6YBeTESGIqOjh5wgWBR",
+	"0bZNCAP7z9pTdIRG5FKY9sbVewZXhdKWAkzc7Ulde7m1aYwmE8FoXwG2PvtdQ8LQgzCwOtUaS7BxQub1",
+	"C9anSkPfcTUf7DkMOsyfw4H8qzHmQyVXOwMx9icoammHQyKtazXt0xA9vUvqDMGx7Y15DdTpfvTyjmIF",
+	"lIpjnK2czAReVamgPpzZPzeXhtYVWgvDeUW23c0Kg5kw6K3CcqAzXsZtq9DIG/VtLueLjngM8MVcNHMn",
+	"tpB5ER9RO/0ZnobTsRaWLbTSgKwyRTZIuYAd+Hzgyv0m4h3y7ScQPoR+mkwQcy68B3jfuLJ32l5iXEjC",
+	"AirJpeZXTXiShJ0TnPXZVJf4DXxCEedVh8tgR9RPTR3BE54E4VaXjGProy7304HpBaYQ6d7e0xx34H7I",
+	"TKQkQcf1+UuCt3inH4mI/awjYWTXuvaR5pwgAms42DOUaoOHPJaL2teZjnqoO+FyCo874T0WuoRQxr13",
+	"gYCTup3dG5wvEjuiW06lzZPaBRjUaVVBeNTLeATxjg16iNxef/N8fqRVkxvvCr2PQqnEw+V9Em9wVYGL",
+	"HHBx43g4u7KmnIaYHRo3d0c467IrRNwcFjYaaDxSFK2cd1BSV+zqarG+25tZyQYOYhNOEjgSjmfHLt/t",
+	"zd7DM72/PStIFncAHLTN9VsXvreqap0D8rLTnKh0eWAnkDSUJSwNgdRZCKTOoGgKGYq3cJKb9Q/vybKS",
+	"npOLItycXwvy59T+IphOv+m8hW8Czsl+lfM8P4SO/YrHKMD7zmKqcQ3Ebdq2LV8fj2DMnD6MUb0e+8nf",
+	"fRG1uJD/LUrTBTyzpxjbkF93FLCoQSjvsO3jcw0pohtYuhApKR5kGKOKZH5plhXKGNuU1Mg87p30/mW0",
+	"Gl3w1Y8URtgq6bpruH7DOpCwGusbCmWElaAJ7qIDDz/V4dfhCJexKqUVZsQmrr2Jtxk21wgwrc6K4rIQ",
+	"acK+19NLYfHzuc7ch8ForFCXoNcmrRIEE7BcTmpIs0nCJlJJ+7L1DQaXmkkyVhMETpnAfkwsYe1Jrb4r",
+	"eSrORSl1RtrphPWPfSH7Rk1+8pczPRur58fHAYiEfXXqC9G5qRL+BNS8H4zYWY27hmN2RxBGC+h0bmSp",
+	"Xi65ytyXvJzDwIW6dv8B/N2E9fGlE8YVe3P27iyUKfd5aN6t//SrsWoiqlRK/ruqoX10dtpYs3Nd2skp",
+	"m3gD/oR9eHmesI+vzh2vunz54fx0rCYNt8RkkAB4HloZ6/X9EUKr3d+OJUg1fyXLCdpnp0bnlcUiZgM3",
+	"11Dl67zUU1iHXF6L+gvcHmB6VUFfNdBonkB5cWFOxkrc8NTmawCY0DM2WVhbfCfsCfuENVDc2mEJn6W4",
+	"dR3ZtLh0ggk8okt7C4s/L4uUvkj8ut5O3ApMxI1wP9H2uDY4tOpNHaFQP1jvx8rvBo1oE48QNvMUyVTy",
+	"/JXI+dpTnNvrFgm6odmWzcQ9Y7Du5odFKYzjshPWfwoGGL+IsHy0erDeMy7zqhT1GwNc4VzORLpOcwFz",
+	"N6gDJqwoxaXVxe2E9eHCbC/yWMGauJHQauNCmVyI4oR9ouil28lgxDYgCcFixJSm/WO6HKuF1lcGs3aA",
+	"JFgmUpmBTZXqqgQJAgPZ0PQaq6D8xIyVL64ajLChYNhorM58k8B+lnzNeJa5LS60cWuw0MZNP1DO7eSE",
+	"iRsrSsVzrLVTgQsHIKnGyh1EqvnSV8IS3Y+u/tOMpD66fjrYo9YblY9JxqrUFei9EzeKSXD/frx4CyNy",
+	"uzKTN2zi/pjU4EKTo8nA8ymY3FiRh5Fphcxjgk70Dcr0FQsyd+Ib/AkodETDGCuwM0NBgyGUMXj17hJb",
+	"8iE6K5lnKS+zTUaD3qETxqEOTo14eFYUVLfIeE7Zf1VBBIAVCRacIUaPj41gJAPXK+aCcztWrhUeCiJC",
+	"Lm5C4fnIgakGlyNN35sfAdTlYR/caa1rI0F9cjfuUK0o52bDz+WNLmwur0VA5oGSYI6U+5PhkN4ewtuT",
+	"+nqYAA7VZEBReN11k2Q5VtsFkwIKKicfItLxhBKlcIaTcF0WGqqkiHB3spSXpRRm8zqTVEsHU8CveSnd",
+	"QTNjdfbh/du3/7x4/d2b9+8Shn/9/f271/7zy7cfLz+8vvB/nl+8//71yw/+zx/evHuV+EZ+en/xw9v3",
+	"Z68cSScB0A2y4PRKrXiZsbPzNwk7f//qn+/Ofnxdf7o8P3tJf745dxSUsXfvX72mp4ywrTyEBpfVK8X6",
+	"q4VMF3DKSzFzhw4OyZJxM1aT/+jXcxq4O82fN5QQaL9Gmbj2qHtwM4cv3aICf66/8qIwXV/1D45HTZwQ",
+	"4Ne3dT9og0fTAC5oKyfCHw+qVDhI6jNAlZkcU2vWrgbRM8scZVDsz4T1Z/JaDPFcpaVWCfPCoLvKfTjs",
+	"hPWdVDFAWUShYpGuMTp9wvpnea5XvjSizzAVrgW4adyFT6HutQDlif/5MTRrQsHo7/XUUHwGAExNWP+5",
+	"awrN9JFfn0JHWIwZlr3gJc9zkUuzdBtDWSJSKy/cTXl6pWczbODUMYWS6m8DaFiLHyNpzWTp7iSfpxTq",
+	"gLsVajO1EQMnDHBxz9KlYbmTviRCv5qxstpznIQhLfoe8nW7dYPBmhAKqK8F+3/Z0+OvmHuS9Tn2PxMq",
+	"FWMF93F78E9ME7NBKDB7wLvWl9R2lzA4RMwgYUYTC3JM2Y8+5YpCENwYPa47zR08Z1DauEaATLUbtlvk",
+	"E0LYWro5T4VdCaF8Dz6KifuY434z9hQeyIRFSBw/64QVeQVYzG4BxwqDGiFnT1cqo7gH2yiJMwCuGJT0",
+	"eh4ZsyuZCnf0sIZSDWjp6zxBmMhYvTh+DiIUV2tHHiI3YoAEA9BlGutJg4ndiFykhFM5CTahkfvtEn7S",
+	"5QQJqvErIswTfXZJBe5GDq+wJbfpQpjTsQLduT7ZbbNK45g9HQA7aHurGy+SH2rC+p4BQCxwLrjTGk6C",
+	"cy/xLlNwq7nriL1/9zoqw8xAxGo4I/3ymyKX1h3aJXdPg5oRRjpWz77+6vgY2M/spVYzOXeqQpaxD9/+",
+	"8+X7d9+++Q61jC2fYYupHJ9A9rSaM6WdgNHwOsLgcu0E9Nn20sqm7xLlScj/ZKXwxiCusrHyLmU3GOIn",
+	"J+zTlBvP4xKnD156gRfXVVTCCR98nTAMVEbaoZ9OxyoYBZ4ew/H46/ExyeMkpyPPBZkcP3zLZf4dV/P/",
+	"v+G3hK7pb3M7GauwMP7pU9Z4PPhENx2mdTh4oz08zkkYK3vuhHl33eK5B8k3EzcicwwG/Qxs4fi/E1su",
+	"PUxry0s9F9aM1cXZux8S9tP7i7ev/nn55u+vE/bjmRMk/nn26tUF608Qr8ndh4jXNDwebX7lbmt66fz9",
+	"xQdkMbpMF2WlnPh7/vrDP985OeEyYfDZiQzYr/uz0V/rC9eWmyQVTjXu0DjVkKv5kJSwCRAl0gRdM/Bz",
+	"wIefwAFEoPD64HHFPIKc15adniR/EQH/7KUTF9+BEAvRTOfcLpz2wcfqPKTJIkT5Sw9AbgMm+cbJ7KNY",
+	"P/GIWRktZcYtH0bAsibudoZuwcRotWdPLcD4U3fTtwd7wsa9cW/CplK5aSLLcsfPiaUyHSuP7K80idM1",
+	"tl19e/nosQaIOreceeK3HoGcSTNWHlo9w5vINnDZW/fwqf8JoUFr6HW2gbw+VpQgEoFe73MvkgzduCZU",
+	"Uheltam2i2DEHKCKpfPM3anuXa9/wlyM5VDUVFeQaiDDBWlbBbndNeb1Fl/8YayM5TlOZbUldZTCVqUy",
+	"I/bKvUZuU2M14JiEJcA2oboCDQ9MUpC4i7JovmaNInyypbZDk1hKAGstGA/Xj+PzAP9uWojm3wfZ4eOb",
+	"V6fYNAq5DTsAHZjBqbtwfUglSb1gvHIDI4+L8dOIgd23TcXihgqe9Grh+/ppzNjuLcI+/vWsKHpJjwTp",
+	"XtJDcaGX9NAq2YMSAT0fWtyrg8bc4z8nn29Z9rbUmIX5INtwvOzVIWbduFPR7ZpUsUCuc3egvQHWPTIJ",
+	"UCBK3FhW8LkICT0kjmL6GZ/H4dsOc2AGt8TnezA3DOU7g3C6HFG7fRCVsiYKbR+wa/af8Ev/SjS4h2j3",
+	"rjbwsbqOR4aUfheZwlONtw5KjcELtStb0QpjWQNrnK5fMp56rdpp9bB4+xcuqesuxhJHwWRyZwXvZgXu",
+	"W18Pas9pI7M8LJ9VTzFo+LtDa5rdGX97R+2Ueo4FFZSPFQYlKRpvMG4Zirv9p4BQK26cxM9h61BIOuuq",
+	"f+1DpWOhTU34a9a/EusBFccpNSjJ0rB2oL9ohsk2IhMhSHumAXXdbsSttmLno8yoI3z1A8FJ+6n7KO8k",
+	"xHgnzeE5yZ5VilRV3sw1oIHs6j7rDAC1rZKwGCoBhvOsdWpq5ZzGC45I2mAsYD7T5SHxoYdmE5nuyK+w",
+	"EClXGDxKimerJjxD20xuRbk/OkPA2Y1F1qKOuG/tripNhcj2z3siwWDf+N/63H0+msmDXk1RYJPY5dmE",
+	"R9kOlfL2iQPh1GZSSbM4ZBV2YTOW4jpkgu6BQeP+QIdSpUxH1E550BZtlR2k4km9pPfRbTd+/AYCLZ3Y",
+	"ibEh3+ItcyeCz374cL9QAmSoG0hr8nNs641Iq1La9SW4TDGSS/AyljVwpsDwCGVnEF3i+58+MCPnCo1j",
+	"nF2JtV/jObdixddPDPv+px8uR5CQ6Xronfj2w2gW1ha9WzcY2VkH3nXshM3awgCMRM/AbeiE/+B/Incu",
+	"ljwfJGwKMFX/0lMzVn0U7wcJM1LNc4Elr/vnOhskgb1m8DDrk+g0qGuOMBSeXENUoz0Bm8qwftWzA9Zv",
+	"aAxo7uGV1SblgHoEyq4UriVUMQbBCEfhMi1H1C9gS9io/T1iH6GeCBjgxsry/MrdcltPTb57jeWEnI5g",
+	"JhiDHYIzzFZJfbBkC54uRmM1Vh8WpRBYy9YkZF07l4ry3E/Gasj+8peQbX92/sb85S8nZH5O2FzYBDpM",
+	"SIdMSDkd4YvvfVl5GEUmptV87tbHt7NPWfmxYv4zWG83q8ufMmNLwZdQx9xpoFjK3CxEnmMMx09iikEC",
+	"NKo3ysj5woZR8KZUSuJq383KXV26ZCsw3WbgaWJgDhPl8NIJJ6/xYRg/CgNQ4ektN3YIvw3fvJq4vafU",
+	"PDRLgjGSscoAbksoju+pIWyt25+zyi6EsjLlHqSZMzxhdFL7fM9zi86oFMyzELHuTu5gxC50LgieWpR+",
+	"pCdsggWLJ5DqYZKxmoTKxRPGc6NDDcaQMpewCZjh6fclV2BdaORrno7VpsV+ydcsIxMVoGsmTKo0r8Az",
+	"ENaruSgvjp82DU9QiQfTAa+UXqlT9uL4+fYDrh8nlWQaZM7T2oO9XYeAEB0Me3H8guXySjDOIOtfzR0J",
+	"wsZcCKhoEE4AeS2o0JH3/9R8EhEDEzbDXUGaMkyTkzDs/g9iPfxvnlfCA3ycQJ0UnsEMcj535FpKK3zG",
+	"AUiDYLmBNkFYBnk4E7mkECYs5eCBaKD6ggddnVbGCdR4W168Pnv14+ux8op/qBs71ZXKBiP2E0SBkZ2K",
+	"sD11CahDaPhAq46VFuw2yLoboBm9pHftDTy9p6Pj0bHH5eeF7J30no+OR897Sa/gdgG3lWNsTbWdoKi0",
+	"Zyxvst5J76009qV/CMKwC60IfPrZ8bG3e1CMG/BBPE9H/6JQbhSj7hSysA+wrMCNtgEO4odwm/ReHD/t",
+	"ai0M7+ij4pVd6BLy8OGl53e/9K3PhIU3nn199xtUOenCI4CAYFAtl7xcB7B+or6N22XLwQYoDXxuEPkH",
+	"2GjvZ9dec5+OPtGn284d+074DfsC+xXbqw+1zfpLbtfxi7vfeKftt+64PdD+Ovmqts6H3GfE7tQ5cFdk",
+	"BnvutjudJV8KPJId+d/1I34Xzrld9G5/7qSVo7oK3n3aB96RLrZJ7nUmPc1hubwaFOcbjVrwgxAdNH4O",
+	"Y7hty+62rMTtr07uJOQ1sD6BMI/vprNveObxgH7DR+arfbpoJjK0j8ulsJT/DbEbvFmoBGOJ7skTjz5h",
+	"wY3be1J68qknISnB/eVTL3rYdm+T7JIGCdVFxctMY1Ea+hhBCfkZDIgRDo449b8ZJt5B1X9IEsWlZ32l",
+	"ATHALHiZmYGT/QPQJ6+9x4dQK2iMjUs7mg6Q5hLcpoB6YTVAvaNjsKlmQt4+yNccQxalAeEf7IEQigPK",
+	"eQOfpO8UuAS0tySUDMLSsAPSYmW6GKtAhwb6WrsxSBI8t+XCHySiEj4afboOuiRC6DxhBrNqp1jd9/Mp",
+	"82GEPTQL6Fmt7tQKCHMq1LbNgJHJYBft+GrGneRzhjWJMeQkaEihYHFQYL//6QOo3fBIo0zcWIUS0a0X",
+	"TTXFutBlMxYaTRoUoLuQ84WAqGWcz4hdhErOvgOzR53msUp5Wa4JlwdKnyT+WkALR5hwFz2e+2V6RJJs",
+	"loyNUGUYwq9MiGHhG2o65pnxUL66jyZBb0BxiukOhhZo8Ofb+t7qRkqi6KiQ0YY1qrnBP5Sg0qFwGkL8",
+	"xlZVUjBSjNjZZsVRsDjwpcCgCGi6Dy3QVCH8A+JTBiECNVgMkEW6XsdqMhw26wwPAz0m0DSaeoZSYaKW",
+	"6xYJOSxwMlaufwIp4BYeTCgmczIcLvlNaHRYiHLofp+w/ovjr8cqENNS2gsC15yKtQZ7wAefiCANSxci",
+	"vQIzGWttGiXRSMP6/LNqRqOFxK/u4ASiqLdCp9lZlUEFWIhhgAXwk5qMVd/v+cS3MxnEjujLZqn5R9IQ",
+	"2rXI91ISnj50513iVKiAbciy81vXDvbgRC+1muUSvVwvnj3bZ1xFqVNhDApf9xfY8Djy7UL8xMNOYwc5",
+	"RMTR1Uzwck1W0MH7Nm7ko0/06RbZIdRfiBQBaRbcPv6a9VOdCfZO29fAo8jjvl2/mqv1WHlZAkMu/UU9",
+	"1565to8njiEcz9hBhAi41kFsHYgX2xPAN7LftDnnUHK9J+HhkjQID7g/bpvSm5V526CKyiR7X7VdNr7O",
+	"7Tv+wvzsHkRx0Ba3Vv8MTm5byqyFjSDMoqMFBciq6BZnDjIV0LK0jW7bDOGIF4U5+sSL4vZoCYi35ugT",
+	"fvgM+0Sr0yQmeZ0VBTkWXBdOJtAzCAOJWDIghrPbjFFwa0Xp3vs//+DDX46HX//c/8eQPn06Tv769NZ/",
+	"P/hf/xFDlYkW7a6M1Usa3xNMqYQgKE4Iyj65yyLoVVpUAGBM3h1MDGohJ5APhWCxtueJXT3uVH/eJQ1D",
+	"/Q2f0B8mDtWJ0X9KCYpOfKM1wBjrsXKyYqEzX2gpk9eQ6yutd05hXqPT9AcjdgnhvHArYMrPWHmnuSgh",
+	"vRXjfIkQKVPAS5EQ207f8aJo/Y1vUPg7ISqeFcVYOWG4qAwEhIsVMzQCTkUZWP/Fs68Zn+prEZUGzyuz",
+	"+LG5Pw8tCmLjuDD7SYLP4puIM4NouaKa5hh088cy7H6e1nnvO/QcyYcWmEJSgKxbvIL1g3/cNNC/Hek2",
+	"WXptvNolpzXZclnHZHWYVTaKl9VjhEx6Ayi6TpuFWCgw4VnpuBrmLYwV1FACvAVI06YOR/B1naF1EuKp",
+	"DBm0AAkDarGrZWV8OhGbVXm+bqT5U6y4Eqt6pARpsAboPq/hTfkVubMbecAQe46K+injOAeQYpYScqwh",
+	"CSKjXFUoqV1ysxjmWhcEQkfBNjgrzFouRDlWG7NV32K61iShZYNeoL8QmQR/TXl6hanZypoT3zBAFwyN",
+	"h91rfYuwQ/4rQsYbK/8FloobQrsMQQ0o7Q43NAOQEYjcY75MXIxbfSesD+B7RIErlFCLC1xlXWHtT0bS",
+	"Fgc934iBXdRi4J68I3kM2ezXEsV+PoQT3sOB9ptehK3xTIBTTEhfazIxBJ8HZIxTgO+plmLCfOIOSqd8",
+	"rAgm9xfCS8eilxAiPzhlk0pleuJTzpoMzgtnWFGyzbSp3qYJLN29sF1H02d9GYrIB251P3elr5iHswW3",
+	"ZaYPclliNKL4AjyyzmWKM8k60Cx4LcNQURf3O93ADOEpWKUh5wFRmCmga/BHE/QON+r9OpJhM3oV3a+Z",
+	"rsXDGJs/XBIkM8HO2Lcf6ZlHpGjsosujVCPOmwSMl4RYntzf5/nA9pcnteGFAm8l1OoVv7YhhkZ19Ak/",
+	"3GGqXepr7/2AZCH0OEkTEFf7L46/Zm+5sWfuF/LUYNNPDIieNYQcWaYERItbugmCH4oc8cRyvOY8Vn3v",
+	"pLNt3y0ZSJx075T+ptkXY2qGOIyo1RdmJpDYeltLvVHV1IgyaCcQ/gA+X3/R/LsS5bq+aSiDtqb2yLVx",
+	"t40Zx5f9T2e492ScFz62isJN72l9vp8MeMfjSIt1cGFldxbcgAB9pEyOx+KJoYNRhyoMME4fyJX1uUH1",
+	"14N3uZW4llnD1Ehpf641x1hz8cSwCQY4AIAhNA64h/AVwh3QmSebALlqdp/usfLHe8ReiaW2h/GYsWoe",
+	"diPsrpN+KWw45o9jWXONv6RYsC8biEkT23lR/n48rI8vvf0KLtmzLKv5j/aWFiwD5G61e7Gk7lv+375u",
+	"WtSUB1XVWCaUFFBmKECpnLXdR13VvfhYQS7zXNh4SS8st+UedRqiewIzbMidDExkOKSHh9CHmQxOGaf+",
+	"+GaMixGQ/lQje9QYQxAR6BNJAsKs6xjYWlKXXzNY7GzmROSVVHNkh2HyiIFIZcGAv6a8ACFtqxDYCTum",
+	"SmHGp9Vgv44bf3f+Ed7UM3ZM+UFKu28N4QVuzm6sVgvNVhzQg8IOVCrVykAioMhwAXBshuW8nCOUlmrG",
+	"Co3YJSLtUDQj8WCTlpCw04cYoFeyHDAE2HEXhfxF4JqPVYCwK3QG46TomgAkRK8h26eXR+wbiNFhFHFU",
+	"GGjCkUfSmMySrzFt3IfiTJb8xmuvZlJ7iMcKrMprTJaPkY4PJAqvTBL29Dg5Pj5m03Ugi0EDqgYMrJkW",
+	"BiN+uDQCcp38lplFKRXULBkrD4IzQGiCawDLwWsIyZkA7cBhhRQCKKdui6RKu+ylWMfwEa8C7CByE9AP",
+	"v6dMobMGQ0TegKqScaTtqetBUkb2VZqABI8+uX4fwBoYsU/RjO62TnnciF7S88ARvaRZwbLLUhWTJy+a",
+	"UEkbax5YqhuaO0zhvIALRWdrjLcDNN6UF4WAww1njXhoPzBJJgG0qW5DWqyC6c57ZYkld9wl7YFMPt1O",
+	"WFHRxeO+GytA7CD3j2fncVGwPocPLwlC2xC++KXlwN2H/3eWiPMQeTVRYgaTszw0VSHCDTCQwBx9cvR/",
+	"e7SoKwZHpa3XPF0wX9wXtqERjVCKVJeZkygQ1AUou+/rcxCcJM+CBmUSRmCuFD+BURWAz0I1oAlUzoMJ",
+	"jBWVgm7VzE4X2ggKOV6skzoSPyW4bye4YfHrxA2hEbPHW5XJudEqAQkpFDyBuzdMWBr3Ps4y4MBmcjYD",
+	"650Pzy9KcS11BeHQJCV5iFEQQ8bq+TEzHbdru3LzIx60dkcdepenhz89k1vKUF0dvhSpI/BQ8zphOs+E",
+	"sVSBcg8v5QPd+ndbZt7xpbhTQgjSaCcb+BawiASK1gWfS8XBg18n7UD6EugbfClGCAARzfFPeboAKLxt",
+	"E32Qqe+yar5HhEVpsNu+k7lTbsRpKIrRxvuow8oONXhu+Rshc5UAkR1jmlyJ9X8BH5uwgsvSMCPc2GlZ",
+	"oIaGOYXyoBD/AXihXcOBoP/DxgNLUceogrla+kCI/rkvxlRXOPTYTnVlp9hIfLW+A0Zy7iRc0MlqdObj",
+	"4xpr9+nx8XFnf75Ec90fVZ3pnbj3kt5SKvozVuspZmxsYDSS6X3W5tYekzE2ngABeZg1/OG9o13epPdK",
+	"wASaOWrmN24lu7925VajJSGtGizDM9f6u/sqVbsiQj2YBxbeSLWTEBxlpDZfn3icFUy7oVzBUqs5czQE",
+	"SDJOsPgXoqr7vCl8Gsqn2sWI/QQCi2KTN5lYFtoKla6HP4g1mLNLAZEKY0VpTD5EAZtx15CuLISaSWWs",
+	"QKCoGZc5AebCa2C6Brj4ziyf4KU/dCUbg/5BrHt4WB5ecdkq0PWFU4V2RTHgCv7hsoOePt/rGEMhsM+3",
+	"Xf9KYl5IQ1rVhB9jLHtIU0efnHhxS6pW21cdy+NpHLU/RiLPr7ODIZ/Hb8Qp2v8RSRdNN9FiFJ1XSFfm",
+	"TveGffkoqS8VPPIg1/h3YOeoQWHb1TIf4yq/W1P6QarsM7SqYJ1sUwcgXbZP9G/l7vsytPmRkF3/p/tt",
+	"/9CXJdng2+CQWAREZYT58FD351FdS+HoU/h8e0Swl/f3bDwKf4h7TMLwd7pN9k5QawDJE6x0FAsUcl4Y",
+	"QUGzQmdUGMspMFpQoRH/Zqu8XChzceL9qlhsr4VoHQo8BhBN/3LwfmeUJRiGN2tU5qmvA13lEDsXqmGC",
+	"3xnhZilTDmJFwaCB6SYYlZ34CLxGZUiiXZlLu2ZTqLt+ynijRgiarTysCYRiIyCKX6nvATcXFg+xc5Nm",
+	"vSmnTBFMbpgmYFVwS3VY0HosyfUvgfGeoHmi1PkoLJSvRDShmKb2KnoIVEhLwmJbVNvWMARckdZXpAYi",
+	"wEDpRk0+WnVKBwwtU0bgaKxePHtWJ9SH7VhwiAFokRHsNVj6ovGJ0M/LFpH/BoPI/4wp+h1eNYHmPbuJ",
+	"8biI7rZnJHnX5RNK6nanGGJOGsYeQTGqjfqyGJZz2ahgHSrIuxelGquOEnmhjKOvFVan9sLpHsaSgM11",
+	"OqImRrlOeQ4lr9xi+SFASeeCQigzqhs9sSWfzWT6Srp7Z1pZABQ/h3KiL3OquPpGoSMvFPMMWKgIZgvQ",
+	"xlgMHbbnNa3eZS4pTAdimupajH2Eu5mEZXYPjq7CvTaS+gihkrPhdH3CAlPbqEeKHvohNXvCopW/kF2G",
+	"knk1diE4K8cqDCIY5mRJ1wsVkgSsnlIYnV8D0O9cajVcyUyg0xPB3wyUL0amg0BY0MgorIah0AEWaoNj",
+	"ymfKc4Eluur0ldM6EM+v2cwdfFYpD1IM94nbMYgVUmKsmrWB/VOYasTOInWZVaN+N12eweVKlwCRzkmN",
+	"cGchy6oEzKOamH3FW15vcd2PtABdFkpN+vhabKrfKCEJibSAQfTBSSmI2l5LICsykFIxYX+aNvF5sY7w",
+	"WEkATOfZ2vWutKVKXfSVEujYk9eC0RkYsTOCvwY3k11whVWYJaBedzh0w/Y+5r1Xd9Jx8dUM608LUWeS",
+	"aX3SHU/C1O8aR/2Lp5s+joXiMy67ULsqDnFJVdAngKU+8cEZFoM9fSVJw76/fP+OvBj46H85DWfC+roc",
+	"q8lZmorCnjArbiz2OMQaBZNBEqkfcII3Djz4xLCJzLBQO1Q59cV9WhWLfZ0CKn3gw1cD3+IWYzuUArtg",
+	"rCoB6y8EzzD42TU8ASlywsJCD8YK4oiRJ+XcUQ12Km54avM11FbGIgXAviDgjNLTgQlicMoJcWnE1BcZ",
+	"ciYIapWEReSlA2weYelC2gEm/HfMnPIaAoRAXWgKMixmVZ4HV+IEHLGTwSkhWXFfZBmPwFhRk9IwY2We",
+	"s9TXv6wKUECoKMBXx89pRS+ELdfDM1i4ZKwwLJUzs9ClWy23KDFG6gV73P1t71PMaQtEFvPYTrXOBVed",
+	"/nNPs6QjOLLKWJ8b1iKHTuc1vNfqd6t4WXBfH+/jvj4LFaOlYUuuwgghuQzoKPjYHVWTrxxd7KftcoRA",
+	"VkH5AWqR2aO54aFRPDR1q61V/NU86jAAcqcnvS22025oc2BbdyzR5Z/oMQ8SWrVdW4bATwJgi8EKIo41",
+	"hmIzv0ZA1Ze7hG+wImr0Cv5YzEueAQoBb5TuYd9IxUGDhPpg3jDEGWZZ02IqkY8Vqh4YpJRxy0/YMTM2",
+	"c0qmvyE18X6sFwQ1gvEJaj4hQx82yaB9noOelDpN0Vuwlkuu3M5CgOggYU9dM7qyCXvmPomyTMbqORM3",
+	"Pt8GPgGwIofYCrnkOcgJyNroRrILoaijQcJeuMsco482x3/CJp/GvZXM7GLcO/nP42TcWwhHLePeybMX",
+	"t3GM09c3Ir1ciDy/KxbtQz3HUACZl3NwyBjWL0UhOJpTa6nBsV9xU+Q6E97sGw9CWlKMfLeReN8ym4E5",
+	"RwKdvJXuoLAzEalWiqXEWlhIGIviTalaie6QM31nKF7sNWvXd175sfeAlHe/uXkbPUW23V6Jy5UkCYgE",
+	"snAcnb5gdarzP2+JTQfwRQXw+3RsJP4RSpZRflJYyD+6vpXrebe25U6a06QogAE0VYDx6k+astDNUGVO",
+	"HnLaE+J/SwXPmbEqSjGTN81AM58lV5sowe7fVsqgjckI0K1vpEfG3i7CNpzxFCrgy0zUYIjTyozYGTMC",
+	"wu294mBCOChvlllTFeaYzpoV0+Eu4PN5Kebc6pISL5f8Zpjr+bB+cJKEdJuvnPgb0M/AkeSVoKUuURZG",
+	"Pwc8YPjasIVeuaOreFnqFaQOTELbk4RNftFKuP8LncWvikvo4K3bxL3jlkMPuwJQP4sv5+vaRu6jgcHu",
+	"2NGRL5V5cB8S+P09uPmGE1OIgvbKEZMSKyTfrg5QgPkcbQ+adR3UaaiysxtIjLxEI+xDqnhho0AjwyHp",
+	"GRo57iQOy2X+kIP5Fu3QsKczKBmt4DC3PZB9b/rOMNFF5EbAgMeq0O76x7t+6ThPeGvQjD+FOKzKFpU9",
+	"Abvt1Oi8sk6QTN2OQdxrQpmrlcpEyRwbTRN2ZNYmYUeZuEZUCCPSUljDIFdvrPovjo/RpbCSRgxG7B3W",
+	"XYGUOgKcbKSs4xTR3g95t148mbiFnXgzUuNG4gYLZmZaAF4LNmHRxztWoe6hG7ZrFTDBpGrYqsH58+L4",
+	"xSlrUlTD8R7KtHBs3M1pMGJvgTJCRY1QyXDNVmR4zxrAYZtnROZiU5t/K9TcLpw+/+xFck8F3F86BxT+",
+	"0nM3o1oFh0vmQN37rZ7jifnDCVZfziHbzjvEKxLYkZ6bthOV5PrEV+VN6yKSf2ipDPxwv9Gwok74PshR",
+	"e+SwQ+gjHKffTsjhn/Eef6B4DywxSH664IbG0s0QhAVpMiXPc5FLs3y4SI9P4f3b325MYRwDtX9WFCf1",
+	"Yi0EYpb8Ikp9GkLXKFatFcN2MlZQ791UphAqE9kpJbtiZvdZUbBczCxa9wZJQFNN2MRYXUzGikpQkY6K",
+	"GHZZQvAnpcgFN+7vlvvpShR2kIzVBMLFJtgsfGSImwe5SvQdhNTJdNGUk0LJPKk2Mz47wVRrbvBZeKpu",
+	"uvAfLwkcFT59BsLqbyl54E9u+Tvnli2U1YQ5Kk0YxdiWIdx278C4UixFJpEMuuxS56LciLSpq1k23neK",
+	"D4K5sz4BNiDGA8AVlUs2LQW/QtsPKL8zRJhnmXaKJLKMTJqygo4BVkGYBAOtkOkonXnvd90tQS6FGvKk",
+	"qwGKkpHLIl+PfeRUUiegQNozQVDIueI5M0KoBHU2sJElbgaulQWAcC14UQiInVqx/mTFpZVqPhkk0Frm",
+	"OCwVyg1BTUnwEhDWQhdKfWMP7jQrbQY91e5hXCL6utP2XmdA/Tq+2cZkLzEHqINjYYYQGEH/sJXJ780N",
+	"3rkD0TwMRZMydgDI3MELjvA6dFJRNA/htVOZfNXZnKBfyLQy10yrU4+Gbpg7KoSJjlxrozghdDVsdD7Z",
+	"xowArtc+J4+h7zR6gB6/tM5z6OHYhEyiUrC4/0ldqMMzhT9rm7dtIboAMm0eIITgp/ib5ko2Sg+uKCyO",
+	"P8hRI4mz86y1IaPds3cclgt46M/T8udpecjT8lY6tbB92bhdRxNicxUpWuDBDovJ5R1V2MmGb3QunCi2",
+	"MifgGoSIX7gSl1JVNsQxgCNmoavSwzmNFeHzQ0OEatYveGklzwf+bffayJ1BvL4nIN5NRFnq0v1RCoyS",
+	"eamXhXv87PwN889SrpZZiRKuyA28aSruC5IuplmEAMsAZ8a+urlh/VaOmzTsKRsyHMGR72twiuPIeaXS",
+	"BYSqqhQeDhhNGDOKjlEs0dSyAo/VXKhQf8NtkgUMqAozfRNGiGuAK4T15k24/qHtpI5BrZvymTxUNdm/",
+	"AD4YqGDlVhkD98NQQfJXkDBeCr5EEG8Sp92UrkRhvRenRp7C+oM+sqy0ZqwwqskDu/kKWuelXjpFpjKA",
+	"P1tQJJOBCs0qc3xJN/DfxqruY+IrRE5YH/NS/mly+c+/TAYIPqzWoDiwXKu5KLsg4d6+edTkgcu3b+6A",
+	"gQtn4dcufx4G4k+pr++di2uRN3YjaZ7ofrtSMNYS34mUWGFAXTdHQYDl0qdVFjkPgFL0rh8a1IyDDCEo",
+	"Dldrl2PVUC8RfJARYHCB+jugqzVkdfhbaywbtOLXos77dEovyCOgNGOkZN9zVQgAEOUQNONcGjvoqrT/",
+	"0c/7EcmN+thVF8Utp/n94HSigtWkhVauWFHqOSQkHXqneSpsQMZ0YY/Qon6Bfdu1Z39gyea92thitOlQ",
+	"1nYw4oS9bpzbBA5tAieWMNgzsT8xHOpApX26u/wGMC0ZwIkp8/2a5zLjts5G3eBnFKNAFn6p4HmEKgOD",
+	"Gl+KbIAYO8D1qMwlhbzaBdT2oKt2xDCP112BHMdzJURh2kvpI9NKnTeNAmMF9TJoeJN4LdrWwXgE7YYo",
+	"4hyI/8tqNnucx99LwYyHAekC07ZHIGlfzffkvEd8qj8HU2TrKN6pu0NHNU1vUfSZ+/1xaZpaP8Myg7dE",
+	"1b8mEf+uML+/9MUEFLFJ8EnwlwKefEtCnOVO1oULCrMlc5mu731CalvwI5yQdxpMcHBveq0M51NwyItz",
+	"Yha4gthMKmkWI/Y3rTTEEkOJCzljc+k+YBpjQ3OAC1CvVMzc3H0MwZT15zH88xi2Xa4Pfu80zL6PfPGQ",
+	"0bib5NFg/CfN/0nzDRAeqOK6dffkcgZYwsGUQcwXS9SjwePy7XuwxUEiYJpXmcgOPi2rheZL2akW/7TQ",
+	"Z8s3j6kSv6Hyg100hJamX9No9tMCs9BwJIgpkPm62FhaDOAA4sYw15RIq9JN0XGdqeClKHsn//jZMRVM",
+	"p0R+VJV576R3BMyGGtoywvvoorNzsGf6LP0GWvlWJEMo8OxGnYlpNZ87wmq30CCN7SYwMduHnjXgPBoN",
+	"+BlHQOwpUDAhGaNZBxcWsJHh4mvZ3f58+38DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -185,6 +185,11 @@ func (s *Service) Start(ctx context.Context) error {
 		// The autoscaler's own endpoint: it may only scale Apps (see
 		// autoscale), and quota applies to its changes as to anyone's.
 		bus.AdmissionAutoscale.Endpoint(RequestTimeout, s.autoscale),
+		// Projects as a resource (projects.go).
+		bus.ProjectCreate.Endpoint(RequestTimeout, s.projectCreate),
+		bus.ProjectDelete.Endpoint(RequestTimeout, s.projectDelete),
+		bus.MemberSet.Endpoint(RequestTimeout, s.memberSet),
+		bus.MemberRemove.Endpoint(RequestTimeout, s.memberRemove),
 	)
 	if err != nil {
 		return err

@@ -58,6 +58,12 @@ type Config struct {
 	// ("https://atoll.example.com"): a browser's exec WebSocket must come
 	// from that origin. Empty: from the host the request was sent to.
 	PublicURL string `json:"publicURL"`
+	// SelfServiceProjects lets any signed-in user create projects, which
+	// it owns and administers; otherwise only platform admins create them.
+	SelfServiceProjects bool `json:"selfServiceProjects"`
+	// MaxProjectsPerUser is how many projects a user may create by
+	// self-service (default DefaultMaxProjectsPerUser).
+	MaxProjectsPerUser int `json:"maxProjectsPerUser"`
 }
 
 // DefaultConfig is the gateway's configuration when none is given.
@@ -78,6 +84,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReadYourWrites == 0 {
 		c.ReadYourWrites = 2 * time.Second
+	}
+	if c.MaxProjectsPerUser == 0 {
+		c.MaxProjectsPerUser = DefaultMaxProjectsPerUser
 	}
 }
 
@@ -102,6 +111,11 @@ type Service struct {
 	quotaDefaults *bus.Mirror
 	idem          jetstream.KeyValue
 	js            jetstream.JetStream
+
+	// projects mirrors the registered projects; members indexes their
+	// roles (projects.go).
+	projects *bus.TypedMirror[*api.ProjectDoc]
+	members  *memberships
 
 	srv    *http.Server
 	ln     net.Listener
@@ -156,6 +170,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 		js:     b.JS,
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
+		members:      newMemberships(),
 		ids:          newRequestIDs(),
 		proxies:      proxies,
 		origin:       origin,
@@ -188,6 +203,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	}
 	if s.idem, err = s.bus.KV(ctx, bus.BucketIdempotency); err != nil {
 		return fmt.Errorf("idempotency bucket: %w", err)
+	}
+	if err := s.startProjects(ctx, runCtx); err != nil {
+		return err
 	}
 	select {
 	case <-s.cache.Ready():
@@ -238,6 +256,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.clusters.Stop()
 	s.quota.Stop()
 	s.quotaDefaults.Stop()
+	s.projects.Stop()
 	s.wg.Wait()
 	return nil
 }

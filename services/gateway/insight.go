@@ -22,7 +22,8 @@ func (s *Service) WhoAmI(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListProjects lists the projects the caller holds a role in; a platform
-// admin sees every project with workloads or quota.
+// admin sees every registered project and every one with workloads or
+// quota.
 func (s *Service) ListProjects(w http.ResponseWriter, r *http.Request) {
 	id := identity(r)
 	seen := map[string]string{}
@@ -46,6 +47,19 @@ func (s *Service) ListProjects(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out := computeapi.ProjectList{Items: []computeapi.Project{}}
+	// Registered projects with their details (projects.go); a platform
+	// admin sees every one.
+	for _, d := range s.members.list() {
+		role, ok := seen[d.Name]
+		if !ok && !id.PlatformAdmin {
+			continue
+		}
+		if !ok {
+			role = "platform-admin"
+		}
+		delete(seen, d.Name)
+		out.Items = append(out.Items, projectView(d, role, false))
+	}
 	for p, role := range seen {
 		out.Items = append(out.Items, computeapi.Project{Name: p, Role: role})
 	}

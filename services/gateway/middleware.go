@@ -70,6 +70,8 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, http.StatusUnauthorized, "Unauthenticated", auth.Reason(err))
 			return
 		}
+		// The roles the projects' members give the caller (projects.go).
+		id = s.members.withRoles(id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
 	})
 }
@@ -354,14 +356,18 @@ var auditVerbs = map[string]struct {
 	"GET /v1/projects/{project}/workloads/{kind}/{name}/exec":                            {verb: "exec"},
 	"POST /v1/projects/{project}/apps/{app}/rollout/{action}":                            {verb: "rollout"},
 	"PUT /v1/projects/{project}/quota/{tier}":                                            {verb: "set-quota"},
-	"POST /v1/clusters/{cluster}/{action}":                                               {param: "action", values: []string{"cordon", "uncordon"}},
-	"PATCH /v1/clusters/{cluster}/labels":                                                {verb: "label"},
-	"POST /v1/remediation/pause":                                                         {verb: "pause-remediation"},
-	"POST /v1/remediation/resume":                                                        {verb: "resume-remediation"},
-	"PUT /v1/upgrades/{name}":                                                            {verb: "set-upgrade"},
-	"POST /v1/upgrades/{name}/pause":                                                     {verb: "pause-upgrade"},
-	"POST /v1/upgrades/{name}/resume":                                                    {verb: "resume-upgrade"},
-	"POST /v1/upgrades/{name}/abort":                                                     {verb: "abort-upgrade"},
+	"POST /v1/projects":                              {verb: "create-project"},
+	"DELETE /v1/projects/{project}":                  {verb: "delete-project"},
+	"PUT /v1/projects/{project}/members/{member}":    {verb: "set-member"},
+	"DELETE /v1/projects/{project}/members/{member}": {verb: "remove-member"},
+	"POST /v1/clusters/{cluster}/{action}":           {param: "action", values: []string{"cordon", "uncordon"}},
+	"PATCH /v1/clusters/{cluster}/labels":            {verb: "label"},
+	"POST /v1/remediation/pause":                     {verb: "pause-remediation"},
+	"POST /v1/remediation/resume":                    {verb: "resume-remediation"},
+	"PUT /v1/upgrades/{name}":                        {verb: "set-upgrade"},
+	"POST /v1/upgrades/{name}/pause":                 {verb: "pause-upgrade"},
+	"POST /v1/upgrades/{name}/resume":                {verb: "resume-upgrade"},
+	"POST /v1/upgrades/{name}/abort":                 {verb: "abort-upgrade"},
 }
 
 // auditTarget names the project and verb of an audited request, from the
@@ -384,7 +390,7 @@ func auditTarget(r *http.Request) (project, verb string) {
 		}
 		verb = v
 	}
-	if strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") ||
+	if rc.RoutePattern() == "/v1/projects" || strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") ||
 		strings.HasPrefix(rc.RoutePattern(), "/v1/upgrades/") {
 		return PlatformProject, verb
 	}

@@ -101,6 +101,12 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		}
 		env = append(env, "ATOLL_GATEWAY_LISTEN="+listen, "ATOLL_GATEWAY_TOKENS="+tokens)
 		env = append(env, r.gatewayTLSEnv()...)
+		if r.gatewayCfg.SelfServiceProjects {
+			env = append(env, "ATOLL_GATEWAY_SELF_SERVICE_PROJECTS=true")
+		}
+		if n := r.gatewayCfg.MaxProjectsPerUser; n > 0 {
+			env = append(env, "ATOLL_GATEWAY_MAX_PROJECTS_PER_USER="+strconv.Itoa(n))
+		}
 		defer func() {
 			r.mu.Lock()
 			r.listen[id.Index] = listen

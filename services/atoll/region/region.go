@@ -162,6 +162,11 @@ type Options struct {
 	// of the region's own, made in <Dir>/tls (tls.go): GatewayURL is then
 	// https, CAFile and CAPool are that CA, HTTPClient trusts it.
 	TLS bool
+	// SelfServiceProjects lets any signed-in user create projects, at
+	// most MaxProjectsPerUser each (0: the gateway's default), as the
+	// gateway's flags of those names do.
+	SelfServiceProjects bool
+	MaxProjectsPerUser  int
 }
 
 // HolderTag is the fx name tag of the lease holder id the region supplies
@@ -920,7 +925,7 @@ func (r *Region) prepareGateway(o Options) error {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	r.gatewayCfg = &gateway.Config{Listen: listen, Authenticator: a}
+	r.gatewayCfg = &gateway.Config{Listen: listen, Authenticator: a, SelfServiceProjects: o.SelfServiceProjects, MaxProjectsPerUser: o.MaxProjectsPerUser}
 	if o.TLS {
 		if err := r.prepareTLS(o, r.gatewayCfg); err != nil {
 			return err

@@ -45,6 +45,14 @@ func (r Role) rank() int {
 	return 0
 }
 
+// Max returns the stronger of r and o.
+func (r Role) Max(o Role) Role {
+	if o.rank() > r.rank() {
+		return o
+	}
+	return r
+}
+
 // Valid says whether r is a known role.
 func (r Role) Valid() bool { return r.rank() > 0 }
 
@@ -56,6 +64,9 @@ type Identity struct {
 	PlatformAdmin bool `json:"platformAdmin,omitempty"`
 	// Roles maps a project to the caller's role in it.
 	Roles map[string]Role `json:"roles,omitempty"`
+	// Groups are the groups the identity provider puts the caller in (a
+	// project's members may be groups).
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Decision is the outcome of an authorization check, as an HTTP status.
@@ -138,6 +149,8 @@ type TokenEntry struct {
 	PlatformAdmin bool `json:"platformAdmin,omitempty"`
 	// Roles maps a project to the holder's role in it.
 	Roles map[string]Role `json:"roles,omitempty"`
+	// Groups are the holder's groups (a project's members may be groups).
+	Groups []string `json:"groups,omitempty"`
 	// Expires is when the token stops working (RFC 3339); required.
 	Expires time.Time `json:"expires"`
 }
@@ -383,7 +396,7 @@ func resolve(t TokenEntry) ([32]byte, token, error) {
 		}
 	}
 	copy(d[:], raw)
-	return d, token{id: &Identity{Subject: t.Subject, PlatformAdmin: t.PlatformAdmin, Roles: t.Roles}, expires: t.Expires}, nil
+	return d, token{id: &Identity{Subject: t.Subject, PlatformAdmin: t.PlatformAdmin, Roles: t.Roles, Groups: t.Groups}, expires: t.Expires}, nil
 }
 
 // Digest returns the hex SHA-256 of a token, as stored in the tokens file.
@@ -404,7 +417,7 @@ func NewToken() string {
 // it is in the tokens file.
 func Entry(id Identity, expires time.Time) (string, TokenEntry) {
 	tok := NewToken()
-	return tok, TokenEntry{Subject: id.Subject, SHA256: Digest(tok), PlatformAdmin: id.PlatformAdmin, Roles: id.Roles, Expires: expires.UTC()}
+	return tok, TokenEntry{Subject: id.Subject, SHA256: Digest(tok), PlatformAdmin: id.PlatformAdmin, Roles: id.Roles, Groups: id.Groups, Expires: expires.UTC()}
 }
 
 // Mint creates a token for id, valid for DefaultTokenLifetime, remembers
@@ -457,6 +470,8 @@ type Claims struct {
 	Roles map[string]Role `json:"atoll.dev/roles,omitempty"`
 	// PlatformAdmin grants everything.
 	PlatformAdmin bool `json:"atoll.dev/platform-admin,omitempty"`
+	// Groups are the caller's groups, as identity providers name the claim.
+	Groups []string `json:"groups,omitempty"`
 }
 
 var jwtAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512, jose.EdDSA, jose.PS256}
@@ -514,5 +529,5 @@ func (a *Authenticator) verifyJWT(raw string) (*Identity, error) {
 			return nil, refuse(reasonInvalid, fmt.Sprintf("JWT role %q for project %s", r, p))
 		}
 	}
-	return &Identity{Subject: c.Subject, PlatformAdmin: c.PlatformAdmin, Roles: c.Roles}, nil
+	return &Identity{Subject: c.Subject, PlatformAdmin: c.PlatformAdmin, Roles: c.Roles, Groups: c.Groups}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestCan(t *testing.T) {
 func TestTokensFileKeepsDigestsOnly(t *testing.T) {
 	dir := t.TempDir()
 	tok := NewToken()
-	f := TokensFile{Tokens: []TokenEntry{{Subject: "ci", SHA256: Digest(tok), Roles: map[string]Role{"shop": RoleAdmin}, Expires: time.Now().Add(time.Hour)}}}
+	f := TokensFile{Tokens: []TokenEntry{{Subject: "ci", SHA256: Digest(tok), Roles: map[string]Role{"shop": RoleAdmin}, Groups: []string{"robots"}, Expires: time.Now().Add(time.Hour)}}}
 	b, _ := json.Marshal(f)
 	path := filepath.Join(dir, "tokens.yaml")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -59,7 +60,7 @@ func TestTokensFileKeepsDigestsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, err := a.Authenticate("Bearer " + tok)
-	if err != nil || id.Subject != "ci" || id.Roles["shop"] != RoleAdmin {
+	if err != nil || id.Subject != "ci" || id.Roles["shop"] != RoleAdmin || !slices.Equal(id.Groups, []string{"robots"}) {
 		t.Fatalf("authenticate: %+v %v", id, err)
 	}
 	if _, err := a.Authenticate("Bearer " + Digest(tok)); !errors.Is(err, ErrUnauthenticated) {
@@ -108,12 +109,12 @@ func TestJWT(t *testing.T) {
 	now := time.Now()
 	good := Claims{Claims: jwt.Claims{Subject: "alice", Issuer: "https://idp.example", Audience: jwt.Audience{"atoll"},
 		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now)},
-		Roles: map[string]Role{"shop": RoleViewer}}
+		Roles: map[string]Role{"shop": RoleViewer}, Groups: []string{"eng", "sre"}}
 	if _, err := New(Config{JWKSFile: path}); err == nil {
 		t.Fatal("a JWKS without issuer and audience was accepted")
 	}
 	id, err := a.Authenticate("Bearer " + sign(key, "k1", good))
-	if err != nil || id.Subject != "alice" || id.Roles["shop"] != RoleViewer || id.PlatformAdmin {
+	if err != nil || id.Subject != "alice" || id.Roles["shop"] != RoleViewer || id.PlatformAdmin || !slices.Equal(id.Groups, []string{"eng", "sre"}) {
 		t.Fatalf("good JWT: %+v %v", id, err)
 	}
 	expired := good

@@ -12,7 +12,13 @@
 // with a JWKS) and whose lifetime is at most --jwt-max-lifetime. A gateway
 // with neither refuses to start: it could only answer 401.
 // --trusted-proxies lists the load balancers whose X-Forwarded-For is
-// believed.
+// believed. Tokens and JWTs may name the caller's groups (the tokens
+// file's groups, a JWT's groups claim): a project's members may be groups.
+//
+// Projects: platform admins create them; --self-service-projects lets any
+// signed-in user create up to --max-projects-per-user, which it owns and
+// administers. A project's admins manage its members; roles come from the
+// projects bucket, watched, as well as from tokens and JWTs.
 //
 // TLS: --tls-cert and --tls-key (ATOLL_GATEWAY_TLS_CERT, _KEY) name the
 // PEM certificate and key the gateway serves HTTPS with (TLS 1.2 at
@@ -59,6 +65,8 @@ func command(cfg *gateway.Config, plain *bool) daemon.Command {
 			f.String(&cfg.PublicURL, "public-url", "ATOLL_GATEWAY_PUBLIC_URL", "", "the gateway's URL as browsers reach it (https://host[:port]): the console's exec WebSocket must come from it; empty: from the host the request names")
 			f.String(&cfg.TLS.CertFile, "tls-cert", "ATOLL_GATEWAY_TLS_CERT", "", "PEM certificate (chain) to serve HTTPS with; re-read when it changes")
 			f.String(&cfg.TLS.KeyFile, "tls-key", "ATOLL_GATEWAY_TLS_KEY", "", "PEM private key of --tls-cert")
+			f.Bool(&cfg.SelfServiceProjects, "self-service-projects", "ATOLL_GATEWAY_SELF_SERVICE_PROJECTS", false, "let any signed-in user create projects, which it owns and administers (otherwise only platform admins create them)")
+			f.Int(&cfg.MaxProjectsPerUser, "max-projects-per-user", "ATOLL_GATEWAY_MAX_PROJECTS_PER_USER", gateway.DefaultMaxProjectsPerUser, "how many projects a user may create with --self-service-projects")
 			f.Bool(plain, "insecure-plain-http", "ATOLL_GATEWAY_INSECURE_PLAIN_HTTP", false, "serve plain HTTP without a certificate: development and tests only, bearer tokens then travel in clear")
 		},
 		Validate: func() error {
@@ -84,6 +92,9 @@ func validate(cfg *gateway.Config, plain bool) error {
 	}
 	if cfg.Auth.JWKSFile != "" && (cfg.Auth.Issuer == "" || cfg.Auth.Audience == "") {
 		return errors.New("--jwks needs --jwt-issuer (ATOLL_GATEWAY_JWT_ISSUER) and --jwt-audience (ATOLL_GATEWAY_JWT_AUDIENCE): without them a token issued to any other application would do")
+	}
+	if cfg.MaxProjectsPerUser <= 0 {
+		return errors.New("--max-projects-per-user (ATOLL_GATEWAY_MAX_PROJECTS_PER_USER) must be positive")
 	}
 	if cfg.RatePerSecond <= 0 || cfg.Burst <= 0 {
 		return errors.New("--rate (ATOLL_GATEWAY_RATE) and --burst (ATOLL_GATEWAY_BURST) must be positive")
