@@ -3,13 +3,11 @@ package admission_test
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,50 +15,42 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/envelope"
 	"atoll.dev/services/admission"
 	"atoll.dev/services/quota"
 )
 
-// fakeSealer seals with AES-GCM under one key it keeps, a data key per
-// call wrapped by it: what libs/envelope's Sealer does, without its key
-// file.
-type fakeSealer struct{ kek []byte }
-
-func (f *fakeSealer) Seal(plain, aad []byte) (api.SealedData, error) {
-	dek := make([]byte, 32)
-	_, _ = rand.Read(dek)
-	wrapNonce, wrapped := gcmSeal(f.kek, dek, aad)
-	nonce, ct := gcmSeal(dek, plain, aad)
-	return api.SealedData{KeyID: "fake", WrappedKey: append(wrapNonce, wrapped...), Nonce: nonce, Ciphertext: ct}, nil
-}
-
-func (f *fakeSealer) open(t *testing.T, s *api.SealedData, aad []byte) map[string]string {
+// kek makes a key-encryption key in a temporary directory and returns
+// admission's Sealer (its public key) and the Keyring that opens what it
+// seals (the propagator's side).
+func kek(t *testing.T) (*envelope.Sealer, *envelope.Keyring) {
 	t.Helper()
-	dek := gcmOpen(t, f.kek, s.WrappedKey[:12], s.WrappedKey[12:], aad)
-	var out map[string]string
-	if err := json.Unmarshal(gcmOpen(t, dek, s.Nonce, s.Ciphertext, aad), &out); err != nil {
+	dir := t.TempDir()
+	if err := envelope.GenerateKEK(dir, "test-1"); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	sealer, err := envelope.LoadSealer(filepath.Join(dir, envelope.PublicFile("test-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := envelope.LoadKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer, ring
 }
 
-func gcmSeal(key, plain, aad []byte) (nonce, ct []byte) {
-	b, _ := aes.NewCipher(key)
-	g, _ := cipher.NewGCM(b)
-	nonce = make([]byte, g.NonceSize())
-	_, _ = rand.Read(nonce)
-	return nonce, g.Seal(nil, nonce, plain, aad)
-}
-
-func gcmOpen(t *testing.T, key, nonce, ct, aad []byte) []byte {
+func open(t *testing.T, ring *envelope.Keyring, s *api.SealedData, aad string) map[string]string {
 	t.Helper()
-	b, _ := aes.NewCipher(key)
-	g, _ := cipher.NewGCM(b)
-	p, err := g.Open(nil, nonce, ct, aad)
+	plain, err := ring.Open(*s, []byte(aad))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	return p
+	var out map[string]string
+	if err := json.Unmarshal(plain, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // secretRegion is an admission service (with sealer, or none) and quota
@@ -119,8 +109,7 @@ func rawHistory(t *testing.T, b *bus.Bus, key string) [][]byte {
 // is a new version under a new data key; the same values again change
 // nothing.
 func TestSecretIsSealedBeforeItIsStored(t *testing.T) {
-	sealer := &fakeSealer{kek: make([]byte, 32)}
-	_, _ = rand.Read(sealer.kek)
+	sealer, ring := kek(t)
 	b, a := secretRegion(t, sealer)
 	ctx := context.Background()
 	v1 := map[string]string{"DB_PASSWORD": "hunter2-plaintext-one", "API_TOKEN": "tok-plaintext-two"}
@@ -138,7 +127,7 @@ func TestSecretIsSealedBeforeItIsStored(t *testing.T) {
 	if spec.Sealed == nil || spec.Updated.IsZero() {
 		t.Fatalf("not sealed or no time: %+v", spec)
 	}
-	if diff := cmp.Diff(v1, sealer.open(t, spec.Sealed, []byte("p/db"))); diff != "" {
+	if diff := cmp.Diff(v1, open(t, ring, spec.Sealed, "p/db")); diff != "" {
 		t.Errorf("sealed values (-want +got):\n%s", diff)
 	}
 	firstKey := spec.Sealed.WrappedKey
@@ -164,6 +153,12 @@ func TestSecretIsSealedBeforeItIsStored(t *testing.T) {
 	if bytes.Equal(s2.Sealed.WrappedKey, firstKey) {
 		t.Error("the new version reused the first version's data key")
 	}
+	if diff := cmp.Diff(v2, open(t, ring, s2.Sealed, "p/db")); diff != "" {
+		t.Errorf("version 2's sealed values (-want +got):\n%s", diff)
+	}
+	if _, err := ring.Open(*s2.Sealed, []byte("p/other")); err == nil {
+		t.Error("the sealed values open as another Secret's")
+	}
 
 	history := rawHistory(t, b, api.Key("p", api.KindSecret, "db"))
 	if len(history) != 2 {
@@ -187,7 +182,7 @@ func slices2(got []string, want ...string) bool { return cmp.Equal(got, want) }
 // (503, saying what the operator must do) and nothing is stored; a
 // document that brings its own sealed values, or none, is invalid.
 func TestSecretRefused(t *testing.T) {
-	sealer := &fakeSealer{kek: make([]byte, 32)}
+	sealer, _ := kek(t)
 	tests := []struct {
 		name   string
 		sealer admission.Sealer
