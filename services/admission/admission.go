@@ -154,6 +154,9 @@ func (s *Service) Start(ctx context.Context) error {
 		// The autoscaler's own endpoint: it may only scale Apps (see
 		// autoscale), and quota applies to its changes as to anyone's.
 		bus.AdmissionAutoscale.Endpoint(RequestTimeout, s.autoscale),
+		// The propagator's own endpoint: a Secret's data key rewrapped
+		// for a new KEK (rewrap.go).
+		bus.AdmissionRewrap.Endpoint(RequestTimeout, s.rewrap),
 	)
 	if err != nil {
 		return err

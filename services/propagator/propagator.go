@@ -51,6 +51,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
@@ -115,6 +117,10 @@ type Service struct {
 	// keyring opens sealed Secrets and rewraps them (Config.Keyring; nil:
 	// no Secret can be rendered or rotated); read only after New.
 	keyring *envelope.Keyring
+	// workloadsKV, admission and kekOps serve KEK rotation (kek.go).
+	workloadsKV jetstream.KeyValue
+	admission   *bus.Requester
+	kekOps      *bus.Endpoints
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -252,6 +258,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if err := s.startKEK(ctx); err != nil { // kek.go
+		cancel()
+		return err
+	}
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 	for _, t := range s.targets {
 		s.wg.Go(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
@@ -286,6 +296,7 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
+	s.stopKEK()
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
 	}

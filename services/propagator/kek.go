@@ -1,0 +1,128 @@
+package propagator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
+	"atoll.dev/libs/envelope"
+)
+
+// Rotation of the key-encryption key (atoll-admin rotate-kek): the
+// propagator alone holds the private KEKs (Config.Keyring), so it unwraps
+// each stored Secret's data key and wraps it for the new KEK; admission,
+// the workloads bucket's one writer, stores the result
+// (bus.AdmissionRewrap, compare-and-set on the revision read here). The
+// values are never decrypted nor re-encrypted. Any replica answers: a
+// rotation is idempotent and every write is a compare-and-set.
+const (
+	// RotateTimeout bounds one call of bus.PropagatorRotateKEK.
+	RotateTimeout = time.Minute
+	// RotateLimit is how many Secrets one call rewraps by default, and
+	// RotateMaxLimit at most.
+	RotateLimit    = 100
+	RotateMaxLimit = 1000
+)
+
+// startKEK serves bus.PropagatorRotateKEK.
+func (s *Service) startKEK(ctx context.Context) error {
+	kv, err := s.bus.KV(ctx, bus.BucketWorkloads)
+	if err != nil {
+		return err
+	}
+	s.workloadsKV = kv
+	s.admission = bus.NewRequester(s.bus.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: s.log}})
+	s.kekOps, err = s.bus.Serve(context.WithoutCancel(ctx),
+		bus.ServeConfig{Name: bus.UserPropagator, Description: "key-encryption key rotation", Concurrency: 1, Metrics: s.metrics, Logger: s.log},
+		bus.PropagatorRotateKEK.Endpoint(RotateTimeout, s.rotateKEK))
+	return err
+}
+
+// stopKEK stops serving bus.PropagatorRotateKEK.
+func (s *Service) stopKEK() {
+	if s.kekOps != nil {
+		_ = s.kekOps.Stop() // the connection closes after
+		s.kekOps = nil
+	}
+}
+
+func (s *Service) rotateKEK(ctx context.Context, req api.KEKRotation, _ micro.Request) (api.KEKRotationResult, error) {
+	return s.RotateKEK(ctx, req)
+}
+
+// RotateKEK rewraps, for req.To, the data keys of up to req.Limit stored
+// Secrets sealed under another KEK, and counts what is left.
+func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRotationResult, error) {
+	res := api.KEKRotationResult{To: req.To, Keys: map[string]int{}}
+	if s.keyring == nil {
+		return res, bus.Errorf(http.StatusServiceUnavailable, "NoKeys", "the propagator holds no key-encryption keys (--kek-dir)")
+	}
+	to, err := s.keyring.Sealer(req.To)
+	if err != nil {
+		return res, bus.Errorf(http.StatusConflict, "NoKey", "the propagator holds no kek %q: add kek-%s.key to its --kek-dir first (%v)", req.To, req.To, err)
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = RotateLimit
+	}
+	limit = min(limit, RotateMaxLimit)
+	tried := 0
+	// The mirror lists the Secrets; each is read again from the bucket,
+	// for the revision the compare-and-set needs.
+	for _, key := range slices.Sorted(slices.Values(s.workloads.Keys())) {
+		project, kind, name, err := api.ParseKey(key)
+		if err != nil || kind != api.KindSecret {
+			continue
+		}
+		e, err := s.workloadsKV.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("read %s: %w", key, err)
+		}
+		w, err := api.Decode(e.Value())
+		if err != nil {
+			res.Failed = append(res.Failed, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		spec, ok := w.Spec.(*api.SecretSpec)
+		if !ok || spec.Sealed == nil {
+			continue
+		}
+		res.Secrets++
+		kid := spec.Sealed.KeyID
+		if kid != to.KeyID() && tried < limit {
+			tried++
+			if err := s.rewrapSecret(ctx, project, name, e.Revision(), *spec.Sealed, to); err != nil {
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v", key, err))
+			} else {
+				kid = to.KeyID()
+				res.Rewrapped++
+			}
+		}
+		res.Keys[kid]++
+		if kid != to.KeyID() {
+			res.Pending++
+		}
+	}
+	s.log.Info("kek rotation pass", "to", req.To, "secrets", res.Secrets, "rewrapped", res.Rewrapped, "pending", res.Pending, "failed", len(res.Failed))
+	return res, nil
+}
+
+// rewrapSecret rewraps one Secret's data key and has admission store it.
+func (s *Service) rewrapSecret(ctx context.Context, project, name string, rev uint64, d api.SealedData, to *envelope.Sealer) error {
+	nd, err := s.keyring.Rewrap(d, to)
+	if err != nil {
+		return err
+	}
+	return bus.AdmissionRewrap.Send(ctx, s.admission, api.SecretRewrap{Project: project, Name: name, Revision: rev, Sealed: nd})
+}
