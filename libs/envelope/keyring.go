@@ -15,8 +15,9 @@ import (
 // Keyring holds the private KEKs of a directory: every kek-<id>.key in
 // it. It opens sealed data and rewraps data keys for another KEK. Keys
 // added to the directory are picked up without a restart: Reload reads
-// the directory again, and Open, Rewrap and Has do it themselves (at most
-// once per CheckEvery) when asked for an id the keyring lacks.
+// the directory again, and Open, Rewrap, Has and Sealer do it themselves
+// when asked for an id the keyring lacks (at once when its file is there,
+// otherwise at most once per CheckEvery).
 type Keyring struct {
 	dir string
 
@@ -75,7 +76,8 @@ func (k *Keyring) Reload() error {
 }
 
 // key is the KEK id, the directory read again first when it is missing
-// and was not read within CheckEvery.
+// and either its file is there now or the directory was not read within
+// CheckEvery.
 func (k *Keyring) key(id string) (*kek, error) {
 	k.mu.RLock()
 	c, ok := k.keys[id]
@@ -83,6 +85,10 @@ func (k *Keyring) key(id string) (*kek, error) {
 	k.mu.RUnlock()
 	if ok {
 		return c, nil
+	}
+	if !stale && ValidateID(id) == nil {
+		_, err := os.Stat(filepath.Join(k.dir, PrivateFile(id)))
+		stale = err == nil
 	}
 	if stale {
 		_ = k.Reload() // a key file that fails to read is as good as missing here

@@ -19,15 +19,26 @@ import (
 	"atoll.dev/services/atoll/e2e"
 )
 
+// project holds TestRotateKEK's Secrets; TestRewrapEndpointGuards writes
+// into another, so the rotation's counts are its own.
 const project = "vault"
 
 func secretDoc(name string, data map[string]string) []byte {
+	return secretDocIn(project, name, data)
+}
+
+func secretDocIn(project, name string, data map[string]string) []byte {
 	d, _ := json.Marshal(data)
 	return fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"Secret","metadata":{"project":%q,"name":%q},"spec":{"data":%s}}`, project, name, d)
 }
 
 // sealed reads a stored Secret's sealed data and its revision.
 func sealed(ctx context.Context, t *testing.T, e *e2e.Env, name string) (api.SealedData, uint64) {
+	t.Helper()
+	return sealedIn(ctx, t, e, project, name)
+}
+
+func sealedIn(ctx context.Context, t *testing.T, e *e2e.Env, project, name string) (api.SealedData, uint64) {
 	t.Helper()
 	kv, err := e.Region.Bus.KV(ctx, bus.BucketWorkloads)
 	if err != nil {
@@ -174,11 +185,11 @@ func TestRewrapEndpointGuards(t *testing.T) {
 	e := e2e.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const name = "guarded"
-	if _, err := e.Client.Submit(ctx, secretDoc(name, map[string]string{"k": "v"})); err != nil {
+	const project, name = "vault-guards", "guarded"
+	if _, err := e.Client.Submit(ctx, secretDocIn(project, name, map[string]string{"k": "v"})); err != nil {
 		t.Fatal(err)
 	}
-	d, rev := sealed(ctx, t, e, name)
+	d, rev := sealedIn(ctx, t, e, project, name)
 	kr, err := envelope.LoadKeyring(e.Region.KEKDir)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +240,7 @@ func TestRewrapEndpointGuards(t *testing.T) {
 			}
 		})
 	}
-	if got, _ := sealed(ctx, t, e, name); !bytes.Equal(got.WrappedKey, good.WrappedKey) {
+	if got, _ := sealedIn(ctx, t, e, project, name); !bytes.Equal(got.WrappedKey, good.WrappedKey) {
 		t.Error("the stored wrapped key is not the one rewrapped")
 	}
 }
