@@ -5,11 +5,9 @@
 // admin grants a project baseline with --baseline-projects
 // (ATOLL_PROPAGATOR_BASELINE_PROJECTS, comma-separated).
 //
-// Sealed Secrets are opened with the private key-encryption keys in the
-// directory --kek-dir names (ATOLL_PROPAGATOR_KEK_DIR: every
-// kek-<id>.key, from `atoll-admin bootstrap kek`; keys added there are
-// picked up without a restart). The propagator is the only service that
-// holds them.
+// Secrets are opened with the key-encryption keys in --kek-dir
+// (ATOLL_PROPAGATOR_KEK_DIR; libs/envelope): without it, a workload that
+// names a Secret is not applied.
 package main
 
 import (
@@ -33,18 +31,20 @@ func main() {
 			f.String(&baseline, "baseline-projects", "ATOLL_PROPAGATOR_BASELINE_PROJECTS", "",
 				"comma-separated projects granted the Pod Security level baseline (their pods may run as root); every other tenant namespace enforces restricted")
 			f.String(&kekDir, "kek-dir", "ATOLL_PROPAGATOR_KEK_DIR", "",
-				"directory of the private key-encryption keys (kek-<id>.key) that open sealed Secrets; without it Secrets are not rendered")
+				"directory of the key-encryption keys (kek-<id>.key) that open Secrets; none: Secrets are not written to member clusters")
 		},
 	},
 		fx.Provide(func(cfg daemon.Config) (clusters.Members, error) { return clusters.Load(cfg.ClustersFile) }),
 		fx.Provide(func() (*propagator.Config, error) {
 			cfg := &propagator.Config{BaselineProjects: projects(baseline)}
-			if kekDir == "" {
-				return cfg, nil
+			if kekDir != "" {
+				k, err := envelope.LoadKeyring(kekDir)
+				if err != nil {
+					return nil, err
+				}
+				cfg.Keyring = k
 			}
-			kr, err := envelope.LoadKeyring(kekDir)
-			cfg.Keyring = kr
-			return cfg, err
+			return cfg, nil
 		}),
 		propagator.Module)
 }
