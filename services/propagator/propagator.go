@@ -110,6 +110,8 @@ type Service struct {
 	// baseline holds the projects granted Pod Security baseline
 	// (Config.BaselineProjects); read only after New.
 	baseline map[string]bool
+	// keyring opens Secrets (Config.Keyring); nil when none was given.
+	keyring SecretOpener
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -131,6 +133,10 @@ type Config struct {
 	// project's namespace enforces restricted. Rendered pods are hardened
 	// either way (harden).
 	BaselineProjects []string
+	// Keyring opens Secrets' values to write them into member clusters
+	// (libs/envelope; --kek-dir); without one, a workload naming a
+	// Secret is not applied (configsync.go).
+	Keyring SecretOpener
 }
 
 // NewWithConfig is New with the platform's configuration (nil: none).
@@ -142,6 +148,7 @@ func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *
 	for _, p := range cfg.BaselineProjects {
 		s.baseline[p] = true
 	}
+	s.keyring = cfg.Keyring
 	return s, nil
 }
 
@@ -202,7 +209,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, nil); err != nil {
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.configChanged); err != nil {
 		cancel()
 		return err
 	}
