@@ -73,6 +73,10 @@ type Config struct {
 	Sidecars []api.Container `json:"sidecars,omitempty"`
 	// InitContainers run before each workload's own init containers.
 	InitContainers []api.Container `json:"initContainers,omitempty"`
+	// Sealer seals Secrets' values before they are stored (secret.go);
+	// nil refuses every Secret. Not read from the file: the command loads
+	// it from the operator's key (--kek-public).
+	Sealer Sealer `json:"-"`
 }
 
 // DefaultConfig injects a small log shipper beside every workload.

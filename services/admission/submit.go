@@ -51,6 +51,9 @@ func (s *Service) prepare(doc []byte, p Principal) (*api.Workload, *Error) {
 		return nil, invalid(fe)
 	}
 	s.mutate(w)
+	if aerr := s.sealSecret(w, p); aerr != nil {
+		return nil, aerr
+	}
 	return w, nil
 }
 
@@ -81,6 +84,7 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 			return nil, err
 		}
 		s.beforeWrite(ctx, key)
+		secretVersion(nil, w)
 		now := time.Now().UTC()
 		w.Metadata.Generation, w.Metadata.UID, w.Metadata.Created, w.Metadata.Updated = 1, newUID(), now, now
 		w.Metadata.Event, w.Metadata.EventMessage = api.EventAdmitted, ""
@@ -124,6 +128,8 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		}
 		next := *w
 		next.Control = carryControl(stored, w)
+		next.Spec = cloneSecret(w.Spec)
+		secretVersion(stored, &next)
 		if sameSpec(stored, &next) && sameControl(stored, &next) {
 			out = stored
 			return nil, bus.ErrNoChange
@@ -282,10 +288,13 @@ func (s *Service) get(ctx context.Context, key string) (*api.Workload, uint64, e
 }
 
 func sameSpec(a, b *api.Workload) bool {
-	ja, err1 := json.Marshal(a.Spec)
-	jb, err2 := json.Marshal(b.Spec)
 	la, _ := json.Marshal(a.Metadata.Labels)
 	lb, _ := json.Marshal(b.Metadata.Labels)
+	if same, secret := sameSecretValues(a, b); secret {
+		return same && bytes.Equal(la, lb)
+	}
+	ja, err1 := json.Marshal(a.Spec)
+	jb, err2 := json.Marshal(b.Spec)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb) && bytes.Equal(la, lb)
 }
 
