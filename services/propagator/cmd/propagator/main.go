@@ -4,6 +4,10 @@
 // Tenant namespaces enforce the Pod Security level restricted; a platform
 // admin grants a project baseline with --baseline-projects
 // (ATOLL_PROPAGATOR_BASELINE_PROJECTS, comma-separated).
+//
+// Secrets are opened with the key-encryption keys in --kek-dir
+// (ATOLL_PROPAGATOR_KEK_DIR; libs/envelope): without it, a workload that
+// names a Secret is not applied.
 package main
 
 import (
@@ -13,11 +17,12 @@ import (
 
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon"
+	"atoll.dev/libs/envelope"
 	"atoll.dev/services/propagator"
 )
 
 func main() {
-	var baseline string
+	var baseline, kekDir string
 	daemon.Run(daemon.Command{
 		Service:  "propagator",
 		About:    "applies workload shards to member clusters",
@@ -25,10 +30,22 @@ func main() {
 		Flags: func(f *daemon.FlagSet) {
 			f.String(&baseline, "baseline-projects", "ATOLL_PROPAGATOR_BASELINE_PROJECTS", "",
 				"comma-separated projects granted the Pod Security level baseline (their pods may run as root); every other tenant namespace enforces restricted")
+			f.String(&kekDir, "kek-dir", "ATOLL_PROPAGATOR_KEK_DIR", "",
+				"directory of the key-encryption keys (kek-<id>.key) that open Secrets; none: Secrets are not written to member clusters")
 		},
 	},
 		fx.Provide(func(cfg daemon.Config) (clusters.Members, error) { return clusters.Load(cfg.ClustersFile) }),
-		fx.Provide(func() *propagator.Config { return &propagator.Config{BaselineProjects: projects(baseline)} }),
+		fx.Provide(func() (*propagator.Config, error) {
+			cfg := &propagator.Config{BaselineProjects: projects(baseline)}
+			if kekDir != "" {
+				k, err := envelope.LoadKeyring(kekDir)
+				if err != nil {
+					return nil, err
+				}
+				cfg.Keyring = k
+			}
+			return cfg, nil
+		}),
 		propagator.Module)
 }
 
