@@ -362,6 +362,7 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 		k.placed(w, p, &st)
 	}
 	st.Conditions = append(st.Conditions, f.configConditions(w)...) // configuse.go
+	st.ConfigVersions = w.Spec.PodTemplate().ConfigVersions
 	st.Events = f.events(w.Key())
 	return st
 }
