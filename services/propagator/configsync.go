@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,8 +37,8 @@ import (
 //
 // The propagator reads and writes configmaps and secrets only in the
 // project namespaces where it has bound itself clusters.PropagatorConfigRole
-// (before its first write there), never cluster-wide; a namespace where
-// it cannot list them is one where it never wrote any.
+// (before its first write or list there: projects that hold a Config or a
+// Secret), never cluster-wide.
 
 var (
 	configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
@@ -266,6 +266,14 @@ func (t *target) syncConfigs(ctx context.Context, tt *term, project string) erro
 		}
 	}
 	ns := api.Namespace(project)
+	if len(wanted) == 0 && !t.usesConfigs(ns) && !slices.Contains(t.s.configProjects(), project) {
+		return firstErr // no Config here to keep or remove
+	}
+	// Bound before the list, which RBAC refuses elsewhere (a refusal the
+	// region's audit counts against the propagator).
+	if err := t.ensureConfigAccess(ctx, ns); err != nil {
+		return cmp.Or(firstErr, err)
+	}
 	for _, gvr := range []schema.GroupVersionResource{configMaps, secrets} {
 		var names []string
 		err := t.call(func() error {
@@ -278,9 +286,6 @@ func (t *target) syncConfigs(ctx context.Context, tt *term, project string) erro
 			}
 			return nil
 		})
-		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-			return firstErr // not bound here: the propagator never wrote any
-		}
 		if err != nil {
 			return fmt.Errorf("list %s %s: %w", gvr.Resource, ns, err)
 		}
