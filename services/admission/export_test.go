@@ -29,3 +29,9 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	<-m.Ready()
 	return s.repairKey(ctx, m, key)
 }
+
+// Get reads a stored workload.
+func Get(ctx context.Context, s *Service, key string) (*api.Workload, error) {
+	w, _, err := s.get(ctx, key)
+	return w, err
+}

@@ -65,6 +65,9 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := s.resolveConfigs(ctx, w); aerr != nil { // configuse.go
+		return nil, aerr
+	}
 	key := w.Key()
 	res := s.reservation(w)
 	var out *api.Workload
@@ -91,7 +94,7 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = w
 		return json.Marshal(w)
 	})
-	return s.settle(ctx, res, out, rev, err, w.String())
+	return s.settleConfig(ctx, res, out, rev, err, w)
 }
 
 // settle ends a write of admission's: one that failed, or was not needed,
@@ -113,6 +116,9 @@ func (s *Service) settle(ctx context.Context, res *reservation, out *api.Workloa
 func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Workload, error) {
 	w, aerr := s.prepare(doc, p)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.resolveConfigs(ctx, w); aerr != nil { // configuse.go
 		return nil, aerr
 	}
 	key := w.Key()
@@ -144,12 +150,34 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		out = &next
 		return json.Marshal(&next)
 	})
-	return s.settle(ctx, res, out, rev, err, w.String())
+	return s.settleConfig(ctx, res, out, rev, err, w)
+}
+
+// settleConfig is settle, and then, for a Config or Secret written, the
+// rollout of the Apps that name it (configuse.go).
+func (s *Service) settleConfig(ctx context.Context, res *reservation, out *api.Workload, rev uint64, err error, w *api.Workload) (*api.Workload, error) {
+	out, err = s.settle(ctx, res, out, rev, err, w.String())
+	if err == nil && !s.hooks.crashed.Load() {
+		s.afterConfigWrite(ctx, w.Metadata.Project, w.Kind, w.Metadata.Name)
+	}
+	return out, err
 }
 
 // Delete removes a workload and returns its quota. Deleting what does not
 // exist is NotFound.
 func (s *Service) Delete(ctx context.Context, project, kind, name string) error {
+	return s.DeleteRef(ctx, api.WorkloadRef{Project: project, Kind: kind, Name: name})
+}
+
+// DeleteRef is Delete with the request's options: a Config or Secret that
+// a workload names is deleted only with Force (configuse.go).
+func (s *Service) DeleteRef(ctx context.Context, ref api.WorkloadRef) error {
+	project, kind, name := ref.Project, ref.Kind, ref.Name
+	if (kind == api.KindConfig || kind == api.KindSecret) && !ref.Force {
+		if err := s.checkUnused(ctx, project, api.ConfigRef{Kind: kind, Name: name}); err != nil {
+			return err
+		}
+	}
 	key := api.Key(project, kind, name)
 	cur, rev, err := s.get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -375,7 +403,7 @@ func (s *Service) update(ctx context.Context, doc []byte, r micro.Request) (*api
 }
 
 func (s *Service) delete(ctx context.Context, req api.WorkloadRef, _ micro.Request) (api.Ack, error) {
-	if err := s.Delete(ctx, req.Project, req.Kind, req.Name); err != nil {
+	if err := s.DeleteRef(ctx, req); err != nil {
 		return nil, err
 	}
 	return api.Ack{"deleted": true}, nil

@@ -32,6 +32,13 @@ const (
 	RotateMaxLimit = 1000
 )
 
+// rewrapper is what a rotation needs of Config.Keyring: libs/envelope's
+// Keyring, which holds the private KEKs.
+type rewrapper interface {
+	Sealer(id string) (*envelope.Sealer, error)
+	Rewrap(d api.SealedData, to *envelope.Sealer) (api.SealedData, error)
+}
+
 // startKEK serves bus.PropagatorRotateKEK.
 func (s *Service) startKEK(ctx context.Context) error {
 	kv, err := s.bus.KV(ctx, bus.BucketWorkloads)
@@ -62,10 +69,11 @@ func (s *Service) rotateKEK(ctx context.Context, req api.KEKRotation, _ micro.Re
 // Secrets sealed under another KEK, and counts what is left.
 func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRotationResult, error) {
 	res := api.KEKRotationResult{To: req.To, Keys: map[string]int{}}
-	if s.keyring == nil {
+	kr, ok := s.keyring.(rewrapper)
+	if !ok {
 		return res, bus.Errorf(http.StatusServiceUnavailable, "NoKeys", "the propagator holds no key-encryption keys (--kek-dir)")
 	}
-	to, err := s.keyring.Sealer(req.To)
+	to, err := kr.Sealer(req.To)
 	if err != nil {
 		return res, bus.Errorf(http.StatusConflict, "NoKey", "the propagator holds no kek %q: add kek-%s.key to its --kek-dir first (%v)", req.To, req.To, err)
 	}
@@ -102,7 +110,7 @@ func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRo
 		kid := spec.Sealed.KeyID
 		if kid != to.KeyID() && tried < limit {
 			tried++
-			if err := s.rewrapSecret(ctx, project, name, e.Revision(), *spec.Sealed, to); err != nil {
+			if err := s.rewrapSecret(ctx, kr, project, name, e.Revision(), *spec.Sealed, to); err != nil {
 				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v", key, err))
 			} else {
 				kid = to.KeyID()
@@ -119,8 +127,8 @@ func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRo
 }
 
 // rewrapSecret rewraps one Secret's data key and has admission store it.
-func (s *Service) rewrapSecret(ctx context.Context, project, name string, rev uint64, d api.SealedData, to *envelope.Sealer) error {
-	nd, err := s.keyring.Rewrap(d, to)
+func (s *Service) rewrapSecret(ctx context.Context, kr rewrapper, project, name string, rev uint64, d api.SealedData, to *envelope.Sealer) error {
+	nd, err := kr.Rewrap(d, to)
 	if err != nil {
 		return err
 	}

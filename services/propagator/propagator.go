@@ -58,7 +58,6 @@ import (
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
-	"atoll.dev/libs/envelope"
 	"atoll.dev/libs/events"
 )
 
@@ -113,10 +112,8 @@ type Service struct {
 	// baseline holds the projects granted Pod Security baseline
 	// (Config.BaselineProjects); read only after New.
 	baseline map[string]bool
-
-	// keyring opens sealed Secrets and rewraps them (Config.Keyring; nil:
-	// no Secret can be rendered or rotated); read only after New.
-	keyring *envelope.Keyring
+	// keyring opens Secrets (Config.Keyring); nil when none was given.
+	keyring SecretOpener
 	// workloadsKV, admission and kekOps serve KEK rotation (kek.go).
 	workloadsKV jetstream.KeyValue
 	admission   *bus.Requester
@@ -142,10 +139,12 @@ type Config struct {
 	// project's namespace enforces restricted. Rendered pods are hardened
 	// either way (harden).
 	BaselineProjects []string
-	// Keyring holds the private key-encryption keys (--kek-dir): the
-	// propagator alone opens sealed Secrets, to render them into member
-	// clusters, and rewraps their data keys (atoll-admin rotate-kek).
-	Keyring *envelope.Keyring
+	// Keyring opens Secrets' values to write them into member clusters
+	// (libs/envelope; --kek-dir); without one, a workload naming a
+	// Secret is not applied (configsync.go). An *envelope.Keyring also
+	// rewraps their data keys for a new KEK (kek.go: atoll-admin
+	// rotate-kek).
+	Keyring SecretOpener
 }
 
 // NewWithConfig is New with the platform's configuration (nil: none).
@@ -218,7 +217,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, nil); err != nil {
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.configChanged); err != nil {
 		cancel()
 		return err
 	}
