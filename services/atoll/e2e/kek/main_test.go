@@ -11,11 +11,11 @@ import (
 	"atoll.dev/services/atoll/region"
 )
 
-// One small region: a zone without nodes (Secrets run nothing), NATS on
-// loopback TCP for atoll-admin.
+// One small region: zone a of 2 nodes (an App that reads a Secret), NATS
+// on loopback TCP for atoll-admin.
 var env *e2e.Env
 
 func TestMain(m *testing.M) {
-	e2e.Main(m, e2e.Package{Name: "kek", GatewayUser: "atoll-kek-e2e-gateway", Options: region.Options{Zones: []string{"a"}, Nodes: -1, Listen: true}},
+	e2e.Main(m, e2e.Package{Name: "kek", GatewayUser: "atoll-kek-e2e-gateway", Options: region.Options{Zones: []string{"a"}, Nodes: 2, Listen: true}},
 		func(e *e2e.Env) { env = e })
 }
