@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -338,6 +340,9 @@ func (t *target) ensureConfigAccess(ctx context.Context, ns string) error {
 	if err != nil {
 		return fmt.Errorf("namespace %s: config access: %w", ns, err)
 	}
+	if err := t.awaitConfigAccess(ctx, ns); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	t.configAccess[ns] = true
 	t.mu.Unlock()
@@ -369,4 +374,40 @@ func (t *target) usesConfigs(ns string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.configAccess[ns]
+}
+
+// configAccessWait bounds how long a new binding may take to be in force.
+const configAccessWait = 10 * time.Second
+
+// awaitConfigAccess waits until the API server's authorizer knows the
+// binding just applied in ns (its RBAC cache lags the write): it asks
+// with self access reviews, which are answered, not refused, so the
+// propagator's first list or write there is not a 403.
+func (t *target) awaitConfigAccess(ctx context.Context, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, configAccessWait)
+	defer cancel()
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "secrets"},
+	}}
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var allowed bool
+		err := t.call(func() error {
+			r, err := t.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err == nil {
+				allowed = r.Status.Allowed
+			}
+			return err
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("namespace %s: config access review: %w", ns, err)
+		case allowed:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s: config access not in force after %v", ns, configAccessWait)
+		case <-time.After(delay):
+		}
+	}
 }
