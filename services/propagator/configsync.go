@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -121,11 +123,18 @@ func (s *Service) renderConfig(project string, ref api.ConfigRef) (o configObjec
 	if !found {
 		return configObject{}, false, nil
 	}
+	o, err = renderConfigDoc(s.keyring, project, ref, e.Value)
+	return o, err == nil, err
+}
+
+// renderConfigDoc renders the stored document raw of the Config or Secret
+// ref names, opening a Secret with keyring.
+func renderConfigDoc(keyring SecretOpener, project string, ref api.ConfigRef, raw []byte) (configObject, error) {
 	var doc struct {
 		Spec json.RawMessage `json:"spec"`
 	}
-	if err := json.Unmarshal(e.Value, &doc); err != nil {
-		return configObject{}, false, fmt.Errorf("%s %s/%s: %w", ref.Kind, project, ref.Name, err)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return configObject{}, fmt.Errorf("%s %s/%s: %w", ref.Kind, project, ref.Name, err)
 	}
 	ns := api.Namespace(project)
 	meta := metav1.ObjectMeta{Name: ref.Name, Namespace: ns, Labels: map[string]string{
@@ -135,38 +144,38 @@ func (s *Service) renderConfig(project string, ref api.ConfigRef) (o configObjec
 	case api.KindSecret:
 		var spec api.SecretSpec
 		if err := json.Unmarshal(doc.Spec, &spec); err != nil {
-			return configObject{}, false, fmt.Errorf("secret %s/%s: decode", project, ref.Name)
+			return configObject{}, fmt.Errorf("secret %s/%s: decode", project, ref.Name)
 		}
-		data, err := s.openSecret(project, ref.Name, &spec)
+		data, err := openSecret(keyring, project, ref.Name, &spec)
 		if err != nil {
-			return configObject{}, false, err
+			return configObject{}, err
 		}
 		meta.Annotations = map[string]string{AnnoConfigVersion: spec.Digest}
 		return configObject{gvr: secrets, name: ref.Name, version: spec.Digest, obj: &corev1.Secret{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: data,
-		}}, true, nil
+		}}, nil
 	default:
 		var spec api.ConfigSpec
 		if err := json.Unmarshal(doc.Spec, &spec); err != nil {
-			return configObject{}, false, fmt.Errorf("config %s/%s: %w", project, ref.Name, err)
+			return configObject{}, fmt.Errorf("config %s/%s: %w", project, ref.Name, err)
 		}
 		v := spec.ContentHash()
 		meta.Annotations = map[string]string{AnnoConfigVersion: v}
 		return configObject{gvr: configMaps, name: ref.Name, version: v, obj: &corev1.ConfigMap{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta, Data: spec.Content(),
-		}}, true, nil
+		}}, nil
 	}
 }
 
 // openSecret opens a stored Secret's values. Its errors never hold a value.
-func (s *Service) openSecret(project, name string, spec *api.SecretSpec) (map[string][]byte, error) {
+func openSecret(keyring SecretOpener, project, name string, spec *api.SecretSpec) (map[string][]byte, error) {
 	if spec.Sealed == nil {
 		return nil, fmt.Errorf("secret %s/%s: not sealed", project, name)
 	}
-	if s.keyring == nil {
+	if keyring == nil {
 		return nil, fmt.Errorf("secret %s/%s: %w", project, name, errNoKeyring)
 	}
-	plain, err := s.keyring.Open(*spec.Sealed, []byte(project+"/"+name))
+	plain, err := keyring.Open(*spec.Sealed, []byte(project+"/"+name))
 	if err != nil {
 		return nil, fmt.Errorf("secret %s/%s: open: %w", project, name, err)
 	}
@@ -338,6 +347,9 @@ func (t *target) ensureConfigAccess(ctx context.Context, ns string) error {
 	if err != nil {
 		return fmt.Errorf("namespace %s: config access: %w", ns, err)
 	}
+	if err := t.awaitConfigAccess(ctx, ns); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	t.configAccess[ns] = true
 	t.mu.Unlock()
@@ -369,4 +381,40 @@ func (t *target) usesConfigs(ns string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.configAccess[ns]
+}
+
+// configAccessWait bounds how long a new binding may take to be in force.
+const configAccessWait = 10 * time.Second
+
+// awaitConfigAccess waits until the API server's authorizer knows the
+// binding just applied in ns (its RBAC cache lags the write): it asks
+// with self access reviews, which are answered, not refused, so the
+// propagator's first list or write there is not a 403.
+func (t *target) awaitConfigAccess(ctx context.Context, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, configAccessWait)
+	defer cancel()
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "secrets"},
+	}}
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var allowed bool
+		err := t.call(func() error {
+			r, err := t.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err == nil {
+				allowed = r.Status.Allowed
+			}
+			return err
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("namespace %s: config access review: %w", ns, err)
+		case allowed:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s: config access not in force after %v", ns, configAccessWait)
+		case <-time.After(delay):
+		}
+	}
 }
