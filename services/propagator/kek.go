@@ -1,6 +1,7 @@
 package propagator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,38 +84,39 @@ func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRo
 	}
 	limit = min(limit, RotateMaxLimit)
 	tried := 0
-	// The mirror lists the Secrets; each is read again from the bucket,
-	// for the revision the compare-and-set needs.
+	// The mirror lists the Secrets and their KEKs; a Secret to rewrap is
+	// read again from the bucket, for its latest sealed data and the
+	// revision the compare-and-set needs (the mirror may lag a rewrap
+	// just stored).
 	for _, key := range slices.Sorted(slices.Values(s.workloads.Keys())) {
 		project, kind, name, err := api.ParseKey(key)
 		if err != nil || kind != api.KindSecret {
 			continue
 		}
-		e, err := s.workloadsKV.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		me, ok := s.workloads.Get(key)
+		if !ok {
 			continue
 		}
-		if err != nil {
-			return res, fmt.Errorf("read %s: %w", key, err)
-		}
-		w, err := api.Decode(e.Value())
+		sealed, err := storedSealed(me.Value)
 		if err != nil {
 			res.Failed = append(res.Failed, fmt.Sprintf("%s: %v", key, err))
 			continue
 		}
-		spec, ok := w.Spec.(*api.SecretSpec)
-		if !ok || spec.Sealed == nil {
+		if sealed == nil {
 			continue
 		}
 		res.Secrets++
-		kid := spec.Sealed.KeyID
+		kid := sealed.KeyID
 		if kid != to.KeyID() && tried < limit {
 			tried++
-			if err := s.rewrapSecret(ctx, kr, project, name, e.Revision(), *spec.Sealed, to); err != nil {
+			switch rewrapped, err := s.rotateSecret(ctx, kr, key, project, name, to); {
+			case err != nil:
 				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v", key, err))
-			} else {
+			case rewrapped:
 				kid = to.KeyID()
 				res.Rewrapped++
+			default: // rewrapped already: the mirror had not seen it yet
+				kid = to.KeyID()
 			}
 		}
 		res.Keys[kid]++
@@ -126,11 +128,43 @@ func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRo
 	return res, nil
 }
 
-// rewrapSecret rewraps one Secret's data key and has admission store it.
-func (s *Service) rewrapSecret(ctx context.Context, kr rewrapper, project, name string, rev uint64, d api.SealedData, to *envelope.Sealer) error {
-	nd, err := kr.Rewrap(d, to)
+// storedSealed is a stored workload's sealed data when it is a sealed
+// Secret (nil otherwise).
+func storedSealed(b []byte) (*api.SealedData, error) {
+	w, err := api.Decode(b)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return bus.AdmissionRewrap.Send(ctx, s.admission, api.SecretRewrap{Project: project, Name: name, Revision: rev, Sealed: nd})
+	if spec, ok := w.Spec.(*api.SecretSpec); ok {
+		return spec.Sealed, nil
+	}
+	return nil, nil
+}
+
+// rotateSecret reads Secret key from the bucket and, unless it is sealed
+// under to already (false, nil), rewraps its data key for to and has
+// admission store it (true, nil).
+func (s *Service) rotateSecret(ctx context.Context, kr rewrapper, key, project, name string, to *envelope.Sealer) (bool, error) {
+	e, err := s.workloadsKV.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, errors.New("deleted meanwhile")
+	}
+	if err != nil {
+		return false, fmt.Errorf("read: %w", err)
+	}
+	sealed, err := storedSealed(e.Value())
+	if err != nil || sealed == nil {
+		return false, cmp.Or(err, errors.New("no sealed values"))
+	}
+	if sealed.KeyID == to.KeyID() {
+		return false, nil
+	}
+	nd, err := kr.Rewrap(*sealed, to)
+	if err != nil {
+		return false, err
+	}
+	if err := bus.AdmissionRewrap.Send(ctx, s.admission, api.SecretRewrap{Project: project, Name: name, Revision: e.Revision(), Sealed: nd}); err != nil {
+		return false, err
+	}
+	return true, nil
 }
