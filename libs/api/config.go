@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Config and Secret: a project's configuration and credentials, stored as
 // kinds that run no pods and are placed nowhere (like a Scaler). A
 // workload names them from its pod template (EnvVar.ValueFrom,
@@ -47,6 +49,14 @@ type SecretSpec struct {
 	// Sealed is the values, encrypted (set by admission; only the
 	// propagator can open it).
 	Sealed *SealedData `json:"sealed,omitempty"`
+	// Version counts the values written: 1 at creation, one more with
+	// every write that changes them (set by admission; a change of labels
+	// alone keeps it). Each version has a data key of its own.
+	Version int64 `json:"version,omitempty"`
+	// UpdatedBy is who wrote the current values (set by admission).
+	UpdatedBy string `json:"updatedBy,omitempty"`
+	// Updated is when the current values were written (set by admission).
+	Updated time.Time `json:"updated,omitzero"`
 
 	tmpl PodTemplate // always empty: a Secret runs no pods
 }

@@ -11,7 +11,7 @@ const (
 
 // registry is every kind Atoll knows, in one literal table: its spec type
 // and what it can do. A kind's spec lives in its own file (kinds.go for
-// App, JobSet and Pod; cronjob.go, daemon.go, scaler.go, training.go).
+// App, JobSet and Pod; config.go, cronjob.go, daemon.go, scaler.go, training.go).
 // Adding a kind adds its file and one entry here (CONTRIBUTING.md lists
 // the rest).
 func registry() map[string]Kind {
@@ -37,6 +37,11 @@ func registry() map[string]Kind {
 		// by hand (the autoscaler leaves a paused Scaler's App alone).
 		KindScaler: {Name: KindScaler, New: func() Spec { return &ScalerSpec{} }, Unplaced: true, NoPods: true, Paused: "the autoscaler leaves its App alone",
 			Ops: []string{OpPause, OpResume}},
+		// A Config or a Secret is data a workload names (config.go): the
+		// propagator writes it where a workload using it runs; it has no
+		// operations.
+		KindConfig: {Name: KindConfig, New: func() Spec { return &ConfigSpec{} }, Unplaced: true, NoPods: true},
+		KindSecret: {Name: KindSecret, New: func() Spec { return &SecretSpec{} }, Unplaced: true, NoPods: true},
 	}
 }
 

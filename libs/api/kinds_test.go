@@ -35,7 +35,7 @@ func TestKindsTable(t *testing.T) {
 	if diff := cmp.Diff(api.KindNames(), names); diff != "" {
 		t.Errorf("Kinds() names (-KindNames +Kinds):\n%s", diff)
 	}
-	want := []string{api.KindApp, api.KindCronJob, api.KindDaemon, api.KindJobSet, api.KindPod, api.KindScaler, api.KindTrainingJob}
+	want := []string{api.KindApp, api.KindConfig, api.KindCronJob, api.KindDaemon, api.KindJobSet, api.KindPod, api.KindScaler, api.KindSecret, api.KindTrainingJob}
 	if diff := cmp.Diff(want, api.KindNames()); diff != "" {
 		t.Errorf("KindNames (-want +got):\n%s", diff)
 	}
@@ -56,6 +56,8 @@ func TestKindCapabilities(t *testing.T) {
 		{api.KindDaemon, true, true, true, false, []string{api.OpStop, api.OpStart, api.OpRestart, api.OpRestartContainer}},
 		{api.KindTrainingJob, true, false, false, false, all},
 		{api.KindScaler, false, false, false, true, []string{api.OpPause, api.OpResume}},
+		{api.KindConfig, false, false, false, true, nil},
+		{api.KindSecret, false, false, false, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind, func(t *testing.T) {
@@ -113,6 +115,7 @@ func TestOperationCheckKind(t *testing.T) {
 		{"restart a Scaler", api.Operation{Kind: api.KindScaler, Op: api.OpRestart}, "a Scaler cannot be restarted; its operations are pause, resume"},
 		{"stop a Scaler", api.Operation{Kind: api.KindScaler, Op: api.OpStop}, "a Scaler cannot be stopped or started"},
 		{"pause a Scaler", api.Operation{Kind: api.KindScaler, Op: api.OpPause}, ""},
+		{"restart a Secret", api.Operation{Kind: api.KindSecret, Op: api.OpRestart}, "a Secret cannot be restarted; it has no operations"},
 		{"pause a Daemon", api.Operation{Kind: api.KindDaemon, Op: api.OpPause}, "a Daemon cannot be paused or resumed"},
 		{"unknown kind", api.Operation{Kind: "Deployment", Op: api.OpPause}, ""},
 		{"unknown op", api.Operation{Kind: api.KindApp, Op: "explode"}, ""},

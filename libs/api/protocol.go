@@ -124,4 +124,7 @@ type WorkloadRef struct {
 	Project string `json:"project"`
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
+	// Force, on a delete, deletes a Config or Secret that workloads still
+	// name (they then show ConditionConfigMissing).
+	Force bool `json:"force,omitempty"`
 }

@@ -105,6 +105,10 @@ type Status struct {
 	Reasons []Rejection `json:"reasons,omitempty"`
 	// Conditions are the latest notable facts.
 	Conditions []Condition `json:"conditions,omitempty"`
+	// ConfigVersions are, for an App, the content versions of the Configs
+	// and Secrets its template rolls on ("Config/name" to a Config's
+	// ContentHash or a Secret's Digest; PodTemplate.ConfigVersions).
+	ConfigVersions map[string]string `json:"configVersions,omitempty"`
 	// Events are the latest Kubernetes events of the workload's objects.
 	Events []Event `json:"events,omitempty"`
 	// Images are the images the running pods use, for rollouts.

@@ -34,6 +34,12 @@ type PodTemplate struct {
 	// at most the platform's maximum (Limits); DefaultTerminationGracePeriodSeconds
 	// when unset.
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// ConfigVersions are the content versions of the Configs and Secrets
+	// an App's template names with rolloutOnChange (configuse.go):
+	// "Config/name" or "Secret/name" to the Config's ContentHash or the
+	// Secret's Digest. Set by admission only (a document's is replaced),
+	// so a change of content is a template change that rolls the App.
+	ConfigVersions map[string]string `json:"configVersions,omitempty"`
 }
 
 // Container is one container of a pod.
@@ -43,7 +49,9 @@ type Container struct {
 	Command []string `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
 	Env     []EnvVar `json:"env,omitempty"`
-	Ports   []Port   `json:"ports,omitempty"`
+	// EnvFrom sets a variable per key of a Config or a Secret.
+	EnvFrom []EnvFromSource `json:"envFrom,omitempty"`
+	Ports   []Port          `json:"ports,omitempty"`
 	// Resources are the container's requests and limits.
 	Resources Resources `json:"resources,omitzero"`
 	// Privileged runs the container privileged (platform only).
@@ -69,6 +77,9 @@ type Container struct {
 type EnvVar struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
+	// ValueFrom reads the value from a key of a Config or a Secret
+	// instead (Value is then empty).
+	ValueFrom *EnvSource `json:"valueFrom,omitempty"`
 }
 
 // Port is one container port.
@@ -108,6 +119,10 @@ type Volume struct {
 	SizeLimit string `json:"sizeLimit,omitempty"`
 	// HostPath mounts a node directory (platform only).
 	HostPath string `json:"hostPath,omitempty"`
+	// Config mounts a Config's keys as files.
+	Config *ConfigVolume `json:"config,omitempty"`
+	// Secret mounts a Secret's keys as files.
+	Secret *ConfigVolume `json:"secret,omitempty"`
 }
 
 // DefaultScratchSize is a scratch (emptyDir) volume's size limit when
@@ -115,8 +130,8 @@ type Volume struct {
 const DefaultScratchSize = "1Gi"
 
 // Scratch reports whether v is a scratch directory: every volume but a
-// host path is rendered as an emptyDir.
-func (v Volume) Scratch() bool { return v.HostPath == "" }
+// host path, a Config or a Secret is rendered as an emptyDir.
+func (v Volume) Scratch() bool { return v.HostPath == "" && v.Config == nil && v.Secret == nil }
 
 // ScratchBytes is the total size limit of a pod's scratch volumes, what
 // each pod counts towards the project's storage quota (unparsable sizes,
@@ -326,6 +341,7 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 				fe.add(p+".sizeLimit", CodeTooLarge, "%s exceeds the maximum of %s", v.SizeLimit, MaxEmptyDirSizeLimit)
 			}
 		}
+		v.validateSource(p, fe) // configuse.go
 	}
 	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
 		for _, c := range cs {
@@ -361,6 +377,10 @@ func (c *Container) validate(p string, names map[string]bool, fe *FieldErrors) {
 		if !envName.MatchString(e.Name) {
 			fe.add(fmt.Sprintf("%s.env[%d].name", p, i), CodeInvalid, "%q is not a valid environment variable name", e.Name)
 		}
+		e.validateSource(fmt.Sprintf("%s.env[%d]", p, i), fe) // configuse.go
+	}
+	for i, ef := range c.EnvFrom {
+		ef.validate(fmt.Sprintf("%s.envFrom[%d]", p, i), fe)
 	}
 	c.validateServing(p, fe) // probes.go
 	for i, port := range c.Ports {

@@ -88,6 +88,22 @@ var (
 	RemediationResume = Call[api.RemediationPauseRequest, api.RemediationScope]{Service: UserRemediation, Verb: "resume", Callers: []string{UserGateway, UserAdmin}}
 )
 
+// Rotation of the key-encryption key of Secrets (`atoll-admin
+// rotate-kek`): the propagator alone can unwrap a Secret's data key, and
+// admission alone writes the workloads bucket, so the propagator rewraps
+// and admission stores.
+var (
+	// PropagatorRotateKEK rewraps, for api.KEKRotation.To, the data keys of
+	// up to Limit stored Secrets sealed under another KEK, each stored
+	// through AdmissionRewrap; the reply counts what is left. Operators
+	// call it (the admin user).
+	PropagatorRotateKEK = Call[api.KEKRotation, api.KEKRotationResult]{Service: UserPropagator, Verb: "rotate-kek", Callers: []string{UserAdmin}}
+	// AdmissionRewrap stores a Secret's rewrapped sealed data (only its
+	// KeyID and WrappedKey change), compare-and-set on the revision the
+	// propagator read. Only the propagator may call it.
+	AdmissionRewrap = Call[api.SecretRewrap, api.Ack]{Service: UserAdmission, Verb: "rewrap", Callers: []string{UserPropagator}}
+)
+
 // Contract lists every endpoint of the contract.
 func Contract() []Descriptor {
 	return []Descriptor{
@@ -96,5 +112,6 @@ func Contract() []Descriptor {
 		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,
+		PropagatorRotateKEK, AdmissionRewrap,
 	}
 }

@@ -41,6 +41,14 @@ const Group = "atoll:services"
 // same name): pods/log and pods/exec there and nowhere else.
 const AggregatorDebugRole = "atoll-aggregator-debug"
 
+// PropagatorConfigRole is the ClusterRole the propagator binds to itself
+// in a project namespace (a RoleBinding of the same name) where it first
+// writes a Config's ConfigMap or a Secret's Secret: configmaps and secrets
+// there and nowhere else, so that it reads no Secret outside project
+// namespaces (NamespacePolicy confines its writes; RBAC alone confines
+// its reads).
+const PropagatorConfigRole = "atoll-propagator-config"
+
 // NamespacePolicy names the ValidatingAdmissionPolicy (and its binding)
 // that confines the propagator's writes to project namespaces.
 const NamespacePolicy = "atoll-propagator-namespaces"
@@ -88,6 +96,10 @@ var rendered = []rbacv1.PolicyRule{
 // no ConfigMap); pods/log and pods/exec come from AggregatorDebugRole,
 // bound only in project namespaces.
 //
+// Configs and Secrets (configmaps, secrets) the propagator reads and
+// writes through PropagatorConfigRole, bound to itself in each project
+// namespace that needs them, never cluster-wide.
+//
 // Remediation and upgrade cordon (patch nodes), create replacement nodes
 // and delete the old ones, list pods and budgets to drain, and evict. They
 // may delete pods too: a drain past its deadline with policy force deletes
@@ -104,9 +116,9 @@ func Roles() map[string][]rbacv1.PolicyRule {
 		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
 			ResourceNames: []string{FenceName}, Verbs: []string{"get", "create", "update", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"},
-			ResourceNames: []string{AggregatorDebugRole}, Verbs: []string{"get", "create", "update", "patch"}},
+			ResourceNames: []string{AggregatorDebugRole, PropagatorConfigRole}, Verbs: []string{"get", "create", "update", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"},
-			ResourceNames: []string{AggregatorDebugRole}, Verbs: []string{"bind"}},
+			ResourceNames: []string{AggregatorDebugRole, PropagatorConfigRole}, Verbs: []string{"bind"}},
 	)
 	aggregator := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods", "nodes", "events", "persistentvolumeclaims", "services", "namespaces"}, Verbs: read},
@@ -132,6 +144,9 @@ func Roles() map[string][]rbacv1.PolicyRule {
 			{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"get", "create"}},
 		},
+		PropagatorConfigRole: {
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: append(append([]string{}, read...), write...)},
+		},
 		User(Remediation): nodes(),
 		User(Upgrade):     nodes(),
 	}
@@ -142,7 +157,7 @@ func labels() map[string]string { return map[string]string{"app.kubernetes.io/pa
 // ClusterRoles are Roles as objects.
 func ClusterRoles() []*rbacv1.ClusterRole {
 	var out []*rbacv1.ClusterRole
-	for _, name := range []string{User(Propagator), User(Aggregator), AggregatorDebugRole, User(Remediation), User(Upgrade)} {
+	for _, name := range []string{User(Propagator), User(Aggregator), AggregatorDebugRole, PropagatorConfigRole, User(Remediation), User(Upgrade)} {
 		out = append(out, &rbacv1.ClusterRole{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels()},
@@ -164,6 +179,17 @@ func ClusterRoleBindings() []*rbacv1.ClusterRoleBinding {
 		})
 	}
 	return out
+}
+
+// PropagatorConfigBinding is the RoleBinding the propagator applies in a
+// project namespace ns before it writes a ConfigMap or Secret there:
+// PropagatorConfigRole to the propagator's User.
+func PropagatorConfigBinding(ns string) *rbacv1.RoleBinding {
+	b := AggregatorDebugBinding(ns)
+	b.Name = PropagatorConfigRole
+	b.RoleRef.Name = PropagatorConfigRole
+	b.Subjects[0].Name = User(Propagator)
+	return b
 }
 
 // AggregatorDebugBinding is the RoleBinding the propagator applies in each

@@ -114,7 +114,8 @@ func TestIssueCredentialRefusesGarbage(t *testing.T) {
 	}
 }
 
-// TestRolesLeastPrivilege: no service reads Secrets or ConfigMaps, none
+// TestRolesLeastPrivilege: no service reads Secrets or ConfigMaps but
+// through the propagator's config role, bound per project namespace; none
 // has a wildcard, only the propagator writes workloads, only remediation
 // and upgrade touch nodes beyond reading, and pods/log and pods/exec are
 // only in the debug role bound per project namespace.
@@ -131,7 +132,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 				if res == "*" || slices.Contains(r.Verbs, "*") || slices.Contains(r.APIGroups, "*") {
 					t.Errorf("%s: wildcard rule %+v", name, r)
 				}
-				if res == "secrets" || res == "configmaps" || res == "serviceaccounts/token" {
+				if (res == "secrets" || res == "configmaps") && name != clusters.PropagatorConfigRole || res == "serviceaccounts/token" {
 					t.Errorf("%s: grants %s", name, res)
 				}
 			}
@@ -158,6 +159,9 @@ func TestRolesLeastPrivilege(t *testing.T) {
 		{grant{"atoll-aggregator", "create", "pods/exec"}, false},
 		{grant{clusters.AggregatorDebugRole, "get", "pods/log"}, true},
 		{grant{clusters.AggregatorDebugRole, "create", "pods/exec"}, true},
+		{grant{clusters.PropagatorConfigRole, "list", "secrets"}, true},
+		{grant{clusters.PropagatorConfigRole, "patch", "configmaps"}, true},
+		{grant{"atoll-propagator", "bind", "clusterroles"}, true},
 		{grant{"atoll-remediation", "patch", "nodes"}, true},
 		{grant{"atoll-remediation", "delete", "nodes"}, true},
 		{grant{"atoll-remediation", "create", "pods/eviction"}, true},

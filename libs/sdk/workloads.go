@@ -151,6 +151,19 @@ func (c *Client) Delete(ctx context.Context, project, kind, name string) error {
 	return noContent("delete workload", r, err)
 }
 
+// ForceDelete deletes a Config or Secret even while workloads name it
+// (they then show the condition ConfigMissing); any other workload as
+// Delete does.
+func (c *Client) ForceDelete(ctx context.Context, project, kind, name string) error {
+	r, err := c.API.DeleteWorkloadWithResponse(ctx, project, kind, name, func(_ context.Context, req *http.Request) error {
+		q := req.URL.Query()
+		q.Set("force", "true")
+		req.URL.RawQuery = q.Encode()
+		return nil
+	})
+	return noContent("delete workload", r, err)
+}
+
 // Operate pauses, resumes, stops, starts or restarts a workload. Every
 // operation but Restart is retried like a PUT (repeating it changes
 // nothing); Restart is not retried after a server error.

@@ -73,6 +73,10 @@ type Config struct {
 	Sidecars []api.Container `json:"sidecars,omitempty"`
 	// InitContainers run before each workload's own init containers.
 	InitContainers []api.Container `json:"initContainers,omitempty"`
+	// Sealer seals Secrets' values before they are stored (secret.go);
+	// nil refuses every Secret. Not read from the file: the command loads
+	// it from the operator's key (--kek-public).
+	Sealer Sealer `json:"-"`
 	// MaxTerminationGracePeriodSeconds is the platform's maximum grace
 	// period of a pod (a template's terminationGracePeriodSeconds and its
 	// hooks' sleeps); a workload over it is refused with 422. It comes
@@ -190,6 +194,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.ProjectDelete.Endpoint(RequestTimeout, s.projectDelete),
 		bus.MemberSet.Endpoint(RequestTimeout, s.memberSet),
 		bus.MemberRemove.Endpoint(RequestTimeout, s.memberRemove),
+		// The propagator's own endpoint: a Secret's data key rewrapped
+		// for a new KEK (rewrap.go).
+		bus.AdmissionRewrap.Endpoint(RequestTimeout, s.rewrap),
 	)
 	if err != nil {
 		return err

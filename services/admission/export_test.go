@@ -33,3 +33,9 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 
 // SetHostClaimGrace sets the age past which a stale host claim is taken over.
 func SetHostClaimGrace(s *Service, d time.Duration) { s.claimGrace = d }
+
+// Get reads a stored workload.
+func Get(ctx context.Context, s *Service, key string) (*api.Workload, error) {
+	w, _, err := s.get(ctx, key)
+	return w, err
+}

@@ -15,7 +15,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require go.uber.org/goleak v1.3.0 // indirect
+
 require (
+	atoll.dev/libs/envelope v0.0.0
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -72,3 +75,5 @@ replace (
 )
 
 replace atoll.dev/services/quota => ../quota
+
+replace atoll.dev/libs/envelope => ../../libs/envelope

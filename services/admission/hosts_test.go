@@ -58,20 +58,38 @@ func TestHostsAreUniqueInTheRegion(t *testing.T) {
 		host      string
 		wantOwner string
 	}{
-		{"first App claims", func() error { _, err := s.Submit(ctx, exposed("p", "a", "web.example.com"), admission.Principal{}); return err },
+		{"first App claims", func() error {
+			_, err := s.Submit(ctx, exposed("p", "a", "web.example.com"), admission.Principal{})
+			return err
+		},
 			"", "web.example.com", "p/a"},
-		{"same App again", func() error { _, err := s.Submit(ctx, exposed("p", "a", "web.example.com"), admission.Principal{}); return err },
+		{"same App again", func() error {
+			_, err := s.Submit(ctx, exposed("p", "a", "web.example.com"), admission.Principal{})
+			return err
+		},
 			"", "web.example.com", "p/a"},
-		{"another project's App is refused", func() error { _, err := s.Submit(ctx, exposed("q", "b", "web.example.com"), admission.Principal{}); return err },
+		{"another project's App is refused", func() error {
+			_, err := s.Submit(ctx, exposed("q", "b", "web.example.com"), admission.Principal{})
+			return err
+		},
 			`spec.expose.host: host "web.example.com" is exposed by App p/a`, "web.example.com", "p/a"},
 		{"an App not exposed", func() error { _, err := s.Submit(ctx, exposed("p", "c", ""), admission.Principal{}); return err },
 			"", "web.example.com", "p/a"},
-		{"an update to a taken host is refused", func() error { _, err := s.Update(ctx, exposed("p", "c", "web.example.com"), admission.Principal{}); return err },
+		{"an update to a taken host is refused", func() error {
+			_, err := s.Update(ctx, exposed("p", "c", "web.example.com"), admission.Principal{})
+			return err
+		},
 			`spec.expose.host: host "web.example.com" is exposed by App p/a`, "web.example.com", "p/a"},
-		{"the owner changes host, freeing it", func() error { _, err := s.Update(ctx, exposed("p", "a", "new.example.com"), admission.Principal{}); return err },
+		{"the owner changes host, freeing it", func() error {
+			_, err := s.Update(ctx, exposed("p", "a", "new.example.com"), admission.Principal{})
+			return err
+		},
 			"", "web.example.com", ""},
 		{"the new host is the owner's", func() error { return nil }, "", "new.example.com", "p/a"},
-		{"the freed host is claimable", func() error { _, err := s.Submit(ctx, exposed("q", "b", "web.example.com"), admission.Principal{}); return err },
+		{"the freed host is claimable", func() error {
+			_, err := s.Submit(ctx, exposed("q", "b", "web.example.com"), admission.Principal{})
+			return err
+		},
 			"", "web.example.com", "q/b"},
 		{"deleting the owner frees its host", func() error { return s.Delete(ctx, "q", api.KindApp, "b") },
 			"", "web.example.com", ""},

@@ -112,7 +112,10 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workloa
 	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
 		return fmt.Errorf("repair %s: %w", key, err)
 	}
-	return nil
+	if w.Kind == api.KindApp && len(w.Spec.PodTemplate().Refs()) == 0 {
+		return nil // names no Config: nothing to roll
+	}
+	return s.repairConfigUse(ctx, key) // configuse.go
 }
 
 // repairDelete ensures the deleted event of key when its latest entry is

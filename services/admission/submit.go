@@ -51,6 +51,9 @@ func (s *Service) prepare(doc []byte, p Principal) (*api.Workload, *Error) {
 		return nil, invalid(fe)
 	}
 	s.mutate(w)
+	if aerr := s.sealSecret(w, p); aerr != nil {
+		return nil, aerr
+	}
 	return w, nil
 }
 
@@ -60,6 +63,9 @@ func (s *Service) prepare(doc []byte, p Principal) (*api.Workload, *Error) {
 func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Workload, error) {
 	w, aerr := s.prepare(doc, p)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.resolveConfigs(ctx, w); aerr != nil { // configuse.go
 		return nil, aerr
 	}
 	key := w.Key()
@@ -88,6 +94,7 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 			return nil, err
 		}
 		s.beforeWrite(ctx, key)
+		secretVersion(nil, w)
 		now := time.Now().UTC()
 		w.Metadata.Generation, w.Metadata.UID, w.Metadata.Created, w.Metadata.Updated = 1, newUID(), now, now
 		w.Metadata.Event, w.Metadata.EventMessage = api.EventAdmitted, ""
@@ -97,7 +104,7 @@ func (s *Service) Submit(ctx context.Context, doc []byte, p Principal) (*api.Wor
 	if err != nil {
 		hc.undo(ctx, s)
 	}
-	return s.settle(ctx, res, out, rev, err, w.String())
+	return s.settleConfig(ctx, res, out, rev, err, w)
 }
 
 // settle ends a write of admission's: one that failed, or was not needed,
@@ -121,6 +128,9 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 	if aerr != nil {
 		return nil, aerr
 	}
+	if aerr := s.resolveConfigs(ctx, w); aerr != nil { // configuse.go
+		return nil, aerr
+	}
 	key := w.Key()
 	hc, err := s.claimHost(ctx, w) // hosts.go
 	if err != nil {
@@ -140,6 +150,8 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 		oldHost = api.HostOf(stored)
 		next := *w
 		next.Control = carryControl(stored, w)
+		next.Spec = cloneSecret(w.Spec)
+		secretVersion(stored, &next)
 		if sameSpec(stored, &next) && sameControl(stored, &next) {
 			out = stored
 			return nil, bus.ErrNoChange
@@ -163,12 +175,34 @@ func (s *Service) Update(ctx context.Context, doc []byte, p Principal) (*api.Wor
 	case err == nil && oldHost != api.HostOf(w):
 		s.releaseHost(ctx, w.Metadata.Project, w.Metadata.Name, oldHost)
 	}
-	return s.settle(ctx, res, out, rev, err, w.String())
+	return s.settleConfig(ctx, res, out, rev, err, w)
+}
+
+// settleConfig is settle, and then, for a Config or Secret written, the
+// rollout of the Apps that name it (configuse.go).
+func (s *Service) settleConfig(ctx context.Context, res *reservation, out *api.Workload, rev uint64, err error, w *api.Workload) (*api.Workload, error) {
+	out, err = s.settle(ctx, res, out, rev, err, w.String())
+	if err == nil && !s.hooks.crashed.Load() {
+		s.afterConfigWrite(ctx, w.Metadata.Project, w.Kind, w.Metadata.Name)
+	}
+	return out, err
 }
 
 // Delete removes a workload and returns its quota. Deleting what does not
 // exist is NotFound.
 func (s *Service) Delete(ctx context.Context, project, kind, name string) error {
+	return s.DeleteRef(ctx, api.WorkloadRef{Project: project, Kind: kind, Name: name})
+}
+
+// DeleteRef is Delete with the request's options: a Config or Secret that
+// a workload names is deleted only with Force (configuse.go).
+func (s *Service) DeleteRef(ctx context.Context, ref api.WorkloadRef) error {
+	project, kind, name := ref.Project, ref.Kind, ref.Name
+	if (kind == api.KindConfig || kind == api.KindSecret) && !ref.Force {
+		if err := s.checkUnused(ctx, project, api.ConfigRef{Kind: kind, Name: name}); err != nil {
+			return err
+		}
+	}
 	key := api.Key(project, kind, name)
 	cur, rev, err := s.get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -308,10 +342,13 @@ func (s *Service) get(ctx context.Context, key string) (*api.Workload, uint64, e
 }
 
 func sameSpec(a, b *api.Workload) bool {
-	ja, err1 := json.Marshal(a.Spec)
-	jb, err2 := json.Marshal(b.Spec)
 	la, _ := json.Marshal(a.Metadata.Labels)
 	lb, _ := json.Marshal(b.Metadata.Labels)
+	if same, secret := sameSecretValues(a, b); secret {
+		return same && bytes.Equal(la, lb)
+	}
+	ja, err1 := json.Marshal(a.Spec)
+	jb, err2 := json.Marshal(b.Spec)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb) && bytes.Equal(la, lb)
 }
 
@@ -392,7 +429,7 @@ func (s *Service) update(ctx context.Context, doc []byte, r micro.Request) (*api
 }
 
 func (s *Service) delete(ctx context.Context, req api.WorkloadRef, _ micro.Request) (api.Ack, error) {
-	if err := s.Delete(ctx, req.Project, req.Kind, req.Name); err != nil {
+	if err := s.DeleteRef(ctx, req); err != nil {
 		return nil, err
 	}
 	return api.Ack{"deleted": true}, nil

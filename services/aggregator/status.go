@@ -57,6 +57,8 @@ type foldState struct {
 	workloads, placements, observations, inventory *bus.Mirror
 
 	folds atomic.Int64 // workload folds completed, for tests
+	// workloadsSet is workloads once set, for the mirror's own callback (configuse.go).
+	workloadsSet atomic.Pointer[bus.Mirror]
 
 	mu        sync.Mutex
 	written   map[string]storedStatus    // mu must be held: last status known per key
@@ -137,9 +139,10 @@ func (f *foldState) mirror(ctx context.Context) error {
 	b := f.s.bus
 	var err error
 	if f.workloads == nil {
-		if f.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, f.q.Add); err != nil {
+		if f.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, f.workloadChanged); err != nil { // configuse.go
 			return err
 		}
+		f.workloadsSet.Store(f.workloads)
 	}
 	if f.placements == nil {
 		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.q.Add); err != nil {
@@ -358,6 +361,8 @@ func (f *foldState) compute(w *api.Workload, p *api.PlacementDecision) api.Statu
 	if k := f.s.kinds[w.Kind]; k != nil {
 		k.placed(w, p, &st)
 	}
+	st.Conditions = append(st.Conditions, f.configConditions(w)...) // configuse.go
+	st.ConfigVersions = w.Spec.PodTemplate().ConfigVersions
 	st.Events = f.events(w.Key())
 	return st
 }

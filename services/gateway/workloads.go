@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -266,13 +267,15 @@ func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project
 	s.respondWorkload(w, r, http.StatusOK, stored)
 }
 
-// DeleteWorkload removes a workload from the region.
+// DeleteWorkload removes a workload from the region. The query parameter
+// force=true deletes a Config or Secret that workloads still name.
 func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
 	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
 		return
 	}
-	if err := send(s, r, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: registered, Name: name}); err != nil {
+	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+	if err := send(s, r, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: registered, Name: name, Force: force}); err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}

@@ -7,6 +7,7 @@ require (
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/daemon v0.0.0
+	atoll.dev/libs/envelope v0.0.0
 	atoll.dev/libs/events v0.0.0
 	atoll.dev/libs/testenv v0.0.0
 	github.com/google/go-cmp v0.7.0
@@ -54,6 +55,7 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
@@ -84,6 +86,7 @@ replace (
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/envelope => ../../libs/envelope
 	atoll.dev/libs/events => ../../libs/events
 	atoll.dev/libs/testenv => ../../libs/testenv
 )

@@ -51,6 +51,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/bus/lease"
@@ -113,6 +115,12 @@ type Service struct {
 	// ingressClass is the class of the exposed Apps' Ingresses
 	// (Config.IngressClass); read only after New.
 	ingressClass string
+	// keyring opens Secrets (Config.Keyring); nil when none was given.
+	keyring SecretOpener
+	// workloadsKV, admission and kekOps serve KEK rotation (kek.go).
+	workloadsKV jetstream.KeyValue
+	admission   *bus.Requester
+	kekOps      *bus.Endpoints
 
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
@@ -138,6 +146,12 @@ type Config struct {
 	// (expose.go): the class the member clusters' ingress controller
 	// serves. "" is DefaultIngressClass.
 	IngressClass string
+	// Keyring opens Secrets' values to write them into member clusters
+	// (libs/envelope; --kek-dir); without one, a workload naming a
+	// Secret is not applied (configsync.go). An *envelope.Keyring also
+	// rewraps their data keys for a new KEK (kek.go: atoll-admin
+	// rotate-kek).
+	Keyring SecretOpener
 }
 
 // NewWithConfig is New with the platform's configuration (nil: none).
@@ -152,6 +166,7 @@ func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *
 	if cfg.IngressClass != "" {
 		s.ingressClass = cfg.IngressClass
 	}
+	s.keyring = cfg.Keyring
 	return s, nil
 }
 
@@ -214,7 +229,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, nil); err != nil {
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.configChanged); err != nil {
 		cancel()
 		return err
 	}
@@ -254,6 +269,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if err := s.startKEK(ctx); err != nil { // kek.go
+		cancel()
+		return err
+	}
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 	for _, t := range s.targets {
 		s.wg.Go(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
@@ -288,6 +307,7 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
+	s.stopKEK()
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
 	}

@@ -110,6 +110,8 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 		switch {
 		case v.HostPath != "":
 			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
+		case v.Config != nil || v.Secret != nil:
+			vol.VolumeSource = configVolume(v) // config.go
 		default:
 			// The size the project's storage quota counts (api.Volume.SizeLimit).
 			vol.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit(v.SizeLimit)}
@@ -145,7 +147,7 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 		// a Job a new Job. A restart of one container rolls the pods too
 		// (Kubernetes cannot restart one container of a running pod); its
 		// annotation names the container that asked.
-		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: w.Control.RestartAnnotations()},
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: configAnnotations(t, w.Control.RestartAnnotations())},
 		Spec:       spec,
 	}
 }
@@ -153,7 +155,10 @@ func podTemplate(w *api.Workload, sh api.Shard, restart corev1.RestartPolicy) co
 func container(c api.Container) corev1.Container {
 	k := corev1.Container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args}
 	for _, e := range c.Env {
-		k.Env = append(k.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		k.Env = append(k.Env, envVar(e)) // config.go
+	}
+	for _, ef := range c.EnvFrom {
+		k.EnvFrom = append(k.EnvFrom, envFrom(ef))
 	}
 	for _, p := range c.Ports {
 		proto := corev1.ProtocolTCP

@@ -102,6 +102,8 @@ type target struct {
 
 	mu         sync.Mutex
 	namespaces map[string]bool // mu must be held: namespaces known to exist
+	// configAccess are the namespaces where the config role is bound (configsync.go).
+	configAccess map[string]bool // mu must be held
 }
 
 // term is one tenure of a cluster's lease.
@@ -118,6 +120,9 @@ type term struct {
 	// applied, or removed. It is newer than the informer, which may lag.
 	done  map[string]string // mu must be held
 	force map[string]bool   // mu must be held: apply even if it looks current (resync)
+	// configs records the version of each Config's or Secret's copy
+	// this term wrote, by "namespace/Kind/name" (configsync.go).
+	configs map[string]string // mu must be held
 }
 
 // removed marks a key whose object this term deleted.
@@ -126,7 +131,7 @@ const removed = "\x00removed"
 func newTerm(m *bus.Metrics, cluster string) *term {
 	tt := &term{
 		work: bus.NewQueue(bus.Instrumented(m, "work/"+cluster)), replay: bus.NewQueue(bus.Instrumented(m, "replay/"+cluster)),
-		done: map[string]string{}, force: map[string]bool{},
+		done: map[string]string{}, force: map[string]bool{}, configs: map[string]string{},
 	}
 	tt.replayLeft.Store(-1) // until the replay is known
 	return tt
@@ -173,7 +178,7 @@ func (tt *term) forceAll(keys []string) {
 func newTarget(s *Service, name string, c clients) *target {
 	t := &target{
 		s: s, name: name, clients: c, log: s.log.With("cluster", name),
-		informers: map[string]cache.SharedIndexInformer{}, namespaces: map[string]bool{},
+		informers: map[string]cache.SharedIndexInformer{}, namespaces: map[string]bool{}, configAccess: map[string]bool{},
 		endpointsKick: make(chan struct{}, 1),
 	}
 	for name, k := range s.kinds {
@@ -361,6 +366,9 @@ func (t *target) lead(ctx context.Context) {
 		for _, k := range replay {
 			tt.replay.Add(k)
 		}
+		for _, p := range t.s.configProjects() {
+			tt.work.Add(configsKey(p)) // configsync.go
+		}
 		tt.replayLeft.Store(int64(len(replay)))
 		t.log.Info("term started", "holder", t.s.holder, "new", len(fresh), "replay", len(replay), "elapsed", time.Since(start).Round(time.Millisecond))
 		wg.Go(func() {
@@ -441,6 +449,10 @@ func (t *target) desired(tt *term, key string) *desired {
 // its placement wants only gets its announcement ensured; any other goes
 // to the work queue.
 func (t *target) check(ctx context.Context, tt *term, key string) error {
+	if _, ok := configsProject(key); ok {
+		tt.work.Add(key)
+		return nil
+	}
 	d := t.desired(tt, key)
 	if d == nil {
 		return nil
@@ -468,6 +480,9 @@ func (t *target) check(ctx context.Context, tt *term, key string) error {
 
 // reconcile makes this cluster's part of key match the desired state.
 func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
+	if project, ok := configsProject(key); ok {
+		return t.syncConfigs(ctx, tt, project) // configsync.go
+	}
 	d := t.desired(tt, key)
 	if d == nil {
 		return nil
@@ -492,6 +507,9 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		sh := *d.shard(t.name)
 		err := t.ensureNamespace(ctx, w.Metadata.Project)
 		if err == nil {
+			err = t.ensureConfigs(ctx, tt, d, sh) // configsync.go
+		}
+		if err == nil {
 			err = d.kind.before(ctx, t, w, sh, ns)
 		}
 		if err == nil {
@@ -511,6 +529,9 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		}
 		tt.record(key, o.hash)
 		t.log.Debug("applied", "key", key, "hash", o.hash, "forced", forced)
+		if t.usesConfigs(ns) {
+			tt.work.Add(configsKey(w.Metadata.Project)) // a reference it dropped may be unused here now
+		}
 	}
 	if d.announcer() == t.name {
 		return t.s.announce(ctx, key, d)
@@ -596,6 +617,7 @@ func (t *target) remove(ctx context.Context, tt *term, key string) error {
 		}
 	}
 	tt.record(key, removed)
+	tt.work.Add(configsKey(project)) // what it named may be unused here now
 	return nil
 }
 

@@ -17,11 +17,12 @@ func Root() *cobra.Command {
 		Long: `atoll-admin holds the commands a platform admin runs against the region's
 NATS itself, as its admin user (--creds, $ATOLL_NATS_CREDS): bootstrap makes
 the NATS users and the streams and buckets, remediation and upgrade steer
-those services, token edits the gateway's tokens file. Everything else, tenants' and admins' alike, goes through
+those services, token edits the gateway's tokens file, rotate-kek rewraps
+the Secrets' data keys for a new key-encryption key. Everything else, tenants' and admins' alike, goes through
 the Compute API with the atoll command.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bootstrapCmd(), remediationCmd(), upgradeCmd(), tokenCmd())
+	root.AddCommand(bootstrapCmd(), remediationCmd(), upgradeCmd(), tokenCmd(), rotateKEKCmd())
 	return root
 }

@@ -260,8 +260,8 @@ zone-by-zone rollout.`,
 
 func deleteCmd(g *globals) *cobra.Command {
 	var (
-		files          []string
-		ignoreNotFound bool
+		files                 []string
+		ignoreNotFound, force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "delete (KIND NAME | -f FILE)",
@@ -307,7 +307,11 @@ released.`,
 						_, err := t.needProject()
 						return err
 					}
-					err := c.Delete(ctx, project, w.kind, w.name)
+					del := c.Delete
+					if force {
+						del = c.ForceDelete
+					}
+					err := del(ctx, project, w.kind, w.name)
 					switch {
 					case err == nil:
 						fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(w.kind, w.name))
@@ -329,6 +333,7 @@ released.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "delete the workloads of this file (- for standard input, repeatable)")
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "a missing workload is not an error")
+	cmd.Flags().BoolVar(&force, "force", false, "delete a Config or Secret even while workloads name it (they then show ConfigMissing)")
 	return cmd
 }
 

@@ -1,6 +1,12 @@
 // Command admission runs the admission service: it validates, defaults and
 // mutates workloads, asks quota, and persists them.
 //
+// A Secret's values are sealed for the key-encryption key whose public key
+// file --kek-public names (ATOLL_ADMISSION_KEK_PUBLIC; `atoll-admin
+// bootstrap kek` writes it): a file replaced by another KEK's is followed
+// without a restart. Admission holds no private key; without the flag it
+// refuses every Secret.
+//
 // The platform's managed sidecars and init containers come from the YAML
 // file named by --config (ATOLL_ADMISSION_CONFIG; default: a small log
 // shipper); the longest grace period a pod may ask for is
@@ -16,13 +22,14 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/daemon"
+	"atoll.dev/libs/envelope"
 	"atoll.dev/services/admission"
 )
 
 func main() {
 	var (
-		configFile string
-		maxGrace   int
+		configFile, kekPublic string
+		maxGrace              int
 	)
 	daemon.Run(daemon.Command{
 		Service: "admission",
@@ -31,6 +38,7 @@ func main() {
 			f.String(&configFile, "config", "ATOLL_ADMISSION_CONFIG", "", "YAML file of the platform's managed sidecars and init containers (default: a small log shipper)")
 			f.Int(&maxGrace, "max-termination-grace-period-seconds", "ATOLL_ADMISSION_MAX_TERMINATION_GRACE_PERIOD_SECONDS", api.DefaultMaxTerminationGracePeriodSeconds,
 				fmt.Sprintf("the longest grace period a pod may ask for (a template's terminationGracePeriodSeconds, a hook's sleep), in seconds: a workload over it is refused with 422 (at least %d, the default grace period)", api.DefaultTerminationGracePeriodSeconds))
+			f.String(&kekPublic, "kek-public", "ATOLL_ADMISSION_KEK_PUBLIC", "", "public key file of the key-encryption key Secrets are sealed for (\"<id> <base64>\", kek-<id>.pub; followed when replaced); without it Secrets are refused")
 		},
 		Validate: func() error {
 			if err := admission.CheckMaxTerminationGracePeriod(int64(maxGrace)); err != nil {
@@ -45,6 +53,14 @@ func main() {
 				return nil, err
 			}
 			c.MaxTerminationGracePeriodSeconds = int64(maxGrace)
+			if kekPublic == "" {
+				return c, nil
+			}
+			sealer, err := envelope.LoadSealer(kekPublic)
+			if err != nil {
+				return nil, err
+			}
+			c.Sealer = sealer
 			return c, nil
 		}),
 		admission.Module)
