@@ -192,4 +192,3 @@ func streamBytes(t *testing.T, b *bus.Bus, name string) [][]byte {
 	require.NotEmpty(t, out, "stream %s is empty", name)
 	return out
 }
-
