@@ -45,6 +45,19 @@ secrets() {
     install -m 0644 "$SECRETS/tls/$part.crt" "$SECRETS/tls/ca.crt" "$SECRETS/tls/$part/"
   done
   chmod 0644 "$SECRETS/tls/ca.crt"
+  # The key-encryption key of Secrets (kept across runs), made offline: its
+  # private key only in kek/propagator (the propagator's --kek-dir), its
+  # public key only in kek/admission (admission's --kek-public). Both are
+  # mounted as directories, so a key added or replaced there (rotation) is
+  # seen without a restart.
+  if [[ ! -s "$SECRETS/kek/admission/kek.pub" ]]; then
+    rm -rf "$SECRETS/kek/new"
+    "$ROOT/bin/atoll-admin" bootstrap kek --dir "$SECRETS/kek/new" --id k1 >/dev/null
+    mkdir -p "$SECRETS/kek/propagator" "$SECRETS/kek/admission"
+    mv "$SECRETS/kek/new/kek-k1.key" "$SECRETS/kek/propagator/"
+    mv "$SECRETS/kek/new/kek-k1.pub" "$SECRETS/kek/admission/kek.pub"
+    rmdir "$SECRETS/kek/new"
+  fi
   if [[ ! -s "$SECRETS/admin-token" ]]; then
     (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/admin-token")
   fi
@@ -56,7 +69,7 @@ secrets() {
   chmod 0644 "$SECRETS/nats/auth.conf" "$SECRETS/tokens.yaml"
   if [[ $(id -u) == 0 ]]; then
     # The containers run as 65532 and read their credentials (mode 0600).
-    chown -R 65532:65532 "$SECRETS/nats" "$SECRETS/tls/nats" "$SECRETS/tls/gateway"
+    chown -R 65532:65532 "$SECRETS/nats" "$SECRETS/tls/nats" "$SECRETS/tls/gateway" "$SECRETS/kek/propagator"
   else
     # nats-server runs as 65532 whatever the caller: its key must be
     # readable to it (a single-user machine's local region).

@@ -54,7 +54,7 @@ func idFromFile(name, ext string) string {
 
 // readKey reads a key file: the standard base64 of 32 bytes.
 func readKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: a key file of the directory the operator named
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func decodeKey(path, s string) ([]byte, error) {
 // readPublic reads a public key file: "<id> <base64>", or the base64 alone
 // when the file's name is kek-<id>.pub.
 func readPublic(path string) (string, []byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the public key file the operator named
 	if err != nil {
 		return "", nil, err
 	}
@@ -116,7 +116,7 @@ func GenerateKEK(dir, id string) error {
 	if err != nil {
 		return fmt.Errorf("generate kek %s: %w", id, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("generate kek %s: %w", id, err)
 	}
 	priv, pub := filepath.Join(dir, PrivateFile(id)), filepath.Join(dir, PublicFile(id))

@@ -11,6 +11,7 @@ require (
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
 	atoll.dev/libs/disruption v0.0.0
+	atoll.dev/libs/envelope v0.0.0
 	atoll.dev/libs/sdk v0.0.0
 	atoll.dev/libs/testenv v0.0.0
 	atoll.dev/services/admission v0.0.0
@@ -125,6 +126,7 @@ replace (
 	atoll.dev/libs/daemon => ../../libs/daemon
 	atoll.dev/libs/debugstream => ../../libs/debugstream
 	atoll.dev/libs/disruption => ../../libs/disruption
+	atoll.dev/libs/envelope => ../../libs/envelope
 	atoll.dev/libs/events => ../../libs/events
 	atoll.dev/libs/sdk => ../../libs/sdk
 	atoll.dev/libs/testenv => ../../libs/testenv

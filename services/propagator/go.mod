@@ -7,6 +7,7 @@ require (
 	atoll.dev/libs/bus v0.0.0
 	atoll.dev/libs/clusters v0.0.0
 	atoll.dev/libs/daemon v0.0.0
+	atoll.dev/libs/envelope v0.0.0
 	atoll.dev/libs/events v0.0.0
 	atoll.dev/libs/testenv v0.0.0
 	github.com/google/go-cmp v0.7.0
@@ -84,6 +85,7 @@ replace (
 	atoll.dev/libs/bus => ../../libs/bus
 	atoll.dev/libs/clusters => ../../libs/clusters
 	atoll.dev/libs/daemon => ../../libs/daemon
+	atoll.dev/libs/envelope => ../../libs/envelope
 	atoll.dev/libs/events => ../../libs/events
 	atoll.dev/libs/testenv => ../../libs/testenv
 )

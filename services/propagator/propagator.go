@@ -56,6 +56,7 @@ import (
 	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
+	"atoll.dev/libs/envelope"
 	"atoll.dev/libs/events"
 )
 
@@ -111,6 +112,10 @@ type Service struct {
 	// (Config.BaselineProjects); read only after New.
 	baseline map[string]bool
 
+	// keyring opens sealed Secrets and rewraps them (Config.Keyring; nil:
+	// no Secret can be rendered or rotated); read only after New.
+	keyring *envelope.Keyring
+
 	mu      sync.Mutex
 	desired map[string]*desired // mu must be held: decoded, by key
 
@@ -131,6 +136,10 @@ type Config struct {
 	// project's namespace enforces restricted. Rendered pods are hardened
 	// either way (harden).
 	BaselineProjects []string
+	// Keyring holds the private key-encryption keys (--kek-dir): the
+	// propagator alone opens sealed Secrets, to render them into member
+	// clusters, and rewraps their data keys (atoll-admin rotate-kek).
+	Keyring *envelope.Keyring
 }
 
 // NewWithConfig is New with the platform's configuration (nil: none).
@@ -142,6 +151,7 @@ func NewWithConfig(b *bus.Bus, log *slog.Logger, members clusters.Members, cfg *
 	for _, p := range cfg.BaselineProjects {
 		s.baseline[p] = true
 	}
+	s.keyring = cfg.Keyring
 	return s, nil
 }
 

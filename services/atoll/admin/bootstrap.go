@@ -80,7 +80,7 @@ only its own subjects.`,
 	f.IntVar(&replicas, "replicas", 1, "replication of streams and buckets (3 or 5 in production)")
 	f.StringVar(&maxBytes, "max-bytes", os.Getenv(EnvNATSMaxBytes), "size limits replacing the defaults, by stream or bucket name: workloads=2GiB,ATOLL_AUDIT=4GiB ($"+EnvNATSMaxBytes+")")
 	f.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the NATS server")
-	cmd.AddCommand(bootstrapAuthCmd(), bootstrapMemberCmd(), bootstrapTLSCmd())
+	cmd.AddCommand(bootstrapAuthCmd(), bootstrapMemberCmd(), bootstrapTLSCmd(), bootstrapKEKCmd())
 	return cmd
 }
 

@@ -87,6 +87,7 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		env = append(env, "ATOLL_QUOTA_DEFAULT_LIMITS="+quota.FormatLimits(r.quotaCfg.Defaults.Limits),
 			"ATOLL_QUOTA_MAX_WORKLOADS="+strconv.FormatInt(r.quotaCfg.Defaults.MaxWorkloads, 10))
 	}
+	env = append(env, r.kekEnv(id.Service)...)
 	env = append(env, r.execEnv...)
 	if id.Service == "gateway" {
 		tokens, err := r.writeTokensFile()

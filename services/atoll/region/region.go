@@ -209,6 +209,11 @@ type Region struct {
 	// (Options.TLS; "" and nil without).
 	CAFile string
 	CAPool *x509.CertPool
+	// KEKDir holds the private key-encryption keys, the propagator's
+	// --kek-dir (kek.go); KEKPublicFile is the public key Secrets are
+	// sealed for, admission's --kek-public. No other service has either.
+	KEKDir        string
+	KEKPublicFile string
 
 	gatewayCfg *gateway.Config
 	quotaCfg   *quota.Config // Options.Quota
@@ -278,6 +283,9 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	r := &Region{log: o.Logger, violations: seen, replicas: o.Replicas, dir: o.Dir, exec: o.Exec, execLogLevel: o.ExecLogLevel, execEnv: o.ExecEnv, quotaCfg: o.Quota,
 		running: map[Replica]running{}, listen: map[int]string{}, holders: map[string]Replica{}}
 	if err := r.prepareGateway(o); err != nil {
+		return nil, err
+	}
+	if err := r.prepareKEK(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -561,6 +569,11 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
 	gwCfg := r.gatewayConfig(i)
+	kek, err := r.kekOptions(name)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("start %s: %w", id, err)
+	}
 	var (
 		gw      *gateway.Service
 		adm     *admin.Server
@@ -569,6 +582,7 @@ func (r *Region) StartReplica(ctx context.Context, name string, i int) error {
 	opts := []fx.Option{
 		fx.Supply(conn, r.log, r.ServiceMembers(name), gwCfg, r.quotaCfg, fx.Annotated{Name: holderName, Target: id.String()},
 			admin.Config{Service: name, Listen: "127.0.0.1:0"}),
+		kek,
 		admin.Module,
 		// The fill of the streams the service uses, as daemon.NewBus
 		// exports it in production.

@@ -27,6 +27,7 @@ import (
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
+	"atoll.dev/libs/envelope"
 	"atoll.dev/libs/testenv"
 )
 
@@ -89,6 +90,9 @@ func build(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	makeTLS(t, filepath.Join(dir, "secrets", "tls"))
+	if err := envelope.GenerateKEK(filepath.Join(dir, "secrets", "kek"), "k1"); err != nil {
+		t.Fatal(err)
+	}
 	copyFile(t, filepath.Join(root, "deploy", "tokens.example.yaml"), filepath.Join(dir, "secrets", "gateway", "tokens.yaml"))
 	for _, svc := range clusters.Services {
 		copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", svc, "clusters.yaml"))
