@@ -111,7 +111,7 @@ func TestConfigAndSecret(t *testing.T) {
 		atoll(t, "describe", "secret", "web-db", "-o", "json"))
 	assert.Contains(t, reads[4], "PASSWORD")
 	for i, r := range reads {
-		for _, x := range []string{password, token, rotated, `sealed`, `ciphertext`, `wrappedKey`} {
+		for _, x := range []string{password, token, rotated, `"sealed"`, `sealed:`, `ciphertext`, `wrappedKey`} {
 			assert.NotContains(t, r, x, "read %d", i)
 		}
 	}
