@@ -203,11 +203,13 @@ func (e ServicePortProtocol) Valid() bool {
 // Defines values for WorkloadDocumentKind.
 const (
 	App         WorkloadDocumentKind = "App"
+	Config      WorkloadDocumentKind = "Config"
 	CronJob     WorkloadDocumentKind = "CronJob"
 	Daemon      WorkloadDocumentKind = "Daemon"
 	JobSet      WorkloadDocumentKind = "JobSet"
 	Pod         WorkloadDocumentKind = "Pod"
 	Scaler      WorkloadDocumentKind = "Scaler"
+	Secret      WorkloadDocumentKind = "Secret"
 	TrainingJob WorkloadDocumentKind = "TrainingJob"
 )
 
@@ -215,6 +217,8 @@ const (
 func (e WorkloadDocumentKind) Valid() bool {
 	switch e {
 	case App:
+		return true
+	case Config:
 		return true
 	case CronJob:
 		return true
@@ -225,6 +229,8 @@ func (e WorkloadDocumentKind) Valid() bool {
 	case Pod:
 		return true
 	case Scaler:
+		return true
+	case Secret:
 		return true
 	case TrainingJob:
 		return true
@@ -287,6 +293,15 @@ type Condition struct {
 	Reason  string `json:"reason,omitempty,omitzero"`
 	Status  bool   `json:"status"`
 	Type    string `json:"type"`
+}
+
+// ConfigSpec A Config's spec (WorkloadDocument's `spec` of kind Config, and what reads show).
+type ConfigSpec struct {
+	// Data Keys and values, set as variables (envFrom, env[].valueFrom) or files.
+	Data map[string]string `json:"data,omitempty,omitzero"`
+
+	// Files Files, a file's name as key and its content as value (no key of data).
+	Files map[string]string `json:"files,omitempty,omitzero"`
 }
 
 // Control What operations have set.
@@ -990,6 +1005,30 @@ type ScalerHistory struct {
 	Decisions []ScalerDecision `json:"decisions"`
 }
 
+// SecretSpec A Secret's spec as written (WorkloadDocument's `spec` of kind Secret): every
+// key and value, on every create and update. Reads never show it: see SecretView.
+type SecretSpec struct {
+	Data map[string]string `json:"data"`
+}
+
+// SecretView A Secret's spec as reads show it (Workload's `spec` of kind Secret), never its values.
+type SecretView struct {
+	// Digest SHA-256 (hex) of the values, salted with the Secret's project and name.
+	Digest string `json:"digest,omitempty,omitzero"`
+
+	// Keys Its keys, sorted.
+	Keys []string `json:"keys,omitempty,omitzero"`
+
+	// Updated When the current values were written.
+	Updated time.Time `json:"updated,omitempty,omitzero"`
+
+	// UpdatedBy Who wrote the current values.
+	UpdatedBy string `json:"updatedBy,omitempty,omitzero"`
+
+	// Version 1 at creation, one more with every write of new values.
+	Version int64 `json:"version,omitempty,omitzero"`
+}
+
 // ServicePort defines model for ServicePort.
 type ServicePort struct {
 	AppProtocol string              `json:"appProtocol,omitempty,omitzero"`
@@ -1156,7 +1195,11 @@ type Workload struct {
 	Kind     string   `json:"kind"`
 	Metadata Metadata `json:"metadata"`
 
-	// Spec The kind's spec after defaults and platform mutation.
+	// Spec The kind's spec after defaults and platform mutation. A Secret's shows
+	// no values: `keys` (sorted), `version` (1 at creation, one more with
+	// every write of new values), `digest` (SHA-256 of the values, salted with
+	// the Secret's project and name: it tells versions apart), `updatedBy` and
+	// `updated` (who wrote the current values, and when).
 	Spec   json.RawMessage `json:"spec"`
 	Status WorkloadStatus  `json:"status,omitempty,omitzero"`
 }
@@ -1229,6 +1272,16 @@ type Workload struct {
 // claim. A change of only container, init container or sidecar images updates the
 // live Pod in place (same UID; only those containers restart); any other template
 // change replaces the Pod.
+// A Config's spec is `data` (keys and values) and `files` (a file's name as key,
+// its content as value); a key is letters, digits, `-`, `_` and `.` (at most 253,
+// not `.` or `..`), in only one of the two; keys and values total at most 1 MiB
+// (422 TooLarge). A Secret's spec is `data` alone, written whole on every create and
+// update: admission seals the values (envelope encryption: a data key per version,
+// wrapped by the operator's key-encryption key) before it stores them, and no read
+// returns them again, in the clear or sealed. A region whose operator gave admission
+// no key-encryption key refuses every Secret with 503 (SecretsUnavailable). Config
+// and Secret run no pods, are placed nowhere, reserve no resources and have no
+// operations; each counts as one of the project's workloads.
 type WorkloadDocument struct {
 	// ApiVersion Example: atoll.dev/v1
 	ApiVersion string               `json:"apiVersion,omitempty,omitzero"`
@@ -1390,6 +1443,12 @@ type ListWorkloadsParams struct {
 type CreateWorkloadParams struct {
 	// IdempotencyKey A client-chosen key (at most 128 characters); a retry with the same key and body returns the first outcome.
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key,omitempty,omitzero"`
+}
+
+// DeleteWorkloadParams defines parameters for DeleteWorkload.
+type DeleteWorkloadParams struct {
+	// Force delete a Config or Secret even while workloads name it
+	Force bool `form:"force,omitempty" json:"force,omitempty,omitzero"`
 }
 
 // WorkloadEventsParams defines parameters for WorkloadEvents.
@@ -1832,8 +1891,10 @@ type ClientInterface interface {
 
 	// DeleteWorkload Delete a workload; its objects leave every member cluster
 	//
+	// A Config or Secret that a workload names is not deleted (409 listing the workloads) unless force is true; those workloads then show the condition ConfigMissing.
+	//
 	// Corresponds with DELETE /v1/projects/{project}/workloads/{kind}/{name} (the `DeleteWorkload` operationId).
-	DeleteWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *DeleteWorkloadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetWorkload Get a workload with its status
 	//
@@ -2634,9 +2695,11 @@ func (c *Client) CreateWorkload(ctx context.Context, project ProjectPath, params
 
 // DeleteWorkload Delete a workload; its objects leave every member cluster
 //
+// A Config or Secret that a workload names is not deleted (409 listing the workloads) unless force is true; those workloads then show the condition ConfigMissing.
+//
 // Corresponds with DELETE /v1/projects/{project}/workloads/{kind}/{name} (the `DeleteWorkload` operationId).
-func (c *Client) DeleteWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteWorkloadRequest(c.Server, project, kind, name)
+func (c *Client) DeleteWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *DeleteWorkloadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWorkloadRequest(c.Server, project, kind, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4093,7 +4156,7 @@ func NewCreateWorkloadRequestWithBody(server string, project ProjectPath, params
 }
 
 // NewDeleteWorkloadRequest constructs an http.Request for the DeleteWorkload method
-func NewDeleteWorkloadRequest(server string, project ProjectPath, kind KindPath, name NamePath) (*http.Request, error) {
+func NewDeleteWorkloadRequest(server string, project ProjectPath, kind KindPath, name NamePath, params *DeleteWorkloadParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4130,6 +4193,29 @@ func NewDeleteWorkloadRequest(server string, project ProjectPath, kind KindPath,
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -5563,10 +5649,12 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteWorkloadWithResponse Delete a workload; its objects leave every member cluster
 	//
+	// A Config or Secret that a workload names is not deleted (409 listing the workloads) unless force is true; those workloads then show the condition ConfigMissing.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/projects/{project}/workloads/{kind}/{name} (the `DeleteWorkload` operationId).
-	DeleteWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*DeleteWorkloadResponse, error)
+	DeleteWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *DeleteWorkloadParams, reqEditors ...RequestEditorFn) (*DeleteWorkloadResponse, error)
 
 	// GetWorkloadWithResponse Get a workload with its status
 	//
@@ -7476,6 +7564,8 @@ type DeleteWorkloadResponse struct {
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *TooManyRequests
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7499,6 +7589,11 @@ func (r DeleteWorkloadResponse) GetJSON403() *Forbidden {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteWorkloadResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DeleteWorkloadResponse) GetJSON409() *Conflict {
+	return r.JSON409
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -9704,11 +9799,13 @@ func (c *ClientWithResponses) CreateWorkloadWithResponse(ctx context.Context, pr
 
 // DeleteWorkloadWithResponse Delete a workload; its objects leave every member cluster
 //
+// A Config or Secret that a workload names is not deleted (409 listing the workloads) unless force is true; those workloads then show the condition ConfigMissing.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/projects/{project}/workloads/{kind}/{name} (the `DeleteWorkload` operationId).
-func (c *ClientWithResponses) DeleteWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, reqEditors ...RequestEditorFn) (*DeleteWorkloadResponse, error) {
-	rsp, err := c.DeleteWorkload(ctx, project, kind, name, reqEditors...)
+func (c *ClientWithResponses) DeleteWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, params *DeleteWorkloadParams, reqEditors ...RequestEditorFn) (*DeleteWorkloadResponse, error) {
+	rsp, err := c.DeleteWorkload(ctx, project, kind, name, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11641,6 +11738,13 @@ func ParseDeleteWorkloadResponse(rsp *http.Response) (*DeleteWorkloadResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13310,7 +13414,7 @@ type ServerInterface interface {
 	CreateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, params CreateWorkloadParams)
 	// DeleteWorkload Delete a workload; its objects leave every member cluster
 	// (DELETE /v1/projects/{project}/workloads/{kind}/{name})
-	DeleteWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath)
+	DeleteWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, params DeleteWorkloadParams)
 	// GetWorkload Get a workload with its status
 	// (GET /v1/projects/{project}/workloads/{kind}/{name})
 	GetWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath)
@@ -13499,7 +13603,7 @@ func (_ Unimplemented) CreateWorkload(w http.ResponseWriter, r *http.Request, pr
 
 // DeleteWorkload Delete a workload; its objects leave every member cluster
 // (DELETE /v1/projects/{project}/workloads/{kind}/{name})
-func (_ Unimplemented) DeleteWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath) {
+func (_ Unimplemented) DeleteWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, params DeleteWorkloadParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -14335,8 +14439,24 @@ func (siw *ServerInterfaceWrapper) DeleteWorkload(w http.ResponseWriter, r *http
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteWorkloadParams
+
+	// ------------- Optional query parameter "force" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "force", r.URL.Query(), &params.Force, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "force"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "force", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteWorkload(w, r, project, kind, name)
+		siw.Handler.DeleteWorkload(w, r, project, kind, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -15463,311 +15583,327 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxs3ti/6VVC8u8rk3CYlPzJ3R6pdpxTbyThxbB3J3qmaYc4Q7AZJjJpATwMtivHVdz+FtRbQ3SSa",
-	"Ii3Jeez8Y1NkN54LC+v5W596qV4WWgllTe/kU6/gJV8KK0r462VeGSvKc24X7k+peie9wv2R9BRfit5J",
-	"L8UnekmvFP+uZCmy3oktK5H0TLoQS+5es+vCPWpsKdW8d3ub9N5kYlloK1S6/kGs3TOZMGkpCyu16+OM",
-	"pbkUyg7ThTZCsSuxZn1u2VIby54++0+WLnjJUzfMwSnjrBS2XLOVtAtmF4IZvhTwDlcZm+ps7R6oSmXg",
-	"15ksjWW6sqleilEvwWktBM9gHjSxxhCHbozNCS35zVuh5m5Rnj77zyQywR+kyvyqtaf2YSHYlVRZwqRi",
-	"XK1Zyo1g/bOiSBgvisEp00owPWOT715/YEfXT4/c02YSBtpef/fjgYv/o1hO6z3dHl1lRPnEMFNN/yVS",
-	"y3QJqzYvdVU8Mcz1mzCOSykzoay0a1aU+lpmomSrUlphmLSs//Hi7VCYlBciG3SMfglD2Tn+xlo/++p5",
-	"bK3f8aXYQaHw32ErdF5qN/UdjRb4xM52C26tKN27/+cffPjL8fDrn/v/GNKnT8fJX5/e+u8H/+s/erGp",
-	"fSzmJc9E916V2nL3Jytyrmh3Otb64HW4dQ+bQisjgBl8w7ML8e9KGOv+SrWyQsFHXhS5TGEcR/8ybmyf",
-	"Gs3+RylmvZPe/3NUM5oj/NUcvS5LXWJXkblhZ0watuT5TJdLkbG+WSvLbxJWqSulV4rNpMgzk7BVqdWc",
-	"uTmYhE15xmpONjhl4lqUa3zW0eo0F0vXbi6NFVnvNum91GqWy/QLTU3j0RI30ljDeF4Knq1Z/ww/vIav",
-	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+70taxy1llBB7hdMHV",
-	"XLD+/3a/vL5Jhcjcq4GXTkt9JRRLeYGM1uiqTIX7uxAZ45YdJ8xU6cKxhO/OPxrGGR0OtuI43nnJFYxH",
-	"Guo6Y0ZjFxMY0SiXS2kn7Hjg9uJbXU5llgn1ZTYj5XkuSrbkaxhtppldSBOWrMi5dcT3xLBC5zJdt5Yv",
-	"02m1FMqyfqozwcLQYSLvtP1WVyp7/Hm807gJRFh9XcJcrqWR01w4WrFhpjC0D1q/5eVcfNmjDHexO3eu",
-	"a7e8XOHlwq1Y8TXjaSoKa2iAP3K1Jo5jviQpPDGsdIcJiBLowB00Vbm7yt3MuhCKGVsKvjRA1KYQyp6S",
-	"FMJnVpRscuH+GJ65PybMiFSrzPQSEjNgOo0n2sMnRiyVFXMBY3VXgeKVXehS/iK+DD1d81xmLC0F3PE8",
-	"h135qPg1lzmf5l+Acs5YKeaO8xlRXstUsExmyACVWYnSCVBWLsWp+24h1dxtBV4KVrMFv/bMLXv0rSlK",
-	"nQpjvsyyfGiyHWnYSuT5kK7HaWWZVLB1SfTSwxuPuNUbfNLJnMTriHP7G2mh8wz5HEjeK11e5ZpnIN85",
-	"fonN0FH9yf+aeK7ub4tJ/WaywfGRLRWDEXtHm+huDSdFWqFABqL1aKgjIFyV7mK0UhBnKDOt8GDQFk21",
-	"zgVXjmgXgud2sY7/mPOpyKERnmXSLTHPz1uNb8hFQU5DXottGHsp8L5yG8Ft76SXcSuGjj63Jbukt3TU",
-	"gtx36zeU1yI/FFrvHukucjrXOo8OvircSLP9x/6LViIuN9ey5T+8uAkP11uQ1Fv1c2QstMFvJcqY7U2W",
-	"VizbH3bN19NKPWVelny9NU5sLDoYrXCZt4eya/tKwemcb/3kZLTKxOkQv7lrVeHX0FDHqG2p82114acF",
-	"t7U0aZBBGmGdurB5mpTlUonyQhjLS7uT5vajma1hFtyJgfGlKLFbkZ3Z/XsodZ7rysbVJHdAGT3RkKj7",
-	"XLGzwmm1jkyH0/XQ/e8fHGyvDD9gQLpwzwpVLd3GUZtDmHcvDHdYClMtm19UKtONjW2c/s4Vi62vsdoJ",
-	"6Ps+/lJX3gDUmnAmDJJeY9ZS2efP6hmHuzDpzbjM934Ybph9n62Ucsuw39OmSlGN2ev56HKUWn2vpxdV",
-	"5Oyn9SW0tUcHLUAnnyfTVJN8zlIrrx2ZXIa5Jb1vsbcYsTgumFW5yD5IbGg/mj145SIcv7YI+nn83L3C",
-	"l4Ejbop+9MATw/xcwJpXVsqA6QwEB+zK6RGWZBUZ4WccF2+rk4tKGddUUep5KYxxb+6xbw0C2OY0aNGK",
-	"jcwNmCbFlF6NYusPggRN97Cdgzfd7hkzq/LD3nVrGp/N93raHviSZwIn5VQiP8srIQrD+gtprC7XqDeZ",
-	"QcJ0njmtDwyuYJXa6+Kuz97W3e0o1ClbWSdnaxIk7XuM/F5xsdSqi+ulVVmS/L4HPRzGIw9hezHRbM/D",
-	"6AeVhMn4rutmuxem+1ji708MfbgUlqVuFUVpEmaqpVNC9LUom/Rh4OQW9bHYPqJTsZBoJ2l3+NK3sFpo",
-	"IxqdSkPGGiVYP+fW0dlcKH+z66nTGUVQggqdMZo2shG3FIMWTXbJLIH0/Gw+VwJv0Vzs1vmfTHakz/4o",
-	"LM+45dtn8iH0tG7Nisz5W/T3vsCeTtmyMpaJf1c8R02Z28UT4xXmUdR6v3U5xmb+WmWFlsoeJmjIIq46",
-	"6qxLdcy6lJVsHef9hc6eGDgoUgljTphW+RoPDhM0aPd7KuS1YLbks5lM63VoyPP7KYykKdbigxszzNQP",
-	"c9fyRbg4zzJ3q8dnh2K/2xUnASCTiN3dJcgI9pSJZWHRxeh0CPdixgrtlKPIjSqao2p3fgm2eTZdg86R",
-	"hN6AReps72sy0E2EU+G49tWUL9G6dq5Le6e27NfU99GcanR7wIgVsddkEXnsjTdcoa1TKCtTDo6DYFZP",
-	"mLepJ6zlLUnYhgNj2yh1wa1460QT9/NoFBXA0Ju099J96x4nQ932NuyyEoARDKg0z9/Peif/2N0RTO5C",
-	"uGV1a3X7c8woSK4aMlvPdNleEyCxzWVxq3AznOuhG+HQXMliqInnDWFfHQOa8dwIogRh7Jvs7tMMO1wv",
-	"QZQ2rkWM7Qn/dXuCPFtKC1sXdJvEsd+Cz5FGSEcEb5QnAtTHEpaJXMBDqER3bn8tQWxefn99Eb0qZURm",
-	"OdcG7ievpaAR+4lhMDNyHJyyygjGDXvLjR3CUgzfvNrUQDp6vSJZ6YHMivXlt32FHqBIbBrWsl7S8JNT",
-	"oAIpibjJrQWnzjop5SGMgkhyn28SfH1TaCM6pWPFBDyQ0fWy0MYiY+d2kcAnJxa/UaBuCuPDKNoXjwGF",
-	"0f2wjOiyyIBFx7XmzvRwynOuUnen+Ieb2rJ5wiQOgKVoK8xdnzOZ5yJjUiVNSd3fe5WyMofIlEwLs/cl",
-	"RTM9o1sjwiPdEsUlHL9I2xP9m16xJVfrznWj5afegRPahcT9GEVPVEERFrtJGgab+LiKeoQxUmlcDZ3X",
-	"X/z6iXAUbhdMzyh6SeRZwnJ5JZgpRDqyYlk4BWgUzLbmH8c/j+TSMYLkAPv0xmRxLInn5PRabKpvKApo",
-	"e6Led36WLaXqMPbqXOwU670J7FqKFciFmbgWuXuil8CtoKIWsA1Tj84F0PW2wN6wmWLE091L4x9MNibo",
-	"ZxNdpPZROEjad3TXyb47VIH9hO5a2obnYwP/QarsjZrpiHKkBIWfzIKDD5jcyknO4Pl0rEfHjXJuxd6r",
-	"fB1rN1+HsAsGDxpwN6al4FZAcBknW8BgFFU5QKB/2WWoewP2gyLnKXC8HeJ/wYF9Oq49kzkwmbu69hsV",
-	"D/tjtXfT9ez9uIYiAC9TnosS5JPBKO5V6OD8Dc+O9ctPQUKsr2co+SQM/Q0JM1YX7l9eWviy9WEYWImT",
-	"tjiZXkGW8T4UJcyB5pNiZzjkE8OMmKNLW9XU9PHirRmr/uTo+ukRHV1z9Ik+3R4Ft/LRJ9f87dEnt/q3",
-	"k8EJhmygejdWuV65nYVIyxBzKQ3Fm4hsMBqr2GojicRH7cXQEgkJfOJSbd1JfU6b6k1W2GYH8RQ6M1F6",
-	"BT3U/eoOm5ubXik3SbbghuV6bhImbkRKxi2IOUDDXHMECwjIUiLaedyaT3cdLUTSOLYbh4zGjhTaxUce",
-	"QoYL/Ojzxbgfqqno0D52seFd0rWedsrQOxzC9iA7fbeLeGuGb/lU5OfcpovtKZZiqdEdsv/hNcLex/QW",
-	"HaKev5V4R+2/BYExRX/NpTrM/HUP9WbTTlWPjMYRIzwMvY6aqg6JwIDHv1lHp3QVtaNXRpRMlxjFHWuy",
-	"U7xwEs12eyiMOcWaZDHXOCchaPfCtRVBaL57qV5CAFc36YFlYlO02LEE/UzMeJXbwc7FePA53zHLh2CL",
-	"RFqfzxS7Te8odh1AnwebUb6UcX/rt0rGGcOBQVEbi1xbPYjKW2YO12fHBpQyddPWhucRJjEXlxSsGFWJ",
-	"vfJr+LLIBVtx07QmZbqa5o2hYzgrXmuu3/jhd2NuL0JnMyR1mH2DNCy3rRAHfdVLeitpF1INrc5FyVXq",
-	"OkIb3tDp9vVfM57nU55eRVU/y8u5sHsO+5rnldjr2Y1NpmXzM2ksQPfmXsLWbG+tv4c2I7ackoBx9EvB",
-	"TVWKLHCwE7ZyP5P/JRu09nrX4dwx4aVUcul24/iuyWMjsYme6+ylvwprQ9kGZ1sebKQMjqrOcDFwrB5K",
-	"fFsBIWhC/olLK9XcMfgPolxKhSbmkBSBIh2TM8bVerRLVvPU3RQPpJKONxiZiZSXERKOi+IU++cNO61p",
-	"73KRneus259/Dl6+2nQECsS1zivK8nKqxoZiXArw/aCBkkGQNONqrKQagprAYITkbkfLo2/+iWET+HVC",
-	"odkmGEUnzflMxmquhWFVwbRKsZGraipygQpPiBAE1xykydiFG/2VEIX7W5YGVbpO0fLO0B2MODjXGdoO",
-	"pYnuc71yMX+WtI2lTRjtuIHMHsWWXKrG73tbVSNHLCKyV7JDcc3ltaB9//jmFetficIynpbaGBb2EHfP",
-	"xI0QSB97DPO/4UE/xg4JuoNmW+9GJ0K0m3O5dJp3I+JkxL7lMoc4lJA15ZQe5gScE8ZhW0tBgg2YCLgC",
-	"EgrbPxfWMM5mpTCLhKzg2JV7TLC+EYJ5N5oPXxhEiY4XPCXz6Db9uCbjYsuCmw5DErz0xDB45ISdC5UB",
-	"2/pGV5gM9rZt6N7cuXdxLru1P25ofiDxXdIxOSXPdcqtT4bYRSIXlCAABDwvqg9xDRcDG0wsAYMY37td",
-	"v4PTEoW5vQdjZVTHjAme57V8eU+5mV7o0OxadBD7XZoi5+t3XVfoQwjZyCPNLgZqWF8qd3zOfTKJyshy",
-	"67/RKt8IvvoczWZXBO2qy0RQirl057vLquczYKRpZjv2PafAnMXz95eYmu1NkpNBAjwGQmQwNmS6ZlZf",
-	"CWXihr64itnOQdO58D5kP6y+N4sPQfFEGVD6EFOllcAUIEjDbFnQ45zciHxG8R+R4Dua9HTtLY5gFi91",
-	"NV8w9+aQErNOvanR6hUvKdYVHn9iMBxhf4Njp6pMxIODOtAisHF0mvn7x8fHyZ1nqf1C8iBnq73WYLAz",
-	"IZM21cYOU6F8ZJAVfMn6P1RTUSphhWHQIfPJ0B4a4fmzQdSzFfdJnLFX7y6pJT0LjXz1/zXgFZCuS4Hh",
-	"lORKrZNiWd+sjRXLhJFakoSfElZU01ymCUhu+O/wL26sOs/dB10IZRZyZod/6fB1+FMcxyhgPAWycxdN",
-	"PbAG00GvTWksnoCgOjVyYU9bdAzNAqGjC8suhHc6De4R4keU+xBWHn/XfL6Z53/7wKONjCZ+E2KCOrh7",
-	"OwOwudhLjqmCiF2x1KVopnoDz3zx7Fk09mgP49Du+BS6jfZavQ9SlDj/yGWy2j39+MyR7/b1jHyIbjyD",
-	"vebVaTLCKXVuHUSw3cn+Ng+6a9TJyrzAcAi3T94Vzs7qiw7vLmka+f3oTVy6k8b6x+7tqYREi0ELECAX",
-	"MwBVYTOd53pl2qFP/uT5Y+rGM2IfQJIGvxirVI6xeQxsC6dbFxgzIJErP5bNHHLsa9vRPC8qEzVDRqwd",
-	"fncOiIlbiqUu19+srXjUXmSey5fnHx+xC+96fKTmjdUln4vHXajbrlNTh05uB5b7AxUTxYpTdsyWgitP",
-	"z0Tt5Mt1qs4KjwnP8wfgZy1lZY+2/IC2x58WFesD2aS6FGaQMKRU1p+6LXAC67XMJB+lenk0L6oEvMsQ",
-	"GOD2qX5Mlw3e16d8baZVDfTxxNRPDKLGMNkhjfuMxvtxy15jHRLaT2q7uaIxlrqDLnbm+UEsyGHe3k7/",
-	"ITW2M8TqQixFJsGD8E0p+FXUiYjEGNeCU61zqeYflZX5/gppppccA7faxFVonR+Nq+Pj56n7CJ/qWHb6",
-	"hf7CHx0Z/aKVoN/cR/whHuQiOqLF3C+H5QVbbdGZEslzUdvIAJ2JLbgSzZd820lYeRr5HRvYiWIwxZ3d",
-	"X56JUEV33lJHZFmedcnYZd16CClxz0s1b8aTOhVPcCPiCY3ul8+a0Fv3ZlTp96aeQ1t8pzMRD0zybGjT",
-	"/bJmSqwYTzGsipeC4sdZn4BJdLAXDryNEDRyiPOBR0cdIZjpwtvH2p1+6+6xk2ZU8Nn5GwBAadoyEQAF",
-	"I4qVphG6S8nyK6HiFocHiXWoR34Hkb8qiXFskHiu0ytc7LB9+0MrFNl0e8WcyGoKnoojCPeiMNlznb2S",
-	"pqzgqW+qbC5IkoURkBAPgRtdwSJ7UtW5zravJx2/bTYpT1zL1G6sxiHdbrc40yQMROISxY095+YA0AYM",
-	"fozzTvK/HEBQu6jlrlSQg0KxjPh3fMz3OAGuTWrAJy/ccQCQf21P6aaQ5SHIGZ0pfbtsnPuJIAoju7Gh",
-	"JAztjom9owHtLy1lnhfsSdvIOxw157woCPchAuuD6eafc3o68kB2JVDGvTF/Q1kgYR+9WJCwl4RwkzCY",
-	"CHhmLkSR8xQ+jkYj1gfzkjRsKtxt6h6PCs7Q66VU6QFRggU5ZSJkAa69A5bpgt5wh0rOFc87jHF+7iz1",
-	"kDnMCKESJkbzEbsQPFv/F1xssfF2huD4Vg+c/wp99x33OYFMLXhRCOUu0xXqNFmF8TkJ44BGF7dIHhpU",
-	"Tyes24PW5OiADLPrYN3lsvbJOt7IslrovGkX2cEotlYqYWahVyGHDQGHRgcz9nO8S9tT6nTbhKv8gFit",
-	"iBEWm0i6DbIREt/Wpqx1qxm/SbI2HUSi/yNRaOK6CxTqAW/SzpCbg8zMEW3l8y3OtV912wOxRL+RngXT",
-	"CroPOSKVJmCxPGXB7Dh4GPve/ex297DHfaadLWI/24hc8lYOb785YSYtuU0XrA9M4ZUsB8zIXwjV0iQY",
-	"WAMpUTpLPEKHkcYKZSkCCAMN4nb6XaON0miNz7Vx0KZcBfC+Lbs1hPJB2onI2JSnV6yPDilbSpFRXiJY",
-	"lCkNzgcWDe6A3du+GyRmBaGGp8tmp513czPE66VeFrmAUMBzQhRyjya9c062qAto8ZuuuEVj4zrh37gJ",
-	"6X9hmuhvQLwyrthUzHQpGoi+vZ2BkXt04KYPMXBVjX7gdNu0nuZ9w2bxQt2fLf1dK+Hp6C5+hNvje4jy",
-	"JcLO7rTH3A3EuB8zpX42EBjjw/ZpN9DDrlGf51zFTkwLEZz1czk1R7yQI//eZSHS0yDuoFXjOx2+YDjL",
-	"2hM97j0/NuNehPGS1IHKdUdwU42Ys5mPaSnyiukyc6JLjcwvKV2ZK16u944S2dzNiHAPesgrwbPOPBF4",
-	"4hxQnrfHbK5kAbAKKVgzPZLfgTGsH+RSEB+MYhgCu9lOXlCIm8kA2FnFwds0v4o7ScOxj0DqRN8IMcK7",
-	"hS1sINkRDbySKtOrw8/KT/DenaeFZtagtJ1HJhqutuQ3l1U5j8ZHQHwBpHm4yzEVyvK5SFipK5W52yea",
-	"PbLkNxswyQc2mznBe1pZphyTZ1OR6xXr2HS1VyhftyTcXu9t/Ee+NodliokOaAoQczuTsP6+l2KFbWAf",
-	"sdlcvn3zt9oosCEAKyvKa553plCAk19mmGkveLpg4Fxk4HmGd1j/r8eDOH7AUqrKdoIycGPZQldlGxEP",
-	"eR78SD0R40PkLIZtJsxYmeeAzyDVfG9+ePn2zY/QwN2S+8bK1LPpWGNqd9u2VZY6HhuojSCbtY8H4eyr",
-	"m5s9HaY5r1S6+JHf7No7WbJcO8HPMnyeOSlGpetTxqfGrafHbsKfRVus7U4QwcfPvzq+o3fQmNRG56wv",
-	"jJVLuOtmpV4CQIhCQHU2rdIr4URxH3kFVn9+4+TqwQMN++uv7hj211/ZhedCMhePsnixg+GjgBqofZS5",
-	"Dj4GkXlAH2+CQKLck2TKRtmAjaBGvSwqK8Ct4p+qafNz+gqcLWKfgXaeGEy0H+2Zo9PB9cKcEn/SGusb",
-	"Paopz0WjZMtmGvCOfK07tLtWbuOutCdMPH8lUmniTvZHhDzMhOUyYrI8y5bSGIxLghg1nmOUw2INmy+c",
-	"OIPC8Iob5sS+QkQ9RbNcI7zLPtjI7lmP7Rq9B9tZk9vEhGv5xDRxLmmsMLx9OCmGWHWAgy8EZRD6LSWF",
-	"m2M5DKx+klBGj86dmJI4EneLt+Q3UY07gmVM8isAS2CExoz0Y7/UUfhryos8JCO2lU8ZkVVKvuo4t/zG",
-	"68Oh34CBATuJyWBSwfzdL0t+sx988EG41zux5Kcy99VA9mjrHt4veqiG9KxhPmmEu8GekXI7RbOM2MMB",
-	"kIVttnKXhFN3EB1dA/9w2zpVFOeltjrtcKrssBGU+7K1otGBPyQfXp73kt7HV+7fy5cfzvfOEoR+G23G",
-	"ZlzHwW476HVZ+iii/aAJG2kzW6iE56UQy8JCDSKt8vVJiKtuxI55ZD/WfLoOOVvoPEsYz3NEPmEailFB",
-	"RlWd+QcBpRCIci2YzHLB+mbBS8Do1LlB++aFj2KH79gKok9b0ewcQ1elPSXdCypgVaWxbFrNZqIcjPwo",
-	"nSAbxkg+J2a1k1oYn3OpGrmIDMYywksJAmF3J58gTgtaaht4LzWQmZvtCZkAU154zWEz3DYeCBICHu+/",
-	"vxQkCSjqaBjpNwJ0fUSwNOz4hCz4mVCDU0xUkaYO+h0htwN7c1xrBoBLIs6aAHzIC91UbqHqXSn8Tg3Q",
-	"chn2X5fsvXolloBVpcsrpoQI2PGxyJk7whf3XL4trkpgIY14xehpJS/yBVdXESPlnR7r/cGAqYO9Lqa6",
-	"MsihGNHQzS6nqJ9wd9ayfwILBMy5midwSEBEriir2I+xBl50e+3YxHTN3CBi9T2C02+b+lw3Twg2DDG7",
-	"jGYzXp6itQByrpRYse/19LEqCQAKlKWx1FZ5p7cBToC0prOuwAWuTdz34dsEiRdMEnisnIwXbVGJG3vW",
-	"tVo/wYhoM7KTkKW25Gs2FR54DbjkaG/cAnzroJIwXF0dkBzSPGYxYdHJbWe2A6YBeTESGIqOjh5wgWBR",
-	"0bZNCAP7z9pTdIRG5FKY9sbVewZXhdKWAkzc7Ulde7m1aYwmE8FoXwG2PvtdQ8LQgzCwOtUaS7BxQub1",
-	"C9anSkPfcTUf7DkMOsyfw4H8qzHmQyVXOwMx9icoammHQyKtazXt0xA9vUvqDMGx7Y15DdTpfvTyjmIF",
-	"lIpjnK2czAReVamgPpzZPzeXhtYVWgvDeUW23c0Kg5kw6K3CcqAzXsZtq9DIG/VtLueLjngM8MVcNHMn",
-	"tpB5ER9RO/0ZnobTsRaWLbTSgKwyRTZIuYAd+Hzgyv0m4h3y7ScQPoR+mkwQcy68B3jfuLJ32l5iXEjC",
-	"AirJpeZXTXiShJ0TnPXZVJf4DXxCEedVh8tgR9RPTR3BE54E4VaXjGProy7304HpBaYQ6d7e0xx34H7I",
-	"TKQkQcf1+UuCt3inH4mI/awjYWTXuvaR5pwgAms42DOUaoOHPJaL2teZjnqoO+FyCo874T0WuoRQxr13",
-	"gYCTup3dG5wvEjuiW06lzZPaBRjUaVVBeNTLeATxjg16iNxef/N8fqRVkxvvCr2PQqnEw+V9Em9wVYGL",
-	"HHBx43g4u7KmnIaYHRo3d0c467IrRNwcFjYaaDxSFK2cd1BSV+zqarG+25tZyQYOYhNOEjgSjmfHLt/t",
-	"zd7DM72/PStIFncAHLTN9VsXvreqap0D8rLTnKh0eWAnkDSUJSwNgdRZCKTOoGgKGYq3cJKb9Q/vybKS",
-	"npOLItycXwvy59T+IphOv+m8hW8Czsl+lfM8P4SO/YrHKMD7zmKqcQ3Ebdq2LV8fj2DMnD6MUb0e+8nf",
-	"fRG1uJD/LUrTBTyzpxjbkF93FLCoQSjvsO3jcw0pohtYuhApKR5kGKOKZH5plhXKGNuU1Mg87p30/mW0",
-	"Gl3w1Y8URtgq6bpruH7DOpCwGusbCmWElaAJ7qIDDz/V4dfhCJexKqUVZsQmrr2Jtxk21wgwrc6K4rIQ",
-	"acK+19NLYfHzuc7ch8ForFCXoNcmrRIEE7BcTmpIs0nCJlJJ+7L1DQaXmkkyVhMETpnAfkwsYe1Jrb4r",
-	"eSrORSl1RtrphPWPfSH7Rk1+8pczPRur58fHAYiEfXXqC9G5qRL+BNS8H4zYWY27hmN2RxBGC+h0bmSp",
-	"Xi65ytyXvJzDwIW6dv8B/N2E9fGlE8YVe3P27iyUKfd5aN6t//SrsWoiqlRK/ruqoX10dtpYs3Nd2skp",
-	"m3gD/oR9eHmesI+vzh2vunz54fx0rCYNt8RkkAB4HloZ6/X9EUKr3d+OJUg1fyXLCdpnp0bnlcUiZgM3",
-	"11Dl67zUU1iHXF6L+gvcHmB6VUFfNdBonkB5cWFOxkrc8NTmawCY0DM2WVhbfCfsCfuENVDc2mEJn6W4",
-	"dR3ZtLh0ggk8okt7C4s/L4uUvkj8ut5O3ApMxI1wP9H2uDY4tOpNHaFQP1jvx8rvBo1oE48QNvMUyVTy",
-	"/JXI+dpTnNvrFgm6odmWzcQ9Y7Du5odFKYzjshPWfwoGGL+IsHy0erDeMy7zqhT1GwNc4VzORLpOcwFz",
-	"N6gDJqwoxaXVxe2E9eHCbC/yWMGauJHQauNCmVyI4oR9ouil28lgxDYgCcFixJSm/WO6HKuF1lcGs3aA",
-	"JFgmUpmBTZXqqgQJAgPZ0PQaq6D8xIyVL64ajLChYNhorM58k8B+lnzNeJa5LS60cWuw0MZNP1DO7eSE",
-	"iRsrSsVzrLVTgQsHIKnGyh1EqvnSV8IS3Y+u/tOMpD66fjrYo9YblY9JxqrUFei9EzeKSXD/frx4CyNy",
-	"uzKTN2zi/pjU4EKTo8nA8ymY3FiRh5Fphcxjgk70Dcr0FQsyd+Ib/AkodETDGCuwM0NBgyGUMXj17hJb",
-	"8iE6K5lnKS+zTUaD3qETxqEOTo14eFYUVLfIeE7Zf1VBBIAVCRacIUaPj41gJAPXK+aCcztWrhUeCiJC",
-	"Lm5C4fnIgakGlyNN35sfAdTlYR/caa1rI0F9cjfuUK0o52bDz+WNLmwur0VA5oGSYI6U+5PhkN4ewtuT",
-	"+nqYAA7VZEBReN11k2Q5VtsFkwIKKicfItLxhBKlcIaTcF0WGqqkiHB3spSXpRRm8zqTVEsHU8CveSnd",
-	"QTNjdfbh/du3/7x4/d2b9+8Shn/9/f271/7zy7cfLz+8vvB/nl+8//71yw/+zx/evHuV+EZ+en/xw9v3",
-	"Z68cSScB0A2y4PRKrXiZsbPzNwk7f//qn+/Ofnxdf7o8P3tJf745dxSUsXfvX72mp4ywrTyEBpfVK8X6",
-	"q4VMF3DKSzFzhw4OyZJxM1aT/+jXcxq4O82fN5QQaL9Gmbj2qHtwM4cv3aICf66/8qIwXV/1D45HTZwQ",
-	"4Ne3dT9og0fTAC5oKyfCHw+qVDhI6jNAlZkcU2vWrgbRM8scZVDsz4T1Z/JaDPFcpaVWCfPCoLvKfTjs",
-	"hPWdVDFAWUShYpGuMTp9wvpnea5XvjSizzAVrgW4adyFT6HutQDlif/5MTRrQsHo7/XUUHwGAExNWP+5",
-	"awrN9JFfn0JHWIwZlr3gJc9zkUuzdBtDWSJSKy/cTXl6pWczbODUMYWS6m8DaFiLHyNpzWTp7iSfpxTq",
-	"gLsVajO1EQMnDHBxz9KlYbmTviRCv5qxstpznIQhLfoe8nW7dYPBmhAKqK8F+3/Z0+OvmHuS9Tn2PxMq",
-	"FWMF93F78E9ME7NBKDB7wLvWl9R2lzA4RMwgYUYTC3JM2Y8+5YpCENwYPa47zR08Z1DauEaATLUbtlvk",
-	"E0LYWro5T4VdCaF8Dz6KifuY434z9hQeyIRFSBw/64QVeQVYzG4BxwqDGiFnT1cqo7gH2yiJMwCuGJT0",
-	"eh4ZsyuZCnf0sIZSDWjp6zxBmMhYvTh+DiIUV2tHHiI3YoAEA9BlGutJg4ndiFykhFM5CTahkfvtEn7S",
-	"5QQJqvErIswTfXZJBe5GDq+wJbfpQpjTsQLduT7ZbbNK45g9HQA7aHurGy+SH2rC+p4BQCxwLrjTGk6C",
-	"cy/xLlNwq7nriL1/9zoqw8xAxGo4I/3ymyKX1h3aJXdPg5oRRjpWz77+6vgY2M/spVYzOXeqQpaxD9/+",
-	"8+X7d9+++Q61jC2fYYupHJ9A9rSaM6WdgNHwOsLgcu0E9Nn20sqm7xLlScj/ZKXwxiCusrHyLmU3GOIn",
-	"J+zTlBvP4xKnD156gRfXVVTCCR98nTAMVEbaoZ9OxyoYBZ4ew/H46/ExyeMkpyPPBZkcP3zLZf4dV/P/",
-	"v+G3hK7pb3M7GauwMP7pU9Z4PPhENx2mdTh4oz08zkkYK3vuhHl33eK5B8k3EzcicwwG/Qxs4fi/E1su",
-	"PUxry0s9F9aM1cXZux8S9tP7i7ev/nn55u+vE/bjmRMk/nn26tUF608Qr8ndh4jXNDwebX7lbmt66fz9",
-	"xQdkMbpMF2WlnPh7/vrDP985OeEyYfDZiQzYr/uz0V/rC9eWmyQVTjXu0DjVkKv5kJSwCRAl0gRdM/Bz",
-	"wIefwAFEoPD64HHFPIKc15adniR/EQH/7KUTF9+BEAvRTOfcLpz2wcfqPKTJIkT5Sw9AbgMm+cbJ7KNY",
-	"P/GIWRktZcYtH0bAsibudoZuwcRotWdPLcD4U3fTtwd7wsa9cW/CplK5aSLLcsfPiaUyHSuP7K80idM1",
-	"tl19e/nosQaIOreceeK3HoGcSTNWHlo9w5vINnDZW/fwqf8JoUFr6HW2gbw+VpQgEoFe73MvkgzduCZU",
-	"Uheltam2i2DEHKCKpfPM3anuXa9/wlyM5VDUVFeQaiDDBWlbBbndNeb1Fl/8YayM5TlOZbUldZTCVqUy",
-	"I/bKvUZuU2M14JiEJcA2oboCDQ9MUpC4i7JovmaNInyypbZDk1hKAGstGA/Xj+PzAP9uWojm3wfZ4eOb",
-	"V6fYNAq5DTsAHZjBqbtwfUglSb1gvHIDI4+L8dOIgd23TcXihgqe9Grh+/ppzNjuLcI+/vWsKHpJjwTp",
-	"XtJDcaGX9NAq2YMSAT0fWtyrg8bc4z8nn29Z9rbUmIX5INtwvOzVIWbduFPR7ZpUsUCuc3egvQHWPTIJ",
-	"UCBK3FhW8LkICT0kjmL6GZ/H4dsOc2AGt8TnezA3DOU7g3C6HFG7fRCVsiYKbR+wa/af8Ev/SjS4h2j3",
-	"rjbwsbqOR4aUfheZwlONtw5KjcELtStb0QpjWQNrnK5fMp56rdpp9bB4+xcuqesuxhJHwWRyZwXvZgXu",
-	"W18Pas9pI7M8LJ9VTzFo+LtDa5rdGX97R+2Ueo4FFZSPFQYlKRpvMG4Zirv9p4BQK26cxM9h61BIOuuq",
-	"f+1DpWOhTU34a9a/EusBFccpNSjJ0rB2oL9ohsk2IhMhSHumAXXdbsSttmLno8yoI3z1A8FJ+6n7KO8k",
-	"xHgnzeE5yZ5VilRV3sw1oIHs6j7rDAC1rZKwGCoBhvOsdWpq5ZzGC45I2mAsYD7T5SHxoYdmE5nuyK+w",
-	"EClXGDxKimerJjxD20xuRbk/OkPA2Y1F1qKOuG/tripNhcj2z3siwWDf+N/63H0+msmDXk1RYJPY5dmE",
-	"R9kOlfL2iQPh1GZSSbM4ZBV2YTOW4jpkgu6BQeP+QIdSpUxH1E550BZtlR2k4km9pPfRbTd+/AYCLZ3Y",
-	"ibEh3+ItcyeCz374cL9QAmSoG0hr8nNs641Iq1La9SW4TDGSS/AyljVwpsDwCGVnEF3i+58+MCPnCo1j",
-	"nF2JtV/jObdixddPDPv+px8uR5CQ6Xronfj2w2gW1ha9WzcY2VkH3nXshM3awgCMRM/AbeiE/+B/Incu",
-	"ljwfJGwKMFX/0lMzVn0U7wcJM1LNc4Elr/vnOhskgb1m8DDrk+g0qGuOMBSeXENUoz0Bm8qwftWzA9Zv",
-	"aAxo7uGV1SblgHoEyq4UriVUMQbBCEfhMi1H1C9gS9io/T1iH6GeCBjgxsry/MrdcltPTb57jeWEnI5g",
-	"JhiDHYIzzFZJfbBkC54uRmM1Vh8WpRBYy9YkZF07l4ry3E/Gasj+8peQbX92/sb85S8nZH5O2FzYBDpM",
-	"SIdMSDkd4YvvfVl5GEUmptV87tbHt7NPWfmxYv4zWG83q8ufMmNLwZdQx9xpoFjK3CxEnmMMx09iikEC",
-	"NKo3ysj5woZR8KZUSuJq383KXV26ZCsw3WbgaWJgDhPl8NIJJ6/xYRg/CgNQ4ektN3YIvw3fvJq4vafU",
-	"PDRLgjGSscoAbksoju+pIWyt25+zyi6EsjLlHqSZMzxhdFL7fM9zi86oFMyzELHuTu5gxC50LgieWpR+",
-	"pCdsggWLJ5DqYZKxmoTKxRPGc6NDDcaQMpewCZjh6fclV2BdaORrno7VpsV+ydcsIxMVoGsmTKo0r8Az",
-	"ENaruSgvjp82DU9QiQfTAa+UXqlT9uL4+fYDrh8nlWQaZM7T2oO9XYeAEB0Me3H8guXySjDOIOtfzR0J",
-	"wsZcCKhoEE4AeS2o0JH3/9R8EhEDEzbDXUGaMkyTkzDs/g9iPfxvnlfCA3ycQJ0UnsEMcj535FpKK3zG",
-	"AUiDYLmBNkFYBnk4E7mkECYs5eCBaKD6ggddnVbGCdR4W168Pnv14+ux8op/qBs71ZXKBiP2E0SBkZ2K",
-	"sD11CahDaPhAq46VFuw2yLoboBm9pHftDTy9p6Pj0bHH5eeF7J30no+OR897Sa/gdgG3lWNsTbWdoKi0",
-	"Zyxvst5J76009qV/CMKwC60IfPrZ8bG3e1CMG/BBPE9H/6JQbhSj7hSysA+wrMCNtgEO4odwm/ReHD/t",
-	"ai0M7+ij4pVd6BLy8OGl53e/9K3PhIU3nn199xtUOenCI4CAYFAtl7xcB7B+or6N22XLwQYoDXxuEPkH",
-	"2GjvZ9dec5+OPtGn284d+074DfsC+xXbqw+1zfpLbtfxi7vfeKftt+64PdD+Ovmqts6H3GfE7tQ5cFdk",
-	"BnvutjudJV8KPJId+d/1I34Xzrld9G5/7qSVo7oK3n3aB96RLrZJ7nUmPc1hubwaFOcbjVrwgxAdNH4O",
-	"Y7hty+62rMTtr07uJOQ1sD6BMI/vprNveObxgH7DR+arfbpoJjK0j8ulsJT/DbEbvFmoBGOJ7skTjz5h",
-	"wY3be1J68qknISnB/eVTL3rYdm+T7JIGCdVFxctMY1Ea+hhBCfkZDIgRDo449b8ZJt5B1X9IEsWlZ32l",
-	"ATHALHiZmYGT/QPQJ6+9x4dQK2iMjUs7mg6Q5hLcpoB6YTVAvaNjsKlmQt4+yNccQxalAeEf7IEQigPK",
-	"eQOfpO8UuAS0tySUDMLSsAPSYmW6GKtAhwb6WrsxSBI8t+XCHySiEj4afboOuiRC6DxhBrNqp1jd9/Mp",
-	"82GEPTQL6Fmt7tQKCHMq1LbNgJHJYBft+GrGneRzhjWJMeQkaEihYHFQYL//6QOo3fBIo0zcWIUS0a0X",
-	"TTXFutBlMxYaTRoUoLuQ84WAqGWcz4hdhErOvgOzR53msUp5Wa4JlwdKnyT+WkALR5hwFz2e+2V6RJJs",
-	"loyNUGUYwq9MiGHhG2o65pnxUL66jyZBb0BxiukOhhZo8Ofb+t7qRkqi6KiQ0YY1qrnBP5Sg0qFwGkL8",
-	"xlZVUjBSjNjZZsVRsDjwpcCgCGi6Dy3QVCH8A+JTBiECNVgMkEW6XsdqMhw26wwPAz0m0DSaeoZSYaKW",
-	"6xYJOSxwMlaufwIp4BYeTCgmczIcLvlNaHRYiHLofp+w/ovjr8cqENNS2gsC15yKtQZ7wAefiCANSxci",
-	"vQIzGWttGiXRSMP6/LNqRqOFxK/u4ASiqLdCp9lZlUEFWIhhgAXwk5qMVd/v+cS3MxnEjujLZqn5R9IQ",
-	"2rXI91ISnj50513iVKiAbciy81vXDvbgRC+1muUSvVwvnj3bZ1xFqVNhDApf9xfY8Djy7UL8xMNOYwc5",
-	"RMTR1Uzwck1W0MH7Nm7ko0/06RbZIdRfiBQBaRbcPv6a9VOdCfZO29fAo8jjvl2/mqv1WHlZAkMu/UU9",
-	"1565to8njiEcz9hBhAi41kFsHYgX2xPAN7LftDnnUHK9J+HhkjQID7g/bpvSm5V526CKyiR7X7VdNr7O",
-	"7Tv+wvzsHkRx0Ba3Vv8MTm5byqyFjSDMoqMFBciq6BZnDjIV0LK0jW7bDOGIF4U5+sSL4vZoCYi35ugT",
-	"fvgM+0Sr0yQmeZ0VBTkWXBdOJtAzCAOJWDIghrPbjFFwa0Xp3vs//+DDX46HX//c/8eQPn06Tv769NZ/",
-	"P/hf/xFDlYkW7a6M1Usa3xNMqYQgKE4Iyj65yyLoVVpUAGBM3h1MDGohJ5APhWCxtueJXT3uVH/eJQ1D",
-	"/Q2f0B8mDtWJ0X9KCYpOfKM1wBjrsXKyYqEzX2gpk9eQ6yutd05hXqPT9AcjdgnhvHArYMrPWHmnuSgh",
-	"vRXjfIkQKVPAS5EQ207f8aJo/Y1vUPg7ISqeFcVYOWG4qAwEhIsVMzQCTkUZWP/Fs68Zn+prEZUGzyuz",
-	"+LG5Pw8tCmLjuDD7SYLP4puIM4NouaKa5hh088cy7H6e1nnvO/QcyYcWmEJSgKxbvIL1g3/cNNC/Hek2",
-	"WXptvNolpzXZclnHZHWYVTaKl9VjhEx6Ayi6TpuFWCgw4VnpuBrmLYwV1FACvAVI06YOR/B1naF1EuKp",
-	"DBm0AAkDarGrZWV8OhGbVXm+bqT5U6y4Eqt6pARpsAboPq/hTfkVubMbecAQe46K+injOAeQYpYScqwh",
-	"CSKjXFUoqV1ysxjmWhcEQkfBNjgrzFouRDlWG7NV32K61iShZYNeoL8QmQR/TXl6hanZypoT3zBAFwyN",
-	"h91rfYuwQ/4rQsYbK/8FloobQrsMQQ0o7Q43NAOQEYjcY75MXIxbfSesD+B7RIErlFCLC1xlXWHtT0bS",
-	"Fgc934iBXdRi4J68I3kM2ezXEsV+PoQT3sOB9ptehK3xTIBTTEhfazIxBJ8HZIxTgO+plmLCfOIOSqd8",
-	"rAgm9xfCS8eilxAiPzhlk0pleuJTzpoMzgtnWFGyzbSp3qYJLN29sF1H02d9GYrIB251P3elr5iHswW3",
-	"ZaYPclliNKL4AjyyzmWKM8k60Cx4LcNQURf3O93ADOEpWKUh5wFRmCmga/BHE/QON+r9OpJhM3oV3a+Z",
-	"rsXDGJs/XBIkM8HO2Lcf6ZlHpGjsosujVCPOmwSMl4RYntzf5/nA9pcnteGFAm8l1OoVv7YhhkZ19Ak/",
-	"3GGqXepr7/2AZCH0OEkTEFf7L46/Zm+5sWfuF/LUYNNPDIieNYQcWaYERItbugmCH4oc8cRyvOY8Vn3v",
-	"pLNt3y0ZSJx075T+ptkXY2qGOIyo1RdmJpDYeltLvVHV1IgyaCcQ/gA+X3/R/LsS5bq+aSiDtqb2yLVx",
-	"t40Zx5f9T2e492ScFz62isJN72l9vp8MeMfjSIt1cGFldxbcgAB9pEyOx+KJoYNRhyoMME4fyJX1uUH1",
-	"14N3uZW4llnD1Ehpf641x1hz8cSwCQY4AIAhNA64h/AVwh3QmSebALlqdp/usfLHe8ReiaW2h/GYsWoe",
-	"diPsrpN+KWw45o9jWXONv6RYsC8biEkT23lR/n48rI8vvf0KLtmzLKv5j/aWFiwD5G61e7Gk7lv+375u",
-	"WtSUB1XVWCaUFFBmKECpnLXdR13VvfhYQS7zXNh4SS8st+UedRqiewIzbMidDExkOKSHh9CHmQxOGaf+",
-	"+GaMixGQ/lQje9QYQxAR6BNJAsKs6xjYWlKXXzNY7GzmROSVVHNkh2HyiIFIZcGAv6a8ACFtqxDYCTum",
-	"SmHGp9Vgv44bf3f+Ed7UM3ZM+UFKu28N4QVuzm6sVgvNVhzQg8IOVCrVykAioMhwAXBshuW8nCOUlmrG",
-	"Co3YJSLtUDQj8WCTlpCw04cYoFeyHDAE2HEXhfxF4JqPVYCwK3QG46TomgAkRK8h26eXR+wbiNFhFHFU",
-	"GGjCkUfSmMySrzFt3IfiTJb8xmuvZlJ7iMcKrMprTJaPkY4PJAqvTBL29Dg5Pj5m03Ugi0EDqgYMrJkW",
-	"BiN+uDQCcp38lplFKRXULBkrD4IzQGiCawDLwWsIyZkA7cBhhRQCKKdui6RKu+ylWMfwEa8C7CByE9AP",
-	"v6dMobMGQ0TegKqScaTtqetBUkb2VZqABI8+uX4fwBoYsU/RjO62TnnciF7S88ARvaRZwbLLUhWTJy+a",
-	"UEkbax5YqhuaO0zhvIALRWdrjLcDNN6UF4WAww1njXhoPzBJJgG0qW5DWqyC6c57ZYkld9wl7YFMPt1O",
-	"WFHRxeO+GytA7CD3j2fncVGwPocPLwlC2xC++KXlwN2H/3eWiPMQeTVRYgaTszw0VSHCDTCQwBx9cvR/",
-	"e7SoKwZHpa3XPF0wX9wXtqERjVCKVJeZkygQ1AUou+/rcxCcJM+CBmUSRmCuFD+BURWAz0I1oAlUzoMJ",
-	"jBWVgm7VzE4X2ggKOV6skzoSPyW4bye4YfHrxA2hEbPHW5XJudEqAQkpFDyBuzdMWBr3Ps4y4MBmcjYD",
-	"650Pzy9KcS11BeHQJCV5iFEQQ8bq+TEzHbdru3LzIx60dkcdepenhz89k1vKUF0dvhSpI/BQ8zphOs+E",
-	"sVSBcg8v5QPd+ndbZt7xpbhTQgjSaCcb+BawiASK1gWfS8XBg18n7UD6EugbfClGCAARzfFPeboAKLxt",
-	"E32Qqe+yar5HhEVpsNu+k7lTbsRpKIrRxvuow8oONXhu+Rshc5UAkR1jmlyJ9X8BH5uwgsvSMCPc2GlZ",
-	"oIaGOYXyoBD/AXihXcOBoP/DxgNLUceogrla+kCI/rkvxlRXOPTYTnVlp9hIfLW+A0Zy7iRc0MlqdObj",
-	"4xpr9+nx8XFnf75Ec90fVZ3pnbj3kt5SKvozVuspZmxsYDSS6X3W5tYekzE2ngABeZg1/OG9o13epPdK",
-	"wASaOWrmN24lu7925VajJSGtGizDM9f6u/sqVbsiQj2YBxbeSLWTEBxlpDZfn3icFUy7oVzBUqs5czQE",
-	"SDJOsPgXoqr7vCl8Gsqn2sWI/QQCi2KTN5lYFtoKla6HP4g1mLNLAZEKY0VpTD5EAZtx15CuLISaSWWs",
-	"QKCoGZc5AebCa2C6Brj4ziyf4KU/dCUbg/5BrHt4WB5ecdkq0PWFU4V2RTHgCv7hsoOePt/rGEMhsM+3",
-	"Xf9KYl5IQ1rVhB9jLHtIU0efnHhxS6pW21cdy+NpHLU/RiLPr7ODIZ/Hb8Qp2v8RSRdNN9FiFJ1XSFfm",
-	"TveGffkoqS8VPPIg1/h3YOeoQWHb1TIf4yq/W1P6QarsM7SqYJ1sUwcgXbZP9G/l7vsytPmRkF3/p/tt",
-	"/9CXJdng2+CQWAREZYT58FD351FdS+HoU/h8e0Swl/f3bDwKf4h7TMLwd7pN9k5QawDJE6x0FAsUcl4Y",
-	"QUGzQmdUGMspMFpQoRH/Zqu8XChzceL9qlhsr4VoHQo8BhBN/3LwfmeUJRiGN2tU5qmvA13lEDsXqmGC",
-	"3xnhZilTDmJFwaCB6SYYlZ34CLxGZUiiXZlLu2ZTqLt+ynijRgiarTysCYRiIyCKX6nvATcXFg+xc5Nm",
-	"vSmnTBFMbpgmYFVwS3VY0HosyfUvgfGeoHmi1PkoLJSvRDShmKb2KnoIVEhLwmJbVNvWMARckdZXpAYi",
-	"wEDpRk0+WnVKBwwtU0bgaKxePHtWJ9SH7VhwiAFokRHsNVj6ovGJ0M/LFpH/BoPI/4wp+h1eNYHmPbuJ",
-	"8biI7rZnJHnX5RNK6nanGGJOGsYeQTGqjfqyGJZz2ahgHSrIuxelGquOEnmhjKOvFVan9sLpHsaSgM11",
-	"OqImRrlOeQ4lr9xi+SFASeeCQigzqhs9sSWfzWT6Srp7Z1pZABQ/h3KiL3OquPpGoSMvFPMMWKgIZgvQ",
-	"xlgMHbbnNa3eZS4pTAdimupajH2Eu5mEZXYPjq7CvTaS+gihkrPhdH3CAlPbqEeKHvohNXvCopW/kF2G",
-	"knk1diE4K8cqDCIY5mRJ1wsVkgSsnlIYnV8D0O9cajVcyUyg0xPB3wyUL0amg0BY0MgorIah0AEWaoNj",
-	"ymfKc4Eluur0ldM6EM+v2cwdfFYpD1IM94nbMYgVUmKsmrWB/VOYasTOInWZVaN+N12eweVKlwCRzkmN",
-	"cGchy6oEzKOamH3FW15vcd2PtABdFkpN+vhabKrfKCEJibSAQfTBSSmI2l5LICsykFIxYX+aNvF5sY7w",
-	"WEkATOfZ2vWutKVKXfSVEujYk9eC0RkYsTOCvwY3k11whVWYJaBedzh0w/Y+5r1Xd9Jx8dUM608LUWeS",
-	"aX3SHU/C1O8aR/2Lp5s+joXiMy67ULsqDnFJVdAngKU+8cEZFoM9fSVJw76/fP+OvBj46H85DWfC+roc",
-	"q8lZmorCnjArbiz2OMQaBZNBEqkfcII3Djz4xLCJzLBQO1Q59cV9WhWLfZ0CKn3gw1cD3+IWYzuUArtg",
-	"rCoB6y8EzzD42TU8ASlywsJCD8YK4oiRJ+XcUQ12Km54avM11FbGIgXAviDgjNLTgQlicMoJcWnE1BcZ",
-	"ciYIapWEReSlA2weYelC2gEm/HfMnPIaAoRAXWgKMixmVZ4HV+IEHLGTwSkhWXFfZBmPwFhRk9IwY2We",
-	"s9TXv6wKUECoKMBXx89pRS+ELdfDM1i4ZKwwLJUzs9ClWy23KDFG6gV73P1t71PMaQtEFvPYTrXOBVed",
-	"/nNPs6QjOLLKWJ8b1iKHTuc1vNfqd6t4WXBfH+/jvj4LFaOlYUuuwgghuQzoKPjYHVWTrxxd7KftcoRA",
-	"VkH5AWqR2aO54aFRPDR1q61V/NU86jAAcqcnvS22025oc2BbdyzR5Z/oMQ8SWrVdW4bATwJgi8EKIo41",
-	"hmIzv0ZA1Ze7hG+wImr0Cv5YzEueAQoBb5TuYd9IxUGDhPpg3jDEGWZZ02IqkY8Vqh4YpJRxy0/YMTM2",
-	"c0qmvyE18X6sFwQ1gvEJaj4hQx82yaB9noOelDpN0Vuwlkuu3M5CgOggYU9dM7qyCXvmPomyTMbqORM3",
-	"Pt8GPgGwIofYCrnkOcgJyNroRrILoaijQcJeuMsco482x3/CJp/GvZXM7GLcO/nP42TcWwhHLePeybMX",
-	"t3GM09c3Ir1ciDy/KxbtQz3HUACZl3NwyBjWL0UhOJpTa6nBsV9xU+Q6E97sGw9CWlKMfLeReN8ym4E5",
-	"RwKdvJXuoLAzEalWiqXEWlhIGIviTalaie6QM31nKF7sNWvXd175sfeAlHe/uXkbPUW23V6Jy5UkCYgE",
-	"snAcnb5gdarzP2+JTQfwRQXw+3RsJP4RSpZRflJYyD+6vpXrebe25U6a06QogAE0VYDx6k+astDNUGVO",
-	"HnLaE+J/SwXPmbEqSjGTN81AM58lV5sowe7fVsqgjckI0K1vpEfG3i7CNpzxFCrgy0zUYIjTyozYGTMC",
-	"wu294mBCOChvlllTFeaYzpoV0+Eu4PN5Kebc6pISL5f8Zpjr+bB+cJKEdJuvnPgb0M/AkeSVoKUuURZG",
-	"Pwc8YPjasIVeuaOreFnqFaQOTELbk4RNftFKuP8LncWvikvo4K3bxL3jlkMPuwJQP4sv5+vaRu6jgcHu",
-	"2NGRL5V5cB8S+P09uPmGE1OIgvbKEZMSKyTfrg5QgPkcbQ+adR3UaaiysxtIjLxEI+xDqnhho0AjwyHp",
-	"GRo57iQOy2X+kIP5Fu3QsKczKBmt4DC3PZB9b/rOMNFF5EbAgMeq0O76x7t+6ThPeGvQjD+FOKzKFpU9",
-	"Abvt1Oi8sk6QTN2OQdxrQpmrlcpEyRwbTRN2ZNYmYUeZuEZUCCPSUljDIFdvrPovjo/RpbCSRgxG7B3W",
-	"XYGUOgKcbKSs4xTR3g95t148mbiFnXgzUuNG4gYLZmZaAF4LNmHRxztWoe6hG7ZrFTDBpGrYqsH58+L4",
-	"xSlrUlTD8R7KtHBs3M1pMGJvgTJCRY1QyXDNVmR4zxrAYZtnROZiU5t/K9TcLpw+/+xFck8F3F86BxT+",
-	"0nM3o1oFh0vmQN37rZ7jifnDCVZfziHbzjvEKxLYkZ6bthOV5PrEV+VN6yKSf2ipDPxwv9Gwok74PshR",
-	"e+SwQ+gjHKffTsjhn/Eef6B4DywxSH664IbG0s0QhAVpMiXPc5FLs3y4SI9P4f3b325MYRwDtX9WFCf1",
-	"Yi0EYpb8Ikp9GkLXKFatFcN2MlZQ791UphAqE9kpJbtiZvdZUbBczCxa9wZJQFNN2MRYXUzGikpQkY6K",
-	"GHZZQvAnpcgFN+7vlvvpShR2kIzVBMLFJtgsfGSImwe5SvQdhNTJdNGUk0LJPKk2Mz47wVRrbvBZeKpu",
-	"uvAfLwkcFT59BsLqbyl54E9u+Tvnli2U1YQ5Kk0YxdiWIdx278C4UixFJpEMuuxS56LciLSpq1k23neK",
-	"D4K5sz4BNiDGA8AVlUs2LQW/QtsPKL8zRJhnmXaKJLKMTJqygo4BVkGYBAOtkOkonXnvd90tQS6FGvKk",
-	"qwGKkpHLIl+PfeRUUiegQNozQVDIueI5M0KoBHU2sJElbgaulQWAcC14UQiInVqx/mTFpZVqPhkk0Frm",
-	"OCwVyg1BTUnwEhDWQhdKfWMP7jQrbQY91e5hXCL6utP2XmdA/Tq+2cZkLzEHqINjYYYQGEH/sJXJ780N",
-	"3rkD0TwMRZMydgDI3MELjvA6dFJRNA/htVOZfNXZnKBfyLQy10yrU4+Gbpg7KoSJjlxrozghdDVsdD7Z",
-	"xowArtc+J4+h7zR6gB6/tM5z6OHYhEyiUrC4/0ldqMMzhT9rm7dtIboAMm0eIITgp/ib5ko2Sg+uKCyO",
-	"P8hRI4mz86y1IaPds3cclgt46M/T8udpecjT8lY6tbB92bhdRxNicxUpWuDBDovJ5R1V2MmGb3QunCi2",
-	"MifgGoSIX7gSl1JVNsQxgCNmoavSwzmNFeHzQ0OEatYveGklzwf+bffayJ1BvL4nIN5NRFnq0v1RCoyS",
-	"eamXhXv87PwN889SrpZZiRKuyA28aSruC5IuplmEAMsAZ8a+urlh/VaOmzTsKRsyHMGR72twiuPIeaXS",
-	"BYSqqhQeDhhNGDOKjlEs0dSyAo/VXKhQf8NtkgUMqAozfRNGiGuAK4T15k24/qHtpI5BrZvymTxUNdm/",
-	"AD4YqGDlVhkD98NQQfJXkDBeCr5EEG8Sp92UrkRhvRenRp7C+oM+sqy0ZqwwqskDu/kKWuelXjpFpjKA",
-	"P1tQJJOBCs0qc3xJN/DfxqruY+IrRE5YH/NS/mly+c+/TAYIPqzWoDiwXKu5KLsg4d6+edTkgcu3b+6A",
-	"gQtn4dcufx4G4k+pr++di2uRN3YjaZ7ofrtSMNYS34mUWGFAXTdHQYDl0qdVFjkPgFL0rh8a1IyDDCEo",
-	"Dldrl2PVUC8RfJARYHCB+jugqzVkdfhbaywbtOLXos77dEovyCOgNGOkZN9zVQgAEOUQNONcGjvoqrT/",
-	"0c/7EcmN+thVF8Utp/n94HSigtWkhVauWFHqOSQkHXqneSpsQMZ0YY/Qon6Bfdu1Z39gyea92thitOlQ",
-	"1nYw4oS9bpzbBA5tAieWMNgzsT8xHOpApX26u/wGMC0ZwIkp8/2a5zLjts5G3eBnFKNAFn6p4HmEKgOD",
-	"Gl+KbIAYO8D1qMwlhbzaBdT2oKt2xDCP112BHMdzJURh2kvpI9NKnTeNAmMF9TJoeJN4LdrWwXgE7YYo",
-	"4hyI/8tqNnucx99LwYyHAekC07ZHIGlfzffkvEd8qj8HU2TrKN6pu0NHNU1vUfSZ+/1xaZpaP8Myg7dE",
-	"1b8mEf+uML+/9MUEFLFJ8EnwlwKefEtCnOVO1oULCrMlc5mu731CalvwI5yQdxpMcHBveq0M51NwyItz",
-	"Yha4gthMKmkWI/Y3rTTEEkOJCzljc+k+YBpjQ3OAC1CvVMzc3H0MwZT15zH88xi2Xa4Pfu80zL6PfPGQ",
-	"0bib5NFg/CfN/0nzDRAeqOK6dffkcgZYwsGUQcwXS9SjwePy7XuwxUEiYJpXmcgOPi2rheZL2akW/7TQ",
-	"Z8s3j6kSv6Hyg100hJamX9No9tMCs9BwJIgpkPm62FhaDOAA4sYw15RIq9JN0XGdqeClKHsn//jZMRVM",
-	"p0R+VJV576R3BMyGGtoywvvoorNzsGf6LP0GWvlWJEMo8OxGnYlpNZ87wmq30CCN7SYwMduHnjXgPBoN",
-	"+BlHQOwpUDAhGaNZBxcWsJHh4mvZ3f58+38DAAD//w==",
+	"7L3/cxs3si/6r6D4TpXJfUNKdpy9J1LduqXYTtaJY+tK9knVWebugDMgidUQmB1gRDF+/t9fobuBmSEx",
+	"FGnLTjY3v9gUOYOvjUZ//fT7QaZXpVZCWTM4ez8oecVXwooK/npW1MaK6pLbpftTqsHZoHR/JAPFV2Jw",
+	"NsjwiUEyqMS/almJfHBmq1okA5MtxYq71+ymdI8aW0m1GHz4kAxe5mJVaitUtvlRbNwzuTBZJUsrtevj",
+	"gmWFFMqOs6U2QrEbsWFDbtlKG8seP/lPli15xTM3zNE546wSttqwtbRLZpeCGb4S8A5XOZvpfOMeqCtl",
+	"4Ne5rIxluraZXonJIMFpLQXPYR40sdYQx26M7Qmt+N0roRZuUR4/+c8kMsEfpcr9qnWn9nYp2I1UecKk",
+	"YlxtWMaNYMOLskwYL8vROdNKMD1n6fcv3rKT28cn7mmThoF219/9eOTi/yRWs2ZPd0dXG1E9MszUs3+K",
+	"zDJdwaotKl2Xjwxz/SaM41LKXCgr7YaVlb6VuajYupJWGCYtG767ejUWJuOlyEc9o1/BUPaOv7XWT77+",
+	"KrbWr/lK7KFQ+O+4FbqstJv6nkZLfGJvuyW3VlTu3f/zdz7+9XT8zS/Dv4/p0/vT5K+PP/jvR//rPwax",
+	"qb0rFxXPRf9eVdpy9ycrC65od3rW+uh1+OAeNqVWRgAz+JbnV+JftTDW/ZVpZYWCj7wsC5nBOE7+adzY",
+	"3rea/Y9KzAdng//npGE0J/irOXlRVbrCriJzw86YNGzFi7muViJnQ7NRlt8lrFY3Sq8Vm0tR5CZh60qr",
+	"BXNzMAmb8Zw1nGx0zsStqDb4rKPVWSFWrt1CGivywYdk8EyreSGzLzQ1jUdL3EljDeNFJXi+YcML/PAC",
+	"vh4lcMR0KSrc4lwLw5S2jk0UG2Y1k9YAL3Fn1FhuBRu+U6YuS11ZkSfMT2qU+FP8r1pbxy7ntRF4hLMl",
+	"VwvBhv/b/fLiLhMid68GXjqr9I1QLOMlMlqj6yoT7u9S5IxbdpowU2dLxxK+v3xnGGd0ONia43gXFVcw",
+	"Hmmo65wZjV2kMKJJIVfSpux05PbiO13NZJ4L9WU2I+NFISq24hsYba6ZXUoTlqwsuHXE98iwUhcy23SW",
+	"L9dZvRLKsmGmc8HC0GEir7X9Ttcq//zzeK1xE4iwhrqCudxKI2eFcLRiw0xhaG+1fsWrhfiyRxnuYnfu",
+	"XNduebnCy4VbseYbxrNMlNbQAH/iakMcx3xJUnhkWOUOExAl0IE7aKp2d5W7mXUpFDO2EnxlgKhNKZQ9",
+	"JymEz62oWHrl/hhfuD9SZkSmVW4GCYkZMJ3WE93hEyOWyoqFgLG6q0Dx2i51JX8VX4aebnkhc5ZVAu54",
+	"XsCuvFP8lsuCz4ovQDkXrBILx/mMqG5lJlguc2SAyqxF5QQoK1fi3H23lGrhtgIvBavZkt965pZ/9q0p",
+	"K50JY77Msrxtsx1p2FoUxZiux1ltmVSwdUn00sMbj7jVS3zSyZzE64hz+xtpqYsc+RxI3mtd3RSa5yDf",
+	"OX6JzdBR/dn/mniu7m+LtHkz2eL4yJbK0YS9pk10t4aTIq1QIAPRerTUERCuKncxWimIM1S5VngwaItm",
+	"WheCK0e0S8ELu9zEfyz4TBTQCM9z6ZaYF5edxrfkoiCnIa/FNoy9FnhfuY3gdnA2yLkVY0efu5JdMlg5",
+	"akHuu/MbymuRH0qt9490Hzldal1EB1+XbqT54WP/VSsRl5sb2fLvXtyEh5stSJqt+iUyFtrgVxJlzO4m",
+	"SytW3Q/75utppZkyryq+2RknNhYdjFa4zLtD2bd9leB0znd+cjJabeJ0iN/ct6rwa2ioZ9RzubguRRZT",
+	"q/HXR3BlZWzoj+xzYiePDEvdL6m75kCyxBcS0KTXS26ZYwyGmaVeg1LXXZecW37UUeqO70exMdDTLS9q",
+	"J8cbYZ1cecsr6XirYUOhbr+r9CphQt3+/ZcJPOi+GDkWNpeFMJNBZFXgl08Y2Xfu/YRx6IL0LDcyb2Rw",
+	"AgJxfRxwUQs2VBoe0HPmFmYUGdmH+A7aShe72/ezW/+gDxi84oywu/vghsKlEtWVMJZXdu/UDzv1O8Ms",
+	"uRPk48RcYbciv7CH91DpotC1jSu6jsUyeqKlEw25Yhdl+cgwx2jGs83Y/e8fjFAoP2JAunTPClWv3NGj",
+	"Nscw70EY7rgSpl61v6hVrltHs8W/e1cstr7GaqdiHfr4M117E173SAqDzKM1a6nsV0+aGQdpJhnMuSwO",
+	"fhhkhEOfrZVyy3DY06bOUBE96PnoclRa/aBnV3WEe2eNGLGzR0ctQO9NTcbFNvlcZFbeOjK5DnNLBt9h",
+	"bzFicfdYXhcifyuxocNo9uiVi9zZjU3Xz+OX/hW+Dnfazl2DD7jLhuYCrLKqlQHjJ4h+2JXTBC1JmzLC",
+	"zzgu3k4nV7Uyrqmy0otKGOD9B+xbiwB2OQ3aJGMjcwOmSTGl15PY+oMoSNM9bufgTbd7xszr4rh33ZrG",
+	"Z/ODnnUHvuK5wEnBnUWzvBGiNGy4lMbqaoOarxklTBe509vBZA52xYNEr+bs7UhfjkKdupz3crY2QdK+",
+	"x8jvORcrrfq4XlZXFWlgB9DDcTzyGLYXE64PPIx+UEmYjO+6abZ/YfqPJf7+yNCHa2FZ5lZRVE7gqldO",
+	"jdS3omrTB0plZXMsdo/oTCwlWrq6HT7zLayX2ohWp9KQuU0JNiy4dXS2EMrf7HrmtH4R1NhS54ymjWzE",
+	"LcWoQ5N9MksgPT+bj9WhOjQXu3X+byY7UiF+EpZ7NaBLIQ+haffrxuSQ2aG/NyX2dM5WtbFM/KvmBdo6",
+	"uF0+Mt7kMYn6X3Yux9jMX6i81FLZ4wQNWcaVf533Kf95n7qZb+K8v9T5IwMHRSphzBnTqtjgwWGCBu1+",
+	"z4S8FcxWfD6XWbMOLXn+MJWfdP1GfHBjhpn6Ye5bvggX53nubvX47FDsB0VMKmISsbu7AhnBnjOxKi06",
+	"iZ0O4V7MWamdchS5UUV7VN3Or8G7wmYb0DmS0BuwSJ0ffE0GuolwKhzXobaOa7SPXurK3mvv8Gvq+2hP",
+	"Nbo9YIaMWNzyiDz20pse0VotlJUZB9dPcIwkzHtFEtbxdyVsywW1a1a84la8cqKJ+3kyiQpg6A88eOm+",
+	"c4+TqXV3G/bZecCMCVRaFG/mg7O/7+8IJncl3LK6tfrwS8ysS842cjzMddVdEyCx7WVxq3A3XuixG+HY",
+	"3MhyrInnjWFfHQOa88IIogRh7Mv8/tMMO9wsQZQ2bkWM7Qn/dXeCPF9JC1sXdJvEsd+SL5BGSEcEf6In",
+	"AtTHEpaLQsBDqET3bn8jQWxffn99Gr0qZURmudQG7ievpaAb4pFhMDNy/Zyz2oAN6BU3dgxLMX75fFsD",
+	"6en1hmSlBzIMN5ff7hV6hCKxbRrNB0kr0oFCTUhJxE3uLDh11kspD2HWRZL7eKPui7tSG9ErHSsm4IGc",
+	"rpelNhYZO7fLJJj6XipQN4XxgTDdi8eAwuh+WEV0WWTAoudac2d6POMFV5m7U/zDbW3ZPGISBwA2x0oX",
+	"hetzLotC5EyqpC2p+3uvVlYWEFuUazSSHrTeNNMLujUiPNItUVzC8Yu0O9G/6TVbcbXpXTdafuodOKFd",
+	"StyPSfRElRQjs5+kYbCJj4xpRhgjldbV0Hv9xa+fCEfhdsn0nOLPRJEnrJA3AszwEytWpVOAJsFsa/5+",
+	"+stErhwjSI7wMGxNFseSeE5Or8Wm+pLiuHYn6qMfLvKVVD3GXn2Pbd2bwG6lWINcmItbUbgnBgncCipq",
+	"Adsy9ehCAF3vCuwtmynGrN2/NP7BZGuCfjbRReoehaOkfUd3vey7RxU4TOhupG14PjbwH6XKX6q5jihH",
+	"SlAA0Ty4aBtXD/iuHevRcaOcW7E3qtjE2i02IXCGwYMGHMZZJbgVEB7IyRbQdou0qAoE+md9hrqXYD8o",
+	"C54Bx9sj/pcc2Kfj2nNZAJO5r2u/UfHATdb4p13P3hNvKIbzOuOFqEA+GU3iXoUezt/y7Fi//BTmxYZ6",
+	"jpJPwtDfkDBjden+5ZWFLzsfxoGVOGmLk+kVZBnvQ1HCHGk+KfcGtD4yzIgFBiWohpreXb0yUzVMT24f",
+	"n9DRNSfv6dOHkxAYcPLeNf/h5L1b/Q/p6AyDblC9m6pCr93OQqxsiJqVhiKGRD6aTFVstZFE4qP2YmiF",
+	"hARRDVLt3ElDTpvqTVbYZg/xlDo3UXoFPdT96g6bm5teKzdJtuSGFXphEibuREbGLYgaQcNcewRLCKlT",
+	"Itp53JpPdx0tRNI6tluHjMaOFNrHRx5Chgv86OPFuB/rmejRPvax4X3StZ71ytB7XPr2KDt9v5N/Z4av",
+	"+EwUl9xmy90pVmKl0R1y+OE1wn6K6S06RL14JfGOOnwLAmOK/lpIdZz56xPUm207VTMyGkeM8DB4Pmqq",
+	"OiaGBh7/dhOd0k3Ujl4bUTFdYRx+rMle8cJJNLvtoTDmFGuSxVzjnISg/QvXVQSh+f6legYheP2kB5aJ",
+	"bdFizxIMczHndWFHexfjwed8zywfgi0SaX08U+w3vaPYdQR9Hm1G+VLG/Z3fahlnDEeGtW0tcmP1ICrv",
+	"mDlcnz0bUMnMTVsbXkSYxEJcU7hpVCX2yq/hq7IQbM1N25qU63pWtIaOAcl4rbl+44ffjbm7CL3NkNRh",
+	"Dg3SsNx2Qhz0zSAZrKVdSjW2uhAVV5nrCG14Y6fbN3/NeVHMeHYTVf0srxbCHjhsCLY66NmtTaZl8zNp",
+	"LUD/5l7D1uxurb+HtiO2nJKAmRArwU1diTxwsDO2dj+T/yUfdfZ63+HcM+GVVHLlduP0vsljI7GJXur8",
+	"mb8KG0PZFmdbHW2kDI6q3nAxcKweS3w7ASFoQv6ZSyvVwjH4t6JaSYUm5pDWgiIdk3PG1WayT1bz1N0W",
+	"D6SSjjcYmYuMVxESjoviFL3pDTudae9zkV3qvN+ffwlevsZ0hAGUuqgpT8+pGluKcSXA94MGSgZh7oyr",
+	"qZJqDGoCgxGSux0tj775R4al8GtKwfUmGEXT9nzSqVpoYVhdMq0ybOSmnolCoMITIgTBNQeJTnbpRn8j",
+	"ROn+lpVBla5XtLw3dAcjDi51jrZDaaL73KxczJ8lbWtpE0Y7biA3S7EVl6r1+8FW1cgRi4jstexRXAt5",
+	"K2jf3718zoY3orSMZ5U2hoU9xN0zcSME0scBw/wveNCPsUeC7qHZzrvRiRDtFlyunObdijiZsO+4LCAO",
+	"JeS9OaUHImnPGIdtrQQJNmAi4ApIKGz/QljDOJtXwiwTsoJjV+4xwYZGCLYdAT2KEh0veUbm0V36cU3G",
+	"xZYlNz2GJHjpkWHwyBm7FCoHtvWtrjGd71XX0L29c6/jXHZnf9zQ/EDiu6RjckpR6Ixbn86yj0SuKMUD",
+	"CHhR1m/jGi4GNphYCg0xvtf7fgenJQpzBw/GyqiOGRM8Lxv58hPlZnqhR7Pr0EHsd2nKgm9e912hDyFk",
+	"I480+xioYUOp3PG59OlAKifLrf9Gq2Ir+OpjNJt9EbTrPhNBJRbSne8+q57PYZKmna869JwCs04v31xj",
+	"cr03SaajBHgMhMhgbMhsw6y+EcrEDX1xFbObRagL4X3IflhDbxYfg+KJMqD0IaZKK4FJXJBI27Ggxzm5",
+	"EcWc4j8iwXc06dnGWxzBLF7perFk7s0xpdade1Oj1WteUawrPP7IYDjC4QbHXlWZiAcHdaRFYOvotBEY",
+	"Tk9Pk3vPUveF5EHOVnetwWBnQi50po0dZ0L5yCAr+IoNf6xnolLCCsOgQ+bT2T24xVdPRlHPVtwnccGe",
+	"v76mlvQ8NPL1/2gBZCBdVwLDKcmV2qQ1s6HZGCtWCSO1JAk/JaysZ4XMEpDc8N/xX9xYdVG4D7oUyizl",
+	"3I7/0uPr8Kc4jjLBeAZk5y6aZmAtpoNem8pYPAFBdWplM5936BiaBUJHF5ZdCu90Gn1CiB9R7kNYefxd",
+	"8/Fmnv/tA4+2ctL4XYgJ6uHu3RzO9mKvOCZ7IvrISleinawPPPPpkyfR2KMDjEP741PoNjpo9d5KUeH8",
+	"I5fJev/04zNHvjvUc/IhuvGMDppXr8kIp9S7dRDBdi/72z7orlEnK/MSwyHcPnlXOLtoLjq8u6RpITSg",
+	"N3HlThobnrq3ZxISLUYdSIdCzAEWh811Uei16YY++ZPnj6kbz4S9BUka/GKsVgXG5mH62/nOBcYMSOTK",
+	"j2UbBQD72nU0L8raRM2QEWuH350jYuJWYqWrzbcbKz5rL7Io5LPLd5+xC+96/EzNG6srvhCfd6E+9J2a",
+	"JnRyN7DcH6iYKFaes1O2Elx5eiZqJ1+uU3XWeEx4UTwAP+soKwe05Qe0O/6srNkQyCbTlTCjhCGlsuHM",
+	"bYETWG9lLvkk06uTRVkn4F2GwAC3T81jumrxviFl3DOtGqiWR6Z5YhQ1hskeadxnNH4atxy01iGh/aS2",
+	"2ysaY6l76GJvnh/Eghzn7e31H1Jje0OsrsRK5BI8CN9Wgt9EnYhIjHEtONO6kGrxTllZHK6Q5nrFMXCr",
+	"S1yl1sXJtD49/SpzH+FTE8tOv9Bf+KMjo1+1EvSb+4g/xINcRE+0mPvluLxgqy06UyJ5LmoX26E3sQVX",
+	"ov2SbzsJK08jv2cDe3EoZrizh8szEaroz1vqiSwr8j4Zu2paDyEl7nmpFu14UqfiCW5EPKHR/fJRE3rl",
+	"3owq/d7Uc2yLr3Uu4oFJng1tu182TIk14xmGVfFKUPw4GxK0jA72wpG3EYJGDnE+8OikJwQzW3r72BZU",
+	"gLvHztpRwReXLwHCpm3LRAgbjChWmkboLiXLb4SKWxweJNahGfk9RP68IsaxReKFzm5wscP2HQ6OUeaz",
+	"3RVzIqspeSZOINyLwmQvdf5cmqqGp76t84UgSRZGQEI8BG70BYscSFWXOt+9nnT8ttmmPHErM7u1Gsd0",
+	"u9viXJMwEIlLFHf2kpsjQBsw+DHOO8n/cgRB7aOW+1JBjgrFMuJf8TF/wglwbVIDPnnhngOA/Gt3Snel",
+	"rI5BzuhN6dtn4zxMBFEY2Y0NJWFo90zsNQ3ocGkp97zgQNpG3uGoueBlSbgPEWAmTDf/mNPTkweyL4Ey",
+	"7o35G8oCCXvnxYKEPSOMooTBRMAzcyXKgmfwcTKZsCGYl6RhM+FuU/d4VHCGXq+lyo6IEizJKRMhC3Dt",
+	"HbFMV/SGO1RyoXjRY4zzc2eZBz1iRgiVMDFZTNiV4Pnmf8LFFhtvbwiOb/XI+a/Rd99znxNM2JKXpVDu",
+	"Ml2jTpPXGJ+TMA54gnGL5LFB9XTC+j1obY4OyDD7DtZ9LmufrOONLOulLtp2kT2MYmelEgBpCjlsCBk1",
+	"OZqxX+Jd2p1Sr9smXOVHxGpFjLDYRNJvkI2Q+K42Za1bzfhNknfpIBL9H4lCE7d9sF4PeJP2htwcZWaO",
+	"aCsfb3Fu/Kq7HogV+o30PJhW0H3IEWs2AYvlOQtmx9HD2Pc+zW73Cfa4j7SzRexnW5FL3srh7TdnzGQV",
+	"t9mSDYEpPJfViBn5K+GSmgQDayAlSueJR+gw0gAKGcYJYKBB3E6/b7RRGm3wubYO2oyrAL+4Y7eGUD5I",
+	"OxE5m/Hshg3RIWUrKXLKSwSLMqXB+cCi0T3Aibt3g8SsINTwdNXutPdubod4PdOrshAQCnhJiELu0WRw",
+	"yckWdQUtftsXt2hsXCf8Gzch/S9ME/0NiFfGFZuJua5EC5N5sDcw8oAO3PQhBq5u0A+cbps10/zUsFm8",
+	"UA9nS/+tlfB0dB8/wu3xPUT5EqGf99pj7ofSPIyZUj9bGJrxYfu0G+hh36gvC65iJ6aD6c6GhZyZE17K",
+	"iX/vuhTZeRB30KrxvQ5fMJxl44meDr46NdNBhPGS1IHKdU9wU4OYs52PaSnyiukqd6JLU1tBUroyV7za",
+	"HBwlsr2bEeEe9JDngue9eSLwxCXgdO+O2dzIEmAVMrBmeiS/I2NY38qVID4YxTAEdrObvKAQ+ZQBNLeK",
+	"g7dpfhN3koZjH4HUib4RYoT3C1vYQLInGngtVa7Xx5+Vn+G9e08LzaxFaXuPTDRcbcXvrutqEY2PgPgC",
+	"SPNwl2MmlOULkbBK1yp3t080e2TF77aAro9sNneC96y2TDkmz2ai0GvWs+nqoFC+fkm4u967+I98Y47L",
+	"FBM90BQg5vYmYf33QYoVtoF9xGZz/erl3xqjwJYArKyobnnRm0IBTn6ZY6a94NmSgXORgecZ3mHDv56O",
+	"4vgBK6lq2wvKwI1lS11XXUQ85HnwI/VEjA+Rsxi2mTBjZVEAPoNUi4P54fWrlz9BA/dL7lsr08ymZ42p",
+	"3V3bVlXpeGygNoJs1j4ehLOv7+4OdJgWvFbZ8id+t2/vZMUK7QQ/y/B55qQYlW3OGZ8Zt54euwl/Fl2x",
+	"tj9BBB+//Pr0nt5BY1JbnbOhMFau4K6bV3oFACEKIfHZrM5uhBPFfeQVWP35nZOrRw807G++vmfY33xt",
+	"l54LyUJ8lsWLHQwfBdRC7aPMdfAxiNwD+ngTBBLlgSRTtQo/bAU16lVZWwFuFf9UQ5sf01fgbBH7DLTz",
+	"yGCi/eTAHJ0erhfmlPiT1lrf6FHNeCFaRXe204D35Gvdo911chv3pT1h4vlzkUkTd7J/RsjDXFguIybL",
+	"i3wljcG4JIhR4wVGOSw3sPnCiTMoDK+5YU7sK0XUUzQvNMK7HIKN7J712K7Re7CbNblLTLiWj0wb55LG",
+	"CsM7hJNiiFUPOPhSUAah31JSuDkWNMH6NQll9OjCiSmJI3G3eCt+F9W4I1jGJL8CsARGaMxJP/ZLHYW/",
+	"przIYzJiO/mUEVml4uuec8vvvD4c+g0YGLCTmAwmFczf/bLid4fBBx+Fe723GsBMFr6eywFtfYL3ix5q",
+	"ID0bmE8a4X6wZ6TcXtEsJ/ZwBGRhl63cJ+E0HURHJ7JK2L6aB/irr3nQQm85oPwBvjs6Q2PNVHm8f9CX",
+	"EqY98gzh2rif0IKCThNDCoBZ6jWT9owZIajN/5JiHcs1OrqEwi5QQ2fhXHP9a+ZGcdCaNWUfAI7Gr1zv",
+	"iiU0c2mpGoKJVIuQC7rXtgA2/3YxfvL1X9lwKe5G/hSHkhC8CGkc7vsw0nbcuC+Dt4utIDZRdBao5OBa",
+	"B2zP42BxWiazSPZvWx/AOTAnqHginByc9UvdfLuJdaTZutI+V7PTWzyJTFQmeks9dpIsEDN40kIwOCw3",
+	"kjpUeHS7osS61cchAYARImyAS3fNymV5WWmrsx5v6B7jXnWoPFK2OvC329tnl4Nk8O65+/f62dvLg9N7",
+	"od9Wm7Fj1wSw70bW6Kry4X+HYYq28t124EQvKyFWpYXyb1oVm7OQENEK+vSQnKz9dBMrutRFnjBeFAhZ",
+	"5NidT4VsUnYhEhwiyG4Fk3kh2NAseQXgurow6Ji48ukn8B1bQ9h4Jw2FY8y5tOfEOaD4YF0Zy2b1fC6q",
+	"0cSP0h3/MEZyFjOrnbrB+IJL1UoiZjCWCUqTEMG+P2sMAZbQxdICamoQCN1szzzX56VX+bfj5OMRXCFS",
+	"+dP3l6KbofwBWjSHrch6H8ovDTs9I9dbLtToHDPMpGmi9ScopoCjKG7uAmRaIs6GAHysGomYbqGaXSn9",
+	"To3Q5RD2X1fsjXouVgAyp6sbpoQIRR9iIW/3xB0fuHw74hCh/LQCjaOnlcI/rri6iXgX7g01ORzFmzo4",
+	"SKJsSvocC+4O3eyLZvAT7ocb8E9gZY8FV4sEDgnotjXBAfgxNoipbq8dm5htmBtErDBP8NbvUp/r5hHh",
+	"/SHYntFszqtzNPNBsqS7jn7Qs89VAgTg2yyNpXGnyUIgwIe0prcgyBWuTdxp6dsEVRVsiXisnHIWbVGJ",
+	"O3vRt1o/w4hoM/KzkF664hs2Ex4xEbjk4aIHvnVULSeubo7I6mofs5iW5xSuC9sjYZFYAgSG0qKjB1wg",
+	"WFR0ShE0yOGz9hQdoRG5Eqa7cc2ewVWhtKXIMHd7Utde4Wx7kci2NzlU82zOft+QMGYoDKzBSMDql5wg",
+	"tf2CDalE2PdcLUYHDoMO88dwIP9qjPlQteveCKrDCYpa2uNJzJoia4c0RE/vkzpDVHt3Y14Adbofvbyj",
+	"WAlVOhlnayczQTiEVFCa0xyeVE9D64uJh+E8J6fMdnHXXBh0M2Ml5jmv4k4RaOSl+q6Qi2VPIBU4Ua/a",
+	"SU87kNoIbKqrRxSbAadjIyxbaqUBEmmGbJCSeHuANSEGI6b++PYTiPtDB2suiDmXPnTj0IDQ19peY0BX",
+	"wgKc0LXmN21coYRdEg79xUxX+A18QhHneY+vb0+4XkMdIYQlCcKtrhifBdU06jc+Mi/IkLHkoLCHAnfg",
+	"0yDVSEmCjpvzl4Qwj70OYCL2i55Mr33rOkSac4IIrOHowBjILR7yuWJLfIn/aGhJL85V6QFjvLKvK4hB",
+	"PngXCPGsP0pli/NFgr50xxu8fVL7kL56zaGIa3wdD/3fs0EPkZTvb56PD5Fsc+N9OTNRDKR4novPvg8+",
+	"ZohtAUDrOJDVvnRHpyHmxwa83hOHvurL7TDHxXsHGo9UM6wWPZTUF3S+Xm7uD0OoZQvAtI0DCxwJx7Nn",
+	"l+8PQzkgpORwe1aQLO6xCXf9bDsXvneHaF0AZLrTnGCqbBjYCWT75QnLQgZEHjIgcqh2RB6eHYDzduHS",
+	"T2RZycDJRRFuzm8FOWIbRy9MZ9i2e8I3AaDosJKXnh9Cx37FYxTgDd8x1bhB0Ddd25YvbEn4g04fxnB8",
+	"D9rm776IWlzK/2qMtVHwugPE2Jb8uqfyTIMee49TDp9rSRH9iPDgPgDFgwxjVErQL82qRhljwtpOh6Ve",
+	"m6lSmuzLZyy9ERuTsiHa50cJS8mEnbLhPpv1VPUarV0j6IFI2dC7HPqdDVO119sASO5WFIVhNDLDeMkr",
+	"67oJpvvUPT9V/ouUDdd7TPe+6rZQXXR77WtXBEyFwdngn0aryRVf/0QB0p1y4/v201N0D8ZfiwBDCaBA",
+	"KkQB+w6K9631eKw5AgHB/piJdyaRUbVNRIDWd1GW16XIEvaDnl2jxy9xF6j74NYIlS16Le0UV0nBtJs2",
+	"YI1pwlKppH3W+QbD5k2aTFWKkFCwZyy1hCIqtfq+4pm4FJXUOanvKRueMqs7p/6R8ZFATM+n6qvT0wCx",
+	"xL4+9yU23VQJWecVrxZi5A5CGCSO2dEXjBZwN93IMr1acZW7L3m1gIELdev+A2DPlA3xpTPGFXt58frC",
+	"q1bMZ9j6gKXHX09VGyuqVvJfdQNapvPz1ppd6sqm5yz1Ho6UvX12mbB3zy8dM79+9vbyfKrSlt8mddQf",
+	"8kKa9f0Jkkbc345nSrV4LqsUDdgzo4vaYnnGkZtrqF94WekZrEMhb0XzBW4P3Ap1SV+1cLYeuaM6E+Zs",
+	"qsQdz2yxAQ6h5yxdWlt+L+wZe4/VndzaYXGylfjgOrJZee0kN3hEV/YDLP6iKjP6IvHr+iF1K5CKO+F+",
+	"ou1xbXBo1duCGMZVMUzvmiq/GzSibaRV2MxzJFPJi+ei4BtPcW6vOyTohmY7RiX3jMGKwm+XlTDuGgJ+",
+	"OdcV84sIy0erB+s957KoK9G8McIVLuRcZJusEDB3g0pywspKXFtdfkjZECSK7iJPFayJGwmtNi6UKYQo",
+	"z9h7isv8kI4mbAtsFUxqTGnaP6arqVpqfWPQtQ4kwXKRyRyMzlQxKohYGKKLtulYbfhHZqp82ehgpQ6l",
+	"ECdTdeGbBPaz4hvG89xtcamNW4OlNm76gXI+pGdM3FlRKV5gFbEafFwAtjdV7iBSNauhEpbofnLzn2Yi",
+	"9cnt49EBVSypMFYyVZWuwTCQulGkIbDl3dUrGJHblbm8Y6n7I21g09KTdOT5FExuqsgFy7RC5pFieNAW",
+	"ZfpaLLk78S3+BBQ6oWFMFRjioVTLGAq0PH99jS354MO1LPKMV/k2o0H32RnjUOGrwXK9KEuqyGY8pxw+",
+	"ryG2yYoES2kRo8fHJjCSkesVUS64nSrXCg93NqAMJJR4hByYqgs60vS9+RFAxTH21p3Wpurbkt/ihR3q",
+	"sBXcbDkCvVWKLeStCJhjUOzQkfIwHY/p7TG8nTbXQwoIe+mI4ov7K8LJaqp2S8EFfGdOTlak45RSQHGG",
+	"abguSw31n0S4O1nGq0oKs32dSaoSdkYyUiXdQTNTdfH2zatX/7h68f3LN68Thn/995vXL/znZ6/eXb99",
+	"ceX/vLx688OLZ2/9nz++fP088Y38/Obqx1dvLp47kk4CVCXk9+q1WvMqZxeXLxN2+eb5P15f/PSi+XR9",
+	"efGM/nx56SgoZ6/fPH9BTxlhOxlWLS6r18rJYTJbwimvxNwdOjgkK8bNVKX/MWzmNHJ3mj9vKCHQfk1y",
+	"cevxROFmDl+6RQX+3HzldQW6vpofHI9KnRDg17dzP2iDR9MA4nEn28sfD6rBOkqaM0A15xxTa1flB9k8",
+	"zx1lUFRjyoZzeSvGeK6yysnTXhh0V7kP9E/Z0EkVI5RFFIqt2QbzblI2vCgKvfZFX33uvHAtwE3jLnxK",
+	"4mkEKE/8X51CsyaUwv9BzwxFngF0XsqGX7mm0I8R+fUxdIRl5mHZS17xohCFNCu3MZT/5mR0Wv4Zz270",
+	"fI4NnDumgFWDFWoTHX6MpDWXlbuTfAamX0DmVqjL1CaM4oCclkIsXRpWOOlLIqi1mSqrPcdJGNKi76HY",
+	"dFs3GIYOQc76VrD/lz0+/Zq5J9mQY/9zoTIxVXAfdwf/yLTRaIQCuxC869pza+nGhB4jpyEZTSzIMWU/",
+	"+owritFwY/QVK2ju4FqEou0Ntm2m3bDdIp8RduDKzXkm7FpQiFShjY/P5D6bYtiOqocHcmER7MvPOmFl",
+	"UQPKvFvAqcJwbchG1rXKKTDEtop9jYArBitGM4+c2bXMhDt6WB2uger1Fewgjmaqnp5+BSIUVxtHHqIw",
+	"YoQEA6CMGivlgw/CiEJkhMCbBqPZxP12DT/pKkWCav2KtTOIPvukAncjh1fYittsKcz5VIFxoTnZXbtT",
+	"65g9HgE76LrzWy+Soy5lQ88AIMuhENxpDWfB+5l4nzL4Hd11xN68fhGVYeYgYrW8tX75TVlIUJRX3D0N",
+	"akYY6VQ9+ebr01NgP/NnWs3lwqkKec7efvePZ29ef/fye9QydpyqHaZyega4EGrBlHYCRsstC4MrtBPQ",
+	"57tLK9vOXZQnIbOdVcJby0Cp9z53NxjiJ2fs/Ywbz+MSpw9ee4EX11XUwgkffJMwTMFA2qGfzqcqWE0e",
+	"n8Lx+OvpKcnjJKcjzwWZHD98x2XxPVeL/6/l2IWu6W/zIZ2qsDD+6XPWejw4jbc9yk2iS6s9PM5JGCv7",
+	"ygnz7rrFcw+Sby7uRO4YDDpi2NLxfye2XHsA6o4bfyGsmaqri9c/JuznN1evnv/j+uV/v0jYTxdOkPjH",
+	"xfPnV2yYIhKduw8RiW58Otn+yt3W9NLlm6u3yGJ0lS2rWjnx9/LF23+8dnLCdcLgsxMZsF/3Z6u/zheu",
+	"LTdJKglt3KFxqiFXizEpYSkQJdIEXTPwc6h8kcIBxBIIzcHjinlsTK8tOz1J/ioCsuMzJy6+BiEWwr0u",
+	"uV067YNP1WUAAMDiC898aQUbqi1sncwhivWpxwLMaSlzbvk4AgOYutsZugUbrNWePXVKYZy7m7472DM2",
+	"HUwHKZtJ5aaJLMsdPyeWymyqfM0SpUmcblA7m9vLh9e1ykNwy5knfutrKzAJBkS8X9GI1lqDrXv43P+E",
+	"oMdNUQm2VVNiqij1LVJUYsi9SDJ240qpWDhKazNtl8HKO0IVSxe5u1Pdu17/hLkYy6Fcs64hiUqGC7KR",
+	"H+AMVSLoLT4aeqqM5QVOZb0jdVTC1pUyE/bcvUZ+ZWM1IDSFJcA2oW4MDQ9MUgBJgLJosWGt8qKyo7ZD",
+	"k1gkBavIGF+IBMfnS5e4aWGdkiHIDu9ePj/HplHIbdkB6MCMzt2F62NOSeoF45UbGLmkjJ8GyrpwW/jj",
+	"JQ1L3QKnbHgjNqaJ4zeeo8pCuEuDM/fpEVUf5RAbnuDN6obldpVTVDsgKN8IiIYshEUbWi4XgM+Rjh0P",
+	"+Acd/knaCDRPvv4qQfJ0X+uKpZOJ41QgcDYWKpCV1vqcbY2XAWxlY8NjP8lvp2q4Y0fsRvE38+cFuHJ8",
+	"HgTy90guw1Th3p2BAAQZV8wIXpiWkZwNhcJqekyorNoA73J3LdCyWxp3oZFNPJmqdYW41BTy0YoNuRGb",
+	"cdOE+3PkVTZpgffh9q4CaqK7893FC2RN+hqKn3RoskJwJEnBC5EjUDbgPmJtoEZHdwp9mCS4HnaHQx5Z",
+	"L8Pg6uLZ+/r0KzbEL0xL3hpNiAZRxqM3qlqBXQvQegGTEiUopSEuOvFg/ThFD6rjGgC7g9JT1dQKphBI",
+	"Kt/ATZt2Iui+sZSTro9J3FGJs0GjlN4+jiZTkCvJB85flOUgGeCE3QfUNAfJAOXpQTJAs/0AqgMNfFbR",
+	"wCejDJr4U/feL8nHO6m81yHmrDrKixIvfXmMAyQen+AYiVSxmNBLd/V5V4V7JA1wYErcWVbyhQhJvaS4",
+	"YQo6X8STXo6LhQgezo8PhthyKe2N5+vzae93Zzpij5a3Cfh1h0/4mX8lGidIRHxfG/hYU8srR5K/j0zh",
+	"qdZbR6XHoujZh1hghbGsVW+EBFViDesmgQsX7/DiZU3t5Rh4BBgX72viBTzVzBvlpgOnjWLFcZgWeob5",
+	"B98fW9f03lD+e+qnNXMstZHx1OCXXt/Ea4tbhorh8DGg1Is7pxtz2DpUJy7spCebibIuYlGS7RIYIAGN",
+	"6BKsNJiTpGHdnCHRjrhvBTlDvsdcQ+UVuxUC30nDiTKjnkj4t1RSwk/dJ4wkIV0kaQ/PSWysVmTU4e20",
+	"JRrIvu7z3lhy2ykLj1FX4GLKO6emMWPReCGmgTYYwj3cAh0Tan5sRrHpDyINC5FxhXHoJGAkIIq1dQgE",
+	"rj8coSlg7ceC9NGacmj9zjrLhMgPz30mweDQVILm3H08otmDXk1RcLPY5dmGSNuNuvSS5ZGQqnOppFke",
+	"swr78JkrcSvj+aNRHDr3B7pea2V6AgCro7Zop/QwFVAcJIN3brvx47cQs+3kTwwz+w5vmXtR/A7DiP2V",
+	"QBBC7WBak19iW29EVlfSbq4huACDQgWvYglIFwpM9FB6DhGmfvj5LTNyoVBrQqWK1njBrVjzzSPDfvj5",
+	"x+sJgDK4HgZnvv0wmqW15eCDG4xUc73b7xuFkCpO2GxsccBI9Bwc7E4dCJ5aCnwwbHhRlqOEzQCq8p96",
+	"ZqZqiHL+KGFGqkUBNnHDhpc6HyWBvebwMBuS6DRq6o4xFJ5cQyggjRKwPo6bVz07YMOWxuBuydpqk3GA",
+	"PQSbkBSuGVQ0RmR7bNSiDHQVD5xHZQ5zBPdxQ4Ofk5DTPlU+fwrD9jr+3l/BZNe1rpkJewcFycDOPVWW",
+	"Fzfuitx5Kv3+BdYjdAqGSTEXJMRAGQoE45bxsiwkOYyc4jeZqql6u6yEwGL4TqMEI/alVASUczZVY/aX",
+	"vwS4novLl+YvfzkjPT9hC2ET6DAhU01CNqAJvvjG65owilzM6sXCra9vB8K9QWkF852xukwwoiTxtptk",
+	"qpj/DApqy34EKCLnzNhK8BUr9MKcO2oTdyJjZimKAkOlfhYzjMWhUb1URi6WNoyCt0VaknWHblbu3tMV",
+	"W4OHJAeHLgOrs6jG106yeYEPw/hRkoASka+4sWP4bfzyeerIk0L+0PoP5hHGagPAb94hHKghbK3bn4va",
+	"Lh1RZdxXeeAMjycd8yE/8NCjz9eTrcjh2I8m7EoXgupbiMqP9Iylt1KsRZUifEMyVWku0FhTpYwXRoci",
+	"zsFAkLAUvF30+4orMOK1zAnncAw6jrEV37CcLMEAz50wqbKiBgdcWK/2ojw9fdy270IpP0xLvlF6rc7Z",
+	"09Ovdh9w/TiRJtcgsJ43gSK7pg6ChDLs6elTVsgbwTgD+45aOBKEjUGMjmE4AeQcpEqJ3s3aMFmEHE7Y",
+	"HHcFacowTb74sPs/is34v3hRC48QdgaF1ngOMyj4wpErhKSSGQxESTCQQpsgaYMwnYtCUqQg1oLySHZQ",
+	"vsmjts9qcw7YIq6tqxcXz396MVXeahAKz890rfLRhP0MwZZkDiZwcF0BbCFaTSjaVFowAyHfb6FuDVoA",
+	"EoPHk9PJqS/sw0s5OBt8NTmdfDVIBiW3S7jqHGNr6/yEZRmMWC/zwdnglTT2mX8I0kFKrah6xZPTU280",
+	"oVBS4IN4nk7+SSklKIPdK6FhH2CWgetwC13MD+FDMnh6+rivtTC8k3eK13apKwDygZe+uv+l73xGPrzx",
+	"5Jv736DSi1ceQgykinq14tUmVPsh6tu6XXb82ADzxBcGoQOBjQ5+ce219+nkPX360Ltj3wu/YV9gv2J7",
+	"9bZxDX3J7Tp9ev8br7X9zh23B9pfJ5w1TrCAwYDg37pA4zAwgwN3253Oiq8EHskeHIrmEb8Ll9wuBx9+",
+	"6aWVk6aM7qe0D7wjW+6S3ItceprDersNqt63GlXoByE6aPwSxvChK/jbqhYffnNyJyGvBRYOhHl6P519",
+	"y3MPKPg7PjJfH9JFO6Gqe1yuhSUcCgiR4u1KZxiy94k88eQ9Vuz68ImUnrwfSEiOcn/5FLABtj3YJruk",
+	"RUJe8cVELahqRx8jaEW/gPUxwsGx0M3vhon3UPUfkkRx6dlQachJMkte5WbkZP+AFM6bII1jqBU0xtal",
+	"Hc26yQoJ0QmAvmM1IruB77mtZgJ+CMjXHCODpfE6cIIRb6DZt3CShk6BS0B7S0LNQXROjkiLldmy7cCE",
+	"vjZuDJIEz1258EeJsMafjT5dB30SIXTuoeGcwA6n9KMp82GEPTQL6Hmj7jQKCHMq1K7NgJHJYB/tkBrV",
+	"Tz4XrNKQXNEJREX17JFpFNgffn4Lajc80jK5TBVKp6EQLb1oajCWMapsTRSFJg2Kg1/KxVJAcgDOZ8Ku",
+	"xMIp+IA1RgNnQx+9g1r85ZtrNKz4B9LRVGW8qjaEDwa10xJ/LaCFI0y4jx4v/TJ9RpJs15yPUGUYwm9M",
+	"iGHhW2o65rtyJBWp2BDtid6A4hTTPQwt0OAvH5p7qx+xjYIQQ2YtbCjjBv9QgmqPw2kIYVI7Zc3BSDFh",
+	"F9sly8HiAGFAakNND6EFmipEWUEY2CgEegeLAbJIzB5Nx2MjivmY7KbjQI8JNI2mnrFUmA/puqU4HP9g",
+	"MlWuf4qc4RYeTCj0OR2PV/wuNDouRTV2v6ds+PT0m6kKxLSS9orQuWdio8Ee8Nbn+0jDsqXIbsBMxjqb",
+	"Rrlq0rAhh7QeODDtTMKv/wdrJxJijR9vStEVWkj86o7OIFlhJ0OBXdQ5lJCHAAhYAD+pdKqGfs9T3046",
+	"ih3RZ/DiZSgx/Tk0BGoduzpMSXj80J33iVMhOdmQZef3rh0cwImeaTUvJLrInj55csi4ykpnwhgUvj5d",
+	"YKOwuLC620LZeewgh8BTupoJ5rLNCnp439aNfPKePn1AdggFnCJVxBAzBDjd09Nv2DDTuWCvtX0BPIrc",
+	"9baNeInMWm2myssSGNnsL+qF9sy1ezxxDOF4xg4iBJp2DmLnQDzdnQC+kf+uzTnHkusnEh4uSYvwgPvj",
+	"tim9Xdq/C+6qTHLwVdtn4+vdvtMvzM8+gSiO2uLO6mPEaFfKbISNIMyio8UQAni/OHOUqYCWpWt022UI",
+	"J7wszcl7XpYfTlYAmW9O3uOHj7BPdDpNYpLXRVmSY8F14WQCPYcYkoglA0JC+80YJbdWVO69//N3Pv71",
+	"dPzNL8O/j+nT+9Pkr48/+O9H/+s/YuhWsQFmtbF6ReOjOG6IoOJUgsHnUFoE38vKGiogkHcH8+86CC7k",
+	"QyF4vt15Ylefd6q/7JOGIRjb42aEiWOcuPZwym7jhmENMJVhqpysWOrcV2rM5S2k1EvrnVOYPuw0/dGE",
+	"XUN0MNwKmFk3Vd7pLirIIsewYSJESsjxUiSkkNB3vCw7f+MblGVCYc0XZTlVThguawN5F2LNDI2AU1Un",
+	"Nnz65BvGZ/pWRKXBy9osf2rvz0OLgtg4LsxhkuCT+CbizCDUrqxnBUbs/LEMux+ndX7yHXqJ5EMLTPEs",
+	"QNYdXsGGwT9utoLo2yy9MV7tk9PabLlqArp6zCpb1U+bMQJghQE0b6fNQiAVmPCsdFwNMx2mCoowAqwJ",
+	"oCFQhxP4ukmEPAvBWIYMWpAo4r6YqlVtfNYem9dFsWmhaVCguRLrZqSEHLIBCFGv4c34DbmzW+n2ELiO",
+	"ivo54zgHkGJWEqAMINcop5Rwx4qzipvluNC6JDBMCrbBWSE4QCmqqdqarfoOsyLThJYNeoH+QlgT/DXj",
+	"2Q0iIChrznzDgBAyNh7+s/Mtwp/5rwihc6r8F1hrdgztMsQOoexW3NAcsHwg7I/5OrMxbvW9sD767zMK",
+	"XKEGa1zgqpoSrX8ykq446PlGDFOmEQMP5B3J55DNfitR7JdjOOEnONB+14uwM54UOEVK+lqbiWERDACg",
+	"OQeUrHolUuazflA65VNFcN2/Ut0GrJoN8fWjc5bWKtepz+xsMzgvnGFJ6i7TpoLdJrB098JuIW6fXGko",
+	"nB+41ae5K33JXZwtuC1zfZTLEqMRxRfgkU0iVJxJNoFmwWsZhoq6uN/pFjQPz8AqDQkTiAZPAV2jP5qg",
+	"d7xR77eRDNvRq+h+zXUjHsbY/PGSIJkJ9sa+/UTPfEaKxi76PEpN5QuTgPGSKickn+7zfGD7y6PG8EKB",
+	"txKK/Yvf2hBDozp5jx/uMdWu9K33fkCmEXqcpAnIz8Onp9+wV9zYC/cLeWqw6UcGRM8GqZEsUwKixS3d",
+	"BMEPRY54Yjlec56qoXfS2a7vlgwkTrp3Sn/b7IsxNWMcRtTqCzMTSGyDnaXeKotuRBW0Ewh/AJ+vv2j+",
+	"VYtq09w0lH7bUHvk2rjfxozjy/9vZ7ifyDivfGwVhZt+ovX502TAex5HWmyCC2u7t/APBOgjZXI8Fo8M",
+	"HYwmVGGEcfpArmzIDaq/HiPPrcStzFumRsoZdK0ZDzCRYoAD4IRC4wAvCl8hqgidebIJkKtm/+meKn+8",
+	"J+y5WGl7HI+ZqvZhN8LuO+nXwoZj/nksa67xZxQL9mUDMWliey/Kfx8P6+eX3n4Dl+xFnjf8R3tLC5Yj",
+	"c7faJ7Gk/lv+X75+Y9SUB9UdWS6UFFDuLCAWXXTdR31VBvlUQSL0Qth4aUEs++cedRqiewIzbMidDExk",
+	"PKaHx9CHSQGoBvvj2zEuRkD6UwOg00B5QUSgTyRpsEgk4RolTRlIg0UX505EXku1QHYYJo9Qo1SeEPhr",
+	"xkvCcdkqSHjGTqliofFpNdiv48bfX76DN/WcnVJ+kNLuW0OwnNuzmyqAWOeAjhJ2oFaZVgayCEWOC4Bj",
+	"M6zg1QIR61Q7VmjCrhHQykOtIA82WQUJO0OIAXouqxFDHCt3UchfBa75VAWkyFLnME6Krgl4XfQasn16",
+	"ecK+hRgdRhFHpYEmHHkkrcms+AZzzn0oTrrid157NWnjIZ4qsCpvMNM+Rjo+kCi8kibs8WlyenrKZptA",
+	"FqMWIhQYWHMtDEb8cGkE5Dr5LTPLSiqonTRVHmtqhLgGt4BJhdcQkjPhRoLDCikEwITdFkmV9dlLsZ7q",
+	"Z7wKsIPITUA//DtlCl20GCLyBlSVjCNtT10PkjJyqNIEJHjy3vX7ANbAiH2KZnS/dcqDTgySgUedGCTt",
+	"Srp9lqqYPHnVRiTbWvPAUt3QEJWKzgu4UHS+wXg7AL3OEDCLU+AH8dBhYJJMAjZa04a0WI3XnffaEkvu",
+	"uUu6A0nff0hZWdPF476bKoD7IPePZ+dxUbA5hw8vCULbEL74peXA/Yf/3ywR5yHyaqLEDCZneWyqQoQb",
+	"YCCBOXnv6P/DyRKhnXulrRc8WwJEC4DTuW1oRSNUItNV7iQKRIQByh76IiuE2srzoEGZhBFmMsVPYFQF",
+	"gLtUutSGF4Td6JEIpmpeaF0ldLiwFZYttREUcrzcJE0kfkao+k5wgzGCB7Edsxcw6B5BzX2jVQISUii8",
+	"BHdvmLA07n2cZYBbzuV8DtY7H55fVuJW6hrCoUlK8ki+IIZM1VenzPTcrhgtQhDbn/OW7XbUo3d5evjT",
+	"M7mjDFFcDxBO5gjcU4lJmC5yYSxVwj3AS/lAt/79lpnXfCXulRCCNNrLBr4DICOBonXJF1Jx8OA3STuQ",
+	"vuSrNU0QACKa45/xbAk4ersm+iBT32fVfINAptJgt0Mnc2fciPNQe6aL99GElR1r8NzxN0LmKuGOO8aU",
+	"3ojN/wQ+lrKSy8owI9zYaVmgVI05hzLFEP8BsLx9w4Gg/+PGA0vRxKiCuVr6QIjhpS8K11Ra9cBQTYW5",
+	"2Eh81dAjRnLpJFzQyRoQ9NPTBtL68enpaW9/vlR80x8VdxqcufeSwUoq+jNWcy5mbGwBPJLpfd7l1h7Q",
+	"MTaegB95nDX84b2jfd6kN0rABNo5auZ3biX7dO3KrUZHQlq3WIZnrs13n6pU7YsI9WAeWN8m005CcJSR",
+	"2WJz5nFWMO2GcgUrrRbM0RAgyTjB4p9YvMDnTeHTUMbZLifsZxBYFEtf5mJVaitUthn/KDZgzq4ERCpM",
+	"FaUxtVB66RrStYVQM6mMFYgyNeeyIFxqLOjnBgRVGXqzfIKX/tiVbA36R7EZ4GF5eMVlpw7eF04V2hfF",
+	"gCv4h8sOevzVQccYcLI/3nb9G4l5IQ1p3RB+jLEcIE2dvHfixQdStfb5qj2UOpT5QxBrtEU0QTDBXAH4",
+	"TIRLD86lQprggwp9j1itoP4DVKDBwKZanBP6eyMvWKfTQHI6AV8hJCON5yfEc5r0JB7184bu9HKfYbMz",
+	"SypjI4v2mDAT0vbczDCh2LUcihcf5qX+I2ZC/UZnJmRQ+T08R48LAh+jsSxaZaf30u7LlWpR3G8el/al",
+	"wnUeRHD6XnS4yVad5M8hPN2vm/4oVf4RemywB3epA4BJRYdAfi/SxpehzXcExPt/u6f8Dy2ekNejC8eJ",
+	"1Y1UTigbDyWxnDRFYk7eh88fTgho9NN9SZ+FP8R9VGH4ex1VB6cEtnD/CQU8ir4KWUaMkLtZqXOq+OdU",
+	"Ri2ogpJ/s1M3M9TvOfOebKwi2gEgD5VrA2ypfznEG+SUlxmGN2+VHGuuA10XEK0YyvyCpx/RgSk3EaJz",
+	"wYSECT4YB5/4mMdWyVuiXVlIu2GzOl8Ie854q/hR7qGAwUoGwe8IQeNX6geAOYbFQ6jjpF1Iz8mPhGoc",
+	"pgnoINxSgSm010sKtpDAeM/QIFTpYhIWypdYS0m87q6iB52FRDCsMENFuw1DiBsJGBDgFXFbiaHprWKj",
+	"tOqUgBlaphzMyVQ9ffKkgTAI27HkEHXRISPYa7CtRiNCoZ9nHSL/HYbt/xnF9W941QSa9+wmxuMi2vKB",
+	"sft9l0+oFd6f1IlZgBjtBVX2tgpnYyDUdas0f+7Pq3tRqqnqqf0Z6tP6IohNMjWc7nEs7drcZhNqYlLo",
+	"jBdQy88tlh8C1KovKWg1p4L4qa34fC6z59LdO7MaC3xdQp3kZwWVkn6p0HUaqhQH9FmEDwYw6TUCD7se",
+	"X9DqXReSAqMgiqwpMjtEgKE0LLN7cHIT7rWJ1CcITp2PZ5szFpjaVqFljIkYU7NnLFrSENllqAXaoEWC",
+	"e3iqwiCCKVRWdL1QhVywCVTC6OIWoJUXUqvxWuZURw3h9gzUZUemg9Bj0MgkrIahYA3oVzbl+TNeCKw9",
+	"2CQMnTehj37N5u7gs1p5WGi4T9yOQXSWElPVLnrun8LkLnYRKTivWsXE6PIMTm66BIh0zhpMQQt5bRWg",
+	"TDXE7Et582aLm36kBbC4UEPXRzRjU8NWbVxIXQbUp7dOSkGc/EYCWZNJmqqk+9O0jYiMBdKnSgJEPc83",
+	"rnelLZUgpK+UQFeqvBWMzsCEXRDgODj27JIrLC8vAWe8x4Uetvdz3ntNJz0XX8Ow/nSe96b1Nifd8SRM",
+	"tm+Q6794gu/nsVB8xGUXSo3FQUWlXerashTQ61MfDmMxvNaXyDXsh+s3r8lvhI/+T6fhpGyoq6lKL7JM",
+	"lPaMWXFnsccxVoVIR0mkYsMZ3jjw4CPDUpmnUyUR9y/UYuqUYveVIajYhA8YDnyLW4ymUQrsgrE6EGy4",
+	"FDzHcHPXcApSZMrCQo+mCiK3kScV3FENdirueGahuGeG1QcugH1BiB8BAgATxHCgM+LSWMVA5L4wKMb3",
+	"QSaIlw6weQQCDIkeCLHQM3PKJAmgDU1dMMhpmddFEZy3Kbi+09E52cG5rx6PR2CqqElpmLGyKFjmC/vW",
+	"JSggVIbh69OvaEWvhK024wtYuGSqMBCYM7PUlVsttygxRuoFe9z9XZt+zBgPRLbfGB+PWPA0SzqCI6uc",
+	"DblhHXLoDReA9zr97tSaCwEDp4cEDFyEUvjSsBVXYYSQzgd0FKIaHFVTdAIGNZx3q0cCWQXlB6hF5p8t",
+	"8AEaxUPTtNpZxd8shgEGQAEMyWCH7XQb2h7Yzh1LdPknXs+DBLPtVvMhuJkAkWOwZotjjaG8z28Rwvbl",
+	"LuE7LGAbvYLflYuK54D7wFvFkti3UnHQIKGcmzcMcYZ57bSYShRThaoHhoXl3PIzdsqMzZ2S6W9ITbwf",
+	"KzRB8XN8gppPyNCHTTJon4pNZ05T9Bas1Yort7MQkjtK2GPXjK5twp64T6Kqkqn6iok7n+EEnwDKkkM0",
+	"i1zxAuQEZG10I4GzGDsaJeypu8wx3mt7/GcsfT8drGVul9PB2X+eJtPBUjhqmQ7Onjz9EEeVfXEnsuul",
+	"KIr73MlvmzmGyu68WoBDxrBhJUrB0ZzaSA2O/Yq7stC58GbfeNjXirIS+o3Eh1ZFDcw5ElrmrXRHBfqJ",
+	"SHFZrPzWQZ/C6B9vStVK9Af56XuDH2OvWbu598qPvQekfJzn/jGy7e5KXK8lSUAkkIXj6PQFqzNd/HlL",
+	"bDuAr2ooeEDHRuIfoUgcZYSFhfyj61uFXvRrW+6kOU2KAhhAUwXgtGHaloXuxip38pDTnhBxXSp4zkxV",
+	"WYm5vGuH9vm8xMZECXb/rlIGbaQTwBO/k00V/+2yd+M5zxz9G5mLBn5yVpsJu2BGUJF9lLJMCMDl7cJ2",
+	"qsas3nkzIkK45YtFJRbc6opSXVf8blzoxbh5ME1CgtPXTvwNeHPgSPJK0EpXKAujnwMeMHxjGIQbaaZ4",
+	"Vek1JGukoe00YemvWgn3f6nz+FVxDR28cpt4cKR46GFfyO9H8eVi09jIffw12B17OvKVTY/uQwK//wRu",
+	"vuXEFKKkvXLEpMQayXfSG3nlBJiP0fagWddBk/gre7uBVNRrNMI+pIoXNgo0MhySnqOR417isFwWDzmY",
+	"79AODXs6hwrfCg5z1wM59KbvHFOLRGEEDHiqSu2uf7zrV47zhLdG7YhfiMOqbVnbM7DbzowuausEyczt",
+	"GEQaJ5QrXKtcVMyx0SxhJ2ZjEnaSi1vE4TAQsGcYZEdO1fDp6Sm6FNbSiNGEvcZKN5DESBCfLZAAnCLa",
+	"+yHT2YsnqVvY1JuRWjcSN1iiNNcCEHKwCYs+3qkKlSbdsF2rgMImVctWDc6fp6dPz1mbolqO91AYh2Pj",
+	"bk6jCXsFlBFqmITakRu2JsN73oJq2z4jshDb2vwroRZ26fT5J0+TT1TA/aVzRKk1vXAzalRwuGSO1L1f",
+	"6QWemD+cYPXlHLLdTE+8IoEd6YXpOlFJrk98HeSsKdv5h5bKwA/3Ow0r6gVMhKzAzxx2CH2E4/T7CTn8",
+	"M97jDxTvgUUdyU8X3NBYLBuCsCAxqeJFIQppVg8X6fE+vP/h9xtTGEedHV6U5VmzWEuBKDG/ikqfh9A1",
+	"ilXrxLCdTRWU5ze1KYXKRX5O6cWYS39RlqwQc4vWvVES8GsTlhqry3SqqOgX6aiIGpgnBDhTiUJw4/7u",
+	"uJ9uRAll9lMIF0uxWfjIEKkQssPoOwipk9myLSeFIoVSbefY9sLXNtzgoxBs3XThP14RHC18+ghM299T",
+	"8sCf3PLfnFt2cG0T5qg0YRRjW4Vw24MD4yqxErlEMuizS12KaivSpqkf2nrfKT4In8+GBJGBqBoAEFWt",
+	"2KwS/AZtP6D8zhHTn+XaKZLIMnJpqho6BiALYRIMtEKmo3Tuvd9NtwRyFar2k64GCWtGrspiM/WRU0mT",
+	"gAKJ5gT6IReKF8wIoRLU2cBGlrgZuFaWAHu25GUpIHZqzYbpmksr1SIdJdBa7jgslSYOQU1J8BIQukVf",
+	"XYDWHtxrVtoOemrcw7hE9HWv7b3JgPptfLOtyV5jDlAPx8IMITCC/mFrwX8yN3jtDkT7MJRtytgD2XMP",
+	"LzjB69BJRdE8hBdOZfJ1fgsC2yHTykIzrc49/rxh7qgQCj1yra1ykNDVuNV5upv3CVyve04+h77T6gF6",
+	"/NI6z7GHYxukiorv4v4nTWkUzxT+rCbftYXoEsi0fYCw6AHF37RXslXscU1hcfxBjhpJnL1nrQvS7Z69",
+	"57BcwUN/npY/T8tDnpZX0qmF3cvG7TqaENurSNECD3ZYTCHvqXtPNnyjC+FEsbU5A9cgRPzClbiSqrYh",
+	"jgEcMUtdVx5Aa6qoIgI0RDhyw5JXVvJi5N92r03cGcTrOwXxLhVVpSv3RyUwSuaZXpXu8YvLl8w/S7la",
+	"Zi0quCK3EL6pnDJIuphmEQIsA4Ac+/rujg07OW7SsMdszHAEJ76v0TmOo+C1ypYQqqoyeDigYmHMKDpG",
+	"sShWxwo8VQuhQsUTt0kWULdqzPRNGGHcAZITVvg34fqHtpMmBrVpymfyUJ1q/wL4YKBmmFtlDNwPQwXJ",
+	"X0HCeCX4CmHTSZx2U7oRpfVenAbrCys++siyypqpwqgmD6Xna5ZdVnrlFJnaAOJvSZFMBpAgVO74km4h",
+	"7k1V00fqa3KmbIh5Kf8whfzHX9IRwj2rDSgOrNBqIao+EL5XLz9r8sD1q5f3AO+Fs/BbF5wPA/Gn1FdU",
+	"L8StKFq7kbRP9LBbmxmrt+/FpqwxoK6foyCkdeXTKsuCBwgvetcPDar0QYYQlONrtMupaqmXCPfICKK5",
+	"RP0d8Oxasjr8rTUWalrzW9HkfTqlF+QRUJoxUnLouSoEAIhqDJpxIY2Nxi28ksa+8/P+jORGfeyrROOW",
+	"0/z7IKOigtWmhU6uWFnpBSQkHXuneSpsgfT0YY/Qon6Bfdu3Z39gyeaN2tpitOlQ1nYw4oS9bp3bBA5t",
+	"AieWUO9zcTgxHOtApX26v+AJMC0Z4KAp8/2WFzLntslG3eJnFKNAFn6p4HkEhwODGl+JfIQYO8D1qLAo",
+	"hbzaJVRToat2wjCP112BHMdzI0RpukvpI9MqXbSNAlMFFUpoeGm8+m/nYHwG7YYo4hKI/8tqNgecx3+X",
+	"EiUPA4sGpm2PQNK9mj+R857wmf4YTJGdo3iv7g4dNTS9Q9EX7vfPS9PU+gUWdvxAVP1bEvG/Fcr6l76Y",
+	"gCK2CT4J/lJA8O9IiPPCybpwQWG2ZCGzzSefkMYW/BlOyGsNJji4N71WhvMpOeTFOTELXEFsLpU0ywn7",
+	"m1YaYokBxU/O2UI2cH4tzQEuQL1WMXNz/zEEU9afx/DPY9h1uT74vdMy+37mi4eMxv0kjwbjP2n+T5pv",
+	"gfBA3dydu6eQcwB9DaYMYr4zMdcVGTyuX70BWxwkAmZFnYv86NOyXmq+kr1q8c9LfbF6+TlV4pdU8LGP",
+	"htDS9FsazX5eYhYajgQxBXJfiRyLuQEcQNwY5poSWV25KTquMxO8EtXg7O+/OKaC6ZTIj+qqGJwNToDZ",
+	"UEM7RngfXXRxCfZMn6XfwoffiWQIJbXdqHMxqxcLR1jdFlqksdsEJmb70LMWnEerAT/jSNkAChRMSMZo",
+	"Vx6GBWxluPjqgR9++fD/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -63,6 +63,30 @@ func (s *Service) sealSecret(w *api.Workload, p Principal) *Error {
 	return nil
 }
 
+// storeOverhead is room kept, under the bus's largest message, for what
+// a write adds to the document (metadata set by admission, the message's
+// headers).
+const storeOverhead = 4 << 10
+
+// checkStoredSize refuses a Config or a Secret whose stored document
+// would not fit in one message of the bus: a Secret's sealed values take
+// a third more than the values (base64), so one near api.MaxConfigBytes
+// passes validation but cannot be stored. The caller is told with 422,
+// not 503 from the write.
+func (s *Service) checkStoredSize(w *api.Workload) *Error {
+	if w.Kind != api.KindConfig && w.Kind != api.KindSecret {
+		return nil
+	}
+	limit := s.bus.NC.MaxPayload() - storeOverhead
+	b, err := json.Marshal(w)
+	if err != nil || int64(len(b)) <= limit {
+		return nil
+	}
+	fe := api.FieldErrors{{Field: "spec.data", Code: api.CodeTooLarge,
+		Reason: fmt.Sprintf("stored (a Secret's values sealed), the %s takes %d bytes; the region stores at most %d", w.Kind, len(b), limit)}}
+	return &Error{Status: api.StatusUnprocessable, Body: api.ErrorBody{Code: "Invalid", Message: fe.Error(), Fields: fe}}
+}
+
 // SecretAAD is the additional data a Secret's values are sealed with: its
 // project and name, so that sealed values copied to another Secret do not
 // open.

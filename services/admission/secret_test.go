@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -194,6 +195,8 @@ func TestSecretRefused(t *testing.T) {
 		{"sealed given", sealer, `{"apiVersion":"atoll.dev/v1","kind":"Secret","metadata":{"project":"p","name":"db"},"spec":{"data":{"k":"v"},"sealed":{"keyID":"x","wrappedKey":"AA==","nonce":"AA==","ciphertext":"AA=="}}}`, 422, "spec.sealed"},
 		{"no values", sealer, `{"apiVersion":"atoll.dev/v1","kind":"Secret","metadata":{"project":"p","name":"db"},"spec":{}}`, 422, "spec.data"},
 		{"bad key", sealer, string(secretDoc("db", map[string]string{"a/b": "v"})), 422, "spec.data.a/b"},
+		// Valid (under 1 MiB), but sealed it outgrows a message of the bus.
+		{"too large sealed", sealer, string(secretDoc("db", map[string]string{"big": strings.Repeat("x", 900<<10)})), 422, "spec.data"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

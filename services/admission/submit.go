@@ -54,6 +54,9 @@ func (s *Service) prepare(doc []byte, p Principal) (*api.Workload, *Error) {
 	if aerr := s.sealSecret(w, p); aerr != nil {
 		return nil, aerr
 	}
+	if aerr := s.checkStoredSize(w); aerr != nil {
+		return nil, aerr
+	}
 	return w, nil
 }
 

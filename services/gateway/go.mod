@@ -37,6 +37,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
@@ -66,8 +67,11 @@ require (
 	atoll.dev/libs/computeapi v0.0.0
 	atoll.dev/libs/daemon v0.0.0
 	atoll.dev/libs/debugstream v0.0.0
+	atoll.dev/libs/envelope v0.0.0
 	atoll.dev/libs/events v0.0.0
 	atoll.dev/libs/pki v0.0.0
+	atoll.dev/services/admission v0.0.0
+	atoll.dev/services/quota v0.0.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/websocket v1.8.15
 	github.com/getkin/kin-openapi v0.142.0
@@ -94,3 +98,9 @@ replace (
 replace atoll.dev/libs/events => ../../libs/events
 
 replace atoll.dev/libs/pki => ../../libs/pki
+
+replace atoll.dev/services/admission => ../admission
+
+replace atoll.dev/services/quota => ../quota
+
+replace atoll.dev/libs/envelope => ../../libs/envelope

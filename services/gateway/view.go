@@ -11,7 +11,7 @@ import (
 // renderWorkload is the API's view of a workload: what a developer needs,
 // none of the member clusters' objects or bookkeeping.
 func renderWorkload(w *api.Workload, st *api.Status) ([]byte, error) {
-	spec, err := json.Marshal(w.Spec)
+	spec, err := json.Marshal(specView(w.Spec))
 	if err != nil {
 		return nil, fmt.Errorf("render %s: %w", w.Key(), err)
 	}

@@ -19,6 +19,8 @@ var kindViews = map[string]func(*api.Status, *computeapi.WorkloadStatus){
 	api.KindDaemon:      daemonStatusView,
 	api.KindTrainingJob: trainingStatusView, // view_training.go
 	api.KindScaler:      nil,                // its decisions are GET .../scalers/{name}/history (scalers.go)
+	api.KindConfig:      nil,
+	api.KindSecret:      nil, // its spec's view hides its values (view_secret.go)
 }
 
 // kindStatusView adds what kind's status carries beyond the counts.

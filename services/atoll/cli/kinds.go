@@ -16,6 +16,8 @@ const (
 	kindDaemon      = "Daemon"
 	kindTrainingJob = "TrainingJob"
 	kindScaler      = "Scaler"
+	kindConfig      = "Config"
+	kindSecret      = "Secret"
 )
 
 // The operations on a workload, as the Compute API names them (libs/api
@@ -72,6 +74,9 @@ var kinds = []kindInfo{
 	{Name: kindDaemon, Aliases: []string{"daemons"}, Placed: true, Pods: true, AdminOnly: true, EveryCluster: true, Ops: []string{opStop, opStart, opRestart, opRestartContainer}},
 	{Name: kindTrainingJob, Aliases: []string{"trainingjobs"}, Placed: true, Pods: true, Ops: podOps},
 	{Name: kindScaler, Aliases: []string{"scalers"}, Ops: []string{opPause, opResume}},
+	// Data a workload names (create.go makes them from literals and files).
+	{Name: kindConfig, Aliases: []string{"configs"}},
+	{Name: kindSecret, Aliases: []string{"secrets"}},
 }
 
 // kindNames lists the kinds' names in the table's order.

@@ -204,6 +204,7 @@ func TestNamesMatchAPI(t *testing.T) {
 	pairs := [][2]string{
 		{kindApp, api.KindApp}, {kindJobSet, api.KindJobSet}, {kindPod, api.KindPod}, {kindCronJob, api.KindCronJob},
 		{kindDaemon, api.KindDaemon}, {kindTrainingJob, api.KindTrainingJob}, {kindScaler, api.KindScaler},
+		{kindConfig, api.KindConfig}, {kindSecret, api.KindSecret},
 		{opPause, api.OpPause}, {opResume, api.OpResume}, {opStop, api.OpStop}, {opStart, api.OpStart},
 		{opRestart, api.OpRestart}, {opRestartContainer, api.OpRestartContainer}, {opScale, api.OpScale},
 		{opRolloutPause, api.OpRolloutPause}, {opRolloutResume, api.OpRolloutResume}, {opRolloutUndo, api.OpRolloutUndo},

@@ -113,5 +113,7 @@ func describeKind(out io.Writer, w computeapi.Workload, now time.Time) {
 		fmt.Fprintf(out, "Behind: %s\n", behind)
 	case kindTrainingJob:
 		describeTraining(out, w, now) // training_view.go
+	case kindConfig, kindSecret:
+		describeConfig(out, w, now) // config_view.go
 	}
 }

@@ -98,7 +98,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 			root.AddCommand(c)
 		}
 	}
-	add("workloads", applyCmd(g), getCmd(g), describeCmd(g), deleteCmd(g))
+	add("workloads", applyCmd(g), createCmd(g), getCmd(g), describeCmd(g), deleteCmd(g))
 	add("debug", logsCmd(g), execCmd(g), eventsCmd(g), scaleCmd(g), restartCmd(g))
 	add("debug", rolloutCmd(g))   // rollout.go
 	add("debug", endpointsCmd(g)) // endpoints.go

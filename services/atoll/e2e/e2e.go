@@ -45,6 +45,11 @@ type Package struct {
 	// Setup, when set, runs once the region is up (e.g. adds nodes); its
 	// error fails every test that calls Need.
 	Setup func(ctx context.Context, e *Env) error
+	// Processes runs every replica as a process of its service's binary
+	// (region.Options.Exec), built by Run into the region's directory
+	// first: for tests that look at a service's process (its environment,
+	// its flags) as production runs it.
+	Processes bool
 }
 
 // Env is what a started package region gives its tests.
@@ -162,6 +167,15 @@ func Run(m *testing.M, p Package, bind func(*Env)) int {
 	o.Dir, o.Logger = dir, log
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if p.Processes {
+		start := time.Now()
+		o.Exec = filepath.Join(dir, "bin")
+		if err := region.BuildServices(ctx, o.Exec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "services built in %v\n", time.Since(start).Round(time.Millisecond))
+	}
 	start := time.Now()
 	e.Region, err = region.Start(ctx, o)
 	if err != nil {

@@ -135,11 +135,13 @@ function kindInfo(name) {
 // (console/kinds_test.go) holds the keys to api.KindNames().
 const KIND_VIEWS = {
   App: { cards: ['rollout', 'endpoints'], pause: 'Its Deployments are held at zero replicas until it is resumed. Its quota stays reserved.' },
+  Config: { cards: ['config'] },
   CronJob: { cards: ['cronjob'], pause: 'It is suspended: no new run starts until it is resumed. Its quota stays reserved.' },
   Daemon: { cards: ['daemon'] },
   JobSet: { cards: [], pause: 'Its Jobs are suspended until it is resumed. Its quota stays reserved.' },
   Pod: { cards: ['pod'] },
   Scaler: { cards: ['scaler'], pause: 'The autoscaler leaves its App alone until it is resumed: scale the App by hand meanwhile.' },
+  Secret: { cards: ['secret'] },
   TrainingJob: { cards: ['training'], pause: "Its gang's Job is suspended until it is resumed. Its quota stays reserved." },
 };
 
@@ -1192,6 +1194,41 @@ kindCard('cronjob', 'Schedule and runs', (w) => hasCard(w.kind, 'cronjob'), (w) 
           ),
         )
       : el('p', { class: 'muted runs-empty', text: 'No runs kept.' }),
+  ];
+});
+
+// A Config's keys: each a variable (data) or a file (files), with its size.
+kindCard('config', 'Keys', (w) => hasCard(w.kind, 'config'), (w) => {
+  const spec = w.spec || {};
+  const rows = [
+    ...Object.entries(spec.data || {}).map(([k, v]) => [k, 'variable', v]),
+    ...Object.entries(spec.files || {}).map(([k, v]) => [k, 'file', v]),
+  ].sort(([a], [b]) => a.localeCompare(b));
+  return rows.length
+    ? gridTable(
+        'config-keys',
+        [['Key'], ['As'], ['Bytes', true]],
+        rows.map(([k, as, v]) =>
+          el('tr', { 'data-key': k }, el('td', {}, el('code', { text: k })), el('td', { text: as }), el('td', { class: 'num', text: String(new TextEncoder().encode(v).length) })),
+        ),
+      )
+    : el('p', { class: 'muted', text: 'No keys.' });
+});
+
+// A Secret's values are never returned by the API once written: its card
+// shows its keys, the version of its values, their digest (it tells
+// versions apart), and who wrote them and when.
+kindCard('secret', 'Keys and version', (w) => hasCard(w.kind, 'secret'), (w) => {
+  const spec = w.spec || {};
+  return [
+    metaList([
+      ['keys', 'Keys', (spec.keys || []).join(', ') || 'none'],
+      ['version', 'Version', spec.version ? String(spec.version) : ''],
+      ['digest', 'Digest', spec.digest ? el('code', { text: spec.digest }) : ''],
+      ['updated-by', 'Written by', spec.updatedBy || ''],
+      ['updated', 'Written', whenAgo(spec.updated)],
+    ]),
+    el('p', { class: 'muted', text: 'Its values are sealed and never shown: write them again (all keys) to change them.' }),
   ];
 });
 
