@@ -31,7 +31,7 @@ const (
 // content version an App's pods run (PodTemplate.ConfigVersions).
 const (
 	AnnoConfigVersionPrefix = "config.atoll.dev/"
-	AnnoSecretVersionPrefix = "secret.atoll.dev/"
+	AnnoSecretVersionPrefix = "secret.atoll.dev/" //nolint:gosec // G101: an annotation prefix, not a credential
 )
 
 // LabelConfigRef on a ConfigMap or Secret the propagator writes into a
