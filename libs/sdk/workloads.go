@@ -147,7 +147,7 @@ func (c *Client) ListAll(ctx context.Context, project string, params computeapi.
 
 // Delete deletes a workload; its objects leave every member cluster.
 func (c *Client) Delete(ctx context.Context, project, kind, name string) error {
-	r, err := c.API.DeleteWorkloadWithResponse(ctx, project, kind, name)
+	r, err := c.API.DeleteWorkloadWithResponse(ctx, project, kind, name, nil)
 	return noContent("delete workload", r, err)
 }
 
@@ -155,12 +155,7 @@ func (c *Client) Delete(ctx context.Context, project, kind, name string) error {
 // (they then show the condition ConfigMissing); any other workload as
 // Delete does.
 func (c *Client) ForceDelete(ctx context.Context, project, kind, name string) error {
-	r, err := c.API.DeleteWorkloadWithResponse(ctx, project, kind, name, func(_ context.Context, req *http.Request) error {
-		q := req.URL.Query()
-		q.Set("force", "true")
-		req.URL.RawQuery = q.Encode()
-		return nil
-	})
+	r, err := c.API.DeleteWorkloadWithResponse(ctx, project, kind, name, &computeapi.DeleteWorkloadParams{Force: true})
 	return noContent("delete workload", r, err)
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -269,13 +268,12 @@ func (s *Service) UpdateWorkload(w http.ResponseWriter, r *http.Request, project
 
 // DeleteWorkload removes a workload from the region. The query parameter
 // force=true deletes a Config or Secret that workloads still name.
-func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
+func (s *Service) DeleteWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string, params computeapi.DeleteWorkloadParams) {
 	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
 		return
 	}
-	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
-	if err := send(s, r, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: registered, Name: name, Force: force}); err != nil {
+	if err := send(s, r, bus.AdmissionDelete, api.WorkloadRef{Project: project, Kind: registered, Name: name, Force: params.Force}); err != nil {
 		writeRemoteError(w, r, err)
 		return
 	}
