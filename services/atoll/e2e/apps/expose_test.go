@@ -32,7 +32,6 @@ func exposeDoc(name string, replicas int, expose string) []byte {
  "resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}}}`, project, name, replicas, expose)
 }
 
-
 // ingressesByCluster lists the App's Ingresses in every member cluster.
 func ingressesByCluster(ctx context.Context, name string) (map[string][]networkingv1.Ingress, error) {
 	out := map[string][]networkingv1.Ingress{}
