@@ -56,7 +56,12 @@
 // do the orphan checks below. Transactions of one project are serialized per replica by
 // an in-process lock from the ledger read before step 1 to the end of step
 // 2, so compare-and-set conflicts on the ledger happen only between
-// replicas; correctness rests on compare-and-set alone.
+// replicas; correctness rests on compare-and-set alone. The lock is held
+// only while the bus connection stays up: a call under it ends when the
+// connection drops, as a crash at that step would (the intent is repaired
+// or finished by the next operation on its key), so that a call lost in
+// an outage does not hold every reserve of the project on this replica
+// for its whole deadline after the bus is back.
 //
 // # Cost
 //
@@ -326,7 +331,13 @@ func (s *Service) every(ctx context.Context, period time.Duration, what string, 
 	}
 }
 
-func (s *Service) lock(project string) func() {
+// lock takes project's lock and returns the context to work under while
+// it is held, and the function that releases it. That context also ends
+// when the bus connection drops (bus.UntilDisconnected): a Key-Value call
+// in flight then is lost with the connection, and would otherwise keep
+// the lock, and every request of the project queued behind it, until its
+// deadline (RequestTimeout) long after the bus is back.
+func (s *Service) lock(ctx context.Context, project string) (context.Context, func()) {
 	s.mu.Lock()
 	l, ok := s.locks[project]
 	if !ok {
@@ -335,7 +346,11 @@ func (s *Service) lock(project string) func() {
 	}
 	s.mu.Unlock()
 	l.Lock()
-	return l.Unlock
+	ctx, cancel := s.bus.UntilDisconnected(ctx)
+	return ctx, func() {
+		cancel()
+		l.Unlock()
+	}
 }
 
 // publishDefaults writes the region's defaults at api.QuotaDefaultsKey
@@ -363,7 +378,8 @@ func (s *Service) Defaults() api.QuotaDefaults { return s.defaults }
 // SetLimit sets a project's limit for one tier, replacing the tier's
 // previous one; its unset resources follow the region's defaults.
 func (s *Service) SetLimit(ctx context.Context, project string, tier api.Tier, lim api.Limit) error {
-	defer s.lock(project)()
+	ctx, unlock := s.lock(ctx, project)
+	defer unlock()
 	err := s.writeLedger(ctx, project, func(l *api.Ledger) error {
 		if old, ok := l.Limits[tier]; ok && sameLimit(old, lim) {
 			return bus.ErrNoChange
