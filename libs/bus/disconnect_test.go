@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/stretchr/testify/require"
 
 	"atoll.dev/libs/bus"
@@ -68,5 +69,37 @@ func TestUntilDisconnectedEndsACallLostWithTheServer(t *testing.T) {
 	}
 	if _, err := kv.Put(after, "disconnect-test", []byte("v")); err != nil {
 		t.Fatalf("write after the return: %v", err)
+	}
+}
+
+// An endpoint works on a request only as long as its caller waits for the
+// reply (HeaderTimeout), not for its own, longer, timeout: after an
+// outage, the attempts callers gave up on and retried are not all done
+// again.
+func TestEndpointStopsWhenItsCallerStopsWaiting(t *testing.T) {
+	b := openBus(t)
+	ended := make(chan time.Duration, 1)
+	eps, err := b.Serve(t.Context(), bus.ServeConfig{Name: "slow", Logger: quiet},
+		bus.Endpoint("wait", time.Minute, func(ctx context.Context, _ []byte, _ micro.Request) (any, error) {
+			start := time.Now()
+			<-ctx.Done()
+			ended <- time.Since(start)
+			return nil, ctx.Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eps.Stop() })
+	r := bus.NewRequester(b.NC, bus.RequestPolicy{Timeout: 300 * time.Millisecond, Attempts: 1})
+	if _, err := r.Request(t.Context(), "slow", bus.RequestSubject("slow", "wait"), nil); err == nil {
+		t.Fatal("the request was answered; want its attempt to time out")
+	}
+	select {
+	case d := <-ended:
+		if d > 2*time.Second {
+			t.Errorf("handler worked %v, want about the caller's 300ms", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler still working 5 s after its caller gave up (endpoint timeout 1 min)")
 	}
 }

@@ -128,7 +128,10 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 // milliseconds count against the outcome ring. It returns errBusy when the
 // key holds another transaction's intent.
 func (s *Service) begin(ctx context.Context, project, rk string, build intentFunc) (intent api.Reservation, rev uint64, applied bool, rej *api.QuotaRejection, err error) {
-	ctx, unlock := s.lock(ctx, project)
+	ctx, unlock, err := s.lock(ctx, project)
+	if err != nil {
+		return intent, 0, false, nil, err
+	}
 	defer unlock()
 	l, err := s.readLedger(ctx, project)
 	if err != nil {
@@ -188,7 +191,10 @@ func (s *Service) finishKey(ctx context.Context, rk string) error {
 	if r.State == api.ReservationCommitted {
 		return nil
 	}
-	lctx, unlock := s.lock(ctx, r.Project)
+	lctx, unlock, err := s.lock(ctx, r.Project)
+	if err != nil {
+		return err
+	}
 	applied, _, err := s.decide(lctx, r)
 	unlock()
 	if err != nil {
