@@ -237,7 +237,7 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 	actx, cancel := context.WithTimeout(ctx, r.policy.Timeout)
 	defer cancel()
 	defer context.AfterFunc(lost, cancel)()
-	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: withTimeout(hdr, actx)})
+	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: withTimeout(actx, hdr)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
@@ -256,7 +256,7 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 
 // withTimeout returns a copy of hdr saying, in HeaderTimeout, how long
 // is left before ctx's deadline.
-func withTimeout(hdr nats.Header, ctx context.Context) nats.Header {
+func withTimeout(ctx context.Context, hdr nats.Header) nats.Header {
 	out := make(nats.Header, len(hdr)+1)
 	for k, v := range hdr {
 		out[k] = v
