@@ -124,6 +124,10 @@ type Bus struct {
 
 	reconnectMu sync.Mutex
 	reconnected chan struct{} // reconnectMu must be held; closed at the next reconnect
+	// dropped is cancelled, and replaced, each time the connection drops
+	// (UntilDisconnected). reconnectMu must be held.
+	dropped context.Context
+	dropAll context.CancelFunc // reconnectMu must be held; cancels dropped
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the
@@ -337,6 +341,7 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 			if err != nil {
 				b.log.Warn("nats disconnected", "connection", name, "err", err)
 			}
+			b.signalDisconnect()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.log.Info("nats reconnected", "connection", name, "url", nc.ConnectedUrl())
@@ -573,6 +578,41 @@ func (b *Bus) Reconnected() <-chan struct{} {
 		b.reconnected = make(chan struct{})
 	}
 	return b.reconnected
+}
+
+// UntilDisconnected returns a copy of ctx that is also cancelled, with
+// cause ErrBusUnavailable, when the connection next drops, and its cancel
+// function. A JetStream or Key-Value call in flight when the connection
+// drops is lost with it (its request or its reply), and nats.go would
+// wait out the call's whole deadline (or the JetStream API's default
+// timeout) for it: with this context the call ends as the connection
+// drops. Work that holds a lock across such calls uses it, so that one
+// call lost in an outage does not keep the lock, and everything queued
+// behind it, for that long after the bus is back. A call made while the
+// connection is down is sent when it reconnects and is not cancelled.
+func (b *Bus) UntilDisconnected(ctx context.Context) (context.Context, context.CancelFunc) {
+	b.reconnectMu.Lock()
+	if b.dropped == nil {
+		b.dropped, b.dropAll = context.WithCancel(context.Background())
+	}
+	dropped := b.dropped
+	b.reconnectMu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(dropped, func() { cancel(ErrBusUnavailable) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// signalDisconnect ends the contexts of UntilDisconnected.
+func (b *Bus) signalDisconnect() {
+	b.reconnectMu.Lock()
+	defer b.reconnectMu.Unlock()
+	if b.dropped != nil {
+		b.dropAll()
+		b.dropped, b.dropAll = nil, nil
+	}
 }
 
 func (b *Bus) signalReconnect() {

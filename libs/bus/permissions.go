@@ -32,8 +32,15 @@ package bus
 //     fill, StreamFill); following a stream is reading it as a bucket is
 //     read.
 //   - Serving is a queue subscription on the endpoint's subject plus
-//     $SRV.> (micro's discovery), and the right to answer each request once
-//     (allow_responses); calling is publishing to the endpoint's subject.
+//     $SRV.> (micro's discovery), publishing into its callers' inboxes
+//     (InboxPrefix(caller).>, for the replies), and the right to answer
+//     each other request once (allow_responses: discovery, acks); calling
+//     is publishing to the endpoint's subject. The replies are granted by
+//     subject because nats-server keeps allow_responses per client
+//     connection on the server that delivered the request: in a cluster, a
+//     replier that reconnects to another server between a request and its
+//     reply would have the reply refused. A service may still publish into
+//     no inbox but its callers'.
 //   - Every user subscribes to its own inboxes only, _INBOX.<user>.> (the
 //     connection's inbox prefix, see InboxPrefix), so no service reads
 //     another's replies.
@@ -113,6 +120,11 @@ type Grant struct {
 	Serves []string
 	// Calls are the endpoint subjects it sends requests to.
 	Calls []string
+	// Answers are the users whose requests it answers: the callers of what
+	// it serves. It may publish into their inboxes (InboxPrefix), so its
+	// replies are allowed by whichever server it is connected to when it
+	// sends them (see Permission).
+	Answers []string
 	// Sends and Receives are plain subjects it publishes and subscribes to
 	// (the frames of debug sessions).
 	Sends, Receives []string
@@ -204,7 +216,24 @@ func Grants() map[string]Grant {
 		},
 	}
 	grantContract(grants)
+	grantAnswers(grants)
 	return grants
+}
+
+// grantAnswers adds to each grant that serves subjects the users that call
+// them (Calls); the contract's admin callers, who have no grant, were
+// added by grantContract.
+func grantAnswers(grants map[string]Grant) {
+	for server, g := range grants {
+		for caller, c := range grants {
+			if caller != server && slices.ContainsFunc(c.Calls, func(s string) bool { return slices.Contains(g.Serves, s) }) {
+				g.Answers = append(slices.Clip(g.Answers), caller)
+			}
+		}
+		slices.Sort(g.Answers)
+		g.Answers = slices.Compact(g.Answers)
+		grants[server] = g
+	}
 }
 
 // grantContract adds to grants the request/reply endpoints of the
@@ -215,6 +244,9 @@ func grantContract(grants map[string]Grant) {
 		rt := d.route()
 		g := grants[rt.service]
 		g.Serves = append(slices.Clip(g.Serves), d.Subject())
+		if slices.Contains(rt.callers, UserAdmin) {
+			g.Answers = append(slices.Clip(g.Answers), UserAdmin)
+		}
 		grants[rt.service] = g
 		for _, u := range rt.callers {
 			if u == UserAdmin {
@@ -233,7 +265,12 @@ type Permission struct {
 	// refused.
 	Publish, Subscribe []string
 	// Responses lets the user answer the requests it receives, once each,
-	// whatever their reply subject.
+	// whatever their reply subject. nats-server tracks the reply subjects
+	// it may answer per client connection, on the server that delivered
+	// the request: a reply sent after the connection moved to another
+	// server (or reconnected to the same one) is refused. Replies to its
+	// callers go to their inboxes, granted in Publish (Grant.Answers);
+	// Responses covers the rest: micro's discovery ($SRV) and acks.
 	Responses bool
 }
 
@@ -291,6 +328,11 @@ func (g Grant) Permission(user string) Permission {
 	}
 	pub = append(pub, g.Calls...)
 	pub = append(pub, g.Sends...)
+	// Replies to its callers, allowed on every server of a cluster and
+	// across reconnects, which allow_responses is not.
+	for _, c := range g.Answers {
+		pub = append(pub, InboxPrefix(c)+".>")
+	}
 	sub = append(sub, InboxPrefix(user)+".>")
 	sub = append(sub, g.Serves...)
 	sub = append(sub, g.Receives...)

@@ -187,6 +187,13 @@ const (
 	HeaderPrincipal = "Atoll-Principal"
 	// HeaderPlatformAdmin is "true" when that user is a platform admin.
 	HeaderPlatformAdmin = "Atoll-Platform-Admin"
+	// HeaderTimeout is how long the caller waits for the reply, in
+	// milliseconds from the request's sending (gRPC's grpc-timeout): a
+	// Requester sets it on each attempt, and an endpoint (Bus.Serve)
+	// stops working on a request when its caller has stopped waiting,
+	// rather than doing, after an outage, every attempt its callers
+	// gave up on and retried.
+	HeaderTimeout = "Atoll-Timeout"
 )
 
 // RequestWithHeader is Request with headers on the request message.
@@ -230,7 +237,7 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 	actx, cancel := context.WithTimeout(ctx, r.policy.Timeout)
 	defer cancel()
 	defer context.AfterFunc(lost, cancel)()
-	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: hdr})
+	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: subject, Data: data, Header: withTimeout(actx, hdr)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", errCallerDone, ctx.Err())
@@ -245,6 +252,29 @@ func (r *Requester) once(ctx context.Context, subject string, data []byte, hdr n
 		return nil, &RemoteError{Code: n, Description: msg.Header.Get(micro.ErrorHeader), Body: msg.Data}
 	}
 	return msg, nil
+}
+
+// withTimeout returns a copy of hdr saying, in HeaderTimeout, how long
+// is left before ctx's deadline.
+func withTimeout(ctx context.Context, hdr nats.Header) nats.Header {
+	out := make(nats.Header, len(hdr)+1)
+	for k, v := range hdr {
+		out[k] = v
+	}
+	if d, ok := ctx.Deadline(); ok {
+		out.Set(HeaderTimeout, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
+	}
+	return out
+}
+
+// callerTimeout is how long the caller of r waits for the reply
+// (HeaderTimeout), if it says.
+func callerTimeout(r micro.Request) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(r.Headers().Get(HeaderTimeout), 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // settling reports whether the connection is down now, reconnected since

@@ -205,7 +205,13 @@ func (e *Endpoints) handler(spec EndpointSpec, n int) micro.HandlerFunc {
 		sem <- struct{}{}
 		if !e.run(func() {
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(e.ctx, spec.timeout)
+			// No longer than the caller waits: a reply after that is
+			// for no one.
+			timeout := spec.timeout
+			if d, ok := callerTimeout(r); ok {
+				timeout = min(timeout, d)
+			}
+			ctx, cancel := context.WithDeadline(e.ctx, start.Add(timeout))
 			defer cancel()
 			v, err := spec.serve(ctx, r)
 			e.reply(r, spec, start, v, err)
@@ -247,7 +253,7 @@ func (e *Endpoints) reply(r micro.Request, spec EndpointSpec, start time.Time, v
 	case e.ctx.Err() != nil:
 		be = errStopping
 	case errors.Is(err, context.DeadlineExceeded):
-		be = Errorf(api.StatusUnavailable, "Timeout", "%s did not finish within %s: %v", spec.verb, spec.timeout, err)
+		be = Errorf(api.StatusUnavailable, "Timeout", "%s did not finish in time (at most %s, or as long as its caller waits): %v", spec.verb, spec.timeout, err)
 	default:
 		e.log.Error("request failed", "endpoint", spec.verb, "err", err)
 		be = Errorf(api.StatusInternal, "Internal", "%v", err)

@@ -45,7 +45,10 @@ func (s *Service) idempotentCreate(w http.ResponseWriter, r *http.Request, proje
 	bodyHash := hex.EncodeToString(sum[:])
 	kd := sha256.Sum256([]byte(identity(r).Subject + "\x00" + project + "\x00" + key))
 	kvKey := hex.EncodeToString(kd[:])
-	ctx := r.Context()
+	// A claim or read lost with the bus connection ends as it drops (the
+	// client retries), rather than when the client gives up.
+	ctx, cancel := s.bus.UntilDisconnected(r.Context())
+	defer cancel()
 
 	for attempt := 0; ; attempt++ {
 		claim, _ := json.Marshal(idemRecord{BodyHash: bodyHash, At: time.Now()})
@@ -101,14 +104,18 @@ func (s *Service) idempotentCreate(w http.ResponseWriter, r *http.Request, proje
 // answer) releases the claim so that a retry runs again.
 func (s *Service) finishIdempotent(w http.ResponseWriter, r *http.Request, kvKey string, rev uint64, bodyHash string, body []byte) {
 	stored, err := call(s, r, bus.AdmissionSubmit, body)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemWriteTimeout)
 	defer cancel()
+	// An outcome lost with the bus connection is not waited for: the
+	// claim is released instead (recordIdempotent).
+	rctx, stop := s.bus.UntilDisconnected(ctx)
+	defer stop()
 	var re *bus.RemoteError
 	switch {
 	case err == nil:
 		// Record what the client gets: the stored document, rendered.
 		view, _ := renderWorkload(stored, nil)
-		s.recordIdempotent(ctx, kvKey, rev, bodyHash, http.StatusCreated, view)
+		s.recordIdempotent(rctx, kvKey, rev, bodyHash, http.StatusCreated, view)
 		s.respondWorkload(w, r, http.StatusCreated, stored)
 	case errors.As(err, &re) && re.Code < 500:
 		var eb api.ErrorBody
@@ -117,7 +124,7 @@ func (s *Service) finishIdempotent(w http.ResponseWriter, r *http.Request, kvKey
 		}
 		e := apiError(eb)
 		b, _ := json.Marshal(e)
-		s.recordIdempotent(ctx, kvKey, rev, bodyHash, re.Code, b)
+		s.recordIdempotent(rctx, kvKey, rev, bodyHash, re.Code, b)
 		writeErrorBody(w, r, re.Code, e)
 	default:
 		_ = s.idem.Delete(ctx, kvKey, jetstream.LastRevision(rev))
@@ -128,6 +135,17 @@ func (s *Service) finishIdempotent(w http.ResponseWriter, r *http.Request, kvKey
 func (s *Service) recordIdempotent(ctx context.Context, kvKey string, rev uint64, bodyHash string, status int, body []byte) {
 	b, _ := json.Marshal(idemRecord{BodyHash: bodyHash, Done: true, Status: status, Body: body, At: time.Now()})
 	if _, err := s.idem.Update(ctx, kvKey, b, rev); err != nil {
-		s.log.Warn("idempotency outcome not recorded", "err", err)
+		s.log.Warn("idempotency outcome not recorded; releasing the claim", "err", err)
+		// A retry with the same key would otherwise wait for a claim
+		// that stays pending for idemPendingFor; released, it asks
+		// admission again, which answers a repeated submit with the
+		// stored workload. Sent once the bus is back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idemWriteTimeout)
+		defer cancel()
+		_ = s.idem.Delete(rctx, kvKey, jetstream.LastRevision(rev))
 	}
 }
+
+// idemWriteTimeout bounds writing a create's outcome, or releasing its
+// claim, after admission answered.
+const idemWriteTimeout = 5 * time.Second

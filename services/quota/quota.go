@@ -56,7 +56,16 @@
 // do the orphan checks below. Transactions of one project are serialized per replica by
 // an in-process lock from the ledger read before step 1 to the end of step
 // 2, so compare-and-set conflicts on the ledger happen only between
-// replicas; correctness rests on compare-and-set alone.
+// replicas; correctness rests on compare-and-set alone. The lock is held
+// only while the bus connection stays up: a call under it ends when the
+// connection drops, as a crash at that step would (the intent is repaired
+// or finished by the next operation on its key), so that a call lost in
+// an outage does not hold every reserve of the project on this replica
+// for its whole deadline after the bus is back; and a request waits for
+// the lock only as long as its caller waits for the reply (its context
+// ends with the caller's attempt, bus.HeaderTimeout), so the requests
+// queued when the bus comes back are not all done for callers that have
+// given up and asked again.
 //
 // # Cost
 //
@@ -181,10 +190,10 @@ type Service struct {
 	fail func(step string) error
 
 	mu      sync.Mutex
-	locks   map[string]*sync.Mutex // mu must be held; one per project, held from a transaction's ledger read to its decision
-	intents map[string]time.Time   // mu must be held; reservation keys holding an intent, and when it was first seen
-	orphans map[string]time.Time   // mu must be held; committed reservation keys to check once for a missing workload, and when
-	ledgers map[string]known       // mu must be held; each project's ledger as last read or written here
+	locks   map[string]chan struct{} // mu must be held; one per project (a send takes it), held from a transaction's ledger read to its decision
+	intents map[string]time.Time     // mu must be held; reservation keys holding an intent, and when it was first seen
+	orphans map[string]time.Time     // mu must be held; committed reservation keys to check once for a missing workload, and when
+	ledgers map[string]known         // mu must be held; each project's ledger as last read or written here
 }
 
 // known is a key's value as last seen, which may since have changed; rev
@@ -200,7 +209,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		cfg = DefaultConfig()
 	}
 	return &Service{bus: b, log: log.With("component", "quota"), defaults: cfg.Defaults, holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
-		locks: map[string]*sync.Mutex{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
+		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the repair
@@ -328,16 +337,33 @@ func (s *Service) every(ctx context.Context, period time.Duration, what string, 
 	}
 }
 
-func (s *Service) lock(project string) func() {
+// lock takes project's lock, waiting no longer than ctx allows (a
+// request's context ends when its caller gives up: a reserve queued
+// behind others is dropped rather than done for no one), and returns the
+// context to work under while it is held and the function that releases
+// it. That context also ends when the bus connection drops
+// (bus.UntilDisconnected): a Key-Value call in flight then is lost with
+// the connection, and would otherwise keep the lock, and every request of
+// the project queued behind it, until its deadline long after the bus is
+// back.
+func (s *Service) lock(ctx context.Context, project string) (context.Context, func(), error) {
 	s.mu.Lock()
 	l, ok := s.locks[project]
 	if !ok {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		s.locks[project] = l
 	}
 	s.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	select {
+	case l <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("wait for project %s: %w", project, ctx.Err())
+	}
+	ctx, cancel := s.bus.UntilDisconnected(ctx)
+	return ctx, func() {
+		cancel()
+		<-l
+	}, nil
 }
 
 // publishDefaults writes the region's defaults at api.QuotaDefaultsKey
@@ -365,8 +391,12 @@ func (s *Service) Defaults() api.QuotaDefaults { return s.defaults }
 // SetLimit sets a project's limit for one tier, replacing the tier's
 // previous one; its unset resources follow the region's defaults.
 func (s *Service) SetLimit(ctx context.Context, project string, tier api.Tier, lim api.Limit) error {
-	defer s.lock(project)()
-	err := s.writeLedger(ctx, project, func(l *api.Ledger) error {
+	ctx, unlock, err := s.lock(ctx, project)
+	if err != nil {
+		return fmt.Errorf("set limit %s %s: %w", project, tier, err)
+	}
+	defer unlock()
+	err = s.writeLedger(ctx, project, func(l *api.Ledger) error {
 		if old, ok := l.Limits[tier]; ok && sameLimit(old, lim) {
 			return bus.ErrNoChange
 		}

@@ -128,7 +128,11 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 // milliseconds count against the outcome ring. It returns errBusy when the
 // key holds another transaction's intent.
 func (s *Service) begin(ctx context.Context, project, rk string, build intentFunc) (intent api.Reservation, rev uint64, applied bool, rej *api.QuotaRejection, err error) {
-	defer s.lock(project)()
+	ctx, unlock, err := s.lock(ctx, project)
+	if err != nil {
+		return intent, 0, false, nil, err
+	}
+	defer unlock()
 	l, err := s.readLedger(ctx, project)
 	if err != nil {
 		return intent, 0, false, nil, err
@@ -190,8 +194,11 @@ func (s *Service) finishKey(ctx context.Context, rk string) error {
 		if r.State == api.ReservationCommitted {
 			return nil
 		}
-		unlock := s.lock(r.Project)
-		applied, _, err := s.decide(ctx, r)
+		lctx, unlock, err := s.lock(ctx, r.Project)
+		if err != nil {
+			return err
+		}
+		applied, _, err := s.decide(lctx, r)
 		unlock()
 		if err != nil {
 			return err
