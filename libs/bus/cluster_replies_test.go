@@ -201,7 +201,8 @@ func TestReplyAfterTheReplierMovedToAnotherServer(t *testing.T) {
 // serves, and into no other user's.
 func TestRepliesGrantedIntoCallersInboxesOnly(t *testing.T) {
 	want := map[string][]string{
-		bus.UserAdmission:   {bus.UserAutoscaler, bus.UserGateway},
+		bus.UserAdmission:   {bus.UserAutoscaler, bus.UserGateway, bus.UserPropagator},
+		bus.UserPropagator:  {bus.UserAdmin},
 		bus.UserQuota:       {bus.UserAdmission, bus.UserGateway, bus.UserScheduler},
 		bus.UserAggregator:  {bus.UserGateway},
 		bus.UserRemediation: {bus.UserAdmin, bus.UserGateway},
