@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,9 @@ type Service struct {
 	// region is the region's name (clusters.Member.Region), the pods'
 	// ATOLL_REGION.
 	region string
+	// fence is the CronJob time fence (api.CronFenceFromEnv: the
+	// scheduler's), also held by the CronJob kind.
+	fence api.CronFence
 }
 
 // Config is the platform's configuration of the propagator.
@@ -174,6 +178,12 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		desired:  map[string]*desired{},
 		baseline: map[string]bool{},
 	}
+	fence, err := api.CronFenceFromEnv(os.Getenv)
+	if err != nil {
+		log.Warn("ignoring the cronjob fence lease", "err", err)
+	}
+	s.fence = fence
+	s.kinds[api.KindCronJob] = cronJobKind{fence: fence}
 	for name, c := range cs {
 		s.targets[name] = newTarget(s, name, c)
 	}
