@@ -126,7 +126,16 @@ type Service struct {
 	// fence is the CronJob time fence (api.CronFenceFromEnv: the
 	// scheduler's), also held by the CronJob kind.
 	fence api.CronFence
+	// retryMax caps a failing key's retry delay (EnvRetryMax; 0:
+	// bus.RetryMax).
+	retryMax time.Duration
 }
+
+// EnvRetryMax, set to a positive duration in the service's environment,
+// caps the retry delay of a key whose apply or delete fails (bus.RetryMax
+// by default): a test region whose frozen cluster comes back has its
+// stale objects removed seconds later rather than up to half a minute.
+const EnvRetryMax = "ATOLL_PROPAGATOR_RETRY_MAX"
 
 // Config is the platform's configuration of the propagator.
 type Config struct {
@@ -183,6 +192,13 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 		log.Warn("ignoring the cronjob fence lease", "err", err)
 	}
 	s.fence = fence
+	if v := os.Getenv(EnvRetryMax); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			s.retryMax = d
+		} else {
+			log.Warn("ignoring a retry delay that is not a positive duration", "env", EnvRetryMax, "value", v)
+		}
+	}
 	s.kinds[api.KindCronJob] = cronJobKind{fence: fence}
 	for name, c := range cs {
 		s.targets[name] = newTarget(s, name, c)

@@ -7,6 +7,7 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/services/atoll/e2e"
 	"atoll.dev/services/atoll/region"
+	"atoll.dev/services/propagator"
 )
 
 // reg is the suite's region.
@@ -23,7 +24,14 @@ const nodesPerZone = 2
 // the same rule with a shorter lease.
 const fenceLease = 20 * time.Second
 
+// retryMax caps the propagator's retry of a failing delete
+// (propagator.EnvRetryMax; 30 s in production): the stale CronJob of the
+// cluster that comes back is removed at the first retry after its return,
+// not up to half a minute later.
+const retryMax = 3 * time.Second
+
 func TestMain(m *testing.M) {
 	e2e.Main(m, e2e.Package{Name: "cronjobdaemon", Options: region.Options{Nodes: nodesPerZone},
-		Env: map[string]string{api.EnvCronFenceLease: fenceLease.String()}}, func(e *e2e.Env) { reg = e.Region })
+		Env: map[string]string{api.EnvCronFenceLease: fenceLease.String(), propagator.EnvRetryMax: retryMax.String()}},
+		func(e *e2e.Env) { reg = e.Region })
 }
