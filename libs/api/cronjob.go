@@ -98,9 +98,9 @@ func (f CronFence) OrDefault() CronFence {
 // CronFenceMargin.
 var DefaultCronFence = CronFence{Lease: CronFenceLease, Renew: CronFenceRenew, Margin: CronFenceMargin}
 
-// EnvCronFenceLease, when set to a positive duration in the environment
-// of the scheduler and the propagator, replaces CronFenceLease; the
-// renewal is then a third of it, the margin CronFenceMargin.
+// EnvCronFenceLease is the environment variable that, set to a positive
+// duration for the scheduler and the propagator, replaces CronFenceLease;
+// the renewal is then a third of it, the margin CronFenceMargin.
 const EnvCronFenceLease = "ATOLL_CRON_FENCE_LEASE"
 
 // CronFenceWithLease is the fence of lease V: renewed every V/3 (two

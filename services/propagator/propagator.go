@@ -131,10 +131,11 @@ type Service struct {
 	retryMax time.Duration
 }
 
-// EnvRetryMax, set to a positive duration in the service's environment,
-// caps the retry delay of a key whose apply or delete fails (bus.RetryMax
-// by default): a test region whose frozen cluster comes back has its
-// stale objects removed seconds later rather than up to half a minute.
+// EnvRetryMax is the environment variable that, set to a positive
+// duration, caps the retry delay of a key whose apply or delete fails
+// (bus.RetryMax by default): a test region whose frozen cluster comes
+// back has its stale objects removed seconds later, not up to half a
+// minute.
 const EnvRetryMax = "ATOLL_PROPAGATOR_RETRY_MAX"
 
 // Config is the platform's configuration of the propagator.

@@ -102,7 +102,7 @@ const (
 	GateGrace = 10 * time.Second
 )
 
-// EnvTick, set to a positive duration in the service's environment,
+// EnvTick is the environment variable that, set to a positive duration,
 // replaces Tick: a test region, whose KWOK nodes answer at once, moves
 // its plans more often than a real one needs to.
 const EnvTick = "ATOLL_UPGRADE_TICK"
