@@ -109,14 +109,25 @@ func RetryUpTo(most time.Duration) QueueOption {
 	}
 }
 
+// retryLimiter is the per-key exponential backoff, capped at its queue's
+// retryMax (which the options set before the queue is used).
+type retryLimiter struct {
+	workqueue.TypedRateLimiter[string]
+	q *Queue
+}
+
+func (r retryLimiter) When(key string) time.Duration {
+	return min(r.TypedRateLimiter.When(key), r.q.retryMax)
+}
+
 // NewQueue returns an empty queue.
 func NewQueue(opts ...QueueOption) *Queue {
 	q := &Queue{retryMax: RetryMax}
+	rl := retryLimiter{workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, RetryMax), q}
+	q.q, q.retry = workqueue.NewTypedRateLimitingQueueWithConfig[string](rl, workqueue.TypedRateLimitingQueueConfig[string]{}), rl
 	for _, o := range opts {
 		o(q)
 	}
-	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, q.retryMax)
-	q.q, q.retry = workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{}), rl
 	if q.metrics != nil {
 		q.lag = lagClock{pending: map[string]time.Time{}, running: map[string]time.Time{}}
 	}
