@@ -74,21 +74,81 @@ const (
 	CronFenceMargin = 15 * time.Second
 )
 
-// CronFireFrom is the AnnoFireFrom of a CronJob moved at movedAt: after
-// any AnnoFireUntil its old cluster can hold, rounded up to the second.
-func CronFireFrom(movedAt time.Time) time.Time {
-	t := movedAt.Add(CronFenceLease + CronFenceMargin).UTC()
+// CronFence is the time fence's periods: the lease V (how long past its
+// last renewal a cluster may still fire), how often it is renewed, and
+// the margin past V of a move's fire-from. The scheduler (fire-from) and
+// the propagator (fire-until, renewals) must use the same one:
+// CronFenceFromEnv gives both the region's. Production runs
+// DefaultCronFence; a test region shortens the lease (EnvCronFenceLease)
+// so that a move's skipped schedule times take seconds, not minutes. The
+// zero CronFence is DefaultCronFence.
+type CronFence struct {
+	Lease, Renew, Margin time.Duration
+}
+
+// OrDefault is f, or DefaultCronFence when f is the zero fence.
+func (f CronFence) OrDefault() CronFence {
+	if f == (CronFence{}) {
+		return DefaultCronFence
+	}
+	return f
+}
+
+// DefaultCronFence is the fence of CronFenceLease, CronFenceRenew and
+// CronFenceMargin.
+var DefaultCronFence = CronFence{Lease: CronFenceLease, Renew: CronFenceRenew, Margin: CronFenceMargin}
+
+// EnvCronFenceLease is the environment variable that, set to a positive
+// duration for the scheduler and the propagator, replaces CronFenceLease;
+// the renewal is then a third of it, the margin CronFenceMargin.
+const EnvCronFenceLease = "ATOLL_CRON_FENCE_LEASE"
+
+// CronFenceWithLease is the fence of lease V: renewed every V/3 (two
+// renewals may fail before a healthy cluster's lease runs out), with
+// CronFenceMargin.
+func CronFenceWithLease(lease time.Duration) CronFence {
+	return CronFence{Lease: lease, Renew: lease / 3, Margin: CronFenceMargin}
+}
+
+// CronFenceFromEnv is DefaultCronFence, or the fence of the lease
+// EnvCronFenceLease holds in getenv; a value that is not a positive
+// duration is an error (and the default is returned with it).
+func CronFenceFromEnv(getenv func(string) string) (CronFence, error) {
+	v := getenv(EnvCronFenceLease)
+	if v == "" {
+		return DefaultCronFence, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return DefaultCronFence, fmt.Errorf("%s=%q: want a positive duration", EnvCronFenceLease, v)
+	}
+	return CronFenceWithLease(d), nil
+}
+
+// FireFrom is the AnnoFireFrom of a CronJob moved at movedAt: after any
+// AnnoFireUntil its old cluster can hold (Lease + Margin), rounded up to
+// the second.
+func (f CronFence) FireFrom(movedAt time.Time) time.Time {
+	f = f.OrDefault()
+	t := movedAt.Add(f.Lease + f.Margin).UTC()
 	if r := t.Truncate(time.Second); !r.Equal(t) {
 		return r.Add(time.Second)
 	}
 	return t
 }
 
-// CronFireUntil is the AnnoFireUntil a renewal at now writes, rounded
-// down to the second.
-func CronFireUntil(now time.Time) time.Time {
-	return now.Add(CronFenceLease).UTC().Truncate(time.Second)
+// FireUntil is the AnnoFireUntil a renewal at now writes, rounded down to
+// the second.
+func (f CronFence) FireUntil(now time.Time) time.Time {
+	f = f.OrDefault()
+	return now.Add(f.Lease).UTC().Truncate(time.Second)
 }
+
+// CronFireFrom is DefaultCronFence.FireFrom.
+func CronFireFrom(movedAt time.Time) time.Time { return DefaultCronFence.FireFrom(movedAt) }
+
+// CronFireUntil is DefaultCronFence.FireUntil.
+func CronFireUntil(now time.Time) time.Time { return DefaultCronFence.FireUntil(now) }
 
 // Defaults of a CronJob.
 const (

@@ -29,6 +29,8 @@ type Queue struct {
 	q      workqueue.TypedRateLimitingInterface[string]
 	retry  workqueue.TypedRateLimiter[string] // q's limiter, asked directly to log the delay
 	closed atomic.Bool
+	// retryMax caps the retry delay (RetryMax unless RetryUpTo).
+	retryMax time.Duration
 
 	name    string
 	metrics *Metrics // nil: not instrumented
@@ -96,10 +98,33 @@ const (
 	RetryMax  = 30 * time.Second
 )
 
+// RetryUpTo caps a failing key's retry delay at most instead of RetryMax
+// (most > 0): a test region, whose member clusters come back within
+// seconds, retries sooner than a real one should.
+func RetryUpTo(most time.Duration) QueueOption {
+	return func(q *Queue) {
+		if most > 0 {
+			q.retryMax = most
+		}
+	}
+}
+
+// retryLimiter is the per-key exponential backoff, capped at its queue's
+// retryMax (which the options set before the queue is used).
+type retryLimiter struct {
+	workqueue.TypedRateLimiter[string]
+	q *Queue
+}
+
+func (r retryLimiter) When(key string) time.Duration {
+	return min(r.TypedRateLimiter.When(key), r.q.retryMax)
+}
+
 // NewQueue returns an empty queue.
 func NewQueue(opts ...QueueOption) *Queue {
-	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, RetryMax)
-	q := &Queue{q: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{}), retry: rl}
+	q := &Queue{retryMax: RetryMax}
+	rl := retryLimiter{workqueue.NewTypedItemExponentialFailureRateLimiter[string](RetryBase, RetryMax), q}
+	q.q, q.retry = workqueue.NewTypedRateLimitingQueueWithConfig[string](rl, workqueue.TypedRateLimitingQueueConfig[string]{}), rl
 	for _, o := range opts {
 		o(q)
 	}

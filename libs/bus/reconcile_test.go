@@ -89,3 +89,38 @@ func TestMirrorFollowsTheBucket(t *testing.T) {
 		assert.Zero(c, m.Len(), "keys mirrored")
 	}, 2*time.Second, 10*time.Millisecond)
 }
+
+// TestQueueRetryUpTo: a key that keeps failing is retried with doubling
+// delays capped at RetryUpTo's bound, not bus.RetryMax: after the
+// delays reach 200ms the retries stay that far apart.
+func TestQueueRetryUpTo(t *testing.T) {
+	const most = 200 * time.Millisecond
+	q := bus.NewQueue(bus.RetryUpTo(most))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		calls []time.Time
+	)
+	q.Add("a")
+	go q.Run(ctx, 1, slog.New(slog.DiscardHandler), func(context.Context, string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, time.Now())
+		return errors.New("down")
+	})
+	// Delays of 50, 100, 200, 200, 200 and 200 ms: 7 calls within about
+	// 0.95 s; with bus.RetryMax the 7th would come after 3.15 s.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) >= 7
+	}, 3*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 4; i < 7; i++ {
+		gap := calls[i].Sub(calls[i-1])
+		assert.GreaterOrEqual(t, gap, most-20*time.Millisecond, "retry %d after %v", i, gap)
+		assert.Less(t, gap, 2*most, "retry %d after %v: not capped at %v", i, gap, most)
+	}
+}

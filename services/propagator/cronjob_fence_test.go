@@ -60,7 +60,7 @@ func TestRenderCronJobFence(t *testing.T) {
 			// new lease) is the same shard.
 			later := tc.d.renderShard(tc.d.placement.Shards[0])
 			stamp(&later)
-			leaseCronJob(&later, time.Now().Add(time.Second))
+			leaseCronJob(&later, api.CronFireUntil(time.Now().Add(time.Second)))
 			if later.hash != o.hash {
 				t.Errorf("hash %s then %s: the lease changed the spec hash", o.hash, later.hash)
 			}

@@ -82,15 +82,19 @@ import (
 
 var cronjobs = batchv1.SchemeGroupVersion.WithResource("cronjobs")
 
-// cronJobKind is the CronJob's part of the propagator.
-type cronJobKind struct{ basic }
+// cronJobKind is the CronJob's part of the propagator; fence is the time
+// fence's periods (the Service's; zero: api.DefaultCronFence).
+type cronJobKind struct {
+	basic
+	fence api.CronFence
+}
 
 func (cronJobKind) resource() schema.GroupVersionResource { return cronjobs }
 
 func (cronJobKind) render(d *desired, sh api.Shard) object { return renderCronJob(d.workload, sh) }
 
 // unhashed writes the CronJob's lease.
-func (cronJobKind) unhashed(o *object, now time.Time) { leaseCronJob(o, now) }
+func (k cronJobKind) unhashed(o *object, now time.Time) { leaseCronJob(o, k.fence.FireUntil(now)) }
 
 // create applies the fence first: no Job of the CronJob escapes it.
 func (cronJobKind) create(ctx context.Context, tt *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
@@ -246,22 +250,23 @@ func ensureFence(ctx context.Context, tt *term, cs kubernetes.Interface, force b
 }
 
 // leaseCronJob writes a rendered CronJob's lease: api.AnnoFireUntil in
-// its Job template, from now.
-func leaseCronJob(o *object, now time.Time) {
+// its Job template, until.
+func leaseCronJob(o *object, until time.Time) {
 	c := o.obj.(*batchv1.CronJob)
 	a := maps.Clone(c.Spec.JobTemplate.Annotations)
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[api.AnnoFireUntil] = api.CronFireUntil(now).Format(time.RFC3339)
+	a[api.AnnoFireUntil] = until.Format(time.RFC3339)
 	c.Spec.JobTemplate.Annotations = a
 }
 
 // fence runs a term's side of the fence in its cluster until ctx ends:
 // the policy applied at once and every fenceReapply, and the lease of
-// every CronJob placed here renewed at once and every api.CronFenceRenew.
+// every CronJob placed here renewed at once and every renewal period of
+// the Service's fence (api.CronFenceRenew by default).
 func (t *target) fence(ctx context.Context, tt *term) {
-	tick := time.NewTicker(api.CronFenceRenew)
+	tick := time.NewTicker(t.s.fence.OrDefault().Renew)
 	defer tick.Stop()
 	var applied time.Time
 	for {
@@ -353,7 +358,7 @@ func (t *target) renewLease(ctx context.Context, ns, name string, now time.Time)
 		"apiVersion": "batch/v1", "kind": "CronJob",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec": map[string]any{"jobTemplate": map[string]any{"metadata": map[string]any{
-			"annotations": map[string]string{api.AnnoFireUntil: api.CronFireUntil(now).Format(time.RFC3339)},
+			"annotations": map[string]string{api.AnnoFireUntil: t.s.fence.FireUntil(now).Format(time.RFC3339)},
 		}}},
 	})
 	if err != nil {

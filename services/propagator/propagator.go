@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,20 @@ type Service struct {
 	// region is the region's name (clusters.Member.Region), the pods'
 	// ATOLL_REGION.
 	region string
+	// fence is the CronJob time fence (api.CronFenceFromEnv: the
+	// scheduler's), also held by the CronJob kind.
+	fence api.CronFence
+	// retryMax caps a failing key's retry delay (EnvRetryMax; 0:
+	// bus.RetryMax).
+	retryMax time.Duration
 }
+
+// EnvRetryMax is the environment variable that, set to a positive
+// duration, caps the retry delay of a key whose apply or delete fails
+// (bus.RetryMax by default): a test region whose frozen cluster comes
+// back has its stale objects removed seconds later, not up to half a
+// minute.
+const EnvRetryMax = "ATOLL_PROPAGATOR_RETRY_MAX"
 
 // Config is the platform's configuration of the propagator.
 type Config struct {
@@ -201,6 +215,19 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 
 		ingressClass: DefaultIngressClass,
 	}
+	fence, err := api.CronFenceFromEnv(os.Getenv)
+	if err != nil {
+		log.Warn("ignoring the cronjob fence lease", "err", err)
+	}
+	s.fence = fence
+	if v := os.Getenv(EnvRetryMax); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			s.retryMax = d
+		} else {
+			log.Warn("ignoring a retry delay that is not a positive duration", "env", EnvRetryMax, "value", v)
+		}
+	}
+	s.kinds[api.KindCronJob] = cronJobKind{fence: fence}
 	for name, c := range cs {
 		s.targets[name] = newTarget(s, name, c)
 	}

@@ -128,10 +128,13 @@ type term struct {
 // removed marks a key whose object this term deleted.
 const removed = "\x00removed"
 
-func newTerm(m *bus.Metrics, cluster string) *term {
+// newTerm returns a term of cluster's lease whose queues retry a failing
+// key after at most retryMax (0: bus.RetryMax).
+func newTerm(m *bus.Metrics, cluster string, retryMax time.Duration) *term {
 	tt := &term{
-		work: bus.NewQueue(bus.Instrumented(m, "work/"+cluster)), replay: bus.NewQueue(bus.Instrumented(m, "replay/"+cluster)),
-		done: map[string]string{}, force: map[string]bool{}, configs: map[string]string{},
+		work:   bus.NewQueue(bus.Instrumented(m, "work/"+cluster), bus.RetryUpTo(retryMax)),
+		replay: bus.NewQueue(bus.Instrumented(m, "replay/"+cluster), bus.RetryUpTo(retryMax)),
+		done:   map[string]string{}, force: map[string]bool{}, configs: map[string]string{},
 	}
 	tt.replayLeft.Store(-1) // until the replay is known
 	return tt
@@ -348,7 +351,7 @@ func (t *target) lead(ctx context.Context) {
 	if !t.s.mirrorsReady(ctx) {
 		return
 	}
-	tt := newTerm(t.s.metrics, t.name)
+	tt := newTerm(t.s.metrics, t.name, t.s.retryMax)
 	t.term.Store(tt)
 	defer t.term.CompareAndSwap(tt, nil)
 	var wg sync.WaitGroup

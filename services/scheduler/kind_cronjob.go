@@ -18,7 +18,7 @@ import (
 //
 // The time fence. A decision that puts a CronJob in a cluster other than
 // the one its previous decision held it in gives the new shard
-// api.Shard.FireFrom = api.CronFireFrom(decision time): the new cluster
+// api.Shard.FireFrom = Service.Fence's FireFrom(decision time): the new cluster
 // fires no schedule time the old one may still fire, whatever the old one
 // does when it comes back. The value is part of the placement, so a
 // restarted or new scheduler term, and every propagator replica, see the
@@ -43,7 +43,7 @@ func (cronJobKind) afterDecide(s *Service, t *term, r *recon, d api.PlacementDec
 // cronJobDecision is the decision d for a CronJob, made from prev: its
 // cluster kept across generations and its fence set (see above).
 func (s *Service) cronJobDecision(t *term, w *api.Workload, prev *api.PlacementDecision, d api.PlacementDecision) api.PlacementDecision {
-	d = fenceCronJob(w, prev, d, s.snapshot(t), s.Options.Options)
+	d = fenceCronJob(w, prev, d, s.snapshot(t), s.Options.Options, s.Fence)
 	if prev != nil && len(d.Shards) == 1 && !d.Shards[0].FireFrom.IsZero() &&
 		(len(prev.Shards) != 1 || prev.Shards[0].Cluster != d.Shards[0].Cluster) {
 		s.log.Info("cronjob moved", "key", w.Key(), "from", clustersOf(prev), "to", d.Shards[0].Cluster,
@@ -54,8 +54,8 @@ func (s *Service) cronJobDecision(t *term, w *api.Workload, prev *api.PlacementD
 
 // fenceCronJob returns d for a CronJob: its previous cluster kept when
 // prev held it in one that still passes every filter but fit, and the
-// shard's FireFrom carried (same cluster) or set (a move).
-func fenceCronJob(w *api.Workload, prev *api.PlacementDecision, d api.PlacementDecision, snap []*api.ClusterInfo, o framework.Options) api.PlacementDecision {
+// shard's FireFrom carried (same cluster) or set from f (a move).
+func fenceCronJob(w *api.Workload, prev *api.PlacementDecision, d api.PlacementDecision, snap []*api.ClusterInfo, o framework.Options, f api.CronFence) api.PlacementDecision {
 	if d.Unschedulable || len(d.Shards) != 1 {
 		return d
 	}
@@ -74,7 +74,7 @@ func fenceCronJob(w *api.Workload, prev *api.PlacementDecision, d api.PlacementD
 		d.Shards[0].FireFrom = prev.Shards[0].FireFrom
 		return d
 	}
-	d.Shards[0].FireFrom = api.CronFireFrom(d.Decided)
+	d.Shards[0].FireFrom = f.FireFrom(d.Decided)
 	return d
 }
 

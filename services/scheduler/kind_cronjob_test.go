@@ -56,7 +56,7 @@ func TestCronJobFence(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := fenceCronJob(w, tc.prev, tc.d, tc.snap, framework.Options{})
+			got := fenceCronJob(w, tc.prev, tc.d, tc.snap, framework.Options{}, api.DefaultCronFence)
 			if len(got.Shards) != 1 || got.Shards[0].Cluster != tc.wantCluster {
 				t.Fatalf("shards %+v, want one in %s", got.Shards, tc.wantCluster)
 			}

@@ -98,6 +98,10 @@ type Service struct {
 	// Lease tunes the election (zero: the library's defaults); set it
 	// before Start.
 	Lease lease.Options
+	// Fence is the CronJob time fence whose fire-from a move sets
+	// (api.CronFenceFromEnv: the propagator's); set it before Start.
+	Fence api.CronFence
+
 	// Options configure tiers: pools, buffer, preemption; set them
 	// before Start.
 	Options Options
@@ -136,11 +140,16 @@ type decodedCluster struct {
 // New returns a scheduler on b.
 func New(b *bus.Bus, log *slog.Logger) *Service {
 	log = log.With("component", "scheduler")
+	fence, err := api.CronFenceFromEnv(os.Getenv)
+	if err != nil {
+		log.Warn("ignoring the cronjob fence lease", "err", err)
+	}
 	return &Service{
 		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
 		holder:    lease.NewHolderID("scheduler"),
 		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
 		Options: OptionsFromEnv(os.Getenv, log),
+		Fence:   fence,
 		quota:   bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 		kinds:   kinds(),
 	}

@@ -66,6 +66,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +102,11 @@ const (
 	GateGrace = 10 * time.Second
 )
 
+// EnvTick is the environment variable that, set to a positive duration,
+// replaces Tick: a test region, whose KWOK nodes answer at once, moves
+// its plans more often than a real one needs to.
+const EnvTick = "ATOLL_UPGRADE_TICK"
+
 // SpecKey is the key of a plan's spec in bucket bus.BucketUpgrade.
 func SpecKey(plan string) string { return "plan." + plan }
 
@@ -125,6 +131,7 @@ type Service struct {
 	elector   *lease.Elector
 	metrics   *bus.Metrics
 
+	tick        time.Duration        // Tick, or EnvTick's
 	breachSince map[string]time.Time // by plan; the lead goroutine's only
 	released    map[string]bool      // node UIDs whose ledger lease this term released
 
@@ -143,7 +150,14 @@ type member struct {
 // New returns an upgrade replica for the member clusters.
 func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, error) {
 	s := &Service{bus: b, log: log.With("component", "upgrade"), holder: lease.NewHolderID("upgrade"),
-		clusters: map[string]*member{}, breachSince: map[string]time.Time{}}
+		clusters: map[string]*member{}, breachSince: map[string]time.Time{}, tick: Tick}
+	if v := os.Getenv(EnvTick); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			s.tick = d
+		} else {
+			s.log.Warn("ignoring a tick that is not a positive duration", "env", EnvTick, "value", v)
+		}
+	}
 	for _, m := range members {
 		cfg, err := m.RESTConfig()
 		if err != nil {
@@ -214,7 +228,7 @@ func (s *Service) Holder() string { return s.holder }
 func (s *Service) lead(ctx context.Context) {
 	s.log.Info("leading upgrades")
 	s.released = map[string]bool{} // a new term releases again (idempotent)
-	tick := time.NewTicker(Tick)
+	tick := time.NewTicker(s.tick)
 	defer tick.Stop()
 	for {
 		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {

@@ -147,32 +147,58 @@ type firings struct {
 	byTime map[time.Time]map[firing]bool
 }
 
+// pollEvery is how often each cluster's Jobs are listed: a firing is
+// seen well within the 2 s the test leaves between a schedule time and
+// the lost cluster's return.
+const pollEvery = 250 * time.Millisecond
+
+// poll records the Jobs of every cluster once.
 func (f *firings) poll(ctx context.Context, project, name string) {
 	var wg sync.WaitGroup
 	for _, c := range reg.Env.Clusters {
+		wg.Go(func() { f.pollCluster(ctx, c, project, name) })
+	}
+	wg.Wait()
+}
+
+// pollEach records the Jobs of each cluster every pollEvery until ctx
+// ends, each cluster on its own: a frozen one, which answers nothing
+// until its list times out, does not delay the others.
+func (f *firings) pollEach(ctx context.Context, wg *sync.WaitGroup, project, name string) {
+	for _, c := range reg.Env.Clusters {
 		wg.Go(func() {
-			// A frozen API server does not answer: that cluster is skipped.
-			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			jobs, err := c.Client.BatchV1().Jobs(api.Namespace(project)).List(lctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name})
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			for _, j := range jobs.Items {
-				at, err := time.Parse(time.RFC3339, j.Annotations[batchv1.CronJobScheduledTimestampAnnotation])
-				if err != nil {
-					continue
+			for ctx.Err() == nil {
+				f.pollCluster(ctx, c, project, name)
+				select {
+				case <-ctx.Done():
+				case <-time.After(pollEvery):
 				}
-				if f.byTime[at] == nil {
-					f.byTime[at] = map[firing]bool{}
-				}
-				f.byTime[at][firing{c.Name, j.Name}] = true
 			}
 		})
 	}
-	wg.Wait()
+}
+
+// pollCluster records the Jobs of c once.
+func (f *firings) pollCluster(ctx context.Context, c *testenv.Cluster, project, name string) {
+	// A frozen API server does not answer: that cluster is skipped.
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	jobs, err := c.Client.BatchV1().Jobs(api.Namespace(project)).List(lctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + name})
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, j := range jobs.Items {
+		at, err := time.Parse(time.RFC3339, j.Annotations[batchv1.CronJobScheduledTimestampAnnotation])
+		if err != nil {
+			continue
+		}
+		if f.byTime[at] == nil {
+			f.byTime[at] = map[firing]bool{}
+		}
+		f.byTime[at][firing{c.Name, j.Name}] = true
+	}
 }
 
 // snapshot returns the schedule times seen, sorted, and the firings of each.
@@ -223,15 +249,7 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	f := &firings{byTime: map[time.Time]map[firing]bool{}}
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var polling sync.WaitGroup
-	polling.Go(func() {
-		for pollCtx.Err() == nil {
-			f.poll(pollCtx, project, name)
-			select {
-			case <-pollCtx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	})
+	f.pollEach(pollCtx, &polling, project, name)
 	defer func() { stopPolling(); polling.Wait() }()
 
 	// checkOnce fails for a schedule time fired more than once and
@@ -253,7 +271,7 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 		per := checkOnce(c)
 		assert.Equal(c, []string{first}, slices.Collect(maps.Keys(per)), "clusters that fired")
 		assert.GreaterOrEqual(c, len(per[first]), 3, "firings in %s", first)
-	}, 5*time.Minute, time.Second)
+	}, 5*time.Minute, pollEvery)
 	before := checkOnce(t)[first]
 	for i := 1; i < len(before); i++ {
 		assert.Equal(t, time.Minute, before[i].Sub(before[i-1]), "firings %v are not one a minute", before)
@@ -290,7 +308,7 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	movedAfter := time.Since(frozeAt).Round(time.Millisecond)
 	t.Logf("%s frozen: CronJob moved to %s %v later, fire-from %s", first, second, movedAfter, fireFrom.UTC().Format(time.TimeOnly))
 	// The old cluster's last lease was renewed before it froze.
-	require.False(t, fireFrom.Before(frozeAt.Add(api.CronFenceLease)), "fire-from %v is within the lease of the cluster frozen at %v", fireFrom, frozeAt)
+	require.False(t, fireFrom.Before(frozeAt.Add(fenceLease)), "fire-from %v is within the lease of the cluster frozen at %v", fireFrom, frozeAt)
 
 	// The next firings happen in the new cluster, from fire-from on; no
 	// time fires twice. The fence makes the first one wait up to the move
@@ -298,7 +316,7 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		per := checkOnce(c)
 		assert.GreaterOrEqual(c, len(per[second]), 2, "firings in %s", second)
-	}, 5*time.Minute, time.Second)
+	}, 5*time.Minute, pollEvery)
 	per := checkOnce(t)
 	after := per[second]
 	assert.True(t, after[0].After(before[len(before)-1]), "%s fired %v, not after %s's last %v", second, fmtTimes(after), first, before[len(before)-1])
@@ -331,8 +349,10 @@ func TestCronJobFiresOnceAcrossTheRegionAndMovesWithoutRefiring(t *testing.T) {
 	// The lost cluster comes back 2 s after a schedule time, well within
 	// its starting deadline, so its CronJob controller may try to fire that
 	// time, which the new cluster fired: the sleep is the subject (when the
-	// cluster returns), not a wait for a condition.
-	next := time.Now().Truncate(time.Minute).Add(time.Minute + 2*time.Second)
+	// cluster returns), not a wait for a condition. That is the next such
+	// moment: 2 s after the time the new cluster just fired when it is
+	// still ahead (the firing seen within a poll), else after the next.
+	next := time.Now().Add(-2 * time.Second).Truncate(time.Minute).Add(time.Minute + 2*time.Second)
 	time.Sleep(time.Until(next))
 	require.NoError(t, paused.Resume())
 	resumed = true
