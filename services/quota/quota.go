@@ -170,9 +170,8 @@ type Service struct {
 	defaults api.QuotaDefaults
 
 	kv        jetstream.KeyValue // the quota bucket
-	workloads jetstream.KeyValue
-	mirror    *bus.Mirror   // the quota bucket, for the repair and orphan sweeps
-	mirrorSet chan struct{} // closed once mirror is set: its callback may run before
+	mirror    *bus.Mirror        // the quota bucket, for the repair and orphan sweeps
+	mirrorSet chan struct{}      // closed once mirror is set: its callback may run before
 	endpoints *bus.Endpoints
 	metrics   *bus.Metrics // nil without an admin server
 	cancel    context.CancelFunc
@@ -217,9 +216,6 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.kv, err = s.bus.KV(ctx, bus.BucketQuota); err != nil {
-		return err
-	}
-	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
 		return err
 	}
 	if err := s.migrate(ctx); err != nil {

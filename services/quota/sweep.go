@@ -91,7 +91,10 @@ func (s *Service) checkOrphan(ctx context.Context, key string) error {
 	if err != nil || r.State != api.ReservationCommitted {
 		return nil
 	}
-	if _, err := s.workloads.Get(ctx, r.Key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	// From the stream's leader: a follower's direct get after a partition
+	// can miss a workload written many seconds ago, and a reservation
+	// released for a workload that exists is quota no longer counted.
+	if _, _, err := s.bus.Latest(ctx, bus.BucketWorkloads, r.Key); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		if err != nil {
 			return fmt.Errorf("orphan check %s: %w", r.Key, err)
 		}
