@@ -151,6 +151,20 @@ func lastDecision(t require.TestingT, project, name string) (autoscaler.Record, 
 	return st.Decisions[len(st.Decisions)-1], true
 }
 
+// scaledEvent waits for the Scaler's last scaled event: the autoscaler
+// publishes it once its scale call has returned, so the App's new
+// replicas can be read a moment before it.
+func scaledEvent(t *testing.T, project, name string) api.WorkloadEvent {
+	t.Helper()
+	var ev api.WorkloadEvent
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var ok bool
+		ev, ok = lastEvent(c, project, api.KindScaler, name, api.EventScaled)
+		assert.True(c, ok, "no scaled event")
+	}, 10*time.Second, 100*time.Millisecond)
+	return ev
+}
+
 func lastEvent(t require.TestingT, project, kind, name, event string) (api.WorkloadEvent, bool) {
 	js, err := jetstream.New(reg.Bus.NC)
 	require.NoError(t, err)
@@ -218,8 +232,7 @@ func TestCPU(t *testing.T) {
 	for _, z := range []string{"a", "b", "c"} {
 		assert.Equal(t, int32(3), st.Zones[z].Ready, "ready pods in zone %s: %+v", z, st.Zones)
 	}
-	ev, ok := lastEvent(t, p, api.KindScaler, name, api.EventScaled)
-	require.True(t, ok, "scaled event")
+	ev := scaledEvent(t, p, name)
 	assert.Contains(t, ev.Message, "metric cpu")
 
 	// metrics-server down, usage down: the metric fails and holds.
@@ -325,8 +338,7 @@ func TestCustomMetricThroughTheGateway(t *testing.T) {
 		}
 	}()
 	require.Eventually(t, func() bool { return replicas(t, p, name) == 5 }, 60*time.Second, 200*time.Millisecond, "500 qps at 100 per pod")
-	ev, ok := lastEvent(t, p, api.KindScaler, name, api.EventScaled)
-	require.True(t, ok)
+	ev := scaledEvent(t, p, name)
 	assert.Contains(t, ev.Message, "metric qps")
 }
 
