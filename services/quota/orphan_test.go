@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -116,4 +117,40 @@ func TestFullSweepSpreadsItsChecks(t *testing.T) {
 	for k, at := range noted() {
 		assert.Equal(t, later, at, "%s: a later pass moved an earlier check", k)
 	}
+}
+
+// TestRetryOfAnOldReservationOutlivesTheOrphanCheck: a reservation whose
+// workload is not written yet (admission died after reserving) is reserved
+// again by the retry that writes it; once old enough for the orphan sweep,
+// that retry makes a new transaction, so a release the sweep decided on
+// the old one changes nothing.
+func TestRetryOfAnOldReservationOutlivesTheOrphanCheck(t *testing.T) {
+	b := openBus(t)
+	ctx := context.Background()
+	s := newReplica(t, b, "quota-1", nil)
+	s.orphanAge = 200 * time.Millisecond
+	d := demand(api.TierOnDemand, 2)
+	require.NoError(t, s.Reserve(ctx, "p", "p.app.web", d))
+	rk := api.QuotaReservationKey("p", "p.app.web")
+	read := func() api.Reservation {
+		e, err := s.kv.Get(ctx, rk)
+		require.NoError(t, err)
+		r, err := decodeReservation(e.Value())
+		require.NoError(t, err)
+		return r
+	}
+	first := read()
+	require.NoError(t, s.Reserve(ctx, "p", "p.app.web", d))
+	require.Equal(t, first.Txn, read().Txn, "a retry right away writes nothing")
+	time.Sleep(s.orphanAge)
+	require.NoError(t, s.Reserve(ctx, "p", "p.app.web", d))
+	again := read()
+	require.NotEqual(t, first.Txn, again.Txn, "a retry of an old reservation is a new transaction")
+	require.NoError(t, s.release(ctx, "p", "p.app.web", first.Txn))
+	assert.Equal(t, again.Txn, read().Txn, "the sweep's release of the old transaction changed the key")
+	want := totals{OnDemand: d, Reserved: demand(api.TierReserved, 0), Count: 1}
+	keys, err := keyTotals(s, "p")
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(want, keys), "reservation keys")
+	assert.Empty(t, cmp.Diff(want, ledgerTotals(t, s, "p")), "ledger")
 }

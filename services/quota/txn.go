@@ -41,7 +41,13 @@ func (s *Service) Reserve(ctx context.Context, project, key string, d api.Demand
 		intent := api.Reservation{Project: project, Key: key, State: api.ReservationPending, Demand: d,
 			Txn: newTxn(), At: time.Now().UTC()}
 		if cur != nil {
-			if cur.Demand == d {
+			// The same demand again changes nothing, unless the
+			// reservation is old enough for the orphan sweep to be
+			// checking it: its workload may be missing because this is
+			// the retry that writes it (its first admission died), so a
+			// new transaction makes the sweep's release, which holds
+			// only for the transaction it found, a no-op.
+			if cur.Demand == d && time.Since(cur.At) < s.orphanAge/2 {
 				return intent, bus.ErrNoChange
 			}
 			intent.Prev = &cur.Demand
