@@ -101,7 +101,6 @@ type clusterTerm struct {
 	// eventSources are the indexers whose objects' Kubernetes events are
 	// the workloads', by Kubernetes kind ("Pod", "Deployment").
 	eventSources map[string]cache.Indexer
-	podLister    corelisters.PodLister
 	nodes        corelisters.NodeLister
 	hasSynced    []cache.InformerSynced
 	queue        *bus.Queue // workload keys to observe
@@ -163,10 +162,9 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 	f := informers.NewSharedInformerFactory(c.cs, 0)
 	t := &clusterTerm{
 		c: c, id: fmt.Sprintf("%s/%d", c.s.holder, time.Now().UnixNano()), factory: f,
-		podLister: f.Core().V1().Pods().Lister(),
-		nodes:     f.Core().V1().Nodes().Lister(),
-		queue:     bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
-		events:    map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
+		nodes:  f.Core().V1().Nodes().Lister(),
+		queue:  bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
+		events: map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
 		indexers: map[schema.GroupVersionResource]cache.Indexer{}, eventSources: map[string]cache.Indexer{},
 	}
 	t.log = c.log.With("term", t.id)
@@ -187,6 +185,13 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 				return nil, fmt.Errorf("cluster %s: watch %s: %w", c.member.Name, w.gvr.Resource, err)
 			}
 			inf := gi.Informer()
+			if w.gvr.Resource == "pods" {
+				// The cache holds every pod of the cluster: only what is
+				// read of each (podview.go).
+				if err := inf.SetTransform(slimPod); err != nil {
+					return nil, fmt.Errorf("cluster %s: pod transform: %w", c.member.Name, err)
+				}
+			}
 			// An observation looks a workload's objects up by key: a
 			// label-selector list would match every object of the namespace.
 			if err := inf.AddIndexers(cache.Indexers{byWorkload: indexByWorkload}); err != nil {
@@ -389,25 +394,30 @@ func workloadKey(l map[string]string) (string, bool) {
 const byWorkload = "atoll-workload"
 
 func indexByWorkload(o any) ([]string, error) {
-	m, err := meta.Accessor(o)
-	if err != nil {
-		return nil, nil
-	}
-	if key, ok := workloadKey(m.GetLabels()); ok {
+	if key, ok := workloadKeyOf(o); ok {
 		return []string{key}, nil
 	}
 	return nil, nil
+}
+
+// workloadKeyOf returns the workload key of a cached object (a pod's
+// view or an API object) of the platform's.
+func workloadKeyOf(o any) (string, bool) {
+	if p, ok := o.(*podView); ok {
+		return p.Key.String(), p.Key != istr{}
+	}
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return "", false
+	}
+	return workloadKey(m.GetLabels())
 }
 
 func (t *clusterTerm) enqueueObject(o any) {
 	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = d.Obj
 	}
-	m, err := meta.Accessor(o)
-	if err != nil {
-		return
-	}
-	if key, ok := workloadKey(m.GetLabels()); ok {
+	if key, ok := workloadKeyOf(o); ok {
 		t.queue.Add(key)
 	}
 }
@@ -427,11 +437,7 @@ func (t *clusterTerm) onEvent(o any) {
 	if err != nil || !exists {
 		return
 	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
-	key, ok := workloadKey(m.GetLabels())
+	key, ok := workloadKeyOf(obj)
 	if !ok {
 		return
 	}

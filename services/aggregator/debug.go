@@ -128,7 +128,7 @@ func (c *debugCluster) unreachable() bool {
 // clusterPod is one of a workload's Pods.
 type clusterPod struct {
 	cluster *debugCluster
-	pod     *corev1.Pod
+	pod     *podView
 }
 
 // pods returns the workload's Pods by cluster name, then Pod name; a
@@ -159,7 +159,7 @@ func (b *debugBackend) pods(ctx context.Context, project, kind, name string) ([]
 			unreachable = append(unreachable, n)
 			continue
 		}
-		slices.SortFunc(pods, func(x, y *corev1.Pod) int { return strings.Compare(x.Name, y.Name) })
+		slices.SortFunc(pods, func(x, y *podView) int { return strings.Compare(x.Name, y.Name) })
 		for _, p := range pods {
 			out = append(out, clusterPod{cluster: c, pod: p})
 		}
@@ -172,7 +172,7 @@ func (b *debugBackend) pods(ctx context.Context, project, kind, name string) ([]
 
 // workloadPods lists the workload's Pods in the cluster: from the informer
 // caches when this replica observes it, else from its API server.
-func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([]*corev1.Pod, error) {
+func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([]*podView, error) {
 	if c.c == nil {
 		return nil, nil
 	}
@@ -181,13 +181,7 @@ func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*corev1.Pod, 0, len(objs))
-		for _, o := range objs {
-			if p, ok := o.(*corev1.Pod); ok {
-				out = append(out, p)
-			}
-		}
-		return out, nil
+		return podsOf(objs), nil
 	}
 	_, kind, name, _ := api.ParseKey(key)
 	sel := labels.SelectorFromSet(labels.Set{
@@ -199,9 +193,9 @@ func (c *debugCluster) workloadPods(ctx context.Context, project, key string) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*corev1.Pod, len(list.Items))
+	out := make([]*podView, len(list.Items))
 	for i := range list.Items {
-		out[i] = &list.Items[i]
+		out[i] = viewOf(&list.Items[i])
 	}
 	return out, nil
 }
@@ -224,13 +218,13 @@ func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]
 	}
 	var out []debugstream.LogSource
 	for _, cp := range pods {
-		if cp.pod.Spec.NodeName == "" || cp.pod.Status.Phase == corev1.PodPending || cp.pod.Status.Phase == corev1.PodUnknown {
+		if cp.pod.Node.String() == "" || cp.pod.phase() == corev1.PodPending || cp.pod.phase() == corev1.PodUnknown {
 			continue // no container has run yet
 		}
 		var containers []string
 		if req.Container == "" {
-			for _, c := range cp.pod.Spec.Containers {
-				containers = append(containers, c.Name)
+			for _, c := range cp.pod.mains() {
+				containers = append(containers, c.Name.String())
 			}
 		} else if hasContainer(cp.pod, req.Container) {
 			containers = []string{req.Container}
@@ -238,7 +232,7 @@ func (b *debugBackend) Logs(ctx context.Context, req debugstream.LogRequest) ([]
 		for _, c := range containers {
 			out = append(out, debugstream.LogSource{
 				Cluster: cp.cluster.name, Pod: cp.pod.Name, Container: c,
-				Open: cp.cluster.openLog(cp.pod.Namespace, cp.pod.Name, c, req),
+				Open: cp.cluster.openLog(cp.pod.Namespace.String(), cp.pod.Name, c, req),
 			})
 		}
 	}
@@ -288,31 +282,24 @@ func (b *debugBackend) capLogs(req debugstream.LogRequest, sources []debugstream
 
 // hasContainer says whether the Pod has a container of that name: a main
 // container, an init container or a platform sidecar (logs may read any).
-func hasContainer(p *corev1.Pod, name string) bool {
-	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
-		for _, c := range cs {
-			if c.Name == name {
-				return true
-			}
-		}
-	}
-	return false
+func hasContainer(p *podView, name string) bool {
+	return slices.ContainsFunc(p.Containers, func(c containerView) bool { return c.Name.String() == name })
 }
 
 // execContainer refuses a command in anything but one of the workload's
 // own main containers: never an init container nor one of the platform's
 // sidecars (native sidecars, init containers too), whose credentials and
 // files are the platform's.
-func execContainer(p *corev1.Pod, name string) error {
+func execContainer(p *podView, name string) error {
 	var own []string
-	for _, c := range p.Spec.Containers {
-		if c.Name == name {
+	for _, c := range p.mains() {
+		if c.Name.String() == name {
 			return nil
 		}
-		own = append(own, c.Name)
+		own = append(own, c.Name.String())
 	}
-	for _, c := range p.Spec.InitContainers {
-		if c.Name == name {
+	for _, c := range p.Containers[:len(p.Containers)-len(p.mains())] {
+		if c.Name.String() == name {
 			return debugstream.Errorf(http.StatusForbidden, "container %q of pod %s is an init container or the platform's sidecar: exec only into the workload's own containers (%s)", name, p.Name, strings.Join(own, ", "))
 		}
 	}
@@ -370,10 +357,10 @@ func (b *debugBackend) Exec(ctx context.Context, req debugstream.ExecRequest) (d
 	}
 	var target *clusterPod
 	for i, cp := range pods {
-		running := cp.pod.Status.Phase == corev1.PodRunning && cp.pod.DeletionTimestamp == nil
+		running := cp.pod.running()
 		if req.Pod != "" && cp.pod.Name == req.Pod {
 			if !running {
-				return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusBadRequest, "pod %s of %s %s is %s, not Running", req.Pod, req.Kind, req.Name, cp.pod.Status.Phase)
+				return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusBadRequest, "pod %s of %s %s is %s, not Running", req.Pod, req.Kind, req.Name, cp.pod.phase())
 			}
 			target = &pods[i]
 			break
@@ -390,8 +377,8 @@ func (b *debugBackend) Exec(ctx context.Context, req debugstream.ExecRequest) (d
 		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusNotFound, "%s %s has no Running Pod", req.Kind, req.Name)
 	}
 	container := req.Container
-	if container == "" && len(target.pod.Spec.Containers) > 0 {
-		container = target.pod.Spec.Containers[0].Name
+	if mains := target.pod.mains(); container == "" && len(mains) > 0 {
+		container = mains[0].Name.String()
 	}
 	if err := execContainer(target.pod, container); err != nil {
 		return debugstream.ExecTarget{}, err
@@ -400,7 +387,7 @@ func (b *debugBackend) Exec(ctx context.Context, req debugstream.ExecRequest) (d
 	if c.unreachable() {
 		return debugstream.ExecTarget{}, debugstream.Errorf(http.StatusServiceUnavailable, "cluster %s is unreachable", c.name)
 	}
-	ns, pod := target.pod.Namespace, target.pod.Name
+	ns, pod := target.pod.Namespace.String(), target.pod.Name
 	return debugstream.ExecTarget{
 		Cluster: c.name, Pod: pod, Container: container,
 		Run: func(ctx context.Context, eio debugstream.ExecIO) (int, error) {

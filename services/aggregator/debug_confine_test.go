@@ -36,7 +36,7 @@ func TestExecOnlyIntoOwnContainers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.container, func(t *testing.T) {
-			err := execContainer(pod, tt.container)
+			err := execContainer(viewOf(pod), tt.container)
 			var de *debugstream.Error
 			switch {
 			case tt.code == 0 && err != nil:
@@ -44,7 +44,7 @@ func TestExecOnlyIntoOwnContainers(t *testing.T) {
 			case tt.code != 0 && (!errors.As(err, &de) || de.Code != tt.code):
 				t.Errorf("err %v, want %d", err, tt.code)
 			}
-			if !hasContainer(pod, tt.container) && tt.code != http.StatusNotFound {
+			if !hasContainer(viewOf(pod), tt.container) && tt.code != http.StatusNotFound {
 				t.Errorf("logs cannot read %s", tt.container)
 			}
 		})

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"atoll.dev/libs/debugstream"
 )
 
@@ -31,19 +29,19 @@ func (b *debugBackend) fileLogs(ctx context.Context, req debugstream.LogRequest)
 	}
 	var out []debugstream.LogSource
 	for _, cp := range pods {
-		if cp.pod.Status.Phase != corev1.PodRunning || cp.pod.DeletionTimestamp != nil {
+		if !cp.pod.running() {
 			continue // a file is read by running a command: only in a Running Pod
 		}
 		container := req.Container
-		if container == "" && len(cp.pod.Spec.Containers) > 0 {
-			container = cp.pod.Spec.Containers[0].Name
+		if mains := cp.pod.mains(); container == "" && len(mains) > 0 {
+			container = mains[0].Name.String()
 		}
 		if execContainer(cp.pod, container) != nil {
 			continue // a file is read by running a command: the workload's own containers only
 		}
 		out = append(out, debugstream.LogSource{
 			Cluster: cp.cluster.name, Pod: cp.pod.Name, Container: container,
-			Open: cp.cluster.openFile(cp.pod.Namespace, cp.pod.Name, container, req),
+			Open: cp.cluster.openFile(cp.pod.Namespace.String(), cp.pod.Name, container, req),
 		})
 	}
 	if len(out) == 0 {

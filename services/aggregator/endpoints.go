@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"atoll.dev/libs/api"
 )
 
@@ -19,14 +17,14 @@ import (
 // endpoints returns the endpoints of an App's pods in the term's
 // cluster, sorted by pod name, ready ones first when there are more than
 // api.MaxClusterEndpoints (those beyond are counted, not listed).
-func (t *clusterTerm) endpoints(pods []*corev1.Pod) api.EndpointsObservation {
+func (t *clusterTerm) endpoints(pods []*podView) api.EndpointsObservation {
 	var out []api.Endpoint
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+		if !p.running() || p.IP == "" {
 			continue
 		}
 		out = append(out, api.Endpoint{
-			Pod: p.Name, IP: p.Status.PodIP, Node: p.Spec.NodeName,
+			Pod: p.Name, IP: p.IP, Node: p.Node.String(),
 			Zone: t.c.member.Zone, Cluster: t.c.member.Name, Ready: podReady(p),
 		})
 	}

@@ -30,12 +30,12 @@ func TestObservedEndpoints(t *testing.T) {
 	tt := &clusterTerm{c: &cluster{member: clusters.Member{Name: "zone-b", Zone: "b"}}}
 	pending := endpointPod("p", "", false, false)
 	pending.Status.Phase = corev1.PodPending
-	got := tt.endpoints([]*corev1.Pod{
+	got := tt.endpoints(views([]*corev1.Pod{
 		endpointPod("web-2", "10.0.0.2", false, false),
 		endpointPod("web-1", "10.0.0.1", true, false),
 		endpointPod("web-3", "10.0.0.3", true, true), // terminating
 		pending,
-	})
+	}))
 	want := api.EndpointsObservation{Endpoints: []api.Endpoint{
 		{Pod: "web-1", IP: "10.0.0.1", Node: "n1", Zone: "b", Cluster: "zone-b", Ready: true},
 		{Pod: "web-2", IP: "10.0.0.2", Node: "n1", Zone: "b", Cluster: "zone-b"},
@@ -53,7 +53,7 @@ func TestObservedEndpointsBounded(t *testing.T) {
 	for i := range api.MaxClusterEndpoints + 10 {
 		pods = append(pods, endpointPod(fmt.Sprintf("web-%05d", i), fmt.Sprintf("10.%d.%d.1", i/256, i%256), i >= 10, false))
 	}
-	got := tt.endpoints(pods)
+	got := tt.endpoints(views(pods))
 	if len(got.Endpoints) != api.MaxClusterEndpoints || got.EndpointsLeftOut != 10 {
 		t.Fatalf("%d endpoints, %d left out", len(got.Endpoints), got.EndpointsLeftOut)
 	}

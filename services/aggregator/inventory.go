@@ -109,20 +109,20 @@ func (t *clusterTerm) pools() map[string]api.PoolInfo {
 	if err != nil {
 		return nil
 	}
-	pods, _ := t.podLister.List(labels.Everything())
 	perNode := map[string]api.Quantities{}
 	podsOn := map[string]int64{}
-	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, p := range podsOf(t.pods.List()) {
+		node := p.Node.String()
+		if node == "" || p.phase() == corev1.PodSucceeded || p.phase() == corev1.PodFailed {
 			continue
 		}
-		q := perNode[p.Spec.NodeName]
-		r := podRequests(p)
+		q := perNode[node]
+		r := p.Requests
 		q.MilliCPU += r.MilliCPU
 		q.MemoryBytes += r.MemoryBytes
 		q.GPUs += r.GPUs
-		perNode[p.Spec.NodeName] = q
-		podsOn[p.Spec.NodeName]++
+		perNode[node] = q
+		podsOn[node]++
 	}
 	out := map[string]api.PoolInfo{}
 	for _, n := range nodes {

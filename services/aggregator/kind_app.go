@@ -5,7 +5,6 @@ import (
 
 	"atoll.dev/libs/api"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // The App: a cluster's observation of one holds its shard's Deployment;
@@ -46,7 +45,7 @@ type deploymentObservation struct {
 
 func (appKind) watches() []watch { return []watch{{deployments, "Deployment"}, {ingresses, ""}} }
 
-func (appKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
+func (appKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, bool) {
 	var dep *appsv1.Deployment
 	for _, o := range t.objectsOf(deployments, key) {
 		if d, ok := o.(*appsv1.Deployment); ok && d.Name == name {

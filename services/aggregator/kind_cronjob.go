@@ -31,7 +31,7 @@ type cronJobPart struct {
 
 func (cronJobKind) watches() []watch { return []watch{{cronjobs, ""}, {jobs, "Job"}} }
 
-func (cronJobKind) observe(t *clusterTerm, key, name string, _ []*corev1.Pod) (any, bool) {
+func (cronJobKind) observe(t *clusterTerm, key, name string, _ []*podView) (any, bool) {
 	cj, runs := t.cronJobObjects(key, name)
 	p := &cronJobPart{}
 	observeCronJob(p, cj, runs)

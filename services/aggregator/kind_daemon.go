@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"atoll.dev/libs/api"
 )
@@ -34,7 +33,7 @@ type daemonSetObservation struct {
 
 func (daemonKind) watches() []watch { return []watch{{daemonsets, ""}} }
 
-func (daemonKind) observe(t *clusterTerm, key, name string, _ []*corev1.Pod) (any, bool) {
+func (daemonKind) observe(t *clusterTerm, key, name string, _ []*podView) (any, bool) {
 	var ds *appsv1.DaemonSet
 	for _, o := range t.objectsOf(daemonsets, key) {
 		if d, ok := o.(*appsv1.DaemonSet); ok && d.Name == name {

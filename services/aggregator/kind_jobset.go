@@ -38,7 +38,7 @@ type jobObservation struct {
 
 func (jobSetKind) watches() []watch { return []watch{{jobs, "Job"}} }
 
-func (jobSetKind) observe(t *clusterTerm, key, name string, _ []*corev1.Pod) (any, bool) {
+func (jobSetKind) observe(t *clusterTerm, key, name string, _ []*podView) (any, bool) {
 	j := t.job(key, name)
 	return &jobPart{Job: observeJob(j)}, j != nil
 }

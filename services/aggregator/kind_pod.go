@@ -38,16 +38,16 @@ func (podKind) watches() []watch { return []watch{{claims, ""}} }
 
 // observe adds the Pod and its claim. A claim alone does not make an
 // observation: the cluster holds the workload while it holds its Pod.
-func (podKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
+func (podKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, bool) {
 	var claim *corev1.PersistentVolumeClaim
 	for _, o := range t.objectsOf(claims, key) {
 		if c, ok := o.(*corev1.PersistentVolumeClaim); ok && c.Name == api.PodClaimName(name, t.c.member.Name) {
 			claim = c
 		}
 	}
-	var pod *corev1.Pod
+	var pod *podView
 	for _, p := range pods {
-		if p.Name == name && p.DeletionTimestamp == nil {
+		if p.Name == name && !p.Deleting {
 			pod = p
 		}
 	}
@@ -60,7 +60,7 @@ func (podKind) fold(w *api.Workload, shards []shardView, st *api.Status) { foldP
 
 // podObserved sums up a Pod and its claim (either may be nil); nil when
 // both are.
-func podObserved(p *corev1.Pod, claim *corev1.PersistentVolumeClaim) *podObservation {
+func podObserved(p *podView, claim *corev1.PersistentVolumeClaim) *podObservation {
 	if p == nil && claim == nil {
 		return nil
 	}
@@ -76,36 +76,15 @@ func podObserved(p *corev1.Pod, claim *corev1.PersistentVolumeClaim) *podObserva
 		return o
 	}
 	o.UID = string(p.UID)
-	statuses := func(ss []corev1.ContainerStatus) map[string]corev1.ContainerStatus {
-		m := make(map[string]corev1.ContainerStatus, len(ss))
-		for _, s := range ss {
-			m[s.Name] = s
-		}
-		return m
-	}
-	add := func(c corev1.Container, typ string, by map[string]corev1.ContainerStatus) {
-		cs := api.ContainerStatus{Name: c.Name, Type: typ, Image: c.Image}
-		if s, ok := by[c.Name]; ok {
+	for _, c := range p.Containers {
+		cs := api.ContainerStatus{Name: c.Name.String(), Type: c.Type.String(), Image: c.Image.String(), State: "Waiting"}
+		if c.HasStatus {
 			// The status's image is what runs: after an in-place update
 			// it changes once the kubelet has restarted the container.
-			cs.Image = cmp.Or(s.Image, c.Image)
-			cs.RestartCount, cs.Ready, cs.State = s.RestartCount, s.Ready, containerState(s.State)
-		} else {
-			cs.State = "Waiting"
+			cs.Image = cmp.Or(c.StatusImage.String(), cs.Image)
+			cs.RestartCount, cs.Ready, cs.State = c.Restarts, c.Ready, c.State.String()
 		}
 		o.Containers = append(o.Containers, cs)
-	}
-	inits := statuses(p.Status.InitContainerStatuses)
-	for _, c := range p.Spec.InitContainers {
-		typ := api.ContainerInit
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			typ = api.ContainerSidecar
-		}
-		add(c, typ, inits)
-	}
-	mains := statuses(p.Status.ContainerStatuses)
-	for _, c := range p.Spec.Containers {
-		add(c, api.ContainerMain, mains)
 	}
 	return o
 }

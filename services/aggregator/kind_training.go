@@ -35,7 +35,7 @@ type trainingPart struct {
 
 func (trainingKind) watches() []watch { return []watch{{jobs, "Job"}} }
 
-func (trainingKind) observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (any, bool) {
+func (trainingKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, bool) {
 	j := t.job(key, name)
 	return &trainingPart{Job: observeJob(j), Gang: observeGang(pods, j)}, j != nil
 }
@@ -69,7 +69,7 @@ type gangObservation struct {
 }
 
 // observeGang sums up a TrainingJob's gang: its Job (nil: none) and pods.
-func observeGang(pods []*corev1.Pod, job *batchv1.Job) *gangObservation {
+func observeGang(pods []*podView, job *batchv1.Job) *gangObservation {
 	if job == nil {
 		return nil
 	}
@@ -87,23 +87,17 @@ func observeGang(pods []*corev1.Pod, job *batchv1.Job) *gangObservation {
 	}
 	byRank := map[int32]api.TrainingRank{}
 	for _, p := range pods {
-		if attemptOf(p.Annotations) != g.Attempt {
+		if p.Attempt != g.Attempt || p.Index < 0 {
 			continue
 		}
-		i, err := strconv.ParseInt(p.Annotations[batchv1.JobCompletionIndexAnnotation], 10, 32)
-		if err != nil {
-			continue
-		}
-		r := api.TrainingRank{Rank: int32(i), Pod: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}
+		r := api.TrainingRank{Rank: p.Index, Pod: p.Name, Phase: p.Phase.String(), Node: p.Node.String()}
 		if r.Phase == "" {
 			r.Phase = string(corev1.PodPending)
 		}
-		for _, c := range p.Status.ContainerStatuses {
-			r.Restarts += c.RestartCount
-		}
+		r.Restarts = p.Restarts
 		old, seen := byRank[r.Rank]
 		// A replacement pod of the same rank: the live one wins.
-		if !seen || old.Phase == string(corev1.PodFailed) && p.DeletionTimestamp == nil {
+		if !seen || old.Phase == string(corev1.PodFailed) && !p.Deleting {
 			byRank[r.Rank] = r
 		}
 	}

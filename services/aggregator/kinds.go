@@ -27,7 +27,7 @@ type kind interface {
 	// observation's part (a pointer, see observation.Part) and whether it
 	// found any of them. Without any, and without pods, the cluster holds
 	// nothing of the workload.
-	observe(t *clusterTerm, key, name string, pods []*corev1.Pod) (part any, found bool)
+	observe(t *clusterTerm, key, name string, pods []*podView) (part any, found bool)
 	// part returns an empty part to decode a stored observation's into.
 	part() any
 	// desired is what one shard of the placement wants.

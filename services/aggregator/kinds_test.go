@@ -114,7 +114,7 @@ func TestObservationByKind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			term := &clusterTerm{
 				c:        &cluster{s: &Service{kinds: newKinds()}, member: clusters.Member{Name: "zone-a"}},
-				pods:     indexed(tc.key, tc.pods...),
+				pods:     indexed(tc.key, viewsOf(tc.pods)...),
 				indexers: map[schema.GroupVersionResource]cache.Indexer{}, events: map[string][]keyedEvent{},
 			}
 			for r, objs := range tc.objs {

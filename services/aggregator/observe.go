@@ -49,13 +49,9 @@ func (t *clusterTerm) observation(key string) *observation {
 		// A kind this build does not know: its pods are still counted.
 		name = key[strings.LastIndexByte(key, '.')+1:]
 	}
-	var pods []*corev1.Pod
+	var pods []*podView
 	if objs, err := t.pods.ByIndex(byWorkload, key); err == nil {
-		for _, o := range objs {
-			if p, ok := o.(*corev1.Pod); ok {
-				pods = append(pods, p)
-			}
-		}
+		pods = podsOf(objs)
 	}
 	var part any
 	found := false
@@ -72,33 +68,31 @@ func (t *clusterTerm) observation(key string) *observation {
 }
 
 // observe sums up a workload's pods in one cluster.
-func observe(pods []*corev1.Pod) *observation {
+func observe(pods []*podView) *observation {
 	obs := &observation{Pods: int32(len(pods))}
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(pods, func(a, b *podView) int { return strings.Compare(a.Name, b.Name) })
 	images := map[string]bool{}
 	for _, p := range pods {
-		switch p.Status.Phase {
+		switch p.phase() {
 		case corev1.PodSucceeded:
 			obs.Succeeded++
 		case corev1.PodFailed:
 			obs.Failed++
 		case corev1.PodRunning:
-			for _, c := range p.Spec.Containers {
-				images[c.Image] = true
+			for _, c := range p.mains() {
+				images[c.Image.String()] = true
 			}
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && len(obs.Unscheduled) < maxUnscheduled {
-				cond := api.Condition{Type: "PodScheduled", Status: false, Reason: c.Reason, Message: c.Message}
-				if !slices.Contains(obs.Unscheduled, cond) {
-					obs.Unscheduled = append(obs.Unscheduled, cond)
-				}
+		if c := p.Unscheduled; c != nil && len(obs.Unscheduled) < maxUnscheduled {
+			cond := api.Condition{Type: "PodScheduled", Status: false, Reason: c.Reason, Message: c.Message}
+			if !slices.Contains(obs.Unscheduled, cond) {
+				obs.Unscheduled = append(obs.Unscheduled, cond)
 			}
 		}
-		if p.DeletionTimestamp != nil {
+		if p.Deleting {
 			continue
 		}
-		if p.Status.Phase == corev1.PodRunning {
+		if p.phase() == corev1.PodRunning {
 			obs.Running++
 		}
 		if podReady(p) {
@@ -112,16 +106,8 @@ func observe(pods []*corev1.Pod) *observation {
 	return obs
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func podReady(p *podView) bool {
+	return p.running() && p.Ready
 }
 
 func generationOf(annotations map[string]string) int64 {

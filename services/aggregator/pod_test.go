@@ -50,7 +50,7 @@ func TestPodObserved(t *testing.T) {
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound,
 			Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}
-	o := podObserved(livePod(), claim)
+	o := podObserved(viewOf(livePod()), claim)
 	require.NotNil(t, o)
 	assert.Equal(t, "u-1", o.UID)
 	assert.Equal(t, []api.ContainerStatus{
@@ -68,7 +68,7 @@ func TestPodObserved(t *testing.T) {
 	// A container with no status yet is Waiting, with its spec's image.
 	p := livePod()
 	p.Status.ContainerStatuses = nil
-	o = podObserved(p, nil)
+	o = podObserved(viewOf(p), nil)
 	assert.Equal(t, api.ContainerStatus{Name: "app", Type: api.ContainerMain, Image: "app:2", State: "Waiting"}, o.Containers[2])
 	assert.Nil(t, o.Volume)
 }

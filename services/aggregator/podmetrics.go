@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"atoll.dev/libs/api"
@@ -97,17 +96,20 @@ func (t *clusterTerm) publishPodMetrics(ctx context.Context) error {
 	}
 	apps := map[string]*appUsage{}
 	for _, it := range list.Items {
-		pod, err := t.podLister.Pods(it.Metadata.Namespace).Get(it.Metadata.Name)
-		if err != nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+		o, exists, err := t.pods.GetByKey(it.Metadata.Namespace + "/" + it.Metadata.Name)
+		pod, ok := o.(*podView)
+		if err != nil || !exists || !ok || !podReady(pod) {
 			continue // gone, going or not ready: the HPA counts only ready pods
 		}
-		key, ok := workloadKey(pod.Labels)
-		if !ok {
+		if pod.Key == (istr{}) {
 			continue
 		}
+		key := pod.Key.String()
 		u := apps[key]
 		if u == nil {
-			u = &appUsage{project: pod.Labels[api.LabelProject], app: pod.Labels[api.LabelWorkload]}
+			project, _ := pod.label(api.LabelProject)
+			app, _ := pod.label(api.LabelWorkload)
+			u = &appUsage{project: project, app: app}
 			apps[key] = u
 		}
 		u.pods++
@@ -118,10 +120,10 @@ func (t *clusterTerm) publishPodMetrics(ctx context.Context) error {
 		// containers (the platform's sidecars, native sidecars among the
 		// init containers, are in neither).
 		own := map[string]bool{}
-		for _, c := range pod.Spec.Containers {
-			own[c.Name] = true
-			u.cpuReq += float64(c.Resources.Requests.Cpu().MilliValue())
-			u.memReq += float64(c.Resources.Requests.Memory().Value())
+		for _, c := range pod.mains() {
+			own[c.Name.String()] = true
+			u.cpuReq += float64(c.MilliCPU)
+			u.memReq += float64(c.MemoryBytes)
 		}
 		for _, c := range it.Containers {
 			if own[c.Name] {

@@ -11,40 +11,46 @@ import (
 // template's images and it carries the template's labels; pods left
 // failed by an earlier template (a ReplicaSet scaled down keeps its
 // failed pods) do not count, so a rollout is not failed by its past.
-func failingPods(pods []*corev1.Pod, d *appsv1.Deployment) int32 {
+func failingPods(pods []*podView, d *appsv1.Deployment) int32 {
 	tmpl := d.Spec.Template
 	var n int32
 	for _, p := range pods {
 		if !ofTemplate(p, &tmpl) {
 			continue
 		}
-		if p.Status.Phase == corev1.PodFailed || crashLooping(p) {
+		if p.phase() == corev1.PodFailed || crashLooping(p) {
 			n++
 		}
 	}
 	return n
 }
 
-func ofTemplate(p *corev1.Pod, t *corev1.PodTemplateSpec) bool {
-	if len(p.Spec.Containers) != len(t.Spec.Containers) {
+func ofTemplate(p *podView, t *corev1.PodTemplateSpec) bool {
+	mains := p.mains()
+	if len(mains) != len(t.Spec.Containers) {
 		return false
 	}
 	for i, c := range t.Spec.Containers {
-		if p.Spec.Containers[i].Image != c.Image {
+		if mains[i].Image.String() != c.Image {
 			return false
 		}
 	}
+	labels := p.labels()
 	for k, v := range t.Labels {
-		if got, ok := p.Labels[k]; !ok || got != v {
+		if got, ok := labels[k]; !ok || got != v {
 			return false
 		}
 	}
 	return true
 }
 
-func crashLooping(p *corev1.Pod) bool {
-	for _, s := range p.Status.ContainerStatuses {
-		if w := s.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+// crashLoopState is the state containerState names for a main container
+// in CrashLoopBackOff.
+const crashLoopState = "Waiting (CrashLoopBackOff)"
+
+func crashLooping(p *podView) bool {
+	for _, c := range p.mains() {
+		if c.State.String() == crashLoopState {
 			return true
 		}
 	}

@@ -38,7 +38,7 @@ func TestFailingPods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := failingPods(tt.pods, dep); got != tt.want {
+			if got := failingPods(views(tt.pods), dep); got != tt.want {
 				t.Errorf("failingPods = %d, want %d", got, tt.want)
 			}
 		})

@@ -31,8 +31,8 @@ func TestFoldTrainingJob(t *testing.T) {
 	w := &api.Workload{Kind: api.KindTrainingJob, Metadata: api.Metadata{Project: "ml", Name: "bert", Generation: 1}, Spec: s}
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "bert", Annotations: map[string]string{api.AnnoGangAttempt: "2"}}}
 	fold := func(pods ...*corev1.Pod) api.Status {
-		obs := observe(pods)
-		obs.Part = &trainingPart{Job: observeJob(job), Gang: observeGang(pods, job)}
+		obs := observe(views(pods))
+		obs.Part = &trainingPart{Job: observeJob(job), Gang: observeGang(views(pods), job)}
 		st := api.Status{Zones: map[string]api.ZoneStatus{}, Clusters: map[string]api.ZoneStatus{}}
 		foldTraining(w, []shardView{{cluster: "zone-b", zone: "b", healthy: true, desired: 2, obs: *obs}}, &st)
 		return st
