@@ -208,7 +208,11 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		}
 	}
 	t.pods = t.indexers[corev1.SchemeGroupVersion.WithResource("pods")]
-	t.hasSynced = append(t.hasSynced, f.Core().V1().Nodes().Informer().HasSynced)
+	nodes := f.Core().V1().Nodes().Informer()
+	if err := nodes.SetTransform(clusters.SlimNode); err != nil {
+		return nil, fmt.Errorf("cluster %s: node transform: %w", c.member.Name, err)
+	}
+	t.hasSynced = append(t.hasSynced, nodes.HasSynced)
 	return t, nil
 }
 

@@ -107,6 +107,10 @@ type term struct {
 func (c *cluster) lead(ctx context.Context) {
 	f := informers.NewSharedInformerFactory(c.cs, 0)
 	inf := f.Core().V1().Nodes().Informer()
+	if err := inf.SetTransform(clusters.SlimNode); err != nil {
+		c.log.Error("node transform", "err", err)
+		return
+	}
 	t := &term{c: c, log: c.log, nodes: f.Core().V1().Nodes().Lister(), breakers: Breakers{}, states: map[string]*node{}}
 	defer f.Shutdown()
 	if err := t.load(ctx); err != nil {
