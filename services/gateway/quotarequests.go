@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -27,7 +28,7 @@ func (s *Service) CreateQuotaRequest(w http.ResponseWriter, r *http.Request, pro
 	req := api.QuotaRequestCreate{Project: project, Tier: body.Tier, CPU: body.Cpu, Memory: body.Memory, Storage: body.Storage,
 		GPUs: body.Gpus, Pods: body.Pods, Reason: body.Reason, Requester: identity(r).Subject}
 	if _, fe := req.Limit(); len(fe) > 0 {
-		writeInvalid(w, r, fe)
+		writeErrorBody(w, r, http.StatusUnprocessableEntity, apiError(api.ErrorBody{Code: "Invalid", Message: "invalid quota request: " + fieldList(fe), Fields: fe}))
 		return
 	}
 	qr, err := call(s, r, bus.QuotaRequestCreate, req)
@@ -90,6 +91,15 @@ func (s *Service) DecideQuotaRequest(w http.ResponseWriter, r *http.Request, pro
 		return
 	}
 	writeJSON(w, http.StatusOK, quotaRequestView(qr))
+}
+
+// fieldList writes field problems as "field: reason; ...".
+func fieldList(fe api.FieldErrors) string {
+	parts := make([]string, len(fe))
+	for i, f := range fe {
+		parts[i] = f.Field + ": " + f.Reason
+	}
+	return strings.Join(parts, "; ")
 }
 
 func quotaRequestView(q *api.QuotaRequest) computeapi.QuotaRequest {
