@@ -179,6 +179,10 @@ type Ledger struct {
 	// a transaction id followed by TxnApplied or TxnRefused. Quota keeps a
 	// bounded number; it strips them from the get reply.
 	Txns []string `json:"txns,omitempty"`
+	// Grants are the IDs of the last GrantRing quota requests whose limits
+	// were applied, oldest first: an approval finished twice (a retry, the
+	// repair sweep) applies them once.
+	Grants []string `json:"grants,omitempty"`
 }
 
 // Transaction outcomes, the last byte of a Ledger.Txns entry.
@@ -239,6 +243,7 @@ func (l *Ledger) Clone() *Ledger {
 		c.Usage[k] = v
 	}
 	c.Txns = append([]string(nil), l.Txns...)
+	c.Grants = append([]string(nil), l.Grants...)
 	return &c
 }
 

@@ -66,6 +66,13 @@ var (
 	QuotaGet = Call[api.QuotaRelease, *api.Ledger]{Service: UserQuota, Verb: "get", Callers: []string{UserGateway}}
 	// QuotaSet sets a project's limit for one tier.
 	QuotaSet = Call[api.QuotaSet, api.Ack]{Service: UserQuota, Verb: "set", Callers: []string{UserGateway}}
+	// QuotaRequestCreate stores a project's request for more quota.
+	QuotaRequestCreate = Call[api.QuotaRequestCreate, *api.QuotaRequest]{Service: UserQuota, Verb: "request-create", Callers: []string{UserGateway}}
+	// QuotaRequestList lists quota requests, by project and state.
+	QuotaRequestList = Call[api.QuotaRequestList, *api.QuotaRequestItems]{Service: UserQuota, Verb: "request-list", Callers: []string{UserGateway}}
+	// QuotaRequestDecide approves (applying the limits) or rejects a
+	// quota request; a 409 refuses a request decided already.
+	QuotaRequestDecide = Call[api.QuotaRequestDecide, *api.QuotaRequest]{Service: UserQuota, Verb: "request-decide", Callers: []string{UserGateway}}
 )
 
 // AggregatorCluster is a platform admin's operation on a member cluster
@@ -109,7 +116,7 @@ func Contract() []Descriptor {
 	return []Descriptor{
 		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
 		ProjectCreate, ProjectDelete, MemberSet, MemberRemove,
-		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
+		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet, QuotaRequestCreate, QuotaRequestList, QuotaRequestDecide,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,
 		PropagatorRotateKEK, AdmissionRewrap,

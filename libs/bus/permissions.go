@@ -163,6 +163,8 @@ func Grants() map[string]Grant {
 		UserQuota: {
 			Writes: []Keys{{BucketQuota, all}, {BucketLeases, []string{"quota-sweeps"}}},
 			Reads:  []string{BucketWorkloads},
+			// Quota requests' events, on their projects' subjects.
+			Emits: []string{events},
 		},
 		UserScheduler: {
 			Writes:  []Keys{{BucketPlacements, all}, {BucketLeases, []string{"scheduler"}}},

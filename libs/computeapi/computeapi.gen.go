@@ -131,6 +131,30 @@ func (e PodContainerStatusType) Valid() bool {
 	}
 }
 
+// Defines values for QuotaRequestState.
+const (
+	QuotaRequestStateApproved  QuotaRequestState = "approved"
+	QuotaRequestStateApproving QuotaRequestState = "approving"
+	QuotaRequestStatePending   QuotaRequestState = "pending"
+	QuotaRequestStateRejected  QuotaRequestState = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the QuotaRequestState enum.
+func (e QuotaRequestState) Valid() bool {
+	switch e {
+	case QuotaRequestStateApproved:
+		return true
+	case QuotaRequestStateApproving:
+		return true
+	case QuotaRequestStatePending:
+		return true
+	case QuotaRequestStateRejected:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RolloutPhase.
 const (
 	RolloutPhaseComplete    RolloutPhase = "Complete"
@@ -263,6 +287,78 @@ func (e ZoneRolloutState) Valid() bool {
 	case ZoneRolloutStateRolledBack:
 		return true
 	case ZoneRolloutStateUpdating:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for QuotaRequestStateQuery.
+const (
+	QuotaRequestStateQueryApproved  QuotaRequestStateQuery = "approved"
+	QuotaRequestStateQueryApproving QuotaRequestStateQuery = "approving"
+	QuotaRequestStateQueryPending   QuotaRequestStateQuery = "pending"
+	QuotaRequestStateQueryRejected  QuotaRequestStateQuery = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the QuotaRequestStateQuery enum.
+func (e QuotaRequestStateQuery) Valid() bool {
+	switch e {
+	case QuotaRequestStateQueryApproved:
+		return true
+	case QuotaRequestStateQueryApproving:
+		return true
+	case QuotaRequestStateQueryPending:
+		return true
+	case QuotaRequestStateQueryRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListProjectQuotaRequestsParamsState.
+const (
+	ListProjectQuotaRequestsParamsStateApproved  ListProjectQuotaRequestsParamsState = "approved"
+	ListProjectQuotaRequestsParamsStateApproving ListProjectQuotaRequestsParamsState = "approving"
+	ListProjectQuotaRequestsParamsStatePending   ListProjectQuotaRequestsParamsState = "pending"
+	ListProjectQuotaRequestsParamsStateRejected  ListProjectQuotaRequestsParamsState = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the ListProjectQuotaRequestsParamsState enum.
+func (e ListProjectQuotaRequestsParamsState) Valid() bool {
+	switch e {
+	case ListProjectQuotaRequestsParamsStateApproved:
+		return true
+	case ListProjectQuotaRequestsParamsStateApproving:
+		return true
+	case ListProjectQuotaRequestsParamsStatePending:
+		return true
+	case ListProjectQuotaRequestsParamsStateRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListQuotaRequestsParamsState.
+const (
+	ListQuotaRequestsParamsStateApproved  ListQuotaRequestsParamsState = "approved"
+	ListQuotaRequestsParamsStateApproving ListQuotaRequestsParamsState = "approving"
+	ListQuotaRequestsParamsStatePending   ListQuotaRequestsParamsState = "pending"
+	ListQuotaRequestsParamsStateRejected  ListQuotaRequestsParamsState = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the ListQuotaRequestsParamsState enum.
+func (e ListQuotaRequestsParamsState) Valid() bool {
+	switch e {
+	case ListQuotaRequestsParamsStateApproved:
+		return true
+	case ListQuotaRequestsParamsStateApproving:
+		return true
+	case ListQuotaRequestsParamsStatePending:
+		return true
+	case ListQuotaRequestsParamsStateRejected:
 		return true
 	default:
 		return false
@@ -708,6 +804,12 @@ type Quota struct {
 	Workloads int64 `json:"workloads,omitempty,omitzero"`
 }
 
+// QuotaDecision defines model for QuotaDecision.
+type QuotaDecision struct {
+	// Reason The reviewer's reason: required to reject, optional to approve.
+	Reason string `json:"reason,omitempty,omitzero"`
+}
+
 // QuotaLimit A tier's caps for one project. A resource named is capped at that amount (0 forbids it); a resource left out follows the region's default for the tier. There is no unlimited value; a platform admin sets an amount larger than the region.
 type QuotaLimit struct {
 	Gpus         *int64 `json:"gpus,omitempty"`
@@ -728,6 +830,55 @@ type QuotaRejection struct {
 	Resource string `json:"resource"`
 	Tier     string `json:"tier"`
 	Used     int64  `json:"used"`
+}
+
+// QuotaRequest defines model for QuotaRequest.
+type QuotaRequest struct {
+	Created time.Time `json:"created"`
+	Decided time.Time `json:"decided,omitempty,omitzero"`
+
+	// Decision The reviewer's reason.
+	Decision string `json:"decision,omitempty,omitzero"`
+
+	// Id <project>-<number>
+	Id string `json:"id"`
+
+	// Limit The caps asked for; an amount left out keeps the project's.
+	Limit     QuotaLimit        `json:"limit"`
+	Project   string            `json:"project"`
+	Reason    string            `json:"reason"`
+	Requester string            `json:"requester"`
+	Reviewer  string            `json:"reviewer,omitempty,omitzero"`
+	State     QuotaRequestState `json:"state"`
+	Tier      string            `json:"tier"`
+}
+
+// QuotaRequestState defines model for QuotaRequest.State.
+type QuotaRequestState string
+
+// QuotaRequestCreate defines model for QuotaRequestCreate.
+type QuotaRequestCreate struct {
+	// Cpu Cores, as a quantity: 64, 500m.
+	Cpu  string `json:"cpu,omitempty,omitzero"`
+	Gpus *int64 `json:"gpus,omitempty"`
+
+	// Memory Bytes, as a quantity: 256Gi.
+	Memory string `json:"memory,omitempty,omitzero"`
+	Pods   *int64 `json:"pods,omitempty"`
+
+	// Reason Why the project needs it (required).
+	Reason string `json:"reason"`
+
+	// Storage Bytes, as a quantity: 1Ti.
+	Storage string `json:"storage,omitempty,omitzero"`
+
+	// Tier Reserved, OnDemand or Preemptible.
+	Tier string `json:"tier"`
+}
+
+// QuotaRequestList defines model for QuotaRequestList.
+type QuotaRequestList struct {
+	Items []QuotaRequest `json:"items"`
 }
 
 // Rejection defines model for Rejection.
@@ -1385,6 +1536,9 @@ type NamePath = string
 // ProjectPath defines model for ProjectPath.
 type ProjectPath = string
 
+// QuotaRequestStateQuery defines model for QuotaRequestStateQuery.
+type QuotaRequestStateQuery string
+
 // UpgradePath defines model for UpgradePath.
 type UpgradePath = string
 
@@ -1420,6 +1574,15 @@ type RemoveMemberParams struct {
 	// Kind user (default) or group
 	Kind string `form:"kind,omitempty" json:"kind,omitempty,omitzero"`
 }
+
+// ListProjectQuotaRequestsParams defines parameters for ListProjectQuotaRequests.
+type ListProjectQuotaRequestsParams struct {
+	// State Only the requests in this state.
+	State ListProjectQuotaRequestsParamsState `form:"state,omitempty" json:"state,omitempty,omitzero"`
+}
+
+// ListProjectQuotaRequestsParamsState defines parameters for ListProjectQuotaRequests.
+type ListProjectQuotaRequestsParamsState string
 
 // ListWorkloadsParams defines parameters for ListWorkloads.
 type ListWorkloadsParams struct {
@@ -1505,6 +1668,15 @@ type StreamLogsParams struct {
 	File string `form:"file,omitempty" json:"file,omitempty,omitzero"`
 }
 
+// ListQuotaRequestsParams defines parameters for ListQuotaRequests.
+type ListQuotaRequestsParams struct {
+	// State Only the requests in this state.
+	State ListQuotaRequestsParamsState `form:"state,omitempty" json:"state,omitempty,omitzero"`
+}
+
+// ListQuotaRequestsParamsState defines parameters for ListQuotaRequests.
+type ListQuotaRequestsParamsState string
+
 // GetRemediationParams defines parameters for GetRemediation.
 type GetRemediationParams struct {
 	// Cluster One member cluster (default every cluster).
@@ -1522,6 +1694,12 @@ type PushMetricJSONRequestBody = MetricSample
 
 // SetMemberJSONRequestBody defines body for SetMember for application/json ContentType.
 type SetMemberJSONRequestBody = MemberChange
+
+// CreateQuotaRequestJSONRequestBody defines body for CreateQuotaRequest for application/json ContentType.
+type CreateQuotaRequestJSONRequestBody = QuotaRequestCreate
+
+// DecideQuotaRequestJSONRequestBody defines body for DecideQuotaRequest for application/json ContentType.
+type DecideQuotaRequestJSONRequestBody = QuotaDecision
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = QuotaLimit
@@ -1824,6 +2002,76 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
 	GetQuota(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListProjectQuotaRequests A project's quota requests and their outcomes (viewers and up)
+	//
+	// Oldest first, with each request's state, reviewer and the
+	// reviewer's reason.
+	//
+	// Corresponds with GET /v1/projects/{project}/quota/requests (the `ListProjectQuotaRequests` operationId).
+	ListProjectQuotaRequests(ctx context.Context, project ProjectPath, params *ListProjectQuotaRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateQuotaRequestWithBody Ask for a tier's limits to change (the project's admins)
+	//
+	// The request waits, pending, for a platform admin to approve or
+	// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+	// "256Gi"); an amount left out keeps the project's limit for it. An
+	// unknown tier, a negative or unparsable amount, no amount at all or
+	// an empty reason is refused with 422 naming the field. Every step
+	// of a request is an event on the project's subject
+	// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+	// and is audited (verbs `request-quota`, `approve`, `reject` on the
+	// project's audit subjects).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+	CreateQuotaRequestWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateQuotaRequest Ask for a tier's limits to change (the project's admins)
+	//
+	// The request waits, pending, for a platform admin to approve or
+	// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+	// "256Gi"); an amount left out keeps the project's limit for it. An
+	// unknown tier, a negative or unparsable amount, no amount at all or
+	// an empty reason is refused with 422 naming the field. Every step
+	// of a request is an event on the project's subject
+	// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+	// and is audited (verbs `request-quota`, `approve`, `reject` on the
+	// project's audit subjects).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+	CreateQuotaRequest(ctx context.Context, project ProjectPath, body CreateQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DecideQuotaRequestWithBody Approve or reject a quota request (platform admins)
+	//
+	// Approving applies the requested limits through the quota service,
+	// atomically with the request's state: an approval interrupted by a
+	// crash is `approving` until a retried approve (or the quota
+	// service's repair, within a second) finishes it, and its limits
+	// are applied once. Rejecting needs a reason and changes no quota.
+	// A request decided already is refused with 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+	DecideQuotaRequestWithBody(ctx context.Context, project ProjectPath, request string, decision string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DecideQuotaRequest Approve or reject a quota request (platform admins)
+	//
+	// Approving applies the requested limits through the quota service,
+	// atomically with the request's state: an approval interrupted by a
+	// crash is `approving` until a retried approve (or the quota
+	// service's repair, within a second) finishes it, and its limits
+	// are applied once. Rejecting needs a reason and changes no quota.
+	// A request decided already is refused with 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+	DecideQuotaRequest(ctx context.Context, project ProjectPath, request string, decision string, body DecideQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SetQuotaWithBody Set a project's limit for one tier (platform admins)
 	//
 	// Replaces the project's limit for the tier. A resource the body
@@ -2009,6 +2257,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListQuotaRequests Every project's quota requests (platform admins)
+	//
+	// The queue to review is `?state=pending`; oldest first.
+	//
+	// Corresponds with GET /v1/quota/requests (the `ListQuotaRequests` operationId).
+	ListQuotaRequests(ctx context.Context, params *ListQuotaRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetRemediation Node remediation per cluster (platform admins)
 	//
@@ -2568,6 +2823,126 @@ func (c *Client) GetQuota(ctx context.Context, project ProjectPath, reqEditors .
 	return c.Client.Do(req)
 }
 
+// ListProjectQuotaRequests A project's quota requests and their outcomes (viewers and up)
+//
+// Oldest first, with each request's state, reviewer and the
+// reviewer's reason.
+//
+// Corresponds with GET /v1/projects/{project}/quota/requests (the `ListProjectQuotaRequests` operationId).
+func (c *Client) ListProjectQuotaRequests(ctx context.Context, project ProjectPath, params *ListProjectQuotaRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListProjectQuotaRequestsRequest(c.Server, project, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateQuotaRequestWithBody Ask for a tier's limits to change (the project's admins)
+//
+// The request waits, pending, for a platform admin to approve or
+// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+// "256Gi"); an amount left out keeps the project's limit for it. An
+// unknown tier, a negative or unparsable amount, no amount at all or
+// an empty reason is refused with 422 naming the field. Every step
+// of a request is an event on the project's subject
+// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+// and is audited (verbs `request-quota`, `approve`, `reject` on the
+// project's audit subjects).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+func (c *Client) CreateQuotaRequestWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateQuotaRequestRequestWithBody(c.Server, project, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateQuotaRequest Ask for a tier's limits to change (the project's admins)
+//
+// The request waits, pending, for a platform admin to approve or
+// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+// "256Gi"); an amount left out keeps the project's limit for it. An
+// unknown tier, a negative or unparsable amount, no amount at all or
+// an empty reason is refused with 422 naming the field. Every step
+// of a request is an event on the project's subject
+// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+// and is audited (verbs `request-quota`, `approve`, `reject` on the
+// project's audit subjects).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+func (c *Client) CreateQuotaRequest(ctx context.Context, project ProjectPath, body CreateQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateQuotaRequestRequest(c.Server, project, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DecideQuotaRequestWithBody Approve or reject a quota request (platform admins)
+//
+// Approving applies the requested limits through the quota service,
+// atomically with the request's state: an approval interrupted by a
+// crash is `approving` until a retried approve (or the quota
+// service's repair, within a second) finishes it, and its limits
+// are applied once. Rejecting needs a reason and changes no quota.
+// A request decided already is refused with 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+func (c *Client) DecideQuotaRequestWithBody(ctx context.Context, project ProjectPath, request string, decision string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDecideQuotaRequestRequestWithBody(c.Server, project, request, decision, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DecideQuotaRequest Approve or reject a quota request (platform admins)
+//
+// Approving applies the requested limits through the quota service,
+// atomically with the request's state: an approval interrupted by a
+// crash is `approving` until a retried approve (or the quota
+// service's repair, within a second) finishes it, and its limits
+// are applied once. Rejecting needs a reason and changes no quota.
+// A request decided already is refused with 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+func (c *Client) DecideQuotaRequest(ctx context.Context, project ProjectPath, request string, decision string, body DecideQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDecideQuotaRequestRequest(c.Server, project, request, decision, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SetQuotaWithBody Set a project's limit for one tier (platform admins)
 //
 // Replaces the project's limit for the tier. A resource the body
@@ -2924,6 +3299,23 @@ func (c *Client) ScaleWorkload(ctx context.Context, project ProjectPath, kind Ki
 // Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 func (c *Client) OperateWorkload(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateWorkloadRequest(c.Server, project, kind, name, operation)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListQuotaRequests Every project's quota requests (platform admins)
+//
+// The queue to review is `?state=pending`; oldest first.
+//
+// Corresponds with GET /v1/quota/requests (the `ListQuotaRequests` operationId).
+func (c *Client) ListQuotaRequests(ctx context.Context, params *ListQuotaRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQuotaRequestsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3911,6 +4303,171 @@ func NewGetQuotaRequest(server string, project ProjectPath) (*http.Request, erro
 	return req, nil
 }
 
+// NewListProjectQuotaRequestsRequest constructs an http.Request for the ListProjectQuotaRequests method
+func NewListProjectQuotaRequestsRequest(server string, project ProjectPath, params *ListProjectQuotaRequestsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/quota/requests", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateQuotaRequestRequest calls the generic CreateQuotaRequest builder with application/json body
+func NewCreateQuotaRequestRequest(server string, project ProjectPath, body CreateQuotaRequestJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateQuotaRequestRequestWithBody(server, project, "application/json", bodyReader)
+}
+
+// NewCreateQuotaRequestRequestWithBody constructs an http.Request for the CreateQuotaRequest method, with any body, and a specified content type
+func NewCreateQuotaRequestRequestWithBody(server string, project ProjectPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/quota/requests", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDecideQuotaRequestRequest calls the generic DecideQuotaRequest builder with application/json body
+func NewDecideQuotaRequestRequest(server string, project ProjectPath, request string, decision string, body DecideQuotaRequestJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDecideQuotaRequestRequestWithBody(server, project, request, decision, "application/json", bodyReader)
+}
+
+// NewDecideQuotaRequestRequestWithBody constructs an http.Request for the DecideQuotaRequest method, with any body, and a specified content type
+func NewDecideQuotaRequestRequestWithBody(server string, project ProjectPath, request string, decision string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "request", request, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "decision", decision, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/quota/requests/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSetQuotaRequest calls the generic SetQuota builder with application/json body
 func NewSetQuotaRequest(server string, project ProjectPath, tier string, body SetQuotaJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4880,6 +5437,56 @@ func NewOperateWorkloadRequest(server string, project ProjectPath, kind KindPath
 	return req, nil
 }
 
+// NewListQuotaRequestsRequest constructs an http.Request for the ListQuotaRequests method
+func NewListQuotaRequestsRequest(server string, params *ListQuotaRequestsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/quota/requests")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetRemediationRequest constructs an http.Request for the GetRemediation method
 func NewGetRemediationRequest(server string, params *GetRemediationParams) (*http.Request, error) {
 	var err error
@@ -5578,6 +6185,78 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/projects/{project}/quota (the `GetQuota` operationId).
 	GetQuotaWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*GetQuotaResponse, error)
 
+	// ListProjectQuotaRequestsWithResponse A project's quota requests and their outcomes (viewers and up)
+	//
+	// Oldest first, with each request's state, reviewer and the
+	// reviewer's reason.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/quota/requests (the `ListProjectQuotaRequests` operationId).
+	ListProjectQuotaRequestsWithResponse(ctx context.Context, project ProjectPath, params *ListProjectQuotaRequestsParams, reqEditors ...RequestEditorFn) (*ListProjectQuotaRequestsResponse, error)
+
+	// CreateQuotaRequestWithBodyWithResponse Ask for a tier's limits to change (the project's admins)
+	//
+	// The request waits, pending, for a platform admin to approve or
+	// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+	// "256Gi"); an amount left out keeps the project's limit for it. An
+	// unknown tier, a negative or unparsable amount, no amount at all or
+	// an empty reason is refused with 422 naming the field. Every step
+	// of a request is an event on the project's subject
+	// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+	// and is audited (verbs `request-quota`, `approve`, `reject` on the
+	// project's audit subjects).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+	CreateQuotaRequestWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateQuotaRequestResponse, error)
+
+	// CreateQuotaRequestWithResponse Ask for a tier's limits to change (the project's admins)
+	//
+	// The request waits, pending, for a platform admin to approve or
+	// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+	// "256Gi"); an amount left out keeps the project's limit for it. An
+	// unknown tier, a negative or unparsable amount, no amount at all or
+	// an empty reason is refused with 422 naming the field. Every step
+	// of a request is an event on the project's subject
+	// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+	// and is audited (verbs `request-quota`, `approve`, `reject` on the
+	// project's audit subjects).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+	CreateQuotaRequestWithResponse(ctx context.Context, project ProjectPath, body CreateQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateQuotaRequestResponse, error)
+
+	// DecideQuotaRequestWithBodyWithResponse Approve or reject a quota request (platform admins)
+	//
+	// Approving applies the requested limits through the quota service,
+	// atomically with the request's state: an approval interrupted by a
+	// crash is `approving` until a retried approve (or the quota
+	// service's repair, within a second) finishes it, and its limits
+	// are applied once. Rejecting needs a reason and changes no quota.
+	// A request decided already is refused with 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+	DecideQuotaRequestWithBodyWithResponse(ctx context.Context, project ProjectPath, request string, decision string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideQuotaRequestResponse, error)
+
+	// DecideQuotaRequestWithResponse Approve or reject a quota request (platform admins)
+	//
+	// Approving applies the requested limits through the quota service,
+	// atomically with the request's state: an approval interrupted by a
+	// crash is `approving` until a retried approve (or the quota
+	// service's repair, within a second) finishes it, and its limits
+	// are applied once. Rejecting needs a reason and changes no quota.
+	// A request decided already is refused with 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+	DecideQuotaRequestWithResponse(ctx context.Context, project ProjectPath, request string, decision string, body DecideQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideQuotaRequestResponse, error)
+
 	// SetQuotaWithBodyWithResponse Set a project's limit for one tier (platform admins)
 	//
 	// Replaces the project's limit for the tier. A resource the body
@@ -5783,6 +6462,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/workloads/{kind}/{name}/{operation} (the `OperateWorkload` operationId).
 	OperateWorkloadWithResponse(ctx context.Context, project ProjectPath, kind KindPath, name NamePath, operation string, reqEditors ...RequestEditorFn) (*OperateWorkloadResponse, error)
+
+	// ListQuotaRequestsWithResponse Every project's quota requests (platform admins)
+	//
+	// The queue to review is `?state=pending`; oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/quota/requests (the `ListQuotaRequests` operationId).
+	ListQuotaRequestsWithResponse(ctx context.Context, params *ListQuotaRequestsParams, reqEditors ...RequestEditorFn) (*ListQuotaRequestsResponse, error)
 
 	// GetRemediationWithResponse Node remediation per cluster (platform admins)
 	//
@@ -7192,6 +7880,290 @@ func (r GetQuotaResponse) ContentType() string {
 	return ""
 }
 
+// ListProjectQuotaRequestsResponse429Headers the declared response headers of an HTTP 429 response for ListProjectQuotaRequests
+type ListProjectQuotaRequestsResponse429Headers struct {
+	RetryAfter int
+}
+
+// ListProjectQuotaRequestsResponse503Headers the declared response headers of an HTTP 503 response for ListProjectQuotaRequests
+type ListProjectQuotaRequestsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListProjectQuotaRequestsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QuotaRequestList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListProjectQuotaRequestsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListProjectQuotaRequestsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON200() *QuotaRequestList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListProjectQuotaRequestsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListProjectQuotaRequestsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListProjectQuotaRequestsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListProjectQuotaRequestsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListProjectQuotaRequestsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateQuotaRequestResponse429Headers the declared response headers of an HTTP 429 response for CreateQuotaRequest
+type CreateQuotaRequestResponse429Headers struct {
+	RetryAfter int
+}
+
+// CreateQuotaRequestResponse503Headers the declared response headers of an HTTP 503 response for CreateQuotaRequest
+type CreateQuotaRequestResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateQuotaRequestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *QuotaRequest
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateQuotaRequestResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateQuotaRequestResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON201() *QuotaRequest {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateQuotaRequestResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateQuotaRequestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateQuotaRequestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateQuotaRequestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateQuotaRequestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DecideQuotaRequestResponse503Headers the declared response headers of an HTTP 503 response for DecideQuotaRequest
+type DecideQuotaRequestResponse503Headers struct {
+	RetryAfter int
+}
+
+type DecideQuotaRequestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QuotaRequest
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DecideQuotaRequestResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON200() *QuotaRequest {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DecideQuotaRequestResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DecideQuotaRequestResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DecideQuotaRequestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DecideQuotaRequestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DecideQuotaRequestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SetQuotaResponse503Headers the declared response headers of an HTTP 503 response for SetQuota
 type SetQuotaResponse503Headers struct {
 	RetryAfter int
@@ -8501,6 +9473,96 @@ func (r OperateWorkloadResponse) ContentType() string {
 	return ""
 }
 
+// ListQuotaRequestsResponse429Headers the declared response headers of an HTTP 429 response for ListQuotaRequests
+type ListQuotaRequestsResponse429Headers struct {
+	RetryAfter int
+}
+
+// ListQuotaRequestsResponse503Headers the declared response headers of an HTTP 503 response for ListQuotaRequests
+type ListQuotaRequestsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListQuotaRequestsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *QuotaRequestList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooManyRequests
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListQuotaRequestsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListQuotaRequestsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON200() *QuotaRequestList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON429() *TooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListQuotaRequestsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQuotaRequestsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQuotaRequestsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQuotaRequestsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQuotaRequestsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetRemediationResponse429Headers the declared response headers of an HTTP 429 response for GetRemediation
 type GetRemediationResponse429Headers struct {
 	RetryAfter int
@@ -9692,6 +10754,108 @@ func (c *ClientWithResponses) GetQuotaWithResponse(ctx context.Context, project 
 	return ParseGetQuotaResponse(rsp)
 }
 
+// ListProjectQuotaRequestsWithResponse A project's quota requests and their outcomes (viewers and up)
+//
+// Oldest first, with each request's state, reviewer and the
+// reviewer's reason.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/quota/requests (the `ListProjectQuotaRequests` operationId).
+func (c *ClientWithResponses) ListProjectQuotaRequestsWithResponse(ctx context.Context, project ProjectPath, params *ListProjectQuotaRequestsParams, reqEditors ...RequestEditorFn) (*ListProjectQuotaRequestsResponse, error) {
+	rsp, err := c.ListProjectQuotaRequests(ctx, project, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListProjectQuotaRequestsResponse(rsp)
+}
+
+// CreateQuotaRequestWithBodyWithResponse Ask for a tier's limits to change (the project's admins)
+//
+// The request waits, pending, for a platform admin to approve or
+// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+// "256Gi"); an amount left out keeps the project's limit for it. An
+// unknown tier, a negative or unparsable amount, no amount at all or
+// an empty reason is refused with 422 naming the field. Every step
+// of a request is an event on the project's subject
+// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+// and is audited (verbs `request-quota`, `approve`, `reject` on the
+// project's audit subjects).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+func (c *ClientWithResponses) CreateQuotaRequestWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateQuotaRequestResponse, error) {
+	rsp, err := c.CreateQuotaRequestWithBody(ctx, project, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateQuotaRequestResponse(rsp)
+}
+
+// CreateQuotaRequestWithResponse Ask for a tier's limits to change (the project's admins)
+//
+// The request waits, pending, for a platform admin to approve or
+// reject it. Amounts are quantities (`cpu` "64" or "500m", `memory`
+// "256Gi"); an amount left out keeps the project's limit for it. An
+// unknown tier, a negative or unparsable amount, no amount at all or
+// an empty reason is refused with 422 naming the field. Every step
+// of a request is an event on the project's subject
+// (`atoll.evt.<project>.quotarequest.<id>.requested|approved|rejected`)
+// and is audited (verbs `request-quota`, `approve`, `reject` on the
+// project's audit subjects).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests (the `CreateQuotaRequest` operationId).
+func (c *ClientWithResponses) CreateQuotaRequestWithResponse(ctx context.Context, project ProjectPath, body CreateQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateQuotaRequestResponse, error) {
+	rsp, err := c.CreateQuotaRequest(ctx, project, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateQuotaRequestResponse(rsp)
+}
+
+// DecideQuotaRequestWithBodyWithResponse Approve or reject a quota request (platform admins)
+//
+// Approving applies the requested limits through the quota service,
+// atomically with the request's state: an approval interrupted by a
+// crash is `approving` until a retried approve (or the quota
+// service's repair, within a second) finishes it, and its limits
+// are applied once. Rejecting needs a reason and changes no quota.
+// A request decided already is refused with 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+func (c *ClientWithResponses) DecideQuotaRequestWithBodyWithResponse(ctx context.Context, project ProjectPath, request string, decision string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DecideQuotaRequestResponse, error) {
+	rsp, err := c.DecideQuotaRequestWithBody(ctx, project, request, decision, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDecideQuotaRequestResponse(rsp)
+}
+
+// DecideQuotaRequestWithResponse Approve or reject a quota request (platform admins)
+//
+// Approving applies the requested limits through the quota service,
+// atomically with the request's state: an approval interrupted by a
+// crash is `approving` until a retried approve (or the quota
+// service's repair, within a second) finishes it, and its limits
+// are applied once. Rejecting needs a reason and changes no quota.
+// A request decided already is refused with 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/quota/requests/{request}/{decision} (the `DecideQuotaRequest` operationId).
+func (c *ClientWithResponses) DecideQuotaRequestWithResponse(ctx context.Context, project ProjectPath, request string, decision string, body DecideQuotaRequestJSONRequestBody, reqEditors ...RequestEditorFn) (*DecideQuotaRequestResponse, error) {
+	rsp, err := c.DecideQuotaRequest(ctx, project, request, decision, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDecideQuotaRequestResponse(rsp)
+}
+
 // SetQuotaWithBodyWithResponse Set a project's limit for one tier (platform admins)
 //
 // Replaces the project's limit for the tier. A resource the body
@@ -10004,6 +11168,21 @@ func (c *ClientWithResponses) OperateWorkloadWithResponse(ctx context.Context, p
 		return nil, err
 	}
 	return ParseOperateWorkloadResponse(rsp)
+}
+
+// ListQuotaRequestsWithResponse Every project's quota requests (platform admins)
+//
+// The queue to review is `?state=pending`; oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/quota/requests (the `ListQuotaRequests` operationId).
+func (c *ClientWithResponses) ListQuotaRequestsWithResponse(ctx context.Context, params *ListQuotaRequestsParams, reqEditors ...RequestEditorFn) (*ListQuotaRequestsResponse, error) {
+	rsp, err := c.ListQuotaRequests(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQuotaRequestsResponse(rsp)
 }
 
 // GetRemediationWithResponse Node remediation per cluster (platform admins)
@@ -11377,6 +12556,269 @@ func ParseGetQuotaResponse(rsp *http.Response) (*GetQuotaResponse, error) {
 	return response, nil
 }
 
+// ParseListProjectQuotaRequestsResponse parses an HTTP response from a ListProjectQuotaRequestsWithResponse call
+func ParseListProjectQuotaRequestsResponse(rsp *http.Response) (*ListProjectQuotaRequestsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListProjectQuotaRequestsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QuotaRequestList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListProjectQuotaRequestsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListProjectQuotaRequestsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateQuotaRequestResponse parses an HTTP response from a CreateQuotaRequestWithResponse call
+func ParseCreateQuotaRequestResponse(rsp *http.Response) (*CreateQuotaRequestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateQuotaRequestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest QuotaRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateQuotaRequestResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateQuotaRequestResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDecideQuotaRequestResponse parses an HTTP response from a DecideQuotaRequestWithResponse call
+func ParseDecideQuotaRequestResponse(rsp *http.Response) (*DecideQuotaRequestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DecideQuotaRequestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QuotaRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DecideQuotaRequestResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSetQuotaResponse parses an HTTP response from a SetQuotaWithResponse call
 func ParseSetQuotaResponse(rsp *http.Response) (*SetQuotaResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12596,6 +14038,90 @@ func ParseOperateWorkloadResponse(rsp *http.Response) (*OperateWorkloadResponse,
 	return response, nil
 }
 
+// ParseListQuotaRequestsResponse parses an HTTP response from a ListQuotaRequestsWithResponse call
+func ParseListQuotaRequestsResponse(rsp *http.Response) (*ListQuotaRequestsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQuotaRequestsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest QuotaRequestList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListQuotaRequestsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListQuotaRequestsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetRemediationResponse parses an HTTP response from a GetRemediationWithResponse call
 func ParseGetRemediationResponse(rsp *http.Response) (*GetRemediationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13400,6 +14926,15 @@ type ServerInterface interface {
 	// GetQuota A project's limits and usage per tier
 	// (GET /v1/projects/{project}/quota)
 	GetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// ListProjectQuotaRequests A project's quota requests and their outcomes (viewers and up)
+	// (GET /v1/projects/{project}/quota/requests)
+	ListProjectQuotaRequests(w http.ResponseWriter, r *http.Request, project ProjectPath, params ListProjectQuotaRequestsParams)
+	// CreateQuotaRequest Ask for a tier's limits to change (the project's admins)
+	// (POST /v1/projects/{project}/quota/requests)
+	CreateQuotaRequest(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// DecideQuotaRequest Approve or reject a quota request (platform admins)
+	// (POST /v1/projects/{project}/quota/requests/{request}/{decision})
+	DecideQuotaRequest(w http.ResponseWriter, r *http.Request, project ProjectPath, request string, decision string)
 	// SetQuota Set a project's limit for one tier (platform admins)
 	// (PUT /v1/projects/{project}/quota/{tier})
 	SetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath, tier string)
@@ -13442,6 +14977,9 @@ type ServerInterface interface {
 	// OperateWorkload Pause, resume, stop, start or restart a workload
 	// (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 	OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string)
+	// ListQuotaRequests Every project's quota requests (platform admins)
+	// (GET /v1/quota/requests)
+	ListQuotaRequests(w http.ResponseWriter, r *http.Request, params ListQuotaRequestsParams)
 	// GetRemediation Node remediation per cluster (platform admins)
 	// (GET /v1/remediation)
 	GetRemediation(w http.ResponseWriter, r *http.Request, params GetRemediationParams)
@@ -13577,6 +15115,24 @@ func (_ Unimplemented) GetQuota(w http.ResponseWriter, r *http.Request, project 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListProjectQuotaRequests A project's quota requests and their outcomes (viewers and up)
+// (GET /v1/projects/{project}/quota/requests)
+func (_ Unimplemented) ListProjectQuotaRequests(w http.ResponseWriter, r *http.Request, project ProjectPath, params ListProjectQuotaRequestsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateQuotaRequest Ask for a tier's limits to change (the project's admins)
+// (POST /v1/projects/{project}/quota/requests)
+func (_ Unimplemented) CreateQuotaRequest(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DecideQuotaRequest Approve or reject a quota request (platform admins)
+// (POST /v1/projects/{project}/quota/requests/{request}/{decision})
+func (_ Unimplemented) DecideQuotaRequest(w http.ResponseWriter, r *http.Request, project ProjectPath, request string, decision string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // SetQuota Set a project's limit for one tier (platform admins)
 // (PUT /v1/projects/{project}/quota/{tier})
 func (_ Unimplemented) SetQuota(w http.ResponseWriter, r *http.Request, project ProjectPath, tier string) {
@@ -13658,6 +15214,12 @@ func (_ Unimplemented) ScaleWorkload(w http.ResponseWriter, r *http.Request, pro
 // OperateWorkload Pause, resume, stop, start or restart a workload
 // (POST /v1/projects/{project}/workloads/{kind}/{name}/{operation})
 func (_ Unimplemented) OperateWorkload(w http.ResponseWriter, r *http.Request, project ProjectPath, kind KindPath, name NamePath, operation string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListQuotaRequests Every project's quota requests (platform admins)
+// (GET /v1/quota/requests)
+func (_ Unimplemented) ListQuotaRequests(w http.ResponseWriter, r *http.Request, params ListQuotaRequestsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -14183,6 +15745,118 @@ func (siw *ServerInterfaceWrapper) GetQuota(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetQuota(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListProjectQuotaRequests operation middleware
+func (siw *ServerInterfaceWrapper) ListProjectQuotaRequests(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListProjectQuotaRequestsParams
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListProjectQuotaRequests(w, r, project, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateQuotaRequest operation middleware
+func (siw *ServerInterfaceWrapper) CreateQuotaRequest(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateQuotaRequest(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DecideQuotaRequest operation middleware
+func (siw *ServerInterfaceWrapper) DecideQuotaRequest(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "request" -------------
+	var request string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "request", chi.URLParam(r, "request"), &request, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "request", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "decision" -------------
+	var decision string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "decision", chi.URLParam(r, "decision"), &decision, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "decision", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DecideQuotaRequest(w, r, project, request, decision)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -15105,6 +16779,39 @@ func (siw *ServerInterfaceWrapper) OperateWorkload(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// ListQuotaRequests operation middleware
+func (siw *ServerInterfaceWrapper) ListQuotaRequests(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListQuotaRequestsParams
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQuotaRequests(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetRemediation operation middleware
 func (siw *ServerInterfaceWrapper) GetRemediation(w http.ResponseWriter, r *http.Request) {
 
@@ -15518,6 +17225,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/projects/{project}/quota/{tier}", wrapper.SetQuota)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/quota/requests", wrapper.ListProjectQuotaRequests)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/quota/requests", wrapper.CreateQuotaRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/quota/requests/{request}/{decision}", wrapper.DecideQuotaRequest)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/quota/requests", wrapper.ListQuotaRequests)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/remediation", wrapper.GetRemediation)
 	})
 	r.Group(func(r chi.Router) {
@@ -15583,327 +17302,345 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/cxs3si/6r6D4TpXJfUNKdpy9J1LduqXYTtaJY+tK9knVWebugDMgidUQmB1gRDF+/t9fobuBmSEx",
-	"FGnLTjY3v9gUOYOvjUZ//fT7QaZXpVZCWTM4ez8oecVXwooK/npW1MaK6pLbpftTqsHZoHR/JAPFV2Jw",
-	"NsjwiUEyqMS/almJfHBmq1okA5MtxYq71+ymdI8aW0m1GHz4kAxe5mJVaitUtvlRbNwzuTBZJUsrtevj",
-	"gmWFFMqOs6U2QrEbsWFDbtlKG8seP/lPli15xTM3zNE546wSttqwtbRLZpeCGb4S8A5XOZvpfOMeqCtl",
-	"4Ne5rIxluraZXonJIMFpLQXPYR40sdYQx26M7Qmt+N0roRZuUR4/+c8kMsEfpcr9qnWn9nYp2I1UecKk",
-	"YlxtWMaNYMOLskwYL8vROdNKMD1n6fcv3rKT28cn7mmThoF219/9eOTi/yRWs2ZPd0dXG1E9MszUs3+K",
-	"zDJdwaotKl2Xjwxz/SaM41LKXCgr7YaVlb6VuajYupJWGCYtG767ejUWJuOlyEc9o1/BUPaOv7XWT77+",
-	"KrbWr/lK7KFQ+O+4FbqstJv6nkZLfGJvuyW3VlTu3f/zdz7+9XT8zS/Dv4/p0/vT5K+PP/jvR//rPwax",
-	"qb0rFxXPRf9eVdpy9ycrC65od3rW+uh1+OAeNqVWRgAz+JbnV+JftTDW/ZVpZYWCj7wsC5nBOE7+adzY",
-	"3rea/Y9KzAdng//npGE0J/irOXlRVbrCriJzw86YNGzFi7muViJnQ7NRlt8lrFY3Sq8Vm0tR5CZh60qr",
-	"BXNzMAmb8Zw1nGx0zsStqDb4rKPVWSFWrt1CGivywYdk8EyreSGzLzQ1jUdL3EljDeNFJXi+YcML/PAC",
-	"vh4lcMR0KSrc4lwLw5S2jk0UG2Y1k9YAL3Fn1FhuBRu+U6YuS11ZkSfMT2qU+FP8r1pbxy7ntRF4hLMl",
-	"VwvBhv/b/fLiLhMid68GXjqr9I1QLOMlMlqj6yoT7u9S5IxbdpowU2dLxxK+v3xnGGd0ONia43gXFVcw",
-	"Hmmo65wZjV2kMKJJIVfSpux05PbiO13NZJ4L9WU2I+NFISq24hsYba6ZXUoTlqwsuHXE98iwUhcy23SW",
-	"L9dZvRLKsmGmc8HC0GEir7X9Ttcq//zzeK1xE4iwhrqCudxKI2eFcLRiw0xhaG+1fsWrhfiyRxnuYnfu",
-	"XNduebnCy4VbseYbxrNMlNbQAH/iakMcx3xJUnhkWOUOExAl0IE7aKp2d5W7mXUpFDO2EnxlgKhNKZQ9",
-	"JymEz62oWHrl/hhfuD9SZkSmVW4GCYkZMJ3WE93hEyOWyoqFgLG6q0Dx2i51JX8VX4aebnkhc5ZVAu54",
-	"XsCuvFP8lsuCz4ovQDkXrBILx/mMqG5lJlguc2SAyqxF5QQoK1fi3H23lGrhtgIvBavZkt965pZ/9q0p",
-	"K50JY77Msrxtsx1p2FoUxZiux1ltmVSwdUn00sMbj7jVS3zSyZzE64hz+xtpqYsc+RxI3mtd3RSa5yDf",
-	"OX6JzdBR/dn/mniu7m+LtHkz2eL4yJbK0YS9pk10t4aTIq1QIAPRerTUERCuKncxWimIM1S5VngwaItm",
-	"WheCK0e0S8ELu9zEfyz4TBTQCM9z6ZaYF5edxrfkoiCnIa/FNoy9FnhfuY3gdnA2yLkVY0efu5JdMlg5",
-	"akHuu/MbymuRH0qt9490Hzldal1EB1+XbqT54WP/VSsRl5sb2fLvXtyEh5stSJqt+iUyFtrgVxJlzO4m",
-	"SytW3Q/75utppZkyryq+2RknNhYdjFa4zLtD2bd9leB0znd+cjJabeJ0iN/ct6rwa2ioZ9RzubguRRZT",
-	"q/HXR3BlZWzoj+xzYiePDEvdL6m75kCyxBcS0KTXS26ZYwyGmaVeg1LXXZecW37UUeqO70exMdDTLS9q",
-	"J8cbYZ1cecsr6XirYUOhbr+r9CphQt3+/ZcJPOi+GDkWNpeFMJNBZFXgl08Y2Xfu/YRx6IL0LDcyb2Rw",
-	"AgJxfRxwUQs2VBoe0HPmFmYUGdmH+A7aShe72/ezW/+gDxi84oywu/vghsKlEtWVMJZXdu/UDzv1O8Ms",
-	"uRPk48RcYbciv7CH91DpotC1jSu6jsUyeqKlEw25Yhdl+cgwx2jGs83Y/e8fjFAoP2JAunTPClWv3NGj",
-	"Nscw70EY7rgSpl61v6hVrltHs8W/e1cstr7GaqdiHfr4M117E173SAqDzKM1a6nsV0+aGQdpJhnMuSwO",
-	"fhhkhEOfrZVyy3DY06bOUBE96PnoclRa/aBnV3WEe2eNGLGzR0ctQO9NTcbFNvlcZFbeOjK5DnNLBt9h",
-	"bzFicfdYXhcifyuxocNo9uiVi9zZjU3Xz+OX/hW+Dnfazl2DD7jLhuYCrLKqlQHjJ4h+2JXTBC1JmzLC",
-	"zzgu3k4nV7Uyrqmy0otKGOD9B+xbiwB2OQ3aJGMjcwOmSTGl15PY+oMoSNM9bufgTbd7xszr4rh33ZrG",
-	"Z/ODnnUHvuK5wEnBnUWzvBGiNGy4lMbqaoOarxklTBe509vBZA52xYNEr+bs7UhfjkKdupz3crY2QdK+",
-	"x8jvORcrrfq4XlZXFWlgB9DDcTzyGLYXE64PPIx+UEmYjO+6abZ/YfqPJf7+yNCHa2FZ5lZRVE7gqldO",
-	"jdS3omrTB0plZXMsdo/oTCwlWrq6HT7zLayX2ohWp9KQuU0JNiy4dXS2EMrf7HrmtH4R1NhS54ymjWzE",
-	"LcWoQ5N9MksgPT+bj9WhOjQXu3X+byY7UiF+EpZ7NaBLIQ+haffrxuSQ2aG/NyX2dM5WtbFM/KvmBdo6",
-	"uF0+Mt7kMYn6X3Yux9jMX6i81FLZ4wQNWcaVf533Kf95n7qZb+K8v9T5IwMHRSphzBnTqtjgwWGCBu1+",
-	"z4S8FcxWfD6XWbMOLXn+MJWfdP1GfHBjhpn6Ye5bvggX53nubvX47FDsB0VMKmISsbu7AhnBnjOxKi06",
-	"iZ0O4V7MWamdchS5UUV7VN3Or8G7wmYb0DmS0BuwSJ0ffE0GuolwKhzXobaOa7SPXurK3mvv8Gvq+2hP",
-	"Nbo9YIaMWNzyiDz20pse0VotlJUZB9dPcIwkzHtFEtbxdyVsywW1a1a84la8cqKJ+3kyiQpg6A88eOm+",
-	"c4+TqXV3G/bZecCMCVRaFG/mg7O/7+8IJncl3LK6tfrwS8ysS842cjzMddVdEyCx7WVxq3A3XuixG+HY",
-	"3MhyrInnjWFfHQOa88IIogRh7Mv8/tMMO9wsQZQ2bkWM7Qn/dXeCPF9JC1sXdJvEsd+SL5BGSEcEf6In",
-	"AtTHEpaLQsBDqET3bn8jQWxffn99Gr0qZURmudQG7ievpaAb4pFhMDNy/Zyz2oAN6BU3dgxLMX75fFsD",
-	"6en1hmSlBzIMN5ff7hV6hCKxbRrNB0kr0oFCTUhJxE3uLDh11kspD2HWRZL7eKPui7tSG9ErHSsm4IGc",
-	"rpelNhYZO7fLJJj6XipQN4XxgTDdi8eAwuh+WEV0WWTAoudac2d6POMFV5m7U/zDbW3ZPGISBwA2x0oX",
-	"hetzLotC5EyqpC2p+3uvVlYWEFuUazSSHrTeNNMLujUiPNItUVzC8Yu0O9G/6TVbcbXpXTdafuodOKFd",
-	"StyPSfRElRQjs5+kYbCJj4xpRhgjldbV0Hv9xa+fCEfhdsn0nOLPRJEnrJA3AszwEytWpVOAJsFsa/5+",
-	"+stErhwjSI7wMGxNFseSeE5Or8Wm+pLiuHYn6qMfLvKVVD3GXn2Pbd2bwG6lWINcmItbUbgnBgncCipq",
-	"Adsy9ehCAF3vCuwtmynGrN2/NP7BZGuCfjbRReoehaOkfUd3vey7RxU4TOhupG14PjbwH6XKX6q5jihH",
-	"SlAA0Ty4aBtXD/iuHevRcaOcW7E3qtjE2i02IXCGwYMGHMZZJbgVEB7IyRbQdou0qAoE+md9hrqXYD8o",
-	"C54Bx9sj/pcc2Kfj2nNZAJO5r2u/UfHATdb4p13P3hNvKIbzOuOFqEA+GU3iXoUezt/y7Fi//BTmxYZ6",
-	"jpJPwtDfkDBjden+5ZWFLzsfxoGVOGmLk+kVZBnvQ1HCHGk+KfcGtD4yzIgFBiWohpreXb0yUzVMT24f",
-	"n9DRNSfv6dOHkxAYcPLeNf/h5L1b/Q/p6AyDblC9m6pCr93OQqxsiJqVhiKGRD6aTFVstZFE4qP2YmiF",
-	"hARRDVLt3ElDTpvqTVbYZg/xlDo3UXoFPdT96g6bm5teKzdJtuSGFXphEibuREbGLYgaQcNcewRLCKlT",
-	"Itp53JpPdx0tRNI6tluHjMaOFNrHRx5Chgv86OPFuB/rmejRPvax4X3StZ71ytB7XPr2KDt9v5N/Z4av",
-	"+EwUl9xmy90pVmKl0R1y+OE1wn6K6S06RL14JfGOOnwLAmOK/lpIdZz56xPUm207VTMyGkeM8DB4Pmqq",
-	"OiaGBh7/dhOd0k3Ujl4bUTFdYRx+rMle8cJJNLvtoTDmFGuSxVzjnISg/QvXVQSh+f6legYheP2kB5aJ",
-	"bdFizxIMczHndWFHexfjwed8zywfgi0SaX08U+w3vaPYdQR9Hm1G+VLG/Z3fahlnDEeGtW0tcmP1ICrv",
-	"mDlcnz0bUMnMTVsbXkSYxEJcU7hpVCX2yq/hq7IQbM1N25qU63pWtIaOAcl4rbl+44ffjbm7CL3NkNRh",
-	"Dg3SsNx2Qhz0zSAZrKVdSjW2uhAVV5nrCG14Y6fbN3/NeVHMeHYTVf0srxbCHjhsCLY66NmtTaZl8zNp",
-	"LUD/5l7D1uxurb+HtiO2nJKAmRArwU1diTxwsDO2dj+T/yUfdfZ63+HcM+GVVHLlduP0vsljI7GJXur8",
-	"mb8KG0PZFmdbHW2kDI6q3nAxcKweS3w7ASFoQv6ZSyvVwjH4t6JaSYUm5pDWgiIdk3PG1WayT1bz1N0W",
-	"D6SSjjcYmYuMVxESjoviFL3pDTudae9zkV3qvN+ffwlevsZ0hAGUuqgpT8+pGluKcSXA94MGSgZh7oyr",
-	"qZJqDGoCgxGSux0tj775R4al8GtKwfUmGEXT9nzSqVpoYVhdMq0ybOSmnolCoMITIgTBNQeJTnbpRn8j",
-	"ROn+lpVBla5XtLw3dAcjDi51jrZDaaL73KxczJ8lbWtpE0Y7biA3S7EVl6r1+8FW1cgRi4jstexRXAt5",
-	"K2jf3718zoY3orSMZ5U2hoU9xN0zcSME0scBw/wveNCPsUeC7qHZzrvRiRDtFlyunObdijiZsO+4LCAO",
-	"JeS9OaUHImnPGIdtrQQJNmAi4ApIKGz/QljDOJtXwiwTsoJjV+4xwYZGCLYdAT2KEh0veUbm0V36cU3G",
-	"xZYlNz2GJHjpkWHwyBm7FCoHtvWtrjGd71XX0L29c6/jXHZnf9zQ/EDiu6RjckpR6Ixbn86yj0SuKMUD",
-	"CHhR1m/jGi4GNphYCg0xvtf7fgenJQpzBw/GyqiOGRM8Lxv58hPlZnqhR7Pr0EHsd2nKgm9e912hDyFk",
-	"I480+xioYUOp3PG59OlAKifLrf9Gq2Ir+OpjNJt9EbTrPhNBJRbSne8+q57PYZKmna869JwCs04v31xj",
-	"cr03SaajBHgMhMhgbMhsw6y+EcrEDX1xFbObRagL4X3IflhDbxYfg+KJMqD0IaZKK4FJXJBI27Ggxzm5",
-	"EcWc4j8iwXc06dnGWxzBLF7perFk7s0xpdade1Oj1WteUawrPP7IYDjC4QbHXlWZiAcHdaRFYOvotBEY",
-	"Tk9Pk3vPUveF5EHOVnetwWBnQi50po0dZ0L5yCAr+IoNf6xnolLCCsOgQ+bT2T24xVdPRlHPVtwnccGe",
-	"v76mlvQ8NPL1/2gBZCBdVwLDKcmV2qQ1s6HZGCtWCSO1JAk/JaysZ4XMEpDc8N/xX9xYdVG4D7oUyizl",
-	"3I7/0uPr8Kc4jjLBeAZk5y6aZmAtpoNem8pYPAFBdWplM5936BiaBUJHF5ZdCu90Gn1CiB9R7kNYefxd",
-	"8/Fmnv/tA4+2ctL4XYgJ6uHu3RzO9mKvOCZ7IvrISleinawPPPPpkyfR2KMDjEP741PoNjpo9d5KUeH8",
-	"I5fJev/04zNHvjvUc/IhuvGMDppXr8kIp9S7dRDBdi/72z7orlEnK/MSwyHcPnlXOLtoLjq8u6RpITSg",
-	"N3HlThobnrq3ZxISLUYdSIdCzAEWh811Uei16YY++ZPnj6kbz4S9BUka/GKsVgXG5mH62/nOBcYMSOTK",
-	"j2UbBQD72nU0L8raRM2QEWuH350jYuJWYqWrzbcbKz5rL7Io5LPLd5+xC+96/EzNG6srvhCfd6E+9J2a",
-	"JnRyN7DcH6iYKFaes1O2Elx5eiZqJ1+uU3XWeEx4UTwAP+soKwe05Qe0O/6srNkQyCbTlTCjhCGlsuHM",
-	"bYETWG9lLvkk06uTRVkn4F2GwAC3T81jumrxviFl3DOtGqiWR6Z5YhQ1hskeadxnNH4atxy01iGh/aS2",
-	"2ysaY6l76GJvnh/Eghzn7e31H1Jje0OsrsRK5BI8CN9Wgt9EnYhIjHEtONO6kGrxTllZHK6Q5nrFMXCr",
-	"S1yl1sXJtD49/SpzH+FTE8tOv9Bf+KMjo1+1EvSb+4g/xINcRE+0mPvluLxgqy06UyJ5LmoX26E3sQVX",
-	"ov2SbzsJK08jv2cDe3EoZrizh8szEaroz1vqiSwr8j4Zu2paDyEl7nmpFu14UqfiCW5EPKHR/fJRE3rl",
-	"3owq/d7Uc2yLr3Uu4oFJng1tu182TIk14xmGVfFKUPw4GxK0jA72wpG3EYJGDnE+8OikJwQzW3r72BZU",
-	"gLvHztpRwReXLwHCpm3LRAgbjChWmkboLiXLb4SKWxweJNahGfk9RP68IsaxReKFzm5wscP2HQ6OUeaz",
-	"3RVzIqspeSZOINyLwmQvdf5cmqqGp76t84UgSRZGQEI8BG70BYscSFWXOt+9nnT8ttmmPHErM7u1Gsd0",
-	"u9viXJMwEIlLFHf2kpsjQBsw+DHOO8n/cgRB7aOW+1JBjgrFMuJf8TF/wglwbVIDPnnhngOA/Gt3Snel",
-	"rI5BzuhN6dtn4zxMBFEY2Y0NJWFo90zsNQ3ocGkp97zgQNpG3uGoueBlSbgPEWAmTDf/mNPTkweyL4Ey",
-	"7o35G8oCCXvnxYKEPSOMooTBRMAzcyXKgmfwcTKZsCGYl6RhM+FuU/d4VHCGXq+lyo6IEizJKRMhC3Dt",
-	"HbFMV/SGO1RyoXjRY4zzc2eZBz1iRgiVMDFZTNiV4Pnmf8LFFhtvbwiOb/XI+a/Rd99znxNM2JKXpVDu",
-	"Ml2jTpPXGJ+TMA54gnGL5LFB9XTC+j1obY4OyDD7DtZ9LmufrOONLOulLtp2kT2MYmelEgBpCjlsCBk1",
-	"OZqxX+Jd2p1Sr9smXOVHxGpFjLDYRNJvkI2Q+K42Za1bzfhNknfpIBL9H4lCE7d9sF4PeJP2htwcZWaO",
-	"aCsfb3Fu/Kq7HogV+o30PJhW0H3IEWs2AYvlOQtmx9HD2Pc+zW73Cfa4j7SzRexnW5FL3srh7TdnzGQV",
-	"t9mSDYEpPJfViBn5K+GSmgQDayAlSueJR+gw0gAKGcYJYKBB3E6/b7RRGm3wubYO2oyrAL+4Y7eGUD5I",
-	"OxE5m/Hshg3RIWUrKXLKSwSLMqXB+cCi0T3Aibt3g8SsINTwdNXutPdubod4PdOrshAQCnhJiELu0WRw",
-	"yckWdQUtftsXt2hsXCf8Gzch/S9ME/0NiFfGFZuJua5EC5N5sDcw8oAO3PQhBq5u0A+cbps10/zUsFm8",
-	"UA9nS/+tlfB0dB8/wu3xPUT5EqGf99pj7ofSPIyZUj9bGJrxYfu0G+hh36gvC65iJ6aD6c6GhZyZE17K",
-	"iX/vuhTZeRB30KrxvQ5fMJxl44meDr46NdNBhPGS1IHKdU9wU4OYs52PaSnyiukqd6JLU1tBUroyV7za",
-	"HBwlsr2bEeEe9JDngue9eSLwxCXgdO+O2dzIEmAVMrBmeiS/I2NY38qVID4YxTAEdrObvKAQ+ZQBNLeK",
-	"g7dpfhN3koZjH4HUib4RYoT3C1vYQLInGngtVa7Xx5+Vn+G9e08LzaxFaXuPTDRcbcXvrutqEY2PgPgC",
-	"SPNwl2MmlOULkbBK1yp3t080e2TF77aAro9sNneC96y2TDkmz2ai0GvWs+nqoFC+fkm4u967+I98Y47L",
-	"FBM90BQg5vYmYf33QYoVtoF9xGZz/erl3xqjwJYArKyobnnRm0IBTn6ZY6a94NmSgXORgecZ3mHDv56O",
-	"4vgBK6lq2wvKwI1lS11XXUQ85HnwI/VEjA+Rsxi2mTBjZVEAPoNUi4P54fWrlz9BA/dL7lsr08ymZ42p",
-	"3V3bVlXpeGygNoJs1j4ehLOv7+4OdJgWvFbZ8id+t2/vZMUK7QQ/y/B55qQYlW3OGZ8Zt54euwl/Fl2x",
-	"tj9BBB+//Pr0nt5BY1JbnbOhMFau4K6bV3oFACEKIfHZrM5uhBPFfeQVWP35nZOrRw807G++vmfY33xt",
-	"l54LyUJ8lsWLHQwfBdRC7aPMdfAxiNwD+ngTBBLlgSRTtQo/bAU16lVZWwFuFf9UQ5sf01fgbBH7DLTz",
-	"yGCi/eTAHJ0erhfmlPiT1lrf6FHNeCFaRXe204D35Gvdo911chv3pT1h4vlzkUkTd7J/RsjDXFguIybL",
-	"i3wljcG4JIhR4wVGOSw3sPnCiTMoDK+5YU7sK0XUUzQvNMK7HIKN7J712K7Re7CbNblLTLiWj0wb55LG",
-	"CsM7hJNiiFUPOPhSUAah31JSuDkWNMH6NQll9OjCiSmJI3G3eCt+F9W4I1jGJL8CsARGaMxJP/ZLHYW/",
-	"przIYzJiO/mUEVml4uuec8vvvD4c+g0YGLCTmAwmFczf/bLid4fBBx+Fe723GsBMFr6eywFtfYL3ix5q",
-	"ID0bmE8a4X6wZ6TcXtEsJ/ZwBGRhl63cJ+E0HURHJ7JK2L6aB/irr3nQQm85oPwBvjs6Q2PNVHm8f9CX",
-	"EqY98gzh2rif0IKCThNDCoBZ6jWT9owZIajN/5JiHcs1OrqEwi5QQ2fhXHP9a+ZGcdCaNWUfAI7Gr1zv",
-	"iiU0c2mpGoKJVIuQC7rXtgA2/3YxfvL1X9lwKe5G/hSHkhC8CGkc7vsw0nbcuC+Dt4utIDZRdBao5OBa",
-	"B2zP42BxWiazSPZvWx/AOTAnqHginByc9UvdfLuJdaTZutI+V7PTWzyJTFQmeks9dpIsEDN40kIwOCw3",
-	"kjpUeHS7osS61cchAYARImyAS3fNymV5WWmrsx5v6B7jXnWoPFK2OvC329tnl4Nk8O65+/f62dvLg9N7",
-	"od9Wm7Fj1wSw70bW6Kry4X+HYYq28t124EQvKyFWpYXyb1oVm7OQENEK+vSQnKz9dBMrutRFnjBeFAhZ",
-	"5NidT4VsUnYhEhwiyG4Fk3kh2NAseQXgurow6Ji48ukn8B1bQ9h4Jw2FY8y5tOfEOaD4YF0Zy2b1fC6q",
-	"0cSP0h3/MEZyFjOrnbrB+IJL1UoiZjCWCUqTEMG+P2sMAZbQxdICamoQCN1szzzX56VX+bfj5OMRXCFS",
-	"+dP3l6KbofwBWjSHrch6H8ovDTs9I9dbLtToHDPMpGmi9ScopoCjKG7uAmRaIs6GAHysGomYbqGaXSn9",
-	"To3Q5RD2X1fsjXouVgAyp6sbpoQIRR9iIW/3xB0fuHw74hCh/LQCjaOnlcI/rri6iXgX7g01ORzFmzo4",
-	"SKJsSvocC+4O3eyLZvAT7ocb8E9gZY8FV4sEDgnotjXBAfgxNoipbq8dm5htmBtErDBP8NbvUp/r5hHh",
-	"/SHYntFszqtzNPNBsqS7jn7Qs89VAgTg2yyNpXGnyUIgwIe0prcgyBWuTdxp6dsEVRVsiXisnHIWbVGJ",
-	"O3vRt1o/w4hoM/KzkF664hs2Ex4xEbjk4aIHvnVULSeubo7I6mofs5iW5xSuC9sjYZFYAgSG0qKjB1wg",
-	"WFR0ShE0yOGz9hQdoRG5Eqa7cc2ewVWhtKXIMHd7Utde4Wx7kci2NzlU82zOft+QMGYoDKzBSMDql5wg",
-	"tf2CDalE2PdcLUYHDoMO88dwIP9qjPlQteveCKrDCYpa2uNJzJoia4c0RE/vkzpDVHt3Y14Adbofvbyj",
-	"WAlVOhlnayczQTiEVFCa0xyeVE9D64uJh+E8J6fMdnHXXBh0M2Ml5jmv4k4RaOSl+q6Qi2VPIBU4Ua/a",
-	"SU87kNoIbKqrRxSbAadjIyxbaqUBEmmGbJCSeHuANSEGI6b++PYTiPtDB2suiDmXPnTj0IDQ19peY0BX",
-	"wgKc0LXmN21coYRdEg79xUxX+A18QhHneY+vb0+4XkMdIYQlCcKtrhifBdU06jc+Mi/IkLHkoLCHAnfg",
-	"0yDVSEmCjpvzl4Qwj70OYCL2i55Mr33rOkSac4IIrOHowBjILR7yuWJLfIn/aGhJL85V6QFjvLKvK4hB",
-	"PngXCPGsP0pli/NFgr50xxu8fVL7kL56zaGIa3wdD/3fs0EPkZTvb56PD5Fsc+N9OTNRDKR4novPvg8+",
-	"ZohtAUDrOJDVvnRHpyHmxwa83hOHvurL7TDHxXsHGo9UM6wWPZTUF3S+Xm7uD0OoZQvAtI0DCxwJx7Nn",
-	"l+8PQzkgpORwe1aQLO6xCXf9bDsXvneHaF0AZLrTnGCqbBjYCWT75QnLQgZEHjIgcqh2RB6eHYDzduHS",
-	"T2RZycDJRRFuzm8FOWIbRy9MZ9i2e8I3AaDosJKXnh9Cx37FYxTgDd8x1bhB0Ddd25YvbEn4g04fxnB8",
-	"D9rm776IWlzK/2qMtVHwugPE2Jb8uqfyTIMee49TDp9rSRH9iPDgPgDFgwxjVErQL82qRhljwtpOh6Ve",
-	"m6lSmuzLZyy9ERuTsiHa50cJS8mEnbLhPpv1VPUarV0j6IFI2dC7HPqdDVO119sASO5WFIVhNDLDeMkr",
-	"67oJpvvUPT9V/ouUDdd7TPe+6rZQXXR77WtXBEyFwdngn0aryRVf/0QB0p1y4/v201N0D8ZfiwBDCaBA",
-	"KkQB+w6K9631eKw5AgHB/piJdyaRUbVNRIDWd1GW16XIEvaDnl2jxy9xF6j74NYIlS16Le0UV0nBtJs2",
-	"YI1pwlKppH3W+QbD5k2aTFWKkFCwZyy1hCIqtfq+4pm4FJXUOanvKRueMqs7p/6R8ZFATM+n6qvT0wCx",
-	"xL4+9yU23VQJWecVrxZi5A5CGCSO2dEXjBZwN93IMr1acZW7L3m1gIELdev+A2DPlA3xpTPGFXt58frC",
-	"q1bMZ9j6gKXHX09VGyuqVvJfdQNapvPz1ppd6sqm5yz1Ho6UvX12mbB3zy8dM79+9vbyfKrSlt8mddQf",
-	"8kKa9f0Jkkbc345nSrV4LqsUDdgzo4vaYnnGkZtrqF94WekZrEMhb0XzBW4P3Ap1SV+1cLYeuaM6E+Zs",
-	"qsQdz2yxAQ6h5yxdWlt+L+wZe4/VndzaYXGylfjgOrJZee0kN3hEV/YDLP6iKjP6IvHr+iF1K5CKO+F+",
-	"ou1xbXBo1duCGMZVMUzvmiq/GzSibaRV2MxzJFPJi+ei4BtPcW6vOyTohmY7RiX3jMGKwm+XlTDuGgJ+",
-	"OdcV84sIy0erB+s957KoK9G8McIVLuRcZJusEDB3g0pywspKXFtdfkjZECSK7iJPFayJGwmtNi6UKYQo",
-	"z9h7isv8kI4mbAtsFUxqTGnaP6arqVpqfWPQtQ4kwXKRyRyMzlQxKohYGKKLtulYbfhHZqp82ehgpQ6l",
-	"ECdTdeGbBPaz4hvG89xtcamNW4OlNm76gXI+pGdM3FlRKV5gFbEafFwAtjdV7iBSNauhEpbofnLzn2Yi",
-	"9cnt49EBVSypMFYyVZWuwTCQulGkIbDl3dUrGJHblbm8Y6n7I21g09KTdOT5FExuqsgFy7RC5pFieNAW",
-	"ZfpaLLk78S3+BBQ6oWFMFRjioVTLGAq0PH99jS354MO1LPKMV/k2o0H32RnjUOGrwXK9KEuqyGY8pxw+",
-	"ryG2yYoES2kRo8fHJjCSkesVUS64nSrXCg93NqAMJJR4hByYqgs60vS9+RFAxTH21p3Wpurbkt/ihR3q",
-	"sBXcbDkCvVWKLeStCJhjUOzQkfIwHY/p7TG8nTbXQwoIe+mI4ov7K8LJaqp2S8EFfGdOTlak45RSQHGG",
-	"abguSw31n0S4O1nGq0oKs32dSaoSdkYyUiXdQTNTdfH2zatX/7h68f3LN68Thn/995vXL/znZ6/eXb99",
-	"ceX/vLx688OLZ2/9nz++fP088Y38/Obqx1dvLp47kk4CVCXk9+q1WvMqZxeXLxN2+eb5P15f/PSi+XR9",
-	"efGM/nx56SgoZ6/fPH9BTxlhOxlWLS6r18rJYTJbwimvxNwdOjgkK8bNVKX/MWzmNHJ3mj9vKCHQfk1y",
-	"cevxROFmDl+6RQX+3HzldQW6vpofHI9KnRDg17dzP2iDR9MA4nEn28sfD6rBOkqaM0A15xxTa1flB9k8",
-	"zx1lUFRjyoZzeSvGeK6yysnTXhh0V7kP9E/Z0EkVI5RFFIqt2QbzblI2vCgKvfZFX33uvHAtwE3jLnxK",
-	"4mkEKE/8X51CsyaUwv9BzwxFngF0XsqGX7mm0I8R+fUxdIRl5mHZS17xohCFNCu3MZT/5mR0Wv4Zz270",
-	"fI4NnDumgFWDFWoTHX6MpDWXlbuTfAamX0DmVqjL1CaM4oCclkIsXRpWOOlLIqi1mSqrPcdJGNKi76HY",
-	"dFs3GIYOQc76VrD/lz0+/Zq5J9mQY/9zoTIxVXAfdwf/yLTRaIQCuxC869pza+nGhB4jpyEZTSzIMWU/",
-	"+owritFwY/QVK2ju4FqEou0Ntm2m3bDdIp8RduDKzXkm7FpQiFShjY/P5D6bYtiOqocHcmER7MvPOmFl",
-	"UQPKvFvAqcJwbchG1rXKKTDEtop9jYArBitGM4+c2bXMhDt6WB2uger1Fewgjmaqnp5+BSIUVxtHHqIw",
-	"YoQEA6CMGivlgw/CiEJkhMCbBqPZxP12DT/pKkWCav2KtTOIPvukAncjh1fYittsKcz5VIFxoTnZXbtT",
-	"65g9HgE76LrzWy+Soy5lQ88AIMuhENxpDWfB+5l4nzL4Hd11xN68fhGVYeYgYrW8tX75TVlIUJRX3D0N",
-	"akYY6VQ9+ebr01NgP/NnWs3lwqkKec7efvePZ29ef/fye9QydpyqHaZyega4EGrBlHYCRsstC4MrtBPQ",
-	"57tLK9vOXZQnIbOdVcJby0Cp9z53NxjiJ2fs/Ywbz+MSpw9ee4EX11XUwgkffJMwTMFA2qGfzqcqWE0e",
-	"n8Lx+OvpKcnjJKcjzwWZHD98x2XxPVeL/6/l2IWu6W/zIZ2qsDD+6XPWejw4jbc9yk2iS6s9PM5JGCv7",
-	"ygnz7rrFcw+Sby7uRO4YDDpi2NLxfye2XHsA6o4bfyGsmaqri9c/JuznN1evnv/j+uV/v0jYTxdOkPjH",
-	"xfPnV2yYIhKduw8RiW58Otn+yt3W9NLlm6u3yGJ0lS2rWjnx9/LF23+8dnLCdcLgsxMZsF/3Z6u/zheu",
-	"LTdJKglt3KFxqiFXizEpYSkQJdIEXTPwc6h8kcIBxBIIzcHjinlsTK8tOz1J/ioCsuMzJy6+BiEWwr0u",
-	"uV067YNP1WUAAMDiC898aQUbqi1sncwhivWpxwLMaSlzbvk4AgOYutsZugUbrNWePXVKYZy7m7472DM2",
-	"HUwHKZtJ5aaJLMsdPyeWymyqfM0SpUmcblA7m9vLh9e1ykNwy5knfutrKzAJBkS8X9GI1lqDrXv43P+E",
-	"oMdNUQm2VVNiqij1LVJUYsi9SDJ240qpWDhKazNtl8HKO0IVSxe5u1Pdu17/hLkYy6Fcs64hiUqGC7KR",
-	"H+AMVSLoLT4aeqqM5QVOZb0jdVTC1pUyE/bcvUZ+ZWM1IDSFJcA2oW4MDQ9MUgBJgLJosWGt8qKyo7ZD",
-	"k1gkBavIGF+IBMfnS5e4aWGdkiHIDu9ePj/HplHIbdkB6MCMzt2F62NOSeoF45UbGLmkjJ8GyrpwW/jj",
-	"JQ1L3QKnbHgjNqaJ4zeeo8pCuEuDM/fpEVUf5RAbnuDN6obldpVTVDsgKN8IiIYshEUbWi4XgM+Rjh0P",
-	"+Acd/knaCDRPvv4qQfJ0X+uKpZOJ41QgcDYWKpCV1vqcbY2XAWxlY8NjP8lvp2q4Y0fsRvE38+cFuHJ8",
-	"HgTy90guw1Th3p2BAAQZV8wIXpiWkZwNhcJqekyorNoA73J3LdCyWxp3oZFNPJmqdYW41BTy0YoNuRGb",
-	"cdOE+3PkVTZpgffh9q4CaqK7893FC2RN+hqKn3RoskJwJEnBC5EjUDbgPmJtoEZHdwp9mCS4HnaHQx5Z",
-	"L8Pg6uLZ+/r0KzbEL0xL3hpNiAZRxqM3qlqBXQvQegGTEiUopSEuOvFg/ThFD6rjGgC7g9JT1dQKphBI",
-	"Kt/ATZt2Iui+sZSTro9J3FGJs0GjlN4+jiZTkCvJB85flOUgGeCE3QfUNAfJAOXpQTJAs/0AqgMNfFbR",
-	"wCejDJr4U/feL8nHO6m81yHmrDrKixIvfXmMAyQen+AYiVSxmNBLd/V5V4V7JA1wYErcWVbyhQhJvaS4",
-	"YQo6X8STXo6LhQgezo8PhthyKe2N5+vzae93Zzpij5a3Cfh1h0/4mX8lGidIRHxfG/hYU8srR5K/j0zh",
-	"qdZbR6XHoujZh1hghbGsVW+EBFViDesmgQsX7/DiZU3t5Rh4BBgX72viBTzVzBvlpgOnjWLFcZgWeob5",
-	"B98fW9f03lD+e+qnNXMstZHx1OCXXt/Ea4tbhorh8DGg1Is7pxtz2DpUJy7spCebibIuYlGS7RIYIAGN",
-	"6BKsNJiTpGHdnCHRjrhvBTlDvsdcQ+UVuxUC30nDiTKjnkj4t1RSwk/dJ4wkIV0kaQ/PSWysVmTU4e20",
-	"JRrIvu7z3lhy2ykLj1FX4GLKO6emMWPReCGmgTYYwj3cAh0Tan5sRrHpDyINC5FxhXHoJGAkIIq1dQgE",
-	"rj8coSlg7ceC9NGacmj9zjrLhMgPz30mweDQVILm3H08otmDXk1RcLPY5dmGSNuNuvSS5ZGQqnOppFke",
-	"swr78JkrcSvj+aNRHDr3B7pea2V6AgCro7Zop/QwFVAcJIN3brvx47cQs+3kTwwz+w5vmXtR/A7DiP2V",
-	"QBBC7WBak19iW29EVlfSbq4huACDQgWvYglIFwpM9FB6DhGmfvj5LTNyoVBrQqWK1njBrVjzzSPDfvj5",
-	"x+sJgDK4HgZnvv0wmqW15eCDG4xUc73b7xuFkCpO2GxsccBI9Bwc7E4dCJ5aCnwwbHhRlqOEzQCq8p96",
-	"ZqZqiHL+KGFGqkUBNnHDhpc6HyWBvebwMBuS6DRq6o4xFJ5cQyggjRKwPo6bVz07YMOWxuBuydpqk3GA",
-	"PQSbkBSuGVQ0RmR7bNSiDHQVD5xHZQ5zBPdxQ4Ofk5DTPlU+fwrD9jr+3l/BZNe1rpkJewcFycDOPVWW",
-	"Fzfuitx5Kv3+BdYjdAqGSTEXJMRAGQoE45bxsiwkOYyc4jeZqql6u6yEwGL4TqMEI/alVASUczZVY/aX",
-	"vwS4novLl+YvfzkjPT9hC2ET6DAhU01CNqAJvvjG65owilzM6sXCra9vB8K9QWkF852xukwwoiTxtptk",
-	"qpj/DApqy34EKCLnzNhK8BUr9MKcO2oTdyJjZimKAkOlfhYzjMWhUb1URi6WNoyCt0VaknWHblbu3tMV",
-	"W4OHJAeHLgOrs6jG106yeYEPw/hRkoASka+4sWP4bfzyeerIk0L+0PoP5hHGagPAb94hHKghbK3bn4va",
-	"Lh1RZdxXeeAMjycd8yE/8NCjz9eTrcjh2I8m7EoXgupbiMqP9Iylt1KsRZUifEMyVWku0FhTpYwXRoci",
-	"zsFAkLAUvF30+4orMOK1zAnncAw6jrEV37CcLMEAz50wqbKiBgdcWK/2ojw9fdy270IpP0xLvlF6rc7Z",
-	"09Ovdh9w/TiRJtcgsJ43gSK7pg6ChDLs6elTVsgbwTgD+45aOBKEjUGMjmE4AeQcpEqJ3s3aMFmEHE7Y",
-	"HHcFacowTb74sPs/is34v3hRC48QdgaF1ngOMyj4wpErhKSSGQxESTCQQpsgaYMwnYtCUqQg1oLySHZQ",
-	"vsmjts9qcw7YIq6tqxcXz396MVXeahAKz890rfLRhP0MwZZkDiZwcF0BbCFaTSjaVFowAyHfb6FuDVoA",
-	"EoPHk9PJqS/sw0s5OBt8NTmdfDVIBiW3S7jqHGNr6/yEZRmMWC/zwdnglTT2mX8I0kFKrah6xZPTU280",
-	"oVBS4IN4nk7+SSklKIPdK6FhH2CWgetwC13MD+FDMnh6+rivtTC8k3eK13apKwDygZe+uv+l73xGPrzx",
-	"5Jv736DSi1ceQgykinq14tUmVPsh6tu6XXb82ADzxBcGoQOBjQ5+ce219+nkPX360Ltj3wu/YV9gv2J7",
-	"9bZxDX3J7Tp9ev8br7X9zh23B9pfJ5w1TrCAwYDg37pA4zAwgwN3253Oiq8EHskeHIrmEb8Ll9wuBx9+",
-	"6aWVk6aM7qe0D7wjW+6S3ItceprDersNqt63GlXoByE6aPwSxvChK/jbqhYffnNyJyGvBRYOhHl6P519",
-	"y3MPKPg7PjJfH9JFO6Gqe1yuhSUcCgiR4u1KZxiy94k88eQ9Vuz68ImUnrwfSEiOcn/5FLABtj3YJruk",
-	"RUJe8cVELahqRx8jaEW/gPUxwsGx0M3vhon3UPUfkkRx6dlQachJMkte5WbkZP+AFM6bII1jqBU0xtal",
-	"Hc26yQoJ0QmAvmM1IruB77mtZgJ+CMjXHCODpfE6cIIRb6DZt3CShk6BS0B7S0LNQXROjkiLldmy7cCE",
-	"vjZuDJIEz1258EeJsMafjT5dB30SIXTuoeGcwA6n9KMp82GEPTQL6Hmj7jQKCHMq1K7NgJHJYB/tkBrV",
-	"Tz4XrNKQXNEJREX17JFpFNgffn4Lajc80jK5TBVKp6EQLb1oajCWMapsTRSFJg2Kg1/KxVJAcgDOZ8Ku",
-	"xMIp+IA1RgNnQx+9g1r85ZtrNKz4B9LRVGW8qjaEDwa10xJ/LaCFI0y4jx4v/TJ9RpJs15yPUGUYwm9M",
-	"iGHhW2o65rtyJBWp2BDtid6A4hTTPQwt0OAvH5p7qx+xjYIQQ2YtbCjjBv9QgmqPw2kIYVI7Zc3BSDFh",
-	"F9sly8HiAGFAakNND6EFmipEWUEY2CgEegeLAbJIzB5Nx2MjivmY7KbjQI8JNI2mnrFUmA/puqU4HP9g",
-	"MlWuf4qc4RYeTCj0OR2PV/wuNDouRTV2v6ds+PT0m6kKxLSS9orQuWdio8Ee8Nbn+0jDsqXIbsBMxjqb",
-	"Rrlq0rAhh7QeODDtTMKv/wdrJxJijR9vStEVWkj86o7OIFlhJ0OBXdQ5lJCHAAhYAD+pdKqGfs9T3046",
-	"ih3RZ/DiZSgx/Tk0BGoduzpMSXj80J33iVMhOdmQZef3rh0cwImeaTUvJLrInj55csi4ykpnwhgUvj5d",
-	"YKOwuLC620LZeewgh8BTupoJ5rLNCnp439aNfPKePn1AdggFnCJVxBAzBDjd09Nv2DDTuWCvtX0BPIrc",
-	"9baNeInMWm2myssSGNnsL+qF9sy1ezxxDOF4xg4iBJp2DmLnQDzdnQC+kf+uzTnHkusnEh4uSYvwgPvj",
-	"tim9Xdq/C+6qTHLwVdtn4+vdvtMvzM8+gSiO2uLO6mPEaFfKbISNIMyio8UQAni/OHOUqYCWpWt022UI",
-	"J7wszcl7XpYfTlYAmW9O3uOHj7BPdDpNYpLXRVmSY8F14WQCPYcYkoglA0JC+80YJbdWVO69//N3Pv71",
-	"dPzNL8O/j+nT+9Pkr48/+O9H/+s/YuhWsQFmtbF6ReOjOG6IoOJUgsHnUFoE38vKGiogkHcH8+86CC7k",
-	"QyF4vt15Ylefd6q/7JOGIRjb42aEiWOcuPZwym7jhmENMJVhqpysWOrcV2rM5S2k1EvrnVOYPuw0/dGE",
-	"XUN0MNwKmFk3Vd7pLirIIsewYSJESsjxUiSkkNB3vCw7f+MblGVCYc0XZTlVThguawN5F2LNDI2AU1Un",
-	"Nnz65BvGZ/pWRKXBy9osf2rvz0OLgtg4LsxhkuCT+CbizCDUrqxnBUbs/LEMux+ndX7yHXqJ5EMLTPEs",
-	"QNYdXsGGwT9utoLo2yy9MV7tk9PabLlqArp6zCpb1U+bMQJghQE0b6fNQiAVmPCsdFwNMx2mCoowAqwJ",
-	"oCFQhxP4ukmEPAvBWIYMWpAo4r6YqlVtfNYem9dFsWmhaVCguRLrZqSEHLIBCFGv4c34DbmzW+n2ELiO",
-	"ivo54zgHkGJWEqAMINcop5Rwx4qzipvluNC6JDBMCrbBWSE4QCmqqdqarfoOsyLThJYNeoH+QlgT/DXj",
-	"2Q0iIChrznzDgBAyNh7+s/Mtwp/5rwihc6r8F1hrdgztMsQOoexW3NAcsHwg7I/5OrMxbvW9sD767zMK",
-	"XKEGa1zgqpoSrX8ykq446PlGDFOmEQMP5B3J55DNfitR7JdjOOEnONB+14uwM54UOEVK+lqbiWERDACg",
-	"OQeUrHolUuazflA65VNFcN2/Ut0GrJoN8fWjc5bWKtepz+xsMzgvnGFJ6i7TpoLdJrB098JuIW6fXGko",
-	"nB+41ae5K33JXZwtuC1zfZTLEqMRxRfgkU0iVJxJNoFmwWsZhoq6uN/pFjQPz8AqDQkTiAZPAV2jP5qg",
-	"d7xR77eRDNvRq+h+zXUjHsbY/PGSIJkJ9sa+/UTPfEaKxi76PEpN5QuTgPGSKickn+7zfGD7y6PG8EKB",
-	"txKK/Yvf2hBDozp5jx/uMdWu9K33fkCmEXqcpAnIz8Onp9+wV9zYC/cLeWqw6UcGRM8GqZEsUwKixS3d",
-	"BMEPRY54Yjlec56qoXfS2a7vlgwkTrp3Sn/b7IsxNWMcRtTqCzMTSGyDnaXeKotuRBW0Ewh/AJ+vv2j+",
-	"VYtq09w0lH7bUHvk2rjfxozjy/9vZ7ifyDivfGwVhZt+ovX502TAex5HWmyCC2u7t/APBOgjZXI8Fo8M",
-	"HYwmVGGEcfpArmzIDaq/HiPPrcStzFumRsoZdK0ZDzCRYoAD4IRC4wAvCl8hqgidebIJkKtm/+meKn+8",
-	"J+y5WGl7HI+ZqvZhN8LuO+nXwoZj/nksa67xZxQL9mUDMWliey/Kfx8P6+eX3n4Dl+xFnjf8R3tLC5Yj",
-	"c7faJ7Gk/lv+X75+Y9SUB9UdWS6UFFDuLCAWXXTdR31VBvlUQSL0Qth4aUEs++cedRqiewIzbMidDExk",
-	"PKaHx9CHSQGoBvvj2zEuRkD6UwOg00B5QUSgTyRpsEgk4RolTRlIg0UX505EXku1QHYYJo9Qo1SeEPhr",
-	"xkvCcdkqSHjGTqliofFpNdiv48bfX76DN/WcnVJ+kNLuW0OwnNuzmyqAWOeAjhJ2oFaZVgayCEWOC4Bj",
-	"M6zg1QIR61Q7VmjCrhHQykOtIA82WQUJO0OIAXouqxFDHCt3UchfBa75VAWkyFLnME6Krgl4XfQasn16",
-	"ecK+hRgdRhFHpYEmHHkkrcms+AZzzn0oTrrid157NWnjIZ4qsCpvMNM+Rjo+kCi8kibs8WlyenrKZptA",
-	"FqMWIhQYWHMtDEb8cGkE5Dr5LTPLSiqonTRVHmtqhLgGt4BJhdcQkjPhRoLDCikEwITdFkmV9dlLsZ7q",
-	"Z7wKsIPITUA//DtlCl20GCLyBlSVjCNtT10PkjJyqNIEJHjy3vX7ANbAiH2KZnS/dcqDTgySgUedGCTt",
-	"Srp9lqqYPHnVRiTbWvPAUt3QEJWKzgu4UHS+wXg7AL3OEDCLU+AH8dBhYJJMAjZa04a0WI3XnffaEkvu",
-	"uUu6A0nff0hZWdPF476bKoD7IPePZ+dxUbA5hw8vCULbEL74peXA/Yf/3ywR5yHyaqLEDCZneWyqQoQb",
-	"YCCBOXnv6P/DyRKhnXulrRc8WwJEC4DTuW1oRSNUItNV7iQKRIQByh76IiuE2srzoEGZhBFmMsVPYFQF",
-	"gLtUutSGF4Td6JEIpmpeaF0ldLiwFZYttREUcrzcJE0kfkao+k5wgzGCB7Edsxcw6B5BzX2jVQISUii8",
-	"BHdvmLA07n2cZYBbzuV8DtY7H55fVuJW6hrCoUlK8ki+IIZM1VenzPTcrhgtQhDbn/OW7XbUo3d5evjT",
-	"M7mjDFFcDxBO5gjcU4lJmC5yYSxVwj3AS/lAt/79lpnXfCXulRCCNNrLBr4DICOBonXJF1Jx8OA3STuQ",
-	"vuSrNU0QACKa45/xbAk4ersm+iBT32fVfINAptJgt0Mnc2fciPNQe6aL99GElR1r8NzxN0LmKuGOO8aU",
-	"3ojN/wQ+lrKSy8owI9zYaVmgVI05hzLFEP8BsLx9w4Gg/+PGA0vRxKiCuVr6QIjhpS8K11Ra9cBQTYW5",
-	"2Eh81dAjRnLpJFzQyRoQ9NPTBtL68enpaW9/vlR80x8VdxqcufeSwUoq+jNWcy5mbGwBPJLpfd7l1h7Q",
-	"MTaegB95nDX84b2jfd6kN0rABNo5auZ3biX7dO3KrUZHQlq3WIZnrs13n6pU7YsI9WAeWN8m005CcJSR",
-	"2WJz5nFWMO2GcgUrrRbM0RAgyTjB4p9YvMDnTeHTUMbZLifsZxBYFEtf5mJVaitUthn/KDZgzq4ERCpM",
-	"FaUxtVB66RrStYVQM6mMFYgyNeeyIFxqLOjnBgRVGXqzfIKX/tiVbA36R7EZ4GF5eMVlpw7eF04V2hfF",
-	"gCv4h8sOevzVQccYcLI/3nb9G4l5IQ1p3RB+jLEcIE2dvHfixQdStfb5qj2UOpT5QxBrtEU0QTDBXAH4",
-	"TIRLD86lQprggwp9j1itoP4DVKDBwKZanBP6eyMvWKfTQHI6AV8hJCON5yfEc5r0JB7184bu9HKfYbMz",
-	"SypjI4v2mDAT0vbczDCh2LUcihcf5qX+I2ZC/UZnJmRQ+T08R48LAh+jsSxaZaf30u7LlWpR3G8el/al",
-	"wnUeRHD6XnS4yVad5M8hPN2vm/4oVf4RemywB3epA4BJRYdAfi/SxpehzXcExPt/u6f8Dy2ekNejC8eJ",
-	"1Y1UTigbDyWxnDRFYk7eh88fTgho9NN9SZ+FP8R9VGH4ex1VB6cEtnD/CQU8ir4KWUaMkLtZqXOq+OdU",
-	"Ri2ogpJ/s1M3M9TvOfOebKwi2gEgD5VrA2ypfznEG+SUlxmGN2+VHGuuA10XEK0YyvyCpx/RgSk3EaJz",
-	"wYSECT4YB5/4mMdWyVuiXVlIu2GzOl8Ie854q/hR7qGAwUoGwe8IQeNX6geAOYbFQ6jjpF1Iz8mPhGoc",
-	"pgnoINxSgSm010sKtpDAeM/QIFTpYhIWypdYS0m87q6iB52FRDCsMENFuw1DiBsJGBDgFXFbiaHprWKj",
-	"tOqUgBlaphzMyVQ9ffKkgTAI27HkEHXRISPYa7CtRiNCoZ9nHSL/HYbt/xnF9W941QSa9+wmxuMi2vKB",
-	"sft9l0+oFd6f1IlZgBjtBVX2tgpnYyDUdas0f+7Pq3tRqqnqqf0Z6tP6IohNMjWc7nEs7drcZhNqYlLo",
-	"jBdQy88tlh8C1KovKWg1p4L4qa34fC6z59LdO7MaC3xdQp3kZwWVkn6p0HUaqhQH9FmEDwYw6TUCD7se",
-	"X9DqXReSAqMgiqwpMjtEgKE0LLN7cHIT7rWJ1CcITp2PZ5szFpjaVqFljIkYU7NnLFrSENllqAXaoEWC",
-	"e3iqwiCCKVRWdL1QhVywCVTC6OIWoJUXUqvxWuZURw3h9gzUZUemg9Bj0MgkrIahYA3oVzbl+TNeCKw9",
-	"2CQMnTehj37N5u7gs1p5WGi4T9yOQXSWElPVLnrun8LkLnYRKTivWsXE6PIMTm66BIh0zhpMQQt5bRWg",
-	"TDXE7Et582aLm36kBbC4UEPXRzRjU8NWbVxIXQbUp7dOSkGc/EYCWZNJmqqk+9O0jYiMBdKnSgJEPc83",
-	"rnelLZUgpK+UQFeqvBWMzsCEXRDgODj27JIrLC8vAWe8x4Uetvdz3ntNJz0XX8Ow/nSe96b1Nifd8SRM",
-	"tm+Q6794gu/nsVB8xGUXSo3FQUWlXerashTQ61MfDmMxvNaXyDXsh+s3r8lvhI/+T6fhpGyoq6lKL7JM",
-	"lPaMWXFnsccxVoVIR0mkYsMZ3jjw4CPDUpmnUyUR9y/UYuqUYveVIajYhA8YDnyLW4ymUQrsgrE6EGy4",
-	"FDzHcHPXcApSZMrCQo+mCiK3kScV3FENdirueGahuGeG1QcugH1BiB8BAgATxHCgM+LSWMVA5L4wKMb3",
-	"QSaIlw6weQQCDIkeCLHQM3PKJAmgDU1dMMhpmddFEZy3Kbi+09E52cG5rx6PR2CqqElpmLGyKFjmC/vW",
-	"JSggVIbh69OvaEWvhK024wtYuGSqMBCYM7PUlVsttygxRuoFe9z9XZt+zBgPRLbfGB+PWPA0SzqCI6uc",
-	"DblhHXLoDReA9zr97tSaCwEDp4cEDFyEUvjSsBVXYYSQzgd0FKIaHFVTdAIGNZx3q0cCWQXlB6hF5p8t",
-	"8AEaxUPTtNpZxd8shgEGQAEMyWCH7XQb2h7Yzh1LdPknXs+DBLPtVvMhuJkAkWOwZotjjaG8z28Rwvbl",
-	"LuE7LGAbvYLflYuK54D7wFvFkti3UnHQIKGcmzcMcYZ57bSYShRThaoHhoXl3PIzdsqMzZ2S6W9ITbwf",
-	"KzRB8XN8gppPyNCHTTJon4pNZ05T9Bas1Yort7MQkjtK2GPXjK5twp64T6Kqkqn6iok7n+EEnwDKkkM0",
-	"i1zxAuQEZG10I4GzGDsaJeypu8wx3mt7/GcsfT8drGVul9PB2X+eJtPBUjhqmQ7Onjz9EEeVfXEnsuul",
-	"KIr73MlvmzmGyu68WoBDxrBhJUrB0ZzaSA2O/Yq7stC58GbfeNjXirIS+o3Eh1ZFDcw5ElrmrXRHBfqJ",
-	"SHFZrPzWQZ/C6B9vStVK9Af56XuDH2OvWbu598qPvQekfJzn/jGy7e5KXK8lSUAkkIXj6PQFqzNd/HlL",
-	"bDuAr2ooeEDHRuIfoUgcZYSFhfyj61uFXvRrW+6kOU2KAhhAUwXgtGHaloXuxip38pDTnhBxXSp4zkxV",
-	"WYm5vGuH9vm8xMZECXb/rlIGbaQTwBO/k00V/+2yd+M5zxz9G5mLBn5yVpsJu2BGUJF9lLJMCMDl7cJ2",
-	"qsas3nkzIkK45YtFJRbc6opSXVf8blzoxbh5ME1CgtPXTvwNeHPgSPJK0EpXKAujnwMeMHxjGIQbaaZ4",
-	"Vek1JGukoe00YemvWgn3f6nz+FVxDR28cpt4cKR46GFfyO9H8eVi09jIffw12B17OvKVTY/uQwK//wRu",
-	"vuXEFKKkvXLEpMQayXfSG3nlBJiP0fagWddBk/gre7uBVNRrNMI+pIoXNgo0MhySnqOR417isFwWDzmY",
-	"79AODXs6hwrfCg5z1wM59KbvHFOLRGEEDHiqSu2uf7zrV47zhLdG7YhfiMOqbVnbM7DbzowuausEyczt",
-	"GEQaJ5QrXKtcVMyx0SxhJ2ZjEnaSi1vE4TAQsGcYZEdO1fDp6Sm6FNbSiNGEvcZKN5DESBCfLZAAnCLa",
-	"+yHT2YsnqVvY1JuRWjcSN1iiNNcCEHKwCYs+3qkKlSbdsF2rgMImVctWDc6fp6dPz1mbolqO91AYh2Pj",
-	"bk6jCXsFlBFqmITakRu2JsN73oJq2z4jshDb2vwroRZ26fT5J0+TT1TA/aVzRKk1vXAzalRwuGSO1L1f",
-	"6QWemD+cYPXlHLLdTE+8IoEd6YXpOlFJrk98HeSsKdv5h5bKwA/3Ow0r6gVMhKzAzxx2CH2E4/T7CTn8",
-	"M97jDxTvgUUdyU8X3NBYLBuCsCAxqeJFIQppVg8X6fE+vP/h9xtTGEedHV6U5VmzWEuBKDG/ikqfh9A1",
-	"ilXrxLCdTRWU5ze1KYXKRX5O6cWYS39RlqwQc4vWvVES8GsTlhqry3SqqOgX6aiIGpgnBDhTiUJw4/7u",
-	"uJ9uRAll9lMIF0uxWfjIEKkQssPoOwipk9myLSeFIoVSbefY9sLXNtzgoxBs3XThP14RHC18+ghM299T",
-	"8sCf3PLfnFt2cG0T5qg0YRRjW4Vw24MD4yqxErlEMuizS12KaivSpqkf2nrfKT4In8+GBJGBqBoAEFWt",
-	"2KwS/AZtP6D8zhHTn+XaKZLIMnJpqho6BiALYRIMtEKmo3Tuvd9NtwRyFar2k64GCWtGrspiM/WRU0mT",
-	"gAKJ5gT6IReKF8wIoRLU2cBGlrgZuFaWAHu25GUpIHZqzYbpmksr1SIdJdBa7jgslSYOQU1J8BIQukVf",
-	"XYDWHtxrVtoOemrcw7hE9HWv7b3JgPptfLOtyV5jDlAPx8IMITCC/mFrwX8yN3jtDkT7MJRtytgD2XMP",
-	"LzjB69BJRdE8hBdOZfJ1fgsC2yHTykIzrc49/rxh7qgQCj1yra1ykNDVuNV5upv3CVyve04+h77T6gF6",
-	"/NI6z7GHYxukiorv4v4nTWkUzxT+rCbftYXoEsi0fYCw6AHF37RXslXscU1hcfxBjhpJnL1nrQvS7Z69",
-	"57BcwUN/npY/T8tDnpZX0qmF3cvG7TqaENurSNECD3ZYTCHvqXtPNnyjC+FEsbU5A9cgRPzClbiSqrYh",
-	"jgEcMUtdVx5Aa6qoIgI0RDhyw5JXVvJi5N92r03cGcTrOwXxLhVVpSv3RyUwSuaZXpXu8YvLl8w/S7la",
-	"Zi0quCK3EL6pnDJIuphmEQIsA4Ac+/rujg07OW7SsMdszHAEJ76v0TmOo+C1ypYQqqoyeDigYmHMKDpG",
-	"sShWxwo8VQuhQsUTt0kWULdqzPRNGGHcAZITVvg34fqHtpMmBrVpymfyUJ1q/wL4YKBmmFtlDNwPQwXJ",
-	"X0HCeCX4CmHTSZx2U7oRpfVenAbrCys++siyypqpwqgmD6Xna5ZdVnrlFJnaAOJvSZFMBpAgVO74km4h",
-	"7k1V00fqa3KmbIh5Kf8whfzHX9IRwj2rDSgOrNBqIao+EL5XLz9r8sD1q5f3AO+Fs/BbF5wPA/Gn1FdU",
-	"L8StKFq7kbRP9LBbmxmrt+/FpqwxoK6foyCkdeXTKsuCBwgvetcPDar0QYYQlONrtMupaqmXCPfICKK5",
-	"RP0d8Oxasjr8rTUWalrzW9HkfTqlF+QRUJoxUnLouSoEAIhqDJpxIY2Nxi28ksa+8/P+jORGfeyrROOW",
-	"0/z7IKOigtWmhU6uWFnpBSQkHXuneSpsgfT0YY/Qon6Bfdu3Z39gyeaN2tpitOlQ1nYw4oS9bp3bBA5t",
-	"AieWUO9zcTgxHOtApX26v+AJMC0Z4KAp8/2WFzLntslG3eJnFKNAFn6p4HkEhwODGl+JfIQYO8D1qLAo",
-	"hbzaJVRToat2wjCP112BHMdzI0RpukvpI9MqXbSNAlMFFUpoeGm8+m/nYHwG7YYo4hKI/8tqNgecx3+X",
-	"EiUPA4sGpm2PQNK9mj+R857wmf4YTJGdo3iv7g4dNTS9Q9EX7vfPS9PU+gUWdvxAVP1bEvG/Fcr6l76Y",
-	"gCK2CT4J/lJA8O9IiPPCybpwQWG2ZCGzzSefkMYW/BlOyGsNJji4N71WhvMpOeTFOTELXEFsLpU0ywn7",
-	"m1YaYokBxU/O2UI2cH4tzQEuQL1WMXNz/zEEU9afx/DPY9h1uT74vdMy+37mi4eMxv0kjwbjP2n+T5pv",
-	"gfBA3dydu6eQcwB9DaYMYr4zMdcVGTyuX70BWxwkAmZFnYv86NOyXmq+kr1q8c9LfbF6+TlV4pdU8LGP",
-	"htDS9FsazX5eYhYajgQxBXJfiRyLuQEcQNwY5poSWV25KTquMxO8EtXg7O+/OKaC6ZTIj+qqGJwNToDZ",
-	"UEM7RngfXXRxCfZMn6XfwoffiWQIJbXdqHMxqxcLR1jdFlqksdsEJmb70LMWnEerAT/jSNkAChRMSMZo",
-	"Vx6GBWxluPjqgR9++fD/BwAA//8=",
+	"7P17k9s2ljeOvxWUfltlaX6Uuu3Y82y6a+upju1knDh2r9veVO0ozxAiIQnTFMAhwFYrXr/3b+GcA5CU",
+	"QLVkt53L5h9bLZG4Hhyc6+e8H2R6VWollDWDs/eDkld8Jayo4K+nRW2sqC65Xbo/pRqcDUr3RzJQfCUG",
+	"Z4MMnxgkg0r8q5aVyAdntqpFMjDZUqy4e81uSveosZVUi8GHD8ngRS5WpbZCZZsfxMY9kwuTVbK0Urs+",
+	"LlhWSKHsOFtqIxS7Fhs25JattLHs4aN/Z9mSVzxzwxydM84qYasNW0u7ZHYpmOErAe9wlbOZzjfugbpS",
+	"Bn6dy8pYpmub6ZWYDBKc1lLwHOZBE2sNcezG2J7Qit++FGrhFuXho39PIhP8Qarcr1p3am+Xgl1LlSdM",
+	"KsbVhmXcCDa8KMuE8bIcnTOtBNNzln73/C07uXl44p42aRhod/3dj0cu/o9iNWv2dHd0tRHVA8NMPfun",
+	"yCzTFazaotJ1+cAw12/COC6lzIWy0m5YWekbmYuKrStphWHSsuG7Ny/HwmS8FPmoZ/QrGMre8bfW+tGT",
+	"r2Jr/YqvxB4Khf+OW6HLSrup72m0xCf2tltya0Xl3v1/f+fjX07HX/88/PuYPr0/Tf768IP/fvR//20Q",
+	"m9p/1tryN+JftTD2ynIr/rMWVeS8vFbFBjakwmeNIy67lIYZ91ZY/X/B62EW8GOHsoWqV4Ozvw9KoXI3",
+	"iGTAS9jb1meBBOfmL/LBz7FxvysXFc9FP41V2nL3JysLroiqemjk6P374B42pVZGABP7hue0hO6vTCsr",
+	"FHzkZVnIDMZx8k/jxva+1ey/VWI+OBv8/04aBnmCv5qT51WlK+wqMjfsjEnDVryY62olcjY0G2X5bcJq",
+	"da30WrG5FEVuErautFowNweTsBnPWcOBR+dM3Ihqg8+6MzYrxMq1W0jj1v5DMniq1byQ2ReamkaWIG6l",
+	"ozFeVILnGza8wA/P4etRApSoS1HhFudaGKa0dezNkalm0hrggY63AA2y4Ttl6rLUlRV5wvykRonnPv9y",
+	"B4FVYl4bgawnW3K1EGwIR+T5bSZE7l4Nd8Cs0tdCsYyXeEEYXVeZcH+XImfcstOEmTpbOlb23eU7wzij",
+	"Q83WHMe7qLiC8UhDXefMaOwihRFNCrmSNmWnI7cX3+pqJvNcqC+zGRkvClGxFd/AaHMNJz4sWVlw64jv",
+	"gWGlLmS26SxfrrN6JZRlw0zngoWhw0ReafutrlX++efxSuMmEGENdQVzuZFGzgrhaMWGmcLQ3mr9klcL",
+	"8WWPMsgQ7ty5rt3ycoWXIrdizTeMZ5koraEB/sjVhjiO+ZKk8MCwyh0mIEqgA3fQVO3uWCdR6FIoZmwl",
+	"+MoAUZtSKHtO0hOfW1Gx9I37Y3zh/kiZEZlWuRkkJB7BdFpPdIdPjFgqKxYCxuquAsVru9SV/EV8GXq6",
+	"4YXMWVYJkE14AbvyTvEbLgs+K74A5VywSiwc5zOiupGZYLnMkQEqsxYV3M1yJc7dd0upFm4r8FKwmi35",
+	"jWdu+WffmrLSmTDmyyzL2zbbkYatRVGM6Xqc1ZZJBVuXRC89vPGIW73AJ52sTLyOOLe/kZa6yJHPgcaw",
+	"1tV1oXkOcqnjl9gMHdWf/K+J5+r+tkibN5Mtjo9sqRxN2CvaRHdrOOnXCgUyEK1HS40CobByF6OVgjhD",
+	"lWuFB4O2aKZ1IbhyRLsUvLDLTfzHgs9EAY3wPJduiXlx2Wl8Sy4KchryWmzD2CuB95XbCG4HZ4OcWzF2",
+	"9LkrkSaDlaMW5L47v6G8Fvmh1Hr/SPeR06XWRXTwdelGmh8+9l+0EnF5v5Et/+7FTXi42YKk2aqfI2Oh",
+	"DX4pUcbsbrK0YtX9sG++nlaaKfOq4pudcWJj0cFohcu8O5R921cJTud85ycno9UmTof4zV2rCr+GhnpG",
+	"PZeLq1JkMXMA/voArqyMDf2RfUbs5IFhqfslddccSJb4QgIWgPWSW+YYg2FmqdegjHbXJeeWH3WUuuP7",
+	"QWwM9HTDi9rJ8UZYJ1fe8Eo63mrYUKibbyu9SphQN3//eQIPui9GjoXNZSHMZBBZFfjlE0b2rXs/YRy6",
+	"ID3LjcwbR5yAQFwfB1zUgg2Vhgf0nLmFGUVG9iG+g7bSxe72/eTWP+gDBq84I+zuPrihcKlE9UYYyyu7",
+	"d+qHnfqdYZbcCfJxYq6wW5Ff2MN7qHRR6NrGFV3HYhk90dKJhlyxi7J8YJhjNOPZZuz+9w9GKJQfMSBd",
+	"tlV5anMM8x6E4Y4rYepV+4ta5Tqizu9bsdj6GqudinXo40917U2P3SMpDDKP1qylsl89amYcpJlkMOey",
+	"OPhhkBEOfbZWyi3DYU+bOkNF9KDno8tRafW9nr2pI9w7a8SInT06agF6b2oyirbJ5yKz8saRyVWYWzL4",
+	"FnuLEYu7x/K6EPlbiQ0dRrNHr1zkzm5s0X4eP/ev8FW403buGnzAXTY0F2CVVa1MgnY1wagrpwlakjZl",
+	"hJ9xXLydTt7UCkx0ZaUXlTDA+w/YtxYB7HIatKXGRuYGTJNiSq8nsfUHUZCme9zOwZtu94yZ18Vx77o1",
+	"jc/mez3rDnzFc4GTgjuLZnktRGnYcCmN1dUGNV8zSpgucqe3g6kf7IoHiV7N2duRvhyFOnU57+VsbYKk",
+	"fY+R3zMuVlr1cb2srirSwA6gh+N45DFsLyZcH3gY/aCSMBnfddNs/8L0H0v8/YGhD1fCssytoqicwFWv",
+	"nBqpb0TVpg+UysrmWOwe0ZlYSrR0dTt86ltYL7URrU6lIXObEmxYcOvobCGUv9n1zGn9Iqixpc4ZTRvZ",
+	"iFuKUYcm+2SWQHp+Nh+rQ3VoLnbr/G8mO1IhfhSWezWgSyH3oWn368bkSNp16ZTY0zlb1cYy8a+aF2jr",
+	"4Hb5wHiTxyTqN9q5HGMzf67yUktljxM0ZBlX/nXep/znfepmvonz/lLnDwwcFKmEMWdMq2KDB4cJGrT7",
+	"PRPyRjBb8flcZs06tOT5w1R+0vUb8cGNGWbqh7lv+SJcnOe5u9Xjs0OxHxQxqYhJxO7uCmQEe87EqrTo",
+	"3HY6hHsxZ6V2ylHkRhXtUXU7vwLvCpttQOdIQm/AInV+8DUZ6CbCqXBch9o6rtA+eqkre6e9w6+p76M9",
+	"1ej2gBkyYnHLI/LYC296RGu1UFZmHFw/wTGSMO8VSVjH35WwLRfUrlnxDbfipRNN3M+TSVQAQ3/gwUv3",
+	"rXucTK2727DPzgNmTKDSong9H5z9fX9H5IJ2y+rW6sPPMbMuOdvI8TDXVXdNgMS2l8Wtwu14ocduhGNz",
+	"LcuxJp43hn11DGjOCyOIEoSxL/K7TzPscLMEUdq4ETG2J/zX3QnyfCUtbF3QbRLHfku+QBohHRH8iZ4I",
+	"UB9LWC4KAQ+hEt27/Y0EsX35/fVx9KqUEZnlUhu4n7yWgm6IB4bBzMj1c85qAzagl9zYMSzF+MWzbQ2k",
+	"p9drkpXuyTDcXH67V+gRisS2aTQfJK0IDQqRISURN7mz4NRZL6Xch1kXSe7jjbrPb0ttRK90rJiAB3K6",
+	"XpbaWGTs3C6TYOp7oUDdFMYH8HQvHgMKo/thFdFlkQGLnmvNnenxjBdcZe5O8Q+3tWXzgEkcANgcK10U",
+	"rs+5LAqRM6mStqTu771aWVlATFSu0Uh60HrTTC/o1ojwSLdEcQnHL9LuRP+m12zF1aZ33Wj5qXfghBCG",
+	"4zqbRE9USTEy+0kaBpv4yJhmhDFSaV0Nvddf/PqJcBRul0zPKW5OFHnCCnktwAw/sWJVOgVoEsy25u+n",
+	"P0/kyjGC5AgPw9ZkcSyJ5+T0WmyqLyj+bHeiPvrhIl9J1WPs1XfY1r0J7EaKNciFubgRhXtikMCtoKIW",
+	"sC1Tjy4E0PWuwN6ymWKs3d1L4x9MtiboZxNdpO5ROErad3TXy757VIHDhO5G2obnYwP/Qar8hZrrWLyb",
+	"oACieXDRNq4e8F071qPjRjm3Yq9V0RdH51eWwYMGHMZZJbgVENbIyRbQdou0qAoE+qd9hroXYD8oC54B",
+	"x9sj/pcc2Kfj2nNZAJO5q2u/UfGAU9b4p13P3hNvKPb0KuOFqEA+GU3iXoUezt/y7Fi//BTmxYZ6jpJP",
+	"wtDfkDBjden+5ZWFLzsfxoGVOGmLk+kVZBnvQ1HCHGk+KfcG4j4wzIgFBiWohprevXlppmqYntw8PKGj",
+	"a07e06cPJyEw4OS9a/7DyXu3+h/S0RkG3aB6N1WFXrudhRjfEO0rDUUMiXw0marYaiOJxEftxdAKCQmi",
+	"GqTauZOGnDbVm6ywzR7iKXVuovQKeqj71R02Nze9Vm6SbMkNK/TCJEzcioyMWxA1goa59giWEFKnRLTz",
+	"uDWf7jpaiKR1bLcOGY0dKbSPj9yHDBf40ceLcT/UM9Gjfexjw/ukaz3rlaH3uPTtUXb6fif/zgxf8pko",
+	"LrnNlrtTrMRKozvk8MNrhP0U01t0iHrxUuIddfgWBMYU/bWQ6jjz1yeoN9t2qmZkNI4Y4WHQf9RUdUwM",
+	"DTz+zSY6peuoHb02omK6wvyBWJO94oWTaHbbQ2HMKdYki7nGOQlB+xeuqwhC8/1L9RRC8PpJDywT26LF",
+	"niUY5mLO68KO9i7Gvc/5jlneB1sk0vp4pthvekex6wj6PNqM8qWM+zu/1TLOGI4Ma9ta5MbqQVTeMXO4",
+	"Pns2oJKZm7Y2vIgwiYW4onDTqErslV/DV2Uh2JqbtjUp1/WsaA0dA5LxWnP9xg+/G3N3EXqbIanDHBqk",
+	"AVkvLf1OXw+SwVrapVRjqwtRcZW5jtCGN3a6ffPXnBfFjGfXUdXP8moh7IHDhmCrg57d2mRatiTk74QF",
+	"6N/cK9ia3a3199B2xJZTEjATYiW4qSuRBw52xtbuZ/K/5KPOXu87nHsmvJJKrtxunN41eWwkNtFLnT/1",
+	"V2FjKNvibKujjZTBUdUbLgaO1WOJbycgBE3IP3FppVo4Bv9WVCup0MQc0lpQpGNyzrjaTPbJap662+KB",
+	"VNLxBiNzkfEqnrsVEcUpetMbdjrT3uciu9R5vz//Erx8jekIAyh1UVN+oVM1thTjSoDvBw2UDMLcGVdT",
+	"JdUY1AQGIyR3O1oeffMPDEvh15SC600wiqbt+aRTtdDCsLpkWmXYyHU9E4VAhSdECIJrDhKd7NKN/lqI",
+	"0v0tK4MqXa9oeWfoDkYcXOocbYfSRPe5WbmYP0va1tImjHbcQG6WYisuVev3g62qkSMWEdlr2aO4FvJG",
+	"0L6/e/GMDa9FaRnPKm0MC3uIu2fiRgikjwOG+V/woB9jjwTdQ7Odd6MTIdotuFw5zbsVcTJh33JZQBxK",
+	"yHtzSg9E0p4xDttaCRJswETAFZBQ2P6FsIZxNq+EWSZkBceu3GOCDY0QbDsCehQlOl7yjMyju/TjmoyL",
+	"LUtuegxJ8NIDw+CRM3aJaaIJ+0bXmM73smvo3t65V3Euu7M/bmh+IPFd0jE5pSh0xq1PZ9lHIm8oxQMI",
+	"eFHWb+MaLgY2mFgKDTG+V/t+B6clCnMHD8bKqI4ZEzwvG/nyE+VmeqFHs+vQQex3acqCb171XaH3IWQj",
+	"jzT7GKhhQ6nc8bn06UAqJ8ut/0arYiv46mM0m30RtOs+E0ElFtKd7z6rns9hkqadrzr0nAKzTi9fXyEo",
+	"gDdJpqMEeAyEyGBsyGzDrL4WysQNfXEVs5tFqAvhfch+WENvFh+D4okyoPQhpkorgUlckEjbsaDHObkR",
+	"xZziPyLBdzTp2cZbHMEsXul6sWTuzTGl1p17U6PVa15RrCs8/sBgOMLhBsdeVZmIBwd1pEVg6+i0kSNO",
+	"T0+TO89S94XkXs5Wd63BYGdCLnSmjR1nQvnIICv4ig1/qGeiUsIKw6BD5tPZPSjHV49GUc9W3CdxwZ69",
+	"uqKW9Dw08uT/tIA9kK4rgeGU5Ept0prZ0GyMFauEkVqShJ8SVtazQmYJSG747/gvbqy6KNwHXQpllnJu",
+	"x3/p8XX4UxxHx2A8A7JzF00zsBbTQa9NZSyegKA6tbKZzzt0DM0CoaMLyy6FdzqNPiHEjyj3Pqw8/q75",
+	"eDPPf/rAo62cNH4bYoJ6uHs3h7O92CuOyZ6ImrLSlWgn6wPPfPzoUTT26ADj0P74FLqNDlq9t1JUOP/I",
+	"ZbLeP/34zJHvDvWcfIhuPKOD5tVrMsIp9W7dM5FJQ3zsCA7YOCFi+fVo2sRwT6PVGfNDY1YzBBlx5xX7",
+	"ct8RBkn8UMQHDqF3d456m0O51XBCPi8xjsMRmPfhs4vmhsZLV5oWtAS6QVeORbDhqXt7JiFDZNTBoijE",
+	"HHCI2FwXhV6bbsyWZxmev7jxTNhbUAHAocdqVWBQIebtne/cvMyAKqH8WLbhC7CvXQ/5oqxN1H4aMdN4",
+	"sjoimG8lVrrafLOx4rP2IotCPr189xm78D7Tz9S8sbriC/F5F6r31DQxn7sR8f5AxWTI8pydspXgytMz",
+	"UTs5oZ2OtsZjwoviHhhxR8s6oC0/oN3xZ2XNhkA2ma6EGSUMKZUNZ24LnKR9I3PJJ5lenSzKOgG3OEQ0",
+	"uH1qHtNVi2kPCSqAadVgzDwwzROjqBVP9qgRPhXz09j8oLUOCe0ntd1e0Z/7iSMAKn2i5pmLTObHvuCv",
+	"oQNulKh8FzNQTevT068yWib4Q4zxO7RE41fRDLhwvxweUY13UjyaGq4cbq5R6j1vM3B/Y2DeW0seeGAm",
+	"dx+U3mgAv+N9mitFwPVhA4j7gg7bZ/3YE+FLFO3JmCba9o/46QVLx52k/VHaXlbWEWXWMRMwaXP2r5pD",
+	"wOIZ++vjhD05PV3Fo8H7LuBPvXR3Rwe3y87oHj3563cyOrTeO+/jh9YnIf603HREXiUEQrgMPS30mBaQ",
+	"Hx8614dv4zP1pLjlqRE+v++1eiZWHM2el5UQq9LKWSHuVtcCA+6Na20T4n0obx2e/fEa3B6RYG9uOsQv",
+	"HseTemNeqLG9y/dGrEQuwev9TSX4dTTwBeWQuOU207qQavFOWVkccTPpFZcROi61Lk7oetG6wIsk5F/R",
+	"L/QX/uhI6hetBP3mPvZfP7oUPRHO7pfjsCysthgAEMnNVLt4RL3JmLgS7Zd820lYeRr5HRvYi500w509",
+	"/BBEqKI/17YnGrrI++xCVdN6CIN0z0u1aOdAPDCsENyIeBK+++WjJvTSvRk1VHv3xLEtvtK5iAfTegl0",
+	"l1krsWY8w1BgXgnKeXLsGuDQdPBxjbxfC6zIEJsKj0560gaypffpbMHbuBvkrJ3JcnH5AmDX2v43hF3D",
+	"LBilaYROH7H8Wqi4lfxe4vOakd9B5M8qYhxbJF7o7BoXO2zf4YBOZT7bXTHFV8KUPBMnEKJMqR2XOn8m",
+	"TVXDU9/U+UKQEQNGQIImBBv2BTgeSFWXOt/VTHRcGtumPHEjM7u1Gsd0u9viXJMeGImlF7f2kpsjgIYw",
+	"YD/OOylm4AiC2kctd6UvHhU+bMS/4mP+hBPg2qQGfMLdHQcA+dfulG5LWR2D9tSbhr7PL3eYCKIwGwkb",
+	"SsLQ7pjYKxrQ4dJS7nnBgbSNvMNRc8HLkrCKImCCCJHyMaenJ3dxX9J/PILgbygLJOydFwsS9pRw9RIG",
+	"E4FogjeiLHgGHyeTCRuCS0QaNhPuNnWPR20m0OuVVNkRke0lBRJEyALCUY5Ypjf0hjtUcqF40eNA8nNn",
+	"mQfqY0YIlTAxWUzYG8HzzX/AxRYbb2/YqG/1yPmvMd6s5z4naMslL0uh3GW6RnNWXmNMacI4YODG9bBj",
+	"E8HohPVHfbQ5OqCZ7TtYd4VZ+QRTb19fL3XRNonvYRQ7K5UAsGDIu0aYw8nRjP0S79LulHpDDcJVfkR8",
+	"ccRxiE0k/U7ECInvalPWutWM3yR5lw4iGWuRyGlx02duusebtDdM9CjtOqKtfIqO7WOBdr3mK4x10PNg",
+	"VceQF4746AlYDs9Z8DiN7se182kum09wxXykiyXiOtm24ZCB25vuz5jJKm6zJRsCU3gmqxEz8hfC0jYJ",
+	"BoNCGq/OE48qZaQB5EyMbcPguLhved9oozTaYEpuHbQZVwEyeMdlCeHnkCopcjbj2TUbYhCFraTIKZce",
+	"nImUuu2DYUd3gP3u3g0SM1lRw9NVu9Peu7ltJn6qV2UhwDx7SSh4aCm+5OSGeAMtftMXa29sXCf8Gzch",
+	"ZT1ME33kiLHJFZuJua5Eq47AYG8w/wEduOlD3HbdIPY43TZrpvmpqR54oR7Olv5bK+Hp6C5+hNvje4jy",
+	"JarY0WuPuRv++TBmSv1s4T7Hh+1TRaGHfaO+LLiKnZhOHRI2LOTMnPBSTvx7V6XIzoO4g1aN73T4guEs",
+	"m+ip6eCrUzMdRBgvSR2oXPcE5DYob9sYApaihZmucie6NHWMJEFscMWrzcGRjdu7GRHuQQ95Jnjem9sI",
+	"T1xCbYndMZtrWQIUUAbWTI8+e2TexVu5EsQHo7i7wG52E+4UonUzKCeh4oCjml/HA3vCsY/AwEXfCHkt",
+	"+4UtbCDZk8GylirX6+PPyk/w3p2nhWbWorS9RyYaYr3it1d1tYjG9EFMHKQmussxE8ryhUhYpWuVu9sn",
+	"mvG44rdbxRmObDZ3gvestkw5Js9motBr1rPp6qDw835JuLveu5jFfGOOy24WPXBKIOb2Jg7/90GKFbaB",
+	"fcRmc/Xyxd8ao8CWAKysqG540Zv2B4FpMkd0GMGzJQO3HoOgI3iHDf96Oopj3qykqm0vkBA3li11XXVR",
+	"XJHnwY/UEzE+RHtk2GbCjJVFAZhCUi0O5odXL1/8CA3cLblvrUwzm541pnZ3bVtVpePx7NoIsln7GEbO",
+	"ntzeHhgrU/BaZcsf+e2+vZMVK7QT/CzD55mTYlS2OWd8Ztx6erxB/Fl0xdr+pEZ8/PLJ6R29g8aktjpn",
+	"Q2GsXMFdN6/0CkCtFJZxYbM6uxZOFPfRwmD157dOrh7d07C/fnLHsL9+YpeeC8lCfJbFix0MH7naQpol",
+	"tBXwMYjcg9B5EwQS5YEkU7WKFW3HLqzK2gpwq4TacoE2P6avwNki9hlo54FBcJjJgXmlPVwvzCnxJ621",
+	"vtGjmvFC9MY17c0xvkO76+Tj70vVRbCUdpztl0OHzoXlMmKyvMhX0hgMSYW4al5ggBsFZwgnzqAwvOaG",
+	"ObGvFFFP0bzQCEl2CJ6/e9bjkUfvwW6m/y4x4Vo+MG1sZhorDO8QTorRtT0FLZaCst79lpLCzbEIF9Zc",
+	"SygLVRdOTEkcibvFW/HbqMYdwd8n+RXAkDB6ak76sV/qaMkGyuU/BsWhgwEQkVUqvu45t/zW68Oh34Db",
+	"BDuJCcxSwfzdLyt+exjk/VG1GvZWsJnJwtcgO6CtT/B+0UMNDHUDTR0i0/YVKEDK7RXNfPzjETC7XbZy",
+	"l4TTdBAdncgqYfvq9OCvvk5PC3HsgJI9+O7oDI01U+Vr1IC+lDDt0dIIi839hBYUdJoYUgDMUq+ZtGfM",
+	"CEFt/pcU61h+7NFlf3bBhToL55rrXzM3ioPWrClVBMFufuV6VyyhmUtLFXxMpMKRXNC9tgUK/beL8aMn",
+	"f2XDpbgd+VMcyhjxIqQeuu/DSNu5Tr506y4ekNhEEcWg+pBrHfCoj4Nya5nMIogVbX0A58CcoOKJcHIw",
+	"UgV1880m1pFm60p7fIFOb/HEZ1HFw5UfOkkWiBk8aSGBCZYbSR2qKbtdUWLd6uOQ2O8IETZg27tm5bK8",
+	"rLTVWY83dI9xrzpUHilbHfjb7e3Ty0EyePfM/Xv19O3lwZAU0G+rzdixa5KudiNrdFX58L/DorZbOdo7",
+	"Qdut6E9IxD0LSXyteH8PI92OFW2lCSx1kSeMFwXC7Dl259P3G5gJSAKCCLIbwWReCDY0S14BILwuDDom",
+	"fIQqfsfWkDHUSZ3kmG4k7TlxDiiYW1fGslk9n4tqNPGjdMc/jJGcxZCaVSvGF1yqFvAFg7FMUJqE5KX9",
+	"mc4ICogulha4YIOa62Z75rk+L73Kv50iFY/gOjIqf9/+hqB8qciiOYzE5EvDTs/I9ZYLNTrHrGhpmkSt",
+	"CYop4CiKm7sATZ2IsyEAH6tGIqZbqGZXSr9TI3Q5hP3XVROj7B4PAdR9IW93pJwcuHzxaOdOjkn0tFL4",
+	"xxuuriPehTtDTQ6vPEEdHCRRNmXoji1IAt3si2bwE+6HyPFPYDWqBVeLBA4J6LY1Qdj4MTYo326vHZuY",
+	"bZgbRKyYXPDW71Kf6+YBYdQiQKzRbM6rczTzQYK/u46+17PPVbYKIEctjaVxp8lCICiVtKa3iNUbXJv+",
+	"bALXJqiqYEvEY+WUs2iLStzai77V+glGRJuRnwVIhBXfsJnwKL/AJQ8XPfCto+oPcnV9RCZy+5jFtDyn",
+	"cF3YHgmLxBIgMJQWHT3gAsGiolOK4KwOn7Wn6AiNyJUw3Y1r9gyuCqUtRYa525O69gpn24tEtr3JoZpn",
+	"c/b7hoQxQ2FgDa4PVmzmVAbCL9iQylp+x9VidOAw6DB/DAfyr8aYz7tyUfE9oYmHExS1tMeTmDWFQQ9p",
+	"iJ7eJ3WGqPbuxjwH6nQ/enlHsRIqSzPO1k5mgnAIqaCctDkcCIaG1hcTD8N5Rk6Z7YLkuTDoZhY5cdK4",
+	"UwQaeaG+LeRi2RNIBU7UN+18150yEAjGrasHFJsBp2MjLFtqpQHGb4ZskIAnesCgIQYjpv749hOI+0MH",
+	"ay6IOZc+dOPQgNBX2l5hQFfCAgTelebXbSy8hF1S7ZSLma7wG/iEIs6zHl/fnVlljjpCCEsShFtdMT4L",
+	"qmnUb3xkXpAhY8lBYQ8F7sCnwYCSkgQdN+cvCWEeex3AROwXPZle+9Z1iDTnBBFYw9GBMZBbPORzxZZQ",
+	"N/HQkl5sxtKDnHllX1cQg3zwLlAWan+UyhbniwR96Y43ePuk9qFT7sn3NfVKXMVD//ds0H3kIvqb5+ND",
+	"JNvceF/OTBS3L57n4hFjgo8ZYlugCEMcfHFfuqPTEPNjA17viENf9eV2mOPivQONRyrwVoseSuoLOl8v",
+	"N3eHIdSyBbrdxi4HjoTj2bPLd4ehHBBScrg9K0gWd9iEu362nQvfu0O0LqDMh9OcYKpsGNgJZPvlCctC",
+	"BkQeMiByqNBHHp6dohztYtufyLKSgZOLItyc3whyxDaOXpjOsG33hG8CqN5hZZo9P4SO/YrHKMAbvmOq",
+	"cVP1xXRtW74YM2HmOn0Yw/E90Ki/+yJqcSn/qzHWRgFXDxBjW/LrnmppDeL5HU45fK4lRfRXMQH3ASge",
+	"ZBij8rd+aVY1yhgT1nY6LPXaTJXSZF8+Y+m12JiUDdE+P0pYSibslA332aynqtdo7RpBD0TKht7l0O9s",
+	"mKq93gaoPmJFURhGIzOMl7yyrptguk/d81Plv0jZcL3HdJ9Q+SChuhVZtK+3FNAMBmeDfxqtJm/4+kcK",
+	"kKaDWN9593mK7sGlbRFgKFsXSIUoYN9B8b61Ho81R/A62B8z8c4kMqq2iQgQZi/K8qoUWcK+17Mr9Pgl",
+	"7gJ1H9waobJFr6WdgmApmHbTBmA4TVgqlbRPO99g2LxJk6lKEcYQ9oyllpCvpVbfVTwTl6KSOif1PWXD",
+	"U2Z159Q/MD4SiOn5VH11ehpgAdmTc18W2k2V0OBe8mohRu4ghEHimB19wWgBK9qNLNOrFVe5+5JXCxi4",
+	"UDfuPwCjTtkQXzpjXLEXF68uvGrFfIatD1h6+GSq2viGtZL/qhugTZ2ft9bsUlc2PWep93Ck7O3Ty4S9",
+	"e3bpmPnV07eX51OVtvw2qaP+kBfSrO+PkDTi/nY8U6rFM1mlaMCeGV3UFksKj9xcQ83dy0rPYB0KeSOa",
+	"L3B74FaoS/qqhQ35wB3VmTBnUyVueWaLDXAIPWfp0tryO2HP2HusSOjWDgtqrsQH15HNyisnucEjurIf",
+	"YPEXVZnRF4lf1w+pW4FU3Ar3E22Pa4NDq94WxDCuimF611T53aARbaODw2aeI5lKXjwTBd94inN73SFB",
+	"NzTbMSq5ZwxWwX+7rIRx1xDwy7mumF9EWD5aPVjvOZdFXYnmjRGucCHnIttkhYC5G1SSE1ZW4srq8kPK",
+	"hiBRdBd5qmBN3EhotXGhTCFEecbeU1zmh3Q0YVsA4WBSY0rT/jFdTdVS62uDrnUgCYZITYAnh1UOg4iF",
+	"Ibpom/5FKzGebcaYa4HpBw/MVJWU5BGs1KF872SqLnyTwH5WfMN4nrstLrVxa7DUxk0/UM6H9IyJWysq",
+	"xQusfFmDjwsAYqfKHUSqwDhUwhLdT67/3UykPrl5ODqg8jIVc0ymqtI1GAZSN4o0BLa8e/MSRuR2ZS5v",
+	"Wer+SBuoz/QkHXk+BZObKnLBMq2QeaQYHrRFmb5+WO5OfIs/AYVOaBhTBYZ4KC82hqJiz15dYUs++HAt",
+	"izzjVb7NaNB9dsY4VKVs8McvypKqiBrPKYfPaohtsiLB8o/E6PGxCYxk5HpFlAtup8q1wsOdDSgDCSUe",
+	"IQemiriONH1vfgRQJZO9dae1qVS65Dd4YYfaoQU3W45Ab5ViC3kjAi4WFOh1pDxMx2N6ewxvp831kAIq",
+	"bDqi+OL+Kqaymqrd8qWhJgEnJyvScUopoDjDNFyXpYaahSLcnSzjVSWF2b7OJFW2PCMZqZLuoJmpunj7",
+	"+uXLf7x5/t2L168Shn/99+tXz/3npy/fXb19/sb/efnm9ffPn771f/7w4tWzxDfy0+s3P7x8ffHMkXQS",
+	"4JUhv1ev1ZpXObu4fJGwy9fP/vHq4sfnzaery4un9OeLS0dBOXv1+tlzesoI28mwanFZvVZODpPZEk55",
+	"Jebu0MEhWTFupir9t2Ezp5G70/x5QwmB9muSixuPgQ03c/jSLSrw5+YrryvQ9dX84HhU6oQAv76d+0Eb",
+	"PJoGUPo72V7+eFDd8FHSnAGqk+qYGntaaYW+O5TN89xRBkU1pmw4lzdijOcqq5w8HXCt3IVIgf4pGzqp",
+	"YoSyiEKxNdtg3k3KhhdFode+ULnPnReuBbhp3IVPSTyNAOWJ/6tTaJYurnldfK9nhiLPAKEuZcOvXFPo",
+	"x4j8+hA6qo3TOGHZS17xohCFNCu3MZT/5mR0Wv4Zz671fI4NnDumgJXuFWoTHX6MpDWXlbuTfAamX0Dm",
+	"VqjL1CaM4oCclkIsXRpWOOlLYiEGM1VWe46TMKRF30Ox6bZuMAwdgpz1jWD/f/bw9AlzT7Ihx/7nQmVi",
+	"quA+7g7+gWmj0QgFdiF417Xn1tKNCT1GTkMymliQY8p+9BlXFKPhxuirLNHcwbWYQHXv4HzMtBu2W+Qz",
+	"go1duTnPhF0LCpEqtPHxmdxnUwzbUfXwQC4sgn35WSesLGqojOIWcKowXBuykXWtcgoMsa0ClSPgisGK",
+	"0cwjZ3YtM+GOHlY0beDlfdVViKOZqsenX4EIxdXGkYcojBghwQAer4Y8XPRBGFEAriCbbVgajGYT99sV",
+	"/KSrFAmq9SvWeyL67JMK3I0cXmErbrOlMOdTBcaF5mR37U6tY/ZwBOyg685vvUiOurQBtoMsh0JwpzWc",
+	"Be9n4n3K4Hd01xF7/ep5VIaZg4jV8tb65TdlIUFRXnH3NKgZYaRT9ejrJ6enwH7mT7Way4VTFfKcvf32",
+	"H09fv/r2xXeoZew4VTtM5fQMcCHUgintBIyWWxYGV2gnoM93l1a2nbsoT0JmO6uEt5aBUu997m4wxE/O",
+	"2PsZN57HJU4fvPICL66rqIUTPvgmYZiCgbRDP51PVbCaPDyF4/HX01OSx0lOR54LMjl++JbL4juuFv/T",
+	"cuxC1/S3+ZBOVVgY//Q5az0enMbbHuUm0aXVHh7nJIyVfeWEeXfd4rkHyTcXtyJ3DAYdMWzp+L8TW658",
+	"0YSOG38hrJmqNxevfkjYT6/fvHz2j6sX//08YT9eOEHiHxfPnr1hw5SgUPmKkOjGp5Ptr9xtTS9dvn7z",
+	"FlmMrrJlVSsn/l4+f/uPV05OuEoYfHYiA/br/mz11/nCteUmCfSsnKiV50415GoxJiUsBaJEmqBrBn4O",
+	"1ZpSOIBYtqc5eFw10OKkLTs9Sf4iAqjvUycuvgIhFsK9LrldOu2DT9VlAADAgkFPfTkgGyoEbZ3MIYr1",
+	"qccCzGkpc275OAIDmLrbGboFG6zVnj11yjedu5u+O9gzNh1MBymbSeWmiSzLHT8nlspsqnydLaVJnG4A",
+	"m5vby4fXtUoaccuZJ37r6wExCQZEvF/RiNZag617+Nz/hED9TSEktlUHaaoo9S1SCGnIvUgyduNKkTJI",
+	"WptpuwxW3hGqWLrI3Z3q3vX6J8zFWL5x2omuIYlKhguykR/gDFUi6C0+GnqqjOUFTmW9I3VUwtaVMhP2",
+	"zL1GfmVjNSA0hSXANqHWGQ0PTFIASYCyaLFhrZLYsqO2Q5NY2AsrnxlfPAvH58ttuWlhba0hyA7vXjw7",
+	"x6ZRyG3ZAejAjM7dhetjTknqBeOVGxi5pIyfBsq6cFv44yUNS90Cp2x4LTamieM3nqPKQrhLgzP36QFV",
+	"zOYQG57gzeqG5XaVU1Q7gOdfC4iGLIRFG1ouF4DPkY4dD/gHHf5J2gg0j558lSB5uq91xdLJxHEqEDgb",
+	"CxXISmt9zrbGywC2srHhsR/lN1M13LEjdqP4m/nzAlw5Pg8C+Xskl2GqcO/OQACCjCtmBC9My0jOhkJh",
+	"BVgmVFZtgHe5uxZo2S2Nu9DIJp5M1brCkgQU8tGKDbkWm3HThPtz5FU2aYH34fauAmqiu/PdxQtkTfoa",
+	"ip90aLJCcCRJwQuRY40EwH3EenaNju4U+jBJcD3sDoc8sl6GwdXFs/fk9Cs2xC9MS94aTYgGUcajN6pa",
+	"gV0LgNoBkxIlKKUhLjrxBWZwih5UxzUAdgelp6qpb08hkFRyiJs27USA3WMpJ10fk7ilspyDRim9eRhN",
+	"piBXkg+cvyjLQTLACbsPqGkOkgHK04NkgGb7AVS0G/isooFPRhk08afuvZ+Tj3dSea9DzFl1lBclXq75",
+	"GAdIPD7BMRKpYjGhl+7q864K90ga4MCUuLWs5AsRknpJccMUdL6IJ70cFwsRPJwfHwyx5VLaG8/X59Pe",
+	"7850xB4tyRbw6w6f8FP/SjROkIj4rjbwsab+ZI4kfxeZwlOtt45Kj0XRsw+xwApjWatGFgmqxBrWTQIX",
+	"Lt7hBTddm73wi2hcvKuJ5/BUM2+Umw6cNooVx2Fa6BnmH3x3bC3uO0P576j52cyx1EbGU4NfeH0Try1u",
+	"GSqGw4dQoETcOt2Yw9ahOnFhJz3ZTJR1EYuSbJdtAgloRJdgpcGcJA3r5gyJdsR9K8gZ8j2gCIRx118n",
+	"BL6ThhNlRj2R8G+pmpCf+i6kfdIenpPYWK3IqMPbaUs0kH3d572x5G1LUUVRV1gMpHNqGjMWjRdiGmiD",
+	"IdzDLdAxoebHZhSb/iDSsBAZVxiHTgJGAqJYW4dA4PrDEZoC1n4sSB+tKYfWnK6zTIj88NxnEgwOTSVo",
+	"zt3HI5rd69UUBTeLXZ5tiLTdqEsvWR4JqTqXSprlMauwD5+5Ejc95W6iOHTuD3S91sr0BABWR23RToGX",
+	"y1Dg5Z3bbvz4DcRsO/kTw8y+xVvmThS/wzBifyEQhFDPhdbk59jWG5HVlbSbKwguwKBQwatYAtKFAhM9",
+	"lEtFhKnvf3rLjFwo1JpQqaI1XnAr1nzzwLDvf/rhagKgDK6HwZlvP4xmaW05+OAGI9Vc7/b7WiGkihM2",
+	"G1scMBI9Bwe7UweCp5YCHwwbXpTlKGEzgKr8p56ZqRqinD9KmJFqUYBN3LDhpc5HSWCvOTzMhiQ6jZpa",
+	"mQyFJ9cQCkijBKyP4+ZVzw7YsKUxuFuyttpkHGAPwSYkhWsGFY0R2R4btSgDXcUD51Fp3hzBfdzQ4Ock",
+	"5LRPlc+fwrC9jr/3FzDZda1rZsLeQRFNsHNPleXFtbsid55Kv3uONXSdgmFSzAUJMVCGAsG4ZbwsC0kO",
+	"I6f4TaZqqt4uKyHYotJ16TRKMGJfSkVAOWdTNWZ/+UuA67m4fGH+8pcz0vMTthA2gQ4TMtUkZAOa4Iuv",
+	"va4Jo8jFrF4s3Pr6diDcG5RWMN8Zq8sEI0oSb7tJpor5z6CgtuxHgCJyzoytBF+xQi8MVJcStyJjZimK",
+	"AkOlfhIzjMWhUb1QRi6WNoyCt0VaknWHblbu3tMVW4OHJAeHLgOrs6jGV06yeY4Pw/hRkoCyxi+5sWP4",
+	"bfziWerIk0L+0PoP5hHGagPAb94hHKghbK3bn4vaLh1RZdxXeeAMjycd8yE/8NCjz9eTrcjh2I8m7I0u",
+	"BNW3EJUf6RlLsUhWivANyVSluUBjTZUyXhjtsVYbA0HCUvB20e8rrsCI1zInnMMx6DjGVnzDcrIEAzx3",
+	"wqTKihoccGG92ovy+PRh274L5WcxLfla6bU6Z49Pv9p9wPXjRJpcg8B63gSK7Jo6CBLKsMenj1khrwXj",
+	"DOw7auFIEDYGMTqG4QSQc5Cq+3o3a8NkEXI4YXPcFaQpwzT54sPu/yA24//iRS08QtgZ1NjkOcyg4AtH",
+	"rhCSSmYwECXBQAptgqQNwnQuCkmRglgG0CPZQeU+j9o+q805YIu4tt48v3j24/Op8laDleAGs6x0rfLR",
+	"hP0EwZZkDiZwcF0BbCFaTSjaVFowAyHfb6FuDVoAEoOHk9PJqS/sw0s5OBt8NTmdfDVIBiW3S7jqHGNr",
+	"6/yEZRmMWC/ywdngpTT2qX8I0kFKrah6xaPTU280oVBS4IN4nk7+SSklKIPdKaFhH2CWgetwC13MD+FD",
+	"Mnh8+rCvtTC8k3eK13apKwDygZe+uvulb31GPrzx6Ou736BywW88hBhIFfVqxatNqPZD1Ld1u+z4sQHm",
+	"iS8MQgcCGx387Npr79PJe/r0oXfHvhN+w77AfsX26m3jGvqS23X6+O43Xmn7rTtu97S/TjhrnGABgwHB",
+	"v3WBxmFgBgfutjudFV8JPJI9OBTNI34XLrldDj783EsrJ03p909pH3hHttwluee59DSHNeIbVL1vNKrQ",
+	"90J00PgljOFDV/C3VY31AX9VcichrwUWDoR5ejedfcPzVtG93+qReXJIF+2Equ5xuRKWcCggRIq3K51h",
+	"yN4n8sST91ix68MnUnryfiAhOcr95VPABtj2YJvskhYJecUXE7Wgqh19jKAV/QzWxwgHx0I3vxkm3kPV",
+	"f0gSxaVnQ6UhJ8kseZWbkZP9A1I4b4I0jqFW0Bhbl3Y06yYrJEQnAPqO1YjsBr7ntpoJ+CEgX3OMDJbG",
+	"68AJRryBZt/CSRo6BS4B7S0JNQfROTkiLVZmy7YDE/rauDFIEjx35cIfJMIafzb6dB30SYTQuYeGcwI7",
+	"nNKPpsz7EfbQLKDnjbrTKCDMqVC7NgNGJoN9tENqVD/5XLBKQ3JFJxAV1bMHplFgv//pLajd8EjL5DJV",
+	"KJ2GGuT0oqnBWOZeaaUcoEmD4uCXcrEUkByA85mwN2LhFHzAGqOBs6GP3kEt/vL1FRpW/APpaKoyXlUb",
+	"wgeD2mmJvxbQwhEm3EePl36ZPiNJUh99VBmG8CsTYlj4lpqO+a4cSUUqNkR7ojegOMV0D0MLNPjzh+be",
+	"6kdsoyDEkFkLG8q4wT8UhnWg7aoJk9qGa0MjxYRdbA0MLQ4QBqQ21PQQWqCpQpQVhIGNQqB3sBggi8Ts",
+	"0XQ8NqKYj8luOg70mEDTaOoZS4X5kK5bisPxDyZT5fqnyBlu4cGEQp/T8XjFb0Oj41JUY/d7yoaPT7+e",
+	"qkBMK2nfEDr3TGw02APe+nwfaVi2FNk1mMlYZ9MoV00aNuSQ1gMHpp1J+OT/sHYiIdb48aYUXaGFxK/u",
+	"6AySFXYyFNhFnUuL/ae4AH5S6VQN/Z6nvp10FDuiWCf9MtRi/xwaArVOJdkPUhIe3nfnfeJUSE42ZNn5",
+	"rWsHB3Cip1rNC4kussePHh0yrrLSmTAGha9PF9goLC6s7rZQdh47yCHwlK5mgrlss4Ie3rd1I5+8p08f",
+	"kB1CAadIFTHEDAFO9/j0azbMdC7YK22fA48id327gj0xa7WZKi9LYGSzv6gX2jPX7vHEMYTjGTuIEGja",
+	"OYidA/F4dwL4Rv6bNuccS66fSHi4JC3CA+6P26Z0C3RzuAvuqkxy8FXbZ+Pr3b7TL8zPPoEojtrizupj",
+	"xGhXymyEjSDMoqPFEAJ4vzhzlKmAlqVrdNtlCCe8LM3Je16WH05WAJlvTt7jh4+wT3Q6TWKS10VZkmPB",
+	"deFkAj2HGJKIJQNCQvvNGCW3VlTuvf/3dz7+5XT89c/Dv4/p0/vT5K8PP/jvR//332LoVrEBZrWxekXj",
+	"ozhuiKDiVILB51BaBN/LyhoqIJB3B/PvOggu5EMheL7deWJXn3eqP++ThiEY2+NmhIljnLj2cMpu44Zh",
+	"DTCVYaqcrFjq3FdqzOUNpNRL651TmD7sNP3RhF1BdDDcCphZN1Xe6S4qyCLHsGEiRErI8VIkpJDQd7ws",
+	"O3/jG5RlQmHNF2U5VU4YLmsDeRdizQyNgFNVJzZ8/Ohrxmf6RkSlwcvaLH9s7899i4LYOC7MYZLgo/gm",
+	"4swg1K6sZwVG7PyxDLsfp3V+8h16ieRDC0zxLEDWHV7BhsE/braC6NssvTFe7ZPT2my5agK6eswqW9VP",
+	"mzECYIUBNG+nzUIgFZjwrHRcDTMdpgqKMAKsCaAhUIcT+LpJhDwLwViGDFqQKOK+mKpVbXzWHpvXRbFp",
+	"oWlQoLkS62akhByyAQhRr+HN+DW5s1vp9hC4jor6OeM4B5BiVhKgDCDXKKeUcMeKs4qb5bjQuiQwTAq2",
+	"wVkhOEApqqnamq36FrMi04SWDXqB/kJYE/w149k1IiAoa858w4AQMjYe/rPzLcKf+a8IoXOq/BdYa3YM",
+	"7TLEDqHsVtzQHLB8IOyP+TqzMW71nbA++u8zClyhBmtc4KqaEq1/MpKuOOj5RgxTphEDD+QdyeeQzX4t",
+	"UeznYzjhJzjQftOLsDOeFDhFSvpam4lhEQwAoDkHlKx6JVLms35QOuVTRXDdv1DdBqyaDfH1o3OW1irX",
+	"qc/sbDM4L5xhSeou06aC3SawdPfCbiFun1xpKJwfuNWnuSt9yV2cLbgtc32UyxKjEcUX4JFNIlScSTaB",
+	"ZsFrGYaKurjf6RY0D8/AKg0JE4gGTwFdoz+aoHe8Ue/XkQzb0avofs11Ix7G2PzxkiCZCfbGvv1Iz3xG",
+	"isYu+jxKTeULk4DxkionJJ/u87xn+8uDxvBCgbcSiv2LX9sQQ6M6eY8f7jDVrvSN935AphF6nKQJyM/D",
+	"x6dfs5fc2Av3C3lqsOkHBkTPBqmRLFMCosUt3QTBD0WOeGI5XnOeqqF30tmu75YMJE66d0p/2+yLMTVj",
+	"HEbU6gszE0hsg52l3iqLbkQVtBMIfwCfr79o/lWLatPcNJR+21B75Nq428aM48v/tzPcT2Scb3xsFYWb",
+	"fqL1+dNkwDseR1psggtru7fwDwToI2VyPBYPDB2MJlRhhHH6QK5syA2qvx4jz63EjcxbpkbKGXStGQ8w",
+	"kWKAA+CEQuMALwpfIaoInXmyCZCrZv/pnip/vCfsmVhpexyPmar2YTfC7jvpV8KGY/55LGuu8acUC/Zl",
+	"AzFpYnsvyt+Ph/XzS2+/gkv2Is8b/qO9pQXLkblb7ZNYUv8t/y9fvzFqyoPqjiwXSgoodxYQiy667qO+",
+	"KoN8qiAReiFsvLQglv1zjzoN0T2BGTbkTgYmMh7Tw2Pow6QAVIP98e0YFyMg/akB0GmgvCAi0CeSNFgk",
+	"knCNkqYMpMGii3MnIq+lWiA7DJNHqFEqTwj8NeMl4bhsFSQ8Y6dUsdD4tBrs13Hj7y7fwZt6zk4pP0hp",
+	"960hWM7t2U0VQKxzQEcJO1CrTCsDWYQixwXAsRlW8GqBiHWqHSs0YVcIaOWhVpAHm6yChJ0hxAA9k9WI",
+	"IY6VuyjkLwLXfKoCUmSpcxgnRdcEvC56Ddk+vTxh30CMDqOIo9JAE448ktZkVnyDOec+FCdd8VuvvZq0",
+	"8RBPFViVN5hpHyMdH0gUXkkT9vA0OT09ZbNNIItRCxEKDKy5FgYjfrg0AnKd/JaZZSUV1E6aKo81NUJc",
+	"gxvApMJrCMmZcCPBYYUUAmDCboukyvrspVhP9TNeBdhB5CagH35PmUIXLYaIvAFVJeNI21PXvaSMHKo0",
+	"AQmeVH64fXz1dZELY71KigWJebZk9OIDrKkBqjzqgF43dCcYv3kAdazNnXGdsK1h/Y6dd/vtKzek/wQl",
+	"JqKb3DOFUp/79PuqZTj5DYsrv5Jtv3U0PMQnNt4yM1CV/L2Whvs6M/sc/jQ0RDtJWKiuAyLE9g1vNeOl",
+	"00gEwOhXgOOBAV106/HK3QXc6S5ObhmmWVmnbDr46+PpwIlW08GT09PVdJCwFMMk0qmaDh49+et3cjoA",
+	"aL6d2sNOHjBbOGQogSCzn7ALNVWU8BsuNSUW3MobMsWVvAJhkRoHcEjqh1usTA2AzITEiKe7rd5gIFw0",
+	"1BRFEmNFifdiWFIJKJwI36jV1gxI+5uqIQU6iBsbDXIACqIm6QFJ4JqTytdL/B/alvx/cE9Eno4QK84N",
+	"ghSx4Y2oZobQRI0dQ8uAMI4vI9IoBOHReKG0gZd6XSt+2GZPvGybh3wmfa7dxa8TOduZ5H4m+btR7j5K",
+	"9fq1eKy5JhblDnwjg1gPRRBX2kaHJK30yhQn7+nTh5P3ucgAp+WzOB4bWeTFsyRg6rbZAkHqYh0YinXq",
+	"8VVWnaMY96tF3I+RlvycD3LREVOBZyHq8ucjQtEu4GWodeOTjpplEXnY7VZdh44GkkwVt3olM14Um5Cv",
+	"sS3jQVkjHCcvmFRWVFVdUnYWnyqIHgG8U+7Hk5J/03F5cqHShTgk7RbGMVWNKlSJkssq2TaajxiBKWFF",
+	"Nw/dizObKneR4txzKA8wYYSapRaUbcf9NQWQGORhVZpSUKbqIjAgDz3GCwAI273XTr+OR127174UO3/m",
+	"iesDsfIvIOIewLlp7f60y/0adrkgazISNXlXoD4uobWXv793d8g9MPIIyyQt+G526YEKB8nAIxUOkkEL",
+	"qrCPf8Z8EG/aKNYxqdkSTCIiGZONBcLudL7BHC0olJQhyDKnZAESmYfBsMYk4Gk3bUgo7QClSJzsjma8",
+	"HvtjdyDp+w8pK2syVrrvpgogIkl09ibAuPugsd18JvYEKW9f2new32D0OwNvuA8shigxQ5iSPDa9PcIN",
+	"MPjcnLx39P/hZInlgHotSc95tmReJoJtaEWwVyLTVS7yM4YookDZQ1+Ykyp9uMuYvG4mYVRnh2LuMRIf",
+	"AEErXWrDC8L79+h1UzUvtK4SOlzYCsuW2ghKU11ukiZ7O6NKbNKyIYwRok7bYkDALQ/2rQSs6qFYL9hr",
+	"w4Slce/jLEOJnlzO5xDx4VO6y0rcSF1DCi1Z1n31FzBdT9VXp8z0WGQxw4DKMn1Oy2y3ox6pwNPDn9Gs",
+	"uxYvXEAgnMwRuKcSkzDdMrgeEtl6T1avu735r/hK3GlVDh6MXjbwLYDfCnTHlHwhFYeo7wboASAvfIXf",
+	"CYIGRnHhMp4tAXt916Qc/DB3RcK8xuIX0mC3Q642LONGnId6pV2MyCYV6dggmR3VFdCOqFaVY0zptdj8",
+	"B/CxlDkdyDAj3NhpWaC8qTkH8xvkDEApl77hQKL4ceOBpWjyGiHESfrg+eGlN3VS/aaEXXkw4aYqeWwk",
+	"iLl71Egu+UKgH68pnHV62pRBenh6etrbH9x0nf6oIPDgzL2XDFZS0Z+xOuUxA0OrKACFa8273NoXAYiN",
+	"J9QcOC6C6v4javs8FK+VgAm0cU3+kK6KDhN2q9GRkNYtluGZa/Pd53QqeABIrImaaSchOMrIbLE589ic",
+	"aD8nfJlKqwVzNAQuBO9aaJUkwqcfGKhLO2E/gcCiWPoiF6tSW6GyzfgHsYEQKDLNTBVBX7Qqu9A1RN4X",
+	"JpWxApGJ51wWVMsIi8C7AUElv15Ld4jsPnYlW4P+QXiX3v0rLju107+wkXxf5Duu4B8OUeLhVwcdY6it",
+	"9LszugfoinVD+DHGcoA0dfLeiRcfSNXaF9/sy29BaXgsfIS2iCZxIpgrANOXaplBQGIhTYhbDH2PWK2g",
+	"ZiBULcVkmFqcU8WwRl6wTqcBQDMCS0YYfxrPj4gBPOkBq+jnDd3p5R6VYWeWVPpUFu0xIXqO7bmZYUKx",
+	"a3mmdSG4OjSy+Y+InvErnZmAuuH38Byj9NCNisayaGXW3ku7D1+jRXG/ei7Tl0rxuBfB6TvR4SYBlAPr",
+	"nH8O4elu3fQHqfKP0GODPbhLHVDMQnQI5LcibXwZ2nxHxVv+t3tx/tDiCXk9uiUcsCKuygmZ8b4klpOm",
+	"sOjJ+/D5wwkVp/h0X9Jn4Q9xH1UY/lEhAr0KYKtWHFWOilbsYBgrRbWzS51TlXinMmpBVXf9mySA0Zu+",
+	"5uuZj37W+XY9OpQRq1qZUOrCvxxi1HPC8gnDm7fKVDfXga4LyHDzqZwYHY4VZQjPBjI6wYSEoBCYOx1c",
+	"/gH8ZuppVxbSbtiszhfCnjPeKpib+/IxYCWDhGmELfUr9T2UxoHFw/I4Sbv4upMfqRJOmCYgSnJLRYnR",
+	"Xi8pQF8C4z1Dg1Cli0lYKF+WOyXxuruKvlAJgIdgpBnYj9xiICyqBPc5eEXcVmI6c9rUAqVVp5C20LKP",
+	"ZZmqx48eNbB3YTuWHIIcOmQEew221WgWIfTztEPkv8FU7z8jDH6HV02gec9uYjwuoi0fmO/dd/kIlZda",
+	"qn34yogcgxlCUJm9GVSpK2sweYaq5tMjdF7di1JNVUwrccca0GilCoXzGwAuON3jWBSruckm1MSk0Bkv",
+	"oP67Wyw/BDcqSBzAsbg/E5bais/nMnsm3b0zq7Eo9GUl5qJ6WmgDjOKFQtcpcAIo+u0rlmDJGShAtMZi",
+	"Na7H57R6V4WkZBrIPJqqAJOOoLRpWGb34OQ63GsTqU+woFE+nm3OWGBqaTJVLRaHMRFjavaMRcvgI7tE",
+	"I0VTZB1dsPlmqsIggilUVnS9wH1JmLuVMLq4gXI8C6nVeC1zqr2NEO2GlbBqDVw1NDIJq2EoWAP6lUoY",
+	"vOnAVYz16huQifMmXc6v2dwdfFYrX0oI7hO3YxCUpsRUYeAc4JSEgkMICMIuQjPh2sZ8LrqS6fIMTm66",
+	"BIh0zhocegtYKBUgEzfE7MMEebPFTT/SAsA4fAZwBsqCxaaGaShdOgG4K0AKfuukFKyt1kggazJJ8zyv",
+	"BNZetk2GZ6DJSjjSnioJZc14vnG9K22pbD19pQS6UuWNYHQGJuyCilSBY88uuZoqOKtQm6rHhR6293Pe",
+	"e00nPRdfw7D+dJ73QkE1J93xJARoa6qdfXFQqM9jofiIyy6Up44XopB2qWvLUqh4lvpwGIspmVTBjxv2",
+	"/dXrV+Q3wkf/w2k4KRvqaqrSiywTpT1jVtxa7HGMlQTTURKp8neGNw48+MCwVObpVEnEig/1e6Xqxr1h",
+	"Jgg265NMA9/iFqNplAK7YKx2IBsuBc8xRdk1nIIUmbKw0KOpgmxf5EkFd1SDnYpbntlig5HEUEoQ2BeE",
+	"+BGIHEZZQjjQGXFprHwHAcj0rvsB0AO8dIDNI3h8AAdAWL6emRP6QAD6a2pJQzj/vC6K4LxNwfWdjs7J",
+	"Do7x3V7oB1QqaFIaZqwsCpa5jXV3aV2CAkKl+56cfkUr+kbYajO+gIVLpgqTRzkzS1251XKLEmOkXrDH",
+	"3d+16ceM8UBk+43x8YgFT7OkIziyytmQG9Yhh95wAXiv0+9OffIQMHB6SMDABQUpwFBWXIURQjQ70FGI",
+	"anBUTdEJGNRw3gA3wq5K01J+gFpk/tkCH6BRPDRNq51V/NViGGAAFMCQDHbYTreh7YHt3LFEl39ivN5L",
+	"MNtuBViCKA2wqgbrfDrWGErC/hohbF/uEr4VWe8V/K5cVDwHrEDeKrDLvpGKgwYJJcC9YYgzxEKjxVSi",
+	"mCpUPTAsLOeWn7FTZmzulEx/Q2ri/VjVF9I08QlqPiFDHzbJoH1egJ6UOU3RW7BWK67czkJI7ihhD10z",
+	"urYJe+Q+iapKpuorJm49KgZ8gvIHlA6y4gXICcja6EYCZzF2NErYY3eZY7zX9vjPWPp+OljL3C6ng7N/",
+	"P02mg6Vw1DIdnD16/CFeieT5rciulqIo7nInv23mGFKKeLUAh4xhw0qUgqM5tZEaHPsVt2Whc+HNvvGw",
+	"rxVlJfQbiUP5/51i6N0y/4E5R0LLvJXuqEA/sW0A9pbZLmIxRv94U6pWoj/IT98Z/Bh7zdrNnVd+7D0g",
+	"5eM89w+RbXdX4motSQIigSwcR6cvWJ3p4s9bYtsB/KaGInl0bCT+EQqLE4pIWMg/ur5V6MUe9AwlQJOi",
+	"AAbQVAFse5i2ZaHbscqdPOS0J6zSJRU8Z6aqrMRc3rZD+zyWTWOiBLt/VymDNtIJ1KC6lb5+1W6p9PGc",
+	"Z47+jcxFU7JgVpsJu2BGQIKDVxxMCMDl7WLomFXrOErj5cO7gC8WlVhwqyuCR1rx23GhF+PmwTQJCU5P",
+	"nPgbMMrBkeSVoJWuUBZGPwc8YPjGMAg30kzxqtJrSNZIQ9tpwtJftIJE/VLn8aviCjp46Tbx4Ejx0MO+",
+	"kN+P4svFprGR+/hrsDv2dOR++6g+JPD7T+DmW05MIUraK8y4XSP5Tnojr5wA8zHaHjTrOmjAomRvNwBf",
+	"dIVG2PtU8cJGgUaGQ9JzNHLcSRyWy+I+B/Mt2qFhT+cSsEnhMHc9kENv+s4xtUgURsCAp6rU7vrHu37l",
+	"OE94a9SO+IU4rNqWtcVE8JnRRW2dIJm5HYNI44TwpWqVi4o5Npol7MRsTMJOcnGD2I0GAvYMg+zIqRo+",
+	"Pj1Fl8JaGjGasFdYHRWSGKksRAtYDqeI9n5Ax/LiSeoWNvVmpNaNxA0URgU/OeRkzbEYF/h4p2qFkYmI",
+	"fOJaBeQTqVq2anD+PD59fM7aFNVyvIdiqhwbd3MaTdhLoIxQ9xILNNil2LA1Gd7zFrz39hmRhdjW5l8K",
+	"tbBLp88/epx8ogLuL50jynPrhZtRo4LDJXOk7v1SL/DE/OEEqy/nkO1meuIVCexIL0zXiUpyfcJ4VmkT",
+	"bn3zR5fKwA/3Gw0r6gXZh6zAzxx2CH108Bx+GyGHf8Z7/IHiPSD53PvpghsaLn8MwoLEpIoXhSikWd1f",
+	"pMf78P6H325MYbxSyfCiLM+axVoKRBb9RVT6PISuUaxaJ4btbKr+qWeGmdqUQuUiP6f0YsylvyhLBIcD",
+	"694oCTVPEpYaq8t0qqhQNOmoiDSfJwE7pBDcuL877qdrUdpRMlUphIshFhp+ZIhuD9lh9B2E1Mls2ZaT",
+	"QmF7qbZzbHtLnjTc4KOqnrjpwn+8ohIm8Okj6qD8lpIH/uSWv3Nu2amFkjBHpQmjGNsqhNseHBh3ILDr",
+	"WwDfEjX4IRCqFbC7/i84bv6DkC3T8w4gQTzZ/k/g1v+VwK3P25Xqd8Fbj4KXqcRK5BJ5Vx/FXopqKzzs",
+	"jK2XAmK8Wu87KsY6gWxIuC4IBQNI2NWKzSrBr9FgCRabORYvZLlecanwnsulqWroGNBXhEkwOhBvSqVz",
+	"H7LRdEsQduTfNN7AAFmWRq7KYjP14X5JkzUF6AiEVCMXihfMCKESNDSAYTdxM3CtLAHffcnLUkDA35oN",
+	"0zWX1h3TUQKt5U4sAOMwRbOvhGqh5REkS18BxNYe3GkL3Y7Ua2IacIno616HUZO29+sEFLQme4WJaz0s",
+	"ANPawHLvx/xnEMA2K3jlDkT7MJRtytjDCGIXWKudE5ThnCgfTZ557vR8fD/ANXp74EIzrc59oT0DkM0E",
+	"R4lXbd6tsARdjVudp7u3HVzV3XPyOZT0Vg/Q45dW1I89HNvIamippf1Pmhqwnin8wcTTT9WWrS6BTNsH",
+	"CKs7UtBYeyUbJx5cIlCX916OGqlJvWetW43MPXvHYXkDD/15Wv48Lfd5Wl7KuYUsxNZl43Yd7d7tVaQQ",
+	"l3s7LKaQe+KqlzzkXRpdCCeKrc0Z+LMhTB2uxJVUtQ3BN+A9XOq68qhvU0V1NqAhAj8clryykhcj/7Z7",
+	"bRJw6U0K4l0qqkpX7o9KYGjXU70q3eMXly8aoRwTDM1aVHBFbpUyQ0xVlHQxNyhEBQfUQ/bk9pYNO4mZ",
+	"0rCHbMxwBEHzHJ3jOApeq2wJ8dUqg4cDlBsGOqM3H6t/d1wXU7UQKpR2dZtkASquxvT0hBEwI8CPOTUW",
+	"SlDR9Q9tJ03gdNOUTz+DtJc8vACOQyiO7lYZs03CUEHyV4ByUAm+wvpwJE67KV2L0nrXYwNQhzUbfDhk",
+	"Zc1UYSiex3/0xdkvK71yikxtoLRRSeF3BuBLVO74km7BRE5V00d6ghiYJmVUG+EfppD/+Es6QsR3tQHF",
+	"gRVaLUTVhxz58sVnzXi5evniDrTIcBY+nnV9uiutMxB/SkmvGxfiRhSt3UjaJxpwA50CJ/KxVCzjReE4",
+	"9x6Nt8Yo0H6Ogup15XOBy4IH3Dl6N8C3O8qDtDZd5aJqtMupaqmXBH9OtahKNDoBCGNLVoe/tcaK1Gt+",
+	"I5pkZaf0gjwCSjOG9w49V4WoFVGNQTMupLGjvmI/7/y8PyO5UR/7LDtuOc3vB84XFaw2LXQSHMtKLyCL",
+	"7tg7zVNhC1mqDzCHFvUL7Nu+PfsDSzav1dYWo02HoAaCESfsdevcJnBoEzixVN4vF4cTw7EmW9qnuyu7",
+	"AtOSAcOc4BpueCFzbpsU6i1+RoE15JaSCp5HREMwqPGVyEcIDAVcD9BQZ5Rezu0SysbSVTthmHwOxTFw",
+	"PFghqbOUPpyy0kXbKDBVUIqVhhetxXpZdw7GZ9BuiCIugfi/rGZzwHn8vZTruR8sP/DHeNic7tX8iZz3",
+	"hM/0xwDh7BzFO3V36Kih6R2KvnC/f16aptYvMvsFKpgcRMS/q9IAX/piAorYJvgkOPmh7ERHQpwXTtaF",
+	"CwpTfAuZbT75hDS24M9wQl5pMMHBvem1MpxPySGZ04lZ4AqiQkQT9jetNATAA/SknLOFbDAoW5oDXIB6",
+	"rWLm5v5jCKasP4/hn8ewGydw7/dOy+z7mS8eMhr3kzwajP+k+T9pvoUc5Uhi9+4p5ByQioMpg5jvTMx1",
+	"RQaPq5evwRYH2atZUeciP/q0rJear2SvWvzTUl+sXnxOlfhFLpSVttduhpamX9No9tMSUydxJAiEgRaj",
+	"ShdYtR4wLOLGMNeUyOrKTdFxnZnglagGZ3//2TEVzAFGflRXxeBscALMhhraMcL7kLiLS7BnemiJVlGD",
+	"nUgGv58w6lzM6sXCEVa3hRZp7DaBaAI+XrKFQdNqwM84UuuColsTkjEwrAIXERawlZZFjw4+/Pzh/wsA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

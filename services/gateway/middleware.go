@@ -356,6 +356,8 @@ var auditVerbs = map[string]struct {
 	"GET /v1/projects/{project}/workloads/{kind}/{name}/exec":                            {verb: "exec"},
 	"POST /v1/projects/{project}/apps/{app}/rollout/{action}":                            {verb: "rollout"},
 	"PUT /v1/projects/{project}/quota/{tier}":                                            {verb: "set-quota"},
+	"POST /v1/projects/{project}/quota/requests":                                         {verb: "request-quota"},
+	"POST /v1/projects/{project}/quota/requests/{request}/{decision}":                    {param: "decision", values: []string{"approve", "reject"}},
 	"POST /v1/projects":                              {verb: "create-project"},
 	"DELETE /v1/projects/{project}":                  {verb: "delete-project"},
 	"PUT /v1/projects/{project}/members/{member}":    {verb: "set-member"},

@@ -243,6 +243,9 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.QuotaRelease.Endpoint(RequestTimeout, s.handleRelease),
 		bus.QuotaGet.Endpoint(RequestTimeout, s.handleGet),
 		bus.QuotaSet.Endpoint(RequestTimeout, s.handleSet),
+		bus.QuotaRequestCreate.Endpoint(RequestTimeout, s.handleRequestCreate),
+		bus.QuotaRequestList.Endpoint(RequestTimeout, s.handleRequestList),
+		bus.QuotaRequestDecide.Endpoint(RequestTimeout, s.handleRequestDecide),
 	)
 	if err != nil {
 		cancel()
@@ -297,6 +300,9 @@ func (s *Service) sweep(ctx context.Context) {
 	})
 	wg.Go(func() {
 		s.every(ctx, s.orphanAge/3, "orphan check", func(ctx context.Context) error { return s.CheckOrphans(ctx) })
+	})
+	wg.Go(func() {
+		s.every(ctx, RepairEvery, "approval repair", func(ctx context.Context) error { return s.RepairApprovals(ctx, s.intentAge) })
 	})
 	wg.Go(func() { s.sweepLoop(ctx) })
 	wg.Wait()

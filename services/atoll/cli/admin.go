@@ -92,7 +92,9 @@ uses over its cap, and its workloads over the most it may hold. Quota
 denies by default: a tier the project has no limit of its own for shows
 the region's default caps (marked default), and a cap of 0 forbids the
 resource. --set TIER changes that tier's limits (platform admins): only
-the amounts given change, 0 forbids a resource; there is no unlimited.`,
+the amounts given change, 0 forbids a resource; there is no unlimited.
+A project's admins ask for more with 'atoll quota request'; platform admins
+review with 'atoll quota requests', 'approve' and 'reject'.`,
 		Example: `  atoll quota -p demo
   atoll quota -p demo --set OnDemand --cpu 64 --memory 256Gi --pods 200`,
 		Args: cobra.NoArgs,
@@ -145,6 +147,7 @@ the amounts given change, 0 forbids a resource; there is no unlimited.`,
 	f.StringVar(&q.storage, "storage", "", "storage limit: scratch volumes' size limits and volume claims (100Gi)")
 	f.Int64Var(&q.gpus, "gpus", 0, "GPU limit (0: none allowed)")
 	f.Int64Var(&q.pods, "pods", 0, "pod limit")
+	cmd.AddCommand(quotaRequestCmds(g)...)
 	return cmd
 }
 
