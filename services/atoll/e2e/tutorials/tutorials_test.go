@@ -1,0 +1,107 @@
+package tutorials
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"atoll.dev/services/atoll/region"
+)
+
+// tutorialsDir holds the tutorials, from this package's directory.
+const tutorialsDir = "../../../../docs/tutorials"
+
+// tutorialTimeout bounds one tutorial's session.
+const tutorialTimeout = 10 * time.Minute
+
+// TestTutorials runs every docs/tutorials/*.md against a fresh region of
+// its own, as a user following it would: a command that fails, or a
+// tutorial that no longer parses, fails the tutorial's subtest, naming
+// the file, the command's line and the block's output.
+func TestTutorials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the tutorials run against a region of member clusters (not under -short)")
+	}
+	files, err := filepath.Glob(filepath.Join(tutorialsDir, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no tutorials in %s", tutorialsDir)
+	}
+	atoll := buildAtoll(t)
+	nats := natsBinary()
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tut, err := Parse(filepath.Join("docs/tutorials", filepath.Base(file)), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tut.NeedsNATS() && nats == "" {
+				t.Skipf("%s runs the NATS CLI, and bin/nats is missing (make tools builds it)", tut.Path)
+			}
+			runTutorial(t, tut, pathDir(t, atoll, nats))
+		})
+	}
+}
+
+// runTutorial starts a region, runs tut against it, and stops it.
+func runTutorial(t *testing.T, tut *Tutorial, bin string) {
+	t.Helper()
+	logFile, err := os.CreateTemp("", "atoll-tutorial-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	reg, err := region.Start(ctx, region.Options{Dir: t.TempDir(), Logger: log, Nodes: 2, SelfServiceProjects: true})
+	if err != nil {
+		t.Fatalf("start region: %v (log: %s)", err, logFile.Name())
+	}
+	t.Logf("region ready in %v; services log to %s", time.Since(start).Round(time.Millisecond), logFile.Name())
+	defer func() {
+		// Every service kept to its grant the whole run.
+		if !reg.StopAndAudit() {
+			t.Error("a service stepped outside its NATS grant (see the log)")
+		}
+		if !t.Failed() {
+			_ = os.Remove(logFile.Name())
+		} else {
+			t.Logf("services' log kept in %s", logFile.Name())
+		}
+	}()
+	alice := reg.Token("alice", false, nil)
+	vars := map[string]string{
+		"ATOLL_SERVER": reg.GatewayURL,
+		"ADMIN_TOKEN":  reg.AdminToken,
+		"ALICE_TOKEN":  alice,
+		"BOB_TOKEN":    reg.Token("bob", false, nil),
+		"ATOLL_TOKEN":  alice,
+	}
+	if reg.CAFile != "" {
+		vars["ATOLL_CA"] = reg.CAFile
+	}
+	run, cancelRun := context.WithTimeout(context.Background(), tutorialTimeout)
+	defer cancelRun()
+	start = time.Now()
+	err = Run(run, tut, t.TempDir(), sessionEnv(bin, t.TempDir(), vars))
+	var f *Failure
+	switch {
+	case errors.As(err, &f):
+		t.Fatal(f)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Logf("%d command blocks ran in %v", len(tut.Blocks), time.Since(start).Round(time.Millisecond))
+}
