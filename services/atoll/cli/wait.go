@@ -22,12 +22,25 @@ type waitCondition struct {
 	met  func(ctx context.Context, c *sdk.Client, project, kind, name string) (ok bool, now string, err error)
 }
 
-// parseWaitFor reads --for: phase=P (any kind), rollout=P (an App's
-// rollout phase) or runs=N (a CronJob's runs, any outcome).
+// parseWaitFor reads --for: phase=P (any kind), ready=N (exactly N
+// ready pods), rollout=P (an App's rollout phase), runs=N (a CronJob's
+// runs, any outcome) or delete (the workload is gone).
 func parseWaitFor(kind, s string) (waitCondition, error) {
+	if s == "delete" {
+		return waitCondition{what: "deleted", met: func(ctx context.Context, c *sdk.Client, project, kind, name string) (bool, string, error) {
+			w, err := c.Get(ctx, project, kind, name)
+			if sdk.IsNotFound(err) {
+				return true, "deleted", nil
+			}
+			if err != nil {
+				return false, "", err
+			}
+			return false, "phase=" + w.Status.Phase, nil
+		}}, nil
+	}
 	key, val, ok := strings.Cut(s, "=")
 	if !ok || val == "" {
-		return waitCondition{}, fmt.Errorf("--for %q: want phase=PHASE, rollout=PHASE or runs=N", s)
+		return waitCondition{}, fmt.Errorf("--for %q: want phase=PHASE, ready=N, rollout=PHASE, runs=N or delete", s)
 	}
 	switch key {
 	case "phase":
@@ -49,6 +62,18 @@ func parseWaitFor(kind, s string) (waitCondition, error) {
 			}
 			return strings.EqualFold(string(ro.Phase), val), "rollout=" + string(ro.Phase), nil
 		}}, nil
+	case "ready":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return waitCondition{}, fmt.Errorf("--for %s: want ready=N, N at least 0", s)
+		}
+		return waitCondition{what: s, met: func(ctx context.Context, c *sdk.Client, project, kind, name string) (bool, string, error) {
+			w, err := c.Get(ctx, project, kind, name)
+			if err != nil {
+				return false, "", err
+			}
+			return int(w.Status.Ready) == n, "ready=" + strconv.Itoa(int(w.Status.Ready)), nil
+		}}, nil
 	case "runs":
 		n, err := strconv.Atoi(val)
 		if err != nil || n < 1 {
@@ -66,23 +91,27 @@ func parseWaitFor(kind, s string) (waitCondition, error) {
 			return got >= n, "runs=" + strconv.Itoa(got), nil
 		}}, nil
 	}
-	return waitCondition{}, fmt.Errorf("--for %q: unknown condition %q (want phase, rollout or runs)", s, key)
+	return waitCondition{}, fmt.Errorf("--for %q: unknown condition %q (want phase, ready, rollout, runs or delete)", s, key)
 }
 
 func waitCmd(g *globals) *cobra.Command {
 	var cond string
 	cmd := &cobra.Command{
-		Use:   "wait KIND NAME --for phase=PHASE|rollout=PHASE|runs=N",
-		Short: "Wait until a workload reaches a phase, an App's rollout a phase, or a CronJob a number of runs",
+		Use:   "wait KIND NAME --for phase=PHASE|ready=N|rollout=PHASE|runs=N|delete",
+		Short: "Wait until a workload reaches a phase or a number of ready pods, an App's rollout a phase, or a CronJob a number of runs",
 		Long: `wait reads the workload every half second until the condition holds, then
 prints it and exits 0; it fails when --timeout passes first (default 30s),
 saying where the workload is. Conditions (case-insensitive values):
   phase=PHASE     the workload's phase (Running, Succeeded, Stopped, ...)
+  ready=N         exactly N of its pods are ready (after a scale)
   rollout=PHASE   an App's zone-by-zone rollout (Complete, Paused, RolledBack)
-  runs=N          a CronJob has made at least N runs (any outcome)`,
+  runs=N          a CronJob has made at least N runs (any outcome)
+  delete          the workload is gone (after 'atoll delete')`,
 		Example: `  atoll wait app web --for phase=Running --timeout 2m
+  atoll wait app web --for ready=6
   atoll wait app web --for rollout=Complete --timeout 3m
-  atoll wait cronjob tick --for runs=1 --timeout 2m`,
+  atoll wait cronjob tick --for runs=1 --timeout 2m
+  atoll wait app web --for delete`,
 		Args: cobra.ExactArgs(2),
 		RunE: g.onWorkload(false, nil, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, project, kind, name string) error {
 			wc, err := parseWaitFor(kind, cond)
@@ -113,7 +142,7 @@ saying where the workload is. Conditions (case-insensitive values):
 			}
 		}),
 	}
-	cmd.Flags().StringVar(&cond, "for", "", "the condition: phase=PHASE, rollout=PHASE or runs=N")
+	cmd.Flags().StringVar(&cond, "for", "", "the condition: phase=PHASE, ready=N, rollout=PHASE, runs=N or delete")
 	_ = cmd.MarkFlagRequired("for")
 	return cmd
 }
