@@ -117,16 +117,17 @@ const (
 )
 
 // Run runs t's command blocks in one bash session in dir, with env as
-// its whole environment, and returns a *Failure when a command fails or
+// its whole environment, and returns the session's output, each block's
+// headed by its line (Transcript), and a *Failure when a command fails or
 // the session does not finish before ctx ends. When it returns, every
 // process the session started (its process group) is gone.
-func Run(ctx context.Context, t *Tutorial, dir string, env []string) error {
+func Run(ctx context.Context, t *Tutorial, dir string, env []string) (string, error) {
 	if len(t.Blocks) == 0 {
-		return fmt.Errorf("%s: no ```sh blocks", t.Path)
+		return "", fmt.Errorf("%s: no ```sh blocks", t.Path)
 	}
 	blocks, err := os.MkdirTemp("", "tutorial-blocks-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer os.RemoveAll(blocks)
 	var script strings.Builder
@@ -136,7 +137,7 @@ func Run(ctx context.Context, t *Tutorial, dir string, env []string) error {
 	for i, b := range t.Blocks {
 		file := filepath.Join(blocks, fmt.Sprintf("block-%d.sh", i+1))
 		if err := os.WriteFile(file, []byte(b.Text), 0o600); err != nil {
-			return err
+			return "", err
 		}
 		fmt.Fprintf(&script, "printf '%s%d\\n'\nsource %s\n", markBlock, i+1, file)
 	}
@@ -153,13 +154,14 @@ func Run(ctx context.Context, t *Tutorial, dir string, env []string) error {
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Start()
 	if err != nil {
-		return fmt.Errorf("start bash: %w", err)
+		return "", fmt.Errorf("start bash: %w", err)
 	}
 	err = cmd.Wait()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	transcript := t.transcript(out.String())
 	done := strings.Contains(out.String(), markDone)
 	if err == nil && done {
-		return nil
+		return transcript, nil
 	}
 	if err == nil {
 		err = errors.New("the session ended before its last block")
@@ -167,7 +169,26 @@ func Run(ctx context.Context, t *Tutorial, dir string, env []string) error {
 	if ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
-	return t.failure(out.String(), blocks, err)
+	return transcript, t.failure(out.String(), blocks, err)
+}
+
+// transcript is the session's output with its markers made headings:
+// "--- docs/tutorials/x.md:12 ---" before each block's output.
+func (t *Tutorial) transcript(out string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, markBlock):
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(l, markBlock)))
+			if n >= 1 && n <= len(t.Blocks) {
+				fmt.Fprintf(&b, "--- %s:%d ---\n", t.Path, t.Blocks[n-1].Line)
+			}
+		case strings.HasPrefix(l, markError), strings.HasPrefix(l, markDone), l == "\n" && b.Len() == 0:
+		default:
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 // failure reads which block failed, and where, from the session's output.

@@ -102,8 +102,8 @@ func TestRunnerCatchesDrift(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			err = Run(ctx, tut, t.TempDir(), env)
-			t.Logf("runner said: %v", err)
+			out, err := Run(ctx, tut, t.TempDir(), env)
+			t.Logf("runner said: %v\ntranscript:\n%s", err, out)
 			var f *Failure
 			got := Failure{}
 			if errors.As(err, &f) {

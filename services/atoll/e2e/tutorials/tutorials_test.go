@@ -95,7 +95,7 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	run, cancelRun := context.WithTimeout(context.Background(), tutorialTimeout)
 	defer cancelRun()
 	start = time.Now()
-	err = Run(run, tut, t.TempDir(), sessionEnv(bin, t.TempDir(), vars))
+	out, err := Run(run, tut, t.TempDir(), sessionEnv(bin, t.TempDir(), vars))
 	var f *Failure
 	switch {
 	case errors.As(err, &f):
@@ -103,5 +103,5 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	case err != nil:
 		t.Fatal(err)
 	}
-	t.Logf("%d command blocks ran in %v", len(tut.Blocks), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d command blocks ran in %v:\n%s", len(tut.Blocks), time.Since(start).Round(time.Millisecond), out)
 }
