@@ -10,8 +10,10 @@
 // The session's environment: ATOLL_SERVER, ATOLL_CA (with TLS), the
 // tokens ADMIN_TOKEN (platform admin, user admin), ALICE_TOKEN (user
 // alice) and BOB_TOKEN (user bob), and ATOLL_TOKEN=$ALICE_TOKEN; a block
-// switches user with `export ATOLL_TOKEN=$ADMIN_TOKEN`. The working
-// directory is an empty temporary one, for files a tutorial writes.
+// switches user with `export ATOLL_TOKEN=$ADMIN_TOKEN`. A tutorial that
+// runs `nats` also gets NATS_URL, the region's NATS on loopback TCP. The
+// working directory is an empty temporary one, for files a tutorial
+// writes.
 //
 // A failing command fails the tutorial's test with the file, the line of
 // the command, and the output of its block. A tutorial that runs `nats`

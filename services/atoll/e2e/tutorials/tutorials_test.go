@@ -65,7 +65,10 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	reg, err := region.Start(ctx, region.Options{Dir: t.TempDir(), Logger: log, Nodes: 2, SelfServiceProjects: true})
+	// A tutorial that runs the NATS CLI reaches the region's NATS over
+	// loopback TCP (NATS_URL).
+	nats := tut.NeedsNATS()
+	reg, err := region.Start(ctx, region.Options{Dir: t.TempDir(), Logger: log, Nodes: 2, SelfServiceProjects: true, Listen: nats})
 	if err != nil {
 		t.Fatalf("start region: %v (log: %s)", err, logFile.Name())
 	}
@@ -91,6 +94,9 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	}
 	if reg.CAFile != "" {
 		vars["ATOLL_CA"] = reg.CAFile
+	}
+	if nats {
+		vars["NATS_URL"] = reg.Bus.ClientURL()
 	}
 	run, cancelRun := context.WithTimeout(context.Background(), tutorialTimeout)
 	defer cancelRun()
