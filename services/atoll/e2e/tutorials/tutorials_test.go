@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"atoll.dev/services/atoll/region"
 )
 
@@ -62,6 +64,10 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// What logs to klog (client-go's warnings) goes to the file too.
+	klog.LogToStderr(false)
+	klog.SetOutput(logFile)
+	defer klog.SetOutput(os.Stderr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
