@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,24 +51,77 @@ func TestTutorials(t *testing.T) {
 			if tut.NeedsNATS() && nats == "" {
 				t.Skipf("%s runs the NATS CLI, and bin/nats is missing (make tools builds it)", tut.Path)
 			}
-			runTutorial(t, tut, pathDir(t, atoll, nats))
+			out, err := runTutorial(t, tut, pathDir(t, atoll, nats))
+			var f *Failure
+			switch {
+			case errors.As(err, &f):
+				t.Fatal(f)
+			case err != nil:
+				t.Fatal(err)
+			}
+			t.Logf("%d command blocks ran:\n%s", len(tut.Blocks), out)
 		})
 	}
+	// The runner catches drift: the first tutorial with its scale's
+	// --replicas changed to a flag the CLI lacks fails at that line,
+	// after the commands before it ran against the region.
+	t.Run("drift", func(t *testing.T) {
+		src, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tut, err := Parse(filepath.Join("docs/tutorials", filepath.Base(files[0])), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, command := 0, ""
+		for i, b := range tut.Blocks {
+			lines := strings.Split(b.Text, "\n")
+			for j, l := range lines {
+				if line == 0 && strings.HasPrefix(l, "atoll scale ") && strings.Contains(l, " --replicas ") {
+					line, command = b.Line+j, strings.Replace(l, " --replicas ", " --replica ", 1)
+					lines[j] = command
+					tut.Blocks[i].Text = strings.Join(lines, "\n")
+				}
+			}
+		}
+		if line == 0 {
+			t.Fatalf("%s has no `atoll scale ... --replicas N` line to change", tut.Path)
+		}
+		out, err := runTutorial(t, tut, pathDir(t, atoll, ""))
+		var f *Failure
+		if !errors.As(err, &f) {
+			t.Fatalf("%s with %q passed (%v); want it to fail at line %d:\n%s", tut.Path, command, err, line, out)
+		}
+		if f.Line != line || f.Command != command || !strings.Contains(f.Output, "unknown flag: --replica") {
+			t.Errorf("failure at %d (%q), output %q; want line %d (%q), unknown flag: --replica", f.Line, f.Command, f.Output, line, command)
+		}
+		t.Logf("the runner said:\n%v", f)
+	})
 }
 
-// runTutorial starts a region, runs tut against it, and stops it.
-func runTutorial(t *testing.T, tut *Tutorial, bin string) {
+// runTutorial starts a region, runs tut against it, and returns what
+// Run does; the region stops when t ends, and the services' log is kept
+// if t failed.
+func runTutorial(t *testing.T, tut *Tutorial, bin string) (string, error) {
 	t.Helper()
 	logFile, err := os.CreateTemp("", "atoll-tutorial-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// What logs to klog (client-go's warnings) goes to the file too.
 	klog.LogToStderr(false)
 	klog.SetOutput(logFile)
-	defer klog.SetOutput(os.Stderr)
+	t.Cleanup(func() {
+		klog.SetOutput(os.Stderr)
+		_ = logFile.Close()
+		if !t.Failed() {
+			_ = os.Remove(logFile.Name())
+		} else {
+			t.Logf("services' log kept in %s", logFile.Name())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -79,17 +133,12 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 		t.Fatalf("start region: %v (log: %s)", err, logFile.Name())
 	}
 	t.Logf("region ready in %v; services log to %s", time.Since(start).Round(time.Millisecond), logFile.Name())
-	defer func() {
+	t.Cleanup(func() {
 		// Every service kept to its grant the whole run.
 		if !reg.StopAndAudit() {
 			t.Error("a service stepped outside its NATS grant (see the log)")
 		}
-		if !t.Failed() {
-			_ = os.Remove(logFile.Name())
-		} else {
-			t.Logf("services' log kept in %s", logFile.Name())
-		}
-	}()
+	})
 	alice := reg.Token("alice", false, nil)
 	vars := map[string]string{
 		"ATOLL_SERVER": reg.GatewayURL,
@@ -108,12 +157,6 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) {
 	defer cancelRun()
 	start = time.Now()
 	out, err := Run(run, tut, t.TempDir(), sessionEnv(bin, t.TempDir(), vars))
-	var f *Failure
-	switch {
-	case errors.As(err, &f):
-		t.Fatal(f)
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Logf("%d command blocks ran in %v:\n%s", len(tut.Blocks), time.Since(start).Round(time.Millisecond), out)
+	t.Logf("the session ran for %v", time.Since(start).Round(time.Millisecond))
+	return out, err
 }
