@@ -487,7 +487,9 @@ function setProject(project) {
   const id = session.identity;
   $('#project').value = project || '';
   renderProjectPicker();
-  const role = project ? id.roles?.[project] || (id.platformAdmin ? '' : 'no role') : '';
+  // A membership's role is in the projects list, not in the token's roles.
+  const listed = session.projects.find((p) => p.name === project)?.role;
+  const role = project ? id.roles?.[project] || (listed !== 'platform-admin' && listed) || (id.platformAdmin ? '' : 'no role') : '';
   $('#role').textContent = role;
   $('#role').hidden = !role;
 }
