@@ -118,7 +118,7 @@ const (
 
 // Run runs t's command blocks in one bash session in dir, with env as
 // its whole environment, and returns the session's output, each block's
-// headed by its line (Transcript), and a *Failure when a command fails or
+// headed by its file and line, and a *Failure when a command fails or
 // the session does not finish before ctx ends. When it returns, every
 // process the session started (its process group) is gone.
 func Run(ctx context.Context, t *Tutorial, dir string, env []string) (string, error) {
@@ -172,18 +172,32 @@ func Run(ctx context.Context, t *Tutorial, dir string, env []string) (string, er
 	return transcript, t.failure(out.String(), blocks, err)
 }
 
+// lines splits the session's output into lines, a marker always on a
+// line of its own (a block's output need not end with a newline).
+func lines(out string) []string {
+	var ls []string
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if i := strings.Index(l, "\x1etutorial-"); i > 0 {
+			ls = append(ls, l[:i]+"\n", l[i:])
+			continue
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
 // transcript is the session's output with its markers made headings:
 // "--- docs/tutorials/x.md:12 ---" before each block's output.
 func (t *Tutorial) transcript(out string) string {
 	var b strings.Builder
-	for _, l := range strings.SplitAfter(out, "\n") {
+	for _, l := range lines(out) {
 		switch {
 		case strings.HasPrefix(l, markBlock):
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(l, markBlock)))
 			if n >= 1 && n <= len(t.Blocks) {
 				fmt.Fprintf(&b, "--- %s:%d ---\n", t.Path, t.Blocks[n-1].Line)
 			}
-		case strings.HasPrefix(l, markError), strings.HasPrefix(l, markDone), l == "\n" && b.Len() == 0:
+		case strings.HasPrefix(l, markError), strings.HasPrefix(l, markDone):
 		default:
 			b.WriteString(l)
 		}
@@ -196,7 +210,7 @@ func (t *Tutorial) failure(out, blocks string, err error) *Failure {
 	f := &Failure{Path: t.Path, Err: err}
 	var text strings.Builder
 	errLine := 0
-	for _, l := range strings.SplitAfter(out, "\n") {
+	for _, l := range lines(out) {
 		switch {
 		case strings.HasPrefix(l, markBlock):
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(l, markBlock)))

@@ -85,6 +85,8 @@ func TestRunnerCatchesDrift(t *testing.T) {
 		wantOutput  string // the failing block's output
 	}{
 		{name: "right flag", src: head + "atoll scale app web --replicas $N --help >/dev/null\necho done\n```\n"},
+		{name: "output without a newline", src: head + "printf partial\n```\n\n```sh\nprintf more; false\n```\n",
+			wantLine: 17, wantCommand: "printf more; false", wantOutput: "more\n"},
 		{name: "wrong flag", src: head + "atoll scale app web --replica $N --help\necho done\n```\n",
 			wantLine: 13, wantCommand: "atoll scale app web --replica $N --help", wantOutput: "scaling to 3\nerror: unknown flag: --replica\n"},
 		{name: "unset variable", src: head + "echo $NOT_SET\n```\n",
