@@ -102,6 +102,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	add("debug", logsCmd(g), execCmd(g), eventsCmd(g), scaleCmd(g), restartCmd(g))
 	add("debug", rolloutCmd(g))   // rollout.go
 	add("debug", endpointsCmd(g)) // endpoints.go
+	add("debug", waitCmd(g))      // wait.go
 	for _, op := range []sdk.Operation{sdk.Pause, sdk.Resume, sdk.Stop, sdk.Start} {
 		add("debug", operateCmd(g, op))
 	}

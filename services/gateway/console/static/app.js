@@ -8,9 +8,11 @@
 // Authorization header) and resumed with Last-Event-ID; logs are NDJSON
 // streamed with fetch and a ReadableStream.
 //
-// Routes live in the fragment: #/ (projects), #/p/<project> (workloads),
-// #/p/<project>/<kind>/<name> (one workload, the kind in any case), #/region
-// (the SLIs, and the member clusters for platform admins).
+// Routes live in the fragment: #/ (projects, and a form to create one),
+// #/p/<project> (workloads), #/p/<project>/members (its members, managed
+// by its admins), #/p/<project>/<kind>/<name> (one workload, the kind in
+// any case), #/region (the SLIs, and the member clusters for platform
+// admins).
 //
 // The kinds and what applies to each (pods of their own, operations) come
 // from GET /v1/kinds at sign-in: a page shows only the buttons and panels
@@ -70,7 +72,14 @@
 // #endpoints-card[data-ready][data-total], #endpoints-meta dd[data-field],
 // #endpoints-zones tr[data-zone][data-cluster] td[data-field=ready|notready],
 // #endpoints tr[data-pod][data-zone][data-cluster][data-ready] td[data-field=address|port],
-// #endpoints-status, #endpoints-error, #endpoints-empty.
+// #endpoints-status, #endpoints-error, #endpoints-empty;
+// #projects li[data-project-item] a.members-link, #project-create-form, #project-create-name,
+// #project-create-display, #project-create-description, #project-create-owner (platform admins),
+// #project-create, #project-create-status, #project-create-error; #members-link;
+// #members-view: #members-project, #members-role, #members-meta dd[data-field],
+// #members tr[data-member="<kind>/<name>"][data-role] select.member-role, button.member-remove,
+// #member-add-form, #member-name, #member-group, #member-role, #member-add,
+// #members-status, #members-error.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -308,7 +317,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
+const VIEWS = ['signin-view', 'projects-view', 'members-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -340,6 +349,7 @@ function parseRoute() {
   if (parts[0] === 'p' && parts.length === 2) return { view: 'list', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'new') return { view: 'editor', project: parts[1] };
+  if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'members') return { view: 'members', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 5 && parts[4] === 'edit') return { view: 'editor', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
@@ -367,6 +377,7 @@ function route() {
   if (r.view === 'list') listView(r.project, signal);
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
   else if (r.view === 'editor') editorView(r.project, r.kind, r.name, signal);
+  else if (r.view === 'members') membersView(r.project, signal);
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
   else if (r.view === 'upgrades') upgradesView(signal);
@@ -476,15 +487,25 @@ function setProject(project) {
   const id = session.identity;
   $('#project').value = project || '';
   renderProjectPicker();
-  const role = project ? id.roles?.[project] || (id.platformAdmin ? '' : 'no role') : '';
+  // A membership's role is in the projects list, not in the token's roles.
+  const listed = session.projects.find((p) => p.name === project)?.role;
+  const role = project ? id.roles?.[project] || (listed !== 'platform-admin' && listed) || (id.platformAdmin ? '' : 'no role') : '';
   $('#role').textContent = role;
   $('#role').hidden = !role;
 }
 
+// renderProjectLinks lists projects: each opens its workloads, and a
+// registered one (created as a resource) also its members.
 function renderProjectLinks(items) {
   $('#projects').replaceChildren(
-    ...items.map(({ name, role }) =>
-      el('li', {}, el('a', { href: `#/p/${enc(name)}`, 'data-project': name }, name, el('span', { class: 'badge', text: role }))),
+    ...items.map(({ name, role, displayName, owner, registered }) =>
+      el(
+        'li',
+        { 'data-project-item': name },
+        el('a', { href: `#/p/${enc(name)}`, 'data-project': name, title: displayName || name }, name, el('span', { class: 'badge', text: role })),
+        registered ? el('span', { class: 'muted small', text: ` ${displayName ? `${displayName} · ` : ''}owner ${owner || '-'} · ` }) : null,
+        registered ? el('a', { href: `#/p/${enc(name)}/members`, class: 'members-link small', text: 'members' }) : null,
+      ),
     ),
   );
 }
@@ -502,9 +523,11 @@ function renderProjects(signal) {
   let hint;
   if (id.platformAdmin) hint = 'Every project with workloads or quota. As a platform admin you may open any of them.';
   else if (roles.length) hint = 'Pick a project.';
-  else hint = 'You hold no role in any project yet: ask a project admin for one.';
+  else hint = 'You hold no role in any project yet: ask a project admin for one, or create one below.';
   $('#projects-hint').textContent = hint;
-  if (!id.platformAdmin && roles.length === 1 && parseRoute().view === 'projects') {
+  $('#project-create-owner-label').hidden = !id.platformAdmin;
+  // Straight to the one project at sign-in; the Projects link still shows this page.
+  if (!id.platformAdmin && roles.length === 1 && parseRoute().view === 'projects' && location.hash === '') {
     location.replace(`#/p/${enc(roles[0].name)}`);
     return;
   }
@@ -518,6 +541,202 @@ function renderProjects(signal) {
       if (err.status === 401) return expired(err);
       showIn('#error', err);
     });
+}
+
+// createProject submits the new-project form: POST /v1/projects, then
+// the new project's members page.
+async function createProject() {
+  hide('#project-create-error');
+  const name = $('#project-create-name').value.trim().toLowerCase();
+  if (!PROJECT_RE.test(name)) {
+    showIn('#project-create-error', `"${name}" is not a project name: lower-case letters, digits and dashes.`);
+    return;
+  }
+  const doc = { name };
+  const display = $('#project-create-display').value.trim();
+  const description = $('#project-create-description').value.trim();
+  const owner = session.identity?.platformAdmin ? $('#project-create-owner').value.trim() : '';
+  if (display) doc.displayName = display;
+  if (description) doc.description = description;
+  if (owner) doc.owner = owner;
+  const button = $('#project-create');
+  button.disabled = true;
+  $('#project-create-status').textContent = `creating ${name}…`;
+  try {
+    const res = await request('/projects', { method: 'POST', body: JSON.stringify(doc), headers: { 'Content-Type': 'application/json' } });
+    const p = await res.json();
+    $('#project-create-status').textContent = `Project ${p.name} created, owned by ${p.owner}.`;
+    for (const f of ['#project-create-name', '#project-create-display', '#project-create-description', '#project-create-owner']) $(f).value = '';
+    location.hash = `#/p/${enc(p.name)}/members`;
+  } catch (err) {
+    $('#project-create-status').textContent = '';
+    if (err.status === 401) return expired(err);
+    showIn('#project-create-error', err);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// members is the open members page: its project, and whether the caller
+// may manage it (an admin of the project, or a platform admin).
+const members = { project: '', manage: false, signal: null };
+
+// membersView shows a project's owner and members, polled; its admins
+// add members, change roles and remove members through
+// /v1/projects/{project}/members.
+function membersView(project, signal) {
+  show('members-view');
+  document.title = `Members of ${project} · Atoll console`;
+  Object.assign(members, { project, manage: false, signal });
+  $('#members-project').textContent = project;
+  $('#members-back').href = `#/p/${enc(project)}`;
+  $('#members-role').textContent = '';
+  $('#members-meta').replaceChildren();
+  $('#members tbody').replaceChildren();
+  $('#member-add-form').hidden = true;
+  $('#members-status').textContent = 'loading…';
+  hide('#members-error');
+  poll(
+    signal,
+    async () => {
+      const p = await getJSON(`/projects/${enc(project)}`, { signal });
+      if (signal.aborted) return;
+      renderMembers(p);
+      hide('#members-error');
+      $('#members-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#members-error', err);
+      const final = err.status === 403 || err.status === 404 || err.status === 400;
+      $('#members-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+const ROLES = ['viewer', 'developer', 'admin'];
+
+const memberKey = (m) => `${m.kind || 'user'}/${m.name}`;
+
+function renderMembers(p) {
+  const manage = p.role === 'admin' || !!session.identity?.platformAdmin;
+  members.manage = manage;
+  $('#members-role').textContent = p.role || '';
+  $('#member-add-form').hidden = !manage;
+  const meta = metaList([
+    ['owner', 'Owner', p.owner || '-'],
+    ['displayName', 'Display name', p.displayName || '-'],
+    ['description', 'Description', p.description || '-'],
+    ['labels', 'Labels', Object.entries(p.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ') || '-'],
+    ['created', 'Created', p.created ? `${stamp(p.created)} by ${p.createdBy || '-'}` : '-'],
+  ]);
+  $('#members-meta').replaceChildren(...meta.children);
+  const tbody = $('#members tbody');
+  const rows = new Map([...tbody.children].map((tr) => [tr.dataset.member, tr]));
+  const items = [...(p.members || [])].sort((a, b) => memberKey(a).localeCompare(memberKey(b)));
+  const keep = items.map((m) => {
+    const key = memberKey(m);
+    let tr = rows.get(key);
+    // A row being changed keeps its control until the change answers.
+    if (tr && (tr.dataset.busy === 'true' || (tr.dataset.role === m.role && tr.dataset.manage === String(manage)))) return tr;
+    tr = memberRow(m, manage);
+    return tr;
+  });
+  tbody.replaceChildren(...keep);
+}
+
+function memberRow(m, manage) {
+  const key = memberKey(m);
+  const kind = m.kind || 'user';
+  let role = m.role;
+  let remove = null;
+  if (manage) {
+    role = el('select', { class: 'member-role', 'aria-label': `Role of ${kind} ${m.name}` }, ...ROLES.map((r) => el('option', { value: r, text: r })));
+    role.value = m.role;
+    role.addEventListener('change', (e) => setMemberRole(m, e.currentTarget.value, e.currentTarget.closest('tr')));
+    remove = el('button', { type: 'button', class: 'secondary danger member-remove', text: 'Remove' });
+    remove.addEventListener('click', (e) => removeMember(m, e.currentTarget.closest('tr')));
+  }
+  return el(
+    'tr',
+    { 'data-member': key, 'data-role': m.role, 'data-manage': String(manage) },
+    el('td', { text: kind }),
+    el('td', { text: m.name }),
+    el('td', {}, role),
+    el('td', { text: m.addedBy || '-' }),
+    el('td', {}, remove),
+  );
+}
+
+// memberCall runs one change of the members page, marking tr busy, and
+// shows the API's answer.
+async function memberCall(tr, what, call) {
+  hide('#members-error');
+  if (tr) tr.dataset.busy = 'true';
+  $('#members-status').textContent = `${what}…`;
+  try {
+    await call();
+    $('#members-status').textContent = `${what}: done.`;
+    const p = await getJSON(`/projects/${enc(members.project)}`, { signal: members.signal });
+    if (tr) delete tr.dataset.busy;
+    if (tr) tr.dataset.role = '';
+    renderMembers(p);
+  } catch (err) {
+    if (tr) delete tr.dataset.busy;
+    if (err.status === 401) return expired(err);
+    if (members.signal?.aborted) return;
+    $('#members-status').textContent = '';
+    showIn('#members-error', err);
+    // Put the row back as the API has it.
+    if (tr) tr.dataset.role = '';
+    getJSON(`/projects/${enc(members.project)}`, { signal: members.signal }).then(renderMembers, () => {});
+  }
+}
+
+function setMemberRole(m, role, tr) {
+  const kind = m.kind || 'user';
+  return memberCall(tr, `${kind} ${m.name} to ${role}`, () =>
+    request(`/projects/${enc(members.project)}/members/${enc(m.name)}`, {
+      method: 'PUT',
+      body: JSON.stringify({ kind, role }),
+      headers: { 'Content-Type': 'application/json' },
+      signal: members.signal,
+    }),
+  );
+}
+
+async function removeMember(m, tr) {
+  const kind = m.kind || 'user';
+  const answer = await confirmDialog({
+    title: `Remove ${kind} ${m.name} from ${members.project}?`,
+    text: `${m.name} loses the ${m.role} role the membership gives (a role its own token names stays). It holds at every gateway within a second.`,
+    ok: 'Remove',
+    danger: true,
+  });
+  if (!answer) return;
+  return memberCall(tr, `removing ${kind} ${m.name}`, () =>
+    request(`/projects/${enc(members.project)}/members/${enc(m.name)}?kind=${enc(kind)}`, { method: 'DELETE', signal: members.signal }),
+  );
+}
+
+function addMember() {
+  const name = $('#member-name').value.trim();
+  if (!name) {
+    showIn('#members-error', 'Enter a user or group name.');
+    return;
+  }
+  const kind = $('#member-group').checked ? 'group' : 'user';
+  const role = $('#member-role').value;
+  return memberCall(null, `adding ${kind} ${name} as ${role}`, async () => {
+    await request(`/projects/${enc(members.project)}/members/${enc(name)}`, {
+      method: 'PUT',
+      body: JSON.stringify({ kind, role }),
+      headers: { 'Content-Type': 'application/json' },
+      signal: members.signal,
+    });
+    $('#member-name').value = '';
+    $('#member-group').checked = false;
+  });
 }
 
 // --- the workload list ---------------------------------------------------
@@ -544,6 +763,7 @@ function listView(project, signal) {
   document.title = `${project} · Atoll console`;
   $('#list-project').textContent = project;
   $('#new-workload').href = `#/p/${enc(project)}/new`;
+  $('#members-link').href = `#/p/${enc(project)}/members`;
   $('#workloads tbody').replaceChildren();
   $('#workloads-empty').hidden = true;
   hide('#list-error');
@@ -3353,6 +3573,15 @@ function wire() {
   $('#project-select').addEventListener('change', (e) => {
     const p = e.currentTarget.value;
     if (p && PROJECT_RE.test(p)) location.hash = `#/p/${enc(p)}`;
+  });
+
+  $('#project-create-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    createProject();
+  });
+  $('#member-add-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    addMember();
   });
 
   wireDialog();
