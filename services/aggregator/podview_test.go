@@ -161,7 +161,30 @@ func TestPodCacheBytesPerPod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a cache with 10,000 pods")
 	}
-	const n = 10000
+	raw, viewed := podCacheBytes(t, 10000)
+	t.Logf("bytes held per pod: %.0f as API objects, %.0f as views (%.1fx smaller)", raw, viewed, raw/viewed)
+	assert.LessOrEqual(t, viewed, float64(PodCacheBytesPerPodMax), "bytes held per cached pod")
+}
+
+// BenchmarkPodCacheGrowth prints the bytes the pod cache holds per pod at
+// 3,000, 10,000 and 30,000 pods, and the ratio to the smallest size: a
+// cache whose cost per pod grows with the cluster shows a ratio above 1.
+func BenchmarkPodCacheGrowth(b *testing.B) {
+	var first float64
+	for _, n := range []int{3000, 10000, 30000} {
+		raw, viewed := podCacheBytes(b, n)
+		if first == 0 {
+			first = viewed
+		}
+		b.ReportMetric(viewed, fmt.Sprintf("B/pod@%d", n))
+		fmt.Printf("pod cache at %6d pods: %5.0f B/pod held (API objects: %6.0f B/pod), %.2fx the bytes per pod at 3,000\n", n, viewed, raw, viewed/first)
+	}
+}
+
+// podCacheBytes serves n pods, fills a cluster term's pod informer with
+// them and returns the heap held per pod by the decoded API objects (the
+// baseline) and by the informer's cache.
+func podCacheBytes(t testing.TB, n int) (raw, viewed float64) {
 	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "200000"}}
 	for i := range n {
 		list.Items = append(list.Items, *fullPod(i))
@@ -188,7 +211,6 @@ func TestPodCacheBytesPerPod(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	t.Logf("serving %d pods, %d bytes of JSON (%d per pod)", n, len(body), len(body)/n)
 
 	held := func(fill func(context.Context) any) float64 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -197,16 +219,15 @@ func TestPodCacheBytesPerPod(t *testing.T) {
 		keep := fill(ctx)
 		after := heapAlloc()
 		runtime.KeepAlive(keep)
-		return float64(after-before) / n
+		return float64(after-before) / float64(n)
 	}
-
 	// The baseline: the pods as the API returns them, decoded.
-	raw := held(func(context.Context) any {
+	raw = held(func(context.Context) any {
 		var l corev1.PodList
 		require.NoError(t, json.Unmarshal(body, &l))
 		return &l
 	})
-	viewed := held(func(ctx context.Context) any {
+	viewed = held(func(ctx context.Context) any {
 		cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
 		require.NoError(t, err)
 		c := &cluster{s: &Service{kinds: newKinds(), holder: "test"}, member: clusters.Member{Name: "zone-a"},
@@ -215,7 +236,7 @@ func TestPodCacheBytesPerPod(t *testing.T) {
 		require.NoError(t, err)
 		inf := term.factory.Core().V1().Pods().Informer()
 		go inf.Run(ctx.Done())
-		sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer scancel()
 		require.True(t, cache.WaitForCacheSync(sctx.Done(), inf.HasSynced))
 		require.Len(t, term.pods.List(), n)
@@ -224,8 +245,7 @@ func TestPodCacheBytesPerPod(t *testing.T) {
 		require.Len(t, podsOf(objs), n/500, "the pods of one workload, by index")
 		return term
 	})
-	t.Logf("bytes held per pod: %.0f as API objects, %.0f as views (%.1fx smaller)", raw, viewed, raw/viewed)
-	assert.LessOrEqual(t, viewed, float64(PodCacheBytesPerPodMax), "bytes held per cached pod")
+	return raw, viewed
 }
 
 // heapAlloc is the live heap after a full collection.
