@@ -153,3 +153,15 @@ func ReplicaName(app string, ordinal int32) string {
 func ClaimName(claim, app string, ordinal int32) string {
 	return claim + "-" + ReplicaName(app, ordinal)
 }
+
+// WaitsOnZoneLoss reports whether w keeps the replicas of a lost zone
+// there, pending, rather than recreating them elsewhere: an App with claim
+// templates and policy Wait (the default).
+func WaitsOnZoneLoss(w *Workload) bool {
+	s, ok := w.Spec.(*AppSpec)
+	return ok && len(s.Template.VolumeClaimTemplates) > 0 && s.OnZoneLoss != ZoneLossRecreate
+}
+
+// ReasonWaitingForZone is the reason of the condition an App's status
+// carries while replicas of a lost zone wait for it (ZoneLossWait).
+const ReasonWaitingForZone = "WaitingForZone"
