@@ -2,9 +2,11 @@ package propagator
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -99,4 +101,27 @@ func renderClaimTemplate(w *api.Workload, sh api.Shard, c api.VolumeClaimTemplat
 		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, corev1.PersistentVolumeAccessMode(m))
 	}
 	return pvc
+}
+
+// invalid answers a refused apply of an App's main object: a StatefulSet
+// whose claim templates (immutable in Kubernetes) changed is deleted
+// orphaning its pods and claims, and created anew on the retry, which
+// adopts both; changed claim templates apply to claims made from then on
+// (a claim is never resized or replaced). Anything else is an error.
+func (appKind) invalid(ctx context.Context, t *target, o object, ns string, err error) error {
+	if o.gvr != statefulsets {
+		return basic{}.invalid(ctx, t, o, ns, err)
+	}
+	t.log.Info("replacing statefulset: its claim templates changed", "namespace", ns, "name", o.name, "err", err)
+	derr := t.call(func() error {
+		err := t.dyn.Resource(statefulsets).Namespace(ns).Delete(ctx, o.name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if derr != nil {
+		return fmt.Errorf("delete statefulset %s/%s: %w", ns, o.name, derr)
+	}
+	return fmt.Errorf("statefulset %s/%s deleted, its pods and claims kept, for a change it cannot take in place (%w): %w", ns, o.name, err, errReplacing)
 }
