@@ -1,0 +1,293 @@
+package stateful
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"atoll.dev/libs/api"
+	"atoll.dev/libs/computeapi"
+	"atoll.dev/libs/sdk"
+	"atoll.dev/libs/testenv"
+	"atoll.dev/services/atoll/e2e"
+	"atoll.dev/services/atoll/e2e/busclient"
+)
+
+const (
+	project = "state"
+	// class is the storage class of the claims and the static volumes.
+	class = "manual"
+	// volumesPerCluster are the static volumes made in each cluster.
+	volumesPerCluster = 3
+)
+
+// client is the Compute API as a developer of project.
+func client(t *testing.T) *sdk.Client {
+	t.Helper()
+	c, err := sdk.New(reg.GatewayURL, sdk.WithToken(reg.Token("dev", false, map[string]string{project: "developer"})))
+	require.NoError(t, err)
+	return c
+}
+
+// appDoc is an App of replicas whose replicas each get a claim "data" of
+// class, mounted at /data.
+func appDoc(name string, replicas int) []byte {
+	return fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":%q},"spec":{"replicas":%d,
+"template":{"containers":[{"name":"db","image":"db:1","resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
+ "volumeMounts":[{"name":"data","mountPath":"/data"}]}],
+ "volumeClaimTemplates":[{"name":"data","storage":"1Gi","storageClass":%q}]}}}`, name, replicas, class)
+}
+
+// provision makes, in every cluster, a storage class without a
+// provisioner and static volumes of it for the claims to bind.
+func provision(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, cl := range reg.Env.Clusters {
+		_, err := cl.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: class},
+			Provisioner: "kubernetes.io/no-provisioner",
+		}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err, cl.Name)
+		}
+		for i := range volumesPerCluster {
+			name := fmt.Sprintf("pv-%s-%d", cl.Name, i)
+			_, err := cl.Client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					StorageClassName:              class,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/atoll-stateful/" + name}},
+				},
+			}, metav1.CreateOptions{})
+			if !apierrors.IsAlreadyExists(err) {
+				require.NoError(t, err, name)
+			}
+		}
+	}
+}
+
+// replica is one replica as its cluster holds it.
+type replica struct {
+	cluster, zone string
+	pod           string // the pod's name: the App's name and its ordinal
+	podUID        string
+	claim         string // the claim its volume "data" names
+	claimUID      string
+	phase         corev1.PodPhase
+	claimPhase    corev1.PersistentVolumeClaimPhase
+}
+
+// replicas reads the App's pods in cluster, and their claims.
+func replicas(ctx context.Context, cl *testenv.Cluster, app string) ([]replica, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	ns := api.Namespace(project)
+	pods, err := cl.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=" + app})
+	if err != nil {
+		return nil, err
+	}
+	var out []replica
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		r := replica{cluster: cl.Name, zone: cl.Zone, pod: p.Name, podUID: string(p.UID), phase: p.Status.Phase}
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "data" && v.PersistentVolumeClaim != nil {
+				r.claim = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		if r.claim != "" {
+			c, err := cl.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, r.claim, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			r.claimUID, r.claimPhase = string(c.UID), c.Status.Phase
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// expected is the replica a zone should hold when the App has one
+// replica per zone: the first ordinal of its zone's range.
+func expected(cl *testenv.Cluster, app string) (pod, claim string) {
+	ord := api.OrdinalStart(cl.Zone)
+	return api.ReplicaName(app, ord), api.ClaimName("data", app, ord)
+}
+
+// waitReplicas waits until every cluster runs exactly its zone's replica,
+// with its claim bound, and returns them by cluster.
+func waitReplicas(t *testing.T, c *sdk.Client, app string, skip string) map[string]replica {
+	t.Helper()
+	ctx := context.Background()
+	got := map[string]replica{}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		for _, cl := range reg.Env.Clusters {
+			if cl.Name == skip {
+				continue
+			}
+			rs, err := replicas(ctx, cl, app)
+			if !assert.NoError(ct, err, cl.Name) || !assert.Len(ct, rs, 1, "replicas in %s", cl.Name) {
+				continue
+			}
+			r := rs[0]
+			pod, claim := expected(cl, app)
+			assert.Equal(ct, pod, r.pod, "pod in zone %s", cl.Zone)
+			assert.Equal(ct, claim, r.claim, "claim of %s", r.pod)
+			assert.Equal(ct, corev1.ClaimBound, r.claimPhase, "claim %s", r.claim)
+			assert.Equal(ct, corev1.PodRunning, r.phase, "pod %s", r.pod)
+			got[cl.Name] = r
+		}
+		if skip != "" {
+			return
+		}
+		w, err := c.Get(ctx, project, api.KindApp, app)
+		if assert.NoError(ct, err) {
+			assert.Equal(ct, api.PhaseRunning, w.Status.Phase)
+			assert.Equal(ct, int32(3), w.Status.Ready)
+		}
+	}, 90*time.Second, 250*time.Millisecond)
+	return got
+}
+
+// TestAppClaimsStableIdentity: an App of 3 replicas with a claim template
+// runs one replica per zone, each the first ordinal of its zone's range
+// with its own bound claim. A deleted pod comes back with the same name,
+// in the same cluster, mounting the same claim (same UID). When zone b's
+// API server freezes, the App (onZoneLoss Wait, the default) keeps that
+// replica placed there, pending, with a WaitingForZone condition naming
+// the zone, rather than starting it elsewhere without its data; when the
+// zone returns, the same replica runs again with the same claim.
+func TestAppClaimsStableIdentity(t *testing.T) {
+	e2e.Need(t)
+	ctx := context.Background()
+	c := client(t)
+	provision(t)
+	const app = "db"
+	_, _, err := c.Apply(ctx, project, appDoc(app, 3))
+	require.NoError(t, err)
+	start := time.Now()
+	first := waitReplicas(t, c, app, "")
+	t.Logf("3 replicas running with bound claims %v after create", time.Since(start).Round(time.Millisecond))
+	for cl, r := range first {
+		t.Logf("  %s (zone %s): pod %s, claim %s", cl, r.zone, r.pod, r.claim)
+	}
+
+	// The pod of zone a is deleted: the same ordinal returns there, with
+	// the same claim.
+	za := reg.Env.Clusters[0]
+	old := first[za.Name]
+	require.NoError(t, za.Client.CoreV1().Pods(api.Namespace(project)).Delete(ctx, old.pod, metav1.DeleteOptions{}))
+	deleted := time.Now()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		rs, err := replicas(ctx, za, app)
+		if !assert.NoError(ct, err) || !assert.Len(ct, rs, 1) {
+			return
+		}
+		r := rs[0]
+		assert.NotEqual(ct, old.podUID, r.podUID, "the deleted pod itself")
+		assert.Equal(ct, old.pod, r.pod, "its ordinal")
+		assert.Equal(ct, old.claim, r.claim, "its claim")
+		assert.Equal(ct, old.claimUID, r.claimUID, "the same claim object")
+		assert.Equal(ct, corev1.PodRunning, r.phase)
+	}, 60*time.Second, 250*time.Millisecond)
+	t.Logf("pod %s back in %s with claim %s %v after its deletion", old.pod, za.Name, old.claim, time.Since(deleted).Round(time.Millisecond))
+
+	// Zone b is lost: its API server freezes.
+	zb := reg.Env.Clusters[1]
+	paused, err := zb.PauseComponent(testenv.KubeAPIServer)
+	require.NoError(t, err)
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = paused.Resume()
+		}
+	}()
+	frozeAt := time.Now()
+	key := api.Key(project, api.KindApp, app)
+	var cond computeapi.Condition
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		w, err := c.Get(ctx, project, api.KindApp, app)
+		if !assert.NoError(ct, err) {
+			return
+		}
+		var found bool
+		for _, k := range w.Status.Conditions {
+			if k.Reason == api.ReasonWaitingForZone {
+				cond, found = k, true
+			}
+		}
+		assert.True(ct, found, "no %s condition: %+v", api.ReasonWaitingForZone, w.Status.Conditions)
+		assert.Equal(ct, int32(0), w.Status.Zones[zb.Zone].Ready, "zone %s's replica counts as ready", zb.Zone)
+		assert.Equal(ct, int32(2), w.Status.Ready)
+	}, 90*time.Second, 500*time.Millisecond, "no %s condition within 90 s of %s's loss", api.ReasonWaitingForZone, zb.Name)
+	t.Logf("%s frozen: condition %s after %v: %s", zb.Name, cond.Reason, time.Since(frozeAt).Round(time.Millisecond), cond.Message)
+	assert.Contains(t, cond.Message, "zone "+zb.Zone)
+	assert.Contains(t, cond.Message, "Wait")
+
+	// The replica stays placed in the lost zone: no shard moves out of it,
+	// and no other cluster runs a second replica.
+	bc := busclient.New(reg.Bus, nil)
+	assert.Never(t, func() bool {
+		p, err := bc.Placement(ctx, key)
+		if err != nil || p == nil {
+			return false
+		}
+		for _, sh := range p.Shards {
+			if sh.Cluster == zb.Name {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 500*time.Millisecond, "the replica of %s was placed elsewhere", zb.Name)
+	for _, cl := range []*testenv.Cluster{za, reg.Env.Clusters[2]} {
+		rs, err := replicas(ctx, cl, app)
+		require.NoError(t, err)
+		assert.Len(t, rs, 1, "replicas in %s while %s is lost", cl.Name, zb.Name)
+	}
+
+	// The zone returns: its replica runs again with its claim.
+	require.NoError(t, paused.Resume())
+	resumed = true
+	back := waitReplicas(t, c, app, "")
+	assert.Equal(t, first[zb.Name].claimUID, back[zb.Name].claimUID, "the claim of zone %s", zb.Zone)
+	w, err := c.Get(ctx, project, api.KindApp, app)
+	require.NoError(t, err)
+	for _, k := range w.Status.Conditions {
+		assert.NotEqual(t, api.ReasonWaitingForZone, k.Reason, "still waiting after the zone's return")
+	}
+
+	// Deleting the App deletes its claims.
+	require.NoError(t, c.Delete(ctx, project, api.KindApp, app))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		for _, cl := range reg.Env.Clusters {
+			lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			list, err := cl.Client.CoreV1().PersistentVolumeClaims(api.Namespace(project)).List(lctx, metav1.ListOptions{})
+			cancel()
+			if assert.NoError(ct, err, cl.Name) {
+				var left []string
+				for _, c := range list.Items {
+					if strings.HasPrefix(c.Name, "data-"+app+"-") && c.DeletionTimestamp == nil {
+						left = append(left, c.Name)
+					}
+				}
+				assert.Empty(ct, left, "claims left in %s", cl.Name)
+			}
+		}
+	}, 60*time.Second, 500*time.Millisecond)
+}
