@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -101,5 +102,25 @@ func TestOrdinalStart(t *testing.T) {
 	}
 	if got := api.ClaimName("data", "db", 20001); got != "data-db-20001" {
 		t.Errorf("claim name %q", got)
+	}
+}
+
+// TestStatefulAppExample: the example in deploy/examples decodes, is
+// valid, and asks for 3 × 10Gi of storage.
+func TestStatefulAppExample(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/examples/stateful-app.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := api.DecodeYAML(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Spec.Default()
+	if fe := api.Validate(w); len(fe) > 0 {
+		t.Fatalf("deploy/examples/stateful-app.yaml: %v", fe)
+	}
+	if got, want := api.DemandOf(w).StorageBytes, int64(30<<30); got != want {
+		t.Errorf("storage %d, want %d", got, want)
 	}
 }
