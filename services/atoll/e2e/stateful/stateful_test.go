@@ -41,11 +41,11 @@ func client(t *testing.T) *sdk.Client {
 
 // appDoc is an App of replicas whose replicas each get a claim "data" of
 // class, mounted at /data.
-func appDoc(name string, replicas int) []byte {
+func appDoc(name, image string, replicas int) []byte {
 	return fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":%q},"spec":{"replicas":%d,
-"template":{"containers":[{"name":"db","image":"db:1","resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
+"template":{"containers":[{"name":"db","image":%q,"resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
  "volumeMounts":[{"name":"data","mountPath":"/data"}]}],
- "volumeClaimTemplates":[{"name":"data","storage":"1Gi","storageClass":%q}]}}}`, name, replicas, class)
+ "volumeClaimTemplates":[{"name":"data","storage":"1Gi","storageClass":%q}]}}}`, name, replicas, image, class)
 }
 
 // provision makes, in every cluster, a storage class without a
@@ -87,6 +87,7 @@ type replica struct {
 	podUID        string
 	claim         string // the claim its volume "data" names
 	claimUID      string
+	image         string
 	phase         corev1.PodPhase
 	claimPhase    corev1.PersistentVolumeClaimPhase
 }
@@ -105,7 +106,7 @@ func replicas(ctx context.Context, cl *testenv.Cluster, app string) ([]replica, 
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		r := replica{cluster: cl.Name, zone: cl.Zone, pod: p.Name, podUID: string(p.UID), phase: p.Status.Phase}
+		r := replica{cluster: cl.Name, zone: cl.Zone, pod: p.Name, podUID: string(p.UID), phase: p.Status.Phase, image: p.Spec.Containers[0].Image}
 		for _, v := range p.Spec.Volumes {
 			if v.Name == "data" && v.PersistentVolumeClaim != nil {
 				r.claim = v.PersistentVolumeClaim.ClaimName
@@ -123,35 +124,38 @@ func replicas(ctx context.Context, cl *testenv.Cluster, app string) ([]replica, 
 	return out, nil
 }
 
-// expected is the replica a zone should hold when the App has one
-// replica per zone: the first ordinal of its zone's range.
-func expected(cl *testenv.Cluster, app string) (pod, claim string) {
-	ord := api.OrdinalStart(cl.Zone)
-	return api.ReplicaName(app, ord), api.ClaimName("data", app, ord)
-}
-
-// waitReplicas waits until every cluster runs exactly its zone's replica,
-// with its claim bound, and returns them by cluster.
-func waitReplicas(t *testing.T, c *sdk.Client, app string, skip string) map[string]replica {
+// waitReplicas waits until every cluster but skip runs exactly perZone
+// replicas of the App, the first ordinals of its zone's range, each with
+// its own claim bound (and, without skip, the App is Running with image
+// ready everywhere), and returns them by pod name.
+func waitReplicas(t *testing.T, c *sdk.Client, app, image string, perZone int, skip string) map[string]replica {
 	t.Helper()
 	ctx := context.Background()
-	got := map[string]replica{}
+	var got map[string]replica
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got = map[string]replica{}
 		for _, cl := range reg.Env.Clusters {
 			if cl.Name == skip {
 				continue
 			}
 			rs, err := replicas(ctx, cl, app)
-			if !assert.NoError(ct, err, cl.Name) || !assert.Len(ct, rs, 1, "replicas in %s", cl.Name) {
+			if !assert.NoError(ct, err, cl.Name) || !assert.Len(ct, rs, perZone, "replicas in %s", cl.Name) {
 				continue
 			}
-			r := rs[0]
-			pod, claim := expected(cl, app)
-			assert.Equal(ct, pod, r.pod, "pod in zone %s", cl.Zone)
-			assert.Equal(ct, claim, r.claim, "claim of %s", r.pod)
-			assert.Equal(ct, corev1.ClaimBound, r.claimPhase, "claim %s", r.claim)
-			assert.Equal(ct, corev1.PodRunning, r.phase, "pod %s", r.pod)
-			got[cl.Name] = r
+			var want, names []string
+			for i := range perZone {
+				want = append(want, api.ReplicaName(app, api.OrdinalStart(cl.Zone)+int32(i)))
+			}
+			for _, r := range rs {
+				names = append(names, r.pod)
+				ord := strings.TrimPrefix(r.pod, app+"-")
+				assert.Equal(ct, "data-"+app+"-"+ord, r.claim, "claim of %s", r.pod)
+				assert.Equal(ct, corev1.ClaimBound, r.claimPhase, "claim %s", r.claim)
+				assert.Equal(ct, corev1.PodRunning, r.phase, "pod %s", r.pod)
+				assert.Equal(ct, image, r.image, "pod %s", r.pod)
+				got[r.pod] = r
+			}
+			assert.ElementsMatch(ct, want, names, "pods in zone %s", cl.Zone)
 		}
 		if skip != "" {
 			return
@@ -159,10 +163,16 @@ func waitReplicas(t *testing.T, c *sdk.Client, app string, skip string) map[stri
 		w, err := c.Get(ctx, project, api.KindApp, app)
 		if assert.NoError(ct, err) {
 			assert.Equal(ct, api.PhaseRunning, w.Status.Phase)
-			assert.Equal(ct, int32(3), w.Status.Ready)
+			assert.Equal(ct, int32(perZone*len(reg.Env.Clusters)), w.Status.Ready)
 		}
 	}, 90*time.Second, 250*time.Millisecond)
 	return got
+}
+
+// inZone returns the replica of rs in cluster's zone with the first
+// ordinal of its range.
+func inZone(rs map[string]replica, cl *testenv.Cluster, app string) replica {
+	return rs[api.ReplicaName(app, api.OrdinalStart(cl.Zone))]
 }
 
 // TestAppClaimsStableIdentity: an App of 3 replicas with a claim template
@@ -179,19 +189,19 @@ func TestAppClaimsStableIdentity(t *testing.T) {
 	c := client(t)
 	provision(t)
 	const app = "db"
-	_, _, err := c.Apply(ctx, project, appDoc(app, 3))
+	_, _, err := c.Apply(ctx, project, appDoc(app, "db:1", 3))
 	require.NoError(t, err)
 	start := time.Now()
-	first := waitReplicas(t, c, app, "")
+	first := waitReplicas(t, c, app, "db:1", 1, "")
 	t.Logf("3 replicas running with bound claims %v after create", time.Since(start).Round(time.Millisecond))
-	for cl, r := range first {
-		t.Logf("  %s (zone %s): pod %s, claim %s", cl, r.zone, r.pod, r.claim)
+	for _, r := range first {
+		t.Logf("  %s (zone %s): pod %s, claim %s", r.cluster, r.zone, r.pod, r.claim)
 	}
 
 	// The pod of zone a is deleted: the same ordinal returns there, with
 	// the same claim.
 	za := reg.Env.Clusters[0]
-	old := first[za.Name]
+	old := inZone(first, za, app)
 	require.NoError(t, za.Client.CoreV1().Pods(api.Namespace(project)).Delete(ctx, old.pod, metav1.DeleteOptions{}))
 	deleted := time.Now()
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -207,6 +217,36 @@ func TestAppClaimsStableIdentity(t *testing.T) {
 		assert.Equal(ct, corev1.PodRunning, r.phase)
 	}, 60*time.Second, 250*time.Millisecond)
 	t.Logf("pod %s back in %s with claim %s %v after its deletion", old.pod, za.Name, old.claim, time.Since(deleted).Round(time.Millisecond))
+	first = waitReplicas(t, c, app, "db:1", 1, "")
+
+	// Scaled to 6: each zone's next ordinal joins with a claim of its
+	// own; the first replicas keep their pods and claims.
+	_, _, err = c.Apply(ctx, project, appDoc(app, "db:1", 6))
+	require.NoError(t, err)
+	six := waitReplicas(t, c, app, "db:1", 2, "")
+	for name, r := range first {
+		assert.Equal(t, r.podUID, six[name].podUID, "pod %s restarted by the scale", name)
+		assert.Equal(t, r.claimUID, six[name].claimUID, "claim of %s", name)
+	}
+	// A new image rolls out: every pod is replaced, keeping its name and
+	// its claim.
+	_, _, err = c.Apply(ctx, project, appDoc(app, "db:2", 6))
+	require.NoError(t, err)
+	rolled := waitReplicas(t, c, app, "db:2", 2, "")
+	for name, r := range six {
+		assert.NotEqual(t, r.podUID, rolled[name].podUID, "pod %s not replaced by the rollout", name)
+		assert.Equal(t, r.claimUID, rolled[name].claimUID, "claim of %s after the rollout", name)
+	}
+	// Back to 3: the added ordinals go, their claims stay for their return.
+	_, _, err = c.Apply(ctx, project, appDoc(app, "db:2", 3))
+	require.NoError(t, err)
+	first = waitReplicas(t, c, app, "db:2", 1, "")
+	for _, cl := range reg.Env.Clusters {
+		kept := api.ClaimName("data", app, api.OrdinalStart(cl.Zone)+1)
+		_, err := cl.Client.CoreV1().PersistentVolumeClaims(api.Namespace(project)).Get(ctx, kept, metav1.GetOptions{})
+		assert.NoError(t, err, "claim %s of a scaled-away replica in %s", kept, cl.Name)
+	}
+	t.Logf("scaled 3 → 6 → 3 with a rollout of db:2 between: ordinals, pods and claims kept")
 
 	// Zone b is lost: its API server freezes.
 	zb := reg.Env.Clusters[1]
@@ -264,8 +304,8 @@ func TestAppClaimsStableIdentity(t *testing.T) {
 	// The zone returns: its replica runs again with its claim.
 	require.NoError(t, paused.Resume())
 	resumed = true
-	back := waitReplicas(t, c, app, "")
-	assert.Equal(t, first[zb.Name].claimUID, back[zb.Name].claimUID, "the claim of zone %s", zb.Zone)
+	back := waitReplicas(t, c, app, "db:2", 1, "")
+	assert.Equal(t, inZone(first, zb, app).claimUID, inZone(back, zb, app).claimUID, "the claim of zone %s", zb.Zone)
 	w, err := c.Get(ctx, project, api.KindApp, app)
 	require.NoError(t, err)
 	for _, k := range w.Status.Conditions {
