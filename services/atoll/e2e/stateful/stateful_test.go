@@ -331,3 +331,86 @@ func TestAppClaimsStableIdentity(t *testing.T) {
 		}
 	}, 60*time.Second, 500*time.Millisecond)
 }
+
+// TestClaimMistakesRefused: mistakes in claim templates and the zone loss
+// policy get 422 through the gateway, naming the field, and nothing is
+// written.
+func TestClaimMistakesRefused(t *testing.T) {
+	e2e.Need(t)
+	ctx := context.Background()
+	c := client(t)
+	tests := []struct {
+		name, doc, field, code string
+	}{
+		{"no storage", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"bad"},"spec":{"template":{"containers":[{"name":"a","image":"x:1"}],
+"volumeClaimTemplates":[{"name":"data"}]}}}`, "spec.template.volumeClaimTemplates[0].storage", api.CodeRequired},
+		{"mount of no claim", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"bad"},"spec":{"template":{"containers":[{"name":"a","image":"x:1","volumeMounts":[{"name":"logs","mountPath":"/l"}]}],
+"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}]}}}`, "spec.template.containers[a].volumeMounts[0].name", api.CodeInvalid},
+		{"unknown zone loss policy", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"name":"bad"},"spec":{"onZoneLoss":"Move","template":{"containers":[{"name":"a","image":"x:1"}],
+"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}]}}}`, "spec.onZoneLoss", api.CodeUnsupported},
+		{"claims on a CronJob", `{"apiVersion":"atoll.dev/v1","kind":"CronJob","metadata":{"name":"bad"},"spec":{"schedule":"* * * * *","template":{"containers":[{"name":"a","image":"x:1"}],
+"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}]}}}`, "spec.template.volumeClaimTemplates", api.CodeUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := c.Apply(ctx, project, []byte(tc.doc))
+			var se *sdk.Error
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, 422, se.Status)
+			var fields []string
+			for _, f := range se.Body.Fields {
+				fields = append(fields, f.Field+" "+f.Code)
+				assert.NotEmpty(t, f.Reason, f.Field)
+			}
+			assert.Contains(t, fields, tc.field+" "+tc.code)
+		})
+	}
+	for _, kind := range []string{api.KindApp, api.KindCronJob} {
+		_, err := c.Get(ctx, project, kind, "bad")
+		var se *sdk.Error
+		if assert.ErrorAs(t, err, &se, kind) {
+			assert.Equal(t, 404, se.Status, "a refused %s was written", kind)
+		}
+	}
+}
+
+// TestClaimsCountTowardQuota: every replica's claims count towards the
+// project's storage: an App of 3 replicas with a 1Gi claim each uses
+// 3Gi, and one that would pass the storage cap is refused with 409
+// QuotaExceeded naming storage.
+func TestClaimsCountTowardQuota(t *testing.T) {
+	e2e.Need(t)
+	ctx := context.Background()
+	const quotaProject = "state-quota"
+	c, err := sdk.New(reg.GatewayURL, sdk.WithToken(reg.Token("dev", false, map[string]string{quotaProject: "developer"})))
+	require.NoError(t, err)
+	admin, err := sdk.New(reg.GatewayURL, sdk.WithToken(reg.AdminToken))
+	require.NoError(t, err)
+	const gi = int64(1 << 30)
+	_, err = admin.SetQuota(ctx, quotaProject, string(api.TierOnDemand), computeapi.QuotaLimit{StorageBytes: ptr(4 * gi)})
+	require.NoError(t, err)
+
+	_, _, err = c.Apply(ctx, quotaProject, appDoc("small", "db:1", 3))
+	require.NoError(t, err)
+	q, err := c.Quota(ctx, quotaProject)
+	require.NoError(t, err)
+	var used int64
+	for _, tq := range q.Tiers {
+		if tq.Tier == string(api.TierOnDemand) {
+			used = tq.Used.StorageBytes
+		}
+	}
+	assert.Equal(t, 3*gi, used, "storage used by 3 replicas of a 1Gi claim")
+
+	_, _, err = c.Apply(ctx, quotaProject, appDoc("big", "db:1", 2))
+	var se *sdk.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 409, se.Status)
+	assert.Equal(t, "QuotaExceeded", se.Body.Code)
+	if assert.NotNil(t, se.Body.Quota) {
+		assert.Equal(t, api.ResourceStorage, se.Body.Quota.Resource)
+	}
+	require.NoError(t, c.Delete(ctx, quotaProject, api.KindApp, "small"))
+}
+
+func ptr[T any](v T) *T { return &v }
