@@ -71,7 +71,7 @@ var (
 // NamespacePolicy.
 var rendered = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods", "persistentvolumeclaims", "services"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}},
 	{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}},
 	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}},
 	// The managed EndpointSlices of an App's region-wide address

@@ -43,7 +43,9 @@ type deploymentObservation struct {
 	Failing int32 `json:"failing,omitempty"`
 }
 
-func (appKind) watches() []watch { return []watch{{deployments, "Deployment"}, {ingresses, ""}} }
+func (appKind) watches() []watch {
+	return []watch{{deployments, "Deployment"}, {statefulsets, "StatefulSet"}, {ingresses, ""}}
+}
 
 func (appKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, bool) {
 	var dep *appsv1.Deployment
@@ -55,6 +57,9 @@ func (appKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, 
 	eps := t.endpoints(pods)
 	ing := t.ingress(key, name)
 	if dep == nil {
+		if ss := t.statefulSet(key, name); ss != nil { // kind_app_stateful.go
+			return &appPart{EndpointsObservation: eps, Ingress: ing, Deployment: statefulObservation(ss, pods)}, true
+		}
 		return &appPart{EndpointsObservation: eps, Ingress: ing}, false
 	}
 	return &appPart{EndpointsObservation: eps, Ingress: ing, Deployment: &deploymentObservation{
@@ -94,8 +99,19 @@ func (appKind) left(part any) int32 {
 func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 	gen := w.Metadata.Generation
 	rolled, sick := true, false
+	waits := api.WaitsOnZoneLoss(w)
+	var waiting []shardView
 	for _, sh := range shards {
 		o := sh.obs
+		if waits && !sh.healthy {
+			// Its replicas wait, pending, where their claims are
+			// (kind_app_stateful.go): nothing there counts as running.
+			o.Ready, o.Running = 0, 0
+			waiting = append(waiting, sh)
+			rolled = false
+			addTo(st, sh, api.ZoneStatus{Desired: sh.desired})
+			continue
+		}
 		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running})
 		d := partOf[appPart](o).Deployment
 		if d == nil || d.Generation != gen || !d.Observed ||
@@ -105,6 +121,9 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 		sick = sick || !sh.healthy
 	}
 	switch {
+	case len(waiting) > 0:
+		st.Phase = api.PhaseDegraded
+		st.Conditions = append(st.Conditions, waitingCondition(w, waiting))
 	case sick:
 		st.Phase = api.PhaseDegraded
 		st.Conditions = append(st.Conditions, api.Condition{Type: "ClustersHealthy", Status: false, Reason: "ClusterUnhealthy", Message: "a shard's cluster is unhealthy; it is being moved"})

@@ -91,12 +91,8 @@ func (t *target) dropIngress(ctx context.Context, w *api.Workload, ns string) er
 	if s, ok := w.Spec.(*api.AppSpec); !ok || s.Expose != nil {
 		return nil
 	}
-	inf := t.informers[api.KindApp]
-	if inf == nil {
-		return nil
-	}
-	obj, ok, err := inf.GetIndexer().GetByKey(ns + "/" + w.Metadata.Name)
-	if err != nil || !ok {
+	obj, ok := t.liveObject(api.KindApp, ns, w.Metadata.Name)
+	if !ok {
 		return nil
 	}
 	if m, isMeta := obj.(metav1.Object); !isMeta || m.GetAnnotations()[AnnoExpose] == "" {

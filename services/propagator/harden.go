@@ -39,6 +39,8 @@ func podSpecOf(obj any) *corev1.PodSpec {
 		return &o.Spec
 	case *appsv1.Deployment:
 		return &o.Spec.Template.Spec
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template.Spec
 	case *appsv1.DaemonSet:
 		return &o.Spec.Template.Spec
 	case *batchv1.Job:

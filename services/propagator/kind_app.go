@@ -41,6 +41,10 @@ func (appKind) resource() schema.GroupVersionResource { return deployments }
 func (appKind) render(d *desired, sh api.Shard) object { return renderApp(d.zoneWorkload(sh), sh) }
 
 func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
+	if ss, ok := obj.(*appsv1.StatefulSet); ok { // kind_app_stateful.go
+		_, err := cs.AppsV1().StatefulSets(ns).Create(ctx, ss, o)
+		return err
+	}
 	_, err := cs.AppsV1().Deployments(ns).Create(ctx, obj.(*appsv1.Deployment), o)
 	return err
 }
@@ -50,6 +54,9 @@ func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns 
 // (expose.go).
 func (appKind) before(ctx context.Context, t *target, w *api.Workload, sh api.Shard, ns string) error {
 	if err := t.dropAppService(ctx, w, sh, ns); err != nil {
+		return err
+	}
+	if err := t.dropOtherForm(ctx, w, ns); err != nil { // kind_app_stateful.go
 		return err
 	}
 	return t.dropIngress(ctx, w, ns)
@@ -72,7 +79,7 @@ func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Sh
 func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
 
 func (appKind) owned(_, name string) []owned {
-	return []owned{{deployments, name}, {pdbs, name}, {services, name}, {ingresses, name}}
+	return []owned{{deployments, name}, {statefulsets, name}, {pdbs, name}, {services, name}, {ingresses, name}}
 }
 
 // AnnoAvailability on an App's Deployment is its shard's budget
@@ -124,6 +131,9 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	}
 	if e := exposeOf(s); e != "" {
 		m.Annotations[AnnoExpose] = e // expose.go
+	}
+	if stateful(w) {
+		return renderStatefulApp(w, sh, m, replicas) // kind_app_stateful.go
 	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

@@ -74,7 +74,7 @@ func TestOwned(t *testing.T) {
 		kind string
 		want []owned
 	}{
-		{api.KindApp, []owned{{deployments, "web"}, {pdbs, "web"}, {services, "web"}, {ingresses, "web"}}},
+		{api.KindApp, []owned{{deployments, "web"}, {statefulsets, "web"}, {pdbs, "web"}, {services, "web"}, {ingresses, "web"}}},
 		{api.KindCronJob, []owned{{cronjobs, "web"}}},
 		{api.KindDaemon, []owned{{daemonsets, "web"}}},
 		{api.KindJobSet, []owned{{jobs, "web"}}},

@@ -84,12 +84,8 @@ func (t *target) dropAppService(ctx context.Context, w *api.Workload, sh api.Sha
 	if renderAppService(w, sh) != nil {
 		return nil
 	}
-	inf := t.informers[api.KindApp]
-	if inf == nil {
-		return nil
-	}
-	obj, ok, err := inf.GetIndexer().GetByKey(ns + "/" + w.Metadata.Name)
-	if err != nil || !ok {
+	obj, ok := t.liveObject(api.KindApp, ns, w.Metadata.Name)
+	if !ok {
 		return nil
 	}
 	if m, isMeta := obj.(metav1.Object); !isMeta || m.GetAnnotations()[AnnoService] != "true" {

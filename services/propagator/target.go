@@ -185,8 +185,76 @@ func newTarget(s *Service, name string, c clients) *target {
 		endpointsKick: make(chan struct{}, 1),
 	}
 	for name, k := range s.kinds {
-		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(name)
-		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, k.resource(), metav1.NamespaceAll, 0, cache.Indexers{},
+		t.watch(name, name, k.resource(), c)
+		if mf, ok := k.(multiForm); ok {
+			for _, gvr := range mf.forms() {
+				t.watch(name, formKey(name, gvr), gvr, c)
+			}
+		}
+	}
+	return t
+}
+
+// multiForm is a kind whose main object may be of other resources than
+// its resource() (a stateful App is a StatefulSet): each is watched too.
+type multiForm interface {
+	forms() []schema.GroupVersionResource
+}
+
+// formKey is the informers' key of a kind's other form gvr.
+func formKey(kindName string, gvr schema.GroupVersionResource) string {
+	return kindName + "/" + gvr.Resource
+}
+
+// informerOf returns the informer of kind kindName's main objects of
+// resource gvr, nil when none watches it.
+func (t *target) informerOf(kindName string, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if k, ok := t.s.kinds[kindName]; ok && k.resource() == gvr {
+		return t.informers[kindName]
+	}
+	return t.informers[formKey(kindName, gvr)]
+}
+
+// liveObject returns kindName's main object ns/name as the informers
+// hold it, in any of its forms.
+func (t *target) liveObject(kindName, ns, name string) (any, bool) {
+	k, ok := t.s.kinds[kindName]
+	if !ok {
+		return nil, false
+	}
+	gvrs := []schema.GroupVersionResource{k.resource()}
+	if mf, ok := k.(multiForm); ok {
+		gvrs = append(gvrs, mf.forms()...)
+	}
+	for _, gvr := range gvrs {
+		inf := t.informerOf(kindName, gvr)
+		if inf == nil {
+			continue
+		}
+		if obj, ok, err := inf.GetIndexer().GetByKey(ns + "/" + name); err == nil && ok {
+			return obj, true
+		}
+	}
+	return nil, false
+}
+
+// liveIn reports whether kindName's main object ns/name of resource gvr
+// is in the informers.
+func (t *target) liveIn(kindName string, gvr schema.GroupVersionResource, ns, name string) bool {
+	inf := t.informerOf(kindName, gvr)
+	if inf == nil {
+		return false
+	}
+	_, ok, err := inf.GetIndexer().GetByKey(ns + "/" + name)
+	return err == nil && ok
+}
+
+// watch starts an informer, under key, of kindName's managed objects of
+// resource gvr.
+func (t *target) watch(kindName, key string, gvr schema.GroupVersionResource, c clients) {
+	{
+		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kindName)
+		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, gvr, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
 		_ = inf.SetTransform(stripManagedFields)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -202,9 +270,8 @@ func newTarget(s *Service, name string, c clients) *target {
 			},
 			DeleteFunc: func(obj any) { t.observe(obj, true) },
 		})
-		t.informers[name] = inf
+		t.informers[key] = inf
 	}
-	return t
 }
 
 // stripManagedFields keeps the informers small: they need labels and annotations.
@@ -284,12 +351,8 @@ func (t *target) live(key string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	inf := t.informers[kindName]
-	if inf == nil {
-		return "", false
-	}
-	obj, ok, err := inf.GetIndexer().GetByKey(api.Namespace(project) + "/" + name)
-	if err != nil || !ok {
+	obj, ok := t.liveObject(kindName, api.Namespace(project), name)
+	if !ok {
 		return "", false
 	}
 	return hashOf(obj), true

@@ -297,14 +297,16 @@ func (s *Service) finished(ctx context.Context, r *recon) bool {
 
 // stillGood says whether a previous decision stands: same generation,
 // placed, and every shard's cluster still healthy. A cordoned cluster keeps
-// the shards it has; it only takes no new ones.
+// the shards it has; it only takes no new ones. An App whose claims wait
+// for a lost zone (api.WaitsOnZoneLoss) keeps its shards in unhealthy
+// clusters: its replicas there stay pending until the zone returns.
 func (s *Service) stillGood(prev *api.PlacementDecision, w *api.Workload, snap []*api.ClusterInfo) bool {
 	if prev.Generation != w.Metadata.Generation || prev.Unschedulable {
 		return false
 	}
 	for _, sh := range prev.Shards {
 		i := slices.IndexFunc(snap, func(c *api.ClusterInfo) bool { return c.Name == sh.Cluster })
-		if i < 0 || !snap[i].Healthy {
+		if i < 0 || (!snap[i].Healthy && !api.WaitsOnZoneLoss(w)) {
 			return false
 		}
 	}

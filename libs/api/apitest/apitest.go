@@ -45,5 +45,7 @@ var BadSpecs = []struct {
 	{"wrong api version", `{"apiVersion":"v2","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"containers":[{"name":"a","image":"x"}]}}}`, "apiVersion", api.CodeUnsupported},
 	{"chosen service account", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"serviceAccount":"admin","containers":[{"name":"a","image":"x"}]}}}`, "spec.template.serviceAccount", api.CodeInvalid},
 	{"huge scratch", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumes":[{"name":"s","emptyDir":true,"sizeLimit":"10Ti"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumes[0].sizeLimit", api.CodeTooLarge},
+	{"claim template without storage", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumeClaimTemplates":[{"name":"data"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumeClaimTemplates[0].storage", api.CodeRequired},
+	{"claim template on a Pod", `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumeClaimTemplates", api.CodeUnsupported},
 	{"malformed json", `{"apiVersion":`, "", api.CodeInvalid},
 }
