@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"atoll.dev/libs/api"
 )
@@ -31,7 +30,7 @@ func (t *clusterTerm) statefulSet(key, name string) *appsv1.StatefulSet {
 }
 
 // statefulObservation reads a StatefulSet as a shard's Deployment.
-func statefulObservation(ss *appsv1.StatefulSet, pods []*corev1.Pod) *deploymentObservation {
+func statefulObservation(ss *appsv1.StatefulSet, pods []*podView) *deploymentObservation {
 	return &deploymentObservation{
 		Generation: generationOf(ss.Annotations), Observed: ss.Status.ObservedGeneration >= ss.Generation,
 		Replicas: ss.Status.Replicas, Updated: ss.Status.UpdatedReplicas, Available: ss.Status.AvailableReplicas,
