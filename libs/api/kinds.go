@@ -82,15 +82,13 @@ func (c *Common) defaults() {
 	c.Template.defaults()
 }
 
-// validate checks the common fields; claims names the workload's claim
-// templates, which the containers may mount like volumes.
-func (c *Common) validate(fe *FieldErrors, claims ...string) {
+func (c *Common) validate(fe *FieldErrors) {
 	validateTier("spec.tier", c.Tier, fe)
 	if c.Priority < MinPriority || c.Priority > MaxPriority {
 		fe.add("spec.priority", CodeInvalid, "%d: between %d and %d", c.Priority, MinPriority, MaxPriority)
 	}
 	c.Placement.validate("spec.placement", fe)
-	c.Template.validate("spec.template", fe, claims...)
+	c.Template.validate("spec.template", fe)
 }
 
 // Upper bounds on pod counts.
@@ -159,9 +157,6 @@ type JobSetSpec struct {
 	Completions int32 `json:"completions,omitempty"`
 	// BackoffLimit is the retries per shard before it fails (default 6).
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
-	// VolumeClaimTemplates give each index its own persistent volume
-	// claim (claims.go says what happens to its data).
-	VolumeClaimTemplates []VolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 }
 
 // Default implements Spec.
@@ -182,8 +177,7 @@ func (s *JobSetSpec) Default() {
 // Validate implements Spec.
 func (s *JobSetSpec) Validate() FieldErrors {
 	var fe FieldErrors
-	s.validate(&fe, claimNames(s.VolumeClaimTemplates)...)
-	validateClaimTemplates("spec.volumeClaimTemplates", s.VolumeClaimTemplates, &s.Template, &fe)
+	s.validate(&fe)
 	if s.Completions < 0 || s.Completions > MaxCompletions {
 		fe.add("spec.completions", CodeInvalid, "%d is not between 1 and %d", s.Completions, MaxCompletions)
 	}
@@ -201,11 +195,6 @@ func (s *JobSetSpec) Validate() FieldErrors {
 
 // Pods implements Spec.
 func (s *JobSetSpec) Pods() int32 { return s.Parallelism }
-
-// ClaimBytes implements ClaimsStorage: a claim per index, for every index.
-func (s *JobSetSpec) ClaimBytes() int64 {
-	return int64(s.Completions) * claimsBytes(s.VolumeClaimTemplates)
-}
 
 // PodSpec is one general-purpose pod in one cluster (pod.go).
 type PodSpec struct {

@@ -306,9 +306,7 @@ var (
 // IsDNSLabel reports whether s is an RFC 1123 label of at most 63 characters.
 func IsDNSLabel(s string) bool { return len(s) <= 63 && dnsLabel.MatchString(s) }
 
-// validate checks the template at path; claims names the claim templates
-// its containers may mount beside its volumes.
-func (t *PodTemplate) validate(path string, fe *FieldErrors, claims ...string) {
+func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 	validatePodLabels(path+".labels", t.Labels, fe) // rollout.go
 	if len(t.Containers) == 0 {
 		fe.add(path+".containers", CodeRequired, "at least one container is required")
@@ -344,9 +342,6 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors, claims ...string) {
 			}
 		}
 		v.validateSource(p, fe) // configuse.go
-	}
-	for _, c := range claims {
-		vols[c] = true
 	}
 	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
 		for _, c := range cs {
