@@ -16,7 +16,7 @@ const (
 // the rest).
 func registry() map[string]Kind {
 	return map[string]Kind{
-		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} }, Paused: "its Deployments are held at zero replicas",
+		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} }, Paused: "its Deployments are held at zero replicas", Claims: true,
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}},
 		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }, Paused: "its Jobs are suspended",
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale}},
@@ -114,6 +114,9 @@ type AppSpec struct {
 	// Expose, when set, routes a host and path from outside the region to
 	// one of the App's named ports (expose.go).
 	Expose *Expose `json:"expose,omitempty"`
+	// OnZoneLoss is what happens to the replicas of a lost zone when the
+	// template has claim templates (claims.go): Wait (default) or Recreate.
+	OnZoneLoss ZoneLossPolicy `json:"onZoneLoss,omitempty"`
 }
 
 // Default implements Spec.
@@ -136,6 +139,10 @@ func (s *AppSpec) Validate() FieldErrors {
 	s.Availability.validate("spec.availability", &fe)
 	s.Rollout.validate("spec.rollout", &fe)
 	s.Expose.validate("spec.expose", &s.Template, &fe)
+	s.OnZoneLoss.validate("spec.onZoneLoss", &fe)
+	if s.OnZoneLoss != "" && len(s.Template.VolumeClaimTemplates) == 0 {
+		fe.add("spec.onZoneLoss", CodeInvalid, "only an App with claim templates has a zone loss policy")
+	}
 	return fe
 }
 
@@ -229,7 +236,8 @@ func ValidateWith(w *Workload, l Limits) FieldErrors {
 	if w.APIVersion != APIVersion {
 		fe.add("apiVersion", CodeUnsupported, "%q: want %q", w.APIVersion, APIVersion)
 	}
-	if _, ok := kinds[w.Kind]; !ok {
+	k, ok := kinds[w.Kind]
+	if !ok {
 		fe.add("kind", CodeUnsupported, "unknown kind %q", w.Kind)
 	}
 	m := w.Metadata
@@ -247,6 +255,9 @@ func ValidateWith(w *Workload, l Limits) FieldErrors {
 	} else {
 		fe = append(fe, w.Spec.Validate()...)
 		l.check(w.Spec.PodTemplate(), "spec.template", &fe)
+		if t := w.Spec.PodTemplate(); ok && !k.Claims && t != nil && len(t.VolumeClaimTemplates) > 0 {
+			fe.add("spec.template.volumeClaimTemplates", CodeUnsupported, "a %s has no claim templates", w.Kind)
+		}
 	}
 	return fe
 }

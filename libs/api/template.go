@@ -40,6 +40,10 @@ type PodTemplate struct {
 	// Secret's Digest. Set by admission only (a document's is replaced),
 	// so a change of content is a template change that rolls the App.
 	ConfigVersions map[string]string `json:"configVersions,omitempty"`
+	// VolumeClaimTemplates give every pod its own persistent claim, each
+	// also a volume the containers mount by its name (claims.go); only
+	// kinds with Kind.Claims accept them.
+	VolumeClaimTemplates []VolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 }
 
 // Container is one container of a pod.
@@ -245,6 +249,7 @@ const (
 )
 
 func (t *PodTemplate) defaults() {
+	t.claimDefaults() // claims.go
 	for _, cs := range [][]Container{t.Containers, t.InitContainers} {
 		for i := range cs {
 			r := &cs[i].Resources
@@ -343,6 +348,7 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 		}
 		v.validateSource(p, fe) // configuse.go
 	}
+	t.validateClaims(path, vols, fe) // claims.go
 	for _, cs := range [][]Container{t.Containers, t.InitContainers, t.Sidecars} {
 		for _, c := range cs {
 			for j, m := range c.VolumeMounts {

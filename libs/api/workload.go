@@ -164,6 +164,9 @@ type Kind struct {
 	// Paused says what pausing the kind does, for the paused event (empty
 	// when pause does not apply).
 	Paused string
+	// Claims marks a kind whose pod template may carry
+	// volumeClaimTemplates (claims.go): validation refuses them elsewhere.
+	Claims bool
 }
 
 // Supports reports whether op applies to k.
@@ -259,7 +262,8 @@ type Demand struct {
 	GPUs        int64 `json:"gpus"`
 	Pods        int64 `json:"pods"`
 	// StorageBytes is the storage the workload requests: its pods'
-	// emptyDir size limits, and its persistent volume claims.
+	// emptyDir size limits and claim templates, and its persistent
+	// volume claims.
 	StorageBytes int64 `json:"storageBytes,omitempty"`
 }
 
@@ -278,7 +282,7 @@ func DemandOf(w *Workload) Demand {
 	per := t.PodRequests()
 	n := int64(w.Spec.Pods())
 	d := Demand{Tier: tier, MilliCPU: per.MilliCPU * n, MemoryBytes: per.MemoryBytes * n, GPUs: per.GPUs * n, Pods: n,
-		StorageBytes: t.ScratchBytes() * n}
+		StorageBytes: (t.ScratchBytes() + t.ClaimBytesPerPod()) * n}
 	if c, ok := w.Spec.(ClaimsStorage); ok {
 		d.StorageBytes += c.ClaimBytes()
 	}
