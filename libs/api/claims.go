@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -122,3 +124,44 @@ func (t *PodTemplate) validateClaims(path string, vols map[string]bool, fe *Fiel
 		}
 	}
 }
+
+// ordinalSlots is how many ordinal ranges of MaxReplicas ordinals zones
+// are spread over (OrdinalStart).
+const ordinalSlots = 200
+
+// OrdinalStart is the first ordinal of an App's replicas in zone, the
+// start of the zone's ordinal range (its StatefulSet's spec.ordinals.start):
+// a fixed function of the zone's name, so a replica keeps its ordinal, and
+// with it its claim and its zone, whatever the replicas of other zones do
+// (scale, loss). A zone's range holds MaxReplicas ordinals. Two zones may
+// hash to the same range: their replicas then share ordinals, told apart
+// by their clusters (a claim lives in its pod's cluster).
+func OrdinalStart(zone string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(zone))
+	return int32(h.Sum32()%ordinalSlots) * MaxReplicas
+}
+
+// ReplicaName is the pod of an App's replica ordinal (its StatefulSet's
+// pod name).
+func ReplicaName(app string, ordinal int32) string {
+	return app + "-" + strconv.Itoa(int(ordinal))
+}
+
+// ClaimName is the claim of template claim for an App's replica ordinal,
+// as its StatefulSet names it.
+func ClaimName(claim, app string, ordinal int32) string {
+	return claim + "-" + ReplicaName(app, ordinal)
+}
+
+// WaitsOnZoneLoss reports whether w keeps the replicas of a lost zone
+// there, pending, rather than recreating them elsewhere: an App with claim
+// templates and policy Wait (the default).
+func WaitsOnZoneLoss(w *Workload) bool {
+	s, ok := w.Spec.(*AppSpec)
+	return ok && len(s.Template.VolumeClaimTemplates) > 0 && s.OnZoneLoss != ZoneLossRecreate
+}
+
+// ReasonWaitingForZone is the reason of the condition an App's status
+// carries while replicas of a lost zone wait for it (ZoneLossWait).
+const ReasonWaitingForZone = "WaitingForZone"

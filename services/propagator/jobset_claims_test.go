@@ -16,9 +16,8 @@ import (
 // claim, labelled like the Job, with the template's size, class and modes.
 func TestRenderJobSetClaims(t *testing.T) {
 	w := workload(api.KindJobSet, api.Control{})
-	s := w.Spec.(*api.JobSetSpec)
-	s.VolumeClaimTemplates = []api.VolumeClaimTemplate{
-		{Name: "data", Storage: "10Gi", StorageClass: ptr.To("")},
+	w.Spec.PodTemplate().VolumeClaimTemplates = []api.VolumeClaimTemplate{
+		{Name: "data", Storage: "10Gi", StorageClass: "fast"},
 		{Name: "logs", Storage: "1Gi", AccessModes: []string{"ReadWriteOncePod"}},
 	}
 	sh := api.Shard{Cluster: "zone-a", Replicas: 2, IndexStart: 0, IndexEnd: 10}
@@ -40,7 +39,7 @@ func TestRenderJobSetClaims(t *testing.T) {
 			e.VolumeClaimTemplate.Spec.AccessModes, e.VolumeClaimTemplate.Labels[api.LabelWorkload]})
 	}
 	want := []claim{
-		{"data", "10Gi", ptr.To(""), []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, "w"},
+		{"data", "10Gi", ptr.To("fast"), []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, "w"},
 		{"logs", "1Gi", nil, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}, "w"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

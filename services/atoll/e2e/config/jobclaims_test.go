@@ -26,8 +26,8 @@ func TestJobSetClaimPerIndex(t *testing.T) {
 	ctx := context.Background()
 	const name, gi = "shards", int64(1 << 30)
 	doc := fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"JobSet","metadata":{"project":%q,"name":%q},
-"spec":{"completions":4,"parallelism":4,"volumeClaimTemplates":[{"name":"data","storage":"1Gi","storageClass":""}],
-"template":{"containers":[{"name":"work","image":"work:1","resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
+"spec":{"completions":4,"parallelism":4,
+"template":{"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}],"containers":[{"name":"work","image":"work:1","resources":{"requests":{"cpu":"10m","memory":"16Mi"}},
  "volumeMounts":[{"name":"data","mountPath":"/data"}]}]}}}`, project, name)
 	before, err := cl.Quota(ctx, project)
 	require.NoError(t, err)
