@@ -169,8 +169,8 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	if infoOf(w.Kind).Pods {
 		counts("Zones", "ZONE", st.Zones)
 		counts("Clusters", "CLUSTER", st.Clusters)
+		describeConfigVersions(out, w) // config_view.go
 	}
-	describeConfigVersions(out, w) // config_view.go
 	describeKind(out, w, now) // kinds_view.go
 	describePod(out, w)       // pod_view.go
 

@@ -98,7 +98,7 @@ func TestConfigSecretEscapesAreRefused(t *testing.T) {
 			csApp("steal-conf", `[{"name":"L","valueFrom":{"kind":"Config","name":"conf","key":"LEVEL"}}]`, `[]`),
 			http.StatusUnprocessableEntity, "env[0].valueFrom.name"},
 		{"a's App names b's Secret by a path", a, devA,
-			csApp("steal-path", `[{"name":"P","valueFrom":{"kind":"Secret","name":"../` + b + `/db","key":"PASSWORD"}}]`, `[]`),
+			csApp("steal-path", `[{"name":"P","valueFrom":{"kind":"Secret","name":"../`+b+`/db","key":"PASSWORD"}}]`, `[]`),
 			http.StatusUnprocessableEntity, "env[0].valueFrom.name"},
 		{"a's developer writes an App into b", b, devA,
 			csApp("steal-into", `[{"name":"P","valueFrom":{"kind":"Secret","name":"db","key":"PASSWORD"}}]`, `[]`),
