@@ -102,7 +102,7 @@ func TestConfigSecretEscapesAreRefused(t *testing.T) {
 			http.StatusUnprocessableEntity, "env[0].valueFrom.name"},
 		{"a's developer writes an App into b", b, devA,
 			csApp("steal-into", `[{"name":"P","valueFrom":{"kind":"Secret","name":"db","key":"PASSWORD"}}]`, `[]`),
-			http.StatusNotFound, ""},
+			http.StatusForbidden, ""},
 		{"a viewer creates a Secret", a, viewerA, csSecret("viewer-secret", value), http.StatusForbidden, ""},
 		{"a viewer creates a Config", a, viewerA, csConfig("viewer-conf", "x"), http.StatusForbidden, ""},
 		{"b's App mounts the node's kubelet directory", b, devB,
