@@ -18,7 +18,7 @@ func registry() map[string]Kind {
 	return map[string]Kind{
 		KindApp: {Name: KindApp, New: func() Spec { return &AppSpec{} }, Paused: "its Deployments are held at zero replicas", Claims: true,
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale, OpRolloutPause, OpRolloutResume, OpRolloutUndo}},
-		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }, Paused: "its Jobs are suspended",
+		KindJobSet: {Name: KindJobSet, New: func() Spec { return &JobSetSpec{} }, Paused: "its Jobs are suspended", Claims: true,
 			Ops: []string{OpPause, OpResume, OpStop, OpStart, OpRestart, OpRestartContainer, OpScale}},
 		// A Pod has no replicas to hold at zero and no Job to suspend, and
 		// always runs one pod: no pause, no scale.

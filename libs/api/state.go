@@ -141,6 +141,11 @@ type ZoneStatus struct {
 	Running   int32 `json:"running"`
 	Succeeded int32 `json:"succeeded,omitempty"`
 	Failed    int32 `json:"failed,omitempty"`
+	// ConfigVersions are, for an App, the content versions of the
+	// Configs and Secrets its running pods there run ("Config/name" to
+	// the versions, sorted: more than one while a change rolls out), read
+	// from the pods' annotations (Status.ConfigVersions is what they roll to).
+	ConfigVersions map[string][]string `json:"configVersions,omitempty"`
 }
 
 // Condition is one fact about a workload.

@@ -2,7 +2,9 @@ package aggregator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
 
 	"atoll.dev/libs/api"
 )
@@ -51,4 +53,79 @@ func (f *foldState) configConditions(w *api.Workload) []api.Condition {
 	}
 	return []api.Condition{{Type: api.ConditionConfigMissing, Status: true, Reason: "NotFound",
 		Message: fmt.Sprintf("%s missing: its pods do not start until it is created again or no longer named", strings.Join(missing, ", "))}}
+}
+
+// runningConfigVersions reads, from the annotations of the running pods
+// (the propagator's api.ConfigVersionAnnotation), the versions of the
+// Configs and Secrets they run, by "Config/name": sorted, more than one
+// while a change rolls through; nil when they run none.
+func runningConfigVersions(pods []*podView) map[string][]string {
+	var out map[string][]string
+	for _, p := range pods {
+		if !p.running() {
+			continue
+		}
+		for line := range strings.Lines(p.Configs.String()) {
+			id, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+			if slices.Contains(out[id], v) {
+				continue
+			}
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[id] = append(out[id], v)
+		}
+	}
+	for id := range out {
+		slices.Sort(out[id])
+	}
+	return out
+}
+
+// configVersions returns the versions a pod's annotations say it runs,
+// canonically: sorted "Config/name=version" lines (podView.Configs).
+func configVersions(annotations map[string]string) string {
+	var lines []string
+	for a, v := range annotations {
+		if id := configVersionID(a); id != "" {
+			lines = append(lines, id+"="+v+"\n")
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "")
+}
+
+// configVersionID is the "Config/name" or "Secret/name" a pod annotation
+// carries the version of; "" for any other annotation.
+func configVersionID(annotation string) string {
+	for _, k := range []string{api.KindConfig, api.KindSecret} {
+		prefix := api.ConfigVersionAnnotation(k + "/")
+		if name, ok := strings.CutPrefix(annotation, prefix); ok && name != "" {
+			return k + "/" + name
+		}
+	}
+	return ""
+}
+
+// foldConfigVersions puts in each zone's status the versions its
+// clusters' running pods run.
+func foldConfigVersions(shards []shardView, st *api.Status) {
+	for _, sh := range shards {
+		if len(sh.obs.ConfigVersions) == 0 {
+			continue
+		}
+		z := st.Zones[sh.zone]
+		if z.ConfigVersions == nil {
+			z.ConfigVersions = map[string][]string{}
+		}
+		for id, vs := range sh.obs.ConfigVersions {
+			for _, v := range vs {
+				if !slices.Contains(z.ConfigVersions[id], v) {
+					z.ConfigVersions[id] = append(z.ConfigVersions[id], v)
+				}
+			}
+			slices.Sort(z.ConfigVersions[id])
+		}
+		st.Zones[sh.zone] = z
+	}
 }

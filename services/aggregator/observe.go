@@ -30,6 +30,9 @@ type observation struct {
 	Unscheduled []api.Condition `json:"unscheduled,omitempty"`
 	// Images are the images of the running pods' containers, sorted.
 	Images []string `json:"images,omitempty"`
+	// ConfigVersions are the versions of the Configs and Secrets the
+	// running pods run, by "Config/name", sorted (configuse.go).
+	ConfigVersions map[string][]string `json:"configVersions,omitempty"`
 	// Part is what the workload's kind observes of its own objects (a
 	// pointer to the kind's part type, kind_<name>.go), stored inline:
 	// its fields sit beside these in the stored document.
@@ -103,6 +106,7 @@ func observe(pods []*podView) *observation {
 		obs.Images = append(obs.Images, img)
 	}
 	slices.Sort(obs.Images)
+	obs.ConfigVersions = runningConfigVersions(pods) // configuse.go
 	return obs
 }
 

@@ -41,6 +41,9 @@ type podView struct {
 	Index int32
 	// Attempt is a TrainingJob pod's gang attempt.
 	Attempt int32
+	// Configs are the versions of the Configs and Secrets the pod runs,
+	// from its annotations (configuse.go configVersions).
+	Configs istr
 	// Restarts sums the main containers' restart counts.
 	Restarts int32
 	// Requests is the pod's effective request as the kube-scheduler
@@ -204,6 +207,7 @@ func viewOf(p *corev1.Pod) *podView {
 		}
 	}
 	v.Attempt = attemptOf(p.Annotations)
+	v.Configs = intern(configVersions(p.Annotations))
 	for _, s := range p.Status.ContainerStatuses {
 		v.Restarts += s.RestartCount
 	}

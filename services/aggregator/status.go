@@ -378,6 +378,7 @@ func foldShards(kinds map[string]kind, w *api.Workload, shards []shardView, st *
 		return
 	}
 	k.fold(w, shards, st)
+	foldConfigVersions(shards, st) // configuse.go
 	if w.Control.Paused {
 		foldPaused(k, w, shards, st)
 	}

@@ -40,7 +40,7 @@ func statusView(kind string, st *api.Status) computeapi.WorkloadStatus {
 	v := computeapi.WorkloadStatus{
 		Phase: st.Phase, ObservedGeneration: st.Generation,
 		Desired: st.Desired, Ready: st.Ready, Running: st.Running, Succeeded: st.Succeeded, Failed: st.Failed,
-		Images: st.Images, Updated: st.Updated,
+		Images: st.Images, Updated: st.Updated, ConfigVersions: st.ConfigVersions,
 	}
 	counts := func(in map[string]api.ZoneStatus) map[string]computeapi.Counts {
 		if len(in) == 0 {
@@ -48,7 +48,8 @@ func statusView(kind string, st *api.Status) computeapi.WorkloadStatus {
 		}
 		out := make(map[string]computeapi.Counts, len(in))
 		for k, z := range in {
-			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed}
+			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed,
+				ConfigVersions: z.ConfigVersions}
 		}
 		return out
 	}

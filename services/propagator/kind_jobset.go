@@ -3,11 +3,13 @@ package propagator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"atoll.dev/libs/api"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -67,6 +69,7 @@ func renderJobSet(w *api.Workload, sh api.Shard) object {
 		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, rangeEnv...)
 	}
 	m := meta(w, sh)
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, indexClaims(w.Spec.PodTemplate().VolumeClaimTemplates, maps.Clone(m.Labels))...)
 	m.Annotations[api.AnnoIndexRange] = fmt.Sprintf("%d-%d", sh.IndexStart, sh.IndexEnd-1)
 	j := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -81,4 +84,40 @@ func renderJobSet(w *api.Workload, sh api.Shard) object {
 		},
 	}
 	return object{gvr: jobs, name: j.Name, obj: j}
+}
+
+// indexClaims makes the pod volumes of a JobSet's claim templates: each a
+// generic ephemeral volume, so the member cluster makes every index's pod
+// its own claim ("<pod>-<name>", owned by the pod, labelled like the
+// Job) and deletes it with the pod (libs/api/claims_jobset.go).
+func indexClaims(cs []api.VolumeClaimTemplate, labels map[string]string) []corev1.Volume {
+	var vols []corev1.Volume
+	for _, c := range cs {
+		size, err := resource.ParseQuantity(c.Storage)
+		if err != nil {
+			continue // admission validated it
+		}
+		modes := []corev1.PersistentVolumeAccessMode{api.AccessReadWriteOnce}
+		if len(c.AccessModes) > 0 {
+			modes = modes[:0]
+			for _, m := range c.AccessModes {
+				modes = append(modes, corev1.PersistentVolumeAccessMode(m))
+			}
+		}
+		var class *string
+		if c.StorageClass != "" {
+			class = &c.StorageClass // else the cluster's default
+		}
+		vols = append(vols, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+			Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      modes,
+					StorageClassName: class,
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+				},
+			}},
+		}})
+	}
+	return vols
 }

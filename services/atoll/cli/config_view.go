@@ -52,3 +52,39 @@ func describeConfig(out io.Writer, w computeapi.Workload, now time.Time) {
 	}
 	tw.Flush()
 }
+
+// describeConfigVersions writes, for an App that names Configs or
+// Secrets, each one's version its template rolls to and the versions its
+// running pods run in each zone (more than one while a change rolls
+// through a zone; "-" where none runs yet).
+func describeConfigVersions(out io.Writer, w computeapi.Workload) {
+	st := w.Status
+	ids := map[string]bool{}
+	for id := range st.ConfigVersions {
+		ids[id] = true
+	}
+	for _, z := range st.Zones {
+		for id := range z.ConfigVersions {
+			ids[id] = true
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	zones := sortedKeys(st.Zones)
+	fmt.Fprintf(out, "\nConfig versions:\n")
+	tw := newTable(out)
+	fmt.Fprintf(tw, "  NAME\tTEMPLATE")
+	for _, z := range zones {
+		fmt.Fprintf(tw, "\tZONE %s", z)
+	}
+	fmt.Fprintln(tw)
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		fmt.Fprintf(tw, "  %s\t%s", id, orDash(st.ConfigVersions[id]))
+		for _, z := range zones {
+			fmt.Fprintf(tw, "\t%s", orDash(strings.Join(st.Zones[z].ConfigVersions[id], ",")))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}

@@ -169,6 +169,7 @@ func describeWorkload(out io.Writer, w computeapi.Workload, events []computeapi.
 	if infoOf(w.Kind).Pods {
 		counts("Zones", "ZONE", st.Zones)
 		counts("Clusters", "CLUSTER", st.Clusters)
+		describeConfigVersions(out, w) // config_view.go
 	}
 	describeKind(out, w, now) // kinds_view.go
 	describePod(out, w)       // pod_view.go

@@ -190,12 +190,13 @@ func processes(ctx context.Context, t *testing.T) map[string]int {
 }
 
 // procView is what a process was given and holds open: its environment,
-// its command line and the targets of its open file descriptors.
+// its command line, its mounts and the targets of its open file
+// descriptors.
 func procView(t *testing.T, pid int) string {
 	t.Helper()
 	base := filepath.Join("/proc", strconv.Itoa(pid))
 	var b strings.Builder
-	for _, f := range []string{"environ", "cmdline"} {
+	for _, f := range []string{"environ", "cmdline", "mountinfo"} {
 		data, err := os.ReadFile(filepath.Join(base, f))
 		require.NoError(t, err)
 		b.Write(bytes.ReplaceAll(data, []byte{0}, []byte{'\n'}))

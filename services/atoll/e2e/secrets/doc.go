@@ -1,6 +1,6 @@
 // Package secrets holds the end-to-end tests of the Config and Secret
-// kinds' storage, in a region whose services run as processes of their
-// own binaries (one member cluster: a Config or a Secret is placed
-// nowhere), so that a test can read the gateway's process environment
-// and command line as production runs it.
+// kinds' storage and of their values' way into the pods of every zone, in
+// a region whose services run as processes of their own binaries (zones
+// a, b, c), so that a test can read the gateway's process environment,
+// command line, open files and mounts as production runs it.
 package secrets

@@ -7,10 +7,11 @@ import (
 	"atoll.dev/services/atoll/region"
 )
 
-// reg is the suite's region: every service a process, one member cluster.
+// reg is the suite's region: every service a process, zones a, b, c of
+// one node each.
 var reg *region.Region
 
 func TestMain(m *testing.M) {
-	e2e.Main(m, e2e.Package{Name: "secrets", Processes: true, Options: region.Options{Zones: []string{"a"}, Nodes: 1}},
+	e2e.Main(m, e2e.Package{Name: "secrets", Processes: true, Options: region.Options{Zones: []string{"a", "b", "c"}, Nodes: 1}},
 		func(e *e2e.Env) { reg = e.Region })
 }
