@@ -53,6 +53,19 @@ var (
 	MemberRemove = Call[api.MemberRemove, *api.ProjectDoc]{Service: UserAdmission, Verb: "member-remove", Callers: []string{UserGateway}}
 )
 
+// Admission's project token endpoints (tokens are keys of the projects
+// bucket). The gateway makes the secret and checks the caller is a
+// person with the admin role in the project; admission stores the digest.
+var (
+	// TokenCreate stores a project token; the reply is the token as stored.
+	TokenCreate = Call[api.TokenCreate, *api.ProjectToken]{Service: UserAdmission, Verb: "token-create", Callers: []string{UserGateway}}
+	// TokenRevoke deletes a project token.
+	TokenRevoke = Call[api.TokenRef, api.Ack]{Service: UserAdmission, Verb: "token-revoke", Callers: []string{UserGateway}}
+	// TokenUsed records a token's last use (a gateway sends it at most
+	// every api.TokenUsedEvery per token).
+	TokenUsed = Call[api.TokenUsed, api.Ack]{Service: UserAdmission, Verb: "token-used", Callers: []string{UserGateway}}
+)
+
 // The quota service's endpoints: reservations by the services that admit
 // and place workloads, limits and the ledger by the gateway.
 var (
@@ -109,6 +122,7 @@ func Contract() []Descriptor {
 	return []Descriptor{
 		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
 		ProjectCreate, ProjectDelete, MemberSet, MemberRemove,
+		TokenCreate, TokenRevoke, TokenUsed,
 		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,

@@ -697,6 +697,39 @@ type ProjectList struct {
 	Items []Project `json:"items"`
 }
 
+// ProjectToken defines model for ProjectToken.
+type ProjectToken struct {
+	Created   time.Time `json:"created"`
+	CreatedBy string    `json:"createdBy"`
+	Expires   time.Time `json:"expires"`
+
+	// LastUsed When the token was last used, to the minute; absent if never.
+	LastUsed time.Time `json:"lastUsed,omitempty,omitzero"`
+	Name     string    `json:"name"`
+	Project  string    `json:"project"`
+	Role     string    `json:"role"`
+
+	// Secret The bearer token, in createToken's reply only.
+	Secret string `json:"secret,omitempty,omitzero"`
+}
+
+// ProjectTokenCreate defines model for ProjectTokenCreate.
+type ProjectTokenCreate struct {
+	// Name A DNS label, unique in the project (e.g. ci)
+	Name string `json:"name"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+
+	// Ttl The token's lifetime, a Go duration (e.g. 720h; at most 8784h)
+	Ttl string `json:"ttl"`
+}
+
+// ProjectTokenList defines model for ProjectTokenList.
+type ProjectTokenList struct {
+	Items []ProjectToken `json:"items"`
+}
+
 // Quota defines model for Quota.
 type Quota struct {
 	// MaxWorkloads The most workloads the project may hold; one more is refused with 422 TooManyWorkloads.
@@ -1415,6 +1448,12 @@ type Unavailable = Error
 // Unprocessable defines model for Unprocessable.
 type Unprocessable = Error
 
+// DeleteProjectParams defines parameters for DeleteProject.
+type DeleteProjectParams struct {
+	// Cascade Delete everything the project holds with it.
+	Cascade bool `form:"cascade,omitempty" json:"cascade,omitempty,omitzero"`
+}
+
 // RemoveMemberParams defines parameters for RemoveMember.
 type RemoveMemberParams struct {
 	// Kind user (default) or group
@@ -1525,6 +1564,9 @@ type SetMemberJSONRequestBody = MemberChange
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = QuotaLimit
+
+// CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
+type CreateTokenJSONRequestBody = ProjectTokenCreate
 
 // CreateWorkloadJSONRequestBody defines body for CreateWorkload for application/json ContentType.
 type CreateWorkloadJSONRequestBody = WorkloadDocument
@@ -1709,13 +1751,19 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
 	CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProject Delete a project (the project's admins, platform admins)
 	//
-	// Refused with 409 (code NotEmpty) while the project holds any
-	// workload. Its members go with it. Audited as `delete-project`.
+	// Refused with 409 (code NotEmpty, naming the workloads it holds)
+	// while the project holds any workload, unless `cascade=true`: then
+	// the project is marked deleting (no workload or token is created in
+	// it any more), every workload is deleted (stopped, its quota
+	// released), its Configs, Secrets, tokens, hosts and members are
+	// removed, and its namespace is removed from every member cluster.
+	// A cascade interrupted by a restart is finished by admission when it
+	// starts again. Audited as `delete-project`.
 	//
 	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-	DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteProject(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetProject A registered project with its members (viewers and up)
 	//
@@ -1859,6 +1907,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 	GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTokens A project's tokens for machines (the project's admins, platform admins)
+	//
+	// Names, roles, creators and times; never the secrets.
+	//
+	// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+	ListTokens(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTokenWithBody Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateToken(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+	//
+	// Every gateway replica refuses the token within a second. Audited
+	// as `revoke-token`.
+	//
+	// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+	RevokeToken(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkloads List a project's workloads
 	//
@@ -2343,14 +2430,20 @@ func (c *Client) CreateProject(ctx context.Context, body CreateProjectJSONReques
 	return c.Client.Do(req)
 }
 
-// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProject Delete a project (the project's admins, platform admins)
 //
-// Refused with 409 (code NotEmpty) while the project holds any
-// workload. Its members go with it. Audited as `delete-project`.
+// Refused with 409 (code NotEmpty, naming the workloads it holds)
+// while the project holds any workload, unless `cascade=true`: then
+// the project is marked deleting (no workload or token is created in
+// it any more), every workload is deleted (stopped, its quota
+// released), its Configs, Secrets, tokens, hosts and members are
+// removed, and its namespace is removed from every member cluster.
+// A cascade interrupted by a restart is finished by admission when it
+// starts again. Audited as `delete-project`.
 //
 // Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteProjectRequest(c.Server, project)
+func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProjectRequest(c.Server, project, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2624,6 +2717,85 @@ func (c *Client) SetQuota(ctx context.Context, project ProjectPath, tier string,
 // Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 func (c *Client) GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetScalerHistoryRequest(c.Server, project, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTokens A project's tokens for machines (the project's admins, platform admins)
+//
+// Names, roles, creators and times; never the secrets.
+//
+// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+func (c *Client) ListTokens(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokensRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTokenWithBody Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *Client) CreateTokenWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequestWithBody(c.Server, project, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *Client) CreateToken(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequest(c.Server, project, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+//
+// Every gateway replica refuses the token within a second. Audited
+// as `revoke-token`.
+//
+// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+func (c *Client) RevokeToken(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeTokenRequest(c.Server, project, token)
 	if err != nil {
 		return nil, err
 	}
@@ -3508,7 +3680,7 @@ func NewCreateProjectRequestWithBody(server string, contentType string, body io.
 }
 
 // NewDeleteProjectRequest constructs an http.Request for the DeleteProject method
-func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+func NewDeleteProjectRequest(server string, project ProjectPath, params *DeleteProjectParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3531,6 +3703,29 @@ func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request,
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cascade", params.Cascade, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -3999,6 +4194,128 @@ func NewGetScalerHistoryRequest(server string, project ProjectPath, name NamePat
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTokensRequest constructs an http.Request for the ListTokens method
+func NewListTokensRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTokenRequest calls the generic CreateToken builder with application/json body
+func NewCreateTokenRequest(server string, project ProjectPath, body CreateTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTokenRequestWithBody(server, project, "application/json", bodyReader)
+}
+
+// NewCreateTokenRequestWithBody constructs an http.Request for the CreateToken method, with any body, and a specified content type
+func NewCreateTokenRequestWithBody(server string, project ProjectPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeTokenRequest constructs an http.Request for the RevokeToken method
+func NewRevokeTokenRequest(server string, project ProjectPath, token string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -5449,15 +5766,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
 	CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
 
-	// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProjectWithResponse Delete a project (the project's admins, platform admins)
 	//
-	// Refused with 409 (code NotEmpty) while the project holds any
-	// workload. Its members go with it. Audited as `delete-project`.
+	// Refused with 409 (code NotEmpty, naming the workloads it holds)
+	// while the project holds any workload, unless `cascade=true`: then
+	// the project is marked deleting (no workload or token is created in
+	// it any more), every workload is deleted (stopped, its quota
+	// released), its Configs, Secrets, tokens, hosts and members are
+	// removed, and its namespace is removed from every member cluster.
+	// A cascade interrupted by a restart is finished by admission when it
+	// starts again. Audited as `delete-project`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
+	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
 
 	// GetProjectWithResponse A registered project with its members (viewers and up)
 	//
@@ -5615,6 +5938,49 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 	GetScalerHistoryWithResponse(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*GetScalerHistoryResponse, error)
+
+	// ListTokensWithResponse A project's tokens for machines (the project's admins, platform admins)
+	//
+	// Names, roles, creators and times; never the secrets.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+	ListTokensWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListTokensResponse, error)
+
+	// CreateTokenWithBodyWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// CreateTokenWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithResponse(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// RevokeTokenWithResponse Revoke a token (the project's admins, platform admins; never a token)
+	//
+	// Every gateway replica refuses the token within a second. Audited
+	// as `revoke-token`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+	RevokeTokenWithResponse(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
 
 	// ListWorkloadsWithResponse List a project's workloads
 	//
@@ -7352,6 +7718,234 @@ func (r GetScalerHistoryResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetScalerHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectTokenList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokensResponse) GetJSON200() *ProjectTokenList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListTokensResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListTokensResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListTokensResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateTokenResponse503Headers the declared response headers of an HTTP 503 response for CreateToken
+type CreateTokenResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ProjectToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateTokenResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTokenResponse) GetJSON201() *ProjectToken {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateTokenResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateTokenResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateTokenResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateTokenResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateTokenResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeTokenResponse503Headers the declared response headers of an HTTP 503 response for RevokeToken
+type RevokeTokenResponse503Headers struct {
+	RetryAfter int
+}
+
+type RevokeTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeTokenResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeTokenResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeTokenResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeTokenResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9497,16 +10091,22 @@ func (c *ClientWithResponses) CreateProjectWithResponse(ctx context.Context, bod
 	return ParseCreateProjectResponse(rsp)
 }
 
-// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProjectWithResponse Delete a project (the project's admins, platform admins)
 //
-// Refused with 409 (code NotEmpty) while the project holds any
-// workload. Its members go with it. Audited as `delete-project`.
+// Refused with 409 (code NotEmpty, naming the workloads it holds)
+// while the project holds any workload, unless `cascade=true`: then
+// the project is marked deleting (no workload or token is created in
+// it any more), every workload is deleted (stopped, its quota
+// released), its Configs, Secrets, tokens, hosts and members are
+// removed, and its namespace is removed from every member cluster.
+// A cascade interrupted by a restart is finished by admission when it
+// starts again. Audited as `delete-project`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
-	rsp, err := c.DeleteProject(ctx, project, reqEditors...)
+func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
+	rsp, err := c.DeleteProject(ctx, project, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9746,6 +10346,73 @@ func (c *ClientWithResponses) GetScalerHistoryWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseGetScalerHistoryResponse(rsp)
+}
+
+// ListTokensWithResponse A project's tokens for machines (the project's admins, platform admins)
+//
+// Names, roles, creators and times; never the secrets.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+func (c *ClientWithResponses) ListTokensWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListTokensResponse, error) {
+	rsp, err := c.ListTokens(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokensResponse(rsp)
+}
+
+// CreateTokenWithBodyWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateTokenWithBody(ctx, project, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// CreateTokenWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateToken(ctx, project, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// RevokeTokenWithResponse Revoke a token (the project's admins, platform admins; never a token)
+//
+// Every gateway replica refuses the token within a second. Audited
+// as `revoke-token`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error) {
+	rsp, err := c.RevokeToken(ctx, project, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeTokenResponse(rsp)
 }
 
 // ListWorkloadsWithResponse List a project's workloads
@@ -10747,6 +11414,9 @@ func ParseDeleteProjectResponse(rsp *http.Response) (*DeleteProjectResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		break // No content-type
+
 	case rsp.StatusCode == 204:
 		break // No content-type
 
@@ -11515,6 +12185,204 @@ func ParseGetScalerHistoryResponse(rsp *http.Response) (*GetScalerHistoryRespons
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetScalerHistoryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTokensResponse parses an HTTP response from a ListTokensWithResponse call
+func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectTokenList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateTokenResponse parses an HTTP response from a CreateTokenWithResponse call
+func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ProjectToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeTokenResponse parses an HTTP response from a RevokeTokenWithResponse call
+func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RevokeTokenResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -13373,9 +14241,9 @@ type ServerInterface interface {
 	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
 	// (POST /v1/projects)
 	CreateProject(w http.ResponseWriter, r *http.Request)
-	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProject Delete a project (the project's admins, platform admins)
 	// (DELETE /v1/projects/{project})
-	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath, params DeleteProjectParams)
 	// GetProject A registered project with its members (viewers and up)
 	// (GET /v1/projects/{project})
 	GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -13406,6 +14274,15 @@ type ServerInterface interface {
 	// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
 	// (GET /v1/projects/{project}/scalers/{name}/history)
 	GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath)
+	// ListTokens A project's tokens for machines (the project's admins, platform admins)
+	// (GET /v1/projects/{project}/tokens)
+	ListTokens(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+	// (POST /v1/projects/{project}/tokens)
+	CreateToken(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+	// (DELETE /v1/projects/{project}/tokens/{token})
+	RevokeToken(w http.ResponseWriter, r *http.Request, project ProjectPath, token string)
 	// ListWorkloads List a project's workloads
 	// (GET /v1/projects/{project}/workloads)
 	ListWorkloads(w http.ResponseWriter, r *http.Request, project ProjectPath, params ListWorkloadsParams)
@@ -13523,9 +14400,9 @@ func (_ Unimplemented) CreateProject(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProject Delete a project (the project's admins, platform admins)
 // (DELETE /v1/projects/{project})
-func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath, params DeleteProjectParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -13586,6 +14463,24 @@ func (_ Unimplemented) SetQuota(w http.ResponseWriter, r *http.Request, project 
 // GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
 // (GET /v1/projects/{project}/scalers/{name}/history)
 func (_ Unimplemented) GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTokens A project's tokens for machines (the project's admins, platform admins)
+// (GET /v1/projects/{project}/tokens)
+func (_ Unimplemented) ListTokens(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+// (POST /v1/projects/{project}/tokens)
+func (_ Unimplemented) CreateToken(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+// (DELETE /v1/projects/{project}/tokens/{token})
+func (_ Unimplemented) RevokeToken(w http.ResponseWriter, r *http.Request, project ProjectPath, token string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -13894,8 +14789,24 @@ func (siw *ServerInterfaceWrapper) DeleteProject(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteProjectParams
+
+	// ------------- Optional query parameter "cascade" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cascade", r.URL.Query(), &params.Cascade, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cascade"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cascade", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteProject(w, r, project)
+		siw.Handler.DeleteProject(w, r, project, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -14253,6 +15164,93 @@ func (siw *ServerInterfaceWrapper) GetScalerHistory(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetScalerHistory(w, r, project, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTokens operation middleware
+func (siw *ServerInterfaceWrapper) ListTokens(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokens(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateToken operation middleware
+func (siw *ServerInterfaceWrapper) CreateToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateToken(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeToken operation middleware
+func (siw *ServerInterfaceWrapper) RevokeToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeToken(w, r, project, token)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -15473,6 +16471,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects/{project}/members", wrapper.ListMembers)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/tokens", wrapper.ListTokens)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/tokens", wrapper.CreateToken)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}/tokens/{token}", wrapper.RevokeToken)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.RemoveMember)
 	})
 	r.Group(func(r chi.Router) {
@@ -15583,327 +16590,339 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/cxs3si/6r6D4TpXJfUNKdpy9J1LduqXYTtaJY+tK9knVWebugDMgidUQmB1gRDF+/t9fobuBmSEx",
-	"FGnLTjY3v9gUOYOvjUZ//fT7QaZXpVZCWTM4ez8oecVXwooK/npW1MaK6pLbpftTqsHZoHR/JAPFV2Jw",
-	"NsjwiUEyqMS/almJfHBmq1okA5MtxYq71+ymdI8aW0m1GHz4kAxe5mJVaitUtvlRbNwzuTBZJUsrtevj",
-	"gmWFFMqOs6U2QrEbsWFDbtlKG8seP/lPli15xTM3zNE546wSttqwtbRLZpeCGb4S8A5XOZvpfOMeqCtl",
-	"4Ne5rIxluraZXonJIMFpLQXPYR40sdYQx26M7Qmt+N0roRZuUR4/+c8kMsEfpcr9qnWn9nYp2I1UecKk",
-	"YlxtWMaNYMOLskwYL8vROdNKMD1n6fcv3rKT28cn7mmThoF219/9eOTi/yRWs2ZPd0dXG1E9MszUs3+K",
-	"zDJdwaotKl2Xjwxz/SaM41LKXCgr7YaVlb6VuajYupJWGCYtG767ejUWJuOlyEc9o1/BUPaOv7XWT77+",
-	"KrbWr/lK7KFQ+O+4FbqstJv6nkZLfGJvuyW3VlTu3f/zdz7+9XT8zS/Dv4/p0/vT5K+PP/jvR//rPwax",
-	"qb0rFxXPRf9eVdpy9ycrC65od3rW+uh1+OAeNqVWRgAz+JbnV+JftTDW/ZVpZYWCj7wsC5nBOE7+adzY",
-	"3rea/Y9KzAdng//npGE0J/irOXlRVbrCriJzw86YNGzFi7muViJnQ7NRlt8lrFY3Sq8Vm0tR5CZh60qr",
-	"BXNzMAmb8Zw1nGx0zsStqDb4rKPVWSFWrt1CGivywYdk8EyreSGzLzQ1jUdL3EljDeNFJXi+YcML/PAC",
-	"vh4lcMR0KSrc4lwLw5S2jk0UG2Y1k9YAL3Fn1FhuBRu+U6YuS11ZkSfMT2qU+FP8r1pbxy7ntRF4hLMl",
-	"VwvBhv/b/fLiLhMid68GXjqr9I1QLOMlMlqj6yoT7u9S5IxbdpowU2dLxxK+v3xnGGd0ONia43gXFVcw",
-	"Hmmo65wZjV2kMKJJIVfSpux05PbiO13NZJ4L9WU2I+NFISq24hsYba6ZXUoTlqwsuHXE98iwUhcy23SW",
-	"L9dZvRLKsmGmc8HC0GEir7X9Ttcq//zzeK1xE4iwhrqCudxKI2eFcLRiw0xhaG+1fsWrhfiyRxnuYnfu",
-	"XNduebnCy4VbseYbxrNMlNbQAH/iakMcx3xJUnhkWOUOExAl0IE7aKp2d5W7mXUpFDO2EnxlgKhNKZQ9",
-	"JymEz62oWHrl/hhfuD9SZkSmVW4GCYkZMJ3WE93hEyOWyoqFgLG6q0Dx2i51JX8VX4aebnkhc5ZVAu54",
-	"XsCuvFP8lsuCz4ovQDkXrBILx/mMqG5lJlguc2SAyqxF5QQoK1fi3H23lGrhtgIvBavZkt965pZ/9q0p",
-	"K50JY77Msrxtsx1p2FoUxZiux1ltmVSwdUn00sMbj7jVS3zSyZzE64hz+xtpqYsc+RxI3mtd3RSa5yDf",
-	"OX6JzdBR/dn/mniu7m+LtHkz2eL4yJbK0YS9pk10t4aTIq1QIAPRerTUERCuKncxWimIM1S5VngwaItm",
-	"WheCK0e0S8ELu9zEfyz4TBTQCM9z6ZaYF5edxrfkoiCnIa/FNoy9FnhfuY3gdnA2yLkVY0efu5JdMlg5",
-	"akHuu/MbymuRH0qt9490Hzldal1EB1+XbqT54WP/VSsRl5sb2fLvXtyEh5stSJqt+iUyFtrgVxJlzO4m",
-	"SytW3Q/75utppZkyryq+2RknNhYdjFa4zLtD2bd9leB0znd+cjJabeJ0iN/ct6rwa2ioZ9RzubguRRZT",
-	"q/HXR3BlZWzoj+xzYiePDEvdL6m75kCyxBcS0KTXS26ZYwyGmaVeg1LXXZecW37UUeqO70exMdDTLS9q",
-	"J8cbYZ1cecsr6XirYUOhbr+r9CphQt3+/ZcJPOi+GDkWNpeFMJNBZFXgl08Y2Xfu/YRx6IL0LDcyb2Rw",
-	"AgJxfRxwUQs2VBoe0HPmFmYUGdmH+A7aShe72/ezW/+gDxi84oywu/vghsKlEtWVMJZXdu/UDzv1O8Ms",
-	"uRPk48RcYbciv7CH91DpotC1jSu6jsUyeqKlEw25Yhdl+cgwx2jGs83Y/e8fjFAoP2JAunTPClWv3NGj",
-	"Nscw70EY7rgSpl61v6hVrltHs8W/e1cstr7GaqdiHfr4M117E173SAqDzKM1a6nsV0+aGQdpJhnMuSwO",
-	"fhhkhEOfrZVyy3DY06bOUBE96PnoclRa/aBnV3WEe2eNGLGzR0ctQO9NTcbFNvlcZFbeOjK5DnNLBt9h",
-	"bzFicfdYXhcifyuxocNo9uiVi9zZjU3Xz+OX/hW+Dnfazl2DD7jLhuYCrLKqlQHjJ4h+2JXTBC1JmzLC",
-	"zzgu3k4nV7Uyrqmy0otKGOD9B+xbiwB2OQ3aJGMjcwOmSTGl15PY+oMoSNM9bufgTbd7xszr4rh33ZrG",
-	"Z/ODnnUHvuK5wEnBnUWzvBGiNGy4lMbqaoOarxklTBe509vBZA52xYNEr+bs7UhfjkKdupz3crY2QdK+",
-	"x8jvORcrrfq4XlZXFWlgB9DDcTzyGLYXE64PPIx+UEmYjO+6abZ/YfqPJf7+yNCHa2FZ5lZRVE7gqldO",
-	"jdS3omrTB0plZXMsdo/oTCwlWrq6HT7zLayX2ohWp9KQuU0JNiy4dXS2EMrf7HrmtH4R1NhS54ymjWzE",
-	"LcWoQ5N9MksgPT+bj9WhOjQXu3X+byY7UiF+EpZ7NaBLIQ+haffrxuSQ2aG/NyX2dM5WtbFM/KvmBdo6",
-	"uF0+Mt7kMYn6X3Yux9jMX6i81FLZ4wQNWcaVf533Kf95n7qZb+K8v9T5IwMHRSphzBnTqtjgwWGCBu1+",
-	"z4S8FcxWfD6XWbMOLXn+MJWfdP1GfHBjhpn6Ye5bvggX53nubvX47FDsB0VMKmISsbu7AhnBnjOxKi06",
-	"iZ0O4V7MWamdchS5UUV7VN3Or8G7wmYb0DmS0BuwSJ0ffE0GuolwKhzXobaOa7SPXurK3mvv8Gvq+2hP",
-	"Nbo9YIaMWNzyiDz20pse0VotlJUZB9dPcIwkzHtFEtbxdyVsywW1a1a84la8cqKJ+3kyiQpg6A88eOm+",
-	"c4+TqXV3G/bZecCMCVRaFG/mg7O/7+8IJncl3LK6tfrwS8ysS842cjzMddVdEyCx7WVxq3A3XuixG+HY",
-	"3MhyrInnjWFfHQOa88IIogRh7Mv8/tMMO9wsQZQ2bkWM7Qn/dXeCPF9JC1sXdJvEsd+SL5BGSEcEf6In",
-	"AtTHEpaLQsBDqET3bn8jQWxffn99Gr0qZURmudQG7ievpaAb4pFhMDNy/Zyz2oAN6BU3dgxLMX75fFsD",
-	"6en1hmSlBzIMN5ff7hV6hCKxbRrNB0kr0oFCTUhJxE3uLDh11kspD2HWRZL7eKPui7tSG9ErHSsm4IGc",
-	"rpelNhYZO7fLJJj6XipQN4XxgTDdi8eAwuh+WEV0WWTAoudac2d6POMFV5m7U/zDbW3ZPGISBwA2x0oX",
-	"hetzLotC5EyqpC2p+3uvVlYWEFuUazSSHrTeNNMLujUiPNItUVzC8Yu0O9G/6TVbcbXpXTdafuodOKFd",
-	"StyPSfRElRQjs5+kYbCJj4xpRhgjldbV0Hv9xa+fCEfhdsn0nOLPRJEnrJA3AszwEytWpVOAJsFsa/5+",
-	"+stErhwjSI7wMGxNFseSeE5Or8Wm+pLiuHYn6qMfLvKVVD3GXn2Pbd2bwG6lWINcmItbUbgnBgncCipq",
-	"Adsy9ehCAF3vCuwtmynGrN2/NP7BZGuCfjbRReoehaOkfUd3vey7RxU4TOhupG14PjbwH6XKX6q5jihH",
-	"SlAA0Ty4aBtXD/iuHevRcaOcW7E3qtjE2i02IXCGwYMGHMZZJbgVEB7IyRbQdou0qAoE+md9hrqXYD8o",
-	"C54Bx9sj/pcc2Kfj2nNZAJO5r2u/UfHATdb4p13P3hNvKIbzOuOFqEA+GU3iXoUezt/y7Fi//BTmxYZ6",
-	"jpJPwtDfkDBjden+5ZWFLzsfxoGVOGmLk+kVZBnvQ1HCHGk+KfcGtD4yzIgFBiWohpreXb0yUzVMT24f",
-	"n9DRNSfv6dOHkxAYcPLeNf/h5L1b/Q/p6AyDblC9m6pCr93OQqxsiJqVhiKGRD6aTFVstZFE4qP2YmiF",
-	"hARRDVLt3ElDTpvqTVbYZg/xlDo3UXoFPdT96g6bm5teKzdJtuSGFXphEibuREbGLYgaQcNcewRLCKlT",
-	"Itp53JpPdx0tRNI6tluHjMaOFNrHRx5Chgv86OPFuB/rmejRPvax4X3StZ71ytB7XPr2KDt9v5N/Z4av",
-	"+EwUl9xmy90pVmKl0R1y+OE1wn6K6S06RL14JfGOOnwLAmOK/lpIdZz56xPUm207VTMyGkeM8DB4Pmqq",
-	"OiaGBh7/dhOd0k3Ujl4bUTFdYRx+rMle8cJJNLvtoTDmFGuSxVzjnISg/QvXVQSh+f6legYheP2kB5aJ",
-	"bdFizxIMczHndWFHexfjwed8zywfgi0SaX08U+w3vaPYdQR9Hm1G+VLG/Z3fahlnDEeGtW0tcmP1ICrv",
-	"mDlcnz0bUMnMTVsbXkSYxEJcU7hpVCX2yq/hq7IQbM1N25qU63pWtIaOAcl4rbl+44ffjbm7CL3NkNRh",
-	"Dg3SsNx2Qhz0zSAZrKVdSjW2uhAVV5nrCG14Y6fbN3/NeVHMeHYTVf0srxbCHjhsCLY66NmtTaZl8zNp",
-	"LUD/5l7D1uxurb+HtiO2nJKAmRArwU1diTxwsDO2dj+T/yUfdfZ63+HcM+GVVHLlduP0vsljI7GJXur8",
-	"mb8KG0PZFmdbHW2kDI6q3nAxcKweS3w7ASFoQv6ZSyvVwjH4t6JaSYUm5pDWgiIdk3PG1WayT1bz1N0W",
-	"D6SSjjcYmYuMVxESjoviFL3pDTudae9zkV3qvN+ffwlevsZ0hAGUuqgpT8+pGluKcSXA94MGSgZh7oyr",
-	"qZJqDGoCgxGSux0tj775R4al8GtKwfUmGEXT9nzSqVpoYVhdMq0ybOSmnolCoMITIgTBNQeJTnbpRn8j",
-	"ROn+lpVBla5XtLw3dAcjDi51jrZDaaL73KxczJ8lbWtpE0Y7biA3S7EVl6r1+8FW1cgRi4jstexRXAt5",
-	"K2jf3718zoY3orSMZ5U2hoU9xN0zcSME0scBw/wveNCPsUeC7qHZzrvRiRDtFlyunObdijiZsO+4LCAO",
-	"JeS9OaUHImnPGIdtrQQJNmAi4ApIKGz/QljDOJtXwiwTsoJjV+4xwYZGCLYdAT2KEh0veUbm0V36cU3G",
-	"xZYlNz2GJHjpkWHwyBm7FCoHtvWtrjGd71XX0L29c6/jXHZnf9zQ/EDiu6RjckpR6Ixbn86yj0SuKMUD",
-	"CHhR1m/jGi4GNphYCg0xvtf7fgenJQpzBw/GyqiOGRM8Lxv58hPlZnqhR7Pr0EHsd2nKgm9e912hDyFk",
-	"I480+xioYUOp3PG59OlAKifLrf9Gq2Ir+OpjNJt9EbTrPhNBJRbSne8+q57PYZKmna869JwCs04v31xj",
-	"cr03SaajBHgMhMhgbMhsw6y+EcrEDX1xFbObRagL4X3IflhDbxYfg+KJMqD0IaZKK4FJXJBI27Ggxzm5",
-	"EcWc4j8iwXc06dnGWxzBLF7perFk7s0xpdade1Oj1WteUawrPP7IYDjC4QbHXlWZiAcHdaRFYOvotBEY",
-	"Tk9Pk3vPUveF5EHOVnetwWBnQi50po0dZ0L5yCAr+IoNf6xnolLCCsOgQ+bT2T24xVdPRlHPVtwnccGe",
-	"v76mlvQ8NPL1/2gBZCBdVwLDKcmV2qQ1s6HZGCtWCSO1JAk/JaysZ4XMEpDc8N/xX9xYdVG4D7oUyizl",
-	"3I7/0uPr8Kc4jjLBeAZk5y6aZmAtpoNem8pYPAFBdWplM5936BiaBUJHF5ZdCu90Gn1CiB9R7kNYefxd",
-	"8/Fmnv/tA4+2ctL4XYgJ6uHu3RzO9mKvOCZ7IvrISleinawPPPPpkyfR2KMDjEP741PoNjpo9d5KUeH8",
-	"I5fJev/04zNHvjvUc/IhuvGMDppXr8kIp9S7dRDBdi/72z7orlEnK/MSwyHcPnlXOLtoLjq8u6RpITSg",
-	"N3HlThobnrq3ZxISLUYdSIdCzAEWh811Uei16YY++ZPnj6kbz4S9BUka/GKsVgXG5mH62/nOBcYMSOTK",
-	"j2UbBQD72nU0L8raRM2QEWuH350jYuJWYqWrzbcbKz5rL7Io5LPLd5+xC+96/EzNG6srvhCfd6E+9J2a",
-	"JnRyN7DcH6iYKFaes1O2Elx5eiZqJ1+uU3XWeEx4UTwAP+soKwe05Qe0O/6srNkQyCbTlTCjhCGlsuHM",
-	"bYETWG9lLvkk06uTRVkn4F2GwAC3T81jumrxviFl3DOtGqiWR6Z5YhQ1hskeadxnNH4atxy01iGh/aS2",
-	"2ysaY6l76GJvnh/Eghzn7e31H1Jje0OsrsRK5BI8CN9Wgt9EnYhIjHEtONO6kGrxTllZHK6Q5nrFMXCr",
-	"S1yl1sXJtD49/SpzH+FTE8tOv9Bf+KMjo1+1EvSb+4g/xINcRE+0mPvluLxgqy06UyJ5LmoX26E3sQVX",
-	"ov2SbzsJK08jv2cDe3EoZrizh8szEaroz1vqiSwr8j4Zu2paDyEl7nmpFu14UqfiCW5EPKHR/fJRE3rl",
-	"3owq/d7Uc2yLr3Uu4oFJng1tu182TIk14xmGVfFKUPw4GxK0jA72wpG3EYJGDnE+8OikJwQzW3r72BZU",
-	"gLvHztpRwReXLwHCpm3LRAgbjChWmkboLiXLb4SKWxweJNahGfk9RP68IsaxReKFzm5wscP2HQ6OUeaz",
-	"3RVzIqspeSZOINyLwmQvdf5cmqqGp76t84UgSRZGQEI8BG70BYscSFWXOt+9nnT8ttmmPHErM7u1Gsd0",
-	"u9viXJMwEIlLFHf2kpsjQBsw+DHOO8n/cgRB7aOW+1JBjgrFMuJf8TF/wglwbVIDPnnhngOA/Gt3Snel",
-	"rI5BzuhN6dtn4zxMBFEY2Y0NJWFo90zsNQ3ocGkp97zgQNpG3uGoueBlSbgPEWAmTDf/mNPTkweyL4Ey",
-	"7o35G8oCCXvnxYKEPSOMooTBRMAzcyXKgmfwcTKZsCGYl6RhM+FuU/d4VHCGXq+lyo6IEizJKRMhC3Dt",
-	"HbFMV/SGO1RyoXjRY4zzc2eZBz1iRgiVMDFZTNiV4Pnmf8LFFhtvbwiOb/XI+a/Rd99znxNM2JKXpVDu",
-	"Ml2jTpPXGJ+TMA54gnGL5LFB9XTC+j1obY4OyDD7DtZ9LmufrOONLOulLtp2kT2MYmelEgBpCjlsCBk1",
-	"OZqxX+Jd2p1Sr9smXOVHxGpFjLDYRNJvkI2Q+K42Za1bzfhNknfpIBL9H4lCE7d9sF4PeJP2htwcZWaO",
-	"aCsfb3Fu/Kq7HogV+o30PJhW0H3IEWs2AYvlOQtmx9HD2Pc+zW73Cfa4j7SzRexnW5FL3srh7TdnzGQV",
-	"t9mSDYEpPJfViBn5K+GSmgQDayAlSueJR+gw0gAKGcYJYKBB3E6/b7RRGm3wubYO2oyrAL+4Y7eGUD5I",
-	"OxE5m/Hshg3RIWUrKXLKSwSLMqXB+cCi0T3Aibt3g8SsINTwdNXutPdubod4PdOrshAQCnhJiELu0WRw",
-	"yckWdQUtftsXt2hsXCf8Gzch/S9ME/0NiFfGFZuJua5EC5N5sDcw8oAO3PQhBq5u0A+cbps10/zUsFm8",
-	"UA9nS/+tlfB0dB8/wu3xPUT5EqGf99pj7ofSPIyZUj9bGJrxYfu0G+hh36gvC65iJ6aD6c6GhZyZE17K",
-	"iX/vuhTZeRB30KrxvQ5fMJxl44meDr46NdNBhPGS1IHKdU9wU4OYs52PaSnyiukqd6JLU1tBUroyV7za",
-	"HBwlsr2bEeEe9JDngue9eSLwxCXgdO+O2dzIEmAVMrBmeiS/I2NY38qVID4YxTAEdrObvKAQ+ZQBNLeK",
-	"g7dpfhN3koZjH4HUib4RYoT3C1vYQLInGngtVa7Xx5+Vn+G9e08LzaxFaXuPTDRcbcXvrutqEY2PgPgC",
-	"SPNwl2MmlOULkbBK1yp3t080e2TF77aAro9sNneC96y2TDkmz2ai0GvWs+nqoFC+fkm4u967+I98Y47L",
-	"FBM90BQg5vYmYf33QYoVtoF9xGZz/erl3xqjwJYArKyobnnRm0IBTn6ZY6a94NmSgXORgecZ3mHDv56O",
-	"4vgBK6lq2wvKwI1lS11XXUQ85HnwI/VEjA+Rsxi2mTBjZVEAPoNUi4P54fWrlz9BA/dL7lsr08ymZ42p",
-	"3V3bVlXpeGygNoJs1j4ehLOv7+4OdJgWvFbZ8id+t2/vZMUK7QQ/y/B55qQYlW3OGZ8Zt54euwl/Fl2x",
-	"tj9BBB+//Pr0nt5BY1JbnbOhMFau4K6bV3oFACEKIfHZrM5uhBPFfeQVWP35nZOrRw807G++vmfY33xt",
-	"l54LyUJ8lsWLHQwfBdRC7aPMdfAxiNwD+ngTBBLlgSRTtQo/bAU16lVZWwFuFf9UQ5sf01fgbBH7DLTz",
-	"yGCi/eTAHJ0erhfmlPiT1lrf6FHNeCFaRXe204D35Gvdo911chv3pT1h4vlzkUkTd7J/RsjDXFguIybL",
-	"i3wljcG4JIhR4wVGOSw3sPnCiTMoDK+5YU7sK0XUUzQvNMK7HIKN7J712K7Re7CbNblLTLiWj0wb55LG",
-	"CsM7hJNiiFUPOPhSUAah31JSuDkWNMH6NQll9OjCiSmJI3G3eCt+F9W4I1jGJL8CsARGaMxJP/ZLHYW/",
-	"przIYzJiO/mUEVml4uuec8vvvD4c+g0YGLCTmAwmFczf/bLid4fBBx+Fe723GsBMFr6eywFtfYL3ix5q",
-	"ID0bmE8a4X6wZ6TcXtEsJ/ZwBGRhl63cJ+E0HURHJ7JK2L6aB/irr3nQQm85oPwBvjs6Q2PNVHm8f9CX",
-	"EqY98gzh2rif0IKCThNDCoBZ6jWT9owZIajN/5JiHcs1OrqEwi5QQ2fhXHP9a+ZGcdCaNWUfAI7Gr1zv",
-	"iiU0c2mpGoKJVIuQC7rXtgA2/3YxfvL1X9lwKe5G/hSHkhC8CGkc7vsw0nbcuC+Dt4utIDZRdBao5OBa",
-	"B2zP42BxWiazSPZvWx/AOTAnqHginByc9UvdfLuJdaTZutI+V7PTWzyJTFQmeks9dpIsEDN40kIwOCw3",
-	"kjpUeHS7osS61cchAYARImyAS3fNymV5WWmrsx5v6B7jXnWoPFK2OvC329tnl4Nk8O65+/f62dvLg9N7",
-	"od9Wm7Fj1wSw70bW6Kry4X+HYYq28t124EQvKyFWpYXyb1oVm7OQENEK+vSQnKz9dBMrutRFnjBeFAhZ",
-	"5NidT4VsUnYhEhwiyG4Fk3kh2NAseQXgurow6Ji48ukn8B1bQ9h4Jw2FY8y5tOfEOaD4YF0Zy2b1fC6q",
-	"0cSP0h3/MEZyFjOrnbrB+IJL1UoiZjCWCUqTEMG+P2sMAZbQxdICamoQCN1szzzX56VX+bfj5OMRXCFS",
-	"+dP3l6KbofwBWjSHrch6H8ovDTs9I9dbLtToHDPMpGmi9ScopoCjKG7uAmRaIs6GAHysGomYbqGaXSn9",
-	"To3Q5RD2X1fsjXouVgAyp6sbpoQIRR9iIW/3xB0fuHw74hCh/LQCjaOnlcI/rri6iXgX7g01ORzFmzo4",
-	"SKJsSvocC+4O3eyLZvAT7ocb8E9gZY8FV4sEDgnotjXBAfgxNoipbq8dm5htmBtErDBP8NbvUp/r5hHh",
-	"/SHYntFszqtzNPNBsqS7jn7Qs89VAgTg2yyNpXGnyUIgwIe0prcgyBWuTdxp6dsEVRVsiXisnHIWbVGJ",
-	"O3vRt1o/w4hoM/KzkF664hs2Ex4xEbjk4aIHvnVULSeubo7I6mofs5iW5xSuC9sjYZFYAgSG0qKjB1wg",
-	"WFR0ShE0yOGz9hQdoRG5Eqa7cc2ewVWhtKXIMHd7Utde4Wx7kci2NzlU82zOft+QMGYoDKzBSMDql5wg",
-	"tf2CDalE2PdcLUYHDoMO88dwIP9qjPlQteveCKrDCYpa2uNJzJoia4c0RE/vkzpDVHt3Y14Adbofvbyj",
-	"WAlVOhlnayczQTiEVFCa0xyeVE9D64uJh+E8J6fMdnHXXBh0M2Ml5jmv4k4RaOSl+q6Qi2VPIBU4Ua/a",
-	"SU87kNoIbKqrRxSbAadjIyxbaqUBEmmGbJCSeHuANSEGI6b++PYTiPtDB2suiDmXPnTj0IDQ19peY0BX",
-	"wgKc0LXmN21coYRdEg79xUxX+A18QhHneY+vb0+4XkMdIYQlCcKtrhifBdU06jc+Mi/IkLHkoLCHAnfg",
-	"0yDVSEmCjpvzl4Qwj70OYCL2i55Mr33rOkSac4IIrOHowBjILR7yuWJLfIn/aGhJL85V6QFjvLKvK4hB",
-	"PngXCPGsP0pli/NFgr50xxu8fVL7kL56zaGIa3wdD/3fs0EPkZTvb56PD5Fsc+N9OTNRDKR4novPvg8+",
-	"ZohtAUDrOJDVvnRHpyHmxwa83hOHvurL7TDHxXsHGo9UM6wWPZTUF3S+Xm7uD0OoZQvAtI0DCxwJx7Nn",
-	"l+8PQzkgpORwe1aQLO6xCXf9bDsXvneHaF0AZLrTnGCqbBjYCWT75QnLQgZEHjIgcqh2RB6eHYDzduHS",
-	"T2RZycDJRRFuzm8FOWIbRy9MZ9i2e8I3AaDosJKXnh9Cx37FYxTgDd8x1bhB0Ddd25YvbEn4g04fxnB8",
-	"D9rm776IWlzK/2qMtVHwugPE2Jb8uqfyTIMee49TDp9rSRH9iPDgPgDFgwxjVErQL82qRhljwtpOh6Ve",
-	"m6lSmuzLZyy9ERuTsiHa50cJS8mEnbLhPpv1VPUarV0j6IFI2dC7HPqdDVO119sASO5WFIVhNDLDeMkr",
-	"67oJpvvUPT9V/ouUDdd7TPe+6rZQXXR77WtXBEyFwdngn0aryRVf/0QB0p1y4/v201N0D8ZfiwBDCaBA",
-	"KkQB+w6K9631eKw5AgHB/piJdyaRUbVNRIDWd1GW16XIEvaDnl2jxy9xF6j74NYIlS16Le0UV0nBtJs2",
-	"YI1pwlKppH3W+QbD5k2aTFWKkFCwZyy1hCIqtfq+4pm4FJXUOanvKRueMqs7p/6R8ZFATM+n6qvT0wCx",
-	"xL4+9yU23VQJWecVrxZi5A5CGCSO2dEXjBZwN93IMr1acZW7L3m1gIELdev+A2DPlA3xpTPGFXt58frC",
-	"q1bMZ9j6gKXHX09VGyuqVvJfdQNapvPz1ppd6sqm5yz1Ho6UvX12mbB3zy8dM79+9vbyfKrSlt8mddQf",
-	"8kKa9f0Jkkbc345nSrV4LqsUDdgzo4vaYnnGkZtrqF94WekZrEMhb0XzBW4P3Ap1SV+1cLYeuaM6E+Zs",
-	"qsQdz2yxAQ6h5yxdWlt+L+wZe4/VndzaYXGylfjgOrJZee0kN3hEV/YDLP6iKjP6IvHr+iF1K5CKO+F+",
-	"ou1xbXBo1duCGMZVMUzvmiq/GzSibaRV2MxzJFPJi+ei4BtPcW6vOyTohmY7RiX3jMGKwm+XlTDuGgJ+",
-	"OdcV84sIy0erB+s957KoK9G8McIVLuRcZJusEDB3g0pywspKXFtdfkjZECSK7iJPFayJGwmtNi6UKYQo",
-	"z9h7isv8kI4mbAtsFUxqTGnaP6arqVpqfWPQtQ4kwXKRyRyMzlQxKohYGKKLtulYbfhHZqp82ehgpQ6l",
-	"ECdTdeGbBPaz4hvG89xtcamNW4OlNm76gXI+pGdM3FlRKV5gFbEafFwAtjdV7iBSNauhEpbofnLzn2Yi",
-	"9cnt49EBVSypMFYyVZWuwTCQulGkIbDl3dUrGJHblbm8Y6n7I21g09KTdOT5FExuqsgFy7RC5pFieNAW",
-	"ZfpaLLk78S3+BBQ6oWFMFRjioVTLGAq0PH99jS354MO1LPKMV/k2o0H32RnjUOGrwXK9KEuqyGY8pxw+",
-	"ryG2yYoES2kRo8fHJjCSkesVUS64nSrXCg93NqAMJJR4hByYqgs60vS9+RFAxTH21p3Wpurbkt/ihR3q",
-	"sBXcbDkCvVWKLeStCJhjUOzQkfIwHY/p7TG8nTbXQwoIe+mI4ov7K8LJaqp2S8EFfGdOTlak45RSQHGG",
-	"abguSw31n0S4O1nGq0oKs32dSaoSdkYyUiXdQTNTdfH2zatX/7h68f3LN68Thn/995vXL/znZ6/eXb99",
-	"ceX/vLx688OLZ2/9nz++fP088Y38/Obqx1dvLp47kk4CVCXk9+q1WvMqZxeXLxN2+eb5P15f/PSi+XR9",
-	"efGM/nx56SgoZ6/fPH9BTxlhOxlWLS6r18rJYTJbwimvxNwdOjgkK8bNVKX/MWzmNHJ3mj9vKCHQfk1y",
-	"cevxROFmDl+6RQX+3HzldQW6vpofHI9KnRDg17dzP2iDR9MA4nEn28sfD6rBOkqaM0A15xxTa1flB9k8",
-	"zx1lUFRjyoZzeSvGeK6yysnTXhh0V7kP9E/Z0EkVI5RFFIqt2QbzblI2vCgKvfZFX33uvHAtwE3jLnxK",
-	"4mkEKE/8X51CsyaUwv9BzwxFngF0XsqGX7mm0I8R+fUxdIRl5mHZS17xohCFNCu3MZT/5mR0Wv4Zz270",
-	"fI4NnDumgFWDFWoTHX6MpDWXlbuTfAamX0DmVqjL1CaM4oCclkIsXRpWOOlLIqi1mSqrPcdJGNKi76HY",
-	"dFs3GIYOQc76VrD/lz0+/Zq5J9mQY/9zoTIxVXAfdwf/yLTRaIQCuxC869pza+nGhB4jpyEZTSzIMWU/",
-	"+owritFwY/QVK2ju4FqEou0Ntm2m3bDdIp8RduDKzXkm7FpQiFShjY/P5D6bYtiOqocHcmER7MvPOmFl",
-	"UQPKvFvAqcJwbchG1rXKKTDEtop9jYArBitGM4+c2bXMhDt6WB2uger1Fewgjmaqnp5+BSIUVxtHHqIw",
-	"YoQEA6CMGivlgw/CiEJkhMCbBqPZxP12DT/pKkWCav2KtTOIPvukAncjh1fYittsKcz5VIFxoTnZXbtT",
-	"65g9HgE76LrzWy+Soy5lQ88AIMuhENxpDWfB+5l4nzL4Hd11xN68fhGVYeYgYrW8tX75TVlIUJRX3D0N",
-	"akYY6VQ9+ebr01NgP/NnWs3lwqkKec7efvePZ29ef/fye9QydpyqHaZyega4EGrBlHYCRsstC4MrtBPQ",
-	"57tLK9vOXZQnIbOdVcJby0Cp9z53NxjiJ2fs/Ywbz+MSpw9ee4EX11XUwgkffJMwTMFA2qGfzqcqWE0e",
-	"n8Lx+OvpKcnjJKcjzwWZHD98x2XxPVeL/6/l2IWu6W/zIZ2qsDD+6XPWejw4jbc9yk2iS6s9PM5JGCv7",
-	"ygnz7rrFcw+Sby7uRO4YDDpi2NLxfye2XHsA6o4bfyGsmaqri9c/JuznN1evnv/j+uV/v0jYTxdOkPjH",
-	"xfPnV2yYIhKduw8RiW58Otn+yt3W9NLlm6u3yGJ0lS2rWjnx9/LF23+8dnLCdcLgsxMZsF/3Z6u/zheu",
-	"LTdJKglt3KFxqiFXizEpYSkQJdIEXTPwc6h8kcIBxBIIzcHjinlsTK8tOz1J/ioCsuMzJy6+BiEWwr0u",
-	"uV067YNP1WUAAMDiC898aQUbqi1sncwhivWpxwLMaSlzbvk4AgOYutsZugUbrNWePXVKYZy7m7472DM2",
-	"HUwHKZtJ5aaJLMsdPyeWymyqfM0SpUmcblA7m9vLh9e1ykNwy5knfutrKzAJBkS8X9GI1lqDrXv43P+E",
-	"oMdNUQm2VVNiqij1LVJUYsi9SDJ240qpWDhKazNtl8HKO0IVSxe5u1Pdu17/hLkYy6Fcs64hiUqGC7KR",
-	"H+AMVSLoLT4aeqqM5QVOZb0jdVTC1pUyE/bcvUZ+ZWM1IDSFJcA2oW4MDQ9MUgBJgLJosWGt8qKyo7ZD",
-	"k1gkBavIGF+IBMfnS5e4aWGdkiHIDu9ePj/HplHIbdkB6MCMzt2F62NOSeoF45UbGLmkjJ8GyrpwW/jj",
-	"JQ1L3QKnbHgjNqaJ4zeeo8pCuEuDM/fpEVUf5RAbnuDN6obldpVTVDsgKN8IiIYshEUbWi4XgM+Rjh0P",
-	"+Acd/knaCDRPvv4qQfJ0X+uKpZOJ41QgcDYWKpCV1vqcbY2XAWxlY8NjP8lvp2q4Y0fsRvE38+cFuHJ8",
-	"HgTy90guw1Th3p2BAAQZV8wIXpiWkZwNhcJqekyorNoA73J3LdCyWxp3oZFNPJmqdYW41BTy0YoNuRGb",
-	"cdOE+3PkVTZpgffh9q4CaqK7893FC2RN+hqKn3RoskJwJEnBC5EjUDbgPmJtoEZHdwp9mCS4HnaHQx5Z",
-	"L8Pg6uLZ+/r0KzbEL0xL3hpNiAZRxqM3qlqBXQvQegGTEiUopSEuOvFg/ThFD6rjGgC7g9JT1dQKphBI",
-	"Kt/ATZt2Iui+sZSTro9J3FGJs0GjlN4+jiZTkCvJB85flOUgGeCE3QfUNAfJAOXpQTJAs/0AqgMNfFbR",
-	"wCejDJr4U/feL8nHO6m81yHmrDrKixIvfXmMAyQen+AYiVSxmNBLd/V5V4V7JA1wYErcWVbyhQhJvaS4",
-	"YQo6X8STXo6LhQgezo8PhthyKe2N5+vzae93Zzpij5a3Cfh1h0/4mX8lGidIRHxfG/hYU8srR5K/j0zh",
-	"qdZbR6XHoujZh1hghbGsVW+EBFViDesmgQsX7/DiZU3t5Rh4BBgX72viBTzVzBvlpgOnjWLFcZgWeob5",
-	"B98fW9f03lD+e+qnNXMstZHx1OCXXt/Ea4tbhorh8DGg1Is7pxtz2DpUJy7spCebibIuYlGS7RIYIAGN",
-	"6BKsNJiTpGHdnCHRjrhvBTlDvsdcQ+UVuxUC30nDiTKjnkj4t1RSwk/dJ4wkIV0kaQ/PSWysVmTU4e20",
-	"JRrIvu7z3lhy2ykLj1FX4GLKO6emMWPReCGmgTYYwj3cAh0Tan5sRrHpDyINC5FxhXHoJGAkIIq1dQgE",
-	"rj8coSlg7ceC9NGacmj9zjrLhMgPz30mweDQVILm3H08otmDXk1RcLPY5dmGSNuNuvSS5ZGQqnOppFke",
-	"swr78JkrcSvj+aNRHDr3B7pea2V6AgCro7Zop/QwFVAcJIN3brvx47cQs+3kTwwz+w5vmXtR/A7DiP2V",
-	"QBBC7WBak19iW29EVlfSbq4huACDQgWvYglIFwpM9FB6DhGmfvj5LTNyoVBrQqWK1njBrVjzzSPDfvj5",
-	"x+sJgDK4HgZnvv0wmqW15eCDG4xUc73b7xuFkCpO2GxsccBI9Bwc7E4dCJ5aCnwwbHhRlqOEzQCq8p96",
-	"ZqZqiHL+KGFGqkUBNnHDhpc6HyWBvebwMBuS6DRq6o4xFJ5cQyggjRKwPo6bVz07YMOWxuBuydpqk3GA",
-	"PQSbkBSuGVQ0RmR7bNSiDHQVD5xHZQ5zBPdxQ4Ofk5DTPlU+fwrD9jr+3l/BZNe1rpkJewcFycDOPVWW",
-	"Fzfuitx5Kv3+BdYjdAqGSTEXJMRAGQoE45bxsiwkOYyc4jeZqql6u6yEwGL4TqMEI/alVASUczZVY/aX",
-	"vwS4novLl+YvfzkjPT9hC2ET6DAhU01CNqAJvvjG65owilzM6sXCra9vB8K9QWkF852xukwwoiTxtptk",
-	"qpj/DApqy34EKCLnzNhK8BUr9MKcO2oTdyJjZimKAkOlfhYzjMWhUb1URi6WNoyCt0VaknWHblbu3tMV",
-	"W4OHJAeHLgOrs6jG106yeYEPw/hRkoASka+4sWP4bfzyeerIk0L+0PoP5hHGagPAb94hHKghbK3bn4va",
-	"Lh1RZdxXeeAMjycd8yE/8NCjz9eTrcjh2I8m7EoXgupbiMqP9Iylt1KsRZUifEMyVWku0FhTpYwXRoci",
-	"zsFAkLAUvF30+4orMOK1zAnncAw6jrEV37CcLMEAz50wqbKiBgdcWK/2ojw9fdy270IpP0xLvlF6rc7Z",
-	"09Ovdh9w/TiRJtcgsJ43gSK7pg6ChDLs6elTVsgbwTgD+45aOBKEjUGMjmE4AeQcpEqJ3s3aMFmEHE7Y",
-	"HHcFacowTb74sPs/is34v3hRC48QdgaF1ngOMyj4wpErhKSSGQxESTCQQpsgaYMwnYtCUqQg1oLySHZQ",
-	"vsmjts9qcw7YIq6tqxcXz396MVXeahAKz890rfLRhP0MwZZkDiZwcF0BbCFaTSjaVFowAyHfb6FuDVoA",
-	"EoPHk9PJqS/sw0s5OBt8NTmdfDVIBiW3S7jqHGNr6/yEZRmMWC/zwdnglTT2mX8I0kFKrah6xZPTU280",
-	"oVBS4IN4nk7+SSklKIPdK6FhH2CWgetwC13MD+FDMnh6+rivtTC8k3eK13apKwDygZe+uv+l73xGPrzx",
-	"5Jv736DSi1ceQgykinq14tUmVPsh6tu6XXb82ADzxBcGoQOBjQ5+ce219+nkPX360Ltj3wu/YV9gv2J7",
-	"9bZxDX3J7Tp9ev8br7X9zh23B9pfJ5w1TrCAwYDg37pA4zAwgwN3253Oiq8EHskeHIrmEb8Ll9wuBx9+",
-	"6aWVk6aM7qe0D7wjW+6S3ItceprDersNqt63GlXoByE6aPwSxvChK/jbqhYffnNyJyGvBRYOhHl6P519",
-	"y3MPKPg7PjJfH9JFO6Gqe1yuhSUcCgiR4u1KZxiy94k88eQ9Vuz68ImUnrwfSEiOcn/5FLABtj3YJruk",
-	"RUJe8cVELahqRx8jaEW/gPUxwsGx0M3vhon3UPUfkkRx6dlQachJMkte5WbkZP+AFM6bII1jqBU0xtal",
-	"Hc26yQoJ0QmAvmM1IruB77mtZgJ+CMjXHCODpfE6cIIRb6DZt3CShk6BS0B7S0LNQXROjkiLldmy7cCE",
-	"vjZuDJIEz1258EeJsMafjT5dB30SIXTuoeGcwA6n9KMp82GEPTQL6Hmj7jQKCHMq1K7NgJHJYB/tkBrV",
-	"Tz4XrNKQXNEJREX17JFpFNgffn4Lajc80jK5TBVKp6EQLb1oajCWMapsTRSFJg2Kg1/KxVJAcgDOZ8Ku",
-	"xMIp+IA1RgNnQx+9g1r85ZtrNKz4B9LRVGW8qjaEDwa10xJ/LaCFI0y4jx4v/TJ9RpJs15yPUGUYwm9M",
-	"iGHhW2o65rtyJBWp2BDtid6A4hTTPQwt0OAvH5p7qx+xjYIQQ2YtbCjjBv9QgmqPw2kIYVI7Zc3BSDFh",
-	"F9sly8HiAGFAakNND6EFmipEWUEY2CgEegeLAbJIzB5Nx2MjivmY7KbjQI8JNI2mnrFUmA/puqU4HP9g",
-	"MlWuf4qc4RYeTCj0OR2PV/wuNDouRTV2v6ds+PT0m6kKxLSS9orQuWdio8Ee8Nbn+0jDsqXIbsBMxjqb",
-	"Rrlq0rAhh7QeODDtTMKv/wdrJxJijR9vStEVWkj86o7OIFlhJ0OBXdQ5lJCHAAhYAD+pdKqGfs9T3046",
-	"ih3RZ/DiZSgx/Tk0BGoduzpMSXj80J33iVMhOdmQZef3rh0cwImeaTUvJLrInj55csi4ykpnwhgUvj5d",
-	"YKOwuLC620LZeewgh8BTupoJ5rLNCnp439aNfPKePn1AdggFnCJVxBAzBDjd09Nv2DDTuWCvtX0BPIrc",
-	"9baNeInMWm2myssSGNnsL+qF9sy1ezxxDOF4xg4iBJp2DmLnQDzdnQC+kf+uzTnHkusnEh4uSYvwgPvj",
-	"tim9Xdq/C+6qTHLwVdtn4+vdvtMvzM8+gSiO2uLO6mPEaFfKbISNIMyio8UQAni/OHOUqYCWpWt022UI",
-	"J7wszcl7XpYfTlYAmW9O3uOHj7BPdDpNYpLXRVmSY8F14WQCPYcYkoglA0JC+80YJbdWVO69//N3Pv71",
-	"dPzNL8O/j+nT+9Pkr48/+O9H/+s/YuhWsQFmtbF6ReOjOG6IoOJUgsHnUFoE38vKGiogkHcH8+86CC7k",
-	"QyF4vt15Ylefd6q/7JOGIRjb42aEiWOcuPZwym7jhmENMJVhqpysWOrcV2rM5S2k1EvrnVOYPuw0/dGE",
-	"XUN0MNwKmFk3Vd7pLirIIsewYSJESsjxUiSkkNB3vCw7f+MblGVCYc0XZTlVThguawN5F2LNDI2AU1Un",
-	"Nnz65BvGZ/pWRKXBy9osf2rvz0OLgtg4LsxhkuCT+CbizCDUrqxnBUbs/LEMux+ndX7yHXqJ5EMLTPEs",
-	"QNYdXsGGwT9utoLo2yy9MV7tk9PabLlqArp6zCpb1U+bMQJghQE0b6fNQiAVmPCsdFwNMx2mCoowAqwJ",
-	"oCFQhxP4ukmEPAvBWIYMWpAo4r6YqlVtfNYem9dFsWmhaVCguRLrZqSEHLIBCFGv4c34DbmzW+n2ELiO",
-	"ivo54zgHkGJWEqAMINcop5Rwx4qzipvluNC6JDBMCrbBWSE4QCmqqdqarfoOsyLThJYNeoH+QlgT/DXj",
-	"2Q0iIChrznzDgBAyNh7+s/Mtwp/5rwihc6r8F1hrdgztMsQOoexW3NAcsHwg7I/5OrMxbvW9sD767zMK",
-	"XKEGa1zgqpoSrX8ykq446PlGDFOmEQMP5B3J55DNfitR7JdjOOEnONB+14uwM54UOEVK+lqbiWERDACg",
-	"OQeUrHolUuazflA65VNFcN2/Ut0GrJoN8fWjc5bWKtepz+xsMzgvnGFJ6i7TpoLdJrB098JuIW6fXGko",
-	"nB+41ae5K33JXZwtuC1zfZTLEqMRxRfgkU0iVJxJNoFmwWsZhoq6uN/pFjQPz8AqDQkTiAZPAV2jP5qg",
-	"d7xR77eRDNvRq+h+zXUjHsbY/PGSIJkJ9sa+/UTPfEaKxi76PEpN5QuTgPGSKickn+7zfGD7y6PG8EKB",
-	"txKK/Yvf2hBDozp5jx/uMdWu9K33fkCmEXqcpAnIz8Onp9+wV9zYC/cLeWqw6UcGRM8GqZEsUwKixS3d",
-	"BMEPRY54Yjlec56qoXfS2a7vlgwkTrp3Sn/b7IsxNWMcRtTqCzMTSGyDnaXeKotuRBW0Ewh/AJ+vv2j+",
-	"VYtq09w0lH7bUHvk2rjfxozjy/9vZ7ifyDivfGwVhZt+ovX502TAex5HWmyCC2u7t/APBOgjZXI8Fo8M",
-	"HYwmVGGEcfpArmzIDaq/HiPPrcStzFumRsoZdK0ZDzCRYoAD4IRC4wAvCl8hqgidebIJkKtm/+meKn+8",
-	"J+y5WGl7HI+ZqvZhN8LuO+nXwoZj/nksa67xZxQL9mUDMWliey/Kfx8P6+eX3n4Dl+xFnjf8R3tLC5Yj",
-	"c7faJ7Gk/lv+X75+Y9SUB9UdWS6UFFDuLCAWXXTdR31VBvlUQSL0Qth4aUEs++cedRqiewIzbMidDExk",
-	"PKaHx9CHSQGoBvvj2zEuRkD6UwOg00B5QUSgTyRpsEgk4RolTRlIg0UX505EXku1QHYYJo9Qo1SeEPhr",
-	"xkvCcdkqSHjGTqliofFpNdiv48bfX76DN/WcnVJ+kNLuW0OwnNuzmyqAWOeAjhJ2oFaZVgayCEWOC4Bj",
-	"M6zg1QIR61Q7VmjCrhHQykOtIA82WQUJO0OIAXouqxFDHCt3UchfBa75VAWkyFLnME6Krgl4XfQasn16",
-	"ecK+hRgdRhFHpYEmHHkkrcms+AZzzn0oTrrid157NWnjIZ4qsCpvMNM+Rjo+kCi8kibs8WlyenrKZptA",
-	"FqMWIhQYWHMtDEb8cGkE5Dr5LTPLSiqonTRVHmtqhLgGt4BJhdcQkjPhRoLDCikEwITdFkmV9dlLsZ7q",
-	"Z7wKsIPITUA//DtlCl20GCLyBlSVjCNtT10PkjJyqNIEJHjy3vX7ANbAiH2KZnS/dcqDTgySgUedGCTt",
-	"Srp9lqqYPHnVRiTbWvPAUt3QEJWKzgu4UHS+wXg7AL3OEDCLU+AH8dBhYJJMAjZa04a0WI3XnffaEkvu",
-	"uUu6A0nff0hZWdPF476bKoD7IPePZ+dxUbA5hw8vCULbEL74peXA/Yf/3ywR5yHyaqLEDCZneWyqQoQb",
-	"YCCBOXnv6P/DyRKhnXulrRc8WwJEC4DTuW1oRSNUItNV7iQKRIQByh76IiuE2srzoEGZhBFmMsVPYFQF",
-	"gLtUutSGF4Td6JEIpmpeaF0ldLiwFZYttREUcrzcJE0kfkao+k5wgzGCB7Edsxcw6B5BzX2jVQISUii8",
-	"BHdvmLA07n2cZYBbzuV8DtY7H55fVuJW6hrCoUlK8ki+IIZM1VenzPTcrhgtQhDbn/OW7XbUo3d5evjT",
-	"M7mjDFFcDxBO5gjcU4lJmC5yYSxVwj3AS/lAt/79lpnXfCXulRCCNNrLBr4DICOBonXJF1Jx8OA3STuQ",
-	"vuSrNU0QACKa45/xbAk4ersm+iBT32fVfINAptJgt0Mnc2fciPNQe6aL99GElR1r8NzxN0LmKuGOO8aU",
-	"3ojN/wQ+lrKSy8owI9zYaVmgVI05hzLFEP8BsLx9w4Gg/+PGA0vRxKiCuVr6QIjhpS8K11Ra9cBQTYW5",
-	"2Eh81dAjRnLpJFzQyRoQ9NPTBtL68enpaW9/vlR80x8VdxqcufeSwUoq+jNWcy5mbGwBPJLpfd7l1h7Q",
-	"MTaegB95nDX84b2jfd6kN0rABNo5auZ3biX7dO3KrUZHQlq3WIZnrs13n6pU7YsI9WAeWN8m005CcJSR",
-	"2WJz5nFWMO2GcgUrrRbM0RAgyTjB4p9YvMDnTeHTUMbZLifsZxBYFEtf5mJVaitUthn/KDZgzq4ERCpM",
-	"FaUxtVB66RrStYVQM6mMFYgyNeeyIFxqLOjnBgRVGXqzfIKX/tiVbA36R7EZ4GF5eMVlpw7eF04V2hfF",
-	"gCv4h8sOevzVQccYcLI/3nb9G4l5IQ1p3RB+jLEcIE2dvHfixQdStfb5qj2UOpT5QxBrtEU0QTDBXAH4",
-	"TIRLD86lQprggwp9j1itoP4DVKDBwKZanBP6eyMvWKfTQHI6AV8hJCON5yfEc5r0JB7184bu9HKfYbMz",
-	"SypjI4v2mDAT0vbczDCh2LUcihcf5qX+I2ZC/UZnJmRQ+T08R48LAh+jsSxaZaf30u7LlWpR3G8el/al",
-	"wnUeRHD6XnS4yVad5M8hPN2vm/4oVf4RemywB3epA4BJRYdAfi/SxpehzXcExPt/u6f8Dy2ekNejC8eJ",
-	"1Y1UTigbDyWxnDRFYk7eh88fTgho9NN9SZ+FP8R9VGH4ex1VB6cEtnD/CQU8ir4KWUaMkLtZqXOq+OdU",
-	"Ri2ogpJ/s1M3M9TvOfOebKwi2gEgD5VrA2ypfznEG+SUlxmGN2+VHGuuA10XEK0YyvyCpx/RgSk3EaJz",
-	"wYSECT4YB5/4mMdWyVuiXVlIu2GzOl8Ie854q/hR7qGAwUoGwe8IQeNX6geAOYbFQ6jjpF1Iz8mPhGoc",
-	"pgnoINxSgSm010sKtpDAeM/QIFTpYhIWypdYS0m87q6iB52FRDCsMENFuw1DiBsJGBDgFXFbiaHprWKj",
-	"tOqUgBlaphzMyVQ9ffKkgTAI27HkEHXRISPYa7CtRiNCoZ9nHSL/HYbt/xnF9W941QSa9+wmxuMi2vKB",
-	"sft9l0+oFd6f1IlZgBjtBVX2tgpnYyDUdas0f+7Pq3tRqqnqqf0Z6tP6IohNMjWc7nEs7drcZhNqYlLo",
-	"jBdQy88tlh8C1KovKWg1p4L4qa34fC6z59LdO7MaC3xdQp3kZwWVkn6p0HUaqhQH9FmEDwYw6TUCD7se",
-	"X9DqXReSAqMgiqwpMjtEgKE0LLN7cHIT7rWJ1CcITp2PZ5szFpjaVqFljIkYU7NnLFrSENllqAXaoEWC",
-	"e3iqwiCCKVRWdL1QhVywCVTC6OIWoJUXUqvxWuZURw3h9gzUZUemg9Bj0MgkrIahYA3oVzbl+TNeCKw9",
-	"2CQMnTehj37N5u7gs1p5WGi4T9yOQXSWElPVLnrun8LkLnYRKTivWsXE6PIMTm66BIh0zhpMQQt5bRWg",
-	"TDXE7Et582aLm36kBbC4UEPXRzRjU8NWbVxIXQbUp7dOSkGc/EYCWZNJmqqk+9O0jYiMBdKnSgJEPc83",
-	"rnelLZUgpK+UQFeqvBWMzsCEXRDgODj27JIrLC8vAWe8x4Uetvdz3ntNJz0XX8Ow/nSe96b1Nifd8SRM",
-	"tm+Q6794gu/nsVB8xGUXSo3FQUWlXerashTQ61MfDmMxvNaXyDXsh+s3r8lvhI/+T6fhpGyoq6lKL7JM",
-	"lPaMWXFnsccxVoVIR0mkYsMZ3jjw4CPDUpmnUyUR9y/UYuqUYveVIajYhA8YDnyLW4ymUQrsgrE6EGy4",
-	"FDzHcHPXcApSZMrCQo+mCiK3kScV3FENdirueGahuGeG1QcugH1BiB8BAgATxHCgM+LSWMVA5L4wKMb3",
-	"QSaIlw6weQQCDIkeCLHQM3PKJAmgDU1dMMhpmddFEZy3Kbi+09E52cG5rx6PR2CqqElpmLGyKFjmC/vW",
-	"JSggVIbh69OvaEWvhK024wtYuGSqMBCYM7PUlVsttygxRuoFe9z9XZt+zBgPRLbfGB+PWPA0SzqCI6uc",
-	"DblhHXLoDReA9zr97tSaCwEDp4cEDFyEUvjSsBVXYYSQzgd0FKIaHFVTdAIGNZx3q0cCWQXlB6hF5p8t",
-	"8AEaxUPTtNpZxd8shgEGQAEMyWCH7XQb2h7Yzh1LdPknXs+DBLPtVvMhuJkAkWOwZotjjaG8z28Rwvbl",
-	"LuE7LGAbvYLflYuK54D7wFvFkti3UnHQIKGcmzcMcYZ57bSYShRThaoHhoXl3PIzdsqMzZ2S6W9ITbwf",
-	"KzRB8XN8gppPyNCHTTJon4pNZ05T9Bas1Yort7MQkjtK2GPXjK5twp64T6Kqkqn6iok7n+EEnwDKkkM0",
-	"i1zxAuQEZG10I4GzGDsaJeypu8wx3mt7/GcsfT8drGVul9PB2X+eJtPBUjhqmQ7Onjz9EEeVfXEnsuul",
-	"KIr73MlvmzmGyu68WoBDxrBhJUrB0ZzaSA2O/Yq7stC58GbfeNjXirIS+o3Eh1ZFDcw5ElrmrXRHBfqJ",
-	"SHFZrPzWQZ/C6B9vStVK9Af56XuDH2OvWbu598qPvQekfJzn/jGy7e5KXK8lSUAkkIXj6PQFqzNd/HlL",
-	"bDuAr2ooeEDHRuIfoUgcZYSFhfyj61uFXvRrW+6kOU2KAhhAUwXgtGHaloXuxip38pDTnhBxXSp4zkxV",
-	"WYm5vGuH9vm8xMZECXb/rlIGbaQTwBO/k00V/+2yd+M5zxz9G5mLBn5yVpsJu2BGUJF9lLJMCMDl7cJ2",
-	"qsas3nkzIkK45YtFJRbc6opSXVf8blzoxbh5ME1CgtPXTvwNeHPgSPJK0EpXKAujnwMeMHxjGIQbaaZ4",
-	"Vek1JGukoe00YemvWgn3f6nz+FVxDR28cpt4cKR46GFfyO9H8eVi09jIffw12B17OvKVTY/uQwK//wRu",
-	"vuXEFKKkvXLEpMQayXfSG3nlBJiP0fagWddBk/gre7uBVNRrNMI+pIoXNgo0MhySnqOR417isFwWDzmY",
-	"79AODXs6hwrfCg5z1wM59KbvHFOLRGEEDHiqSu2uf7zrV47zhLdG7YhfiMOqbVnbM7DbzowuausEyczt",
-	"GEQaJ5QrXKtcVMyx0SxhJ2ZjEnaSi1vE4TAQsGcYZEdO1fDp6Sm6FNbSiNGEvcZKN5DESBCfLZAAnCLa",
-	"+yHT2YsnqVvY1JuRWjcSN1iiNNcCEHKwCYs+3qkKlSbdsF2rgMImVctWDc6fp6dPz1mbolqO91AYh2Pj",
-	"bk6jCXsFlBFqmITakRu2JsN73oJq2z4jshDb2vwroRZ26fT5J0+TT1TA/aVzRKk1vXAzalRwuGSO1L1f",
-	"6QWemD+cYPXlHLLdTE+8IoEd6YXpOlFJrk98HeSsKdv5h5bKwA/3Ow0r6gVMhKzAzxx2CH2E4/T7CTn8",
-	"M97jDxTvgUUdyU8X3NBYLBuCsCAxqeJFIQppVg8X6fE+vP/h9xtTGEedHV6U5VmzWEuBKDG/ikqfh9A1",
-	"ilXrxLCdTRWU5ze1KYXKRX5O6cWYS39RlqwQc4vWvVES8GsTlhqry3SqqOgX6aiIGpgnBDhTiUJw4/7u",
-	"uJ9uRAll9lMIF0uxWfjIEKkQssPoOwipk9myLSeFIoVSbefY9sLXNtzgoxBs3XThP14RHC18+ghM299T",
-	"8sCf3PLfnFt2cG0T5qg0YRRjW4Vw24MD4yqxErlEMuizS12KaivSpqkf2nrfKT4In8+GBJGBqBoAEFWt",
-	"2KwS/AZtP6D8zhHTn+XaKZLIMnJpqho6BiALYRIMtEKmo3Tuvd9NtwRyFar2k64GCWtGrspiM/WRU0mT",
-	"gAKJ5gT6IReKF8wIoRLU2cBGlrgZuFaWAHu25GUpIHZqzYbpmksr1SIdJdBa7jgslSYOQU1J8BIQukVf",
-	"XYDWHtxrVtoOemrcw7hE9HWv7b3JgPptfLOtyV5jDlAPx8IMITCC/mFrwX8yN3jtDkT7MJRtytgD2XMP",
-	"LzjB69BJRdE8hBdOZfJ1fgsC2yHTykIzrc49/rxh7qgQCj1yra1ykNDVuNV5upv3CVyve04+h77T6gF6",
-	"/NI6z7GHYxukiorv4v4nTWkUzxT+rCbftYXoEsi0fYCw6AHF37RXslXscU1hcfxBjhpJnL1nrQvS7Z69",
-	"57BcwUN/npY/T8tDnpZX0qmF3cvG7TqaENurSNECD3ZYTCHvqXtPNnyjC+FEsbU5A9cgRPzClbiSqrYh",
-	"jgEcMUtdVx5Aa6qoIgI0RDhyw5JXVvJi5N92r03cGcTrOwXxLhVVpSv3RyUwSuaZXpXu8YvLl8w/S7la",
-	"Zi0quCK3EL6pnDJIuphmEQIsA4Ac+/rujg07OW7SsMdszHAEJ76v0TmOo+C1ypYQqqoyeDigYmHMKDpG",
-	"sShWxwo8VQuhQsUTt0kWULdqzPRNGGHcAZITVvg34fqHtpMmBrVpymfyUJ1q/wL4YKBmmFtlDNwPQwXJ",
-	"X0HCeCX4CmHTSZx2U7oRpfVenAbrCys++siyypqpwqgmD6Xna5ZdVnrlFJnaAOJvSZFMBpAgVO74km4h",
-	"7k1V00fqa3KmbIh5Kf8whfzHX9IRwj2rDSgOrNBqIao+EL5XLz9r8sD1q5f3AO+Fs/BbF5wPA/Gn1FdU",
-	"L8StKFq7kbRP9LBbmxmrt+/FpqwxoK6foyCkdeXTKsuCBwgvetcPDar0QYYQlONrtMupaqmXCPfICKK5",
-	"RP0d8Oxasjr8rTUWalrzW9HkfTqlF+QRUJoxUnLouSoEAIhqDJpxIY2Nxi28ksa+8/P+jORGfeyrROOW",
-	"0/z7IKOigtWmhU6uWFnpBSQkHXuneSpsgfT0YY/Qon6Bfdu3Z39gyeaN2tpitOlQ1nYw4oS9bp3bBA5t",
-	"AieWUO9zcTgxHOtApX26v+AJMC0Z4KAp8/2WFzLntslG3eJnFKNAFn6p4HkEhwODGl+JfIQYO8D1qLAo",
-	"hbzaJVRToat2wjCP112BHMdzI0RpukvpI9MqXbSNAlMFFUpoeGm8+m/nYHwG7YYo4hKI/8tqNgecx3+X",
-	"EiUPA4sGpm2PQNK9mj+R857wmf4YTJGdo3iv7g4dNTS9Q9EX7vfPS9PU+gUWdvxAVP1bEvG/Fcr6l76Y",
-	"gCK2CT4J/lJA8O9IiPPCybpwQWG2ZCGzzSefkMYW/BlOyGsNJji4N71WhvMpOeTFOTELXEFsLpU0ywn7",
-	"m1YaYokBxU/O2UI2cH4tzQEuQL1WMXNz/zEEU9afx/DPY9h1uT74vdMy+37mi4eMxv0kjwbjP2n+T5pv",
-	"gfBA3dydu6eQcwB9DaYMYr4zMdcVGTyuX70BWxwkAmZFnYv86NOyXmq+kr1q8c9LfbF6+TlV4pdU8LGP",
-	"htDS9FsazX5eYhYajgQxBXJfiRyLuQEcQNwY5poSWV25KTquMxO8EtXg7O+/OKaC6ZTIj+qqGJwNToDZ",
-	"UEM7RngfXXRxCfZMn6XfwoffiWQIJbXdqHMxqxcLR1jdFlqksdsEJmb70LMWnEerAT/jSNkAChRMSMZo",
-	"Vx6GBWxluPjqgR9++fD/BwAA//8=",
+	"7L19cxs3sjf6VVC8p8rk3iElv2TPRqqnnlJsJ+vEsfVI9knVWebJgDMgidUQmB1gRDG++u630N3ADEkM",
+	"RVqSk83JPzZFzuC10eiXX3d/6mV6UWollDW9k0+9kld8Iayo4K+XRW2sqM65nbs/peqd9Er3R9JTfCF6",
+	"J70Mn+glvUr8q5aVyHsntqpF0jPZXCy4e82uSveosZVUs97tbdJ7k4tFqa1Q2eoHsXLP5MJklSyt1K6P",
+	"M5YVUig7zObaCMWuxIr1uWULbSx7+uxvLJvzimdumINTxlklbLViS2nnzM4FM3wh4B2ucjbR+co9UFfK",
+	"wK9TWRnLdG0zvRCjXoLTmguewzxoYq0hDt0Y2xNa8Ju3Qs3cojx99rckMsEfpMr9qq1P7cNcsCup8oRJ",
+	"xbhasYwbwfpnZZkwXpaDU6aVYHrK0u9ef2BH10+P3NMmDQNdX3/344GL/6NYTJo93R5dbUT1xDBTT/4p",
+	"Mst0Bas2q3RdPjHM9Zswjkspc6GstCtWVvpa5qJiy0paYZi0rP/x4u1QmIyXIh90jH4BQ9k5/tZaP/vq",
+	"eWyt3/GF2EGh8N9hK3ReaTf1HY2W+MTOdkturajcu//3H3z46/Hw65/7/xjSp0/HyV+f3vrvB//7P3qx",
+	"qX0sZxXPRfdeVdpy9ycrC65odzrW+uB1uHUPm1IrI4AZfMPzC/GvWhjr/sq0skLBR16WhcxgHEf/NG5s",
+	"n1rN/kclpr2T3v9z1DCaI/zVHL2uKl1hV5G5YWdMGrbgxVRXC5Gzvlkpy28SVqsrpZeKTaUocpOwZaXV",
+	"jLk5mIRNeM4aTjY4ZeJaVCt81tHqpBAL124hjRV57zbpvdRqWsjsC01N49ESN9JYw3hRCZ6vWP8MP7yG",
+	"rwcJHDFdigq3ONfCMKWtYxPFilnNpDXAS9wZNZZbwfoflanLUldW5Anzkxok/hT/q9bWsctpbQQe4WzO",
+	"1Uyw/v9xv7y+yYTI3auBl04qfSUUy3iJjNbousqE+7sUOeOWHSfM1NncsYTvzj8axhkdDrbkON5ZxRWM",
+	"RxrqOmdGYxcpjGhUyIW0KTseuL34VlcTmedCfZnNyHhRiIot+ApGm2tm59KEJSsLbh3xPTGs1IXMVmvL",
+	"l+usXghlWT/TuWBh6DCRd9p+q2uVP/483mncBCKsvq5gLtfSyEkhHK3YMFMY2get3/JqJr7sUYa72J07",
+	"17VbXq7wcuFWLPmK8SwTpTU0wB+5WhHHMV+SFJ4YVrnDBEQJdOAOmqrdXeVuZl0KxYytBF8YIGpTCmVP",
+	"SQrhUysqll64P4Zn7o+UGZFplZteQmIGTKf1xPrwiRFLZcVMwFjdVaB4bee6kr+KL0NP17yQOcsqAXc8",
+	"L2BXPip+zWXBJ8UXoJwzVomZ43xGVNcyEyyXOTJAZZaicgKUlQtx6r6bSzVzW4GXgtVszq89c8sffWvK",
+	"SmfCmC+zLB/abEcathRFMaTrcVJbJhVsXRK99PDGI271Bp90MifxOuLc/kaa6yJHPgeS91JXV4XmOch3",
+	"jl9iM3RUf/K/Jp6r+9sibd5MNjg+sqVyMGLvaBPdreGkSCsUyEC0Hi11BISryl2MVgriDFWuFR4M2qKJ",
+	"1oXgyhHtXPDCzlfxHws+EQU0wvNcuiXmxfla4xtyUZDTkNdiG8ZeCryv3EZw2zvp5dyKoaPPbcku6S0c",
+	"tSD33foN5bXID6XWu0e6i5zOtS6ig69LN9J8/7H/qpWIy82NbPkPL27Cw80WJM1W/RwZC23wW4ky5vom",
+	"SysW6x92zdfTSjNlXlV8tTVObCw6GK1wmbeHsmv7KsHpnG/95GS02sTpEL+5a1Xh19BQx6incnZZiiym",
+	"VuOvT+DKyljfH9lXxE6eGJa6X1J3zYFkiS8koEkv59wyxxgMM3O9BKVufV1ybvlBR2l9fD+IlYGernlR",
+	"OzneCOvkymteScdbDesLdf1tpRcJE+r6Hz+P4EH3xcCxsKkshBn1IqsCv9xjZN+69xPGoQvSs9zIvJHB",
+	"CQjE9XHARS1YX2l4QE+ZW5hBZGS38R20lS62t+8nt/5BHzB4xRlht/fBDYVLJaoLYSyv7M6p73fqt4ZZ",
+	"cifIx4m5wm5Ffmb376HSRaFrG1d0HYtl9ERLJ+pzxc7K8olhjtEMJ6uh+98/GKFQfsCAdOmeFapeuKNH",
+	"bQ5h3r0w3GElTL1of1GrXLeOZot/d65YbH2N1U7F2vfxl7r2Jrz1IykMMo/WrKWyz581Mw7STNKbclns",
+	"/TDICPs+WyvllmG/p02doSK61/PR5ai0+l5PLuoI984aMWJrjw5agM6bmoyLbfI5y6y8dmRyGeaW9L7F",
+	"3mLE4u6xvC5E/kFiQ/vR7MErF7mzG5uun8fP3St8Ge60rbsGH3CXDc0FWGVVKwPGTxD9sCunCVqSNmWE",
+	"n3FcvK1OLmplXFNlpWeVMMD799i3FgFscxq0ScZG5gZMk2JKL0ex9QdRkKZ72M7Bm273jJnWxWHvujWN",
+	"z+Z7PVkf+ILnAicFdxbN8kqI0rD+XBqrqxVqvmaQMF3kTm8HkznYFfcSvZqztyV9OQp16nLeydnaBEn7",
+	"HiO/V1wstOrielldVaSB7UEPh/HIQ9heTLje8zD6QSVhMr7rptnuhek+lvj7E0MfLoVlmVtFUTmBq144",
+	"NVJfi6pNHyiVlc2x2D6iEzGXaOla7/Clb2E510a0OpWGzG1KsH7BraOzmVD+ZtcTp/WLoMaWOmc0bWQj",
+	"bikGazTZJbME0vOz+Vwdao3mYrfO/2SyIxXiR2G5VwPWKeQhNO1u3ZgcMlv0977Enk7ZojaWiX/VvEBb",
+	"B7fzJ8abPEZR/8vW5Rib+WuVl1oqe5igIcu48q/zLuU/71I381Wc95c6f2LgoEgljDlhWhUrPDhM0KDd",
+	"75mQ14LZik+nMmvWoSXP76fyk67fiA9uzDBTP8xdyxfh4jzP3a0enx2K/aCISUVMInZ3VyAj2FMmFqVF",
+	"J7HTIdyLOSu1U44iN6poj2q980vwrrDJCnSOJPQGLFLne1+TgW4inArHta+t4xLto+e6snfaO/ya+j7a",
+	"U41uD5ghIxa3PCKPvfGmR7RWC2VlxsH1ExwjCfNekYSt+bsStuGC2jYrXnAr3jrRxP08GkUFMPQH7r10",
+	"37rHydS6vQ277DxgxgQqLYr3097JP3Z3BJO7EG5Z3Vrd/hwz65KzjRwPU12trwmQ2OayuFW4Gc700I1w",
+	"aK5kOdTE84awr44BTXlhBFGCMPZNfvdphh1uliBKG9cixvaE/3p9gjxfSAtbF3SbxLHfks+QRkhHBH+i",
+	"JwLUxxKWi0LAQ6hEd25/I0FsXn5/fRG9KmVEZjnXBu4nr6WgG+KJYTAzcv2cstqADegtN3YISzF882pT",
+	"A+no9YpkpQcyDDeX3/YVeoAisWkazXtJC+lAUBNSEnGT1xacOuuklIcw6yLJfb5R9/VNqY3olI4VE/BA",
+	"TtfLXBuLjJ3beRJMfW8UqJvCeCDM+sVjQGF0PywiuiwyYNFxrbkzPZzwgqvM3Sn+4ba2bJ4wiQMAm2Ol",
+	"i8L1OZVFIXImVdKW1P29VysrC8AW5RqNpHutN830jG6NCI90SxSXcPwibU/073rJFlytOteNlp96B05o",
+	"5xL3YxQ9USVhZHaTNAw28ciYZoQxUmldDZ3XX/z6iXAUbudMTwl/Joo8YYW8EmCGH1mxKJ0CNApmW/OP",
+	"459HcuEYQXKAh2FjsjiWxHNyei021TeE49qeqEc/nOULqTqMvfoO27o3gV1LsQS5MBfXonBP9BK4FVTU",
+	"ArZh6tGFALreFthbNlPErN29NP7BZGOCfjbRRVo/CgdJ+47uOtl3hyqwn9DdSNvwfGzgP0iVv1FTHVGO",
+	"lCAA0TS4aBtXD/iuHevRcaOcW7H3qljF2i1WATjD4EEDDuOsEtwKgAdysgW03SItqgKB/mWXoe4N2A/K",
+	"gmfA8XaI/yUH9um49lQWwGTu6tpvVBy4yRr/tOvZe+INYTgvM16ICuSTwSjuVejg/C3PjvXLTzAv1tdT",
+	"lHwShv6GhBmrS/cvryx8ufZhGFiJk7Y4mV5BlvE+FCXMgeaTcieg9YlhRswQlKAaavp48daMVT89un56",
+	"REfXHH2iT7dHARhw9Mk1f3v0ya3+bTo4QdANqndjVeil21nAygbUrDSEGBL5YDRWsdVGEomP2ouhFRIS",
+	"oBqk2rqT+pw21ZussM0O4il1bqL0Cnqo+9UdNjc3vVRukmzODSv0zCRM3IiMjFuAGkHDXHsEc4DUKRHt",
+	"PG7Np7uOFiJpHduNQ0ZjRwrt4iMPIcMFfvT5YtwP9UR0aB+72PAu6VpPOmXoHS59e5CdvtvJvzXDt3wi",
+	"inNus/n2FCux0OgO2f/wGmHvY3qLDlHP3kq8o/bfgsCYor8WUh1m/rqHerNpp2pGRuOIER6C56OmqkMw",
+	"NPD4N6volK6idvTaiIrpCnH4sSY7xQsn0Wy3h8KYU6xJFnONcxKCdi/cuiIIzXcv1UuA4HWTHlgmNkWL",
+	"HUvQz8WU14Ud7FyMB5/zHbN8CLZIpPX5TLHb9I5i1wH0ebAZ5UsZ97d+q2WcMRwIa9tY5MbqQVS+ZuZw",
+	"fXZsQCUzN21teBFhEjNxSXDTqErslV/DF2Uh2JKbtjUp1/WkaA0dAcl4rbl+44ffjXl9ETqbIanD7AvS",
+	"sNyuQRz0VS/pLaWdSzW0uhAVV5nrCG14Q6fbN39NeVFMeHYVVf0sr2bC7jlsAFvt9ezGJtOy+Zm0FqB7",
+	"cy9ha7a31t9Dm4gtpyRgJMRCcFNXIg8c7IQt3c/kf8kHa3u963DumPBCKrlwu3F81+SxkdhEz3X+0l+F",
+	"jaFsg7MtDjZSBkdVJ1wMHKuHEt8WIARNyD9xaaWaOQb/QVQLqdDEHMJaUKRjcsq4Wo12yWqeutvigVTS",
+	"8QYjc5HxKkLCcVGc0JvesLM27V0usnOdd/vzz8HL15iOEECpi5ri9JyqsaEYVwJ8P2igZABzZ1yNlVRD",
+	"UBMYjJDc7Wh59M0/MSyFX1MC15tgFE3b80nHaqaFYXXJtMqwkat6IgqBCk9ACIJrDgKd7NyN/kqI0v0t",
+	"K4MqXadoeSd0BxEH5zpH26E00X1uVi7mz5K2tbQJox03EJul2IJL1fp9b6tq5IhFRPZadiiuhbwWtO8f",
+	"37xi/StRWsazShvDwh7i7pm4EQLpY49h/hc86MfYIUF30Ozau9GJEO0WXC6c5t1CnIzYt1wWgEMJcW9O",
+	"6QEk7QnjsK2VIMEGTARcAQmF7Z8Jaxhn00qYeUJWcOzKPSZY3wjBNhHQgyjR8ZJnZB7dph/XZFxsmXPT",
+	"YUiCl54YBo+csHOhcmBb3+gaw/nerhu6N3fuXZzLbu2PG5ofSHyXdExOKQqdcevDWXaRyAWFeAABz8r6",
+	"Q1zDRWCDiYXQEON7t+t3cFqiMLf3YKyM6pgxwfO8kS/vKTfTCx2a3RodxH6Xpiz46l3XFfoQQjbySLOL",
+	"gRrWl8odn3MfDqRystz6b7QqNsBXn6PZ7ELQLrtMBJWYSXe+u6x6PoZJmna8at9zCow6PX9/icH13iSZ",
+	"DhLgMQCRQWzIZMWsvhLKxA19cRVzPYpQF8L7kP2w+t4sPgTFE2VA6SGmSiuBQVwQSLtmQY9zciOKKeE/",
+	"IuA7mvRk5S2OYBavdD2bM/fmkELrTr2p0eolrwjrCo8/MQhH2N/g2KkqE/HgoA60CGwcnXYGhuPj4+TO",
+	"s7T+QvIgZ2t9rcFgZ0IsdKaNHWZCeWSQFXzB+j/UE1EpYYVh0CHz4ew+ucXzZ4OoZyvukzhjr95dUkt6",
+	"Ghr56j9bCTKQriuBcEpypTZhzaxvVsaKRcJILUnCTwkr60khswQkN/x3+Bc3Vl0U7oMuhTJzObXDv3T4",
+	"OvwpjmeZYDwDsnMXTTOwFtNBr01lLJ6AoDq1oplP1+gYmgVCRxeWnQvvdBrcA+JHlPsQVh5/13y+mYda",
+	"+OB406NfWeKmlNUhcUIFN/ajiTFnUIbdxgFXBZ0YonoQz0Mh6gupaitOGZ8Y8CRNmRLXiDfer//PMiJ5",
+	"Xh7hrlklOkKSJoJXjp262UBAA64k7AvgLstiBffJ6HBzEwwo7E2vvUvNntxFHJ/FaO9kNAmrlfxXvX2x",
+	"idFsxDI5eBx7bNKztohvhKUVL+RUOLJIGGffaZbXPkgMRvafz47np4FF/u0///ZiPujtqbjTdrgR3LXo",
+	"D8gj8IR/PqP4Px6huBG8ym8CeLBDDFwP9m7v8oJjVDimKVroSrSzeoBw9eLZsyhIcQ8r8m4gG4mtey3h",
+	"BykqnH9E6lzunn585iig9fWUwAZuPIO95tV52HFKnVsHUNc7j+/mQXWNOqWal4ibcvvkMTPsrJGIUciV",
+	"ppXKBWEHC3cls/6xe3siISJrsJb7pRBTyJ/Fproo9NKsYyT9Fe3vczeeEfsAKjc40FmtCgTxYpzs6Zak",
+	"ywyo7sqPZTNdCPa1jUiZlbWJ+isiZlG/OweAZxdioavVNysrHrUXWRTy5fnHR+zCYxQeqXljdcVn4nEX",
+	"6rbr1DQY6+0IFH+gYjpbecqO2UJw5emZqJ1AH9yROh4TXhQPwM/WrBp7tOUHtD3+rKxZH8gm05Uwg4Qh",
+	"pbL+xG2B02yvZS75KNOLo1lZJwBDAQSR26fmMV21eF+fUnMwrZqcTk9M80T0ou+wuiQ9H/p8P27Za61D",
+	"QvtJbbdXNMZSd9DFzoBgAI0dBgvpBBpQYzuxmBdiIXIJkss3leBXUbQBEmPcXJZpXUg1+6isLPaX23O9",
+	"4IjwXCeuUuviaFwfHz/P3Ef41AS90C/0F/7oyOhXrQT95j7iD3E0nOiAlbpfDksgYLVFr2skIE5tJ4Hp",
+	"jIDDlWi/5NtOwsrTyO/YwM6ENRPc2f3lmQhVdAc4dkBQi7xLGa+a1gP2zD0v1awNPHcytuBGxCOf3S+f",
+	"NaG37s2oddDbhA9t8Z3ORRzBWHeopiumxJLxDPGXvBIUaML6lINKB8fCwDsTwHQHgEB4dNSB1c7m3pC+",
+	"kVPE3WMn7fCBs/M3kOuq7fTAXFcYeqA0jdBdSpZfCRU3TT4IKKoZ+R1E/qoixrFB4oXOrnCxw/btn0Wn",
+	"zCfbK+ZEVlPyTBwBLpTw9Oc6fyVNVcNT39T5TJAkCyMgIR4QXl2osj2p6lzn29eTjt82m5QnrmVmN1bj",
+	"kG63W5xqEgYiAGZxY8+5OcBqgyjpOO8kR+0BBLWLWu6KGTsIs2nEv+JjvscJcG1SAz7K6Y4DgPxre0qH",
+	"ms46Y393OUP2E0EUhoBgQ7stSJts9CBpKfe8YE/aRt7hqLngZUkJYiIZ3DAvxeecno6AsV2R1nG37d9R",
+	"FkjYRy8WJOwlJTNLGEwEXLgXoix4Bh9HoxHrgx1aGjYR7jZ1j0cFZ+j1UqrsADhxSd7bCFkABuCAZbqg",
+	"N9yhkjPFO0xtQSRimc+OxowQKmFgY7sQPF/9L7jYYuPtxOr5Vg+c/xJBPh33OeUTnPOyFMpdpkvUabxd",
+	"MGEcEo/GXReHRt/QCet2tbc5OqSQ2nWw7sK2+Kg+b2RZznXRtovsYBRbK5VANrcQ7Iq55UYHM/ZzvEvj",
+	"1uSomR6u8gNAnRHbLDaRdHtuIiS+rU1Z61YzfpPk63QQCROKeBrEdVf+vwe8STuxeQfZmiPayudbnBsA",
+	"xrYHYYEOZj0NphXEGXBMSp2AxfKUBbPj4GHse/ez293DHveZdraI/WwD4uitHN5+c8JMVnGbzVkfmMIr",
+	"WQ2Ykb9SAmOTIAIPYid1nvhUPkYaSFeIgCJEJMXt9LtGG6XRJpHfxkGbcBXytG7ZrQHzC/FpImcTnl2x",
+	"PnqubSVFTgHMYFGmeFmPQBzckWF1+26QGD6IGp6u2p123s1tLOhLvSgLAZjhc0o95h5NeuecbFEX0OI3",
+	"XQBnY+M64d+5CXHCYZrob8DEhlyxiZjqSrSSt/d2Iqj36MBNH8CydZMmxem2WTPN++Lr8ULdny39t1bC",
+	"09Fd/Ai3x/cQ5UtUJqHTHnN3zt39mCn1s5FsNz5sH58HPewa9XnBVezErBV/YP1CTswRL+XIv3dZiuw0",
+	"iDto1Wj7RXGWDWRl3Ht+bMa9COMlqQOV6w4UZJNaazNw2xJEk+kqd6JLU4RFUl4Drni12htOtrmbEeEe",
+	"9JBXguedAWXwxDkk9N8es7mSJeRfycCa6VN+Hgh2/yAXgvhgNNkpsJvtKCeFKZIZ5PBX8SyPml/FnaTh",
+	"2Edyb0XfCMEEu4UtbCDZETawlCrXy8PPyk/w3p2nhWbWorSdRyaKa13wm8u6mkXxDQBEAvyBuxwzoSyf",
+	"iYRVula5u32iYWYLfrOREf/AZnMneE9qiygXNhGFXrKOTVd7YX67JeH19d5OFMtX5rCQUtGRwwbE3M5o",
+	"zf/eS7HCNrCP2Gwu3775e2MU2BCAlRXVNS86Y63AyS9zTMkheDZn4Fxk4HmGd1j/r8eDeKIRRCiZHWmK",
+	"57qu1lNnIs+DH6knYnyYYo9QTwkzVhYFJHKRarY3P7x8++ZHaOBuyX1jZZrZdKwxtbtt26oqHQcRayPI",
+	"Zu3xIJx9dXOzp8O04LXK5j/ym117JytWaCf4WYbPMyfFqGwVYGM+yRv+LNbF2u5IMnz8/KvjO3oHjUlt",
+	"dM76wli5gLtuWukFZBJSWDuDTersSjhR3OOPwOrPb5xcPXigYX/91R3D/vorO/dcSBbiURYvdjA8CqiV",
+	"3pNSXICPQeQ+85c3QSBR7kkyVatCzAb6WS/K2gpwq/inGtr8nL4CZ4vYZ6CdJwYzcuyLV+zgemFOiT9p",
+	"rfWNHtWMF6JVnWszX8COwM47tLu1IOhd8ZGYoeKVyKSJO9kfMTdqLiyXEZPlWb6QxiAuCTBqvECUw3wF",
+	"my+cOIPC8JIb5sS+UkQ9RdNCYx6ofZKou2d9EujoPbgeXr1NTLiWT0w7IS6NFYa3DydFiFVHFYG5oFBj",
+	"v6WkcHOsfISFrhIK/dOFE1MSR+Ju8Rb8JqpxR5Kek/wKGWgQoTEl/dgvdTRPPgVQHxI6vxZ4HZFVKr7s",
+	"OLf8xuvDod+QLAd2EqNGpYL5u18W/Ga/POMHJcjfWTZkIgtf+GmPtu7h/aKHmty/TT5gGuHurPBIuZ2i",
+	"WU7s4YDcputs5S4Jp+kgOjqAc3cVR8FffXGUVpqnPeqk4LuDEzTWjJUvDAL6UsK0T1FFCbDcT2hBQaeJ",
+	"IQXAzPWSSXvCjBDU5n9JsYwFJR5ca2U7o8vawrnmutfMjWKvNWvqw0DeKr9ynSuW0MylpbIpJlJWRs7o",
+	"XtvIxPv3s+Gzr/7K+nNxM/CnONSO4UWI93Lfh5G2A0x8vcztJCxiFU3jBCVfXOuQBPiw/Fktk1lHZITX",
+	"B3AOzAkqngj3j4Cgbr5ZxTrSbFlpH9S91ls82lRUJnpLPXWSLBAzeNICGByWG0kdSsG6XVFi2epjHwBg",
+	"hAibDMfbZuWyPK+01VmHN3SHca/aVx4pWx342+3Dy/Ne0vv4yv17+fLD+d55AKDfVpuxY9cA2LeRNbqq",
+	"PPxvv+TDrcDYrbzD55UQi9JCnUititVJiJxqgT597l7WfrrBis51kSeMFwXmNnPszsdMN7H9gAQHBNm1",
+	"YDIvBOubOa8gC7cuDDomLnycGnzHlgAbX4tX44g5l/aUOAdUKa0rY9mknk5FNRj5UbrjH8ZIzmJmtVM3",
+	"GJ9xqVrZBhiMZYTSJCDYd4eXYiY2dLG0Mro1qUrdbE881+elV/k3cfJxBFdAKt9/fwndDHVS0KLZbyHr",
+	"PZRfGnZ8Qq63XKjBKYaiStOg9UcopoCjKG7ugqgoIs6GADxWjURMt1DNrpR+pwbocgj7ryv2Xr0SC8hG",
+	"qasrpoQI1WFikLc7cMd7Lt+WOETpwFpA4+hpJfjHBVdXEe/CnVCT/dP9Uwd7SZRN7a9Dq0BAN7vQDH7C",
+	"3XlJ/BNYAmjG1SyBQwK6bU15Q/wYm9TKbq8dm5ismBtErIJX8NZvU5/r5gklBsWsnEazKa9O0cwHUdXu",
+	"OvpeTx6rVhDkebQ0lsadJguBmYCkNZ2Vgy5wbeJOS99mEzmJx8opZ9EWlbixZ12r9ROMiDYjPwlx6Au+",
+	"YhPhU6sCl9xf9MC3Dir6xtXVAVFd7WMW0/KcwnVmOyQsEkuAwFBadPSACwSLik4pyiG0/6w9RUdoRC6E",
+	"Wd+4Zs/gqlDaEjLM3Z7UtVc4214ksu2N9tU8m7PfNSTEDIWBNclUsEwup9z7fsH6VEvwO65mgz2HQYf5",
+	"cziQfzXGfKgsfieCan+CopZ2eBKzphrjPg3R07ukzoBqX9+Y10Cd7kcv7yhWQjlfxtnSyUwAh5AKavia",
+	"/bNv0NC6MPEwnFfklNmsAp0Lg25mLNk+5VXcKQKNvFHfFnI27wBSgRP1oh30tJV7HzMg6+oJYTPgdKyE",
+	"ZXOtNOROmyAbpGj/jgy8gMGIqT++/QRwf+hgzQUx59JDN/YFhL7T9hIBXQkLeccuNb9qJyBL2DkVrDib",
+	"6Aq/gU8o4rzq8PXtgOs11BEgLEkQbnXF+CSoplG/8YFxQYaMJXvBHgrcgfvlXiQlCTpuzl8SYB47HcBE",
+	"7GcdkV671rWPNOcEEVjDwZ4YyA0e8ljYEuomDi3pTIhX+sxSXtnXFWCQ994FSo3YjVLZ4HwR0Jde8wZv",
+	"ntSulICd5lBMgH4Zh/7v2KCHiMz3N8/nQyTb3HhXzEw0WVo8zsVH3wcfM2BbIPN9POPdrnBHpyHmhwJe",
+	"78ChL7piO8xheO9A45Gyp9Wsg5K6QOfL+epuGEItW5mO2wmjgSPheHbs8t0wlD0gJfvbs4JkcYdNeN3P",
+	"tnXhe3eI1gXUVnCaE0yV9QM7gWi/PGFZiIDIQwREDmXRyMOzVQmhXeH4niwr6Tm5KMLN+bUgR2zj6IXp",
+	"9Nt2T/gmZDLbrzau54fQsV/xGAV4w3dMNW5KbZh125avgEuJSp0+jHB8n93R330RtbiU/9UYa6NZLvcQ",
+	"Y1vy644SVU2a6TuccvhcS4roLh0B7gNQPMgwRjVH/dIsapQxRqztdJjrpRkrpcm+fMLSK7EyKeujfX6Q",
+	"sJRM2Cnr77JZj1Wn0do1gh6IlPW9y6Hb2TBWO70NUPLBiqIwjEZmGC95ZV03wXSfuufHyn+Rsv5yh+ne",
+	"l+cXar0MhvZFbkJOhd5J759Gq9EFX/5IAGk6iPWdd5+n6I5koC0CDLXCAqkQBew6KN631uGx5pgxDPbH",
+	"jLwziYyqbSKCtJ5nZXlZiixh3+vJJXr8EneBug9ujVDZotfStSpMKZh20yara5qwVCppX659g7B5kyZj",
+	"lWLuONgzllpKNyy1+q7imTgXldQ5qe8p6x/7VFeetJ8YjwRiejpWz4+PQy429tWpr8XrpkqZdd7yaiYG",
+	"7iCEQeKYHX3BaCFBrxtZphcLrnL3Ja9mMHChrt1/kAE4ZX186YRxxd6cvTvzqhXzEbYesPT0q7FqJ5Xb",
+	"SAKl89PWmp3ryqanLPUejpR9eHmesI+vzh0zv3z54fx0rNKW3yZ11B/iQpr1/RGCRtzfjmdKNXslqxQN",
+	"2BOji9piHdeBm2sodHpe6QmsQyGvRfMFbg/cCnVJX7US8j1xR3UizMlYiRueWUjeBUuQzq0tvxP2hH3C",
+	"MnBu7bCK4ULcuo5sVl46yQ0e0ZW9hcWfVWVGXyR+XW9TtwKpuBHuJ9oe1waHVr0tiCGuimF411j53aAR",
+	"baZkhs08RTKVvHglCr7yFOf2eo0E3dDsmlHJPWOw9PiHeSWMu4aAX051xfwiwvLR6sF6T7ks6ko0bwxw",
+	"hQs5FdkqKwTM3aCSnLCyEpdWl7cp64NEsb7IYwVr4kZCq40LZQohyhP2iXCZt+lgxDayMoNJjSlN+8d0",
+	"NVZzra8MutaBJFguMpmD0ZlKywURCyG6aJv+VSsxnKyGGGuB4QdPzFj5+vLBSh1qpo7G6sw3CexnwVeM",
+	"57nb4lIbtwZzbdz0A+XcpidM3FhRKV5gucEafFyQlXOs3EGksnd9JSzR/ejqb2Yk9dH108Ee5W6pgl4y",
+	"VpWuwTCQulGkAdjy8eItjMjtylTesNT9kTb5FdOjdOD5FExurMgFy7RC5pEiPGiDMn3Rptyd+BZ/Agod",
+	"0TDGCgzxUNNpCJWcXr27xJY8+HApizzjVb7JaNB9dsI4lAJskj6flSWVbjSeU/Zf1YBtsiLBmnvE6PGx",
+	"EYxk4HrFLBfcjpVrhYc7G7IMJBR4hByYypA60vS9+RFAaUL2wZ3WpjzknF/jhR0KNhbcbDgCvVWKzeS1",
+	"CDnHoCqqI+V+OhzS20N4O22uhxRScaYDwhd3l46U1Vht14wMieA5OVmRjlMKAcUZpuG6LDUUihPh7mQZ",
+	"ryopzOZ1Jqmc4AnJSJV0B82M1dmH92/f/nLx+rs3798lDP/67/fvXvvPL99+vPzw+sL/eX7x/vvXLz/4",
+	"P3948+5V4hv56f3FD2/fn71yJJ2EnLYQ36uXasmrnJ2dv0nY+ftXv7w7+/F18+ny/Owl/fnm3FFQzt69",
+	"f/WanjLCrkVYtbisXionh8lsDqe8ElNI/whp9Bk3Y5X+R7+Z08Ddaf68oYRA+zXKxbVPPAw3c/jSLSrw",
+	"5+YrryvQ9dX84HhU6oQAv75r94M2eDQNpEZfi/byx4OKNQ+S5gxQcUrH1NjLSiv03aFsnueOMgjVmLL+",
+	"VF6LIZ6rrHLytBcG3VXugf4p6zupYoCyiEKxNVth3E3K+mdFoZe+OrSPnReuBbhp3IVPQTyNAOWJ//kx",
+	"NEsX17QuvtcTQ8gzSJ2Xsv5z1xT6MSK/PoWOauM0Tlj2kle8KEQhzcJtDMW/ORmdln/Csys9nWIDp44p",
+	"YHlxhdrEGj9G0prKyt1JPgLTLyBzK7TO1EaMcEBOSyGWLg0rnPQlMfu9GSurPcdJGNKi76FYrbduEIYO",
+	"IGd9Ldj/y54ef8Xck6zPsf+pUJkYK7iP1wf/xLSz0QgFdiF417Xn1tKNCT1GTkMymliQY8p+9BlXhNFw",
+	"Y/SlbWju4FpMoKRycD5m2g3bLfIJ5Q5cuDlPhF0KgkgV2nh8JvfRFP02qh4eyIXFZF9+1gkrixrKUbgF",
+	"HCuEa0M0sq5VTsAQ26oKOACuGKwYzTxyZpcyE+7oYRnJJqe3L3UJOJqxenH8HEQorlaOPERhxAAJBpIy",
+	"aojDRR+EEYXIKFV3GoxmI/fbJfykqxQJqvUrFtkh+uySCtyNHF5hC26zuTCnYwXGheZkr9udWsfs6QDY",
+	"wbo7v/UiOepS1vcMAKIcCsGd1nASvJ+J9ymD39FdR+z9u9dRGWYKIlbLW+uX35SFBEV5wd3ToGaEkY7V",
+	"s6+/Oj4G9jN9qdVUzpyqkOfsw7e/vHz/7ts336GWseVUXWMqxyeQF0LNmNJOwGi5ZWFwhXYC+nR7aWXb",
+	"uYvyJES2s0p4axko9d7n7gZD/OSEfZpw43lc4vTBSy/w4rqKWjjhg68ShiEYSDv00+lYBavJ02M4Hn89",
+	"PiZ5nOR05Lkgk+OHb7ksvuNq9v+1HLvQNf1tbtOxCgvjnz5lrceD03jTo9wEurTaw+OchLGy506Yd9ct",
+	"nnuQfHNxI3LHYNARw+aO/zux5dJnql9z48+ENWN1cfbuh4T99P7i7atfLt/89+uE/XjmBIlfzl69umD9",
+	"FDPRufsQM9ENj0ebX7nbml46f3/xAVmMrrJ5VSsn/p6//vDLOycnXCYMPjuRAft1f7b6W/vCteUmSbXj",
+	"jTs0TjXkajYkJSwFokSaoGsGfg4lclI4gFgrpTl4XDGfG9Nry05Pkr+KkNnxpRMX34EQC3Cvc27nTvvg",
+	"Y3UeEgBglZaXvgaLDWVZNk5mH8X61OcCzGkpc275MJIGMHW3M3QLNlirPXtaq5lz6m769cGesHFv3EvZ",
+	"RCo3TWRZ7vg5sVRmY+WLGylN4nSTtbO5vTy8rlVHhlvOPPFbX4SFSTAg4v2KRrTWGmzcw6f+J0x63FSf",
+	"YRvFZ8aKQt8i1Wf63IskQzeuFCmDpLWJtvNg5R2giqWL3N2p7l2vf8JcjOVQ113XEEQlwwXZyA9whioR",
+	"9BaPhh4rY3mBU1luSR2VsHWlzIi9cq+RX9lYDRmawhJgm1BgioYHJilISYCyaLFirTrEck1thyaxmhKW",
+	"mzK+YhGOz9c4ctPCgkZ9kB0+vnl1ik2jkNuyA9CBGZy6C9djTknqBeOVGxi5pIyfBsq6cFv44yUNS90C",
+	"p6x/JVamwfEbz1FlIdylwZn79ITKFHPAhid4s7phuV3lhGqHDMpXAtCQhbBoQ8vlDPJzpEPHA36hwz9K",
+	"G4Hm2VfPEyRP97WuWDoaOU4FAmdjoQJZaalP2cZ4GaStbGx47Ef5zVj1t+yI6yj+Zv68AFeOj4NA/h6J",
+	"ZRgr3LsTEIAg4ooZwQvTMpKzvlCY5p0JlVUr4F3urgVadkvjLjSyiSdjtawwLzVBPlrYkCuxGjZNuD8H",
+	"XmWTFngfbu8iZE10d767eIGsSV9D8ZMOTVYIjiQpeCFyTJQNeR+xiFijozuFPkwSXA/bwyGPrJdhcHXx",
+	"7H11/Jz18QvTkrcGI6JBlPHojapWYNeCbL2QkxIlKKUBF534qh44RZ9UxzUAdgelx6opKk4QSKrzwk2b",
+	"diLZfWMhJ+s+JnFDtRB7jVJ6/TQaTEGuJA+cPyvLXtLDCbsPqGn2kh7K072kh2b7HpQR6/moop4PRuk1",
+	"+FP33s/J5zupvNch5qw6yIsSr5F7iAMkjk9wjESqGCb03F193lXhHklDOjAlbiwr+awppEGKG4ag81k8",
+	"6OUwLETwcH4+GGLDpbQTz9fl097tznTEHq2DFfLX7T/hl/6VKE6QiPiuNvCxpuhfjiR/F5nCU623DgqP",
+	"RdGzK2OBFcayVmEiElSJNSybAC5cvP2rHDZF2mPJI8C4eFcTr+GpZt4oN+05bRQrDstpoScYf/DdoQWQ",
+	"74Ty31FosZljqY2Mhwa/8fomXlvcMlQM+08hS724cboxh61DdeLMjjqimSjqIoaSbJfAAAloQJdgpcGc",
+	"JA1bjxkSbcR9C+QM8R5TDSWa7AYEfi0MJ8qMOpDwH6ikhJ+6DxhJQrhI0h6ek9hYrciow9thSzSQXd3n",
+	"nVjytqWoItQVuJjytVPTmLFovIBpoA0GuIdboEOg5odGFJtuEGlYiIwrxKGTgJGAKNbWITBx/f4ZmkKu",
+	"/RhIH60p+xb6rbNMiHz/2GcSDPYNJWjO3ednNHvQqyma3Cx2ebZTpG2jLr1keWBK1alU0swPWYVd+Zkr",
+	"cS3j8aPRPHTuD3S91sp0AACrg7Zoq0Y5VVrtJb2Pbrvx4zeA2XbyJ8LMvsVb5s4sfvvliP2VkiCEIuO0",
+	"Jj/Htt6IrK6kXV0CuABBoVBnLAqYPzt/Q9XUIMPU9z99YEbOFGpNqFTRGs+4FUu+emLY9z/9cDmCpAyu",
+	"h96Jbz+MZm5t2bt1g5Fqqrf7fa8wpYoTNhtbHDASPQUHu1MHgqeWgA+G9c/KcpCwCaSq/KeemLHqo5w/",
+	"SJiRalaATdyw/rnOB0lgrzk8zPokOg2aAoUMhSfXEApIgwSsj8PmVc8OWL+lMbhbsrbaZBzSHoJNSArX",
+	"DCoaA7I9NmpRBrqKT5xH9VBzTO7jhgY/JyGmfax8/BTC9tb8vb+CyW7dumZG7CNULgQ791hZXly5K3Lr",
+	"qfS711i41CkYJsVYkICBMgQE45bxsiwkOYyc4jcaq7H6MK+EYLNK16XTKMGIfS4VJco5Gash+8tfQrqe",
+	"s/M35i9/OSE9P2EzYRPoMCFTTUI2oBG++N7rmjCKXEzq2cytr28H4N6gtIL5zlhdJogoSbztJhkr5j+D",
+	"gtqyH0EWkVNmbCX4ghV6Zk4dtYkbkTEzF0WBUKmfxASxODSqN8rI2dyGUfC2SEuybt/Nyt17umJL8JDk",
+	"4NBlYHUW1fDSSTav8WEYP0oSUEv2LTd2CL8N37xKHXkS5A+t/2AeYaw2kPjNO4QDNYStdftzVtu5I6qM",
+	"+yoPfK3MICCf9jr06PP1ZCtyOPaDEbvQhaD6FqLyIz1hKZbiSzF9QzJWaajJlzJeGB2qvQcDQcJS8HbR",
+	"7wuuwIjXMiecwjFYc4wt+IrlZAmG9NwJkyoranDAhfVqL8qL46dt+y7U/MSw5Cull+qUvTh+vv2A68eJ",
+	"NLkGgfW0AYpsmzooJZRhL45fsEJeCcYZ2HfUzJEgbAzm6OiHE0DOQSqp6t2sDZPFlMMJm+KuIE0ZpskX",
+	"H3b/B7Ea/hcvauEzhJ1AoTWewwwKPnPkCpBUMoOBKAkGUmgTJG0QpnNRSEIKYi0on8kOyjf5rO2T2pxC",
+	"bhHX1sXrs1c/vh4rbzVYCG4wykrXKh+M2E8AtiRzMCUH1xWkLUSrCaFNpQUzEPL9VtatXiuBRO/p6Hh0",
+	"7Av78FL2TnrPR8ej572kV3I7h6vOMba2zk+5LIMR603eO+m9lca+9A9BOEipFVWveHZ87I0mBCUFPojn",
+	"6eifFFKCMtidEhr2AWYZuA43sov5IdwmvRfHT7taC8M7+qh4bee6gkQ+8NLzu1/61kfkwxvPvr77DSq9",
+	"eOFTiIFUUS8WvFqFaj9EfRu3y5YfG9I88ZnB1IHARns/u/ba+3T0iT7ddu7Yd8Jv2BfYr9hefWhcQ19y",
+	"u45f3P3GO22/dcftgfbXCWeNEyzkYMDk37pA4zAwgz13253Oii8EHsmOPBTNI34Xzrmd925/7qSVo6be",
+	"9n3aB96RzbdJ7nUuPc1hYe4mq943GlXoByE6aPwcxnC7Lvjbqha3vzm5k5DXShYOhHl8N519w3OfUPB3",
+	"fGS+2qeLdkDV+nG5FJbyUABEircrnSFk75488egTVuy6vSelJ596EoKj3F8+BKyHbfc2yS5pkZBXfDFQ",
+	"C6ra0cdItqKfwfoY4eBY6OZ3w8Q7qPoPSaK49KyvNMQkmTmvcjNwsn/IFM4bkMYh1AoaY+vSjkbdZIUE",
+	"dAJk37EaM7uB77mtZkL+EJCvOSKDpfE6cIKIN9DsW3mS+k6BS0B7S0LNQXRODkiLldm87cCEvlZuDJIE",
+	"z2258AeJaY0fjT5dB10SIXTuU8M5gR1O6WdT5sMIe2gW0NNG3WkUEOZUqG2bASOTwS7aITWqm3zOWKUh",
+	"uGINiIrq2RPTKLDf//QB1G54pGVyGSuUTkMhWnrR1GAsY1TZmigKTRqEg5/L2VxAcADOZ8QuxMwp+JBr",
+	"jAbO+h69g1r8+ftLNKz4B9LBWGW8qlaUHwxqpyX+WkALR5hwFz2e+2V6RJKkPrqoMgzhNybEsPAtNR3j",
+	"XTmSilSsj/ZEb0BxiukOhhZo8Ofb5t7qzthGIMQQWQsbyrjBP5Sg2uNwGgJMaqusORgpRuxss2Q5WBwA",
+	"BqRW1HQfWqCpAsoKYGCDAPQOFgNkkRg9mg6HRhTTIdlNh4EeE2gaTT1DqTAe0nVLOBz/YDJWrn9CznAL",
+	"DyYEfU6HwwW/CY0OS1EN3e8p6784/nqsAjEtpL2g7NwTsdJgD/jg432kYdlcZFdgJmNrm0axatKwPoew",
+	"Hjgw7UjCr/6TtQMJscaPN6XoCi0kfnUHJxCssBWhwM7qHErIAwACFsBPKh2rvt/z1LeTDmJH9CW8eB5K",
+	"TD+GhkCtY1f7KQlPH7rzLnEqBCcbsuz83rWDPTjRS62mhUQX2Ytnz/YZV1npTBiDwtf9BTaCxYXV3RTK",
+	"TmMHOQBP6WqmNJdtVtDB+zZu5KNP9OkW2SEUcIpUEcOcIcDpXhx/zfqZzgV7p+1rx6PWYoKabI3SIsse",
+	"jBW68207IyYyc9X4gxJWK8Bupxk3Gc/F/3L0noJTnCyh/mVp2IJXjqHkHnPqJN7Gs+Qt4I71BNjtWEkL",
+	"PS50JQbJpjuqFbDXB/iqk0YDLt8xdwTmD/Bb9OIY78YxCXZpEojtwzvfCyW8gssBQMNN8sJQkhDxwQgp",
+	"xmIQkdAMgJ7SyjAozVHVpfV2fO8FkYZ5pyz8EACWFDQDUF4I4gMoxRpjxNkHxhhjgQDxbbHADR11nWrw",
+	"4Zb5PkIAdL8CVsC9869aVKtGZaX59to66mbSFqeHbrDEZ/G73a+ez/XRh97b1DY4YRt0FggMds2wGciR",
+	"KhPsu9cf2s4AxwueobYXW4b8d21KPJRV3pPpEWW0mN52AmFlkr3FuS47cvuuflx5+o478x6bf9BWrq0y",
+	"opLXNZlGoA0KEzrzDGWZ7xaZDzJH0bKsG3a3L50jXpbm6BMvy9ujBZRlMEef8MNn2MDWOk1iHOCsLMl5",
+	"5bpw51lPA+/ZsJYB7LjbVFZya0Xl3vu//+DDX4+HX//c/8eQPn06Tv769NZ/P/jf/xHLoBZlUbWxekHj",
+	"o1gBQOlxKvPh43QtJnjMyhqqbJAHEWM817IEkZ+OUkBuzxO7etyp/rxL4wLAv8/NEiaOsQjap+x2G9cP",
+	"a4DhMmPl9JFS574aaC6vIW2DtN4BiiHqpc7NYMQuAYHuWDhFb46VB3aICjIVIDSdCJGCvrymAmFK9B0v",
+	"y7W/8Q2KZCLo/FlZjpVTuMraQGyPWDJDI+BUOYz1Xzz7mvGJvhZRjeO8NvMf2/vz0OoGNo4Ls5+20XG1",
+	"4swAzlnWkwJRYX8s58HnWTbufVeeI/nQAhNmCsh6jVewfsBgmI1AjTZLbwyku3SBNluuGtBgh+luo8Ju",
+	"M0ZIimIgY7yTmgCsB2ZiKx1Xw2iasYJCn5A6BzJuUIcj+LoJtj0JgD9DRlMIRnJfjNWiNj4ylE3roli1",
+	"MrZQMIMSy2aklJ1mBWlqvRVhwq8IMtFK6QDBESgznzKOcwA7iROsfTxbTmkHHCvOKm7mw0LrkhKuEqAL",
+	"Z4UJKEpRjdXGbNW3GHmbJrRs0Av0F6Bz8NeEZ1eYZUNZc+Ibhiw0Q+NTzK59iyn2/FeUBXas/BdYz3gI",
+	"7TLMT0MR1LihOeSLAmgp87WMY9zqO2E9wvQRBa5Q5zcucFVNGeA/Gcm6OOj5RixvUSMG7sk7kseQzX4r",
+	"UeznQzjhPZy0v+tF2BpPCpwiJU29zcSw0AokOTqFTGz1QqTMR5ahdMrHilLC/0q1QbAyOxgeBqcsrVWu",
+	"Ux893GZwXjjDsufrTJuKwpvA0t0L28XefQCvt3MAt7qfS9yXdcbZgms81we5xRHxKr4Aj2yC7eJMsgEz",
+	"Bs94GCrq4n6nW+mfeAaeDwjKwYoDBBoc/NEEvcMNx7+NZNhGSKOLP9eNeBhj84dLgmQm2Imv/JGeeUSK",
+	"xi66vJZNdRWTgIGcqnMk9/erP7D95UljeCFwt6zAoflbG2JoVEef8MMd7oCFvvb2XIhmQ6+mNCG7eP/F",
+	"8dfsLTf2zP1C3kBs+okB0bPJBkqWKQERCZZuguDrJLAHsRyvOY9V3zuC7To+gAwkTrp3Sn/bwI029iEO",
+	"I2rfhpkJJLa7zNvgiPHaCUBsAFfQYcmmEO8tM3b72tg4PS86Vv6Pp1l/YfPzhcfvkYflntbn+8mAdzyO",
+	"tNgAWGu7s7gUBIEgZXI8Fk8MHYwGDjPAWBAgV9bnBtVfn4fRrcS1zFumRopLBfeWT2KSIogGctFC45DC",
+	"Fr7CzDV05skmQO6+3ad7rPzxHrFXYqHtYTxmrNqH3Qi766RfChuO+eNY1lzjLwlv+GXBvjSxnRflv48X",
+	"//Glt9/A7X+W5w3/0d7SgiXv3K12L5bUfcv/y9cIjZryoIIoy4WSAkrqhaxYZ+vuo65KlnysINh+Jmy8",
+	"fCWWlnSPSvL5YRQXQRaAiQyH9PAQ+jApJEPC/vgmjsoICLFrkjQ16eIAdeqDlZp8N5JyZyVNqVGDhT2n",
+	"TkReSjVDdhgmj+lsqQQm8NeMl5QraKPo5Qk7pqqYxoduYb+OG393/hHe1FN2TDFoSrtvDaV+3ZzdWEEa",
+	"fw4ZeMIO1CrTykCkqshxAXBshhW8mmFWRNXGo43YJSZN8+l8kAebrIKgsD7gzF7JasAwV5q7KOSvAtd8",
+	"rEI20lLnME5CcIWccPQasn16ecS+ARwYI1RbaaAJRx5JazILvsK8Bh7ulS74jddeTdqAScYKrMorzOYQ",
+	"Ix0PVguvpAl7epwcHx+zySqQxaCVdQwMrLkWBlFlXBqBSAraMjOvpIL6XGPl85kNMHfGNeQ9w2sIyZly",
+	"k4LDCikEEla7LZIq67KXYs3eR7wKsIPITUA//DtFo521GCLyBlSVjCNtT10PEpa0r9IEJHj0yfX7ANbA",
+	"iH2KZnS3dconNuklPZ/ZpJe0qzV3Wapi8uRFO+vdxpoHluqGhpnP6LyAC0XnK8R0QmL1DJOycSo9RTy0",
+	"H5gkk5B/r2lDWqz47M57bYkld9wl6wNJP92mrKzp4nHfjRWklCH3j2fncVGwOYcPLwlC2wCR/dJy4O7D",
+	"/28W7PUQsVtRYgaTszw0HCbCDRBIYI4+Ofq/PZpj+vBOaes1z+aQBgjweW4bWmiESmS6yp1EgVmHgLL7",
+	"vpAPZQbmedCgTMIoLzfhJxBVAQmEKl1qwwvKD+qzXYzVtNC6SuhwYSssm2sjCNY+XyVNtEdGlRuc4AZj",
+	"BA9iGxcasIZPnEjGjVYJSEihuBfcvWHC0rj3cZYhpXcup1Ow3vkQkLIS11LXALknKclniwYxZKyeHzPT",
+	"cbsiWoTSuD/mLbveUYfe5enhT8/kljJEuB4gnMwRuKcSkzBd5MJYqra8h5fygW79uy0z7/hC3CkhoNGk",
+	"kwe8Q1UEDMAJQpW1Nw3LhTCnJGtiGVvAGY+ioUMfsJ/HBzpCR7vs8B4FfX/L+yOTe6ds6Q1dumILns2l",
+	"EuY3NBHuxM6h4Rs8c2BNl00JOaf/JiE2Ca0KM+l0FDpEkFqdIEMJTmDQql8jbkosFVGhze1aX4kck5Mj",
+	"JbqvsVyIRB18BX2eroUMClFiyJQvhYe18dxNAGN3uiGkk6OwJFz7aMAO/JR2B+YAZT5uWA508ZvG5uAk",
+	"dx29djVIzH/7p33vNwzrwRP6GbzEs35q4mBTH56ko0/w/0533uuoSd5npQ6m/00XXDikY4XONcchdpzS",
+	"C3igOaV3+7qA5fyBg/VxhoFIHpIuHh6e5Z1J7lLvgCjZFgeOmysW/OatUDM775389flBOKxg1uuUpb6F",
+	"rKMCbZQln0nFAQrZRNhDrgFfWnWE2dqiCbkyns1FXNAKxsm73MPvseqANNhtn6sVy7gRp6FQ5HpyvsHo",
+	"cz3HW9sFaWaoSJDT8NIrsfpfoBCmrOSycjeDGzstC9SVNKeMFwUDIC3U0OgaDkToHjYeWIpWXKCXVABR",
+	"2j/3FZypcE7CLn0W16YcdGwkvsT/ASM55zOBxu2mYtHxcVN/5unx8XFnf2Ay6G2Qs1zUi96Jey/pLaSi",
+	"P2MFomOHqpWNnTAM03W112dfjwbH+WTvh8EKHh5m1qUOvFcCJtBOKGF+5+LI/c3UbjXWTE3LFsvwrLr5",
+	"7jHVA595DwMZM52LnDnKyGyxOvFJETFGnhJ7VFrNmKOhELT6T6w0FhQJePqJgYKgI/YTWH4US9/kYlFq",
+	"K1S2Gv4gVoALqARAPseKhPtWSQ3S53VtAbMvlbECU8JOuSyoiAxW33YDghJqnZJ/gDseupKtQf8gVj08",
+	"LA+vPWwVrf7CusMuOCiu4B8ulP/p872OMRS1+Xwl4TeylwXlYtkQfoyx7CFNHX1y4sUt2ax3aQm+7hHU",
+	"5EYDADp1GjRx8PtAMlUfS//i+GvIgrqVIGDgA/6hXCQixGtxSqWaGnnBzoXCTFKUpRbzp9N4fsTkq6OO",
+	"WPVu3rA+vdyHJG/NkmpOyqI9JkxbYjtuZpjQoUHr/0NCx3+jMxNCzv0eniJ0BauUoNcxmneh89LuCjpv",
+	"UdxvDvD/UrjnBxGcvhNr3KQxY2HRhUcQnu428v8gVf4ZDoHgWF+nDqgiINYI5PcibXwZ2vxIVTP+p5sk",
+	"/9DiCcFH1nPnYylSlVNKvIeSWI6aio5Hn8Ln2yPKh3N/UM6j8Ic42CcMf6cJbe/cCq0iXeRjiZZKgHBt",
+	"RmV2WKlzKs/tVEYtqNypf3OtyH0otnniIYFY8n+tWhDIiFWtTKgx4F8OwM2cElyE4U1b9YGb60DXBYR9",
+	"+PgmhExiKQ9K8gBhTmBCwkhpDChMvOU6ZIQYe9qVhbQrNqnzmbCnjLcqlea+bgdYySCKkDxbtFLfQ00S",
+	"WDysS5K0q147+ZFKkIRpQio/bqkaLAIfJKFWJTDeEzQIVboYhYXy9ZBTEq/XV9FXiICIeiwHCfYjtxiY",
+	"j1JCwjaAl7itxBi/tCnCSKtOmSxCy5TMYjRWL549a/KNhe2Yc4CvrpER7DXYVqPmf+jn5RqR/w7jH/90",
+	"l/0bXjWB5j27ifG4iLa8ZxBk1+UjVF5qqXYltsV0Cgibh5LYzaBKXVmDiHIqV06P0Hl1L0o1Vh2F+jEN",
+	"qFShYnmTlQZO9zCWv8ZcZyOfUK7QGS+g8LZbLD8ENypA0+JY3J8JS23Fp1OZvZLu3pnUWI33vBJTUb0s",
+	"tAFG8UYhBg04AVRb9qUisNYHVH5ZYpUQ1+NrWr3LQhLCHOD4YxXyU2M20DQss3twdBXutZHUR1hJJh9O",
+	"VicsMLU0GasWi0Nw6ZCaPWHR+uPILkPh/ia1O+DsxioMIphCZUXXC9yXlOy0EkYX11AHZSa1Gi5lTkWP",
+	"MTe2YSWsWpMnGBoZhdUwhHqFfqUSBm86wNxhofAm8vq0iSHxazZ1B5/VytdwgfvE7RjA3JUYq4DwkCZU",
+	"evHZAEMz4drGIAe6kunyDGhBugSIdE6aBOAWEgRUkBK2IWY7r3Q9g8xN2/1IC5md4TNELJMfGpvqp6Fm",
+	"5AhywECK1g9OSsGiVo0EsiSTNM/zSmDRW9uEPQWarIQj7bGSUE+K5yvXu9KW6oXTV0ogJk1eC0ZnYMTO",
+	"qDoQOPbsnKuxgrMKeQA7sIhhex/z3ms66bj4Gob1JwqxMz9Kc9IdT8KsRU2ZqS+eKeVxLBSfcdmFusDx",
+	"CgDSznVtWQqlplKPK7YYp0Sl07hh31++f0d+I3wU07yyvq7GKj3LMlHaE2bFjcUeh1jCLR0kkfJqJ3jj",
+	"wINPDEtlno6VRMRZKJwq1XoAATxNleF85FXgW9wiLFkpsAvGirax/lzwHOP2XMMpSJEpCws9GCsIgUOe",
+	"VHBHNdipuOGZBaBchqXCzoB9QawEZVYCJoi46hPi0phlVOS+ij8GSkBIrZcOsHnM2h0iZjFXVcfMKSQ3",
+	"ZL9qivhCcPC0LorgvE3B9Z0OTskOjmFXXuiHVC3QpDTMWFkULHMb6+7SugQFhNKkfnX8nFb0QthqNTyD",
+	"hUvGykNazFxXbrXcosQYqRfscfe3bfoxYzwQ2W5jfByx4GmWdARHVjnrc8PWyKETLgDvrfW7VRg6AAaO",
+	"9wEMnBFIAYay4CqMEEBZQEcB1QDZhxGdgKCG0/VS70BWQfkBapH5owEfoFE8NE2ra6v4m2EYYAAEYEh6",
+	"W2xnvaHNgW3dsUSXfyY+fJCogO3Sm5S3L+QaNFhgUeStWpy/RSzAl7uEb0TWeQV/LGcVzyGBFm9VNmXf",
+	"SMVBg4Tay94wxBkmCKLFVKIYK1Q9EBaWc8tP2DEzNndKpr8hNfF+LKe6KO2KnqDmEzL0YZMM2ucF6EmZ",
+	"0xS9BWux4MrtLMQ2DRL21DWja5uwZ+6TqKpkrJ4zceNDxeET5J3ngGaRC16AnHBK4REVRUoo6miQsBfu",
+	"Mke81+b4T1j6adxbytzOx72Tvx0n495cOGoZ906evbiNl4B4fSOyy7koirvcyR+aOYZ877yagUPGsH4l",
+	"SsHRnNpIDY79ipuy0LnwZt847GtB4Z3dRuJQd32rCvV6ffXAnCPQMm+lOwjoJzYNwN4yu57GE9E/3pSq",
+	"legG+ek7wY+x16xd3Xnlx94DUj7Mc/8U2fb6SlwuJUlAJJCF4+j0BaszXfx5S2w6gC9qqE5Gx0biH6Gi",
+	"M4XWh4X8o+tbhZ51a1vupDlNigAMoKlCBtp+2paFboYqd/KQ056wPJJU8JwZq7ISU3nThvb5BA+NiRLs",
+	"/utKGbSRjqD4z430hYO2a1QPpzxz9G9kLpo83pPajNgZMwIiRb3iYAIAl7erUKsa06NMmxFR9ASfzSox",
+	"41ZXlDNkwW+GhZ4NmwfTJESKf+XE35C4FxxJXgla6AplYfRzwAOGrwwDuJFmileVXkLUaxraThOW/qqV",
+	"cP+XOo9fFZfQwVu3iXsjxUMPuyC/n8WXi1VjI/f4a7A7dnTkfvusPiTw+3tw8w0nphAl7ZUjJiWWSL6j",
+	"TuSVE2A+R9uDZl0HTQYV2dkN5PS4RCPsQ6p4YaNAI8Mh6SkaOe4kDstl8ZCD+Rbt0LCnUwkJ++Awr3sg",
+	"+970nWOMtiiMgAGPVand9Y93/cJxnvDWoI34BRxWbcvanoDddmJ0UVsnSGZuxwBpnFDUS61yUTHHRrOE",
+	"HZmVSdhRLq4xoRlFyDJIMzFW/RfHx+hSWEojBiP2DstSQjYICnxsZVvCKaK9H1LGePEkdQubejNS60bi",
+	"BipSgp8cgtunWOUIfLxjFcrCu2G7ViGdrVQtWzU4f14cvzhlbYpqOd5DFUuOjbs5DUbsLVBGKDgYCr2v",
+	"2JIM73kr5+3mGZGF6HVE5Tw9fvYiuacC7i+dA+oi65mbUaOCwyVzoO79Vs/wxPzhBKsv55BdT5mBVySw",
+	"Iz0z605UkusTxrNKm3Drmz+6VAZ+uN8prKgz8zSkV3hk2CH0EY7T7wdy+Cfe4w+E98AK7OSnC25ouPwR",
+	"hAWBSRUvClFIs3g4pMen8P7t7xdTGE/f3z8ry5NmseYC0+39Kip9GqBrhFVbw7CdjNU/9cQwU5tSqFzk",
+	"p5SnBZMSnZUlK8TUonVvkIRCAAlLjdVlOlZUoZd01FAAETP3+XqKyTqw7EqUdpCMVQpwsRSbhY8MUz5D",
+	"dBh9B5A6mc3bclKoKC7VZoxtZx2Ahht8VikAN134j1eU1x8+fUZxgN9T8MCf3PLfnFuuFQhImKPShBHG",
+	"tgpw272BcZVYiFwiGXTZpc5FtYG0aYr9t953ig/WIWJ9yjWG6ckg02a1YJNK8Cu0/YDyO8XiSCzXTpFE",
+	"lpFLU9XQMWQEEyZBoBUyHaVz7/1uuqVsoeQqMl5Xg4A1IxdlsRp75FQrjwoEmlP2NDlTvGBGCJWgzgY2",
+	"ssTNwLUyh/yxc16WArBTS9ZPl1xaqWYpFY7NHYcFOxsBgxdC2aYqLKUJ6yqw1NqDO81Km6Cnxj2MS0Rf",
+	"d9remwio38Y325rsJcYAdXAsjBACI6gf85/+1E1u8M4diPZhKNuUsSOT1R284AivQycVReMQXjuVCd9n",
+	"vKCshWRamWmm1akv5GOYOyqUggq51kbtduhq2Oo83Y77BK63fk4eQ99p9QA9fmmd59DDsZntE41etP9J",
+	"U2POM4U/2E1/X8XD6hLItH2AsHoU4W/aK9nKgLYkWBx/kKNGEmfnWVuvduKeveOwXMBDf56WP0/LQ56W",
+	"t9KpheuXjdt1NCG2V5HQAg92WEwhd0BU5zyEsBldCCeKLc0JuAYB8QtX4kKq2gYcAzhi5rqufCbSsaLS",
+	"UtAQJeTtl7yykhcD/7Z7beTOIF7fKYh3qagqXbk/KoEomZd6UbrHz87fMP8sxWqZpajgitzIy4Z5vlHS",
+	"xTCLALAMmXjZVzc3rL8W4yYNe8qGDEdw5PsanOI4Cl6rbA5QVZXBwyErFmJG0TFKdfPbVuCxmgkVSse5",
+	"TbKQdavGSN+EUbJgyOTkFHQocUHXP7SdNBjUpikfyQMRBHl4AXwwUHzVrTIC98NQQfJXEDBeCb7A+jMk",
+	"TrspXYnSei9Ok+sLS2d7ZFllzVghqsnnJPbFX88rvXCKTG2gdEJJSCYDmSBU7viSbqUuHqumj9QXN09Z",
+	"H+NSfjGF/OUv6QDrZqgVKA6s0Gomqq5sxm/fPGrwwOXbN3dkMA5n4fNZ1/29EmsD8aeU9LphIa5F0dqN",
+	"pH2iIQWbU+BEPpSKZbwoHOfekeS7RkBdN0fB1ImVD6ssCx5SeNG7fmhQ7hgihKCucaNdjlVLvcS82Yxq",
+	"XZSov0M+u5asDn9rjRUvl/xaNHGfTukFeQSUZkRK9j1XBQCAqIagGRfS2Chu4a009qOf9yOSG/WxK5Ww",
+	"W07z75NiHhWsNi2sxYqVlZ5BQNKhd5qnwlaSnq7cI7SoX2Dfdu3ZH1iyea82thhtOhS1HYw4Ya9b5zaB",
+	"Q5vAiaXyQbnYnxgOdaDSPt1dOQ6Ylgx1NSjy/ZoXMue2iUbd4GeEUSALv1TwPCaHA4MaX4h8gDl2gOtR",
+	"hXaCvNo5lKWjq3bEMI7XXYEcx9Mkjg5L6ZFplS7aRoGxglJvNLxo5tnzeu1gPIJ2QxRxDsT/ZTWbPc7j",
+	"v0utt4dJiwambZ+BZP1qvifnPeIT/Tk5RbaO4p26O3TU0PQWRZ+53x+Xpqn1M6yQfUtU/VsS8b9VuZov",
+	"fTEBRWwSfBL8pVAKaU1CnBZO1oULCqMlC5mt7n1CGlvwI5yQdxpMcHBveq0M51NyiItzYha4gthUKmnm",
+	"I/Z3rTRgiSGLn5xSCQQMY2xpDnAB6qWKmZu7jyGYsv48hn8ew3WX64PfOy2z7yNfPGQ07iZ5NBj/SfN/",
+	"0nwrCY8jie27p5BTSPoaTBnEfCdiqisyeFy+fQ+2OAgEzIo6F/nBp2U513whO9Xin+b6bPHmMVXiN1Q5",
+	"u4uG0NL0WxrNfppjFBqOBHMK5KEukAnpBOLGMNeUyOrKTdFxnYnglah6J//42TEVDKdEflRXRe+kdwTM",
+	"hhraMsJ7dNHZOdgzfZR+Kz/8FpLB7yeMOheTejZzhLXeQos0tpvAwGwPPWul82g14GccKRtAQMGEZAyE",
+	"VeAiwgK2Ilx8DY7bn2///wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
