@@ -54,18 +54,23 @@ func newTokenIndex() *tokenIndex {
 func (x *tokenIndex) set(key string, t *api.ProjectToken) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if d, ok := x.digests[key]; ok {
-		delete(x.byDigest, d)
-		delete(x.reported, d)
+	old, had := x.digests[key]
+	if had {
+		delete(x.byDigest, old)
 		delete(x.digests, key)
 	}
+	var d [32]byte
 	if t != nil {
-		var d [32]byte
 		if b, err := hex.DecodeString(t.SHA256); err == nil && len(b) == 32 {
 			copy(d[:], b)
 			x.byDigest[d] = t
 			x.digests[key] = d
 		}
+	}
+	// A token's own last-use update keeps its report time: only a token
+	// gone or replaced under its name forgets it.
+	if had && (t == nil || d != old) {
+		delete(x.reported, old)
 	}
 	close(x.changed)
 	x.changed = make(chan struct{})
