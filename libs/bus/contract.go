@@ -117,6 +117,11 @@ var (
 	AdmissionRewrap = Call[api.SecretRewrap, api.Ack]{Service: UserAdmission, Verb: "rewrap", Callers: []string{UserPropagator}}
 )
 
+// PropagatorRemoveProject deletes a project's namespace from every member
+// cluster, for admission, which finishes a project's deletion with it
+// once the project holds no workload.
+var PropagatorRemoveProject = Call[api.ProjectRef, api.Ack]{Service: UserPropagator, Verb: "remove-project", Callers: []string{UserAdmission}}
+
 // Contract lists every endpoint of the contract.
 func Contract() []Descriptor {
 	return []Descriptor{
@@ -127,5 +132,6 @@ func Contract() []Descriptor {
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,
 		PropagatorRotateKEK, AdmissionRewrap,
+		PropagatorRemoveProject,
 	}
 }

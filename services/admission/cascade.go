@@ -21,9 +21,9 @@ import (
 // asked and whichever replica runs. finishDeletion then deletes, each
 // step idempotent: every workload (its quota released, its hosts freed,
 // its deletion announced, so the propagator removes it from the member
-// clusters), every Config and Secret, every token, and at last the
-// document itself. (The project's namespaces stay in the member
-// clusters: the propagator may not delete namespaces.) The replica holding the repair lease finishes every
+// clusters), every Config and Secret, every token, the project's
+// namespaces in the member clusters (the propagator), and at last the
+// document itself. The replica holding the repair lease finishes every
 // project it finds deleting, every DeletionRetry, so a deletion cut short
 // by a crash is finished when admission runs again; nothing is half
 // written, because the document goes last.
@@ -128,7 +128,11 @@ func (s *Service) finishDeletion(ctx context.Context, project string) error {
 			return fmt.Errorf("purge token %s: %w", k, err)
 		}
 	}
-	// 3. The document, last: what is left of the project is deleting until then.
+	// 3. The namespaces in the member clusters (the propagator).
+	if _, err := bus.PropagatorRemoveProject.Call(ctx, s.quota, api.ProjectRef{Project: project}); err != nil {
+		return fmt.Errorf("remove the namespaces of %s: %w", project, err)
+	}
+	// 4. The document, last: what is left of the project is deleting until then.
 	doc, rev, err := getProject(ctx, kv, project)
 	if err != nil {
 		var ae *Error
