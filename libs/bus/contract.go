@@ -79,6 +79,9 @@ var (
 	QuotaGet = Call[api.QuotaRelease, *api.Ledger]{Service: UserQuota, Verb: "get", Callers: []string{UserGateway}}
 	// QuotaSet sets a project's limit for one tier.
 	QuotaSet = Call[api.QuotaSet, api.Ack]{Service: UserQuota, Verb: "set", Callers: []string{UserGateway}}
+	// QuotaForget deletes a deleted project's ledger (it holds no
+	// reservation); admission calls it as it finishes the deletion.
+	QuotaForget = Call[api.ProjectRef, api.Ack]{Service: UserQuota, Verb: "forget", Callers: []string{UserAdmission}}
 )
 
 // AggregatorCluster is a platform admin's operation on a member cluster
@@ -128,7 +131,7 @@ func Contract() []Descriptor {
 		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
 		ProjectCreate, ProjectDelete, MemberSet, MemberRemove,
 		TokenCreate, TokenRevoke, TokenUsed,
-		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet,
+		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet, QuotaForget,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,
 		PropagatorRotateKEK, AdmissionRewrap,

@@ -22,8 +22,8 @@ import (
 // step idempotent: every workload (its quota released, its hosts freed,
 // its deletion announced, so the propagator removes it from the member
 // clusters), every Config and Secret, every token, the project's
-// namespaces in the member clusters (the propagator), and at last the
-// document itself. The replica holding the repair lease finishes every
+// namespaces in the member clusters (the propagator), its quota ledger
+// (the quota service), and at last the document itself. The replica holding the repair lease finishes every
 // project it finds deleting, every DeletionRetry, so a deletion cut short
 // by a crash is finished when admission runs again; nothing is half
 // written, because the document goes last.
@@ -124,15 +124,19 @@ func (s *Service) finishDeletion(ctx context.Context, project string) error {
 		return err
 	}
 	for _, k := range tokens {
-		if err := kv.Purge(ctx, k); err != nil {
-			return fmt.Errorf("purge token %s: %w", k, err)
+		if err := kv.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete token %s: %w", k, err)
 		}
 	}
 	// 3. The namespaces in the member clusters (the propagator).
 	if _, err := bus.PropagatorRemoveProject.Call(ctx, s.quota, api.ProjectRef{Project: project}); err != nil {
 		return fmt.Errorf("remove the namespaces of %s: %w", project, err)
 	}
-	// 4. The document, last: what is left of the project is deleting until then.
+	// 4. The quota ledger (the releases above emptied it).
+	if _, err := bus.QuotaForget.Call(ctx, s.quota, api.ProjectRef{Project: project}); err != nil {
+		return fmt.Errorf("forget the quota of %s: %w", project, err)
+	}
+	// 5. The document, last: what is left of the project is deleting until then.
 	doc, rev, err := getProject(ctx, kv, project)
 	if err != nil {
 		var ae *Error

@@ -194,9 +194,16 @@ func (s *Service) DeleteProject(ctx context.Context, project string, cascade boo
 		go func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 			defer cancel()
-			if err := s.finishDeletion(ctx, project); err != nil {
-				s.log.Warn("project deletion not finished; the repair leader retries", "project", project, "err", err)
+			// A few quick attempts (the propagator may still be removing
+			// the workloads); then the repair leader's.
+			var err error
+			for delay := 250 * time.Millisecond; delay <= 4*time.Second; delay *= 2 {
+				if err = s.finishDeletion(ctx, project); err == nil {
+					return
+				}
+				time.Sleep(delay)
 			}
+			s.log.Warn("project deletion not finished; the repair leader retries", "project", project, "err", err)
 		}()
 		return nil
 	}
@@ -212,8 +219,8 @@ func (s *Service) DeleteProject(ctx context.Context, project string, cascade boo
 		return unavailable(err)
 	}
 	for _, k := range tokens {
-		if err := kv.Purge(ctx, k); err != nil {
-			return unavailable(fmt.Errorf("purge token %s: %w", k, err))
+		if err := kv.Delete(ctx, k); err != nil {
+			return unavailable(fmt.Errorf("delete token %s: %w", k, err))
 		}
 	}
 	if _, err := bus.CompareAndDelete(ctx, s.bus.JS, kv, api.ProjectKey(project), rev); err != nil {

@@ -201,6 +201,18 @@ func (s *Service) reportTokenUse(ctx context.Context, t *api.ProjectToken, at ti
 	}()
 }
 
+// deleting answers 409 for a project being deleted with cascade (nothing
+// new is created in it; admission deletes what a create racing the mark
+// still adds) and says whether it did.
+func (s *Service) deleting(w http.ResponseWriter, r *http.Request, project string) bool {
+	doc, _ := s.members.get(project)
+	if doc == nil || doc.Deleting == nil {
+		return false
+	}
+	writeError(w, r, http.StatusConflict, "Deleting", "project "+project+" is being deleted")
+	return true
+}
+
 // tokenAdmin authorizes a token request: an admin of a registered
 // project, or a platform admin, and never a project token.
 func (s *Service) tokenAdmin(w http.ResponseWriter, r *http.Request, project string) bool {
@@ -254,8 +266,7 @@ func (s *Service) CreateToken(w http.ResponseWriter, r *http.Request, project co
 		writeInvalid(w, r, fe)
 		return
 	}
-	if doc, _ := s.members.get(project); doc != nil && doc.Deleting != nil {
-		writeError(w, r, http.StatusConflict, "Deleting", "project "+project+" is being deleted")
+	if s.deleting(w, r, project) {
 		return
 	}
 	t, err := call(s, r, bus.TokenCreate, req)

@@ -25,6 +25,18 @@ func (s *Service) removeProject(ctx context.Context, req api.ProjectRef, _ micro
 	if code, reason, ok := api.CheckProject(req.Project); !ok {
 		return nil, fmt.Errorf("project %q: %s (%s)", req.Project, reason, code)
 	}
+	// Only once this replica has seen every workload of the project
+	// deleted: a reconcile of one it still holds would create its objects
+	// again in a namespace being deleted. Admission retries.
+	n := 0
+	for _, k := range s.workloads.Keys() {
+		if p, _, _, err := api.ParseKey(k); err == nil && p == req.Project {
+			n++
+		}
+	}
+	if n > 0 {
+		return nil, fmt.Errorf("project %s: %d workloads not yet removed here; retry", req.Project, n)
+	}
 	for _, t := range s.targets {
 		if err := t.removeNamespace(ctx, req.Project); err != nil {
 			return nil, err

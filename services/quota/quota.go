@@ -243,6 +243,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.QuotaRelease.Endpoint(RequestTimeout, s.handleRelease),
 		bus.QuotaGet.Endpoint(RequestTimeout, s.handleGet),
 		bus.QuotaSet.Endpoint(RequestTimeout, s.handleSet),
+		bus.QuotaForget.Endpoint(RequestTimeout, s.handleForget), // forget.go
 	)
 	if err != nil {
 		cancel()
