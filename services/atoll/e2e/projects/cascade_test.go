@@ -2,6 +2,7 @@ package projects
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
+	"atoll.dev/services/admission"
 	"atoll.dev/services/atoll/e2e"
 )
 
@@ -116,4 +118,39 @@ func TestProjectDeleteCascade(t *testing.T) {
 		}
 	}, 2*time.Minute, time.Second, "nothing of the project is left")
 	assert.Equal(t, 401, listStatus(ctx, byToken, project), "the project's token after its deletion")
+}
+
+// TestProjectDeletionResumes: a project marked deleting whose deletion
+// never ran (admission died right after the mark: the test writes the
+// mark itself) is finished by the repair leader, with nothing left.
+func TestProjectDeletionResumes(t *testing.T) {
+	e2e.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const project = "orphaned"
+	admin := client(t, reg.GatewayURL, reg.AdminToken)
+	_, err := admin.CreateProject(ctx, computeapi.ProjectCreate{Name: project, Owner: "alice"})
+	require.NoError(t, err)
+	_, err = admin.CreateWorkloadJSON(ctx, project, appDoc("web"), "")
+	require.NoError(t, err)
+
+	kv, err := reg.Bus.KV(ctx, bus.BucketProjects)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, api.ProjectKey(project))
+	require.NoError(t, err)
+	var doc api.ProjectDoc
+	require.NoError(t, json.Unmarshal(e.Value(), &doc))
+	doc.Deleting = &api.ProjectDeletion{Started: time.Now().UTC(), By: "alice"}
+	b, err := json.Marshal(&doc)
+	require.NoError(t, err)
+	_, err = kv.Update(ctx, api.ProjectKey(project), b, e.Revision())
+	require.NoError(t, err)
+	marked := time.Now()
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := admin.Project(ctx, project)
+		assert.True(c, sdk.IsNotFound(err), "the project: %v", err)
+		assert.Empty(c, projectKeys(ctx, t, project), "keys naming %s left in the buckets", project)
+	}, 3*admission.DeletionRetry, 250*time.Millisecond, "the repair leader finishes the deletion")
+	t.Logf("a deletion marked but never run was finished %s after the mark", time.Since(marked).Round(time.Millisecond))
 }
