@@ -44,7 +44,9 @@ var (
 	// ProjectCreate creates a project with its owner as its admin; the
 	// reply is the project as stored.
 	ProjectCreate = Call[api.ProjectCreate, *api.ProjectDoc]{Service: UserAdmission, Verb: "project-create", Callers: []string{UserGateway}}
-	// ProjectDelete deletes a project that holds no workloads.
+	// ProjectDelete deletes a project that holds no workloads; with
+	// Cascade it marks the project deleting and admission deletes what it
+	// holds, then the project.
 	ProjectDelete = Call[api.ProjectRef, api.Ack]{Service: UserAdmission, Verb: "project-delete", Callers: []string{UserGateway}}
 	// MemberSet adds a member or changes its role; the reply is the
 	// project as stored.
