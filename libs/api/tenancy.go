@@ -99,6 +99,17 @@ type ProjectDoc struct {
 	SelfService bool      `json:"selfService,omitempty"`
 	// Updated is the last change.
 	Updated time.Time `json:"updated"`
+	// Deleting is set once a cascading deletion starts: nothing new is
+	// created in the project, and admission finishes the deletion, after
+	// a restart too.
+	Deleting *ProjectDeletion `json:"deleting,omitempty"`
+}
+
+// ProjectDeletion records a cascading deletion in progress.
+type ProjectDeletion struct {
+	// Started is when, and By by whom, the deletion was asked for.
+	Started time.Time `json:"started"`
+	By      string    `json:"by"`
 }
 
 // Member returns the member of that kind and name, and whether there is one.
@@ -173,6 +184,8 @@ type ProjectCreate struct {
 // ProjectRef names a project (delete).
 type ProjectRef struct {
 	Project string `json:"project"`
+	// Cascade deletes what the project holds with it.
+	Cascade bool `json:"cascade,omitempty"`
 }
 
 // MemberSet adds a member to a project or changes its role.

@@ -202,7 +202,7 @@ func TestReplyAfterTheReplierMovedToAnotherServer(t *testing.T) {
 func TestRepliesGrantedIntoCallersInboxesOnly(t *testing.T) {
 	want := map[string][]string{
 		bus.UserAdmission:   {bus.UserAutoscaler, bus.UserGateway, bus.UserPropagator},
-		bus.UserPropagator:  {bus.UserAdmin},
+		bus.UserPropagator:  {bus.UserAdmin, bus.UserAdmission},
 		bus.UserQuota:       {bus.UserAdmission, bus.UserGateway, bus.UserScheduler},
 		bus.UserAggregator:  {bus.UserGateway},
 		bus.UserRemediation: {bus.UserAdmin, bus.UserGateway},

@@ -44,13 +44,28 @@ var (
 	// ProjectCreate creates a project with its owner as its admin; the
 	// reply is the project as stored.
 	ProjectCreate = Call[api.ProjectCreate, *api.ProjectDoc]{Service: UserAdmission, Verb: "project-create", Callers: []string{UserGateway}}
-	// ProjectDelete deletes a project that holds no workloads.
+	// ProjectDelete deletes a project that holds no workloads; with
+	// Cascade it marks the project deleting and admission deletes what it
+	// holds, then the project.
 	ProjectDelete = Call[api.ProjectRef, api.Ack]{Service: UserAdmission, Verb: "project-delete", Callers: []string{UserGateway}}
 	// MemberSet adds a member or changes its role; the reply is the
 	// project as stored.
 	MemberSet = Call[api.MemberSet, *api.ProjectDoc]{Service: UserAdmission, Verb: "member-set", Callers: []string{UserGateway}}
 	// MemberRemove removes a member; the reply is the project as stored.
 	MemberRemove = Call[api.MemberRemove, *api.ProjectDoc]{Service: UserAdmission, Verb: "member-remove", Callers: []string{UserGateway}}
+)
+
+// Admission's project token endpoints (tokens are keys of the projects
+// bucket). The gateway makes the secret and checks the caller is a
+// person with the admin role in the project; admission stores the digest.
+var (
+	// TokenCreate stores a project token; the reply is the token as stored.
+	TokenCreate = Call[api.TokenCreate, *api.ProjectToken]{Service: UserAdmission, Verb: "token-create", Callers: []string{UserGateway}}
+	// TokenRevoke deletes a project token.
+	TokenRevoke = Call[api.TokenRef, api.Ack]{Service: UserAdmission, Verb: "token-revoke", Callers: []string{UserGateway}}
+	// TokenUsed records a token's last use (a gateway sends it at most
+	// every api.TokenUsedEvery per token).
+	TokenUsed = Call[api.TokenUsed, api.Ack]{Service: UserAdmission, Verb: "token-used", Callers: []string{UserGateway}}
 )
 
 // The quota service's endpoints: reservations by the services that admit
@@ -73,6 +88,9 @@ var (
 	// QuotaRequestDecide approves (applying the limits) or rejects a
 	// quota request; a 409 refuses a request decided already.
 	QuotaRequestDecide = Call[api.QuotaRequestDecide, *api.QuotaRequest]{Service: UserQuota, Verb: "request-decide", Callers: []string{UserGateway}}
+	// QuotaForget deletes a deleted project's ledger (it holds no
+	// reservation); admission calls it as it finishes the deletion.
+	QuotaForget = Call[api.ProjectRef, api.Ack]{Service: UserQuota, Verb: "forget", Callers: []string{UserAdmission}}
 )
 
 // AggregatorCluster is a platform admin's operation on a member cluster
@@ -111,14 +129,21 @@ var (
 	AdmissionRewrap = Call[api.SecretRewrap, api.Ack]{Service: UserAdmission, Verb: "rewrap", Callers: []string{UserPropagator}}
 )
 
+// PropagatorRemoveProject deletes a project's namespace from every member
+// cluster, for admission, which finishes a project's deletion with it
+// once the project holds no workload.
+var PropagatorRemoveProject = Call[api.ProjectRef, api.Ack]{Service: UserPropagator, Verb: "remove-project", Callers: []string{UserAdmission}}
+
 // Contract lists every endpoint of the contract.
 func Contract() []Descriptor {
 	return []Descriptor{
 		AdmissionSubmit, AdmissionUpdate, AdmissionDelete, AdmissionOperate, AdmissionAutoscale,
 		ProjectCreate, ProjectDelete, MemberSet, MemberRemove,
-		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet, QuotaRequestCreate, QuotaRequestList, QuotaRequestDecide,
+		TokenCreate, TokenRevoke, TokenUsed,
+		QuotaReserve, QuotaRelease, QuotaGet, QuotaSet, QuotaForget, QuotaRequestCreate, QuotaRequestList, QuotaRequestDecide,
 		AggregatorCluster,
 		RemediationStatus, RemediationPause, RemediationResume,
 		PropagatorRotateKEK, AdmissionRewrap,
+		PropagatorRemoveProject,
 	}
 }

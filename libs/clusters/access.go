@@ -86,8 +86,9 @@ var rendered = []rbacv1.PolicyRule{
 // member cluster, by name.
 //
 // The propagator reads and writes the kinds it renders and project
-// namespaces (create and label: their names are projects', so RBAC's
-// resourceNames, which take no patterns, cannot list them; NamespacePolicy
+// namespaces (create, label, and delete with their project: their names
+// are projects', so RBAC's resourceNames, which take no patterns, cannot
+// list them; NamespacePolicy
 // refuses any namespace, and any namespaced write, outside atoll-*), its
 // CronJob fence's admission objects by name, and the aggregator's debug
 // RoleBinding by name, with bind on that role only.
@@ -112,7 +113,7 @@ func Roles() map[string][]rbacv1.PolicyRule {
 		propagator = append(propagator, r)
 	}
 	propagator = append(propagator,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
 			ResourceNames: []string{FenceName}, Verbs: []string{"get", "create", "update", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"},

@@ -144,7 +144,7 @@ func TestRolesLeastPrivilege(t *testing.T) {
 	}{
 		{grant{"atoll-propagator", "create", "deployments"}, true},
 		{grant{"atoll-propagator", "patch", "namespaces"}, true},
-		{grant{"atoll-propagator", "delete", "namespaces"}, false},
+		{grant{"atoll-propagator", "delete", "namespaces"}, true}, // project namespaces only (NamespacePolicies)
 		{grant{"atoll-propagator", "delete", "nodes"}, false},
 		{grant{"atoll-propagator", "get", "pods/log"}, false},
 		{grant{"atoll-propagator", "create", "ingresses"}, true},

@@ -797,6 +797,39 @@ type ProjectList struct {
 	Items []Project `json:"items"`
 }
 
+// ProjectToken defines model for ProjectToken.
+type ProjectToken struct {
+	Created   time.Time `json:"created"`
+	CreatedBy string    `json:"createdBy"`
+	Expires   time.Time `json:"expires"`
+
+	// LastUsed When the token was last used, to the minute; absent if never.
+	LastUsed time.Time `json:"lastUsed,omitempty,omitzero"`
+	Name     string    `json:"name"`
+	Project  string    `json:"project"`
+	Role     string    `json:"role"`
+
+	// Secret The bearer token, in createToken's reply only.
+	Secret string `json:"secret,omitempty,omitzero"`
+}
+
+// ProjectTokenCreate defines model for ProjectTokenCreate.
+type ProjectTokenCreate struct {
+	// Name A DNS label, unique in the project (e.g. ci)
+	Name string `json:"name"`
+
+	// Role viewer, developer or admin
+	Role string `json:"role"`
+
+	// Ttl The token's lifetime, a Go duration (e.g. 720h; at most 8784h)
+	Ttl string `json:"ttl"`
+}
+
+// ProjectTokenList defines model for ProjectTokenList.
+type ProjectTokenList struct {
+	Items []ProjectToken `json:"items"`
+}
+
 // Quota defines model for Quota.
 type Quota struct {
 	// MaxWorkloads The most workloads the project may hold; one more is refused with 422 TooManyWorkloads.
@@ -1579,6 +1612,12 @@ type Unavailable = Error
 // Unprocessable defines model for Unprocessable.
 type Unprocessable = Error
 
+// DeleteProjectParams defines parameters for DeleteProject.
+type DeleteProjectParams struct {
+	// Cascade Delete everything the project holds with it.
+	Cascade bool `form:"cascade,omitempty" json:"cascade,omitempty,omitzero"`
+}
+
 // RemoveMemberParams defines parameters for RemoveMember.
 type RemoveMemberParams struct {
 	// Kind user (default) or group
@@ -1713,6 +1752,9 @@ type DecideQuotaRequestJSONRequestBody = QuotaDecision
 
 // SetQuotaJSONRequestBody defines body for SetQuota for application/json ContentType.
 type SetQuotaJSONRequestBody = QuotaLimit
+
+// CreateTokenJSONRequestBody defines body for CreateToken for application/json ContentType.
+type CreateTokenJSONRequestBody = ProjectTokenCreate
 
 // CreateWorkloadJSONRequestBody defines body for CreateWorkload for application/json ContentType.
 type CreateWorkloadJSONRequestBody = WorkloadDocument
@@ -1897,13 +1939,19 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
 	CreateProject(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProject Delete a project (the project's admins, platform admins)
 	//
-	// Refused with 409 (code NotEmpty) while the project holds any
-	// workload. Its members go with it. Audited as `delete-project`.
+	// Refused with 409 (code NotEmpty, naming the workloads it holds)
+	// while the project holds any workload, unless `cascade=true`: then
+	// the project is marked deleting (no workload or token is created in
+	// it any more), every workload is deleted (stopped, its quota
+	// released), its Configs, Secrets, tokens, hosts and members are
+	// removed, and its namespace is removed from every member cluster.
+	// A cascade interrupted by a restart is finished by admission when it
+	// starts again. Audited as `delete-project`.
 	//
 	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-	DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteProject(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetProject A registered project with its members (viewers and up)
 	//
@@ -2117,6 +2165,45 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 	GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTokens A project's tokens for machines (the project's admins, platform admins)
+	//
+	// Names, roles, creators and times; never the secrets.
+	//
+	// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+	ListTokens(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTokenWithBody Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateToken(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+	//
+	// Every gateway replica refuses the token within a second. Audited
+	// as `revoke-token`.
+	//
+	// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+	RevokeToken(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkloads List a project's workloads
 	//
@@ -2608,14 +2695,20 @@ func (c *Client) CreateProject(ctx context.Context, body CreateProjectJSONReques
 	return c.Client.Do(req)
 }
 
-// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProject Delete a project (the project's admins, platform admins)
 //
-// Refused with 409 (code NotEmpty) while the project holds any
-// workload. Its members go with it. Audited as `delete-project`.
+// Refused with 409 (code NotEmpty, naming the workloads it holds)
+// while the project holds any workload, unless `cascade=true`: then
+// the project is marked deleting (no workload or token is created in
+// it any more), every workload is deleted (stopped, its quota
+// released), its Configs, Secrets, tokens, hosts and members are
+// removed, and its namespace is removed from every member cluster.
+// A cascade interrupted by a restart is finished by admission when it
+// starts again. Audited as `delete-project`.
 //
 // Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteProjectRequest(c.Server, project)
+func (c *Client) DeleteProject(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteProjectRequest(c.Server, project, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3009,6 +3102,85 @@ func (c *Client) SetQuota(ctx context.Context, project ProjectPath, tier string,
 // Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 func (c *Client) GetScalerHistory(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetScalerHistoryRequest(c.Server, project, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTokens A project's tokens for machines (the project's admins, platform admins)
+//
+// Names, roles, creators and times; never the secrets.
+//
+// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+func (c *Client) ListTokens(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTokensRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTokenWithBody Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *Client) CreateTokenWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequestWithBody(c.Server, project, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *Client) CreateToken(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTokenRequest(c.Server, project, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+//
+// Every gateway replica refuses the token within a second. Audited
+// as `revoke-token`.
+//
+// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+func (c *Client) RevokeToken(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeTokenRequest(c.Server, project, token)
 	if err != nil {
 		return nil, err
 	}
@@ -3910,7 +4082,7 @@ func NewCreateProjectRequestWithBody(server string, contentType string, body io.
 }
 
 // NewDeleteProjectRequest constructs an http.Request for the DeleteProject method
-func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request, error) {
+func NewDeleteProjectRequest(server string, project ProjectPath, params *DeleteProjectParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3933,6 +4105,29 @@ func NewDeleteProjectRequest(server string, project ProjectPath) (*http.Request,
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cascade", params.Cascade, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -4566,6 +4761,128 @@ func NewGetScalerHistoryRequest(server string, project ProjectPath, name NamePat
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTokensRequest constructs an http.Request for the ListTokens method
+func NewListTokensRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTokenRequest calls the generic CreateToken builder with application/json body
+func NewCreateTokenRequest(server string, project ProjectPath, body CreateTokenJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTokenRequestWithBody(server, project, "application/json", bodyReader)
+}
+
+// NewCreateTokenRequestWithBody constructs an http.Request for the CreateToken method, with any body, and a specified content type
+func NewCreateTokenRequestWithBody(server string, project ProjectPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeTokenRequest constructs an http.Request for the RevokeToken method
+func NewRevokeTokenRequest(server string, project ProjectPath, token string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/tokens/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6066,15 +6383,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/projects (the `CreateProject` operationId).
 	CreateProjectWithResponse(ctx context.Context, body CreateProjectJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateProjectResponse, error)
 
-	// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProjectWithResponse Delete a project (the project's admins, platform admins)
 	//
-	// Refused with 409 (code NotEmpty) while the project holds any
-	// workload. Its members go with it. Audited as `delete-project`.
+	// Refused with 409 (code NotEmpty, naming the workloads it holds)
+	// while the project holds any workload, unless `cascade=true`: then
+	// the project is marked deleting (no workload or token is created in
+	// it any more), every workload is deleted (stopped, its quota
+	// released), its Configs, Secrets, tokens, hosts and members are
+	// removed, and its namespace is removed from every member cluster.
+	// A cascade interrupted by a restart is finished by admission when it
+	// starts again. Audited as `delete-project`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
+	DeleteProjectWithResponse(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error)
 
 	// GetProjectWithResponse A registered project with its members (viewers and up)
 	//
@@ -6304,6 +6627,49 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/projects/{project}/scalers/{name}/history (the `GetScalerHistory` operationId).
 	GetScalerHistoryWithResponse(ctx context.Context, project ProjectPath, name NamePath, reqEditors ...RequestEditorFn) (*GetScalerHistoryResponse, error)
+
+	// ListTokensWithResponse A project's tokens for machines (the project's admins, platform admins)
+	//
+	// Names, roles, creators and times; never the secrets.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+	ListTokensWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListTokensResponse, error)
+
+	// CreateTokenWithBodyWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// CreateTokenWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+	//
+	// The token acts in this project only, with the role given (viewer,
+	// developer, admin), until it expires or is revoked. Its secret is in
+	// this reply only; the region keeps its SHA-256 digest. A token
+	// cannot create tokens. Audited as `create-token`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+	CreateTokenWithResponse(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error)
+
+	// RevokeTokenWithResponse Revoke a token (the project's admins, platform admins; never a token)
+	//
+	// Every gateway replica refuses the token within a second. Audited
+	// as `revoke-token`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+	RevokeTokenWithResponse(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
 
 	// ListWorkloadsWithResponse List a project's workloads
 	//
@@ -8334,6 +8700,234 @@ func (r GetScalerHistoryResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetScalerHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectTokenList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTokensResponse) GetJSON200() *ProjectTokenList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListTokensResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListTokensResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListTokensResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateTokenResponse503Headers the declared response headers of an HTTP 503 response for CreateToken
+type CreateTokenResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ProjectToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateTokenResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTokenResponse) GetJSON201() *ProjectToken {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateTokenResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateTokenResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateTokenResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateTokenResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateTokenResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeTokenResponse503Headers the declared response headers of an HTTP 503 response for RevokeToken
+type RevokeTokenResponse503Headers struct {
+	RetryAfter int
+}
+
+type RevokeTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeTokenResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeTokenResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeTokenResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeTokenResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeTokenResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeTokenResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10569,16 +11163,22 @@ func (c *ClientWithResponses) CreateProjectWithResponse(ctx context.Context, bod
 	return ParseCreateProjectResponse(rsp)
 }
 
-// DeleteProjectWithResponse Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProjectWithResponse Delete a project (the project's admins, platform admins)
 //
-// Refused with 409 (code NotEmpty) while the project holds any
-// workload. Its members go with it. Audited as `delete-project`.
+// Refused with 409 (code NotEmpty, naming the workloads it holds)
+// while the project holds any workload, unless `cascade=true`: then
+// the project is marked deleting (no workload or token is created in
+// it any more), every workload is deleted (stopped, its quota
+// released), its Configs, Secrets, tokens, hosts and members are
+// removed, and its namespace is removed from every member cluster.
+// A cascade interrupted by a restart is finished by admission when it
+// starts again. Audited as `delete-project`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/projects/{project} (the `DeleteProject` operationId).
-func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
-	rsp, err := c.DeleteProject(ctx, project, reqEditors...)
+func (c *ClientWithResponses) DeleteProjectWithResponse(ctx context.Context, project ProjectPath, params *DeleteProjectParams, reqEditors ...RequestEditorFn) (*DeleteProjectResponse, error) {
+	rsp, err := c.DeleteProject(ctx, project, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10920,6 +11520,73 @@ func (c *ClientWithResponses) GetScalerHistoryWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseGetScalerHistoryResponse(rsp)
+}
+
+// ListTokensWithResponse A project's tokens for machines (the project's admins, platform admins)
+//
+// Names, roles, creators and times; never the secrets.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/tokens (the `ListTokens` operationId).
+func (c *ClientWithResponses) ListTokensWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListTokensResponse, error) {
+	rsp, err := c.ListTokens(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTokensResponse(rsp)
+}
+
+// CreateTokenWithBodyWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateTokenWithBody(ctx, project, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// CreateTokenWithResponse Create a token for machines (the project's admins, platform admins; never a token)
+//
+// The token acts in this project only, with the role given (viewer,
+// developer, admin), until it expires or is revoked. Its secret is in
+// this reply only; the region keeps its SHA-256 digest. A token
+// cannot create tokens. Audited as `create-token`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/tokens (the `CreateToken` operationId).
+func (c *ClientWithResponses) CreateTokenWithResponse(ctx context.Context, project ProjectPath, body CreateTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTokenResponse, error) {
+	rsp, err := c.CreateToken(ctx, project, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTokenResponse(rsp)
+}
+
+// RevokeTokenWithResponse Revoke a token (the project's admins, platform admins; never a token)
+//
+// Every gateway replica refuses the token within a second. Audited
+// as `revoke-token`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project}/tokens/{token} (the `RevokeToken` operationId).
+func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, project ProjectPath, token string, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error) {
+	rsp, err := c.RevokeToken(ctx, project, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeTokenResponse(rsp)
 }
 
 // ListWorkloadsWithResponse List a project's workloads
@@ -11936,6 +12603,9 @@ func ParseDeleteProjectResponse(rsp *http.Response) (*DeleteProjectResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		break // No content-type
+
 	case rsp.StatusCode == 204:
 		break // No content-type
 
@@ -12967,6 +13637,204 @@ func ParseGetScalerHistoryResponse(rsp *http.Response) (*GetScalerHistoryRespons
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetScalerHistoryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTokensResponse parses an HTTP response from a ListTokensWithResponse call
+func ParseListTokensResponse(rsp *http.Response) (*ListTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectTokenList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateTokenResponse parses an HTTP response from a CreateTokenWithResponse call
+func ParseCreateTokenResponse(rsp *http.Response) (*CreateTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ProjectToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateTokenResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeTokenResponse parses an HTTP response from a RevokeTokenWithResponse call
+func ParseRevokeTokenResponse(rsp *http.Response) (*RevokeTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RevokeTokenResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -14909,9 +15777,9 @@ type ServerInterface interface {
 	// CreateProject Create a project (platform admins; any signed-in user when the region allows self-service)
 	// (POST /v1/projects)
 	CreateProject(w http.ResponseWriter, r *http.Request)
-	// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+	// DeleteProject Delete a project (the project's admins, platform admins)
 	// (DELETE /v1/projects/{project})
-	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath, params DeleteProjectParams)
 	// GetProject A registered project with its members (viewers and up)
 	// (GET /v1/projects/{project})
 	GetProject(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -14951,6 +15819,15 @@ type ServerInterface interface {
 	// GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
 	// (GET /v1/projects/{project}/scalers/{name}/history)
 	GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath)
+	// ListTokens A project's tokens for machines (the project's admins, platform admins)
+	// (GET /v1/projects/{project}/tokens)
+	ListTokens(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+	// (POST /v1/projects/{project}/tokens)
+	CreateToken(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+	// (DELETE /v1/projects/{project}/tokens/{token})
+	RevokeToken(w http.ResponseWriter, r *http.Request, project ProjectPath, token string)
 	// ListWorkloads List a project's workloads
 	// (GET /v1/projects/{project}/workloads)
 	ListWorkloads(w http.ResponseWriter, r *http.Request, project ProjectPath, params ListWorkloadsParams)
@@ -15071,9 +15948,9 @@ func (_ Unimplemented) CreateProject(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// DeleteProject Delete a project that holds no workloads (the project's admins, platform admins)
+// DeleteProject Delete a project (the project's admins, platform admins)
 // (DELETE /v1/projects/{project})
-func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+func (_ Unimplemented) DeleteProject(w http.ResponseWriter, r *http.Request, project ProjectPath, params DeleteProjectParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -15152,6 +16029,24 @@ func (_ Unimplemented) SetQuota(w http.ResponseWriter, r *http.Request, project 
 // GetScalerHistory A Scaler's recent decisions, oldest first (viewers of the project)
 // (GET /v1/projects/{project}/scalers/{name}/history)
 func (_ Unimplemented) GetScalerHistory(w http.ResponseWriter, r *http.Request, project ProjectPath, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListTokens A project's tokens for machines (the project's admins, platform admins)
+// (GET /v1/projects/{project}/tokens)
+func (_ Unimplemented) ListTokens(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateToken Create a token for machines (the project's admins, platform admins; never a token)
+// (POST /v1/projects/{project}/tokens)
+func (_ Unimplemented) CreateToken(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeToken Revoke a token (the project's admins, platform admins; never a token)
+// (DELETE /v1/projects/{project}/tokens/{token})
+func (_ Unimplemented) RevokeToken(w http.ResponseWriter, r *http.Request, project ProjectPath, token string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -15466,8 +16361,24 @@ func (siw *ServerInterfaceWrapper) DeleteProject(w http.ResponseWriter, r *http.
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteProjectParams
+
+	// ------------- Optional query parameter "cascade" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cascade", r.URL.Query(), &params.Cascade, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cascade"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cascade", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteProject(w, r, project)
+		siw.Handler.DeleteProject(w, r, project, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -15937,6 +16848,93 @@ func (siw *ServerInterfaceWrapper) GetScalerHistory(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetScalerHistory(w, r, project, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListTokens operation middleware
+func (siw *ServerInterfaceWrapper) ListTokens(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListTokens(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateToken operation middleware
+func (siw *ServerInterfaceWrapper) CreateToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateToken(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeToken operation middleware
+func (siw *ServerInterfaceWrapper) RevokeToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "token" -------------
+	var token string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeToken(w, r, project, token)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -17190,6 +18188,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/projects/{project}/members", wrapper.ListMembers)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/tokens", wrapper.ListTokens)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/tokens", wrapper.CreateToken)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}/tokens/{token}", wrapper.RevokeToken)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.RemoveMember)
 	})
 	r.Group(func(r chi.Router) {
@@ -17312,348 +18319,360 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3kjf8VVB8t8rkeYeUfMuzkWprS7GdHCeOrbXsk6oN/ZwBZ0ASR0NgMsBIYrz+7k+hu4GZITEU",
-	"acvOZfOPLZIzuDYaff31+0GmV6VWQlkzOHk/KHnFV8KKCj49KWpjRXXO7dJ9lGpwMijdh2Sg+EoMTgYZ",
-	"PjFIBpX4pZaVyAcntqpFMjDZUqy4e82uS/eosZVUi8GHD8ngeS5WpbZCZesfxNo9kwuTVbK0Urs+zlhW",
-	"SKHsOFtqIxS7FGs25JattLHs/oN/Z9mSVzxzwxydMs4qYas1u5Z2yexSMMNXAt7hKmczna/dA3WlDPw6",
-	"l5WxTNc20ysxGSQ4raXgOcyDJtYa4tiNsT2hFb95IdTCLcr9B/+eRCb4g1S5X7Xu1N4sBbuUKk+YVIyr",
-	"Ncu4EWx4VpYJ42U5OmVaCabnLP3u2Rt2dHX/yD1t0jDQ7vq7Hw9c/B/Fatbs6fboaiOqe4aZevYvkVmm",
-	"K1i1RaXr8p5hrt+EcVxKmQtlpV2zstJXMhcVu66kFYZJy4ZvX78YC5PxUuSjntGvYCg7x99a6wePH8bW",
-	"+iVfiR0UCv8dtkLnlXZT39FoiU/sbLfk1orKvft/f+bjX4/HX78b/jymv94fJ1/d/+C/H/3nvw1iU/uv",
-	"Wlv+WvxSC2MvLLfiv2pRRc7LK1WsYUMqfNY44rJLaZhxb4XV/wVeD7OAHzuULVS9Gpz8PCiFyt0gkgEv",
-	"YW9bfwskODd/kQ/excb9tlxUPBf9NFZpy91HVhZcEVX10MjB+/fBPWxKrYwAJvYNz2kJ3adMKysU/MnL",
-	"spAZjOPoX8aN7X2r2X+rxHxwMvj/jhoGeYS/mqNnVaUr7CoyN+yMScNWvJjraiVyNjRrZflNwmp1qfS1",
-	"YnMpitwk7LrSasHcHEzCZjxnDQcenTJxJao1PuvO2KwQK9duIY1b+w/J4IlW80JmX2hqGlmCuJGOxnhR",
-	"CZ6v2fAM/3gGX48SoERdigq3ONfCMKWtY2+OTDWT1gAPdLwFaJAN3ypTl6WurMgT5ic1Sjz3+cUdBFaJ",
-	"eW0Esp5sydVCsCEckWc3mRC5ezXcAbNKXwrFMl7iBWF0XWXCfS5FzrhlxwkzdbZ0rOy787eGcUaHml1z",
-	"HO+i4grGIw11nTOjsYsURjQp5EralB2P3F58q6uZzHOhvsxmZLwoRMVWfA2jzTWc+LBkZcGtI757hpW6",
-	"kNm6s3y5zuqVUJYNM50LFoYOE3mp7be6Vvnnn8dLjZtAhDXUFczlSho5K4SjFRtmCkN7o/ULXi3Elz3K",
-	"IEO4c+e6dsvLFV6K3IprvmY8y0RpDQ3wR67WxHHMlySFe4ZV7jABUQIduIOmanfHOolCl0IxYyvBVwaI",
-	"2pRC2VOSnvjcioqlr92H8Zn7kDIjMq1yM0hIPILptJ7oDp8YsVRWLASM1V0Fitd2qSv5q/gy9HTFC5mz",
-	"rBIgm/ACduWt4ldcFnxWfAHKOWOVWDjOZ0R1JTPBcpkjA1TmWlRwN8uVOHXfLaVauK3AS8FqtuRXnrnl",
-	"n31rykpnwpgvsyxv2mxHGnYtimJM1+Ostkwq2LokeunhjUfc6jk+6WRl4nXEuf2NtNRFjnwONIZrXV0W",
-	"mucglzp+ic3QUf3J/5p4ru5vi7R5M9ng+MiWytGEvaRNdLeGk36tUCAD0Xq01CgQCit3MVopiDNUuVZ4",
-	"MGiLZloXgitHtEvBC7tcx38s+EwU0AjPc+mWmBfnncY35KIgpyGvxTaMvRB4X7mN4HZwMsi5FWNHn9sS",
-	"aTJYOWpB7rv1G8prkR9KrXePdBc5nWtdRAdfl26k+f5j/1UrEZf3G9nyZy9uwsPNFiTNVr2LjIU2+IVE",
-	"GbO7ydKKVfePXfP1tNJMmVcVX2+NExuLDkYrXObtoezavkpwOudbPzkZrTZxOsRvbltV+DU01DPquVxc",
-	"lCKLmQPw13twZWVs6I/sU2In9wxL3S+pu+ZAssQXErAAXC+5ZY4xGGaW+hqU0e665Nzyg45Sd3w/iLWB",
-	"nq54UTs53gjr5MorXknHWw0bCnX1baVXCRPq6ud3E3jQfTFyLGwuC2Emg8iqwC+fMLJv3fsJ49AF6Vlu",
-	"ZN444gQE4vo44KIWbKg0PKDnzC3MKDKyD/EdtJUutrfvJ7f+QR8weMUZYbf3wQ2FSyWq18JYXtmdU9/v",
-	"1G8Ns+ROkI8Tc4XdivzM7t9DpYtC1zau6DoWy+iJlk405IqdleU9wxyjGc/WY/e/fzBCofyAAemyrcpT",
-	"m2OY9yAMd1wJU6/aX9Qq1xF1fteKxdbXWO1UrH0ff6Jrb3rcJIW5XPxDVMbRzC46CGy1b++JgW6ejeeK",
-	"cVh+xyVoN5Bt4GG+EFklrGHDFL89cocnHcFvdimmyh+cKxoknKaqVsqJA6VGCaQS7quEGdBtT9hKVwIU",
-	"iKlyO369lIVg3Kuzbi/ca5WuF6jHugFOpirGHHJhkL+2CEMq+/BB83AQ+JLBnMti74dBjNr3WZzxnk+b",
-	"OkNdfa/noxRTafW9nr2uIxdc1khaW9Rw0AL0CjNkN26fsLPMyit3ki7C3JLBt9hb7Dy5qz6vC5G/kdjQ",
-	"fsf64JWLiDWNud7P413/Cl+Ea3/rOsYH3H1Mc4FTUdXKJGh6FIy6crRuSSCXEZbPcfG2OnldK7BilpVe",
-	"VMLA9bjHvrUIYJsZo7k5NjI3YJoUU/p6Elt/kJZpuoftHLzpds+YeV0c9q5b0/hsvtez7sBXPBc4KbjW",
-	"aZaXQpSGDZfSWF2t0ThgRgnTRS6MRW8ImF73kk6bsxfhr6Y2pVB5L/NvEyTte4z8nnKx0qr3YqiripTU",
-	"PejhMB55CNuL6R97HkY/qCRMxnfdNNu/MP3HEn+/Z+iPC2FZ5lZRVE4mrVdO09ZXomrTB951ZXMsto/o",
-	"TCwlGgO7HT7xLVwvtRGtTqUhi6QSbFhw6+hsIZQXfvTMiOpKBE2/1DmjaSMbcUsx6tDkrVe7n83Hqpkd",
-	"movdOv+byY60rB+F5V5T6lLIXRgj+s0H5Gvb9nqV2NMpW9XGMvFLzQs0B3G7vGe8VWgSda1tXY6xmT9T",
-	"eamlsocJGrKM20d03mcfyfs08nwd5/2lzu8ZOChSCWNOmFbFGg8OEzRo93sm5JVgtuLzucyadWipPPtZ",
-	"Rcgc0ogPbswwUz/MXcsX4eI8z92tHp8dyuKgq0pFTCJ2d1cgI9hTJlalRf+/U7PcizkrtdMfIzeqaI+q",
-	"2/kFCOlstia9wPcGLFLne1+TgW4inArHta856AJNyOe6sreahPya+j7aU41uD1hqI5pXHpHHnnvrLBr0",
-	"hbIy4+AdC76jhHnHUcI6LsGEbXjpti2vr7kVL5xo4n6eTKICGLpM9166b93jZI3e3oZdpjCw9AKVFsWr",
-	"+eDk590dkZfeLatbqw/vYpZv8keSb2auq+6aAIltLotbhZvxQo/dCMfmUpZjTTxvDPvqGNCcF0YQJQhj",
-	"n+e3n2bY4WYJorRxJWJsT/ivuxPk+Upa2Lqg2ySO/ZZ8gTRCOiK4XD0RoD6WsFwUAh5CO0Pv9jcSxObl",
-	"99Wj6FUpIzLLuTZwP3ktBT019wyDmZF37JTVBsxkL7ixY1iK8fOnmxpIT6+XJCvdke28ufy2r9ADFIlN",
-	"63E+SFpBLBRFREoibnJnwamzXkq5C8s3ktzH272f3ZTaiF7pWDEBD+R0vSy1scjYuV0mwRr6XIG6KYyP",
-	"cepePAYURvfDKqLLIgMWPdeaO9PjGS+4ytyd4h9ua8vmHpM4ADDLVrooXJ9zWRQiZ1IlbUnd33u1srKA",
-	"sLFcox15r/WmmZ7RrRHhkW6J4hKOX6Ttif5dX7MVV+vedaPlp96BE0KkkutsEj1RJYUR7SZpGGzig4ea",
-	"EcZIpXU19F5/8esnwlG4XTI9p9BCUeQJK+SlAE/FxIpV6RSgSbBsm5+P303kyjGC5AAnzMZkcSyJ5+T0",
-	"WmyqzylEb3uiPkDkLF9J1WMP17e4H7wJ7EqKa5ALc3ElCvfEIIFbQUUtYBumHl0IoOttgb1lVsZwxNuX",
-	"xj+YbEzQzya6SN2jcJC07+iul333qAL7Cd2NtA3Pxwb+g1T5czXXsZBAQTFW8+DFbrxh4N53rEfHjXJu",
-	"xV6poi/U0K8sgwcN+NSzSnArIPKTky2g7TlqURUI9E/6DHXPwX5QFjwDjrdD/C85sE/HteeyACZzW9d+",
-	"o+Ixuaxx4buefbCCofDci4wXogL5ZDSJO156OH/L+WX98lMkHBvqOUo+CUOXTMKM1aX7l1cWvuz8MQ6s",
-	"xElbnEyvIMt4N5MS5kDzSbkzVvmeYUYsMG5DNdT09vULM1XD9Ojq/hEdXXP0nv76cBRiJ47eu+Y/HL13",
-	"q/8hHZ1gXBKqd1NV6Gu3sxAGHQKipaGgKpGPOu6PlmgEJBIftRdDKyQkCPyQautOGnLaVG+ywjZ7iKfU",
-	"uYnSK+ih4PDRc5ibvlZukmzJDSv0wiRM3IiMjFsQWIOGufYIlhB1qES087g1n+46WoikdWw3DhmNHSm0",
-	"j4/chQwX+NHHi3E/1DPRo33sYsO7pGs965Whd0Q92IPs9P1xEFszfMFnojjnNltuT7ESK43ukP0PrxH2",
-	"U0xv0SHqxQuJd9T+WxAYU/TXQqrDzF+foN5s2qmakdE4YoSHeRFRU9UhYUbw+Dfr6JQuo3b02oiK6QpT",
-	"LGJN9ooXTqLZbg+FMadYkyzmGuckBO1euK4iCM33L9UT8Fn3kx5YJjZFix1LMMzFnNeFHe1cjDuf8y2z",
-	"vAu2SKT18Uyx3/SOYtcB9HmwGeVLGfe3fqtlnDEcGPm3sciN1YOovGPmcH32bEAlMzdtbXgRYRILcUER",
-	"uVGV2Cu/hq/KQrBrbtrWpFzXs6I1dIzZxmvN9Rs//G7M3UXobYakDrNvkAYkBrX0O305SAbX0i6lGltd",
-	"iIqrzHWENryx0+2bT3NeFDOeXUZVP8urhbB7Dhvi0fZ6dmOTadmSkOIUFqB/cy9ga7a31t9Dm0FtTknA",
-	"ZJGV4KauRB442Am7dj+T/yUfdfZ61+HcMeGVVHLlduP4tsljI7GJnuv8ib8KG0PZBmdbHWykDI6q3og6",
-	"cKweSnxbASFoQv6JSyvVwjH4N6JaSYUm5pD5gyIdk3PG1XqyS1bz1N0WD6SSjjcYmYuMV/H0togoTgGu",
-	"3rDTmfYuF9m5zvv9+efg5WtMRxhjqouaUjCdqrGhGFcCfD9ooGSQCcC4miqpxqAmMBghudvR8uibv2dY",
-	"Cr+mFI1mglE0bc8nnaqFFobVJdMqw0Yu65koBCo8IYgSXHOQC2aXbvSXQpTus6wMqnS9ouWtoTsYcXCu",
-	"c7QdShPd52blYv4saVtLmzDacQPpa4qtuFSt3/e2qkaOWERkr2WP4lrIK0H7/vb5Uza8FKVlPKu0MSzs",
-	"Ie6eiRshkD72GOY/4EE/xh4JuodmO+9GJ0K0W3C5cpp3K+Jkwr7lsoA4lJAa6JQeCDY+YRy2tRIk2ICJ",
-	"gCsgobD9C2EN42xeCbNMyAqOXWHE5dAIwTaDxEdRouMlz8g8uk0/rsm42LLkpseQBC/dMwweOWHnmEmb",
-	"sG90jRmPL7qG7s2dexnnslv744bmBxLfJR2TU4pCZ9z6jJ9dJPKasmCAgBdl/Sau4WJgg4llGRHje7nr",
-	"d3BaojC392CsjOqYMcHzvJEvP1Fuphd6NLsOHcR+l6Ys+Ppl3xV6F0I28kizi4EaNpTKHZ9znzGlcrLc",
-	"+m+0KjaCrz5Gs9kVQXvdZyKoxEK6891n1fNpXtK0U3qHnlNgYu75qwvETfAmyXSUAI+BEBmMDZmtmdWX",
-	"Qpm4oS+uYnYTLXUhvA/ZD2vozeJjUDxRBpQ+xBTCvSHPDXKNOxb0OCc3ophT/Eck+I4mPVt7iyOYxTFw",
-	"3L05puzDU29qtPqaVxTrCo/fMxiOsL/BsVdVJuLBQR1oEdg4Om1wjePj4+TWs9R9IbmTs9VdazDYmZAu",
-	"nmljx5lQPjLICr5iwx/qmaiUsMIw6JD5jH+PW/LwwSjq2Yr7JM7Y05cX1JKeh0Ye/58W9gnSdSUwnJJc",
-	"qU3mNxuatbFilTBSS5LwU8LKelbILAHJDf8d/82NVReF+0OXQpmlnNvx33p8Hf4UxwFEGM+A7NxF0wys",
-	"xXTQa1MZiycgqE6thO/TDh1Ds0Do6MKyS+GdTqNPCPEjyr0LK4+/az7ezPNfPvBoI22P34SYoB7u3k1z",
-	"bS/2imM+LALLQPpJC88AeOajBw+isUd7GId2x6fQbbTX6r2RosL5Ry6T693Tj88c+e5Qz8mH6MYz2mte",
-	"vSYjnFLv1j0VmTTExw7ggI0TIgZBgKZNDPc0Wp0wPzRmNUMcFndesS/3HcG0xA9FfOAQenfrqDc5lFsN",
-	"J+TzEuM4HIF5Hz47a25ovHSlaaFvoBt05VgEGx67t2cSMkRGHbiOQswBqonNdVHoa9ON2fIsw/MXN54J",
-	"ewMqADj0WK0KDCrE1MbTrZuXGVAllB/LJsID9rXtIV+UtYnaTyNmGk9WBwTzrcRKV+tv1lZ81l5kUcgn",
-	"528/YxfeZ/qZmjdWV3whPu9C9Z6aJuZzOyLeH6iYDFmesmO2Elx5eiZqJye009Gu8ZjworgDRtzRsvZo",
-	"yw9oe/xZWbMhkE2mK2FGCUNKZcOZ2wInaV/JXPJJpldHi7JOwC0OEQ1un5rHdNVi2kNCU2BaNTA890zz",
-	"xChqxZM9aoTPVv00Nj9orUNC+0ltt1f0XT9xBMypT9Q8c5HJ/NAX/DW0x40Sle9iBqppfXz8MKNlgg9i",
-	"jN+hJRq/imbAhftl/4hqvJPi0dRw5XBziVLvaZuB+xsD895a8sA9M7n9oPRGA/gd79NcKQKuDz5B3BW6",
-	"2i7rx44IX6JoT8Y00bZ/xE8vWDpuJe2P0vayso4os46ZgEmbs19qDgGLJ+yrRwl7fHy8ikeD913An3rp",
-	"bo8Obpet0T14/NV3Mjq03jvv44fWJyH+tFx3RF4lBKLcDD0t9JgWkB/vO9f7b+Iz9aS44akRPr/vlXoq",
-	"VhzNnueVEKvSylkhblfXAgPujWttE+JdKG8dnv3xGtwOkWBnbjrELx7Gk3pjXqixncv3WqxELsHr/U0l",
-	"+GU08AXlkLjlNtO6kGrxVllZHHAz6RWXEToutS6O6HrRusCLJORf0S/0CX90JPWrVoJ+c3/2Xz+6FD0R",
-	"zu6Xw+A+rLYYABDJzVTbkE29yZi4Eu2XfNtJWHka+S0b2AsvNcOd3f8QRKiiP9e2Jxq6yPvsQlXTegiD",
-	"dM9LtWjnQNwzrBDciHgSvvvloyb0wr0ZNVR798ShLb7UuYgH03oJdJtZK3HNeIahwLwSlPPk2DUgxung",
-	"4xp5vxZYkSE2FR6d9KQNZEvv09lAAHI3yEk7k+Xs/Dkg07X9b4hMh1kwStMInT5i+aVQcSv5ncTnNSO/",
-	"hcifVsQ4Nki80NklLnbYvv0xr8p8tr1iiq+EKXkmAPDFp3ac6/ypNFUNT31T5wtBRgwYAQmaEGzYF+C4",
-	"J1Wd63xbM9FxaWyT8sSVzOzGahzS7XaLc016YCSWXtzYc24OwGLCgP0476SYgQMIahe13Ja+eFD4sBG/",
-	"xMf8CSfAtUkN+IS7Ww4A8q/tKd2UsjoEEKs3DX2XX24/EURhNhI2lISh3TKxlzSg/aWl3POCPWkbeYej",
-	"5oKXJWEVRfAWESLlY05PT+7irqT/eATB31EWSNhbLxYk7AlBDyYMJgLRBK9FWfAM/pxMJmwILhFp2Ey4",
-	"29Q9HrWZQK8XUmUHRLaXFEgQIQsIRzlgmV7TG+5QyYXiRY8Dyc+dZR7LkBkhVMLEZDFhrwXP1/8BF1ts",
-	"vL1ho77VA+d/jfFmPfc5oX8ueVkK5S7TazRn5TXGlCaMA0xwXA87NBGMTlh/1EebowPg266DdVuYlU8w",
-	"9fb166Uu2ibxHYxia6USwF4MedeIBDk5mLGf413anVJvqEG4yg+IL444DrGJpN+JGCHxbW3KWrea8Zsk",
-	"79JBJGMtEjktrvrMTXd4k/aGiR6kXUe0lU/RsX0s0LbXfIWxDnoerOoY8sIRQj4By+EpCx6n0d24dj7N",
-	"ZfMJrpiPdLFEXCebNhwycHvT/QkzWcVttmRDYApPZTViRv5KcOMmwWBQSOPVeeJRpYw0iJEIsW0YHBf3",
-	"Le8abZRGG9jNjYM24yqgKm+5LCH8HFIlRc5mPLtkQwyisJUUOeXSgzORUrd9MOzoFjzk7btBYiYrani6",
-	"anfaeze3zcRP9KosBJhnzwkFDy3F55zcEK+hxW/6Yu2NjeuEf+cmpKyHaaKPHGFIuWIzMUekSr8Ag53B",
-	"/Ht04KYPcdt1g9jjdNusmeanpnrghbo/W/pvrYSno9v4EW6P7yHKl6ioSa895naE7P2YKfWzAY0dH7ZP",
-	"FYUedo36vOAqdmI6pVrYsJAzc8RLOfHvXZQiOw3iDlo1vtPhC4azbKKnpoOHx2Y6iDBekjpQue4JyG1Q",
-	"3jYxBCxFCzNd5U50aUo9SYLY4IpX670jGzd3M4Yn68Txp4LnvbmN8MQ5lN/YHrO5lCVAAWVgzfQAvQfm",
-	"XbyRK0F8MApNDOxmO+FOIaA5g4obKg44qvllPLAnHPsIDFz0jZDXslvYwgaSHRks11Ll+vrws/ITvHfr",
-	"aaGZtSht55GJhliv+M1FXS2iMX0QEwepie5yzISyfCESVula5e72iWY8rvjNRv2KA5vNneA9qy1Tjsmz",
-	"mSj0NevZdLVX+Hm/JNxd763Fyfn6QNBm0QOnBGJub+Lwf++lWGEb2EdsNhcvnv+9MQpsCMDKiuqKF71p",
-	"fxCYJnNEhxE8WzJw6zEIOoJ32PCr41Ec82YlVW17gYS4sWyp66qL4oo8D36knojxIdojwzYTZqwsCsAU",
-	"kmqxNz+8ePH8R2jgdsl9Y2Wa2fSsMbW7bduqKh2PZ9dGkM3axzBy9vjmZs9YmYLXKlv+yG927Z2sWKGd",
-	"4GcZPs+cFKOy9SnjM+PW0+MN4s+iK9b2JzXi4+ePj2/pHTQmtdE5Gwpj5QruunmlVwBqpbDSDZvV2aVw",
-	"oriPFgarP79xcvXojob99eNbhv31Y7v0XEgW4rMsXuxg+MjVFtIsoa2Aj0HkAZqdTBBIlHuSTNWq57QZ",
-	"u7AqayvArRLK7wXa/Ji+AmeL2GegnXsGwWEme+aV9nC9MKfEn7TW+kaPasYL0RvXtDPH+BbtrpOPvytV",
-	"F8FS2nG2Xw4dOheWy4jJ8ixfSWMwJBXiqnmBAW4UnCGcOIPC8DU3zIl9pYh6iuaFRkiyffD83bMejzx6",
-	"D3Yz/beJCdfynmljM9NYYXj7cFKMru2p+bEUlPXut5QUbo51yrAsXUJZqLpwYkriSNwt3orfRDXuCP4+",
-	"ya8AhoTRU3PSj/1SR6taUC7/ISgOHQyAiKxS8euec8tvvD4c+g24TbCTmMAsFczf/bLiN/tB3h9Uq2Fn",
-	"kZ+ZLHyZtj3a+gTvFz3UwFA30NQhMm1XgQKk3F7RzMc/HgCz22Urt0k4TQfR0UHhkL5SRvirL2XUQhzb",
-	"o6oRvjs6QWPNVPkyPqAvJUx7tDTCYnM/oQUFnSaGFACz1NdM2hNmhKA2/yHFdSw/9uDKSNvgQp2Fc831",
-	"r5kbxV5r1lRzgmA3v3K9K5bQzKWlIkcmUgRKLuhe2wCF/vvZ+MHjr9hwKW5G/hSHSk+8CKmH7vsw0nau",
-	"k69uu40HJNZRRDEo0GR80ZjDoNxaJrMIYkVbH8A5MCeoeCKc7I1UQd18s451pNl1pT2+QKe3eOIzFtDZ",
-	"bum+k2SBmMGTFhKYYLmR1KHgtNsVJa5bfewT+x0hwgZse9usXJbnlbY66/GG7jDuVfvKI2WrA3+7vXly",
-	"PkgGb5+6fy+evDnfG5IC+m21GTt2TdLVdmSNriof/rdf1HYrR3sraLsV/QmJuCchia8V7+9hpNuxoq00",
-	"gaUu8oTxokCYPcfufPp+AzMBSUAQQXYlmMwLwYZmySsAhNeFQceEj1DF79g1ZAx1Uic5phtJe0qcA2oK",
-	"15WxbFbP56IaTfwo3fEPYyRnMaRm1YrxBZeqBXzBYCwTlCYheWl3pjOCAqKLpQUu2KDmutmeeK7PS6/y",
-	"b6ZIxSO4DozK37W/IShfKrJoDiMx+dKw4xNyveVCjU4xK1qaJlFrgmIKOIri5i5AUyfibAjAx6qRiOkW",
-	"qtmV0u/UCF0OYf911cQou8dDAHVfyNstKSd7Ll882rmTYxI9rRT+8Zqry4h34dZQk/0rT1AHe0mUTaW+",
-	"QwuSQDe7ohn8hPshcvwTWI1qwdUiwTJsTkutCcLGj7FB+XZ77djEbM3cIGL19oK3fpv6XDf3CKMWAWKN",
-	"ZnNenaKZDxL83XX0vZ59rrJVADlqaSyNO00WAkGppDW9Raxe49r0ZxO4NkFVBVsiHiunnEVbVOLGnvWt",
-	"1k8wItqM/CRAIqz4ms2ER/kFLrm/6IFvHVSikavLAzKR28cspuU5hevM9khYJJYAgaG06OgBFwgWFZ1S",
-	"BGe1/6w9RUdoRK6E6W5cs2dwVShtKTLM3Z7UtVc4214ksu1N9tU8m7PfNySMGQoDa3B9sKg1pzIQfsGG",
-	"VPnzO64Woz2HQYf5YziQfzXGfN6Wi4rvCE3cn6CopR2exKypnbpPQ/T0LqkzRLV3N+YZUKf70cs7ipVQ",
-	"fJtxdu1kJgiHkAoqbpv9gWBoaH0x8TCcp+SU2azZnguDbmaREyeNO0Wgkefq20Iulj2BVOBEfd3Od90q",
-	"A4Fg3Lq6R7EZcDrWwrKlVhpg/GbIBgl4ogcMGmIwYuqPbz+BuD90sOa+0mfpQzf2DQh9qe0FBnQlLEDg",
-	"XWh+2cbCS9g51U45m+kKv4G/UMR52uPruzWrzFFHCGFJgnCrK8ZnQTWN+o0PzAsyZCzZK+yhwB34NBhQ",
-	"UpKg4+b8JSHMY6cDmIj9rCfTa9e6DpHmnCACazjaMwZyg4d8rtgS6iYeWtKLzVh6kDOv7OsKYpD33gXK",
-	"Qu2PUtngfJGgL93xBm+e1D50yh35vqZeiYt46P+ODbqLXER/83x8iGSbG+/KmYni9sXzXDxiTPAxQ2wL",
-	"FGGIgy/uSnd0GmJ+aMDrLXHoq77cDnNYvHeg8UgF3mrRQ0l9QefXy/XtYQi1bIFut7HLgSPheHbs8u1h",
-	"KHuElOxvzwqSxS024a6fbevC9+4QrQso8+E0J5gqGwZ2Atl+ecKykAGRhwyIHCr0kYdnqyhHux75J7Ks",
-	"ZODkogg351eCHLGNoxemM2zbPeGbAKq3X5lmzw+hY7/iMQrwhu+YatxUfTFd25YvxkyYuU4fxnB8DzTq",
-	"776IWlzKfzTG2ijg6h5ibEt+3VEtrUE8v8Uph8+1pIj+KibgPgDFgwxjVP7WL82qRhljwtpOh6W+NlOl",
-	"NNmXT1h6KdYmZUO0z48SlpIJO2XDXTbrqeo1WrtG0AORsqF3OfQ7G6Zqp7cBqo9YURSmqU7PS15Z100w",
-	"3afu+anyX6RseL3DdJ9Q+SChRrGC9C00g8HJ4F9Gq8lrfv0jBUjTQaxvvfs8Rffg0rYIMJStC6RCFLDr",
-	"oHjfWo/HmiN4HeyPmXhnEhlV20QECLNnZXlRiixh3+vZBXr8EneBuj/cGqGyRa+lnYJgKZh20wZgOE1Y",
-	"KpW0TzrfYNi8SZOpShHGEPaMpZaQr6VW31U8E+eikjon9T1lw2NmdefU3zM+Eojp+VQ9PD4OsIDs8akv",
-	"C+2mSmhwL3i1ECN3EMIgccyOvmC0gBXtRpbp1Yqr3H3JqwUMXKgr9x+AUadsiC+dMK7Y87OXZ161Yj7D",
-	"1gcs3X88VW18w1rJX+oGaFPnp601O9eVTU9Z6j0cKXvz5Dxhb5+eO2Z+8eTN+elUpS2/TeqoP+SFNOv7",
-	"IySNuM+OZ0q1eCqrFA3YM6OL2mJJ4ZGba6i5e17pGaxDIa9E8wVuD9wKdUlftbAh77mjOhPmZKrEDc9s",
-	"sQYOoecsXVpbfifsCXuPFQnd2mFBzZX44DqyWXnhJDd4RFf2Ayz+oioz+iLx6/ohdSuQihvhfqLtcW1w",
-	"aNXbghjGVTFM75oqvxs0ok10cNjMUyRTyYunouBrT3Furzsk6IZmO0Yl94zBKvhvlpUw7hoCfjnXFfOL",
-	"CMtHqwfrPeeyqCvRvDHCFS7kXGTrrBAwd4NKcsLKSlxYXX5I2RAkiu4iTxWsiRsJrTYulCmEKE/Ye4rL",
-	"/JCOJmwDIBxMakxp2j+mq6laan1p0LUOJMEQqQnw5LDKYRCxMEQXbdO/aiXGs/UYcy0w/eCemaqSkjyC",
-	"lTqU751M1ZlvEtjPiq8Zz3O3xaU2bg2W2rjpB8r5kJ4wcWNFpXiBlS9r8HEBQOxUuYNIFRiHSlii+8nl",
-	"v5uJ1EdX90d7VF6mYo7JVFW6BsNA6kaRhsCWt69fwIjcrszlDUvdh7SB+kyP0pHnUzC5qSIXLNMKmUeK",
-	"4UEblOnrh+XuxLf4E1DohIYxVWCIh/JiYygq9vTlBbbkgw+vZZFnvMo3GQ26z04Yh6qUDf74WVlSFVHj",
-	"OeXwaQ2xTVYkWP6RGD0+NoGRjFyviHLB7VS5Vni4swFlIKHEI+TAVBHXkabvzY8AqmSyN+60NpVKl/wK",
-	"L+xQO7TgZsMR6K1SbCGvRMDFggK9jpSH6XhMb4/h7bS5HlJAhU1HFF/cX8VUVlO1Xb401CTg5GRFOk4p",
-	"BRRnmIbrstRQs1CEu5NlvKqkMJvXmaTKlickI1XSHTQzVWdvXr148c/Xz757/uplwvDTf796+cz//eTF",
-	"24s3z177j+evX33/7Mkb//GH5y+fJr6Rn169/uHFq7OnjqSTAK8M+b36Wl3zKmdn588Tdv7q6T9fnv34",
-	"rPnr4vzsCX18fu4oKGcvXz19Rk8ZYTsZVi0uq6+Vk8NktoRTXom5O3RwSFaMm6lK/23YzGnk7jR/3lBC",
-	"oP2a5OLKY2DDzRy+dIsK/Ln5yusKdH01PzgelTohwK9v537QBo+mAZT+TraXPx5UN3yUNGeA6qQ6psae",
-	"VFqh7w5l8zx3lEFRjSkbzuWVGOO5yionTwdcK3chUqB/yoZOqhihLKJQbM3WmHeTsuFZUehrX6jc584L",
-	"1wLcNO7CpySeRoDyxP/wGJqli2teF9/rmaHIM0CoS9nwoWsK/RiRX+9DR7VxGicse8krXhSikGblNoby",
-	"35yMTss/49mlns+xgVPHFLDSvUJtosOPkbTmsnJ3ks/A9AvI3Ap1mdqEURyQ01KIpUvDCid9SSzEYKbK",
-	"as9xEoa06Hso1t3WDYahQ5CzvhLs/2f3jx8z9yQbcux/LlQmpgru4+7g75k2Go1QYBeCd117bi3dmNBj",
-	"5DQko4kFOabsR59xRTEaboy+yhLNHVyLCVT3Ds7HTLthu0U+IdjYlZvzTNhrQSFShTY+PpP7bIphO6oe",
-	"HsiFRbAvP+uElUUNlVHcAk4VhmtDNrKuVU6BIbZVoHIEXDFYMZp55Mxey0y4o4cVTRt4eV91FeJopurR",
-	"8UMQobhaO/IQhREjJBjA49WQh4s+CCMKwBVkszVLg9Fs4n67gJ90lSJBtX7Fek9En31SgbuRwytsxW22",
-	"FOZ0qsC40Jzsrt2pdczuj4AddN35rRfJUZc2wHaQ5VAI7rSGk+D9TLxPGfyO7jpir14+i8owcxCxWt5a",
-	"v/ymLCQoyivungY1I4x0qh58/fj4GNjP/IlWc7lwqkKeszff/vPJq5ffPv8OtYwtp2qHqRyfAC6EWjCl",
-	"nYDRcsvC4ArtBPT59tLKtnMX5UnIbGeV8NYyUOq9z90NhvjJCXs/48bzuMTpgxde4MV1FbVwwgdfJwxT",
-	"MJB26KfTqQpWk/vHcDy+Oj4meZzkdOS5IJPjH99yWXzH1eJ/Wo5d6Jo+mw/pVIWF8U+fstbjwWm86VFu",
-	"El1a7eFxTsJY2UMnzLvrFs89SL65uBG5YzDoiGFLx/+d2HLhiyZ03PgLYc1UvT57+UPCfnr1+sXTf148",
-	"/+9nCfvxzAkS/zx7+vQ1G6YEhcpXhEQ3Pp5sfuVua3rp/NXrN8hidJUtq1o58ff82Zt/vnRywkXC4G8n",
-	"MmC/7mOrv84Xri03SaBn5UStPHeqIVeLMSlhKRAl0gRdM/BzqNaUwgHEsj3NweOqgRYnbdnpSfJXEUB9",
-	"nzhx8SUIsRDudc7t0mkffKrOAwAAFgx64ssB2VAhaONkDlGsTz0WYE5LmXPLxxEYwNTdztAt2GCt9uyp",
-	"U77p1N303cGesOlgOkjZTCo3TWRZ7vg5sVRmU+XrbClN4nQD2NzcXj68rlXSiFvOPPFbXw+ISTAg4v2K",
-	"RrTWGmzcw6f+JwTqbwohsY06SFNFqW+RQkhD7kWSsRtXipRB0tpM22Ww8o5QxdJF7u5U967XP2EuxvK1",
-	"0050DUlUMlyQjfwAZ6gSQW/x0dBTZSwvcCrXW1JHJWxdKTNhT91r5Fc2VgNCU1gCbBNqndHwwCQFkAQo",
-	"ixZr1iqJLTtqOzSJhb2w8pnxxbNwfL7clpsW1tYaguzw9vnTU2wahdyWHYAOzOjUXbg+5pSkXjBeuYGR",
-	"S8r4aaCsC7eFP17SsNQtcMqGl2Jtmjh+4zmqLIS7NDhzf92jitkcYsMTvFndsNyucopqB/D8SwHRkIWw",
-	"aEPL5QLwOdKx4wH/pMM/SRuB5sHjhwmSp/taVyydTBynAoGzsVCBrHStT9nGeBnAVjY2PPaj/Gaqhlt2",
-	"xG4UfzN/XoArx+dBIH+P5DJMFe7dCQhAkHHFjOCFaRnJ2VAorADLhMqqNfAud9cCLbulcRca2cSTqbqu",
-	"sCQBhXy0YkMuxXrcNOE+jrzKJi3wPtzeVUBNdHe+u3iBrElfQ/GTDk1WCI4kKXghcqyRALiPWM+u0dGd",
-	"Qh8mCa6H7eGQR9bLMLi6ePYeHz9kQ/zCtOSt0YRoEGU8eqOqFdi1AKgdMClRglIa4qITX2AGp+hBdVwD",
-	"YHdQeqqa+vYUAkklh7hp004E2D2WctL1MYkbKss5aJTSq/vRZApyJfnA+bOyHCQDnLD7AzXNQTJAeXqQ",
-	"DNBsP4CKdgOfVTTwySiDJv7Uvfcu+Xgnlfc6xJxVB3lR4uWaD3GAxOMTHCORKhYTeu6uPu+qcI+kAQ5M",
-	"iRvLSr4QIamXFDdMQeeLeNLLYbEQwcP58cEQGy6lnfF8fT7t3e5MR+zRkmwBv27/CT/xr/TECc7lgo7H",
-	"p5S0CuZkPB94noljsGGK3x55Vw/+gB9H3tw0Vf76IXbqrqpwx/nfltxJJrxh/ujkHOGF3gEHchfJKUsB",
-	"YOfnd5PuXFMyHzo+CQHeqC1NleNb7lMCnN29HPNOQgE/ZAC3rT8+1tTuzJFd3HbE4anWWwelFqPY3of2",
-	"YIWxrFVfjIR8YqvXTfIbTnb/YqWuzV7oSjTM3tbEM3iqmTfKnHtOG0Wyw/BA9AxzN747tI75rWkQt9RL",
-	"beZYaiPjadXPva6OVz63DJXq4X0o7iJu7AjA9fUcf8jP7KQnE4wyVmIRpu2SVyA9jkiAqDSY4qRh3Xwr",
-	"0c5WaAWIQ64MFNAwTnTopA90UpiijLwni+ANVWLyU98uB5C0h+f4CasVGcR4O+WLBrKr+7w3Dr9tZaso",
-	"Yg0LqXROTWMCpPFCPAhtMITKuAU6JEz/0Gxs0x+AGxYi4wpj+Ek4Q2bX1r8Q9H9/dKtQpyCW4IC8dd96",
-	"3XWWCZHvnzdOQtW+aRjNuft4NLg7vdajwHAxwaMNL7cdseql8gPhaOdSSbM8ZBV2YVtX4qqnVFAUw899",
-	"QLd1rUxP8GR10BZtFcc5D8Vx3rrtxj+/gXh3J7tjiN63eMvcioC4H77urwQgEWrh0Jq8i229EVldSbu+",
-	"gMAMDKgVvIolbzkh6/w5lppFdK7vf3rDjFwo1DhRIaU1XnArrvn6nmHf//TDxQQALVwPgxPffhjN0tpy",
-	"8MENRqq53u73lUI4GieoN3ZMYCR6DsEJTpUKXm4KGjFseFaWo4TNAObzX3pmpmqIOtIoYUaqRQH+BMOG",
-	"5zofJYG95vAwG5LoNGrqjDIUnlxDKCCNErDcjptXPTtgw5a25W7J2mqTcYCMBHuaFK4ZVNJGZLdtVEqU",
-	"Fj3oIJU1zhEYyQ0Nfk4CHsBU+dwzDHns+Mp/BXNn1zJpJuwtFCAFH8FUWV5cuity66n0u2dYf9gpZybF",
-	"PJoQP2YoiI5bxsuykORsc0rzZKqm6s2yEoItKl2XThsHB8C5VAQydDJVY/a3vwWoo7Pz5+ZvfzshG0nC",
-	"FsIm0GFCZq6E7GcTfPGV19NhFLmY1YuFW1/fDoTKg8IPpk9jdZlgNE7i7V7JVDH/Nyj3LdsbILCcMmMr",
-	"wVes0AsDlbnEjciYWYqiwDCzn8QM45hoVM+VkYulDaPgbZGWZN2hm5W793TFrsG7lIMznIHFXlTjCyfZ",
-	"PMOHYfwoSUBJ6Bfc2DH8Nn7+NHXkSeGS6DkB0xJjtQHQPO9MD9QQttbtz1ltl46oMu4rZHCGx5OO+ZDv",
-	"eejRX+7JVuRw7EcT9loXgmqDiMqP9ISlWGAsReiLZKrSXKChq0oZL4z2OLWNcSVhKXgK6fcVV2AAbZli",
-	"TuEYdJyKK75mOVnRAdo8YVJlRQ3Oy7Be7UV5dHy/bRuH0r2Y0n2p9LU6ZY+OH24/4PpxIk2uQWA9bYJs",
-	"ts1EBKdl2KPjR6yQl4JxBrYxtWCo700V4psMwwkgxypVRvYu6obJIlxzwua4K0hThmmKYwi7/4NYj//B",
-	"i1p4dLUTqE/Kc5hBwReOXCGcl0yIIEqCegxtgqQNwnQuCklRllhC0aMAQtVDj3g/q80p4LK4tl4/O3v6",
-	"47Op8haXleAGM9R0rfLRhP0EgapkSidgdV0B5CNanEgXlhZMaMj3W4hlgxb4xuD+5Hhy7Isi8VIOTgYP",
-	"J8eTh4NkUHK7hKvOMba2vYRwQIMB8Hk+OBm8kMY+8Q9BKk2pFVX+eHB87A1OFIYLfBDP09G/KB0HZbBb",
-	"JTTsA0xacB1uILP5IXxIBo+O7/e1FoZ39Fbx2i51BSBI8NLD21/61qMZwBsPvr79DSq1/NrDr4FUUa9W",
-	"vFqHSklEfRu3y1YMAEBk8YVB2EVgo4N3rr32Ph29p78+9O7Yd8Jv2BfYr9hevWncal9yu44f3f7GS22/",
-	"dcftjvbXCWeNAzHgVyBwui7QsA7MYM/ddqez4iuBR7IHw6N5xO/CObfLwYd3vbRy1JTN/5T2gXdky22S",
-	"e5ZLT3NYX79BJPxGowp9J0QHjZ/DGD50BX9b1Vhb8TcldxLyWkDrQJjHt9PZNzxvFSz8vR6Zx/t00U5G",
-	"6x6XC2EJwwPCy3i7ShyGO34iTzx6j9XOPnwipSfvBxISy9wnnz43wLYHm2SXtEjIK76Y5AYVAenPCNLT",
-	"O7A+Rjg4Fgn63TDxHqr+U5IoLj0bKg35XGbJq9yMnOwfUNZ5E+ByCLWCxti6tKMZS1khIbIDkIusRlQ8",
-	"8Nu31UzAXgH5mmNUtTReB04wWhA0+xbG1NApcAlob0mo14iO3RFpsTJbtp2/0NfajUGS4LktF/4gERL6",
-	"s9Gn66BPIoTOPayeE9jhlH40Zd6NsIdmAT1v1J1GAWFOhdq2GTAyGeyiHVKj+snnjFUaElM6Qbyont0z",
-	"jQL7/U9vQO2GR1oml6lC6TTUb6cXTQ3GMvdKK10DTRqUQ7CUi6WAxAqcz4S9Fgun4ANOGw2cDX3kE2rx",
-	"568u0LDiH0hHU5XxqloTthrUnUv8tYAWjjDhPno898v0GUmS+uijyjCE35gQw8K31HTMFeZIKlKxIdoT",
-	"vQHFKaY7GFqgwXcfmnurH+2OAjhDVjJsKOMGPygMiUHbVRNitgl1h0aKCTvbGBhaHCCESq2p6SG6sXGq",
-	"EKEGIXSjECQfLAbIIjHzNh2PjSjmY7KbjgM9JtA0mnrGUmEuqeuWYpj8g8lUuf4p6ohbeDChsPF0PF7x",
-	"m9DouBTV2P2esuGj46+nKhDTStrXhGw+E2sN9oA3PldKGpYtRXYJZjLW2TTK85OGDTmkRMGBaWdhPv4/",
-	"rJ2EifWRvClFV2gh8as7OoFEj63sDnZW59Ji/ykugJ9UOlVDv+epbycdxY4o1pg/D3XsP4eGQK1TOfu9",
-	"lIT7d915nzgVErsNWXZ+79rBHpzoiVbzQqKL7NGDB/uMq6x0JoxB4evTBTYKKQyruymUncYOcgjapauZ",
-	"IELbrKCH923cyEfv6a8PyA6h+FWkAhvirQCne3T8NRtmOhfspbbPgEeRu75d/Z+YtVpPlZclMCrcX9QL",
-	"7Zlr93jiGMLxjB1ECNLtHMTOgXi0PQF8I/9dm3MOJddPJDxckhbhAffHbVO6BVg63AbGVSbZ+6rts/H1",
-	"bt/xF+Znn0AUB21xZ/Ux2rYrZTbCRhBm0dFiCD29X5w5yFRAy9I1um0zhCNeluboPS/LD0crKDdgjt7j",
-	"Hx9hn+h0msQkr7OyJMeC68LJBHoOMSQRSwaE0/abMUpurajce//3Zz7+9Xj89bvhz2P66/1x8tX9D/77",
-	"0X/+WwwZLDbArDZWr2h8FAMPEVScylf4/FOLwIVZWUP1CPLuYO5iB/2GfCgEbbg9T+zq80713S5pGALZ",
-	"PeZImDjG2GsPRe02bhjWANNApsrJiqXOfZXLXF4BHIG03jmFMZ9O0x9N2AVEVsOtgFmJU+Wd7qKCDHwM",
-	"uSZCpGQmL0VC+g19x8uy8xnfoAwdCgk/K8upcsJwWRvIWRHXzNAIOFXEYsNHD75mfKavRFQaPK/N8sf2",
-	"/ty1KIiN48LsJwk+iG8izgxC7cp6VmDEzp/LsPtxWucn36HnSD60wBTPAmTd4RVsGPzjZiMBoc3SG+PV",
-	"LjmtzZarJqCrx6yyUTm2GSNFOesaIycgkApMeFY6roZZIlMFBSwBEgaQJKjDCXzdJJGehGAsQwYtSLJx",
-	"X0zVqjY+45HN66JYt5BIKEhfietmpIS6sgb4Va/hzfglubNbUAUQ9I+K+injOAeQYlYSYCAgrDundHrH",
-	"irOKm+W40LokIFEKtsFZIbBCKaqp2pit+hYzStPEB4e7XqC/ENYEn2Y8u0T0CGXNiW8Y0FXGxkOndr5F",
-	"6Dj/FaGbTpX/Auv0jqFdhoHylBmMG5oDDhKE/TFfozfGrb4T1kf/fUaBK9SvjQtcVVPe9i9G0hUHPd+I",
-	"4fE0YuCevCP5HLLZbyWKvTuEE36CA+13vQhb40mBU6Skr7WZGBYQAfCeU0AYq1ciZT5jCqVTPlUEdf4r",
-	"1bzAiuMQXz86ZWmtcp36rNg2g/PCGZbz7jJtKnZuAkt3L2wXMfeJqYbC+YFbfZq70pcrxtmC2zLXB7ks",
-	"MRpRfAEe2SSRxZlkE2gWvJZhqKiL+51uwRrxDKzSkDCBSPoU0DX6swl6hxv1fhvJsB29iu7XXDfiYYzN",
-	"Hy4JkplgZ+zbj/TMZ6Ro7KLPo9RUDTEJGC+p6kTy6T7PO7a/3GsMLxR4KytwNv3Whhga1dF7/OMWU+1K",
-	"X3nvB2QaocdJmoCaPXx0/DV7wY09c7+QpwabvmdA9GxQLskyJSBa3NJNEPxQ5IgnluM156kaeied7fpu",
-	"yUDipHun9LfNvhhTM8ZhRK2+MDOBxDbYWuqNkvJGVEE7gfAH8Pn6i+aXWlTr5qah1OWG2iPXxu02Zhxf",
-	"/r+d4X4i43ztY6so3PQTrc+fJgPe8jjSYhNcWNudRZMgQB8pk+OxuGfoYDShCiOM0wdyZUNuUP31+IJu",
-	"Ja5k3jI1Us6ga814cI4UAxwAYxUaB2hW+AoRWejMk02AXDW7T/dU+eM9YU/FStvDeMxUtQ+7EXbXSb8Q",
-	"Nhzzz2NZc40/oViwLxuISRPbeVH+cTysn196+w1csmd53vAf7S0tmOnvbrVPYkn9t/wvvvZl1JQHlTFZ",
-	"LpQUUCouoD2ddd1HfRUa+VRBIvRC2HhZRiyZ6B51GqJ7AjNsyJ0MTGQ8pofH0IdJAeQH++ObMS5GQPpT",
-	"Az7UwKBBRKBPJGlwXCRhQiVNCU2DBSvnTkS+BowFADz1k0eYVirtCPw14yVh4GwUczxhx1Tt0fi0GuzX",
-	"cePvzt/Cm3rOjik/SGn3rSFI083ZTRXA03NAlgk7UKtMKwNZhCLHBcCxGVbwaoFof6odKzRhFwgG5mFq",
-	"kAebrIKEnSHEAD2V1YghBpi7KOSvAtd8qgLKZqlzGCdF1wSsM3oN2T69PGHfQIwOAWe4bS+pWGnSmsyK",
-	"rzHn3IfipCt+47VXkzYe4qkCq/IaM+1jpOMDicIracLuHyfHx8dstg5kMWqhaYGBNdfCYMQPl0ZArpPf",
-	"MrOspIK6U1PlcbpGiGtwBXheeA0hORPmJjiskEIAiNltkVRZn70Ua9F+xqsAO4jcBPTDHylT6KzFEJE3",
-	"oKpkHGl76rqTlJF9lSYgwaPKD7ePr74qcmGsV0mxmDPPloxevIf1SECVRx2wgZzx39yDGuDm1rhO2Naw",
-	"fofOu/32hRvSf4ESE9FN7phCqc9d+n3VMpz8jsWV38i23zoaHh4VG2+ZGXRtMfh5h6Xhrs7MLoc/DQ3R",
-	"ThIWKhOBCLF5w1vNeOk0EgElCCrA8cCALrr1eOXuAu50Fye3DNOsrFM2HXz1aDpwotV08Pj4eDUdJCzF",
-	"MIl0qqaDB4+/+k5OBwBruFW32ckDZgPDDSUQZPYTdqamihJ+w6WmxIJbeUWmuJJXICxS4wCsSf1wi1W9",
-	"AcyaUCzxdLfVGwyEi4aaokhirCjxXgxLKgHBFKEvtdqYAWl/UzWkQAdxZaNBDkBB1CQ9IAmYdFL5WpP/",
-	"Q9uS/w/uicjTEeLsuUGQIja8EtXMEBKrsWNoGdDZ8WVEaYUgPBovlIXwUq9rxQ/b7IiXbfOQz6TPtbv4",
-	"bSJnO5PczST/MMrdR6levxWPNZfEotyBb2QQ66EI4krbaJ+klV6Z4ug9/fXh6H0uMsBp+SyOx0YWef40",
-	"CXjEbbZAcMRYQ4dinXp8lVXnKMb9ahH3Y6QlP+e9XHTEVOBZiLp8d0Ao2hm8DHWCfNJRsywiD7vdqonR",
-	"0UCSqeJWr2TGi2Id8jU2ZTwoCYXj5AWTyoqqqkvKzuJTBdEjgBXL/XhS8m86Lk8uVLoQh6TdwjimqlGF",
-	"KlFyWSWbRvMRIzAlrIbnYY9xZlPlLlKcew6lFSaMULPUgrLtuL+mABKDPKxKUwrKVJ0FBuShx3gBAGHb",
-	"99rx1/Goa/fal2LnTz1xfSBW/gVE3D04N63dX3a538IuF2RNRqIm7wrUhyW09vL39+4OuQNGHmGZpAXf",
-	"zi49UOEgGXikwkEyaEEV9vHPmA/idRsBPCY1W4JJRBRosrFA2J3O15ijBUWmMgSo5pQsQCLzMBjWmAQs",
-	"8qYNCWUxoIyLk93RjNdjf+wOJH3/IWVlTcZK991UAUQkic7eBBh3HzS2m8/EniDl7Uv7DnYbjP5g4A13",
-	"gcUQJWYIU5KHprdHuAEGn5uj947+PxwtsZRSryXpGc+WzMtEsA2tCPZKZLrKRX7CEEUUKHvoi5pSlRR3",
-	"GZPXzSSMahRRzD1G4gMgaKVLbXhBtRI8et1UzQutq4QOF7bCsqU2gtJUl+ukyd7OqIqdtGwIY4So07YY",
-	"EDDfg30rAat6KHQM9towYWnc+zjLUN4ol/M5RHz4lO6yEldS15BCS5Z1XzkHTNdT9fCYmR6LLGYYUEmr",
-	"z2mZ7XbUIxV4evgrmnXb4oULCISTOQL3VGISplsG130iW+/I6nW7N/8lX4lbrcrBg9HLBr4F8FuB7piS",
-	"L6TiEPXdAD0A5IWvjjxB0MAoLlzGsyXg1m+blIMf5rZImFdYOEQa7HbI1Zpl3IjTUOu1ixHZpCIdGiSz",
-	"pboC2hHV+XKMKb0U6/8APpYypwMZZoQbOy0LlIY1p2B+g5wBKIPTNxxIFD9sPLAUTV4jhDhJHzw/PPem",
-	"Tqp9lbALDybcVHSPjQQxdw8ayTlfCPTjNUXHjo+bElL3j4+Pe/uDm67THxVTHpy495LBSir6GKvxHjMw",
-	"tAoqULjWvMutfQGF2HhCvYbDIqjuPqK2z0PxSgmYQBvX5E/pqugwYbcaHQnpusUyPHNtvvucTgUPAIn1",
-	"ZDPtJARHGZkt1icemxPt54QvU2m1YI6GwIXgXQutck749D0DNX0n7CcQWBRLn+diVWorVLYe/yDWEAJF",
-	"ppmpIuiLVlUcuobI+8KkMlYgMvGcy4LqQGEBfTcgqILYa+kOkd2HrmRr0D8I79K7e8Vlq+78FzaS74p8",
-	"xxX80yFK3H+41zGGulR/OKN7gK64bgg/xlj2kKaO3jvx4gOpWrvim33pMiirj0Wj0BbRJE4EcwVg+lId",
-	"OAhILKQJcYuh7xGrFdRbhIqvmAxTi1Oq79LIC9bpNABoRmDJCONP4/kRMYAnPWAV/byhO73cozJszZLK",
-	"xsqiPSZEz7E9NzNMKHYtz7QuBFf7Rjb/GdEzfqMzE1A3/B6eYpQeulHRWBatatt7affha7Qo7jfPZfpS",
-	"KR53Ijh9JzrcJIByYI34zyE83a6b/iBV/hF6bLAHd6kDilmIDoH8XqSNL0Obb6l4y/92L86fWjwhr0e3",
-	"hANWE1Y5ITPelcRy1BRlPXof/v5wRMUpPt2X9Fn4Q9xHFYZ/UIhArwLYqhVHlaOiFTsYxkpR3fFS51Rh",
-	"36mMWlDFYv8mCWD0pq+Xe+Kjn3W+WY8OZcSqViaUuvAvhxj1nLB8wvDmrRLfzXWg6wIy3HwqJ0aHY0UZ",
-	"wrOBjE4wISEoBOZOB5d/AL+ZetqVhbRrNqvzhbCnjLeKDee+fAxYySBhGmFL/Up9D6VxYPGwPE7SLlzv",
-	"5EeqhBOmCYiS3FJBZ7TXSwrQl8B4T9AgVOliEhbKlzRPSbzurqIvVALgIRhpBvYjtxgIiyrBfQ5eEbeV",
-	"mM6cNnVUadUppC207GNZpurRgwcN7F3YjiWHIIcOGcFeg201mkUI/TzpEPnvMNX7rwiDP+BVE2jes5sY",
-	"j4toy3vme/ddPkLlpZZqF74yIsdghhBUtW8GVerKGkyeucAoJXqEzqt7Uaqpimkl7lgDGq1UbJhuAnDB",
-	"6R7HoljNVTahJiaFzngBtfPdYvkhuFFB4gCOxX1MWGorPp/L7Kl0986sxoLa55WYi+pJoQ0wiucKXafA",
-	"CaBguq9YgiVnoADRNRarcT0+o9W7KCQl00Dm0VQFmHQEpU3DMrsHJ5fhXptIfYQFjfLxbH3CAlNLk6lq",
-	"sTiMiRhTsyeMWB3Vz0dGN0J2iUaKpkA9umDz9VSFQQRTqKzoeoH7kjB3K2F0cQXleBZSq/G1zKluOUK0",
-	"G1bCqjVw1ViuNqyGoWAN6FcqYfCmA1cx1vpvQCZOm3Q5v2Zzd/BZrXwpIbhP3I5BUJoSU4WBc4BTEgoO",
-	"ISAIOwvNhGsb87noSqbLMzi56RIg0jlpcOgtYKFUgEzcELMPE+TNFjf9SAsA4/A3gDNQFiw2NUxD6dIJ",
-	"wF0BUvAbJ6VgbbVGArkmkzTP80pg3WrbZHgGmqyEI+2pklDWjOdr17vSlkr+01dKoCtVXglGZ2DCzqhI",
-	"FTj27JKrqYKzCrWpelzoYXs/573XdNJz8TUM6y/neS8UVHPSfTHpdrWzLw4K9XksFB9x2YXy1PFCFNIu",
-	"dW1ZChXPUh8OYzElkyr4ccO+v3j1kvxG+Oh/OA0nZUNdTVV6lmWitCfMihuLPY6xkmA6SiJV/k7wxoEH",
-	"7xmWyjydKolY8aF+r1TduDfMBMFmfZJp4FvcYjSNUmAXjNUOZMOl4DmmKLuGU5AiUxYWejRVkO2LPKng",
-	"jmqwU3HDM1usMZIYSgkC+4IQPwKRwyhLCAc6IS6Nle8gAJnedT8AeoCXDrB5BI8P4AAIy9czc0IfCEB/",
-	"TS1pCOef10URnLcpuL7T0SnZwTG+2wv9gEoFTUrDjJVFwTK3se4urUtQQKh03+Pjh7Sir4Wt1uMzWLhk",
-	"qjB5lDOz1JVbLbcoMUbqBXvc/W2bfswYD0S22xgfj1jwNEs6giOrnA25YR1y6A0XgPc6/W7VJw8BA8f7",
-	"BAycUZACDGXFVRghRLMDHYWoBkfVFJ2AQQ2nDXAj7Ko0LeUHqEXmny3wARrFQ9O02lnF3yyGAQZAAQzJ",
-	"YIvtdBvaHNjWHUt0+RfG650Es21XgCWI0gCrarDOp2ONoSTsbxHC9uUu4RuR9V7Bb8tFxXPACuStArvs",
-	"G6k4aJBQAtwbhjhDLDRaTCWKqULVA8PCcm75CTtmxuZOyfQ3pCbej1V9IU0Tn6DmEzL0YZMM2ucF6EmZ",
-	"0xS9BWu14srtLITkjhJ23zWja5uwB+4vUVXJVD1k4sajYsBfUP6A0kFWvAA5AVkb3UjgLMaORgl75C5z",
-	"jPfaHP8JS99PB9cyt8vp4OTfj5PpYCkctUwHJw8efYhXInl2I7KLpSiK29zJb5o5hpQiXi3AIWPYsBKl",
-	"4GhObaQGx37FTVnoXHizbzzsa0VZCf1G4lD+f6sYerfMf2DOkdAyb6U7KNBPbBqAvWW2i1iM0T/elKqV",
-	"6A/y07cGP8Zes3Z965Ufew9I+TDP/X1k292VuLiWJAGRQBaOo9MXrM508dctsekAfl1DkTw6NhI/hMLi",
-	"hCISFvLPrm8VerEDPUMJ0KQogAE0VQDbHqZtWehmrHInDzntCat0SQXPmakqKzGXN+3QPo9l05gowe7f",
-	"VcqgjXQCNahupK9ftV0qfTznmaN/I3PRlCyY1WbCzpgRkODgFQcTAnB5uxg6ZtU6jtJ4+fAu4ItFJRbc",
-	"6orgkVb8Zlzoxbh5ME1CgtNjJ/4GjHJwJHklaKUrlIXRzwEPGL42DMKNNFO8qvQ1JGukoe00YemvWkGi",
-	"fqnz+FVxAR28cJu4d6R46GFXyO9H8eVi3djIffw12B17OnK/fVQfEvj9J3DzDSemECXtFWbcXiP5Tnoj",
-	"r5wA8zHaHjTrOmjAomRvNwBfdIFG2LtU8cJGgUaGQ9JzNHLcShyWy+IuB/Mt2qFhT+cSsEnhMHc9kENv",
-	"+s4xtUgURsCAp6rU7vrHu37lOE94a9SO+IU4rNqWtcVE8JnRRW2dIJm5HYNI44TwpWqVi4o5Npol7Mis",
-	"TcKOcnGF2I0GAvYMg+zIqRo+Oj5Gl8K1NGI0YS+xOiokMVJZiBawHE4R7f2AjuXFk9QtbOrNSK0biRso",
-	"jAp+csjJmmMxLvDxTtUKIxMR+cS1CsgnUrVs1eD8eXT86JS1KarleA/FVDk27uY0mrAXQBmh7iUWaLBL",
-	"sWbXZHjPW/Dem2dEFmJTm38h1MIunT7/4FHyiQq4v3QOKM+tF25GjQoOl8yBuvcLvcAT86cTrL6cQ7ab",
-	"6YlXJLAjvTBdJyrJ9QnjWaVNuPXNn10qAz/c7zSsqBdkH7ICP3PYIfTRwXP4fYQc/hXv8SeK94Dkc++n",
-	"C25ouPwxCAsSkypeFKKQZnV3kR7vw/sffr8xhfFKJcOzsjxpFmspEFn0V1Hp0xC6RrFqnRi2k6n6l54Z",
-	"ZmpTCpWL/JTSizGX/qwsERwOrHujJNQ8SVhqrC7TqaJC0aSjItJ8ngTskEJw4z533E+XorSjZKpSCBdD",
-	"LDT8kyG6PWSH0XcQUiezZVtOCoXtpdrMse0tedJwg4+qeuKmC//xikqYwF8fUQfl95Q88Be3/INzy04t",
-	"lIQ5Kk0YxdhWIdx278C4PYFd3wD4lqjBD4FQrYDd9Z/guPkPQrZMTzuABPFk+7+AW/9XArc+a1eq3wZv",
-	"PQhephIrkUvkXX0Uey6qjfCwE3a9FBDj1XrfUTHWCWRDwnVBKBhAwq5WbFYJfokGS7DYzLF4Icv1ikuF",
-	"91wuTVVDx4C+IkyC0YF4Uyqd+5CNpluCsCP/pvEGBsiyNHJVFuupD/dLmqwpQEcgpBq5ULxgRgiVoKEB",
-	"DLuJm4FrZQn47ktelgIC/q7ZML3m0rpjOkqgtdyJBWAcpmj2lVAttDyCZOkrgNjag1ttoZuRek1MAy4R",
-	"fd3rMGrS9n6bgILWZC8wca2HBWBaG1ju/Zj/CgLYZAUv3YFoH4ayTRk7GEHsAmu1c4QynBPlo8kzz5ye",
-	"j+8HuEZvD1xoptWpL7RnALKZ4Cjxqs27FZagq3Gr83T7toOruntOPoeS3uoBevzSivqhh2MTWQ0ttbT/",
-	"SVMD1jOFP5l4+qnastUlkGn7AGF1Rwoaa69k48SDSwTq8t7JUSM1qfesdauRuWdvOSyv4aG/Tstfp+Uu",
-	"T8sLObeQhdi6bNyuo927vYoU4nJnh8UUckdc9ZKHvEujC+FEsWtzAv5sCFOHK3ElVW1D8A14D5e6rjzq",
-	"21RRnQ1oiMAPhyWvrOTFyL/tXpsEXHqTgniXiqrSlftQCQzteqJXpXv87Px5I5RjgqG5FhVckRulzBBT",
-	"FSVdzA0KUcEB9ZA9vrlhw05ipjTsPhszHEHQPEenOI6C1ypbQny1yuDhAOWGgc7ozcfq3x3XxVQthAql",
-	"Xd0mWYCKqzE9PWEEzAjwY06NhRJUdP1D20kTON005dPPIO0lDy+A4xCKo7tVxmyTMFSQ/BWgHFSCr7A+",
-	"HInTbkqXorTe9dgA1GHNBh8OWVkzVRiK5/EffXH280qvnCJTGyhtVFL4nQH4EpU7vqRbMJFT1fSRHiEG",
-	"pkkZ1Ub4pynkP/+WjhDxXa1BcWCFVgtR9SFHvnj+WTNeLl48vwUtMpyFj2ddn+5K6wzEn1LS68aFuBJF",
-	"azeS9okG3ECnwIl8LBXLeFE4zr1D460xCrSfo6B6Xflc4LLgAXeO3g3w7Y7yIK1NV7moGu1yqlrqJcGf",
-	"Uy2qEo1OAMLYktXhs9ZYkfqaX4kmWdkpvSCPgNKM4b1Dz1UhakVUY9CMC2nsqK/Yz1s/789IbtTHLsuO",
-	"W07zx4HzRQWrTQudBMey0gvIojv0TvNU2EKW6gPMoUX9Avu2a8/+xJLNK7WxxWjTIaiBYMQJe906twkc",
-	"2gROLJX3y8X+xHCoyZb26fbKrsC0ZMAwJ7iGK17InNsmhXqDn1FgDbmlpILnEdEQDGp8JfIRAkMB1wM0",
-	"1Bmll3O7hLKxdNVOGCafQ3EMHA9WSOospQ+nrHTRNgpMFZRipeFFa7Ge152D8Rm0G6KIcyD+L6vZ7HEe",
-	"/yjleu4Gyw/8MR42p3s1fyLnPeIz/TFAOFtH8VbdHTpqaHqLos/c75+Xpqn1s8x+gQomexHxH6o0wJe+",
-	"mIAiNgk+CU5+KDvRkRDnhZN14YLCFN9CZutPPiGNLfgznJCXGkxwcG96rQznU3JI5nRiFriCqBDRhP1d",
-	"Kw0B8AA9KedsIRsMypbmABegvlYxc3P/MQRT1l/H8K9j2I0TuPN7p2X2/cwXDxmN+0keDcZ/0fxfNN9C",
-	"jnIksX33FHIOSMXBlEHMdybmuiKDx8WLV2CLg+zVrKhzkR98Wq6Xmq9kr1r801KfrZ5/TpX4eS6UlbbX",
-	"boaWpt/SaPbTElMncSQIhIEWo0oXWLUeMCzixjDXlMjqyk3RcZ2Z4JWoBic/v3NMBXOAkR/VVTE4GRwB",
-	"s6GGtozwPiTu7BzsmR5aolXUYCuSwe8njDoXs3qxcITVbaFFGttNIJqAj5dsYdC0GvAzjtS6oOjWhGQM",
-	"DKvARYQFbKVl0aODD+8+/L8AAAD//w==",
+	"7P39cxs3kj+O/ysofq/K5H6HlOzYuY1UV1eK7WSdOLbOsi9VF/q9A86AJFZDYBbASGJ8/t8/he7GPJAY",
+	"irQlJ5vLL7ZIzuCx0ejHV38YZHpVaiWUs4OTD4OSG74SThj49LSorBPmnLul/yjV4GRQ+g/JQPGVGJwM",
+	"MnxikAyM+GcljcgHJ85UIhnYbClW3L/m1qV/1Doj1WLw8WMyeJGLVamdUNn6R7H2z+TCZkaWTmrfxxnL",
+	"CimUG2dLbYVil2LNhtyxlbaOPXz0V5YtueGZH+bolHFmhDNrdi3dkrmlYJavBLzDVc5mOl/7ByqjLPw6",
+	"l8Y6piuX6ZWYDBKc1lLwHOZBE2sNcezH2J7Qit+8FGrhF+Xho78mkQn+KFUeVq07tbdLwS6lyhMmFeNq",
+	"zTJuBRuelWXCeFmOTplWguk5S79//pYdXT088k/btB5od/39jwcu/k9iNWv2dHt0lRXmgWW2mv1DZI5p",
+	"A6u2MLoqH1jm+00Yx6WUuVBOujUrjb6SuTDs2kgnLJOODd+9eTkWNuOlyEc9o1/BUHaOv7XWj558FVvr",
+	"V3wldlAo/HfYCp0b7ae+o9ESn9jZbsmdE8a/+/9+4eNfj8ffvB/+Mqa/PhwnXz/8GL4f/ee/DWJT+69K",
+	"O/5G/LMS1l047sR/VcJEzstrVaxhQww+az1xuaW0zPq36tX/J7xezwJ+7FC2UNVqcPLLoBQq94NIBryE",
+	"vW39LZDg/PxFPngfG/e7cmF4LvppzGjH/UdWFlwRVfXQyMH799E/bEutrAAm9i3PaQn9p0wrJxT8ycuy",
+	"kBmM4+gf1o/tQ6vZfzNiPjgZ/P+OGgZ5hL/ao+fGaINdReaGnTFp2YoXc21WImdDu1aO3ySsUpdKXys2",
+	"l6LIbcKujVYL5udgEzbjOWs48OiUiSth1visP2OzQqx8u4W0fu0/JoOnWs0LmX2hqWlkCeJGehrjhRE8",
+	"X7PhGf7xHL4eJUCJuhQGtzjXwjKlnWdvnkw1k84CD/S8BWiQDd8pW5WlNk7kCQuTGiWB+/zTHwRmxLyy",
+	"AllPtuRqIdgQjsjzm0yI3L9a3wEzoy+FYhkv8YKwujKZ8J9LkTPu2HHCbJUtPSv7/vydZZzRoWbXHMe7",
+	"MFzBeKSlrnNmNXaRwogmhVxJl7Ljkd+L77SZyTwX6stsRsaLQhi24msYba7hxNdLVhbceeJ7YFmpC5mt",
+	"O8uX66xaCeXYMNO5YPXQYSKvtPtOVyq//3m80rgJRFhDbWAuV9LKWSE8rbh6pjC0t1q/5GYhvuxRBhnC",
+	"nzvftV9ervBS5E5c8zXjWSZKZ2mAP3G1Jo5jvyQpPLDM+MMERAl04A+aqvwd6yUKXQrFrDOCrywQtS2F",
+	"cqckPfG5E4alb/yH8Zn/kDIrMq1yO0hIPILptJ7oDp8YsVROLASM1V8FilduqY38VXwZerrihcxZZgTI",
+	"JryAXXmn+BWXBZ8VX4ByzpgRC8/5rDBXMhMslzkyQGWvhYG7Wa7Eqf9uKdXCbwVeCk6zJb8KzC2/960p",
+	"jc6EtV9mWd622Y607FoUxZiux1nlmFSwdUn00sMbj7jVC3zSy8rE64hzhxtpqYsc+RxoDNfaXBaa5yCX",
+	"en6JzdBR/Tn8mgSuHm6LtHkz2eD4yJbK0YS9ok30t4aXfp1QIAPRerTUKBAKjb8YnRTEGUyuFR4M2qKZ",
+	"1oXgyhPtUvDCLdfxHws+EwU0wvNc+iXmxXmn8Q25qJbTkNdiG9ZdCLyv/EZwNzgZ5NyJsafPbYk0Gaw8",
+	"tSD33foN5bXID6XWu0e6i5zOtS6ig69KP9J8/7H/qpWIy/uNbPlLEDfh4WYLkmar3kfGQhv8UqKM2d1k",
+	"6cSq+8eu+QZaaabMjeHrrXFiY9HBaIXLvD2UXdtnBKdzvvWTl9EqG6dD/Oa2VYVf64Z6Rj2Xi4tSZDFz",
+	"AP76AK6sjA3DkX1G7OSBZan/JfXXHEiW+EICFoDrJXfMMwbL7FJfgzLaXZecO37QUeqO70exttDTFS8q",
+	"L8db4bxcecWN9LzVsqFQV98ZvUqYUFe/vJ/Ag/6LkWdhc1kIOxlEVgV++YyRfeffTxiHLkjP8iMLxhEv",
+	"IBDXxwEXlWBDpeEBPWd+YUaRkX2M76Azutjevp/9+tf6gMUrzgq3vQ9+KFwqYd4I67hxO6e+36nfGmbJ",
+	"vSAfJ2aD3Yr8zO3fg9FFoSsXV3Q9i2X0REsnGnLFzsrygWWe0Yxn67H/PzwYoVB+wIB02Vblqc0xzHtQ",
+	"D3dshK1W7S8qleuIOr9rxWLra532Kta+jz/VVTA9bpLCXC7+WxjraWYXHdRstW/viYFuno0XinFYfs8l",
+	"aDeQbeBhvhCZEc6yYYrfHvnDk47gN7cUUxUOzhUNEk6TqZTy4kCpUQIxwn+VMAu67QlbaSNAgZgqv+PX",
+	"S1kIxoM66/fCv2Z0tUA91g9wMlUx5pALi/y1RRhSua8eNQ/XAl8ymHNZ7P0wiFH7Posz3vNpW2Woq+/1",
+	"fJRijFY/6NmbKnLBZY2ktUUNBy1ArzBDduP2CTvLnLzyJ+minlsy+A57i50nf9XnVSHytxIb2u9YH7xy",
+	"EbGmMdeHebzvX+GL+trfuo7xAX8f01zgVJhK2QRNj4JRV57WHQnkMsLyOS7eVidvKgVWzNLohREWrsc9",
+	"9q1FANvMGM3NsZH5AdOkmNLXk9j6g7RM0z1s5+BNv3vWzqvisHf9msZn84OedQe+4rnAScG1TrO8FKK0",
+	"bLiU1mmzRuOAHSVMF7mwDr0hYHrdSzptzl6Ev9rKlkLlvcy/TZC07zHye8bFSqvei6EyhpTUPejhMB55",
+	"CNuL6R97HsYwqKSeTOi6abZ/YfqPJf7+wNIfF8KxzK+iMF4mrVZe09ZXwrTpA++6sjkW20d0JpYSjYHd",
+	"Dp+GFq6X2opWp9KSRVIJNiy483S2ECoIP3pmhbkStaZf6pzRtJGN+KUYdWjy1qs9zOZT1cwOzcVunf/L",
+	"ZEda1k/C8aApdSnkLowR/eYD8rVte71K7OmUrSrrmPhnxQs0B3G3fGCDVWgSda1tXY6xmT9XeamlcocJ",
+	"GrKM20d03mcfyfs08nwd5/2lzh9YOChSCWtPmFbFGg8OEzRo/3sm5JVgzvD5XGbNOrRUnv2sImQOacQH",
+	"P2aYaRjmruWLcHGe5/5Wj88OZXHQVaUiJhG7uw3ICO6UiVXp0P/v1Sz/Ys5K7fXHyI0q2qPqdn4BQjqb",
+	"rUkvCL0Bi9T53tdkTTcRToXj2tccdIEm5HNt3K0mobCmoY/2VKPbA5baiOaVR+SxF8E6iwZ9oZzMOHjH",
+	"at9RwoLjKGEdl2DCNrx025bXN9yJl1408T9PJlEBDF2mey/dd/5xskZvb8MuUxhYeoFKi+L1fHDyy+6O",
+	"yEvvl9Wv1cf3Mcs3+SPJNzPXprsmQGKby+JX4Wa80GM/wrG9lOVYE88bw756BjTnhRVECcK6F/ntpxl2",
+	"uFmCKG1ciRjbE+Hr7gR5vpIOtq7WbRLPfku+QBohHRFcroEIUB9LWC4KAQ+hnaF3+xsJYvPy+/px9KqU",
+	"EZnlXFu4n4KWgp6aB5bBzMg7dsoqC2ayl9y6MSzF+MWzTQ2kp9dLkpXuyHbeXH7bV+gBisSm9TgfJK0g",
+	"FooiIiURN7mz4NRZL6XcheUbSe7T7d7Pb0ptRa90rJiAB3K6XpbaOmTs3C2T2hr6QoG6KWyIcepePBYU",
+	"Rv/DKqLLIgMWPdeaP9PjGS+4yvydEh5ua8v2AZM4ADDLGl0Uvs+5LAqRM6mStqQe7r1KOVlA2Fiu0Y68",
+	"13rTTM/o1ojwSL9EcQknLNL2RP+mr9mKq3XvutHyU+/ACSFSyXc2iZ6oksKIdpM0DDYJwUPNCGOk0roa",
+	"eq+/+PUT4SjcLZmeU2ihKPKEFfJSgKdi4sSq9ArQpLZs21+O30/kyjOC5AAnzMZkcSxJ4OT0WmyqLyhE",
+	"b3uiIUDkLF9J1WMP17e4H4IJ7EqKa5ALc3ElCv/EIIFbQUUtYBumHl0IoOttgb1lVsZwxNuXJjyYbEww",
+	"zCa6SN2jcJC07+mul333qAL7Cd2NtA3Pxwb+o1T5CzXXsZBAQTFW89qL3XjDwL3vWY+OG+X8ir1WRV+o",
+	"YVhZBg9a8KlnRnAnIPKTky2g7TlqURUI9E/7DHUvwH5QFjwDjrdD/C85sE/PteeyACZzW9dho+Ixuaxx",
+	"4fueQ7CCpfDci4wXwoB8MprEHS89nL/l/HJh+SkSjg31HCWfhKFLJmHW6dL/y42DLzt/jGtW4qUtTqZX",
+	"kGWCm0kJe6D5pNwZq/zAMisWGLehGmp69+alnaphenT18IiOrj36QH99PKpjJ44++OY/Hn3wq/8xHZ1g",
+	"XBKqd1NV6Gu/sxAGXQdES0tBVSIfddwfLdEISCQ+6iCGGiQkCPyQautOGnLa1GCywjZ7iKfUuY3SK+ih",
+	"4PDRc5ibvlZ+kmzJLSv0wiZM3IiMjFsQWIOGufYIlhB1qES087g1n+46WoikdWw3DhmNHSm0j4/chQxX",
+	"86NPF+N+rGaiR/vYxYZ3Sdd61itD74h6cAfZ6fvjILZm+JLPRHHOXbbcnqIRK43ukP0PrxXuc0xv0SHq",
+	"xUuJd9T+W1AzpuivhVSHmb8+Q73ZtFM1I6NxxAgP8yKipqpDwozg8W/X0SldRu3olRWGaYMpFrEme8UL",
+	"L9Fst4fCmFesSRbzjXMSgnYvXFcRhOb7l+op+Kz7SQ8sE5uixY4lGOZizqvCjXYuxp3P+ZZZ3gVbJNL6",
+	"dKbYb3pHsesA+jzYjPKljPtbv1UyzhgOjPzbWOTG6kFU3jFz+D57NsDIzE9bW15EmMRCXFBEblQlDsqv",
+	"5auyEOya27Y1KdfVrGgNHWO28Vrz/cYPvx9zdxF6myGpw+4bpAGJQS39Tl8OksG1dEupxk4XwnCV+Y7Q",
+	"hjf2un3zac6LYsazy6jq57hZCLfnsCEeba9nNzaZli2pU5zqBejf3AvYmu2tDffQZlCbVxIwWWQluK2M",
+	"yGsOdsKu/c/kf8lHnb3edTh3THgllVz53Ti+bfLYSGyi5zp/Gq7CxlC2wdlWBxspa0dVb0QdOFYPJb6t",
+	"gBA0If/MpZNq4Rn8W2FWUqGJuc78QZGOyTnjaj3ZJasF6m6LB1JJzxuszEXGTTy9LSKKU4BrMOx0pr3L",
+	"RXau835//jl4+RrTEcaY6qKiFEyvamwoxkaA7wcNlAwyARhXUyXVGNQEBiMkdztaHkPzDyxL4deUotFs",
+	"bRRN2/NJp2qhhWVVybTKsJHLaiYKgQpPHUQJrjnIBXNLP/pLIUr/WRqLKl2vaHlr6A5GHJzrHG2H0kb3",
+	"uVm5mD9LutbSJox23EL6mmIrLlXr972tqpEjFhHZK9mjuBbyStC+v3vxjA0vRekYz4y2ltV7iLtn40YI",
+	"pI89hvnf8GAYY48E3UOznXejEyHaLbhcec27FXEyYd9xWUAcSp0a6JUeCDY+YRy21QgSbMBEwBWQUL39",
+	"C+Es42xuhF0mZAXHrjDicmiFYJtB4qMo0fGSZ2Qe3aYf32RcbFly22NIgpceWAaPnLBzzKRN2Le6wozH",
+	"l11D9+bOvYpz2a398UMLA4nvko7JKUWhM+5Cxs8uEnlDWTBAwIuyehvXcDGwwcayjIjxvdr1OzgtUZjb",
+	"ezBORnXMmOB53siXnyk30ws9ml2HDmK/S1sWfP2q7wq9CyEbeaTdxUAtG0rlj895yJhSOVluwzdaFRvB",
+	"V5+i2eyKoL3uMxEYsZD+fPdZ9UKal7TtlN5h4BSYmHv++gJxE4JJMh0lwGMgRAZjQ2Zr5vSlUDZu6Iur",
+	"mN1ES12I4EMOwxoGs/gYFE+UAWUIMYVwb8hzg1zjjgU9zsmtKOYU/xEJvqNJz9bB4ghmcQwc92+OKfvw",
+	"NJganb7mhmJd4fEHFsMR9jc49qrKRDw4qAMtAhtHpw2ucXx8nNx6lrovJHdytrprDQY7W6eLZ9q6cSZU",
+	"iAxygq/Y8MdqJowSTlgGHbKQ8R9wS756NIp6tuI+iTP27NUFtaTndSNP/r2FfYJ0bQSGU5Irtcn8ZkO7",
+	"tk6sEkZqSVL/lLCymhUyS0Byw3/Hf/Fj1UXh/9ClUHYp5278lx5fRzjFcQARxjMgO3/RNANrMR302hjr",
+	"8ATUqlMr4fu0Q8fQLBA6urDcUgSn0+gzQvyIcu/CyhPumk8381ALbz1vuvcrS9yU0hySSlVw697ZGHMG",
+	"ZdhvHHBV0Ikh8QnjeSiLfyVV5cQp4zMLnqQ5U+IK44336/+TjEiBl0e4a2ZET9bWTHDj2amfDSQ04ErC",
+	"vkDcZVms4T6ZHG5uggHVezNo71KzJ7cRxycx2lsZTcIqJf9ZbV9sYrKYsEyO7scemwycK+Ib4WjFCzkX",
+	"niwSxtn3muVVyKODkf37o+Plac0i//rvf328HA32VNxpO/wIblv0O+QReMI/nVH8V4hQ3Mjv5Td18GCP",
+	"GNjNh2/v8opj4jwiUEGeWgv4BISrx48eRYMU97Ai7w5kI7F1ryV8K4XB+Uekzuvd04/PHAW0oZ5TsIEf",
+	"z2ivefUedpxS79Y9E5m0JPAccIIbb2UMqwTPHMaFW61OWBia58AI2OQvduzLf0d4TnEmFh84xOjeOupN",
+	"DuNX44FlGS8x4MsTWAj2YWeNKI/SubQtmB6Ml1h5WYINj/3bMwmpZKMOrk8h5oDpxua6KPS17QZ3Btki",
+	"CCJ+PBP2FmwF4PlnlSow+hhzoE+3RHRmweagwlg2oWCwr+1QmkVZ2aijJWLPDWR1QNTvSqy0WX+7duJe",
+	"e5FFIZ+ev7vHLkJwxT01b502fCHud6F6T00THL6dOhMOVEzZLE/ZMVsJrgI9E7VTtAr3pI7HhBfFHTDi",
+	"jjlmj7bCgLbHn5UVGwLZZNoIO0oYUiobzvwWeJX8SuaSTzK9OlqUVQLxMxD65PepeUybFtMeEuwK06rB",
+	"63pgmyeiEkqPuSgZhLT2z2Pzg9Y6JLSf1HZ7Rd/3E0cNTveZ8n4uMpkf+kK4hva4UaKKYMySPa2Oj7/K",
+	"aJnggxjjd+iywq+iOkZ9v+yfeoF3UjztAq4cbi9RPT5tM/BwY2CCbEseeGAntx+U3rChsON9Ji4Kle3D",
+	"WRF3BcO4y0y6IxWAKDqQMU207UgN02t0mNtI+5O0laysIlYvz0zA98XZPysOkc0n7OvHCXtyfLyKp430",
+	"XcCfe+lujw5ul63RPXry9fcyOrTeO+/Th9YnIf68XHdEXiUEwmENAy302CCRH+8714dv4zMNpLjh0hUh",
+	"Efi1eiZWHP0j50aIVenkrBC3q9c1A+4NgG8T4l1ocB2e/eka3A6RYCeIBQQ6H8aTeoPjqLGdy/dGrEQu",
+	"Qdv+1gh+GY2QQzkk7uLJtC6kWrxTThYH3Ex6xWWEjkutiyO6XrQu8CKpEzXpF/qEP3qS+lUrQb/5P/uv",
+	"H12KnlQI/8thuEBOO4wUiiRxq21st96sbVyJ9kuh7aReeRr5LRvYi0M3w53d/xBEqKI/Kb8nbaLI+wzI",
+	"pmm9jpf2z0u1aCdLPbCsENyKOFqH/+WTJvTSvxn1aAU/5qEtvtK5iEfdVz3m1DVT4prxDHMGuBGUHOnZ",
+	"NUBL6toZPgoOcHA3QRA7PDrpyS/KlsH5uwEV5m+Qk3bK29n5C4CwbDvqEcIS0+WUphF6fcTxS6Hi7rQ7",
+	"CeRtRn4LkT8zxDg2SLzQ2SUudr19+4Pjlflse8UUXwlb8kwAMlTIATvX+TNpTQVPfVvlC0FGDBgBCZoQ",
+	"ldwXCb0nVZ3rfFsz0XFpbJPyxJXM3MZqHNLtdotzTXpgJOlG3Lhzbg/wNGBmT5x3UnDRAQS1i1puy3M+",
+	"KM/Ain/Gx/wZJ8C3SQ2EzNxbDgDyr+0pHeru6cWr2OXA308EUZi2iA3t9npsstGDpKU88II9aRt5h6fm",
+	"gpclgZpFgFkRS+lTTk9PkvMudJB4qNHfUBZI2LsgFiTsKWGUJgwmAmFHb0RZ8Az+nEwmbAi+U2nZTPjb",
+	"1D8etZlArxdSZQekwJQUcRQhC4hbO2CZ3tAb/lDJheI97qFaJGJZAD1lVgiVMPALvRE8X/8HXGyx8fbG",
+	"l4dWD5z/NQam9tznBBO85GUplL9Mr9GcFXxZCeOAJx7Xww7NGKUT1h8e1ubogAy562DdFo8ZMtGDff16",
+	"qYu2SXwHo9haqQRAWmuABoSMnRzM2M/xLo17QKOuZbjKD0hEiPgTsYmkP9ogQuLb2pRzfjXjN0nepYNI",
+	"amvEOy6u+sxNd3iT9saTH6RdR7SVz9GxQ9Dgttd7hUFRel5b1TE2jmOtiQQsh6es9jiN7sa183kum89w",
+	"xXyiiyXiOtm04ZCBO5juT5jNDHfZkg2BKTyTZsSs/JXqEtgEo8Yh31/nSYCfs9IimCoEwWIUbdy3vGu0",
+	"URpt8Hk3DtqMqxp+fctlCXkqkFMtcjbj2SUbYrSVM1LkBLoBzkTCeAhR86NbgNO37waJKe+o4WnT7rT3",
+	"bm6biZ/qVVkIMM+eE1wmWorPObkh3kCL3/Yl5VgX1wn/xm2NbVFPE33kiFfMFZuJOULahgUY7Mz62aMD",
+	"P31I8KgaaC+v22bNND83Jwwv1P3Z0v9oJQId3caPcHtCD1G+RNWPeu0xt0Pp78dMqZ8NDP34sENOOfSw",
+	"a9TnBVexE9Op6cSGhZzZI17KSXjvohTZaS3uoFWjHcuDs2zCLKeDr47tdBBhvCR1oHLdE7nfwEFugo04",
+	"Sitg2uRedGlqwknC4uGKm/XeIdCbuxkDnvbi+DPB894kaHjiHOr0bI/ZXsoSMMMysGYGJO8DE7TeypUg",
+	"PhjFMAd2s52Zq7DyAYPSPCqOTKz5ZTywpz72EbzI6Bt1AtxuYQsbSHakul1Llevrw8/Kz/DeraeFZtai",
+	"tJ1HJpqLseI3F5VZRGPyIHgWYub85ZgJ5fhCJMzoSuX+9ommRq/4zUahmwObzb3gPascRmaymSj0NevZ",
+	"dLVXnkq/JNxd763Fyfn6QHR30YO7BmJuL8LA/+ylWGEb2EdsNhcvX/ytMQpsCMDKCXPFi978YAhMkznC",
+	"SAmeLRm49RgEHcE7bPj18SgOjoVRtXZH9YGlrkwX7hl5HvxIPRHjQ1hYitRNmHWyKAB8TKrF3vzw4uWL",
+	"n6CB2yX3jZVpZtOzxtTutm3LGB1PfNFWkM06xDBy9uTmZs9YmYJXKlv+xG927Z00rNBe8HMMn2deilHZ",
+	"ug51DsCk+LPoirX92c/4+PmT41t6B41JbXTOhsI6uYK7bm70CtDvFJbEYrMquxReFA8xs2D15zderh7d",
+	"0bC/eXLLsL954paBC8lC3MvixQ5GiFxtQVITLBP4GERe13AgEwQS5Z4kY1qF3zZjF1Zl5QS4Veo6nTVt",
+	"fkpfNWeL2GegnQcWUaT2jbHv4Xr1nJJw0lrrGz2qGS9Eb1zTTjCCW7S7DnDHrpx+RFVqx9l+ORj5XDgu",
+	"IybLs3wlrcWQVIir5gUGuFFwhvDiDArD19wyL/aVIuopmhcasQv3Kfzhnw2FC6L3YBcSZJuYcC0f2DaI",
+	"O40VhrcPJ8Xo2p7iQEtB8BhhS0nh5ljQEOtXJpSurgsvpiSexP3irfhNVOOOFOog+RVQ0zB6ak76cVjq",
+	"aPkbAv04BO6lAxYSkVUMv+45t/wm6MN1vzXAG+wkIh1IBfP3v6z4zX61MQ4q6rKzGthMFqGe4x5tfYb3",
+	"ix5q8OobDPs6Mm1XJROk3F7RLMQ/HoDH3WUrt0k4TQfR0UEKUl/NM/w11DxrQRPuUf4M3x2doLFmqkK9",
+	"L9CXEqYDrCKBNvqf0IKCThNLCoBd6msm3QmzQlCb/y3FdSyR/uASatsoZJ2F8831r5kfxV5r1pR9g2C3",
+	"sHK9K5bQzKWjamg2Ui1OLuhe20CP/9vZ+NGTr9lwKW5G4RTXJeF4Ueco++/rkbaTIkMZ7G3gMLGOQg9C",
+	"JTcbqksdhvnYMpn1ZPMFfQDnwLygEohw/6w96ubbdawjza6NDkAknd7iCAlYaWu7pYdekgViBk9ancAE",
+	"y42kDpXp/a4ocd3qY5/Y7wgRNqj822blsjw32umsxxu6w7hn9pVHylYH4XZ7+/R8kAzePfP/Xjx9e743",
+	"dg3022ozduyapKvtyBptTAj/2y9quwXmsBW03Yr+hAzLkzrbtxXvH/Dm27GirTSBpS7yhPGiQDxOz+4C",
+	"zkeDRwNJQBBBdiWYzAvBhnbJDVSO0IVFx0SIUMXv2DVkDHVyrDmmG0l3SpwDio9Xxjo2q+ZzYUaTMEp/",
+	"/OsxkrMYUrMqxfiCS9VCyGEwlglKk5C8tBsSAdFD0cXSQiFt4LX9bE8C1+dlUPk3U6TiEVwHRuXv2t86",
+	"KF8qsmgOIzH50rLjE3K95UKNThE+QdomUWuCYgo4iuLmLsjkJeJsCCDEqpGI6Req2ZUy7NQIXQ71/mvT",
+	"xCj7x+sA6r6Qt1tSTvZcvni0cyfHJHpaKfzjDVeXEe/CraEm+5eooQ72kiibkp6HVi6CbnZFM4QJ92Np",
+	"hSewbN2Cq0WC9Rq9lloR1lUYY1MOwO+1ZxOzNfODiBXmrL3129Tnu3lAYNaIJG01m3NzimY+QALx19EP",
+	"enZf9e0Am9jRWBp3miwEotdJZ3ur3b3BtenPJvBtNtn+eKy8chZtUYkbd9a3Wj/DiGgz8pMaO2XF12wm",
+	"Ahw4cMn9RQ9866BarlxdHpCJ3D5mMS3PK1xnrkfCIrEECAylRU8PuECwqOiUIty7/WcdKDpCI3IlbHfj",
+	"mj2Dq0JpR5Fh/vakroPC2fYikW1vsq/m2Zz9viFhzFA9sAYADKvfc6oXExZsSCWCv+dqMdpzGHSYP4UD",
+	"hVdjzOdduTB8R2ji/gRFLe3wJGZNkeV9GqKnd0mddVR7d2OeA3X6H4O8o1gJVfoZZ9deZoJwCKmgNL/d",
+	"HzGKhtYXEw/DeUZOme6QAEcM3cwiJ04ad4pAIy/Ud4VcLHsCqcCJ+qad77pVLwZR+7V5QLEZcDrWwrGl",
+	"VhrwPmfIBgmhpgc1HmIwYupPaD+BuD90sOahJHAZQjf2DQh9pd0FBnQlrMbKvND8sg2ambBzKrJ0NtMG",
+	"v4G/UMR51uPruzWrzFNHHcKS1MKtNozPatU06jc+MC/IkrFkr7CHAnfg8/CCSUmCjpvzl9RhHjsdwETs",
+	"Zz2ZXrvWdYg05wURWMPRnjGQGzzkvmJLqJt4aEkviGsZ0BCDsq8NxCDvvQuUhdofpbLB+SJBX7rjDd48",
+	"qX0wtjvyfW21Ehfx0P8dG3QXuYjh5vn0EMk2N96VMxMF+IznuQTEmNrHDLEtUK0ljtK6K93Ra4j5oQGv",
+	"t8Shr/pyO+xh8d41jUdKdZtFDyX1BZ1fL9e3hyFUsoXO3y5yABwJx7Njl28PQ9kjpGR/e1YtWdxiE+76",
+	"2bYu/OAO0bqAekBec4KpsmHNTiDbL09YVmdA5HUGRA6lPMnDs1W9p1Vh6nNZVjLwclGEm/MrQY7YxtEL",
+	"0xm27Z7wTY2+uV8998APoeOw4jEKCIbvmGrclIeyXdtWqNpO4NpeH8Zw/IBIHO6+iFpcyv9ujLVRZOY9",
+	"xNiW/LqjrGJTGuEWpxw+15Ii+ssdgfsAFA8yjFGd7LA0qwpljAlrOx2W+tpOldJkXz5h6aVY25QN0T4/",
+	"SlhKJuyUDXfZrKeq12jtG0EPRMqGweXQ72yYqp3eBihT5ERRWEYjs4yX3DjfTW26T/3zUxW+SNnweofp",
+	"PqE6Y0J1SzfpUJitRjMYnAz+YbWavOHXP1GANB3E6ta7L1B0D4B1iwDr+pY1qRAF7DoowbfW47HmiHIJ",
+	"+2MnwZlERtU2EQEU9VlZXpQiS9gPenaBHr/EX6D+D79GqGzRa2mncmAKpt20QSJPE5ZKJd3TzjcYNm/T",
+	"ZKpSxDuFPWOpI4h8qdX3hmfiXBipc1LfUzY8DvCMgbQf2BAJxPR8qr46Pq7xQ9mT01A/3k+V0OBecrMQ",
+	"I38Q6kHimD19wWgBVN6PLNOrFVe5/5KbBQxcqCv/H6DWp2yIL50wrtiLs1dnQbViIcM2BCw9fDJVbSDU",
+	"DeBCnZ+21uxcG5eesjR4OFL29ul5wt49O/fM/OLp2/PTqUpbfpvUU3+dF9Ks70+QNOI/e54p1eKZNCka",
+	"sGdWF5XD2uMjP9e6OPe50TNYh0JeieYL3B64FaqSvmqByD7wR3Um7MlUiRueOQCchCVIl86V3wt3wj5g",
+	"6VK/dlh5dyU++o5cVl54yQ0e0cZ9hMVfmDKjL5Kwrh9TvwKpuBH+J9oe3waHVoMtiGFcFcP0rqkKu0Ej",
+	"2iwjAJt5imQqefFMFHwdKM7vdYcE/dBcx6jkn4E6wda+XRph/TUE/HKuDQuLCMtHqwfrPeeyqIxo3hjh",
+	"ChdyLrJ1VgiYu0UlOWGlERdOlx9TNgSJorvIUwVr4kdCq40LZQshyhP2geIyP6ajCduoJAAmNaY07R/T",
+	"ZqqWWl9adK0DSTBEagI8OSyHWotYGKKLtulftRLj2XqMuRaYfvDATlVJSR61lbqu8z2ZqrPQJLCfFV8z",
+	"nud+i0tt/RostfXTrynnY3rCxI0TRvECS+RW4OMCJOmp8geRSrUOlXBE95PLv9qJ1EdXD0d7lGinqq/J",
+	"VBldgWEg9aNI68CWd29ewoj8rszlDUv9h7TBBE6P0lHgUzC5qSIXLNMKmUeK4UEblBkKDeb+xLf4E1Do",
+	"hIYxVWCIhzqEY6g++OzVBbYUgg+vZZFn3OSbjAbdZyeMQ/naplDBWVlSuWEbOOXwWQWxTU4kWCeWGD0+",
+	"NoGRjHyviHLB3VT5Vnh9ZwPKQEKJR8iBqXS2J83QWxgBlNNlb/1pbUoaL/kVXth1keGC2w1HYLBKsYW8",
+	"EjUuFlTy9qQ8TMdjensMb6fN9ZACfHQ6ovji/nLH0kzVdp3jungJJycr0nFKKaA4w7S+LksNxU1FfXey",
+	"jBsjhd28ziSVwD0hGclIf9DsVJ29ff3y5d/fPP/+xetXCcNP//P61fPw99OX7y7ePn8TPp6/ef3D86dv",
+	"w8cfX7x6loRGfn795seXr8+eeZJOahx2yO/V1+qam5ydnb9I2PnrZ39/dfbT8+avi/Ozp/TxxbmnoJy9",
+	"ev3sOT1lhetkWLW4rL5WXg6T2RJOuRFzgCyG0i+M26lK/23YzGnk77Rw3lBCoP2a5OIqgOXDzVx/6RcV",
+	"+HPzVdAV6PpqfvA8KvVCQFjfzv2gLR5NC+U8Otle4Xi8UFe8kF5Grs8AFVT2TI09NVqh7w5l8zz3lEFR",
+	"jSkbzuWVGOO5yoyXp2tcK38hUqB/yoZeqhihLKJQbM3WmHeTsuFZUejrhH0HfueQOy98C3DT+Aufknga",
+	"ASoQ/1fH0CxdXPOq+EHPLEWeAUJdyoZf+abQjxH59SF0VFmvccKyl9zwohCFtCu/MZT/5mV0Wv4Zzy71",
+	"fI4NnHqmAPxWKtQmOvwYSWsujb+TQgZmWEDmV6jL1CaM4oC8lkIsXVpWeOlLYsUWO1VOB46TMKTF0EOx",
+	"7rZuMQwdgpz1lWD/f/bw+AnzT7Ihx/7nQmViquA+7g7+gW2j0QgFdiF417fn19KPCT1GXkOymliQZ8ph",
+	"9BlXFKPhxxjKsdHcwbWYeG7SFG7ItB+2X+QTgo1d+TnPhLsWFCJVaBviM3nIphi2o+rhgVw4BPsKs05Y",
+	"WVRQQskv4FRhuDZkI+tK5RQY4lqVbEfAFWsrRjOPnLlrmQl/9LD0cVOHIpRnhjiaqXp8/BWIUFytPXmI",
+	"wooREgzg8WrIw0UfhBUF4Aqy2ZqltdFs4n+7gJ+0SZGgWr9iYTiizz6pwN/I9StsxV22FPZ0qsC40Jzs",
+	"rt2pdcwejoAddN35rRfJUZc2wHaQ5VAI7rWGk9r7mQSfMvgd/XXEXr96HpVh5iBitby1YfltWUhQlFfc",
+	"Pw1qRj3SqXr0zZPjY2A/86dazeXCqwp5zt5+9/enr1999+J71DK2nKodpnJ8ArgQasGU9gJGyy0Lgyu0",
+	"F9Dn20sr285dlCchs50ZEaxloNQHn7sfDPGTE/Zhxm3gcYnXBy+CwIvrKirhhQ++ThimYCDt0E+nU1Vb",
+	"TR4ew/H4+viY5HGS05HngkyOf3zHZfE9V4v/bTl2oWv6bD+mU1UvTHj6lLUer53Gmx7lJtGl1R4e56Qe",
+	"K/vKC/P+usVzD5JvLm5E7hkMOmLY0vN/L7ZchOoqHTf+Qjg7VW/OXv2YsJ9fv3n57O8XL/7necJ+OvOC",
+	"xN/Pnj17w4YpQaHyFSHRjY8nm1/525peOn/95i2yGG2ypamUF3/Pn7/9+ysvJ1wkDP72IgP26z+2+ut8",
+	"4dvykwR6Vl7UynOvGnK1GJMSlgJRIk3QNQM/12XdUjiAWN+rOXhcNdDipC17PUn+KmpQ36deXHwFQiyE",
+	"e51zt/TaB5+q8xoAACuLPQ11w1xdSmzjZA5RrE8DFmBOS5lzx8cRGMDU387QLdhgnQ7sqVPn7dTf9N3B",
+	"nrDpYDpI2UwqP01kWf74ebFUZlMVCvIpTeJ0A9jc3F4hvK5V+4w7zgLxu1A4jEkwIOL9ika01hps3MOn",
+	"4ScE6m8qprGNgmlTRalvkYppQx5EkrEfV4qUQdLaTLtlbeUdoYqli9zfqf7doH/CXKzja6+d6AqSqGR9",
+	"QTbyA5whI2q9JURDT5V1vMCpXG9JHUa4yig7Yc/8a+RXtk4DQlO9BNgmFEWk4YFJCiAJUBYt1qxVO192",
+	"1HZoEisAYolEG6rs4fhCXT4/LSzCNwTZ4d2LZ6fYNAq5LTsAHZjRqb9wQ8wpSb1gvPIDI5eUDdNAWRdu",
+	"i3C8pGWpX+CUDS/F2jZx/DZwVFkIf2lw5v96QKX1OcSGJ3iz+mH5XeUU1Q7g+ZcCoiEL4dCGlssF4HOk",
+	"Y88D/k6Hf5I2As2jJ18lSJ7+a21YOpl4TgUCZ2OhAlnpWp+yjfEygK1sbHjsJ/ntVA237IjdKP5m/rwA",
+	"V07Ig0D+HsllmCrcuxMQgCDjilnBC9sykrOhUFiahAmVmTXwLn/XAi37pfEXGtnEk6m6NliSgEI+WrEh",
+	"l2I9bprwH0dBZZMOeB9u76pGTfR3vr94gaxJX0Pxkw5NVgiOJCl4IXKskQC4j1j4stHRvUJfTxJcD9vD",
+	"IY9skGFwdfHsPTn+ig3xC9uSt0YTokGU8egNUymwawFQO2BSogSlNMRFJ6ESFU4xgOr4BsDuoPRU4cC9",
+	"hEghkFSbjNs27USA3WMpJ10fk7ih+r2DRim9ehhNpiBXUgicPyvLQTLACfs/UNMcJAOUpwfJAM32Ayh9",
+	"OQhZRYOQjDJo4k/9e++TT3dSBa9DzFl1kBclXtf9EAdIPD7BMxKpYjGh5/7qC64K/0haw4EpceNYyRdN",
+	"8SdS3DAFnS/iSS+HxULUHs5PD4bYcCntjOfr82nvdmd6Yo/Wbqzx6/af8NPwSk+c4Fwu6Hh8Tu272pyM",
+	"5wPPM3EMNkzx26Pg6sEf8OMomJumKlw/xE79VVXfceG3JfeSCW+YPzo5R3ihd8CB/EVyylIA2Pnl/aQ7",
+	"15TMh55PQoA3aktT5fmW/5QAZ/cvx7yTUDYNGcBt64+PNUV+c2QXtx1xeKr11kGpxSi296E9OGEdaxUi",
+	"JCGf2Op1k/yGk92/qrFvsxe6Eg2ztzXxHJ5q5o0y557TRpHsMDwQPcPcje872c37VEi5LQ3ilsLKzRxL",
+	"bWU8rfpF0NXxyueOoVI9fAjFXcSNGwG4vp7jD/mZm/RkglHGSizCtF3yCqTHEQkQRoMpTlrWzbcS7WyF",
+	"VoA45MpAAQ3rRYdO+kAnhSnKyHuyCN5SJaYw9e1yAEl7eJ6fsEqRQYy3U75oILu6z3vj8NtWNkMRa1hI",
+	"pXNqGhMgjRfiQWiDIVTGL9AhYfqHZmPb/gDceiEyrjCGn4QzZHZt/QtB//dHt6rrFMQSHJC37lvYv8oy",
+	"IfL988ZJqNo3DaM5d5+OBnen13oUGC4meLTh5bYjVoNUfiAc7VwqaZeHrMIubGsjrnpKBUUx/PwHdFtX",
+	"yvYET5qDtmirOM55XRznnd9u/PNbiHf3sjuG6H2Ht8ytCIj74ev+SgASdS0cWpP3sa23IquMdOsLCMzA",
+	"gFqoKxpNNjg7f0HVUwGd64ef3zIrFwo1TlRIaY0X3Ilrvn5g2Q8//3gxAUAL38PgJLRfj2bpXDn46Acj",
+	"1Vxv9/taIRyNF9QbOyYwEj2H4ASvStVebgoasWx4VpajhM0A5vMfemanaog60ihhVqpFAf4Ey4bnOh8l",
+	"NXvN4WE2JNFp1BQkZig8+YZQQBolYLkdN68GdsCGLW3L35KV0zbjABkJ9jQpfDOopI3IbtuolCgtBtBB",
+	"qn+eIzCSHxr8nNR4AFMVcs8w5LHjK/8VzJ1dy6SdsHdQqRh8BFPleHHpr8itp9Lvn2Ohcq+c2RTzaOr4",
+	"MUtBdNwxXpaFJGebV5onUzVVb5dGCLYwuiq9Ng4OgHOpCGToZKrG7C9/qaGOzs5f2L/85YRsJAlbCJdA",
+	"hwmZuRKyn03wxddBT4dR5GJWLRZ+fUM7ECoPCj+YPq3TZYLROEmweyVTxcLfoNy3bG+AwHLKrDOCr1ih",
+	"FxYqc4kbkTG7FEWBYWY/ixnGMdGoXigrF0tXj4K3RVqSdYd+Vv7e04Zdg3cpB2c4A4u9MOMLL9k8x4dh",
+	"/ChJQO34l9y6Mfw2fvEs9eRJ4ZLoOQHTEmOVBdC84EyvqaHeWr8/Z5VbeqLKeKiQwTtlhSFqbK9Dj/7y",
+	"QLYih2M/mrA3uhBUG0SYMNITlmKBsRShL5KpSusavCnjhdUBp7YxriQsBU8h/b7iCgygLVPMKRyDjlNx",
+	"xdcsJys6QJsnTKqsqMB5Wa9Xe1EeHz9s28ahxjemdF8qfa1O2ePjr7Yf8P14kSbXILCeNkE222YigtOy",
+	"7PHxY1bIS8E4A9uYWjDU96YK8U2G9QkgxyqVUA8u6obJIlxzwua4K0hTlmmKY6h3/0exHv83LyoR0NVO",
+	"oD4pz2EGBV94coVwXjIhgigJ6jG0CZI2CNO5KCRFWWIJxYACCFUPA+L9rLKngMvi23rz/OzZT8+nKlhc",
+	"VoJbzFDTlcpHE/YzBKqSKZ2A1bUByEe0OJEuLB2Y0JDvtxDLBi3wjcHDyfHkOBRF4qUcnAy+mhxPvhok",
+	"g5K7JVx1nrG17SWEA1obAF/kg5PBS2nd0/AQpNKUWlHlj0fHx8HgRGG4wAfxPB39g9JxUAa7VULDPsCk",
+	"BdfhBjJbGMLHZPD4+GFfa/Xwjt4pXrmlNgCCBC99dftL3wU0A3jj0Te3v0Gllt8E+DWQKqrVipt1XSmJ",
+	"qG/jdtmKAQCILL6wCLsIbHTw3rfX3qejD/TXx94d+16EDfsC+xXbq7eNW+1Lbtfx49vfeKXdd/643dH+",
+	"euGscSDW+BUInK4LNKwDM9hzt/3pNHwl8Ej2YHg0j4RdOOduOfj4vpdWjjCaDBSXz2gfeEe23Ca557kM",
+	"NPcSe6oRCb/VqELfCdFB4+cwho9dwd+ZCmsr/qbkTkJeC2gdCPP4djr7luetgoW/1yPzZJ8u2slo3eNy",
+	"IRxheEB4GW9XicNwx8/kiUcfsNrZx8+k9OTDQEJimf8U0ucG2PZgk+ySFgkFxReT3KAiIP0ZQXp6D9bH",
+	"CAfHIkG/GybeQ9V/SBLFpWdDpSGfyy65ye3Iy/41yjpvAlwOoVbQGFuXdjRjKSskRHYAcpHTiIoHfvu2",
+	"mgnYKyBfc4yqljbowAlGC4Jm38KYGnoFLgHtLanrNaJjd0RarMyWbecv9LX2Y5AkeG7LhT9KhIS+N/r0",
+	"HfRJhNB5gNXzAjuc0k+mzLsR9tAsoOeNutMoIMyrUNs2A0Ymg120Q2pUP/mcMaMhMaUTxIvq2QPbKLA/",
+	"/PwW1G54pGVymSqUTuv67fSircBY5l9ppWugSYNyCJZysRSQWIHzmbA3YuEVfMBpo4GzYYh8Qi3+/PUF",
+	"GlbCA+loqjJuzJqw1aDuXBKuBbRw1BPuo8fzsEz3SJLURx9V1kP4jQmxXviWmo65whxJRSo2RHtiMKB4",
+	"xXQHQ6tp8P3H5t7qR7ujAM46Kxk2lHGLHxSGxKDtqgkx24S6QyPFhJ1tDAwtDhBCpdbU9BDd2DhViFCD",
+	"ELpRHSRfWwyQRWLmbToeW1HMx2Q3Hdf0mEDTaOoZS4W5pL5bimEKDyZT5funqCPu4MGEwsbT8XjFb+pG",
+	"x6UwY/97yoaPj7+ZqpqYVtK9IWTzmVhrsAe8DblS0rJsKbJLMJOxzqZRnp+0bMghJQoOTDsL88m/s3YS",
+	"JtZHCqYUbdBCElZ3dAKJHlvZHeysyqXD/lNcgDCpdKqGYc/T0E46ih1RrDF/Xtexvw8NgVqncvZ7KQkP",
+	"77rzPnGqTuy2ZNn5vWsHe3Cip1rNC4kussePHu0zrtLoTFiLwtfnC2wUUliv7qZQdho7yHXQLl3NBBHa",
+	"ZgU9vG/jRj76QH99RHYIxa8iFdgQbwU43ePjb9gw07lgr7R77nlUJ5+qQbqUDln2aKrQne/aaKLIzFXj",
+	"D0pYpSDuPc24zXgu/sPTewpOcbKEhpelZStuPEPJQ7yul3gbz1KwgHvWU4csT5V00ONKGzFKNt1RrWTH",
+	"IYT+emm0zmnwzB2TGkb4LQUrBTeOTbBLm0BeJN75QSjhBi4HCLhugB/rco4YW43h2FhII5LWAmG7tDIM",
+	"ypqYqnTBjh+8INKy4JSFH+rgVEo4gjBoSICEUIoOY8TZ14wxxgIhPLrFAjd01C7V4MMt832EAOh+hVgB",
+	"/84/K2HWjcpK8x20ddRNwBuvh26wxEfxuz2sXsBJGULvbWobnbANOqsJDHbNsgXIkSoT7Pvnb9vOAM8L",
+	"HqG2F1uG/HdtSjyUVX4m0yPKaDG9bfBlZZO9xbk+O3L7rr5fefqWO/MzNv+greysMkZ0dzWZRqCtFSZ0",
+	"5llC6O8XmQ8yR9GydA2725fOES9Le/SBl+XHoxWUtLBHH/CPT7CBdTpNYhzgrCzJeeW78OdZz2ves2Et",
+	"g5DtflNZyZ0Txr/3/37h41+Px9+8H/4ypr8+HCdfP/wYvh/957/F0OeiLKqyTq9ofJRnAVF6nEqkhBxn",
+	"h+CYWVlBhRLyIGJ+bAdhifx0BJ+5PU/s6n6n+n6XxgXJEgHXpp445nHoAHfuN25YrwGmGk2V10dKnYdK",
+	"qrm8AsgL6YIDFOOKS53b0YRdQPS+Z+GU+TpVIbBDGEB5wLB+IkRKmAuaCqR40Xe8LDuf8Q3KAqO0g7Oy",
+	"nCqvcJWVhbwocc0sjYBT1TU2fPzoG8Zn+kpENY7zyi5/au/PXasb2DguzH7aRs/VijODcM6ymhUYFfbH",
+	"ch58mmXjs+/KcyQfWmCKmQKy7vAKNqxjMOxGkkubpTcG0l26QJstmyZosMd0t1GduBkjRdLrCqNzIFgP",
+	"zMROeq6GmUhTBUVSAXYI0Eqowwl83SQqn9QBf5aMppDI5b+YqlVlQ1Ytm1dFsW6h3VAiiBLXzUgJ2WcN",
+	"EL/BijDjlxQy0YLDgMQSlJlPGcc5gJ3EC9YhFzAnyAbPijPD7XJcaF0SWC0FdOGsELyjFGaqNmarvsOs",
+	"5TQJCQi+F+ivDp2DTzOeXSJCiXL2JDQMCD5jG+B5O98iPGH4ihB0pyp8gbWgx9Auw2QMyj7HDc0BawtC",
+	"S1moAx3jVt8LFyJM71HgqmskxwUu05RQ/pORdMXBwDdimE+NGLgn70juQzb7rUSx94dwws9w0v6uF2Fr",
+	"PClwipQ09TYTwyI1ABB1Cih21UqkLGTloXTKp4rg9H+luipY1R4MD6NTllYq12nIvG4zuCCcYcn4LtOm",
+	"gvq2Zun+he1C+SH5Odg5gFt9nks8lMTG2YJrPNcHucUx4lV8AR7ZJCrGmWQTzFh7xuuhoi4edroFncUz",
+	"8HxAUg5Wa6CgwdEfTdA73HD820iG7QhpdPHnuhEPY2z+cEmQzAQ74yt/omfukaKxiz6vZVOZxiZgIKfK",
+	"Jsnn+9Xv2P7yoDG8UHC3NODQ/K0NMTSqow/4xy3ugJW+CvZcyGZDr6a0NTL78PHxN+wlt+7M/0LeQGz6",
+	"gQXRs0FSJcuUgIwERzdB7eukYA9iOUFznqphcAS7bnwAGUi8dO+V/raBG23sYxxG1L4NMxNIbLeZt8ER",
+	"E7QTCLGBuIIeSzalx2+ZsdvXxsbpedyz8n88zfoLm5/fhPg98rB8pvX582TAWx5HWmwCWCu3szAXJIEg",
+	"ZXI8Fg8sHYwmHGaEuSBArmzILaq/AcPSr8SVzFumRspLBfdWAIBJMYgGcHyhcYD/ha8Q9YfOPNkEyN23",
+	"+3RPVTjeE/ZMrLQ7jMdMVfuwW+F2nfQL4epjfj+WNd/4U4o3/LLBvjSxnRflv44X//6lt9/A7X+W5w3/",
+	"0cHSgmgS/lb7LJbUf8v/M9RXjZryoPoqy4WSAsoR1ohiZ133UV8VUD5VkGy/EC5e+hPLcvpHJfn8MIuL",
+	"QhaAiYzH9PAY+rApAElhf3wzjsoKSLFrAK4aqD2IOg3JSg1WkCTcsaQp02qxKOrci8jXgOMBoLph8ggF",
+	"TOVDgb9mvCScpY2CoSfsmCqK2pC6hf16bvz9+Tt4U8/ZMeWgKe2/tQSbuzm7qYISCBzQi+odqFSmlYVM",
+	"VZHjAuDYLCu4WSCipGrHo03YBQLOBSgk5ME2M5AUNoQ4s2fSjBjizPmLQv4qcM2nqkZyLXUO46QIrhpP",
+	"j15Dtk8vT9i3EAdG4Cx+20sqiJu0JrPia8Q1COFe6YrfBO3Vpk0wyVSBVXmNaA4x0gnBavUracIeHifH",
+	"x8dstq7JYtRCbAMDa66FxagyLq3ASAraMrs0UkFts6kKWHAjxM64Asw4vIaQnAnXFRxWSCEA9u23SKqs",
+	"z16K9Y7v8SrADiI3Af3wr5SNdtZiiMgbUFWynrQDdd1JWtK+ShOQ4JEJw+3jq6+LXFgXVFIsGM6zJaMX",
+	"H2DNG1DlUQdsYI3CNw+gzry9NXYYtrVev0Pn3X77wg/pv0CJiegmd0yh1Ocu/d60DCe/Y3HlN7Ltt45G",
+	"gODFxltmBl05DLDfYWm4qzOzy+FPQ0NEnYTV1a9AhNi84Z1mvPQaiYAyF0ZgYJYXSujW48bfBdzrLl5u",
+	"GaZZWaVsOvj68XTgRavp4Mnx8Wo6SFiKYRLpVE0Hj558/b2cDgA6c6s2uJcH7AZOIEogyOwn7ExNFSWV",
+	"15eaEgvu5BWZ4kpuQFikxgG8lfrhDivHA2A6IaXi6W6rNxhsGQ1nRpHEOlHivVgvqQSUXIRX1WpjBqT9",
+	"TdWQAh3ElYsGOQAFUZP0gCTw24kJ9Uz/l7Yl/1/cE5GnI8Ry9IMgRWx4JczMEtqvdWNoGSoA4MuIBAzh",
+	"hjReKD0SpF7fShi23RGT3eYh96TPtbv4baKzO5PczST/ZZS7T1K9fiseay+JRfkD38ggLsBdxJW20T6J",
+	"Ub0yxdEH+uvj0YdcZIAFdC+Ox0YWefEsqTGv22yBIK+xThPFOvX4Kk3nKMb9ahH3Y6SlMOe9XHTEVOBZ",
+	"iLp8f0Ao2hm8DJG+IbGtWRaR17vdqrvS0UCSqeJOr2TGi2Jd5wRtynhQdgzHyYutMO6pgugRwCPmYTwp",
+	"+Tc9lycXKl2IQ9JuKUC9UYWMKLk0yabRfBRiw7HiYohDx5lNlb9Ice45RDhPGCGzqQVldPJwTQHsCnlY",
+	"laY0p6k6qxlQgLfjBYDQbd9rx9/E48v9a1+KnT8LxPWRWPkXEHH34Ny0dn/a5X4Lu1wtazISNXlXoD4s",
+	"abqXv3/wd8gdMPIIyyQt+HZ2GcAwB8kgoGEOkkELDrOPf8Z8EG/aKPMxqdkRFCcijZONBcLudL7GPEAo",
+	"ZJYhCDqnUs8kMg9rwxqTgHfftCGh9AqUCvKyO5rxeuyP3YGkHz6mrKzIWOm/myqAISXROZgA4+6DxnZz",
+	"T+wJ0iq/tO9gt8HoXwwg5C7wPqLEDGFK8lAIhQg3wOBze/TB0//HoyWW6+q1JD3n2ZIFmQi2oRXBbkSm",
+	"TS7yE4ZItUDZw1A4lyrx+MuYvG42YVQHi2LuMRIfQGeNLrXlBdXjCAiJUzUvtDYJHS5shWVLbQWlQi/X",
+	"SYMQkFGlROnYEMYIUadtMaDOT6vtWwlY1eti2mCvrScsrX8fZ1mX0MrlfA4RHwE2oDTiSuoK0rTJsh6q",
+	"M4Hpeqq+Oma2xyKLGQZUNu0+LbPdjnqkgkAPf0azblu8cAGBcDJP4IFKbMJ0y+C6T2TrHVm9bvfmv+Ir",
+	"catVGR3tvTzgFbqvIGgowfRWHcKJ5ErYU/JPwMHF3NRJ1GT8Fvu5/+Q46GiXbTdkzn5+tNY9k3uv0TUE",
+	"R2jDVjxbSiXsbxhWstP8isFSEM0JEViyKdmuVbFOWrorFDeTV0KFQwSlzCjNJMEJjFr1YsVNiaUZDSp8",
+	"V/pS5FgMDCnRf43lOSX6bdfQ52kHZgaMr/4KC6XnsUyDvwlg7FNFEOQEZYFrHwV5gJ/SfsMhUOb9QjlA",
+	"F78pngNOctfRS5q0UNynP3XP3xIKAk/oJ/CSwPqpiYPDQ/AkHX2A/3eGgD6PhnGFKlB1uNimBao+pFOF",
+	"AZmeQ+w4pW/ggeaU3h4fCSznDwzwhjOsieQu6eLuU3pCAKK/1HtMxa7FgePmihW/eSnUwi0HJ19/dVDu",
+	"Th0K0itLfQeVKgTGtZR8IRWH9LkGlQ3w6SDYx88BEb6jIM4Zz5YiLmjVAS23hRS/xip/0mK3Q67WLONW",
+	"nAb0sg1A99HkU6ONt7YLoEmpKK/X8NJLsf4PUAhTVnJp/M3gx07LkunVittT8GNC8iXUrOwbDqA6HTYe",
+	"WIoWlkyQVCALcXgefMZUqDZhF6HyR8Imk0nvwmCBjINGcs4XAgOimgrBx8dNvdeHx8fHvf2ByWCwQc5y",
+	"Va0GJ/69ZLCSij5u1yeJH6pW9TOKe5931d5Q7SwKqBKKqx0Win73qUl96sBrJWACbRDCP2TMR4er+9Xo",
+	"mJquWywjsOrmu/tUDwJaO4LfZDoXOfOUkblifRKA9DEQgcAgjVYL5mmoBjrCeIBGkYCnH3jKdMsJ+xks",
+	"P4qlL3KxKrUTKluPfxRriCUnH9dUkXDfKmFJ+jyFsTCprBNYRmTOZUFFW+E1CJeAkuW9kn+dInfoSrYG",
+	"/aMIsVF3rz2E8YVyjV9ad9iVQogr+IeDf3v41V7HGIrI/stFL9TKxXVD+DHGsoc0dfTBixcfyWa9S0sI",
+	"dYb9waQKr+jUaTJQa78PFOAI+GuPj7+ByhlboHKjABI31yajrOJKnFIxxkZecEuhEH2YKptgzS0az09Y",
+	"sGPSg2/Wzxu608sDjNXWLCEWGEHvmjEh1KXruZlhQocCnf0fgRv7jc5MDVMW9vAU0x0wHg29jlGsvt5L",
+	"uw+orEVxv3lS+JfKlb0Twel70eEmjRkLC/Xdg/B0u5H/R6nyT3AI1I71LnVA5TnRIZDfi7TxZWjzHVVa",
+	"/L9ukvxDiycUPtKttwa1+b2KUYSiLHcisRzVZeLs0Yf6749HhKH6+UE598If4sE+9fAPirXsVQBbhZ3J",
+	"xxItr8cw6BxtL6zUYDFDA02uhZ123iQBjN6UCsvGnoQ0Mp1vFo9GGdFUytZ16cLLdbJfTqCI9fCoiaXu",
+	"1OzVVQFQAQETA9PssPwjAQMCNAaYkBBdC0Fo6tjJGkVwGmhXFtKt2azKF8KdMs7OdV4LrlTrEaxkgDxD",
+	"ni1aqR+gjiUsHtayTFir0KSXH6lsZT1NgH/nDmdOgQ+SMh0lMN4TNAgZXUzqhXqDq2JTEq+7qxiqCgIK",
+	"G4bsg/3ILwbWMJAQhwjhJX4rEReGkgZycRVOCuUG1C2HoOCpevzoUYNRXW/HkkO0aIeMYK/Btho1/0M/",
+	"TztE/jvEzPnTXfYveNXUNB/YTYzHRbTlPYFz+i4fofJSS7WrGApC8GGqNV+JvDWoUhtnMQv5AsO96RE6",
+	"r/5FqaYqppX4Yw2lI6Riw3QTyRRO9ziWDmSvskkAIS90xot0lEwh9zkMwY8KMjBxLP5jwlJn+Hwus2fS",
+	"3zuzykGB33Mj5sI8LbQFRvFCYQwacAKvwtflBbE+JFQLvcbKkr7H57R6F4WkrGRI4Z6quqYRVpBI62X2",
+	"D04u63ttIvURVh/Nx7P1CauZWppMVYvFYXDpmJo9YcTq8CMxuhGySzRScNcqBwZxdlNVD6I2hUpD1wvc",
+	"l1QgwwiriyuonbmQWo2vZS4wXg/rKVlWwqo1tWWgkUm9GpaiXqFfqYTFmw5i7qaqi9Z12uAOhDWb+4PP",
+	"KhXqfsJ94ncMovuVmKo6wkPaujpoQJCvm6mvbUyMpyuZLs86WpAuASKdk6ZolANQOQNlRBpiDvkWvNni",
+	"ph/poBoQ/A0oV+SHxqaGKRx0KD0KuKFQ1uOtl1KwEHIjgVyTSZrnuYHVC2jE3ZKXRnjSnioJNYh5vva9",
+	"K+1OEW2AvlICY9LklWB0BibsjCrKgmPPLbmaKjirgB3fE4tYb+993ntNJz0XX8Ow/oxC7MXUbE6650mI",
+	"dNuUJv7i6Jr3Y6H4hMsOQGr7q8ZJt9SVYymUJ05DXLFDbAsqt80t++Hi9SvyG+GjWBqEDbWZqvQsy0Tp",
+	"TpgTNw57HGPZ73SUREpyn+CNAw8+sCyVeTpVEiPOSm3RTixVN4EAU2qx2YDWUfMt7jAsWSmwC8YKfbPh",
+	"UvAcsV58wylIkSmrF3o0VQCbgjyp4J5qsFNxwzMHgXIZlpc+A/YFuRKExovpKhBXfUJcGitTQCYXvVvX",
+	"YwnSATaPlZ5qlCXEN+6ZOcE41YjJtUw8hLzIeVUUtfM2Bdd3OjolOzgmygWhH+A9oUlpmXWyKFjmN9bf",
+	"pVUJCgiV1nhy/BWt6BvhzHp8BguXTFUIabFLbfxq+UWJMdIg2OPub9v0Y8Z4ILLdxvh4xEKgWdIRPFnl",
+	"bMgt65BDb7gAvNfpd67NijuMCvj68aAVMHC8T8DAGQUpwFBWXNUjhKAsoKM6qgEq1mB0AgY1nDYI2LCr",
+	"0raUH6AWmd9b4AM0ioemabWzir9ZDAMMgAIYksEW2+k2tDmwrTuW6PJPsPw7yQpomQ/DWUSs9xqf3mJR",
+	"fgFlorDWfv5b5AJ8uUv4RmS9V/C7cmF4DqDLnP0sZhc6uxRuwr6VioMGaS1fiGAY4gxBZWkxlSimClUP",
+	"DAvLueMn7JhZl3slM9yQmng/gG0g3gU+Qc0nZOjDJhm0zwvQkzKvKQYL1mrFld9ZyG0aJeyhb0ZXLmGP",
+	"/F/CmGSqvmLiJsCLwV9Qq4zyale8ADnhlNIjDGVKKOpolLDH/jLHeK/N8Z+w9MN0cC1zt5wOTv56nEwH",
+	"S+GpZTo4efT4Y7xs4PMbkV0sRVHc5k5+28yxzs3mZgEOGcuGRpSCozm1kRo8+xU3ZaFzEcy+8bCvFaV3",
+	"9huJpRMrG+FYNXvmxvB1izlHQsuCle6gQD+xaQAOltlu6QeM/gmmVK1Ef5CfvjX4Mfaac+tbr/zYe0DK",
+	"h3nuHyLb7q7ExbUkCYgEsvo4en3B6UwXf94Smw7gNxVUtKZjI/EDEWIS4Njqhfyj61uFXuyAIVMCNCkK",
+	"YABNFaqWDNO2LHQzVrmXh7z2hCV1pYLn7FSVRszlTTu0L4ACNiZKsPt3lTJoI51AwdgbGYrNtpQM0pPH",
+	"c555+rcyF03tp1llJ+yMWQGZokFxsHUALuz4XC4qr+4gPInnKI2XD+8CvlgYseBOG8KZXPGbcaEX4+bB",
+	"NKkzxZ948bcu9gKOpKAErbRBWRj9HPCA5WvLINxIM8WN0deQ9ZrWbacJS3/VChCPSp3Hr4oL6OCl38S9",
+	"I8XrHnaF/H4SXy7WjY08xF+D3bGnI//bJ/Uhgd9/BjffcGIKUdJeIXTJNZLvpDfyygswn6LtQbO+gwZ1",
+	"U/Z2AziQF2iEvUsVr94o0MhwSHqORo5bicNxWdzlYL5DOzTs6VwCyDsc5q4HchhM3znmaIvCChjwVJXa",
+	"X/94168856nfGrUjfiEOq3Jl5RBRZ2Z1UTkvSGZ+xyDSOKGsl0rlwjDPRrOEHdm1TdhRLq4QBJsyZBnA",
+	"TEzV8PHxMboUrqUVowl7BcA3iAZBiY8thF6cItr7AWY0iCepX9g0mJFaNxK3zMvj4CeH5PY5VsYFH+9U",
+	"rTAyESHkfKsAISdVy1YNzp/Hx49PWZuiWo53z8zXKNBD435Oowl7CZRRF6nHSlduKdbsmgzveatOyuYZ",
+	"kYUY9GTlPDx+9Dj5TAU8XDr7K+Ev9cLPqFHB4ZI5UPd+qRd4Yv5wgtWXc8h2ITPwigR2pBe260QluT5h",
+	"PDPa1re+/aNLZeCH+52GFfVWKwJ4hXsOO4Q+OsBYv4+Qwz/jPf5A8R6A4hP8dLUbGi5/DMKCxCTDi0IU",
+	"0q7uLtLjQ/3+x99vTGG85NvwrCxPmsVaCoRo/1UYfVqHrlGsWieG7WSq/qFnltnKlkLlIj8lnBYEJTor",
+	"S0TZBeveKKmLxyUstU6X6VQNUdIhHbUumh9A2LAGf9INLLsUpRslU5VCuBiCyuKfDMsEQXYYfQchdTJb",
+	"tuUk8Mp7+UuqzRzb3tpxDTf4pPJxfrrwHzdUCw7++oSCcr+n5IE/ueW/OLfsFJVLmKfShFGMranDbfcO",
+	"jNsTIf8toJiKCvwQiHkPIKj/CY6b/yCI8PS0g+wUT7b/EwH//yQCPgKS9KLgH4TTZ8RK5BJ5Vx/Fnguz",
+	"ER52wq6XAmK8Wu97KsaCy2xIAHmIqQclRcyKzYzgl2iwBIvNHKtAs1yvuFR4z+XSmgo6Bhg7YROMDsSb",
+	"Uuk8hGw03RIWMPk3bTAwQJallauyWE9DuF8L/AfQEQjyTy4UL5gVQiVoaADDbuJn4FtZQqGcJS9LAQF/",
+	"12yYXnPp/DEdJdBa7sUCMA5TNPtKqBbsMGHb9VWSbu3BrbbQzUi9JqYBl4i+7nUYNWl7v01AQWuyF5i4",
+	"1sMCMK0NLPdhzH8GAWyyglf+QLQPQ9mmjB2MIHaBtdo5QhnOi/LR5JnnXs/H92vc62APXGim1WmoWGyh",
+	"9gXhpuFVm3fxy6CrcavzdPu2g6u6e07uQ0lv9QA9fmlF/dDDsQlRi5Za2v+kKaYfmMIfTDz9XG3Z6RLI",
+	"tH2AsEw2BY21V7IF23dNsZz8To4aqUm9Z61b1tU/e8theQMP/Xla/jwtd3laXsq5gyzE1mXjdx3t3u1V",
+	"pBCXOzsstpA74qqXvM67tLoQXhS7tifgz4YwdbgSV1JVrg6+Ae/hUlcmwOdOFRUsg4YIRXpYcuMkL0bh",
+	"bf/apC7wY1MQ71JhjDb+gxEY2vVUr0r/+Nn5i0YoxwRDey0MXJEbYIIITo+SLuYG1VHBNXw0e3Jzw4ad",
+	"xExp2UM2ZjiCWvMcneI4Cl6pbAnx1SqDh2soNwx0Rm++V3J93y3XxVQthKpr5PtNcgAVV2F6esII4Rrg",
+	"x7waC7U86fqHtpMmcLppKqSfQdpLXr8AjkPuaJUx26QeKkj+ClAOjOArLLRL4rSf0qUoXXA9NgB1WPwq",
+	"hEMaZ6cKQ/ECkDZ+e8rOjV55RaayUCOypPA7C/AlKvd8Sbfwtqeq6SM9QjBxmzIqMvV3W8i//yUdYekc",
+	"tQbFgRVaLYTpg+B++eJeM14uXr64BXa7Pgufzro+35XWGUg4paTXjQtxJYrWbiTtEw24gV6BE/lYKpbx",
+	"ovCce4fGW2EUaD9HQfXahFzgsuA17hy9W9fB8ZQHaW3a5MI02uVUtdRLqiNDRT1LNDoBCGNLVofPWhdo",
+	"7OVXoklW9kovyCOgNGN47zBwVYhaEWYMmnEhrRv1VU18F+Z9j+RGfeyy7PjltP86dRFQwWrTQifBsTR6",
+	"AVl0h95pgQpbyFJ9gDm0qF9g33bt2R9YsnmtNrYYbToENVAbceq9bp3bBA5tAieW6iTnYn9iONRkS/t0",
+	"e4l8YFqyLgZDcA1XvJA5d00K9QY/o8AacktJBc8joiEY1PhK5CMEhgKuB2ioM0ov524J9ffpqp0wTD6H",
+	"KmM4ngbtvF7KEE5pdNE2CkwV1LSn4UXhks+rzsG4B+2GKOIciP/LajZ7nMd/lbqHd4PlB/6YAJvTvZo/",
+	"k/Me8Zn+FCCcraN4q+4OHTU0vUXRZ/73+6Vpav0sc1+gFNxeRPwvVWPpS19MQBGbBJ/UTn6o39WREOeF",
+	"l3XhgsIU30Jm688+IY0t+B5OyCsNJji4N4NWhvMpOSRzejELXEFU0XHC/qaVhgB4gJ6Uc6rbgbm3Lc0B",
+	"LkB9rWLm5v5jCKasP4/hn8ewGydw5/dOy+x7zxcPGY37SR4Nxn/S/J8030KO8iSxffcUcg5IxbUpg5jv",
+	"TMy1IYPHxcvXYIuD7NWsqHKRH3xarpear2SvWvzzUp+tXtynSvwiF8pJ12s3Q0vTb2k0+3mJqZM4EgTC",
+	"yOtiVrbGwIgbw3xTIquMn6LnOjPBjTCDk1/ee6aCOcDIjypTDE4GR8BsqKEtI3wIiTs7B3tmgJZoFTXY",
+	"imQI+wmjzsWsWiw8YXVbaJHGdhOIJhDiJVsYNK0GwowjtS4oujUhGQPDKnARYQFbaVmhcMzH9x//vwAA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"time"
 
 	"atoll.dev/libs/computeapi"
 )
@@ -23,8 +24,40 @@ func (c *Client) Project(ctx context.Context, project string) (*computeapi.Proje
 // DeleteProject deletes a project that holds no workloads (409 while it
 // holds any).
 func (c *Client) DeleteProject(ctx context.Context, project string) error {
-	r, err := c.API.DeleteProjectWithResponse(ctx, project)
+	r, err := c.API.DeleteProjectWithResponse(ctx, project, nil)
 	return noContent("delete project", r, err)
+}
+
+// DeleteProjectCascade starts deleting a project with everything it
+// holds (workloads, Configs, Secrets, tokens, members); the project is
+// gone once Project answers 404.
+func (c *Client) DeleteProjectCascade(ctx context.Context, project string) error {
+	r, err := c.API.DeleteProjectWithResponse(ctx, project, &computeapi.DeleteProjectParams{Cascade: true})
+	return noContent("delete project", r, err)
+}
+
+// CreateToken creates a project token for machines with role (viewer,
+// developer, admin) for ttl; the reply's Secret is the only copy of it.
+func (c *Client) CreateToken(ctx context.Context, project, name, role string, ttl time.Duration) (*computeapi.ProjectToken, error) {
+	r, err := c.API.CreateTokenWithResponse(ctx, project, computeapi.ProjectTokenCreate{Name: name, Role: role, Ttl: ttl.String()})
+	return decode[computeapi.ProjectToken]("create token", r, err)
+}
+
+// Tokens lists a project's tokens (never their secrets).
+func (c *Client) Tokens(ctx context.Context, project string) ([]computeapi.ProjectToken, error) {
+	r, err := c.API.ListTokensWithResponse(ctx, project)
+	l, err := decode[computeapi.ProjectTokenList]("list tokens", r, err)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// RevokeToken revokes a project token; every gateway refuses it within a
+// second.
+func (c *Client) RevokeToken(ctx context.Context, project, name string) error {
+	r, err := c.API.RevokeTokenWithResponse(ctx, project, name)
+	return noContent("revoke token", r, err)
 }
 
 // Members returns a registered project's members.

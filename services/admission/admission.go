@@ -194,6 +194,10 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.ProjectDelete.Endpoint(RequestTimeout, s.projectDelete),
 		bus.MemberSet.Endpoint(RequestTimeout, s.memberSet),
 		bus.MemberRemove.Endpoint(RequestTimeout, s.memberRemove),
+		// Project tokens (tokens.go).
+		bus.TokenCreate.Endpoint(RequestTimeout, s.tokenCreate),
+		bus.TokenRevoke.Endpoint(RequestTimeout, s.tokenRevoke),
+		bus.TokenUsed.Endpoint(RequestTimeout, s.tokenUsed),
 		// The propagator's own endpoint: a Secret's data key rewrapped
 		// for a new KEK (rewrap.go).
 		bus.AdmissionRewrap.Endpoint(RequestTimeout, s.rewrap),

@@ -174,9 +174,10 @@ func projectNotFound(project string) *Error {
 	return &Error{Status: api.StatusNotFound, Body: api.ErrorBody{Code: "NotFound", Message: fmt.Sprintf("project %s not found", project)}}
 }
 
-// DeleteProject deletes a project that holds no workloads (a cascade is
-// not admission's to start); its members go with it.
-func (s *Service) DeleteProject(ctx context.Context, project string, p Principal) error {
+// DeleteProject deletes a project that holds no workloads; its members
+// and tokens go with it. With cascade it marks the project deleting and
+// starts deleting everything it holds (cascade.go), in the background.
+func (s *Service) DeleteProject(ctx context.Context, project string, cascade bool, p Principal) error {
 	kv, err := s.projects(ctx)
 	if err != nil {
 		return err
@@ -185,13 +186,42 @@ func (s *Service) DeleteProject(ctx context.Context, project string, p Principal
 	if err != nil {
 		return err
 	}
-	n, err := s.countWorkloads(ctx, project)
+	if cascade || doc.Deleting != nil {
+		if err := s.markDeleting(ctx, kv, project, p); err != nil {
+			return err
+		}
+		s.log.Info("project deletion started", "project", project, "by", p.Name)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			defer cancel()
+			// A few quick attempts (the propagator may still be removing
+			// the workloads); then the repair leader's.
+			var err error
+			for delay := 250 * time.Millisecond; delay <= 4*time.Second; delay *= 2 {
+				if err = s.finishDeletion(ctx, project); err == nil {
+					return
+				}
+				time.Sleep(delay)
+			}
+			s.log.Warn("project deletion not finished; the repair leader retries", "project", project, "err", err)
+		}()
+		return nil
+	}
+	keys, err := s.workloadKeys(ctx, project)
 	if err != nil {
 		return unavailable(err)
 	}
-	if n > 0 {
-		return &Error{Status: api.StatusConflict, Body: api.ErrorBody{Code: "NotEmpty",
-			Message: fmt.Sprintf("project %s holds %d workloads; delete them first", project, n)}}
+	if len(keys) > 0 {
+		return notEmpty(project, keys)
+	}
+	tokens, err := listKeys(ctx, kv, api.TokenProjectFilter(project))
+	if err != nil {
+		return unavailable(err)
+	}
+	for _, k := range tokens {
+		if err := kv.Delete(ctx, k); err != nil {
+			return unavailable(fmt.Errorf("delete token %s: %w", k, err))
+		}
 	}
 	if _, err := bus.CompareAndDelete(ctx, s.bus.JS, kv, api.ProjectKey(project), rev); err != nil {
 		return writeError(err, "project "+project)
@@ -300,7 +330,7 @@ func (s *Service) projectCreate(ctx context.Context, req api.ProjectCreate, r mi
 }
 
 func (s *Service) projectDelete(ctx context.Context, req api.ProjectRef, r micro.Request) (api.Ack, error) {
-	if err := s.DeleteProject(ctx, req.Project, principal(r)); err != nil {
+	if err := s.DeleteProject(ctx, req.Project, req.Cascade, principal(r)); err != nil {
 		return nil, err
 	}
 	return api.Ack{"deleted": true}, nil

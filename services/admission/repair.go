@@ -51,6 +51,7 @@ func (s *Service) startRepair(ctx context.Context) error {
 // every RepairEvery.
 func (s *Service) repair(ctx context.Context) {
 	s.log.Info("repairing events")
+	go s.resumeDeletions(ctx) // cascade.go
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
 	defer q.Close() // also when the term ends before Run (which closes it)
 	var (

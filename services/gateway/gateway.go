@@ -116,6 +116,8 @@ type Service struct {
 	// roles (projects.go).
 	projects *bus.TypedMirror[*api.ProjectDoc]
 	members  *memberships
+	// tokens indexes the projects' tokens (tokens.go).
+	tokens *tokenIndex
 
 	srv    *http.Server
 	ln     net.Listener
@@ -171,6 +173,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) (*Service, error) {
 
 		metricLimits: newLimiter(MetricPushPerSecond, MetricPushBurst),
 		members:      newMemberships(),
+		tokens:       newTokenIndex(),
 		ids:          newRequestIDs(),
 		proxies:      proxies,
 		origin:       origin,
@@ -205,6 +208,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("idempotency bucket: %w", err)
 	}
 	if err := s.startProjects(ctx, runCtx); err != nil {
+		return err
+	}
+	if err := s.startTokens(ctx, runCtx); err != nil {
 		return err
 	}
 	select {

@@ -57,7 +57,11 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 		if authz == "" {
 			authz = websocketBearer(r) // the console's exec WebSocket
 		}
-		id, err := s.auth.Authenticate(authz)
+		// A project token acts in its project with its role only (tokens.go).
+		id, projectToken, err := s.authenticateProjectToken(r.Context(), authz)
+		if !projectToken {
+			id, err = s.auth.Authenticate(authz)
+		}
 		if err != nil {
 			// Failed attempts are limited per client address, before they are audited.
 			if !s.allowRate(w, r, "anonymous@"+s.clientHost(r)) {
@@ -71,7 +75,9 @@ func (s *Service) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		// The roles the projects' members give the caller (projects.go).
-		id = s.members.withRoles(id)
+		if !projectToken {
+			id = s.members.withRoles(id)
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
 	})
 }
@@ -362,6 +368,8 @@ var auditVerbs = map[string]struct {
 	"DELETE /v1/projects/{project}":                  {verb: "delete-project"},
 	"PUT /v1/projects/{project}/members/{member}":    {verb: "set-member"},
 	"DELETE /v1/projects/{project}/members/{member}": {verb: "remove-member"},
+	"POST /v1/projects/{project}/tokens":             {verb: "create-token"},
+	"DELETE /v1/projects/{project}/tokens/{token}":   {verb: "revoke-token"},
 	"POST /v1/clusters/{cluster}/{action}":           {param: "action", values: []string{"cordon", "uncordon"}},
 	"PATCH /v1/clusters/{cluster}/labels":            {verb: "label"},
 	"POST /v1/remediation/pause":                     {verb: "pause-remediation"},

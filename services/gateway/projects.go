@@ -296,13 +296,20 @@ func (s *Service) GetProject(w http.ResponseWriter, r *http.Request, project com
 	}
 }
 
-// DeleteProject deletes a registered project that holds no workloads.
-func (s *Service) DeleteProject(w http.ResponseWriter, r *http.Request, project computeapi.ProjectPath) {
+// DeleteProject deletes a registered project that holds no workloads;
+// with cascade, it starts the deletion of everything the project holds
+// (admission finishes it) and answers 202.
+func (s *Service) DeleteProject(w http.ResponseWriter, r *http.Request, project computeapi.ProjectPath, params computeapi.DeleteProjectParams) {
 	if s.registered(w, r, project, auth.RoleAdmin) == nil {
 		return
 	}
-	if err := send(s, r, bus.ProjectDelete, api.ProjectRef{Project: project}); err != nil {
+	if err := send(s, r, bus.ProjectDelete, api.ProjectRef{Project: project, Cascade: params.Cascade}); err != nil {
 		writeRemoteError(w, r, err)
+		return
+	}
+	if params.Cascade {
+		s.waitProject(r.Context(), project, func(d *api.ProjectDoc) bool { return d == nil || d.Deleting != nil })
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	s.waitProject(r.Context(), project, func(d *api.ProjectDoc) bool { return d == nil })

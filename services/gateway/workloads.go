@@ -222,7 +222,7 @@ func (s *Service) GetWorkload(w http.ResponseWriter, r *http.Request, project, k
 
 // CreateWorkload admits a new workload, once per Idempotency-Key.
 func (s *Service) CreateWorkload(w http.ResponseWriter, r *http.Request, project string, params computeapi.CreateWorkloadParams) {
-	if !allow(w, r, project, auth.RoleDeveloper, false) {
+	if !allow(w, r, project, auth.RoleDeveloper, false) || s.deleting(w, r, project) {
 		return
 	}
 	doc, ok := s.readDocument(w, r, project)

@@ -50,7 +50,8 @@ func (s *Service) startKEK(ctx context.Context) error {
 	s.admission = bus.NewRequester(s.bus.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: s.log}})
 	s.kekOps, err = s.bus.Serve(context.WithoutCancel(ctx),
 		bus.ServeConfig{Name: bus.UserPropagator, Description: "key-encryption key rotation", Concurrency: 1, Metrics: s.metrics, Logger: s.log},
-		bus.PropagatorRotateKEK.Endpoint(RotateTimeout, s.rotateKEK))
+		bus.PropagatorRotateKEK.Endpoint(RotateTimeout, s.rotateKEK),
+		bus.PropagatorRemoveProject.Endpoint(RotateTimeout, s.removeProject)) // projectremove.go
 	return err
 }
 

@@ -246,6 +246,7 @@ func (s *Service) Start(ctx context.Context) error {
 		bus.QuotaRequestCreate.Endpoint(RequestTimeout, s.handleRequestCreate),
 		bus.QuotaRequestList.Endpoint(RequestTimeout, s.handleRequestList),
 		bus.QuotaRequestDecide.Endpoint(RequestTimeout, s.handleRequestDecide),
+		bus.QuotaForget.Endpoint(RequestTimeout, s.handleForget), // forget.go
 	)
 	if err != nil {
 		cancel()

@@ -131,22 +131,70 @@ show no owner.`,
 }
 
 func projectDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a project that holds no workloads (its admins, platform admins)",
-		Long: `delete removes a project and its members. It is refused while the project
-holds any workload: delete those first ('atoll get all -p NAME').`,
-		Example: "  atoll project delete web",
+	var (
+		cascade bool
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "delete NAME [--cascade [--wait=false] [--timeout 5m]]",
+		Short: "Delete a project (its admins, platform admins)",
+		Long: `delete removes a project, its members and its tokens. It is refused while
+the project holds any workload (the refusal names them), unless --cascade:
+then every workload is stopped and deleted, its quota released, and the
+project's Configs, Secrets, tokens and hosts removed with it. The project is
+marked deleting at once (nothing new can be created in it) and the region
+finishes the deletion, after a restart too; with --wait (the default) the
+command returns once the project is gone.`,
+		Example: "  atoll project delete web\n  atoll project delete web --cascade",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.run(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, _ target) error {
-				if err := c.DeleteProject(ctx, args[0]); err != nil {
+				if !cascade {
+					if err := c.DeleteProject(ctx, args[0]); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "project %s deleted\n", args[0])
+					return nil
+				}
+				if err := c.DeleteProjectCascade(ctx, args[0]); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "project %s deleted\n", args[0])
+				if !wait {
+					fmt.Fprintf(cmd.OutOrStdout(), "project %s deleting\n", args[0])
+					return nil
+				}
+				if err := waitProjectGone(ctx, c, args[0], timeout); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "project %s deleted with everything it held\n", args[0])
 				return nil
 			})(cmd, args)
 		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&cascade, "cascade", false, "delete everything the project holds with it")
+	f.BoolVar(&wait, "wait", true, "with --cascade, wait until the project is gone")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "with --cascade --wait, how long to wait")
+	return cmd
+}
+
+// waitProjectGone polls until project is not found, for at most timeout.
+func waitProjectGone(ctx context.Context, c *sdk.Client, project string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := c.Project(ctx, project)
+		if sdk.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("project %s is still deleting after %s", project, timeout)
+		case <-tick.C:
+		}
 	}
 }
 

@@ -67,6 +67,9 @@ type Identity struct {
 	// Groups are the groups the identity provider puts the caller in (a
 	// project's members may be groups).
 	Groups []string `json:"groups,omitempty"`
+	// Token names the project token ("<project>/<name>") the caller
+	// presented; "" for a person's token or JWT.
+	Token string `json:"token,omitempty"`
 }
 
 // Decision is the outcome of an authorization check, as an HTTP status.
