@@ -114,6 +114,10 @@ type AppSpec struct {
 	// Expose, when set, routes a host and path from outside the region to
 	// one of the App's named ports (expose.go).
 	Expose *Expose `json:"expose,omitempty"`
+	// UpdateStrategy is how a zone's pods take a template change:
+	// UpdateRollingUpdate (the default: new pods replace them) or
+	// UpdateInPlaceIfPossible (inplace.go).
+	UpdateStrategy string `json:"updateStrategy,omitempty"`
 }
 
 // Default implements Spec.
@@ -136,6 +140,7 @@ func (s *AppSpec) Validate() FieldErrors {
 	s.Availability.validate("spec.availability", &fe)
 	s.Rollout.validate("spec.rollout", &fe)
 	s.Expose.validate("spec.expose", &s.Template, &fe)
+	validateUpdateStrategy("spec.updateStrategy", s.UpdateStrategy, &fe)
 	return fe
 }
 

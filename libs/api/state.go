@@ -141,6 +141,10 @@ type ZoneStatus struct {
 	Running   int32 `json:"running"`
 	Succeeded int32 `json:"succeeded,omitempty"`
 	Failed    int32 `json:"failed,omitempty"`
+	// Templates counts an App's live pods by the template they run (its
+	// api.TemplateHash, as the rollout's revisions): an in-place update
+	// moves a pod from one to the next without replacing it.
+	Templates map[string]int32 `json:"templates,omitempty"`
 }
 
 // Condition is one fact about a workload.
