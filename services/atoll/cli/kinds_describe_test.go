@@ -140,7 +140,7 @@ func TestDescribeKinds(t *testing.T) {
 			},
 			want: []string{"Phase: Complete", "Zone order: -", "Policy: on failure Pause, bake 10s, deadline 10m0s per zone",
 				"Update strategy: RollingUpdate (pods are replaced)"},
-			not:  []string{"STEP", "Rolling out:"},
+			not: []string{"STEP", "Rolling out:"},
 		},
 		{
 			name: "app in place, pods by revision",
