@@ -14,6 +14,7 @@ import (
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
@@ -284,9 +285,22 @@ func (t *target) moveReplicaSet(ctx context.Context, d *appsv1.Deployment, rs *a
 	}
 	up := rs.DeepCopy()
 	up.Spec.Template = *tmpl
-	err = t.call(func() error {
-		_, err := t.cs.AppsV1().ReplicaSets(up.Namespace).Update(ctx, up, metav1.UpdateOptions{FieldManager: InPlaceManager})
-		return err
+	// Its controllers write its status and annotations meanwhile: on a
+	// conflict, read it again and retry at once.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return t.call(func() error {
+			_, err := t.cs.AppsV1().ReplicaSets(up.Namespace).Update(ctx, up, metav1.UpdateOptions{FieldManager: InPlaceManager})
+			if !apierrors.IsConflict(err) {
+				return err
+			}
+			cur, gerr := t.cs.AppsV1().ReplicaSets(up.Namespace).Get(ctx, up.Name, metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			up = cur.DeepCopy()
+			up.Spec.Template = *tmpl
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("update replicaset %s/%s in place: %w", up.Namespace, up.Name, err)
