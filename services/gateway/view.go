@@ -48,7 +48,7 @@ func statusView(kind string, st *api.Status) computeapi.WorkloadStatus {
 		}
 		out := make(map[string]computeapi.Counts, len(in))
 		for k, z := range in {
-			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed}
+			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed, Templates: z.Templates}
 		}
 		return out
 	}

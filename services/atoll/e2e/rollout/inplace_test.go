@@ -154,7 +154,12 @@ func TestInPlaceImageUpdate(t *testing.T) {
 			assert.Equal(ct, map[string]int32{r.Stable: 2}, st.Zones[z].Templates, "zone %s pods by revision", z)
 		}
 	}, 30*time.Second, 250*time.Millisecond)
-	assert.Contains(t, atoll(t, "describe", "app", inPlaceName), "InPlaceIfPossible")
+	described := atoll(t, "describe", "app", inPlaceName)
+	assert.Contains(t, described, "Update strategy:")
+	assert.Contains(t, described, "InPlaceIfPossible")
+	for _, z := range []string{"a", "b", "c"} {
+		assert.Regexp(t, `(?m)^\s+`+z+`:\s+`+r.Stable+` 2$`, described, "zone %s pods by revision", z)
+	}
 
 	// Nothing replaces them afterwards: the Deployments' controllers found
 	// their ReplicaSets on the new template.
