@@ -3,8 +3,10 @@ package propagator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +16,7 @@ import (
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -41,7 +44,11 @@ import (
 //     pick the oldest match and roll to it);
 //  3. patch each of its pods' changed images (imagePatch): the kubelet
 //     restarts only those containers, and the pod's api.AnnoTemplate says
-//     the new revision (the aggregator counts pods per revision);
+//     the new revision (the aggregator counts pods per revision). At most
+//     the Deployment's maxUnavailable (the App's availability budget,
+//     rollingUpdate) are on the way at once: a pod is on the way from
+//     its patch until it is ready with its containers on the new images;
+//     while pods are left, the key is retried (errInPlaceBatch);
 //  4. apply the Deployment with the new template, still paused;
 //  5. resume it; the ordinary apply then writes the spec hash.
 //
@@ -118,7 +125,7 @@ func (t *target) updateAppInPlace(ctx context.Context, o object, ns string) erro
 	if err := t.moveReplicaSet(ctx, live, rs, next); err != nil {
 		return err
 	}
-	if err := t.patchReplicaSetPods(ctx, rs, next); err != nil {
+	if err := t.patchReplicaSetPods(ctx, live, rs, next); err != nil {
 		return err
 	}
 	pending := *want
@@ -308,9 +315,13 @@ func (t *target) moveReplicaSet(ctx context.Context, d *appsv1.Deployment, rs *a
 	return nil
 }
 
-// patchReplicaSetPods is step 3: every live pod of rs gets next's images
-// and revision.
-func (t *target) patchReplicaSetPods(ctx context.Context, rs *appsv1.ReplicaSet, next *corev1.PodTemplateSpec) error {
+// errInPlaceBatch says pods of an in-place update wait for the budget:
+// the key is retried until every pod was patched.
+var errInPlaceBatch = errors.New("pods wait for the availability budget")
+
+// patchReplicaSetPods is step 3: the live pods of rs get next's images
+// and revision, at most d's maxUnavailable on the way at once.
+func (t *target) patchReplicaSetPods(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, next *corev1.PodTemplateSpec) error {
 	var list *corev1.PodList
 	err := t.call(func() error {
 		var err error
@@ -325,18 +336,78 @@ func (t *target) patchReplicaSetPods(ctx context.Context, rs *appsv1.ReplicaSet,
 	if v, ok := next.Annotations[api.AnnoTemplate]; ok {
 		annos[api.AnnoTemplate] = v
 	}
+	type todo struct {
+		pod   *corev1.Pod
+		patch []byte
+	}
+	var left []todo
+	busy := 0
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.DeletionTimestamp != nil || !metav1.IsControlledBy(p, rs) {
 			continue
 		}
 		if patch := imagePatch(p, &next.Spec, annos); patch != nil {
-			if err := t.patchPod(ctx, p.Namespace, p.Name, patch); err != nil {
-				return err
-			}
+			left = append(left, todo{p, patch})
+		} else if !settled(p) {
+			busy++
+		}
+	}
+	n := max(0, inPlaceBudget(d)-busy)
+	for i, tp := range left {
+		if i == n {
+			return fmt.Errorf("%d pods of %s/%s to update in place, %d on the way: %w", len(left)-n, rs.Namespace, rs.Name, busy+n, errInPlaceBatch)
+		}
+		if err := t.patchPod(ctx, tp.pod.Namespace, tp.pod.Name, tp.patch); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// inPlaceBudget is how many of d's pods may be on the way at once: its
+// rolling update's maxUnavailable (rounded down, as the Deployment
+// controller does), at least one.
+func inPlaceBudget(d *appsv1.Deployment) int {
+	replicas := int(ptr.Deref(d.Spec.Replicas, 1))
+	ru := d.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxUnavailable == nil {
+		return max(1, replicas/4)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, replicas, false)
+	if err != nil {
+		return 1
+	}
+	return max(1, n)
+}
+
+// settled reports whether a pod is done with its last in-place update:
+// ready, and its kubelet has seen its spec (status.observedGeneration) or,
+// where the kubelet does not say (KWOK), its containers report the spec's
+// images.
+func settled(p *corev1.Pod) bool {
+	ready := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		return false
+	}
+	if p.Status.ObservedGeneration != 0 {
+		return p.Status.ObservedGeneration >= p.Generation
+	}
+	images := map[string]string{}
+	for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		images[s.Name] = s.Image
+	}
+	for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+		if img, ok := images[c.Name]; ok && img != c.Image {
+			return false
+		}
+	}
+	return true
 }
 
 // annotated returns a copy of m with annos set.

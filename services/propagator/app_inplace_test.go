@@ -5,8 +5,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
 )
@@ -76,5 +79,64 @@ func TestImagePatch(t *testing.T) {
 	}
 	if p := imagePatch(live, &live.Spec, map[string]string{api.AnnoTemplate: "r1"}); p != nil {
 		t.Errorf("patch of an unchanged pod: %s", p)
+	}
+}
+
+// TestInPlaceBudget: as many pods on the way as the Deployment's
+// maxUnavailable lets go (rounded down), at least one.
+func TestInPlaceBudget(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas int32
+		max      *intstr.IntOrString
+		want     int
+	}{
+		{"count", 10, ptr.To(intstr.FromInt32(3)), 3},
+		{"percent rounds down", 10, ptr.To(intstr.FromString("25%")), 2},
+		{"never none", 3, ptr.To(intstr.FromString("25%")), 1},
+		{"zero is one", 5, ptr.To(intstr.FromInt32(0)), 1},
+		{"unset: a quarter", 8, nil, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: &tc.replicas,
+				Strategy: appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: tc.max}}}}
+			if got := inPlaceBudget(d); got != tc.want {
+				t.Errorf("inPlaceBudget = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSettled: a pod is done with an in-place update once ready and its
+// kubelet saw its generation, or (KWOK) its statuses show the spec's images.
+func TestSettled(t *testing.T) {
+	pod := func(ready bool, gen, observed int64, statusImage string) *corev1.Pod {
+		cond := corev1.ConditionFalse
+		if ready {
+			cond = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Generation: gen},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:2"}}},
+			Status: corev1.PodStatus{ObservedGeneration: observed, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: statusImage}}}}
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"kubelet saw it", pod(true, 2, 2, "docker.io/library/app:2"), true},
+		{"kubelet behind", pod(true, 2, 1, "app:1"), false},
+		{"not ready", pod(false, 2, 2, "app:2"), false},
+		{"kwok: new image", pod(true, 2, 0, "app:2"), true},
+		{"kwok: old image", pod(true, 2, 0, "app:1"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := settled(tc.pod); got != tc.want {
+				t.Errorf("settled = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
