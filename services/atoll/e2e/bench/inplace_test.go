@@ -13,7 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/services/atoll/e2e"
@@ -58,6 +59,34 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 		b.Fatal(err)
 	}
 
+	// Every cluster healthy with all its nodes ready, so the App spreads
+	// over the three zones.
+	for {
+		infos, err := cl.Clusters(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ready := 0
+		for _, c := range infos {
+			nodes := 0
+			for _, p := range c.Pools {
+				nodes += p.ReadyNodes
+			}
+			if c.Healthy && nodes >= nodesPerZone {
+				ready++
+			}
+		}
+		if ready == len(reg.Env.Clusters) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatal("the clusters' inventory never showed every node ready")
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	stores := podStores(ctx, reg)
+
 	const name = "movers"
 	doc := func(strategy, image string) []byte {
 		return fmt.Appendf(nil, `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":%q,"name":%q},
@@ -70,7 +99,7 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 	if _, err := cl.Submit(ctx, doc(api.UpdateInPlaceIfPossible, "app:1")); err != nil {
 		b.Fatal(err)
 	}
-	if err := waitMoved(ctx, reg, name, "app:1", pods); err != nil {
+	if err := waitMoved(ctx, stores, "app:1", pods); err != nil {
 		b.Fatal(err)
 	}
 
@@ -83,7 +112,7 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 		if _, err := cl.Update(ctx, doc(strategy, image)); err != nil {
 			b.Fatal(err)
 		}
-		if err := waitMoved(ctx, reg, name, image, pods); err != nil {
+		if err := waitMoved(ctx, stores, image, pods); err != nil {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
@@ -108,22 +137,31 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 	b.ReportMetric(float64(reW.total()), "replace-writes")
 }
 
-// waitMoved waits until the App's pods in the member clusters are n
-// Running pods whose app container runs image (as their status says),
-// with no other pod of the App left.
-func waitMoved(ctx context.Context, reg *region.Region, name, image string, n int) error {
-	tick := time.NewTicker(time.Second)
+// podStores returns an informer store of the project's pods in every
+// member cluster, synced (a watch: lists of a thousand pods outlast the
+// clients' timeout on a loaded machine).
+func podStores(ctx context.Context, reg *region.Region) []cache.Store {
+	var out []cache.Store
+	for _, c := range reg.Env.Clusters {
+		f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(api.Namespace(project)))
+		inf := f.Core().V1().Pods().Informer()
+		f.Start(ctx.Done())
+		f.WaitForCacheSync(ctx.Done())
+		out = append(out, inf.GetStore())
+	}
+	return out
+}
+
+// waitMoved waits until the pods in stores are n Running pods whose app
+// container runs image (as their status says), with no other pod left.
+func waitMoved(ctx context.Context, stores []cache.Store, image string, n int) error {
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		moved, others := 0, 0
-		for _, c := range reg.Env.Clusters {
-			list, err := c.Client.CoreV1().Pods(api.Namespace(project)).List(ctx, metav1.ListOptions{
-				LabelSelector: api.LabelWorkload + "=" + name, ResourceVersion: "0"})
-			if err != nil {
-				return err
-			}
-			for i := range list.Items {
-				if runs(&list.Items[i], image) {
+		for _, st := range stores {
+			for _, o := range st.List() {
+				if p, ok := o.(*corev1.Pod); ok && runs(p, image) {
 					moved++
 				} else {
 					others++
@@ -209,7 +247,13 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPL
 func clusterWrites(ctx context.Context, reg *region.Region) (writes, error) {
 	out := writes{}
 	for _, c := range reg.Env.Clusters {
-		body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		var body []byte
+		var err error
+		for range 5 { // a loaded API server may outlast the client's timeout
+			if body, err = c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s metrics: %w", c.Name, err)
 		}
