@@ -117,6 +117,10 @@ type AppSpec struct {
 	// OnZoneLoss is what happens to the replicas of a lost zone when the
 	// template has claim templates (claims.go): Wait (default) or Recreate.
 	OnZoneLoss ZoneLossPolicy `json:"onZoneLoss,omitempty"`
+	// UpdateStrategy is how a zone's pods take a template change:
+	// UpdateRollingUpdate (the default: new pods replace them) or
+	// UpdateInPlaceIfPossible (inplace.go).
+	UpdateStrategy string `json:"updateStrategy,omitempty"`
 }
 
 // Default implements Spec.
@@ -143,6 +147,7 @@ func (s *AppSpec) Validate() FieldErrors {
 	if s.OnZoneLoss != "" && len(s.Template.VolumeClaimTemplates) == 0 {
 		fe.add("spec.onZoneLoss", CodeInvalid, "only an App with claim templates has a zone loss policy")
 	}
+	validateUpdateStrategy("spec.updateStrategy", s.UpdateStrategy, &fe)
 	return fe
 }
 

@@ -146,6 +146,10 @@ type ZoneStatus struct {
 	// the versions, sorted: more than one while a change rolls out), read
 	// from the pods' annotations (Status.ConfigVersions is what they roll to).
 	ConfigVersions map[string][]string `json:"configVersions,omitempty"`
+	// Templates counts an App's live pods by the template they run (its
+	// api.TemplateHash, as the rollout's revisions): an in-place update
+	// moves a pod from one to the next without replacing it.
+	Templates map[string]int32 `json:"templates,omitempty"`
 }
 
 // Condition is one fact about a workload.

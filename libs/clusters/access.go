@@ -85,10 +85,10 @@ var rendered = []rbacv1.PolicyRule{
 // Roles are the ClusterRoles of the cluster-facing services in every
 // member cluster, by name.
 //
-// The propagator reads and writes the kinds it renders and project
-// namespaces (create, label, and delete with their project: their names
-// are projects', so RBAC's resourceNames, which take no patterns, cannot
-// list them; NamespacePolicy
+// The propagator reads and writes the kinds it renders, the ReplicaSets of
+// Apps it updates in place, and project namespaces (create, label, and
+// delete with their project: their names are projects', so RBAC's
+// resourceNames, which take no patterns, cannot list them; NamespacePolicy
 // refuses any namespace, and any namespaced write, outside atoll-*), its
 // CronJob fence's admission objects by name, and the aggregator's debug
 // RoleBinding by name, with bind on that role only.
@@ -113,6 +113,10 @@ func Roles() map[string][]rbacv1.PolicyRule {
 		propagator = append(propagator, r)
 	}
 	propagator = append(propagator,
+		// An App's in-place update moves its current ReplicaSet to the new
+		// template, and deletes an old one without pods that has it
+		// (services/propagator app_inplace.go).
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "update", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
 			ResourceNames: []string{FenceName}, Verbs: []string{"get", "create", "update", "patch"}},

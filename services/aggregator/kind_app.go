@@ -25,6 +25,10 @@ type appPart struct {
 	api.EndpointsObservation
 	// Ingress is the shard's Ingress, when the App is exposed (expose.go).
 	Ingress *ingressObservation `json:"ingress,omitempty"`
+	// Templates counts the live pods by the template revision they say
+	// they run (api.AnnoTemplate, on the pods of an App that updates in
+	// place), for api.ZoneStatus.Templates.
+	Templates map[string]int32 `json:"templates,omitempty"`
 }
 
 type deploymentObservation struct {
@@ -56,13 +60,14 @@ func (appKind) observe(t *clusterTerm, key, name string, pods []*podView) (any, 
 	}
 	eps := t.endpoints(pods)
 	ing := t.ingress(key, name)
+	revs := templatesOf(pods)
 	if dep == nil {
 		if ss := t.statefulSet(key, name); ss != nil { // kind_app_stateful.go
-			return &appPart{EndpointsObservation: eps, Ingress: ing, Deployment: statefulObservation(ss, pods)}, true
+			return &appPart{EndpointsObservation: eps, Ingress: ing, Templates: revs, Deployment: statefulObservation(ss, pods)}, true
 		}
-		return &appPart{EndpointsObservation: eps, Ingress: ing}, false
+		return &appPart{EndpointsObservation: eps, Ingress: ing, Templates: revs}, false
 	}
-	return &appPart{EndpointsObservation: eps, Ingress: ing, Deployment: &deploymentObservation{
+	return &appPart{EndpointsObservation: eps, Ingress: ing, Templates: revs, Deployment: &deploymentObservation{
 		Generation: generationOf(dep.Annotations), Observed: dep.Status.ObservedGeneration >= dep.Generation,
 		Replicas: dep.Status.Replicas, Updated: dep.Status.UpdatedReplicas, Available: dep.Status.AvailableReplicas,
 		Template: dep.Annotations[api.AnnoTemplate],
@@ -112,7 +117,7 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 			addTo(st, sh, api.ZoneStatus{Desired: sh.desired})
 			continue
 		}
-		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running})
+		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running, Templates: partOf[appPart](o).Templates})
 		d := partOf[appPart](o).Deployment
 		if d == nil || d.Generation != gen || !d.Observed ||
 			d.Updated != sh.desired || d.Replicas != sh.desired || d.Available != sh.desired || o.Ready != sh.desired {
@@ -136,4 +141,21 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 	}
 	st.Conditions = append(st.Conditions, api.Condition{Type: "Available", Status: st.Ready == st.Desired, Reason: fmt.Sprintf("%d/%d ready", st.Ready, st.Desired)})
 	foldExpose(w, shards, st)
+}
+
+// templatesOf counts the pods that are not terminating by their
+// api.AnnoTemplate; nil when none says.
+func templatesOf(pods []*podView) map[string]int32 {
+	var out map[string]int32
+	for _, p := range pods {
+		rev := p.Template.String()
+		if rev == "" || p.Deleting {
+			continue
+		}
+		if out == nil {
+			out = map[string]int32{}
+		}
+		out[rev]++
+	}
+	return out
 }

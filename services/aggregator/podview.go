@@ -44,6 +44,9 @@ type podView struct {
 	// Configs are the versions of the Configs and Secrets the pod runs,
 	// from its annotations (configuse.go configVersions).
 	Configs istr
+	// Template is the api.AnnoTemplate annotation (the template revision
+	// an in-place updated App's pod runs), "" when it has none.
+	Template istr
 	// Restarts sums the main containers' restart counts.
 	Restarts int32
 	// Requests is the pod's effective request as the kube-scheduler
@@ -208,6 +211,7 @@ func viewOf(p *corev1.Pod) *podView {
 	}
 	v.Attempt = attemptOf(p.Annotations)
 	v.Configs = intern(configVersions(p.Annotations))
+	v.Template = intern(p.Annotations[api.AnnoTemplate])
 	for _, s := range p.Status.ContainerStatuses {
 		v.Restarts += s.RestartCount
 	}

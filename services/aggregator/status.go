@@ -429,6 +429,12 @@ func addTo(st *api.Status, sh shardView, zs api.ZoneStatus) {
 	z.Running += zs.Running
 	z.Succeeded += zs.Succeeded
 	z.Failed += zs.Failed
+	for rev, n := range zs.Templates {
+		if z.Templates == nil {
+			z.Templates = map[string]int32{}
+		}
+		z.Templates[rev] += n
+	}
 	st.Zones[sh.zone] = z
 	st.Clusters[sh.cluster] = zs
 	st.Ready += zs.Ready

@@ -49,7 +49,7 @@ func statusView(kind string, st *api.Status) computeapi.WorkloadStatus {
 		out := make(map[string]computeapi.Counts, len(in))
 		for k, z := range in {
 			out[k] = computeapi.Counts{Desired: z.Desired, Ready: z.Ready, Running: z.Running, Succeeded: z.Succeeded, Failed: z.Failed,
-				ConfigVersions: z.ConfigVersions}
+				ConfigVersions: z.ConfigVersions, Templates: z.Templates}
 		}
 		return out
 	}

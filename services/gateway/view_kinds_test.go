@@ -92,6 +92,21 @@ func TestAppStatusView(t *testing.T) {
 	}
 }
 
+// TestAppPodsByRevisionView: an App's pods by template revision reach the
+// API per zone and per cluster.
+func TestAppPodsByRevisionView(t *testing.T) {
+	revs := map[string]int32{"0a1b": 1, "4e5f": 2}
+	st := &api.Status{Phase: api.PhaseProgressing,
+		Zones: map[string]api.ZoneStatus{"a": {Desired: 3, Templates: revs}}, Clusters: map[string]api.ZoneStatus{"zone-a": {Desired: 3, Templates: revs}}}
+	v := statusView(api.KindApp, st)
+	if diff := cmp.Diff(revs, v.Zones["a"].Templates); diff != "" {
+		t.Errorf("zone a (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(revs, v.Clusters["zone-a"].Templates); diff != "" {
+		t.Errorf("cluster zone-a (-want +got):\n%s", diff)
+	}
+}
+
 // TestEveryKindHasAView: every registered kind has an entry in kindViews
 // (nil when the counts say it all), and the table names no other kind: a
 // kind added to api without a gateway view fails here.

@@ -132,6 +132,9 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 	if e := exposeOf(s); e != "" {
 		m.Annotations[AnnoExpose] = e // expose.go
 	}
+	if s.InPlace() {
+		m.Annotations[AnnoUpdateStrategy] = s.UpdateStrategy // app_inplace.go
+	}
 	if stateful(w) {
 		return renderStatefulApp(w, sh, m, replicas) // kind_app_stateful.go
 	}
@@ -145,6 +148,10 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 			Selector: &metav1.LabelSelector{MatchLabels: selector(w)},
 			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
 		},
+	}
+	if s.InPlace() {
+		// Each pod says its revision; an in-place update moves it.
+		d.Spec.Template.Annotations = annotated(d.Spec.Template.Annotations, map[string]string{api.AnnoTemplate: m.Annotations[api.AnnoTemplate]})
 	}
 	return object{gvr: deployments, name: d.Name, obj: d}
 }

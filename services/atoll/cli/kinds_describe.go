@@ -105,10 +105,12 @@ func describeRollout(out io.Writer, w computeapi.Workload, ro *computeapi.Rollou
 	}
 	fmt.Fprintf(tw, "  Policy:\ton failure %s, bake %s, deadline %s per zone\n",
 		spec.Rollout.Policy(), spec.Rollout.Bake(), spec.Rollout.Deadline())
+	describeUpdateStrategy(tw, w) // inplace_view.go
 	if ctl.Op != "" {
 		fmt.Fprintf(tw, "  Last operation:\t%s at %s (%s ago)\n", ctl.Op, ctl.At.Local().Format(time.RFC3339), age(ctl.At, now))
 	}
 	tw.Flush()
+	describeRevisions(out, w) // inplace_view.go
 	if len(ro.Zones) == 0 {
 		return
 	}

@@ -138,8 +138,21 @@ func TestDescribeKinds(t *testing.T) {
 			describe: func(b *bytes.Buffer) {
 				describeRollout(b, computeapi.Workload{Kind: api.KindApp, Spec: rawSpec(t, api.AppSpec{})}, &computeapi.Rollout{Phase: api.RolloutComplete, Stable: "0a1b"}, nil, now)
 			},
-			want: []string{"Phase: Complete", "Zone order: -", "Policy: on failure Pause, bake 10s, deadline 10m0s per zone"},
-			not:  []string{"STEP", "Rolling out:"},
+			want: []string{"Phase: Complete", "Zone order: -", "Policy: on failure Pause, bake 10s, deadline 10m0s per zone",
+				"Update strategy: RollingUpdate (pods are replaced)"},
+			not: []string{"STEP", "Rolling out:"},
+		},
+		{
+			name: "app in place, pods by revision",
+			describe: func(b *bytes.Buffer) {
+				w := computeapi.Workload{Kind: api.KindApp, Spec: rawSpec(t, api.AppSpec{UpdateStrategy: api.UpdateInPlaceIfPossible}),
+					Status: computeapi.WorkloadStatus{Zones: map[string]computeapi.Counts{
+						"a": {Templates: map[string]int32{"4e5f": 3}}, "b": {Templates: map[string]int32{"0a1b": 2, "4e5f": 1}}, "c": {}}}}
+				describeRollout(b, w, progressing, nil, now)
+			},
+			want: []string{"Update strategy: InPlaceIfPossible (image-only changes are patched into the live pods)",
+				"Pods by revision:", "a: 4e5f 3", "b: 0a1b 2, 4e5f 1"},
+			not: []string{"c:"},
 		},
 		{
 			name:     "rollout unreadable",
