@@ -10,7 +10,10 @@
 //
 // Routes live in the fragment: #/ (projects, and a form to create one),
 // #/p/<project> (workloads), #/p/<project>/members (its members, managed
-// by its admins), #/p/<project>/<kind>/<name> (one workload, the kind in
+// by its admins), #/p/<project>/tokens (its tokens for machines),
+// #/p/<project>/quota (its quota requests, and a form to ask for more),
+// #/quota-requests (platform admins: the queue to review),
+// #/p/<project>/<kind>/<name> (one workload, the kind in
 // any case), #/region (the SLIs, and the member clusters for platform
 // admins).
 //
@@ -79,7 +82,18 @@
 // #members-view: #members-project, #members-role, #members-meta dd[data-field],
 // #members tr[data-member="<kind>/<name>"][data-role] select.member-role, button.member-remove,
 // #member-add-form, #member-name, #member-group, #member-role, #member-add,
-// #members-status, #members-error.
+// #members-status, #members-error; #members-tokens-link, #members-quota-link,
+// #projects li[data-project-item] a.tokens-link, a.quota-link;
+// #tokens-view: #tokens tr[data-token][data-role] td[data-field=expires] button.token-revoke,
+// #tokens-empty, #token-create-form, #token-name, #token-role, #token-ttl, #token-create,
+// #token-secret-card, #token-secret, #token-secret-copy, #token-secret-done,
+// #tokens-status, #tokens-error (the list), #tokens-op-error (a create or revoke);
+// #quota-requests-view: #qr-form, #qr-tier, #qr-cpu, #qr-memory, #qr-storage, #qr-gpus,
+// #qr-pods, #qr-reason, #qr-submit, #qr-status, #qr-error,
+// #quota-requests tr[data-request][data-state], #quota-requests-error;
+// #nav-quota-requests, #queue-view: #queue-state,
+// #queue tr[data-request][data-project][data-state] input.queue-reason,
+// button.queue-approve, button.queue-reject, #queue-status, #queue-error, #queue-op-error.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -317,7 +331,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'members-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
+const VIEWS = ['signin-view', 'projects-view', 'members-view', 'tokens-view', 'quota-requests-view', 'queue-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -350,10 +364,13 @@ function parseRoute() {
   if (parts[0] === 'p' && parts.length === 4) return { view: 'detail', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'new') return { view: 'editor', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'members') return { view: 'members', project: parts[1] };
+  if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'tokens') return { view: 'tokens', project: parts[1] };
+  if (parts[0] === 'p' && parts.length === 3 && parts[2] === 'quota') return { view: 'quota-requests', project: parts[1] };
   if (parts[0] === 'p' && parts.length === 5 && parts[4] === 'edit') return { view: 'editor', project: parts[1], kind: parts[2], name: parts[3] };
   if (parts[0] === 'region' && parts.length === 1) return { view: 'region' };
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
   if (parts[0] === 'upgrades' && parts.length === 1) return { view: 'upgrades' };
+  if (parts[0] === 'quota-requests' && parts.length === 1) return { view: 'queue' };
   return { view: 'projects' };
 }
 
@@ -367,7 +384,10 @@ function route() {
   const r = parseRoute();
   const signal = startView();
   setProject(r.project);
-  const here = r.view === 'region' ? '#/region' : r.view === 'remediation' ? '#/remediation' : r.view === 'upgrades' ? '#/upgrades' : '#/';
+  // A new token's secret is shown once: leaving its page forgets it.
+  forgetSecret();
+  const tops = { region: '#/region', remediation: '#/remediation', upgrades: '#/upgrades', queue: '#/quota-requests' };
+  const here = tops[r.view] || '#/';
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.getAttribute('href') === here);
   if (r.project && !PROJECT_RE.test(r.project)) {
     showIn('#error', `"${r.project}" is not a project name.`);
@@ -378,6 +398,9 @@ function route() {
   else if (r.view === 'detail') detailView(r.project, r.kind, r.name, signal);
   else if (r.view === 'editor') editorView(r.project, r.kind, r.name, signal);
   else if (r.view === 'members') membersView(r.project, signal);
+  else if (r.view === 'tokens') tokensView(r.project, signal);
+  else if (r.view === 'quota-requests') quotaRequestsView(r.project, signal);
+  else if (r.view === 'queue') queueView(signal);
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
   else if (r.view === 'upgrades') upgradesView(signal);
@@ -414,6 +437,7 @@ function signOut(message, keepRoute = false) {
   $('#events').replaceChildren();
   $('#logs').replaceChildren();
   $('#projects').replaceChildren();
+  forgetSecret();
   hide('#error');
   $('#token').value = '';
   if (message) showIn('#signin-error', message);
@@ -441,6 +465,7 @@ function renderIdentity() {
   $('#nav').hidden = false;
   $('#nav-remediation').hidden = !id.platformAdmin;
   $('#nav-upgrades').hidden = !id.platformAdmin;
+  $('#nav-quota-requests').hidden = !id.platformAdmin;
   $('#project').hidden = !!id.platformAdmin;
   $('#project').required = !id.platformAdmin;
   $('#project-open').hidden = !!id.platformAdmin;
@@ -505,6 +530,10 @@ function renderProjectLinks(items) {
         el('a', { href: `#/p/${enc(name)}`, 'data-project': name, title: displayName || name }, name, el('span', { class: 'badge', text: role })),
         registered ? el('span', { class: 'muted small', text: ` ${displayName ? `${displayName} · ` : ''}owner ${owner || '-'} · ` }) : null,
         registered ? el('a', { href: `#/p/${enc(name)}/members`, class: 'members-link small', text: 'members' }) : null,
+        registered ? ' · ' : null,
+        registered ? el('a', { href: `#/p/${enc(name)}/tokens`, class: 'tokens-link small', text: 'tokens' }) : null,
+        registered ? ' · ' : null,
+        registered ? el('a', { href: `#/p/${enc(name)}/quota`, class: 'quota-link small', text: 'quota requests' }) : null,
       ),
     ),
   );
@@ -590,6 +619,8 @@ function membersView(project, signal) {
   Object.assign(members, { project, manage: false, signal });
   $('#members-project').textContent = project;
   $('#members-back').href = `#/p/${enc(project)}`;
+  $('#members-tokens-link').href = `#/p/${enc(project)}/tokens`;
+  $('#members-quota-link').href = `#/p/${enc(project)}/quota`;
   $('#members-role').textContent = '';
   $('#members-meta').replaceChildren();
   $('#members tbody').replaceChildren();
@@ -736,6 +767,388 @@ function addMember() {
     });
     $('#member-name').value = '';
     $('#member-group').checked = false;
+  });
+}
+
+// --- tokens ------------------------------------------------------------------
+
+// tokens is the open tokens page: its project, and the view's signal.
+const tokens = { project: '', signal: null };
+
+// tokensView lists a project's tokens for machines, polled; its admins
+// create them and revoke them through /v1/projects/{project}/tokens. A
+// new token's secret is in the create's answer only: the page shows it
+// once, in #token-secret-card, until dismissed or the route changes.
+function tokensView(project, signal) {
+  show('tokens-view');
+  document.title = `Tokens of ${project} · Atoll console`;
+  Object.assign(tokens, { project, signal });
+  $('#tokens-project').textContent = project;
+  $('#tokens-back').href = `#/p/${enc(project)}/members`;
+  $('#tokens tbody').replaceChildren();
+  $('#tokens-empty').hidden = true;
+  $('#tokens-status').textContent = 'loading…';
+  hide('#tokens-error');
+  hide('#tokens-op-error');
+  poll(
+    signal,
+    async () => {
+      const list = await getJSON(`/projects/${enc(project)}/tokens`, { signal });
+      if (signal.aborted) return;
+      renderTokens(list.items || []);
+      hide('#tokens-error');
+      $('#tokens-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#tokens-error', err);
+      const final = err.status === 403 || err.status === 404 || err.status === 400;
+      $('#tokens-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+// forgetSecret drops a new token's secret from the page.
+function forgetSecret() {
+  $('#token-secret-card').hidden = true;
+  $('#token-secret').textContent = '';
+  $('#token-secret-name').textContent = '';
+  $('#token-secret-copied').textContent = '';
+}
+
+function renderTokens(items) {
+  const tbody = $('#tokens tbody');
+  const rows = new Map([...tbody.children].map((tr) => [tr.dataset.token, tr]));
+  const sorted = [...items].filter((t) => t && typeof t.name === 'string').sort((a, b) => a.name.localeCompare(b.name));
+  tbody.replaceChildren(
+    ...sorted.map((t) => {
+      const sig = `${t.role}|${t.expires}|${t.lastUsed || ''}`;
+      const tr = rows.get(t.name);
+      if (tr && tr.dataset.sig === sig) return tr;
+      return tokenRow(t, sig);
+    }),
+  );
+  $('#tokens-empty').hidden = sorted.length > 0;
+}
+
+function tokenRow(t, sig) {
+  const revoke = el('button', { type: 'button', class: 'secondary danger token-revoke', text: 'Revoke' });
+  revoke.addEventListener('click', () => revokeToken(t));
+  return el(
+    'tr',
+    { 'data-token': t.name, 'data-role': t.role, 'data-sig': sig },
+    el('td', { text: t.name }),
+    el('td', { text: t.role }),
+    el('td', { 'data-field': 'expires', 'data-expires': t.expires || '', title: t.expires || '', text: stamp(t.expires) || '-' }),
+    el('td', { text: `${ago(t.created)} by ${t.createdBy || '-'}` }),
+    el('td', { text: when(t.lastUsed) ? ago(t.lastUsed) : 'never' }),
+    el('td', {}, revoke),
+  );
+}
+
+// tokenCall runs one change of the tokens page, shows the API's answer
+// (a refusal in #tokens-op-error), and lists the tokens again.
+async function tokenCall(what, call) {
+  hide('#tokens-op-error');
+  $('#tokens-status').textContent = `${what}…`;
+  try {
+    const out = await call();
+    if (tokens.signal?.aborted) return out;
+    const list = await getJSON(`/projects/${enc(tokens.project)}/tokens`, { signal: tokens.signal });
+    renderTokens(list.items || []);
+    return out;
+  } catch (err) {
+    if (err.status === 401) return expired(err);
+    if (tokens.signal?.aborted) return undefined;
+    $('#tokens-status').textContent = '';
+    showIn('#tokens-op-error', err);
+    return undefined;
+  }
+}
+
+async function createToken() {
+  const name = $('#token-name').value.trim();
+  const doc = { name, role: $('#token-role').value, ttl: $('#token-ttl').value.trim() };
+  const button = $('#token-create');
+  button.disabled = true;
+  forgetSecret();
+  try {
+    await tokenCall(`creating token ${name}`, async () => {
+      const t = await getJSON(`/projects/${enc(tokens.project)}/tokens`, {
+        method: 'POST',
+        body: JSON.stringify(doc),
+        headers: { 'Content-Type': 'application/json' },
+        signal: tokens.signal,
+      });
+      $('#token-name').value = '';
+      $('#token-secret-name').textContent = t.name;
+      $('#token-secret').textContent = t.secret || '';
+      $('#token-secret-card').hidden = false;
+      $('#tokens-status').textContent = `Token ${t.name} created; it expires ${stamp(t.expires)}.`;
+      return t;
+    });
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function copySecret() {
+  const secret = $('#token-secret');
+  try {
+    await navigator.clipboard.writeText(secret.textContent);
+    $('#token-secret-copied').textContent = 'Copied.';
+  } catch {
+    // No clipboard (an insecure origin, or refused): select it instead.
+    const range = document.createRange();
+    range.selectNodeContents(secret);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    $('#token-secret-copied').textContent = 'Selected: copy it with Ctrl+C (⌘C).';
+  }
+}
+
+async function revokeToken(t) {
+  const answer = await confirmDialog({
+    title: `Revoke token ${t.name} of ${tokens.project}?`,
+    text: `Whatever uses it loses its ${t.role} role: every gateway refuses it within a second. This cannot be undone.`,
+    ok: 'Revoke',
+    danger: true,
+  });
+  if (!answer) return;
+  await tokenCall(`revoking token ${t.name}`, async () => {
+    await request(`/projects/${enc(tokens.project)}/tokens/${enc(t.name)}`, { method: 'DELETE', signal: tokens.signal });
+    $('#tokens-status').textContent = `Token ${t.name} revoked.`;
+  });
+}
+
+function wireTokens() {
+  $('#token-create-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    createToken();
+  });
+  $('#token-secret-copy').addEventListener('click', copySecret);
+  $('#token-secret-done').addEventListener('click', forgetSecret);
+}
+
+// --- quota requests ------------------------------------------------------------
+
+// quotaReqs is the open quota requests page of a project; queue the
+// platform admins' queue.
+const quotaReqs = { project: '', signal: null };
+const queue = { signal: null };
+
+// asked describes the caps a request asks for.
+function asked(limit) {
+  const l = limit || {};
+  const parts = [];
+  if (l.milliCPU != null) parts.push(`CPU ${cores(l.milliCPU)}`);
+  if (l.memoryBytes != null) parts.push(`memory ${bytes(l.memoryBytes)}`);
+  if (l.storageBytes != null) parts.push(`storage ${bytes(l.storageBytes)}`);
+  if (l.gpus != null) parts.push(`GPUs ${l.gpus}`);
+  if (l.pods != null) parts.push(`pods ${l.pods}`);
+  return parts.join(', ') || '-';
+}
+
+const decisionOf = (r) => (r.reviewer ? `${r.reviewer}${r.decision ? `: ${r.decision}` : ''}` : '-');
+
+// quotaRequestsView lists a project's quota requests, polled, with a form
+// its admins ask for more with (POST /v1/projects/{project}/quota/requests).
+function quotaRequestsView(project, signal) {
+  show('quota-requests-view');
+  document.title = `Quota requests of ${project} · Atoll console`;
+  Object.assign(quotaReqs, { project, signal });
+  $('#quota-requests-project').textContent = project;
+  $('#quota-requests-back').href = `#/p/${enc(project)}`;
+  $('#quota-requests tbody').replaceChildren();
+  $('#quota-requests-empty').hidden = true;
+  $('#quota-requests-status').textContent = 'loading…';
+  hide('#quota-requests-error');
+  hide('#qr-error');
+  $('#qr-status').textContent = '';
+  poll(
+    signal,
+    async () => {
+      await loadQuotaRequests();
+      hide('#quota-requests-error');
+      $('#quota-requests-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#quota-requests-error', err);
+      const final = err.status === 403 || err.status === 404 || err.status === 400;
+      $('#quota-requests-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+async function loadQuotaRequests() {
+  const { project, signal } = quotaReqs;
+  const list = await getJSON(`/projects/${enc(project)}/quota/requests`, { signal });
+  if (signal?.aborted) return;
+  const items = (list.items || []).filter((r) => r && typeof r.id === 'string');
+  $('#quota-requests tbody').replaceChildren(
+    ...items.map((r) =>
+      el(
+        'tr',
+        { 'data-request': r.id, 'data-state': r.state },
+        el('td', { text: r.id }),
+        el('td', { text: r.tier }),
+        el('td', { text: asked(r.limit) }),
+        el('td', { text: r.reason }),
+        el('td', { text: `${r.requester} · ${ago(r.created)}` }),
+        el('td', {}, el('span', { class: 'badge', text: r.state })),
+        el('td', { text: decisionOf(r) }),
+      ),
+    ),
+  );
+  $('#quota-requests-empty').hidden = items.length > 0;
+}
+
+// submitQuotaRequest sends the form as it is: the API refuses what is
+// wrong (a missing reason, an amount it cannot parse) and says why.
+async function submitQuotaRequest() {
+  hide('#qr-error');
+  const doc = { tier: $('#qr-tier').value, reason: $('#qr-reason').value.trim() };
+  for (const [f, sel] of [['cpu', '#qr-cpu'], ['memory', '#qr-memory'], ['storage', '#qr-storage']]) {
+    const v = $(sel).value.trim();
+    if (v) doc[f] = v;
+  }
+  for (const [f, sel] of [['gpus', '#qr-gpus'], ['pods', '#qr-pods']]) {
+    const v = $(sel).value.trim();
+    if (v !== '') doc[f] = Number(v);
+  }
+  const button = $('#qr-submit');
+  button.disabled = true;
+  $('#qr-status').textContent = 'requesting…';
+  try {
+    const r = await getJSON(`/projects/${enc(quotaReqs.project)}/quota/requests`, {
+      method: 'POST',
+      body: JSON.stringify(doc),
+      headers: { 'Content-Type': 'application/json' },
+      signal: quotaReqs.signal,
+    });
+    $('#qr-status').textContent = `Request ${r.id} is ${r.state}: a platform admin reviews it.`;
+    for (const f of ['#qr-cpu', '#qr-memory', '#qr-storage', '#qr-gpus', '#qr-pods', '#qr-reason']) $(f).value = '';
+    await loadQuotaRequests();
+  } catch (err) {
+    if (err.status === 401) return expired(err);
+    if (quotaReqs.signal?.aborted) return;
+    $('#qr-status').textContent = '';
+    showIn('#qr-error', err);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// queueView is the platform admins' queue: every project's quota
+// requests in a state (pending by default), polled, each pending one
+// approved or rejected with a reason (required to reject).
+function queueView(signal) {
+  show('queue-view');
+  document.title = 'Quota requests · Atoll console';
+  queue.signal = signal;
+  $('#queue tbody').replaceChildren();
+  $('#queue-empty').hidden = true;
+  $('#queue-status').textContent = 'loading…';
+  hide('#queue-error');
+  hide('#queue-op-error');
+  poll(
+    signal,
+    async () => {
+      await loadQueue();
+      hide('#queue-error');
+      $('#queue-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#queue-error', err);
+      const final = err.status === 403 || err.status === 400;
+      $('#queue-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+async function loadQueue() {
+  const signal = queue.signal;
+  const state = $('#queue-state').value;
+  const list = await getJSON(`/quota/requests${state ? `?state=${enc(state)}` : ''}`, { signal });
+  if (signal?.aborted || $('#queue-state').value !== state) return;
+  const tbody = $('#queue tbody');
+  const rows = new Map([...tbody.children].map((tr) => [tr.dataset.request, tr]));
+  const items = (list.items || []).filter((r) => r && typeof r.id === 'string');
+  tbody.replaceChildren(
+    ...items.map((r) => {
+      const tr = rows.get(r.id);
+      // A row keeps the reason being typed while its state holds.
+      if (tr && tr.dataset.state === r.state) return tr;
+      return queueRow(r);
+    }),
+  );
+  $('#queue-empty').hidden = items.length > 0;
+}
+
+function queueRow(r) {
+  let cell;
+  if (r.state === 'pending' || r.state === 'approving') {
+    const reason = el('input', { class: 'queue-reason', autocomplete: 'off', placeholder: 'reason (needed to reject)', 'aria-label': `Reason for ${r.id}` });
+    const approve = el('button', { type: 'button', class: 'queue-approve', text: 'Approve' });
+    const reject = el('button', { type: 'button', class: 'secondary danger queue-reject', text: 'Reject' });
+    approve.addEventListener('click', (e) => decide(r, 'approve', e.currentTarget.closest('tr')));
+    reject.addEventListener('click', (e) => decide(r, 'reject', e.currentTarget.closest('tr')));
+    cell = el('span', { class: 'decide' }, reason, ' ', approve, ' ', reject);
+  } else {
+    cell = decisionOf(r);
+  }
+  return el(
+    'tr',
+    { 'data-request': r.id, 'data-project': r.project, 'data-state': r.state },
+    el('td', {}, el('a', { href: `#/p/${enc(r.project)}/quota`, text: r.project })),
+    el('td', { text: r.id }),
+    el('td', { text: r.tier }),
+    el('td', { text: asked(r.limit) }),
+    el('td', { text: r.reason }),
+    el('td', { text: `${r.requester} · ${ago(r.created)}` }),
+    el('td', {}, el('span', { class: 'badge', text: r.state })),
+    el('td', {}, cell),
+  );
+}
+
+// decide approves or rejects one request, as the reason typed in its row
+// says; a refusal (no reason to reject, decided already) shows the API's
+// error in #queue-op-error.
+async function decide(r, decision, tr) {
+  hide('#queue-op-error');
+  const reason = tr?.querySelector('.queue-reason')?.value.trim() || '';
+  for (const b of tr?.querySelectorAll('button') || []) b.disabled = true;
+  $('#queue-status').textContent = `${decision === 'approve' ? 'approving' : 'rejecting'} ${r.id}…`;
+  try {
+    const got = await getJSON(`/projects/${enc(r.project)}/quota/requests/${enc(r.id)}/${decision}`, {
+      method: 'POST',
+      body: JSON.stringify(reason ? { reason } : {}),
+      headers: { 'Content-Type': 'application/json' },
+      signal: queue.signal,
+    });
+    $('#queue-status').textContent = `${got.id} is ${got.state}.`;
+  } catch (err) {
+    if (err.status === 401) return expired(err);
+    if (queue.signal?.aborted) return;
+    $('#queue-status').textContent = '';
+    showIn('#queue-op-error', err);
+  } finally {
+    for (const b of tr?.querySelectorAll('button') || []) b.disabled = false;
+  }
+  await loadQueue().catch(() => {});
+}
+
+function wireQuotaRequests() {
+  $('#qr-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    submitQuotaRequest();
+  });
+  $('#queue-state').addEventListener('change', () => {
+    $('#queue tbody').replaceChildren();
+    if (!queue.signal || queue.signal.aborted) return;
+    loadQueue().catch((err) => (err.status === 401 ? expired(err) : showIn('#queue-error', err)));
   });
 }
 
@@ -3583,6 +3996,8 @@ function wire() {
     e.preventDefault();
     addMember();
   });
+  wireTokens();
+  wireQuotaRequests();
 
   wireDialog();
   wireRemediation();
