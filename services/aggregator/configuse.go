@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"atoll.dev/libs/api"
 )
 
