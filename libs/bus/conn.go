@@ -445,6 +445,7 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 	}
 	if o.Auth != nil {
 		opts.Nkeys = o.Auth.ServerUsers()
+		opts.AuthCallout = o.Auth.ServerAuthCallout()
 	}
 	if o.TLS != nil {
 		opts.TLSConfig = withMinTLS12(o.TLS)
