@@ -130,8 +130,7 @@ func startEventCreds(ctx context.Context, b *bus.Bus, log *slog.Logger, issuerFi
 		return nil, fmt.Errorf("events issuer: %w", err)
 	}
 	mac := hmac.New(sha256.New, seed)
-	mac.Write([]byte(bus.EventsSystemUser))
-	clear(seed)
+	mac.Write([]byte(bus.EventsSystemUser)) // seed is the key pair's own: not cleared
 	kv, err := b.KV(ctx, bus.BucketEventCreds)
 	if err != nil {
 		return nil, fmt.Errorf("events credentials bucket: %w", err)
