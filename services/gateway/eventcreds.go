@@ -45,46 +45,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/gateway/auth"
 )
 
-// EventCredential is an events credential as the API shows it: never its
-// secret, but once, when it is made (Password).
-type EventCredential struct {
-	// Project and Name name it (Name unique in the project).
-	Project string `json:"project"`
-	Name    string `json:"name"`
-	// User is its NATS user name; Password, only in the answer that made
-	// it, its secret.
-	User     string `json:"user"`
-	Password string `json:"password,omitempty"`
-	// Creator made it, at Created; it stops working at Expires (never when
-	// zero).
-	Creator string     `json:"creator"`
-	Created time.Time  `json:"created"`
-	Expires *time.Time `json:"expires,omitempty"`
-	// Stream and Consumer are its durable consumer, Subject the events it
-	// may subscribe to, InboxPrefix the inboxes its connections must use.
-	Stream      string `json:"stream"`
-	Consumer    string `json:"consumer"`
-	Subject     string `json:"subject"`
-	InboxPrefix string `json:"inboxPrefix"`
-	// Servers are the NATS URLs to connect to (Config.EventsNATSURL).
-	Servers string `json:"servers,omitempty"`
-}
-
-// EventCredentialRequest makes an events credential.
-type EventCredentialRequest struct {
-	// Name names it in its project (lower-case letters, digits, dashes).
-	Name string `json:"name"`
-	// TTL bounds its life ("720h"; empty: until revoked).
-	TTL string `json:"ttl,omitempty"`
-}
-
 // eventCredRecord is a credential as BucketEventCreds holds it.
 type eventCredRecord struct {
-	EventCredential
+	api.EventCredential
 	// SHA256 is the hex digest of its secret.
 	SHA256 string `json:"sha256"`
 	// Conns are the connections the callout let in (the last
@@ -316,7 +284,7 @@ func (s *Service) createEventCred(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req EventCredentialRequest
+	var req api.EventCredentialRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -339,7 +307,7 @@ func (s *Service) createEventCred(w http.ResponseWriter, r *http.Request) {
 	_, _ = rand.Read(raw[:])
 	secret := base64.RawURLEncoding.EncodeToString(raw[:])
 	user := project + "_" + req.Name
-	rec := eventCredRecord{EventCredential: EventCredential{
+	rec := eventCredRecord{EventCredential: api.EventCredential{
 		Project: project, Name: req.Name, User: user, Creator: identity(r).Subject, Created: now, Expires: expires,
 		Stream: bus.StreamEvents, Consumer: bus.EventsConsumerName(project, req.Name), Subject: bus.EventsFilter(project),
 		InboxPrefix: bus.EventsInboxPrefix(user), Servers: s.events.servers,
@@ -377,7 +345,7 @@ func (s *Service) listEventCreds(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	items := []EventCredential{}
+	items := []api.EventCredential{}
 	keys, err := s.events.kv.ListKeysFiltered(r.Context(), "c."+project+".*")
 	if err != nil {
 		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "list the credentials", err)
@@ -393,7 +361,7 @@ func (s *Service) listEventCreds(w http.ResponseWriter, r *http.Request) {
 			items = append(items, rec.EventCredential)
 		}
 	}
-	slices.SortFunc(items, func(a, b EventCredential) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(items, func(a, b api.EventCredential) int { return strings.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/gateway"
 	"atoll.dev/services/gateway/auth"
@@ -90,7 +91,7 @@ func TestEventsCredentials(t *testing.T) {
 	require.Equal(t, 400, resp.StatusCode, "a bad name: %s", body)
 	resp, body = g.do(t, "POST", "/v1/projects/web/events/credentials", alice, []byte(`{"name":"ci"}`))
 	require.Equal(t, 201, resp.StatusCode, "%s", body)
-	var cred gateway.EventCredential
+	var cred api.EventCredential
 	require.NoError(t, json.Unmarshal(body, &cred))
 	require.NotEmpty(t, cred.Password)
 	resp, _ = g.do(t, "POST", "/v1/projects/web/events/credentials", alice, []byte(`{"name":"ci"}`))
