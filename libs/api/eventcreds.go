@@ -17,12 +17,15 @@ type EventCredential struct {
 	Creator string     `json:"creator"`
 	Created time.Time  `json:"created"`
 	Expires *time.Time `json:"expires,omitempty"`
-	// Stream and Consumer are its durable consumer, Subject the events it
+	// Stream and Consumer are its durable consumer (see Deliver), Subject the events it
 	// may subscribe to, InboxPrefix the inboxes its connections must use.
 	Stream      string `json:"stream"`
 	Consumer    string `json:"consumer"`
 	Subject     string `json:"subject"`
 	InboxPrefix string `json:"inboxPrefix"`
+	// Deliver is where the durable consumer pushes the project's events
+	// while a connection of the credential subscribes there.
+	Deliver string `json:"deliver"`
 	// Servers are the NATS URLs to connect to (the gateway's --events-nats-url).
 	Servers string `json:"servers,omitempty"`
 }

@@ -159,21 +159,21 @@ func EventsInboxPrefix(id string) string { return InboxPrefix("ev_" + id) }
 // EventsFilter is the filter of project's events on StreamEvents.
 func EventsFilter(project string) string { return join(EventRoot, project, ">") }
 
+// EventsDeliverSubject is where the durable consumer of events
+// credential id pushes its project's events: in the credential's own
+// inboxes, which nobody else may subscribe to.
+func EventsDeliverSubject(id string) string { return EventsInboxPrefix(id) + ".events" }
+
 // EventsPermission is what the connection of events credential id of
 // project may do: subscribe to the project's events and to its own
-// inboxes; read, pull from and ack its durable consumer (made by the
-// gateway, filtered to the project's events), nothing else: no stream
-// info (its subjects would name other projects' workloads), no consumer
-// of its own making (a push consumer's deliver subject, or a pull's reply
-// subject, would have JetStream publish where the user may not).
-func EventsPermission(project, id, consumer string) Permission {
-	js := func(verb string) string { return jsAPI + "CONSUMER." + verb + "." + StreamEvents + "." + consumer }
-	pub := []string{
-		js("INFO"), js("MSG.NEXT"),
-		"$JS.ACK." + StreamEvents + "." + consumer + ".>",
-	}
-	sub := []string{EventsFilter(project), EventsInboxPrefix(id) + ".>"}
-	return Permission{Publish: pub, Subscribe: sub}
+// inboxes, where its durable consumer (made by the gateway, filtered to
+// the project's events, acks none) delivers; publish nothing at all. Not
+// even JetStream's API: the server answers an API request, a pull or an
+// ack on the reply subject its sender chose, unchecked, so a user that may
+// publish any of them may have JetStream publish into any subject,
+// another project's events or the audit stream included.
+func EventsPermission(project, id string) Permission {
+	return Permission{Subscribe: []string{EventsFilter(project), EventsInboxPrefix(id) + ".>"}}
 }
 
 // Dial opens another connection to b's server (in process, or at its URL

@@ -15,11 +15,17 @@ package gateway
 // through the system account ($SYS.REQ.SERVER.<id>.KICK) over a
 // connection the callout places there for the gateway alone.
 //
-// Retention: each credential has one durable pull consumer on the events
+// Retention: each credential has one durable push consumer on the events
 // stream, filtered to its project's events, made with the credential and
-// deleted with it. A subscriber that was down resumes where it acked,
-// and gets what it missed as long as the events stream holds it: 7 days
-// (bus.DefaultTopology) or the stream's size limit, whichever comes first.
+// deleted with it, which delivers into the credential's inbox
+// (bus.EventsDeliverSubject) and takes no acks (its user may publish
+// nothing, see bus.EventsPermission). JetStream pushes only while someone
+// subscribes there, so a subscriber that was down resumes after the last
+// event the server sent it, and gets what it missed as long as the events
+// stream holds it: 7 days (bus.DefaultTopology) or the stream's size
+// limit, whichever comes first. What was in flight when its connection
+// dropped is lost (at most once): it dedupes nothing, it misses nothing
+// the server did not hand to its connection.
 
 import (
 	"context"
@@ -201,9 +207,9 @@ func (e *eventCreds) authorize(ctx context.Context, req *jwt.AuthorizationReques
 		if _, err := e.kv.Update(ctx, key, b, entry.Revision()); err != nil {
 			continue // a concurrent connection or revoke: look again
 		}
-		p := bus.EventsPermission(project, user, rec.Consumer)
+		p := bus.EventsPermission(project, user)
 		uc.Audience = bus.GlobalAccount
-		uc.Pub.Allow.Add(p.Publish...)
+		uc.Pub.Deny.Add(">") // no allow list would allow everything
 		uc.Sub.Allow.Add(p.Subscribe...)
 		if rec.Expires != nil {
 			uc.Expires = rec.Expires.Unix()
@@ -310,7 +316,7 @@ func (s *Service) createEventCred(w http.ResponseWriter, r *http.Request) {
 	rec := eventCredRecord{EventCredential: api.EventCredential{
 		Project: project, Name: req.Name, User: user, Creator: identity(r).Subject, Created: now, Expires: expires,
 		Stream: bus.StreamEvents, Consumer: bus.EventsConsumerName(project, req.Name), Subject: bus.EventsFilter(project),
-		InboxPrefix: bus.EventsInboxPrefix(user), Servers: s.events.servers,
+		InboxPrefix: bus.EventsInboxPrefix(user), Deliver: bus.EventsDeliverSubject(user), Servers: s.events.servers,
 	}, SHA256: digest(secret)}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -326,8 +332,8 @@ func (s *Service) createEventCred(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.js.CreateOrUpdateConsumer(r.Context(), bus.StreamEvents, jetstream.ConsumerConfig{
-		Durable: rec.Consumer, FilterSubject: rec.Subject, AckPolicy: jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverNewPolicy, MaxAckPending: 1000,
+		Durable: rec.Consumer, FilterSubject: rec.Subject, DeliverSubject: rec.Deliver,
+		AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverNewPolicy,
 		Description: "events credentials " + project + "/" + req.Name,
 	}); err != nil {
 		_ = s.events.kv.Delete(context.WithoutCancel(r.Context()), eventCredKey(project, req.Name))

@@ -1,22 +1,25 @@
 // Command subscriber follows a project's events with the NATS credentials
 // `atoll events credentials` issues, printing one line per event, and
-// resumes where it stopped after a restart: it reads the credentials'
-// durable consumer on the ATOLL_EVENTS stream, which keeps its place
-// while the subscriber is down (the stream keeps events for 7 days), and
-// acknowledges each event once printed.
+// resumes where it stopped after a restart: it subscribes to the subject
+// where the credentials' durable consumer on the ATOLL_EVENTS stream
+// pushes the project's events (ATOLL_EVENTS_DELIVER). The consumer keeps
+// its place while nobody subscribes there, so what happened while the
+// subscriber was down comes first when it is back (the stream keeps
+// events for 7 days). The credentials may publish nothing, so the
+// consumer takes no acks: an event in flight when the connection drops is
+// lost.
 //
 //	eval "$(atoll events credentials -p web --name billing --env)"
 //	go run ./deploy/examples/subscriber
 //
 // Each event is a CloudEvent in the NATS binding's binary mode: its
 // attributes are the ce-* headers (ce-id, ce-source, ce-type,
-// ce-subject, ce-time) and its data the JSON body. ce-id is stable: a
-// consumer that also reads the gateway's stream deduplicates on it.
+// ce-subject, ce-time) and its data the JSON body. ce-id is stable (the
+// event's idempotency key): a consumer deduplicates on it.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -25,7 +28,6 @@ import (
 	"syscall"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func main() {
@@ -37,7 +39,6 @@ func main() {
 
 func run() error {
 	count := flag.Int("count", 0, "exit after this many events (0: run until interrupted)")
-	stream := flag.String("stream", "ATOLL_EVENTS", "the events stream")
 	flag.Parse()
 	env := func(name string) (string, error) {
 		v := os.Getenv(name)
@@ -46,11 +47,11 @@ func run() error {
 		}
 		return v, nil
 	}
-	var url, user, pass, inbox, consumer string
+	var url, user, pass, inbox, deliver string
 	for _, v := range []struct {
 		p    *string
 		name string
-	}{{&url, "NATS_URL"}, {&user, "NATS_USER"}, {&pass, "NATS_PASSWORD"}, {&inbox, "NATS_INBOX_PREFIX"}, {&consumer, "ATOLL_EVENTS_CONSUMER"}} {
+	}{{&url, "NATS_URL"}, {&user, "NATS_USER"}, {&pass, "NATS_PASSWORD"}, {&inbox, "NATS_INBOX_PREFIX"}, {&deliver, "ATOLL_EVENTS_DELIVER"}} {
 		var err error
 		if *v.p, err = env(v.name); err != nil {
 			return err
@@ -67,28 +68,22 @@ func run() error {
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	js, err := jetstream.New(nc)
+	events := make(chan *nats.Msg, 256)
+	sub, err := nc.ChanSubscribe(deliver, events)
 	if err != nil {
-		return err
+		return fmt.Errorf("subscribe %s: %w", deliver, err)
 	}
-	c, err := js.Consumer(ctx, *stream, consumer)
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", consumer, err)
-	}
+	defer func() { _ = sub.Unsubscribe() }()
 	seen := 0
 	for {
-		m, err := c.Next(jetstream.FetchContext(ctx))
-		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		var m *nats.Msg
+		select {
+		case <-ctx.Done():
 			return nil
+		case m = <-events:
 		}
-		if err != nil {
-			return fmt.Errorf("next event: %w", err)
-		}
-		h := m.Headers()
-		fmt.Printf("%s %s %s %s %s %s\n", h.Get("ce-time"), h.Get("ce-type"), h.Get("ce-source"), h.Get("ce-subject"), h.Get("ce-id"), m.Data())
-		if err := m.DoubleAck(ctx); err != nil {
-			return fmt.Errorf("ack: %w", err)
-		}
+		h := m.Header
+		fmt.Printf("%s %s %s %s %s %s\n", h.Get("ce-time"), h.Get("ce-type"), h.Get("ce-source"), h.Get("ce-subject"), h.Get("ce-id"), m.Data)
 		if seen++; *count > 0 && seen >= *count {
 			return nil
 		}

@@ -24,20 +24,24 @@ func eventCredsCmd(g *globals) *cobra.Command {
 		Short: "Issue NATS credentials that read only the project's events (project admins)",
 		Long: `credentials issues NATS credentials for a service of your own that
 subscribes to the project's events: it may subscribe to atoll.evt.<project>.>
-(each event carries CloudEvents attributes as ce-* headers) and read its
-durable consumer ev_<project>_<name> on the ATOLL_EVENTS stream, filtered to
-the project's events, and nothing else: no other project's events, no
-platform subject. The durable consumer keeps its place while the subscriber
-is down, and the stream keeps events for 7 days (or until it holds 512 MiB).
+(each event carries CloudEvents attributes as ce-* headers) and to its own
+inboxes, where its durable consumer ev_<project>_<name> on the ATOLL_EVENTS
+stream pushes the project's events (ATOLL_EVENTS_DELIVER), and publish
+nothing: no other project's events, no platform subject. The durable
+consumer keeps its place while nobody subscribes to its subject, so a
+subscriber that restarts gets what it missed, as long as the stream holds
+it: 7 days (or until the stream holds 512 MiB).
 
 The password is shown once; --env prints the credentials as shell exports
-(NATS_URL, NATS_USER, NATS_PASSWORD and NATS_INBOX_PREFIX, which the NATS CLI
-and deploy/examples/subscriber read). 'atoll events credentials revoke NAME'
+(NATS_URL, NATS_USER, NATS_PASSWORD, which the NATS CLI reads, and
+NATS_INBOX_PREFIX and ATOLL_EVENTS_DELIVER, which deploy/examples/subscriber
+reads). 'atoll events credentials revoke NAME'
 revokes them: their connections are closed within seconds and their
 consumer is deleted.`,
 		Example: `  atoll events credentials -p web --name billing
   eval "$(atoll events credentials -p web --name billing --env)"
-  nats sub --inbox-prefix "$NATS_INBOX_PREFIX" 'atoll.evt.web.>'
+  nats sub 'atoll.evt.web.>'
+  nats sub "$ATOLL_EVENTS_DELIVER"    # the durable consumer: what happened while you were away
   atoll events credentials list -p web
   atoll events credentials revoke billing -p web`,
 		Args: cobra.NoArgs,
@@ -76,7 +80,7 @@ func printEventCredsEnv(w io.Writer, cred *api.EventCredential) {
 	fmt.Fprintf(w, "export NATS_USER=%s\n", shellQuote(cred.User))
 	fmt.Fprintf(w, "export NATS_PASSWORD=%s\n", shellQuote(cred.Password))
 	fmt.Fprintf(w, "export NATS_INBOX_PREFIX=%s\n", shellQuote(cred.InboxPrefix))
-	fmt.Fprintf(w, "export ATOLL_EVENTS_CONSUMER=%s\n", shellQuote(cred.Consumer))
+	fmt.Fprintf(w, "export ATOLL_EVENTS_DELIVER=%s\n", shellQuote(cred.Deliver))
 }
 
 // shellQuote quotes s for a POSIX shell.
