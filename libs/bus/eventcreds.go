@@ -181,9 +181,9 @@ func EventsPermission(project, id string) Permission {
 func (b *Bus) Dial(name string, opts ...nats.Option) (*nats.Conn, error) {
 	opts = append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * 1e6)}, opts...)
 	url := b.cfg.URL
-	if b.srv != nil {
-		opts = append(opts, nats.InProcessServer(b.srv))
-		url = b.srv.ClientURL()
+	if b.inProc != nil {
+		opts = append(opts, nats.InProcessServer(b.inProc))
+		url = b.inProc.ClientURL()
 	} else if b.cfg.CAFile != "" {
 		opts = append(opts, nats.RootCAs(b.cfg.CAFile))
 	}
