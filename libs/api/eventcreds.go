@@ -37,4 +37,3 @@ type EventCredentialRequest struct {
 	// TTL bounds its life ("720h"; empty: until revoked).
 	TTL string `json:"ttl,omitempty"`
 }
-
