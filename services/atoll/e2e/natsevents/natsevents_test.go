@@ -61,8 +61,9 @@ func (o *output) String() string {
 func natsSub(t *testing.T, cli string, cred *api.EventCredential, subject string) (out *output, stop func()) {
 	t.Helper()
 	out = &output{}
-	cmd := exec.Command(cli, "--server", cred.Servers, "--user", cred.User, "--password", cred.Password, //nolint:gosec // G204: the test's own CLI
-		"--inbox-prefix", cred.InboxPrefix, "sub", subject)
+	// The credentials as `atoll events credentials --env` exports them.
+	cmd := exec.Command(cli, "sub", subject) //nolint:gosec // G204: the test's own CLI
+	cmd.Env = append(os.Environ(), "NATS_URL="+cred.Servers, "NATS_USER="+cred.User, "NATS_PASSWORD="+cred.Password)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	var once sync.Once
