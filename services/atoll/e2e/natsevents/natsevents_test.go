@@ -163,4 +163,10 @@ func TestEventsCredentialsWithTheNATSCLI(t *testing.T) {
 	}, 5*time.Second, 100*time.Millisecond, "the CLI was not disconnected:\n%s", live.String())
 	_, err = nats.Connect(cred.Servers, nats.UserInfo(cred.User, cred.Password), nats.MaxReconnects(0))
 	require.Error(t, err, "revoked credentials connect")
+	// The CLI with them fails, as the tutorial shows.
+	cmd := exec.CommandContext(ctx, cli, "sub", "atoll.evt.web.>", "--count", "1") //nolint:gosec // G204: the test's own CLI
+	cmd.Env = append(os.Environ(), "NATS_URL="+cred.Servers, "NATS_USER="+cred.User, "NATS_PASSWORD="+cred.Password)
+	b, err := cmd.CombinedOutput()
+	require.Error(t, err, "the NATS CLI subscribed with revoked credentials: %s", b)
+	t.Logf("the NATS CLI with revoked credentials: %s", bytes.TrimSpace(b))
 }
