@@ -1,12 +1,12 @@
 # Atoll: one Makefile, every rule fans out over the modules in go.work.
 #
 #   make test    install what is missing, build the member-cluster toolchain, run every test
-#   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl into bin/
+#   make tools   build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl, nats (natscli) into bin/
 #   make lint    gofmt, go vet and golangci-lint (pinned, run from the module proxy) over every module
 #   make bench   benchmarks, with their baselines measured in the same run
 
 include tools/versions.mk
-export KUBE_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION
+export KUBE_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION NATSCLI_VERSION
 
 SHELL := /bin/bash
 # Go lives in /usr/local/go on a fresh machine, not always on PATH.

@@ -2,7 +2,7 @@
 # Builds the member-cluster toolchain into bin/ from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
 # (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), kwok and kwokctl
-# (sigs.k8s.io/kwok), metrics-server. kwokctl gets kubectl from here (libs/testenv sets
+# (sigs.k8s.io/kwok), metrics-server, nats (github.com/nats-io/natscli). kwokctl gets kubectl from here (libs/testenv sets
 # KWOK_KUBECTL_BINARY) instead of downloading it.
 #
 # Versions come from tools/versions.mk via the environment (see Makefile).
@@ -11,7 +11,7 @@
 # added to the group later, as kubectl was) is built alone.
 set -euo pipefail
 
-: "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}" "${METRICS_SERVER_VERSION:?}"
+: "${KUBE_VERSION:?}" "${KUBE_STAGING_VERSION:?}" "${ETCD_VERSION:?}" "${KWOK_VERSION:?}" "${METRICS_SERVER_VERSION:?}" "${NATSCLI_VERSION:?}"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN="$ROOT/bin"
 WORK="$BIN/.build"
@@ -116,9 +116,19 @@ build_metrics_server() {
   log "metrics-server done"
 }
 
+# The NATS CLI (github.com/nats-io/natscli/nats): the reference outside
+# client of events credentials (tests, docs/tutorials).
+build_natscli() {
+  if stamp_ok natscli "$NATSCLI_VERSION" nats; then log "natscli $NATSCLI_VERSION up to date"; return; fi
+  log "natscli $NATSCLI_VERSION: go install nats"
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
+  echo "$NATSCLI_VERSION" >"$BIN/.stamp-natscli"
+  log "natscli done"
+}
+
 want=${1:-all}
 case "$want" in
-  all) build_kwok; build_etcd; build_kube; build_metrics_server ;;
-  kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; metrics-server) build_metrics_server ;;
-  *) echo "usage: $0 [all|kube|etcd|kwok|metrics-server]" >&2; exit 2 ;;
+  all) build_kwok; build_etcd; build_kube; build_metrics_server; build_natscli ;;
+  kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; metrics-server) build_metrics_server ;; natscli) build_natscli ;;
+  *) echo "usage: $0 [all|kube|etcd|kwok|metrics-server|natscli]" >&2; exit 2 ;;
 esac

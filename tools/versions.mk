@@ -7,3 +7,6 @@ ETCD_VERSION := v3.6.16
 KWOK_VERSION := v0.8.0
 # METRICS_SERVER_VERSION pins metrics-server (member clusters run it for the autoscaler).
 METRICS_SERVER_VERSION := v0.9.0
+# NATSCLI_VERSION pins the NATS CLI (github.com/nats-io/natscli/nats): the reference
+# outside client of events credentials in tests and docs.
+NATSCLI_VERSION := v0.5.1

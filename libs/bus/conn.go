@@ -128,6 +128,9 @@ type Bus struct {
 	// (UntilDisconnected). reconnectMu must be held.
 	dropped context.Context
 	dropAll context.CancelFunc // reconnectMu must be held; cancels dropped
+	// inProc is the embedded server b's connection reaches in process
+	// (its own or its parent's), for Dial.
+	inProc *server.Server
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the
@@ -365,6 +368,7 @@ func (b *Bus) connectTo(srv *server.Server, name string) error {
 	if srv != nil {
 		opts = append(opts, nats.InProcessServer(srv))
 		url = srv.ClientURL()
+		b.inProc = srv
 	} else {
 		if b.cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(b.cfg.CredsFile))
@@ -445,6 +449,7 @@ func StartServer(o ServerOptions) (*server.Server, error) {
 	}
 	if o.Auth != nil {
 		opts.Nkeys = o.Auth.ServerUsers()
+		opts.AuthCallout = o.Auth.ServerAuthCallout()
 	}
 	if o.TLS != nil {
 		opts.TLSConfig = withMinTLS12(o.TLS)

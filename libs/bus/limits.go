@@ -54,6 +54,7 @@ var DefaultMaxBytes = map[string]int64{
 	BucketScalers:      64 * mib,
 	BucketRollouts:     64 * mib,
 	BucketProjects:     64 * mib,
+	BucketEventCreds:   8 * mib, // a record per events credential
 	BucketRemediation:  32 * mib,
 	BucketClusters:     16 * mib,
 	BucketLeases:       16 * mib,

@@ -98,6 +98,10 @@ const (
 	// (api.ProjectCreationsKey). Every gateway replica watches it for
 	// roles.
 	BucketProjects = "projects"
+	// BucketEventCreds is written by the gateway: each events credential
+	// of a project (key c.<id>: its project, name, digest, expiry and the
+	// connections the auth callout let in), see eventcreds.go.
+	BucketEventCreds = "eventcreds"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -210,6 +214,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketRollouts, 1),
 			bucket(BucketHosts, 1),
 			bucket(BucketProjects, 1),
+			bucket(BucketEventCreds, 1),
 		},
 	}
 }

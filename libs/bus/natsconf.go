@@ -21,8 +21,9 @@ import (
 // so it may be shown and committed; a seed file is given to its service
 // alone (a Kubernetes Secret, a mounted file, Config.NKeyFile).
 type Auth struct {
-	dir  string
-	keys map[string]string // user -> public nkey
+	dir    string
+	keys   map[string]string // user -> public nkey
+	issuer string            // the events issuer's public key (eventcreds.go)
 }
 
 // credsHeader starts the first line of a credentials file; the user's name
@@ -58,6 +59,9 @@ func loadAuth(dir string, create bool) (*Auth, error) {
 			return nil, fmt.Errorf("nats credentials %s: for user %q, want %q", path, name, u)
 		}
 		a.keys[u] = pub
+	}
+	if err := a.loadIssuer(create); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -199,7 +203,9 @@ func (a *Auth) ServerConfig() string {
 		}
 		b.WriteString("    }\n")
 	}
-	b.WriteString("  ]\n}\n")
+	b.WriteString("  ]\n")
+	b.WriteString(a.serverCalloutConfig())
+	b.WriteString("}\n")
 	return b.String()
 }
 

@@ -144,7 +144,9 @@ func Grants() map[string]Grant {
 		UserGateway: {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
-			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
+			// Events credentials (eventcreds.go): their records, and the
+			// auth callout's requests and answers.
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketEventCreds, all}},
 			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
 			// Projects: every request's roles come from its memberships.
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations, BucketProjects},
@@ -153,7 +155,7 @@ func Grants() map[string]Grant {
 			// Only the gateway opens debug sessions.
 			Calls:    debugOpen,
 			Sends:    []string{DebugSessionSubject("*", "up"), metrics},
-			Receives: []string{DebugSessionSubject("*", "down")},
+			Receives: []string{DebugSessionSubject("*", "down"), AuthCalloutSubject},
 		},
 		UserAdmission: {
 			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair"}}},
@@ -330,6 +332,9 @@ func (g Grant) Permission(user string) Permission {
 	}
 	pub = append(pub, g.Calls...)
 	pub = append(pub, g.Sends...)
+	if slices.Contains(g.Receives, AuthCalloutSubject) {
+		pub = append(pub, authCalloutReplies) // the auth callout's answers
+	}
 	// Replies to its callers, allowed on every server of a cluster and
 	// across reconnects, which allow_responses is not.
 	for _, c := range g.Answers {

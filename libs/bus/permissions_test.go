@@ -326,7 +326,8 @@ func TestPermissionsRefuse(t *testing.T) {
 	})
 
 	t.Run("a client without a user cannot connect", func(t *testing.T) {
-		nc, err := nats.Connect(r.url, nats.MaxReconnects(0))
+		// Refused once the auth callout (nobody here) does not answer.
+		nc, err := nats.Connect(r.url, nats.MaxReconnects(0), nats.Timeout(10*time.Second))
 		if err == nil {
 			nc.Close()
 			t.Fatal("connected without credentials")

@@ -115,15 +115,21 @@ func (p *Publisher) publish(ctx context.Context, w *api.Workload, event, message
 	if err := p.awaitPredecessor(ctx, w, event, after); err != nil {
 		return err
 	}
-	body, err := json.Marshal(api.WorkloadEvent{
+	ev := api.WorkloadEvent{
 		Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name, Event: event,
 		Generation: w.Metadata.Generation, Time: time.Now().UTC(), Message: message,
-	})
+	}
+	body, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event %s of %s: %w", event, w.Key(), err)
 	}
+	id := MsgID(w.Key(), event, rev)
+	ce, err := CloudEvent(ev, id, body)
+	if err != nil {
+		return err
+	}
 	subj := subject(w, event)
-	if _, err := p.bus.Publish(ctx, subj, MsgID(w.Key(), event, rev), body, nil); err != nil {
+	if _, err := p.bus.Publish(ctx, subj, id, body, CloudEventHeader(ce)); err != nil {
 		return fmt.Errorf("event %s of %s: %w", event, w.Key(), err)
 	}
 	return nil

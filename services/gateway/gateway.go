@@ -43,6 +43,12 @@ type Config struct {
 	Auth auth.Config `json:"auth"`
 	// Authenticator, when set, is used instead of loading Auth (atoll dev, tests).
 	Authenticator *auth.Authenticator `json:"-"`
+	// EventsIssuerFile is the events issuer's seed (libs/bus
+	// Auth.EventsIssuerFile): with it the gateway answers the NATS auth
+	// callout and issues events credentials (eventcreds.go).
+	EventsIssuerFile string `json:"eventsIssuerFile"`
+	// EventsNATSURL is the NATS URL events credentials are told to use.
+	EventsNATSURL string `json:"eventsNATSURL"`
 	// RatePerSecond and Burst limit each identity (defaults 50 and 100).
 	RatePerSecond float64 `json:"ratePerSecond"`
 	Burst         int     `json:"burst"`
@@ -110,6 +116,7 @@ type Service struct {
 	// quotaDefaults holds the region's default quota (api.QuotaDefaultsKey).
 	quotaDefaults *bus.Mirror
 	idem          jetstream.KeyValue
+	events        *eventCreds // nil without Config.EventsIssuerFile
 	js            jetstream.JetStream
 
 	// projects mirrors the registered projects; members indexes their
@@ -213,6 +220,11 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err := s.startTokens(ctx, runCtx); err != nil {
 		return err
 	}
+	if s.cfg.EventsIssuerFile != "" {
+		if s.events, err = startEventCreds(ctx, s.bus, s.log, s.cfg.EventsIssuerFile, s.cfg.EventsNATSURL); err != nil {
+			return err
+		}
+	}
 	select {
 	case <-s.cache.Ready():
 	case <-ctx.Done():
@@ -263,6 +275,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.quota.Stop()
 	s.quotaDefaults.Stop()
 	s.projects.Stop()
+	s.events.stop()
 	s.wg.Wait()
 	return nil
 }
@@ -302,6 +315,7 @@ func (s *Service) Handler() http.Handler {
 			BaseRouter:       r,
 			ErrorHandlerFunc: s.paramError,
 		})
+		s.routeEventCreds(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "NotFound", "no such path: "+r.URL.Path)

@@ -233,5 +233,6 @@ watching.`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep printing new events")
 	cmd.Flags().Int64Var(&after, "after", 0, "only events after this id")
+	cmd.AddCommand(eventCredsCmd(g))
 	return cmd
 }

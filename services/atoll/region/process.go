@@ -102,6 +102,9 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		}
 		env = append(env, "ATOLL_GATEWAY_LISTEN="+listen, "ATOLL_GATEWAY_TOKENS="+tokens)
 		env = append(env, r.gatewayTLSEnv()...)
+		if f := r.gatewayCfg.EventsIssuerFile; f != "" {
+			env = append(env, "ATOLL_GATEWAY_EVENTS_ISSUER="+f, "ATOLL_GATEWAY_EVENTS_NATS_URL="+r.gatewayCfg.EventsNATSURL)
+		}
 		if r.gatewayCfg.SelfServiceProjects {
 			env = append(env, "ATOLL_GATEWAY_SELF_SERVICE_PROJECTS=true")
 		}

@@ -299,6 +299,11 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 		return nil, err
 	}
 	r.Bus = b
+	// The gateway answers the auth callout for events credentials.
+	r.gatewayCfg.EventsIssuerFile, r.gatewayCfg.EventsNATSURL = r.NATSAuth.EventsIssuer(), b.ClientURL()
+	if r.gatewayCfg.EventsIssuerFile != "" {
+		r.gatewayCfg.EventsIssuerFile = r.NATSAuth.EventsIssuerFile()
+	}
 	r.log.Info("bus ready", "url", b.ClientURL(), "elapsed", time.Since(start).Round(time.Millisecond))
 	r.PodLogFile = filepath.Join(o.Dir, "pods.log")
 	if err := testenv.AppendLog(r.PodLogFile, "atoll: simulated container log; append lines to "+r.PodLogFile); err != nil {

@@ -67,6 +67,8 @@ func command(cfg *gateway.Config, plain *bool) daemon.Command {
 			f.String(&cfg.TLS.KeyFile, "tls-key", "ATOLL_GATEWAY_TLS_KEY", "", "PEM private key of --tls-cert")
 			f.Bool(&cfg.SelfServiceProjects, "self-service-projects", "ATOLL_GATEWAY_SELF_SERVICE_PROJECTS", false, "let any signed-in user create projects, which it owns and administers (otherwise only platform admins create them)")
 			f.Int(&cfg.MaxProjectsPerUser, "max-projects-per-user", "ATOLL_GATEWAY_MAX_PROJECTS_PER_USER", gateway.DefaultMaxProjectsPerUser, "how many projects a user may create with --self-service-projects")
+			f.String(&cfg.EventsIssuerFile, "events-issuer", "ATOLL_GATEWAY_EVENTS_ISSUER", "", "the events issuer's seed file (atoll-admin bootstrap auth's events-issuer.nk): answer the NATS auth callout and issue events credentials")
+			f.String(&cfg.EventsNATSURL, "events-nats-url", "ATOLL_GATEWAY_EVENTS_NATS_URL", "", "the NATS URL events credentials are told to connect to")
 			f.Bool(plain, "insecure-plain-http", "ATOLL_GATEWAY_INSECURE_PLAIN_HTTP", false, "serve plain HTTP without a certificate: development and tests only, bearer tokens then travel in clear")
 		},
 		Validate: func() error {
