@@ -290,6 +290,9 @@ func (s *Service) createEventCred(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.deleting(w, r, project) {
+		return
+	}
 	var req api.EventCredentialRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -371,6 +374,64 @@ func (s *Service) listEventCreds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
+// revoke deletes one of a project's events credentials (at the revision
+// read: no connection recorded after it is missed), disconnects the
+// connections made with it and deletes its durable consumer; false when
+// there is none.
+func (e *eventCreds) revoke(ctx context.Context, js jetstream.JetStream, project, name string) (bool, error) {
+	key := eventCredKey(project, name)
+	var rec eventCredRecord
+	for {
+		entry, err := e.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the credentials: %w", err)
+		}
+		if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+			return false, fmt.Errorf("decode the credentials: %w", err)
+		}
+		err = e.kv.Delete(ctx, key, jetstream.LastRevision(entry.Revision()))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("delete the credentials: %w", err)
+		}
+	}
+	if err := e.kick(ctx, rec.Conns); err != nil {
+		e.log.Warn("events credentials revoked, kicking their connections failed", "project", project, "name", name, "err", err)
+	}
+	if err := js.DeleteConsumer(ctx, bus.StreamEvents, rec.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		e.log.Warn("events credentials revoked, deleting their consumer failed", "project", project, "name", name, "err", err)
+	}
+	return true, nil
+}
+
+// revokeProject revokes every events credential of a project that is
+// being deleted (or is gone), so that nothing of it is left: records,
+// connections, durable consumers. Every gateway replica may run it for
+// the same project at once: each revoke deletes at the revision it read.
+func (e *eventCreds) revokeProject(ctx context.Context, js jetstream.JetStream, project string) {
+	lister, err := e.kv.ListKeysFiltered(ctx, eventCredKey(project, "*"))
+	if err != nil {
+		e.log.Warn("list the events credentials of a deleted project", "project", project, "err", err)
+		return
+	}
+	var names []string
+	for k := range lister.Keys() {
+		names = append(names, k[len(eventCredKey(project, "")):])
+	}
+	for _, name := range names {
+		if _, err := e.revoke(ctx, js, project, name); err != nil {
+			e.log.Warn("revoke the events credentials of a deleted project", "project", project, "name", name, "err", err)
+			continue
+		}
+		e.log.Info("events credentials of a deleted project revoked", "project", project, "name", name)
+	}
+}
+
 // revokeEventCred deletes a credential, kicks its connections and deletes
 // its durable consumer.
 func (s *Service) revokeEventCred(w http.ResponseWriter, r *http.Request) {
@@ -379,38 +440,18 @@ func (s *Service) revokeEventCred(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := chi.URLParam(r, "name")
-	key := eventCredKey(project, name)
-	var rec eventCredRecord
-	for {
-		entry, err := s.events.kv.Get(r.Context(), key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || !validToken(name) {
-			writeError(w, r, http.StatusNotFound, "NotFound", "project "+project+" has no events credentials named "+name)
-			return
-		}
-		if err != nil {
-			writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "read the credentials", err)
-			return
-		}
-		if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-			writeFailure(w, r, http.StatusInternalServerError, "Internal", "decode the credentials", err)
-			return
-		}
-		// Deleted at the revision read: no connection recorded after it
-		// is missed.
-		err = s.events.kv.Delete(r.Context(), key, jetstream.LastRevision(entry.Revision()))
-		if err == nil {
-			break
-		}
-		if r.Context().Err() != nil {
-			writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "delete the credentials", err)
-			return
-		}
+	if !validToken(name) {
+		writeError(w, r, http.StatusNotFound, "NotFound", "project "+project+" has no events credentials named "+name)
+		return
 	}
-	if err := s.events.kick(r.Context(), rec.Conns); err != nil {
-		s.log.Warn("events credentials revoked, kicking their connections failed", "project", project, "name", name, "err", err)
-	}
-	if err := s.js.DeleteConsumer(r.Context(), bus.StreamEvents, rec.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		s.log.Warn("events credentials revoked, deleting their consumer failed", "project", project, "name", name, "err", err)
+	found, err := s.events.revoke(r.Context(), s.js, project, name)
+	switch {
+	case err != nil:
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "revoke the credentials", err)
+		return
+	case !found:
+		writeError(w, r, http.StatusNotFound, "NotFound", "project "+project+" has no events credentials named "+name)
+		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -214,16 +214,18 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if s.idem, err = s.bus.KV(ctx, bus.BucketIdempotency); err != nil {
 		return fmt.Errorf("idempotency bucket: %w", err)
 	}
+	// The events credentials first: the projects' watch revokes those of
+	// a project being deleted.
+	if s.cfg.EventsIssuerFile != "" {
+		if s.events, err = startEventCreds(ctx, s.bus, s.log, s.cfg.EventsIssuerFile, s.cfg.EventsNATSURL); err != nil {
+			return err
+		}
+	}
 	if err := s.startProjects(ctx, runCtx); err != nil {
 		return err
 	}
 	if err := s.startTokens(ctx, runCtx); err != nil {
 		return err
-	}
-	if s.cfg.EventsIssuerFile != "" {
-		if s.events, err = startEventCreds(ctx, s.bus, s.log, s.cfg.EventsIssuerFile, s.cfg.EventsNATSURL); err != nil {
-			return err
-		}
 	}
 	select {
 	case <-s.cache.Ready():

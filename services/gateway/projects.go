@@ -150,6 +150,11 @@ func (s *Service) startProjects(ctx, runCtx context.Context) error {
 			return
 		}
 		s.members.set(project, e.Value)
+		if e.Value.Deleting != nil && s.events != nil {
+			// Nothing of a deleted project is left: its events
+			// credentials, their connections and consumers go first.
+			go s.events.revokeProject(runCtx, s.js, project)
+		}
 	})
 	s.projects = m
 	mu.Unlock()

@@ -45,9 +45,11 @@ func projectKeys(ctx context.Context, t *testing.T, project string) map[string][
 }
 
 // TestProjectDeleteCascade: a project holding an App, a JobSet, a
-// CronJob, a Config and a token is refused deletion, naming them; with
-// cascade it is deleted with everything it held: no key naming it in any
-// bucket, no namespace of it in any member cluster, its token refused.
+// CronJob, a Config, a token, a quota request and events credentials is
+// refused deletion, naming its workloads; with cascade it is deleted with
+// everything it held: no key naming it in any bucket, no namespace of it
+// in any member cluster, no durable consumer of its events, its token
+// refused.
 func TestProjectDeleteCascade(t *testing.T) {
 	e2e.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -61,6 +63,12 @@ func TestProjectDeleteCascade(t *testing.T) {
 	require.NoError(t, err)
 	tok, err := alice.CreateToken(ctx, project, "ci", "developer", time.Hour)
 	require.NoError(t, err)
+	_, err = alice.RequestQuota(ctx, project, computeapi.QuotaRequestCreate{Tier: "OnDemand", Cpu: "4", Reason: "more"})
+	require.NoError(t, err, "a quota request")
+	cred, err := alice.CreateEventCredentials(ctx, project, api.EventCredentialRequest{Name: "sub"})
+	require.NoError(t, err, "events credentials")
+	_, err = reg.Bus.JS.Consumer(ctx, bus.StreamEvents, cred.Consumer)
+	require.NoError(t, err, "the credentials' durable consumer")
 	docs := map[string]string{
 		"App": string(appDoc("web")),
 		"JobSet": `{"apiVersion":"atoll.dev/v1","kind":"JobSet","metadata":{"name":"render"},"spec":{"parallelism":1,"completions":2,
@@ -116,6 +124,8 @@ func TestProjectDeleteCascade(t *testing.T) {
 				c.Errorf("namespace %s in %s is %s", ns.Name, cl.Name, ns.Status.Phase)
 			}
 		}
+		_, err := reg.Bus.JS.Consumer(ctx, bus.StreamEvents, cred.Consumer)
+		assert.ErrorIs(c, err, jetstream.ErrConsumerNotFound, "the events credentials' durable consumer")
 	}, 2*time.Minute, time.Second, "nothing of the project is left")
 	assert.Equal(t, 401, listStatus(ctx, byToken, project), "the project's token after its deletion")
 }
