@@ -99,7 +99,8 @@ func (c *Cluster) create(ctx context.Context) error {
 		args = append(args, "--config", tuning)
 	}
 	if c.env.debugFile != "" {
-		args = append(args, "--config", c.env.debugFile)
+		// Exec as a resource: the pod simulation writes one per Pod.
+		args = append(args, "--config", c.env.debugFile, "--enable-crds", "Exec")
 	}
 	if o.ServiceAccess {
 		audit, err := o.auditPolicyFile()

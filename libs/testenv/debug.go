@@ -12,19 +12,36 @@ import (
 // DebugSim makes KWOK answer `kubectl logs` and `kubectl exec` for every
 // Pod of every namespace of the member clusters, as a kubelet would: the
 // log of every container is LogsFile, and exec runs the command on this
-// machine in ExecWorkDir (a simulation for tests and `atoll-dev`, never for
-// clusters that run other people's commands).
+// machine (a simulation for tests and `atoll-dev`, never for clusters that
+// run other people's commands).
+//
+// As a kubelet gives a running container its environment and its mounted
+// ConfigMap and Secret files, the environment runs a pod simulation that
+// writes, for each running Pod, a KWOK Exec named after it: exec in one of
+// its containers runs in ExecWorkDir/pods/<cluster>/<namespace>/<pod>/<container>,
+// with the container's env and envFrom variables (resolved from the
+// ConfigMaps and Secrets of its namespace) added to the environment, and
+// with each ConfigMap and Secret volume's keys written as files (their
+// items' paths, their modes) at their mount path below that directory: a
+// file a container has at /etc/conf/key is `./etc/conf/key`, or
+// "$PWD/etc/conf/key", where exec runs. Files and variables are written
+// once, when the Pod is first seen running with every ConfigMap and Secret
+// it names (a later change of them reaches the pods started after it). A
+// Pod without its own Exec yet runs exec in ExecWorkDir itself.
 type DebugSim struct {
 	// LogsFile is a container log in CRI format (see AppendLog), served as
 	// the log of every container. It is followed: lines appended later
 	// reach `logs --follow` streams. It is created empty when missing.
 	LogsFile string
-	// ExecWorkDir is the directory exec commands run in; created when missing.
+	// ExecWorkDir is the directory exec commands run in (those of a
+	// simulated Pod in a directory of their own below it); created when
+	// missing.
 	ExecWorkDir string
 }
 
 // debugConfig is the kwokctl configuration of a DebugSim: a ClusterLogs and
-// a ClusterExec without selector, which match every Pod and container.
+// a ClusterExec without selector, which match every Pod and container (a
+// Pod's own Exec, written by the pod simulation, wins over the ClusterExec).
 func (d *DebugSim) config() string {
 	return fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterLogs
@@ -75,6 +92,7 @@ func (e *Env) writeDebugFile() (string, error) {
 	if err := os.MkdirAll(abs.ExecWorkDir, 0o755); err != nil {
 		return "", fmt.Errorf("debug simulation: %w", err)
 	}
+	e.execWorkDir = abs.ExecWorkDir
 	if err := os.MkdirAll(e.opts.WorkDir, 0o755); err != nil {
 		return "", err
 	}

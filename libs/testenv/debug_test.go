@@ -50,17 +50,49 @@ func TestDebugSimulation(t *testing.T) {
 	if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "box", Namespace: "default"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
-	}
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	// box reads a ConfigMap and a Secret as variables and files; stray
+	// names a ConfigMap that does not exist, so it gets no files of its
+	// own and exec runs in ExecWorkDir.
+	if _, err := c.Client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "conf"}, Data: map[string]string{"LEVEL": "debug", "app.conf": "a=1\n"},
+	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"}, Data: map[string][]byte{"PASSWORD": []byte("hunter2"), "TOKEN": []byte("tok")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "box", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+			Env: []corev1.EnvVar{{Name: "PLAIN", Value: "v"},
+				{Name: "LEVEL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}, Key: "LEVEL"}}}},
+			EnvFrom:      []corev1.EnvFromSource{{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "conf", MountPath: "/etc/conf"}, {Name: "db", MountPath: "/etc/db"}},
+		}},
+			Volumes: []corev1.Volume{
+				{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}}}},
+				{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db", DefaultMode: ptr.To(int32(0o440)),
+					Items: []corev1.KeyToPath{{Key: "TOKEN", Path: "sub/token", Mode: ptr.To(int32(0o400))}}}}},
+			}},
+	}
+	stray := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stray", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "missing"}}}}}}},
+	}
+	for _, p := range []*corev1.Pod{pod, stray} {
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "box", metav1.GetOptions{})
-		if assert.NoError(ct, err, "get pod") {
-			assert.Equal(ct, corev1.PodRunning, p.Status.Phase, "pod phase")
+		for _, name := range []string{"box", "stray"} {
+			p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if assert.NoError(ct, err, "get pod") {
+				assert.Equal(ct, corev1.PodRunning, p.Status.Phase, "pod phase")
+			}
 		}
 	}, time.Minute, 200*time.Millisecond)
 
@@ -94,8 +126,8 @@ func TestDebugSimulation(t *testing.T) {
 		}
 	})
 
-	exec := func(t *testing.T, stdin string, cmd ...string) (string, error) {
-		req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("box").SubResource("exec").
+	execIn := func(t *testing.T, pod, stdin string, cmd ...string) (string, error) {
+		req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).SubResource("exec").
 			VersionedParams(&corev1.PodExecOptions{Container: "app", Command: cmd, Stdin: stdin != "", Stdout: true, Stderr: true}, scheme.ParameterCodec)
 		ex, err := remotecommand.NewWebSocketExecutor(c.Config, "POST", req.URL().String())
 		if err != nil {
@@ -110,8 +142,23 @@ func TestDebugSimulation(t *testing.T) {
 		err = ex.StreamWithContext(ctx, o)
 		return out.String(), err
 	}
+	exec := func(t *testing.T, stdin string, cmd ...string) (string, error) {
+		return execIn(t, "box", stdin, cmd...)
+	}
+	// A pod's variables and files, as its kubelet would give them, are
+	// those of the Exec the simulation writes for it.
 	t.Run("exec", func(t *testing.T) {
-		out, err := exec(t, "", "sh", "-c", "echo hello; pwd")
+		const script = `echo hello; pwd; echo "$PLAIN $LEVEL $S_PASSWORD $S_TOKEN"; cat etc/conf/LEVEL; echo; cat etc/conf/app.conf; cat etc/db/sub/token; echo; stat -c %a etc/db/sub/token; ls etc/db`
+		want := "hello\n" + filepath.Join(dir, "exec", "pods", c.Name, "default", "box", "app") + "\nv debug hunter2 tok\ndebug\na=1\ntok\n400\nsub\n"
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			out, err := exec(t, "", "sh", "-c", script)
+			if assert.NoError(ct, err) {
+				assert.Equal(ct, want, out, "exec output")
+			}
+		}, 30*time.Second, 200*time.Millisecond)
+	})
+	t.Run("exec-without-own-files", func(t *testing.T) {
+		out, err := execIn(t, "stray", "", "sh", "-c", "echo hello; pwd")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,6 +97,9 @@ type Env struct {
 	debugFile string // kwokctl configuration of opts.Debug, when set
 	stopOnce  sync.Once
 	stopErr   error
+
+	execWorkDir string // opts.Debug's ExecWorkDir, absolute
+	stopSims    func() // stops the pod simulations of opts.Debug
 }
 
 var envSeq atomic.Int64
@@ -142,6 +145,16 @@ func Start(ctx context.Context, opts Options, specs ...ClusterSpec) (*Env, error
 	if err := g.Wait(); err != nil {
 		_ = e.Stop(context.Background())
 		return nil, err
+	}
+	if e.debugFile != "" {
+		simCtx, cancel := context.WithCancel(context.Background())
+		wait, err := e.startPodSims(simCtx, e.execWorkDir)
+		if err != nil {
+			cancel()
+			_ = e.Stop(context.Background())
+			return nil, err
+		}
+		e.stopSims = func() { cancel(); wait() }
 	}
 	return e, nil
 }
@@ -212,6 +225,9 @@ func (e *Env) Cluster(name string) *Cluster {
 func (e *Env) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		unregister(e)
+		if e.stopSims != nil {
+			e.stopSims()
+		}
 		var errs []error
 		var mu sync.Mutex
 		var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/sdk"
 	"atoll.dev/libs/testenv"
+	"atoll.dev/services/atoll/cli"
 	"atoll.dev/services/atoll/e2e"
 )
 
@@ -149,7 +151,9 @@ func podReads(ctx context.Context, cl *testenv.Cluster, p *corev1.Pod, c *corev1
 // TestSecretAndConfigInEveryZone: a Secret and a Config named by an App
 // over zones a, b, c. Every value arrives in the App's live pods in every
 // zone: each pod's variables and mounted files, resolved as its cluster's
-// kubelet resolves them, hold the values written. The App's status names,
+// kubelet resolves them, hold the values written; read inside one live
+// pod per zone through `atoll exec` (printenv, cat, stat), every variable
+// and file is the value written, of its mode. The App's status names,
 // per zone, the versions its pods run, and describe shows them. No
 // message of any stream of the region holds a value in the clear, no read
 // of the Secret or of the App returns one, and the gateway's process
@@ -180,8 +184,10 @@ func TestSecretAndConfigInEveryZone(t *testing.T) {
 		"file:/etc/app/app.conf": "level=info\n", "file:/etc/secret/token": token, "file:/etc/secret/token mode": "0400",
 	}
 	read := map[string]int{}
+	live := map[string]string{} // a live pod of the App per zone
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		clear(read)
+		clear(live)
 		for _, cl := range reg.Env.Clusters {
 			pl, err := cl.Client.CoreV1().Pods(api.Namespace(project)).List(ctx, metav1.ListOptions{LabelSelector: api.LabelWorkload + "=zones-web"})
 			if !assert.NoError(ct, err) {
@@ -200,6 +206,7 @@ func TestSecretAndConfigInEveryZone(t *testing.T) {
 					assert.Equal(ct, v, got[k], "%s: pod %s reads %s", cl.Zone, p.Name, k)
 				}
 				read[cl.Zone]++
+				live[cl.Zone] = p.Name
 			}
 		}
 		for _, z := range []string{"a", "b", "c"} {
@@ -207,6 +214,24 @@ func TestSecretAndConfigInEveryZone(t *testing.T) {
 		}
 	}, 120*time.Second, 500*time.Millisecond)
 	t.Logf("every value read by the App's live pods in zones a, b, c (%v), %v after the App's create", read, time.Since(start).Round(time.Millisecond))
+
+	// Inside one live pod per zone, through `atoll exec`: each variable
+	// with printenv, each file with cat and its mode with stat (the test
+	// clusters' containers have their files below the directory exec runs
+	// in, see testenv.DebugSim).
+	for _, z := range []string{"a", "b", "c"} {
+		pod := live[z]
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			for _, k := range slices.Sorted(maps.Keys(want)) {
+				cmd, wantOut := podCommand(k, want[k])
+				out, err := tryAtoll(t, append([]string{"exec", "app", "zones-web", "--pod", pod, "--container", "web", "--"}, cmd...)...)
+				if assert.NoError(ct, err, "zone %s: pod %s: %s", z, pod, strings.Join(cmd, " ")) {
+					assert.Equal(ct, wantOut, out, "zone %s: pod %s reads %s through atoll exec", z, pod, k)
+				}
+			}
+		}, 60*time.Second, 500*time.Millisecond)
+	}
+	t.Logf("every value read through atoll exec in pods %v", live)
 
 	// The status names the versions the pods run in every zone.
 	var secretDigest string
@@ -271,6 +296,39 @@ func TestSecretAndConfigInEveryZone(t *testing.T) {
 	for _, x := range kekSecrets(t) {
 		assert.NotContains(t, gw, strings.ToUpper(x), "the gateway's process (pid %d) names a key-encryption key", pids["gateway"])
 	}
+}
+
+// podCommand is the command that reads k (a key of podReads) in a
+// container, and the output it gives when k is v.
+func podCommand(k, v string) (cmd []string, out string) {
+	switch {
+	case strings.HasPrefix(k, "env:"):
+		return []string{"printenv", strings.TrimPrefix(k, "env:")}, v + "\n"
+	case strings.HasSuffix(k, " mode"):
+		f := strings.TrimSuffix(strings.TrimPrefix(k, "file:"), " mode")
+		return []string{"stat", "-c", "%a", "." + f}, strings.TrimLeft(v, "0") + "\n"
+	default:
+		return []string{"cat", "." + strings.TrimPrefix(k, "file:")}, v
+	}
+}
+
+// tryAtoll runs the CLI as atoll does, returning its standard output and
+// its error (with its standard error) rather than failing the test.
+func tryAtoll(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := cli.Root()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	base := []string{"--config", filepath.Join(t.TempDir(), "config.yaml"), "--server", reg.GatewayURL, "--token", reg.AdminToken, "-p", project}
+	if reg.CAFile != "" {
+		base = append(base, "--ca", reg.CAFile)
+	}
+	root.SetArgs(append(base, args...))
+	if err := root.Execute(); err != nil {
+		return out.String(), fmt.Errorf("atoll %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
 }
 
 // kekSecrets are what would show a key-encryption key: its directories
