@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +105,10 @@ func (s *Service) eventConsumer(ctx context.Context, project, kind, name string,
 	return c, nil
 }
 
+// cloudEventIDHeader is the header of an event's CloudEvents id (libs/events
+// CloudEventHeader), given in the API beside the stream position.
+const cloudEventIDHeader = "ce-id"
+
 func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 	meta, err := m.Metadata()
 	if err != nil {
@@ -111,7 +118,7 @@ func eventView(m jetstream.Msg) (computeapi.Event, bool) {
 	if json.Unmarshal(m.Data(), &e) != nil {
 		return computeapi.Event{}, false
 	}
-	return computeapi.Event{Id: int64(meta.Sequence.Stream), Project: e.Project, Kind: e.Kind, Name: e.Name,
+	return computeapi.Event{Id: int64(meta.Sequence.Stream), CloudEventId: m.Headers().Get(cloudEventIDHeader), Project: e.Project, Kind: e.Kind, Name: e.Name,
 		Event: e.Event, Generation: e.Generation, Time: e.Time, Message: e.Message}, true
 }
 
@@ -151,7 +158,7 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 		if json.Unmarshal(m.Data, &e) != nil {
 			continue
 		}
-		items = append(items, computeapi.Event{Id: int64(m.Sequence), Project: e.Project, Kind: e.Kind, Name: e.Name,
+		items = append(items, computeapi.Event{Id: int64(m.Sequence), CloudEventId: m.header(cloudEventIDHeader), Project: e.Project, Kind: e.Kind, Name: e.Name,
 			Event: e.Event, Generation: e.Generation, Time: e.Time, Message: e.Message})
 	}
 	return items, nil
@@ -161,6 +168,20 @@ func (s *Service) listEvents(ctx context.Context, project, kind, name string, af
 type storedEvent struct {
 	Sequence uint64 `json:"seq"`
 	Data     []byte `json:"data"`
+	Headers  []byte `json:"hdrs"` // "NATS/1.0\r\n" and MIME headers
+}
+
+// header returns one of the stored event's headers ("" when none).
+func (e *storedEvent) header(name string) string {
+	if len(e.Headers) == 0 {
+		return ""
+	}
+	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(e.Headers)))
+	if _, err := r.ReadLine(); err != nil { // NATS/1.0
+		return ""
+	}
+	h, _ := r.ReadMIMEHeader()
+	return h.Get(name)
 }
 
 // nextEvent is the first event on filter at stream position from or

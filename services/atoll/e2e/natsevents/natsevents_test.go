@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,6 +128,20 @@ func TestEventsCredentialsWithTheNATSCLI(t *testing.T) {
 	for _, attr := range []string{"ce-specversion: 1.0", "ce-source: /v1/projects/web", "ce-subject: app/shop", "ce-id: web.app.shop.", "ce-time: "} {
 		assert.Contains(t, strings.ToLower(live.String()), strings.ToLower(attr))
 	}
+	// The API's events (the SSE stream's too) carry the same CloudEvents
+	// ids as the NATS messages: a consumer of both deduplicates on them.
+	listed, err := alice.ListEvents(ctx, "web", "app", "shop", 0)
+	require.NoError(t, err)
+	seen := 0
+	for _, e := range listed {
+		if !slices.Contains([]string{api.EventAdmitted, api.EventScheduled, api.EventPropagated, api.EventRunning}, e.Event) {
+			continue
+		}
+		seen++
+		assert.True(t, strings.HasPrefix(e.CloudEventId, "web.app.shop."), "event %d's cloudEventId %q", e.Id, e.CloudEventId)
+		assert.Contains(t, strings.ToLower(live.String()), strings.ToLower("ce-id: "+e.CloudEventId), "the %s event's id over NATS", e.Event)
+	}
+	assert.GreaterOrEqual(t, seen, 4, "the listed events")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Contains(c, durable.String(), "dev.atoll.workload.running")
 	}, 30*time.Second, 200*time.Millisecond, "the durable consumer did not deliver running")
