@@ -98,6 +98,12 @@ const (
 	// (api.ProjectCreationsKey). Every gateway replica watches it for
 	// roles.
 	BucketProjects = "projects"
+	// BucketSidecars is written by the gateway (platform admins): the
+	// versions of the platform's managed sidecars (api.SidecarVersion), one
+	// key per version (api.SidecarVersionKey) and the current one
+	// (api.SidecarCurrentKey). Admission mirrors the current one and
+	// injects it.
+	BucketSidecars = "sidecars"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -210,6 +216,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketRollouts, 1),
 			bucket(BucketHosts, 1),
 			bucket(BucketProjects, 1),
+			bucket(BucketSidecars, 1),
 		},
 	}
 }

@@ -144,7 +144,8 @@ func Grants() map[string]Grant {
 		UserGateway: {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
-			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}},
+			// The versions of the managed sidecars (platform admins).
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketSidecars, all}},
 			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
 			// Projects: every request's roles come from its memberships.
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations, BucketProjects},
@@ -157,6 +158,7 @@ func Grants() map[string]Grant {
 		},
 		UserAdmission: {
 			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair"}}},
+			Reads:   []string{BucketSidecars},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},
