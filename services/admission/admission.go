@@ -128,6 +128,9 @@ type Service struct {
 
 	workloads jetstream.KeyValue
 	hosts     jetstream.KeyValue // the exposed Apps' host claims (hosts.go)
+	// sidecars mirrors the current version of the managed sidecars
+	// (sidecars.go); nil before Start.
+	sidecars *bus.TypedMirror[*api.SidecarVersion]
 	// claimGrace is HostClaimGrace, shorter in tests.
 	claimGrace time.Duration
 	endpoints  *bus.Endpoints
@@ -173,6 +176,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	if s.hosts, err = s.bus.KV(ctx, bus.BucketHosts); err != nil {
+		return err
+	}
+	if err := s.startSidecars(ctx); err != nil {
 		return err
 	}
 	if !s.hooks.crashed.Load() {
@@ -229,6 +235,7 @@ func (s *Service) Stop() error {
 		s.cancel()
 	}
 	s.repairing.Wait()
+	s.sidecars.Stop()
 	return err
 }
 
