@@ -537,6 +537,19 @@ type LogLine struct {
 	Time      time.Time `json:"time,omitempty,omitzero"`
 }
 
+// ManagedSidecar A container as in a workload's template (name, image, resources, env, ...), and which workloads it goes into.
+type ManagedSidecar struct {
+	Image string `json:"image"`
+
+	// Kinds The kinds it applies to; empty means every kind that runs pods.
+	Kinds []string `json:"kinds,omitempty,omitzero"`
+	Name  string   `json:"name"`
+
+	// Projects The projects it applies to; empty means every project.
+	Projects             []string               `json:"projects,omitempty,omitzero"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	Added   time.Time `json:"added,omitempty,omitzero"`
@@ -1040,6 +1053,58 @@ type ServicePort struct {
 // ServicePortProtocol defines model for ServicePort.Protocol.
 type ServicePortProtocol string
 
+// SidecarRollout defines model for SidecarRollout.
+type SidecarRollout struct {
+	// BakeSeconds How long a zone's upgraded pods must stay ready before the next zone (default 60).
+	BakeSeconds int `json:"bakeSeconds,omitempty,omitzero"`
+
+	// MaxUnavailable Workloads of a zone moved at once (default 1).
+	MaxUnavailable int `json:"maxUnavailable,omitempty,omitzero"`
+
+	// OnFailure Pause (default) or Rollback.
+	OnFailure string `json:"onFailure,omitempty,omitzero"`
+}
+
+// SidecarSpec The platform's managed sidecars (libs/api.SidecarSpec), in start order; each is a native sidecar that starts before the user's containers and stops after them.
+type SidecarSpec struct {
+	Rollout  SidecarRollout   `json:"rollout,omitempty,omitzero"`
+	Sidecars []ManagedSidecar `json:"sidecars"`
+}
+
+// SidecarStatus defines model for SidecarStatus.
+type SidecarStatus struct {
+	// Behind The workloads that do not run the current version.
+	Behind []struct {
+		Kind    string `json:"kind"`
+		Name    string `json:"name"`
+		Project string `json:"project"`
+		Version int64  `json:"version"`
+	} `json:"behind"`
+
+	// Current The current version; 0 when none was set.
+	Current int64 `json:"current"`
+
+	// Versions How many workloads run each version (0 is admission's own configuration).
+	Versions []struct {
+		Version   int64 `json:"version"`
+		Workloads int   `json:"workloads"`
+	} `json:"versions"`
+}
+
+// SidecarVersion defines model for SidecarVersion.
+type SidecarVersion struct {
+	Created   time.Time        `json:"created"`
+	CreatedBy string           `json:"createdBy,omitempty,omitzero"`
+	Rollout   SidecarRollout   `json:"rollout,omitempty,omitzero"`
+	Sidecars  []ManagedSidecar `json:"sidecars"`
+	Version   int64            `json:"version"`
+}
+
+// SidecarVersionList defines model for SidecarVersionList.
+type SidecarVersionList struct {
+	Items []SidecarVersion `json:"items"`
+}
+
 // TierQuota defines model for TierQuota.
 type TierQuota struct {
 	// Borrowed Preemptible only: what the project's admitted Preemptible workloads hold, all of it on capacity the other tiers leave idle (shared pools, and Reserved pools where the platform allows it; never the burst buffer). Preempted workloads waiting to run again keep their share.
@@ -1511,6 +1576,9 @@ type GetRemediationParams struct {
 	Cluster string `form:"cluster,omitempty" json:"cluster,omitempty,omitzero"`
 }
 
+// SetSidecarsJSONRequestBody defines body for SetSidecars for application/json ContentType.
+type SetSidecarsJSONRequestBody = SidecarSpec
+
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
@@ -1552,6 +1620,115 @@ type PauseUpgradeJSONRequestBody = UpgradeAction
 
 // ResumeUpgradeJSONRequestBody defines body for ResumeUpgrade for application/json ContentType.
 type ResumeUpgradeJSONRequestBody = UpgradeAction
+
+// Getter for additional properties for ManagedSidecar. Returns the specified
+// element and whether it was found
+func (a ManagedSidecar) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ManagedSidecar
+func (a *ManagedSidecar) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ManagedSidecar to handle AdditionalProperties
+func (a *ManagedSidecar) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["image"]; found {
+		err = json.Unmarshal(raw, &a.Image)
+		if err != nil {
+			return fmt.Errorf("error reading 'image': %w", err)
+		}
+		delete(object, "image")
+	}
+
+	if raw, found := object["kinds"]; found {
+		err = json.Unmarshal(raw, &a.Kinds)
+		if err != nil {
+			return fmt.Errorf("error reading 'kinds': %w", err)
+		}
+		delete(object, "kinds")
+	}
+
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &a.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+		delete(object, "name")
+	}
+
+	if raw, found := object["projects"]; found {
+		err = json.Unmarshal(raw, &a.Projects)
+		if err != nil {
+			return fmt.Errorf("error reading 'projects': %w", err)
+		}
+		delete(object, "projects")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ManagedSidecar to handle AdditionalProperties
+func (a ManagedSidecar) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["image"], err = json.Marshal(a.Image)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'image': %w", err)
+	}
+
+	if a.Kinds != nil {
+		object["kinds"], err = json.Marshal(a.Kinds)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'kinds': %w", err)
+		}
+	}
+
+	object["name"], err = json.Marshal(a.Name)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'name': %w", err)
+	}
+
+	if a.Projects != nil {
+		object["projects"], err = json.Marshal(a.Projects)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'projects': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1626,6 +1803,50 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// GetSidecars The current version of the platform's managed sidecars (platform admins)
+	//
+	// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+	GetSidecars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSidecarsWithBody Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+	//
+	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+	ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+	//
+	// The current version, how many workloads run each version, and the
+	// workloads that do not run the current one yet.
+	//
+	// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+	GetSidecarStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters The region's member clusters (platform admins)
 	//
@@ -2169,6 +2390,100 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/whoami (the `WhoAmI` operationId).
 	WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetSidecars The current version of the platform's managed sidecars (platform admins)
+//
+// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+func (c *Client) GetSidecars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSidecarsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSidecarsWithBody Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *Client) SetSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *Client) SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+//
+// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+func (c *Client) ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSidecarVersionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+//
+// The current version, how many workloads run each version, and the
+// workloads that do not run the current one yet.
+//
+// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+func (c *Client) GetSidecarStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSidecarStatusRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListClusters The region's member clusters (platform admins)
@@ -3262,6 +3577,127 @@ func (c *Client) WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetSidecarsRequest constructs an http.Request for the GetSidecars method
+func NewGetSidecarsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetSidecarsRequest calls the generic SetSidecars builder with application/json body
+func NewSetSidecarsRequest(server string, body SetSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSetSidecarsRequestWithBody constructs an http.Request for the SetSidecars method, with any body, and a specified content type
+func NewSetSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListSidecarVersionsRequest constructs an http.Request for the ListSidecarVersions method
+func NewListSidecarVersionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/history")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSidecarStatusRequest constructs an http.Request for the GetSidecarStatus method
+func NewGetSidecarStatusRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListClustersRequest constructs an http.Request for the ListClusters method
@@ -5357,6 +5793,56 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetSidecarsWithResponse The current version of the platform's managed sidecars (platform admins)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+	GetSidecarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarsResponse, error)
+
+	// SetSidecarsWithBodyWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error)
+
+	// SetSidecarsWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithResponse(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error)
+
+	// ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+	ListSidecarVersionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSidecarVersionsResponse, error)
+
+	// GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
+	//
+	// The current version, how many workloads run each version, and the
+	// workloads that do not run the current one yet.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+	GetSidecarStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarStatusResponse, error)
+
 	// ListClustersWithResponse The region's member clusters (platform admins)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5953,6 +6439,303 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/whoami (the `WhoAmI` operationId).
 	WhoAmIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoAmIResponse, error)
+}
+
+// GetSidecarsResponse503Headers the declared response headers of an HTTP 503 response for GetSidecars
+type GetSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarVersion
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSidecarsResponse) GetJSON200() *SidecarVersion {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetSidecarsResponse503Headers the declared response headers of an HTTP 503 response for SetSidecars
+type SetSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type SetSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SidecarVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetSidecarsResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SetSidecarsResponse) GetJSON201() *SidecarVersion {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetSidecarsResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSidecarVersionsResponse503Headers the declared response headers of an HTTP 503 response for ListSidecarVersions
+type ListSidecarVersionsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListSidecarVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarVersionList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSidecarVersionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON200() *SidecarVersionList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSidecarVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSidecarVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSidecarVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSidecarVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSidecarStatusResponse503Headers the declared response headers of an HTTP 503 response for GetSidecarStatus
+type GetSidecarStatusResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSidecarStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSidecarStatusResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSidecarStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSidecarStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSidecarStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSidecarStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListClustersResponse429Headers the declared response headers of an HTTP 429 response for ListClusters
@@ -9351,6 +10134,86 @@ func (r WhoAmIResponse) ContentType() string {
 	return ""
 }
 
+// GetSidecarsWithResponse The current version of the platform's managed sidecars (platform admins)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+func (c *ClientWithResponses) GetSidecarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarsResponse, error) {
+	rsp, err := c.GetSidecars(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSidecarsResponse(rsp)
+}
+
+// SetSidecarsWithBodyWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *ClientWithResponses) SetSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error) {
+	rsp, err := c.SetSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSidecarsResponse(rsp)
+}
+
+// SetSidecarsWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *ClientWithResponses) SetSidecarsWithResponse(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error) {
+	rsp, err := c.SetSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSidecarsResponse(rsp)
+}
+
+// ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+func (c *ClientWithResponses) ListSidecarVersionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSidecarVersionsResponse, error) {
+	rsp, err := c.ListSidecarVersions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSidecarVersionsResponse(rsp)
+}
+
+// GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
+//
+// The current version, how many workloads run each version, and the
+// workloads that do not run the current one yet.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+func (c *ClientWithResponses) GetSidecarStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarStatusResponse, error) {
+	rsp, err := c.GetSidecarStatus(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSidecarStatusResponse(rsp)
+}
+
 // ListClustersWithResponse The region's member clusters (platform admins)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10276,6 +11139,267 @@ func (c *ClientWithResponses) WhoAmIWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseWhoAmIResponse(rsp)
+}
+
+// ParseGetSidecarsResponse parses an HTTP response from a GetSidecarsWithResponse call
+func ParseGetSidecarsResponse(rsp *http.Response) (*GetSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetSidecarsResponse parses an HTTP response from a SetSidecarsWithResponse call
+func ParseSetSidecarsResponse(rsp *http.Response) (*SetSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SidecarVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSidecarVersionsResponse parses an HTTP response from a ListSidecarVersionsWithResponse call
+func ParseListSidecarVersionsResponse(rsp *http.Response) (*ListSidecarVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSidecarVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarVersionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListSidecarVersionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSidecarStatusResponse parses an HTTP response from a GetSidecarStatusWithResponse call
+func ParseGetSidecarStatusResponse(rsp *http.Response) (*GetSidecarStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSidecarStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSidecarStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListClustersResponse parses an HTTP response from a ListClustersWithResponse call
@@ -13352,6 +14476,18 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetSidecars The current version of the platform's managed sidecars (platform admins)
+	// (GET /v1/admin/sidecars)
+	GetSidecars(w http.ResponseWriter, r *http.Request)
+	// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+	// (PUT /v1/admin/sidecars)
+	SetSidecars(w http.ResponseWriter, r *http.Request)
+	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+	// (GET /v1/admin/sidecars/history)
+	ListSidecarVersions(w http.ResponseWriter, r *http.Request)
+	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+	// (GET /v1/admin/sidecars/status)
+	GetSidecarStatus(w http.ResponseWriter, r *http.Request)
 	// ListClusters The region's member clusters (platform admins)
 	// (GET /v1/clusters)
 	ListClusters(w http.ResponseWriter, r *http.Request)
@@ -13480,6 +14616,30 @@ type ServerInterface interface {
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
 
 type Unimplemented struct{}
+
+// GetSidecars The current version of the platform's managed sidecars (platform admins)
+// (GET /v1/admin/sidecars)
+func (_ Unimplemented) GetSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+// (PUT /v1/admin/sidecars)
+func (_ Unimplemented) SetSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+// (GET /v1/admin/sidecars/history)
+func (_ Unimplemented) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+// (GET /v1/admin/sidecars/status)
+func (_ Unimplemented) GetSidecarStatus(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
 
 // ListClusters The region's member clusters (platform admins)
 // (GET /v1/clusters)
@@ -13735,6 +14895,62 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetSidecars operation middleware
+func (siw *ServerInterfaceWrapper) GetSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSidecars operation middleware
+func (siw *ServerInterfaceWrapper) SetSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSidecarVersions operation middleware
+func (siw *ServerInterfaceWrapper) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSidecarVersions(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSidecarStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetSidecarStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSidecarStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListClusters operation middleware
 func (siw *ServerInterfaceWrapper) ListClusters(w http.ResponseWriter, r *http.Request) {
@@ -15527,6 +16743,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/remediation/resume", wrapper.ResumeRemediation)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars", wrapper.GetSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/admin/sidecars", wrapper.SetSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars/history", wrapper.ListSidecarVersions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars/status", wrapper.GetSidecarStatus)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/upgrades", wrapper.ListUpgrades)
 	})
 	r.Group(func(r chi.Router) {
@@ -15583,327 +16811,340 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/cxs3si/6r6D4TpXJfUNKdpy9J1LduqXYTtaJY+tK9knVWebugDMgidUQmB1gRDF+/t9fobuBmSEx",
-	"FGnLTjY3v9gUOYOvjUZ//fT7QaZXpVZCWTM4ez8oecVXwooK/npW1MaK6pLbpftTqsHZoHR/JAPFV2Jw",
-	"NsjwiUEyqMS/almJfHBmq1okA5MtxYq71+ymdI8aW0m1GHz4kAxe5mJVaitUtvlRbNwzuTBZJUsrtevj",
-	"gmWFFMqOs6U2QrEbsWFDbtlKG8seP/lPli15xTM3zNE546wSttqwtbRLZpeCGb4S8A5XOZvpfOMeqCtl",
-	"4Ne5rIxluraZXonJIMFpLQXPYR40sdYQx26M7Qmt+N0roRZuUR4/+c8kMsEfpcr9qnWn9nYp2I1UecKk",
-	"YlxtWMaNYMOLskwYL8vROdNKMD1n6fcv3rKT28cn7mmThoF219/9eOTi/yRWs2ZPd0dXG1E9MszUs3+K",
-	"zDJdwaotKl2Xjwxz/SaM41LKXCgr7YaVlb6VuajYupJWGCYtG767ejUWJuOlyEc9o1/BUPaOv7XWT77+",
-	"KrbWr/lK7KFQ+O+4FbqstJv6nkZLfGJvuyW3VlTu3f/zdz7+9XT8zS/Dv4/p0/vT5K+PP/jvR//rPwax",
-	"qb0rFxXPRf9eVdpy9ycrC65od3rW+uh1+OAeNqVWRgAz+JbnV+JftTDW/ZVpZYWCj7wsC5nBOE7+adzY",
-	"3rea/Y9KzAdng//npGE0J/irOXlRVbrCriJzw86YNGzFi7muViJnQ7NRlt8lrFY3Sq8Vm0tR5CZh60qr",
-	"BXNzMAmb8Zw1nGx0zsStqDb4rKPVWSFWrt1CGivywYdk8EyreSGzLzQ1jUdL3EljDeNFJXi+YcML/PAC",
-	"vh4lcMR0KSrc4lwLw5S2jk0UG2Y1k9YAL3Fn1FhuBRu+U6YuS11ZkSfMT2qU+FP8r1pbxy7ntRF4hLMl",
-	"VwvBhv/b/fLiLhMid68GXjqr9I1QLOMlMlqj6yoT7u9S5IxbdpowU2dLxxK+v3xnGGd0ONia43gXFVcw",
-	"Hmmo65wZjV2kMKJJIVfSpux05PbiO13NZJ4L9WU2I+NFISq24hsYba6ZXUoTlqwsuHXE98iwUhcy23SW",
-	"L9dZvRLKsmGmc8HC0GEir7X9Ttcq//zzeK1xE4iwhrqCudxKI2eFcLRiw0xhaG+1fsWrhfiyRxnuYnfu",
-	"XNduebnCy4VbseYbxrNMlNbQAH/iakMcx3xJUnhkWOUOExAl0IE7aKp2d5W7mXUpFDO2EnxlgKhNKZQ9",
-	"JymEz62oWHrl/hhfuD9SZkSmVW4GCYkZMJ3WE93hEyOWyoqFgLG6q0Dx2i51JX8VX4aebnkhc5ZVAu54",
-	"XsCuvFP8lsuCz4ovQDkXrBILx/mMqG5lJlguc2SAyqxF5QQoK1fi3H23lGrhtgIvBavZkt965pZ/9q0p",
-	"K50JY77Msrxtsx1p2FoUxZiux1ltmVSwdUn00sMbj7jVS3zSyZzE64hz+xtpqYsc+RxI3mtd3RSa5yDf",
-	"OX6JzdBR/dn/mniu7m+LtHkz2eL4yJbK0YS9pk10t4aTIq1QIAPRerTUERCuKncxWimIM1S5VngwaItm",
-	"WheCK0e0S8ELu9zEfyz4TBTQCM9z6ZaYF5edxrfkoiCnIa/FNoy9FnhfuY3gdnA2yLkVY0efu5JdMlg5",
-	"akHuu/MbymuRH0qt9490Hzldal1EB1+XbqT54WP/VSsRl5sb2fLvXtyEh5stSJqt+iUyFtrgVxJlzO4m",
-	"SytW3Q/75utppZkyryq+2RknNhYdjFa4zLtD2bd9leB0znd+cjJabeJ0iN/ct6rwa2ioZ9RzubguRRZT",
-	"q/HXR3BlZWzoj+xzYiePDEvdL6m75kCyxBcS0KTXS26ZYwyGmaVeg1LXXZecW37UUeqO70exMdDTLS9q",
-	"J8cbYZ1cecsr6XirYUOhbr+r9CphQt3+/ZcJPOi+GDkWNpeFMJNBZFXgl08Y2Xfu/YRx6IL0LDcyb2Rw",
-	"AgJxfRxwUQs2VBoe0HPmFmYUGdmH+A7aShe72/ezW/+gDxi84oywu/vghsKlEtWVMJZXdu/UDzv1O8Ms",
-	"uRPk48RcYbciv7CH91DpotC1jSu6jsUyeqKlEw25Yhdl+cgwx2jGs83Y/e8fjFAoP2JAunTPClWv3NGj",
-	"Nscw70EY7rgSpl61v6hVrltHs8W/e1cstr7GaqdiHfr4M117E173SAqDzKM1a6nsV0+aGQdpJhnMuSwO",
-	"fhhkhEOfrZVyy3DY06bOUBE96PnoclRa/aBnV3WEe2eNGLGzR0ctQO9NTcbFNvlcZFbeOjK5DnNLBt9h",
-	"bzFicfdYXhcifyuxocNo9uiVi9zZjU3Xz+OX/hW+Dnfazl2DD7jLhuYCrLKqlQHjJ4h+2JXTBC1JmzLC",
-	"zzgu3k4nV7Uyrqmy0otKGOD9B+xbiwB2OQ3aJGMjcwOmSTGl15PY+oMoSNM9bufgTbd7xszr4rh33ZrG",
-	"Z/ODnnUHvuK5wEnBnUWzvBGiNGy4lMbqaoOarxklTBe509vBZA52xYNEr+bs7UhfjkKdupz3crY2QdK+",
-	"x8jvORcrrfq4XlZXFWlgB9DDcTzyGLYXE64PPIx+UEmYjO+6abZ/YfqPJf7+yNCHa2FZ5lZRVE7gqldO",
-	"jdS3omrTB0plZXMsdo/oTCwlWrq6HT7zLayX2ohWp9KQuU0JNiy4dXS2EMrf7HrmtH4R1NhS54ymjWzE",
-	"LcWoQ5N9MksgPT+bj9WhOjQXu3X+byY7UiF+EpZ7NaBLIQ+haffrxuSQ2aG/NyX2dM5WtbFM/KvmBdo6",
-	"uF0+Mt7kMYn6X3Yux9jMX6i81FLZ4wQNWcaVf533Kf95n7qZb+K8v9T5IwMHRSphzBnTqtjgwWGCBu1+",
-	"z4S8FcxWfD6XWbMOLXn+MJWfdP1GfHBjhpn6Ye5bvggX53nubvX47FDsB0VMKmISsbu7AhnBnjOxKi06",
-	"iZ0O4V7MWamdchS5UUV7VN3Or8G7wmYb0DmS0BuwSJ0ffE0GuolwKhzXobaOa7SPXurK3mvv8Gvq+2hP",
-	"Nbo9YIaMWNzyiDz20pse0VotlJUZB9dPcIwkzHtFEtbxdyVsywW1a1a84la8cqKJ+3kyiQpg6A88eOm+",
-	"c4+TqXV3G/bZecCMCVRaFG/mg7O/7+8IJncl3LK6tfrwS8ysS842cjzMddVdEyCx7WVxq3A3XuixG+HY",
-	"3MhyrInnjWFfHQOa88IIogRh7Mv8/tMMO9wsQZQ2bkWM7Qn/dXeCPF9JC1sXdJvEsd+SL5BGSEcEf6In",
-	"AtTHEpaLQsBDqET3bn8jQWxffn99Gr0qZURmudQG7ievpaAb4pFhMDNy/Zyz2oAN6BU3dgxLMX75fFsD",
-	"6en1hmSlBzIMN5ff7hV6hCKxbRrNB0kr0oFCTUhJxE3uLDh11kspD2HWRZL7eKPui7tSG9ErHSsm4IGc",
-	"rpelNhYZO7fLJJj6XipQN4XxgTDdi8eAwuh+WEV0WWTAoudac2d6POMFV5m7U/zDbW3ZPGISBwA2x0oX",
-	"hetzLotC5EyqpC2p+3uvVlYWEFuUazSSHrTeNNMLujUiPNItUVzC8Yu0O9G/6TVbcbXpXTdafuodOKFd",
-	"StyPSfRElRQjs5+kYbCJj4xpRhgjldbV0Hv9xa+fCEfhdsn0nOLPRJEnrJA3AszwEytWpVOAJsFsa/5+",
-	"+stErhwjSI7wMGxNFseSeE5Or8Wm+pLiuHYn6qMfLvKVVD3GXn2Pbd2bwG6lWINcmItbUbgnBgncCipq",
-	"Adsy9ehCAF3vCuwtmynGrN2/NP7BZGuCfjbRReoehaOkfUd3vey7RxU4TOhupG14PjbwH6XKX6q5jihH",
-	"SlAA0Ty4aBtXD/iuHevRcaOcW7E3qtjE2i02IXCGwYMGHMZZJbgVEB7IyRbQdou0qAoE+md9hrqXYD8o",
-	"C54Bx9sj/pcc2Kfj2nNZAJO5r2u/UfHATdb4p13P3hNvKIbzOuOFqEA+GU3iXoUezt/y7Fi//BTmxYZ6",
-	"jpJPwtDfkDBjden+5ZWFLzsfxoGVOGmLk+kVZBnvQ1HCHGk+KfcGtD4yzIgFBiWohpreXb0yUzVMT24f",
-	"n9DRNSfv6dOHkxAYcPLeNf/h5L1b/Q/p6AyDblC9m6pCr93OQqxsiJqVhiKGRD6aTFVstZFE4qP2YmiF",
-	"hARRDVLt3ElDTpvqTVbYZg/xlDo3UXoFPdT96g6bm5teKzdJtuSGFXphEibuREbGLYgaQcNcewRLCKlT",
-	"Itp53JpPdx0tRNI6tluHjMaOFNrHRx5Chgv86OPFuB/rmejRPvax4X3StZ71ytB7XPr2KDt9v5N/Z4av",
-	"+EwUl9xmy90pVmKl0R1y+OE1wn6K6S06RL14JfGOOnwLAmOK/lpIdZz56xPUm207VTMyGkeM8DB4Pmqq",
-	"OiaGBh7/dhOd0k3Ujl4bUTFdYRx+rMle8cJJNLvtoTDmFGuSxVzjnISg/QvXVQSh+f6legYheP2kB5aJ",
-	"bdFizxIMczHndWFHexfjwed8zywfgi0SaX08U+w3vaPYdQR9Hm1G+VLG/Z3fahlnDEeGtW0tcmP1ICrv",
-	"mDlcnz0bUMnMTVsbXkSYxEJcU7hpVCX2yq/hq7IQbM1N25qU63pWtIaOAcl4rbl+44ffjbm7CL3NkNRh",
-	"Dg3SsNx2Qhz0zSAZrKVdSjW2uhAVV5nrCG14Y6fbN3/NeVHMeHYTVf0srxbCHjhsCLY66NmtTaZl8zNp",
-	"LUD/5l7D1uxurb+HtiO2nJKAmRArwU1diTxwsDO2dj+T/yUfdfZ63+HcM+GVVHLlduP0vsljI7GJXur8",
-	"mb8KG0PZFmdbHW2kDI6q3nAxcKweS3w7ASFoQv6ZSyvVwjH4t6JaSYUm5pDWgiIdk3PG1WayT1bz1N0W",
-	"D6SSjjcYmYuMVxESjoviFL3pDTudae9zkV3qvN+ffwlevsZ0hAGUuqgpT8+pGluKcSXA94MGSgZh7oyr",
-	"qZJqDGoCgxGSux0tj775R4al8GtKwfUmGEXT9nzSqVpoYVhdMq0ybOSmnolCoMITIgTBNQeJTnbpRn8j",
-	"ROn+lpVBla5XtLw3dAcjDi51jrZDaaL73KxczJ8lbWtpE0Y7biA3S7EVl6r1+8FW1cgRi4jstexRXAt5",
-	"K2jf3718zoY3orSMZ5U2hoU9xN0zcSME0scBw/wveNCPsUeC7qHZzrvRiRDtFlyunObdijiZsO+4LCAO",
-	"JeS9OaUHImnPGIdtrQQJNmAi4ApIKGz/QljDOJtXwiwTsoJjV+4xwYZGCLYdAT2KEh0veUbm0V36cU3G",
-	"xZYlNz2GJHjpkWHwyBm7FCoHtvWtrjGd71XX0L29c6/jXHZnf9zQ/EDiu6RjckpR6Ixbn86yj0SuKMUD",
-	"CHhR1m/jGi4GNphYCg0xvtf7fgenJQpzBw/GyqiOGRM8Lxv58hPlZnqhR7Pr0EHsd2nKgm9e912hDyFk",
-	"I480+xioYUOp3PG59OlAKifLrf9Gq2Ir+OpjNJt9EbTrPhNBJRbSne8+q57PYZKmna869JwCs04v31xj",
-	"cr03SaajBHgMhMhgbMhsw6y+EcrEDX1xFbObRagL4X3IflhDbxYfg+KJMqD0IaZKK4FJXJBI27Ggxzm5",
-	"EcWc4j8iwXc06dnGWxzBLF7perFk7s0xpdade1Oj1WteUawrPP7IYDjC4QbHXlWZiAcHdaRFYOvotBEY",
-	"Tk9Pk3vPUveF5EHOVnetwWBnQi50po0dZ0L5yCAr+IoNf6xnolLCCsOgQ+bT2T24xVdPRlHPVtwnccGe",
-	"v76mlvQ8NPL1/2gBZCBdVwLDKcmV2qQ1s6HZGCtWCSO1JAk/JaysZ4XMEpDc8N/xX9xYdVG4D7oUyizl",
-	"3I7/0uPr8Kc4jjLBeAZk5y6aZmAtpoNem8pYPAFBdWplM5936BiaBUJHF5ZdCu90Gn1CiB9R7kNYefxd",
-	"8/Fmnv/tA4+2ctL4XYgJ6uHu3RzO9mKvOCZ7IvrISleinawPPPPpkyfR2KMDjEP741PoNjpo9d5KUeH8",
-	"I5fJev/04zNHvjvUc/IhuvGMDppXr8kIp9S7dRDBdi/72z7orlEnK/MSwyHcPnlXOLtoLjq8u6RpITSg",
-	"N3HlThobnrq3ZxISLUYdSIdCzAEWh811Uei16YY++ZPnj6kbz4S9BUka/GKsVgXG5mH62/nOBcYMSOTK",
-	"j2UbBQD72nU0L8raRM2QEWuH350jYuJWYqWrzbcbKz5rL7Io5LPLd5+xC+96/EzNG6srvhCfd6E+9J2a",
-	"JnRyN7DcH6iYKFaes1O2Elx5eiZqJ1+uU3XWeEx4UTwAP+soKwe05Qe0O/6srNkQyCbTlTCjhCGlsuHM",
-	"bYETWG9lLvkk06uTRVkn4F2GwAC3T81jumrxviFl3DOtGqiWR6Z5YhQ1hskeadxnNH4atxy01iGh/aS2",
-	"2ysaY6l76GJvnh/Eghzn7e31H1Jje0OsrsRK5BI8CN9Wgt9EnYhIjHEtONO6kGrxTllZHK6Q5nrFMXCr",
-	"S1yl1sXJtD49/SpzH+FTE8tOv9Bf+KMjo1+1EvSb+4g/xINcRE+0mPvluLxgqy06UyJ5LmoX26E3sQVX",
-	"ov2SbzsJK08jv2cDe3EoZrizh8szEaroz1vqiSwr8j4Zu2paDyEl7nmpFu14UqfiCW5EPKHR/fJRE3rl",
-	"3owq/d7Uc2yLr3Uu4oFJng1tu182TIk14xmGVfFKUPw4GxK0jA72wpG3EYJGDnE+8OikJwQzW3r72BZU",
-	"gLvHztpRwReXLwHCpm3LRAgbjChWmkboLiXLb4SKWxweJNahGfk9RP68IsaxReKFzm5wscP2HQ6OUeaz",
-	"3RVzIqspeSZOINyLwmQvdf5cmqqGp76t84UgSRZGQEI8BG70BYscSFWXOt+9nnT8ttmmPHErM7u1Gsd0",
-	"u9viXJMwEIlLFHf2kpsjQBsw+DHOO8n/cgRB7aOW+1JBjgrFMuJf8TF/wglwbVIDPnnhngOA/Gt3Snel",
-	"rI5BzuhN6dtn4zxMBFEY2Y0NJWFo90zsNQ3ocGkp97zgQNpG3uGoueBlSbgPEWAmTDf/mNPTkweyL4Ey",
-	"7o35G8oCCXvnxYKEPSOMooTBRMAzcyXKgmfwcTKZsCGYl6RhM+FuU/d4VHCGXq+lyo6IEizJKRMhC3Dt",
-	"HbFMV/SGO1RyoXjRY4zzc2eZBz1iRgiVMDFZTNiV4Pnmf8LFFhtvbwiOb/XI+a/Rd99znxNM2JKXpVDu",
-	"Ml2jTpPXGJ+TMA54gnGL5LFB9XTC+j1obY4OyDD7DtZ9LmufrOONLOulLtp2kT2MYmelEgBpCjlsCBk1",
-	"OZqxX+Jd2p1Sr9smXOVHxGpFjLDYRNJvkI2Q+K42Za1bzfhNknfpIBL9H4lCE7d9sF4PeJP2htwcZWaO",
-	"aCsfb3Fu/Kq7HogV+o30PJhW0H3IEWs2AYvlOQtmx9HD2Pc+zW73Cfa4j7SzRexnW5FL3srh7TdnzGQV",
-	"t9mSDYEpPJfViBn5K+GSmgQDayAlSueJR+gw0gAKGcYJYKBB3E6/b7RRGm3wubYO2oyrAL+4Y7eGUD5I",
-	"OxE5m/Hshg3RIWUrKXLKSwSLMqXB+cCi0T3Aibt3g8SsINTwdNXutPdubod4PdOrshAQCnhJiELu0WRw",
-	"yckWdQUtftsXt2hsXCf8Gzch/S9ME/0NiFfGFZuJua5EC5N5sDcw8oAO3PQhBq5u0A+cbps10/zUsFm8",
-	"UA9nS/+tlfB0dB8/wu3xPUT5EqGf99pj7ofSPIyZUj9bGJrxYfu0G+hh36gvC65iJ6aD6c6GhZyZE17K",
-	"iX/vuhTZeRB30KrxvQ5fMJxl44meDr46NdNBhPGS1IHKdU9wU4OYs52PaSnyiukqd6JLU1tBUroyV7za",
-	"HBwlsr2bEeEe9JDngue9eSLwxCXgdO+O2dzIEmAVMrBmeiS/I2NY38qVID4YxTAEdrObvKAQ+ZQBNLeK",
-	"g7dpfhN3koZjH4HUib4RYoT3C1vYQLInGngtVa7Xx5+Vn+G9e08LzaxFaXuPTDRcbcXvrutqEY2PgPgC",
-	"SPNwl2MmlOULkbBK1yp3t080e2TF77aAro9sNneC96y2TDkmz2ai0GvWs+nqoFC+fkm4u967+I98Y47L",
-	"FBM90BQg5vYmYf33QYoVtoF9xGZz/erl3xqjwJYArKyobnnRm0IBTn6ZY6a94NmSgXORgecZ3mHDv56O",
-	"4vgBK6lq2wvKwI1lS11XXUQ85HnwI/VEjA+Rsxi2mTBjZVEAPoNUi4P54fWrlz9BA/dL7lsr08ymZ42p",
-	"3V3bVlXpeGygNoJs1j4ehLOv7+4OdJgWvFbZ8id+t2/vZMUK7QQ/y/B55qQYlW3OGZ8Zt54euwl/Fl2x",
-	"tj9BBB+//Pr0nt5BY1JbnbOhMFau4K6bV3oFACEKIfHZrM5uhBPFfeQVWP35nZOrRw807G++vmfY33xt",
-	"l54LyUJ8lsWLHQwfBdRC7aPMdfAxiNwD+ngTBBLlgSRTtQo/bAU16lVZWwFuFf9UQ5sf01fgbBH7DLTz",
-	"yGCi/eTAHJ0erhfmlPiT1lrf6FHNeCFaRXe204D35Gvdo911chv3pT1h4vlzkUkTd7J/RsjDXFguIybL",
-	"i3wljcG4JIhR4wVGOSw3sPnCiTMoDK+5YU7sK0XUUzQvNMK7HIKN7J712K7Re7CbNblLTLiWj0wb55LG",
-	"CsM7hJNiiFUPOPhSUAah31JSuDkWNMH6NQll9OjCiSmJI3G3eCt+F9W4I1jGJL8CsARGaMxJP/ZLHYW/",
-	"przIYzJiO/mUEVml4uuec8vvvD4c+g0YGLCTmAwmFczf/bLid4fBBx+Fe723GsBMFr6eywFtfYL3ix5q",
-	"ID0bmE8a4X6wZ6TcXtEsJ/ZwBGRhl63cJ+E0HURHJ7JK2L6aB/irr3nQQm85oPwBvjs6Q2PNVHm8f9CX",
-	"EqY98gzh2rif0IKCThNDCoBZ6jWT9owZIajN/5JiHcs1OrqEwi5QQ2fhXHP9a+ZGcdCaNWUfAI7Gr1zv",
-	"iiU0c2mpGoKJVIuQC7rXtgA2/3YxfvL1X9lwKe5G/hSHkhC8CGkc7vsw0nbcuC+Dt4utIDZRdBao5OBa",
-	"B2zP42BxWiazSPZvWx/AOTAnqHginByc9UvdfLuJdaTZutI+V7PTWzyJTFQmeks9dpIsEDN40kIwOCw3",
-	"kjpUeHS7osS61cchAYARImyAS3fNymV5WWmrsx5v6B7jXnWoPFK2OvC329tnl4Nk8O65+/f62dvLg9N7",
-	"od9Wm7Fj1wSw70bW6Kry4X+HYYq28t124EQvKyFWpYXyb1oVm7OQENEK+vSQnKz9dBMrutRFnjBeFAhZ",
-	"5NidT4VsUnYhEhwiyG4Fk3kh2NAseQXgurow6Ji48ukn8B1bQ9h4Jw2FY8y5tOfEOaD4YF0Zy2b1fC6q",
-	"0cSP0h3/MEZyFjOrnbrB+IJL1UoiZjCWCUqTEMG+P2sMAZbQxdICamoQCN1szzzX56VX+bfj5OMRXCFS",
-	"+dP3l6KbofwBWjSHrch6H8ovDTs9I9dbLtToHDPMpGmi9ScopoCjKG7uAmRaIs6GAHysGomYbqGaXSn9",
-	"To3Q5RD2X1fsjXouVgAyp6sbpoQIRR9iIW/3xB0fuHw74hCh/LQCjaOnlcI/rri6iXgX7g01ORzFmzo4",
-	"SKJsSvocC+4O3eyLZvAT7ocb8E9gZY8FV4sEDgnotjXBAfgxNoipbq8dm5htmBtErDBP8NbvUp/r5hHh",
-	"/SHYntFszqtzNPNBsqS7jn7Qs89VAgTg2yyNpXGnyUIgwIe0prcgyBWuTdxp6dsEVRVsiXisnHIWbVGJ",
-	"O3vRt1o/w4hoM/KzkF664hs2Ex4xEbjk4aIHvnVULSeubo7I6mofs5iW5xSuC9sjYZFYAgSG0qKjB1wg",
-	"WFR0ShE0yOGz9hQdoRG5Eqa7cc2ewVWhtKXIMHd7Utde4Wx7kci2NzlU82zOft+QMGYoDKzBSMDql5wg",
-	"tf2CDalE2PdcLUYHDoMO88dwIP9qjPlQteveCKrDCYpa2uNJzJoia4c0RE/vkzpDVHt3Y14Adbofvbyj",
-	"WAlVOhlnayczQTiEVFCa0xyeVE9D64uJh+E8J6fMdnHXXBh0M2Ml5jmv4k4RaOSl+q6Qi2VPIBU4Ua/a",
-	"SU87kNoIbKqrRxSbAadjIyxbaqUBEmmGbJCSeHuANSEGI6b++PYTiPtDB2suiDmXPnTj0IDQ19peY0BX",
-	"wgKc0LXmN21coYRdEg79xUxX+A18QhHneY+vb0+4XkMdIYQlCcKtrhifBdU06jc+Mi/IkLHkoLCHAnfg",
-	"0yDVSEmCjpvzl4Qwj70OYCL2i55Mr33rOkSac4IIrOHowBjILR7yuWJLfIn/aGhJL85V6QFjvLKvK4hB",
-	"PngXCPGsP0pli/NFgr50xxu8fVL7kL56zaGIa3wdD/3fs0EPkZTvb56PD5Fsc+N9OTNRDKR4novPvg8+",
-	"ZohtAUDrOJDVvnRHpyHmxwa83hOHvurL7TDHxXsHGo9UM6wWPZTUF3S+Xm7uD0OoZQvAtI0DCxwJx7Nn",
-	"l+8PQzkgpORwe1aQLO6xCXf9bDsXvneHaF0AZLrTnGCqbBjYCWT75QnLQgZEHjIgcqh2RB6eHYDzduHS",
-	"T2RZycDJRRFuzm8FOWIbRy9MZ9i2e8I3AaDosJKXnh9Cx37FYxTgDd8x1bhB0Ddd25YvbEn4g04fxnB8",
-	"D9rm776IWlzK/2qMtVHwugPE2Jb8uqfyTIMee49TDp9rSRH9iPDgPgDFgwxjVErQL82qRhljwtpOh6Ve",
-	"m6lSmuzLZyy9ERuTsiHa50cJS8mEnbLhPpv1VPUarV0j6IFI2dC7HPqdDVO119sASO5WFIVhNDLDeMkr",
-	"67oJpvvUPT9V/ouUDdd7TPe+6rZQXXR77WtXBEyFwdngn0aryRVf/0QB0p1y4/v201N0D8ZfiwBDCaBA",
-	"KkQB+w6K9631eKw5AgHB/piJdyaRUbVNRIDWd1GW16XIEvaDnl2jxy9xF6j74NYIlS16Le0UV0nBtJs2",
-	"YI1pwlKppH3W+QbD5k2aTFWKkFCwZyy1hCIqtfq+4pm4FJXUOanvKRueMqs7p/6R8ZFATM+n6qvT0wCx",
-	"xL4+9yU23VQJWecVrxZi5A5CGCSO2dEXjBZwN93IMr1acZW7L3m1gIELdev+A2DPlA3xpTPGFXt58frC",
-	"q1bMZ9j6gKXHX09VGyuqVvJfdQNapvPz1ppd6sqm5yz1Ho6UvX12mbB3zy8dM79+9vbyfKrSlt8mddQf",
-	"8kKa9f0Jkkbc345nSrV4LqsUDdgzo4vaYnnGkZtrqF94WekZrEMhb0XzBW4P3Ap1SV+1cLYeuaM6E+Zs",
-	"qsQdz2yxAQ6h5yxdWlt+L+wZe4/VndzaYXGylfjgOrJZee0kN3hEV/YDLP6iKjP6IvHr+iF1K5CKO+F+",
-	"ou1xbXBo1duCGMZVMUzvmiq/GzSibaRV2MxzJFPJi+ei4BtPcW6vOyTohmY7RiX3jMGKwm+XlTDuGgJ+",
-	"OdcV84sIy0erB+s957KoK9G8McIVLuRcZJusEDB3g0pywspKXFtdfkjZECSK7iJPFayJGwmtNi6UKYQo",
-	"z9h7isv8kI4mbAtsFUxqTGnaP6arqVpqfWPQtQ4kwXKRyRyMzlQxKohYGKKLtulYbfhHZqp82ehgpQ6l",
-	"ECdTdeGbBPaz4hvG89xtcamNW4OlNm76gXI+pGdM3FlRKV5gFbEafFwAtjdV7iBSNauhEpbofnLzn2Yi",
-	"9cnt49EBVSypMFYyVZWuwTCQulGkIbDl3dUrGJHblbm8Y6n7I21g09KTdOT5FExuqsgFy7RC5pFieNAW",
-	"ZfpaLLk78S3+BBQ6oWFMFRjioVTLGAq0PH99jS354MO1LPKMV/k2o0H32RnjUOGrwXK9KEuqyGY8pxw+",
-	"ryG2yYoES2kRo8fHJjCSkesVUS64nSrXCg93NqAMJJR4hByYqgs60vS9+RFAxTH21p3Wpurbkt/ihR3q",
-	"sBXcbDkCvVWKLeStCJhjUOzQkfIwHY/p7TG8nTbXQwoIe+mI4ov7K8LJaqp2S8EFfGdOTlak45RSQHGG",
-	"abguSw31n0S4O1nGq0oKs32dSaoSdkYyUiXdQTNTdfH2zatX/7h68f3LN68Thn/995vXL/znZ6/eXb99",
-	"ceX/vLx688OLZ2/9nz++fP088Y38/Obqx1dvLp47kk4CVCXk9+q1WvMqZxeXLxN2+eb5P15f/PSi+XR9",
-	"efGM/nx56SgoZ6/fPH9BTxlhOxlWLS6r18rJYTJbwimvxNwdOjgkK8bNVKX/MWzmNHJ3mj9vKCHQfk1y",
-	"cevxROFmDl+6RQX+3HzldQW6vpofHI9KnRDg17dzP2iDR9MA4nEn28sfD6rBOkqaM0A15xxTa1flB9k8",
-	"zx1lUFRjyoZzeSvGeK6yysnTXhh0V7kP9E/Z0EkVI5RFFIqt2QbzblI2vCgKvfZFX33uvHAtwE3jLnxK",
-	"4mkEKE/8X51CsyaUwv9BzwxFngF0XsqGX7mm0I8R+fUxdIRl5mHZS17xohCFNCu3MZT/5mR0Wv4Zz270",
-	"fI4NnDumgFWDFWoTHX6MpDWXlbuTfAamX0DmVqjL1CaM4oCclkIsXRpWOOlLIqi1mSqrPcdJGNKi76HY",
-	"dFs3GIYOQc76VrD/lz0+/Zq5J9mQY/9zoTIxVXAfdwf/yLTRaIQCuxC869pza+nGhB4jpyEZTSzIMWU/",
-	"+owritFwY/QVK2ju4FqEou0Ntm2m3bDdIp8RduDKzXkm7FpQiFShjY/P5D6bYtiOqocHcmER7MvPOmFl",
-	"UQPKvFvAqcJwbchG1rXKKTDEtop9jYArBitGM4+c2bXMhDt6WB2uger1Fewgjmaqnp5+BSIUVxtHHqIw",
-	"YoQEA6CMGivlgw/CiEJkhMCbBqPZxP12DT/pKkWCav2KtTOIPvukAncjh1fYittsKcz5VIFxoTnZXbtT",
-	"65g9HgE76LrzWy+Soy5lQ88AIMuhENxpDWfB+5l4nzL4Hd11xN68fhGVYeYgYrW8tX75TVlIUJRX3D0N",
-	"akYY6VQ9+ebr01NgP/NnWs3lwqkKec7efvePZ29ef/fye9QydpyqHaZyega4EGrBlHYCRsstC4MrtBPQ",
-	"57tLK9vOXZQnIbOdVcJby0Cp9z53NxjiJ2fs/Ywbz+MSpw9ee4EX11XUwgkffJMwTMFA2qGfzqcqWE0e",
-	"n8Lx+OvpKcnjJKcjzwWZHD98x2XxPVeL/6/l2IWu6W/zIZ2qsDD+6XPWejw4jbc9yk2iS6s9PM5JGCv7",
-	"ygnz7rrFcw+Sby7uRO4YDDpi2NLxfye2XHsA6o4bfyGsmaqri9c/JuznN1evnv/j+uV/v0jYTxdOkPjH",
-	"xfPnV2yYIhKduw8RiW58Otn+yt3W9NLlm6u3yGJ0lS2rWjnx9/LF23+8dnLCdcLgsxMZsF/3Z6u/zheu",
-	"LTdJKglt3KFxqiFXizEpYSkQJdIEXTPwc6h8kcIBxBIIzcHjinlsTK8tOz1J/ioCsuMzJy6+BiEWwr0u",
-	"uV067YNP1WUAAMDiC898aQUbqi1sncwhivWpxwLMaSlzbvk4AgOYutsZugUbrNWePXVKYZy7m7472DM2",
-	"HUwHKZtJ5aaJLMsdPyeWymyqfM0SpUmcblA7m9vLh9e1ykNwy5knfutrKzAJBkS8X9GI1lqDrXv43P+E",
-	"oMdNUQm2VVNiqij1LVJUYsi9SDJ240qpWDhKazNtl8HKO0IVSxe5u1Pdu17/hLkYy6Fcs64hiUqGC7KR",
-	"H+AMVSLoLT4aeqqM5QVOZb0jdVTC1pUyE/bcvUZ+ZWM1IDSFJcA2oW4MDQ9MUgBJgLJosWGt8qKyo7ZD",
-	"k1gkBavIGF+IBMfnS5e4aWGdkiHIDu9ePj/HplHIbdkB6MCMzt2F62NOSeoF45UbGLmkjJ8GyrpwW/jj",
-	"JQ1L3QKnbHgjNqaJ4zeeo8pCuEuDM/fpEVUf5RAbnuDN6obldpVTVDsgKN8IiIYshEUbWi4XgM+Rjh0P",
-	"+Acd/knaCDRPvv4qQfJ0X+uKpZOJ41QgcDYWKpCV1vqcbY2XAWxlY8NjP8lvp2q4Y0fsRvE38+cFuHJ8",
-	"HgTy90guw1Th3p2BAAQZV8wIXpiWkZwNhcJqekyorNoA73J3LdCyWxp3oZFNPJmqdYW41BTy0YoNuRGb",
-	"cdOE+3PkVTZpgffh9q4CaqK7893FC2RN+hqKn3RoskJwJEnBC5EjUDbgPmJtoEZHdwp9mCS4HnaHQx5Z",
-	"L8Pg6uLZ+/r0KzbEL0xL3hpNiAZRxqM3qlqBXQvQegGTEiUopSEuOvFg/ThFD6rjGgC7g9JT1dQKphBI",
-	"Kt/ATZt2Iui+sZSTro9J3FGJs0GjlN4+jiZTkCvJB85flOUgGeCE3QfUNAfJAOXpQTJAs/0AqgMNfFbR",
-	"wCejDJr4U/feL8nHO6m81yHmrDrKixIvfXmMAyQen+AYiVSxmNBLd/V5V4V7JA1wYErcWVbyhQhJvaS4",
-	"YQo6X8STXo6LhQgezo8PhthyKe2N5+vzae93Zzpij5a3Cfh1h0/4mX8lGidIRHxfG/hYU8srR5K/j0zh",
-	"qdZbR6XHoujZh1hghbGsVW+EBFViDesmgQsX7/DiZU3t5Rh4BBgX72viBTzVzBvlpgOnjWLFcZgWeob5",
-	"B98fW9f03lD+e+qnNXMstZHx1OCXXt/Ea4tbhorh8DGg1Is7pxtz2DpUJy7spCebibIuYlGS7RIYIAGN",
-	"6BKsNJiTpGHdnCHRjrhvBTlDvsdcQ+UVuxUC30nDiTKjnkj4t1RSwk/dJ4wkIV0kaQ/PSWysVmTU4e20",
-	"JRrIvu7z3lhy2ykLj1FX4GLKO6emMWPReCGmgTYYwj3cAh0Tan5sRrHpDyINC5FxhXHoJGAkIIq1dQgE",
-	"rj8coSlg7ceC9NGacmj9zjrLhMgPz30mweDQVILm3H08otmDXk1RcLPY5dmGSNuNuvSS5ZGQqnOppFke",
-	"swr78JkrcSvj+aNRHDr3B7pea2V6AgCro7Zop/QwFVAcJIN3brvx47cQs+3kTwwz+w5vmXtR/A7DiP2V",
-	"QBBC7WBak19iW29EVlfSbq4huACDQgWvYglIFwpM9FB6DhGmfvj5LTNyoVBrQqWK1njBrVjzzSPDfvj5",
-	"x+sJgDK4HgZnvv0wmqW15eCDG4xUc73b7xuFkCpO2GxsccBI9Bwc7E4dCJ5aCnwwbHhRlqOEzQCq8p96",
-	"ZqZqiHL+KGFGqkUBNnHDhpc6HyWBvebwMBuS6DRq6o4xFJ5cQyggjRKwPo6bVz07YMOWxuBuydpqk3GA",
-	"PQSbkBSuGVQ0RmR7bNSiDHQVD5xHZQ5zBPdxQ4Ofk5DTPlU+fwrD9jr+3l/BZNe1rpkJewcFycDOPVWW",
-	"Fzfuitx5Kv3+BdYjdAqGSTEXJMRAGQoE45bxsiwkOYyc4jeZqql6u6yEwGL4TqMEI/alVASUczZVY/aX",
-	"vwS4novLl+YvfzkjPT9hC2ET6DAhU01CNqAJvvjG65owilzM6sXCra9vB8K9QWkF852xukwwoiTxtptk",
-	"qpj/DApqy34EKCLnzNhK8BUr9MKcO2oTdyJjZimKAkOlfhYzjMWhUb1URi6WNoyCt0VaknWHblbu3tMV",
-	"W4OHJAeHLgOrs6jG106yeYEPw/hRkoASka+4sWP4bfzyeerIk0L+0PoP5hHGagPAb94hHKghbK3bn4va",
-	"Lh1RZdxXeeAMjycd8yE/8NCjz9eTrcjh2I8m7EoXgupbiMqP9Iylt1KsRZUifEMyVWku0FhTpYwXRoci",
-	"zsFAkLAUvF30+4orMOK1zAnncAw6jrEV37CcLMEAz50wqbKiBgdcWK/2ojw9fdy270IpP0xLvlF6rc7Z",
-	"09Ovdh9w/TiRJtcgsJ43gSK7pg6ChDLs6elTVsgbwTgD+45aOBKEjUGMjmE4AeQcpEqJ3s3aMFmEHE7Y",
-	"HHcFacowTb74sPs/is34v3hRC48QdgaF1ngOMyj4wpErhKSSGQxESTCQQpsgaYMwnYtCUqQg1oLySHZQ",
-	"vsmjts9qcw7YIq6tqxcXz396MVXeahAKz890rfLRhP0MwZZkDiZwcF0BbCFaTSjaVFowAyHfb6FuDVoA",
-	"EoPHk9PJqS/sw0s5OBt8NTmdfDVIBiW3S7jqHGNr6/yEZRmMWC/zwdnglTT2mX8I0kFKrah6xZPTU280",
-	"oVBS4IN4nk7+SSklKIPdK6FhH2CWgetwC13MD+FDMnh6+rivtTC8k3eK13apKwDygZe+uv+l73xGPrzx",
-	"5Jv736DSi1ceQgykinq14tUmVPsh6tu6XXb82ADzxBcGoQOBjQ5+ce219+nkPX360Ltj3wu/YV9gv2J7",
-	"9bZxDX3J7Tp9ev8br7X9zh23B9pfJ5w1TrCAwYDg37pA4zAwgwN3253Oiq8EHskeHIrmEb8Ll9wuBx9+",
-	"6aWVk6aM7qe0D7wjW+6S3ItceprDersNqt63GlXoByE6aPwSxvChK/jbqhYffnNyJyGvBRYOhHl6P519",
-	"y3MPKPg7PjJfH9JFO6Gqe1yuhSUcCgiR4u1KZxiy94k88eQ9Vuz68ImUnrwfSEiOcn/5FLABtj3YJruk",
-	"RUJe8cVELahqRx8jaEW/gPUxwsGx0M3vhon3UPUfkkRx6dlQachJMkte5WbkZP+AFM6bII1jqBU0xtal",
-	"Hc26yQoJ0QmAvmM1IruB77mtZgJ+CMjXHCODpfE6cIIRb6DZt3CShk6BS0B7S0LNQXROjkiLldmy7cCE",
-	"vjZuDJIEz1258EeJsMafjT5dB30SIXTuoeGcwA6n9KMp82GEPTQL6Hmj7jQKCHMq1K7NgJHJYB/tkBrV",
-	"Tz4XrNKQXNEJREX17JFpFNgffn4Lajc80jK5TBVKp6EQLb1oajCWMapsTRSFJg2Kg1/KxVJAcgDOZ8Ku",
-	"xMIp+IA1RgNnQx+9g1r85ZtrNKz4B9LRVGW8qjaEDwa10xJ/LaCFI0y4jx4v/TJ9RpJs15yPUGUYwm9M",
-	"iGHhW2o65rtyJBWp2BDtid6A4hTTPQwt0OAvH5p7qx+xjYIQQ2YtbCjjBv9QgmqPw2kIYVI7Zc3BSDFh",
-	"F9sly8HiAGFAakNND6EFmipEWUEY2CgEegeLAbJIzB5Nx2MjivmY7KbjQI8JNI2mnrFUmA/puqU4HP9g",
-	"MlWuf4qc4RYeTCj0OR2PV/wuNDouRTV2v6ds+PT0m6kKxLSS9orQuWdio8Ee8Nbn+0jDsqXIbsBMxjqb",
-	"Rrlq0rAhh7QeODDtTMKv/wdrJxJijR9vStEVWkj86o7OIFlhJ0OBXdQ5lJCHAAhYAD+pdKqGfs9T3046",
-	"ih3RZ/DiZSgx/Tk0BGoduzpMSXj80J33iVMhOdmQZef3rh0cwImeaTUvJLrInj55csi4ykpnwhgUvj5d",
-	"YKOwuLC620LZeewgh8BTupoJ5rLNCnp439aNfPKePn1AdggFnCJVxBAzBDjd09Nv2DDTuWCvtX0BPIrc",
-	"9baNeInMWm2myssSGNnsL+qF9sy1ezxxDOF4xg4iBJp2DmLnQDzdnQC+kf+uzTnHkusnEh4uSYvwgPvj",
-	"tim9Xdq/C+6qTHLwVdtn4+vdvtMvzM8+gSiO2uLO6mPEaFfKbISNIMyio8UQAni/OHOUqYCWpWt022UI",
-	"J7wszcl7XpYfTlYAmW9O3uOHj7BPdDpNYpLXRVmSY8F14WQCPYcYkoglA0JC+80YJbdWVO69//N3Pv71",
-	"dPzNL8O/j+nT+9Pkr48/+O9H/+s/YuhWsQFmtbF6ReOjOG6IoOJUgsHnUFoE38vKGiogkHcH8+86CC7k",
-	"QyF4vt15Ylefd6q/7JOGIRjb42aEiWOcuPZwym7jhmENMJVhqpysWOrcV2rM5S2k1EvrnVOYPuw0/dGE",
-	"XUN0MNwKmFk3Vd7pLirIIsewYSJESsjxUiSkkNB3vCw7f+MblGVCYc0XZTlVThguawN5F2LNDI2AU1Un",
-	"Nnz65BvGZ/pWRKXBy9osf2rvz0OLgtg4LsxhkuCT+CbizCDUrqxnBUbs/LEMux+ndX7yHXqJ5EMLTPEs",
-	"QNYdXsGGwT9utoLo2yy9MV7tk9PabLlqArp6zCpb1U+bMQJghQE0b6fNQiAVmPCsdFwNMx2mCoowAqwJ",
-	"oCFQhxP4ukmEPAvBWIYMWpAo4r6YqlVtfNYem9dFsWmhaVCguRLrZqSEHLIBCFGv4c34DbmzW+n2ELiO",
-	"ivo54zgHkGJWEqAMINcop5Rwx4qzipvluNC6JDBMCrbBWSE4QCmqqdqarfoOsyLThJYNeoH+QlgT/DXj",
-	"2Q0iIChrznzDgBAyNh7+s/Mtwp/5rwihc6r8F1hrdgztMsQOoexW3NAcsHwg7I/5OrMxbvW9sD767zMK",
-	"XKEGa1zgqpoSrX8ykq446PlGDFOmEQMP5B3J55DNfitR7JdjOOEnONB+14uwM54UOEVK+lqbiWERDACg",
-	"OQeUrHolUuazflA65VNFcN2/Ut0GrJoN8fWjc5bWKtepz+xsMzgvnGFJ6i7TpoLdJrB098JuIW6fXGko",
-	"nB+41ae5K33JXZwtuC1zfZTLEqMRxRfgkU0iVJxJNoFmwWsZhoq6uN/pFjQPz8AqDQkTiAZPAV2jP5qg",
-	"d7xR77eRDNvRq+h+zXUjHsbY/PGSIJkJ9sa+/UTPfEaKxi76PEpN5QuTgPGSKickn+7zfGD7y6PG8EKB",
-	"txKK/Yvf2hBDozp5jx/uMdWu9K33fkCmEXqcpAnIz8Onp9+wV9zYC/cLeWqw6UcGRM8GqZEsUwKixS3d",
-	"BMEPRY54Yjlec56qoXfS2a7vlgwkTrp3Sn/b7IsxNWMcRtTqCzMTSGyDnaXeKotuRBW0Ewh/AJ+vv2j+",
-	"VYtq09w0lH7bUHvk2rjfxozjy/9vZ7ifyDivfGwVhZt+ovX502TAex5HWmyCC2u7t/APBOgjZXI8Fo8M",
-	"HYwmVGGEcfpArmzIDaq/HiPPrcStzFumRsoZdK0ZDzCRYoAD4IRC4wAvCl8hqgidebIJkKtm/+meKn+8",
-	"J+y5WGl7HI+ZqvZhN8LuO+nXwoZj/nksa67xZxQL9mUDMWliey/Kfx8P6+eX3n4Dl+xFnjf8R3tLC5Yj",
-	"c7faJ7Gk/lv+X75+Y9SUB9UdWS6UFFDuLCAWXXTdR31VBvlUQSL0Qth4aUEs++cedRqiewIzbMidDExk",
-	"PKaHx9CHSQGoBvvj2zEuRkD6UwOg00B5QUSgTyRpsEgk4RolTRlIg0UX505EXku1QHYYJo9Qo1SeEPhr",
-	"xkvCcdkqSHjGTqliofFpNdiv48bfX76DN/WcnVJ+kNLuW0OwnNuzmyqAWOeAjhJ2oFaZVgayCEWOC4Bj",
-	"M6zg1QIR61Q7VmjCrhHQykOtIA82WQUJO0OIAXouqxFDHCt3UchfBa75VAWkyFLnME6Krgl4XfQasn16",
-	"ecK+hRgdRhFHpYEmHHkkrcms+AZzzn0oTrrid157NWnjIZ4qsCpvMNM+Rjo+kCi8kibs8WlyenrKZptA",
-	"FqMWIhQYWHMtDEb8cGkE5Dr5LTPLSiqonTRVHmtqhLgGt4BJhdcQkjPhRoLDCikEwITdFkmV9dlLsZ7q",
-	"Z7wKsIPITUA//DtlCl20GCLyBlSVjCNtT10PkjJyqNIEJHjy3vX7ANbAiH2KZnS/dcqDTgySgUedGCTt",
-	"Srp9lqqYPHnVRiTbWvPAUt3QEJWKzgu4UHS+wXg7AL3OEDCLU+AH8dBhYJJMAjZa04a0WI3XnffaEkvu",
-	"uUu6A0nff0hZWdPF476bKoD7IPePZ+dxUbA5hw8vCULbEL74peXA/Yf/3ywR5yHyaqLEDCZneWyqQoQb",
-	"YCCBOXnv6P/DyRKhnXulrRc8WwJEC4DTuW1oRSNUItNV7iQKRIQByh76IiuE2srzoEGZhBFmMsVPYFQF",
-	"gLtUutSGF4Td6JEIpmpeaF0ldLiwFZYttREUcrzcJE0kfkao+k5wgzGCB7Edsxcw6B5BzX2jVQISUii8",
-	"BHdvmLA07n2cZYBbzuV8DtY7H55fVuJW6hrCoUlK8ki+IIZM1VenzPTcrhgtQhDbn/OW7XbUo3d5evjT",
-	"M7mjDFFcDxBO5gjcU4lJmC5yYSxVwj3AS/lAt/79lpnXfCXulRCCNNrLBr4DICOBonXJF1Jx8OA3STuQ",
-	"vuSrNU0QACKa45/xbAk4ersm+iBT32fVfINAptJgt0Mnc2fciPNQe6aL99GElR1r8NzxN0LmKuGOO8aU",
-	"3ojN/wQ+lrKSy8owI9zYaVmgVI05hzLFEP8BsLx9w4Gg/+PGA0vRxKiCuVr6QIjhpS8K11Ra9cBQTYW5",
-	"2Eh81dAjRnLpJFzQyRoQ9NPTBtL68enpaW9/vlR80x8VdxqcufeSwUoq+jNWcy5mbGwBPJLpfd7l1h7Q",
-	"MTaegB95nDX84b2jfd6kN0rABNo5auZ3biX7dO3KrUZHQlq3WIZnrs13n6pU7YsI9WAeWN8m005CcJSR",
-	"2WJz5nFWMO2GcgUrrRbM0RAgyTjB4p9YvMDnTeHTUMbZLifsZxBYFEtf5mJVaitUthn/KDZgzq4ERCpM",
-	"FaUxtVB66RrStYVQM6mMFYgyNeeyIFxqLOjnBgRVGXqzfIKX/tiVbA36R7EZ4GF5eMVlpw7eF04V2hfF",
-	"gCv4h8sOevzVQccYcLI/3nb9G4l5IQ1p3RB+jLEcIE2dvHfixQdStfb5qj2UOpT5QxBrtEU0QTDBXAH4",
-	"TIRLD86lQprggwp9j1itoP4DVKDBwKZanBP6eyMvWKfTQHI6AV8hJCON5yfEc5r0JB7184bu9HKfYbMz",
-	"SypjI4v2mDAT0vbczDCh2LUcihcf5qX+I2ZC/UZnJmRQ+T08R48LAh+jsSxaZaf30u7LlWpR3G8el/al",
-	"wnUeRHD6XnS4yVad5M8hPN2vm/4oVf4RemywB3epA4BJRYdAfi/SxpehzXcExPt/u6f8Dy2ekNejC8eJ",
-	"1Y1UTigbDyWxnDRFYk7eh88fTgho9NN9SZ+FP8R9VGH4ex1VB6cEtnD/CQU8ir4KWUaMkLtZqXOq+OdU",
-	"Ri2ogpJ/s1M3M9TvOfOebKwi2gEgD5VrA2ypfznEG+SUlxmGN2+VHGuuA10XEK0YyvyCpx/RgSk3EaJz",
-	"wYSECT4YB5/4mMdWyVuiXVlIu2GzOl8Ie854q/hR7qGAwUoGwe8IQeNX6geAOYbFQ6jjpF1Iz8mPhGoc",
-	"pgnoINxSgSm010sKtpDAeM/QIFTpYhIWypdYS0m87q6iB52FRDCsMENFuw1DiBsJGBDgFXFbiaHprWKj",
-	"tOqUgBlaphzMyVQ9ffKkgTAI27HkEHXRISPYa7CtRiNCoZ9nHSL/HYbt/xnF9W941QSa9+wmxuMi2vKB",
-	"sft9l0+oFd6f1IlZgBjtBVX2tgpnYyDUdas0f+7Pq3tRqqnqqf0Z6tP6IohNMjWc7nEs7drcZhNqYlLo",
-	"jBdQy88tlh8C1KovKWg1p4L4qa34fC6z59LdO7MaC3xdQp3kZwWVkn6p0HUaqhQH9FmEDwYw6TUCD7se",
-	"X9DqXReSAqMgiqwpMjtEgKE0LLN7cHIT7rWJ1CcITp2PZ5szFpjaVqFljIkYU7NnLFrSENllqAXaoEWC",
-	"e3iqwiCCKVRWdL1QhVywCVTC6OIWoJUXUqvxWuZURw3h9gzUZUemg9Bj0MgkrIahYA3oVzbl+TNeCKw9",
-	"2CQMnTehj37N5u7gs1p5WGi4T9yOQXSWElPVLnrun8LkLnYRKTivWsXE6PIMTm66BIh0zhpMQQt5bRWg",
-	"TDXE7Et582aLm36kBbC4UEPXRzRjU8NWbVxIXQbUp7dOSkGc/EYCWZNJmqqk+9O0jYiMBdKnSgJEPc83",
-	"rnelLZUgpK+UQFeqvBWMzsCEXRDgODj27JIrLC8vAWe8x4Uetvdz3ntNJz0XX8Ow/nSe96b1Nifd8SRM",
-	"tm+Q6794gu/nsVB8xGUXSo3FQUWlXerashTQ61MfDmMxvNaXyDXsh+s3r8lvhI/+T6fhpGyoq6lKL7JM",
-	"lPaMWXFnsccxVoVIR0mkYsMZ3jjw4CPDUpmnUyUR9y/UYuqUYveVIajYhA8YDnyLW4ymUQrsgrE6EGy4",
-	"FDzHcHPXcApSZMrCQo+mCiK3kScV3FENdirueGahuGeG1QcugH1BiB8BAgATxHCgM+LSWMVA5L4wKMb3",
-	"QSaIlw6weQQCDIkeCLHQM3PKJAmgDU1dMMhpmddFEZy3Kbi+09E52cG5rx6PR2CqqElpmLGyKFjmC/vW",
-	"JSggVIbh69OvaEWvhK024wtYuGSqMBCYM7PUlVsttygxRuoFe9z9XZt+zBgPRLbfGB+PWPA0SzqCI6uc",
-	"DblhHXLoDReA9zr97tSaCwEDp4cEDFyEUvjSsBVXYYSQzgd0FKIaHFVTdAIGNZx3q0cCWQXlB6hF5p8t",
-	"8AEaxUPTtNpZxd8shgEGQAEMyWCH7XQb2h7Yzh1LdPknXs+DBLPtVvMhuJkAkWOwZotjjaG8z28Rwvbl",
-	"LuE7LGAbvYLflYuK54D7wFvFkti3UnHQIKGcmzcMcYZ57bSYShRThaoHhoXl3PIzdsqMzZ2S6W9ITbwf",
-	"KzRB8XN8gppPyNCHTTJon4pNZ05T9Bas1Yort7MQkjtK2GPXjK5twp64T6Kqkqn6iok7n+EEnwDKkkM0",
-	"i1zxAuQEZG10I4GzGDsaJeypu8wx3mt7/GcsfT8drGVul9PB2X+eJtPBUjhqmQ7Onjz9EEeVfXEnsuul",
-	"KIr73MlvmzmGyu68WoBDxrBhJUrB0ZzaSA2O/Yq7stC58GbfeNjXirIS+o3Eh1ZFDcw5ElrmrXRHBfqJ",
-	"SHFZrPzWQZ/C6B9vStVK9Af56XuDH2OvWbu598qPvQekfJzn/jGy7e5KXK8lSUAkkIXj6PQFqzNd/HlL",
-	"bDuAr2ooeEDHRuIfoUgcZYSFhfyj61uFXvRrW+6kOU2KAhhAUwXgtGHaloXuxip38pDTnhBxXSp4zkxV",
-	"WYm5vGuH9vm8xMZECXb/rlIGbaQTwBO/k00V/+2yd+M5zxz9G5mLBn5yVpsJu2BGUJF9lLJMCMDl7cJ2",
-	"qsas3nkzIkK45YtFJRbc6opSXVf8blzoxbh5ME1CgtPXTvwNeHPgSPJK0EpXKAujnwMeMHxjGIQbaaZ4",
-	"Vek1JGukoe00YemvWgn3f6nz+FVxDR28cpt4cKR46GFfyO9H8eVi09jIffw12B17OvKVTY/uQwK//wRu",
-	"vuXEFKKkvXLEpMQayXfSG3nlBJiP0fagWddBk/gre7uBVNRrNMI+pIoXNgo0MhySnqOR417isFwWDzmY",
-	"79AODXs6hwrfCg5z1wM59KbvHFOLRGEEDHiqSu2uf7zrV47zhLdG7YhfiMOqbVnbM7DbzowuausEyczt",
-	"GEQaJ5QrXKtcVMyx0SxhJ2ZjEnaSi1vE4TAQsGcYZEdO1fDp6Sm6FNbSiNGEvcZKN5DESBCfLZAAnCLa",
-	"+yHT2YsnqVvY1JuRWjcSN1iiNNcCEHKwCYs+3qkKlSbdsF2rgMImVctWDc6fp6dPz1mbolqO91AYh2Pj",
-	"bk6jCXsFlBFqmITakRu2JsN73oJq2z4jshDb2vwroRZ26fT5J0+TT1TA/aVzRKk1vXAzalRwuGSO1L1f",
-	"6QWemD+cYPXlHLLdTE+8IoEd6YXpOlFJrk98HeSsKdv5h5bKwA/3Ow0r6gVMhKzAzxx2CH2E4/T7CTn8",
-	"M97jDxTvgUUdyU8X3NBYLBuCsCAxqeJFIQppVg8X6fE+vP/h9xtTGEedHV6U5VmzWEuBKDG/ikqfh9A1",
-	"ilXrxLCdTRWU5ze1KYXKRX5O6cWYS39RlqwQc4vWvVES8GsTlhqry3SqqOgX6aiIGpgnBDhTiUJw4/7u",
-	"uJ9uRAll9lMIF0uxWfjIEKkQssPoOwipk9myLSeFIoVSbefY9sLXNtzgoxBs3XThP14RHC18+ghM299T",
-	"8sCf3PLfnFt2cG0T5qg0YRRjW4Vw24MD4yqxErlEMuizS12KaivSpqkf2nrfKT4In8+GBJGBqBoAEFWt",
-	"2KwS/AZtP6D8zhHTn+XaKZLIMnJpqho6BiALYRIMtEKmo3Tuvd9NtwRyFar2k64GCWtGrspiM/WRU0mT",
-	"gAKJ5gT6IReKF8wIoRLU2cBGlrgZuFaWAHu25GUpIHZqzYbpmksr1SIdJdBa7jgslSYOQU1J8BIQukVf",
-	"XYDWHtxrVtoOemrcw7hE9HWv7b3JgPptfLOtyV5jDlAPx8IMITCC/mFrwX8yN3jtDkT7MJRtytgD2XMP",
-	"LzjB69BJRdE8hBdOZfJ1fgsC2yHTykIzrc49/rxh7qgQCj1yra1ykNDVuNV5upv3CVyve04+h77T6gF6",
-	"/NI6z7GHYxukiorv4v4nTWkUzxT+rCbftYXoEsi0fYCw6AHF37RXslXscU1hcfxBjhpJnL1nrQvS7Z69",
-	"57BcwUN/npY/T8tDnpZX0qmF3cvG7TqaENurSNECD3ZYTCHvqXtPNnyjC+FEsbU5A9cgRPzClbiSqrYh",
-	"jgEcMUtdVx5Aa6qoIgI0RDhyw5JXVvJi5N92r03cGcTrOwXxLhVVpSv3RyUwSuaZXpXu8YvLl8w/S7la",
-	"Zi0quCK3EL6pnDJIuphmEQIsA4Ac+/rujg07OW7SsMdszHAEJ76v0TmOo+C1ypYQqqoyeDigYmHMKDpG",
-	"sShWxwo8VQuhQsUTt0kWULdqzPRNGGHcAZITVvg34fqHtpMmBrVpymfyUJ1q/wL4YKBmmFtlDNwPQwXJ",
-	"X0HCeCX4CmHTSZx2U7oRpfVenAbrCys++siyypqpwqgmD6Xna5ZdVnrlFJnaAOJvSZFMBpAgVO74km4h",
-	"7k1V00fqa3KmbIh5Kf8whfzHX9IRwj2rDSgOrNBqIao+EL5XLz9r8sD1q5f3AO+Fs/BbF5wPA/Gn1FdU",
-	"L8StKFq7kbRP9LBbmxmrt+/FpqwxoK6foyCkdeXTKsuCBwgvetcPDar0QYYQlONrtMupaqmXCPfICKK5",
-	"RP0d8Oxasjr8rTUWalrzW9HkfTqlF+QRUJoxUnLouSoEAIhqDJpxIY2Nxi28ksa+8/P+jORGfeyrROOW",
-	"0/z7IKOigtWmhU6uWFnpBSQkHXuneSpsgfT0YY/Qon6Bfdu3Z39gyeaN2tpitOlQ1nYw4oS9bp3bBA5t",
-	"AieWUO9zcTgxHOtApX26v+AJMC0Z4KAp8/2WFzLntslG3eJnFKNAFn6p4HkEhwODGl+JfIQYO8D1qLAo",
-	"hbzaJVRToat2wjCP112BHMdzI0RpukvpI9MqXbSNAlMFFUpoeGm8+m/nYHwG7YYo4hKI/8tqNgecx3+X",
-	"EiUPA4sGpm2PQNK9mj+R857wmf4YTJGdo3iv7g4dNTS9Q9EX7vfPS9PU+gUWdvxAVP1bEvG/Fcr6l76Y",
-	"gCK2CT4J/lJA8O9IiPPCybpwQWG2ZCGzzSefkMYW/BlOyGsNJji4N71WhvMpOeTFOTELXEFsLpU0ywn7",
-	"m1YaYokBxU/O2UI2cH4tzQEuQL1WMXNz/zEEU9afx/DPY9h1uT74vdMy+37mi4eMxv0kjwbjP2n+T5pv",
-	"gfBA3dydu6eQcwB9DaYMYr4zMdcVGTyuX70BWxwkAmZFnYv86NOyXmq+kr1q8c9LfbF6+TlV4pdU8LGP",
-	"htDS9FsazX5eYhYajgQxBXJfiRyLuQEcQNwY5poSWV25KTquMxO8EtXg7O+/OKaC6ZTIj+qqGJwNToDZ",
-	"UEM7RngfXXRxCfZMn6XfwoffiWQIJbXdqHMxqxcLR1jdFlqksdsEJmb70LMWnEerAT/jSNkAChRMSMZo",
-	"Vx6GBWxluPjqgR9++fD/BwAA//8=",
+	"7L17cxs3ti/6VVC8u8rk3CYlPzJnR6pdpxTbyThxbB3J3qmaYc4Q7AZJjJpATwMtivHVd7+FtRbQ3SSa",
+	"Ii3Jeez8Y1NkN54LC+v5W596qV4WWgllTe/kU6/gJV8KK0r462VeGSvKc24X7k+peie9wv2R9BRfit5J",
+	"L8UnekmvFP+uZCmy3oktK5H0TLoQS+5es+vCPWpsKdW8d3ub9N5kYlloK1S6/kGs3TOZMGkpCyu16+OM",
+	"pbkUyg7ThTZCsSuxZn1u2VIby54++0+WLnjJUzfMwSnjrBS2XLOVtAtmF4IZvhTwDlcZm+ps7R6oSmXg",
+	"15ksjWW6sqleilEvwWktBM9gHjSxxhCHbozNCS35zVuh5m5Rnj77zyQywR+kyvyqtaf2YSHYlVRZwqRi",
+	"XK1Zyo1g/bOiSBgvisEp00owPWOT715/YEfXT4/c02YSBtpef/fjgYv/o1hO6z3dHl1lRPnEMFNN/yVS",
+	"y3QJqzYvdVU8Mcz1mzCOSykzoay0a1aU+lpmomSrUlphmLSs//Hi7VCYlBciG3SMfglD2Tn+xlo/++p5",
+	"bK3f8aXYQaHw32ErdF5qN/UdjRb4xM52C26tKN27//cffPjL8fDrn/v/GNKnT8fJX5/e+u8H//s/erGp",
+	"fSzmJc9E916V2nL3Jytyrmh3Otb64HW4dQ+bQisjgBl8w7ML8e9KGOv+SrWyQsFHXhS5TGEcR/8ybmyf",
+	"Gs3+RylmvZPe/3NUM5oj/NUcvS5LXWJXkblhZ0watuT5TJdLkbG+WSvLbxJWqSulV4rNpMgzk7BVqdWc",
+	"uTmYhE15xmpONjhl4lqUa3zW0eo0F0vXbi6NFVnvNum91GqWy/QLTU3j0RI30ljDeF4Knq1Z/ww/vIav",
+	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+70taxy1llBB7hdMHV",
+	"XLD+/3G/vL5Jhcjcq4GXTkt9JRRLeYGM1uiqTIX7uxAZ45YdJ8xU6cKxhO/OPxrGGR0OtuI43nnJFYxH",
+	"Guo6Y0ZjFxMY0SiXS2kn7Hjg9uJbXU5llgn1ZTYj5XkuSrbkaxhtppldSBOWrMi5dcT3xLBC5zJdt5Yv",
+	"02m1FMqyfqozwcLQYSLvtP1WVyp7/Hm807gJRFh9XcJcrqWR01w4WrFhpjC0D1q/5eVcfNmjDHexO3eu",
+	"a7e8XOHlwq1Y8TXjaSoKa2iAP3K1Jo5jviQpPDGsdIcJiBLowB00Vbm7yt3MuhCKGVsKvjRA1KYQyp6S",
+	"FMJnVpRscuH+GJ65PybMiFSrzPQSEjNgOo0n2sMnRiyVFXMBY3VXgeKVXehS/iK+DD1d81xmLC0F3PE8",
+	"h135qPg1lzmf5l+Acs5YKeaO8xlRXstUsExmyACVWYnSCVBWLsWp+24h1dxtBV4KVrMFv/bMLXv0rSlK",
+	"nQpjvsyyfGiyHWnYSuT5kK7HaWWZVLB1SfTSwxuPuNUbfNLJnMTriHP7G2mh8wz5HEjeK11e5ZpnIN85",
+	"fonN0FH9yf+aeK7ub4tJ/WaywfGRLRWDEXtHm+huDSdFWqFABqL1aKgjIFyV7mK0UhBnKDOt8GDQFk21",
+	"zgVXjmgXgud2sY7/mPOpyKERnmXSLTHPz1uNb8hFQU5DXottGHsp8L5yG8Ft76SXcSuGjj63Jbukt3TU",
+	"gtx36zeU1yI/FFrvHukucjrXOo8OvircSLP9x/6LViIuN9ey5T+8uAkP11uQ1Fv1c2QstMFvJcqY7U2W",
+	"VizbH3bN19NKPWVelny9NU5sLDoYrXCZt4eya/tKwemcb/3kZLTKxOkQv7lrVeHX0FDHqGdyflmINKZW",
+	"469P4MpKWd8f2VfETp4YNnG/TNw1B5IlvpCAJr1acMscYzDMLPQKlLr2umTc8oOOUnt8P4i1gZ6ueV45",
+	"Od4I6+TKa15Kx1sN6wt1/W2plwkT6vofP4/gQffFwLGwmcyFGfUiqwK/3GNk37r3E8ahC9Kz3Mi8kcEJ",
+	"CMT1ccB5JVhfaXhAz5hbmEFkZLfxHbSlzre37ye3/kEfMHjFGWG398ENhUslygthLC/tzqnvd+q3hllw",
+	"J8jHibnEbkV2ZvfvodR5risbV3Qdi2X0REMn6nPFzoriiWGO0Qyn66H73z8YoVB+wIB04Z4Vqlq6o0dt",
+	"DmHevTDcYSlMtWx+UalMN45mg393rlhsfY3VTsXa9/GXuvImvPaRFAaZR2PWUtnnz+oZB2km6c24zPd+",
+	"GGSEfZ+tlHLLsN/TpkpREd3r+ehylFp9r6cXVYR7p7UYsbVHBy1A501NxsUm+ZylVl47MrkMc0t632Jv",
+	"MWJx91hW5SL7ILGh/Wj24JWL3Nm1TdfP4+fuFb4Md9rWXYMPuMuG5gKssqyUAeMniH7YldMELUmbMsLP",
+	"OC7eVicXlTKuqaLU81IY4P177FuDALY5DdokYyNzA6ZJMaVXo9j6gyhI0z1s5+BNt3vGzKr8sHfdmsZn",
+	"872etge+5JnAScGdRbO8EqIwrL+QxupyjZqvGSRM55nT28FkDnbFvUSv+uxtSV+OQp26nHVytiZB0r7H",
+	"yO8VF0uturheWpUlaWB70MNhPPIQthcTrvc8jH5QSZiM77putnthuo8l/v7E0IdLYVnqVlGUTuCqlk6N",
+	"1NeibNIHSmVFfSy2j+hULCRautodvvQtrBbaiEan0pC5TQnWz7l1dDYXyt/seuq0fhHU2EJnjKaNbMQt",
+	"xaBFk10ySyA9P5vP1aFaNBe7df4nkx2pED8Ky70a0KaQh9C0u3Vjcshs0d/7Ans6ZcvKWCb+XfEcbR3c",
+	"Lp4Yb/IYRf0vW5djbOavVVZoqexhgoYs4sq/zrqU/6xL3czWcd5f6OyJgYMilTDmhGmVr/HgMEGDdr+n",
+	"Ql4LZks+m8m0XoeGPL+fyk+6fi0+uDHDTP0wdy1fhIvzLHO3enx2KPaDIiYVMYnY3V2CjGBPmVgWFp3E",
+	"TodwL2as0E45ityoojmqdueX4F1h0zXoHEnoDVikzva+JgPdRDgVjmtfW8cl2kfPdWnvtHf4NfV9NKca",
+	"3R4wQ0YsbllEHnvjTY9orRbKypSD6yc4RhLmvSIJa/m7Erbhgto2K15wK9460cT9PBpFBTD0B+69dN+6",
+	"x8nUur0Nu+w8YMYEKs3z97PeyT92dwSTuxBuWd1a3f4cM+uSs40cDzNdttcESGxzWdwq3AzneuhGODRX",
+	"shhq4nlD2FfHgGY8N4IoQRj7Jrv7NMMO10sQpY1rEWN7wn/dniDPltLC1gXdJnHst+BzpBHSEcGf6IkA",
+	"9bGEZSIX8BAq0Z3bX0sQm5ffX19Er0oZkVnOtYH7yWsp6IZ4YhjMjFw/p6wyYAN6y40dwlIM37za1EA6",
+	"er0iWemBDMP15bd9hR6gSGyaRrNe0oh0oFATUhJxk1sLTp11UspDmHWR5D7fqPv6ptBGdErHigl4IKPr",
+	"ZaGNRcbO7SIJpr43CtRNYXwgTPviMaAwuh+WEV0WGbDouNbcmR5Oec5V6u4U/3BTWzZPmMQBgM2x1Hnu",
+	"+pzJPBcZkyppSur+3quUlTnEFmUajaR7rTfN9IxujQiPdEsUl3D8Im1P9G96xZZcrTvXjZafegdOaBcS",
+	"92MUPVEFxcjsJmkYbOIjY+oRxkilcTV0Xn/x6yfCUbhdMD2j+DORZwnL5ZUAM/zIimXhFKBRMNuafxz/",
+	"PJJLxwiSAzwMG5PFsSSek9Nrsam+oTiu7Yn66IezbClVh7FX32Fb9yawaylWIBdm4lrk7oleAreCilrA",
+	"Nkw9OhdA19sCe8NmijFrdy+NfzDZmKCfTXSR2kfhIGnf0V0n++5QBfYTumtpG56PDfwHqbI3aqYjypES",
+	"FEA0Cy7a2tUDvmvHenTcKOdW7L3K17F283UInGHwoAGHcVoKbgWEB3KyBTTdIg2qAoH+ZZeh7g3YD4qc",
+	"p8Dxdoj/BQf26bj2TObAZO7q2m9UPHCT1f5p17P3xBuK4bxMeS5KkE8Go7hXoYPzNzw71i8/hXmxvp6h",
+	"5JMw9DckzFhduH95aeHL1odhYCVO2uJkegVZxvtQlDAHmk+KnQGtTwwzYo5BCaqmpo8Xb81Y9SdH10+P",
+	"6Oiao0/06fYoBAYcfXLN3x59cqt/OxmcYNANqndjleuV21mIlQ1Rs9JQxJDIBqOxiq02kkh81F4MLZGQ",
+	"IKpBqq07qc9pU73JCtvsIJ5CZyZKr6CHul/dYXNz0yvlJskW3LBcz03CxI1IybgFUSNomGuOYAEhdUpE",
+	"O49b8+muo4VIGsd245DR2JFCu/jIQ8hwgR99vhj3QzUVHdrHLja8S7rW004ZeodL3x5kp+928m/N8C2f",
+	"ivyc23SxPcVSLDW6Q/Y/vEbY+5jeokPU87cS76j9tyAwpuivuVSHmb/uod5s2qnqkdE4YoT3I1d8LrJL",
+	"mYmUl90risHVW1kNvgt3iUjFeOCTTwzzYiDrY4w9yH9JCLk1EPOAF4uPx5Dpoh2UNdeOjSmrt69rFCdj",
+	"awgJBt2MHRquZQGvUCwFV4YuXrgXa2ub4yOHXS13qbYdw/O/3j3ChtS476ji7BSXMUoamMwQs2IeEl4F",
+	"j3+z7typ7ZWojCiZLjFFI9Zk5+o6YXe7PZTTExbEdNc4J/l495lq2wig+e6legnRmd1nCIxWm2S8Ywn6",
+	"mZjxKreDnYvx4HO+Y5YPcWMSaX3+fdntlUGJ/AD6PNjC9qX8Plu/VTJ+ZxwY8bixyLVBjKi8ZQFzfXZs",
+	"QClTN21teB5hEnNxSZHIUWuJt4sYvixywVbcNA2Nma6meWPoGKuOEo/rN3743Zjbi9DZDAmkZt/4Hctt",
+	"K/pFX/WS3krahVRDq3NRcpW6jtC8O1xoMFTQXzOe51OeXkWtApaXc2H3HDbE4e317MYm07L5mTQWoHtz",
+	"L2FrtrfWiyibwXxOf8QkmaXgpipFFjjYCVu5n8k1lw1ae73rcO6Y8FIquXS7cXzX5LGR2ETPdfbSizC1",
+	"DXVfOaP7GvI+zM5IQvC5H0p8W7FC6F34iUsr1dwx+A+iXEqF3oeQ8YTSPpMzxtV6tEuM99TdlBylko43",
+	"GBIQf072i5OmwF5v82tNe5f39Fxn3aEe5+AArq2KGFur84pSOJ0WumEzKQW4BdF2zSADgnE1VlINQYNE",
+	"qZQiMdAo7Zt/YtgEfp1Q3oUJ9vJJcz6TsQIxtSqYVik2clVNRS5QFw7Bo+C1hRw4u3CjvxKicH/L0qC2",
+	"36l13BnVhcEo5zpDs7I00X2uVy7m6pS2sbQJox03kLan2JJL1fh9b4N75IhF5OVKdtg0cnktaN8/vnnF",
+	"+leisIynpTZOL6A9xN0zcfsU0scew/xveNCPsUO56qDZ1rvRiRDt5lwunabUCEYasW+5zCFEKaREOn0Y",
+	"gqxPGIdtLQUJNmA94gpIKGz/XFjDOJuVwiwS0hawK/eYYH0jBNsMjh9EiY4XPCXL+Tb9uCbjYsuCmw4b",
+	"I7z0xDB45ISdC5UB2/pGV5jp+bbtA9ncuXdxLru1P25ofiDxXdIxOSXPdcqtz3TaRSIXXnEFqbGoPsSN",
+	"HxjzYmLZVcT43u36HfzZKMztPRgro+aHmOB5XsuX95Sb6YUOza5FB7HfpSlyvn7XdYU+hJCNPNLsYqCG",
+	"9aVyx+fcZ4qpjIz6/hut8o24vM/RbHYFV6+6rEelmEt3vrsMvj69TZpmKnPfcwpMSD5/f4m4C964MBkk",
+	"wGMgegrDhqZrZvWVUCZuA46rmO0EU50LH17gh9X3HpMhKJ4oA0offay0EpjfBznWLedKnJMbkc8oNCgS",
+	"l0mTnq69MRo8JqWu5gvm3hxS1uWpt0JbveIlhUHD408MRqrsb4vuVJWJeHBQB1oENo5OE5zj+Pg4ufMs",
+	"tV9IHuRstdcabLkmpMmn2thhKpQPGrOCL1n/h2oqSiWsMAw6ZB7pwOOePH82iDo94+6qM/bq3SW1pGeh",
+	"ka/+VwM7Bem6FBhpS172OuOd9c3aWLFMGKklSfgpYUU1zWWagOSG/w7/4saq89x90IVQZiFndviXDjeY",
+	"P8VxABLGUyA7d9HUA2swHXTolcbiCQiqUyPR/bRFx9AsEDp6N+1CeH/k4B7Rn0S5D2Hl8XfN55t5/o+P",
+	"SdtIV+Q3IVysg7u303ubi73kmAeMwDRLXYomjgPwzBfPnkXD0vYwDu0OXaLbaK/V+yBFifOPXCar3dOP",
+	"zxz5bl/PyIbsxjPYa16dJiOcUufWQXDjnexv86C7Rp2szAuMlHH75O3d7Ky+6PDukqYB3oGO5qU7aax/",
+	"7N6eSjD4D1poH7mYAWISm+k81yvTjorzJ88fUzeeEfsAkjS4TFmlcgzbxMzI060LjBmQyJUfyyZABPa1",
+	"7dSYF5WJmiEj1g6/OweESy7FUpfrb9ZWPGovMs/ly/OPj9iF90o/UvPG6pLPxeMu1G3XqamjardzDvyB",
+	"iolixSk7JicR0hhRO7n5naqzwmPC8/wB+FlLWdmjLT+g7fGnRcX6QDapLoUZJAwplfWnbgucwHotM8lH",
+	"qV4ezYsqAZccxIy4faof02WD9/UJjIFpVaP4PDH1E4OoMUx2SOM+2fV+3LLXWIeE9pPabq5ojKXuoIud",
+	"KaAQJnRYIECna5ka2xl9dyGWIpPgQfimFPwq6kREYoxrwanWuVTzj8rKfH+FNNNLjjF9beIqtM6PxtXx",
+	"8fPUfYRPdZoD/UJ/4Y+OjH7RStBv7iP+EI9/Eh2BhO6Xw1LGrbboTImkQKlt2I/OnCdcieZLvu0krDyN",
+	"/I4N7IQomeLO7i/PRKiiO6WtI+gwz7pk7LJuPUQbueelmjdDjZ2KJ7gR8VxX98tnTeitezOq9HtTz6Et",
+	"vtOZiMeseTa06X5ZMyVWjKcYccdLQakFrE+oQzrYCwfeRggaOYSAwaOjjujcdOHtYxsoEu4eO2kGjJ+d",
+	"vwF0o6YtE9GNMMRDaRqhu5QsvxIqbnF4kDCYeuR3EPmrkhjHBonnOr3CxQ7btz9uSpFNt1fMiaym4Kk4",
+	"gkhAiqA+19kracoKnvqmyuaCJFkYAQnxENPTFUe0J1Wd62z7etLx22aT8sS1TO3GahzS7XaLM03CQCRk",
+	"VdzYc24OwPPAuNg47yT/ywEEtYta7soSOihKz4h/x8d8jxPg2qQGfF7LHQcA+df2lG4KWR4CqtKZ7bnL",
+	"xrmfCKIw6B8bSsLQ7pjYOxrQ/tJS5nnBnrSNvMNRc86LgiBBIphdiETwOaenI0VoV25t3BvzN5QFEvbR",
+	"iwUJe0nwVQmDiYBn5kIUOU/h42g0Yn0wL0nDpsLdpu7xqOAMvV5KlR4QQFqQUyZCFuDaO2CZLugNd6jk",
+	"XPG8wxjn585Sj4fFjBAqYWI0H7ELwbP1f8HFFhtvZwiOb/XA+a/Qd99xnxOC3IIXhVDuMl2hTpNVGJ+T",
+	"MA5Qk3GL5KH5FnTCuj1oTY4OoEG7DtZdLmsf1OiNLKuFzpt2kR2MYmulEsDvCumNiCY2Opixn+Nd2p5S",
+	"p9smXOUHxGpFjLDYRNJtkI2Q+LY2Za1bzfhNkrXpIJIYEolCE9ddiG8PeJN2htwcZGaOaCufb3Gu/arb",
+	"Hogl+o30rI5hBvchRxjiBCyWpyyYHQcPY9+7n93uHva4z7SzRexnG5FL3srh7TcnzKQlt+mC9YEpvJLl",
+	"gBn5C0HWmgQDayBbTmeJB28x0gBAHcYJYKBB3E6/a7RRGq2h2zYO2pSrgMy5ZbeGUD7ISBIZm/L0ivXR",
+	"IWVLKTJKWQWLsg+Np8CiwR2Ymtt3g8SEMdTwdNnstPNuboZ4vdTLIhcQCnhOYFPu0aR3zskWdQEtftMV",
+	"t2hsXCf8GzchMzRME/0NCGXHFZuKmS5FA667tzMwco8O3PQhBq6qgTGcbpvW07xv2CxeqPuzpb9rJTwd",
+	"3cWPcHt8D1G+RMD4nfaYu1FW92Om1M8GvOrOFALsYdeoz3OuYiemBffP+rmcmiNeyJF/77IQ6WkQd9Cq",
+	"8Z0OXzCcZe2JHveeH5txL8J4SepA5bojuKkGU9pM1bUUecV0mTnRpS67ISmTnSterveOEtnczYhwD3rI",
+	"K8GzzhQieOIcINy3x2yuZAGIGylYMz3I44ExrB/kUhAfjMJbArvZTl5QCIrLALVdxXH9NL+KO0nDsY+g",
+	"LUXfCDHCu4UtbCDZEQ28kirTq8PPyk/w3p2nhWbWoLSdRyYarrbkN5dVOY/GR0B8AaR5uMsxFcpivpWu",
+	"VOZun2j2yJLfbGCgH9hs5gTvaWWZckyeTUWuV6xj09VeoXzdknB7vbehQfnaHJZEKDpQS0DM7czP+/te",
+	"ihW2gX3EZnP59s3faqPAhgCsrCived6ZQgFOfpkhCIPg6YKBc5GB5xneYf2/Hg/i0BJLqSrbidfBjWUL",
+	"XZVtsETkefAj9USMD0HVGLaZMGNlngN0h1Tzvfnh5ds3P0IDd0vuGytTz6ZjjandbdtWWep4bKA2gmzW",
+	"Ph6Es69ubvZ0mOa8UuniR36za+9kyXLtBD/L8HnmpBiVrk8Znxq3nh7WC38WbbG2O0EEHz//6viO3kFj",
+	"Uhuds74wVi7hrpuVegnYMQqrJbBplV4JJ4r7yCuw+vMbJ1cPHmjYX391x7C//souPBeSuXiUxYsdDB8F",
+	"1AB0JFAD8DGIzGM9eRMEEuWeJFM2aoJsBDXqZVFZAW4V/1RNm5/TV+BsEfsMtPPEIAbDaM8cnQ6uF+aU",
+	"+JPWWN/oUU15Lhr1mDYzxHfka92h3bVyG3elPSEmwSuRShN3sj8iGmYmLJcRk+VZtpTGYFwSxKjxHKMc",
+	"FmvYfOHEGRSGV9wwJ/YVIuopmuUakX/2gc12z3rY3+g92M6a3CYmXMsnpgmBSmOF4e3DSTHEqgM3fiEo",
+	"g9BvKSncHGvdYGmjhDJ6dO7ElMSRuFu8Jb+JatwRmGuSXwFzBCM0ZqQf+6WOIqNTXuQhGbGtfMqIrFLy",
+	"Vce55TdeHw79BngU2ElMBpMK5u9+WfKb/ZClD4JE31koYipzX+pnj7bu4f2ih2q01xoBlka4GwccKbdT",
+	"NMuIPRyAZtlmK3dJOHUH0dGJtBS2qxwG/urLYTSAffaojIHvDk7QWDNWvhQE6EsJ0x6UiCCP3E9oQUGn",
+	"iSEFwCz0ikl7wowQ1OZ/S7GK5RodXF1jG8OjtXCuue41c6PYa83qiiCAVPRTjWgRX7GEZi4tFcowkUIi",
+	"ck732gb26t/Ohs+++ivrL8TNwJ/iUC2E5yGNw30fRtqMG/cVErexFcQ6CtwDRT5c6wD7ehisRcNkFsn+",
+	"beoDOAfmBBVPhKO9s36pm2/WsY40W5Xa52q2eosnkYnSRG+pp06SBWIGT1oIBoflRlKH4p9uV5RYNfrY",
+	"JwAwQoQ1pu22WbkozkttddrhDd1h3Cv3lUeKRgf+dvvw8ryX9D6+cv9evvxwvnd6L/TbaDN67DCBtNOW",
+	"PuVXuzECnIrEOJiNnxhWYe3QDDGnAPzaWO7xnxsmZSVuLNqaQw5Ftyp8h/kjhP9Dzgm2utTXGEULTonQ",
+	"x9OOLrT6lsu8KkUMRbEyog3zcUFWtT29l7TG8fvgQ7va4xKhfkJib8Pe2mhmALUsQIz31k6wL0CWluJW",
+	"XgvfAmpAWJCnuQFUcHcjT9tYXRgqWRdHEm0UzNl5n7bp6jYkpx8gbbVRj+66kkP7O8i8y5fZVUdgM02D",
+	"Q6VOcBdVG6wUOViLU8cxZB4GYbfBMT8/1LkNnOOb3CfOrKFlRYLc22tyyo59DKMSqAAJu6cmTE3sQnOt",
+	"98ftCRwDeov1j+FENLQzvYL8+Jmck3disGPHDlnjjWyfO7bAt9x86+5l3wwKCcJzWKXEU/KOM/Df9awe",
+	"Nbn4t8Mo7nVa6q0K4woz32OZHyJFb2PjPj9uos5W2+aAuix9rP9+2PKN5PYtWPnzUohlYaEMsFb5+iRk",
+	"PzYyPDw0O2s+XZ/mhc6zhPE8R+hKp9t43IManwPSviBc/FowmeWC9c2ClyCA6NxgFMKFzzWF7xwvojuw",
+	"TgfDBDNpT0lNgCLUVWksm1azmSgHIz9KJ+uHMVJkGLMamA+fc6kaiCEMxjJC0xGID7tTxBFoE+MpGoCd",
+	"NRK1m+2JV/F44e37m0lx8XDtkJZ0//2lVCaAE0T3Zb+RRufz9qRhxycUZ5MJNTjFG0CaOjVvhDYJiAqJ",
+	"C3dQoYCIsyYAH5hO9iS3UPWuFH6nBnjvhP3XJXuvXokl4Bjq8oopIULxr1h8+x1JRnsu35btg9AeG1lF",
+	"0dNKsZ4XXF1FQgnujCvdv5oLdbCX+agu7XhokR/oZlfoop9wN7aQfwIrvM25midwSMCQXRH2jx9jjZzv",
+	"9tqxiemauUHECjSG0Lxt6nPdPCHcZwRdNprNeFvmFiv2vZ4+Vik4ALi0NJY6dkbmAtG8pDWdheEucG3i",
+	"EUq+TRDLwHGIxyrTq3iAp9PbzrpW6ycYEW1GdhKwJJbc6X4eORu45P52BnzroJqeXF0dkMLdPGYxk65T",
+	"Xc9shzmFbBBAYGgacvSACwSLihEohAO2/6w9RUdoRC6FaW9cvWdwVTj9BMPA3e1JXXvrcjNkhBT70b5m",
+	"5vrsdw0JA4TDwGpAJFQpOZVW8QvWp1Kx33E1H+w5DDrMn8OB/Ksx5vMRLRed4dL7ExS1tCNsKK2L7e7T",
+	"ED29S1UMKWztjXkN1Ol+9PKOYgVUa2ecrZzMBLGPUkGJdrM/gg4NrSsBDobziiIwNov8Z8JgTJnIiJPG",
+	"bTLQyBv1bS7ni46oaYiYumhmOG+VVkGAe10+oUBMOB1rYdlCKw34h1Nkg4TY0QGwDgGXMVunbz+BIH+M",
+	"psoEMefCx2num/3xTttLjN5OWMAOvNT8qgkimLBzqkd0NtUlfgOfUMR51RHYsyM2v6aOEK+aBOFWl4xP",
+	"gx06GiR2YBKwIUvYXjGOOe7A/fBTycQBHdfnLwkxnTujvYjYzzrSunetax9pzgkisIaDPU2GGzzksQJJ",
+	"qZt4HGknqGXh0eG8oUeXkHC09y4QvGl3SOoG54tEeOtW6NfmSe2C9ez0fWJ9i8t4nt+ODXoI9d7fPJ+v",
+	"1ze58a4E2SjgYTyp1UPthIAyCGSFwiZx1Mpd2AZOQ8wOzW65I+ls2ZXIaQ5L7go0HqlqXc47KKkrw2y1",
+	"WN8dc1jJhtG1WQ8AOBKOZ8cu3x1zukf86P5G6CBZ3OEAbgfVbF34PvZB6xxK5zjNCabK+oGdQGp/lrA0",
+	"pDtmId0xg6qXFM6xVeimWcD+niwr6Tm5KMLN+bWgqKs6qgum02/6AeCbgEa4X+lzzw+hY7/iMQrwjq6Y",
+	"alxXUjJt25YvcE5gw04fxtw7j9Dq776IWlzIhrU4ilS7hxjbkF93VCCsoeLviMDB5xpSRHdlIIgVAMWD",
+	"DGNUUtovzbJCGWPEmhEGC70yY6U0OZNP2ORKrM2E9dEZP0jYhIzCE9bf5aAeq04PtWsEww0mrO/jC7oj",
+	"C8ZqZ2gBVPSxIs+Nd30YxgteWtdN8NNP3PNj5b+YsP5qh5/eV/sQql3lSPsaZgFAqXfS+5fRanTBVz9S",
+	"NhQdxOrOu89TdAegb4MAg7cqkApRwK6D4gNpOsLTOKL+wf6YkY8cIaNqk4gAmvesKC4LkSbsez29xPCe",
+	"xF2g4JAdjdXrUJXER6GEInsTMO1OamfrJGETqaR92foGc+TMJBmrCeI/wp6xiSXIcKnVdyVPxbkopc5I",
+	"fZ+w/jGzunXqwZMMYb9Mz8bq+fFxwFNkX536UutuqgSj95aXczFwB6EuFwNjdvQFowWQbTeyVC+XXGXu",
+	"S17OYeBCXbv/AMV7wvr40gnjir05e3fmVSvm4TR8dPLTr8aqCQxZKfnvqkYo1dlpY83OdWknp2ziwxkm",
+	"7MPL84R9fHXumPnlyw/np2M1aQRpTBz1hyTQen1/hAxR97fjmVLNX8lyggbsqdF5ZbFM98DNNdSxPi/1",
+	"FNYhl9ei/gK3B26FqqCvGqCaT9xRnQpzMlbihqc2XwOH0DM2WVhbfCfsCfuEVT7d2mGR2qW4dR3ZtLh0",
+	"khs8okt7C4s/L4uUvkj8ut5O3ApMxI1wP9H2uDY4tOptQQyDqBnmco+V3w0a0SasOmzmKZKp5PkrkfO1",
+	"pzi31y0SdEOzLaOSewZK6hrzYVEK464h4JczXTK/iBRzAKsH6z3DKIz6jQGucC5nIl2nuYC5G1SSE1aU",
+	"4tLq4nbC+iBRtBd5rGBN3EhotXGhTC5EccI+URLG7WQwYhvI6mBSY0rT/jFdjtVC6yuDcXRAEiwTqczA",
+	"6EyVQ4OIhfk4aJv+RSsxnK6HmFiJbs4nZqwKyugMVupQEns0Vme+SWA/S75mPMvcFhfauDVYaOOmHyjn",
+	"dnLCxI0VpeI5VpOtwMcFyLpj5Q4iVTXtK2GJ7kdX/2lGUh9dPx3sUc2cCqQmY1XqCgwDEzeKSYhi/Xjx",
+	"FkbkdmUmb9jE/TGpY28mR5OB51MwubGieCumFTKPCcYCb1Cmr8mXuRPf4E9AoSMaxliBIR5K9g2hUN+r",
+	"d5fYks80WMk8S3mZbTIadJ+dMA6VXmvg9rOioMq8xnPK/qsKApmtSLCkKjF6fGwEIxm4XhHSituxcq3w",
+	"cGcfYZktzDJGDkxVph1p+t78CKDyLPvgTmtd/XfBr/HCDvV4c242HIHeKsXm8loEgFEoeu1IuT8ZDunt",
+	"Ibw9qa+HCcDpTgaUTNRdGViWY7VdEjgUc+DkZEU6nhDeA85wEq7LQkMd0EZFr5SXpRRm8zqTVC32hGSk",
+	"UrqDZsbq7MP7t2//efH6uzfv3yUM//r7+3ev/eeXbz9efnh94f88v3j//euXH/yfP7x59yrxjfz0/uKH",
+	"t+/PXjmSTgIuNYB56JVa8TJjZ+dvEnb+/tU/3539+Lr+dHl+9pL+fHPuKChj796/ek1PGWFb6dQNLqtX",
+	"yslhMl3AKS/FzB06OCRLxs1YTf6jX89pMKEqbKiWA8Az7tcoE9cePBxu5vClW1Tgz/VXXleg66v+wfGo",
+	"iRMC/Pq27gdt8GgaKG/QSu32x4Nq8Q+S+gxQ7WHH1NjLUiv03aFsnmWOMiiFYcL6M3kthniu0tLJ014Y",
+	"dFe5z+qbsL6TKgYoiygUW9M1JtlOWP8sz/XKF//3QDnCtQA3jbvwKWO3FqA88T8/hmbp4ppV+fd6aijM",
+	"HHByJ6z/3DWFfozIr0+ho8o4jROWveAlz3ORS7N0G0PJ7k5Gp+Wf8vRKz2bYwKljCsBvpUJtosWPkbRm",
+	"snR3kodb8AvI3Aq1mdqIUdCv01KIpUvDcid9SaxgYcbKas9xEqrv53vI1+3WDeacQUaTvhbs/2VPj79i",
+	"7knW59j/TKhUjBXcx+3BPzFN6DmhwC4E77r23Fq6MaHHyGlIRhMLckzZjz7limI03Bh9eSqaO7gWE6iY",
+	"H5yPqXbDdot8QkDBSzfnqbArQfHQuTY+GYP71Ml+M4UOHsiERWRPP+uEFXkFJWXcAo4V5mYB9IiuVEaB",
+	"IbZR9HUAXDFYMep5ZMyuZCrc0cMqwTUuv69kDHE0Y/Xi+DmIUFytHXmI3IgBEgwgMGsA3UAfhBG5SAlu",
+	"fxKMZiP32yX8pMsJElTjVyyURfTZJRW4Gzm8wpbcpgthTscKjAv1yW7bnSatMFzHDtru/MaL5KibsL5n",
+	"AJDSmAvutIaT4P1MvE8Z/I7uOmLv372OyjAzELEa3lq//KbIJSjKS+6eBjUjjHSsnn391fExsJ/ZSwgc",
+	"dKpClrEP3/7z5ft33775DrWMLadqi6kcnwAIlJozpZ2A0XDLwuAwiHq2vbSy6dxFeRJgbFgpvLUMlHrv",
+	"c3eDIX5ywj5NufE8LnH64KUXeHFdRSWc8MHXCcN8S6Qd+ul0rILV5OkxHI+/Hh+TPE5yOvJckMnxw7dc",
+	"5t9xNf//Go5d6Jr+NreTsQoL458+ZY3Hg9N406NcZ7U22sPjnISxsudOmHfXLZ57kHwzcSMyx2DQEcMW",
+	"jv87seXSV5toufHnwpqxujh790PCfnp/8fbVPy/f/P11wn48c4LEP89evbpg/QnCzrr7EGFnh8ejza/c",
+	"bU0vnb+/+IAsRpfpoqyUE3/PX3/45zsnJ1wmDD47kQH7dX82+mt94dpykwR6Vk7UyjKnGnI1H5ISNgGi",
+	"RJqgawZ+DmWuJnAAsd5RffC4Yh4I22vLTk+Sv4gA4/zSiYvvQIiFcK9zbhdO++BjdR7QfrDS0ktfR8mG",
+	"0kobJ7OPYv3EA/9mtJQZt3wYwfyduNsZugUbrNWePbXqXp26m7492BM27o17EzaF0rIcWZY7fk4slelY",
+	"+QJlSpM4XUN017eXD69r1ILiljNP/NYXUmISDIiWshBWPu/Gl5dq3cOn/iescFBXkGIbBaTGivLcIxWk",
+	"+tyLJEM3rglSBklrU20Xwco7QBVL55m7U927Xv+EuUC2RqWsriBjWoYLspYf4AyVIugtPvVprIzlOU5l",
+	"tSV1lMJWpTIj9sq9Rn5lYzXAMYYlwDahSBwND0xSgD+Esmi+Zo0y87KltkOTlPYA9irjq47h+HydMjct",
+	"LErWB9nh45tXp9g0CrkNOwAdmMGpu3B9zClJvWC8cgMjl5Tx00BZF24Lf7ykYRO3wBPWvxJrUyftGc9R",
+	"ZS7cpcGZ+/SEqtBzSARL8GZ1w3K7yimFDcolXAmIhsyFRRtaJucAxjUZOh7wTzr8o0kt0Dz76nmC5Om+",
+	"1iWbjEYTzCiBNWjYg+xKn7KN8TLAqK5teOxH+c1Y9bfsiO2UvXr+PAdXjk96RP4eSVwcK9y7kzqAnxnB",
+	"c9MwkrO+UFg6lwmVlmvgXe6uBVp2S+MuNLKJJ2O1KrEIBYV8NGJDrsR6WDfh/hx4lU1a4H24vcsAkezu",
+	"fHfxAlmTvobiJx2aNBccSVLwXGRYFQNAnrEQYK2jO4U+TBJcD9vDIY+sl2FwdfHsfXX8nPXxC9OQtwYj",
+	"okGU8eiNslJg1wJofgCgRglKaYiLTnxlHpyiR9BzDYDdQemxwoE7CZFCIKlWEzdN2olA+cfyS9s+JnFD",
+	"9Ux7tVJ6/TSaOUmuJJ8ld1YUvaSHE3YfUNPsJT2Up3tJD832PSgF2PMpxD2fedqr40/dez8nn++k8l6H",
+	"mLPqIC9KvM71IQ6QeHyCYyRSVdFkNwP7OPGPTAL2J2TsFXwuAoIHKW6IN8Pn8QzXw2Ihgofz84MhNlxK",
+	"O+P5unzau92ZjtijtewCWO3+E37pX4nGCRIR39UGPlYX7syQ5O8iU3iq8dZBWBgoenbBE1lhLGsUFyNB",
+	"lVjDqs7WxsXbv1Kpa7MTaxmNi3c18RqequeNctOe00ax4jAAKz3F/IPvDi1ifmco/x3FUus5FtrIOA7I",
+	"G69v4rXFLUPFsP8UStKIG6cbc9g6VCfO7KgjdZmyLmJRks1ESpCABnQJlhrMSdKwds6QaEbcN4KcId9j",
+	"pqHMmt0IgW+l4USZUUck/AeqH+Wn7hNGkpAukjSH5yQ2Viky6vBm2hINZFf3WWcsedNSVFLUFbiYstap",
+	"qc1YNF6IaaANhnAPt0CHhJofCh9iuoNIw0KkXGEcOgkYCYhiTR0Cq9TsD8cYCuvEgvTRmrJvse4qTYXI",
+	"9gc6IcFg31SC+tx9Pnzpg15NUSTT2OXZxEPdjrr0kuWB+OkzqaRZHLIKu4oxlOJaxsEioqCz7g90vVaQ",
+	"IHtftOxGiJkXPalaci/pfXTbjR+/gZhtJ39imNm3eMvcCdm7HyD8L4R4RJFjYU1+jm29EWlVSru+hOAC",
+	"SnjnZSwB6UyBiR7qzCKc5Pc/fWBGzhVqTahU0RrPuRUrvn5i2Pc//XA5AgQm10PvxLcfRrOwtujdusFI",
+	"NdPb/b5XiJ/mhM3aFgeMRM/Awe7UgeCppcAHw/pnRTFI2BRwqf+lp2as+ijnDxJmpJrnAqEo+uc6GySB",
+	"vWbwMOuT6DSoi4wyFJ5cQyggDRKwPg7rVz07YP2GxuBuycpqk3LAOAabkBSuGVQ0BmR7rNWiVh66r2mc",
+	"IZKfGxr8nAQAm7Hy+VMYttfy9/4CJru2dc2M2EeoPgp27rGyPL9yV+TWU5PvXmPxYadgmAnmgoQYKEOB",
+	"YNwyXhS5JIeRU/xGYzVWHxalEGxe6qpwGiUYsc+lIlS8k7Easr/8JWDznZ2/MX/5ywnp+QmbC5tAhwmZ",
+	"ahKyAY3wxfde14RRZGJazedufX07EO4NSiuY74zVRYIRJYm33SRjxfxnUFAb9iOADDtlxpaCL1mu5+bU",
+	"UZu4ESkzC5HnGCr1k5hiLA6N6o0ycr6wYRS8KdKSrNt3s3L3ni7ZCjwkGTh0GVidRTm8dJLNa3wYxo+S",
+	"BNSDfsuNHcJvwzevJo48KeQPrf9gHmGsMoDy6h3CgRrC1rr9OavswhFVyn1JJ87weNIx7/M9Dz36fD3Z",
+	"igyO/WDELnQuqJiVKP1IT9jkWoqVKCeI1ZSM1SQTaKwpJ4znRntg9dpAkLAJeLvodwRDadVHPYVj0HKM",
+	"LfmaZWQJhlocCZMqzStwwIX1ai7Ki+OnTfsu1O3FtOQrpVfqlL04fr79gOvHiTSZBoH1tA4U2TZ1EP6j",
+	"YS+OX7BcXgnGGdh31NyRIGwMAnL1wwkg5yCVRfZu1prJYn2BhM1wV5CmDNPkiw+7/4NYD/+b55XwcKAn",
+	"UFWVZzCDnM8duUJIKpnBQJQEAym0CZI2CNOZyCVFCmLhRw9bC7UafYmWaWVOAUjMtXXx+uzVj6/HylsN",
+	"loIbzLLSlcoGI/YTBFuSOZgqgegSMIrRakLRptKCGQj5fgNiswFUctJ7OjoeHfsqfryQvZPe89Hx6Hkv",
+	"6RXcLuCqc4wNKOWoCSxB8NXBlPUm6530vhP2sgZ5KIUptKJ6Vc+Oj73lhOJJgRnioTr6F+WVoCB2KJ7D",
+	"7W1yN4qKm+WL46ddbYfBHn1UvLILXQKQH7z0/O6XvvVJ+vjGi7vfeKftt25L3Qtf7dNFMwMBpJJqueTl",
+	"Oj7bYETchYy0wQgALZLPjZOPahNl72enm1Ydud1ofXanz53/ubwW6jSEZYGzx3FttH1LEOVZH+UTiZEu",
+	"Y4XhKpJC1AYeRqkUIRQfLGfeCM2uRGEbPhOqOTViAUSUSQU2kRi+UNPp5XnNWDkFGI+VZxuKQeEhyIZP",
+	"tS+gXzeyYYYZK29UZP2JaZHnZDBiZ1UGdZS5YRMj7NBvwQTPavsQXW4cIkjO/EajivmQ5wfwtG7bkrEt",
+	"K3G7dXSffuGjC3H+zWN7fPfx+IZnHlj3C570Z8/26aYodeo0Mji69z7ul8LedbbB4sSb67j/ab9NIiz/",
+	"qFHaLcr630pj25v7Ba8AsNJ30FLAdvpyVHHP/cXAzg1Gvr3DSqwCcP19d7dONolWo4lcMAlb3A0gFkTr",
+	"sdoPBc5pF2thY2yxli3IOvT41BWSaqKEZYKR6vdBVj9BYOIdZIXbF6RwiIs7lLaaDqJOXvHSP/SI20h9",
+	"dHGHMIQveV98ffcbH7T+kav1hQeX3xb2gqqyYYrYuVUSde7tfTr6RJ9udwn2LxsVhx93vzoF+hoQ5Lcq",
+	"yD/A/r5XzYipANiFZeF0jpEEoDnuudtOlSv5UuCR7AAtqx/xu3DO7aJ3+3MnrRxh+DxYue/RPiia6WKb",
+	"5F5n0tPcW+zpcYRhaPwcxrCXLPylyb0Gk/Vl5H7bEvEX1n2dMIxqGsTT82YNfMzvuCdPPPqEtdxv70np",
+	"yaeehEx695fHC+hh271NsksaJOS9JJjV30tC5bEYjvXP4KqOcHAsgfybYeIdVP2HJFFcetZXGhQys+Bl",
+	"ZgAHO9SQ43VE7yHUCu6FTqmdUrTTXEIoK0A1Wo2Y/xCo2PRJANgcGGM5ppFJ4x0mCYqB4AZqgGr2cz03",
+	"CZj6E1+fhCLZBuTykOmiGe0Gfa3dGGRUxHeC2g8SC149Gn26DrokQujcFw1g0zWYpD6fMh9G2EMfkp7V",
+	"UnltrWZXSq+2HUyM/Eu7aIds7t3kc8ZKDZm4rawltOU/MbW34/ufPoCPBh5p+OfGCqVTQwAf/kVTgWfV",
+	"vdLIT0X/FyVNLuR8ISCTFOczYhdiLt35EJnvwLC+D/VGl8/5+0v0wvkHJoOxSnlZrglMFqrqJ/5aQHdY",
+	"mHAXPZ77ZXpEkqQ+uqgyDOFXJsSw8A2fDoKjcCQVqbxx13vbZrpkOxhaoMGfb+t7qxvelzJWAgwLbCjj",
+	"Bv9QGAOMjs7aPryJ7YserRE72xgYuqcgZlytqek+tEBThZB8yBkYhKzA4F5CFolQI5Ph0Ih8NiQn+zDQ",
+	"YwJNo19wKBWCZ7huKWjbP5iMleufwqy5hQcTypObDIdLfhMaHRaiHLrfJ6z/4vjrsQrEtJT2guq2TcVa",
+	"g/Pog08Ol4alC5FeoVG6tWkEbCAN63PIAYcD04Sd+Op/sSbqBFZ/9n43XaI7za/u4AQyW7fSWVtGcVwA",
+	"P6nJWPX9nk98O5NB7Ii+hBfPAyL/Y2gI1Dp29aUN5n5qHeJUQLIx5DP5rWsHe3Cil1rNconxVL+Kgf0l",
+	"5VCE1d0Uyk5jBzlkKdHVTJjoTVbQwfs2buSjT/TpFtkhlPaO1JdHgDngdC+Ov2b9VGeCvdP2NfAoiu20",
+	"TXh0ZNZqXZtjMQ3OX9Rz7Zlr+3jiGMLxjB1EyEpqHcTWgXixPQF8I/tNm3MOJdd7Eh4uSYPwgPvjtind",
+	"MLT3tysBKJPsfdV22fg6t+/4C/OzexDFQVvcWn1ML2pLmbWwEYRZjMoxVBuuW5w5yFRAy9I2um0zhCNe",
+	"FOboEy+K26MlFFM0R5/ww2fYJ1qdJjHJ66woKArFdeFkAj2DgOOIJQPyh7rNGAW3VpTuvf/7Dz785Xj4",
+	"9c/9fwzp06fj5K9Pb/33g//9HzEo1LhXyli9pPFR0h85PzFs0ANuWERqTosKamNSKBCCNbTg/ijghrCc",
+	"t+eJXT3uVH/eJQ1D5p4HWQsTx6RC7WtvuI3rhzXAvNexcrJioTOGRdpZJq8Bf0laH8mEWDNO0x+M2CWk",
+	"ksGtgDAMY+UjNEUJkEOYY0aESNnbXoqEfGP6jhdF6298g1KSKQfurCjGygnDRWUgSVesmKERcKr3zfov",
+	"nn3N+FRfi6g0eF6ZxY/N/XloURAbx4XZTxJ8Ft9EnBnkZRTVNMfw7j+WYffztM5736HnSD60wBT8DGTd",
+	"4hWsH4IpzUbG5V3+zd1suVG2qcOsEkLr67RsHCOgmxko/eK0WYi6BxOelY6rYdTRWEHBOsDAA+gs6nAE",
+	"X9eoGSchct+QQQuyit0XYwWFBRHigc2qPF83oNcoK1GJVT1SgplbA9681/Cm/IpiHzfrEqKifuprCYIU",
+	"s5SAewWJ6RnhBzlWnJbcLIa51gUhp1NkNs4KkaQKUY7Vxmx9wcFJQssGvUB/IQYe/oJCgwCXpaw58Q0D",
+	"nNzQeKz41reIleu/Ijj3sfJfAE5XNoR2GQLNERQKbmgGwI+QIwKBlxSNHYto8KkijyhwhcJgcYGrrOuG",
+	"/clI2uKg5xsxAMJaDNyTdySPIZv9WqLYz4dwwns40H7Ti7A1nglwignpa00mhhXTICz2FCBVq6WYMJ8i",
+	"jtIpHyuq7fILFfmypfTVfganbFKpTE88DEiTwXnhzFjg3y2mzadcZVqZwNLdCwie2Mzy8kgchnI/gVvd",
+	"z12JdQR8ZQBwW2b6IJclpq6IL8Aj66z5OJOssxKC1zIMFXVxv9MNHEeeglUasmuxdBBF/w/+aILe4Ua9",
+	"X0cybKY6ofs107V4GGPzh0uCZCbYGfv2Iz3ziBSNXeyKi6WBJmC8pDJbyf19ng9sf3lSG14olFSW4Gz6",
+	"tQ0xNKqjT/jhDlPtUl977wekpaPHCfCq0Irbf3H8NXvLjT1zv5CnBpt+YkD0rGG9yTIlILXQ0k0Q/FDk",
+	"iCeW4zXnsep7J51t+27JQOKke7ORqoAxNUMcRtTqCzMTSGy9raVurwIYyVtlwMHn6y+af1eiXNc3DWG1",
+	"1NQeuTbutjHj+LL/6Qz3nozzwsdWUbjpPa3P95MB73gcabEOLuxKXKKpQDYnUibHY/HE0MGoQxUGmNQJ",
+	"5Mr63KD66wGV3Upcy6xhaiSACdea8WhkEwxwAFB5aByw6OErhKCjM082AXLV7D7dY+WP94i9EkttD+Mx",
+	"Y7WZl7TjpF8KG47541jWXOMvKRbsywZi0sR2XpS/Hw/r40tvv4JL9izLav6jvaUFa9e6W+1eLKn7lv+3",
+	"L/YdNeVBKXCWCSUF1MYN8JZnbfdRV0lqPlaAmjMXNl6HGmtEu0edhuiewHRscicDExkO6eEh9GEmgGqI",
+	"/fHNGBcjIFe+RluscV8hItBnHdfAdZJAMJO6ZrjBCt0zJyKvpJojOwyTx/QlqmUN/DXlBYH+bVSvPmHH",
+	"VN7a+Bxs7Ndx4+/OP8KbesaOKZlcafetIQz3zdmNFdTj4QClF3agUqlWBiAnRIYLgGMzLOflHOGNVTNW",
+	"aMQuEf3U4/IhDzZpCdndfYgBeiXLAUPQU3dRyF8ErvlYBVjxQmPqK0XXBHBXeg3ZPr08Yt9AjA6jiKPC",
+	"QBOOPJLGZJZ8jQBFPhRnsuQ3Xns1k9pDPFZgVV4jLFOMdHwgUXhlkrCnx8nx8TGbrgNZDBrwoZS4JQxG",
+	"/HBpBCTG+y0zi1IqKLQ5Vh6YdIAgWNcAYIrXEJIzgYyDwwopBCpPQCqSSrvspVh8/xGvAuwgchPQD7+n",
+	"TKGzBkNE3oCqknGk7anrQVJG9lWagASPPrl+H8AaGLFP0Yzutk55hLJe0vMQZb2k18Ao67JUxeTJiyZ8",
+	"7caaB5bqhoYQpnRewIWiszXG20GFlBTRVTkFfhAP7QcmySQA6dZtSMB0hxoEurLEkjvukvZAJp9uJ6yo",
+	"6OJx340VYMOR+8ez87goWJ/Dh5cEoW0IX/zScuDuw/87S8R5iLyaKDGDyVkemqoQ4QYYSGCOPjn6v41k",
+	"mG/U4ubpAvD8IH/VbUMjGgFRGpxEgfCBQNl9n1ZMEP88CxqUSRgV2KD4CYyqACTAUhfa8JyAvj1s1VjN",
+	"cq3LhA4XtsLShTaCQo4X66SOxE+pBJMT3GCM4EFsxuwFwOInTiTjRqsEJKRQpRPu3jBhadz7OMtQmyOT",
+	"sxlY73x4flGKa6krCIcmKcmXfQAxZKyeHzPTlV8Na0n1WB41v7rVUYfe5enhT8/kljJEcT1AOKkjcE8l",
+	"JmE6zxqwAHd7KR/o1r/bMvOOL8WdEkKQRjvZwLeAekmoMgWfS8XBg18n7UD6ki/tOUK0sCggVMrTBYAu",
+	"b5vog0x9l1XzPaLeS4Pd9p3MnXIjTkOhwjY4XB1WdqjBc8vfCJmrVKTGMabJlVj/F/CxCSu4LA0zwo2d",
+	"lgXqGppTxvOcQfwH1HDoGg4E/R82HliKOkYVzNXSB0L0z30F4bosv0cRrcsRx0biS8wfMJJzJ+GCTlZX",
+	"zDk+ruufPD0+Pu7sD266Vn9UCbR34t5Lekup6M9YgeKYsbGBBk6m91mbW3v079h4Atj4Ydbwh/eOdnmT",
+	"3isBE2jmqJnfOm7PvbUrtxotCWnVYBmeudbf3Vep2hUR6pHfEHUr1U5CcJSR2nx94kH5MO2GcgVLrebM",
+	"0RDADjrB4l9Y6crnTeHTTwwUpByxn0BgUWzyJhPLQluh0vXwB7EGc3YpIFJhrCiNqVHSga4hXVkINZPK",
+	"WIGQpDMucypigtWf3YCghFdnlk/w0h+6ko1B/yDWPTwsD6+4bBVN/sKpQruiGHAF/3DZQU+f73WMoajK",
+	"59uufyUxL6QhrWrCjzGWPaSpo09OvLglVWuXr9rX3YGa0FjxBG0RdRBMMFcAmCcVMQLnUi5N8EGFvges",
+	"UlAsDMoVYmBTJU6pVFATF0ooTE4nlFTE76bx/Ijgn6OOxKNu3tCeXuYzbLZmSTUPZd4cE2ZC2o6bGSYU",
+	"u5anWueCq3291H/ETKhf6cyEDCq/h6foccEqGWgsi5Zk7Ly0u3KlGhT3q8elfalwnQcRnL4TLW4SEqyM",
+	"h3V7cOHpbt30B6myz9Bjgz24TR2AYi9aBPJbkTa+DG1+pKoN/9M95X9o8YS8Hm3sdiyFqTJC2XgoieWo",
+	"rih49Cl8vj0iVPr7+5IehT/EfVRh+DsdVXunBDaKRFHJmChUP2QZMSrzwgqdUXlopzJqQeU2/ZutIuuh",
+	"2OOJ92RjyflWtRqQEctKmYBx718O8QYZ5WWG4c0a9Wnr60BXOUQr+rBc9PRjKQnKTYToXDAhYYIPxsEn",
+	"PuYxJDKOPe3KXNo1m1bZXNhTxhuVMjNfNwKsZBD8jhA0fqW+h5oYsHhYFyNpVl128iOVwAjTBHQQbqka",
+	"KdrrJQVbSGC8J2gQKnU+Cgvl6/FOSLxur6KvUACJYFiOEOxHbjEQ4kZaj5YNRICh6Y3K9LTqlIAZWqYc",
+	"zNFYvXj2rIYwCNux4BB10SIj2GuwrUYjQqGfly0i/w2G7f8ZxfU7vGoCzXt2E+NxEW15z9j9rstHqAxq",
+	"2u/AysIsQIz2gpLM9aAKXVqDgVBULpseofPqXpRqrDoKxSOykFShYnadTA2nexhLuzbX6YiaGOU65TkU",
+	"fnaL5YfgRoWV7mEs7s+ETWzJZzOZvpLu3plWWA32vBQzUb7MtQFG8YYwnoETQLVfjz6LtSag8gjB6bse",
+	"X9PqXeaSAqMgimysAuQdAgxNwjK7B0dX4V4bSX1EOMXD6fqEBaY2ScaqweIwJmJIzZ6waP1rZJehcHyN",
+	"Fgnu4bEKgwimUFnS9QL3JeEnlcLo/BrqcMylVsOVzKjoLsLtGVbAqtXQY9DIKKyGoWAN6FcqYfCmA1cx",
+	"FqquE4ZO69BHv2Yzd/BZpXwNEbhP3I5BdJYSY4VJXliKwT+FyV3srF3ZHwhMNSrP0uUZnNx0CRDpnNSY",
+	"ghby2kpAmaqJ2S5KXc0BcGC7H2kBLA4+Q6INRTRjU/1JqFk4gtRlQH364KQULKpUSyArMknzLCsFFl21",
+	"dbRuoMlSONIeKwn1jHi2dr0rbaleNX2lBLpS5bVgdAZG7Iyq04Bjzy64Gis4q1CUpsOFHrb3Me+9upOO",
+	"i69mWH86zzvTeuuT7ngSJtvXZY6+eILv41goPuOyC3Vp46Ci0i50ZdkESh1NfDiMxfBaKt3FDfv+8v07",
+	"8hvho//lNJwJ6+tyrCZnaSoKe8KsuLHY4xBLiE0GSaS81wneOPDgE8MmMpuMlUTcv1C4U6p23BtW8Mdm",
+	"fcBw4FvcYjSNUmAXjBUNY/2F4BmGm7uGJyBFTlhY6MFYQeQ28qScO6rBTsUNTy1Ugk+xVNVZKJGTEiAA",
+	"MEEMBzohLo0lr0Tmq8hjfB9kgnjpAJtHIMCQ6IEQCx0zp0ySANpQF5GFnJZZlefBeTsB1/dkcEp2cIwW",
+	"9kI/ZBhDk9IwY2Wes9RtrLtLqwIUEKrZ9dXxc1rRC2HL9fAMFi4ZKwwE5swsdOlWyy1KjJF6wR53f9um",
+	"HzPGA5HtNsbHIxY8zZKO4MgqY31uWIscOsMF4L1Wv1uFiUPAwPE+AQNnFKQAQ4ECGzRCSOcDOgpRDY6q",
+	"KToBgxpO26XGgayC8gPUIrNHC3yARvHQ1K22VvFXi2GAAVAAQ9LbYjvthjYHtnXHEl3+idfzIMFs26Uf",
+	"CW4mQOQYLPDnWGOoBflrhLB9uUv4RqSdV/DHYl7yDHAfeKOyJvtGKg4aJNT+9YYhzjCvnRZTiXysUPXA",
+	"sLCMW37CjpmxmVMy/Q2pifdjOc9lYdf0BDWfkKEPm2TQPs9BT0qdpugtWMslV25nISR3kLCnrhld2YQ9",
+	"c59EWSZj9ZyJG5/hBJ8AypJDNItc8hzkBGRtdCOBsxg7GiTshbvMMd5rc/wnbPJp3FvJzC7GvZP/PE7G",
+	"vYVw1DLunTx7cRtHlX19I9LLhcjzu9zJH+o5AtFCjkU5B4eMYf1SFIJTsa4gNTj2K26KXGfCm33jYV9L",
+	"ykroNhLvW0I/MOdIaJm30h0U6Cc2DcDeMttGn8LoH29K1Up0B/npO4MfY69Zu77zyo+9B6R8mOf+KbLt",
+	"9kpcriRJQCSQhePo9AWrU53/eUtsOoAvKih4QMdG4h+hojBlhIWF/KPrW7med2tb7qQ5TYoCGEBTBeC0",
+	"/qQpC90MVebkIac9IeK6VPCcGauiFDN50wzt83mJtYkS7P5tpQzamIwAT/xGeizy7RrJwxlPHf0bmYka",
+	"fnJamRE7Y0ZAgoNXHEwIwOXNKsiqwqzeWT0iQrjl83kp5tzqklJdl/xmmOv5sH5wkoQEp6+c+Bvw5sCR",
+	"5JWgpS5RFkY/Bzxg+NpAETurmeJlqVeQrDEJbU8SNvlFK+H+L3QWvyouoYO3bhP3jhQPPewK+f0svpyv",
+	"axu5j78Gu2NHR74M/sF9SOD39+DmG05MIQraK0dMSqyQfEedkVdOgPkcbQ+ahdqJIfFXdnYDqaiXaIR9",
+	"SBUvbBRoZDgkPUMjx53EYbnMH3Iw36IdGvZ0JgFnBg5z2wPZ96bvDFOLRG4EDHisCu2uf7zrl47zhLcG",
+	"zYhfiMOqbFHZE7DbTo3OK+sEydTtGEQaJ5QrXKlMlMyx0TRhR2ZtEnaUiWvE4TAQsGcYZEeOVf/F8TG6",
+	"FFbSiMGIvcNKN5DESBCfDZAAnCLa+yHT2YsnE7ewE29GatxI3GA9+0wLQMjBJiz6eMcqlCV3w3atAgqb",
+	"VA1bNTh/Xhy/OGVNimo43kNhHI6NuzkNRuwtUEaoYRIKja/ZigzvWQOqbfOMyFxsavNvhZrbhdPnn71I",
+	"7qmA+0vngFJreu5mVKvgcMkcqHu/1XM8MX84werLOWTbmZ54RQI70nPTdqKSXJ8wnpbahFvf/NGlMvDD",
+	"/UbDijoBEyEr8JHDDqGPcJx+OyGHf8Z7/IHiPbCoI/npghsaLn8MwoLEpJLnucilWT5cpMen8P7tbzem",
+	"MI462z8ripN6sRYCUWJ+EaU+DaFrFKvWimE7Gat/6alhpjKFUJnITim9GHPpz4qC5WJm0bo3SAJ+bcIm",
+	"xupiMlZU9It0VEQNzBICnClFLrhxf7fcT1eisINkrCYQLjbBZuEjQ6RCyA6j7yCkTqaLppwUihRKtZlj",
+	"2wlfW3ODz0KwddOF/3hJcLTw6TMwbX9LyQN/csvfObds4domzFFpwijGtgzhtnsHxpViKTKJZNBllzoX",
+	"5UakTV0/tPG+U3wQPp/1CSIDUTUAIKpcsmkp+BXafkD5nSGmP8u0UySRZWTSlBV0DEAWwiQYaIVMR+nM",
+	"e7/rbgnkilxFxutqkLBm5LLI12MfOZXUCSiQaE6gH3KueM6MECpBnQ1sZImbgWtlAbBnC14UAmKnVqw/",
+	"WXFppZpPBgm0ljkOS6WJQ1BTErwEhG7RVRegsQd3mpU2g55q9zAuEX3daXuvM6B+Hd9sY7KXmAPUwbEw",
+	"QwiMoH/YWvD35gbv3IFoHoaiSRk7IHvu4AVHeB06qSiah/DaqUy+zm9OYDtkWplrptWpx583zB0VQqFH",
+	"rrVRDhK6GjY6n2znfQLXa5+Tx9B3Gj1Aj19a5zn0cGyCVFHxXdz/pC6N4pnCn9Xk27YQXQCZNg8QFj2g",
+	"+JvmSjaKPa4oLI4/yFEjibPzrLVBut2zdxyWC3joz9Py52l5yNPyVjq1sH3ZuF1HE2JzFSla4MEOi8nl",
+	"HXXvyYZvdC6cKLYyJ+AahIhfuBKXUlU2xDGAI2ahq9IDaI0VVUSAhghHrl/w0kqeD/zb7rWRO4N4fU9A",
+	"vJuIstSl+6MUGCXzUi8L9/jZ+Rvmn6VcLbMSJVyRGwjfVE4ZJF1MswgBlgFAjn11c8P6rRw3adhTNmQ4",
+	"giPf1+AUx5HzSqULCFVVKTwcULEwZhQdo1gUq2UFHqu5UKHiidskC6hbFWb6Joww7gDJCSv8m3D9Q9tJ",
+	"HYNaN+UzeahOtX8BfDBQM8ytMgbuh6GC5K8gYbwUfImw6SROuyldicJ6L06N9YUVH31kWWnNWGFUk4fS",
+	"8zXLzku9dIpMZQDxt6BIJgNIECpzfEk3EPfGqu5j4mtyTlgf81L+aXL5z79MBgj3rNagOLBcq7kou0D4",
+	"3r551OSBy7dv7gDeC2fh1y44HwbiT6mvqJ6La5E3diNpnuh+uzYzVm/fiU1ZYUBdN0dBSOvSp1UWOQ8Q",
+	"XvSuHxpU6YMMISjHV2uXY9VQLxHukRFEc4H6O+DZNWR1+FtrLNS04teizvt0Si/II6A0Y6Rk33NVCAAQ",
+	"5RA041waG41beCuN/ejn/YjkRn3sqkTjltP8fpBRUcFq0kIrV6wo9RwSkg690zwVNkB6urBHaFG/wL7t",
+	"2rM/sGTzXm1sMdp0KGs7GHHCXjfObQKHNoETS6j3mdifGA51oNI+3V3wBJiWDHDQlPl+zXOZcVtno27w",
+	"M4pRIAu/VPA8gsOBQY0vRTZAjB3gelRYlEJe7QKqqdBVO2KYx+uuQI7juRKiMO2l9JFppc6bRoGxggol",
+	"NLxJvPpv62A8gnZDFHEOxP9lNZs9zuPvpUTJw8CigWnbI5C0r+Z7ct4jPtWfgymydRTv1N2ho5qmtyj6",
+	"zP3+uDRNrZ9hYcdboupfk4h/VyjrX/piAorYJPgk+EsBwb8lIc5yJ+vCBYXZkrlM1/c+IbUt+BFOyDsN",
+	"Jji4N71WhvMpOOTFOTELXEFsJpU0ixH7m1YaYokBxU/O2FzWcH4NzQEuQL1SMXNz9zEEU9afx/DPY9h2",
+	"uT74vdMw+z7yxUNG426SR4PxnzT/J803QHigbu7W3ZPLGYC+BlMGMd+pmOmSDB6Xb9+DLQ4SAdO8ykR2",
+	"8GlZLTRfyk61+KeFPlu+eUyV+A0VfOyiIbQ0/ZpGs58WmIWGI0FMgcxXIsdibgAHEDeGuaZEWpVuio7r",
+	"TAUvRdk7+cfPjqlgOiXyo6rMeye9I2A21NCWEd5HF52dgz3TZ+k38OG3IhlCSW036kxMq/ncEVa7hQZp",
+	"bDeBidk+9KwB59FowM84UjaAAgUTkjGalYdhARsZLr564O3Pt/9/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
