@@ -108,6 +108,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	add("region", quotaCmd(g), clustersCmd(g), whoamiCmd(g), loginCmd(g))
 	add("region", canaryCmd(g))
 	add("region", projectCmd(g), memberCmd(g)) // projects.go
+	add("region", adminCmd(g))                 // sidecars.go
 	return root
 }
 

@@ -1,0 +1,42 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+
+	"atoll.dev/libs/computeapi"
+)
+
+// Sidecars returns the current version of the platform's managed sidecars
+// (platform admins); NotFound before any version was set.
+func (c *Client) Sidecars(ctx context.Context) (*computeapi.SidecarVersion, error) {
+	r, err := c.API.GetSidecarsWithResponse(ctx)
+	return decode[computeapi.SidecarVersion]("get sidecars", r, err)
+}
+
+// SetSidecars stores doc, a JSON computeapi.SidecarSpec, as the next
+// version of the managed sidecars (platform admins); an invalid one fails
+// with every bad field named. Not retried after it may have landed: a
+// second set would be a second version.
+func (c *Client) SetSidecars(ctx context.Context, doc []byte) (*computeapi.SidecarVersion, error) {
+	r, err := c.API.SetSidecarsWithBodyWithResponse(ctx, "application/json", bytes.NewReader(doc))
+	return decode[computeapi.SidecarVersion]("set sidecars", r, err)
+}
+
+// SidecarHistory returns every version of the managed sidecars, newest
+// first (platform admins).
+func (c *Client) SidecarHistory(ctx context.Context) ([]computeapi.SidecarVersion, error) {
+	r, err := c.API.ListSidecarVersionsWithResponse(ctx)
+	l, err := decode[computeapi.SidecarVersionList]("list sidecar versions", r, err)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// SidecarStatus returns which version of the managed sidecars the
+// region's workloads run (platform admins).
+func (c *Client) SidecarStatus(ctx context.Context) (*computeapi.SidecarStatus, error) {
+	r, err := c.API.GetSidecarStatusWithResponse(ctx)
+	return decode[computeapi.SidecarStatus]("get sidecar status", r, err)
+}
