@@ -169,3 +169,73 @@ func (s *SidecarSpec) Validate() FieldErrors {
 	}
 	return fe
 }
+
+// SidecarControlKey is the key, in bus.BucketSidecars, of the platform
+// admins' control of the rollout (SidecarControl), written by the gateway.
+const SidecarControlKey = "ctl"
+
+// SidecarProgressKey is the key, in bus.BucketSidecars, of the rollout's
+// progress (SidecarProgress), written by admission's rollout controller
+// only.
+const SidecarProgressKey = "progress"
+
+// SidecarControl is the operators' control of the sidecar rollout.
+type SidecarControl struct {
+	// Paused holds the rollout: no further workload moves.
+	Paused bool `json:"paused,omitempty"`
+	// Aborted is a version whose rollout was aborted: no further workload
+	// moves to it (those moved keep it) until a newer version is set.
+	Aborted int64 `json:"aborted,omitempty"`
+	// Reason says why, for the status.
+	Reason string `json:"reason,omitempty"`
+	// ResumeSeq increases with each resume, which also lifts a pause the
+	// health gate took.
+	ResumeSeq int `json:"resumeSeq,omitempty"`
+}
+
+// Sidecar rollout phases (SidecarProgress.Phase).
+const (
+	SidecarRolloutProgressing = "Progressing"
+	SidecarRolloutPaused      = "Paused"
+	SidecarRolloutAborted     = "Aborted"
+	SidecarRolloutComplete    = "Complete"
+)
+
+// SidecarMove is one workload being moved to the rollout's version.
+type SidecarMove struct {
+	// Key is the workload's key.
+	Key string `json:"key"`
+	// From is the version it ran before.
+	From int64 `json:"from"`
+	// Generation is the workload's generation that carries the new
+	// version.
+	Generation int64 `json:"generation"`
+	// Started is when it was moved.
+	Started time.Time `json:"started"`
+	// ReadySince is when its pods were first seen all ready on the new
+	// version; zero while they are not.
+	ReadySince time.Time `json:"readySince,omitzero"`
+}
+
+// SidecarProgress is the rollout of the current version: how far it got.
+// Its size is bounded by MaxUnavailable, never by the number of
+// workloads (the status lists the workloads per version).
+type SidecarProgress struct {
+	// Version is the version rolling out.
+	Version int64 `json:"version"`
+	// Phase is one of the SidecarRollout* phases.
+	Phase string `json:"phase"`
+	// Message says why the rollout is paused.
+	Message string `json:"message,omitempty"`
+	// Moving are the workloads moved and not yet baked.
+	Moving []SidecarMove `json:"moving,omitempty"`
+	// Done counts the workloads moved and baked.
+	Done int `json:"done"`
+	// RolledBack counts the workloads returned to their version after
+	// failing the health gate.
+	RolledBack int `json:"rolledBack,omitempty"`
+	// ResumeSeq is the control's ResumeSeq last acted on.
+	ResumeSeq int `json:"resumeSeq,omitempty"`
+	// Updated is when the progress was last written.
+	Updated time.Time `json:"updated"`
+}

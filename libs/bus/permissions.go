@@ -145,7 +145,7 @@ func Grants() map[string]Grant {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
 			// The versions of the managed sidecars (platform admins).
-			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketSidecars, all}},
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketSidecars, []string{"current", "v.*", "ctl"}}},
 			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
 			// Projects: every request's roles come from its memberships.
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations, BucketProjects},
@@ -157,8 +157,10 @@ func Grants() map[string]Grant {
 			Receives: []string{DebugSessionSubject("*", "down")},
 		},
 		UserAdmission: {
-			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair"}}},
-			Reads:   []string{BucketSidecars},
+			Writes: []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair", "admission-sidecars"}}, {BucketSidecars, []string{"progress"}}},
+			// Sidecars: the versions it injects and rolls out; status: the
+			// rollout's health gate.
+			Reads:   []string{BucketSidecars, BucketStatus},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

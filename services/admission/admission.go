@@ -133,6 +133,9 @@ type Service struct {
 	sidecars *bus.TypedMirror[*api.SidecarVersion]
 	// claimGrace is HostClaimGrace, shorter in tests.
 	claimGrace time.Duration
+	// sidecarTiming are the sidecar rollout's periods
+	// (sidecars_rollout.go), shorter in tests.
+	sidecarTiming sidecarTiming
 	endpoints  *bus.Endpoints
 	cancel     context.CancelFunc // ends the repair loop
 	repairing  sync.WaitGroup     // the repair loop
@@ -164,7 +167,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 		events: events.NewPublisher(b, log, events.Options{}),
 
-		claimGrace: HostClaimGrace,
+		claimGrace:    HostClaimGrace,
+		sidecarTiming: sidecarTiming{every: SidecarRolloutEvery, deadline: SidecarMoveDeadline},
 	}
 }
 
