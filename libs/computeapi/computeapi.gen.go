@@ -1081,8 +1081,44 @@ type SidecarStatus struct {
 		Version int64  `json:"version"`
 	} `json:"behind"`
 
+	// Control The operators' control of the rollout.
+	Control struct {
+		// Aborted The version whose rollout was aborted.
+		Aborted   int64  `json:"aborted,omitempty,omitzero"`
+		Paused    bool   `json:"paused,omitempty,omitzero"`
+		Reason    string `json:"reason,omitempty,omitzero"`
+		ResumeSeq int    `json:"resumeSeq,omitempty,omitzero"`
+	} `json:"control,omitempty,omitzero"`
+
 	// Current The current version; 0 when none was set.
 	Current int64 `json:"current"`
+
+	// Rollout The rollout of the current version, written by admission's rollout controller; absent before the first.
+	Rollout struct {
+		// Done Workloads moved and baked.
+		Done int `json:"done"`
+
+		// Message Why it is paused.
+		Message string `json:"message,omitempty,omitzero"`
+
+		// Moving The workloads being moved (at most maxUnavailable), with their health gate.
+		Moving []struct {
+			From       int64     `json:"from"`
+			Generation int64     `json:"generation"`
+			Key        string    `json:"key"`
+			ReadySince time.Time `json:"readySince,omitempty,omitzero"`
+			Started    time.Time `json:"started"`
+		} `json:"moving,omitempty,omitzero"`
+
+		// Phase Progressing, Paused, Aborted or Complete.
+		Phase     string `json:"phase"`
+		ResumeSeq int    `json:"resumeSeq,omitempty,omitzero"`
+
+		// RolledBack Workloads returned to their version after failing the health gate.
+		RolledBack int       `json:"rolledBack,omitempty,omitzero"`
+		Updated    time.Time `json:"updated"`
+		Version    int64     `json:"version"`
+	} `json:"rollout,omitempty,omitzero"`
 
 	// Versions How many workloads run each version (0 is admission's own configuration).
 	Versions []struct {
@@ -1579,6 +1615,15 @@ type GetRemediationParams struct {
 // SetSidecarsJSONRequestBody defines body for SetSidecars for application/json ContentType.
 type SetSidecarsJSONRequestBody = SidecarSpec
 
+// AbortSidecarsJSONRequestBody defines body for AbortSidecars for application/json ContentType.
+type AbortSidecarsJSONRequestBody = UpgradeAction
+
+// PauseSidecarsJSONRequestBody defines body for PauseSidecars for application/json ContentType.
+type PauseSidecarsJSONRequestBody = UpgradeAction
+
+// ResumeSidecarsJSONRequestBody defines body for ResumeSidecars for application/json ContentType.
+type ResumeSidecarsJSONRequestBody = UpgradeAction
+
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
@@ -1835,10 +1880,64 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
 	SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AbortSidecarsWithBody Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecars(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
 	//
 	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
 	ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSidecarsWithBody Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecars(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSidecarsWithBody Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecars(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
 	//
@@ -2453,11 +2552,125 @@ func (c *Client) SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBod
 	return c.Client.Do(req)
 }
 
+// AbortSidecarsWithBody Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *Client) AbortSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *Client) AbortSidecars(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
 //
 // Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
 func (c *Client) ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListSidecarVersionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSidecarsWithBody Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *Client) PauseSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *Client) PauseSidecars(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSidecarsWithBody Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *Client) ResumeSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *Client) ResumeSidecars(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSidecarsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3646,6 +3859,46 @@ func NewSetSidecarsRequestWithBody(server string, contentType string, body io.Re
 	return req, nil
 }
 
+// NewAbortSidecarsRequest calls the generic AbortSidecars builder with application/json body
+func NewAbortSidecarsRequest(server string, body AbortSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAbortSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAbortSidecarsRequestWithBody constructs an http.Request for the AbortSidecars method, with any body, and a specified content type
+func NewAbortSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/abort")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSidecarVersionsRequest constructs an http.Request for the ListSidecarVersions method
 func NewListSidecarVersionsRequest(server string) (*http.Request, error) {
 	var err error
@@ -3669,6 +3922,86 @@ func NewListSidecarVersionsRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPauseSidecarsRequest calls the generic PauseSidecars builder with application/json body
+func NewPauseSidecarsRequest(server string, body PauseSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseSidecarsRequestWithBody constructs an http.Request for the PauseSidecars method, with any body, and a specified content type
+func NewPauseSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeSidecarsRequest calls the generic ResumeSidecars builder with application/json body
+func NewResumeSidecarsRequest(server string, body ResumeSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeSidecarsRequestWithBody constructs an http.Request for the ResumeSidecars method, with any body, and a specified content type
+func NewResumeSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5826,12 +6159,66 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
 	SetSidecarsWithResponse(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error)
 
+	// AbortSidecarsWithBodyWithResponse Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error)
+
+	// AbortSidecarsWithResponse Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithResponse(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error)
+
 	// ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
 	ListSidecarVersionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSidecarVersionsResponse, error)
+
+	// PauseSidecarsWithBodyWithResponse Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error)
+
+	// PauseSidecarsWithResponse Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithResponse(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error)
+
+	// ResumeSidecarsWithBodyWithResponse Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error)
+
+	// ResumeSidecarsWithResponse Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithResponse(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error)
 
 	// GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
 	//
@@ -6600,6 +6987,89 @@ func (r SetSidecarsResponse) ContentType() string {
 	return ""
 }
 
+// AbortSidecarsResponse503Headers the declared response headers of an HTTP 503 response for AbortSidecars
+type AbortSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type AbortSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AbortSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AbortSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AbortSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AbortSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AbortSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AbortSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AbortSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AbortSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AbortSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AbortSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AbortSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSidecarVersionsResponse503Headers the declared response headers of an HTTP 503 response for ListSidecarVersions
 type ListSidecarVersionsResponse503Headers struct {
 	RetryAfter int
@@ -6663,6 +7133,172 @@ func (r ListSidecarVersionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListSidecarVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseSidecarsResponse503Headers the declared response headers of an HTTP 503 response for PauseSidecars
+type PauseSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type PauseSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PauseSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeSidecarsResponse503Headers the declared response headers of an HTTP 503 response for ResumeSidecars
+type ResumeSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ResumeSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSidecarsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10185,6 +10821,36 @@ func (c *ClientWithResponses) SetSidecarsWithResponse(ctx context.Context, body 
 	return ParseSetSidecarsResponse(rsp)
 }
 
+// AbortSidecarsWithBodyWithResponse Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *ClientWithResponses) AbortSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error) {
+	rsp, err := c.AbortSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortSidecarsResponse(rsp)
+}
+
+// AbortSidecarsWithResponse Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *ClientWithResponses) AbortSidecarsWithResponse(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error) {
+	rsp, err := c.AbortSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortSidecarsResponse(rsp)
+}
+
 // ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10196,6 +10862,66 @@ func (c *ClientWithResponses) ListSidecarVersionsWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseListSidecarVersionsResponse(rsp)
+}
+
+// PauseSidecarsWithBodyWithResponse Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *ClientWithResponses) PauseSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error) {
+	rsp, err := c.PauseSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSidecarsResponse(rsp)
+}
+
+// PauseSidecarsWithResponse Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *ClientWithResponses) PauseSidecarsWithResponse(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error) {
+	rsp, err := c.PauseSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSidecarsResponse(rsp)
+}
+
+// ResumeSidecarsWithBodyWithResponse Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *ClientWithResponses) ResumeSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error) {
+	rsp, err := c.ResumeSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSidecarsResponse(rsp)
+}
+
+// ResumeSidecarsWithResponse Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *ClientWithResponses) ResumeSidecarsWithResponse(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error) {
+	rsp, err := c.ResumeSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSidecarsResponse(rsp)
 }
 
 // GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
@@ -11282,6 +12008,80 @@ func ParseSetSidecarsResponse(rsp *http.Response) (*SetSidecarsResponse, error) 
 	return response, nil
 }
 
+// ParseAbortSidecarsResponse parses an HTTP response from a AbortSidecarsWithResponse call
+func ParseAbortSidecarsResponse(rsp *http.Response) (*AbortSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AbortSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AbortSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSidecarVersionsResponse parses an HTTP response from a ListSidecarVersionsWithResponse call
 func ParseListSidecarVersionsResponse(rsp *http.Response) (*ListSidecarVersionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11329,6 +12129,154 @@ func ParseListSidecarVersionsResponse(rsp *http.Response) (*ListSidecarVersionsR
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ListSidecarVersionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseSidecarsResponse parses an HTTP response from a PauseSidecarsWithResponse call
+func ParsePauseSidecarsResponse(rsp *http.Response) (*PauseSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PauseSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeSidecarsResponse parses an HTTP response from a ResumeSidecarsWithResponse call
+func ParseResumeSidecarsResponse(rsp *http.Response) (*ResumeSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResumeSidecarsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -14482,9 +15430,18 @@ type ServerInterface interface {
 	// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
 	// (PUT /v1/admin/sidecars)
 	SetSidecars(w http.ResponseWriter, r *http.Request)
+	// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/abort)
+	AbortSidecars(w http.ResponseWriter, r *http.Request)
 	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
 	// (GET /v1/admin/sidecars/history)
 	ListSidecarVersions(w http.ResponseWriter, r *http.Request)
+	// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/pause)
+	PauseSidecars(w http.ResponseWriter, r *http.Request)
+	// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/resume)
+	ResumeSidecars(w http.ResponseWriter, r *http.Request)
 	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
 	// (GET /v1/admin/sidecars/status)
 	GetSidecarStatus(w http.ResponseWriter, r *http.Request)
@@ -14629,9 +15586,27 @@ func (_ Unimplemented) SetSidecars(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/abort)
+func (_ Unimplemented) AbortSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
 // (GET /v1/admin/sidecars/history)
 func (_ Unimplemented) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/pause)
+func (_ Unimplemented) PauseSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/resume)
+func (_ Unimplemented) ResumeSidecars(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -14924,11 +15899,53 @@ func (siw *ServerInterfaceWrapper) SetSidecars(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// AbortSidecars operation middleware
+func (siw *ServerInterfaceWrapper) AbortSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AbortSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListSidecarVersions operation middleware
 func (siw *ServerInterfaceWrapper) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListSidecarVersions(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSidecars operation middleware
+func (siw *ServerInterfaceWrapper) PauseSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSidecars operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSidecars(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -16755,6 +17772,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/admin/sidecars/status", wrapper.GetSidecarStatus)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/pause", wrapper.PauseSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/resume", wrapper.ResumeSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/abort", wrapper.AbortSidecars)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/upgrades", wrapper.ListUpgrades)
 	})
 	r.Group(func(r chi.Router) {
@@ -16811,340 +17837,349 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxs3ti/6VVC8u8rk3CYlPzJnR6pdpxTbyThxbB3J3qmaYc4Q7AZJjJpATwMtivHVd7+FtRbQ3SSa",
-	"Ii3Jeez8Y1NkN54LC+v5W596qV4WWgllTe/kU6/gJV8KK0r462VeGSvKc24X7k+peie9wv2R9BRfit5J",
-	"L8UnekmvFP+uZCmy3oktK5H0TLoQS+5es+vCPWpsKdW8d3ub9N5kYlloK1S6/kGs3TOZMGkpCyu16+OM",
-	"pbkUyg7ThTZCsSuxZn1u2VIby54++0+WLnjJUzfMwSnjrBS2XLOVtAtmF4IZvhTwDlcZm+ps7R6oSmXg",
-	"15ksjWW6sqleilEvwWktBM9gHjSxxhCHbozNCS35zVuh5m5Rnj77zyQywR+kyvyqtaf2YSHYlVRZwqRi",
-	"XK1Zyo1g/bOiSBgvisEp00owPWOT715/YEfXT4/c02YSBtpef/fjgYv/o1hO6z3dHl1lRPnEMFNN/yVS",
-	"y3QJqzYvdVU8Mcz1mzCOSykzoay0a1aU+lpmomSrUlphmLSs//Hi7VCYlBciG3SMfglD2Tn+xlo/++p5",
-	"bK3f8aXYQaHw32ErdF5qN/UdjRb4xM52C26tKN27//cffPjL8fDrn/v/GNKnT8fJX5/e+u8H//s/erGp",
-	"fSzmJc9E916V2nL3Jytyrmh3Otb64HW4dQ+bQisjgBl8w7ML8e9KGOv+SrWyQsFHXhS5TGEcR/8ybmyf",
-	"Gs3+RylmvZPe/3NUM5oj/NUcvS5LXWJXkblhZ0watuT5TJdLkbG+WSvLbxJWqSulV4rNpMgzk7BVqdWc",
-	"uTmYhE15xmpONjhl4lqUa3zW0eo0F0vXbi6NFVnvNum91GqWy/QLTU3j0RI30ljDeF4Knq1Z/ww/vIav",
-	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+70taxy1llBB7hdMHV",
-	"XLD+/3G/vL5Jhcjcq4GXTkt9JRRLeYGM1uiqTIX7uxAZ45YdJ8xU6cKxhO/OPxrGGR0OtuI43nnJFYxH",
-	"Guo6Y0ZjFxMY0SiXS2kn7Hjg9uJbXU5llgn1ZTYj5XkuSrbkaxhtppldSBOWrMi5dcT3xLBC5zJdt5Yv",
-	"02m1FMqyfqozwcLQYSLvtP1WVyp7/Hm807gJRFh9XcJcrqWR01w4WrFhpjC0D1q/5eVcfNmjDHexO3eu",
-	"a7e8XOHlwq1Y8TXjaSoKa2iAP3K1Jo5jviQpPDGsdIcJiBLowB00Vbm7yt3MuhCKGVsKvjRA1KYQyp6S",
-	"FMJnVpRscuH+GJ65PybMiFSrzPQSEjNgOo0n2sMnRiyVFXMBY3VXgeKVXehS/iK+DD1d81xmLC0F3PE8",
-	"h135qPg1lzmf5l+Acs5YKeaO8xlRXstUsExmyACVWYnSCVBWLsWp+24h1dxtBV4KVrMFv/bMLXv0rSlK",
-	"nQpjvsyyfGiyHWnYSuT5kK7HaWWZVLB1SfTSwxuPuNUbfNLJnMTriHP7G2mh8wz5HEjeK11e5ZpnIN85",
-	"fonN0FH9yf+aeK7ub4tJ/WaywfGRLRWDEXtHm+huDSdFWqFABqL1aKgjIFyV7mK0UhBnKDOt8GDQFk21",
-	"zgVXjmgXgud2sY7/mPOpyKERnmXSLTHPz1uNb8hFQU5DXottGHsp8L5yG8Ft76SXcSuGjj63Jbukt3TU",
-	"gtx36zeU1yI/FFrvHukucjrXOo8OvircSLP9x/6LViIuN9ey5T+8uAkP11uQ1Fv1c2QstMFvJcqY7U2W",
-	"VizbH3bN19NKPWVelny9NU5sLDoYrXCZt4eya/tKwemcb/3kZLTKxOkQv7lrVeHX0FDHqGdyflmINKZW",
-	"469P4MpKWd8f2VfETp4YNnG/TNw1B5IlvpCAJr1acMscYzDMLPQKlLr2umTc8oOOUnt8P4i1gZ6ueV45",
-	"Od4I6+TKa15Kx1sN6wt1/W2plwkT6vofP4/gQffFwLGwmcyFGfUiqwK/3GNk37r3E8ahC9Kz3Mi8kcEJ",
-	"CMT1ccB5JVhfaXhAz5hbmEFkZLfxHbSlzre37ye3/kEfMHjFGWG398ENhUslygthLC/tzqnvd+q3hllw",
-	"J8jHibnEbkV2ZvfvodR5risbV3Qdi2X0REMn6nPFzoriiWGO0Qyn66H73z8YoVB+wIB04Z4Vqlq6o0dt",
-	"DmHevTDcYSlMtWx+UalMN45mg393rlhsfY3VTsXa9/GXuvImvPaRFAaZR2PWUtnnz+oZB2km6c24zPd+",
-	"GGSEfZ+tlHLLsN/TpkpREd3r+ehylFp9r6cXVYR7p7UYsbVHBy1A501NxsUm+ZylVl47MrkMc0t632Jv",
-	"MWJx91hW5SL7ILGh/Wj24JWL3Nm1TdfP4+fuFb4Md9rWXYMPuMuG5gKssqyUAeMniH7YldMELUmbMsLP",
-	"OC7eVicXlTKuqaLU81IY4P177FuDALY5DdokYyNzA6ZJMaVXo9j6gyhI0z1s5+BNt3vGzKr8sHfdmsZn",
-	"872etge+5JnAScGdRbO8EqIwrL+QxupyjZqvGSRM55nT28FkDnbFvUSv+uxtSV+OQp26nHVytiZB0r7H",
-	"yO8VF0uturheWpUlaWB70MNhPPIQthcTrvc8jH5QSZiM77putnthuo8l/v7E0IdLYVnqVlGUTuCqlk6N",
-	"1NeibNIHSmVFfSy2j+hULCRautodvvQtrBbaiEan0pC5TQnWz7l1dDYXyt/seuq0fhHU2EJnjKaNbMQt",
-	"xaBFk10ySyA9P5vP1aFaNBe7df4nkx2pED8Ky70a0KaQh9C0u3Vjcshs0d/7Ans6ZcvKWCb+XfEcbR3c",
-	"Lp4Yb/IYRf0vW5djbOavVVZoqexhgoYs4sq/zrqU/6xL3czWcd5f6OyJgYMilTDmhGmVr/HgMEGDdr+n",
-	"Ql4LZks+m8m0XoeGPL+fyk+6fi0+uDHDTP0wdy1fhIvzLHO3enx2KPaDIiYVMYnY3V2CjGBPmVgWFp3E",
-	"TodwL2as0E45ityoojmqdueX4F1h0zXoHEnoDVikzva+JgPdRDgVjmtfW8cl2kfPdWnvtHf4NfV9NKca",
-	"3R4wQ0YsbllEHnvjTY9orRbKypSD6yc4RhLmvSIJa/m7Erbhgto2K15wK9460cT9PBpFBTD0B+69dN+6",
-	"x8nUur0Nu+w8YMYEKs3z97PeyT92dwSTuxBuWd1a3f4cM+uSs40cDzNdttcESGxzWdwq3AzneuhGODRX",
-	"shhq4nlD2FfHgGY8N4IoQRj7Jrv7NMMO10sQpY1rEWN7wn/dniDPltLC1gXdJnHst+BzpBHSEcGf6IkA",
-	"9bGEZSIX8BAq0Z3bX0sQm5ffX19Er0oZkVnOtYH7yWsp6IZ4YhjMjFw/p6wyYAN6y40dwlIM37za1EA6",
-	"er0iWemBDMP15bd9hR6gSGyaRrNe0oh0oFATUhJxk1sLTp11UspDmHWR5D7fqPv6ptBGdErHigl4IKPr",
-	"ZaGNRcbO7SIJpr43CtRNYXwgTPviMaAwuh+WEV0WGbDouNbcmR5Oec5V6u4U/3BTWzZPmMQBgM2x1Hnu",
-	"+pzJPBcZkyppSur+3quUlTnEFmUajaR7rTfN9IxujQiPdEsUl3D8Im1P9G96xZZcrTvXjZafegdOaBcS",
-	"92MUPVEFxcjsJmkYbOIjY+oRxkilcTV0Xn/x6yfCUbhdMD2j+DORZwnL5ZUAM/zIimXhFKBRMNuafxz/",
-	"PJJLxwiSAzwMG5PFsSSek9Nrsam+oTiu7Yn66IezbClVh7FX32Fb9yawaylWIBdm4lrk7oleAreCilrA",
-	"Nkw9OhdA19sCe8NmijFrdy+NfzDZmKCfTXSR2kfhIGnf0V0n++5QBfYTumtpG56PDfwHqbI3aqYjypES",
-	"FEA0Cy7a2tUDvmvHenTcKOdW7L3K17F283UInGHwoAGHcVoKbgWEB3KyBTTdIg2qAoH+ZZeh7g3YD4qc",
-	"p8Dxdoj/BQf26bj2TObAZO7q2m9UPHCT1f5p17P3xBuK4bxMeS5KkE8Go7hXoYPzNzw71i8/hXmxvp6h",
-	"5JMw9DckzFhduH95aeHL1odhYCVO2uJkegVZxvtQlDAHmk+KnQGtTwwzYo5BCaqmpo8Xb81Y9SdH10+P",
-	"6Oiao0/06fYoBAYcfXLN3x59cqt/OxmcYNANqndjleuV21mIlQ1Rs9JQxJDIBqOxiq02kkh81F4MLZGQ",
+	"7L19cxs3ljf6VVC8W2VybpOSXzLPjlRbTym2k3Hi2FrJ3lTtMDsEu0ESoybQ00CLYnz13W/hnAN0N4mm",
+	"SEtyMln/Y4tkN14PDs7r73zqpXpZaCWUNb2TT72Cl3wprCjh08u8MlaU59wu3Eepeie9wn1IeoovRe+k",
+	"l+ITvaRXin9WshRZ78SWlUh6Jl2IJXev2XXhHjW2lGreu71Nem8ysSy0FSpd/yjW7plMmLSUhZXa9XHG",
+	"0lwKZYfpQhuh2JVYsz63bKmNZU+f/TtLF7zkqRvm4JRxVgpbrtlK2gWzC8EMXwp4h6uMTXW2dg9UpTLw",
+	"60yWxjJd2VQvxaiX4LQWgmcwD5pYY4hDN8bmhJb85q1Qc7coT5/9exKZ4I9SZX7V2lP7sBDsSqosYVIx",
+	"rtYs5Uaw/llRJIwXxeCUaSWYnrHJ968/sKPrp0fuaTMJA22vv/vxwMX/SSyn9Z5uj64yonximKmm/xCp",
+	"ZbqEVZuXuiqeGOb6TRjHpZSZUFbaNStKfS0zUbJVKa0wTFrW/3jxdihMyguRDTpGv4Sh7Bx/Y62fffM8",
+	"ttbv+FLsoFD477AVOi+1m/qORgt8Yme7BbdWlO7d//kbH/56PPzLL/2/DemvT8fJn5/e+u8H//fferGp",
+	"fSzmJc9E916V2nL3kRU5V7Q7HWt98DrcuodNoZURwAy+5dmF+GcljHWfUq2sUPAnL4pcpjCOo38YN7ZP",
+	"jWb/rRSz3knv/zmqGc0R/mqOXpelLrGryNywMyYNW/J8psulyFjfrJXlNwmr1JXSK8VmUuSZSdiq1GrO",
+	"3BxMwqY8YzUnG5wycS3KNT7raHWai6VrN5fGiqx3m/ReajXLZfqFpqbxaIkbaaxhPC8Fz9asf4Z/vIav",
+	"BwkcMV2IErc408Iwpa1jE/maWc2kNcBL3Bk1llvB+h+VqYpCl1ZkCfOTGiT+FP+z0taxy1llBB7hdMHV",
+	"XLD+f7pfXt+kQmTu1cBLp6W+EoqlvEBGa3RVpsJ9LkTGuGXHCTNVunAs4fvzj4ZxRoeDrTiOd15yBeOR",
+	"hrrOmNHYxQRGNMrlUtoJOx64vfhOl1OZZUJ9mc1IeZ6Lki35GkabaWYX0oQlK3JuHfE9MazQuUzXreXL",
+	"dFothbKsn+pMsDB0mMg7bb/Tlcoefx7vNG4CEVZflzCXa2nkNBeOVmyYKQztg9ZveTkXX/Yow13szp3r",
+	"2i0vV3i5cCtWfM14morCGhrgT1ytieOYL0kKTwwr3WECogQ6cAdNVe6ucjezLoRixpaCLw0QtSmEsqck",
+	"hfCZFSWbXLgPwzP3YcKMSLXKTC8hMQOm03iiPXxixFJZMRcwVncVKF7ZhS7lr+LL0NM1z2XG0lLAHc9z",
+	"2JWPil9zmfNp/gUo54yVYu44nxHltUwFy2SGDFCZlSidAGXlUpy67xZSzd1W4KVgNVvwa8/cskffmqLU",
+	"qTDmyyzLhybbkYatRJ4P6XqcVpZJBVuXRC89vPGIW73BJ53MSbyOOLe/kRY6z5DPgeS90uVVrnkG8p3j",
+	"l9gMHdWf/a+J5+r+tpjUbyYbHB/ZUjEYsXe0ie7WcFKkFQpkIFqPhjoCwlXpLkYrBXGGMtMKDwZt0VTr",
+	"XHDliHYheG4X6/iPOZ+KHBrhWSbdEvP8vNX4hlwU5DTktdiGsZcC7yu3Edz2TnoZt2Lo6HNbskt6S0ct",
+	"yH23fkN5LfJDofXuke4ip3Ot8+jgq8KNNNt/7L9qJeJycy1b/s2Lm/BwvQVJvVW/RMZCG/xWoozZ3mRp",
+	"xbL9x675elqpp8zLkq+3xomNRQejFS7z9lB2bV8pOJ3zrZ+cjFaZOB3iN3etKvwaGuoY9UzOLwuRxtRq",
+	"/PUJXFkp6/sj+4rYyRPDJu6XibvmQLLEFxLQpFcLbpljDIaZhV6BUtdel4xbftBRao/vR7E20NM1zysn",
+	"xxthnVx5zUvpeKthfaGuvyv1MmFCXf/tlxE86L4YOBY2k7kwo15kVeCXe4zsO/d+wjh0QXqWG5k3MjgB",
+	"gbg+DjivBOsrDQ/oGXMLM4iM7Da+g7bU+fb2/ezWP+gDBq84I+z2PrihcKlEeSGM5aXdOfX9Tv3WMAvu",
+	"BPk4MZfYrcjO7P49lDrPdWXjiq5jsYyeaOhEfa7YWVE8McwxmuF0PXT/+wcjFMoPGJAu3LNCVUt39KjN",
+	"Icy7F4Y7LIWpls0vKpXpxtFs8O/OFYutr7HaqVj7Pv5SV96E1z6SwiDzaMxaKvv8WT3jIM0kvRmX+d4P",
+	"g4yw77OVUm4Z9nvaVCkqons9H12OUqsf9PSiinDvtBYjtvbooAXovKnJuNgkn7PUymtHJpdhbknvO+wt",
+	"RizuHsuqXGQfJDa0H80evHKRO7u26fp5/NK9wpfhTtu6a/ABd9nQXIBVlpUyYPwE0Q+7cpqgJWlTRvgZ",
+	"x8Xb6uSiUsY1VZR6XgoDvH+PfWsQwDanQZtkbGRuwDQppvRqFFt/EAVpuoftHLzpds+YWZUf9q5b0/hs",
+	"ftDT9sCXPBM4KbizaJZXQhSG9RfSWF2uUfM1g4TpPHN6O5jMwa64l+hVn70t6ctRqFOXs07O1iRI2vcY",
+	"+b3iYqlVF9dLq7IkDWwPejiMRx7C9mLC9Z6H0Q8qCZPxXdfNdi9M97HE358Y+uNSWJa6VRSlE7iqpVMj",
+	"9bUom/SBUllRH4vtIzoVC4mWrnaHL30Lq4U2otGpNGRuU4L1c24dnc2F8je7njqtXwQ1ttAZo2kjG3FL",
+	"MWjRZJfMEkjPz+ZzdagWzcVunf/NZEcqxE/Ccq8GtCnkITTtbt2YHDJb9Pe+wJ5O2bIylol/VjxHWwe3",
+	"iyfGmzxGUf/L1uUYm/lrlRVaKnuYoCGLuPKvsy7lP+tSN7N1nPcXOnti4KBIJYw5YVrlazw4TNCg3e+p",
+	"kNeC2ZLPZjKt16Ehz++n8pOuX4sPbswwUz/MXcsX4eI8y9ytHp8div2giElFTCJ2d5cgI9hTJpaFRSex",
+	"0yHcixkrtFOOIjeqaI6q3fkleFfYdA06RxJ6Axaps72vyUA3EU6F49rX1nGJ9tFzXdo77R1+TX0fzalG",
+	"twfMkBGLWxaRx9540yNaq4WyMuXg+gmOkYR5r0jCWv6uhG24oLbNihfcirdONHE/j0ZRAQz9gXsv3Xfu",
+	"cTK1bm/DLjsPmDGBSvP8/ax38rfdHcHkLoRbVrdWt7/EzLrkbCPHw0yX7TUBEttcFrcKN8O5HroRDs2V",
+	"LIaaeN4Q9tUxoBnPjSBKEMa+ye4+zbDD9RJEaeNaxNie8F+3J8izpbSwdUG3SRz7LfgcaYR0RPAneiJA",
+	"fSxhmcgFPIRKdOf21xLE5uX35xfRq1JGZJZzbeB+8loKuiGeGAYzI9fPKasM2IDecmOHsBTDN682NZCO",
+	"Xq9IVnogw3B9+W1foQcoEpum0ayXNCIdKNSElETc5NaCU2edlPIQZl0kuc836r6+KbQRndKxYgIeyOh6",
+	"WWhjkbFzu0iCqe+NAnVTGB8I0754DCiM7odlRJdFBiw6rjV3podTnnOVujvFP9zUls0TJnEAYHMsdZ67",
+	"Pmcyz0XGpEqakrq/9yplZQ6xRZlGI+le600zPaNbI8Ij3RLFJRy/SNsT/atesSVX6851o+Wn3oET2oXE",
+	"/RhFT1RBMTK7SRoGm/jImHqEMVJpXA2d11/8+olwFG4XTM8o/kzkWcJyeSXADD+yYlk4BWgUzLbmb8e/",
+	"jOTSMYLkAA/DxmRxLInn5PRabKpvKI5re6I++uEsW0rVYezVd9jWvQnsWooVyIWZuBa5e6KXwK2gohaw",
+	"DVOPzgXQ9bbA3rCZYsza3UvjH0w2JuhnE12k9lE4SNp3dNfJvjtUgf2E7lrahudjA/9RquyNmumIcqQE",
+	"BRDNgou2dvWA79qxHh03yrkVe6/ydazdfB0CZxg8aMBhnJaCWwHhgZxsAU23SIOqQKB/2WWoewP2gyLn",
+	"KXC8HeJ/wYF9Oq49kzkwmbu69hsVD9xktX/a9ew98YZiOC9TnosS5JPBKO5V6OD8Dc+O9ctPYV6sr2co",
+	"+SQM/Q0JM1YX7l9eWviy9ccwsBInbXEyvYIs430oSpgDzSfFzoDWJ4YZMcegBFVT08eLt2as+pOj66dH",
+	"dHTN0Sf66/YoBAYcfXLN3x59cqt/OxmcYNANqndjleuV21mIlQ1Rs9JQxJDIBqOxiq02kkh81F4MLZGQ",
 	"IKpBqq07qc9pU73JCtvsIJ5CZyZKr6CHul/dYXNz0yvlJskW3LBcz03CxI1IybgFUSNomGuOYAEhdUpE",
-	"O49b8+muo4VIGsd245DR2JFCu/jIQ8hwgR99vhj3QzUVHdrHLja8S7rW004ZeodL3x5kp+928m/N8C2f",
-	"ivyc23SxPcVSLDW6Q/Y/vEbY+5jeokPU87cS76j9tyAwpuivuVSHmb/uod5s2qnqkdE4YoT3I1d8LrJL",
+	"O49b8+muo4VIGsd245DR2JFCu/jIQ8hwgR99vhj3YzUVHdrHLja8S7rW004ZeodL3x5kp+928m/N8C2f",
+	"ivyc23SxPcVSLDW6Q/Y/vEbY+5jeokPU87cS76j9tyAwpuivuVSHmb/uod5s2qnqkdE4YoT3E1d8LrJL",
 	"mYmUl90risHVW1kNvgt3iUjFeOCTTwzzYiDrY4w9yH9JCLk1EPOAF4uPx5Dpoh2UNdeOjSmrt69rFCdj",
 	"awgJBt2MHRquZQGvUCwFV4YuXrgXa2ub4yOHXS13qbYdw/O/3j3ChtS476ji7BSXMUoamMwQs2IeEl4F",
-	"j3+z7typ7ZWojCiZLjFFI9Zk5+o6YXe7PZTTExbEdNc4J/l495lq2wig+e6legnRmd1nCIxWm2S8Ywn6",
+	"j3+77typ7ZWojCiZLjFFI9Zk5+o6YXe7PZTTExbEdNc4J/l495lq2wig+e6legnRmd1nCIxWm2S8Ywn6",
 	"mZjxKreDnYvx4HO+Y5YPcWMSaX3+fdntlUGJ/AD6PNjC9qX8Plu/VTJ+ZxwY8bixyLVBjKi8ZQFzfXZs",
 	"QClTN21teB5hEnNxSZHIUWuJt4sYvixywVbcNA2Nma6meWPoGKuOEo/rN3743Zjbi9DZDAmkZt/4Hctt",
-	"K/pFX/WS3krahVRDq3NRcpW6jtC8O1xoMFTQXzOe51OeXkWtApaXc2H3HDbE4e317MYm07L5mTQWoHtz",
-	"L2FrtrfWiyibwXxOf8QkmaXgpipFFjjYCVu5n8k1lw1ae73rcO6Y8FIquXS7cXzX5LGR2ETPdfbSizC1",
-	"DXVfOaP7GvI+zM5IQvC5H0p8W7FC6F34iUsr1dwx+A+iXEqF3oeQ8YTSPpMzxtV6tEuM99TdlBylko43",
-	"GBIQf072i5OmwF5v82tNe5f39Fxn3aEe5+AArq2KGFur84pSOJ0WumEzKQW4BdF2zSADgnE1VlINQYNE",
-	"qZQiMdAo7Zt/YtgEfp1Q3oUJ9vJJcz6TsQIxtSqYVik2clVNRS5QFw7Bo+C1hRw4u3CjvxKicH/L0qC2",
-	"36l13BnVhcEo5zpDs7I00X2uVy7m6pS2sbQJox03kLan2JJL1fh9b4N75IhF5OVKdtg0cnktaN8/vnnF",
-	"+leisIynpTZOL6A9xN0zcfsU0scew/xveNCPsUO56qDZ1rvRiRDt5lwunabUCEYasW+5zCFEKaREOn0Y",
-	"gqxPGIdtLQUJNmA94gpIKGz/XFjDOJuVwiwS0hawK/eYYH0jBNsMjh9EiY4XPCXL+Tb9uCbjYsuCmw4b",
-	"I7z0xDB45ISdC5UB2/pGV5jp+bbtA9ncuXdxLru1P25ofiDxXdIxOSXPdcqtz3TaRSIXXnEFqbGoPsSN",
-	"HxjzYmLZVcT43u36HfzZKMztPRgro+aHmOB5XsuX95Sb6YUOza5FB7HfpSlyvn7XdYU+hJCNPNLsYqCG",
-	"9aVyx+fcZ4qpjIz6/hut8o24vM/RbHYFV6+6rEelmEt3vrsMvj69TZpmKnPfcwpMSD5/f4m4C964MBkk",
-	"wGMgegrDhqZrZvWVUCZuA46rmO0EU50LH17gh9X3HpMhKJ4oA0offay0EpjfBznWLedKnJMbkc8oNCgS",
-	"l0mTnq69MRo8JqWu5gvm3hxS1uWpt0JbveIlhUHD408MRqrsb4vuVJWJeHBQB1oENo5OE5zj+Pg4ufMs",
-	"tV9IHuRstdcabLkmpMmn2thhKpQPGrOCL1n/h2oqSiWsMAw6ZB7pwOOePH82iDo94+6qM/bq3SW1pGeh",
-	"ka/+VwM7Bem6FBhpS172OuOd9c3aWLFMGKklSfgpYUU1zWWagOSG/w7/4saq89x90IVQZiFndviXDjeY",
-	"P8VxABLGUyA7d9HUA2swHXTolcbiCQiqUyPR/bRFx9AsEDp6N+1CeH/k4B7Rn0S5D2Hl8XfN55t5/o+P",
-	"SdtIV+Q3IVysg7u303ubi73kmAeMwDRLXYomjgPwzBfPnkXD0vYwDu0OXaLbaK/V+yBFifOPXCar3dOP",
-	"zxz5bl/PyIbsxjPYa16dJiOcUufWQXDjnexv86C7Rp2szAuMlHH75O3d7Ky+6PDukqYB3oGO5qU7aax/",
-	"7N6eSjD4D1poH7mYAWISm+k81yvTjorzJ88fUzeeEfsAkjS4TFmlcgzbxMzI060LjBmQyJUfyyZABPa1",
-	"7dSYF5WJmiEj1g6/OweESy7FUpfrb9ZWPGovMs/ly/OPj9iF90o/UvPG6pLPxeMu1G3XqamjardzDvyB",
-	"iolixSk7JicR0hhRO7n5naqzwmPC8/wB+FlLWdmjLT+g7fGnRcX6QDapLoUZJAwplfWnbgucwHotM8lH",
-	"qV4ezYsqAZccxIy4faof02WD9/UJjIFpVaP4PDH1E4OoMUx2SOM+2fV+3LLXWIeE9pPabq5ojKXuoIud",
-	"KaAQJnRYIECna5ka2xl9dyGWIpPgQfimFPwq6kREYoxrwanWuVTzj8rKfH+FNNNLjjF9beIqtM6PxtXx",
-	"8fPUfYRPdZoD/UJ/4Y+OjH7RStBv7iP+EI9/Eh2BhO6Xw1LGrbboTImkQKlt2I/OnCdcieZLvu0krDyN",
+	"K/pFX/WS3krahVRDq3NRcpW6jtC8O1xoMFTQpxnP8ylPr6JWAcvLubB7Dhvi8PZ6dmOTadn8TBoL0L25",
+	"l7A121vrRZTNYD6nP2KSzFJwU5UiCxzshK3cz+Saywatvd51OHdMeCmVXLrdOL5r8thIbKLnOnvpRZja",
+	"hrqvnNF9DXkfZmckIfjcDyW+rVgh9C78zKWVau4Y/AdRLqVC70PIeEJpn8kZ42o92iXGe+puSo5SSccb",
+	"DAmIvyT7xUlTYK+3+bWmvct7eq6z7lCPc3AA11ZFjK3VeUUpnE4L3bCZlALcgmi7ZpABwbgaK6mGoEGi",
+	"VEqRGGiU9s0/MWwCv04o78IEe/mkOZ/JWIGYWhVMqxQbuaqmIheoC4fgUfDaQg6cXbjRXwlRuM+yNKjt",
+	"d2odd0Z1YTDKuc7QrCxNdJ/rlYu5OqVtLG3CaMcNpO0ptuRSNX7f2+AeOWIRebmSHTaNXF4L2vePb16x",
+	"/pUoLONpqY3TC2gPcfdM3D6F9LHHMP8LHvRj7FCuOmi29W50IkS7OZdLpyk1gpFG7DsucwhRCimRTh+G",
+	"IOsTxmFbS0GCDViPuAISCts/F9YwzmalMIuEtAXsyj0mWN8IwTaD4wdRouMFT8lyvk0/rsm42LLgpsPG",
+	"CC89MQweOWHnQmXAtr7VFWZ6vm37QDZ37l2cy27tjxuaH0h8l3RMTslznXLrM512kciFV1xBaiyqD3Hj",
+	"B8a8mFh2FTG+d7t+B382CnN7D8bKqPkhJnie1/LlPeVmeqFDs2vRQex3aYqcr991XaEPIWQjjzS7GKhh",
+	"fanc8Tn3mWIqI6O+/0arfCMu73M0m13B1asu61Ep5tKd7y6Dr09vk6aZytz3nAITks/fXyLugjcuTAYJ",
+	"8BiInsKwoemaWX0llInbgOMqZjvBVOfChxf4YfW9x2QIiifKgNJHHyutBOb3QY51y7kS5+RG5DMKDYrE",
+	"ZdKkp2tvjAaPSamr+YK5N4eUdXnqrdBWr3hJYdDw+BODkSr726I7VWUiHhzUgRaBjaPTBOc4Pj5O7jxL",
+	"7ReSBzlb7bUGW64JafKpNnaYCuWDxqzgS9b/sZqKUgkrDIMOmUc68Lgnz58Nok7PuLvqjL16d0kt6Vlo",
+	"5Jv/08BOQbouBUbakpe9znhnfbM2ViwTRmpJEn5KWFFNc5kmILnhv8M/ubHqPHd/6EIos5AzO/xThxvM",
+	"n+I4AAnjKZCdu2jqgTWYDjr0SmPxBATVqZHoftqiY2gWCB29m3YhvD9ycI/oT6Lch7Dy+Lvm8808/+lj",
+	"0jbSFflNCBfr4O7t9N7mYi855gEjMM1Sl6KJ4wA888WzZ9GwtD2MQ7tDl+g22mv1PkhR4vwjl8lq9/Tj",
+	"M0e+29czsiG78Qz2mlenyQin1Ll1ENx4J/vbPOiuUScr8wIjZdw+eXs3O6svOry7pGmAd6CjeelOGusf",
+	"u7enEgz+gxbaRy5mgJjEZjrP9cq0o+L8yfPH1I1nxD6AJA0uU1apHMM2MTPydOsCYwYkcuXHsgkQgX1t",
+	"OzXmRWWiZsiItcPvzgHhkkux1OX627UVj9qLzHP58vzjI3bhvdKP1LyxuuRz8bgLddt1auqo2u2cA3+g",
+	"YqJYccqOyUmENEbUTm5+p+qs8JjwPH8AftZSVvZoyw9oe/xpUbE+kE2qS2EGCUNKZf2p2wInsF7LTPJR",
+	"qpdH86JKwCUHMSNun+rHdNngfX0CY2Ba1Sg+T0z9xCBqDJMd0rhPdr0ft+w11iGh/aS2mysaY6k76GJn",
+	"CiiECR0WCNDpWqbGdkbfXYilyCR4EL4tBb+KOhGRGONacKp1LtX8o7Iy318hzfSSY0xfm7gKrfOjcXV8",
+	"/Dx1f8JfdZoD/UKf8EdHRr9qJeg39yf+EI9/Eh2BhO6Xw1LGrbboTImkQKlt2I/OnCdcieZLvu0krDyN",
 	"/I4N7IQomeLO7i/PRKiiO6WtI+gwz7pk7LJuPUQbueelmjdDjZ2KJ7gR8VxX98tnTeitezOq9HtTz6Et",
 	"vtOZiMeseTa06X5ZMyVWjKcYccdLQakFrE+oQzrYCwfeRggaOYSAwaOjjujcdOHtYxsoEu4eO2kGjJ+d",
 	"vwF0o6YtE9GNMMRDaRqhu5QsvxIqbnF4kDCYeuR3EPmrkhjHBonnOr3CxQ7btz9uSpFNt1fMiaym4Kk4",
-	"gkhAiqA+19kracoKnvqmyuaCJFkYAQnxENPTFUe0J1Wd62z7etLx22aT8sS1TO3GahzS7XaLM03CQCRk",
-	"VdzYc24OwPPAuNg47yT/ywEEtYta7soSOihKz4h/x8d8jxPg2qQGfF7LHQcA+df2lG4KWR4CqtKZ7bnL",
-	"xrmfCKIw6B8bSsLQ7pjYOxrQ/tJS5nnBnrSNvMNRc86LgiBBIphdiETwOaenI0VoV25t3BvzN5QFEvbR",
-	"iwUJe0nwVQmDiYBn5kIUOU/h42g0Yn0wL0nDpsLdpu7xqOAMvV5KlR4QQFqQUyZCFuDaO2CZLugNd6jk",
-	"XPG8wxjn585Sj4fFjBAqYWI0H7ELwbP1f8HFFhtvZwiOb/XA+a/Qd99xnxOC3IIXhVDuMl2hTpNVGJ+T",
-	"MA5Qk3GL5KH5FnTCuj1oTY4OoEG7DtZdLmsf1OiNLKuFzpt2kR2MYmulEsDvCumNiCY2Opixn+Nd2p5S",
-	"p9smXOUHxGpFjLDYRNJtkI2Q+LY2Za1bzfhNkrXpIJIYEolCE9ddiG8PeJN2htwcZGaOaCufb3Gu/arb",
-	"Hogl+o30rI5hBvchRxjiBCyWpyyYHQcPY9+7n93uHva4z7SzRexnG5FL3srh7TcnzKQlt+mC9YEpvJLl",
-	"gBn5C0HWmgQDayBbTmeJB28x0gBAHcYJYKBB3E6/a7RRGq2h2zYO2pSrgMy5ZbeGUD7ISBIZm/L0ivXR",
-	"IWVLKTJKWQWLsg+Np8CiwR2Ymtt3g8SEMdTwdNnstPNuboZ4vdTLIhcQCnhOYFPu0aR3zskWdQEtftMV",
-	"t2hsXCf8GzchMzRME/0NCGXHFZuKmS5FA667tzMwco8O3PQhBq6qgTGcbpvW07xv2CxeqPuzpb9rJTwd",
-	"3cWPcHt8D1G+RMD4nfaYu1FW92Om1M8GvOrOFALsYdeoz3OuYiemBffP+rmcmiNeyJF/77IQ6WkQd9Cq",
-	"8Z0OXzCcZe2JHveeH5txL8J4SepA5bojuKkGU9pM1bUUecV0mTnRpS67ISmTnSterveOEtnczYhwD3rI",
-	"K8GzzhQieOIcINy3x2yuZAGIGylYMz3I44ExrB/kUhAfjMJbArvZTl5QCIrLALVdxXH9NL+KO0nDsY+g",
-	"LUXfCDHCu4UtbCDZEQ28kirTq8PPyk/w3p2nhWbWoLSdRyYarrbkN5dVOY/GR0B8AaR5uMsxFcpivpWu",
-	"VOZun2j2yJLfbGCgH9hs5gTvaWWZckyeTUWuV6xj09VeoXzdknB7vbehQfnaHJZEKDpQS0DM7czP+/te",
-	"ihW2gX3EZnP59s3faqPAhgCsrCived6ZQgFOfpkhCIPg6YKBc5GB5xneYf2/Hg/i0BJLqSrbidfBjWUL",
-	"XZVtsETkefAj9USMD0HVGLaZMGNlngN0h1Tzvfnh5ds3P0IDd0vuGytTz6ZjjandbdtWWep4bKA2gmzW",
-	"Ph6Es69ubvZ0mOa8UuniR36za+9kyXLtBD/L8HnmpBiVrk8Znxq3nh7WC38WbbG2O0EEHz//6viO3kFj",
-	"Uhuds74wVi7hrpuVegnYMQqrJbBplV4JJ4r7yCuw+vMbJ1cPHmjYX391x7C//souPBeSuXiUxYsdDB8F",
-	"1AB0JFAD8DGIzGM9eRMEEuWeJFM2aoJsBDXqZVFZAW4V/1RNm5/TV+BsEfsMtPPEIAbDaM8cnQ6uF+aU",
-	"+JPWWN/oUU15Lhr1mDYzxHfka92h3bVyG3elPSEmwSuRShN3sj8iGmYmLJcRk+VZtpTGYFwSxKjxHKMc",
-	"FmvYfOHEGRSGV9wwJ/YVIuopmuUakX/2gc12z3rY3+g92M6a3CYmXMsnpgmBSmOF4e3DSTHEqgM3fiEo",
-	"g9BvKSncHGvdYGmjhDJ6dO7ElMSRuFu8Jb+JatwRmGuSXwFzBCM0ZqQf+6WOIqNTXuQhGbGtfMqIrFLy",
-	"Vce55TdeHw79BngU2ElMBpMK5u9+WfKb/ZClD4JE31koYipzX+pnj7bu4f2ih2q01xoBlka4GwccKbdT",
-	"NMuIPRyAZtlmK3dJOHUH0dGJtBS2qxwG/urLYTSAffaojIHvDk7QWDNWvhQE6EsJ0x6UiCCP3E9oQUGn",
-	"iSEFwCz0ikl7wowQ1OZ/S7GK5RodXF1jG8OjtXCuue41c6PYa83qiiCAVPRTjWgRX7GEZi4tFcowkUIi",
-	"ck732gb26t/Ohs+++ivrL8TNwJ/iUC2E5yGNw30fRtqMG/cVErexFcQ6CtwDRT5c6wD7ehisRcNkFsn+",
-	"beoDOAfmBBVPhKO9s36pm2/WsY40W5Xa52q2eosnkYnSRG+pp06SBWIGT1oIBoflRlKH4p9uV5RYNfrY",
-	"JwAwQoQ1pu22WbkozkttddrhDd1h3Cv3lUeKRgf+dvvw8ryX9D6+cv9evvxwvnd6L/TbaDN67DCBtNOW",
-	"PuVXuzECnIrEOJiNnxhWYe3QDDGnAPzaWO7xnxsmZSVuLNqaQw5Ftyp8h/kjhP9Dzgm2utTXGEULTonQ",
-	"x9OOLrT6lsu8KkUMRbEyog3zcUFWtT29l7TG8fvgQ7va4xKhfkJib8Pe2mhmALUsQIz31k6wL0CWluJW",
-	"XgvfAmpAWJCnuQFUcHcjT9tYXRgqWRdHEm0UzNl5n7bp6jYkpx8gbbVRj+66kkP7O8i8y5fZVUdgM02D",
-	"Q6VOcBdVG6wUOViLU8cxZB4GYbfBMT8/1LkNnOOb3CfOrKFlRYLc22tyyo59DKMSqAAJu6cmTE3sQnOt",
-	"98ftCRwDeov1j+FENLQzvYL8+Jmck3disGPHDlnjjWyfO7bAt9x86+5l3wwKCcJzWKXEU/KOM/Df9awe",
-	"Nbn4t8Mo7nVa6q0K4woz32OZHyJFb2PjPj9uos5W2+aAuix9rP9+2PKN5PYtWPnzUohlYaEMsFb5+iRk",
-	"PzYyPDw0O2s+XZ/mhc6zhPE8R+hKp9t43IManwPSviBc/FowmeWC9c2ClyCA6NxgFMKFzzWF7xwvojuw",
-	"TgfDBDNpT0lNgCLUVWksm1azmSgHIz9KJ+uHMVJkGLMamA+fc6kaiCEMxjJC0xGID7tTxBFoE+MpGoCd",
-	"NRK1m+2JV/F44e37m0lx8XDtkJZ0//2lVCaAE0T3Zb+RRufz9qRhxycUZ5MJNTjFG0CaOjVvhDYJiAqJ",
-	"C3dQoYCIsyYAH5hO9iS3UPWuFH6nBnjvhP3XJXuvXokl4Bjq8oopIULxr1h8+x1JRnsu35btg9AeG1lF",
-	"0dNKsZ4XXF1FQgnujCvdv5oLdbCX+agu7XhokR/oZlfoop9wN7aQfwIrvM25midwSMCQXRH2jx9jjZzv",
-	"9tqxiemauUHECjSG0Lxt6nPdPCHcZwRdNprNeFvmFiv2vZ4+Vik4ALi0NJY6dkbmAtG8pDWdheEucG3i",
-	"EUq+TRDLwHGIxyrTq3iAp9PbzrpW6ycYEW1GdhKwJJbc6X4eORu45P52BnzroJqeXF0dkMLdPGYxk65T",
-	"Xc9shzmFbBBAYGgacvSACwSLihEohAO2/6w9RUdoRC6FaW9cvWdwVTj9BMPA3e1JXXvrcjNkhBT70b5m",
-	"5vrsdw0JA4TDwGpAJFQpOZVW8QvWp1Kx33E1H+w5DDrMn8OB/Ksx5vMRLRed4dL7ExS1tCNsKK2L7e7T",
-	"ED29S1UMKWztjXkN1Ol+9PKOYgVUa2ecrZzMBLGPUkGJdrM/gg4NrSsBDobziiIwNov8Z8JgTJnIiJPG",
-	"bTLQyBv1bS7ni46oaYiYumhmOG+VVkGAe10+oUBMOB1rYdlCKw34h1Nkg4TY0QGwDgGXMVunbz+BIH+M",
-	"psoEMefCx2num/3xTttLjN5OWMAOvNT8qgkimLBzqkd0NtUlfgOfUMR51RHYsyM2v6aOEK+aBOFWl4xP",
-	"gx06GiR2YBKwIUvYXjGOOe7A/fBTycQBHdfnLwkxnTujvYjYzzrSunetax9pzgkisIaDPU2GGzzksQJJ",
-	"qZt4HGknqGXh0eG8oUeXkHC09y4QvGl3SOoG54tEeOtW6NfmSe2C9ez0fWJ9i8t4nt+ODXoI9d7fPJ+v",
-	"1ze58a4E2SjgYTyp1UPthIAyCGSFwiZx1Mpd2AZOQ8wOzW65I+ls2ZXIaQ5L7go0HqlqXc47KKkrw2y1",
-	"WN8dc1jJhtG1WQ8AOBKOZ8cu3x1zukf86P5G6CBZ3OEAbgfVbF34PvZB6xxK5zjNCabK+oGdQGp/lrA0",
-	"pDtmId0xg6qXFM6xVeimWcD+niwr6Tm5KMLN+bWgqKs6qgum02/6AeCbgEa4X+lzzw+hY7/iMQrwjq6Y",
-	"alxXUjJt25YvcE5gw04fxtw7j9Dq776IWlzIhrU4ilS7hxjbkF93VCCsoeLviMDB5xpSRHdlIIgVAMWD",
-	"DGNUUtovzbJCGWPEmhEGC70yY6U0OZNP2ORKrM2E9dEZP0jYhIzCE9bf5aAeq04PtWsEww0mrO/jC7oj",
-	"C8ZqZ2gBVPSxIs+Nd30YxgteWtdN8NNP3PNj5b+YsP5qh5/eV/sQql3lSPsaZgFAqXfS+5fRanTBVz9S",
-	"NhQdxOrOu89TdAegb4MAg7cqkApRwK6D4gNpOsLTOKL+wf6YkY8cIaNqk4gAmvesKC4LkSbsez29xPCe",
-	"xF2g4JAdjdXrUJXER6GEInsTMO1OamfrJGETqaR92foGc+TMJBmrCeI/wp6xiSXIcKnVdyVPxbkopc5I",
-	"fZ+w/jGzunXqwZMMYb9Mz8bq+fFxwFNkX536UutuqgSj95aXczFwB6EuFwNjdvQFowWQbTeyVC+XXGXu",
-	"S17OYeBCXbv/AMV7wvr40gnjir05e3fmVSvm4TR8dPLTr8aqCQxZKfnvqkYo1dlpY83OdWknp2ziwxkm",
-	"7MPL84R9fHXumPnlyw/np2M1aQRpTBz1hyTQen1/hAxR97fjmVLNX8lyggbsqdF5ZbFM98DNNdSxPi/1",
-	"FNYhl9ei/gK3B26FqqCvGqCaT9xRnQpzMlbihqc2XwOH0DM2WVhbfCfsCfuEVT7d2mGR2qW4dR3ZtLh0",
-	"khs8okt7C4s/L4uUvkj8ut5O3ApMxI1wP9H2uDY4tOptQQyDqBnmco+V3w0a0SasOmzmKZKp5PkrkfO1",
-	"pzi31y0SdEOzLaOSewZK6hrzYVEK464h4JczXTK/iBRzAKsH6z3DKIz6jQGucC5nIl2nuYC5G1SSE1aU",
-	"4tLq4nbC+iBRtBd5rGBN3EhotXGhTC5EccI+URLG7WQwYhvI6mBSY0rT/jFdjtVC6yuDcXRAEiwTqczA",
-	"6EyVQ4OIhfk4aJv+RSsxnK6HmFiJbs4nZqwKyugMVupQEns0Vme+SWA/S75mPMvcFhfauDVYaOOmHyjn",
-	"dnLCxI0VpeI5VpOtwMcFyLpj5Q4iVTXtK2GJ7kdX/2lGUh9dPx3sUc2cCqQmY1XqCgwDEzeKSYhi/Xjx",
-	"FkbkdmUmb9jE/TGpY28mR5OB51MwubGieCumFTKPCcYCb1Cmr8mXuRPf4E9AoSMaxliBIR5K9g2hUN+r",
-	"d5fYks80WMk8S3mZbTIadJ+dMA6VXmvg9rOioMq8xnPK/qsKApmtSLCkKjF6fGwEIxm4XhHSituxcq3w",
-	"cGcfYZktzDJGDkxVph1p+t78CKDyLPvgTmtd/XfBr/HCDvV4c242HIHeKsXm8loEgFEoeu1IuT8ZDunt",
-	"Ibw9qa+HCcDpTgaUTNRdGViWY7VdEjgUc+DkZEU6nhDeA85wEq7LQkMd0EZFr5SXpRRm8zqTVC32hGSk",
-	"UrqDZsbq7MP7t2//efH6uzfv3yUM//r7+3ev/eeXbz9efnh94f88v3j//euXH/yfP7x59yrxjfz0/uKH",
-	"t+/PXjmSTgIuNYB56JVa8TJjZ+dvEnb+/tU/3539+Lr+dHl+9pL+fHPuKChj796/ek1PGWFb6dQNLqtX",
-	"yslhMl3AKS/FzB06OCRLxs1YTf6jX89pMKEqbKiWA8Az7tcoE9cePBxu5vClW1Tgz/VXXleg66v+wfGo",
-	"iRMC/Pq27gdt8GgaKG/QSu32x4Nq8Q+S+gxQ7WHH1NjLUiv03aFsnmWOMiiFYcL6M3kthniu0tLJ014Y",
-	"dFe5z+qbsL6TKgYoiygUW9M1JtlOWP8sz/XKF//3QDnCtQA3jbvwKWO3FqA88T8/hmbp4ppV+fd6aijM",
-	"HHByJ6z/3DWFfozIr0+ho8o4jROWveAlz3ORS7N0G0PJ7k5Gp+Wf8vRKz2bYwKljCsBvpUJtosWPkbRm",
-	"snR3kodb8AvI3Aq1mdqIUdCv01KIpUvDcid9SaxgYcbKas9xEqrv53vI1+3WDeacQUaTvhbs/2VPj79i",
-	"7knW59j/TKhUjBXcx+3BPzFN6DmhwC4E77r23Fq6MaHHyGlIRhMLckzZjz7limI03Bh9eSqaO7gWE6iY",
-	"H5yPqXbDdot8QkDBSzfnqbArQfHQuTY+GYP71Ml+M4UOHsiERWRPP+uEFXkFJWXcAo4V5mYB9IiuVEaB",
-	"IbZR9HUAXDFYMep5ZMyuZCrc0cMqwTUuv69kDHE0Y/Xi+DmIUFytHXmI3IgBEgwgMGsA3UAfhBG5SAlu",
-	"fxKMZiP32yX8pMsJElTjVyyURfTZJRW4Gzm8wpbcpgthTscKjAv1yW7bnSatMFzHDtru/MaL5KibsL5n",
-	"AJDSmAvutIaT4P1MvE8Z/I7uOmLv372OyjAzELEa3lq//KbIJSjKS+6eBjUjjHSsnn391fExsJ/ZSwgc",
-	"dKpClrEP3/7z5ft33775DrWMLadqi6kcnwAIlJozpZ2A0XDLwuAwiHq2vbSy6dxFeRJgbFgpvLUMlHrv",
-	"c3eDIX5ywj5NufE8LnH64KUXeHFdRSWc8MHXCcN8S6Qd+ul0rILV5OkxHI+/Hh+TPE5yOvJckMnxw7dc",
-	"5t9xNf//Go5d6Jr+NreTsQoL458+ZY3Hg9N406NcZ7U22sPjnISxsudOmHfXLZ57kHwzcSMyx2DQEcMW",
-	"jv87seXSV5toufHnwpqxujh790PCfnp/8fbVPy/f/P11wn48c4LEP89evbpg/QnCzrr7EGFnh8ejza/c",
-	"bU0vnb+/+IAsRpfpoqyUE3/PX3/45zsnJ1wmDD47kQH7dX82+mt94dpykwR6Vk7UyjKnGnI1H5ISNgGi",
-	"RJqgawZ+DmWuJnAAsd5RffC4Yh4I22vLTk+Sv4gA4/zSiYvvQIiFcK9zbhdO++BjdR7QfrDS0ktfR8mG",
-	"0kobJ7OPYv3EA/9mtJQZt3wYwfyduNsZugUbrNWePbXqXp26m7492BM27o17EzaF0rIcWZY7fk4slelY",
-	"+QJlSpM4XUN017eXD69r1ILiljNP/NYXUmISDIiWshBWPu/Gl5dq3cOn/iescFBXkGIbBaTGivLcIxWk",
-	"+tyLJEM3rglSBklrU20Xwco7QBVL55m7U927Xv+EuUC2RqWsriBjWoYLspYf4AyVIugtPvVprIzlOU5l",
-	"tSV1lMJWpTIj9sq9Rn5lYzXAMYYlwDahSBwND0xSgD+Esmi+Zo0y87KltkOTlPYA9irjq47h+HydMjct",
-	"LErWB9nh45tXp9g0CrkNOwAdmMGpu3B9zClJvWC8cgMjl5Tx00BZF24Lf7ykYRO3wBPWvxJrUyftGc9R",
-	"ZS7cpcGZ+/SEqtBzSARL8GZ1w3K7yimFDcolXAmIhsyFRRtaJucAxjUZOh7wTzr8o0kt0Dz76nmC5Om+",
-	"1iWbjEYTzCiBNWjYg+xKn7KN8TLAqK5teOxH+c1Y9bfsiO2UvXr+PAdXjk96RP4eSVwcK9y7kzqAnxnB",
-	"c9MwkrO+UFg6lwmVlmvgXe6uBVp2S+MuNLKJJ2O1KrEIBYV8NGJDrsR6WDfh/hx4lU1a4H24vcsAkezu",
-	"fHfxAlmTvobiJx2aNBccSVLwXGRYFQNAnrEQYK2jO4U+TBJcD9vDIY+sl2FwdfHsfXX8nPXxC9OQtwYj",
-	"okGU8eiNslJg1wJofgCgRglKaYiLTnxlHpyiR9BzDYDdQemxwoE7CZFCIKlWEzdN2olA+cfyS9s+JnFD",
-	"9Ux7tVJ6/TSaOUmuJJ8ld1YUvaSHE3YfUNPsJT2Up3tJD832PSgF2PMpxD2fedqr40/dez8nn++k8l6H",
-	"mLPqIC9KvM71IQ6QeHyCYyRSVdFkNwP7OPGPTAL2J2TsFXwuAoIHKW6IN8Pn8QzXw2Ihgofz84MhNlxK",
-	"O+P5unzau92ZjtijtewCWO3+E37pX4nGCRIR39UGPlYX7syQ5O8iU3iq8dZBWBgoenbBE1lhLGsUFyNB",
-	"lVjDqs7WxsXbv1Kpa7MTaxmNi3c18RqequeNctOe00ax4jAAKz3F/IPvDi1ifmco/x3FUus5FtrIOA7I",
-	"G69v4rXFLUPFsP8UStKIG6cbc9g6VCfO7KgjdZmyLmJRks1ESpCABnQJlhrMSdKwds6QaEbcN4KcId9j",
-	"pqHMmt0IgW+l4USZUUck/AeqH+Wn7hNGkpAukjSH5yQ2Viky6vBm2hINZFf3WWcsedNSVFLUFbiYstap",
-	"qc1YNF6IaaANhnAPt0CHhJofCh9iuoNIw0KkXGEcOgkYCYhiTR0Cq9TsD8cYCuvEgvTRmrJvse4qTYXI",
-	"9gc6IcFg31SC+tx9Pnzpg15NUSTT2OXZxEPdjrr0kuWB+OkzqaRZHLIKu4oxlOJaxsEioqCz7g90vVaQ",
-	"IHtftOxGiJkXPalaci/pfXTbjR+/gZhtJ39imNm3eMvcCdm7HyD8L4R4RJFjYU1+jm29EWlVSru+hOAC",
-	"SnjnZSwB6UyBiR7qzCKc5Pc/fWBGzhVqTahU0RrPuRUrvn5i2Pc//XA5AgQm10PvxLcfRrOwtujdusFI",
-	"NdPb/b5XiJ/mhM3aFgeMRM/Awe7UgeCppcAHw/pnRTFI2BRwqf+lp2as+ijnDxJmpJrnAqEo+uc6GySB",
-	"vWbwMOuT6DSoi4wyFJ5cQyggDRKwPg7rVz07YP2GxuBuycpqk3LAOAabkBSuGVQ0BmR7rNWiVh66r2mc",
-	"IZKfGxr8nAQAm7Hy+VMYttfy9/4CJru2dc2M2EeoPgp27rGyPL9yV+TWU5PvXmPxYadgmAnmgoQYKEOB",
-	"YNwyXhS5JIeRU/xGYzVWHxalEGxe6qpwGiUYsc+lIlS8k7Easr/8JWDznZ2/MX/5ywnp+QmbC5tAhwmZ",
-	"ahKyAY3wxfde14RRZGJazedufX07EO4NSiuY74zVRYIRJYm33SRjxfxnUFAb9iOADDtlxpaCL1mu5+bU",
-	"UZu4ESkzC5HnGCr1k5hiLA6N6o0ycr6wYRS8KdKSrNt3s3L3ni7ZCjwkGTh0GVidRTm8dJLNa3wYxo+S",
-	"BNSDfsuNHcJvwzevJo48KeQPrf9gHmGsMoDy6h3CgRrC1rr9OavswhFVyn1JJ87weNIx7/M9Dz36fD3Z",
-	"igyO/WDELnQuqJiVKP1IT9jkWoqVKCeI1ZSM1SQTaKwpJ4znRntg9dpAkLAJeLvodwRDadVHPYVj0HKM",
-	"LfmaZWQJhlocCZMqzStwwIX1ai7Ki+OnTfsu1O3FtOQrpVfqlL04fr79gOvHiTSZBoH1tA4U2TZ1EP6j",
-	"YS+OX7BcXgnGGdh31NyRIGwMAnL1wwkg5yCVRfZu1prJYn2BhM1wV5CmDNPkiw+7/4NYD/+b55XwcKAn",
-	"UFWVZzCDnM8duUJIKpnBQJQEAym0CZI2CNOZyCVFCmLhRw9bC7UafYmWaWVOAUjMtXXx+uzVj6/HylsN",
-	"loIbzLLSlcoGI/YTBFuSOZgqgegSMIrRakLRptKCGQj5fgNiswFUctJ7OjoeHfsqfryQvZPe89Hx6Hkv",
-	"6RXcLuCqc4wNKOWoCSxB8NXBlPUm6530vhP2sgZ5KIUptKJ6Vc+Oj73lhOJJgRnioTr6F+WVoCB2KJ7D",
-	"7W1yN4qKm+WL46ddbYfBHn1UvLILXQKQH7z0/O6XvvVJ+vjGi7vfeKftt25L3Qtf7dNFMwMBpJJqueTl",
-	"Oj7bYETchYy0wQgALZLPjZOPahNl72enm1Ydud1ofXanz53/ubwW6jSEZYGzx3FttH1LEOVZH+UTiZEu",
-	"Y4XhKpJC1AYeRqkUIRQfLGfeCM2uRGEbPhOqOTViAUSUSQU2kRi+UNPp5XnNWDkFGI+VZxuKQeEhyIZP",
-	"tS+gXzeyYYYZK29UZP2JaZHnZDBiZ1UGdZS5YRMj7NBvwQTPavsQXW4cIkjO/EajivmQ5wfwtG7bkrEt",
-	"K3G7dXSffuGjC3H+zWN7fPfx+IZnHlj3C570Z8/26aYodeo0Mji69z7ul8LedbbB4sSb67j/ab9NIiz/",
-	"qFHaLcr630pj25v7Ba8AsNJ30FLAdvpyVHHP/cXAzg1Gvr3DSqwCcP19d7dONolWo4lcMAlb3A0gFkTr",
-	"sdoPBc5pF2thY2yxli3IOvT41BWSaqKEZYKR6vdBVj9BYOIdZIXbF6RwiIs7lLaaDqJOXvHSP/SI20h9",
-	"dHGHMIQveV98ffcbH7T+kav1hQeX3xb2gqqyYYrYuVUSde7tfTr6RJ9udwn2LxsVhx93vzoF+hoQ5Lcq",
-	"yD/A/r5XzYipANiFZeF0jpEEoDnuudtOlSv5UuCR7AAtqx/xu3DO7aJ3+3MnrRxh+DxYue/RPiia6WKb",
-	"5F5n0tPcW+zpcYRhaPwcxrCXLPylyb0Gk/Vl5H7bEvEX1n2dMIxqGsTT82YNfMzvuCdPPPqEtdxv70np",
-	"yaeehEx695fHC+hh271NsksaJOS9JJjV30tC5bEYjvXP4KqOcHAsgfybYeIdVP2HJFFcetZXGhQys+Bl",
-	"ZgAHO9SQ43VE7yHUCu6FTqmdUrTTXEIoK0A1Wo2Y/xCo2PRJANgcGGM5ppFJ4x0mCYqB4AZqgGr2cz03",
-	"CZj6E1+fhCLZBuTykOmiGe0Gfa3dGGRUxHeC2g8SC149Gn26DrokQujcFw1g0zWYpD6fMh9G2EMfkp7V",
-	"UnltrWZXSq+2HUyM/Eu7aIds7t3kc8ZKDZm4rawltOU/MbW34/ufPoCPBh5p+OfGCqVTQwAf/kVTgWfV",
-	"vdLIT0X/FyVNLuR8ISCTFOczYhdiLt35EJnvwLC+D/VGl8/5+0v0wvkHJoOxSnlZrglMFqrqJ/5aQHdY",
-	"mHAXPZ77ZXpEkqQ+uqgyDOFXJsSw8A2fDoKjcCQVqbxx13vbZrpkOxhaoMGfb+t7qxvelzJWAgwLbCjj",
-	"Bv9QGAOMjs7aPryJ7YserRE72xgYuqcgZlytqek+tEBThZB8yBkYhKzA4F5CFolQI5Ph0Ih8NiQn+zDQ",
-	"YwJNo19wKBWCZ7huKWjbP5iMleufwqy5hQcTypObDIdLfhMaHRaiHLrfJ6z/4vjrsQrEtJT2guq2TcVa",
-	"g/Pog08Ol4alC5FeoVG6tWkEbCAN63PIAYcD04Sd+Op/sSbqBFZ/9n43XaI7za/u4AQyW7fSWVtGcVwA",
-	"P6nJWPX9nk98O5NB7Ii+hBfPAyL/Y2gI1Dp29aUN5n5qHeJUQLIx5DP5rWsHe3Cil1rNconxVL+Kgf0l",
-	"5VCE1d0Uyk5jBzlkKdHVTJjoTVbQwfs2buSjT/TpFtkhlPaO1JdHgDngdC+Ov2b9VGeCvdP2NfAoiu20",
-	"TXh0ZNZqXZtjMQ3OX9Rz7Zlr+3jiGMLxjB1EyEpqHcTWgXixPQF8I/tNm3MOJdd7Eh4uSYPwgPvjtind",
-	"MLT3tysBKJPsfdV22fg6t+/4C/OzexDFQVvcWn1ML2pLmbWwEYRZjMoxVBuuW5w5yFRAy9I2um0zhCNe",
-	"FOboEy+K26MlFFM0R5/ww2fYJ1qdJjHJ66woKArFdeFkAj2DgOOIJQPyh7rNGAW3VpTuvf/7Dz785Xj4",
-	"9c/9fwzp06fj5K9Pb/33g//9HzEo1LhXyli9pPFR0h85PzFs0ANuWERqTosKamNSKBCCNbTg/ijghrCc",
-	"t+eJXT3uVH/eJQ1D5p4HWQsTx6RC7WtvuI3rhzXAvNexcrJioTOGRdpZJq8Bf0laH8mEWDNO0x+M2CWk",
-	"ksGtgDAMY+UjNEUJkEOYY0aESNnbXoqEfGP6jhdF6298g1KSKQfurCjGygnDRWUgSVesmKERcKr3zfov",
-	"nn3N+FRfi6g0eF6ZxY/N/XloURAbx4XZTxJ8Ft9EnBnkZRTVNMfw7j+WYffztM5736HnSD60wBT8DGTd",
-	"4hWsH4IpzUbG5V3+zd1suVG2qcOsEkLr67RsHCOgmxko/eK0WYi6BxOelY6rYdTRWEHBOsDAA+gs6nAE",
-	"X9eoGSchct+QQQuyit0XYwWFBRHigc2qPF83oNcoK1GJVT1SgplbA9681/Cm/IpiHzfrEqKifuprCYIU",
-	"s5SAewWJ6RnhBzlWnJbcLIa51gUhp1NkNs4KkaQKUY7Vxmx9wcFJQssGvUB/IQYe/oJCgwCXpaw58Q0D",
-	"nNzQeKz41reIleu/Ijj3sfJfAE5XNoR2GQLNERQKbmgGwI+QIwKBlxSNHYto8KkijyhwhcJgcYGrrOuG",
-	"/clI2uKg5xsxAMJaDNyTdySPIZv9WqLYz4dwwns40H7Ti7A1nglwignpa00mhhXTICz2FCBVq6WYMJ8i",
-	"jtIpHyuq7fILFfmypfTVfganbFKpTE88DEiTwXnhzFjg3y2mzadcZVqZwNLdCwie2Mzy8kgchnI/gVvd",
-	"z12JdQR8ZQBwW2b6IJclpq6IL8Aj66z5OJOssxKC1zIMFXVxv9MNHEeeglUasmuxdBBF/w/+aILe4Ua9",
-	"X0cybKY6ofs107V4GGPzh0uCZCbYGfv2Iz3ziBSNXeyKi6WBJmC8pDJbyf19ng9sf3lSG14olFSW4Gz6",
-	"tQ0xNKqjT/jhDlPtUl977wekpaPHCfCq0Irbf3H8NXvLjT1zv5CnBpt+YkD0rGG9yTIlILXQ0k0Q/FDk",
-	"iCeW4zXnsep7J51t+27JQOKke7ORqoAxNUMcRtTqCzMTSGy9raVurwIYyVtlwMHn6y+af1eiXNc3DWG1",
-	"1NQeuTbutjHj+LL/6Qz3nozzwsdWUbjpPa3P95MB73gcabEOLuxKXKKpQDYnUibHY/HE0MGoQxUGmNQJ",
-	"5Mr63KD66wGV3Upcy6xhaiSACdea8WhkEwxwAFB5aByw6OErhKCjM082AXLV7D7dY+WP94i9EkttD+Mx",
-	"Y7WZl7TjpF8KG47541jWXOMvKRbsywZi0sR2XpS/Hw/r40tvv4JL9izLav6jvaUFa9e6W+1eLKn7lv+3",
-	"L/YdNeVBKXCWCSUF1MYN8JZnbfdRV0lqPlaAmjMXNl6HGmtEu0edhuiewHRscicDExkO6eEh9GEmgGqI",
-	"/fHNGBcjIFe+RluscV8hItBnHdfAdZJAMJO6ZrjBCt0zJyKvpJojOwyTx/QlqmUN/DXlBYH+bVSvPmHH",
-	"VN7a+Bxs7Ndx4+/OP8KbesaOKZlcafetIQz3zdmNFdTj4QClF3agUqlWBiAnRIYLgGMzLOflHOGNVTNW",
-	"aMQuEf3U4/IhDzZpCdndfYgBeiXLAUPQU3dRyF8ErvlYBVjxQmPqK0XXBHBXeg3ZPr08Yt9AjA6jiKPC",
-	"QBOOPJLGZJZ8jQBFPhRnsuQ3Xns1k9pDPFZgVV4jLFOMdHwgUXhlkrCnx8nx8TGbrgNZDBrwoZS4JQxG",
-	"/HBpBCTG+y0zi1IqKLQ5Vh6YdIAgWNcAYIrXEJIzgYyDwwopBCpPQCqSSrvspVh8/xGvAuwgchPQD7+n",
-	"TKGzBkNE3oCqknGk7anrQVJG9lWagASPPrl+H8AaGLFP0Yzutk55hLJe0vMQZb2k18Ao67JUxeTJiyZ8",
-	"7caaB5bqhoYQpnRewIWiszXG20GFlBTRVTkFfhAP7QcmySQA6dZtSMB0hxoEurLEkjvukvZAJp9uJ6yo",
-	"6OJx340VYMOR+8ez87goWJ/Dh5cEoW0IX/zScuDuw/87S8R5iLyaKDGDyVkemqoQ4QYYSGCOPjn6v41k",
-	"mG/U4ubpAvD8IH/VbUMjGgFRGpxEgfCBQNl9n1ZMEP88CxqUSRgV2KD4CYyqACTAUhfa8JyAvj1s1VjN",
-	"cq3LhA4XtsLShTaCQo4X66SOxE+pBJMT3GCM4EFsxuwFwOInTiTjRqsEJKRQpRPu3jBhadz7OMtQmyOT",
-	"sxlY73x4flGKa6krCIcmKcmXfQAxZKyeHzPTlV8Na0n1WB41v7rVUYfe5enhT8/kljJEcT1AOKkjcE8l",
-	"JmE6zxqwAHd7KR/o1r/bMvOOL8WdEkKQRjvZwLeAekmoMgWfS8XBg18n7UD6ki/tOUK0sCggVMrTBYAu",
-	"b5vog0x9l1XzPaLeS4Pd9p3MnXIjTkOhwjY4XB1WdqjBc8vfCJmrVKTGMabJlVj/F/CxCSu4LA0zwo2d",
-	"lgXqGppTxvOcQfwH1HDoGg4E/R82HliKOkYVzNXSB0L0z30F4bosv0cRrcsRx0biS8wfMJJzJ+GCTlZX",
-	"zDk+ruufPD0+Pu7sD266Vn9UCbR34t5Lekup6M9YgeKYsbGBBk6m91mbW3v079h4Atj4Ydbwh/eOdnmT",
-	"3isBE2jmqJnfOm7PvbUrtxotCWnVYBmeudbf3Vep2hUR6pHfEHUr1U5CcJSR2nx94kH5MO2GcgVLrebM",
-	"0RDADjrB4l9Y6crnTeHTTwwUpByxn0BgUWzyJhPLQluh0vXwB7EGc3YpIFJhrCiNqVHSga4hXVkINZPK",
-	"WIGQpDMucypigtWf3YCghFdnlk/w0h+6ko1B/yDWPTwsD6+4bBVN/sKpQruiGHAF/3DZQU+f73WMoajK",
-	"59uufyUxL6QhrWrCjzGWPaSpo09OvLglVWuXr9rX3YGa0FjxBG0RdRBMMFcAmCcVMQLnUi5N8EGFvges",
-	"UlAsDMoVYmBTJU6pVFATF0ooTE4nlFTE76bx/Ijgn6OOxKNu3tCeXuYzbLZmSTUPZd4cE2ZC2o6bGSYU",
-	"u5anWueCq3291H/ETKhf6cyEDCq/h6foccEqGWgsi5Zk7Ly0u3KlGhT3q8elfalwnQcRnL4TLW4SEqyM",
-	"h3V7cOHpbt30B6myz9Bjgz24TR2AYi9aBPJbkTa+DG1+pKoN/9M95X9o8YS8Hm3sdiyFqTJC2XgoieWo",
-	"rih49Cl8vj0iVPr7+5IehT/EfVRh+DsdVXunBDaKRFHJmChUP2QZMSrzwgqdUXlopzJqQeU2/ZutIuuh",
-	"2OOJ92RjyflWtRqQEctKmYBx718O8QYZ5WWG4c0a9Wnr60BXOUQr+rBc9PRjKQnKTYToXDAhYYIPxsEn",
-	"PuYxJDKOPe3KXNo1m1bZXNhTxhuVMjNfNwKsZBD8jhA0fqW+h5oYsHhYFyNpVl128iOVwAjTBHQQbqka",
-	"KdrrJQVbSGC8J2gQKnU+Cgvl6/FOSLxur6KvUACJYFiOEOxHbjEQ4kZaj5YNRICh6Y3K9LTqlIAZWqYc",
-	"zNFYvXj2rIYwCNux4BB10SIj2GuwrUYjQqGfly0i/w2G7f8ZxfU7vGoCzXt2E+NxEW15z9j9rstHqAxq",
-	"2u/AysIsQIz2gpLM9aAKXVqDgVBULpseofPqXpRqrDoKxSOykFShYnadTA2nexhLuzbX6YiaGOU65TkU",
-	"fnaL5YfgRoWV7mEs7s+ETWzJZzOZvpLu3plWWA32vBQzUb7MtQFG8YYwnoETQLVfjz6LtSag8gjB6bse",
-	"X9PqXeaSAqMgimysAuQdAgxNwjK7B0dX4V4bSX1EOMXD6fqEBaY2ScaqweIwJmJIzZ6waP1rZJehcHyN",
-	"Fgnu4bEKgwimUFnS9QL3JeEnlcLo/BrqcMylVsOVzKjoLsLtGVbAqtXQY9DIKKyGoWAN6FcqYfCmA1cx",
-	"FqquE4ZO69BHv2Yzd/BZpXwNEbhP3I5BdJYSY4VJXliKwT+FyV3srF3ZHwhMNSrP0uUZnNx0CRDpnNSY",
-	"ghby2kpAmaqJ2S5KXc0BcGC7H2kBLA4+Q6INRTRjU/1JqFk4gtRlQH364KQULKpUSyArMknzLCsFFl21",
-	"dbRuoMlSONIeKwn1jHi2dr0rbaleNX2lBLpS5bVgdAZG7Iyq04Bjzy64Gis4q1CUpsOFHrb3Me+9upOO",
-	"i69mWH86zzvTeuuT7ngSJtvXZY6+eILv41goPuOyC3Vp46Ci0i50ZdkESh1NfDiMxfBaKt3FDfv+8v07",
-	"8hvho//lNJwJ6+tyrCZnaSoKe8KsuLHY4xBLiE0GSaS81wneOPDgE8MmMpuMlUTcv1C4U6p23BtW8Mdm",
-	"fcBw4FvcYjSNUmAXjBUNY/2F4BmGm7uGJyBFTlhY6MFYQeQ28qScO6rBTsUNTy1Ugk+xVNVZKJGTEiAA",
-	"MEEMBzohLo0lr0Tmq8hjfB9kgnjpAJtHIMCQ6IEQCx0zp0ySANpQF5GFnJZZlefBeTsB1/dkcEp2cIwW",
-	"9kI/ZBhDk9IwY2Wes9RtrLtLqwIUEKrZ9dXxc1rRC2HL9fAMFi4ZKwwE5swsdOlWyy1KjJF6wR53f9um",
-	"HzPGA5HtNsbHIxY8zZKO4MgqY31uWIscOsMF4L1Wv1uFiUPAwPE+AQNnFKQAQ4ECGzRCSOcDOgpRDY6q",
-	"KToBgxpO26XGgayC8gPUIrNHC3yARvHQ1K22VvFXi2GAAVAAQ9LbYjvthjYHtnXHEl3+idfzIMFs26Uf",
-	"CW4mQOQYLPDnWGOoBflrhLB9uUv4RqSdV/DHYl7yDHAfeKOyJvtGKg4aJNT+9YYhzjCvnRZTiXysUPXA",
-	"sLCMW37CjpmxmVMy/Q2pifdjOc9lYdf0BDWfkKEPm2TQPs9BT0qdpugtWMslV25nISR3kLCnrhld2YQ9",
-	"c59EWSZj9ZyJG5/hBJ8AypJDNItc8hzkBGRtdCOBsxg7GiTshbvMMd5rc/wnbPJp3FvJzC7GvZP/PE7G",
-	"vYVw1DLunTx7cRtHlX19I9LLhcjzu9zJH+o5AtFCjkU5B4eMYf1SFIJTsa4gNTj2K26KXGfCm33jYV9L",
-	"ykroNhLvW0I/MOdIaJm30h0U6Cc2DcDeMttGn8LoH29K1Up0B/npO4MfY69Zu77zyo+9B6R8mOf+KbLt",
-	"9kpcriRJQCSQhePo9AWrU53/eUtsOoAvKih4QMdG4h+hojBlhIWF/KPrW7med2tb7qQ5TYoCGEBTBeC0",
-	"/qQpC90MVebkIac9IeK6VPCcGauiFDN50wzt83mJtYkS7P5tpQzamIwAT/xGeizy7RrJwxlPHf0bmYka",
-	"fnJamRE7Y0ZAgoNXHEwIwOXNKsiqwqzeWT0iQrjl83kp5tzqklJdl/xmmOv5sH5wkoQEp6+c+Bvw5sCR",
-	"5JWgpS5RFkY/Bzxg+NpAETurmeJlqVeQrDEJbU8SNvlFK+H+L3QWvyouoYO3bhP3jhQPPewK+f0svpyv",
-	"axu5j78Gu2NHR74M/sF9SOD39+DmG05MIQraK0dMSqyQfEedkVdOgPkcbQ+ahdqJIfFXdnYDqaiXaIR9",
-	"SBUvbBRoZDgkPUMjx53EYbnMH3Iw36IdGvZ0JgFnBg5z2wPZ96bvDFOLRG4EDHisCu2uf7zrl47zhLcG",
-	"zYhfiMOqbFHZE7DbTo3OK+sEydTtGEQaJ5QrXKlMlMyx0TRhR2ZtEnaUiWvE4TAQsGcYZEeOVf/F8TG6",
-	"FFbSiMGIvcNKN5DESBCfDZAAnCLa+yHT2YsnE7ewE29GatxI3GA9+0wLQMjBJiz6eMcqlCV3w3atAgqb",
-	"VA1bNTh/Xhy/OGVNimo43kNhHI6NuzkNRuwtUEaoYRIKja/ZigzvWQOqbfOMyFxsavNvhZrbhdPnn71I",
-	"7qmA+0vngFJreu5mVKvgcMkcqHu/1XM8MX84werLOWTbmZ54RQI70nPTdqKSXJ8wnpbahFvf/NGlMvDD",
-	"/UbDijoBEyEr8JHDDqGPcJx+OyGHf8Z7/IHiPbCoI/npghsaLn8MwoLEpJLnucilWT5cpMen8P7tbzem",
-	"MI462z8ripN6sRYCUWJ+EaU+DaFrFKvWimE7Gat/6alhpjKFUJnITim9GHPpz4qC5WJm0bo3SAJ+bcIm",
-	"xupiMlZU9It0VEQNzBICnClFLrhxf7fcT1eisINkrCYQLjbBZuEjQ6RCyA6j7yCkTqaLppwUihRKtZlj",
-	"2wlfW3ODz0KwddOF/3hJcLTw6TMwbX9LyQN/csvfObds4domzFFpwijGtgzhtnsHxpViKTKJZNBllzoX",
-	"5UakTV0/tPG+U3wQPp/1CSIDUTUAIKpcsmkp+BXafkD5nSGmP8u0UySRZWTSlBV0DEAWwiQYaIVMR+nM",
-	"e7/rbgnkilxFxutqkLBm5LLI12MfOZXUCSiQaE6gH3KueM6MECpBnQ1sZImbgWtlAbBnC14UAmKnVqw/",
-	"WXFppZpPBgm0ljkOS6WJQ1BTErwEhG7RVRegsQd3mpU2g55q9zAuEX3daXuvM6B+Hd9sY7KXmAPUwbEw",
-	"QwiMoH/YWvD35gbv3IFoHoaiSRk7IHvu4AVHeB06qSiah/DaqUy+zm9OYDtkWplrptWpx583zB0VQqFH",
-	"rrVRDhK6GjY6n2znfQLXa5+Tx9B3Gj1Aj19a5zn0cGyCVFHxXdz/pC6N4pnCn9Xk27YQXQCZNg8QFj2g",
-	"+JvmSjaKPa4oLI4/yFEjibPzrLVBut2zdxyWC3joz9Py52l5yNPyVjq1sH3ZuF1HE2JzFSla4MEOi8nl",
-	"HXXvyYZvdC6cKLYyJ+AahIhfuBKXUlU2xDGAI2ahq9IDaI0VVUSAhghHrl/w0kqeD/zb7rWRO4N4fU9A",
-	"vJuIstSl+6MUGCXzUi8L9/jZ+Rvmn6VcLbMSJVyRGwjfVE4ZJF1MswgBlgFAjn11c8P6rRw3adhTNmQ4",
-	"giPf1+AUx5HzSqULCFVVKTwcULEwZhQdo1gUq2UFHqu5UKHiidskC6hbFWb6Joww7gDJCSv8m3D9Q9tJ",
-	"HYNaN+UzeahOtX8BfDBQM8ytMgbuh6GC5K8gYbwUfImw6SROuyldicJ6L06N9YUVH31kWWnNWGFUk4fS",
-	"8zXLzku9dIpMZQDxt6BIJgNIECpzfEk3EPfGqu5j4mtyTlgf81L+aXL5z79MBgj3rNagOLBcq7kou0D4",
-	"3r551OSBy7dv7gDeC2fh1y44HwbiT6mvqJ6La5E3diNpnuh+uzYzVm/fiU1ZYUBdN0dBSOvSp1UWOQ8Q",
-	"XvSuHxpU6YMMISjHV2uXY9VQLxHukRFEc4H6O+DZNWR1+FtrLNS04teizvt0Si/II6A0Y6Rk33NVCAAQ",
-	"5RA041waG41beCuN/ejn/YjkRn3sqkTjltP8fpBRUcFq0kIrV6wo9RwSkg690zwVNkB6urBHaFG/wL7t",
-	"2rM/sGTzXm1sMdp0KGs7GHHCXjfObQKHNoETS6j3mdifGA51oNI+3V3wBJiWDHDQlPl+zXOZcVtno27w",
-	"M4pRIAu/VPA8gsOBQY0vRTZAjB3gelRYlEJe7QKqqdBVO2KYx+uuQI7juRKiMO2l9JFppc6bRoGxggol",
-	"NLxJvPpv62A8gnZDFHEOxP9lNZs9zuPvpUTJw8CigWnbI5C0r+Z7ct4jPtWfgymydRTv1N2ho5qmtyj6",
-	"zP3+uDRNrZ9hYcdboupfk4h/VyjrX/piAorYJPgk+EsBwb8lIc5yJ+vCBYXZkrlM1/c+IbUt+BFOyDsN",
-	"Jji4N71WhvMpOOTFOTELXEFsJpU0ixH7m1YaYokBxU/O2FzWcH4NzQEuQL1SMXNz9zEEU9afx/DPY9h2",
-	"uT74vdMw+z7yxUNG426SR4PxnzT/J803QHigbu7W3ZPLGYC+BlMGMd+pmOmSDB6Xb9+DLQ4SAdO8ykR2",
-	"8GlZLTRfyk61+KeFPlu+eUyV+A0VfOyiIbQ0/ZpGs58WmIWGI0FMgcxXIsdibgAHEDeGuaZEWpVuio7r",
-	"TAUvRdk7+cfPjqlgOiXyo6rMeye9I2A21NCWEd5HF52dgz3TZ+k38OG3IhlCSW036kxMq/ncEVa7hQZp",
-	"bDeBidk+9KwB59FowM84UjaAAgUTkjGalYdhARsZLr564O3Pt/9/AAAA//8=",
+	"gkhAiqA+19kracoKnvq2yuaCJFkYAQnxENPTFUe0J1Wd62z7etLx22aT8sS1TO3GahzS7XaLM03CQCRk",
+	"VdzYc24OwPPAuNg47yT/ywEEtYta7soSOihKz4h/xsd8jxPg2qQGfF7LHQcA+df2lG4KWR4CqtKZ7bnL",
+	"xrmfCKIw6B8bSsLQ7pjYOxrQ/tJS5nnBnrSNvMNRc86LgiBBIphdiETwOaenI0VoV25t3BvzV5QFEvbR",
+	"iwUJe0nwVQmDiYBn5kIUOU/hz9FoxPpgXpKGTYW7Td3jUcEZer2UKj0ggLQgp0yELMC1d8AyXdAb7lDJ",
+	"ueJ5hzHOz52lHg+LGSFUwsRoPmIXgmfr/4CLLTbezhAc3+qB81+h777jPicEuQUvCqHcZbpCnSarMD4n",
+	"YRygJuMWyUPzLeiEdXvQmhwdQIN2Hay7XNY+qNEbWVYLnTftIjsYxdZKJYDfFdIbEU1sdDBjP8e7tD2l",
+	"TrdNuMoPiNWKGGGxiaTbIBsh8W1tylq3mvGbJGvTQSQxJBKFJq67EN8e8CbtDLk5yMwc0VY+3+Jc+1W3",
+	"PRBL9BvpWR3DDO5DjjDECVgsT1kwOw4exr53P7vdPexxn2lni9jPNiKXvJXD229OmElLbtMF6wNTeCXL",
+	"ATPyV4KsNQkG1kC2nM4SD95ipAGAOowTwECDuJ1+12ijNFpDt20ctClXAZlzy24NoXyQkSQyNuXpFeuj",
+	"Q8qWUmSUsgoWZR8aT4FFgzswNbfvBokJY6jh6bLZaefd3AzxeqmXRS4gFPCcwKbco0nvnJMt6gJa/LYr",
+	"btHYuE74V25CZmiYJvobEMqOKzYVM12KBlx3b2dg5B4duOlDDFxVA2M43Tatp3nfsFm8UPdnS/+tlfB0",
+	"dBc/wu3xPUT5EgHjd9pj7kZZ3Y+ZUj8b8Ko7Uwiwh12jPs+5ip2YFtw/6+dyao54IUf+vctCpKdB3EGr",
+	"xvc6fMFwlrUnetx7fmzGvQjjJakDleuO4KYaTGkzVddS5BXTZeZEl7rshqRMdq54ud47SmRzNyPCPegh",
+	"rwTPOlOI4IlzgHDfHrO5kgUgbqRgzfQgjwfGsH6QS0F8MApvCexmO3lBISguA9R2Fcf10/wq7iQNxz6C",
+	"thR9I8QI7xa2sIFkRzTwSqpMrw4/Kz/De3eeFppZg9J2HplouNqS31xW5TwaHwHxBZDm4S7HVCiL+Va6",
+	"Upm7faLZI0t+s4GBfmCzmRO8p5VlyjF5NhW5XrGOTVd7hfJ1S8Lt9d6GBuVrc1gSoehALQExtzM/77/3",
+	"UqywDewjNpvLt2/+WhsFNgRgZUV5zfPOFApw8ssMQRgETxcMnIsMPM/wDuv/+XgQh5ZYSlXZTrwObixb",
+	"6KpsgyUiz4MfqSdifAiqxrDNhBkr8xygO6Sa780PL9+++QkauFty31iZejYda0ztbtu2ylLHYwO1EWSz",
+	"9vEgnH1zc7OnwzTnlUoXP/GbXXsnS5ZrJ/hZhs8zJ8WodH3K+NS49fSwXvizaIu13Qki+Pj5N8d39A4a",
+	"k9ronPWFsXIJd92s1EvAjlFYLYFNq/RKOFHcR16B1Z/fOLl68EDD/ss3dwz7L9/YhedCMhePsnixg+Gj",
+	"gBqAjgRqAD4GkXmsJ2+CQKLck2TKRk2QjaBGvSwqK8Ct4p+qafNz+gqcLWKfgXaeGMRgGO2Zo9PB9cKc",
+	"En/SGusbPaopz0WjHtNmhviOfK07tLtWbuOutCfEJHglUmniTvZHRMPMhOUyYrI8y5bSGIxLghg1nmOU",
+	"w2INmy+cOIPC8Iob5sS+QkQ9RbNcI/LPPrDZ7lkP+xu9B9tZk9vEhGv5xDQhUGmsMLx9OCmGWHXgxi8E",
+	"ZRD6LSWFm2OtGyxtlFBGj86dmJI4EneLt+Q3UY07AnNN8itgjmCExoz0Y7/UUWR0yos8JCO2lU8ZkVVK",
+	"vuo4t/zG68Oh3wCPAjuJyWBSwfzdL0t+sx+y9EGQ6DsLRUxl7kv97NHWPbxf9FCN9lojwNIId+OAI+V2",
+	"imYZsYcD0CzbbOUuCafuIDo6kZbCdpXDwF99OYwGsM8elTHw3cEJGmvGypeCAH0pYdqDEhHkkfsJLSjo",
+	"NDGkAJiFXjFpT5gRgtr8LylWsVyjg6trbGN4tBbONde9Zm4Ue61ZXREEkIp+rhEt4iuW0MylpUIZJlJI",
+	"RM7pXtvAXv3r2fDZN39m/YW4GfhTHKqF8Dykcbjvw0ibceO+QuI2toJYR4F7oMiHax1gXw+DtWiYzCLZ",
+	"v019AOfAnKDiiXC0d9YvdfPtOtaRZqtS+1zNVm/xJDJRmugt9dRJskDM4EkLweCw3EjqUPzT7YoSq0Yf",
+	"+wQARoiwxrTdNisXxXmprU47vKE7jHvlvvJI0ejA324fXp73kt7HV+7fy5cfzvdO74V+G21Gjx0mkHba",
+	"0qf8ajdGgFORGAez8RPDKqwdmiHmFIBfG8s9/nPDpKzEjUVbc8ih6FaF7zB/hPB/yDnBVpf6GqNowSkR",
+	"+nja0YVW33GZV6WIoShWRrRhPi7Iqran95LWOH4ffGhXe1wi1E9I7G3YWxvNDKCWBYjx3toJ9gXI0lLc",
+	"ymvhW0ANCAvyNDeACu5u5GkbqwtDJeviSKKNgjk779M2Xd2G5PQDpK026tFdV3JofweZd/kyu+oIbKZp",
+	"cKjUCe6iaoOVIgdrceo4hszDIOw2OObnhzq3gXN8k/vEmaVd5aJqTEFdmiceKtZfmkQ8EVjHqS5tVwYl",
+	"DYzy5z2WoNOk6LV9w+R3Fo/qlIsR+/AyHgN2R0GGSAZAm2BO2bEP8FQCtUNh9zVJ7KpdFSAXZzE6TYLQ",
+	"OV1DMkxQX+m1GuM3GGwazCOUZtkQoMjm2sWeiSmrjLlrJevg9vt6VKOSxFJfR0N12icZg6RwOKHEe/ua",
+	"GdTgHLJkGDgEcTw7jvis1Ms90ywOBjS6EutuF9CBAU2HB4i04LagMD3MdQOHyLe7DwfpCH9r+LkTdk6w",
+	"62d4zN3V613iHdFHO04qnhdylu8gUqzaLzKqXyzLwH/wWpxxmfuA9Q2y2K8mym4snc/n6/7VJHiqM7SL",
+	"7KqgQi/tgsuuj4279EDO8CvSPwaRo8E/9AoASGZyTu7fwY7zcshkN9Ip916L+q27qXIz6i5YJ8IqJV5U",
+	"2CFk/Fc9q0dFb/j9SGIPRLZhXGHmeyzzQ+RAb2zc5wem1enA2yKmLkufTLVf8Y4GeshW3Y7zUohlYaHO",
+	"ulb5+iSklzdS6HztC9Z8uj7NC51nCeN5jtjATEPBfQCWqQGQIK8W8nGuBZNZLljfLHgJGp7ODYZ5Xfhk",
+	"fvjOyTMkJ9T5tpjBK+0p2WGgyn9VGsum1WwmysHIj1JkjTFS6K3jxY758DmXqgHJxGAsI7TNg362G4MD",
+	"kYwxYK2BiFxD/bvZnngbGi+8A3Uz6zieDxPyPu+/v5QrCnitGB/Sb+Qp+8RoadjxCQUyZkINTlGKlKbO",
+	"fR7hvQhhd3HtGUrAEHHWBOAzf8hg7xaq3pXC79QAZdew/7pk79UrsQSgWF1eMSVEqK4YSyC6I4tzz+Xb",
+	"Mi4TnG4jbTN6WimY/oKrq0is1p2B+/uXy6IO9rLP17VzD62iBt3sig33E+4Gb/NPYAnNOXdSmIR6Xf+s",
+	"REXgan6MdWkSt9eOTUzXzA0iVgE3xD5vU5/r5gkB6yOqvdFsxttGDbFiP+jpY9XaBARhS2OpgxNlLhAu",
+	"UVrTWXnzAtcmrrD4NkG1g8gMPFaZXsUj6JW4sWddq/UzjIg2IzsJYD1LvmZT4UsTAJfc35CLbx1UNJmr",
+	"qwMwMprHLOYzcxrMme2wV5ORFwgMlVlHD7hAsKgY4kdAi/vP2lN0hEbkUpj2xtV7BleF0pZUSHd7Utfe",
+	"fdeMySPL6WhfP1599ruGhBkYYWA14hwqJ5xqV/kF61Mt7u+5mg/2HAYd5s/hQP7VGPP5iKbhznyU/QmK",
+	"WtoRl9kwT+3TED29yxYXcoTbG/MaqNP96OUdxYrKEsy6k5kguFwqlktjzf4QZTS0rgxjGM6rqLkFgOsw",
+	"aFdkxEnjyik08kZ9l8v5oiMtBSwtF00Iia3aVd7a94TsMnA61sKyhVYaAGanyAYJEqmjggWo+jFnkm8/",
+	"ATUbw1UzQcy58IHw+6bXvdP2Eq0UCQvgrJeaXzVRWjcsD/BNwwbxqiNyckfyU00dwXyVBOFWl01DZjQK",
+	"90CUBUOuhr2CyHPcgfsBVJMNGTquz19titgZTkvEftaBm7FrXftIc04QgTUc7OmT2eAhjxWpT93EA/U7",
+	"UYMLD7/prba6ZFmU6Dp2gfCju2P+NzhfJIVGt2JrN0/q4xvRaYQPod77m+fz9fomN96FQBBFlI2jBngs",
+	"sxCxC5kCUDkqDgu8CzzGaYjZoemDd2T1Lrsy5c3BxmbbkVbvg+S3R92VwrtarO8O6q5kw6vVLLgCHAnH",
+	"s2OX7w7q3yNAf38vX5As7oiwaUctbl34PrhM6xxqkznNCabK+oGdAHZKlrA05JNnIZ88g7LCFC+3VUms",
+	"Ue3uviwr6Tm5KMLN+bWgsNY6bBam0286sOCbAPd6hzy6wQ+hY7/iMQrwXoCYalyXqjNt2xYi9klLDiOn",
+	"D2Nys4fA9ndfRC0uZMNaHIUC30OMbcivO0q81rU47ghxxOcaUkR36TUIxgLFgwxjVLPfL82yQhljxJoh",
+	"XAu9MmOlNEXrnLDJlVibCetjtNMgYRMyCk9Yf1cE0Fh1hgC5RjCea8L6PoCrO3RrrHbGbkHJNCvy3HjX",
+	"h2G84KV13YRAqIl7fqz8FxPWX+0IhPLllIRql5HTvkhkQKjrnfT+YbQaXfDVT+QcpYNY3Xn3eYruQExv",
+	"EGAIBwikQhSw66D4SMWO+F+OsKqwP2bkQ/PIqNokIsA+PyuKy0KkCftBTy8xfjJxFyhEvIzG6nUo++TD",
+	"/EIV0wmYdid1NMskYROppH3Z+gaTkM0kGasJAuzCnrGJpZoMUqvvS56Kc1FKnZH6PmH9Y/IGtkN1IK+C",
+	"6dlYPT8+DoC17JtTpjHW0E2VcErf8nIuBu4g1PW4YMyOvmC0UMXAjSzVyyVXmfuSl3MYuFDX7j8okzBh",
+	"fXzphHHF3py9O/OqFfN4Rd6l/fSbsWoi71ZK/rOqIaB1dtpYs3Nd2skpm/h4sQn78PI8YR9fnTtmfvny",
+	"w/npWE0aUXATR/0hy75e358gBd99djxTqvkrWU7QgD01Oq+sgMrGAzfXUvBMKmHMeamnsA65vBb1F7g9",
+	"cCtUBX3VQC1+4o7qVJiTsRI3PLX5GjiEnrHJwtrie2FP2Ccso+zWDquAL8Wt68imxaWT3OARXdpbWPx5",
+	"WaT0ReLX9XbiVmAiboT7ibbHtcGhVW8LYpilwhAsY6z8btCINutWwGaeIplKnr8SOV97inN73SJBNzTb",
+	"Miq5Z6BmuTEfFqUw7hoCfjnTJfOLSEFdsHqw3jMMc6vfGOAK53Im0nWaC5i7QSU5YUUpLq0ubiesDxJF",
+	"e5HHCtbEjYRWGxfK5EIUJ+wTZbndTgYjtlG6AkxqTGnaP6bLsVpofWUwUBlIgmUilRkYnak0cxCxMOER",
+	"bdO/aiWG0/UQM9fRzfnEjFVBoQTBSi1UBmlxZjRWZ75JYD9LvmY8y9wWF9q4NVho46YfKOd2csLEjRWl",
+	"4jmW667AxwXQ5WPlDiKVje4rYYnuR1f/bkZSH10/HeyuFxvMz2dFkYxVqSswDEzcKCYhTeDjxVsYkduV",
+	"mbxhE/dhUgc3To4mA8+nYHJjRQGtTCtkHhNMttigTF/0NHMnvsGfgEJHNIyxAkM81EQdQiXUV+8usSWf",
+	"yrWSeZbyMttkNOg+O2EcSmnXlTHOioJKnxvPKfuvKsgUsSLBmtXE6PGxEYxk4HrFEAxux8q1wsOdfYR1",
+	"DBHGATkwlfF3pOl78yOA0t7sgzutdXn1Bb/GCzsUPM+52XAEeqsUm8trERCcCz53X45VfzIc0ttDeHtS",
+	"Xw8TwCufDChbs7v0uizHarvmeqiWw8nJinQ8IUAdnOEkXJeFhkLLjZKJKS9LKczmdSapHPcJyUildAfN",
+	"jNXZh/dv3/794vX3b96/Sxh++u/37177v1++/Xj54fWF/3h+8f6H1y8/+I8/vnn3KvGN/Pz+4se3789e",
+	"OZJOAvA/oCXplVrxMmNn528Sdv7+1d/fnf30uv7r8vzsJX18c+4oKGPv3r96TU8Z0QpPa3JZvVJODpPp",
+	"Ak55KWbu0MEhWTJuxmryb/16ToMJlblEtRwQ9HG/Rpm49tUZ4GYOX7pFBf5cf+V1Bbq+6h8cj5o4IcCv",
+	"b+t+0AaPpoH6MS3sDH883qhrnksnI4czQMXdHVNjL0ut0HeHsnmWOcqgHLEJ68/ktRjiuUpLJ097YdBd",
+	"5T5tesL6TqoYoCyiUGxN14hiMGH9szzXq4R9B35nj0QmXAtw07gLnyARagHKE//zY2iWLq5Zlf+gp4by",
+	"eACIfML6z11T6MeI/PoUOqqM0zhh2Qte8jwXuTRLtzGEJuJkdFr+KU+v9GyGDZw6pgD8VirUJlr8GElr",
+	"Jkt3J3k8G7+AzK1Qm6mNGGVVOC2FWLo0LHfSl8QSQWasrPYcJ6ECqr6HfN1u3WBSL6SM6mvB/l/29Pgb",
+	"5p5kfY79z4RKxVjBfdwe/BPTxPYUCuxC8K5rz62lGxN6jJyGZDSxIMeU/ehTrihGw43R1/+juYNrMXHc",
+	"pK4Ukmo3bLfIJ4TEvnRzngq7EpRwkmvjs924z03vN3OU4YFMWIRO9rNOWJFXULPLLeBYYfIrYDvpSmUU",
+	"GGIbVbUHwBWDFaOeR8bsSqbCHT0sw14XPvGl4iGOZqxeHD8HEYqrtSMPkRsxQIIBiHsNqEbogzAiFynV",
+	"M5kEo9nI/XYJP+lyggTV+BUrERJ9dkkF7kYOr7Alt+lCmNOxAuNCfbLbdqdJK8/BsYO2O7/xIjnqJqzv",
+	"GQDkjOeCO63hJHg/E+9TBr+ju47Y+3evozLMDESshrfWL78pcgmK8pK7p0HNCCMdq2d/+eb4GNjP7CUE",
+	"DjpVIcvYh+/+/vL9u+/efI9axpZTtcVUjk8AZU/NmdJOwGi4ZWFwmKUy215a2XTuojwJOGGsFN5aBkq9",
+	"97m7wRA/OWGfptx4Hpc4ffDSC7y4rqISTvjg64RhQjvSDv10OlbBavL0GI7Hn4+PSR4nOR15Lsjk+Md3",
+	"XObfczX//xqOXeiaPpvbyViFhfFPn7LG48FpvOlRrmEDGu3hcU7CWNlzJ8y76xbPPUi+mbgRmWMw6Ihh",
+	"C8f/ndhy6cv5tNz4c2HNWF2cvfsxYT+/v3j76u+Xb/77dcJ+OnOCxN/PXr26YP0J4nq7+xBxvYfHo82v",
+	"3G1NL52/v/iALEaX6aKslBN/z19/+Ps7JydcJgz+diID9us+NvprfeHacpMEelZO1MoypxpyNR+SEjYB",
+	"okSaoGsGfg51BCdwALGgXH3wuGK+0oDXlp2eJH8VASf/pRMX34EQC+Fe59wunPbBx+o8wKlhKbuXvlCd",
+	"DbXrNk5mH8X6iUdWz2gpM275MAKqPnG3M3QLNlirPXtqFRY8dTd9e7AnbNwb9yZsCrW7ObIsd/ycWCrT",
+	"sfIVIJUmcbqugVDfXj68rlFsj1vOPPFbX6mOSTAgWgrhX/nERl+/r3UPn/qfsIRMXaKPbVToGysCEomU",
+	"6OtzL5IM3bgmSBkkrU21XQQr7wBVLJ1n7k5173r9E+YC6XCVsroCSAoZLshafoAzVIqgt/g8hLEyluc4",
+	"ldWW1IFx62bEXrnXyK9srAa827AE2CZU4aThgUkKAN5QFs3X9UYnTLbUdmiS8srAXmV8WUccny8E6aaF",
+	"VR/7IDt8fPPqFJtGIbdhB6ADMzh1F66POSWpF4xXbmDkkjJ+Gijrwm3hj5c0bOIWeML6V2Jt6qxo4zmq",
+	"zIW7NDhzfz1BjdcpjldineDN6obldpVTjjDUo7kSEA2ZC4s2tEzOAe1wMnQ84O90+EeTWqB59s3zBMnT",
+	"fa1LNhmNJpiyB2vQsAfZlT5lG+NlUASgtuGxn+S3Y9XfsiO2c6Lr+fMcXDk+wQf5eyQzfKxw707qAH5m",
+	"BM9Nw0jO+kJhbXImVFqugXe5uxZo2S2Nu9B8UtFYrUqs8kMhH43YkCuxHtZNuI8Dr7JJC7wPt3cZMOjd",
+	"ne8uXiBr0tdQ/KRDk+aCI0kKnosMyw7N60yxWkd3Cn2YJLgetodDHlkvw+Dq4tn75vg56+MXppkiNCIa",
+	"RBmP3igrBXYtqH0CCP8oQSkNcdGJL32GU/QQpa4BsDsoPVY4cCchUggkFcPjpkk7kVopsQT+to9J3FDB",
+	"6F6tlF4/jaamkyvJpyGfFUUv6eGE3R+oafaSHsrTvaSHZvse1FrteYyGnk/t79Xxp+69X5LPd1J5r0PM",
+	"WXWQF2Uzs+lwB0g8PsExEqmqaDaxgX2c+EcmAVwZUqILPhch444UNwT04vN40tNhsRDBw/n5wRAbLqWd",
+	"8XxdPu3d7kxH7NFioQENfP8Jv/SvROMEiYjvagMfqysjZ0jyd5EpPNV46yCwIRQ9u/DfrDCWNao3kqBK",
+	"rGFVw2Hg4u1fCtq12Qlmj8bFu5p4DU/V80a5ac9po1hxGEKgnmL+wfeHJlXeGcp/RzXqeo6FNjIOtPTG",
+	"65t4bXHLUDHsP4WaX+LG6cYctg7ViTM76sCGoKyLWJRkM78VJKBBSJcGc5I0rJ0zJJoR940gZ8j3mGmo",
+	"Y2k3QuBbaThRZtQRCf+BCvT5qfuEkSSkiyTN4TmJjVWKjDq8mbZEA9nVfdYZS960FJUUdQUupqx1amoz",
+	"Fo0XYhpogyHcwy3QIaHmh+Izme4g0rAQKVcYh04CRgKiWFOHwDJg++PdhsplsSB9tKbsOQsw74psfyQp",
+	"Egz2TSWoz93n40M/6NUUhYqOXZ5NwOntqEsvWR6Yzz2TSprFIauwq9pNKa5lHI0niurtPqDrtYIE2ftm",
+	"mzdCzLzoSeXoe0nvo9tu/PNbiNl28ieGmX2Ht8ydmOj7Vdz4lSDlKHIsrMkvsa03Iq1KadeXEFxAiCK8",
+	"jCUgnSkw0UMhb8Tr/eHnD8zIuUKtCZUqWuM5t2LF108M++HnHy9HAHHneuid+PbDaBbWFr1bNxipZnq7",
+	"3/cKASqdsFnb4oCR6Bk42J06EDy1FPhgWP+sKAYJmwLw/z/01IxVH+X8QcKMVPNcINZP/1xngySw1wwe",
+	"Zn0SnQZ1FWeGwpNrCAWkQQLWx2H9qmcHrN/QGNwtWVltUg7p92ATksI1g4rGgGyPtVrUykP3ReMzhEp1",
+	"Q4Ofk4AQNlY+fwrD9lr+3l/BZNe2rpkR+wjlncHOPVaW51fuitx6avL9a6zu7hQMM8FckBADZSgQjFvG",
+	"iyKX5DByit9orMbqw6IUgs1LXRVOowQj9rlUBDt6MlZD9qc/BfDTs/M35k9/OiE9P2FzYRPoMCFTTUI2",
+	"oBG++N7rmjCKTEyr+dytr28Hwr1BaQXznbG6SDCiJPG2m2SsmP8bFNSG/QgwGU+ZsaXgS5bruTl11CZu",
+	"RMrMQuQ5hkr9LKYYi0OjeqOMnC9sGAVvirQk6/bdrNy9p0u2Ag9JBg5dBlZnUQ4vnWTzGh+G8aMkAQX3",
+	"33Jjh/Db8M2riSNPCvlD6z+YRxirDMBoe4dwoIawtW5/ziq7cESVcl8zjzM8nnTM+3zPQ48+X0+2IoNj",
+	"PxixC50LqhYoSj/SEza5lmIlygmC4SVjNckEGmvKCeO50b5yRW0gSNgEvF30O6JNtQpQn8IxaDnGlnzN",
+	"MrIEQ7GjhEmV5hU44MJ6NRflxfHTpn0XCqNjWvKV0it1yl4cP99+wPXjRJpMg8B6WgeKbJs6CGDXsBfH",
+	"L1gurwTjDOw7au5IEDYGEQ/74QSQc5Dqzns3a81ksYBLwma4K0hThmnyxYfd/1Gsh//F80p4vOUTKFvN",
+	"M5hBzueOXCEklcxgIEqCgRTaBEkbhOlM5JIiBbGyrscFh2K4vgbWtDKngNTo2rp4ffbqp9dj5a0GS8EN",
+	"ZlnpSmWDEfsZgi3JHEyllnQJIPBoNaFoU2nBDIR8v4Fh3ECCOuk9HR2Pjn2ZVF7I3knv+eh49LyX9Apu",
+	"F3DVOcYGlHLUBJag+gDBlPUm6530vhf2sgZ5KIUptKKCgM+Oj73lhOJJgRnioTr6B+WVoCB2KJ7D7W1y",
+	"NxKTm+WL46ddbYfBHn1UvLILXQJSKrz0/O6XvvNJ+vjGi7vfeKftd25L3Qvf7NNFMwMBpJJqueTlOj7b",
+	"YETcBT23wQgAjpfPjZOPahNl7xenm3bBUKH12Z0+d/7n8lqo0xCWBc4eQoSCsBZwzPRRPpEY6TJWGK4i",
+	"KURt4HHqShFC8cFyFpCtrkRhGz4TKuo3YgGlmUkFNpEYMFbT6eV5zVg5BRiPlWcbikFlN8iGT3VJRfzr",
+	"RjbMMGPljYqsPzEt8pwMRuysyqBQPTdsYoQd+i2Y4FltH6LLjUMEyZnfalQxH/L8AGDhbVsytmUlbreO",
+	"7tMvfHQhzr95bI/vPh7f8swjl3/Bk/7s2T7dFKVOnUYGR/fex/1S2LvONliceHMd9z/tt0mE5R+FjMFC",
+	"xzB0IX22iQHYAUx3wpRms6qEaz9c9hBG5S5Md1GiCxE9vwAFI+2A4j1hRrVDyjENI2z7fMFAGyds63zB",
+	"UB/5hLUzXm/pkD3udRhSQKJHyqcseehPX/Tr9328vvBF2knFn393xk9ToxJtVJB6K41ts8ovKFCBz6uD",
+	"jAJS2pcjgnvuKYZJb4hF2/zSMRZfZ+e+uxtSqOO8EhGHQXKnWAuith3M8ZQiK5rIlmgWjCBYtvghDGYX",
+	"P4ThfOWHX/nh9tmpKfWR+SGan7qPzAX8HjszTvWfQTgUV2tvzdrA7nxiyKABcLD1ycK4VgTUQZ2FEGzn",
+	"XKoNsR1HuOsc4Ri/HqSvB2n7IDXo95FPUp02HC3c+iGGFb24Gwo2GEnHaj/AdK0EWwsbU3BrKxFR1u+D",
+	"hP91RJqfIcXkDpEGty/wOshwOJS2mqE+nXLqS//QI24j9dElmYYhfEnN/y93v/FB65+4Wl/4OmzbZrtg",
+	"dN5wKu3cKonek+19OvpEf93uMtG+DJApj71fnabZGtrt98rwH2B/36tm7HuAXsUK6jrHmFCUUvbb7aRX",
+	"8JIvBR7JDvjZ+hG/C+fcLnq3v3TSyhEmQoL0dY/2wWWQLrZJ7nUmPc29xZ4eRzaCxs9hDHtZNb80uX+V",
+	"ke40a6LBHTIjeePsUKbuPXni0ScOYvPtPSk9+dSTgInkPnnkpx623dsku6RBQj7eBfGZekko0h0r+fRL",
+	"EnSh9nF6Ca/8bph4B1X/IUkUl571lQbTulnwMjNQMiqUW+d1btYh1AqBIp1SO4HtpLmEpCQA3bYay+NB",
+	"ykkzugRgg8GExBEQQBof+pKgGAgBPQ149H6u5yaBoI3El/KknIQBBa/IdNHMW4C+1mixj4n4TlD7UWJt",
+	"6EejT9dBl0QInfv6emy6Bufi51Pmwwh7GA2kZ00LhBcB2ZXSq+1QIUaRQrtoh6InusnnzCmdghK5Q2AE",
+	"RmU8MXXcyg8/f4BoG3ikEWk1ViidGoJq8y+aCmLk3CsNpBGMZCL4i4WcLwRgguB8RuxCzKU7HyLzHRjW",
+	"90l7GLxz/v4S46n8A5PBWKW8LNdk7NQrCD6iawEDm8KEu+jx3C/TI5Ik9dFFlWEIvzEhhoVvROcgzB1H",
+	"UpHKu+l93NRMl2wHQws0+Mtt0mHDaxZqoNzjAKgHG8q4wQ8Ks7kwZK329G9WacDYpBE72xgYBhpB9p9a",
+	"U9N9aIGmCsmVkP05CPgOIVAIWSSCxk2GQyPy2ZDCJYeBHhNoGiO8hlIhDJrrltLv/IPJWLn+KWGOW3gw",
+	"IcSDyXC45Deh0WEhyqH7fcL6L47/MlaBmJbSXlCJ86lYawgD+uBhfqRh6UKkV2inbG0aQVRJw/oc0Hzg",
+	"wDQBxL75P6yJHwaGHF/sYaZLDIzyqzs4AYySLWCSlp0UF8BPajJWfb/nE9/OZBA7oi/hxfNQvO4xNARq",
+	"Hbv60qEPfmod4lTAJDQU/fJ71w724EQvtZrlEiPjf5NQiZeUDRtWd1MoO40d5JBvTlczVbdpsoIO3rdx",
+	"Ix99or9ukR3mIoatekFQwcDpXhz/hfVTnQn2TtvXwKMoS8c2C90gs1br2hyLgAb+op5rz1zbxxPHEI5n",
+	"7CBCfnnrILYOxIvtCeAb2e/anHMoud6T8HBJGoQH3B+3TemGob2/XdNJmWTvq7bLxte5fcdfmJ/dgygO",
+	"2uJ2HAec3LaUWQsbQZjF+GpDZdS7xZmDTAW0LG2j2zZDOOJFYY4+8aK4PVoKW8rUHH3CPz7DPtHqNIlJ",
+	"XmdFQfHErgsnE+gZpI5FLBmQCd5txii4taJ07/3P3/jw1+PhX37p/21If306Tv789NZ/P/i//xYDtY97",
+	"pYzVSxofwTdQGBsmgHjoNIs1N9KicoqHD+pG2K0WcDOFTlNVju15YlePO9VfdknDgMHg4XLDxBEeQvsq",
+	"am7j+mENEMFkrJysWOiMWV7OhWWZvAYkTWl9TDqiBjpNfzBilwAKALcCAmqNlc+1ESWARyJaABEi4fB4",
+	"KRKQY+g7XhStz/gGgcsQmsFZUYyVE4aLygDcilgxQyPgDEPgWf/Fs78wPtXXIioNnldm8VNzfx5aFMTG",
+	"cWH2kwSfxTcRZwYZtkU1zTFR749l2P08rfP+0SdIPrTAlMYGZN3iFawf0mLMBnbGXf7N3Wy5UYCzw6wS",
+	"kiRrgB0cI3j5DRTxc9os5E+CCc9Kx9UwfnysoLY7oBkDCKovnw1f1/hnJyEH05BBC/Bh3BdjBTX4EayL",
+	"zao8XzdAdAlfQolVPVICDF5D5SCv4U35FWWxbJbwR0X91JfdBylmKQHBFCCGMkKCdKw4LblZDHOtC6qB",
+	"Y1oBD5AFXohyrDZm62vzTxJaNugF+gvZjPAJavID8Kmy5sQ3DMDAQ+Or/rS+xaoH/isqzDNW/gusGDyE",
+	"dhlCBhOoHW5oBhDekO1bVyaORzT4pN9HFLhCide4wFXWFWC/MpK2OOj5RgxKuhYD9+QdyWPIZr+VKPbL",
+	"IZzwHg603/UibI0Hg2YnpK81mRjWvoVgwVMfFDhhHuwHpVM+VhRU+CuVa7WlDGGFp2xSqUxPPKBbk8F5",
+	"4cxY4N8tps2nXGVamcDS3QuYFtHM1/eYaoZQPIBb3c9dieHMvsYTuC0zfZDLEpOQxRfgkTX+UZxJ1vml",
+	"wWsZhoq6uN/pBiI3T8EqDTgpWASS8jgHfzRB73Cj3m8jGTaT1tH9mulaPIyx+cMlQTIT7Ix9+4meeUSK",
+	"xi525WTQQBMwXlLB1OT+Ps8Htr88qQ0vFEoqIYhb/NaGGBrV0Sf84w5T7VJfe+8HAAyhxwmQR9GK239x",
+	"/Bf2lht75n4hTw02/cSA6FkXaCHLlACQCEs3QfBDkSOeWI7XnMeq7510tu27JQOJk+7NVvT6Ul+LIQ4j",
+	"avWFmQkktt7WUrdXAYzkXjuB8Afw+fqL5p+VKNf1TUOoezW1R66Nu23MOL7sfzvDvXccOsVWUbjpPa3P",
+	"95MB73gcabEOLuxKQaepAC4HUibHY/HE0MGoQxUGCM8B5Mr63KD660tjuJW4llnD1EhQYa4143FlJxjg",
+	"AOWBoHGoKgRfIZgwnXmyCZCrZvfpHit/vEfslVhqexiPGavNDPMdJ/1S2HDMH8ey5hp/SbFgXzYQkya2",
+	"86L81/GwPr709hu4ZM+yrOY/2lta4DKDW+1eLKn7lodYkU5T3n8Cyk0mlBTGSU4BqPys7T5SmuVyKW0z",
+	"eg6KSYwV4B/Ohd0AlvKxKikvDDyKKe6CgHXInQxMZDikh4fQh5kAPjX2xzdjXIwA1KMaN7tG8IeIQI8f",
+	"U0MQS4IzJ/xyu3ASFyTYz5yIvJJqjuwwTB5TZzngxSN/TXlB8M2o2FYKhieyE3bsupzKzHg0HezXcePv",
+	"zz/Cm3rGjgkWSGn3raFqPJuzGyuorMgBFDnsQKVSrQyAh4kMFwDHZljOyzkWqlDNWKERu0Qce4+wjDzY",
+	"pCXg9PQhBuiVLAcM4evdRSF/FbjmYxUKxBQaQUwouibA9NNryPbp5RH7FmJ0GEUcFQaacOSRNCaz5GuE",
+	"mvShOJMlv/Haq5nUHuKxAqvyGgE2Y6TjA4nCK5OEPT1Ojo+P2XQdyGLQAIKnxC1hMOKHSyMA4shvmVmU",
+	"UkHJ9LHyEPMDhDO9Bih6vIaQnKlcDDiskEKghhikIqm0y14KJ+4x9SbsIHIT0A//SplCZw2GiLwBVSXj",
+	"SNtT14OkjOyrNAEJHn1y/T6ANTBin6IZ3W2d8lizvaTnwWZ7Sa+BNttlqaqiecaNQgQbax5YqhsagtHT",
+	"eQEXis7WGG8Hte5SxMnnFPhBPLQfmCSTUBKhbkNCdR6oJqUrSyy54y5pD2Ty6XbCioouHvfdWAHKL7l/",
+	"PDuPi4L1OXx4SRDahvDFLy0H7j78/2KJOA+RVxMlZjA5y0NTFSLcAAMJzNEnR/+3EXST9ia85ukCkJkh",
+	"f9VtQyMaAfG2nESBQNBA2X2fVkzFmngWNCiTMCqVRvETGFUBmM6lLrThOZVs8QCkYzXLtS4TOlzYCksX",
+	"2ggKOV6skzoSP6Vimk5wgzGCB7EZsxdKTzxxIhk3WiUgIYV663D3hglL497HWYYqa5mczcB658Pzi1Jc",
+	"S11BODRJSb6AF4ghY/X8mJmu/GpYS6qs96j51a2OOvQuTw9fPZNbyhDF9QDhpI7APZWYhOk8a0DS3O2l",
+	"fKBb/27LzDu+FHdKCEEa7WQD3wF+OeEDFnwuFQcPfp20A+lLvkj7CHFfo9CeKU8XYhRN+wgy9V1WzfdY",
+	"v0ga7LbvZO6UG3EaSk63YX7rsLJDDZ5b/kbIXKVyg44xTa7E+j+Aj01YwWVpmBFu7LQsUKHanDKe5wzi",
+	"P6AaV9dwIOj/sPHAUtQxqmCulj4Qok9w3YkvwZewS48Hn7DRaNS5MAibftBIzp2ECzpZXfvw+LiuZPf0",
+	"+Pi4sz+46Vr9UU333ol7L+ktpaKP26j1cS91o64Lmd5nbW7t67jExhPKxhxmDX9472iXN+m9EjCBZo6a",
+	"+b0jMN5bu3Kr0ZKQVg2W4Zlr/d19lapdEaEewxfxU1PtJARHGanN1yceXhnTbihXsNRqzhwNAYC0Eyz+",
+	"gTVLfd4UPv3EQGnxEfsZBBbFJm8ysSy0FSpdD38UazBnlwIiFcaK0pgaxbnoGtKVhVAzqYwVCC4/4zKn",
+	"cnTwGpiuoRhrZ5ZP8NIfupKNQf8o1j08LA+vuPjx+UJUXzpVaFcUA67gHy476OnzvY4xlMf7fNv1byTm",
+	"hTSkVU34McayhzR19MmJF7ekau3yVfsKiu5gUu06tEXUQTDBXAGw7FSOEpxLuTTBBxX6HrBKQdlXKDyN",
+	"gU2V8NCETVwooTA5nfDusRILjecnhHEfdSQedfOG9vQyn2GzNUuqXi3z5pgwE9J23Mwwodi1PNU6F1zt",
+	"66X+I2ZC/UZnJmRQ+T08RY8L1jtDY1m0uHbnpd2VK9WguN88Lu1Lhes8iOD0vWhxk5BgZTys24MLT3fr",
+	"pj9KlX2GHhvswW3qgHpEokUgvxdp48vQ5keqv/W/3VP+hxZPyOvRrsKDRc1VRigbDyWxHNW1oY8+hb9v",
+	"j6i+0P19SY/CH+I+qjD8nY6qvVMCG+U+qfhftOgSZBkxKtjHCg0WMzTQZFpQ4XT/Jglg9KYv233iPdk6",
+	"2ywpijJiWSkTqhX5l0O8QUZ5mWF41ATUAqmvA13lEK3ow3LR049FwSg3EaJzwYSECT4YB5/4mMeQyDj2",
+	"tCtzaddsWmVzYU8Zb9Q8z3wFMLCSQfA7QtD4lfoBqpvB4mGFs4Q1yo85+ZGKmYVpAjoIt1RXHu31koIt",
+	"JDDeEzQIlTofhYW6wFUxExKv26voa01BIhgWlgb7kVsMhLiR1tc9ASLA0PRJXc6ZVp0SMEPLlIM5GqsX",
+	"z57VEAZhOxYcoi5aZAR7DbbVaEQo9POyReS/w7D9r1Fc/4JXTaB5z25iPC6iLe8Zu991+QiVFVqqXVhZ",
+	"mAWI0V58KbLGoApdWoOBUJcYfEOP0Hl1L0o1VjGtxB1rQBaSivUnm8nUcLqHsbRrc52OqIlRrlOeTwbJ",
+	"GMKv/BDcqCAIBMfiPiZsYks+m8n0lXT3zrTCuv7npZiJ8mWuDTCKN4TxDJzAqfABfRarhkENOSqM5Hp8",
+	"Tat3mUsKjIIosrEKkHcIMDQJy+weHF2Fe20k9RHhFA+n6xMWmNokGasGi8OYiCE1e8KI1eFHYnQDZJdo",
+	"pOC2gRYJ7uGxCoMIplBZ0vUC9yXhJ5XC6PwaKqrNpVbDlcwEupkRbs+wAlathh6DRkZhNQwFa0C/UgmD",
+	"Nx24iseqnTB0Woc++jWbuYPPKuWrwcF94nYMorOUGCtM8kKAev8UJnexs9BMuLYxNo+uZLo8g5ObLgEi",
+	"nZMaU9BCXlsJKFM1MdtFqas5AA5s9yMtgMXB35BoQxHN2FR/EqpPjyB1GVCfPjgpBctj1hLIikzSPMtK",
+	"geXzbR2tG2iyFI60x0pCZUqerV3vSttTDHikr5RAV6q8FozOwIidUZ1BcOzZBVdjBWcVygt2uNDD9j7m",
+	"vVd30nHx1Qzrq/O8M623PumOJ2GyfV2w8osn+D6OheIzLjvIk+8GFZV2oSvLJlC0cuLDYSyG11IRVm7Y",
+	"D5fv35HfCB/9D6fhTFhfl2M1OUtTUdgTZsWNxR6HWAx2MkgihVpP8MaBB58YNpHZZKwk4v6FEuxStePe",
+	"4GmqMesDhgPf4hajaZQCu2Cs/CvrLwTPMNzcNTwBKXLCwkIPxgoit5En5dxRDXYqbnhqc8dXUiw6ehaK",
+	"HaYECABMEMOBTohLY/FSkSFngjBiSehPXjrA5hEIMCR6IMRCx8wpkySANgSZuA85LbMqz4PzdgKu78ng",
+	"lOzgGC3shX7IMIYmpWHGyjxnqdtYd5dWBSggVH31m+PntKIXwpbr4RksXDJWGAjMmVno0q2WW5QYI/WC",
+	"Pe7+tk0/ZowHItttjI9HLHiaJR3BkVXG+tywFjl0hgvAe61+m6Xt//yi1wgYON4nYOCMghRgKFBgg0YI",
+	"6XxARyGqwVE1RSdgUMNpDcIBuyqbNVaAWmT2aIEP0CgemrrV1ir+ZjEMMAAKYEh6W2yn3dDmwLbuWKLL",
+	"r3g9DxLMtl3Em+BmAkSOwVLNjjWGqt6/RQjbl7uEb0TaeQVTNSd3B/BGjXT2rVQcNEhjoH43GoY4w7x2",
+	"Wkwl8rFC1QPDwjJu+Qk7ZsZmTsn0N6Qm3o+F2ZeFXdMT1HxChj5skkH7PAc9KXWaordgLZdcZU8oJHeQ",
+	"sKeuGajA9cz9JcoyGavnTNz4DCf4C6AsOUSzyCXPQU5A1kY3EjiLsaNBwl64yxzjvTbHf8Imn8a9lczs",
+	"Ytw7+ffjZNxbCEct497Jsxe3cVTZ1zcivVyIPL/LnfyhniMQLeRYlHNwyBjWL0UhOJVdDVKDY7/ipsh1",
+	"JrzZNx72taSshG4jsbRiaSIcK7BnXpZ83WDOkdAyb6U7KNBPbBqAvWW2jT6F0T/elKqV6A7y03cGP8Ze",
+	"s3Z955Ufew9I+TDP/VNk2+2VuFxJkoBIIAvH0ekLVqc6/3pLbDqALyooeEDHRuIHIsTEZ4SFhfyj61u5",
+	"nndrW+6kOU2KAhhAUwXgtP6kKQvdDFXm5CGnPSHiulTwnBmrohQzedMM7fN5ibWJEuz+baUM2piMAE/8",
+	"Rnos8oaSQXrycMZTR/9GZqKGn5xWZsTOmBGQ4OAVBxMCcGHHZ3JeOXVHVZjVO6tHRAi3fD4vxZxbXVKq",
+	"65LfDHM9H9YPTpKQ4PSNE38D3hw4krwStNQlysLo54AHDF8bKGJnNVO8LPUKkjUmoe1Jwia/aiXc/4XO",
+	"4lfFJXTw1m3i3pHioYddIb+fxZfzdW0j9/HXYHfs6Mj99ll9SOD39+DmG05MIQraK0dMSqyQfEedkVdO",
+	"gPkcbQ+apYLglPgrO7uBVNRLNMI+pIoXNgo0MhySnqGR407isFzmDzmY79AODXs6k4AzA4e57YHse9N3",
+	"hqlFIjcCBjxWhXbXP971S8d5wluDZsQvxGFVtqjsCdhtp0bnlXWCZOp2DCKNE8oVrlQmSubYaJqwI7M2",
+	"CTvKxDXicBgI2DMMsiPHqv/i+BhdCitpxGDE3mGlG0hiJIjPBkgAThHt/ZDp7MWTiVvYiTcjNW4kbqDI",
+	"DfjJISdrhsDq4OMdqyVGJiKglGsVUNikatiqwfnz4vjFKWtSVMPxHgrjcGzczWkwYm+BMkINEwTbtAux",
+	"ZisyvGcNqLbNMyJzsanNvxVqbhdOn3/2IrmnAu4vnQNKrem5m1GtgsMlc6Du/VbP8cT84QSrL+eQbWd6",
+	"4hUJ7EjPTduJSnJ9wnhaahNuffNHl8rAD/c7DSvqBEyErMBHDjuEPsJx+v2EHH6N9/gDxXtgUUfy0wU3",
+	"NFz+GIQFiUklz3ORS7N8uEiPT+H9299vTGEcdbZ/VhQn9WItBKLE/CpKfRpC1yhWrRXDdjJW/9BTw0xl",
+	"CqEykZ1SejHm0p8VBcvFzKJ1b5AE/NqETYzVxWSsqOgX6aiIGpglBDhTilxw4z633E9XorCDZKwmEC42",
+	"wWbhT4ZIhZAdRt9BSJ1MF005KRQplGozx7YTvrbmBp+FYOumC//xkuBo4a/PwLT9PSUPfOWW/+LcsoVr",
+	"mzBHpQmjGNsyhNvuHRhXiqXIJJJBl13qXJQbkTZ1/dDG+07xQfh81ieIDETVAICocsmmpeBXaPsB5XeG",
+	"mP4s006RRJaRSVNW0DEAWQiTYKAVMh2lM+/9rrslkCtyFRmvq0HCmpHLIl+PfeRUUiegQKI5gX7IueI5",
+	"M0KoBHU2sJElbgaulQXAni14UQiInVqx/mTFpZVqPhkk0FrmOCyVJg5BTUnwEhC6RVddgMYe3GlW2gx6",
+	"qt3DuET0daftvc6A+m18s43JXmIOUAfHwgwhMIL+YWvB35sbvHMHonkYiiZl7IDsuYMXHOF16KSiaB7C",
+	"a6cy+Tq/OYHtkGllrplWpx5/3jB3VAiFHrnWRjlI6GrY6HyynfcJXK99Th5D32n0AD1+aZ3n0MOxCVJF",
+	"xXdx/5O6NIpnCl+rybdtIboAMm0eICx6QPE3zZVsFHtcUVgcf5CjRhJn51lrg3S7Z+84LBfw0NfT8vW0",
+	"PORpeSudWti+bNyuowmxuYoULfBgh8Xk8o6692TDNzoXThRbmRNwDULEL1yJS6kqG+IYwBGz0FXpAbTG",
+	"iioiQEOEI9cveGklzwf+bffayJ1BvL4nIN5NRFnq0n0oBUbJvNTLwj1+dv6G+WcpV8usRAlX5AbCN5VT",
+	"BkkX0yxCgGUAkGPf3NywfivHTRr2lA0ZjuDI9zU4xXHkvFLpAkJVVQoPB1QsjBlFxygWxWpZgcdqLlSo",
+	"eOI2yQLqVoWZvgkjjDtAcsIK/yZc/9B2Useg1k35TB6qU+1fAB8M1Axzq4yB+2GoIPkrSBgvBV8ibDqJ",
+	"025KV6Kw3otTY31hxUcfWVZaM1YY1eSh9HzNsvNSL50iUxlA/C0okskAEoTKHF/SDcS9sar7mPianBPW",
+	"x7yUv5tc/v1PkwHCPas1KA4s12ouyi4QvrdvHjV54PLtmzuA98JZ+K0LzoeB+FPqK6rn4lrkjd1Imie6",
+	"367NjNXbd2JTVhhQ181RENK69GmVRc4DhBe964cGVfogQwjK8dXa5Vg11EuEe2QE0Vyg/g54dg1ZHT5r",
+	"jYWaVvxa1HmfTukFeQSUZoyU7HuuCgEAohyCZpxLY6NxC2+lsR/9vB+R3KiPXZVo3HKafx1kVFSwmrTQ",
+	"yhUrSj2HhKRD7zRPhQ2Qni7sEVrUL7Bvu/bsDyzZvFcbW4w2HcraDkacsNeNc5vAoU3gxBLqfSb2J4ZD",
+	"Hai0T3cXPAGmJQMcNGW+X/NcZtzW2agb/IxiFMjCLxU8j+BwYFDjS5ENEGMHuB4VFqWQV7uAaip01Y4Y",
+	"5vG6K5DjeK6EKEx7KX1kWqnzplFgrKBCCQ1vEq/+2zoYj6DdEEWcA/F/Wc1mj/P4r1Ki5GFg0cC07RFI",
+	"2lfzPTnvEZ/qz8EU2TqKd+ru0FFN01sUfeZ+f1yaptbPsLDjLVH1b0nE/1Io61/6YgKK2CT4JPhLAcG/",
+	"JSHOcifrwgWF2ZK5TNf3PiG1LfgRTsg7DSY4uDe9VobzKTjkxTkxC1xBbCaVNIsR+6tWGmKJAcVPzthc",
+	"1nB+Dc0BLkC9UjFzc/cxBFPW12P49Ri2Xa4Pfu80zL6PfPGQ0bib5NFg/JXmv9J8A4QH6uZu3T25nAHo",
+	"azBlEPOdipkuyeBx+fY92OIgETDNq0xkB5+W1ULzpexUi39e6LPlm8dUid9QwccuGkJL029pNPt5gVlo",
+	"OBLEFMh8JXIs5gZwAHFjmGtKpFXppui4zlTwUpS9k7/94pgKplMiP6rKvHfSOwJmQw1tGeF9dNHZOdgz",
+	"fZZ+Ax9+K5IhlNR2o87EtJrPHWG1W2iQxnYTmJjtQ88acB6NBvyMI2UDKFAwIRmjWXkYFrCR4eKrB97+",
+	"cvv/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -3,6 +3,7 @@ package sdk
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"atoll.dev/libs/computeapi"
 )
@@ -39,4 +40,23 @@ func (c *Client) SidecarHistory(ctx context.Context) ([]computeapi.SidecarVersio
 func (c *Client) SidecarStatus(ctx context.Context) (*computeapi.SidecarStatus, error) {
 	r, err := c.API.GetSidecarStatusWithResponse(ctx)
 	return decode[computeapi.SidecarStatus]("get sidecar status", r, err)
+}
+
+// SidecarRollout applies op ("pause", "resume" or "abort") to the rollout
+// of the managed sidecars, with reason (platform admins). Retried: each
+// is idempotent but resume, whose repeat only lifts a pause again.
+func (c *Client) SidecarRollout(ctx context.Context, op, reason string) (*computeapi.SidecarStatus, error) {
+	body := computeapi.UpgradeAction{Reason: reason}
+	switch op {
+	case "pause":
+		r, err := c.API.PauseSidecarsWithResponse(repeatable(ctx), body)
+		return decode[computeapi.SidecarStatus]("pause sidecars", r, err)
+	case "resume":
+		r, err := c.API.ResumeSidecarsWithResponse(repeatable(ctx), body)
+		return decode[computeapi.SidecarStatus]("resume sidecars", r, err)
+	case "abort":
+		r, err := c.API.AbortSidecarsWithResponse(repeatable(ctx), body)
+		return decode[computeapi.SidecarStatus]("abort sidecars", r, err)
+	}
+	return nil, fmt.Errorf("sidecar rollout operation %q: want pause, resume or abort", op)
 }

@@ -369,6 +369,9 @@ var auditVerbs = map[string]struct {
 	"POST /v1/upgrades/{name}/resume":                {verb: "resume-upgrade"},
 	"POST /v1/upgrades/{name}/abort":                 {verb: "abort-upgrade"},
 	"PUT /v1/admin/sidecars":                         {verb: "set-sidecars"},
+	"POST /v1/admin/sidecars/pause":                  {verb: "pause-sidecars"},
+	"POST /v1/admin/sidecars/resume":                 {verb: "resume-sidecars"},
+	"POST /v1/admin/sidecars/abort":                  {verb: "abort-sidecars"},
 }
 
 // auditTarget names the project and verb of an audited request, from the

@@ -199,22 +199,109 @@ func (s *Service) sidecarHistory(ctx context.Context) ([]api.SidecarVersion, err
 	return out, nil
 }
 
-// GetSidecarStatus answers which version each workload runs: a count per
-// version, and the workloads behind the current one.
+// GetSidecarStatus answers which version each workload runs (a count
+// per version, the workloads behind the current one), the operators'
+// control and the rollout's progress.
 func (s *Service) GetSidecarStatus(w http.ResponseWriter, r *http.Request) {
 	if !platformAdmin(w, r) {
 		return
 	}
-	cur, err := s.currentSidecars(r.Context())
-	if err != nil {
+	s.writeSidecarStatus(w, r)
+}
+
+func (s *Service) writeSidecarStatus(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	unavailable := func(err error) {
 		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the managed sidecars are out of reach; retry", err)
+	}
+	cur, err := s.currentSidecars(ctx)
+	if err != nil {
+		unavailable(err)
 		return
 	}
 	var current int64
 	if cur != nil {
 		current = cur.Version
 	}
-	writeJSON(w, http.StatusOK, sidecarStatus(s.cache, current))
+	out := sidecarStatus(s.cache, current)
+	kv, err := s.sidecarsKV(ctx)
+	if err != nil {
+		unavailable(err)
+		return
+	}
+	// The control and the progress are rendered through their JSON: the
+	// API's shapes mirror api.SidecarControl and api.SidecarProgress.
+	for key, into := range map[string]any{api.SidecarControlKey: &out.Control, api.SidecarProgressKey: &out.Rollout} {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			unavailable(err)
+			return
+		}
+		if err := json.Unmarshal(e.Value(), into); err != nil {
+			writeFailure(w, r, http.StatusInternalServerError, "Internal", "the sidecar rollout's state is unreadable", err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// PauseSidecars pauses the sidecar rollout.
+func (s *Service) PauseSidecars(w http.ResponseWriter, r *http.Request) {
+	s.sidecarOp(w, r, func(c *api.SidecarControl, _ int64, reason string) { c.Paused, c.Reason = true, reason })
+}
+
+// ResumeSidecars lifts any pause of the sidecar rollout, the health
+// gate's included.
+func (s *Service) ResumeSidecars(w http.ResponseWriter, r *http.Request) {
+	s.sidecarOp(w, r, func(c *api.SidecarControl, _ int64, _ string) { c.Paused, c.Reason = false, ""; c.ResumeSeq++ })
+}
+
+// AbortSidecars aborts the rollout of the current version.
+func (s *Service) AbortSidecars(w http.ResponseWriter, r *http.Request) {
+	s.sidecarOp(w, r, func(c *api.SidecarControl, current int64, reason string) { c.Aborted, c.Reason = current, reason })
+}
+
+// sidecarOp applies change to the rollout's control (the body, optional,
+// gives the reason) and answers the status.
+func (s *Service) sidecarOp(w http.ResponseWriter, r *http.Request, change func(c *api.SidecarControl, current int64, reason string)) {
+	if !platformAdmin(w, r) {
+		return
+	}
+	var a computeapi.UpgradeAction
+	if r.ContentLength != 0 && !decodeBody(w, r, &a) {
+		return
+	}
+	ctx := r.Context()
+	cur, err := s.currentSidecars(ctx)
+	if err != nil {
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the managed sidecars are out of reach; retry", err)
+		return
+	}
+	if cur == nil {
+		writeError(w, r, http.StatusNotFound, "NotFound", "no version of the managed sidecars was set: nothing rolls out")
+		return
+	}
+	kv, err := s.sidecarsKV(ctx)
+	if err == nil {
+		_, err = bus.Update(ctx, kv, api.SidecarControlKey, func(b []byte, exists bool) ([]byte, error) {
+			var c api.SidecarControl
+			if exists {
+				if err := json.Unmarshal(b, &c); err != nil {
+					return nil, err
+				}
+			}
+			change(&c, cur.Version, a.Reason)
+			return json.Marshal(c)
+		})
+	}
+	if err != nil {
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the managed sidecars are out of reach; retry", err)
+		return
+	}
+	s.writeSidecarStatus(w, r)
 }
 
 // sidecarStatus folds the cached workloads (those that run pods) into the

@@ -102,4 +102,22 @@ func TestSidecarsAPI(t *testing.T) {
 	assert.Equal(t, 2, st.Versions[1].Workloads)
 	require.Len(t, st.Behind, 1)
 	assert.Equal(t, "old", st.Behind[0].Name)
+
+	// Pause, resume and abort change the control admission reads.
+	for _, c := range []struct {
+		action string
+		check  func(st computeapi.SidecarStatus)
+	}{
+		{"pause", func(st computeapi.SidecarStatus) { assert.True(t, st.Control.Paused); assert.Equal(t, "looking", st.Control.Reason) }},
+		{"resume", func(st computeapi.SidecarStatus) { assert.False(t, st.Control.Paused); assert.Equal(t, 1, st.Control.ResumeSeq) }},
+		{"abort", func(st computeapi.SidecarStatus) { assert.Equal(t, int64(2), st.Control.Aborted) }},
+	} {
+		resp, body := g.do(t, "POST", "/v1/admin/sidecars/"+c.action, g.Admin, []byte(`{"reason":"looking"}`))
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", c.action, body)
+		st = computeapi.SidecarStatus{}
+		require.NoError(t, json.Unmarshal(body, &st))
+		c.check(st)
+		resp, body = g.do(t, "POST", "/v1/admin/sidecars/"+c.action, tenant, nil)
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s by a tenant: %s", c.action, body)
+	}
 }

@@ -42,7 +42,9 @@ how many workloads run each version and which are behind.`,
 		Example: `  atoll admin sidecars set -f sidecars.yaml
   atoll admin sidecars get -o yaml
   atoll admin sidecars history
-  atoll admin sidecars status`,
+  atoll admin sidecars status
+  atoll admin sidecars pause --reason "checking the log shipper"
+  atoll admin sidecars resume`,
 	}
 	var files []string
 	set := &cobra.Command{
@@ -122,6 +124,31 @@ how many workloads run each version and which are behind.`,
 		}),
 	}
 	cmd.AddCommand(get, set, history, status)
+	for _, op := range []struct{ name, short string }{
+		{"pause", "Pause the rollout: no further workload moves"},
+		{"resume", "Resume the rollout, lifting any pause, the health gate's included"},
+		{"abort", "Abort the rollout of the current version: no further workload moves to it"},
+	} {
+		var reason string
+		c := &cobra.Command{
+			Use:   op.name + " [--reason TEXT]",
+			Short: op.short,
+			Args:  cobra.NoArgs,
+			RunE: g.run(false, func(ctx context.Context, cmd *cobra.Command, c *sdk.Client, _ target) error {
+				st, err := c.SidecarRollout(ctx, op.name, reason)
+				if err != nil {
+					return err
+				}
+				if g.output != "table" {
+					return printData(cmd.OutOrStdout(), g.output, st)
+				}
+				printSidecarStatus(cmd.OutOrStdout(), st)
+				return nil
+			}),
+		}
+		c.Flags().StringVar(&reason, "reason", "", "why (shown in the status)")
+		cmd.AddCommand(c)
+	}
 	return cmd
 }
 
@@ -141,6 +168,22 @@ func printSidecarVersions(out io.Writer, vs []computeapi.SidecarVersion) {
 
 func printSidecarStatus(out io.Writer, st *computeapi.SidecarStatus) {
 	fmt.Fprintf(out, "current version: %d\n", st.Current)
+	if ro := st.Rollout; ro.Version != 0 {
+		fmt.Fprintf(out, "rollout of version %d: %s, %d done, %d moving, %d rolled back\n", ro.Version, ro.Phase, ro.Done, len(ro.Moving), ro.RolledBack)
+		if ro.Message != "" {
+			fmt.Fprintf(out, "  %s\n", ro.Message)
+		}
+		for _, m := range ro.Moving {
+			ready := "not ready"
+			if !m.ReadySince.IsZero() {
+				ready = "ready since " + m.ReadySince.Format("15:04:05")
+			}
+			fmt.Fprintf(out, "  moving %s from version %d (generation %d): %s\n", m.Key, m.From, m.Generation, ready)
+		}
+	}
+	if c := st.Control; c.Paused || c.Aborted != 0 {
+		fmt.Fprintf(out, "control: paused=%t aborted=%d %s\n", c.Paused, c.Aborted, c.Reason)
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tWORKLOADS")
 	for _, v := range st.Versions {

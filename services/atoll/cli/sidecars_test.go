@@ -45,8 +45,17 @@ func TestAdminSidecars(t *testing.T) {
 			Project string `json:"project"`
 			Version int64  `json:"version"`
 		}{"App", "web", "demo", 1})
+		st.Rollout.Version, st.Rollout.Phase, st.Rollout.Done, st.Rollout.Message = 2, "Paused", 4, "demo.app.web was not healthy"
 		writeJSON(w, 200, st)
 	})
+	var ops []string
+	for _, op := range []string{"pause", "resume", "abort"} {
+		mux.HandleFunc("POST /v1/admin/sidecars/"+op, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			ops = append(ops, op+" "+strings.TrimSpace(string(b)))
+			writeJSON(w, 200, computeapi.SidecarStatus{Current: 2})
+		})
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -71,7 +80,9 @@ func TestAdminSidecars(t *testing.T) {
 	}{
 		{[]string{"get"}, []string{"VERSION", "log=log:2", "onFailure=Pause"}},
 		{[]string{"history"}, []string{"2026-01-02T03:04:05Z", "admin"}},
-		{[]string{"status"}, []string{"current version: 2", "behind the current version", "demo", "web"}},
+		{[]string{"status"}, []string{"current version: 2", "rollout of version 2: Paused, 4 done", "was not healthy", "behind the current version", "demo", "web"}},
+		{[]string{"pause", "--reason", "why not"}, []string{"current version: 2"}},
+		{[]string{"abort"}, []string{"current version: 2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
@@ -85,5 +96,8 @@ func TestAdminSidecars(t *testing.T) {
 				}
 			}
 		})
+	}
+	if diff := cmp.Diff([]string{`pause {"reason":"why not"}`, `abort {}`}, ops); diff != "" {
+		t.Errorf("operations sent (-want +got):\n%s", diff)
 	}
 }
