@@ -68,6 +68,12 @@ func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Sh
 	return t.applyIngress(ctx, w, sh, ns)
 }
 
+// prepare patches a change of only the managed sidecars' images into the
+// live pods (sidecars_inplace.go).
+func (appKind) prepare(ctx context.Context, t *target, o object, ns string) error {
+	return t.updateSidecarsInPlace(ctx, o, ns)
+}
+
 // lead keeps the cluster's managed EndpointSlices (endpoints.go).
 func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
 
@@ -136,6 +142,7 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 			Template: podTemplate(w, sh, corev1.RestartPolicyAlways),
 		},
 	}
+	d.Annotations[AnnoPodShape] = podShape(&d.Spec.Template) // sidecars_inplace.go
 	return object{gvr: deployments, name: d.Name, obj: d}
 }
 
