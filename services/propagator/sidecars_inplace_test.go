@@ -29,6 +29,8 @@ func TestSidecarImageChangeIsPatchedInPlace(t *testing.T) {
 	c := env.Clusters[0]
 	b := openBus(t)
 	ctx := context.Background()
+	_, err = c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: 2})
+	require.NoError(t, err)
 
 	w := app("web", 4)
 	w.Spec.PodTemplate().Sidecars = []api.Container{{Name: "log", Image: "log:1"}}
@@ -53,7 +55,13 @@ func TestSidecarImageChangeIsPatchedInPlace(t *testing.T) {
 		}
 		return true
 	}
-	require.Eventually(t, func() bool { return running("log:1") }, time.Minute, 100*time.Millisecond, "4 pods ready on log:1")
+	if !assert.Eventually(t, func() bool { return running("log:1") }, time.Minute, 100*time.Millisecond, "4 pods ready on log:1") {
+		for _, p := range pods() {
+			t.Logf("pod %s: %+v", p.Name, p.Status)
+		}
+		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		t.Fatalf("deployment: %v %+v", err, d.Status)
+	}
 	type seen struct {
 		uid           string
 		main, sidecar int32
@@ -63,6 +71,7 @@ func TestSidecarImageChangeIsPatchedInPlace(t *testing.T) {
 		before[p.Name] = seen{string(p.UID), p.Status.ContainerStatuses[0].RestartCount, p.Status.InitContainerStatuses[0].RestartCount}
 	}
 
+	var gen int64
 	update := func(change func(t *api.PodTemplate)) {
 		kv, err := b.KV(ctx, bus.BucketWorkloads)
 		require.NoError(t, err)
@@ -73,12 +82,31 @@ func TestSidecarImageChangeIsPatchedInPlace(t *testing.T) {
 			}
 			change(next.Spec.PodTemplate())
 			next.Metadata.Generation++
+			gen = next.Metadata.Generation
 			return json.Marshal(next)
+		})
+		require.NoError(t, err)
+		// The scheduler's placement of the new generation.
+		pkv, err := b.KV(ctx, bus.BucketPlacements)
+		require.NoError(t, err)
+		_, err = bus.Update(ctx, pkv, w.Key(), func(cur []byte, _ bool) ([]byte, error) {
+			var p api.PlacementDecision
+			if err := json.Unmarshal(cur, &p); err != nil {
+				return nil, err
+			}
+			p.Generation = gen
+			return json.Marshal(p)
 		})
 		require.NoError(t, err)
 	}
 	update(func(t *api.PodTemplate) { t.Sidecars[0].Image = "log:2" })
-	require.Eventually(t, func() bool { return running("log:2") }, time.Minute, 100*time.Millisecond, "4 pods ready on log:2")
+	if !assert.Eventually(t, func() bool { return running("log:2") }, time.Minute, 100*time.Millisecond, "4 pods ready on log:2") {
+		for _, p := range pods() {
+			t.Logf("pod %s: spec %s status %+v ready %t", p.Name, p.Spec.InitContainers[0].Image, p.Status.InitContainerStatuses, podReady(&p))
+		}
+		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		t.Fatalf("deployment: %v paused %t %s", err, d.Spec.Paused, d.Spec.Template.Spec.InitContainers[0].Image)
+	}
 	require.Eventually(t, func() bool {
 		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && !d.Spec.Paused && d.Spec.Template.Spec.InitContainers[0].Image == "log:2"
