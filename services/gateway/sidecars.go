@@ -113,7 +113,9 @@ func (s *Service) setSidecars(ctx context.Context, spec api.SidecarSpec, by stri
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				// Another writer took the number; it moves current on
 				// (or its request died: take over its move).
-				s.advanceCurrent(ctx, kv, v.Version)
+				if err := s.advanceCurrent(ctx, kv, v.Version); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			return nil, fmt.Errorf("create %s: %w", api.SidecarVersionKey(v.Version), err)
