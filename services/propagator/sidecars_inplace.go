@@ -28,7 +28,8 @@ import (
 // (appKind.prepare):
 //
 //  1. the Deployment is paused, so its controller creates no ReplicaSet
-//     while the current one's template and the Deployment's differ;
+//     while the current one's template and the Deployment's differ (and
+//     nothing more happens until the controller has observed the pause);
 //  2. the current ReplicaSet's template gets the new images (pods it
 //     creates from now on run them);
 //  3. the pods are patched, at most the shard's maxUnavailable at a time:
@@ -113,7 +114,10 @@ func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string)
 	}
 	list := metav1.ListOptions{LabelSelector: sel.String()}
 
-	// 1. Pause the Deployment.
+	// 1. Pause the Deployment, and wait until its controller has seen
+	// the pause: its informers order no event of a ReplicaSet after one
+	// of a Deployment, so a ReplicaSet changed before it saw the pause
+	// would make it create one with the old template.
 	if !live.Spec.Paused {
 		if err := t.call(func() error {
 			_, err := t.cs.AppsV1().Deployments(ns).Patch(ctx, o.name, types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{FieldManager: FieldManager})
@@ -121,6 +125,10 @@ func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string)
 		}); err != nil {
 			return fmt.Errorf("pause deployment %s/%s: %w", ns, o.name, err)
 		}
+		return fmt.Errorf("deployment %s/%s paused: %w", ns, o.name, errInPlace)
+	}
+	if live.Status.ObservedGeneration < live.Generation {
+		return fmt.Errorf("deployment %s/%s: waiting for its controller to see the pause: %w", ns, o.name, errInPlace)
 	}
 	// 2. The current ReplicaSet's template.
 	var sets *appsv1.ReplicaSetList
