@@ -108,8 +108,14 @@ func TestSidecarsAPI(t *testing.T) {
 		action string
 		check  func(st computeapi.SidecarStatus)
 	}{
-		{"pause", func(st computeapi.SidecarStatus) { assert.True(t, st.Control.Paused); assert.Equal(t, "looking", st.Control.Reason) }},
-		{"resume", func(st computeapi.SidecarStatus) { assert.False(t, st.Control.Paused); assert.Equal(t, 1, st.Control.ResumeSeq) }},
+		{"pause", func(st computeapi.SidecarStatus) {
+			assert.True(t, st.Control.Paused)
+			assert.Equal(t, "looking", st.Control.Reason)
+		}},
+		{"resume", func(st computeapi.SidecarStatus) {
+			assert.False(t, st.Control.Paused)
+			assert.Equal(t, 1, st.Control.ResumeSeq)
+		}},
 		{"abort", func(st computeapi.SidecarStatus) { assert.Equal(t, int64(2), st.Control.Aborted) }},
 	} {
 		resp, body := g.do(t, "POST", "/v1/admin/sidecars/"+c.action, g.Admin, []byte(`{"reason":"looking"}`))
