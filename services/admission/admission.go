@@ -133,13 +133,15 @@ type Service struct {
 	sidecars *bus.TypedMirror[*api.SidecarVersion]
 	// claimGrace is HostClaimGrace, shorter in tests.
 	claimGrace time.Duration
+
 	// sidecarTiming are the sidecar rollout's periods
 	// (sidecars_rollout.go), shorter in tests.
 	sidecarTiming sidecarTiming
-	endpoints     *bus.Endpoints
-	cancel        context.CancelFunc // ends the repair loop
-	repairing     sync.WaitGroup     // the repair loop
-	metrics       *bus.Metrics       // nil without an admin server
+
+	endpoints *bus.Endpoints
+	cancel    context.CancelFunc // ends the repair loop
+	repairing sync.WaitGroup     // the repair loop
+	metrics   *bus.Metrics       // nil without an admin server
 }
 
 // hooks let tests stand in for a crash at a chosen point.
