@@ -53,6 +53,10 @@ type Metadata struct {
 	Event string `json:"event,omitempty"`
 	// EventMessage is that event's message.
 	EventMessage string `json:"eventMessage,omitempty"`
+	// SidecarVersion is the version of the platform's managed sidecars
+	// (SidecarVersion) the workload's pods run, 0 when they come from
+	// admission's own configuration (set by admission).
+	SidecarVersion int64 `json:"sidecarVersion,omitempty"`
 }
 
 // Workload is one object of a primitive kind.

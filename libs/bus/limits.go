@@ -44,7 +44,7 @@ var DefaultMaxBytes = map[string]int64{
 	StreamEvents:       512 * mib, // 7 days of domain events
 	StreamSignals:      128 * mib, // a day of cluster and node signals
 	StreamAudit:        768 * mib, // 30 days of audit records, failed logins included
-	StreamDeadLetter:   128 * mib,
+	StreamDeadLetter:   112 * mib, // 16 MiB given to BucketSidecars
 	BucketWorkloads:    512 * mib, // 5 revisions of every workload
 	BucketPlacements:   256 * mib,
 	BucketStatus:       128 * mib,
@@ -61,6 +61,7 @@ var DefaultMaxBytes = map[string]int64{
 	BucketDisruption:   16 * mib,
 	BucketUpgrade:      16 * mib,
 	BucketHosts:        16 * mib, // a claim per exposed App
+	BucketSidecars:     16 * mib, // a key per version of the managed sidecars
 }
 
 // FillAlertRatio is the fill (atoll_stream_fill_ratio) past which a

@@ -102,6 +102,12 @@ const (
 	// of a project (key c.<id>: its project, name, digest, expiry and the
 	// connections the auth callout let in), see eventcreds.go.
 	BucketEventCreds = "eventcreds"
+	// BucketSidecars is written by the gateway (platform admins): the
+	// versions of the platform's managed sidecars (api.SidecarVersion), one
+	// key per version (api.SidecarVersionKey) and the current one
+	// (api.SidecarCurrentKey). Admission mirrors the current one and
+	// injects it.
+	BucketSidecars = "sidecars"
 )
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.
@@ -215,6 +221,7 @@ func DefaultTopology(replicas int) Topology {
 			bucket(BucketHosts, 1),
 			bucket(BucketProjects, 1),
 			bucket(BucketEventCreds, 1),
+			bucket(BucketSidecars, 1),
 		},
 	}
 }

@@ -145,8 +145,10 @@ func Grants() map[string]Grant {
 			// Rotation plans and their controls (the upgrade service alone
 			// writes their progress, p.*).
 			// Events credentials (eventcreds.go): their records, and the
-			// auth callout's requests and answers.
-			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketEventCreds, all}},
+			// auth callout's requests and answers. The versions of the
+			// managed sidecars (platform admins).
+			Writes: []Keys{{BucketIdempotency, all}, {BucketUpgrade, []string{"plan.*", "ctl.*"}}, {BucketEventCreds, all},
+				{BucketSidecars, []string{"current", "v.*", "ctl"}}},
 			// Observations: the Apps' endpoints per cluster (GET .../endpoints).
 			// Projects: every request's roles come from its memberships.
 			Reads:   []string{BucketWorkloads, BucketStatus, BucketClusters, BucketQuota, BucketScalers, BucketRollouts, BucketObservations, BucketProjects},
@@ -158,7 +160,10 @@ func Grants() map[string]Grant {
 			Receives: []string{DebugSessionSubject("*", "down"), AuthCalloutSubject},
 		},
 		UserAdmission: {
-			Writes:  []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair"}}},
+			Writes: []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair", "admission-sidecars"}}, {BucketSidecars, []string{"progress"}}},
+			// Sidecars: the versions it injects and rolls out; status: the
+			// rollout's health gate.
+			Reads:   []string{BucketSidecars, BucketStatus},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

@@ -72,6 +72,9 @@ var (
 var rendered = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods", "persistentvolumeclaims", "services"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}},
+	// The current ReplicaSet of an App shard whose sidecar images are
+	// patched in place (services/propagator sidecars_inplace.go).
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}},
 	{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}},
 	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}},
 	// The managed EndpointSlices of an App's region-wide address

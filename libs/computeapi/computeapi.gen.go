@@ -643,6 +643,19 @@ type LogLine struct {
 	Time      time.Time `json:"time,omitempty,omitzero"`
 }
 
+// ManagedSidecar A container as in a workload's template (name, image, resources, env, ...), and which workloads it goes into.
+type ManagedSidecar struct {
+	Image string `json:"image"`
+
+	// Kinds The kinds it applies to; empty means every kind that runs pods.
+	Kinds []string `json:"kinds,omitempty,omitzero"`
+	Name  string   `json:"name"`
+
+	// Projects The projects it applies to; empty means every project.
+	Projects             []string               `json:"projects,omitempty,omitzero"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Member defines model for Member.
 type Member struct {
 	Added   time.Time `json:"added,omitempty,omitzero"`
@@ -1234,6 +1247,94 @@ type ServicePort struct {
 // ServicePortProtocol defines model for ServicePort.Protocol.
 type ServicePortProtocol string
 
+// SidecarRollout defines model for SidecarRollout.
+type SidecarRollout struct {
+	// BakeSeconds How long a zone's upgraded pods must stay ready before the next zone (default 60).
+	BakeSeconds int `json:"bakeSeconds,omitempty,omitzero"`
+
+	// MaxUnavailable Workloads of a zone moved at once (default 1).
+	MaxUnavailable int `json:"maxUnavailable,omitempty,omitzero"`
+
+	// OnFailure Pause (default) or Rollback.
+	OnFailure string `json:"onFailure,omitempty,omitzero"`
+}
+
+// SidecarSpec The platform's managed sidecars (libs/api.SidecarSpec), in start order; each is a native sidecar that starts before the user's containers and stops after them.
+type SidecarSpec struct {
+	Rollout  SidecarRollout   `json:"rollout,omitempty,omitzero"`
+	Sidecars []ManagedSidecar `json:"sidecars"`
+}
+
+// SidecarStatus defines model for SidecarStatus.
+type SidecarStatus struct {
+	// Behind The workloads that do not run the current version.
+	Behind []struct {
+		Kind    string `json:"kind"`
+		Name    string `json:"name"`
+		Project string `json:"project"`
+		Version int64  `json:"version"`
+	} `json:"behind"`
+
+	// Control The operators' control of the rollout.
+	Control struct {
+		// Aborted The version whose rollout was aborted.
+		Aborted   int64  `json:"aborted,omitempty,omitzero"`
+		Paused    bool   `json:"paused,omitempty,omitzero"`
+		Reason    string `json:"reason,omitempty,omitzero"`
+		ResumeSeq int    `json:"resumeSeq,omitempty,omitzero"`
+	} `json:"control,omitempty,omitzero"`
+
+	// Current The current version; 0 when none was set.
+	Current int64 `json:"current"`
+
+	// Rollout The rollout of the current version, written by admission's rollout controller; absent before the first.
+	Rollout struct {
+		// Done Workloads moved and baked.
+		Done int `json:"done"`
+
+		// Message Why it is paused.
+		Message string `json:"message,omitempty,omitzero"`
+
+		// Moving The workloads being moved (at most maxUnavailable), with their health gate.
+		Moving []struct {
+			From       int64     `json:"from"`
+			Generation int64     `json:"generation"`
+			Key        string    `json:"key"`
+			ReadySince time.Time `json:"readySince,omitempty,omitzero"`
+			Started    time.Time `json:"started"`
+		} `json:"moving,omitempty,omitzero"`
+
+		// Phase Progressing, Paused, Aborted or Complete.
+		Phase     string `json:"phase"`
+		ResumeSeq int    `json:"resumeSeq,omitempty,omitzero"`
+
+		// RolledBack Workloads returned to their version after failing the health gate.
+		RolledBack int       `json:"rolledBack,omitempty,omitzero"`
+		Updated    time.Time `json:"updated"`
+		Version    int64     `json:"version"`
+	} `json:"rollout,omitempty,omitzero"`
+
+	// Versions How many workloads run each version (0 is admission's own configuration).
+	Versions []struct {
+		Version   int64 `json:"version"`
+		Workloads int   `json:"workloads"`
+	} `json:"versions"`
+}
+
+// SidecarVersion defines model for SidecarVersion.
+type SidecarVersion struct {
+	Created   time.Time        `json:"created"`
+	CreatedBy string           `json:"createdBy,omitempty,omitzero"`
+	Rollout   SidecarRollout   `json:"rollout,omitempty,omitzero"`
+	Sidecars  []ManagedSidecar `json:"sidecars"`
+	Version   int64            `json:"version"`
+}
+
+// SidecarVersionList defines model for SidecarVersionList.
+type SidecarVersionList struct {
+	Items []SidecarVersion `json:"items"`
+}
+
 // TierQuota defines model for TierQuota.
 type TierQuota struct {
 	// Borrowed Preemptible only: what the project's admitted Preemptible workloads hold, all of it on capacity the other tiers leave idle (shared pools, and Reserved pools where the platform allows it; never the burst buffer). Preempted workloads waiting to run again keep their share.
@@ -1746,6 +1847,18 @@ type GetRemediationParams struct {
 	Cluster string `form:"cluster,omitempty" json:"cluster,omitempty,omitzero"`
 }
 
+// SetSidecarsJSONRequestBody defines body for SetSidecars for application/json ContentType.
+type SetSidecarsJSONRequestBody = SidecarSpec
+
+// AbortSidecarsJSONRequestBody defines body for AbortSidecars for application/json ContentType.
+type AbortSidecarsJSONRequestBody = UpgradeAction
+
+// PauseSidecarsJSONRequestBody defines body for PauseSidecars for application/json ContentType.
+type PauseSidecarsJSONRequestBody = UpgradeAction
+
+// ResumeSidecarsJSONRequestBody defines body for ResumeSidecars for application/json ContentType.
+type ResumeSidecarsJSONRequestBody = UpgradeAction
+
 // EditClusterLabelsJSONRequestBody defines body for EditClusterLabels for application/json ContentType.
 type EditClusterLabelsJSONRequestBody = LabelPatch
 
@@ -1796,6 +1909,115 @@ type PauseUpgradeJSONRequestBody = UpgradeAction
 
 // ResumeUpgradeJSONRequestBody defines body for ResumeUpgrade for application/json ContentType.
 type ResumeUpgradeJSONRequestBody = UpgradeAction
+
+// Getter for additional properties for ManagedSidecar. Returns the specified
+// element and whether it was found
+func (a ManagedSidecar) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ManagedSidecar
+func (a *ManagedSidecar) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ManagedSidecar to handle AdditionalProperties
+func (a *ManagedSidecar) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["image"]; found {
+		err = json.Unmarshal(raw, &a.Image)
+		if err != nil {
+			return fmt.Errorf("error reading 'image': %w", err)
+		}
+		delete(object, "image")
+	}
+
+	if raw, found := object["kinds"]; found {
+		err = json.Unmarshal(raw, &a.Kinds)
+		if err != nil {
+			return fmt.Errorf("error reading 'kinds': %w", err)
+		}
+		delete(object, "kinds")
+	}
+
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &a.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+		delete(object, "name")
+	}
+
+	if raw, found := object["projects"]; found {
+		err = json.Unmarshal(raw, &a.Projects)
+		if err != nil {
+			return fmt.Errorf("error reading 'projects': %w", err)
+		}
+		delete(object, "projects")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ManagedSidecar to handle AdditionalProperties
+func (a ManagedSidecar) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["image"], err = json.Marshal(a.Image)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'image': %w", err)
+	}
+
+	if a.Kinds != nil {
+		object["kinds"], err = json.Marshal(a.Kinds)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'kinds': %w", err)
+		}
+	}
+
+	object["name"], err = json.Marshal(a.Name)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'name': %w", err)
+	}
+
+	if a.Projects != nil {
+		object["projects"], err = json.Marshal(a.Projects)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'projects': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1870,6 +2092,104 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// GetSidecars The current version of the platform's managed sidecars (platform admins)
+	//
+	// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+	GetSidecars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSidecarsWithBody Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortSidecarsWithBody Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecars(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+	//
+	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+	ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSidecarsWithBody Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecars(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSidecarsWithBody Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecars(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+	//
+	// The current version, how many workloads run each version, and the
+	// workloads that do not run the current one yet.
+	//
+	// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+	GetSidecarStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters The region's member clusters (platform admins)
 	//
@@ -2535,6 +2855,214 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/whoami (the `WhoAmI` operationId).
 	WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetSidecars The current version of the platform's managed sidecars (platform admins)
+//
+// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+func (c *Client) GetSidecars(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSidecarsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSidecarsWithBody Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *Client) SetSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *Client) SetSidecars(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortSidecarsWithBody Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *Client) AbortSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *Client) AbortSidecars(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAbortSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+//
+// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+func (c *Client) ListSidecarVersions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSidecarVersionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSidecarsWithBody Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *Client) PauseSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *Client) PauseSidecars(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSidecarsWithBody Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *Client) ResumeSidecarsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSidecarsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *Client) ResumeSidecars(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSidecarsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+//
+// The current version, how many workloads run each version, and the
+// workloads that do not run the current one yet.
+//
+// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+func (c *Client) GetSidecarStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSidecarStatusRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListClusters The region's member clusters (platform admins)
@@ -3850,6 +4378,247 @@ func (c *Client) WhoAmI(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetSidecarsRequest constructs an http.Request for the GetSidecars method
+func NewGetSidecarsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetSidecarsRequest calls the generic SetSidecars builder with application/json body
+func NewSetSidecarsRequest(server string, body SetSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSetSidecarsRequestWithBody constructs an http.Request for the SetSidecars method, with any body, and a specified content type
+func NewSetSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAbortSidecarsRequest calls the generic AbortSidecars builder with application/json body
+func NewAbortSidecarsRequest(server string, body AbortSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAbortSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAbortSidecarsRequestWithBody constructs an http.Request for the AbortSidecars method, with any body, and a specified content type
+func NewAbortSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/abort")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListSidecarVersionsRequest constructs an http.Request for the ListSidecarVersions method
+func NewListSidecarVersionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/history")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPauseSidecarsRequest calls the generic PauseSidecars builder with application/json body
+func NewPauseSidecarsRequest(server string, body PauseSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseSidecarsRequestWithBody constructs an http.Request for the PauseSidecars method, with any body, and a specified content type
+func NewPauseSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeSidecarsRequest calls the generic ResumeSidecars builder with application/json body
+func NewResumeSidecarsRequest(server string, body ResumeSidecarsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeSidecarsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeSidecarsRequestWithBody constructs an http.Request for the ResumeSidecars method, with any body, and a specified content type
+func NewResumeSidecarsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSidecarStatusRequest constructs an http.Request for the GetSidecarStatus method
+func NewGetSidecarStatusRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/sidecars/status")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListClustersRequest constructs an http.Request for the ListClusters method
@@ -6305,6 +7074,110 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetSidecarsWithResponse The current version of the platform's managed sidecars (platform admins)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+	GetSidecarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarsResponse, error)
+
+	// SetSidecarsWithBodyWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error)
+
+	// SetSidecarsWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+	//
+	// The whole list is given; it is defaulted and validated (every invalid
+	// field is named) and stored as the next version, kept with the
+	// history. Admission injects the current version into every workload
+	// it writes from then on, and records the version in the workload's
+	// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+	SetSidecarsWithResponse(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error)
+
+	// AbortSidecarsWithBodyWithResponse Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error)
+
+	// AbortSidecarsWithResponse Abort the rollout of the managed sidecars (platform admins)
+	//
+	// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+	AbortSidecarsWithResponse(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error)
+
+	// ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+	ListSidecarVersionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSidecarVersionsResponse, error)
+
+	// PauseSidecarsWithBodyWithResponse Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error)
+
+	// PauseSidecarsWithResponse Pause the rollout of the managed sidecars (platform admins)
+	//
+	// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+	PauseSidecarsWithResponse(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error)
+
+	// ResumeSidecarsWithBodyWithResponse Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error)
+
+	// ResumeSidecarsWithResponse Resume the rollout of the managed sidecars (platform admins)
+	//
+	// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+	ResumeSidecarsWithResponse(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error)
+
+	// GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
+	//
+	// The current version, how many workloads run each version, and the
+	// workloads that do not run the current one yet.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+	GetSidecarStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarStatusResponse, error)
+
 	// ListClustersWithResponse The region's member clusters (platform admins)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7031,6 +7904,552 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/whoami (the `WhoAmI` operationId).
 	WhoAmIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoAmIResponse, error)
+}
+
+// GetSidecarsResponse503Headers the declared response headers of an HTTP 503 response for GetSidecars
+type GetSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarVersion
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSidecarsResponse) GetJSON200() *SidecarVersion {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetSidecarsResponse503Headers the declared response headers of an HTTP 503 response for SetSidecars
+type SetSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type SetSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SidecarVersion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Unprocessable
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetSidecarsResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SetSidecarsResponse) GetJSON201() *SidecarVersion {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SetSidecarsResponse) GetJSON422() *Unprocessable {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SetSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SetSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AbortSidecarsResponse503Headers the declared response headers of an HTTP 503 response for AbortSidecars
+type AbortSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type AbortSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AbortSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AbortSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AbortSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AbortSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AbortSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AbortSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AbortSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AbortSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AbortSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AbortSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AbortSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSidecarVersionsResponse503Headers the declared response headers of an HTTP 503 response for ListSidecarVersions
+type ListSidecarVersionsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListSidecarVersionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarVersionList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSidecarVersionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON200() *SidecarVersionList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSidecarVersionsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSidecarVersionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSidecarVersionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSidecarVersionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSidecarVersionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseSidecarsResponse503Headers the declared response headers of an HTTP 503 response for PauseSidecars
+type PauseSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type PauseSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PauseSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PauseSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PauseSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeSidecarsResponse503Headers the declared response headers of an HTTP 503 response for ResumeSidecars
+type ResumeSidecarsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ResumeSidecarsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeSidecarsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ResumeSidecarsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSidecarsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSidecarsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSidecarsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSidecarsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSidecarStatusResponse503Headers the declared response headers of an HTTP 503 response for GetSidecarStatus
+type GetSidecarStatusResponse503Headers struct {
+	RetryAfter int
+}
+
+type GetSidecarStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SidecarStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSidecarStatusResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON200() *SidecarStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSidecarStatusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSidecarStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSidecarStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSidecarStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSidecarStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListClustersResponse429Headers the declared response headers of an HTTP 429 response for ListClusters
@@ -11031,6 +12450,176 @@ func (r WhoAmIResponse) ContentType() string {
 	return ""
 }
 
+// GetSidecarsWithResponse The current version of the platform's managed sidecars (platform admins)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars (the `GetSidecars` operationId).
+func (c *ClientWithResponses) GetSidecarsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarsResponse, error) {
+	rsp, err := c.GetSidecars(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSidecarsResponse(rsp)
+}
+
+// SetSidecarsWithBodyWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *ClientWithResponses) SetSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error) {
+	rsp, err := c.SetSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSidecarsResponse(rsp)
+}
+
+// SetSidecarsWithResponse Set the platform's managed sidecars, as a new version (platform admins)
+//
+// The whole list is given; it is defaulted and validated (every invalid
+// field is named) and stored as the next version, kept with the
+// history. Admission injects the current version into every workload
+// it writes from then on, and records the version in the workload's
+// metadata (`sidecarVersion`). Audited as `set-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/sidecars (the `SetSidecars` operationId).
+func (c *ClientWithResponses) SetSidecarsWithResponse(ctx context.Context, body SetSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetSidecarsResponse, error) {
+	rsp, err := c.SetSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetSidecarsResponse(rsp)
+}
+
+// AbortSidecarsWithBodyWithResponse Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *ClientWithResponses) AbortSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error) {
+	rsp, err := c.AbortSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortSidecarsResponse(rsp)
+}
+
+// AbortSidecarsWithResponse Abort the rollout of the managed sidecars (platform admins)
+//
+// Abort the rollout of the current version: no further workload moves to it (those moved keep it) until a newer version is set. Audited as `abort-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/abort (the `AbortSidecars` operationId).
+func (c *ClientWithResponses) AbortSidecarsWithResponse(ctx context.Context, body AbortSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*AbortSidecarsResponse, error) {
+	rsp, err := c.AbortSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAbortSidecarsResponse(rsp)
+}
+
+// ListSidecarVersionsWithResponse Every version of the managed sidecars, newest first (platform admins)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars/history (the `ListSidecarVersions` operationId).
+func (c *ClientWithResponses) ListSidecarVersionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSidecarVersionsResponse, error) {
+	rsp, err := c.ListSidecarVersions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSidecarVersionsResponse(rsp)
+}
+
+// PauseSidecarsWithBodyWithResponse Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *ClientWithResponses) PauseSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error) {
+	rsp, err := c.PauseSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSidecarsResponse(rsp)
+}
+
+// PauseSidecarsWithResponse Pause the rollout of the managed sidecars (platform admins)
+//
+// Pause the sidecar rollout: no further workload moves; those being moved finish their health gate. Audited as `pause-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/pause (the `PauseSidecars` operationId).
+func (c *ClientWithResponses) PauseSidecarsWithResponse(ctx context.Context, body PauseSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseSidecarsResponse, error) {
+	rsp, err := c.PauseSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSidecarsResponse(rsp)
+}
+
+// ResumeSidecarsWithBodyWithResponse Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *ClientWithResponses) ResumeSidecarsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error) {
+	rsp, err := c.ResumeSidecarsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSidecarsResponse(rsp)
+}
+
+// ResumeSidecarsWithResponse Resume the rollout of the managed sidecars (platform admins)
+//
+// Resume the sidecar rollout, lifting any pause, the health gate's included (a workload that failed it is moved again). Audited as `resume-sidecars`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/sidecars/resume (the `ResumeSidecars` operationId).
+func (c *ClientWithResponses) ResumeSidecarsWithResponse(ctx context.Context, body ResumeSidecarsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeSidecarsResponse, error) {
+	rsp, err := c.ResumeSidecars(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSidecarsResponse(rsp)
+}
+
+// GetSidecarStatusWithResponse Which version of the managed sidecars each workload runs (platform admins)
+//
+// The current version, how many workloads run each version, and the
+// workloads that do not run the current one yet.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/sidecars/status (the `GetSidecarStatus` operationId).
+func (c *ClientWithResponses) GetSidecarStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSidecarStatusResponse, error) {
+	rsp, err := c.GetSidecarStatus(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSidecarStatusResponse(rsp)
+}
+
 // ListClustersWithResponse The region's member clusters (platform admins)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12146,6 +13735,489 @@ func (c *ClientWithResponses) WhoAmIWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseWhoAmIResponse(rsp)
+}
+
+// ParseGetSidecarsResponse parses an HTTP response from a GetSidecarsWithResponse call
+func ParseGetSidecarsResponse(rsp *http.Response) (*GetSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetSidecarsResponse parses an HTTP response from a SetSidecarsWithResponse call
+func ParseSetSidecarsResponse(rsp *http.Response) (*SetSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SidecarVersion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SetSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAbortSidecarsResponse parses an HTTP response from a AbortSidecarsWithResponse call
+func ParseAbortSidecarsResponse(rsp *http.Response) (*AbortSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AbortSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AbortSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSidecarVersionsResponse parses an HTTP response from a ListSidecarVersionsWithResponse call
+func ParseListSidecarVersionsResponse(rsp *http.Response) (*ListSidecarVersionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSidecarVersionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarVersionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListSidecarVersionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseSidecarsResponse parses an HTTP response from a PauseSidecarsWithResponse call
+func ParsePauseSidecarsResponse(rsp *http.Response) (*PauseSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers PauseSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeSidecarsResponse parses an HTTP response from a ResumeSidecarsWithResponse call
+func ParseResumeSidecarsResponse(rsp *http.Response) (*ResumeSidecarsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSidecarsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ResumeSidecarsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSidecarStatusResponse parses an HTTP response from a GetSidecarStatusWithResponse call
+func ParseGetSidecarStatusResponse(rsp *http.Response) (*GetSidecarStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSidecarStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SidecarStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers GetSidecarStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListClustersResponse parses an HTTP response from a ListClustersWithResponse call
@@ -15770,6 +17842,27 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetSidecars The current version of the platform's managed sidecars (platform admins)
+	// (GET /v1/admin/sidecars)
+	GetSidecars(w http.ResponseWriter, r *http.Request)
+	// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+	// (PUT /v1/admin/sidecars)
+	SetSidecars(w http.ResponseWriter, r *http.Request)
+	// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/abort)
+	AbortSidecars(w http.ResponseWriter, r *http.Request)
+	// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+	// (GET /v1/admin/sidecars/history)
+	ListSidecarVersions(w http.ResponseWriter, r *http.Request)
+	// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/pause)
+	PauseSidecars(w http.ResponseWriter, r *http.Request)
+	// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+	// (POST /v1/admin/sidecars/resume)
+	ResumeSidecars(w http.ResponseWriter, r *http.Request)
+	// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+	// (GET /v1/admin/sidecars/status)
+	GetSidecarStatus(w http.ResponseWriter, r *http.Request)
 	// ListClusters The region's member clusters (platform admins)
 	// (GET /v1/clusters)
 	ListClusters(w http.ResponseWriter, r *http.Request)
@@ -15919,6 +18012,48 @@ type ServerInterface interface {
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
 
 type Unimplemented struct{}
+
+// GetSidecars The current version of the platform's managed sidecars (platform admins)
+// (GET /v1/admin/sidecars)
+func (_ Unimplemented) GetSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetSidecars Set the platform's managed sidecars, as a new version (platform admins)
+// (PUT /v1/admin/sidecars)
+func (_ Unimplemented) SetSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AbortSidecars Abort the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/abort)
+func (_ Unimplemented) AbortSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSidecarVersions Every version of the managed sidecars, newest first (platform admins)
+// (GET /v1/admin/sidecars/history)
+func (_ Unimplemented) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PauseSidecars Pause the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/pause)
+func (_ Unimplemented) PauseSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeSidecars Resume the rollout of the managed sidecars (platform admins)
+// (POST /v1/admin/sidecars/resume)
+func (_ Unimplemented) ResumeSidecars(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSidecarStatus Which version of the managed sidecars each workload runs (platform admins)
+// (GET /v1/admin/sidecars/status)
+func (_ Unimplemented) GetSidecarStatus(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
 
 // ListClusters The region's member clusters (platform admins)
 // (GET /v1/clusters)
@@ -16216,6 +18351,104 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// GetSidecars operation middleware
+func (siw *ServerInterfaceWrapper) GetSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetSidecars operation middleware
+func (siw *ServerInterfaceWrapper) SetSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AbortSidecars operation middleware
+func (siw *ServerInterfaceWrapper) AbortSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AbortSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSidecarVersions operation middleware
+func (siw *ServerInterfaceWrapper) ListSidecarVersions(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSidecarVersions(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PauseSidecars operation middleware
+func (siw *ServerInterfaceWrapper) PauseSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSidecars operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSidecars(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSidecars(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSidecarStatus operation middleware
+func (siw *ServerInterfaceWrapper) GetSidecarStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSidecarStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // ListClusters operation middleware
 func (siw *ServerInterfaceWrapper) ListClusters(w http.ResponseWriter, r *http.Request) {
@@ -18277,6 +20510,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/remediation/resume", wrapper.ResumeRemediation)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars", wrapper.GetSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/admin/sidecars", wrapper.SetSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars/history", wrapper.ListSidecarVersions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/admin/sidecars/status", wrapper.GetSidecarStatus)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/pause", wrapper.PauseSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/resume", wrapper.ResumeSidecars)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/admin/sidecars/abort", wrapper.AbortSidecars)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/upgrades", wrapper.ListUpgrades)
 	})
 	r.Group(func(r chi.Router) {
@@ -18333,366 +20587,388 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P1/cxs3kj+OPxUUv1dlcr9DSnbs3EaqqyvFdrLaOLbOsi9Vt8x7B5wBSayGwOwAI4nx+bl/Ct0NzAyJ",
-	"oUhbcrK5/GOL5Ax+Nhr989UfBplelVoJZc3g5MOg5BVfCSsq+PS8qI0V1QW3S/dRqsHJoHQfkoHiKzE4",
-	"GWT4xCAZVOKftaxEPjixVS2SgcmWYsXda3ZdukeNraRaDD5+TAbnuViV2gqVrX8Qa/dMLkxWydJK7fo4",
-	"Y1khhbLjbKmNUOxKrNmQW7bSxrLHT/7MsiWveOaGOTplnFXCVmt2I+2S2aVghq8EvMNVzmY6X7sH6koZ",
-	"+HUuK2OZrm2mV2IySHBaS8FzmAdNrDXEsRtje0IrfvtKqIVblMdP/pxEJviDVLlfte7U3i0Fu5IqT5hU",
-	"jKs1y7gRbHhWlgnjZTk6ZVoJpucs/f7lO3Z0/fjIPW3SMNDu+rsfD1z8H8Vq1uzp9uhqI6pHhpl69g+R",
-	"WaYrWLVFpevykWGu34RxXEqZC2WlXbOy0tcyFxW7qaQVhknLhu/fvhoLk/FS5KOe0a9gKDvH31rrJ8++",
-	"iq31a74SOygU/jtshS4q7aa+o9ESn9jZbsmtFZV79//9jY9/OR5/8/Pwb2P668Nx8vXjj/770X/+2yA2",
-	"tf+qteVvxT9rYeyl5Vb8Vy2qyHl5o4o1bEiFzxpHXHYpDTPurbD6/4TXwyzgxw5lC1WvBid/G5RC5W4Q",
-	"yYCXsLetvwUSnJu/yAc/x8b9vlxUPBf9NFZpy91HVhZcEVX10MjB+/fRPWxKrYwAJvYtz2kJ3adMKysU",
-	"/MnLspAZjOPoH8aN7UOr2X+rxHxwMvj/HTUM8gh/NUcvq0pX2FVkbtgZk4ateDHX1UrkbGjWyvLbhNXq",
-	"SukbxeZSFLlJ2E2l1YK5OZiEzXjOGg48OmXiWlRrfNadsVkhVq7dQhq39h+TwXOt5oXMvtDUNLIEcSsd",
-	"jfGiEjxfs+EZ/vESvh4lQIm6FBVuca6FYUpbx94cmWomrQEe6HgL0CAbvlemLktdWZEnzE9qlHju8093",
-	"EFgl5rURyHqyJVcLwYZwRF7eZkLk7tVwB8wqfSUUy3iJF4TRdZUJ97kUOeOWHSfM1NnSsbLvL94bxhkd",
-	"anbDcbyLiisYjzTUdc6Mxi5SGNGkkCtpU3Y8cnvxna5mMs+F+jKbkfGiEBVb8TWMNtdw4sOSlQW3jvge",
-	"GVbqQmbrzvLlOqtXQlk2zHQuWBg6TOS1tt/pWuUPP4/XGjeBCGuoK5jLtTRyVghHKzbMFIb2TutXvFqI",
-	"L3uUQYZw58517ZaXK7wUuRU3fM14lonSGhrgj1ytieOYL0kKjwyr3GECogQ6cAdN1e6OdRKFLoVixlaC",
-	"rwwQtSmFsqckPfG5FRVL37oP4zP3IWVGZFrlZpCQeATTaT3RHT4xYqmsWAgYq7sKFK/tUlfyF/Fl6Oma",
-	"FzJnWSVANuEF7Mp7xa+5LPis+AKUc8YqsXCcz4jqWmaC5TJHBqjMjajgbpYrceq+W0q1cFuBl4LVbMmv",
-	"PXPLH3xrykpnwpgvsyzv2mxHGnYjimJM1+Ostkwq2LokeunhjUfc6hyfdLIy8Tri3P5GWuoiRz4HGsON",
-	"rq4KzXOQSx2/xGboqP7kf008V/e3Rdq8mWxwfGRL5WjCXtMmulvDSb9WKJCBaD1aahQIhZW7GK0UxBmq",
-	"XCs8GLRFM60LwZUj2qXghV2u4z8WfCYKaITnuXRLzIuLTuMbclGQ05DXYhvGXgq8r9xGcDs4GeTcirGj",
-	"z22JNBmsHLUg9936DeW1yA+l1rtHuoucLrQuooOvSzfSfP+x/6KViMv7jWz5Ny9uwsPNFiTNVv0cGQtt",
-	"8CuJMmZ3k6UVq+4fu+braaWZMq8qvt4aJzYWHYxWuMzbQ9m1fZXgdM63fnIyWm3idIjf3LWq8GtoqGfU",
-	"c7m4LEUWMwfgr4/gysrY0B/ZF8ROHhmWul9Sd82BZIkvJGABuFlyyxxjMMws9Q0oo911ybnlBx2l7vh+",
-	"EGsDPV3zonZyvBHWyZXXvJKOtxo2FOr6u0qvEibU9d9+nsCD7ouRY2FzWQgzGURWBX75jJF9595PGIcu",
-	"SM9yI/PGEScgENfHARe1YEOl4QE9Z25hRpGRfYzvoK10sb19P7n1D/qAwSvOCLu9D24oXCpRvRXG8sru",
-	"nPp+p35rmCV3gnycmCvsVuRndv8eKl0UurZxRdexWEZPtHSiIVfsrCwfGeYYzXi2Hrv//YMRCuUHDEiX",
-	"bVWe2hzDvAdhuONKmHrV/qJWuY6o87tWLLa+xmqnYu37+HNde9PjJinM5eK/RWUczeyig8BW+/aeGOjm",
-	"2ThXjMPyOy5Bu4FsAw/zpcgqYQ0bpvjtkTs86Qh+s0sxVf7gXNMg4TRVtVJOHCg1SiCVcF8lzIBue8JW",
-	"uhKgQEyV2/GbpSwE416ddXvhXqt0vUA91g1wMlUx5pALg/y1RRhS2a+eNA8HgS8ZzLks9n4YxKh9n8UZ",
-	"7/m0qTPU1fd83oqV02TFfqygv53I0ZTXArdJz4kCULdHyeLSOmVqsWbn6qLgmTifX2iDaukMjW1+aKwS",
-	"TmHVoBOu3XazIRjj8GA5tYweAGu1YlKNS9ck9cRW+lqAAULnXuVV4tbCaBzfqIR7HDQFuy8zrrT6q569",
-	"rSNSQNaIo1tH5iAq6ZX4yLjeZkNnmZXXjt1cBgJIBt9hbzGm4+ShvC5E/k5iQ/vxvsPIKy77NT4NP4+f",
-	"+1f4MshGWzILPuCEFpoLsI6qViZB+6xg1JVjCJa0Fhm5Fzku3lYnb2sFpt6y0otKGJAh9ti3FgFsHwu0",
-	"ycdG5gZMk2JK30xi6w8qBU33sJ2DN93uGTOvi8PedWsan81f9aw78BXPBU4KZB+a5ZUQpWHDpTRWV2u0",
-	"oJhRwnSRC2PRZQT26b1E+ObsRS4hU5tSqLz3hmwTJO17jPxecLHSqvf2rKuKNPn9eOMBF8khd0NMSdvz",
-	"MPpBJWEyvuum2f6F6T+W+PsjQ39cCssyt4qicoJ7vVqJnOlrUbXpAwWCsjkW20d0JpYSLabdDp/7Fm6W",
-	"2ohWp9KQ2VYJNoQbzrKFUF5C1DMjqmsRzCHubqBpIxtxSzHq0OSd8o+fzafq4h2ai906/5fJjlTRH4Xl",
-	"Xp3sUsh9WGz6bSzkkNx2DZbY0ylb1cYy8c+aF2gz43b5yHjT2STqf9y6HGMzf6nyUktlDxM0ZBk3Ium8",
-	"z4iU95kt8nWc95c6B9mL51IJY06YVsUaDw4TNGj3eyacJGgrPp/LrFmHll64n+mIbEaN+ODGDDP1w9y1",
-	"fBEuzvPc3erx2aHCAgq9VMQkYnd3BTKCPWViVdp1kCndizkrtVOyIzeqaI+q2/klaDJOCEblyfcGLFLn",
-	"e1+TgW4inArHta/N7BLt7Be6snfazfya+j7aU41uD5izI+ppHpHHzr0JG70eQlmZcXAhBgdbwrx3LWEd",
-	"v2nCNlyZ2+bpt9yKV040cT9PJlEBDP3Key/dd+5xMtlvb8MueyGYw4FKi+LNfHDyt90dUSiDW1a3Vh9/",
-	"jqlk5LQlB9ZcV901ARLbXBa3CrfjhR67EY7NlSzHmnjeGPbVMaA5L4wgShDGnud3n2bY4WYJorRxLeJs",
-	"T9c5/Haex8+uuEaj5fPwpGEyR60xE2OZM3TqNE7pR4a9Pnt3yUw9c43NnEThiGd00kQ8LUUlgmZxefmS",
-	"fH2waiDRuBYSttQ3jlswPbcCn4XhgAOjrGeFNEtHX0YzzjKtTL1C96Fxb/GC5SKv0TkkDNOqq5O2OIhf",
-	"nO70eb6SFgg4aHiJm2TJF3hSyJwA3nl/FFArTVguCgEPoUmq9xA0ctSmCPD106jAICMbdaEN3NJ+RdGp",
-	"98jQcuHinrLagEX1FTd2DFs5Pn+xqYf19HpFEuM9uVkaEWBbkDhAndp0NOSDpBXvRAFnpCrjJncWnDrr",
-	"PS/34STBg/fpLpKXt6U2oldHUEzAAzldskttLF5v3C6TYDg/V6B0C+PD4brXrwG12f2wimj0eA2Jnsvd",
-	"cbbxjBdcZY4L+IfbNgPziEkcAFjwK10Urs+5LAqRM6mStr7ib/9aWVlAhGGu0eWw13rTTM/o7ozcFG6J",
-	"4nKeX6Ttif5F37AVV+vedaPlp97hPoCgNtfZJHqiSoo4203SMNjEx5k1I4yRSuuC7BUC4pdwhKNwu3Sc",
-	"FKNQRZEnrJBXApxaE29NnAQniPnb8c8TuXKMIDnAX7cxWRxL4u8zei021XOK5tyeqI8lOstXUvW4TvQd",
-	"nipvCLyW4gak41xci8I9MUjgVlBRO+CGwUsXAuh6W21peSAwcvXupfEPJhsT9LOJLlL3KByk8zi662Xf",
-	"PQrRfqpHo3PA87GB/yBVfq7mOhY9Kigcbx4CHhrHKUSCONaj46ZJt2JvVNEXlepXlsGDBsIvskpwKyBI",
-	"mJNFpO1kbFEVqDXP+8yV52BFAVN6vlsJKjmwT8e157IAJnNX136j4uHbrIn2cD37uBZDkdyXGS9EBfLJ",
-	"aBL30fVw/paf1Prlp6BJNtRzlHwSht67hBmrS/cvryx82fljHFiJk7Y4GaBbrgl3E5gDjUjlzrD2R4YZ",
-	"scAQH9VQ0/u3r8xUDdOj68dHdHTN0Qf66+NRCLM5+uCa/3j0wa3+x3R0giFsqOROVaFv3M5CxHyInZeG",
-	"4u9EPup4ylqiEZBIfNReDK2QkCBGSKqtO2nIaVO94Q7b7CGeUucmSq+gjXunk5ubvlFukmzJDSv0wiRM",
-	"3IqMTHwgZqN5sj2CJQSoKhHtPO7ToLuOFiJpHduNQ0ZjRwrt4yP3IcMFfvTpYtwP9Uz06mD9bHiXdK1n",
-	"vTL0jgAZe5C3oj9kZmuGr/hMFBfcZsvtKVZipdEptP/hNcJ+jgEyOkS9eCXxjtp/CwJjiv5aSHWYEfAz",
-	"1JtNa10zMhpHjPAwhSZqsDskIg0e/3YdndJV1JtQG6eLV5iNE2uyV7xwEs12eyiMOcWaZDHXOCchaPfC",
-	"dRVBaL5/qZ5DeEM/6YF9ZlO02LEEw1zMeV3Y0c7FuPc53zHL+2CLRFqfzhT7HRAodh1AnwebUb6Ui2Pr",
-	"t1rGGcOBQaIbi9xYPYjKO2YO12fPBlQyc9PWhhcRJrEQlxS8HVWJvfJr+KosBLvhpm1NynU9K1pDx/B+",
-	"vNZcv/HD78bcXYTeZkjq2DeuBnPIWvqdvhokgxtpl1KNrS5ExVXmOkIb3tjp9s2nOS+KGc+uoqqf5dVC",
-	"2D2HDaGLez27scm0bEnIhgsL0L+5l7A121vr76HN+EenJKCBdSW4qSuRBw52wm7cz+SFykedvd51OHdM",
-	"eCWVXLndOL5r8thIbKIXOn/ur8LGULbB2VYHGymDu643+BLcy4cS31ZYDJqQf+LSSrVwDP6dqFZSoYk5",
-	"JImhSMfknHG1nuyS1Tx1t8UDqaTjDUbmIuNVPBMyIopTLLQ37HSmvctReKHz/qiGC/B1NqYjDEfWRU3Z",
-	"uk7V2FCMKwEeMDRQMkgaYVxNVYhOgxH6GDWwPPrmHxmWwq8pBS6aYBRN2/NJp2qhhWF1ybTKsJGreiYK",
-	"gQpPiLcFByWkDdqlG/2VEKX7LCuDKl2vaHlnABPGXVzoHG2H0kT3uVm5mFdP2tbSJox23ECmo2IrLlXr",
-	"972tqpEjFhHZa9mjuEL8Iu77+/MXbHglSst4VmljNiMMTdwIgfSxxzD/Gx70Y+yRoHtotvNudCJEuwWX",
-	"K6d5t+JuJuw7LgvwXYUsUqf0QFz6CeOwrZUgwQZMBFwBCYXtXwhrGGfzSphlQlZw7AqDc4dGCLaZTzCK",
-	"Eh0veUbm0W36cU3GxZYlNz2GJHjpkWHwyAm7wKTrhH2ra0yOfdU1dG/u3Os4l93aHzc0P5D4LumYnFIU",
-	"OuPWJ4ftIpG3lDAFBLwo63dxDRfDO0wsIY0Y3+tdv4PrFoW5vQdjZVTHjAmeF418+ZlyM73Qo9l16CD2",
-	"uzRlwdev+67Q+xCykUeaXQzUsKFU7vhc+OQ6lZPl1n+jVbERgvYpms2uOOKbPhNBJRbSne8+q57PCJSm",
-	"nf099JwCc7gv3lwixIY3SaajBHgMBAphhMxszay+EsrEDX1xFbObk6sL4X3IflhDbxYfg+KJMqD0gbaQ",
-	"GQApkRAV3rGgxzm5EcWcomAiIYg06dnaWxzBLI45Bu7NMSWqnnpTo9U3vKKIX3j8kcGgjP0Njr2qMhEP",
-	"DupAi8DG0WnjsBwfHyd3nqXuC8m9nK3uWoPBzgRkgUwbO86E8vFRVvAVG/5Qz0SlhBWGQYfMg0N4iJuv",
-	"noyinq24T+KMvXh9SS3peWjk2b+3YHKQriuBQaXkSm1AAtjQrI0Vq4SRWpKEnxIMCskSkNzw3/Gf3Fh1",
-	"Ubg/dCmUWcq5Hf+px9fhT3Eca4bxDMjOXTTNwFpMB702lbF4AoLq1MIGOO3QMTQLhI4uLEjLwKM/+oxA",
-	"R6Lc+7Dy+Lvm08081MI7x5se/MoSt6WsDsm6K7ix702MOYMyDNkzEOrldGLIkcN4Hsp+WUlVW3HK+MyA",
-	"J2nOlLjGqOv9+v8kI5Ln5RHumlWiJ8FvJnjl2KmbDQRf4UrCvkD0aVms4T6ZHG5uggGFvRm0d6nZk7uI",
-	"45MY7Z2MJmG1kv+sty82MVlMWCZHD2OPTQbWFvGNsLTihZwLRxYJ4+x7zfLap1zCyP79yfHyNLDIP//7",
-	"n58uR4M9FXfaDjeCuxb9HnkEnvBPZxT/5eM0N1LB+W0IoewRA7vQCe1dXnHEWECwMkhpbGHkgHD19MmT",
-	"aKjmHlbk3YFsJLbutYTvpKhw/hGp82b39OMzRwFtqOcUbODGM9prXr2HHafUu3UvRAa5gwee4MZbGYO1",
-	"wTOH0fFGqxPmh+Y4MGJ7uYsd+3LfEfRXnInFBw6RyneOepPDuNV4ZFjGSwz4cgTmg33YWSPKo3QuTQvR",
-	"CeMlVk6WYMNj9/ZMQkLdqAMBVYg5wP+xuS4KfWO6wZ1etvCCiBvPhL0DWwF4/lmtCozBxnT50y0RnRmw",
-	"OSg/lk3UIOxrO5RmUdYm6miJ2HM9WR0Q+7wSK12tv11b8aC9yKKQzy/eP2AXPrjigZo3Vld8IR52oXpP",
-	"TRMiv51A5A9UTNksT9kxWwmuPD0TtVO0CnekjseEF8U9MOKOOWaPtvyAtseflTUbAtlkuhJmlDCkVDac",
-	"uS1wKvm1zCWfZHp1tCjrBOJnIPTJ7VPzmK5aTHtICD1Mq04UfXgiKqH0mIuSgUdA+Dw2P2itQ0L7SW23",
-	"V/TnfuIIOIafKe/nIpP5oS/4a2iPGyWqCMYs2dP6+PirjJYJPogxfocuK/wqqmOE+2X/BBS8k+LJJ3Dl",
-	"cHOF6vFpm4H7GwPThFvywCMzufug9IYN+R3vM3FRqGwfJI+4L8TOXWbSHakARNGejGmibUeqn16jw9xF",
-	"2p+krWRlHbF6OWYCvi/O/llziGw+YV8/Tdiz4+NVPG2k7wL+3Et3e3Rwu2yN7smzr7+X0aH13nmfPrQ+",
-	"CfGn5boj8iohEDlt6GmhxwaJ/HjfuT5+F5+pJ8UNl67w6dBv1Aux4ugfuaiEWJVWzgpxt3odGHBvAHyb",
-	"EO9Dg+vw7E/X4HaIBDuhPCDQ+TCe1BscR43tXL63YiVyCdr2t5XgV9EIOZRD4i6eTOtCqsV7ZWVxwM2k",
-	"V1xG6LjUujii60XrAi+SkK5Kv9An/NGR1C9aCfrN/dl//ehS9KRCuF8Og5Cy2mKkUCSVXW3DAPbmruNK",
-	"tF/ybSdh5Wnkd2xgL2ThDHd2/0MQoYp+aIKetIki7zMgV03rIV7aPS/Vop0s9ciwQnAj4pgl7pdPmtAr",
-	"92bUo+X9mIe2+FrnIh51X/eYU9dMiRvGM8wZ4JWg5EjHrgGFVAdn+Mg7wMHdBEHs8OikJ78oW3rn7waq",
-	"nLtBTtopb2cX54B22nbUI9oppsspTSN0+ojlV0LF3Wn3EsjbjPwOIn9REePYIPFCZ1e42GH79sdRLPPZ",
-	"9oopvhKm5JkAEDGfA3ah8xfSVDU89W2dLwQZMWAEJGhCVHJfJPSeVHWh823NRMelsU3KE9cysxurcUi3",
-	"2y3ONemBkaQbcWsvuDnA04CZPXHeScFFBxDULmrpyTQIec4H5RkY8c/4mD/jBLg2qQGfmXvHAUD+tT2l",
-	"Q909vagduxz4+4kgCtMWsaHdXo9NNnqQtJR7XrAnbSPvcNRc8LIk/LsIhi8iSn3K6elJct6FkRIPNfoL",
-	"ygIJe+/FgoQ9JzjbhMFEIOzorYeZg7w1NgTfqTRsJtxt6h6P2kyg10upsgNSYEqKOIqQBcStHbBMb+kN",
-	"d6jkQvEe91AQiVjm8XGZEUIlDPxCbwXP1/8BF1tsvL3x5b7VA+d/g4GpPfc5IUoveVkK5S7TGzRneV9W",
-	"wjhAz8f1sEMzRumE9YeHtTk6gIjuOlh3xWP6THRvX79Z6qJtEt/BKLZWKgE83wDQgOjCk4MZ+wXepXEP",
-	"aNS1DFf5AYkIEX8iNpH0RxtESHxbm7LWrWb8Jsm7dBBJbY14x8V1n7npHm/S3njyg7TriLbyOTq2Dxrc",
-	"9nqvMChKz4NVHWPjOJYlScByeMqCx2l0P66dz3PZfIYr5hNdLBHXyaYNhwzc3nR/wkxWcZst2RCYwgtZ",
-	"jZiRv1AJC5Ng1Djk++s88SB8RhrE3YUgWIyijfuWd402SqMNlPPGQZtxFZD6t1yWkKcCOdUiZzOeXbEh",
-	"RlvZSoqcQDc6iLEUNT+6A2N/+26QmPKOGp6u2p323s1tM/FzvSoLAebZCwINRUvxBSc3xFto8du+pBxj",
-	"4zrhX7gJ2BZhmugjR2hrrthMzBH92C/AYGfWzx4duOlDgkfdAJw53TZrpvm5OWF4oe7Plv5HK+Hp6C5+",
-	"hNvje4jyJSqU1WuPubvqwn7MlPrZKLcQH7bPKYcedo36ouAqdmI65b/YsJAzc8RLOfHvXZYiOw3iDlo1",
-	"2rE8OMsmzHI6+OrYTAcRxktSByrXPZH7DSjmJtiIpbQCpqvciS5N+UBJWDxc8Wq9dwj05m7GMMqdOP5C",
-	"8Lw3CRqeuICSTttjNleyBOS0DKyZHvT9wAStd3IliA9G4e6B3Wxn5iosksGgipOK4zNrfhUP7AnHPoKa",
-	"GX0jJMDtFrawgWRHqtuNVLm+Ofys/ATv3XlaaGYtStt5ZKK5GCt+e1lXi2hMHgTPQsycuxwzoSxfiIRV",
-	"ula5u32iqdErfrtRE+nAZnMneM9qi5GZbCYKfcN6Nl3tlafSLwl313trcXK+PrAQgOjBXQMxtxdh4H/2",
-	"UqywDewjNpvLV+d/aYwCGwKwsqK65kVvfjAEpskcYaQEz5YM3HoMgo7gHTb8+ngUB8fCqFqzo1DFUtdV",
-	"F/QaeR78SD0R40NwXIrUTZixsigAfEyqxd788PLV+Y/QwN2S+8bKNLPpWWNqd9u2VVU6nviijSCbtY9h",
-	"5OzZ7e2esTIFr1W2/JHf7to7WbFCO8HPMnyeOSlGZesQ6uzhWfFn0RVr+7Of8fGLZ8d39A4ak9ronA2F",
-	"sXIFd9280itAv1NYPY3N6uxKOFHcx8yC1Z/fOrl6dE/D/ubZHcP+5pldei4kC/Egixc7GD5ytQXMTbBM",
-	"4GMQeSj3QSYIJMo9SaZq1QjcjF1YlbUV4FYJJV0DbX5KX4GzRewz0M4jgyhS+8bY93C9MKfEn7TW+kaP",
-	"asYL0RvXtBOM4A7trgPcsSunH1GV2nG2Xw5MPxeWy4jJ8ixfSWMwJBXiqnmBAW4UnCGcOIPC8A03zIl9",
-	"pYh6iuaFRuzCfWrEuGd9+YboPdiFBNkmJlzLR6YNZU9jheHtw0kxuranjtRSEDyG31JSuDnWvsRSpwml",
-	"q+vCiSmJI3G3eCt+G9W4I+VKSH4F1DSMnpqTfuyXOlopiUA/DoF76YCFRGSVit/0nFt+6/Xh0G8AeIOd",
-	"RKQDqWD+7pcVv92vQshB9X92Fo6bycKX/tyn2s+ne7/ooQa1v0HyD5Fpu+q5IOX2imY+/vEAVPIuW7lL",
-	"wmk6iI4OUpD6yuPhr748XguacI9Kefju6ASNNVPlS8OBvpQw7WEVCbTR/YQWFHSaGFIAzFLfMGlPmBGC",
-	"2vxvKW5iifQHV9vbRiHrLJxrrn/N3Cj2WrOmQiAEu/mV612xhGYuLRXOM5HCgnJB99oGhv5fzsZPnn3N",
-	"hktxO/KnOFQP5EXIUQYobz/SdlKkr5i+DRwm1lHoQSj6Z3whssMwH1sms55sPq8P4ByYE1Q8Ee6ftUfd",
-	"fLuOdaTZTaU9EEmntzhCAhZl227psZNkgZjBkxYSmGC5kdTdwCFIQ4mbVh/7xH5HiLCpTbBtVi7Li0pb",
-	"nfV4Q3cY96p95ZGy1YG/3d49vxgkg/cv3L+Xz99d7I1dA/222owduybpajuyRleVD//bL2q7BeawFbTd",
-	"iv6EDMuTkO3bivf3ePPtWNFWmsBSF3nCeFEgHqdjdx7no8GjgSQgiCC7FkzmhWBDs+QV1M/QhUHHhI9Q",
-	"xe/YDWQMdXKsOaYbSXtKnAPq1NeVsWxWz+eiGk38KN3xD2MkZzGkZtWK8QWXqoWQw2AsE5QmIXlpNyQC",
-	"ooeii6WFQtrAa7vZnniuz0uv8m+mSMUjuA6Myt+1vyEoXyqyaA4jMfnSsOMTcr3lQo1OET5BmiZRa4Ji",
-	"CjiK4uYuyOQl4mwIwMeqkYjpFqrZldLv1AhdDmH/ddXEKLvHQwB1X8jbHSkney5fPNq5k2MSPa0U/vGW",
-	"q6uId+HOUJP9C/VQB3tJlE3110PrN0E3u6IZ/IT7sbT8E1i8b8HVIsHSnk5LrQnryo+xKQfg9tqxidma",
-	"uUHEargGb/029bluHhGYNSJJG83mvDpFMx8ggbjr6K969lBV/gCb2NJYGneaLASi10lremv+vcW16c8m",
-	"cG022f54rJxyFm1RiVt71rdaP8GIaDPyk4CdsuJrNhMeDhy45P6iB751UNlfrq4OyERuH7OYlucUrjPb",
-	"I2GRWAIEhtKiowdcIFhUdEoR7t3+s/YUHaERuRKmu3HNnsFVobSlyDB3e1LXXuFse5HItjfZV/Nszn7f",
-	"kDBmKAysAQDjCGJH9WL8gg2pmvT3XC1Gew6DDvOncCD/aoz5vC8XFd8Rmrg/QVFLOzyJWVOPe5+G6Old",
-	"UmeIau9uzEugTvejl3cUK2twSnB242QmCIeQihXSWLM/YhQNrS8mHobzgpwy3SEBjhi6mUVOnDTuFIFG",
-	"ztV3hVwsewKpwIn6tp3vulUvBlH7dfWIYjPgdKyFZUutNOB9Us1gQqjpQY2HGIyY+uPbTyDuDx2sua8e",
-	"XfrQjX0DQl9re4kBXQkLWJmXml+1QTMTdkFFls5musJv4C8UcV70+PruzCpz1BFCWJIg3OqK8VlQTaN+",
-	"4wPzggwZS/YKeyhwBz4PL5iUJOi4OX9JCPPY6QAmYj/ryfTata5DpDkniMAajvaMgdzgIQ8VW0LdxENL",
-	"ekFcS4+G6JV9XUEM8t67QFmo/VEqG5wvEvSlO97gzZPaB2O7I9/X1CtxGQ/937FB95GL6G+eTw+RbHPj",
-	"XTkzUYDPeJ6LR4wJPmaIbYFqLXGU1l3pjk5DzA8NeL0jDn3Vl9thDov3DjQeKVheLXooqS/o/Ga5vjsM",
-	"oZYtdP52kQPgSDieHbt8dxjKHiEl+9uzgmRxh024t6A/XvjeHaJ1AfWAnOYEU2XDwE4g2y9PWBYyIPKQ",
-	"AZFDQVPy8GxV72lVmPpclpUMnFwU4eb8WpAjtnH0wnSGbbsnfBPQN/erau/5IXTsVzxGAd7wHVONm/JQ",
-	"pmvb8rXrCVzb6cMYju8Rif3dF1GLS/nfjbE2isy8hxjbkl93lFVsSiPc4ZTD51pSRH+5I3AfgOJBhjGq",
-	"Fu6XZlWjjDFhbafDUt+YqVKa7MsnLL0Sa5OyIdrnRwlLyYSdsuEum/VU9RqtXSPogUjZ0Lsc+p0NU7XT",
-	"2wBliqwoCsNoZIbxklfWdRNM96l7fqr8Fykb3uww3SdUZ0yobukm7QuzBTSDwcngH0aryVt+8yMFSNNB",
-	"rO+8+zxF9wBYtwgw1LcMpEIUsOugeN9aj8eaI8ol7I+ZeGcSGVXbRARQ1GdleVmKLGF/1bNL9Pgl7gJ1",
-	"f7g1QmWLXks7lQNTMO2mDRJ5mrBUKmmfd77BsHmTJlOVIt4p7BlLLUHkS62+r3gmLkQldU7qe8qGxx6e",
-	"0ZP2I+MjgZieT9VXx8cBP5Q9O/VV9N1UCQ3uFa8WYuQOQhgkjtnRF4wWQOXdyDK9WnGVuy95tYCBC3Xt",
-	"/gPU+pQN8aUTxhU7P3t95lUr5jNsfcDS42dT1QZC3QAu1Plpa80udGXTU5Z6D0fK3j2/SNj7FxeOmV8+",
-	"f3dxOlVpy2+TOuoPeSHN+v4ISSPus+OZUi1eyCpFA/bM6KK2WIF95OYaSpRfVHoG61DIa9F8gdsDt0Jd",
-	"0lctENlH7qjOhDmZKnHLMwuAk7AE6dLa8nthT9gHLF3q1g4r767ER9eRzcpLJ7nBI7qyH2HxF1WZ0ReJ",
-	"X9ePqVuBVNwK9xNtj2uDQ6veFsQwrophetdU+d2gEW2WEYDNPEUylbx4IQq+9hTn9rpDgm5otmNUcs9A",
-	"nWBj3i0rYdw1BPxyrivmFxGWj1YP1nvOZVFXonljhCtcyLnI1lkhYO4GleSElZW4tLr8mLIhSBTdRZ4q",
-	"WBM3ElptXChTCFGesA8Ul/kxHU3YRiUBMKkxpWn/mK6maqn1lUHXOpAEQ6QmwJPDcqhBxMIQXbRN/6KV",
-	"GM/WY8y1wPSDR2aqSkryCFbqUO18MlVnvklgPyu+ZjzP3RaX2rg1WGrjph8o52N6wsStFZXiBZbIrcHH",
-	"BUjSU+UOIpVqHSphie4nV382E6mPrh+P9ihUT1Vfk6mqdA2GgdSNIg2BLe/fvoIRuV2Zy1uWug9pgwmc",
-	"HqUjz6dgclNFLlimFTKPFMODNijTFxrM3Ylv8Seg0AkNY6rAEA91CMdQffDF60tsyQcf3sgiz3iVbzIa",
-	"dJ+dMA7la5tCBWdlSeWGjeeUwxe+wHaCdWKJ0eNjExjJyPWKKBfcTpVrhYc7G1AGEko8Qg5MpbMdafre",
-	"/AignC57505rU9J4ya/xwg5FhgtuNhyB3irFFvJaBFwsqOTtSHmYjsf09hjeTpvrIQX46HRE8cX95Y5l",
-	"NVXbdY5D8RJOTlak45RSQHGGaZTEjbBeXLm0FbdisU5PWPoWM4neww8p5dv6Ej18qjZStxgpiAGkwUAp",
-	"svRcXbivz+cX2hg5K+CC8u8AsRVrlLPgqjObGU3dIi5gJ7MQaCoVETWU/UAEPACoUTPKsGqq2uDxT3yA",
-	"eA7OYohStVgrBOCTVLFupWLlU9XqmKzwUi1OGVdrcoP3Td1R3mwd/MJu1f0rIOYFuj5X17yQeZeqN/Zi",
-	"RKTo9xJyo5or0H3ldQkIyUG+SIj+28uPTHKq3NRhrKXjNyF/TFxD0JU7pKn/1tD2BzYaHjONBOaWNaDA",
-	"QlhQxqtKCrMpIUmqqnxCYnclHe82U3X27s2rV39/+/L78zevE4af/ufN65f+7+ev3l++e/nWf7x4++av",
-	"L5+/8x9/OH/9IvGN/PTm7Q+v3pzBxiYB2h9IWN+oG17l7OziPGEXb178/fXZjy+bvy4vzp7Tx/MLx5Ry",
-	"9vrNi5f0lDsr7aS91sWtb5QT7WW2hFNViTmgYEM1IcbNVKX/NmzmNHJikmfhKHQSC5jk4trXXwBhL3zp",
-	"FhWu/OYrr34SOTQ/OCJJnVzp17cjcmiD3N5AhZhOAuEGZY6Shq1SjW5Hzux5pRW6g1Hdy3PHbChQNmXD",
-	"ubwWYyTqrHIqWoBKczIW5Y6kbOgE1RGKtwo1oWyNqVwpG54Vhb5J2HcQyuDhGIRrwR9GnxfWyOSen351",
-	"DM2SLDSvi7/qmaFgRgA9TNnwK9cUusYivz6GjmpTClr2kle8KEQhzcptDKVUulNAyz/j2ZWez7GBU3fP",
-	"wBUuFSqonSseSWsuK8fyfFKvX0DmVqh7T04YhZY5xZekBGlY4QR6iUWAzNSxRLrEEoa06Hso1t3WDWY2",
-	"QNy8vhbs/88eHz9j7kk25Nj/XKhMTBUwze7gH5k2wJFQYGqEd117bi3dmNAJ6ZRuQ5wa7nk/+owrCvtx",
-	"Y/QV/mju4K1OHDdpaoFk2g3bLfIJIRGv3Jxnwt4IirortPEhv9wn6AzbiRrwQC4s4sf5WSesLGqoyuUW",
-	"cKowAwAS3HWtcoo1sq3iyCO4aINhrJlHzuyNzIQ7elhNuylt4it+Q2jWVD09/gqkcq7WjjxEYcQICQYg",
-	"njWkdqNby4gCoCrdpZIGO+zE/XYJP+kqRYJq/Yq1Bok++wRNuAX8K2wFd6s5xduhdbK7pszWMXs8AnbQ",
-	"jRBpvUi+37TBSoTEmUJwp4ieBId64sMUwJXtJBz25vXLqFg8B6m9FQDgl9+UhQTby4q7p0FzDSOdqiff",
-	"PDs+BvYzf67VXC6c9pnn7N13f3/+5vV359+j4rrlp+8wleMTgBpRC6a0k1lbnn4YXKGdzjffXlrZjhdA",
-	"FQXAElglvAEW7EQ+jMMNhvjJCfsw48bzuIStQk7VR1pXUTvZrODrhGFWD9IO/XQ6VcEQ9/gYjsfXx8ek",
-	"4pHqhzwX1Dz84zsui++5WvxvK1YAuqbP5mM6VWFh/NOnrPV4iEPYDFJocqda7eFxTsJY2VdOP3TXLZ57",
-	"UKZycStyx2DQt8eWjv87SfjSF+zpRIYshDVT9fbs9Q8J++nN21cv/n55/j8vE/bjmRMk/n724sVbNkwJ",
-	"XZevCNxwfDzZ/Mrd1vTSxZu375DF6CpbVrVyGtXFy3d/f+3khMuEwd9OZMB+3cdWf50vXFtukkDPyknv",
-	"eT5VqVujMen1KRAl0gRdM/BzqBQIQj2VjGsOHlcNWj0ZYJzqLX8RASf6udNAXoNeBBGEF9wunULLp+oi",
-	"YEpgsbrnvhSdDdXpNk7mEDXF1MNL5rSUObd8HEGWTN3tDN16UZ7YU6d04Km76buDPWHTwXSQsplUbprI",
-	"stzxc6KwzKbK13hUmjS0BgO8ub28ZN4qp8ctZ574ra9FxyTYpPF+Rbtsaw027uFT/xPWfmiK8LGNGnxT",
-	"RdmUkSJ8Q+5FkrEbV4qUQdLaTNtlcByMUGvXhdNU4F1v0oC5GMvXTuHVNalL4QoO44YzVImgCnuFaaqM",
-	"5QVO5WZL6qiErStlJuyFe41CFYzVAPoVlgDbhDqbNDywcnb0vmajEyY7liBoEotKer2QCjfi+HypRzct",
-	"rOs4BNnh/fmLU6/IOSF3W4MbtfU3L/WCPXRLk7vQJOvCbeGPlzQsdQucsuGVWJsmNcR4jioL0Jg4c389",
-	"QiOK0wivxDrBm9UNy+0qp0QJqMdwJSDAthAWzbK5XADkSzp2PODvdPgnaSPQPHn2VYLk6b522vZk4jgV",
-	"CJyN0RNkpRt9yjbGywAJtTELsx/lt1M13DJNdxNDmvnzAryDPrUG+XskPWaqcO9OQACCJD5mBC9My+/C",
-	"hkJhtRsmVFatgXe5uxZo2S2Nu9DIzZJM1U2FVS4oiqgVbnQl1uOmCfdx5FU2aYH34fauAhCnu/PdxQtk",
-	"Tfoaip90aLJCcCRJwQuRY9kNgBLFWqqN2Ydfi2aS4M3aHg45+b0Mg6uLZ+/Z8VdsiF+Ylrw1mhANooxH",
-	"b1S1AlMpWD4A5hQlKKUh1D7xxc1wih6nyTUApiylpwoH7iREiqqlcnfctGknUisglsXUdVuKWyoJPWiU",
-	"0uvH0fwc8k76XIyzshwkA5yw+wM1zUEyQHl6kAzQEzSAaqoDn6g28PlNgyak2b33c/Lpfk/vyIr5Pw9y",
-	"zG042D7BpxYPeXGMRKpYmPGFu/q898s9kgaEOSVuLSv5oqknRoobohrwRTyP6rDwmuA0//T4mg0v5c4Q",
-	"0b4wid0eckfs0XKgARJx/wk/96/0hJ7O5YKOx+eUUwzmWzwfeJ6JY7Bhit8eee8h/oAfR97chHZNcDnj",
-	"eNxVFe44/9uSO8mEN8wf/eYjvNA7eFPuIjllKdgl//bzpDvXlCzSjk9CzgBqS1MFtseqVglwdvdyzOEN",
-	"lfiQAdy1/vhYUzc6R3Zx1xGHp1pvHZStjmJ7H4CIFcayVm1LEvKJrd40+ZQ42f0LZbs2e9FQ0dZ/VxMv",
-	"4alm3ihz7jltFMkOg5jRM0wH+r6TML9P0Z27MmvuqNXdzLHURsYz9c+9ro5XPrcMlerhY6gXJG7tCOo1",
-	"6Dn+kJ/ZSU9yISVBxYKW21XUQHockQBRaTDFScO6KXyinQDTyjmA9CuoyWKc6NDJSOlkxUUZeU9iyjsq",
-	"7uWnvl1hImkPz/ETVisyiPF2FiENZFf3eW9qR9vKVlEQJNbm6ZyaxgRI44UQI9pgiL5yC3RI5sehCf6m",
-	"P6Y7LETGFaaFkHCGzK6tf2Edif0B00Lpi1jODPLWPWcBpnGR7w9FQELVvpk9zbn7dIDBe73Wo1iDMcGj",
-	"jVi4HQTtpfIDEY7nUkmzPGQVdsGlewfcnrCQ7gNGQtTK9MTjVgdt0Va9pYtQbwlcxvjnt5BC4WR3jPr8",
-	"Dm+ZO0E194Ns/oUwSUJ5JVqTn2Nbb0RWV9KuLyHWB2O0oVRtNH/l7OKcCvIC4Ntff3rHjFwo1DhRIaU1",
-	"XnArbvj6kWF//emHywlgpLgeBie+/TCapbXl4KMbjFRzvd3vG4UIR05Qb+yYwEjIr+tUqRA4QXFIhg3P",
-	"ynKUsBkgx/5Dz8xUDVFHGiXMSLUoyC09vND5KAnsNYeH2ZBEp1FT45qh8OQaQgFplIDldty86tkBG7a0",
-	"LXdL1labjAMKKdjTpHDNoJI2Irtto1KitOhxLKmkfo5YW25o8HMSICamyqczYhRtJ/ziFzB3di2TZsLe",
-	"Q/Fr8BFMleXFlbsit55Kv3+Jte+dcmZSTM0KIYmG4jK5ZbwsC0nONqc0T6Zqqt4tKyHYotJ16bRxcABc",
-	"SEW4VSdTNWZ/+lNAzzq7ODd/+tMJ2UgSthA2gQ4TMnMlZD+b4ItvvJ4Oo8jFrF4s3Pr6diD7AhR+MH0a",
-	"q8sEA7wSb/dKpor5v0G5b9neANTnlBlbCb5ihV4YKPYmbkXGzFIUBUYu/iRmGBpHozpXRi6WNoyCt0Va",
-	"knWHblbu3tMVu6HIDW7cWC7BeTi+dJLNS3wYxo+SBAQvvOLGjuG38fmL1JEnReCi5wRMS4zVBnAYvTM9",
-	"UEPYWrc/Z7VdOqLKuC+6wjuVqiEQca9Dj/5yT7Yih2M/mrC3uhBUbkZUfqQnLMWadSmiqSRTlYayzinj",
-	"hdEe+rgxriQsBU8h/b7iCgygLVPMKRyDjlNxxdcsJys6oOUnTKqsqMF5GdarvShPjx+3beNQNh5RAq6U",
-	"vlGn7OnxV9sPuH6cSJNrEFhPm7itbTMRIbQZ9vT4KSvklWCcgW1MLRjqe1OFkDnDcALIsUpV+b2LumGy",
-	"iACesDnuCtKUYZriGMLu/yDW4/+GWBsC7DuBkrc8hxkUfOHIFSLEyYQIoiSox9AmSNogTOeikBS4i1U5",
-	"PbAkFNL0RRRmtTkFqB/X1tuXZy9+fDlV3uKyEtxg0qOuVT6asJ8g9plM6YTVrytAEUWLE+nC0oIJDfl+",
-	"CwRv0MJzGTyeHE+OfZ0tXsrByeCryfHkq0EyKLldwlXnGFvbXkLQssEAeJ4PTgavpLHP/UOQnVVqRcVk",
-	"nhwfe4MTRXYDH8TzdPQPyvBCGexOCQ37AJMWXIcbYH9+CB+TwdPjx32theEdvVe8tktdAa4WvPTV3S99",
-	"5wEy4I0n39z9BlXvfusR/UCqqFcrXq1D8S2ivo3bZSsGAFDX+MIgkiew0cHPrr32Ph19oL8+9u7Y98Jv",
-	"2BfYr9hevWvcal9yu46f3v3Ga22/c8ftnvbXCWeNAzFAoiAWvy7QsA7MYM/ddqez4iuBR7IHFqZ5xO/C",
-	"BbfLwcefe2nlCKPJQHH5jPaBd2TLbZJ7mUtPc6+wpwBy+a1GFfpeiA4av4AxfOwK/raqsVznr0ruJOS1",
-	"sPuBMI/vprNved6qgflbPTLP9umind/YPS6XwhIsDISX8XbhQQx3/EyeePQBC+h9/ExKTz4MJOQquk8+",
-	"I3OAbQ82yS5pkZBXfDFvEopM0p8R8LCfwfoY4eBYd+o3w8R7qPp3SaK49GyoNKQImiWvKGo9APfzJsDl",
-	"EGoFjbF1aUeT4LJCQmQHgGFZjUCL4Ldvq5kA5wPyNceoamm8DpxgtCBo9i3YsqFT4BLQ3pJQAhQduyPS",
-	"YmW2bDt/oa+1G4MkwXNbLvxBIsr4g9Gn66BPIoTOPVKjE9jhlH4yZd6PsIdmAT1v1J1GAWFOhdq2GTAy",
-	"GeyiHVKj+snnjFUacp06Qbyonj0yjQL715/egdoNj7RMLlOF0qmhFGr/oqnBWOZeaWUAoUmD0lKWcrEU",
-	"kKuD85mwt2LhFHyA/qOBs6GPfEIt/uLNJRpW/APpaKoyXlVrguuDUoaJvxbQwhEm3EePF36ZHpAkqY8+",
-	"qgxD+JUJMSx8S03H9HOOpCIVG6I90RtQnGK6g6EFGvz5Y3Nv9QMoUgBnSHSHDWXc4AeFITFou2pCzDbR",
-	"E9FIMWFnGwNDiwOEUKk1NT1ENzZOFSLUIIRuFILkg8UAWSQmc6fjsRHFfEx203GgxwSaRlPPWCpMT3bd",
-	"UgyTfzCZKtc/RR1xCw8mFDaejscrfhsaHZeiGrvfUzZ8evzNVAViWkn7lsDyZ2KtwR7wzqffScOypciu",
-	"wEzGOptGqaPSsCGHLDs4MO3E3mf/ztp5vVhyy5tSdIUWEr+6oxNI9NjK7mBndS4t9p/iAvhJpVM19Hue",
-	"+nbSUeyIPocXac4PpCFQ69jVfkrC4/vuvE+cClgBhiw7v3XtYA9O9FyreSHRRfb0yZN9xlVWOhPGoPD1",
-	"+QIbhRSG1d0Uyk5jBzkE7dLVTKizbVbQw/s2buSjD/TXR2SHUE8tUtQPIXyA0z09/oYNM50L9lrbl45H",
-	"dfKpGvBUaZFlj6YK3fm2DVCLzFw1/qCE1Qri3tOMm4zn4j8cvafgFCdLqH9ZGrbilWMouY/XdRJv41ny",
-	"FnDHekLI8lRJCz2udCVGyaY7qpU/O4TQXyeNhpwGx9wxqWGE31KwknfjmAS7NAmk2uKd74USXsHlAAHX",
-	"DZZoqBCKsdUYjo21WSJpLRC2SyvDoFJOVZfW2/G9F0Qa5p2y8EMITqWEIwiDhpxaCKXoMEacfWCMMRYI",
-	"4dEtFriho3apBh9ume8jBED3K8QKuHf+WYtq3aisNN9BW0fdxFByeugGS3wSv9v96nnonSH03qa20Qnb",
-	"oLNAYLBrhi1AjlSZYN+/fNd2Bjhe8AS1vdgy5L9pU+KhrPIzmR5RRovpbeN5K5PsLc712ZHbd/XDytN3",
-	"3JmfsfkHbWVnlTGiu6vJNAJtUJjQmWeo6EO/yHyQOYqWpWvY3b50jnhZmqMPvCw/Hq2gSoo5+oB/fIIN",
-	"rNNpEuMAZ2VJzivXhTvPeh54z4a1DEK2+01lJbdWVO69//c3Pv7lePzNz8O/jemvD8fJ148/+u9H//lv",
-	"MUDDKIuqjdUrGh/lWUCUHqeqOz7H2SLealbWUPSGPIiYH9sB7SI/HSGybs8Tu3rYqf68S+MK6AHNxjzy",
-	"eRzaI+i7jRuGNcBUo6ly+kipc1+cN5fXgKIirXeAYlwxIDdM2CVE7zsWTpmvU+UDO0QFwCEY1k+ESAlz",
-	"XlOBFC/6jpdl5zO+QVlglHZwVpZT5RSusjaQFyVumKERcCrkx4ZPn3zD+Exfi6jGcVGb5Y/t/blvdQMb",
-	"x4XZT9vouVpxZhDOWdazAqPCfl/Og0+zbHz2XXmB5EMLHLAwHpkur2DDEINhNpJc2iy9MZDu0gXabLlq",
-	"ggZ7THebqCkNXgdG0usao3MgWA/MxFY6roaZSFMFdXcByQqgQqjDCXzdJCqfhIA/Q0ZTSORCeJRVbXxW",
-	"LZvXRbFuAShRIogSN81ICSxqDajR3oow41cUMtGCw4DEEpSZTxnHOYCdxAnWPhcwJ8gGx4qzipvluNC6",
-	"JPxj08ZrQfCOUlRTtTFb9R1mLaeJT0BwvUB/IXQOPs14doUIJcqaE98wgEKNjUd87nyLiJf+KwJlnir/",
-	"BZYXH0O7DJMxKPucUGMAvg1CS5kvLR7jVt8L6yNMH1DgCmW34wJX1VTl/oORdMVBzzdiMGKNGLgn70ge",
-	"Qjb7tUSxnw/hhJ/hpP1NL8LWeFLgFClp6m0mhnWPAHPsFIAR6xWAMGFWHkqnfKqoQsMvVKrHVtLX7Bid",
-	"srRWuU595nWbwXnhzFjg3x2mzWdc5ZrC9xxLdy8gBFo7ONwnP3s7B3Crz3OJ+yrrOFtwjef6ILc4RryK",
-	"L8Ajm0TFOJNsghmDZzwMtQOL1UZj4xl4PiApBwuAUNDg6Pcm6B1uOP51JMN2hDS6+HPdiIcxNn+4JEhm",
-	"gp3xlT/SMw9I0dhFn9eyKXZkEjCQU7Gc5PP96vdsf3nUGF4ouFtW4ND8tQ0xNKqjD/jHHe6Alb729lzI",
-	"ZkOvpjQB7H/49Pgb9oobe+Z+IW8gNv3IgOjZgPOSZUpARoKlmyD4OinYg1iO15ynaugdwbYbH0AGEifd",
-	"O6W/beBGG/sYhxG1b8PMBBLbXeZtcMR47QRCbCCuoMeSTenxW2bs9rWxcXqe9qz870+z/sLm57c+fo88",
-	"LJ9pff48GfCOx5EWmwDW2u6s9QZJIEiZHI/FI0MHowmHGWEuCJArG3JDWKWEYelW4lrmLVMj5aWCe8sD",
-	"wKQYRAPQ0NA4IErDV4j6Q2eebALk7tt9uqfKH+8JeyFW2h7GY6aqfdiNsLtO+qWw4Zg/jGXNNf6c4g2/",
-	"bLAvTWznRfmv48V/eOntV3D7n+V5w390QN0FNAl3q30WS+q/5f/pS/ZGTXlQ0JflQknRwfplZ133UV9h",
-	"WT5VkGy/EDZeTRYrvbpHJfn8MIuLQhaAiYzH9PAY+jApAElhf3wzjsoISLFrAK4aqD2IOvXJSg1WkCTc",
-	"saSp/Guwzu7cicg3gOPRwoWeMIQCpoq0wF8zXhLO0kYN2hN2TEVqjU/dwn4dN/7+4j28qefsmHLQlHbf",
-	"GoLN3ZzdVEFVDQ7oRWEHapVpZSBTVeS4ADg2wwpeLRBRUrXj0SbsEgHnPBQS8mCTVZAUNoQ4sxeyGjHE",
-	"mXMXhfxF4JpPVUByLXUO46QIroCnR68h26eXJ+xbiAMjcBa37SXVWE5ak1nxNeIa+HCvdMVvvfZq0iaY",
-	"ZKrAqrxGNIcY6fhgtfBKmrDHx8nx8TGbrQNZjFqIbWBgzbUwGFXGpREYSUFbZpaVVFAub6o8FtwIsTOu",
-	"ATMOryEkZ8J1BYcVUgjgx7stkirrs5diCe0HvAqwg8hNQD/8K2WjnbUYIvIGVJWMI21PXfeSlrSv0gQk",
-	"eFT54fbx1TdFLoz1KinWoOfZktGLj7CMEqjyqAM2sEb+G8An5+bO2GHY1rB+h867/falG9J/gRIT0U3u",
-	"mUKpz136fdUynPyGxZVfybbfOhoeghcbb5kZdG0xwH6HpeG+zswuhz8NDRF1EhYKqoEIsXnDW8146TQS",
-	"AZVTKoGBWU4ooVuPV+4u4E53cXLLMM3KOmXTwddPpwMnWk0Hz46PV9NBwlIMk0inajp48uzr7+V0ANCZ",
-	"W+XmnTxgNnACUQJBZj9hZ2qqKKk8XGpKLLiV12SKK3kFwiI1DuCt1A+3UE5ZA2A6IaXi6W6rNxhsGQ1n",
-	"RpHEWFHivRiWVAJKLsKrarUxA9L+pmpIgQ7i2kaDHICCqEl6QBL47aTyJXL/l7Yl/1/cE5GnI8RydIMg",
-	"RWx4LaqZIbRfY8fQMlQAwJcRCRjCDWm8UM3GS72uFT9ssyMmu81DHkifa3fx60Rndya5m0n+yyh3n6R6",
-	"/Vo81lwRi3IHvpFBrIe7iCtto30So3pliqMP9NfHow+5yAAL6EEcj40scv4iCZjXbbZAkNdY+otinXp8",
-	"lVXnKMb9ahH3Y6QlP+e9XHTEVOBZiLr8+YBQtDN4GSJ9fWJbsywiD7vdqrvS0UCSqeJWr2TGi2LdqtPT",
-	"lfGgkh2OkxdbYdxTBdEjgEfM/XhS8m86Lk8uVLoQh6TdUoB6owpVouSySjaN5iMfG45FPH0cOs5sqtxF",
-	"inPPIcJ5wgiZTS0oo5P7awpgV8jDqjSlOU3VWWBAHt6OFwBCt32vHX8Tjy93r30pdv7CE9dHYuVfQMTd",
-	"g3PT2v1hl/s17HJB1mQkavKuQH1Y0nQvf//g7pB7YOQRlkla8N3s0oNhDpKBR8McJIMWHGYf/4z5IN52",
-	"6oVFpGZLUJyINE42Fgi70/ka8wChFlqGIOicqoeTyDwMhjUmAe++aUNC6RUoFeRkdzTj9dgfuwNJP3xM",
-	"WVmTsdJ9N1UAQ0qic1PrLOY+aGw3D8SeIK3yS/sOdhuM/sUAQu4D7yNKzBCmJA+FUIhwAww+N0cfHP1/",
-	"PFpiua5eS9JLni2Zl4lgG1oR7JXIdJWL/IQhUi1Q9tDXYqZKPO4yJq+boeKBIeYeI/EBdLbSpTa8oHoc",
-	"HiFxquaF1lVChwtbYdlSG0Gp0Mt10iAEZFR8U1o2hDFC1GlbDAj5acG+lYBVPdRnB3ttmLA07n2cZSih",
-	"lcv5HCI+PGxAWYlrqWtI0ybLuq/OBKbrqfrqmJkeiyxmGFDZtIe0zHY76pEKPD38Ec26bfHCBQTCyRyB",
-	"eyoxCdMtg+s+ka33ZPW625v/mq/EnVZldLT38oDX6L6CoKEE01u1DyeSK2FOyT8BBxdzUydRk/E77Ofh",
-	"k+Ogo122XZ85+/nRWg9M7r1GVx8coSu24tlSKmF+xbCSneZXDJaCaE6IwJKhojD4TJNOjVkBZX+VP0RQ",
-	"yozSTBKcwKhVgljclliasUKF71pfiRyLgSEluq+xPKdEv+0a+jztwMyA8dVdYZd/ORs/efY1lWlwNwGM",
-	"faoIgpygLHDtoyAP8FPabzgEynxYKAfo4lfFc8BJ7jp6SZMWivv0h+75a0JB4An9BF7iWT81cXB4CJ6k",
-	"ow/w/84Q0JfRMC5fBSqEi21aoMIhnSoMyHQcYscpfQsPNKf07vhIYDm/Y4A3nGEgkvuki/tP6fEBiO5S",
-	"7zEV2xYHjpsrVvz2lVALuxycfP3VQbk7IRSkV5b6DipVCIxrKflCKg7pcw0qG+DTQbCPmwMifEdBnDOe",
-	"LUVc0AoBLXeFFL/BKn/SYLdDrtYs40acevSyDUD30eRTo423tgugSakor9Pw0iux/g9QCFNWclm5m8GN",
-	"nZYl06sVN6fgx4TkS6hZ2TccQHU6bDywFC0sGS+pQBbi8ML7jKlQbcIufeWPhE0mk96FwQIZB43kgi8E",
-	"BkQ1FYKPj5t6r4+Pj497+wOTwWCDnOWqXg1O3HvJYCUVfdyuTxI/VK3qZxT3Pu+qvb7aWRRQxRdXOywU",
-	"/f5Tk/rUgTdKwATaIIS/y5iPDld3q9ExNd20WIZn1c13D6keeLR2BL/JdC5y5igjs8X6xAPpYyACgUFW",
-	"Wi2Yo6EAdITxAI0iAU8/cpRplxP2E1h+FEvPc7EqtRUqW49/EGuIJScf11SRcN8qYUn6PIWxMKmMFVhG",
-	"ZM5lQUVb4TUIl4CS5b2Sf0iRO3QlW4P+QfjYqPvXHvz4fLnGL6077EohxBX83cG/Pf5qr2MMRWT/5aIX",
-	"gnJx0xB+jLHsIU0dfXDixUeyWe/SEnydYXcwqcIrOnWaDNTg94ECHB5/7enxN1A5YwtUbuRB4ua6yiir",
-	"uBanVIyxkRfsUihEH6bKJlhzi8bzIxbsmPTgm/Xzhu70cg9jtTVLiAVG0LtmTAh1aXtuZpjQoUBn/0fg",
-	"xn6lMxNgyvwenmK6A8ajodcxitXXe2n3AZW1KO5XTwr/Urmy9yI4fS863KQxY2GhvgcQnu428v8gVf4J",
-	"DoHgWO9SB1SeEx0C+a1IG1+GNt9TpcX/6ybJ37V4QuEj3XprUJvfqRiFL8pyLxLLUSgTZ44+hL8/HhGG",
-	"6ucH5TwIf4gH+4ThHxRr2asAtgo7k48lWl6PYdA52l5YqcFihgaaXAsz7bxJAhi9KRWWjT3xaWQ63ywe",
-	"jTJiVSsT6tL5l0OyX06giGF41MRSd2r26roAqACPiYFpdlj+kYABARoDTEiIroUgNCF2MqAITj3tykLa",
-	"NZvV+ULYU8bZhc6D4Eq1HsFKBsgz5Nmilfor1LGExcNalglrFZp08iOVrQzTBPh3bnHmFPggKdNRAuM9",
-	"QYNQpYtJWKi3uComJfG6u4q+qiCgsGHIPtiP3GJgDQMJcYgQXuK2EnFhKGkgF9f+pFBuQGjZBwVP1dMn",
-	"TxqM6rAdSw7Roh0ygr0G22rU/A/9PO8Q+W8QM+cPd9m/4FUTaN6zmxiPi2jLewLn9F0+QuWllmpXMRSE",
-	"4MNUa74SeWtQpa6swSzkSwz3pkfovLoXpZqqmFbijjWUjpCKDdNNJFM43eNYOpC5ziYehLzQGS/SUTKF",
-	"3Gc/BDcqyMDEsbiPCUttxedzmb2Q7t6Z1RYK/F5UYi6q54U2wCjOFcagASdwKnwoL4j1IaFa6A1WlnQ9",
-	"vqTVuywkZSVDCvdUhZpGWEEiDcvsHpxchXttIvURVh/Nx7P1CQtMLU2mqsXiMLh0TM2eMGJ1+JEY3QjZ",
-	"JRopuG2VA4M4u6kKgwimUFnR9QL3JRXIqITRxTXUzlxIrcY3MhcYr4f1lAwrYdWa2jLQyCSshqGoV+hX",
-	"KmHwpoOYu6nqonWdNrgDfs3m7uCzWvm6n3CfuB2D6H4lpipEeEgTqoN6BPnQTLi2MTGermS6PEO0IF0C",
-	"RDonTdEoC6ByFZQRaYjZ51vwZoubfqSFakDwN6BckR8amxqmcNCh9CjghkJZj3dOSsFCyI0EckMmaZ7n",
-	"FayeRyPulryshCPtqZJQg5jna9e70vYU0QboKyUwJk1eC0ZnYMLOqKIsOPbskqupgrMK2PE9sYhhex/y",
-	"3ms66bn4Gob1RxRiL6Zmc9IdT0Kk26Y08RdH13wYC8UnXHYAUttfNU7apa4tS6E8cerjii1iW1C5bW7Y",
-	"Xy/fvCa/ET6KpUHYUFdTlZ5lmSjtCbPi1mKPYyz7nY6SSEnuE7xx4MFHhqUyT6dKYsRZqQ3aiaXqJhBg",
-	"Si0269E6At/iFsOSlQK7YKzQNxsuBc8R68U1nIIUmbKw0KOpAtgU5EkFd1SDnYpbnlkIlMuwvPQZsC/I",
-	"lSA0XkxXgbjqE+LSWJkCMrno3VCPxUsH2DxWegooS4hv3DNzgnEKiMlBJh5CXuS8LorgvE3B9Z2OTskO",
-	"jolyXugHeE9oUhpmrCwKlrmNdXdpXYICQqU1nh1/RSv6VthqPT6DhUumyoe0mKWu3Gq5RYkxUi/Y4+5v",
-	"2/Rjxnggst3G+HjEgqdZ0hEcWeVsyA3rkENvuAC81+l3rqsVtxgV8PXTQStg4HifgIEzClKAoay4CiOE",
-	"oCygoxDVABVrMDoBgxpOGwRs2FVpWsoPUIvMHyzwARrFQ9O02lnFXy2GAQZAAQzJYIvtdBvaHNjWHUt0",
-	"+QdY/r1kBbTMh/4sItZ7wKc3WJRfQJkorLWf/xq5AF/uEr4VWe8V/L5cVDwH0GXOfhKzS51dCTth30rF",
-	"QYM0hi+ENwxxhqCytJhKFFOFqgeGheXc8hN2zIzNnZLpb0hNvB/ANhDvAp+g5hMy9GGTDNrnBehJmdMU",
-	"vQVrteLK7SzkNo0S9tg1o2ubsCfuL1FVyVR9xcSthxeDv6BWGeXVrngBcsIppUdUlCmhqKNRwp66yxzj",
-	"vTbHf8LSD9PBjcztcjo4+fNxMh0shaOW6eDkydOP8bKBL29FdrkURXGXO/ldM8eQm82rBThkDBtWohQc",
-	"zamN1ODYr7gtC50Lb/aNh32tKL2z30gsrViZCMcK7JlXFV+3mHMktMxb6Q4K9BObBmBvme2WfsDoH29K",
-	"1Ur0B/npO4MfY69Zu77zyo+9B6R8mOf+MbLt7kpc3kiSgEggC8fR6QtWZ7r445bYdAC/raGiNR0biR+I",
-	"EBMPxxYW8veubxV6sQOGTAnQpCiAATRVqFoyTNuy0O1Y5U4ectoTltSVCp4zU1VWYi5v26F9HhSwMVGC",
-	"3b+rlEEb6QQKxt5KX2y2pWSQnjye88zRv5G5aGo/zWozYWfMCMgU9YqDCQG4sONzuaiduoPwJI6jNF4+",
-	"vAv4YlGJBbe6IpzJFb8dF3oxbh5Mk5Ap/syJv6HYCziSvBK00hXKwujngAcMXxsG4UaaKV5V+gayXtPQ",
-	"dpqw9BetAPGo1Hn8qriEDl65Tdw7Ujz0sCvk95P4crFubOQ+/hrsjj0dud8+qQ8J/P4zuPmGE1OIkvYK",
-	"oUtukHwnvZFXToD5FG0PmnUdNKibsrcbwIG8RCPsfap4YaNAI8Mh6TkaOe4kDstlcZ+D+Q7t0LCncwkg",
-	"73CYux7IoTd955ijLQojYMBTVWp3/eNdv3KcJ7w1akf8QhxWbcvaIqLOzOiitk6QzNyOQaRxQlkvtcpF",
-	"xRwbzRJ2ZNYmYUe5uEYQbMqQZQAzMVXDp8fH6FK4kUaMJuw1AN8gGgQlPrYQenGKaO8HmFEvnqRuYVNv",
-	"RmrdSNwwJ4+DnxyS2+dYGRd8vFO1wshEhJBzrQKEnFQtWzU4f54ePz1lbYpqOd4dM1+jQA+NuzmNJuwV",
-	"UEYoUo+VruxSrNkNGd7zVp2UzTMiCzHoycp5fPzkafKZCri/dPZXwl/phZtRo4LDJXOg7v1KL/DE/O4E",
-	"qy/nkO1CZuAVCexIL0zXiUpyfcJ4VmkTbn3ze5fKwA/3Gw0r6q1WBPAKDxx2CH10gLF+GyGHf8R7/I7i",
-	"PQDFx/vpghsaLn8MwoLEpIoXhSikWd1fpMeH8P7H325MYbzk2/CsLE+axVoKhGj/RVT6NISuUaxaJ4bt",
-	"ZKr+oWeGmdqUQuUiPyWcFgQlOitLRNkF694oCcXjEpYaq8t0qoYo6ZCOGormexA2rMGfdAPLrkRpR8lU",
-	"pRAuhqCy+CfDMkGQHUbfQUidzJZtOQm88k7+kmozx7a3dlzDDT6pfJybLvzHK6oFB399QkG531LywB/c",
-	"8l+cW3aKyiXMUWnCKMa2CuG2ewfG7YmQ/w5QTEUNfgjEvAcQ1P8Ex81/EER4etpBdoon2/+BgP9/EgEf",
-	"AUl6UfAPwumrxErkEnlXH8VeiGojPOyE3SwFxHi13ndUjAWX2ZAA8hBTD0qKVCs2qwS/QoMlWGzmWAWa",
-	"5XrFpcJ7LpemqqFjgLETJsHoQLwplc59yEbTLWEBk3/TeAMDZFkauSqL9dSH+7XAfwAdgSD/5ELxghkh",
-	"VIKGBjDsJm4GrpUlFMpZ8rIUEPB3w4bpDZfWHdNRAq3lTiwA4zBFs6+EasEOE7ZdXyXp1h7caQvdjNRr",
-	"YhpwiejrXodRk7b36wQUtCZ7iYlrPSwA09rAcu/H/EcQwCYreO0ORPswlG3K2MEIYhdYq50jlOGcKB9N",
-	"nnnp9Hx8P+Bee3vgQjOtTn3FYgO1Lwg3Da/avItfBl2NW52n27cdXNXdc/IQSnqrB+jxSyvqhx6OTYha",
-	"tNTS/idNMX3PFH5n4unnastWl0Cm7QOEZbIpaKy9ki3YvhuK5eT3ctRITeo9a92yru7ZOw7LW3joj9Py",
-	"x2m5z9PySs4tZCG2Lhu362j3bq8ihbjc22ExhdwRV73kIe/S6EI4UezGnIA/G8LU4UpcSVXbEHwD3sOl",
-	"risPnztVVLAMGiIU6WHJKyt5MfJvu9cmocCPSUG8S0VV6cp9qASGdj3Xq9I9fnZx3gjlmGBobkQFV+QG",
-	"mCCC06Oki7lBISo4wEezZ7e3bNhJzJSGPWZjhiMImufoFMdR8FplS4ivVhk8HKDcMNAZvflOyXV9t1wX",
-	"U7UQKtTId5tkASquxvT0hBHCNcCPOTUWannS9Q9tJ03gdNOUTz+DtJc8vACOQ25plTHbJAwVJH8FKAeV",
-	"4CsstEvitJvSlSitdz02AHVY/MqHQ1bWTBWG4nkgbfz2lF1UeuUUmdpAjciSwu8MwJeo3PEl3cLbnqqm",
-	"j/QIwcRNyqjI1N9NIf/+p3SEpXPUGhQHVmi1EFUfBPer8wfNeLl8dX4H7HY4C5/Ouj7fldYZiD+lpNeN",
-	"C3EtitZuJO0TDbiBToET+VgqlvGicJx7h8ZbYxRoP0dB9bryucBlwQPuHL0b6uA4yoO0Nl3lomq0y6lq",
-	"qZdUR4aKepZodAIQxpasDp+1LtDYy69Fk6zslF6QR0BpxvDeoeeqELUiqjFoxoU0dtRXNfG9n/cDkhv1",
-	"scuy45bT/OvURUAFq00LnQTHstILyKI79E7zVNhCluoDzKFF/QL7tmvPfseSzRu1scVo0yGogWDECXvd",
-	"OrcJHNoETizVSc7F/sRwqMmW9unuEvnAtGQoBkNwDde8kDm3TQr1Bj+jwBpyS0kFzyOiIRjU+ErkIwSG",
-	"Aq4HaKgzSi/ndgn19+mqnTBMPocqYzieBu08LKUPp6x00TYKTBXUtKfhReGSL+rOwXgA7YYo4gKI/8tq",
-	"Nnucx3+Vuof3g+UH/hgPm9O9mj+T8x7xmf4UIJyto3in7g4dNTS9RdFn7veHpWlq/SyzX6AU3F5E/C9V",
-	"Y+lLX0xAEZsEnwQnP9Tv6kiI88LJunBBYYpvIbP1Z5+Qxhb8ACfktQYTHNybXivD+ZQckjmdmAWuIKro",
-	"OGF/0UpDADxAT8o51e3A3NuW5gAXoL5RMXNz/zEEU9Yfx/CPY9iNE7j3e6dl9n3gi4eMxv0kjwbjP2j+",
-	"D5pvIUc5kti+ewo5B6TiYMog5jsTc12RwePy1RuwxUH2albUucgPPi03S81Xslct/mmpz1bnD6kSn+dC",
-	"WWl77WZoafo1jWY/LTF1EkeCQBh5KGZlAgZG3BjmmhJZXbkpOq4zE7wS1eDkbz87poI5wMiP6qoYnAyO",
-	"gNlQQ1tGeB8Sd3YB9kwPLdEqarAVyeD3E0adi1m9WDjC6rbQIo3tJhBNwMdLtjBoWg34GUdqXVB0a0Iy",
-	"BoZV4CLCArbSsnzhmI8/f/z/AgAA//8=",
+	"7P39c9s4kj+O/ysofa/K0n4p2ckkczt2XV15ksysZzKJ1052qm6U9xIiIQlrCuASoGVNzv/7p9DdAEmJ",
+	"lCXHzjxcfkksicRjo9GPr/7YS/Qi10ooa3rHH3s5L/hCWFHApxdZaawozrmdu49S9Y57ufsQ9RRfiN5x",
+	"L8EnelGvEP8uZSHS3rEtShH1TDIXC+5es6vcPWpsIdWsd3sb9c5Ssci1FSpZ/ShW7plUmKSQuZXa9XHK",
+	"kkwKZYfJXBuh2JVYsT63bKGNZU+e/pUlc17wxA1zcMI4K4QtVmwp7ZzZuWCGLwS8w1XKJjpduQfKQhn4",
+	"dSoLY5kubaIXYtSLcFpzwVOYB02sNsShG2N9Qgt+81qomVuUJ0//GrVM8EepUr9qzam9mwt2JVUaMakY",
+	"VyuWcCNY/zTPI8bzfHDCtBJMT1n8/at37PD6yaF72sRhoM31dz/uufg/icWk2tPN0ZVGFAeGmXLyL5FY",
+	"pgtYtVmhy/zAMNdvxDgupUyFstKuWF7oa5mKgi0LaYVh0rL++4vXQ2ESnot00DH6BQxl6/hra/30+Vdt",
+	"a/2GL8QWCoX/9luh80K7qW9pNMcntrabc2tF4d79f7/w4a9Hw28+9H8Z0l8fj6Kvn9z67wf//R+9tqn9",
+	"vdSWX4h/l8LYS8ut+Hspipbz8lZlK9iQAp81jrjsXBpm3Fth9f8Nr4dZwI8NyhaqXPSOf+nlQqVuEFGP",
+	"57C3tb8FEpybv0h7H9rG/T6fFTwV3TRWaMvdR5ZnXBFVddDI3vt36x42uVZGABP7lqe0hO5TopUVCv7k",
+	"eZ7JBMZx+C/jxvax1ux/FGLaO+79/w4rBnmIv5rDV0WhC+yqZW7YGZOGLXg21cVCpKxvVsrym4iV6krp",
+	"pWJTKbLURGxZaDVjbg4mYhOesooDD06YuBbFCp91Z2ySiYVrN5PGrf1t1Huh1TSTyWeamkaWIG6kozGe",
+	"FYKnK9Y/xT9ewdeDCChR56LALU61MExp69ibI1PNpDXAAx1vARpk/ffKlHmuCyvSiPlJDSLPff7tDgIr",
+	"xLQ0AllPMudqJlgfjsirm0SI1L0a7oBJoa+EYgnP8YIwuiwS4T7nImXcsqOImTKZO1b2/fl7wzijQ82W",
+	"HMc7K7iC8UhDXafMaOwihhGNMrmQNmZHA7cX3+liItNUqM+zGQnPMlGwBV/BaFMNJz4sWZ5x64jvwLBc",
+	"ZzJZNZYv1Um5EMqyfqJTwcLQYSJvtP1Olyp9/Hm80bgJRFh9XcBcrqWRk0w4WrFhpjC0d1q/5sVMfN6j",
+	"DDKEO3eua7e8XOGlyK1Y8hXjSSJya2iAP3G1Io5jPicpHBhWuMMERAl04A6aKt0d6yQKnQvFjC0EXxgg",
+	"apMLZU9IeuJTKwoWX7gPw1P3IWZGJFqlpheReATTqT3RHD4xYqmsmAkYq7sKFC/tXBfyV/F56OmaZzJl",
+	"SSFANuEZ7Mp7xa+5zPgk+wyUc8oKMXOcz4jiWiaCpTJFBqjMUhRwN8uFOHHfzaWaua3AS8FqNufXnrml",
+	"j741eaETYcznWZZ3dbYjDVuKLBvS9TgpLZMKti5qvfTwxiNudYZPOlmZeB1xbn8jzXWWIp8DjWGpi6tM",
+	"8xTkUscvsRk6qj/7XyPP1f1tEVdvRmscH9lSPhixN7SJ7tZw0q8VCmQgWo+aGgVCYeEuRisFcYYi1QoP",
+	"Bm3RROtMcOWIdi54Zuer9h8zPhEZNMLTVLol5tl5o/E1uSjIachrsQ1jLwXeV24juO0d91JuxdDR56ZE",
+	"GvUWjlqQ+278hvJayw+51ttHuo2czrXOWgdf5m6k6e5j/1Ur0S7vV7LlL17chIerLYiqrfrQMhba4NcS",
+	"ZczmJksrFs0/ts3X00o1ZV4UfLUxTmysdTBa4TJvDmXb9hWC0znf+MnJaKVpp0P85q5VhV9DQx2jnsrZ",
+	"ZS6SNnMA/noAV1bC+v7IviR2cmBY7H6J3TUHkiW+EIEFYDnnljnGYJiZ6yUoo811Sbnlex2l5vh+FCsD",
+	"PV3zrHRyvBHWyZXXvJCOtxrWF+r6u0IvIibU9S8fRvCg+2LgWNhUZsKMei2rAr98wsi+c+9HjEMXpGe5",
+	"kXnjiBMQiOvjgLNSsL7S8ICeMrcwg5aR3bbvoC10trl9P7v1D/qAwSvOCLu5D24oXCpRXAhjeWG3Tn23",
+	"U78xzJw7Qb6dmAvsVqSndvceCp1lurTtiq5jsYyeqOlEfa7YaZ4fGOYYzXCyGrr//YMtFMr3GJDO66o8",
+	"tTmEeffCcIeFMOWi/kWpUt2izm9bsbb1NVY7FWvXx1/o0pse10lhKmf/EIVxNLONDgJb7dp7YqDrZ+NM",
+	"MQ7L77gE7QayDTzMlyIphDWsH+O3h+7wxAP4zc7FWPmDc02DhNNUlEo5cSDXKIEUwn0VMQO67TFb6EKA",
+	"AjFWbseXc5kJxr066/bCvVbocoZ6rBvgaKzamEMqDPLXGmFIZb96Wj0cBL6oN+Uy2/lhEKN2fRZnvOPT",
+	"pkxQV9/xeSsWTpMVu7GC7nZajqa8FrhNekoUgLo9ShaX1ilTsxU7U+cZT8TZ9FwbVEsnaGzzQ2OFcAqr",
+	"Bp1w5bab9cEYhwfLqWX0AFirFZNqmLsmqSe20NcCDBA69SqvEjcWRuP4RiHc46Ap2F2ZcaHVD3pyUbZI",
+	"AUkljm4cmb2opFPiI+N6nQ2dJlZeO3ZzGQgg6n2HvbUxHScPpWUm0ncSG9qN9+1HXu2yX+XT8PP40L3C",
+	"l0E22pBZ8AEntNBcgHUUpTIR2mcFo64cQ7CktciWe5Hj4m10clEqMPXmhZ4VwoAMscO+1Qhg81igTb5t",
+	"ZG7ANCmm9HLUtv6gUtB099s5eNPtnjHTMtvvXbem7bP5QU+aA1/wVOCkQPahWV4JkRvWn0tjdbFCC4oZ",
+	"RExnqTAWXUZgn95JhK/OXsslZEqTC5V23pB1gqR9byO/l1wstOq8PcuiIE1+N964x0Wyz93QpqTteBj9",
+	"oKIwGd911Wz3wnQfS/z9wNAfl8KyxK2iKJzgXi4WImX6WhR1+kCBIK+OxeYRnYi5RItps8MXvoXlXBtR",
+	"61QaMtsqwfpww1k2E8pLiHpiRHEtgjnE3Q00bWQjbikGDZq8U/7xs7mvLt6gubZb5/8y2ZEq+pOw3KuT",
+	"TQp5CItNt42FHJKbrsEcezphi9JYJv5d8gxtZtzOD4w3nY1a/Y8bl2PbzF+pNNdS2f0EDZm3G5F02mVE",
+	"SrvMFumqnffnOgXZi6dSCWOOmVbZCg8OEzRo93sinCRoCz6dyqRah5peuJvpiGxGlfjgxgwz9cPctnwt",
+	"XJynqbvV22eHCgso9FIRk2i7uwuQEewJE4vcroJM6V5MWa6dkt1yo4r6qJqdX4Im44RgVJ58b8Aidbrz",
+	"NRnopoVT4bh2tZldop39XBf2TruZX1PfR32qrdsD5uwW9TRtkcfOvAkbvR5CWZlwcCEGB1vEvHctYg2/",
+	"acTWXJmb5ukLbsVrJ5q4n0ejVgEM/co7L9137nEy2W9uwzZ7IZjDgUqz7O20d/zL9o4olMEtq1ur2w9t",
+	"Khk5bcmBNdVFc02AxNaXxa3CzXCmh26EQ3Ml86EmnjeEfXUMaMozI4gShLFn6d2nGXa4WoJW2rgW7WxP",
+	"lyn8dpa2n11xjUbLF+FJw2SKWmMihjJl6NSpnNIHhr05fXfJTDlxjU2cROGIZ3BcRTzNRSGCZnF5+Yp8",
+	"fbBqING4FiI210vHLZieWoHPwnDAgZGXk0yauaMvoxlniVamXKD70Li3eMZSkZboHBKGadXUSWscxC9O",
+	"c/o8XUgLBBw0vMhNMuczPClkTgDvvD8KqJVGLBWZgIfQJNV5CCo5al0E+PpZq8AgWzbqXBu4pf2KolPv",
+	"wNBy4eKesNKARfU1N3YIWzk8e7muh3X0ekUS4wO5WSoRYFOQ2EOdWnc0pL2oFu9EAWekKuMmNxacOus8",
+	"Lw/hJMGDd38XyaubXBvRqSMoJuCBlC7ZuTYWrzdu51EwnJ8pULqF8eFwzevXgNrsfli0aPR4DYmOy91x",
+	"tuGEZ1wljgv4h+s2A3PAJA4ALPiFzjLX51RmmUiZVFFdX/G3f6mszCDCMNXocthpvWmmp3R3ttwUbona",
+	"5Ty/SJsT/ZtesgVXq851o+Wn3uE+gKA219mo9UTlFHG2naRhsJGPM6tG2EYqtQuyUwhov4RbOAq3c8dJ",
+	"MQpVZGnEMnklwKk18tbEUXCCmF+OPozkwjGCaA9/3dpkcSyRv8/otbapnlE05+ZEfSzRabqQqsN1ou/w",
+	"VHlD4LUUS5COU3EtMvdEL4JbQbXaAdcMXjoTQNebakvNA4GRq3cvjX8wWpugn03rIjWPwl46j6O7Tvbd",
+	"oRDtpnpUOgc83zbwH6VKz9RUt0WPCgrHm4aAh8pxCpEgjvXodtOkW7G3KuuKSvUry+BBA+EXSSG4FRAk",
+	"zMkiUncy1qgK1JoXXebKM7CigCk93a4E5RzYp+PaU5kBk7mra79R7eHbrIr2cD37uBZDkdyXCc9EAfLJ",
+	"YNTuo+vg/DU/qfXLT0GTrK+nKPlEDL13ETNW5+5fXlj4svHHMLASJ21xMkDXXBPuJjB7GpHyrWHtB4YZ",
+	"McMQH1VR0/uL12as+vHh9ZNDOrrm8CP9dXsYwmwOP7rmbw8/utW/jQfHGMKGSu5YZXrpdhYi5kPsvDQU",
+	"fyfSQcNTVhONgETaR+3F0AIJCWKEpNq4k/qcNtUb7rDNDuLJdWpa6RW0ce90cnPTS+UmyebcsEzPTMTE",
+	"jUjIxAdiNpon6yOYQ4CqEq2dt/s06K6jhYhqx3btkNHYkUK7+MhDyHCBH91fjPuxnIhOHaybDW+TrvWk",
+	"U4beEiBj9/JWdIfMbMzwNZ+I7JzbZL45xUIsNDqFdj+8RthPMUC2DlHPXku8o3bfgsCYWn/NpNrPCPgJ",
+	"6s26ta4aGY2jjfB+4orPRHopU5HwontFMVVhI7fJd+EuEakYD3zywFRO5T5m2oD8F4UAdgMRRHix+Ogm",
+	"mcybIY4z7diYsnrzukZxsm0NIc2om7FDw5Us4BWKheDK0MUL92Jlc3R8ZL+r5S7VtmN4/te7R1iTGncd",
+	"VTs7xWVsJQ1MaWqz5e4TrAiPf7vq3KnNlSiNKJguMFGrrcnO1XXC7mZ7KKdHLIjprnFO8vH2M9W0EUDz",
+	"3Uv1AiJfus8QmO7WyXjLEvRTMeVlZgdbF+PB53zHLB/ixiTSuv992e2bQol8D/rc28L2ubxfG7+Vsv3O",
+	"2DN+eG2RK4MYUXnDAub67NiAQiZu2trwrIVJzMQlxfW3Wku8XcTwRZ4JtuSmbmhMdTnJakPHzA+UeFy/",
+	"7Yffjbm5CJ3NkEC6a8gVphfWVH991Yt6S2nnUg2tzkTBVeI6QvPucK7BUEGfpjzLJjy5arUKWF7MhN1x",
+	"2BDVutOza5tMyxaFRMmwAN2bewlbs7m1XkRZD411+iPa3heCm7IQaeBgx2zpfiYHZTpo7PW2w7llwgup",
+	"5MLtxtFdk8dG2iZ6rtMXXoSpbKi7yhnd15D35HbG5ULkwb7EtxExhd6Fn7m0Us0cg38nioVU6H0I+YMo",
+	"7TM5ZVytRtvEeE/ddclRKul4gyEB8UO0W9YBhcl7m19j2tt8yOc67Q54OQc3eGVVxEh1nZWUyO200DWb",
+	"SSHAOYq2awb5RIyrsQqBizBCH74IRmnf/IFhMfwaU0yrCfbyuD6feKxATC1zplWCjVyVE5EJ1IVDKDb4",
+	"riGj1M7d6K+EyN1nWRjU9ju1jjtj2zAk51ynaFaWpnWfq5Vrc/hKW1vaiNGOG0iCVWzBpar9vrPBveWI",
+	"tcjLpeywaUBoK+77+7OXrH8lcst4Umhj1oNPTbt9Culjh2H+Ax70Y+xQrjpotvFu60SIdjMuF05TqoVk",
+	"jdh3XGbg1gwJxk4fhpSFY8ZhWwtBgg1Yj7gCEgrbPxPWMM6mhTDziLQF7ArjtvtGCLaeajJoJTqe84Qs",
+	"55v045psF1vm3HTYGOGlA8PgkWN2jvn4EftWl5g3/brpA1nfuTftXHZjf9zQ/EDad0m3ySlZphNufd7g",
+	"NhK58IorSI15+a7d+IGRP6YtV5EY35ttv4NXH4W5nQdjZav5oU3wPK/ky0+Um+mFDs2uQQdtv0uTZ3z1",
+	"pusKfQghG3mk2cZADetL5Y7Puc+7VCkZ9f03WmVr0Yn30Wy2hZgvu6xHhZhJd767DL4+WVSaOjBA33MK",
+	"TO8/f3uJ6CveuBAPIuAxEEOGwVOTFbP6SijTbgNuVzGb6do6Ez68wA+r7z0mQ1A8UQaUPgYbkkYgWxYS",
+	"BhrOlXZObkQ2pQCpluhUmvRk5Y3R4DHB9BP35pBymE+8FdrqJS8oGBwePzAYr7O7LbpTVSbiwUHtaRFY",
+	"Ozp1iJ6jo6PozrPUfCF6kLPVXGuw5ZoAOpFoY4eJUD50zgq+YP0fy4kolLDCMOiQedwQj3701dNBq9Oz",
+	"3V11yl6+uaSW9DQ08vw/awhKSNeFwHhj8rJX+BGsb1bGikXESC2Jwk8RxgslEUhu+O/wL26sOsvcHzoX",
+	"yszl1A7/0uEG86e4HYaI8QTIzl001cBqTAcdeoWxeAKC6lSDjThp0DE0C4SO3k3I2MGjP/iEGFii3Iew",
+	"8vi75v5mHmrhneNNj35liZtcFvskZGbc2PemjTmDMgyJVRAF6HRiSJ/EUC9KjFpIVVpxwvjEgJNxypS4",
+	"xoD83fq/lxHJ8/IW7poUoiP3cyJ44dipmw3E5eFKwr5AYHKereA+Ge1vboIBhb3p1Xep2pO7iONejPZO",
+	"RhOxUsl/l5sXmxjNRiyRg8exx0Y9a7P2jbC04pmcCkcWEePse83S0mfjwsj+8+nR/CSwyL/+51+fzQe9",
+	"HRV32g43grsW/QF5BJ7w+zOKv/sQ3jWUAH4Toms7xMAmqkZ9lxcc4TcQxw6yXWvwSSBcPXv6tDWKdwcr",
+	"8vYYRxJbd1rCd1IUOP8WqXO5ffrtM0cBra+n5Gxy4xnsNK/Ow45T6ty6lyKBtNI9T3DlyG5DPMIzh4kT",
+	"Rqtj5ofmODDCvrmLHfty3xEqXDsTax84BLHfOep1DuNW48CwhOcYC+gIzHv02GklyqN0Lk0N7AtDaRZO",
+	"lmD9I/f2RIJLc9BAB8vEFJAh2VRnmV6aZtyvly28IOLGM2LvwFYAQSGsVBmG5yOSwsmGiM4M2ByUH8s6",
+	"oBT2tem2neWlaXW0tNhzPVntERa/EAtdrL5dWfGovcgsky/O3z9iFz7u5pGaN1YXfCYed6E6T02VPbGZ",
+	"W+YPVJuymZ+wI3KDI40RtVMgE3ekjseEZ9kDMOKGOWaHtvyANsef5CXrA9kkuhBmEDGkVNafuC1wKvm1",
+	"TCUfJXpxOMvLCIIOICrO7VP1mC5qTLtP4E1Mq0aCRXiiVULpMBdFPQ+O8Wlsvldbh4j2k9qur+iHbuII",
+	"EJefKO+nIpHpvi/4a2iHG6VVEWyzZI/Lo6OvElom+CCG+B26rPCrVh0j3C+75ybhndSelwRXDjdXqB6f",
+	"1Bm4vzEwg7wmDxyY0d0HpTOizO94l4mLoqi70JrEQ4G5bjOTbskSIYr2ZEwTrTtS/fQqHeYu0r6XtpLk",
+	"ZYvVyzET8H1x9u+SQ9D7Mfv6WcSeHx0t2jOKui7gT710N0cHt8vG6J4+//p72Tq0zjvv/kPrkhB/nq8a",
+	"Iq8SAgPD+p4WOmyQyI93neuTd+0z9aS45tIVPlP+rXopFhz9I+eFEIvcykkm7lavAwPuzI2oE+JDaHAN",
+	"nn1/DW6LSLAV5QVi4PfjSZ1xk9TY1uW7EAuRStC2vy0Ev2qNkEM5pN3Fk2idSTV7r6zM9riZ9ILLFjrO",
+	"tc4O6XrROsOLJGQy0y/0CX90JPWrVoJ+c392Xz86Fx1ZMu6X/dDFrLYYKdSCcqA2ESI7YQ1wJeov+baj",
+	"sPI08js2sBPNcoI7u/shaKGKbtSKjoyaLO0yIBdV6yGU3j0v1ayeR3dgWCa4Ee1wNu6Xe03otXuz1aPl",
+	"/Zj7tvhGp6I9IaPsMKeumBJLxhNMJ+GFoLxZx64BoFYHZ/jAO8DB3QT5DfDoqCP1LJl75+8a4KC7QY7r",
+	"2ZCn52cAhFt31CMQLsYvK00jdPqI5VdCtbvTHiTGuxr5HUT+siDGsUbimU6ucLHD9u0OsZmnk80VU3wh",
+	"TM4TAfhyPj3wXKcvpSlKeOrbMp0JMmLACEjQhID1riD5HanqXKebmolul8bWKU9cy8SurcY+3W62ONWk",
+	"B7bkY4kbe87NHp4GTPpq550UXLQHQW2jlo4klJACv1cKihH/bh/zJ5wA1yY14JO27zgAyL82p7Svu6cT",
+	"0GWbA383EURhRis2tN3rsc5G95KWUs8LdqRt5B2OmjOe5wSN2ALvjGBj9zk9Hfnv2+Bz2kON/oayQMTe",
+	"e7EgYi8I6ThiMBEIO7rwCISQecL64DuVhk2Eu03d4602E+j1Uqpkj+yonCKOWsgC4tb2WKYLesMdKjlT",
+	"vMM9FEQilnjoZGaEUBEDv9CF4Onqv+BiaxtvZ3y5b3XP+S8xMLXjPiew8TnPc6HcZbpEc5b3ZUWMQ1WC",
+	"dj1s32RiOmHd4WF1jg74stsO1l3xmD5jx9vXl3Od1U3iWxjFxkpFAPUcsDsQeHq0N2M/x7u03QPa6lqG",
+	"q3yPRIQWfyI2EXVHG7SQ+KY2Za1bzfabJG3SQUvWc4t3XFx3mZse8CbtjCffS7tu0VY+Rcf2QYObXu8F",
+	"BkXpaZWgB7FxHCvWRGA5PGHB4zR4GNfOp7lsPsEVc08XS4vrZN2GQwZub7o/ZiYpuE3mrA9M4aUsBszI",
+	"X6m6iYkwahygIHQaeXxGIw1CMkMQLEbRtvuWt422lUYrlO+1gzbhKhRx2HBZQp4KpNuLlE14csX6GG1l",
+	"CylSwmNpgAlT1PzgjvILm3eDRDQE1PB0Ue+0826um4lf6EWeCTDPnhOeLFqKzzm5IS6gxW+7knKMbdcJ",
+	"/8ZNgD0J00QfOaKec8UmYorA2H4BeluzfnbowE0fEjzKCvvO6bZJNc1PzQnDC3V3tvQ/WglPR3fxI9we",
+	"30MrX6Iaap32mLsLcuzGTKmftUocW/NjsYdtoz7PuGo7MY3KcKyfyYk55Lkc+fcuc5GcBHEHrRr1WB6c",
+	"ZRVmOe59dWTGvRbGS1IHKtcdkfsVXuo6Do2ltAKmi9SJLlVlSUkwTVzxYrVzCPT6brbB1ztx/KXgaWd+",
+	"PDxxDtW+NsdsrmQOoHoJWDN9PYA9E7TeyYUgPthaCQHYzWZmrsL6KQwKfKl26G7Nr9oDe8KxbwFUbX0j",
+	"JMBtF7awgWhLqttSqlQv9z8rP8N7d54WmlmN0rYemdZcjAW/uSyLWWtMHgTPQsycuxwToSyCCehSpe72",
+	"aU2NXvCbtXJZezabOsF7UlqMzGQTkekl69h0tVOeSrck3FzvjcVJ+WrPGhGiA5IPxNxO8In/2Umxwjaw",
+	"j7bZXL4++1tlFFgTgJUVxTXPOvODITBNpogwJngyZ+DWYxB0BO+w/tdHg3bcNIyqNVtqmMx1WTTx0JHn",
+	"wY/UEzE+xE2mSN2IGSuzDHDppJrtzA8vX5/9BA3cLbmvrUw1m441pnY3bVtFodsTX7QRZLP2MYycPb+5",
+	"2TFWJuOlSuY/8ZtteycLlmkn+FmGzzMnxahkFUKdPXIv/iyaYm139jM+fv786I7eQWNSa52zvjBWLuCu",
+	"mxZ6AcCICgvrsUmZXAknivuYWbD68xsnVw8eaNjfPL9j2N88t3PPhWQmHmXx2g6Gj1ytYbYTYhf4GEQa",
+	"KsGQCQKJckeSKWrlI9djFxZ5aQW4VUK130Cb9+krcLYW+wy0c2AQYGzXGPsOrhfmFPmTVlvf1qOa8Ex0",
+	"xjVtBSO4Q7trAHdsy+lHwK16nO3nq7OQCstli8nyNF1IYzAkFeKqeYYBbhScIZw4g8LwkhvmxL5ctHqK",
+	"pplGWMtdyge5Z31lj9Z7sAkJsklMuJYHpl7lgMYKw9uFk2J0bUeJsbkgeAy/paRwcyyLilVwI0pX15kT",
+	"UyJH4m7xFvymVeNuqWRD8isA6mH01JT0Y7/UrUW0CPRjH7iXBlhIi6xS8GXHueU3Xh8O/QbsP9hJRDqQ",
+	"Cubvflnwm92Kx+xVGmprTcGJzHxV2F0KQd3f+0UPVQUdqiIPITJtW6kfpNxO0czHP+4BWN9kK3dJOFUH",
+	"raODFKSuyon4q6+cWEOt3KGIIr47OEZjzVj5qoGgL0VMe8RNwvN0P6EFBZ0mhhQAM9dLJu0xM0JQm/+Q",
+	"YtmWSL93IcZNgLrGwrnmutfMjWKnNauKR0Kw288VXFv7ikU0c2mppqJpqTkpZ3SvrZVX+Nvp8Onzr1l/",
+	"Lm4G/hSHwpI8CznKgPLuR1pPivTF9DeBw8SqFZUS6kEaX6NuP8y2msmsI5vP6wM4B+YEFU+Eu2ftUTff",
+	"rto60mxZaA9E0uitHSEB6/VttvTESbJAzOBJCwlMsNxI6m7gEKShxLLWxy6x3y1EWJWt2DQr5/l5oa1O",
+	"OryhW4x7xa7ySF7rwN9u716c96Le+5fu38sX7853xq6Bfmttth47REfptKVP+NV2ACynIlHVxgPDynxW",
+	"8BTKmKQG69sYy32Jl5pJGarpga05JAh3q8J3mD9CyhokVGOrC32NCRTglAh9POnoQqvvuMzKQrRBhJdG",
+	"NDHsLsiqtqP3kta4/T54V0vsPjBsgTiWAbWmZm+tNTOA5FUQ4721E+wLAEGguJXXwreAGhDWbq1vQGkw",
+	"dasJQmSszg1VN2+Hya/VVt16nzbp6jYgL+0hbTUhPe+6kkP7W8i8y5fZVSpsPbWQW5ZqTM4v11gpcrAG",
+	"p24HSHyY9Ocax7x/lksTFdI3uUucWdJVWbgCzNaFOfB1EPylScTTglk+0YXtggehgRE4lAfKdpoUvbZr",
+	"htTWOsNbEj9MuRCX7TFgd9Rca0lcaRLMCTvyAZ5KoHYo7K4miW1ljgOe+LSNTqMgdE5WkAcZ1Fd6rSpg",
+	"EQw2NeYRqi+uCVBkc+1iz8SUVcrctZJ2cPtdPaqtksQCk2nuOMkYJIXD6XtbWfOaGVTIc7JgGDgEcTxb",
+	"jvi00IsdM+z2Ruu8EqtuF9CeAU37B4g0sGTFytGnm+sayKZvdxcO0hH+VvNzR+ycagqd4jF3V693iXdE",
+	"H205qXheyFm+hUgLYctCCV/3VxaB/+C1OOUy8wHra2SxW9nD7UCR9+fr/tUoeKpTtItsK5J4XSvn3VEL",
+	"pjo27tIDOcOvSP8IRI4a/9BLQNebyhm5fwdbzss+k12DANh5Laq37qbK9ai7YJ0IqxR5UWGLkPGPalaP",
+	"ivPy+5HEHohsw7i2ZyA2l/khUr/WNu7+gWkVhMWmiKmLwidT7ZYDW4PG20iBreXSAV7NccBOqmVP+8Ju",
+	"9cy72mme6yyNGM8yLHzBtGIeNbFC9wRIBcjHuRZMpplgfTPnBWh4OjMY5uXz/fA7J8+QnFBBLSB4g7Qn",
+	"ZIdxv07Kwlg2KadTUQxGfpQirY2RQm8B6KJUjM+4VDW8UQZjGaFtHvSz7QBzWKYDA9Zq5T6qOlZutsfe",
+	"hsZz70BdB5xoz4fZM8d52/6GFGepKD6k35LhLA07OqZAxlSowQlKkdJUsBcjvBch7K5dewZcJCLOigB8",
+	"5g8Z7N1CVbuS+50aoOwa9l8XVcanezyko3YlEN2RwL/j8rXnjjYy9ltPKwXTX3B11RKrdWfg/u4VcamD",
+	"nezzqKrfp1AydLMtNtxPuBuZ2D+BVfJn3ElhEkry/rsUJSEH+zFWdffcXjs2MVkxN4gW/a6Kfd6kPtfN",
+	"AVWNwpJNRrMpbxo1xJL9oCePVU4fymNYGksVnCgzgVjg0prO4voXuDbdudmuzQo7DY9VqpftEfRK3NjT",
+	"rtX6GUZEm5EeByTKBV+xifB1t4BL7m7Ixbf2yYB1e7wHrlP9mLX5zJwGc2o77NVk5AUCQ2XW0QMuECwq",
+	"hvgRivjus/YU3UIjciFMc+OqPYOrQmlLKqS7Palr776rx+SR5XS0qx+vOvtdQ8IMjDCwCk4ZlRNOhVn9",
+	"gvUvsM3vuZoNdhwGHeb7cCD/ahvzeY+m4c58lN0JilraEpdZM0/t0hA9vc0WF3KEmxvzCqjT/ejlHcXy",
+	"0lINISczQXC5VCyTxprd8XdpaF0ZxjCcl63mFkBlxqBdkRInbVdOoZEz9V0mZ/OOtBSwtFzU0YM2CrN6",
+	"a98B2WXgdKyEZXOtNFRPmCAbJLzPjvJsoOq3OZN8+xGo2RiumgpizrkPhN81ve6NtpdopYhYqDxwqflV",
+	"vQTBmuUBvqnZIF52RE7eidHhqCOYr6Ig3OqibshsjcLdE2XBkKthpyDyDHfg06qvkA0ZOq7OX2WK2BpO",
+	"S8R+2oGbsW1d+0hzThCBNRzs6JNZ4yGPFalP3bQH6neWxMg9try32uqCpa1E17ELhOnTHfO/xvlaUmh0",
+	"I7Z2/aQ+vhGdRvgQ6r2/ee6v19e58TYEgtZyCe2oAR5/M0TsQqYAlEVtr3mxDTzGaYjpvumDd2T1Lroy",
+	"5c3exmbbkVbvg+Q3R92Vwrucr+4O6i5lzatVryYIHAnHs2WX7w7q3yFAf3cvX5As7oiwaUYtblz4PrhM",
+	"6wwK7zrNCabK+oGdAHZKGrEk5JOnIZ/cfRH50MSNMrm1Us6fyrKinpOLWrg5vxYU1lqFzcJ0+nUHFnwT",
+	"ahncIY+u8UPo2K94GwV4L0CbalzVYTZN2xaizEpLDiOnD2Nys6/v4u++FrU4lzVrcWudmx3E2Jr82ulk",
+	"XtQKzd0R4ojP1aSI7rrCEIwFigcZxtBAEJZmUaKMMWL1EK65XpqxUpqidY5ZfCVWJmZ9jHYaRCwmo3DM",
+	"+tsigMaqMwTINYLxXDHr+wCu7tCtsdoauwX1gK3IMuNdH4bxnBfWdRMCoWL3/Fj5L2LWX24JhPK1QoVq",
+	"1kjWvgJ6wIbrHff+ZbQaXfDlT+QcpYNY3nn3eYruKAdUI8AQDhBIhShg20HxkYod8b8cawbA/piRD80j",
+	"o2qdiKCwz2meX+YiidgPenKJ8ZORu0Ah4mU0Vq9CTVMf5hdK9Mdg2o2raJY4YrFU0r5ofINJyCaOxirG",
+	"6hGwZyy2VHBMavV9wRNxLgqpU1LfY9Y/8mD3jVAdyKtgejpWXx0dhWoM7PkJ0xhr6KZK2NqveTETA3cQ",
+	"qmKzMGZHXzBaKNHlRpboxYKr1H3JixkMXKhr9x/UAItZH186Zlyxs9M3p161Yh6vyLu0nzwfq3pZiTUY",
+	"eJ2e1NbsXBc2PmGxjxeL2bsX5xF7//LcMfPLF+/OT8YqrkXBxY76Q5Z9tb4/QQq+++x4plSzl7KI0YA9",
+	"MTorrdPb7Hzg5loInkoljDkv9ATWIZPXovoCtwduhTKnr2olOQ7cUZ0IczxW4oYnFuD7YQniubX598Ie",
+	"MyhgHjG3dhHUFl+IW9eRTfJLJ7nBI7qwt7D4syJP6IvIr+tt7FYgFjfC/UTb49rg0Kq3BTHMUmEIljFW",
+	"fjdoROtF2WAzT5BMJc9eioyvPMW5vW6QoBuabRiV3DOmTBJhzLt5IYy7hoBfTnXB/CJSUBesHqz3FMPc",
+	"qjcGuMKZnIpklWQC5m5QSY5YXohLq/PbmPVBomgu8ljBmriR0GrjQplMiPyYfaQst9t4MGJrddnApMaU",
+	"pv1juhirudZXBgOVgSQY4t4COvdpnh8YFkQsTHhE2/SvWonhZDXEzHV0cx6YscoplCBYqYVKIS3OjMbq",
+	"1DcJ7GfBV4ynqdviXBu3BnNt3PQD5dzGx0zcWFEonkHKlSnBxwV1ecbKHUSFvfWVsET3o6u/mpHUh9dP",
+	"BiCTAf/aan4+zfNorApdgmEgdqOIQ5rA+4vXMCK3K1N5w2L3Ia6CG+PDeOD5FExurCiglWmFzCPGZIs1",
+	"yvQV/VN34mv8CSh0RMMYKzDEQ8H/IZT5f/nmElvyqVxLmaUJL9J1RoPus2PGmWupKvt2mue4lsJ4Ttl/",
+	"WUKmiBURm0qRpcTo8bERjGTgesUQDG7HyrXCw519iEW6EcYBOXAqMkGmG9+bH4FrDwDjx4r2Txg259d4",
+	"YUva0iTjZs0R6K1SbCavRUAZzvnMfTlW/Xg4pLeH8HZcXQ8xFOOJB5StqXk6nPCMq0QUjghpEODfHKsw",
+	"hBCPFUpBcnKyIh3HBKiDM4xbSdwI68WVS1twK2ar+JjFF4jL8B5+iAm9yBc85WO1BoTBSEEMkHcGgmLj",
+	"M3Xuvj6bnmtj5CSDC8q/A8SWrVDOgqvOrONDNKNRwU5mIW1PKiJqKKKIeOIA96kmhFdR1QjF4x/5dNsU",
+	"nMWQ82ex8iKA0apsVQO2SMeq1jFZ4aWanTCuVuQG75q6o7zJKviF3ar7V0DMC3R9pq55JtMmVa/txYBI",
+	"0e8lIE1UV6D7yusSkOCAfJHqo20uPzLJsXJTh7Hmjt8ENA5xDSks7pDG/ltD2x/YaHjMVBKYW9ZQUwOS",
+	"LBJeFFKYdQlJpoLwg1HsLqTj3WasTt+9ff36nxevvj97+yZi+Ol/3r555f9+8fr95btXF/7j+cXbH169",
+	"eOc//nj25mXkG/n57cWPr9+ewsZGoVAakLBeqiUvUnZ6fhax87cv//nm9KdX1V+X56cv6OPZuWNKKXvz",
+	"9uUresqdlToESu3i1kvlRHuZzOFUFWIKNYUgYJpxM1bxf/SrOQ2cmORZOAqdxAJGqbj21exA2AtfukWF",
+	"K7/6yqufRA7VD45IYidX+vVtiBzaILc3UG+zAceyRpmDqGKrAqnUkTN7UWiF7mBU99LUMRtKO4xZfyqv",
+	"xRCJOimcihaAp52MRZn4Mes7QXWA4q1CTShZITBGzPqnWaaXEfsOQhk8uJ1wLfjD6FE2Kpnc89OvjqBZ",
+	"koWmZfaDnhhKDQMI+Zj1v3JNoWus5dcn0FFpckHLnvOCZ5nIpFm4jSGAGncKaPknPLnS0yk2cOLuGbjC",
+	"pUIFtXHFI2lNZeFYnodI8gvI3Ao178kRo0Qdp/iSlCANy5xAL7Gkqhk7lkiXWMSQFn0P2arZusE8cchC",
+	"1teC/f/Zk6PnzD3J+hz7nwqViLECptkc/IGpw8UKBaZGeNe159bSjQmdkE7pNsSp4Z73o0+4orAfN0Zf",
+	"L53mDt7qyHGTqrJiot2w3SIfU12XhZvzRNiloBymTBufQMk93EG/nvYOD6TCIhq3n3XE8qyEGsduAccK",
+	"86kBLkyXKqVYIxghreEALtpgGKvmkTK7lIlwR+8lFwu3nM3SMrgZx2P17OgrkMq5WjnyEJkRAyQYKJij",
+	"ASgL3VpGZAD87y6VONhhR+63S/hJFzESVO1XrNxO9NklaMIt4F9hC7hbzQneDrWT3TRlxo3UGccOmhEi",
+	"tRfJ9xtXyPMAQ5AJ7hTR4+BQj3yYAriynYTD3r551SoWT0FqrwUA+OU3eSbB9rLg7mnQXMNIx+rpN8+P",
+	"joD9TF9ALKrTPtOUvfvuny/evvnu7HtUXDf89A2mcnQMwI1qxpR2MmvN0w+Dw8Sn6ebSynq8AKooAD3H",
+	"CuENsGAn8mEcbjDET47Zxwk3nsdFbBEQKm5pXUXpZLOMryKGGAlIO/TTyVgFQ9yTIzgeXx8dkYpHqh/y",
+	"XFDz8I/vuMy+52r2v7VYAeiaPpvbeKzCwvinT1jt8RCHsB6kUCFR1NrD4xyFsbKvnH7orls896BMpeJG",
+	"pI7BoG+PzR3/d5LwpS9/2ogMmQlrxuri9M2PEfv57cXrl/+8PPufVxH76dQJEv88ffnygvVjqlXCFwQV",
+	"PzwarX/lbmt66fztxTtkMbpI5kWpnEZ1/urdP984OeEyYvC3ExmwX/ex1l/jC9eWmyTQs3LSe5qOVezW",
+	"aEh6fQxEiTRB1wz8HOqug1BPBbirg8dVVfuLDDBO9Za/ilB154XTQN6AXgQRhOfczp1Cy8fqPCD0Yenv",
+	"F76wtw21vtdOZh81xdiD9ae0lCm3fNiC0x+72xm69aI8sadGIfYTd9M3B3vMxr1xL2YTqdw0kWW54+dE",
+	"YZmMla+YrzRpaFVFper28pJ5rTg5t5x54re+sjeTYJO2lBWy9Lmyvt554x4+8T9hJb2qpDlbq2g+VoRN",
+	"01LSvM+9SDJ044qRMkham2g7D46DAWrtOnOaCrzrTRowF8iwLJXVJalL4QoO44YzVIigCnuFaayM5RlO",
+	"ZbkhdWAqhBmxl+41ClUwVgOEclgCbNPJAYaGB1bOht5XbXTEZMMSBE1SqiLphVQGH8fnC+e7aWGV/D7I",
+	"Du/PXp54Rc4JuZsa3KCuv3mpF+yhG5rcuSZZF24Lf7ykYbFb4Jj1r8TKVIn2xnNUmYHGxJn76wCNKE4j",
+	"vBKrCG9WNyy3q5zSzqG63ZWAANtMWDTLpnIGAJrx0PGAf9LhH8WVQPP0+VcRkqf72mnbo1GMWaCwBjUT",
+	"o13qE7Y2XgZ1JSqzMPtJfjtW/Q3TdDPNvpo/z8A76HPGkL+3gA2MFe7dcZUTwozgman5XVhfKKwdyoRK",
+	"ihXwLnfXAi27pXEXms9TG6tlgTUDKYqoFm50JVbDqgn3ceBVNmmB9+H2LkJZA3fnu4sXyJr0NRQ/6dAk",
+	"meBIkoJnIsUihrMq+bAy+/BrUU0SvFmbwyEnv5dhcHXx7D0/+or18QtTzzobEQ2ijEdvFKUCUylYPqBo",
+	"BEpQSkOofeRLReMUPeqtawBMWUqPFQ7cSYgUVUvFw7mp005L5bU2TIim21LccKce9Y57lVJ6/aQV7YC8",
+	"kz6z/TTPe1EPJ+z+QE2zF/VQnu5FPfQE9aLeOVRWQJSOnkeL6FUhze69D9H9/Z7ekdXm/9zLMbeeLLe/",
+	"T6095MUxEqnK1gR1A/sY+0figNcNWfY5n1XVmUlxQ4w4PmvPo9svvCY4ze8fX7PmpdwaItoVJrHdQ+6I",
+	"vdearOsB5nef8Av/Skfo6VTO/lFLq7tncfpgvsXzgeeZOAbrx/jtofce4g/4ceDNTWjXrKX9uqsq3HH+",
+	"tzl3kgmvmD/6zQd4oTfQe91FcsJisEv+8mHUnGtMFmnHJyFnALWlsQLbY1GqCDi7e7nN4Q35bsgA7lp/",
+	"fMy7tKNeiuziriMOT9Xe2gv7C8X2LjhGK4xllVvSC/nEVpcVOg1O1uwcB+za7Kwtgbb+u5p4BU9V80aZ",
+	"c8dpo0i2H2CnnmA60Pf75jjfmVmztQK3Tqs55trIdtyzM6+r45XPLUOluv8Eqq+KGzuA6nd6ij+kp3bU",
+	"AdVCSVBtQcv1dHOQHgcBvQBMcdKwZgqfqCfA1HIOIP0KKlwaJzo0MlIaWXGtjLwjMeUdlUr2U9+s1xfV",
+	"h+f4CSsVGcR4PYuQBrKt+7QztaNuZSsoCBIrnTZOTWUCpPFCiBFtMERfuQXaJ/NjX7g00x3THRYi4QrT",
+	"Qkg4Q2ZX17+wKt/u8NOhkGBbzgzy1h1nAaZxke4O7EZC1a6ZPdW5uz9c+4Ne663I7W2CRx3/fTMI2kvl",
+	"e8IrTKWSZr7PKmwrPuUdcDuC7LsPGAlRQr76p4I/tFSvPQ/Va8FljH9+CykUTnbHqM/v8Ja5s0TBbgVw",
+	"fiWEx1CsltbkQ9vWG5GUhbSrS4j1IYAfXrTlAzoh6/yMWe14LcBn//DzO2bkTKHGiQoprfGMW7HkqwPD",
+	"fvj5x8sRIE66HnrHvv0wmrm1ee/WDUaqqd7s961CvFgnqFd2TGAk5Nd1qlQInKA4JMP6p3k+iNgE6nD8",
+	"S0/MWPVRRxpEzEg1y8gt3T/X6SAK7DWFh1mfRKdBVMVoovDkGkIBaRCB5XZYverZAevXtC13S5ZWm4QD",
+	"GgbY06RwzaCSNiC7baVSNmAh4NekECkiF7uhwc9RAOwbK5/OiFG0jfCLX8Hc2bRMmhF7b0RBGIdjZXl2",
+	"5a7Ijafi71+9Y4fXT8DNamJMzQohiYbiMrllPM8zSc42pzSPxmqs3s0LIdis0GXutHFwAJxLRSjAx2M1",
+	"ZH/5S8AiPj0/M3/5yzHZSCI2EzaCDiMyc0VkPxvhi2+9ng6jSMWknM3c+vp2IPsCFH4wfRqr8wgDvCJv",
+	"94rGivm/Qbmv2d4AIvWEGVsIvmCZnhkonS1uRMLMXGQZRi7+LCYYGkejOlNGzuY2jILXRVqSdftuVu7e",
+	"0wVbUuQGN24sl+A8HF46yeYVPgzjR0kCghdec2OH8Nvw7GXsyJMicNFzAqYlxkoDqPbemR6oIWyt25/T",
+	"0s4dUSXcl7DkDI8nHfM+3/HQo7/ck61I4dgPRuxCZ4KKd4rCj/SYxVgBPEZsymis4lSgoauIGc+M9oVk",
+	"KuNKxGLwFNLvCP7WqFl+Aseg4VRc8BVLyYoOtcciJlWSleC8DOtVX5RnR0/qtnEOYUSAEnCl9FKdsGdH",
+	"X20+4PpxIk2qQWA9qeK2Ns1EhHdt2LOjZyyTV4JxBrYxNWOo740VApD2wwkgxyoiBwQXdcVksZ5SxKa4",
+	"K0hThmmKYwi7/6NYDf8BsTYEf+7o0+0BzCDjM0euECFOJkQQJUE9hjZB0gZhOhWZpMDdPtRj8jD97jgy",
+	"X5JuUpoTAE51bV28On3506ux8haXheAGkx51qdLBiP0Msc9kSqfKZ7qAmgxocSJdWFowoSHfr0GK14DZ",
+	"jntPRkejI1+1mOeyd9z7anQ0+qoX9XJu53DVOcYGlHJYx3mhch3BDHiW9o573wt7WWGuFMLkWlF9zqdH",
+	"R97qROHdwAzxUB3+i9K8UBDbF17l9ja6GxjNzfLZ0ZOutsNgD98rXtq5LgC4GF766u6XvvOYGfjGs7vf",
+	"eKPtd25L3QvPd+minhAEUkm5WPBi1T7bYIDdhgS5xggAHZvPjJOPKvNu74PTTbtQ4dBy706fO/8zeS3U",
+	"SYiSBEcZAbRBSBA4tfoon0iMEhorDPWRFDE68LCRhQiZMWB1DEBzVyK3NX8T1dgcsQCazqQCm0gbTl3d",
+	"Yeh5zVg5BRiPlWcbikGhRQCnSHSRksMhNLJmhhkrb5Bl/dg0yDMejNhpmUqL84mNsEO/BTGe1eYhulw7",
+	"RJAr/a1GFfMhzw/gh942JWNblOJ24+g++cxHF9Ju6sf26O7j8S1Pa8X2P9dJf/p0l27yQidOI4Oj+8nH",
+	"/VLYu842WJx4fR13P+23UQvLPwwJvLlug7SGbPZ6xGwHTuQxU5pNywKu/XDZQwiauzDdRYkGX/SaAzKT",
+	"tAMKv4YZVc48xzSMsM3zBQOtnbCN8wVDfeQT1kxAv6VD9rjXYcjIaj1SPoPQI/H6Gny/7+P1mS/STiq+",
+	"/93ZfppqhaFbBanX0tgmq/yMAhX4CzvIKAAXfj4i+MQ9xRDzNbFok186xuLLXn3q7gZEg3ZeiQDgILlT",
+	"nApR2xbmeEJ+sDrQLJoFWwBlG/wQBrONH8JwvvDDL/xw8+xUlPrI/BDNT91H5gJ+bzszTvWfQigZVytv",
+	"zVqD0j0wZNAAdObqZGFMMOJboc5CgNIzLtWa2I4j3HaOcIxfDtKXg7R5kGr0+8gnqcrib62j/K4Nun1+",
+	"NzJzVIWA7Fa/QCvBVsK2KbiVlYgo6/dBwn8ckeZnSM+5Q6TB7Qu8DrJD9qWtephUp5z6wj/0iNtIfXRJ",
+	"pmEIn1Pz/+buN95p/RNXqwtfFnHTbBeMzmtOpa1bJdF7srlPhx/pr9ttJtoXAcHosfer0zRbIS3+Xhn+",
+	"A+zvW1XPGwhIyODj0TrDeFqUUnbb7aiX84IvBB7JDjTo6hG/C+fcznu3Hzpp5RCTSEH6+oT2wWWQzDdJ",
+	"7lUqPc29xp4eRzaCxs9hDDtZNT83uX+Rke40a6LBHbJKee3sUJbzJ/LEw48cxObbT6T06GNPAkSZ++SB",
+	"2HrYdm+d7KIaCfl4F4RL60WhZn5bBbYPUdCFmsfpBbzyu2HiHVT9pyRRXHrWVxpM62bOCwKr8DtZke1+",
+	"1AqBIp1SO2FfJZmEhC7AwLcaq1VCuk49ugRQvMGExBFMQRof+hKhGAgBPbVqBf1Mz0wEQRuRr6xL+RwD",
+	"Cl6Rybye8wF9rdBi3ybiO0HtR4ml2h+NPl0HXRIhdO7LXbLJCpyL96fMhxH2MBpIT+sWCC8Csiull5uh",
+	"QowihbbRDkVPdJPPqVM6BSXBh8AIjMo4MFXcyg8/v4NoG3ikFmk1ViidGkJO9C+aEmLk3Cs14B+MZCI0",
+	"mrmczQVA9OB8RuxCzKQ7HyL1HRjW9wmPGLxz/vYS46n8A/FgrBJeFCsyduolBB/RtYCBTWHCXfR47pfp",
+	"EUmS+uiiyjCE35gQw8LXonMQdZIjqUjl3fQ+bmqqC7aFoQUa/HAbddjw6nVTKG874FvChjJu8IPCTDgM",
+	"Was8/etFUzA2acRO1waGgUaQOalW1HQfs1dwqpCYCpmzg4CNEQKFkEUihmM8HBqRTYcULjkM9BhB0xjh",
+	"NZQKUQldt5S66B+Mxsr1T8mG3MKDEaFFxMPhgt+ERoe5KIbu95j1nx19M1aBmBbSXjgm4NoRKw1hQO88",
+	"6pY0LJmL5ArtlI1NI8Q4aVifA7gWHJg6nt/z/2R1OD8w5PjaK1NdYGCUX93BMeC7bIC6NOykuAB+UvFY",
+	"9f2ex76deNB2RF/Ai+ehluRjaAjUOnb1uUMf/NQ6xKkAEWoo+uX3rh3swIleaDXNJEbG/yahEi8okzis",
+	"7rpQdtJ2kEOuPl3NVGyqzgo6eN/ajXz4kf66RXaYiTao4wtC7gZO9+zoG9ZPdCrYG21fOR7VgFGqjK/S",
+	"IssejBVm8dh6XSpk5jWTbsRKBXAXccJNwlPxX47eY8iFoQBI/7I0bMELx1BSn6bvJN4qoNwHvjrWE5AK",
+	"IIrK9bjQhRhE61HoNdi8PmT8O2k0QJk45o5YJgP8lnIUffS2ibBLEwHCHt75XijhBVwO4LupSggB7EEO",
+	"eVmGdEqKCm1Ds4FsfVoZJpUVRVHm1ofv+uBnaZjPxWjUOfU4Q4B+AFB6kEHVYIw4+8AY21ggoCLUWOCa",
+	"jtqkGny4FrXbQgB0v0KKkHvn36UoVpXKSvPt1XXUdeh0p4euscSnHW4FWj2PuN2H3uvUNjhma3QWCAx2",
+	"zbAZyJEqEez7V+/qMcCOFzxFba9tGdLftSlxX1b5iUyPKKPG9DbL+CkT7SzOddmR63f148rTd9yZn7D5",
+	"e21lM1YIboemJlMJtEFhwhh+ZFhl3i0y72WOomVpGnY3L51Dnufm8CPP89vDhbCFTMzhR/zjHjawRqdR",
+	"Gwc4zXOKWXdduPOsp4H3rFnLAKmh21SWc2tF4d77f7/w4a9Hw28+9H8Z0l8fj6Kvn9z67wf//R9tdUza",
+	"PZ/G6gWNj+BVKFQSk4w8tKHFMktJXrrbzicOICxeA6ufwvOpENPmPLGrx53qh20aVwANrTbmwMO3aF84",
+	"021cP6wBIgyNldNHcp0yy4uZsCyV1wCeLK3Pe0A4AQBsHbFLAO1wLJwA78bK53OJAvCCEc2DCJFwsrym",
+	"AshO9B3P88ZnfIPAnwht5DTPx8opXHlpAA5JLJmhEXCGaRas/+zpN4xP9LVo1TjOSzP/qb4/D61uYOO4",
+	"MLtpGx1XK84MsrjzcpJhMuify3lwP8vGp0c4IfnQAgcI3APT5BWsH1KvzBq2zV0+9O1suVZzucN0tw6W",
+	"XMH0IoAGxJIoytEFM7GVjqthjsJY6SLFQoeIEEwdjuDrCp/wOOT5GjKaAn4ToiIvSuPB9Ni0zLJVDTed",
+	"8F+UWFYjJYz4FRSL81aECb+iTKkaCi5kdqDMfMI4zgHsJE6w9hBgKSG1OlacFNzMh5nWOZU9M42gGkAa",
+	"yEUxVmuzVd8hWGEcedwR1wv0FzJm4dOEJ1cITKysOfYNAxb80PhCb41vsdCN/4pqsY2V/wKLxA+hXYYY",
+	"LAQ6SWDRULUBMsqrYvTtUTM+sfwRBa5Q1btd4Cqqot9fGElTHPR8o616QCUG7sg7oseQzX4rUezDPpzw",
+	"E5y0v+tF2BgPBmbHpKnXmRiWO4eA1BMfeBozD8aF0ikfKwpc/ZUqdNtChtDVExaXKtWxB1ysMzgvnBkL",
+	"/LvBtPmEq1QrE1i6ewFTb+qYEB7z0Ns5gFt9mkscQ+Z9WT9wjad6L7c4JrqLz8AjK3yydiZZ5TAHz3gY",
+	"agMNv16EgSfg+QAsHqz7S7nCgz+boLe/4fi3kQzrwAjo4k91JR62sfn9JUEyE2yNr/yJnnlEisYutuX9",
+	"0EAjMJBTjezo0/3qD2x/OagMLxSuLCFRQPzWhhga1eFH/OMOd8BCX3t7LoBYoVcTzNjoKeg/O/qGvebG",
+	"nrpfyBuITR8YED2rmlxkmRIARGLpJgi+Tgr2IJbjNeex6ntHsG3GB5CBxEn3ZiNDYqGvxRCH0WrfhpkJ",
+	"JLa7zNvgiPHaCYTYQFxBhyWbUDE3zNj1a2Pt9DzrWPk/n2b9mc3PFz5+jzwsn2h9/jQZ8I7HkRarANYu",
+	"mAOaCmC/IGVyPBYHhg5GFQ4zQAgYIFfW54ZKFFHpGrcS1zKtmRoJjg7cWx73OcYgGqgIB41DITn4CsG+",
+	"6cyTTYDcfdtP91j54z1iL8VC2/14zFitoxhsOemXwoZj/jiWNdf4C4o3/LzBvjSxrRflH8eL//jS22/g",
+	"9j9N04r/6FBsC0Bk3a32SSyp+5YHV3anKe/vgKSUCiVFo8QXO226j5RmmVxIW4/QhGIvYwUYmzNh18DL",
+	"fDxUwnMDj0ry+SF4E4UsABMZDunhIfRhYsCPx/74ehyVEYCsVeHaVxU2IOrUYxRVEOGSyg1QfQE7dxIX",
+	"gDhMnYi8BPjeWjm4EcP0bA71HJC/JjwneHVUbEsFwxPpMTtyXU5kajxiE/bruPH35+/hTT1lRwQ9pbT7",
+	"1lC1rPXZjRUU0+UAWh52oFSJVgYA6kSKC4BjMyzjxQwLyah6PNqIXWKdCY+AjjzYJAVgQfUhzuylLAYM",
+	"y0u4i0L+KnDNxyoUcMo1AuVQBFcoo0GvIdunl0fsW4gDI0xmt+1Qik2KIqpNZsFXCGfqw73iBb/x2quJ",
+	"q2CSsQKr8gpBXNtIxwerhVfiiD05io6OjthkFchiUCvUQMmBwmBUGZdGYCQFbZmZF1JdSTWLxsqXgBgg",
+	"ZO41lIrAawjJmco5gcMKKQTKRkK6m0q67KVw4h5Tb8IOWm4C+uGPlI12WmOIyBtQVTKOtD11PUha0q5K",
+	"E5DgYeGH28VX32ZpQG6gkungIqQXD7B6OqjyqANWqaz+GyhLyM2dscOwrWH99p13/e1LN6S/gxLTops8",
+	"MIVSn9v0+6JmOPk9wy39Nrb92tHwlbew8ZqZQZcWA+y3WBoe6sxsc/jT0BBIO2I5YutGKEKs3/BWM547",
+	"jURAweRCYGCWE0ro1uOFuwu4012c3NKPk7yM2bj39bNxz4lW497zo6PFuBexGMMk4rEa954+//p7Oe5B",
+	"xRx/uWdiasFb6eQBs1YeBCUQZPYjdqrGirAkw6WmxIxbeU2muJwXICxS41CzifrhlvEsg/lwCvOm011X",
+	"bzDYsjWcGUUSY0WO92JYUgnFsbCqklZrMyDtb6z6FOggrm1rkANQEDVJD0iqeTWir0X6v7Qt6f/inog0",
+	"HmAJFzcIUsT616KYGCryZewQWobCn/gyFgCDcEMaLxSx9lKva8UP22yJya7zkEfS5+pd/DbR2Y1JbmeS",
+	"fxjl7l6q12/FY80VsSh34CsZxHqU23albbBLYlSnTHH4kf66PfyYigQgwB/F8VjJImcvo1Dqrs4WqNId",
+	"VvynWKcOX2XROIrtfrUW92NLS37OO7noiKnAsxB1+WGPULRTeBkifX1iW7UsIg27XSu33NBAorHiVi9k",
+	"wrNsVSvP3ZTxjuG6ga54thHGPVYQPQJlyLgfTxygBQtBLlS6EPuk3VKAeqUKFSLnsojWjeYDHxtuQGHx",
+	"ceg4s7FyFynOPYUI5xGjggxqRhmd3F9TgLZMHlalKc1prE4DA/JVLXgGtSc277Wjb9rjy91rn4udv/TE",
+	"9cgoRXtyblq7L3a538IuF2RNRqImbwrU+yVNd/L3j+4OeQBG3sIySQu+m136Gji9qOeL4PSiXq0KThf/",
+	"LFvxz2rFJdukZksVeLDAINlYIOxOpyvMAzSQr4O1D7lF+wyJzP1gWGMSylxWbUiouAwVwp3sjma8Dvtj",
+	"cyDxx9uY5SUZK913YwXVh0h09ibAdvdBZbt5JPYEaZWf23ew3WD0BwMIeQi8j1ZihjAluS+EQgs3wOBz",
+	"c/jR0f9tC+pqcxNe8WTOvEwE21CLYEcccJEeMyxQBZTd93BnVIDbXcbkdTMRo/L3FHOPkfhQa6rQuTY8",
+	"ozK8vjDKWE0zrYuIDhe2wpK5NoJSoeerqEIISPiCcu5ZH8YIUad1MSDkpwX7VgRW9chXnwd7bZiwNO59",
+	"nGWonJ/K6RQiPjxsQF6Ia6lLSNMmy7ovyg6m67H66oiZLtw3WMu/0T48Ju5bo6MOqcDTw5do1k2LFy4g",
+	"EE7iCNxTiYmYrhlcd4lsfSCr193e/Dd8Ie60KqOjvZMHvEH3FQQNRZjeqn04kVwIc0L+CTi4mJs6ajUZ",
+	"v8N+Hj85DjraZtv1mbOfHq31yOTeaXT1wRG6YAuezKUS5jcMK9lqfsVgKYjmhAgsaYI7TqtsFdV0V50J",
+	"rJjhD1E0ViHNJMIJDCLST6Vl4iaXhYCAE1D4rvWVSEfszBqiRPe1hGRuiX7bFfR50oCZAeOru8Iu/3Y6",
+	"fPr8a6rO6m4CGPtYUeVBgrLAtW8FeYCf4m7DIVDm40I5QBe/KZ4DTnLb0YuqtFDcpy+6528JBYEn9B68",
+	"xLN+amLv8BA8SYcf4f+tIaCvWsO4fPH3EC62boEKh3SsMCDTcYgtp/QCHqhO6d3xkcBy/tQ4zW6GgUge",
+	"ki4ePqXHByC6S73DVGxrHLjdXLHgN6+Fmtl57/jrr/bK3QmhIJ2y1HdQoJYKQOV8JhWH9LkKlQ3w6SDY",
+	"x80BC/u11m5LeDIX7YJWCGi5K6T4rcpWeCNDt32uVizhRpx49LK1Oo6D0X2jjTe2C6BJmRGZSKzT8OIr",
+	"sfovUAhjlnNZuJvBjZ2WJdGLBTcn4MeE5MsFt8m8aziA6rTfeGApalgyXlKBLMT+ufcZX2BV4Ihd+oK/",
+	"ERuNRp0Lg3Vx9xrJOZ8JDIjywd7sydFRFEKWnhwdHXX2ByaD3ho5y0W56B2796LeQir6uFmWuP1QxT7P",
+	"KvZx79Om2pvzmegEVKF39wxFf/jUpC514K0SMIE6COGfMuajwdXdajRMTcsay/CsuvruMdUDX6QRwW8S",
+	"nYqUOcpIbLY69vUzMRCBwCALrWbM0VAAOsJ4gEqRgKcPHGXa+Yj9DJYfxeKzVCxybYVKVsMfxQpiycnH",
+	"NVYk3Pv8QGzG6fMUxsKkMlZg9eApl1CSF9KvBce48aVsD7tDMSukyO27krVB/yh8bNTDaw9+fC9pOz63",
+	"7rAthRBX8E8H//bkq52O8WtekN37jxS9EJSLZUX4bYxlB2nq8KMTL27JZr1NSzgllDR3MBEmjZw6VQZq",
+	"8PtA3V2Pv/bs6Bso2bkBKjfwIHFTXSSUVVwKX3uqXvhDKEQfpoLGWGqfxvMT1ukddeCbdfOG5vRSD2O1",
+	"MUuIBUbQu2pMCHVpO25mmNC+QGf/R+DGfqMzE2DK/B6eYLoDxqOh17EVq6/z0u4CKqtR3G+eFP65cmUf",
+	"RHD6XjS4SWXG8nV7Hlx4utvI/6NU6T0cAsGx3qSO91Azv0Egvxdp4/PQJi7Al3CYP7V4QuEjtbN8YJjJ",
+	"RQIqRuaLsjyIxHLoSJZLhaU3/N+3h4Sh+ulBOY/CH9qDfcLw94q17FQAfywnolDCCsPIx+KBZbUCMQo7",
+	"Yxh0jrYXlmuwmKGBJtXCjBtvkgBGb0rFYKePfRqZTr0Bo1n1sCgVJdHVXg7JfimBIobhURNQ7L26DnSZ",
+	"AVSAx8TANLuXXCwg5ADKTBQ6y8CEhOhaCEITYicDiuDY067MpF2xSZnOhD1hnJ3rNAiuEBdJgMOAPEOe",
+	"LVqpH/SEMtncn5fCRuxdwaX77Qc9cfLji0Ir96efJsC/c4szp8AHSZmOEhjvMRqECp2NwkJd4KqYmMTr",
+	"5ipSRgiisGHIPtiP3GJgDQNpfWF7IALEhaGkgVRc+5NCuQGhZR8UPFbPnj6tMKrDdsw5RIs2yAj2Gmyr",
+	"reZ/6OdFg8h/h5g5X9xlf8CrJtC8ZzdtPK5FW94ROKfr8hEqzbVU24qhIAQfplrzhUhrg8p1YQ1mIV9i",
+	"uDc9QufVvSjVWLVpJe5YQ+kIqVg/XkcyhdM9bEsHMtfJyIOQZzrhWTyIxpD77IfgRgUZmDgW9zFisS34",
+	"dCqTl9LdO5PSQnH980JMRfEi0wYYxRkV8QRO4FT4UF7w1I2H8cxotiyku5Fcj69o9S4zSVnJkMI9VqGm",
+	"EVaQiMMyuwdHV+FeG0l9SIUoh5PVMQtMLY7GqsbiMLh0SM0eM2J1+JEY3QDZJRopuK2VA4M4u7EKgwim",
+	"UFnQ9QL3JRXIKITR2bUwFAExXMpUYLwe1lMyLIdVq2rLQCOjsBqGol6hX6mEwZsOYu7GqonWdVLhDvg1",
+	"m7qDz0qFpf5WCPrldgyi+5UYqxDhIQ3zT3kE+dBMuLYxMZ6uZLo8Q7QgXQJEOsdV0SgLoHIFlBGpiNnn",
+	"W/Bqi6t+pIVqQPA3oFyRHxqb6sdw0J0+MwLcUCjr8c5JKZk0IQ/eSSBLMknzNC1g9TwacbPkZSEcaY+V",
+	"6xdDKXXBlLYniDZAXymBMWnyWjA6AyN2qoBQ0bFn51yNFZxVwI7viEUM2/uY917VScfFVzGsL1GInZia",
+	"1Ul3PAmRbp0s6LnSZ0bXfBwLxT0uOwCp7a4aJ+1cl5bFS26Teezjii1iW+DL7iz+cPn2DfmN8FEsDcL6",
+	"uhir+DRJRG6PmRU3FnscGlsIvogHETrsi+Gl4zAeMhduHHjwwLBYpvFYSYw4y7VBO7FUzQQCTKnFZj1a",
+	"R+Bb3GJYslJgF8QSYa+5sUPocXj2Mmb9ueApYr24hmOQImMWFnowVgCbgjwp445qsFNxwxMLgXLgzxqr",
+	"U2BfkCtBaLyYrgJx1cfEpbEyBWRy0buhHouXDrB5rPQUUJYQ37hj5gTjFBCTg0zch7zIaZllwXkbg+s7",
+	"HpyQHRwT5bzQD/Ce0KQ0zFiZZSxxG+vu0jIHBYRKazw/+opW9ELYYjU8hYWLxsqHtJi5LtxquUVpY6Re",
+	"sMfd37Tptxnjgci2G+PbIxY8zZKO4MgqZX1uWIMcOsMF4L1Gv1NdLLjFqICvn/VqAQNHuwQMnFKQAgwF",
+	"KqjTCCEoC+goRDVAxRqMTsCghpMKARt2VdaL6AO1yPTRAh+gUTw0VauNVfzNYhhgABTAEPU22E6zofWB",
+	"bdyxRJdfwPIfJCugZj70ZxGx3gM+vYmA7gWUiYKDLtLfIhfg813CNyLpvILf57OCpwC6zNnPYnKpkyth",
+	"R+xbqThokMbwmfCGIc4QVJYWU4lsrFD1wLCwlFt+zI6YsalTMv0NqYn3A9gG4l3gE9R8RIY+bJJB+zwD",
+	"PSlxmqK3YC0WXLmdhdymQcSeuGZ0aSP21P0liiIaq6+YuPHwYvAX1CqjvNoFz0BOOKH0iIIyJRR1NIjY",
+	"M3eZY7zX+viPWfxx3FvK1M7HveO/HkXj3lw4ahn3jp8+u20vG/jqRiSXc5Fld7mT31VzDLnZvJiBQ8aw",
+	"fiFywdGcWkkNjv2KmzzTqfBm3/awrwWld3YbiaUVC9PCsQJ75kXBVzXm3BJa5q10ewX6iXUDsLfMNks/",
+	"YPSPN6VqJbqD/PSdwY9tr1m7uvPKb3sPSHk/z/0TZNvNlbhcSpKASCALx9HpC1YnOvtyS6w7gC9KqGhN",
+	"x0biByLEyMOxhYX8s+tbmZ5tgSFTAjQpCmAATRWqlvTjuix0M1Spk4ec9oQldaWC58xY5YWYypt6aJ8H",
+	"BaxMlGD3bypl0EY8goKxN9IXm60pGaQnD6c8cfRvZCqq2k+T0ozYKTMCMkW94mBCAC7s+FTOSqfuIDyJ",
+	"4yiVlw/vAj6bFWLGrS4IZ3LBb4aZng2rB+MoZIo/d+JvKPYCjiSvBC10gbIw+jngAcNXhkG4kWaKF4Ve",
+	"QtZrHNqOIxb/qhUgHuU6bb8qLqGD124Td44UDz1sC/m9F1/OVpWN3Mdfg92xoyP32736kMDvP4Gbrzkx",
+	"hchprxC6ZInkO+qMvHICzH20PWjWdVChbsrObgAH8hKNsA+p4oWNAo0Mh6SnaOS4kzgsl9lDDuY7tEPD",
+	"nk4lgLzDYW56IPve9J1ijrbIjIABj1Wu3fWPd/3CcZ7w1qAe8QtxWKXNS4uIOhOjs9I6QTJxOwaRxhFl",
+	"vZQqFQVzbDSJ2KFZmYgdpuIaQbApQ5YBzMRY9Z8dHaFLYSmNGIzYGwC+QTQISnysIfTiFNHeDzCjXjyJ",
+	"3cLG3oxUu5G4YU4eBz85JLdPsTIu+HjHaoGRiQgh51oFCDmparZqcP48O3p2wuoUVXO8O2a+QoEeGndz",
+	"GozYa6CMUKQeK13ZuVixJRne01qdlPUzIjPR68jKeXL09Fn0iQq4v3R2V8Jf65mbUaWCwyWzp+79Ws/w",
+	"xPzpBKvP55BtQmbgFQnsSM9M04lKcn3EeFJoE25982eXysAP9zsNK+qsVgTwCo8cdgh9NICxfh8hh1/i",
+	"Pf5E8R6A4uP9dMENDZc/BmFBYlLBs0xk0iweLtLjY3j/9vcbU9he8q1/mufH1WLNBUK0/yoKfRJC1yhW",
+	"rRHDdjxW/9ITw0xpcqFSkZ4QTguCEp3mOaLsgnVvEIXicRGLjdV5PFZ9lHRIRw1F8z0IG9bgj5qBZVci",
+	"t4NorGIIF0NQWfyTYZkgyA6j7yCkTibzupwEXnknf0m1nmPbWTuu4gb3Kh/npgv/8YJqwcFf9ygo93tK",
+	"HvjCLf/g3LJRVC5ijkojRjG2RQi33TkwbkeE/HeAYipK8EMg5j2AoP43OG7+iyDC45MGslN7sv0XBPz/",
+	"kwj4CEjSiYK/F05fIRYilci7uij2XBRr4WHHbDkXEONVe99RMRZcZn0CyENMPSgpUizYpBD8Cg2WYLGZ",
+	"YhVoluoFlwrvuVSaooSOAcZOmAijA/GmVDr1IRtVt4QFTP5N4w0MkGVp5CLPVmMf7lcD/wF0BIL8kzPF",
+	"M2aEUBEaGsCwG7kZuFbmUChnzvNcQMDfkvXjJZfWHdNBBK2lTiwA4zBFsy+EqsEOE7ZdVyXp2h7caQtd",
+	"j9SrYhpwiejrTodRlbb32wQU1CZ7iYlrHSwA09rAcu/H/CUIYJ0VvHEHon4Y8jplbGEEbRdYrZ1DlOGc",
+	"KN+aPPPK6fn4fsC99vbAmWZanfiKxQZqXxBuGl61aRO/DLoa1jqPN287uKqb5+QxlPRaD9Dj51bU9z0c",
+	"6xC1aKml/Y+qYvqeKfzJxNNP1ZatzoFM6wcIy2RT0Fh9JWuwfUuK5eQPctRITeo8a82yru7ZOw7LBTz0",
+	"5bR8OS0PeVpey6mFLMTaZeN2He3e9VWkEJcHOywmk1viquc85F0anQknii3NMfizIUwdrsSFVKUNwTfg",
+	"PZzrsvDwuWNFBcugIUKR7ue8sJJnA/+2e20UCvyYGMS7WBSFLtyHQmBo1wu9yN3jp+dnlVCOCYZmKQq4",
+	"ItfABBGcHiVdzA0KUcEBPpo9v7lh/UZipjTsCRsyHEHQPAcnOI6MlyqZQ3y1SuDhAOWGgc7ozXdKruu7",
+	"5roYq5lQoUa+2yQLUHElpqdHjBCuAX7MqbFQy5Ouf2g7qgKnq6Z8+hmkvaThBXAcckurjNkmYagg+StA",
+	"OSgEX2ChXRKn3ZSuRG6967ECqMPiVz4csrBmrDAUzwNp47cn7LzQC6fIlAZqROYUfmcAvkSlji/pGt72",
+	"WFV9xIcIJm5iRkWm/mky+c+/xAMsnaNWoDiwTKuZKLoguF+fPWrGy+Xrsztgt8NZuD/r+nRXWmMg/pSS",
+	"XjfMxLXIarsR1U804AY6BU6kQ6lYwrPMce4tGm+JUaDdHAXV68LnAucZD7hz9G6og+MoD9LadJGKotIu",
+	"x6qmXlIdGSrqmaPRCUAYa7I6fNY6Q2MvvxZVsrJTekEeAaUZw3v7nqtC1IoohqAZZ9LYQVfVxPd+3o9I",
+	"btTHNsuOW07zx6mLgApWnRYaCY55oWeQRbfvneapsIYs1QWYQ4v6GfZt2579iSWbt2pti9GmQ1ADwYgT",
+	"9rp2biM4tBGcWKqTnIrdiWFfky3t090l8oFpyVAMhuAarnkmU26rFOo1fkaBNeSWkgqeR0RDMKjxhUgH",
+	"CAwFXA/QUCeUXs7tHOrv01U7Yph8DlXGcDwV2nlYSh9OWeisbhQYK6hpT8NrhUs+LxsH4xG0G6KIcyD+",
+	"z6vZ7HAe/yh1Dx8Gyw/8MR42p3k1fyLnPeQTfR8gnI2jeKfuDh1VNL1B0afu98elaWr9NLGfoRTcTkT8",
+	"h6qx9LkvJqCIdYKPgpMf6nc1JMRp5mRduKAwxTeTyeqTT0hlC36EE/JGgwkO7k2vleF8cg7JnE7MAlcQ",
+	"VXQcsb9ppSEAHqAn5ZTqdmDubU1zgAtQL1Wbubn7GIIp68sx/HIMm3ECD37v1My+j3zxkNG4m+TRYPyF",
+	"5r/QfA05ypHE5t2TySkgFQdTBjHfiZjqggwel6/fgi0OsleTrExFuvdpWc41X8hOtfjnuT5dnD2mSnyW",
+	"CmWl7bSboaXptzSa/TzH1EkcCQJhpKGYlQkYGO3GMNeUSMrCTdFxnYnghSh6x798cEwFc4CRH5VF1jvu",
+	"HQKzoYY2jPA+JO70HOyZHlqiVtRgI5LB7yeMOhWTcjZzhNVsoUYam00gmoCPl6xh0NQa8DNuqXVB0a0R",
+	"yRgYVoGLCAtYS8vyhWNuP9z+fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -128,12 +128,20 @@ type Service struct {
 
 	workloads jetstream.KeyValue
 	hosts     jetstream.KeyValue // the exposed Apps' host claims (hosts.go)
+	// sidecars mirrors the current version of the managed sidecars
+	// (sidecars.go); nil before Start.
+	sidecars *bus.TypedMirror[*api.SidecarVersion]
 	// claimGrace is HostClaimGrace, shorter in tests.
 	claimGrace time.Duration
-	endpoints  *bus.Endpoints
-	cancel     context.CancelFunc // ends the repair loop
-	repairing  sync.WaitGroup     // the repair loop
-	metrics    *bus.Metrics       // nil without an admin server
+
+	// sidecarTiming are the sidecar rollout's periods
+	// (sidecars_rollout.go), shorter in tests.
+	sidecarTiming sidecarTiming
+
+	endpoints *bus.Endpoints
+	cancel    context.CancelFunc // ends the repair loop
+	repairing sync.WaitGroup     // the repair loop
+	metrics   *bus.Metrics       // nil without an admin server
 }
 
 // hooks let tests stand in for a crash at a chosen point.
@@ -161,7 +169,8 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
 		events: events.NewPublisher(b, log, events.Options{}),
 
-		claimGrace: HostClaimGrace,
+		claimGrace:    HostClaimGrace,
+		sidecarTiming: sidecarTiming{every: SidecarRolloutEvery, deadline: SidecarMoveDeadline},
 	}
 }
 
@@ -173,6 +182,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	if s.hosts, err = s.bus.KV(ctx, bus.BucketHosts); err != nil {
+		return err
+	}
+	if err := s.startSidecars(ctx); err != nil {
 		return err
 	}
 	if !s.hooks.crashed.Load() {
@@ -233,6 +245,7 @@ func (s *Service) Stop() error {
 		s.cancel()
 	}
 	s.repairing.Wait()
+	s.sidecars.Stop()
 	return err
 }
 

@@ -39,3 +39,9 @@ func Get(ctx context.Context, s *Service, key string) (*api.Workload, error) {
 	w, _, err := s.get(ctx, key)
 	return w, err
 }
+
+// SetSidecarTiming shortens the sidecar rollout's periods: how often it
+// looks, a move's deadline and the bake time.
+func SetSidecarTiming(s *Service, every, deadline, bake time.Duration) {
+	s.sidecarTiming = sidecarTiming{every: every, deadline: deadline, bake: bake}
+}

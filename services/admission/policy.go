@@ -103,9 +103,19 @@ func checkScheduling(pl *api.Placement) api.FieldErrors {
 	return fe
 }
 
-// mutate injects the platform's init containers and sidecars.
+// mutate injects the platform's init containers and sidecars: the
+// current version of the managed sidecars (sidecars.go), read once, so a
+// workload written while a new version rolls out gets one version whole,
+// and the version recorded in its metadata.
 func (s *Service) mutate(w *api.Workload) {
 	t := w.Spec.PodTemplate()
 	t.InitContainers = append(append([]api.Container{}, s.cfg.InitContainers...), t.InitContainers...)
-	t.Sidecars = append([]api.Container{}, s.cfg.Sidecars...)
+	w.Metadata.SidecarVersion = 0
+	v := s.currentSidecars()
+	if v == nil {
+		t.Sidecars = append([]api.Container{}, s.cfg.Sidecars...)
+		return
+	}
+	t.Sidecars = v.For(w.Kind, w.Metadata.Project)
+	w.Metadata.SidecarVersion = v.Version
 }

@@ -42,6 +42,8 @@ func (s *Service) startRepair(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	s.repairing.Go(func() { el.Run(rctx, RepairLease, s.repair) })
+	// The sidecar rollout (sidecars_rollout.go), under a lease of its own.
+	s.repairing.Go(func() { el.Run(rctx, SidecarLease, s.rollSidecars) })
 	return nil
 }
 

@@ -378,6 +378,10 @@ var auditVerbs = map[string]struct {
 	"POST /v1/upgrades/{name}/pause":                 {verb: "pause-upgrade"},
 	"POST /v1/upgrades/{name}/resume":                {verb: "resume-upgrade"},
 	"POST /v1/upgrades/{name}/abort":                 {verb: "abort-upgrade"},
+	"PUT /v1/admin/sidecars":                         {verb: "set-sidecars"},
+	"POST /v1/admin/sidecars/pause":                  {verb: "pause-sidecars"},
+	"POST /v1/admin/sidecars/resume":                 {verb: "resume-sidecars"},
+	"POST /v1/admin/sidecars/abort":                  {verb: "abort-sidecars"},
 }
 
 // auditTarget names the project and verb of an audited request, from the
@@ -401,7 +405,7 @@ func auditTarget(r *http.Request) (project, verb string) {
 		verb = v
 	}
 	if rc.RoutePattern() == "/v1/projects" || strings.HasPrefix(rc.RoutePattern(), "/v1/clusters/") || strings.HasPrefix(rc.RoutePattern(), "/v1/remediation/") ||
-		strings.HasPrefix(rc.RoutePattern(), "/v1/upgrades/") {
+		strings.HasPrefix(rc.RoutePattern(), "/v1/upgrades/") || strings.HasPrefix(rc.RoutePattern(), "/v1/admin/") {
 		return PlatformProject, verb
 	}
 	project = chi.URLParam(r, "project")

@@ -73,11 +73,6 @@ const podTemplateHash = appsv1.DefaultDeploymentUniqueLabelKey
 
 var replicaSets = appsv1.SchemeGroupVersion.WithResource("replicasets")
 
-// prepare moves an App's shard in place when it can (see above).
-func (appKind) prepare(ctx context.Context, t *target, o object, ns string) error {
-	return t.updateAppInPlace(ctx, o, ns)
-}
-
 // updateAppInPlace is steps 1 to 5 for the Deployment o, a no-op unless
 // its App is InPlaceIfPossible and its template changed in images only.
 func (t *target) updateAppInPlace(ctx context.Context, o object, ns string) error {

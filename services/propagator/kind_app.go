@@ -75,6 +75,17 @@ func (appKind) beside(ctx context.Context, t *target, w *api.Workload, sh api.Sh
 	return t.applyIngress(ctx, w, sh, ns)
 }
 
+// prepare moves a shard's pods in place when only images changed: the
+// App's own containers' (updateStrategy InPlaceIfPossible,
+// app_inplace.go), else only the managed sidecars' (sidecars_inplace.go).
+// Each is a no-op when its change is not the one it moves.
+func (appKind) prepare(ctx context.Context, t *target, o object, ns string) error {
+	if err := t.updateAppInPlace(ctx, o, ns); err != nil {
+		return err
+	}
+	return t.updateSidecarsInPlace(ctx, o, ns)
+}
+
 // lead keeps the cluster's managed EndpointSlices (endpoints.go).
 func (appKind) lead(ctx context.Context, t *target, tt *term) { t.syncEndpoints(ctx, tt) }
 
@@ -153,6 +164,7 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 		// Each pod says its revision; an in-place update moves it.
 		d.Spec.Template.Annotations = annotated(d.Spec.Template.Annotations, map[string]string{api.AnnoTemplate: m.Annotations[api.AnnoTemplate]})
 	}
+	d.Annotations[AnnoPodShape] = podShape(&d.Spec.Template) // sidecars_inplace.go
 	return object{gvr: deployments, name: d.Name, obj: d}
 }
 

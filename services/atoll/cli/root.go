@@ -110,6 +110,7 @@ writes (--config, else $ATOLL_CONFIG, else ~/.config/atoll/config.yaml).`,
 	add("region", canaryCmd(g))
 	add("region", projectCmd(g), memberCmd(g)) // projects.go
 	add("region", tokenCmd(g))                 // tokens.go
+	add("region", adminCmd(g))                 // sidecars.go
 	return root
 }
 

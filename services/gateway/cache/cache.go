@@ -37,6 +37,9 @@ type Item struct {
 	Labels map[string]string
 	// Phase is the status phase ("Pending" before any status).
 	Phase string
+	// SidecarVersion is the version of the managed sidecars the workload
+	// runs (api.Metadata.SidecarVersion).
+	SidecarVersion int64
 	// JSON is the rendered API response.
 	JSON []byte
 }
@@ -147,7 +150,7 @@ func (c *Cache) refresh(key string) {
 	}
 	it := &Item{Key: key, Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name,
 		UID: w.Metadata.UID, Generation: w.Metadata.Generation, Labels: w.Metadata.Labels,
-		Phase: api.PhasePending, JSON: b}
+		Phase: api.PhasePending, SidecarVersion: w.Metadata.SidecarVersion, JSON: b}
 	if st != nil && st.Phase != "" {
 		it.Phase = st.Phase
 	}

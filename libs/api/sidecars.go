@@ -1,0 +1,241 @@
+package api
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Managed sidecars are platform configuration with versions. Platform
+// admins set the whole list at once (SidecarSpec); each change is a new
+// SidecarVersion, numbered from 1, kept with its history in the
+// bus.BucketSidecars bucket (one key per version, SidecarVersionKey, and
+// SidecarCurrentKey naming the newest). Admission injects the current
+// version into every workload it admits (the sidecars that apply to its
+// kind and project) and records the version in the workload
+// (Metadata.SidecarVersion), so a workload runs exactly one version: the
+// one read once for its write.
+
+// SidecarCurrentKey is the key of the current version's number in
+// bus.BucketSidecars.
+const SidecarCurrentKey = "current"
+
+// SidecarVersionKey is the key of version n in bus.BucketSidecars.
+func SidecarVersionKey(n int64) string { return "v." + strconv.FormatInt(n, 10) }
+
+// SidecarVersionOfKey parses a key made by SidecarVersionKey.
+func SidecarVersionOfKey(k string) (int64, bool) {
+	s, ok := strings.CutPrefix(k, "v.")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// Sidecar rollout failure policies (SidecarRollout.OnFailure).
+const (
+	// SidecarOnFailurePause stops the rollout where the health gate failed.
+	SidecarOnFailurePause = "Pause"
+	// SidecarOnFailureRollback stops it and returns the failed zone to the
+	// version it ran before.
+	SidecarOnFailureRollback = "Rollback"
+)
+
+// ManagedSidecar is one platform-managed sidecar: a container run beside
+// the user's as a native sidecar (an init container with restartPolicy
+// Always), so it starts before the user's containers and stops after
+// them. Sidecars start in the order of SidecarSpec.Sidecars.
+type ManagedSidecar struct {
+	Container `json:",inline"`
+	// Kinds are the workload kinds it applies to; empty means every kind
+	// that runs pods.
+	Kinds []string `json:"kinds,omitempty"`
+	// Projects are the projects it applies to; empty means every project.
+	Projects []string `json:"projects,omitempty"`
+}
+
+// AppliesTo reports whether the sidecar goes into a workload of kind in
+// project.
+func (m *ManagedSidecar) AppliesTo(kind, project string) bool {
+	if len(m.Kinds) > 0 && !slices.ContainsFunc(m.Kinds, func(k string) bool { return strings.EqualFold(k, kind) }) {
+		return false
+	}
+	return len(m.Projects) == 0 || slices.Contains(m.Projects, project)
+}
+
+// SidecarRollout is how a new version reaches the running workloads.
+type SidecarRollout struct {
+	// MaxUnavailable is how many workloads of a zone are moved at once
+	// (default 1).
+	MaxUnavailable int `json:"maxUnavailable,omitempty"`
+	// BakeSeconds is how long a zone's upgraded pods must stay ready
+	// before the next zone starts (default 60).
+	BakeSeconds int `json:"bakeSeconds,omitempty"`
+	// OnFailure is SidecarOnFailurePause (default) or
+	// SidecarOnFailureRollback.
+	OnFailure string `json:"onFailure,omitempty"`
+}
+
+// SidecarSpec is what a platform admin sets: the whole list of managed
+// sidecars and how a change of it rolls out.
+type SidecarSpec struct {
+	// Sidecars are the managed sidecars, in start order.
+	Sidecars []ManagedSidecar `json:"sidecars"`
+	// Rollout is how this version reaches running workloads.
+	Rollout SidecarRollout `json:"rollout,omitzero"`
+}
+
+// SidecarVersion is one stored version of the managed sidecars.
+type SidecarVersion struct {
+	// Version numbers the versions from 1.
+	Version int64 `json:"version"`
+	SidecarSpec
+	// Created is when the version was set.
+	Created time.Time `json:"created"`
+	// CreatedBy is who set it.
+	CreatedBy string `json:"createdBy,omitempty"`
+}
+
+// For returns the sidecars of v that apply to a workload of kind in
+// project, as the containers admission injects.
+func (v *SidecarVersion) For(kind, project string) []Container {
+	var out []Container
+	for i := range v.Sidecars {
+		if v.Sidecars[i].AppliesTo(kind, project) {
+			out = append(out, v.Sidecars[i].Container)
+		}
+	}
+	return out
+}
+
+// Default fills the rollout's defaults.
+func (s *SidecarSpec) Default() {
+	if s.Rollout.MaxUnavailable == 0 {
+		s.Rollout.MaxUnavailable = 1
+	}
+	if s.Rollout.BakeSeconds == 0 {
+		s.Rollout.BakeSeconds = 60
+	}
+	if s.Rollout.OnFailure == "" {
+		s.Rollout.OnFailure = SidecarOnFailurePause
+	}
+}
+
+// Validate returns every problem of s, each naming its field.
+func (s *SidecarSpec) Validate() FieldErrors {
+	var fe FieldErrors
+	names := map[string]bool{}
+	for i, m := range s.Sidecars {
+		p := fmt.Sprintf("sidecars[%d]", i)
+		switch {
+		case !IsDNSLabel(m.Name):
+			fe.add(p+".name", CodeInvalid, "%q is not a DNS label", m.Name)
+		case names[m.Name]:
+			fe.add(p+".name", CodeDuplicate, "sidecar %q is listed twice", m.Name)
+		}
+		names[m.Name] = true
+		if m.Image == "" {
+			fe.add(p+".image", CodeRequired, "a sidecar needs an image")
+		}
+		if m.Privileged {
+			fe.add(p+".privileged", CodeForbidden, "managed sidecars run unprivileged beside tenants' containers")
+		}
+		for j, k := range m.Kinds {
+			kd, ok := LookupKind(k)
+			switch {
+			case !ok:
+				fe.add(fmt.Sprintf("%s.kinds[%d]", p, j), CodeUnsupported, "%q is not a kind", k)
+			case kd.NoPods:
+				fe.add(fmt.Sprintf("%s.kinds[%d]", p, j), CodeInvalid, "a %s runs no pods", kd.Name)
+			}
+		}
+		for j, pr := range m.Projects {
+			if !IsDNSLabel(pr) {
+				fe.add(fmt.Sprintf("%s.projects[%d]", p, j), CodeInvalid, "%q is not a project name", pr)
+			}
+		}
+	}
+	if s.Rollout.MaxUnavailable < 0 {
+		fe.add("rollout.maxUnavailable", CodeInvalid, "must be at least 1")
+	}
+	if s.Rollout.BakeSeconds < 0 {
+		fe.add("rollout.bakeSeconds", CodeInvalid, "must not be negative")
+	}
+	if o := s.Rollout.OnFailure; o != "" && o != SidecarOnFailurePause && o != SidecarOnFailureRollback {
+		fe.add("rollout.onFailure", CodeUnsupported, "%q is not %s or %s", o, SidecarOnFailurePause, SidecarOnFailureRollback)
+	}
+	return fe
+}
+
+// SidecarControlKey is the key, in bus.BucketSidecars, of the platform
+// admins' control of the rollout (SidecarControl), written by the gateway.
+const SidecarControlKey = "ctl"
+
+// SidecarProgressKey is the key, in bus.BucketSidecars, of the rollout's
+// progress (SidecarProgress), written by admission's rollout controller
+// only.
+const SidecarProgressKey = "progress"
+
+// SidecarControl is the operators' control of the sidecar rollout.
+type SidecarControl struct {
+	// Paused holds the rollout: no further workload moves.
+	Paused bool `json:"paused,omitempty"`
+	// Aborted is a version whose rollout was aborted: no further workload
+	// moves to it (those moved keep it) until a newer version is set.
+	Aborted int64 `json:"aborted,omitempty"`
+	// Reason says why, for the status.
+	Reason string `json:"reason,omitempty"`
+	// ResumeSeq increases with each resume, which also lifts a pause the
+	// health gate took.
+	ResumeSeq int `json:"resumeSeq,omitempty"`
+}
+
+// Sidecar rollout phases (SidecarProgress.Phase).
+const (
+	SidecarRolloutProgressing = "Progressing"
+	SidecarRolloutPaused      = "Paused"
+	SidecarRolloutAborted     = "Aborted"
+	SidecarRolloutComplete    = "Complete"
+)
+
+// SidecarMove is one workload being moved to the rollout's version.
+type SidecarMove struct {
+	// Key is the workload's key.
+	Key string `json:"key"`
+	// From is the version it ran before.
+	From int64 `json:"from"`
+	// Generation is the workload's generation that carries the new
+	// version.
+	Generation int64 `json:"generation"`
+	// Started is when it was moved.
+	Started time.Time `json:"started"`
+	// ReadySince is when its pods were first seen all ready on the new
+	// version; zero while they are not.
+	ReadySince time.Time `json:"readySince,omitzero"`
+}
+
+// SidecarProgress is the rollout of the current version: how far it got.
+// Its size is bounded by MaxUnavailable, never by the number of
+// workloads (the status lists the workloads per version).
+type SidecarProgress struct {
+	// Version is the version rolling out.
+	Version int64 `json:"version"`
+	// Phase is one of the SidecarRollout* phases.
+	Phase string `json:"phase"`
+	// Message says why the rollout is paused.
+	Message string `json:"message,omitempty"`
+	// Moving are the workloads moved and not yet baked.
+	Moving []SidecarMove `json:"moving,omitempty"`
+	// Done counts the workloads moved and baked.
+	Done int `json:"done"`
+	// RolledBack counts the workloads returned to their version after
+	// failing the health gate.
+	RolledBack int `json:"rolledBack,omitempty"`
+	// ResumeSeq is the control's ResumeSeq last acted on.
+	ResumeSeq int `json:"resumeSeq,omitempty"`
+	// Updated is when the progress was last written.
+	Updated time.Time `json:"updated"`
+}

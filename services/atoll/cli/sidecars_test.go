@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"atoll.dev/libs/computeapi"
+)
+
+// TestAdminSidecars drives `atoll admin sidecars` against a gateway that
+// answers as the contract says: set sends the file as JSON, the reads
+// print their tables.
+func TestAdminSidecars(t *testing.T) {
+	cliEnv(t)
+	var sent []string
+	v := computeapi.SidecarVersion{Version: 2, Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CreatedBy: "admin",
+		Sidecars: []computeapi.ManagedSidecar{{Name: "log", Image: "log:2"}},
+		Rollout:  computeapi.SidecarRollout{MaxUnavailable: 1, BakeSeconds: 60, OnFailure: "Pause"}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/admin/sidecars", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		sent = append(sent, string(b))
+		writeJSON(w, 201, v)
+	})
+	mux.HandleFunc("GET /v1/admin/sidecars", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, v) })
+	mux.HandleFunc("GET /v1/admin/sidecars/history", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, computeapi.SidecarVersionList{Items: []computeapi.SidecarVersion{v}})
+	})
+	mux.HandleFunc("GET /v1/admin/sidecars/status", func(w http.ResponseWriter, r *http.Request) {
+		st := computeapi.SidecarStatus{Current: 2}
+		st.Versions = append(st.Versions, struct {
+			Version   int64 `json:"version"`
+			Workloads int   `json:"workloads"`
+		}{1, 3})
+		st.Behind = append(st.Behind, struct {
+			Kind    string `json:"kind"`
+			Name    string `json:"name"`
+			Project string `json:"project"`
+			Version int64  `json:"version"`
+		}{"App", "web", "demo", 1})
+		st.Rollout.Version, st.Rollout.Phase, st.Rollout.Done, st.Rollout.Message = 2, "Paused", 4, "demo.app.web was not healthy"
+		writeJSON(w, 200, st)
+	})
+	var ops []string
+	for _, op := range []string{"pause", "resume", "abort"} {
+		mux.HandleFunc("POST /v1/admin/sidecars/"+op, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			ops = append(ops, op+" "+strings.TrimSpace(string(b)))
+			writeJSON(w, 200, computeapi.SidecarStatus{Current: 2})
+		})
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	out, _, err := runCLI(t, "sidecars:\n- name: log\n  image: log:2\n  resources: {requests: {cpu: 10m}}\n", "admin", "sidecars", "set", "-f", "-", "--server", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "version 2 set") {
+		t.Errorf("set printed %q", out)
+	}
+	var got map[string]any
+	if len(sent) != 1 || json.Unmarshal([]byte(sent[0]), &got) != nil {
+		t.Fatalf("sent %q, want one JSON document", sent)
+	}
+	want := map[string]any{"sidecars": []any{map[string]any{"name": "log", "image": "log:2", "resources": map[string]any{"requests": map[string]any{"cpu": "10m"}}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"get"}, []string{"VERSION", "log=log:2", "onFailure=Pause"}},
+		{[]string{"history"}, []string{"2026-01-02T03:04:05Z", "admin"}},
+		{[]string{"status"}, []string{"current version: 2", "rollout of version 2: Paused, 4 done", "was not healthy", "behind the current version", "demo", "web"}},
+		{[]string{"pause", "--reason", "why not"}, []string{"current version: 2"}},
+		{[]string{"abort"}, []string{"current version: 2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[0], func(t *testing.T) {
+			out, _, err := runCLI(t, "", append([]string{"admin", "sidecars"}, append(tt.args, "--server", srv.URL)...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	if diff := cmp.Diff([]string{`pause {"reason":"why not"}`, `abort {}`}, ops); diff != "" {
+		t.Errorf("operations sent (-want +got):\n%s", diff)
+	}
+}
