@@ -542,6 +542,52 @@ type Event struct {
 	Time    time.Time `json:"time"`
 }
 
+// EventCredential defines model for EventCredential.
+type EventCredential struct {
+	// Consumer The credentials' durable consumer.
+	Consumer string    `json:"consumer"`
+	Created  time.Time `json:"created"`
+	Creator  string    `json:"creator"`
+
+	// Deliver Where the durable consumer pushes while a connection subscribes there.
+	Deliver string    `json:"deliver"`
+	Expires time.Time `json:"expires,omitempty,omitzero"`
+
+	// InboxPrefix The inbox prefix its connections must use.
+	InboxPrefix string `json:"inboxPrefix"`
+	Name        string `json:"name"`
+
+	// Password The NATS password: in the create reply only.
+	Password string `json:"password,omitempty,omitzero"`
+	Project  string `json:"project"`
+
+	// Servers The NATS URLs to connect to.
+	Servers string `json:"servers,omitempty,omitzero"`
+
+	// Stream The events stream.
+	Stream string `json:"stream"`
+
+	// Subject The events it may read (atoll.evt.<project>.>).
+	Subject string `json:"subject"`
+
+	// User The NATS user name.
+	User string `json:"user"`
+}
+
+// EventCredentialCreate defines model for EventCredentialCreate.
+type EventCredentialCreate struct {
+	// Name Lower-case letters, digits and dashes; unique in the project.
+	Name string `json:"name"`
+
+	// Ttl How long it works (720h); none: until revoked.
+	Ttl string `json:"ttl,omitempty,omitzero"`
+}
+
+// EventCredentialList defines model for EventCredentialList.
+type EventCredentialList struct {
+	Items []EventCredential `json:"items"`
+}
+
 // EventList defines model for EventList.
 type EventList struct {
 	Items []Event `json:"items"`
@@ -1868,6 +1914,9 @@ type CreateProjectJSONRequestBody = ProjectCreate
 // PushMetricJSONRequestBody defines body for PushMetric for application/json ContentType.
 type PushMetricJSONRequestBody = MetricSample
 
+// CreateEventCredentialsJSONRequestBody defines body for CreateEventCredentials for application/json ContentType.
+type CreateEventCredentialsJSONRequestBody = EventCredentialCreate
+
 // SetMemberJSONRequestBody defines body for SetMember for application/json ContentType.
 type SetMemberJSONRequestBody = MemberChange
 
@@ -2334,6 +2383,55 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEventCredentials A project's events credentials (the project's admins, platform admins)
+	//
+	// Names, NATS users, creators, times and durable consumers; never the passwords.
+	//
+	// Corresponds with GET /v1/projects/{project}/events/credentials (the `ListEventCredentials` operationId).
+	ListEventCredentials(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEventCredentialsWithBody NATS credentials that read this project's events only (the project's admins, platform admins)
+	//
+	// A NATS user and password for the region's NATS, checked by the
+	// auth callout the gateway answers: the connection may subscribe to
+	// the project's events (`atoll.evt.<project>.>`) and to its own
+	// inbox, and publish nothing. A durable consumer filtered to the
+	// project's events pushes into `deliver` while a connection of the
+	// credentials subscribes there, so a subscriber that was down gets
+	// what it missed (within the events stream's retention). The
+	// password is in this reply only; the region keeps its digest.
+	// Refused (409 Deleting) in a project being deleted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+	CreateEventCredentialsWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEventCredentials NATS credentials that read this project's events only (the project's admins, platform admins)
+	//
+	// A NATS user and password for the region's NATS, checked by the
+	// auth callout the gateway answers: the connection may subscribe to
+	// the project's events (`atoll.evt.<project>.>`) and to its own
+	// inbox, and publish nothing. A durable consumer filtered to the
+	// project's events pushes into `deliver` while a connection of the
+	// credentials subscribes there, so a subscriber that was down gets
+	// what it missed (within the events stream's retention). The
+	// password is in this reply only; the region keeps its digest.
+	// Refused (409 Deleting) in a project being deleted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+	CreateEventCredentials(ctx context.Context, project ProjectPath, body CreateEventCredentialsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeEventCredentials Revoke events credentials (the project's admins, platform admins)
+	//
+	// The record goes, every connection made with it is disconnected
+	// within seconds, and its durable consumer is deleted.
+	//
+	// Corresponds with DELETE /v1/projects/{project}/events/credentials/{name} (the `RevokeEventCredentials` operationId).
+	RevokeEventCredentials(ctx context.Context, project ProjectPath, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMembers A registered project's members and their roles (viewers and up)
 	//
@@ -3349,6 +3447,95 @@ func (c *Client) GetRollout(ctx context.Context, project ProjectPath, app string
 // Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 func (c *Client) OperateRollout(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOperateRolloutRequest(c.Server, project, app, action)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEventCredentials A project's events credentials (the project's admins, platform admins)
+//
+// Names, NATS users, creators, times and durable consumers; never the passwords.
+//
+// Corresponds with GET /v1/projects/{project}/events/credentials (the `ListEventCredentials` operationId).
+func (c *Client) ListEventCredentials(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventCredentialsRequest(c.Server, project)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEventCredentialsWithBody NATS credentials that read this project's events only (the project's admins, platform admins)
+//
+// A NATS user and password for the region's NATS, checked by the
+// auth callout the gateway answers: the connection may subscribe to
+// the project's events (`atoll.evt.<project>.>`) and to its own
+// inbox, and publish nothing. A durable consumer filtered to the
+// project's events pushes into `deliver` while a connection of the
+// credentials subscribes there, so a subscriber that was down gets
+// what it missed (within the events stream's retention). The
+// password is in this reply only; the region keeps its digest.
+// Refused (409 Deleting) in a project being deleted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+func (c *Client) CreateEventCredentialsWithBody(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventCredentialsRequestWithBody(c.Server, project, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEventCredentials NATS credentials that read this project's events only (the project's admins, platform admins)
+//
+// A NATS user and password for the region's NATS, checked by the
+// auth callout the gateway answers: the connection may subscribe to
+// the project's events (`atoll.evt.<project>.>`) and to its own
+// inbox, and publish nothing. A durable consumer filtered to the
+// project's events pushes into `deliver` while a connection of the
+// credentials subscribes there, so a subscriber that was down gets
+// what it missed (within the events stream's retention). The
+// password is in this reply only; the region keeps its digest.
+// Refused (409 Deleting) in a project being deleted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+func (c *Client) CreateEventCredentials(ctx context.Context, project ProjectPath, body CreateEventCredentialsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEventCredentialsRequest(c.Server, project, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeEventCredentials Revoke events credentials (the project's admins, platform admins)
+//
+// The record goes, every connection made with it is disconnected
+// within seconds, and its durable consumer is deleted.
+//
+// Corresponds with DELETE /v1/projects/{project}/events/credentials/{name} (the `RevokeEventCredentials` operationId).
+func (c *Client) RevokeEventCredentials(ctx context.Context, project ProjectPath, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeEventCredentialsRequest(c.Server, project, name)
 	if err != nil {
 		return nil, err
 	}
@@ -5098,6 +5285,128 @@ func NewOperateRolloutRequest(server string, project ProjectPath, app string, ac
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListEventCredentialsRequest constructs an http.Request for the ListEventCredentials method
+func NewListEventCredentialsRequest(server string, project ProjectPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/events/credentials", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateEventCredentialsRequest calls the generic CreateEventCredentials builder with application/json body
+func NewCreateEventCredentialsRequest(server string, project ProjectPath, body CreateEventCredentialsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateEventCredentialsRequestWithBody(server, project, "application/json", bodyReader)
+}
+
+// NewCreateEventCredentialsRequestWithBody constructs an http.Request for the CreateEventCredentials method, with any body, and a specified content type
+func NewCreateEventCredentialsRequestWithBody(server string, project ProjectPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/events/credentials", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeEventCredentialsRequest constructs an http.Request for the RevokeEventCredentials method
+func NewRevokeEventCredentialsRequest(server string, project ProjectPath, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "project", project, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/events/credentials/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7340,6 +7649,59 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/projects/{project}/apps/{app}/rollout/{action} (the `OperateRollout` operationId).
 	OperateRolloutWithResponse(ctx context.Context, project ProjectPath, app string, action string, reqEditors ...RequestEditorFn) (*OperateRolloutResponse, error)
 
+	// ListEventCredentialsWithResponse A project's events credentials (the project's admins, platform admins)
+	//
+	// Names, NATS users, creators, times and durable consumers; never the passwords.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{project}/events/credentials (the `ListEventCredentials` operationId).
+	ListEventCredentialsWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListEventCredentialsResponse, error)
+
+	// CreateEventCredentialsWithBodyWithResponse NATS credentials that read this project's events only (the project's admins, platform admins)
+	//
+	// A NATS user and password for the region's NATS, checked by the
+	// auth callout the gateway answers: the connection may subscribe to
+	// the project's events (`atoll.evt.<project>.>`) and to its own
+	// inbox, and publish nothing. A durable consumer filtered to the
+	// project's events pushes into `deliver` while a connection of the
+	// credentials subscribes there, so a subscriber that was down gets
+	// what it missed (within the events stream's retention). The
+	// password is in this reply only; the region keeps its digest.
+	// Refused (409 Deleting) in a project being deleted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+	CreateEventCredentialsWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventCredentialsResponse, error)
+
+	// CreateEventCredentialsWithResponse NATS credentials that read this project's events only (the project's admins, platform admins)
+	//
+	// A NATS user and password for the region's NATS, checked by the
+	// auth callout the gateway answers: the connection may subscribe to
+	// the project's events (`atoll.evt.<project>.>`) and to its own
+	// inbox, and publish nothing. A durable consumer filtered to the
+	// project's events pushes into `deliver` while a connection of the
+	// credentials subscribes there, so a subscriber that was down gets
+	// what it missed (within the events stream's retention). The
+	// password is in this reply only; the region keeps its digest.
+	// Refused (409 Deleting) in a project being deleted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+	CreateEventCredentialsWithResponse(ctx context.Context, project ProjectPath, body CreateEventCredentialsJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventCredentialsResponse, error)
+
+	// RevokeEventCredentialsWithResponse Revoke events credentials (the project's admins, platform admins)
+	//
+	// The record goes, every connection made with it is disconnected
+	// within seconds, and its durable consumer is deleted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{project}/events/credentials/{name} (the `RevokeEventCredentials` operationId).
+	RevokeEventCredentialsWithResponse(ctx context.Context, project ProjectPath, name string, reqEditors ...RequestEditorFn) (*RevokeEventCredentialsResponse, error)
+
 	// ListMembersWithResponse A registered project's members and their roles (viewers and up)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9379,6 +9741,241 @@ func (r OperateRolloutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OperateRolloutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEventCredentialsResponse503Headers the declared response headers of an HTTP 503 response for ListEventCredentials
+type ListEventCredentialsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListEventCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventCredentialList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEventCredentialsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventCredentialsResponse) GetJSON200() *EventCredentialList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEventCredentialsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventCredentialsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListEventCredentialsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListEventCredentialsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateEventCredentialsResponse503Headers the declared response headers of an HTTP 503 response for CreateEventCredentials
+type CreateEventCredentialsResponse503Headers struct {
+	RetryAfter int
+}
+
+type CreateEventCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *EventCredential
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateEventCredentialsResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON201() *EventCredential {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateEventCredentialsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEventCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEventCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEventCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEventCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeEventCredentialsResponse503Headers the declared response headers of an HTTP 503 response for RevokeEventCredentials
+type RevokeEventCredentialsResponse503Headers struct {
+	RetryAfter int
+}
+
+type RevokeEventCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeEventCredentialsResponse503Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeEventCredentialsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeEventCredentialsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeEventCredentialsResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RevokeEventCredentialsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeEventCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeEventCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeEventCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeEventCredentialsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12872,6 +13469,83 @@ func (c *ClientWithResponses) OperateRolloutWithResponse(ctx context.Context, pr
 	return ParseOperateRolloutResponse(rsp)
 }
 
+// ListEventCredentialsWithResponse A project's events credentials (the project's admins, platform admins)
+//
+// Names, NATS users, creators, times and durable consumers; never the passwords.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{project}/events/credentials (the `ListEventCredentials` operationId).
+func (c *ClientWithResponses) ListEventCredentialsWithResponse(ctx context.Context, project ProjectPath, reqEditors ...RequestEditorFn) (*ListEventCredentialsResponse, error) {
+	rsp, err := c.ListEventCredentials(ctx, project, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventCredentialsResponse(rsp)
+}
+
+// CreateEventCredentialsWithBodyWithResponse NATS credentials that read this project's events only (the project's admins, platform admins)
+//
+// A NATS user and password for the region's NATS, checked by the
+// auth callout the gateway answers: the connection may subscribe to
+// the project's events (`atoll.evt.<project>.>`) and to its own
+// inbox, and publish nothing. A durable consumer filtered to the
+// project's events pushes into `deliver` while a connection of the
+// credentials subscribes there, so a subscriber that was down gets
+// what it missed (within the events stream's retention). The
+// password is in this reply only; the region keeps its digest.
+// Refused (409 Deleting) in a project being deleted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+func (c *ClientWithResponses) CreateEventCredentialsWithBodyWithResponse(ctx context.Context, project ProjectPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEventCredentialsResponse, error) {
+	rsp, err := c.CreateEventCredentialsWithBody(ctx, project, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEventCredentialsResponse(rsp)
+}
+
+// CreateEventCredentialsWithResponse NATS credentials that read this project's events only (the project's admins, platform admins)
+//
+// A NATS user and password for the region's NATS, checked by the
+// auth callout the gateway answers: the connection may subscribe to
+// the project's events (`atoll.evt.<project>.>`) and to its own
+// inbox, and publish nothing. A durable consumer filtered to the
+// project's events pushes into `deliver` while a connection of the
+// credentials subscribes there, so a subscriber that was down gets
+// what it missed (within the events stream's retention). The
+// password is in this reply only; the region keeps its digest.
+// Refused (409 Deleting) in a project being deleted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{project}/events/credentials (the `CreateEventCredentials` operationId).
+func (c *ClientWithResponses) CreateEventCredentialsWithResponse(ctx context.Context, project ProjectPath, body CreateEventCredentialsJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEventCredentialsResponse, error) {
+	rsp, err := c.CreateEventCredentials(ctx, project, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEventCredentialsResponse(rsp)
+}
+
+// RevokeEventCredentialsWithResponse Revoke events credentials (the project's admins, platform admins)
+//
+// The record goes, every connection made with it is disconnected
+// within seconds, and its durable consumer is deleted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{project}/events/credentials/{name} (the `RevokeEventCredentials` operationId).
+func (c *ClientWithResponses) RevokeEventCredentialsWithResponse(ctx context.Context, project ProjectPath, name string, reqEditors ...RequestEditorFn) (*RevokeEventCredentialsResponse, error) {
+	rsp, err := c.RevokeEventCredentials(ctx, project, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeEventCredentialsResponse(rsp)
+}
+
 // ListMembersWithResponse A registered project's members and their roles (viewers and up)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -15044,6 +15718,217 @@ func ParseOperateRolloutResponse(rsp *http.Response) (*OperateRolloutResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers OperateRolloutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEventCredentialsResponse parses an HTTP response from a ListEventCredentialsWithResponse call
+func ParseListEventCredentialsResponse(rsp *http.Response) (*ListEventCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventCredentialList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListEventCredentialsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateEventCredentialsResponse parses an HTTP response from a CreateEventCredentialsWithResponse call
+func ParseCreateEventCredentialsResponse(rsp *http.Response) (*CreateEventCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEventCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest EventCredential
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers CreateEventCredentialsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeEventCredentialsResponse parses an HTTP response from a RevokeEventCredentialsWithResponse call
+func ParseRevokeEventCredentialsResponse(rsp *http.Response) (*RevokeEventCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeEventCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RevokeEventCredentialsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -17899,6 +18784,15 @@ type ServerInterface interface {
 	// OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 	// (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 	OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string)
+	// ListEventCredentials A project's events credentials (the project's admins, platform admins)
+	// (GET /v1/projects/{project}/events/credentials)
+	ListEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// CreateEventCredentials NATS credentials that read this project's events only (the project's admins, platform admins)
+	// (POST /v1/projects/{project}/events/credentials)
+	CreateEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath)
+	// RevokeEventCredentials Revoke events credentials (the project's admins, platform admins)
+	// (DELETE /v1/projects/{project}/events/credentials/{name})
+	RevokeEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath, name string)
 	// ListMembers A registered project's members and their roles (viewers and up)
 	// (GET /v1/projects/{project}/members)
 	ListMembers(w http.ResponseWriter, r *http.Request, project ProjectPath)
@@ -18124,6 +19018,24 @@ func (_ Unimplemented) GetRollout(w http.ResponseWriter, r *http.Request, projec
 // OperateRollout Pause, resume or undo an App's zone-by-zone rollout
 // (POST /v1/projects/{project}/apps/{app}/rollout/{action})
 func (_ Unimplemented) OperateRollout(w http.ResponseWriter, r *http.Request, project ProjectPath, app string, action string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListEventCredentials A project's events credentials (the project's admins, platform admins)
+// (GET /v1/projects/{project}/events/credentials)
+func (_ Unimplemented) ListEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateEventCredentials NATS credentials that read this project's events only (the project's admins, platform admins)
+// (POST /v1/projects/{project}/events/credentials)
+func (_ Unimplemented) CreateEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeEventCredentials Revoke events credentials (the project's admins, platform admins)
+// (DELETE /v1/projects/{project}/events/credentials/{name})
+func (_ Unimplemented) RevokeEventCredentials(w http.ResponseWriter, r *http.Request, project ProjectPath, name string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -18775,6 +19687,93 @@ func (siw *ServerInterfaceWrapper) OperateRollout(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.OperateRollout(w, r, project, app, action)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListEventCredentials operation middleware
+func (siw *ServerInterfaceWrapper) ListEventCredentials(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListEventCredentials(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateEventCredentials operation middleware
+func (siw *ServerInterfaceWrapper) CreateEventCredentials(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateEventCredentials(w, r, project)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeEventCredentials operation middleware
+func (siw *ServerInterfaceWrapper) RevokeEventCredentials(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "project" -------------
+	var project ProjectPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "project", chi.URLParam(r, "project"), &project, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "project", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeEventCredentials(w, r, project, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -20444,6 +21443,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Delete(options.BaseURL+"/v1/projects/{project}/tokens/{token}", wrapper.RevokeToken)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/projects/{project}/events/credentials", wrapper.ListEventCredentials)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/projects/{project}/events/credentials", wrapper.CreateEventCredentials)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/projects/{project}/events/credentials/{name}", wrapper.RevokeEventCredentials)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/projects/{project}/members/{member}", wrapper.RemoveMember)
 	})
 	r.Group(func(r chi.Router) {
@@ -20587,388 +21595,400 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P39c9s4kj+O/ysofa/K0n4p2ckkczt2XV15ksysZzKJ1052qm6U9xIiIQlrCuASoGVNzv/7p9DdAEmJ",
-	"lCXHzjxcfkksicRjo9GPr/7YS/Qi10ooa3rHH3s5L/hCWFHApxdZaawozrmdu49S9Y57ufsQ9RRfiN5x",
-	"L8EnelGvEP8uZSHS3rEtShH1TDIXC+5es6vcPWpsIdWsd3sb9c5Ssci1FSpZ/ShW7plUmKSQuZXa9XHK",
-	"kkwKZYfJXBuh2JVYsT63bKGNZU+e/pUlc17wxA1zcMI4K4QtVmwp7ZzZuWCGLwS8w1XKJjpduQfKQhn4",
-	"dSoLY5kubaIXYtSLcFpzwVOYB02sNsShG2N9Qgt+81qomVuUJ0//GrVM8EepUr9qzam9mwt2JVUaMakY",
-	"VyuWcCNY/zTPI8bzfHDCtBJMT1n8/at37PD6yaF72sRhoM31dz/uufg/icWk2tPN0ZVGFAeGmXLyL5FY",
-	"pgtYtVmhy/zAMNdvxDgupUyFstKuWF7oa5mKgi0LaYVh0rL++4vXQ2ESnot00DH6BQxl6/hra/30+Vdt",
-	"a/2GL8QWCoX/9luh80K7qW9pNMcntrabc2tF4d79f7/w4a9Hw28+9H8Z0l8fj6Kvn9z67wf//R+9tqn9",
-	"vdSWX4h/l8LYS8ut+Hspipbz8lZlK9iQAp81jrjsXBpm3Fth9f8Nr4dZwI8NyhaqXPSOf+nlQqVuEFGP",
-	"57C3tb8FEpybv0h7H9rG/T6fFTwV3TRWaMvdR5ZnXBFVddDI3vt36x42uVZGABP7lqe0hO5TopUVCv7k",
-	"eZ7JBMZx+C/jxvax1ux/FGLaO+79/w4rBnmIv5rDV0WhC+yqZW7YGZOGLXg21cVCpKxvVsrym4iV6krp",
-	"pWJTKbLURGxZaDVjbg4mYhOesooDD06YuBbFCp91Z2ySiYVrN5PGrf1t1Huh1TSTyWeamkaWIG6kozGe",
-	"FYKnK9Y/xT9ewdeDCChR56LALU61MExp69ibI1PNpDXAAx1vARpk/ffKlHmuCyvSiPlJDSLPff7tDgIr",
-	"xLQ0AllPMudqJlgfjsirm0SI1L0a7oBJoa+EYgnP8YIwuiwS4T7nImXcsqOImTKZO1b2/fl7wzijQ82W",
-	"HMc7K7iC8UhDXafMaOwihhGNMrmQNmZHA7cX3+liItNUqM+zGQnPMlGwBV/BaFMNJz4sWZ5x64jvwLBc",
-	"ZzJZNZYv1Um5EMqyfqJTwcLQYSJvtP1Olyp9/Hm80bgJRFh9XcBcrqWRk0w4WrFhpjC0d1q/5sVMfN6j",
-	"DDKEO3eua7e8XOGlyK1Y8hXjSSJya2iAP3G1Io5jPicpHBhWuMMERAl04A6aKt0d6yQKnQvFjC0EXxgg",
-	"apMLZU9IeuJTKwoWX7gPw1P3IWZGJFqlpheReATTqT3RHD4xYqmsmAkYq7sKFC/tXBfyV/F56OmaZzJl",
-	"SSFANuEZ7Mp7xa+5zPgk+wyUc8oKMXOcz4jiWiaCpTJFBqjMUhRwN8uFOHHfzaWaua3AS8FqNufXnrml",
-	"j741eaETYcznWZZ3dbYjDVuKLBvS9TgpLZMKti5qvfTwxiNudYZPOlmZeB1xbn8jzXWWIp8DjWGpi6tM",
-	"8xTkUscvsRk6qj/7XyPP1f1tEVdvRmscH9lSPhixN7SJ7tZw0q8VCmQgWo+aGgVCYeEuRisFcYYi1QoP",
-	"Bm3RROtMcOWIdi54Zuer9h8zPhEZNMLTVLol5tl5o/E1uSjIachrsQ1jLwXeV24juO0d91JuxdDR56ZE",
-	"GvUWjlqQ+278hvJayw+51ttHuo2czrXOWgdf5m6k6e5j/1Ur0S7vV7LlL17chIerLYiqrfrQMhba4NcS",
-	"ZczmJksrFs0/ts3X00o1ZV4UfLUxTmysdTBa4TJvDmXb9hWC0znf+MnJaKVpp0P85q5VhV9DQx2jnsrZ",
-	"ZS6SNnMA/noAV1bC+v7IviR2cmBY7H6J3TUHkiW+EIEFYDnnljnGYJiZ6yUoo811Sbnlex2l5vh+FCsD",
-	"PV3zrHRyvBHWyZXXvJCOtxrWF+r6u0IvIibU9S8fRvCg+2LgWNhUZsKMei2rAr98wsi+c+9HjEMXpGe5",
-	"kXnjiBMQiOvjgLNSsL7S8ICeMrcwg5aR3bbvoC10trl9P7v1D/qAwSvOCLu5D24oXCpRXAhjeWG3Tn23",
-	"U78xzJw7Qb6dmAvsVqSndvceCp1lurTtiq5jsYyeqOlEfa7YaZ4fGOYYzXCyGrr//YMtFMr3GJDO66o8",
-	"tTmEeffCcIeFMOWi/kWpUt2izm9bsbb1NVY7FWvXx1/o0pse10lhKmf/EIVxNLONDgJb7dp7YqDrZ+NM",
-	"MQ7L77gE7QayDTzMlyIphDWsH+O3h+7wxAP4zc7FWPmDc02DhNNUlEo5cSDXKIEUwn0VMQO67TFb6EKA",
-	"AjFWbseXc5kJxr066/bCvVbocoZ6rBvgaKzamEMqDPLXGmFIZb96Wj0cBL6oN+Uy2/lhEKN2fRZnvOPT",
-	"pkxQV9/xeSsWTpMVu7GC7nZajqa8FrhNekoUgLo9ShaX1ilTsxU7U+cZT8TZ9FwbVEsnaGzzQ2OFcAqr",
-	"Bp1w5bab9cEYhwfLqWX0AFirFZNqmLsmqSe20NcCDBA69SqvEjcWRuP4RiHc46Ap2F2ZcaHVD3pyUbZI",
-	"AUkljm4cmb2opFPiI+N6nQ2dJlZeO3ZzGQgg6n2HvbUxHScPpWUm0ncSG9qN9+1HXu2yX+XT8PP40L3C",
-	"l0E22pBZ8AEntNBcgHUUpTIR2mcFo64cQ7CktciWe5Hj4m10clEqMPXmhZ4VwoAMscO+1Qhg81igTb5t",
-	"ZG7ANCmm9HLUtv6gUtB099s5eNPtnjHTMtvvXbem7bP5QU+aA1/wVOCkQPahWV4JkRvWn0tjdbFCC4oZ",
-	"RExnqTAWXUZgn95JhK/OXsslZEqTC5V23pB1gqR9byO/l1wstOq8PcuiIE1+N964x0Wyz93QpqTteBj9",
-	"oKIwGd911Wz3wnQfS/z9wNAfl8KyxK2iKJzgXi4WImX6WhR1+kCBIK+OxeYRnYi5RItps8MXvoXlXBtR",
-	"61QaMtsqwfpww1k2E8pLiHpiRHEtgjnE3Q00bWQjbikGDZq8U/7xs7mvLt6gubZb5/8y2ZEq+pOw3KuT",
-	"TQp5CItNt42FHJKbrsEcezphi9JYJv5d8gxtZtzOD4w3nY1a/Y8bl2PbzF+pNNdS2f0EDZm3G5F02mVE",
-	"SrvMFumqnffnOgXZi6dSCWOOmVbZCg8OEzRo93sinCRoCz6dyqRah5peuJvpiGxGlfjgxgwz9cPctnwt",
-	"XJynqbvV22eHCgso9FIRk2i7uwuQEewJE4vcroJM6V5MWa6dkt1yo4r6qJqdX4Im44RgVJ58b8Aidbrz",
-	"NRnopoVT4bh2tZldop39XBf2TruZX1PfR32qrdsD5uwW9TRtkcfOvAkbvR5CWZlwcCEGB1vEvHctYg2/",
-	"acTWXJmb5ukLbsVrJ5q4n0ejVgEM/co7L9137nEy2W9uwzZ7IZjDgUqz7O20d/zL9o4olMEtq1ur2w9t",
-	"Khk5bcmBNdVFc02AxNaXxa3CzXCmh26EQ3Ml86EmnjeEfXUMaMozI4gShLFn6d2nGXa4WoJW2rgW7WxP",
-	"lyn8dpa2n11xjUbLF+FJw2SKWmMihjJl6NSpnNIHhr05fXfJTDlxjU2cROGIZ3BcRTzNRSGCZnF5+Yp8",
-	"fbBqING4FiI210vHLZieWoHPwnDAgZGXk0yauaMvoxlniVamXKD70Li3eMZSkZboHBKGadXUSWscxC9O",
-	"c/o8XUgLBBw0vMhNMuczPClkTgDvvD8KqJVGLBWZgIfQJNV5CCo5al0E+PpZq8AgWzbqXBu4pf2KolPv",
-	"wNBy4eKesNKARfU1N3YIWzk8e7muh3X0ekUS4wO5WSoRYFOQ2EOdWnc0pL2oFu9EAWekKuMmNxacOus8",
-	"Lw/hJMGDd38XyaubXBvRqSMoJuCBlC7ZuTYWrzdu51EwnJ8pULqF8eFwzevXgNrsfli0aPR4DYmOy91x",
-	"tuGEZ1wljgv4h+s2A3PAJA4ALPiFzjLX51RmmUiZVFFdX/G3f6mszCDCMNXocthpvWmmp3R3ttwUbona",
-	"5Ty/SJsT/ZtesgVXq851o+Wn3uE+gKA219mo9UTlFHG2naRhsJGPM6tG2EYqtQuyUwhov4RbOAq3c8dJ",
-	"MQpVZGnEMnklwKk18tbEUXCCmF+OPozkwjGCaA9/3dpkcSyRv8/otbapnlE05+ZEfSzRabqQqsN1ou/w",
-	"VHlD4LUUS5COU3EtMvdEL4JbQbXaAdcMXjoTQNebakvNA4GRq3cvjX8wWpugn03rIjWPwl46j6O7Tvbd",
-	"oRDtpnpUOgc83zbwH6VKz9RUt0WPCgrHm4aAh8pxCpEgjvXodtOkW7G3KuuKSvUry+BBA+EXSSG4FRAk",
-	"zMkiUncy1qgK1JoXXebKM7CigCk93a4E5RzYp+PaU5kBk7mra79R7eHbrIr2cD37uBZDkdyXCc9EAfLJ",
-	"YNTuo+vg/DU/qfXLT0GTrK+nKPlEDL13ETNW5+5fXlj4svHHMLASJ21xMkDXXBPuJjB7GpHyrWHtB4YZ",
-	"McMQH1VR0/uL12as+vHh9ZNDOrrm8CP9dXsYwmwOP7rmbw8/utW/jQfHGMKGSu5YZXrpdhYi5kPsvDQU",
-	"fyfSQcNTVhONgETaR+3F0AIJCWKEpNq4k/qcNtUb7rDNDuLJdWpa6RW0ce90cnPTS+UmyebcsEzPTMTE",
-	"jUjIxAdiNpon6yOYQ4CqEq2dt/s06K6jhYhqx3btkNHYkUK7+MhDyHCBH91fjPuxnIhOHaybDW+TrvWk",
-	"U4beEiBj9/JWdIfMbMzwNZ+I7JzbZL45xUIsNDqFdj+8RthPMUC2DlHPXku8o3bfgsCYWn/NpNrPCPgJ",
-	"6s26ta4aGY2jjfB+4orPRHopU5HwontFMVVhI7fJd+EuEakYD3zywFRO5T5m2oD8F4UAdgMRRHix+Ogm",
-	"mcybIY4z7diYsnrzukZxsm0NIc2om7FDw5Us4BWKheDK0MUL92Jlc3R8ZL+r5S7VtmN4/te7R1iTGncd",
-	"VTs7xWVsJQ1MaWqz5e4TrAiPf7vq3KnNlSiNKJguMFGrrcnO1XXC7mZ7KKdHLIjprnFO8vH2M9W0EUDz",
-	"3Uv1AiJfus8QmO7WyXjLEvRTMeVlZgdbF+PB53zHLB/ixiTSuv992e2bQol8D/rc28L2ubxfG7+Vsv3O",
-	"2DN+eG2RK4MYUXnDAub67NiAQiZu2trwrIVJzMQlxfW3Wku8XcTwRZ4JtuSmbmhMdTnJakPHzA+UeFy/",
-	"7Yffjbm5CJ3NkEC6a8gVphfWVH991Yt6S2nnUg2tzkTBVeI6QvPucK7BUEGfpjzLJjy5arUKWF7MhN1x",
-	"2BDVutOza5tMyxaFRMmwAN2bewlbs7m1XkRZD411+iPa3heCm7IQaeBgx2zpfiYHZTpo7PW2w7llwgup",
-	"5MLtxtFdk8dG2iZ6rtMXXoSpbKi7yhnd15D35HbG5ULkwb7EtxExhd6Fn7m0Us0cg38nioVU6H0I+YMo",
-	"7TM5ZVytRtvEeE/ddclRKul4gyEB8UO0W9YBhcl7m19j2tt8yOc67Q54OQc3eGVVxEh1nZWUyO200DWb",
-	"SSHAOYq2awb5RIyrsQqBizBCH74IRmnf/IFhMfwaU0yrCfbyuD6feKxATC1zplWCjVyVE5EJ1IVDKDb4",
-	"riGj1M7d6K+EyN1nWRjU9ju1jjtj2zAk51ynaFaWpnWfq5Vrc/hKW1vaiNGOG0iCVWzBpar9vrPBveWI",
-	"tcjLpeywaUBoK+77+7OXrH8lcst4Umhj1oNPTbt9Culjh2H+Ax70Y+xQrjpotvFu60SIdjMuF05TqoVk",
-	"jdh3XGbg1gwJxk4fhpSFY8ZhWwtBgg1Yj7gCEgrbPxPWMM6mhTDziLQF7ArjtvtGCLaeajJoJTqe84Qs",
-	"55v045psF1vm3HTYGOGlA8PgkWN2jvn4EftWl5g3/brpA1nfuTftXHZjf9zQ/EDad0m3ySlZphNufd7g",
-	"NhK58IorSI15+a7d+IGRP6YtV5EY35ttv4NXH4W5nQdjZav5oU3wPK/ky0+Um+mFDs2uQQdtv0uTZ3z1",
-	"pusKfQghG3mk2cZADetL5Y7Puc+7VCkZ9f03WmVr0Yn30Wy2hZgvu6xHhZhJd767DL4+WVSaOjBA33MK",
-	"TO8/f3uJ6CveuBAPIuAxEEOGwVOTFbP6SijTbgNuVzGb6do6Ez68wA+r7z0mQ1A8UQaUPgYbkkYgWxYS",
-	"BhrOlXZObkQ2pQCpluhUmvRk5Y3R4DHB9BP35pBymE+8FdrqJS8oGBwePzAYr7O7LbpTVSbiwUHtaRFY",
-	"Ozp1iJ6jo6PozrPUfCF6kLPVXGuw5ZoAOpFoY4eJUD50zgq+YP0fy4kolLDCMOiQedwQj3701dNBq9Oz",
-	"3V11yl6+uaSW9DQ08vw/awhKSNeFwHhj8rJX+BGsb1bGikXESC2Jwk8RxgslEUhu+O/wL26sOsvcHzoX",
-	"yszl1A7/0uEG86e4HYaI8QTIzl001cBqTAcdeoWxeAKC6lSDjThp0DE0C4SO3k3I2MGjP/iEGFii3Iew",
-	"8vi75v5mHmrhneNNj35liZtcFvskZGbc2PemjTmDMgyJVRAF6HRiSJ/EUC9KjFpIVVpxwvjEgJNxypS4",
-	"xoD83fq/lxHJ8/IW7poUoiP3cyJ44dipmw3E5eFKwr5AYHKereA+Ge1vboIBhb3p1Xep2pO7iONejPZO",
-	"RhOxUsl/l5sXmxjNRiyRg8exx0Y9a7P2jbC04pmcCkcWEePse83S0mfjwsj+8+nR/CSwyL/+51+fzQe9",
-	"HRV32g43grsW/QF5BJ7w+zOKv/sQ3jWUAH4Toms7xMAmqkZ9lxcc4TcQxw6yXWvwSSBcPXv6tDWKdwcr",
-	"8vYYRxJbd1rCd1IUOP8WqXO5ffrtM0cBra+n5Gxy4xnsNK/Ow45T6ty6lyKBtNI9T3DlyG5DPMIzh4kT",
-	"Rqtj5ofmODDCvrmLHfty3xEqXDsTax84BLHfOep1DuNW48CwhOcYC+gIzHv02GklyqN0Lk0N7AtDaRZO",
-	"lmD9I/f2RIJLc9BAB8vEFJAh2VRnmV6aZtyvly28IOLGM2LvwFYAQSGsVBmG5yOSwsmGiM4M2ByUH8s6",
-	"oBT2tem2neWlaXW0tNhzPVntERa/EAtdrL5dWfGovcgsky/O3z9iFz7u5pGaN1YXfCYed6E6T02VPbGZ",
-	"W+YPVJuymZ+wI3KDI40RtVMgE3ekjseEZ9kDMOKGOWaHtvyANsef5CXrA9kkuhBmEDGkVNafuC1wKvm1",
-	"TCUfJXpxOMvLCIIOICrO7VP1mC5qTLtP4E1Mq0aCRXiiVULpMBdFPQ+O8Wlsvldbh4j2k9qur+iHbuII",
-	"EJefKO+nIpHpvi/4a2iHG6VVEWyzZI/Lo6OvElom+CCG+B26rPCrVh0j3C+75ybhndSelwRXDjdXqB6f",
-	"1Bm4vzEwg7wmDxyY0d0HpTOizO94l4mLoqi70JrEQ4G5bjOTbskSIYr2ZEwTrTtS/fQqHeYu0r6XtpLk",
-	"ZYvVyzET8H1x9u+SQ9D7Mfv6WcSeHx0t2jOKui7gT710N0cHt8vG6J4+//p72Tq0zjvv/kPrkhB/nq8a",
-	"Iq8SAgPD+p4WOmyQyI93neuTd+0z9aS45tIVPlP+rXopFhz9I+eFEIvcykkm7lavAwPuzI2oE+JDaHAN",
-	"nn1/DW6LSLAV5QVi4PfjSZ1xk9TY1uW7EAuRStC2vy0Ev2qNkEM5pN3Fk2idSTV7r6zM9riZ9ILLFjrO",
-	"tc4O6XrROsOLJGQy0y/0CX90JPWrVoJ+c392Xz86Fx1ZMu6X/dDFrLYYKdSCcqA2ESI7YQ1wJeov+baj",
-	"sPI08js2sBPNcoI7u/shaKGKbtSKjoyaLO0yIBdV6yGU3j0v1ayeR3dgWCa4Ee1wNu6Xe03otXuz1aPl",
-	"/Zj7tvhGp6I9IaPsMKeumBJLxhNMJ+GFoLxZx64BoFYHZ/jAO8DB3QT5DfDoqCP1LJl75+8a4KC7QY7r",
-	"2ZCn52cAhFt31CMQLsYvK00jdPqI5VdCtbvTHiTGuxr5HUT+siDGsUbimU6ucLHD9u0OsZmnk80VU3wh",
-	"TM4TAfhyPj3wXKcvpSlKeOrbMp0JMmLACEjQhID1riD5HanqXKebmolul8bWKU9cy8SurcY+3W62ONWk",
-	"B7bkY4kbe87NHp4GTPpq550UXLQHQW2jlo4klJACv1cKihH/bh/zJ5wA1yY14JO27zgAyL82p7Svu6cT",
-	"0GWbA383EURhRis2tN3rsc5G95KWUs8LdqRt5B2OmjOe5wSN2ALvjGBj9zk9Hfnv2+Bz2kON/oayQMTe",
-	"e7EgYi8I6ThiMBEIO7rwCISQecL64DuVhk2Eu03d4602E+j1Uqpkj+yonCKOWsgC4tb2WKYLesMdKjlT",
-	"vMM9FEQilnjoZGaEUBEDv9CF4Onqv+BiaxtvZ3y5b3XP+S8xMLXjPiew8TnPc6HcZbpEc5b3ZUWMQ1WC",
-	"dj1s32RiOmHd4WF1jg74stsO1l3xmD5jx9vXl3Od1U3iWxjFxkpFAPUcsDsQeHq0N2M/x7u03QPa6lqG",
-	"q3yPRIQWfyI2EXVHG7SQ+KY2Za1bzfabJG3SQUvWc4t3XFx3mZse8CbtjCffS7tu0VY+Rcf2QYObXu8F",
-	"BkXpaZWgB7FxHCvWRGA5PGHB4zR4GNfOp7lsPsEVc08XS4vrZN2GQwZub7o/ZiYpuE3mrA9M4aUsBszI",
-	"X6m6iYkwahygIHQaeXxGIw1CMkMQLEbRtvuWt422lUYrlO+1gzbhKhRx2HBZQp4KpNuLlE14csX6GG1l",
-	"CylSwmNpgAlT1PzgjvILm3eDRDQE1PB0Ue+0826um4lf6EWeCTDPnhOeLFqKzzm5IS6gxW+7knKMbdcJ",
-	"/8ZNgD0J00QfOaKec8UmYorA2H4BeluzfnbowE0fEjzKCvvO6bZJNc1PzQnDC3V3tvQ/WglPR3fxI9we",
-	"30MrX6Iaap32mLsLcuzGTKmftUocW/NjsYdtoz7PuGo7MY3KcKyfyYk55Lkc+fcuc5GcBHEHrRr1WB6c",
-	"ZRVmOe59dWTGvRbGS1IHKtcdkfsVXuo6Do2ltAKmi9SJLlVlSUkwTVzxYrVzCPT6brbB1ztx/KXgaWd+",
-	"PDxxDtW+NsdsrmQOoHoJWDN9PYA9E7TeyYUgPthaCQHYzWZmrsL6KQwKfKl26G7Nr9oDe8KxbwFUbX0j",
-	"JMBtF7awgWhLqttSqlQv9z8rP8N7d54WmlmN0rYemdZcjAW/uSyLWWtMHgTPQsycuxwToSyCCehSpe72",
-	"aU2NXvCbtXJZezabOsF7UlqMzGQTkekl69h0tVOeSrck3FzvjcVJ+WrPGhGiA5IPxNxO8In/2Umxwjaw",
-	"j7bZXL4++1tlFFgTgJUVxTXPOvODITBNpogwJngyZ+DWYxB0BO+w/tdHg3bcNIyqNVtqmMx1WTTx0JHn",
-	"wY/UEzE+xE2mSN2IGSuzDHDppJrtzA8vX5/9BA3cLbmvrUw1m441pnY3bVtFodsTX7QRZLP2MYycPb+5",
-	"2TFWJuOlSuY/8ZtteycLlmkn+FmGzzMnxahkFUKdPXIv/iyaYm139jM+fv786I7eQWNSa52zvjBWLuCu",
-	"mxZ6AcCICgvrsUmZXAknivuYWbD68xsnVw8eaNjfPL9j2N88t3PPhWQmHmXx2g6Gj1ytYbYTYhf4GEQa",
-	"KsGQCQKJckeSKWrlI9djFxZ5aQW4VUK130Cb9+krcLYW+wy0c2AQYGzXGPsOrhfmFPmTVlvf1qOa8Ex0",
-	"xjVtBSO4Q7trAHdsy+lHwK16nO3nq7OQCstli8nyNF1IYzAkFeKqeYYBbhScIZw4g8LwkhvmxL5ctHqK",
-	"pplGWMtdyge5Z31lj9Z7sAkJsklMuJYHpl7lgMYKw9uFk2J0bUeJsbkgeAy/paRwcyyLilVwI0pX15kT",
-	"UyJH4m7xFvymVeNuqWRD8isA6mH01JT0Y7/UrUW0CPRjH7iXBlhIi6xS8GXHueU3Xh8O/QbsP9hJRDqQ",
-	"Cubvflnwm92Kx+xVGmprTcGJzHxV2F0KQd3f+0UPVQUdqiIPITJtW6kfpNxO0czHP+4BWN9kK3dJOFUH",
-	"raODFKSuyon4q6+cWEOt3KGIIr47OEZjzVj5qoGgL0VMe8RNwvN0P6EFBZ0mhhQAM9dLJu0xM0JQm/+Q",
-	"YtmWSL93IcZNgLrGwrnmutfMjWKnNauKR0Kw288VXFv7ikU0c2mppqJpqTkpZ3SvrZVX+Nvp8Onzr1l/",
-	"Lm4G/hSHwpI8CznKgPLuR1pPivTF9DeBw8SqFZUS6kEaX6NuP8y2msmsI5vP6wM4B+YEFU+Eu2ftUTff",
-	"rto60mxZaA9E0uitHSEB6/VttvTESbJAzOBJCwlMsNxI6m7gEKShxLLWxy6x3y1EWJWt2DQr5/l5oa1O",
-	"OryhW4x7xa7ySF7rwN9u716c96Le+5fu38sX7853xq6Bfmttth47REfptKVP+NV2ACynIlHVxgPDynxW",
-	"8BTKmKQG69sYy32Jl5pJGarpga05JAh3q8J3mD9CyhokVGOrC32NCRTglAh9POnoQqvvuMzKQrRBhJdG",
-	"NDHsLsiqtqP3kta4/T54V0vsPjBsgTiWAbWmZm+tNTOA5FUQ4721E+wLAEGguJXXwreAGhDWbq1vQGkw",
-	"dasJQmSszg1VN2+Hya/VVt16nzbp6jYgL+0hbTUhPe+6kkP7W8i8y5fZVSpsPbWQW5ZqTM4v11gpcrAG",
-	"p24HSHyY9Ocax7x/lksTFdI3uUucWdJVWbgCzNaFOfB1EPylScTTglk+0YXtggehgRE4lAfKdpoUvbZr",
-	"htTWOsNbEj9MuRCX7TFgd9Rca0lcaRLMCTvyAZ5KoHYo7K4miW1ljgOe+LSNTqMgdE5WkAcZ1Fd6rSpg",
-	"EQw2NeYRqi+uCVBkc+1iz8SUVcrctZJ2cPtdPaqtksQCk2nuOMkYJIXD6XtbWfOaGVTIc7JgGDgEcTxb",
-	"jvi00IsdM+z2Ruu8EqtuF9CeAU37B4g0sGTFytGnm+sayKZvdxcO0hH+VvNzR+ycagqd4jF3V693iXdE",
-	"H205qXheyFm+hUgLYctCCV/3VxaB/+C1OOUy8wHra2SxW9nD7UCR9+fr/tUoeKpTtItsK5J4XSvn3VEL",
-	"pjo27tIDOcOvSP8IRI4a/9BLQNebyhm5fwdbzss+k12DANh5Laq37qbK9ai7YJ0IqxR5UWGLkPGPalaP",
-	"ivPy+5HEHohsw7i2ZyA2l/khUr/WNu7+gWkVhMWmiKmLwidT7ZYDW4PG20iBreXSAV7NccBOqmVP+8Ju",
-	"9cy72mme6yyNGM8yLHzBtGIeNbFC9wRIBcjHuRZMpplgfTPnBWh4OjMY5uXz/fA7J8+QnFBBLSB4g7Qn",
-	"ZIdxv07Kwlg2KadTUQxGfpQirY2RQm8B6KJUjM+4VDW8UQZjGaFtHvSz7QBzWKYDA9Zq5T6qOlZutsfe",
-	"hsZz70BdB5xoz4fZM8d52/6GFGepKD6k35LhLA07OqZAxlSowQlKkdJUsBcjvBch7K5dewZcJCLOigB8",
-	"5g8Z7N1CVbuS+50aoOwa9l8XVcanezyko3YlEN2RwL/j8rXnjjYy9ltPKwXTX3B11RKrdWfg/u4VcamD",
-	"nezzqKrfp1AydLMtNtxPuBuZ2D+BVfJn3ElhEkry/rsUJSEH+zFWdffcXjs2MVkxN4gW/a6Kfd6kPtfN",
-	"AVWNwpJNRrMpbxo1xJL9oCePVU4fymNYGksVnCgzgVjg0prO4voXuDbdudmuzQo7DY9VqpftEfRK3NjT",
-	"rtX6GUZEm5EeByTKBV+xifB1t4BL7m7Ixbf2yYB1e7wHrlP9mLX5zJwGc2o77NVk5AUCQ2XW0QMuECwq",
-	"hvgRivjus/YU3UIjciFMc+OqPYOrQmlLKqS7Palr776rx+SR5XS0qx+vOvtdQ8IMjDCwCk4ZlRNOhVn9",
-	"gvUvsM3vuZoNdhwGHeb7cCD/ahvzeY+m4c58lN0JilraEpdZM0/t0hA9vc0WF3KEmxvzCqjT/ejlHcXy",
-	"0lINISczQXC5VCyTxprd8XdpaF0ZxjCcl63mFkBlxqBdkRInbVdOoZEz9V0mZ/OOtBSwtFzU0YM2CrN6",
-	"a98B2WXgdKyEZXOtNFRPmCAbJLzPjvJsoOq3OZN8+xGo2RiumgpizrkPhN81ve6NtpdopYhYqDxwqflV",
-	"vQTBmuUBvqnZIF52RE7eidHhqCOYr6Ig3OqibshsjcLdE2XBkKthpyDyDHfg06qvkA0ZOq7OX2WK2BpO",
-	"S8R+2oGbsW1d+0hzThCBNRzs6JNZ4yGPFalP3bQH6neWxMg9try32uqCpa1E17ELhOnTHfO/xvlaUmh0",
-	"I7Z2/aQ+vhGdRvgQ6r2/ee6v19e58TYEgtZyCe2oAR5/M0TsQqYAlEVtr3mxDTzGaYjpvumDd2T1Lroy",
-	"5c3exmbbkVbvg+Q3R92Vwrucr+4O6i5lzatVryYIHAnHs2WX7w7q3yFAf3cvX5As7oiwaUYtblz4PrhM",
-	"6wwK7zrNCabK+oGdAHZKGrEk5JOnIZ/cfRH50MSNMrm1Us6fyrKinpOLWrg5vxYU1lqFzcJ0+nUHFnwT",
-	"ahncIY+u8UPo2K94GwV4L0CbalzVYTZN2xaizEpLDiOnD2Nys6/v4u++FrU4lzVrcWudmx3E2Jr82ulk",
-	"XtQKzd0R4ojP1aSI7rrCEIwFigcZxtBAEJZmUaKMMWL1EK65XpqxUpqidY5ZfCVWJmZ9jHYaRCwmo3DM",
-	"+tsigMaqMwTINYLxXDHr+wCu7tCtsdoauwX1gK3IMuNdH4bxnBfWdRMCoWL3/Fj5L2LWX24JhPK1QoVq",
-	"1kjWvgJ6wIbrHff+ZbQaXfDlT+QcpYNY3nn3eYruKAdUI8AQDhBIhShg20HxkYod8b8cawbA/piRD80j",
-	"o2qdiKCwz2meX+YiidgPenKJ8ZORu0Ah4mU0Vq9CTVMf5hdK9Mdg2o2raJY4YrFU0r5ofINJyCaOxirG",
-	"6hGwZyy2VHBMavV9wRNxLgqpU1LfY9Y/8mD3jVAdyKtgejpWXx0dhWoM7PkJ0xhr6KZK2NqveTETA3cQ",
-	"qmKzMGZHXzBaKNHlRpboxYKr1H3JixkMXKhr9x/UAItZH186Zlyxs9M3p161Yh6vyLu0nzwfq3pZiTUY",
-	"eJ2e1NbsXBc2PmGxjxeL2bsX5xF7//LcMfPLF+/OT8YqrkXBxY76Q5Z9tb4/QQq+++x4plSzl7KI0YA9",
-	"MTorrdPb7Hzg5loInkoljDkv9ATWIZPXovoCtwduhTKnr2olOQ7cUZ0IczxW4oYnFuD7YQniubX598Ie",
-	"MyhgHjG3dhHUFl+IW9eRTfJLJ7nBI7qwt7D4syJP6IvIr+tt7FYgFjfC/UTb49rg0Kq3BTHMUmEIljFW",
-	"fjdoROtF2WAzT5BMJc9eioyvPMW5vW6QoBuabRiV3DOmTBJhzLt5IYy7hoBfTnXB/CJSUBesHqz3FMPc",
-	"qjcGuMKZnIpklWQC5m5QSY5YXohLq/PbmPVBomgu8ljBmriR0GrjQplMiPyYfaQst9t4MGJrddnApMaU",
-	"pv1juhirudZXBgOVgSQY4t4COvdpnh8YFkQsTHhE2/SvWonhZDXEzHV0cx6YscoplCBYqYVKIS3OjMbq",
-	"1DcJ7GfBV4ynqdviXBu3BnNt3PQD5dzGx0zcWFEonkHKlSnBxwV1ecbKHUSFvfWVsET3o6u/mpHUh9dP",
-	"BiCTAf/aan4+zfNorApdgmEgdqOIQ5rA+4vXMCK3K1N5w2L3Ia6CG+PDeOD5FExurCiglWmFzCPGZIs1",
-	"yvQV/VN34mv8CSh0RMMYKzDEQ8H/IZT5f/nmElvyqVxLmaUJL9J1RoPus2PGmWupKvt2mue4lsJ4Ttl/",
-	"WUKmiBURm0qRpcTo8bERjGTgesUQDG7HyrXCw519iEW6EcYBOXAqMkGmG9+bH4FrDwDjx4r2Txg259d4",
-	"YUva0iTjZs0R6K1SbCavRUAZzvnMfTlW/Xg4pLeH8HZcXQ8xFOOJB5StqXk6nPCMq0QUjghpEODfHKsw",
-	"hBCPFUpBcnKyIh3HBKiDM4xbSdwI68WVS1twK2ar+JjFF4jL8B5+iAm9yBc85WO1BoTBSEEMkHcGgmLj",
-	"M3Xuvj6bnmtj5CSDC8q/A8SWrVDOgqvOrONDNKNRwU5mIW1PKiJqKKKIeOIA96kmhFdR1QjF4x/5dNsU",
-	"nMWQ82ex8iKA0apsVQO2SMeq1jFZ4aWanTCuVuQG75q6o7zJKviF3ar7V0DMC3R9pq55JtMmVa/txYBI",
-	"0e8lIE1UV6D7yusSkOCAfJHqo20uPzLJsXJTh7Hmjt8ENA5xDSks7pDG/ltD2x/YaHjMVBKYW9ZQUwOS",
-	"LBJeFFKYdQlJpoLwg1HsLqTj3WasTt+9ff36nxevvj97+yZi+Ol/3r555f9+8fr95btXF/7j+cXbH169",
-	"eOc//nj25mXkG/n57cWPr9+ewsZGoVAakLBeqiUvUnZ6fhax87cv//nm9KdX1V+X56cv6OPZuWNKKXvz",
-	"9uUresqdlToESu3i1kvlRHuZzOFUFWIKNYUgYJpxM1bxf/SrOQ2cmORZOAqdxAJGqbj21exA2AtfukWF",
-	"K7/6yqufRA7VD45IYidX+vVtiBzaILc3UG+zAceyRpmDqGKrAqnUkTN7UWiF7mBU99LUMRtKO4xZfyqv",
-	"xRCJOimcihaAp52MRZn4Mes7QXWA4q1CTShZITBGzPqnWaaXEfsOQhk8uJ1wLfjD6FE2Kpnc89OvjqBZ",
-	"koWmZfaDnhhKDQMI+Zj1v3JNoWus5dcn0FFpckHLnvOCZ5nIpFm4jSGAGncKaPknPLnS0yk2cOLuGbjC",
-	"pUIFtXHFI2lNZeFYnodI8gvI3Ao178kRo0Qdp/iSlCANy5xAL7Gkqhk7lkiXWMSQFn0P2arZusE8cchC",
-	"1teC/f/Zk6PnzD3J+hz7nwqViLECptkc/IGpw8UKBaZGeNe159bSjQmdkE7pNsSp4Z73o0+4orAfN0Zf",
-	"L53mDt7qyHGTqrJiot2w3SIfU12XhZvzRNiloBymTBufQMk93EG/nvYOD6TCIhq3n3XE8qyEGsduAccK",
-	"86kBLkyXKqVYIxghreEALtpgGKvmkTK7lIlwR+8lFwu3nM3SMrgZx2P17OgrkMq5WjnyEJkRAyQYKJij",
-	"ASgL3VpGZAD87y6VONhhR+63S/hJFzESVO1XrNxO9NklaMIt4F9hC7hbzQneDrWT3TRlxo3UGccOmhEi",
-	"tRfJ9xtXyPMAQ5AJ7hTR4+BQj3yYAriynYTD3r551SoWT0FqrwUA+OU3eSbB9rLg7mnQXMNIx+rpN8+P",
-	"joD9TF9ALKrTPtOUvfvuny/evvnu7HtUXDf89A2mcnQMwI1qxpR2MmvN0w+Dw8Sn6ebSynq8AKooAD3H",
-	"CuENsGAn8mEcbjDET47Zxwk3nsdFbBEQKm5pXUXpZLOMryKGGAlIO/TTyVgFQ9yTIzgeXx8dkYpHqh/y",
-	"XFDz8I/vuMy+52r2v7VYAeiaPpvbeKzCwvinT1jt8RCHsB6kUCFR1NrD4xyFsbKvnH7orls896BMpeJG",
-	"pI7BoG+PzR3/d5LwpS9/2ogMmQlrxuri9M2PEfv57cXrl/+8PPufVxH76dQJEv88ffnygvVjqlXCFwQV",
-	"PzwarX/lbmt66fztxTtkMbpI5kWpnEZ1/urdP984OeEyYvC3ExmwX/ex1l/jC9eWmyTQs3LSe5qOVezW",
-	"aEh6fQxEiTRB1wz8HOqug1BPBbirg8dVVfuLDDBO9Za/ilB154XTQN6AXgQRhOfczp1Cy8fqPCD0Yenv",
-	"F76wtw21vtdOZh81xdiD9ae0lCm3fNiC0x+72xm69aI8sadGIfYTd9M3B3vMxr1xL2YTqdw0kWW54+dE",
-	"YZmMla+YrzRpaFVFper28pJ5rTg5t5x54re+sjeTYJO2lBWy9Lmyvt554x4+8T9hJb2qpDlbq2g+VoRN",
-	"01LSvM+9SDJ044qRMkham2g7D46DAWrtOnOaCrzrTRowF8iwLJXVJalL4QoO44YzVIigCnuFaayM5RlO",
-	"ZbkhdWAqhBmxl+41ClUwVgOEclgCbNPJAYaGB1bOht5XbXTEZMMSBE1SqiLphVQGH8fnC+e7aWGV/D7I",
-	"Du/PXp54Rc4JuZsa3KCuv3mpF+yhG5rcuSZZF24Lf7ykYbFb4Jj1r8TKVIn2xnNUmYHGxJn76wCNKE4j",
-	"vBKrCG9WNyy3q5zSzqG63ZWAANtMWDTLpnIGAJrx0PGAf9LhH8WVQPP0+VcRkqf72mnbo1GMWaCwBjUT",
-	"o13qE7Y2XgZ1JSqzMPtJfjtW/Q3TdDPNvpo/z8A76HPGkL+3gA2MFe7dcZUTwozgman5XVhfKKwdyoRK",
-	"ihXwLnfXAi27pXEXms9TG6tlgTUDKYqoFm50JVbDqgn3ceBVNmmB9+H2LkJZA3fnu4sXyJr0NRQ/6dAk",
-	"meBIkoJnIsUihrMq+bAy+/BrUU0SvFmbwyEnv5dhcHXx7D0/+or18QtTzzobEQ2ijEdvFKUCUylYPqBo",
-	"BEpQSkOofeRLReMUPeqtawBMWUqPFQ7cSYgUVUvFw7mp005L5bU2TIim21LccKce9Y57lVJ6/aQV7YC8",
-	"kz6z/TTPe1EPJ+z+QE2zF/VQnu5FPfQE9aLeOVRWQJSOnkeL6FUhze69D9H9/Z7ekdXm/9zLMbeeLLe/",
-	"T6095MUxEqnK1gR1A/sY+0figNcNWfY5n1XVmUlxQ4w4PmvPo9svvCY4ze8fX7PmpdwaItoVJrHdQ+6I",
-	"vdearOsB5nef8Av/Skfo6VTO/lFLq7tncfpgvsXzgeeZOAbrx/jtofce4g/4ceDNTWjXrKX9uqsq3HH+",
-	"tzl3kgmvmD/6zQd4oTfQe91FcsJisEv+8mHUnGtMFmnHJyFnALWlsQLbY1GqCDi7e7nN4Q35bsgA7lp/",
-	"fMy7tKNeiuziriMOT9Xe2gv7C8X2LjhGK4xllVvSC/nEVpcVOg1O1uwcB+za7Kwtgbb+u5p4BU9V80aZ",
-	"c8dpo0i2H2CnnmA60Pf75jjfmVmztQK3Tqs55trIdtyzM6+r45XPLUOluv8Eqq+KGzuA6nd6ij+kp3bU",
-	"AdVCSVBtQcv1dHOQHgcBvQBMcdKwZgqfqCfA1HIOIP0KKlwaJzo0MlIaWXGtjLwjMeUdlUr2U9+s1xfV",
-	"h+f4CSsVGcR4PYuQBrKt+7QztaNuZSsoCBIrnTZOTWUCpPFCiBFtMERfuQXaJ/NjX7g00x3THRYi4QrT",
-	"Qkg4Q2ZX17+wKt/u8NOhkGBbzgzy1h1nAaZxke4O7EZC1a6ZPdW5uz9c+4Ne663I7W2CRx3/fTMI2kvl",
-	"e8IrTKWSZr7PKmwrPuUdcDuC7LsPGAlRQr76p4I/tFSvPQ/Va8FljH9+CykUTnbHqM/v8Ja5s0TBbgVw",
-	"fiWEx1CsltbkQ9vWG5GUhbSrS4j1IYAfXrTlAzoh6/yMWe14LcBn//DzO2bkTKHGiQoprfGMW7HkqwPD",
-	"fvj5x8sRIE66HnrHvv0wmrm1ee/WDUaqqd7s961CvFgnqFd2TGAk5Nd1qlQInKA4JMP6p3k+iNgE6nD8",
-	"S0/MWPVRRxpEzEg1y8gt3T/X6SAK7DWFh1mfRKdBVMVoovDkGkIBaRCB5XZYverZAevXtC13S5ZWm4QD",
-	"GgbY06RwzaCSNiC7baVSNmAh4NekECkiF7uhwc9RAOwbK5/OiFG0jfCLX8Hc2bRMmhF7b0RBGIdjZXl2",
-	"5a7Ijafi71+9Y4fXT8DNamJMzQohiYbiMrllPM8zSc42pzSPxmqs3s0LIdis0GXutHFwAJxLRSjAx2M1",
-	"ZH/5S8AiPj0/M3/5yzHZSCI2EzaCDiMyc0VkPxvhi2+9ng6jSMWknM3c+vp2IPsCFH4wfRqr8wgDvCJv",
-	"94rGivm/Qbmv2d4AIvWEGVsIvmCZnhkonS1uRMLMXGQZRi7+LCYYGkejOlNGzuY2jILXRVqSdftuVu7e",
-	"0wVbUuQGN24sl+A8HF46yeYVPgzjR0kCghdec2OH8Nvw7GXsyJMicNFzAqYlxkoDqPbemR6oIWyt25/T",
-	"0s4dUSXcl7DkDI8nHfM+3/HQo7/ck61I4dgPRuxCZ4KKd4rCj/SYxVgBPEZsymis4lSgoauIGc+M9oVk",
-	"KuNKxGLwFNLvCP7WqFl+Aseg4VRc8BVLyYoOtcciJlWSleC8DOtVX5RnR0/qtnEOYUSAEnCl9FKdsGdH",
-	"X20+4PpxIk2qQWA9qeK2Ns1EhHdt2LOjZyyTV4JxBrYxNWOo740VApD2wwkgxyoiBwQXdcVksZ5SxKa4",
-	"K0hThmmKYwi7/6NYDf8BsTYEf+7o0+0BzCDjM0euECFOJkQQJUE9hjZB0gZhOhWZpMDdPtRj8jD97jgy",
-	"X5JuUpoTAE51bV28On3506ux8haXheAGkx51qdLBiP0Msc9kSqfKZ7qAmgxocSJdWFowoSHfr0GK14DZ",
-	"jntPRkejI1+1mOeyd9z7anQ0+qoX9XJu53DVOcYGlHJYx3mhch3BDHiW9o573wt7WWGuFMLkWlF9zqdH",
-	"R97qROHdwAzxUB3+i9K8UBDbF17l9ja6GxjNzfLZ0ZOutsNgD98rXtq5LgC4GF766u6XvvOYGfjGs7vf",
-	"eKPtd25L3QvPd+minhAEUkm5WPBi1T7bYIDdhgS5xggAHZvPjJOPKvNu74PTTbtQ4dBy706fO/8zeS3U",
-	"SYiSBEcZAbRBSBA4tfoon0iMEhorDPWRFDE68LCRhQiZMWB1DEBzVyK3NX8T1dgcsQCazqQCm0gbTl3d",
-	"Yeh5zVg5BRiPlWcbikGhRQCnSHSRksMhNLJmhhkrb5Bl/dg0yDMejNhpmUqL84mNsEO/BTGe1eYhulw7",
-	"RJAr/a1GFfMhzw/gh942JWNblOJ24+g++cxHF9Ju6sf26O7j8S1Pa8X2P9dJf/p0l27yQidOI4Oj+8nH",
-	"/VLYu842WJx4fR13P+23UQvLPwwJvLlug7SGbPZ6xGwHTuQxU5pNywKu/XDZQwiauzDdRYkGX/SaAzKT",
-	"tAMKv4YZVc48xzSMsM3zBQOtnbCN8wVDfeQT1kxAv6VD9rjXYcjIaj1SPoPQI/H6Gny/7+P1mS/STiq+",
-	"/93ZfppqhaFbBanX0tgmq/yMAhX4CzvIKAAXfj4i+MQ9xRDzNbFok186xuLLXn3q7gZEg3ZeiQDgILlT",
-	"nApR2xbmeEJ+sDrQLJoFWwBlG/wQBrONH8JwvvDDL/xw8+xUlPrI/BDNT91H5gJ+bzszTvWfQigZVytv",
-	"zVqD0j0wZNAAdObqZGFMMOJboc5CgNIzLtWa2I4j3HaOcIxfDtKXg7R5kGr0+8gnqcrib62j/K4Nun1+",
-	"NzJzVIWA7Fa/QCvBVsK2KbiVlYgo6/dBwn8ckeZnSM+5Q6TB7Qu8DrJD9qWtephUp5z6wj/0iNtIfXRJ",
-	"pmEIn1Pz/+buN95p/RNXqwtfFnHTbBeMzmtOpa1bJdF7srlPhx/pr9ttJtoXAcHosfer0zRbIS3+Xhn+",
-	"A+zvW1XPGwhIyODj0TrDeFqUUnbb7aiX84IvBB7JDjTo6hG/C+fcznu3Hzpp5RCTSEH6+oT2wWWQzDdJ",
-	"7lUqPc29xp4eRzaCxs9hDDtZNT83uX+Rke40a6LBHbJKee3sUJbzJ/LEw48cxObbT6T06GNPAkSZ++SB",
-	"2HrYdm+d7KIaCfl4F4RL60WhZn5bBbYPUdCFmsfpBbzyu2HiHVT9pyRRXHrWVxpM62bOCwKr8DtZke1+",
-	"1AqBIp1SO2FfJZmEhC7AwLcaq1VCuk49ugRQvMGExBFMQRof+hKhGAgBPbVqBf1Mz0wEQRuRr6xL+RwD",
-	"Cl6Rybye8wF9rdBi3ybiO0HtR4ml2h+NPl0HXRIhdO7LXbLJCpyL96fMhxH2MBpIT+sWCC8Csiull5uh",
-	"QowihbbRDkVPdJPPqVM6BSXBh8AIjMo4MFXcyg8/v4NoG3ikFmk1ViidGkJO9C+aEmLk3Cs14B+MZCI0",
-	"mrmczQVA9OB8RuxCzKQ7HyL1HRjW9wmPGLxz/vYS46n8A/FgrBJeFCsyduolBB/RtYCBTWHCXfR47pfp",
-	"EUmS+uiiyjCE35gQw8LXonMQdZIjqUjl3fQ+bmqqC7aFoQUa/HAbddjw6nVTKG874FvChjJu8IPCTDgM",
-	"Was8/etFUzA2acRO1waGgUaQOalW1HQfs1dwqpCYCpmzg4CNEQKFkEUihmM8HBqRTYcULjkM9BhB0xjh",
-	"NZQKUQldt5S66B+Mxsr1T8mG3MKDEaFFxMPhgt+ERoe5KIbu95j1nx19M1aBmBbSXjgm4NoRKw1hQO88",
-	"6pY0LJmL5ArtlI1NI8Q4aVifA7gWHJg6nt/z/2R1OD8w5PjaK1NdYGCUX93BMeC7bIC6NOykuAB+UvFY",
-	"9f2ex76deNB2RF/Ai+ehluRjaAjUOnb1uUMf/NQ6xKkAEWoo+uX3rh3swIleaDXNJEbG/yahEi8okzis",
-	"7rpQdtJ2kEOuPl3NVGyqzgo6eN/ajXz4kf66RXaYiTao4wtC7gZO9+zoG9ZPdCrYG21fOR7VgFGqjK/S",
-	"IssejBVm8dh6XSpk5jWTbsRKBXAXccJNwlPxX47eY8iFoQBI/7I0bMELx1BSn6bvJN4qoNwHvjrWE5AK",
-	"IIrK9bjQhRhE61HoNdi8PmT8O2k0QJk45o5YJgP8lnIUffS2ibBLEwHCHt75XijhBVwO4LupSggB7EEO",
-	"eVmGdEqKCm1Ds4FsfVoZJpUVRVHm1ofv+uBnaZjPxWjUOfU4Q4B+AFB6kEHVYIw4+8AY21ggoCLUWOCa",
-	"jtqkGny4FrXbQgB0v0KKkHvn36UoVpXKSvPt1XXUdeh0p4euscSnHW4FWj2PuN2H3uvUNjhma3QWCAx2",
-	"zbAZyJEqEez7V+/qMcCOFzxFba9tGdLftSlxX1b5iUyPKKPG9DbL+CkT7SzOddmR63f148rTd9yZn7D5",
-	"e21lM1YIboemJlMJtEFhwhh+ZFhl3i0y72WOomVpGnY3L51Dnufm8CPP89vDhbCFTMzhR/zjHjawRqdR",
-	"Gwc4zXOKWXdduPOsp4H3rFnLAKmh21SWc2tF4d77f7/w4a9Hw28+9H8Z0l8fj6Kvn9z67wf//R9tdUza",
-	"PZ/G6gWNj+BVKFQSk4w8tKHFMktJXrrbzicOICxeA6ufwvOpENPmPLGrx53qh20aVwANrTbmwMO3aF84",
-	"021cP6wBIgyNldNHcp0yy4uZsCyV1wCeLK3Pe0A4AQBsHbFLAO1wLJwA78bK53OJAvCCEc2DCJFwsrym",
-	"AshO9B3P88ZnfIPAnwht5DTPx8opXHlpAA5JLJmhEXCGaRas/+zpN4xP9LVo1TjOSzP/qb4/D61uYOO4",
-	"MLtpGx1XK84MsrjzcpJhMuify3lwP8vGp0c4IfnQAgcI3APT5BWsH1KvzBq2zV0+9O1suVZzucN0tw6W",
-	"XMH0IoAGxJIoytEFM7GVjqthjsJY6SLFQoeIEEwdjuDrCp/wOOT5GjKaAn4ToiIvSuPB9Ni0zLJVDTed",
-	"8F+UWFYjJYz4FRSL81aECb+iTKkaCi5kdqDMfMI4zgHsJE6w9hBgKSG1OlacFNzMh5nWOZU9M42gGkAa",
-	"yEUxVmuzVd8hWGEcedwR1wv0FzJm4dOEJ1cITKysOfYNAxb80PhCb41vsdCN/4pqsY2V/wKLxA+hXYYY",
-	"LAQ6SWDRULUBMsqrYvTtUTM+sfwRBa5Q1btd4Cqqot9fGElTHPR8o616QCUG7sg7oseQzX4rUezDPpzw",
-	"E5y0v+tF2BgPBmbHpKnXmRiWO4eA1BMfeBozD8aF0ikfKwpc/ZUqdNtChtDVExaXKtWxB1ysMzgvnBkL",
-	"/LvBtPmEq1QrE1i6ewFTb+qYEB7z0Ns5gFt9mkscQ+Z9WT9wjad6L7c4JrqLz8AjK3yydiZZ5TAHz3gY",
-	"agMNv16EgSfg+QAsHqz7S7nCgz+boLe/4fi3kQzrwAjo4k91JR62sfn9JUEyE2yNr/yJnnlEisYutuX9",
-	"0EAjMJBTjezo0/3qD2x/OagMLxSuLCFRQPzWhhga1eFH/OMOd8BCX3t7LoBYoVcTzNjoKeg/O/qGvebG",
-	"nrpfyBuITR8YED2rmlxkmRIARGLpJgi+Tgr2IJbjNeex6ntHsG3GB5CBxEn3ZiNDYqGvxRCH0WrfhpkJ",
-	"JLa7zNvgiPHaCYTYQFxBhyWbUDE3zNj1a2Pt9DzrWPk/n2b9mc3PFz5+jzwsn2h9/jQZ8I7HkRarANYu",
-	"mAOaCmC/IGVyPBYHhg5GFQ4zQAgYIFfW54ZKFFHpGrcS1zKtmRoJjg7cWx73OcYgGqgIB41DITn4CsG+",
-	"6cyTTYDcfdtP91j54z1iL8VC2/14zFitoxhsOemXwoZj/jiWNdf4C4o3/LzBvjSxrRflH8eL//jS22/g",
-	"9j9N04r/6FBsC0Bk3a32SSyp+5YHV3anKe/vgKSUCiVFo8QXO226j5RmmVxIW4/QhGIvYwUYmzNh18DL",
-	"fDxUwnMDj0ry+SF4E4UsABMZDunhIfRhYsCPx/74ehyVEYCsVeHaVxU2IOrUYxRVEOGSyg1QfQE7dxIX",
-	"gDhMnYi8BPjeWjm4EcP0bA71HJC/JjwneHVUbEsFwxPpMTtyXU5kajxiE/bruPH35+/hTT1lRwQ9pbT7",
-	"1lC1rPXZjRUU0+UAWh52oFSJVgYA6kSKC4BjMyzjxQwLyah6PNqIXWKdCY+AjjzYJAVgQfUhzuylLAYM",
-	"y0u4i0L+KnDNxyoUcMo1AuVQBFcoo0GvIdunl0fsW4gDI0xmt+1Qik2KIqpNZsFXCGfqw73iBb/x2quJ",
-	"q2CSsQKr8gpBXNtIxwerhVfiiD05io6OjthkFchiUCvUQMmBwmBUGZdGYCQFbZmZF1JdSTWLxsqXgBgg",
-	"ZO41lIrAawjJmco5gcMKKQTKRkK6m0q67KVw4h5Tb8IOWm4C+uGPlI12WmOIyBtQVTKOtD11PUha0q5K",
-	"E5DgYeGH28VX32ZpQG6gkungIqQXD7B6OqjyqANWqaz+GyhLyM2dscOwrWH99p13/e1LN6S/gxLTops8",
-	"MIVSn9v0+6JmOPk9wy39Nrb92tHwlbew8ZqZQZcWA+y3WBoe6sxsc/jT0BBIO2I5YutGKEKs3/BWM547",
-	"jURAweRCYGCWE0ro1uOFuwu4012c3NKPk7yM2bj39bNxz4lW497zo6PFuBexGMMk4rEa954+//p7Oe5B",
-	"xRx/uWdiasFb6eQBs1YeBCUQZPYjdqrGirAkw6WmxIxbeU2muJwXICxS41CzifrhlvEsg/lwCvOm011X",
-	"bzDYsjWcGUUSY0WO92JYUgnFsbCqklZrMyDtb6z6FOggrm1rkANQEDVJD0iqeTWir0X6v7Qt6f/inog0",
-	"HmAJFzcIUsT616KYGCryZewQWobCn/gyFgCDcEMaLxSx9lKva8UP22yJya7zkEfS5+pd/DbR2Y1JbmeS",
-	"fxjl7l6q12/FY80VsSh34CsZxHqU23albbBLYlSnTHH4kf66PfyYigQgwB/F8VjJImcvo1Dqrs4WqNId",
-	"VvynWKcOX2XROIrtfrUW92NLS37OO7noiKnAsxB1+WGPULRTeBkifX1iW7UsIg27XSu33NBAorHiVi9k",
-	"wrNsVSvP3ZTxjuG6ga54thHGPVYQPQJlyLgfTxygBQtBLlS6EPuk3VKAeqUKFSLnsojWjeYDHxtuQGHx",
-	"ceg4s7FyFynOPYUI5xGjggxqRhmd3F9TgLZMHlalKc1prE4DA/JVLXgGtSc277Wjb9rjy91rn4udv/TE",
-	"9cgoRXtyblq7L3a538IuF2RNRqImbwrU+yVNd/L3j+4OeQBG3sIySQu+m136Gji9qOeL4PSiXq0KThf/",
-	"LFvxz2rFJdukZksVeLDAINlYIOxOpyvMAzSQr4O1D7lF+wyJzP1gWGMSylxWbUiouAwVwp3sjma8Dvtj",
-	"cyDxx9uY5SUZK913YwXVh0h09ibAdvdBZbt5JPYEaZWf23ew3WD0BwMIeQi8j1ZihjAluS+EQgs3wOBz",
-	"c/jR0f9tC+pqcxNe8WTOvEwE21CLYEcccJEeMyxQBZTd93BnVIDbXcbkdTMRo/L3FHOPkfhQa6rQuTY8",
-	"ozK8vjDKWE0zrYuIDhe2wpK5NoJSoeerqEIISPiCcu5ZH8YIUad1MSDkpwX7VgRW9chXnwd7bZiwNO59",
-	"nGWonJ/K6RQiPjxsQF6Ia6lLSNMmy7ovyg6m67H66oiZLtw3WMu/0T48Ju5bo6MOqcDTw5do1k2LFy4g",
-	"EE7iCNxTiYmYrhlcd4lsfSCr193e/Dd8Ie60KqOjvZMHvEH3FQQNRZjeqn04kVwIc0L+CTi4mJs6ajUZ",
-	"v8N+Hj85DjraZtv1mbOfHq31yOTeaXT1wRG6YAuezKUS5jcMK9lqfsVgKYjmhAgsaYI7TqtsFdV0V50J",
-	"rJjhD1E0ViHNJMIJDCLST6Vl4iaXhYCAE1D4rvWVSEfszBqiRPe1hGRuiX7bFfR50oCZAeOru8Iu/3Y6",
-	"fPr8a6rO6m4CGPtYUeVBgrLAtW8FeYCf4m7DIVDm40I5QBe/KZ4DTnLb0YuqtFDcpy+6528JBYEn9B68",
-	"xLN+amLv8BA8SYcf4f+tIaCvWsO4fPH3EC62boEKh3SsMCDTcYgtp/QCHqhO6d3xkcBy/tQ4zW6GgUge",
-	"ki4ePqXHByC6S73DVGxrHLjdXLHgN6+Fmtl57/jrr/bK3QmhIJ2y1HdQoJYKQOV8JhWH9LkKlQ3w6SDY",
-	"x80BC/u11m5LeDIX7YJWCGi5K6T4rcpWeCNDt32uVizhRpx49LK1Oo6D0X2jjTe2C6BJmRGZSKzT8OIr",
-	"sfovUAhjlnNZuJvBjZ2WJdGLBTcn4MeE5MsFt8m8aziA6rTfeGApalgyXlKBLMT+ufcZX2BV4Ihd+oK/",
-	"ERuNRp0Lg3Vx9xrJOZ8JDIjywd7sydFRFEKWnhwdHXX2ByaD3ho5y0W56B2796LeQir6uFmWuP1QxT7P",
-	"KvZx79Om2pvzmegEVKF39wxFf/jUpC514K0SMIE6COGfMuajwdXdajRMTcsay/CsuvruMdUDX6QRwW8S",
-	"nYqUOcpIbLY69vUzMRCBwCALrWbM0VAAOsJ4gEqRgKcPHGXa+Yj9DJYfxeKzVCxybYVKVsMfxQpiycnH",
-	"NVYk3Pv8QGzG6fMUxsKkMlZg9eApl1CSF9KvBce48aVsD7tDMSukyO27krVB/yh8bNTDaw9+fC9pOz63",
-	"7rAthRBX8E8H//bkq52O8WtekN37jxS9EJSLZUX4bYxlB2nq8KMTL27JZr1NSzgllDR3MBEmjZw6VQZq",
-	"8PtA3V2Pv/bs6Bso2bkBKjfwIHFTXSSUVVwKX3uqXvhDKEQfpoLGWGqfxvMT1ukddeCbdfOG5vRSD2O1",
-	"MUuIBUbQu2pMCHVpO25mmNC+QGf/R+DGfqMzE2DK/B6eYLoDxqOh17EVq6/z0u4CKqtR3G+eFP65cmUf",
-	"RHD6XjS4SWXG8nV7Hlx4utvI/6NU6T0cAsGx3qSO91Azv0Egvxdp4/PQJi7Al3CYP7V4QuEjtbN8YJjJ",
-	"RQIqRuaLsjyIxHLoSJZLhaU3/N+3h4Sh+ulBOY/CH9qDfcLw94q17FQAfywnolDCCsPIx+KBZbUCMQo7",
-	"Yxh0jrYXlmuwmKGBJtXCjBtvkgBGb0rFYKePfRqZTr0Bo1n1sCgVJdHVXg7JfimBIobhURNQ7L26DnSZ",
-	"AVSAx8TANLuXXCwg5ADKTBQ6y8CEhOhaCEITYicDiuDY067MpF2xSZnOhD1hnJ3rNAiuEBdJgMOAPEOe",
-	"LVqpH/SEMtncn5fCRuxdwaX77Qc9cfLji0Ir96efJsC/c4szp8AHSZmOEhjvMRqECp2NwkJd4KqYmMTr",
-	"5ipSRgiisGHIPtiP3GJgDQNpfWF7IALEhaGkgVRc+5NCuQGhZR8UPFbPnj6tMKrDdsw5RIs2yAj2Gmyr",
-	"reZ/6OdFg8h/h5g5X9xlf8CrJtC8ZzdtPK5FW94ROKfr8hEqzbVU24qhIAQfplrzhUhrg8p1YQ1mIV9i",
-	"uDc9QufVvSjVWLVpJe5YQ+kIqVg/XkcyhdM9bEsHMtfJyIOQZzrhWTyIxpD77IfgRgUZmDgW9zFisS34",
-	"dCqTl9LdO5PSQnH980JMRfEi0wYYxRkV8QRO4FT4UF7w1I2H8cxotiyku5Fcj69o9S4zSVnJkMI9VqGm",
-	"EVaQiMMyuwdHV+FeG0l9SIUoh5PVMQtMLY7GqsbiMLh0SM0eM2J1+JEY3QDZJRopuK2VA4M4u7EKgwim",
-	"UFnQ9QL3JRXIKITR2bUwFAExXMpUYLwe1lMyLIdVq2rLQCOjsBqGol6hX6mEwZsOYu7GqonWdVLhDvg1",
-	"m7qDz0qFpf5WCPrldgyi+5UYqxDhIQ3zT3kE+dBMuLYxMZ6uZLo8Q7QgXQJEOsdV0SgLoHIFlBGpiNnn",
-	"W/Bqi6t+pIVqQPA3oFyRHxqb6sdw0J0+MwLcUCjr8c5JKZk0IQ/eSSBLMknzNC1g9TwacbPkZSEcaY+V",
-	"6xdDKXXBlLYniDZAXymBMWnyWjA6AyN2qoBQ0bFn51yNFZxVwI7viEUM2/uY917VScfFVzGsL1GInZia",
-	"1Ul3PAmRbp0s6LnSZ0bXfBwLxT0uOwCp7a4aJ+1cl5bFS26Teezjii1iW+DL7iz+cPn2DfmN8FEsDcL6",
-	"uhir+DRJRG6PmRU3FnscGlsIvogHETrsi+Gl4zAeMhduHHjwwLBYpvFYSYw4y7VBO7FUzQQCTKnFZj1a",
-	"R+Bb3GJYslJgF8QSYa+5sUPocXj2Mmb9ueApYr24hmOQImMWFnowVgCbgjwp445qsFNxwxMLgXLgzxqr",
-	"U2BfkCtBaLyYrgJx1cfEpbEyBWRy0buhHouXDrB5rPQUUJYQ37hj5gTjFBCTg0zch7zIaZllwXkbg+s7",
-	"HpyQHRwT5bzQD/Ce0KQ0zFiZZSxxG+vu0jIHBYRKazw/+opW9ELYYjU8hYWLxsqHtJi5LtxquUVpY6Re",
-	"sMfd37Tptxnjgci2G+PbIxY8zZKO4MgqZX1uWIMcOsMF4L1Gv1NdLLjFqICvn/VqAQNHuwQMnFKQAgwF",
-	"KqjTCCEoC+goRDVAxRqMTsCghpMKARt2VdaL6AO1yPTRAh+gUTw0VauNVfzNYhhgABTAEPU22E6zofWB",
-	"bdyxRJdfwPIfJCugZj70ZxGx3gM+vYmA7gWUiYKDLtLfIhfg813CNyLpvILf57OCpwC6zNnPYnKpkyth",
-	"R+xbqThokMbwmfCGIc4QVJYWU4lsrFD1wLCwlFt+zI6YsalTMv0NqYn3A9gG4l3gE9R8RIY+bJJB+zwD",
-	"PSlxmqK3YC0WXLmdhdymQcSeuGZ0aSP21P0liiIaq6+YuPHwYvAX1CqjvNoFz0BOOKH0iIIyJRR1NIjY",
-	"M3eZY7zX+viPWfxx3FvK1M7HveO/HkXj3lw4ahn3jp8+u20vG/jqRiSXc5Fld7mT31VzDLnZvJiBQ8aw",
-	"fiFywdGcWkkNjv2KmzzTqfBm3/awrwWld3YbiaUVC9PCsQJ75kXBVzXm3BJa5q10ewX6iXUDsLfMNks/",
-	"YPSPN6VqJbqD/PSdwY9tr1m7uvPKb3sPSHk/z/0TZNvNlbhcSpKASCALx9HpC1YnOvtyS6w7gC9KqGhN",
-	"x0biByLEyMOxhYX8s+tbmZ5tgSFTAjQpCmAATRWqlvTjuix0M1Spk4ec9oQldaWC58xY5YWYypt6aJ8H",
-	"BaxMlGD3bypl0EY8goKxN9IXm60pGaQnD6c8cfRvZCqq2k+T0ozYKTMCMkW94mBCAC7s+FTOSqfuIDyJ",
-	"4yiVlw/vAj6bFWLGrS4IZ3LBb4aZng2rB+MoZIo/d+JvKPYCjiSvBC10gbIw+jngAcNXhkG4kWaKF4Ve",
-	"QtZrHNqOIxb/qhUgHuU6bb8qLqGD124Td44UDz1sC/m9F1/OVpWN3Mdfg92xoyP32736kMDvP4Gbrzkx",
-	"hchprxC6ZInkO+qMvHICzH20PWjWdVChbsrObgAH8hKNsA+p4oWNAo0Mh6SnaOS4kzgsl9lDDuY7tEPD",
-	"nk4lgLzDYW56IPve9J1ijrbIjIABj1Wu3fWPd/3CcZ7w1qAe8QtxWKXNS4uIOhOjs9I6QTJxOwaRxhFl",
-	"vZQqFQVzbDSJ2KFZmYgdpuIaQbApQ5YBzMRY9Z8dHaFLYSmNGIzYGwC+QTQISnysIfTiFNHeDzCjXjyJ",
-	"3cLG3oxUu5G4YU4eBz85JLdPsTIu+HjHaoGRiQgh51oFCDmparZqcP48O3p2wuoUVXO8O2a+QoEeGndz",
-	"GozYa6CMUKQeK13ZuVixJRne01qdlPUzIjPR68jKeXL09Fn0iQq4v3R2V8Jf65mbUaWCwyWzp+79Ws/w",
-	"xPzpBKvP55BtQmbgFQnsSM9M04lKcn3EeFJoE25982eXysAP9zsNK+qsVgTwCo8cdgh9NICxfh8hh1/i",
-	"Pf5E8R6A4uP9dMENDZc/BmFBYlLBs0xk0iweLtLjY3j/9vcbU9he8q1/mufH1WLNBUK0/yoKfRJC1yhW",
-	"rRHDdjxW/9ITw0xpcqFSkZ4QTguCEp3mOaLsgnVvEIXicRGLjdV5PFZ9lHRIRw1F8z0IG9bgj5qBZVci",
-	"t4NorGIIF0NQWfyTYZkgyA6j7yCkTibzupwEXnknf0m1nmPbWTuu4gb3Kh/npgv/8YJqwcFf9ygo93tK",
-	"HvjCLf/g3LJRVC5ijkojRjG2RQi33TkwbkeE/HeAYipK8EMg5j2AoP43OG7+iyDC45MGslN7sv0XBPz/",
-	"kwj4CEjSiYK/F05fIRYilci7uij2XBRr4WHHbDkXEONVe99RMRZcZn0CyENMPSgpUizYpBD8Cg2WYLGZ",
-	"YhVoluoFlwrvuVSaooSOAcZOmAijA/GmVDr1IRtVt4QFTP5N4w0MkGVp5CLPVmMf7lcD/wF0BIL8kzPF",
-	"M2aEUBEaGsCwG7kZuFbmUChnzvNcQMDfkvXjJZfWHdNBBK2lTiwA4zBFsy+EqsEOE7ZdVyXp2h7caQtd",
-	"j9SrYhpwiejrTodRlbb32wQU1CZ7iYlrHSwA09rAcu/H/CUIYJ0VvHEHon4Y8jplbGEEbRdYrZ1DlOGc",
-	"KN+aPPPK6fn4fsC99vbAmWZanfiKxQZqXxBuGl61aRO/DLoa1jqPN287uKqb5+QxlPRaD9Dj51bU9z0c",
-	"6xC1aKml/Y+qYvqeKfzJxNNP1ZatzoFM6wcIy2RT0Fh9JWuwfUuK5eQPctRITeo8a82yru7ZOw7LBTz0",
-	"5bR8OS0PeVpey6mFLMTaZeN2He3e9VWkEJcHOywmk1viquc85F0anQknii3NMfizIUwdrsSFVKUNwTfg",
-	"PZzrsvDwuWNFBcugIUKR7ue8sJJnA/+2e20UCvyYGMS7WBSFLtyHQmBo1wu9yN3jp+dnlVCOCYZmKQq4",
-	"ItfABBGcHiVdzA0KUcEBPpo9v7lh/UZipjTsCRsyHEHQPAcnOI6MlyqZQ3y1SuDhAOWGgc7ozXdKruu7",
-	"5roYq5lQoUa+2yQLUHElpqdHjBCuAX7MqbFQy5Ouf2g7qgKnq6Z8+hmkvaThBXAcckurjNkmYagg+StA",
-	"OSgEX2ChXRKn3ZSuRG6967ECqMPiVz4csrBmrDAUzwNp47cn7LzQC6fIlAZqROYUfmcAvkSlji/pGt72",
-	"WFV9xIcIJm5iRkWm/mky+c+/xAMsnaNWoDiwTKuZKLoguF+fPWrGy+Xrsztgt8NZuD/r+nRXWmMg/pSS",
-	"XjfMxLXIarsR1U804AY6BU6kQ6lYwrPMce4tGm+JUaDdHAXV68LnAucZD7hz9G6og+MoD9LadJGKotIu",
-	"x6qmXlIdGSrqmaPRCUAYa7I6fNY6Q2MvvxZVsrJTekEeAaUZw3v7nqtC1IoohqAZZ9LYQVfVxPd+3o9I",
-	"btTHNsuOW07zx6mLgApWnRYaCY55oWeQRbfvneapsIYs1QWYQ4v6GfZt2579iSWbt2pti9GmQ1ADwYgT",
-	"9rp2biM4tBGcWKqTnIrdiWFfky3t090l8oFpyVAMhuAarnkmU26rFOo1fkaBNeSWkgqeR0RDMKjxhUgH",
-	"CAwFXA/QUCeUXs7tHOrv01U7Yph8DlXGcDwV2nlYSh9OWeisbhQYK6hpT8NrhUs+LxsH4xG0G6KIcyD+",
-	"z6vZ7HAe/yh1Dx8Gyw/8MR42p3k1fyLnPeQTfR8gnI2jeKfuDh1VNL1B0afu98elaWr9NLGfoRTcTkT8",
-	"h6qx9LkvJqCIdYKPgpMf6nc1JMRp5mRduKAwxTeTyeqTT0hlC36EE/JGgwkO7k2vleF8cg7JnE7MAlcQ",
-	"VXQcsb9ppSEAHqAn5ZTqdmDubU1zgAtQL1Wbubn7GIIp68sx/HIMm3ECD37v1My+j3zxkNG4m+TRYPyF",
-	"5r/QfA05ypHE5t2TySkgFQdTBjHfiZjqggwel6/fgi0OsleTrExFuvdpWc41X8hOtfjnuT5dnD2mSnyW",
-	"CmWl7bSboaXptzSa/TzH1EkcCQJhpKGYlQkYGO3GMNeUSMrCTdFxnYnghSh6x798cEwFc4CRH5VF1jvu",
-	"HQKzoYY2jPA+JO70HOyZHlqiVtRgI5LB7yeMOhWTcjZzhNVsoUYam00gmoCPl6xh0NQa8DNuqXVB0a0R",
-	"yRgYVoGLCAtYS8vyhWNuP9z+fwEAAP//",
+	"7P3/cxs3kjeO/ysofq5K5H6GlOzYuYtUV08ptpNV4tg6y75U3dLPEpwBSayGwOwAI4rx4//9XehuYGZI",
+	"DEXakpPN+RebImfwtdHor6/+0Ev1stBKKGt6px96BS/5UlhRwl/P8spYUV5yu3B/StU77RXuj6Sn+FL0",
+	"TnspPtFLeqX4ZyVLkfVObVmJpGfShVhy95pdF+5RY0up5r2PH5PeRSaWhbZCpeufxdo9kwmTlrKwUrs+",
+	"zlmaS6HsMF1oIxS7FmvW55YttbHs0eP/YOmClzx1wxycMc5KYcs1W0m7YHYhmOFLAe9wlbGpztbugapU",
+	"Bn6dydJYpiub6qUY9RKc1kLwDOZBE2sMcejG2JzQkt++FGruFuXR4/9IIhP8WarMr1p7am8Xgl1LlSVM",
+	"KsbVmqXcCNY/L4qE8aIYnDGtBNMzNvnxxVt2fPPo2D1tJmGg7fV3Px64+L+I5bTe0+3RVUaUR4aZavoP",
+	"kVqmS1i1eamr4sgw12/COC6lzISy0q5ZUeobmYmSrUpphWHSsv67Ny+HwqS8ENmgY/RLGMrO8TfW+vHT",
+	"b2Jr/YovxQ4Khf8OW6HLUrup72i0wCd2tltwa0Xp3v2/f+PD306G373v/21Inz6cJN8++ui/H/yff+vF",
+	"pvZflbb8jfhnJYy9styK/6pEGTkvr1W+hg0p8VnjiMsupGHGvRVW/5/wepgF/NiibKGqZe/0b71CqMwN",
+	"IunxAva28Vkgwbn5i6z3Pjbud8W85JnoprFSW+7+ZEXOFVFVB40cvH8f3cOm0MoIYGLf84yW0P2VamWF",
+	"go+8KHKZwjiO/2Hc2D40mv23Usx6p73/33HNII/xV3P8oix1iV1F5oadMWnYkuczXS5FxvpmrSy/TVil",
+	"rpVeKTaTIs9MwlalVnPm5mASNuUZqznw4IyJG1Gu8Vl3xqa5WLp2c2nc2n9Mes+0muUy/UJT08gSxK10",
+	"NMbzUvBszfrn+OEFfD1IgBJ1IUrc4kwLw5S2jr05MtVMWgM80PEWoEHWf6dMVRS6tCJLmJ/UIPHc55/u",
+	"ILBSzCojkPWkC67mgvXhiLy4TYXI3KvhDpiW+loolvICLwijqzIV7u9CZIxbdpIwU6ULx8p+vHxnGGd0",
+	"qNmK43jnJVcwHmmo64wZjV1MYESjXC6lnbCTgduLH3Q5lVkm1JfZjJTnuSjZkq9htJmGEx+WrMi5dcR3",
+	"ZFihc5muW8uX6bRaCmVZP9WZYGHoMJFX2v6gK5U9/DxeadwEIqy+LmEuN9LIaS4crdgwUxjaW61f8nIu",
+	"vuxRBhnCnTvXtVtervBS5Fas+JrxNBWFNTTAX7haE8cxX5IUjgwr3WECogQ6cAdNVe6OdRKFLoRixpaC",
+	"Lw0QtSmEsmckPfGZFSWbvHF/DM/dHxNmRKpVZnoJiUcwncYT7eETI5bKirmAsbqrQPHKLnQpfxNfhp5u",
+	"eC4zlpYCZBOew668U/yGy5xP8y9AOeesFHPH+Ywob2QqWCYzZIDKrEQJd7NcijP33UKqudsKvBSsZgt+",
+	"45lb9uBbU5Q6FcZ8mWV522Q70rCVyPMhXY/TyjKpYOuS6KWHNx5xqwt80snKxOuIc/sbaaHzDPkcaAwr",
+	"XV7nmmcglzp+ic3QUf3V/5p4ru5vi0n9ZrLB8ZEtFYMRe0Wb6G4NJ/1aoUAGovVoqFEgFJbuYrRSEGco",
+	"M63wYNAWTbXOBVeOaBeC53axjv+Y86nIoRGeZdItMc8vW41vyEVBTkNei20YeyXwvnIbwW3vtJdxK4aO",
+	"Prcl0qS3dNSC3HfrN5TXIj8UWu8e6S5yutQ6jw6+KtxIs/3H/ptWIi7v17Ll37y4CQ/XW5DUW/U+Mhba",
+	"4JcSZcz2Jksrlu0Pu+braaWeMi9Lvt4aJzYWHYxWuMzbQ9m1faXgdM63fnIyWmXidIjf3LWq8GtoqGPU",
+	"Mzm/KkQaMwfgr0dwZaWs74/sc2InR4ZN3C8Td82BZIkvJGABWC24ZY4xGGYWegXKaHtdMm75QUepPb6f",
+	"xdpATzc8r5wcb4R1cuUNL6XjrYb1hbr5odTLhAl187f3I3jQfTFwLGwmc2FGvciqwC+fMbIf3PsJ49AF",
+	"6VluZN444gQE4vo44LwSrK80PKBnzC3MIDKyj/EdtKXOt7fvV7f+QR8weMUZYbf3wQ2FSyXKN8JYXtqd",
+	"U9/v1G8Ns+BOkI8Tc4ndiuzc7t9DqfNcVzau6DoWy+iJhk7U54qdF8WRYY7RDKfrofvfPxihUH7AgHTR",
+	"VOWpzSHMuxeGOyyFqZbNLyqV6Yg6v2vFYutrrHYq1r6PP9OVNz1uksJMzv9blMbRzC46CGy1a++JgW6e",
+	"jQvFOCy/4xK0G8g28DBfibQU1rD+BL89dodnMoDf7EKMlT84NzRIOE1lpZQTBwqNEkgp3FcJM6DbnrKl",
+	"LgUoEGPldny1kLlg3Kuzbi/ca6Wu5qjHugGOxirGHDJhkL82CEMq+83j+uEg8CW9GZf53g+DGLXvszjj",
+	"PZ82VYq6+p7PW7F0mqzYjxV0txM5mvJG4DbpGVEA6vYoWVxZp0zN1+xCXeY8FRezS21QLZ2isc0PjZXC",
+	"KawadMK1227WB2McHiynltEDYK1WTKph4ZqknthS3wgwQOjMq7xK3FoYjeMbpXCPg6Zg92XGpVY/6emb",
+	"KiIFpLU4unVkDqKSTomPjOtNNnSeWnnj2M1VIICk9wP2FmM6Th7KqlxkbyU2tB/vO4y84rJf7dPw83jf",
+	"vcJXQTbaklnwASe00FyAdZSVMgnaZwWjrhxDsKS1yMi9yHHxtjp5Uykw9RalnpfCgAyxx741CGD7WKBN",
+	"PjYyN2CaFFN6NYqtP6gUNN3Ddg7edLtnzKzKD3vXrWl8Nj/paXvgS54JnBTIPjTLayEKw/oLaawu12hB",
+	"MYOE6TwTxqLLCOzTe4nw9dmLXEKmMoVQWecN2SRI2vcY+T3nYqlV5+1ZlSVp8vvxxgMukkPuhpiStudh",
+	"9INKwmR813Wz3QvTfSzx9yNDH66EZalbRVE6wb1aLkXG9I0om/SBAkFRH4vtIzoVC4kW03aHz3wLq4U2",
+	"otGpNGS2VYL14YazbC6UlxD11IjyRgRziLsbaNrIRtxSDFo0eaf842fzqbp4i+Zit87/ZrIjVfQXYblX",
+	"J9sUch8Wm24bCzkkt12DBfZ0xpaVsUz8s+I52sy4XRwZbzobRf2PW5djbOYvVFZoqexhgoYs4kYknXUZ",
+	"kbIus0W2jvP+Qmcge/FMKmHMKdMqX+PBYYIG7X5PhZMEbclnM5nW69DQC/czHZHNqBYf3Jhhpn6Yu5Yv",
+	"wsV5lrlbPT47VFhAoZeKmETs7i5BRrBnTCwLuw4ypXsxY4V2SnbkRhXNUbU7vwJNxgnBqDz53oBF6mzv",
+	"azLQTYRT4bj2tZldoZ39Upf2TruZX1PfR3Oq0e0Bc3ZEPc0i8tiFN2Gj10MoK1MOLsTgYEuY964lrOU3",
+	"TdiGK3PbPP2GW/HSiSbu59EoKoChX3nvpfvBPU4m++1t2GUvBHM4UGmev571Tv+2uyMKZXDL6tbq4/uY",
+	"SkZOW3JgzXTZXhMgsc1lcatwO5zroRvh0FzLYqiJ5w1hXx0DmvHcCKIEYexFdvdphh2ulyBKGzcizvZ0",
+	"lcFvF1n87IobNFo+C08aJjPUGlMxlBlDp07tlD4y7NX52ytmqqlrbOokCkc8g9M64mkhShE0i6urF+Tr",
+	"g1UDica1kLCFXjluwfTMCnwWhgMOjKKa5tIsHH0ZzThLtTLVEt2Hxr3Fc5aJrELnkDBMq7ZO2uAgfnHa",
+	"0+fZUlog4KDhJW6SBZ/jSSFzAnjn/VFArTRhmcgFPIQmqc5DUMtRmyLAt0+iAoOMbNSlNnBL+xVFp96R",
+	"oeXCxT1jlQGL6ktu7BC2cnjxfFMP6+j1miTGe3Kz1CLAtiBxgDq16WjIekkj3okCzkhVxk1uLTh11nle",
+	"ngXPbNToB+QWPzUNn+4Ry6qST3MRKDRKB2kpDvMRwQu67LCs5/ImNrZfwcoHURUbg2JFZRbC1FY+rRQy",
+	"wPogk5UwfoZuC1keYu2WaqpvL0sxk7fxNYQHWAFPeOs/DcmghFiZ+Fi66Y4bs9JlB6sDruUfOQ12D9gY",
+	"MGytQSyLdrmLokE7Ks2OTt+9eWmY1X6GzOpoJ3iOd/BpQ0c9/jZGSe58nZzOjl2zPrc6z0fixo7G1cnJ",
+	"NynNEf4Q+J0YRLuqTNfBgOm6n0Mc3e4jXZ9mOsbQdE399cEJy5PUZ7OedJve6hOyx9l/Bh1scwBPZe1J",
+	"vtQrUQ4hUjYXFlX1TM4d/brLLePulJ2xSsl/VsLTWEOzaQSRfvtNzElkI26rv+oVyzUYXSEOwLD+vz8+",
+	"WQzOmNJKnLJKWZmzUtzoa5F9jv7UXpn7cCJvMtpPdyZDS/c2pM8ZyG2hjeg06ygm4IGM9KKFNhY1Em4X",
+	"SfB1XiiwkwrjI5jbGpMBS6f7YRkxwqLmIDp4jhNGh1Oec5U6wc0/3DTzmiMmcQDgdC11nrs+ZzLPRcak",
+	"SpomJq+wIZlpJSCQcm/timZ6TupORLh3SxRXzf0ixc/Ekqt157rR8lPvIMJDHLLrbBQVggoKEt59emCw",
+	"iQ8NrkcYI5WGTtOpt8X1pogQyO3CCb+YOCDyLGG5vBYQhzDyDqBR8Fubv528H8mlk92SA0IsNiaLY0m8",
+	"CkKvxaZ6QQH42xP14Z/n2VKqDm+3viO4wPtubqRYAePPxI3I3RO9BAR5FXXdbPgodC6ArrctTQ2ncX2N",
+	"7l6a+uppT9DPJrpI7aNwkJnK0V2n5NNhw9rPWlSbieD52MB/liq7UDMdC/gXFEE9CzFqdawLBO8Jg6HW",
+	"MUa2lOq1yrsSCfzKMnjQgPBCApu0rM/JiN2UUhpUBZaoZ10epgswfIP3M9ttt3Iyo0Cf+kzmwGTu6jou",
+	"PPiMG1YH6LmefSiioeSbq5TnogSVMi5/6aKD8zdCW6xffopzZ309Q2U1YRhwkTBjdeH+5aWFL1sfhoGV",
+	"OAWZk8+w4U12N4E50O5f7MxEOjLMiDlGZaqampz4PFb9yfHNo2M6uub4A336eBwiI48/uOY/Hn9wq/9x",
+	"MjjFqGO0S45V7kQ3SnIK6U7SUMi0yAat4IaG7A8kEh+1txyUSEggYUu1dSf1OW2q97Vgmx3EU+jMROkV",
+	"DKg+TsDNTa+UmyRbcMNyPTcJE7ciJa8MWEbQo9QcwQJyCpSIdh53Q9NdRwuRNI7txiGjsSOFdvGR+5Dh",
+	"Aj/6dDHu52oqOs1m3Wx4l0FETzuVxB0xjfYgB3N3lOPWDF/yqcgvuU0X21MsxVKjH3//w2uE/RyfUXSI",
+	"ev5SKnHYFgTGFP01l+owv81nWKQ2HSz1yGgcMcL7hSs+F9mVzETKy+4VxeyyrXRU34W7RKRiPPDJI1PH",
+	"AfUxORLkvyTkHBkI+sSLxQekynTRjkqfa8fGFNooNs7osovyITO0m7FDw7Us4BWKpeDK0MUL92LtJnJ8",
+	"5LCr5S5rZMfw/K93j7AhNe47qjg7xWWMkgZmocbcb4fYDuHx79edO7W9EmCy0SXm1h5kc3PC7nZ7KKcn",
+	"LIjprnFO8vHuM9U260Lz3Uv1DIIVu88QeFs2yXjHEvQzMeNVbgc7F+Pe53zHLO/jxiTS+vT7sjuc4GDb",
+	"9sFOkS8VsLBt6ZTxO+PAlI+7rJ4tp4Xrs2MDSpm6aWsTc1nwubiiVKyotcTbRQxfFrlgK26avqFMV9O8",
+	"MXRM1kOJx/UbP/xuzO1F6GyGBNJ9o2QxI7yh+uvrXtJbSbuQamh1LkquUtcReuSGCw2GCvprxvN8ytPr",
+	"qFXA8nIu7J7DhkSEvZ7d2GRatiTktocF6N7cK9ia7a31IsqWt0eBSZgbd1GZqhRZ4GCnbOV+ppiSbNDa",
+	"612Hc8eEl1LJpduNk7smj43EJnqps2dehKltqPvKGd3XkA++6UylgGCxQ4lvK8gVHcK/cmmlmjsG/1aU",
+	"S6nQYRxSvlHaZ3LGuIo7lLwY76m7KTlKJR1vMCQgvk/2SxSjzCZv82tNe1fYz6XOumMULyFyqbYqYnKR",
+	"zivC3nBa6IbNpBQQz4K2awYpoIyrsQqx5jBCH3EORmnf/JFhE/h1QmkIJtjLJ835TMYKxNSqYFql2Mh1",
+	"NRW5QF04ZM9AuBGAANiFG/21EIX7W5YGtf1OrePOcGSMorzUGZqVpYn7fcPKxWJ0pG0sbcJoxw3gFii2",
+	"5FI1ft/b4B45YhF5uZIdNg3IRsB9f3fxnPWvRWEZT0ttzGa+gInbp5A+9hjmf8ODfowdylUHzbbejU6E",
+	"aDfncuk0pUYU7Yj9wGUOkSgBE8Lpw5Bldso4bGspSLAB6xFXQEJh++fCGsbZrBRmkZC2gF1hqk3fCME2",
+	"swMHUaLjBU/Jcr5NP67JuNiy4KbDxggvHRkGj5yyS4RQSdj3ukKoi5dtH8jmzr2Kc9mt/XFD8wOJ75KO",
+	"ySl5rlNufar3LhJ54xVXkBqL6m3c+IHBmiaWXk6M79Wu3yEQC4W5vQdjZdT8EBM8L2v58jPlZnqhQ7Nr",
+	"0UHsd2mKnK9fdV2h9yFkI480uxioYX2p3PG59KnyKiOjvv9Gq3wjoPxTNJtdWUGrLutRKebSne8ug6/P",
+	"75emieXS95wCEVkuX18hYJY3LkwGCfAYCPvFeNfpmll9LZSJ24DjKmYbYUPnmxEGrO89JkNQPFEGlD5t",
+	"BvL8AOAAcrxazpU4Jzcin1FMayShgCY9XXtjNHhMMGPQvTkk2Ikzb4W2esVLyt+Bx48Mhljub4vuVJWJ",
+	"eOpwjgMsAhtHp4mqdnJyktx5ltovJPdytjbiTqCBgBOUamOHqVA+2tkKvmT9n6upKJWwwjDokHmoJw9Y",
+	"983jQdTpGXdXnbPnr66oJT0LjTz99wboHdJ1KTBFhLzsNeQP65u1sWKZMFJLkvBTgiGeaQKSG/47/Isb",
+	"q85z90EXQpmFnNnhXzrcYP4Ux5HjGE+B7CAObraJz0FiJULw4WHxqlMD6eesRcfQLBA6ejchyRKP/uAz",
+	"wm6Icu/DyuPvmk8381ALbx1vevAr6+Cowpwb+87EmDMow5ALC4HbTieGjHeMzqVc1qVUlRVnjE8NOBln",
+	"TIkbjNjcr/9PMiJ5Xh7hrmkpOiL2poKXjp262UAoNa4k7AvkkuyIV7zL3AQDaobW1btU78ldxPFJjPZO",
+	"RpPEQ+dYX4zmI5bKwcPYYzsC7956eoJ7aiYcWSSMsx81BNgigAKM7N8fnyzOAov8j3//jyeLQW9PxZ22",
+	"w43grkW/Rx6BJ/zTGcV/+ayLDWAXfhsSIjrEwDYQUnOXlxwRkxB6FAAKGoh3IFw9efw4mnixhxV5d1g6",
+	"ia17LeFbKUqcf0TqXO2efnzmKKD19YycTW48g73m1XnYcUqdW/dcpIAEcOAJrh3ZMZA6PHOY62a0OmV+",
+	"aI4DI1Knu9ixL/cdAXnGmVh84JB3dOeoNzmMW40jw1JeYCygIzDv0WPntSiP0rk0DXxGDKVZOlmC9U/c",
+	"21MJLs1BC9AxFzMA82Uzned6ZdqpGl628IKIG8+IvQVbAQSFsErlmFGF4DdnWyI6M2BzUH4smxiA2Ne2",
+	"23ZeVCbqaInYcz1ZHZDJtBRLXa6/X1vxoL3IPJfPLt89YBc+7uaBmjdWl3wuHnahOk9NnfC2nQ7sD1RM",
+	"2SzO2Am5wZHGiNopkIk7UsdjwvP8HhhxyxyzR1t+QNvjT4uK9YFsUl0KM0gYUirrT90WOJX8RmaSj1K9",
+	"PJ4XVQJBBxAV5/apfkyXDabdJ7w9plUrJy48EZVQOsxFkO+w30x3svleYx0S2k9qu7mi77uJI6ASf6a8",
+	"n4lUZoe+4K+hPW6UqCIYs2RHclqG+B26rPCrqI4R7pf900nxToqnksKVw801qsdnTQbubwwE/WjIA0dm",
+	"dPdB6Ywo8zveZeKiKOougD1xX/jbu8ykOxL7iKI9GdNEm45UP71ah7mLtD9JW0mLKmL1cswEfF+c/bPi",
+	"EPR+yr59krCnJyfx1KzOC/hzL93t0cHtsjW6x0+//VHGE9u67rxPH1qXhPjrYt0SeZUQGBjW97TQYYNE",
+	"frzvXB+9jc/Uk+KGS1d4cJPX6rlYcvSPXJZCLAsrp/keOWyBAXfmRjQJ8T40uBbP/nQNbodIsBOYC2Lg",
+	"D+NJnXGT1NjO5XsjliKToG1/Xwp+HY2QQzkk7uJJtc6lmr9TVuYH3Ex6yWWEjgut82O6XrTO8SIJ4BP0",
+	"C/2FPzqS+k0rQb+5j93Xjy5ER5aM++UwQEirLUYKRYBp1DaobycSDa5E8yXfdhJWnkZ+xwZ2AhBPcWf3",
+	"PwQRqugGGurIqMmzLgNyWbceQund81LNm3l0R4blgnfkKcMvnzShl+7NqEfL+zEPbfGVzkQ8IaPqMKeu",
+	"mRIrxikhm5eCoA4cuwZMcR2c4QPvAAd3E+Q3wKOjjtSzdOGdvxsYse4GOW1mQ55fXjDMr24UbwDscoxf",
+	"VppG6PQRy6+FirvT7iXGux75HUT+vCTGsUHiuU6vcbHD9u2Pilxk0+0VU3wpTMFTAZCgPj3wUmfPpSkr",
+	"eOr7KpsLMmLACEjQhID1riD5PanqUmfbmomOS2OblCduZGo3VuOQbrdbnGnSAyP5WOLWXnJzgKcBk77i",
+	"vJOCiw4gqF3U0pGEElBLDkpBMeKf8TF/xglwbVIDHmfjjgOA/Gt7Soe6ezoxuHY58PcTQRRmtGJDu70e",
+	"m2z0IGkp87xgT9pG3uGoOedFQWi2EUR+xIf8lNPTkf++C/EsHmr0V5QFEvbOiwUJe0bg9AmDiUDY0RsP",
+	"GguZJ6wPvlNp2FS429Q9HrWZQK9XUqUHZEcVFHEUIQuIWztgmd7QG+5QybniHe6hIBKx1KPdMyOEShj4",
+	"hd4Inq3/Ey62KJJGV3y5b/XA+a8wMLXjPqf6EAteFEK5y3SF5izvy0oYh0IycT3s0GRiOmHd4WFNjg6Q",
+	"4LsO1l3xmD5jx9vXVwudN03iOxjF1kolgM4f4JawVsDoYMZ+iXdp3AMadS3DVX5AIkLEn4hNJN3RBhES",
+	"39amrHWrGb9JsjYdRLKeI95xcdNlbrrHm7Qznvwg7TqirXyOju2DBre93ksMitKzOkEPYuM4FhlLwHJ4",
+	"xoLHaXA/rp3Pc9l8hivmE10sEdfJpg2HDNzedH/KTFpymy5YH5jCc1kOmJG/UUEqk2DUOEBB6CzxkLpG",
+	"GkTRhyBYjKKN+5Z3jTZKo3Vhho2DNuUq1N3ZcllCngqk24uMTXl6zfoYbWVLKTLCY2nhv1PU/OCOijnb",
+	"d4NENATU8HTZ7LTzbm6aiZ/pZZELMM9eEgQ4WoovObkh3kCL33cl5Rgb1wn/yk2APQnTRB85Fqrgik3F",
+	"TBPuGS5Ab2fWzx4duOlDgkdVw5U63Tatp/m5OWF4oe7Plv5HK+Hp6C5+hNvje4jyJSp72WmPubuG0n7M",
+	"lPrZKJ60Mz8We9g16sucq9iJaRXzZP1cTs0xL+TIv3dViPQsiDto1WjG8uAs6zDLce+bEzPuRRgvSR2o",
+	"XHdE7tcQ15s4NJbSCpguMye61MWAJcE0ccXL9d4h0Ju7Gas44sTx54Jnnfnx8MQlFGjcHrO5lgXgoKZg",
+	"zfQlXA5M0Horl4L4YLR4DbCb7cxchSWvGNRkVPFqC5pfxwN7wrGPYGBH3wgJcLuFLWwg2ZHqtpIq06vD",
+	"z8qv8N6dp4Vm1qC0nUcmmoux5LdXVTmPxuRB8CzEzLnLMRXKIpiArlTmbp9oavSS325UODyw2cwJ3tPK",
+	"YmQmm4pcr1jHpqu98lS6JeH2em8tTsbXB5b1ER0oqiDmdoJP/M9eihW2gX3EZnP18uKvtVFgQwBWVpQ3",
+	"PO/MD4bANJkhwpjg6YKBW49B0BG8w/rfngziuGkYVWt2lJ1a6Kpsl7BAngc/Uk/E+BDqniJ1E2aszHPA",
+	"pZNqvjc/vHp58Qs0cLfkvrEy9Ww61pja3bZtlaWOJ75oI8hm7WMYOXt6e7tnrEzOK5UufuG3u/ZOloAP",
+	"6VYXn2dOilHpOoQ6e7B1/Fm0xdru7Gd8/PLpyR29g8akNjpnfWGsXMJdNyv1EoARFQJBsmmVXgsnivuY",
+	"WbD681snVw/uadjfPb1j2N89tQvPhWQuHmTxYgfDR642ymwQYhf4GEQWineRCQKJck+SKRsVfzdjF5ZF",
+	"ZQW4VUKB9kCbn9JX4GwR+wy0c2QQYGzfGPsOrhfmlPiT1ljf6FFNeS4645p2ghHcod21gDt25fQj4FYz",
+	"zvbLlcbJhOUyYrI8z5bSGAxJhbhqnmOAGwVnCCfOoDC84oY5sa8QUU/RLNcIa7lPxTf3rC/GFL0H25Ag",
+	"28SEa3lkmoVpaKwwvH04KUbXdlSFXAiCx/BbSgo3x0rWWLg8oXR1nTsxJXEk7hZvyW+jGnek+BjJrwCo",
+	"h9FTM9KP/VK/j8NPA+jHIXAvLbCQiKxS8lXHueW3Xh8O/QbsP9hJRDqQCubvflny2/3qfR1UzW9nGdip",
+	"zH0h731q932694seqmvw1HV5QmTarupsSLmdopmPfzygxkibrdwl4dQdREcHKUhdxW7xV1/stoFauUfd",
+	"W3x3cIrGmrHyhV5BX0qY9oibhOfpfkILCjpNDCkAZqFXTNpTZoSgNv9bilUskf7g2rnbAHWthXPNda+Z",
+	"G8Vea1bX+4Vgt19ruLb4iiU0c2mpDK6JlAmWc7rXNiri/PV8+Pjpt6y/ELcDf4pDLWCehxxlKMzhR9pM",
+	"iuzAbU9612IdRaWEEr7GlxU9DLOtYTLryObz+gDOgTlBxRPh/ll71M3361hHmq1K7YFIWr3FERKwxOp2",
+	"S4+cJAvEDJ60kMAEy42k7gYOQRpKrBp97BP7HSHCutLQtlm5KC5LbXXa4Q3dYdwr95VHikYH/nZ7++yy",
+	"l/TePXf/Xj17e7k3dg3022gzeuwQHaXTlj7l17sBsABCHwvtHhlWFfOSZ1B5KqOCE8ZyX5WrYVKGAqhg",
+	"aw4Jwt2q8B3mj5CyBgnV2OpS32ACBTglQh+POrrQ6gcu86oUMYjwyog2ht0bsqrt6b2kNY7fB28bid1H",
+	"hi0RxzKg1jTsrY1mBpC8CmK8t3aCfQEgCBS38kb4FlADwnLbzQ2oDKZutUGIjNWFYXyGMM0xmPxGOeyd",
+	"92mbrj4G5KUDpK02pOddV3JofweZd/kyu6o7bqYWcssyjcn51QYrRQ7W4tRxgMT7SX9ucMxPz3Jpo0L6",
+	"JveJM0u7isHXgNm6NEe+DoK/NIl4IpjlU13aLngQGhiBQ3mgbKdJ0Wv7ZkjtLA2/I/HDVEtxFY8Bu6NM",
+	"ZiRxpU0wZ+zEB3gqgdqhsPuaJHZVpg944rMYnSZB6JyuIQ8yqK/0Wl3AIhhsGswjFMzdEKDI5trFnokp",
+	"q4y5ayXr4Pb7elSjksQSk2nuOMkYJIXD6XtbWfuaGdTIc7JkGDgEcTw7jvis1Ms9M+wORuu8FutuF9CB",
+	"AU2HB4i0sGTF2tGnm+sGyKZvdx8O0hH+1vBzJ+ySysCd4zF3V693iXdEH+04qXheyFm+g0hLYatSCV+q",
+	"XZaB/+C1OOMy9wHrG2SxX6Xa3UCRn87X/atJ8FRnaBfZVdeWXtpVC6Y+Nu7SAznDr0j/BESOBv/QK0DX",
+	"m8k5uX8HO87LIZPdgADYey3qt+6mys2ou2CdCKuUeFFhh5Dx3/WsHhTn5Y8jid0T2YZx7c5AbC/zfaR+",
+	"bWzcpwem1RAW2yKmLkufTLVfDmwDGm8rBbaRSwd4NacBO6mRPe1rcTYz7xqneaHzLGE8z7HwBdOKedTE",
+	"Gt0TIBUgH+dGMJnlgvXNgpeg4encYJiXz/fD75w8Q3JCDbWA4A3SnpEdxv06rUpj2bSazUQ5GPlRiqwx",
+	"Rgq9BaCLSjE+51I18EYZjGWEtnnQz3YDzGGZDgxYa5T7qOtYudmeehsaL7wDdRNwIp4Pc2CO8679DSnO",
+	"UlF8SD+S4SwNOzmlQMZMKCpd574OsBcjvBch7C6uPQMuEhFnTQA+84cM9m6h6l0p/E4NUHYN+6/LOuPT",
+	"PR7SUbsSiO5I4N9z+eK5o62M/ehppWD6N1xdR2K17gzc37+IOXWwl30eVfVPqW0P3eyKDfcT7kYm9k/8",
+	"pKdHhs25k8IkVFH/ZyUqQg72Y6zr7rm9dmxiumZuEBH9ro593qY+180RVY3Ckk1GsxlvGzXEiv2kp6P9",
+	"PCKHQA7X5TEsjaUOTpS5QCxwaeOGy5wb+wbXpjs327VZY6fhscr0Kh5Br8StPe9arV9hRLQZ2WlAolzy",
+	"NZsKX3cLuOT+hlx865AMWLfHB+A6NY9ZzGfmNJhz22GvJiMvEBgqs44ecIFgUTHEj1DE95+1p+gIjcil",
+	"MO2Nq/cMrgqlLamQ7vakrr37rhmTR5bT0b5+vPrsdw0JMzDCwGo4ZVROONXS9gvWf4Nt/sjVfLDnMOgw",
+	"fwoH8q/GmM87NA135qPsT1DU0o64zIZ5ap+G6OldtriQI9zemBdAne5HL+8oVlSWagg5mQmCy6ViuTTW",
+	"7I+/S0PryjCG4TyPmlsAlRmDdkVGnDSunEIjF+qHXM4XHWkpYGl500QP2irM6q19R2SXgdOxFpYttNJQ",
+	"PWGKbJDwPjvKs4GqH3Mm+fYTULMxXDUTxJwLHwi/b3rdK22v0EqRsFB54Erz62YJgg3LA3zTsEE874ic",
+	"vBOjw1FHMF8lQbjVZdOQGY3CPRBlwZCrYa8g8hx34POqr5ANGTquz19titgZTkvEft6Bm7FrXftIc04Q",
+	"gTUc7OmT2eAhDxWpT93EA/U7S2IUHlveW211ybIo0XXsAmH6dMf8b3C+SAqNbsXWbp7Uhzei0wjvQ733",
+	"N8+n6/VNbrwLgSBaLiGOGuDxN0PELmQKQFnUeM2LXeAxTkPMDk0fvCOrd9mVKW8ONjbbjrR6HyS/Pequ",
+	"FN7VYn13UHclG16tZjVB4Eg4nh27fHdQ/x4B+vt7+YJkcUeETTtqcevC98FlWudQeNdpTjBV1g/sBLBT",
+	"soSlIZ88C/nk7ovEhyZulcltlHL+XJaV9JxcFOHm/EZQWGsdNgvT6TcdWPBNqGVwhzy6wQ+hY7/iMQrw",
+	"XoCYalzXYTZt2xaizEpLDiOnD2Nys6/v4u++iFpcyIa1OFrnZg8xtiG/djqZl41Cc3eEOOJzDSmiu64w",
+	"BGOB4kGGMTQQhKVZVihjjFgzhGuhV2aslKZonVM2uRZrM2F9jHYaJGxCRuEJ6++KABqrzhAg1wjGc01Y",
+	"3wdwdYdujdXO2C2oB2xFnhvv+jCMF7y0rpsQCDVxz4+V/2LC+qsdgVC+VqhQ7RrJ2ldAD9hwvdPeP4xW",
+	"ozd89Qs5R+kgVnfefZ6iO8oBNQgwhAMEUiEK2HVQfKRiR/wvx5oBsD9m5EPzyKjaJCIo7HNeFFeFSBP2",
+	"k55eYfxk4i5QiHgZjdWLUNPUh/mFEv0TMO1O6miWScImUkn7rPUNJiGbSTJWE6weAXvGJpYKjkmtfix5",
+	"Ki5FKXVG6vuE9U882H0rVAfyKpiejdU3JyehGgN7esY0xhq6qRK29ktezsXAHYS62CyM2dEXjBZKdLmR",
+	"pXq55CpzX/JyDgMX6sb9BzXAJqyPL50yrtjF+atzr1oxj1fkXdqPno5Vs6zEBgy8zs4aa3apSzs5YxMf",
+	"LzZhb59dJuzd80vHzK+evb08G6tJIwpu4qg/ZNnX6/sLpOC7vx3PlGr+XJYTNGBPjc4r6/Q2uxi4uZaC",
+	"Z1IJYy5LPYV1yOWNqL/A7YFboSroq0ZJjiN3VKfCnI6VuOWpBfh+WILJwtriR2FPGRQwT5hbuwRqiy/F",
+	"R9eRTYsrJ7nBI7q0H2Hx52WR0heJX9ePE7cCE3Er3E+0Pa4NDq16WxDDLBWGYBlj5XeDRrRZlA028wzJ",
+	"VPL8ucj52lOc2+sWCbqh2ZZRyT1jqjQVxrxdlMK4awj45UyXzC8iBXXB6sF6zzDMrX5jgCucy5lI12ku",
+	"YO4GleSEFaW4srr4OGF9kCjaizxWsCZuJLTauFAmF6I4ZR8oy+3jZDBiG3XZwKTGlKb9Y7ocq4XW1wYD",
+	"lYEkGOLeAjr3eVEcGRZELEx4RNv0b1qJ4XQ9xMx1dHMembEqKJQgWKmFyiAtzozG6tw3CexnydeMZ5nb",
+	"4kIbtwYLbdz0A+V8nJwycWtFqXgOKVemAh8X1OUZK3cQFfbWV8IS3Y+u/8OMpD6+eTQAmQz4107z83lR",
+	"JGNV6goMAxM3iklIE3j35iWMyO3KTN6yiftjUgc3To4nA8+nYHJjRQGtTCtkHhNMttigTF/RP3MnvsGf",
+	"gEJHNIyxAkM8FPwfQpn/56+usCWfyrWSeZbyMttkNOg+O2WcuZbqsm/nRYFrKYznlP3nFWSKWJGwmRR5",
+	"RoweHxvBSAauVwzB4HasXCs83NnHWKQbYRyQA2ciF2S68b35Ebj2ADB+rGj/hGELfoMXtqQtTXNuNhyB",
+	"3irF5vJGBJThgs/dl2PVnwyH9PYQ3p7U18MEivFMBpStqXk2nPKcq1SUjghpEODfHKswhBCPFUpBcnKy",
+	"Ih1PCFAHZziJkrgR1osrV7bkVszXk1M2eYO4DO/ghwmhF/mCp3ysNoAwGCmIAfLOQFDs5EJduq8vZpfa",
+	"GDnN4YLy7wCx5WuUs+CqM5v4EO1oVLCTWUjbk4qIGoooIp44wH2qKeFV1DVC8fgnPt02A2cx5PxZrLwI",
+	"YLQqXzeALbKxanRMVnip5meMqzW5wbum7ihvug5+Ybfq/hUQ8wJdX6gbnsusTdUbezEgUvR7CUgT9RXo",
+	"vvK6BCQ4IF+k+mjby49Mcqzc1GGsheM3AY1D3EAKizukE/+toe0PbDQ8ZmoJzC1rqKkBSRYpL0spzKaE",
+	"JDNB+MEodpfS8W4zVudvX798+fc3L368eP0qYfjX/7x+9cJ/fvby3dXbF2/8n5dvXv/04tlb/+fPF6+e",
+	"J76RX1+/+fnl63PY2CQUSgMS1iu14mXGzi8vEnb5+vnfX53/8qL+dHV5/oz+vLh0TCljr14/f0FPubPS",
+	"hEBpXNx6pZxoL9MFnKpSzKCmEARMM27GavJv/XpOAycmeRaOQiexgFEmbnw1OxD2wpduUeHKr7/y6ieR",
+	"Q/2DI5KJkyv9+rZEDm2Q2xuot9mCY9mgzEFSs1WBVOrImT0rtUJ3MKp7WeaYDaUdTlh/Jm/EEIk6LZ2K",
+	"FoCnnYxFmfgT1neC6gDFW4WaULpGYIwJ65/nuV4l7AcIZfDgdsK14A+jR9moZXLPT785gWZJFppV+U96",
+	"aig1DCDkJ6z/jWsKXWORXx9BR5UpBC17wUue5yKXZuk2hgBq3Cmg5Z/y9FrPZtjAmbtn4AqXChXU1hWP",
+	"pDWTpWN5HiLJLyBzK9S+J0eMEnWc4ktSgjQsdwK9xJKqZuxYIl1iCUNa9D3k63brBvPEIQtZ3wj2/2eP",
+	"Tp4y9yTrc+x/JlQqxgqYZnvwR6YJFysUmBrhXdeeW0s3JnRCOqXbEKeGe96PPuWKwn7cGH29dJo7eKsT",
+	"x03qyoqpdsN2i3xKdV2Wbs5TYVeCcphybXwCJfdwB/1m2js8kAmLaNx+1gkr8gpqHLsFHCvMpwa4MF2p",
+	"jGKNYIS0hgO4aINhrJ5HxuxKpsIdvedcLN1ytkvL4GacjtWTk29AKudq7chD5EYMkGCgYI4GoCx0axmR",
+	"A/C/u1QmwQ47cr9dwU+6nCBBNX7Fyu1En12CJtwC/hW2hLvVnOHt0DjZbVPmpJU649hBO0Kk8SL5fic1",
+	"8jzAEOSCO0X0NDjUEx+mAK5sJ+Gw169eRMXiGUjtjQAAv/ymyCXYXpbcPQ2aaxjpWD3+7unJCbCf2TOI",
+	"RXXaZ5axtz/8/dnrVz9c/IiK65afvsVUTk4BuFHNmdJOZm14+mFwmPg0215a2YwXQBUFoOdYKbwBFuxE",
+	"PozDDYb4ySn7MOXG87iELQNCxUdaV1E52Szn64QhRgLSDv10NlbBEPfoBI7HtycnpOKR6oc8F9Q8/PAD",
+	"l/mPXM3/XyNWALqmv83HyViFhfFPn7HG4yEOYTNIoUaiaLSHxzkJY2XfOP3QXbd47kGZysStyByDQd8e",
+	"Wzj+7yThK1/+tBUZMhfWjNWb81c/J+zX129ePv/71cX/vEjYL+dOkPj7+fPnb1h/QrVK+JKg4ocno82v",
+	"3G1NL12+fvMWWYwu00VZKadRXb54+/dXTk64Shh8diID9uv+bPTX+sK15SYJ9Kyc9J5lYzVxazQkvX4C",
+	"RIk0QdcM/BzqroNQTwW464PHVV37iwwwTvWWv4lQdeeZ00BegV4EEYSX3C6cQsvH6jIg9GHp72e+sLcN",
+	"tb43TmYfNcWJB+vPaCkzbvkwgtM/cbczdOtFeWJPrULsZ+6mbw/2lI17496ETaVy00SW5Y6fE4VlOla+",
+	"Yr7SpKHVFZXq28tL5o3i5Nxy5onf+sreTIJN2lJWyMrnyvp65617+Mz/hJX06pLmbKOi+VgRNk2kpHmf",
+	"e5Fk6MY1QcogaW2q7SI4DgaotevcaSrwrjdpwFwgw7JSVlekLoUrOIwbzlApgirsFaaxMpbnOJXVltSB",
+	"qRBmxJ671yhUwVgNEMphCbBNJwcYGh5YOVt6X73RCZMtSxA0SamKpBdSGXwcny+c76aFVfL7IDu8u3h+",
+	"5hU5J+Rua3CDpv7mpV6wh25pcpeaZF24LfzxkoZN3AJPWP9arE2daG88R5U5aEycuU9HaERxGuG1WCd4",
+	"s7phuV3llHYO1e2uBQTY5sKiWTaTcwDQnAwdD/g7Hf7RpBZoHj/9JkHydF87bXs0mmAWKKxBw8RoV/qM",
+	"bYyXQV2J2izMfpHfj1V/yzTdTrOv589z8A76nDHk7xGwgbHCvTutc0KYETw3Db8L6wuFtUOZUGm5Bt7l",
+	"7lqgZbc07kLzeWpjtSqxZiBFETXCja7Felg34f4ceJVNWuB9uL3LUNbA3fnu4gWyJn0NxU86NGkuOJKk",
+	"4LnIsIjhvE4+rM0+/EbUkwRv1vZwyMnvZRhcXTx7T0++YX38wjSzzkZEgyjj0RtlpcBUCpYPKBqBEpTS",
+	"EGqf+FLROEWPeusaAFOW0mOFA3cSIkXVUvFwbpq0E6m8FsOEaLstxS136lHvtFcrpTePomgH5J30me3n",
+	"RdFLejhh9wE1zV7SQ3m6l/TQE9RLepdQWQFROnoeLaJXhzS7994nn+739I6smP/zIMfcZrLc4T61eMiL",
+	"YyRSVdEEdQP7OPGPTAJeN2TZF3xeV2cmxQ0x4vg8nkd3WHhNcJp/enzNhpdyZ4hoV5jEbg+5I/ZeNFnX",
+	"A8zvP+Fn/pWO0NOZnP93I63uE4vTB/Mtng88z8QxWH+C3x577yH+gH8OvLkJ7ZqNtF93VYU7zv+24E4y",
+	"4TXzR7/5AC/0Fnqvu0jO2ATskn97P2rPdUIWaccnIWcAtaWxAttjWakEOLt7Oebwhnw3ZAB3rT8+5l3a",
+	"SS9DdnHXEYenGm8dhP2FYnsXHKMVxrLaLemFfGKrqxqdBidr9o4Ddm121pZAW/9dTbyAp+p5o8y557RR",
+	"JDsMsFNPMR3ox0NznO/MrNlZgVtn9RwLbWQc9+zC6+p45XPLUKnuP4Lqq+LWDqD6nZ7hD9m5HXVAtVAS",
+	"VCxouZluDtLjIKAXgClOGtZO4RPNBJhGzgGkX0GFS+NEh1ZGSisrLsrIOxJT3lKpZD/17Xp9SXN4jp+w",
+	"SpFBjDezCGkgu7rPOlM7mla2koIgsdJp69TUJkAaL4QY0QZD9JVboEMyPw6FSzPdMd1hIVKuMC2EhDNk",
+	"dk39C6vy7Q8/HQoJxnJmkLfuOQswjYtsf2A3Eqr2zeypz92nw7Xf67UeRW6PCR5N/PftIGgvlR8IrzCT",
+	"SprFIauwq/iUd8DtCbLv/sBIiAry1T8X/CFSvfYyVK8FlzF+/B5SKJzsjlGfP+Atc2eJgv0K4PxGCI+h",
+	"WC2tyfvY1huRVqW06yuI9SGAH17G8gGdkHV5wax2vBbgs3/69S0zcq5Q40SFlNZ4zq1Y8fWRYT/9+vPV",
+	"CBAnXQ+9U99+GM3C2qL30Q1Gqpne7ve1QrxYJ6jXdkxgJOTXdapUCJygOCTD+udFMUjYFOpw/ENPzVj1",
+	"UUcaJMxINc/JLd2/1NkgCew1g4dZn0SnQVLHaKLw5BpCAWmQgOV2WL/q2QHrN7Qtd0tWVpuUAxoG2NOk",
+	"cM2gkjYgu22tUrZgIeDXtBQZIhe7ocHPSQDsGyufzohRtK3wi9/A3Nm2TJoRe2dESRiHY2V5fu2uyK2n",
+	"Jj++eMuObx6Bm9VMMDUrhCQaisvklvGiyCU525zSPBqrsXq7KIVg81JXhdPGwQFwKRWhAJ+O1ZD95S8B",
+	"i/j88sL85S+nZCNJ2FzYBDpMyMyVkP1shC++9no6jCIT02o+d+vr24HsC1D4wfRprC4SDPBKvN0rGSvm",
+	"P4Ny37C9AUTqGTO2FHzJcj03UDpb3IqUmYXIc4xc/FVMMTSORnWhjJwvbBgFb4q0JOv23azcvadLtqLI",
+	"DW7cWK7AeTi8cpLNC3wYxo+SBAQvvOTGDuG34cXziSNPisBFzwmYlhirDKDae2d6oIawtW5/ziu7cESV",
+	"cl/CkjM8nnTM+3zPQ4/+ck+2IoNjPxixNzoXVLxTlH6kp2yCFcAniE2ZjNUkE2joKieM50b7QjK1cSVh",
+	"E/AU0u8I/taqWX4Gx6DlVFzyNcvIig61xxImVZpX4LwM69VclCcnj5q2cQ5hRIAScK30Sp2xJyffbD/g",
+	"+nEiTaZBYD2r47a2zUSEd23Yk5MnLJfXgnEGtjE1Z6jvjRUCkPbDCSDHKiIHBBd1zWSxnlLCZrgrSFOG",
+	"aYpjCLv/s1gP/xtibQj+3NGn2wOYQc7njlwhQpxMiCBKgnoMbYKkDcJ0JnJJgbt9qMfkYfrdcWS+JN20",
+	"MmcAnOraevPi/PkvL8bKW1yWghtMetSVygYj9ivEPpMpnSqf6RJqMqDFiXRhacGEhny/ASneAGY77T0a",
+	"nYxOfNViXsjeae+b0cnom17SK7hdwFXnGBtQynET54XKdQQz4EXWO+39KOxVjblSClNoRfU5H5+ceKsT",
+	"hXcDM8RDdfwPSvNCQexQeJWPH5O7gdHcLJ+cPOpqOwz2+J3ilV3oEoCL4aVv7n7pB4+ZgW88ufuNV9r+",
+	"4LbUvfB0ny6aCUEglVTLJS/X8dkGA+wuJMgNRgDo2HxunHxUm3d7751u2oUKh5Z7d/rc+Z/LG6HOQpQk",
+	"OMoIoA1CgsCp1Uf5RGKU0FhhqI+kiNGBh40sRciMAatjAJq7FoVt+JuoxuaIBdB0JhXYRGI4dU2Hoec1",
+	"Y+UUYDxWnm0oBoUWAZwi1WVGDofQyIYZZqy8QZb1J6ZFnpPBiJ1XmbQ4n4kRdui3YIJntX2IrjYOEeRK",
+	"f69RxbzP8wP4oR/bkrEtK/Fx6+g++sJHF9Jumsf25O7j8T3PGsX2v9RJf/x4n26KUqdOI4Oj+9nH/UrY",
+	"u842WJx4cx33P+0fkwjLPw4JvIWOQVpDNnszYrYDJ/KUKc1mVQnXfrjsIQTNXZjuokSDL3rNAZlJ2gGF",
+	"X8OMameeYxpG2Pb5goE2TtjW+YKhPvAJayegf6RD9rDXYcjIih4pn0HokXh9Db4/9vH6whdpJxV/+t0Z",
+	"P02NwtBRQeqlNLbNKr+gQAX+wg4yCsCFX44IPnNPMcR8Qyza5peOsfiyV5+7uwHRIM4rEQAcJHeKUyFq",
+	"28Ecz8gP1gSaRbNgBFC2xQ9hMLv4IQznKz/8yg+3z05NqQ/MD9H81H1k3sDvsTPjVP8ZhJJxtfbWrA0o",
+	"3SNDBg1AZ65PFsYEI74V6iwEKD3nUm2I7TjCXecIx/j1IH09SNsHqUG/D3yS6iz+aB3ltzHo9sXdyMxJ",
+	"HQKyX/0CrQRbCxtTcGsrEVHWH4OE/3VEml8hPecOkQa3L/A6yA45lLaaYVKdcuoz/9ADbiP10SWZhiF8",
+	"Sc3/u7vfeKv1L1yt3/iyiNtmu2B03nAq7dwqid6T7X06/kCfPu4y0T4LCEYPvV+dptkaafGPyvDvYX9f",
+	"q2beQEBCBh+P1jnG06KUst9uJ72Cl3wp8Eh2oEHXj/hduOR20fv4vpNWjjGJFKSvz2gfXAbpYpvkXmTS",
+	"09xL7OlhZCNo/BLGsJdV80uT+1cZ6U6zJhrcIauUN84OZTl/Jk88/sBBbP74mZSefOhJgChzf3kgth62",
+	"3dsku6RBQj7eBeHSekmomR+rwPY+CbpQ+zg9g1f+MEy8g6r/lCSKS8/6SoNp3Sx4SWAVfidrsj2MWiFQ",
+	"pFNqJ+yrNJeQ0AUY+FZjtUpI12lGlwCKN5iQOIIpSONDXxIUAyGgp1GtoJ/ruUkgaCPxlXUpn2NAwSsy",
+	"XTRzPqCvNVrsYyK+E9R+lliq/cHo03XQJRFC577cJZuuwbn46ZR5P8IeRgPpWdMC4UVAdq30ajtUiFGk",
+	"0C7aoeiJbvI5d0qnoCT4EBiBURlHpo5b+enXtxBtA480Iq3GCqVTQ8iJ/kVTQYyce6UB/IORTIRGs5Dz",
+	"hQCIHpzPiL0Rc+nOh8h8B4b1fcIjBu9cvr7CeCr/wGQwVikvyzUZO/UKgo/oWsDApjDhLnq89Mv0gCRJ",
+	"fXRRZRjC70yIYeEb0TmIOsmRVKTybnofNzXTJdvB0AINvv+YdNjwmnVTKG874FvChjJu8A+FmXAYslZ7",
+	"+jeLpmBs0oidbwwMA40gc1Ktqek+Zq/gVCExFTJnBwEbIwQKIYtEDMfJcGhEPhtSuOQw0GMCTWOE11Aq",
+	"RCV03VLqon8wGSvXPyUbcgsPJoQWMRkOl/w2NDosRDl0v09Y/8nJd2MViGkp7RvHBFw7Yq0hDOitR92S",
+	"hqULkV6jnbK1aYQYJw3rcwDXggPTxPN7+u+sCecHhhxfe2WmSwyM8qs7OAV8ly1Ql5adFBfAT2oyVn2/",
+	"5xPfzmQQO6LP4MXLUEvyITQEah27+tKhD35qHeJUgAg1FP3yR9cO9uBEz7Sa5RIj43+XUIlnlEkcVndT",
+	"KDuLHeSQq09XMxWbarKCDt63cSMff6BPH5Ed5iIGdfyGkLuB0z05+Y71U50J9krbF45HtWCUauOrtMiy",
+	"B2OFWTy2WZcKmXnDpJuwSgHcxSTlJuWZ+E9H7xPIhaEASP+yNGzJS8dQMp+m7yTeOqDcB7461hOQCiCK",
+	"yvW41KUYJJtR6A3YvD5k/DtpNECZOOaOWCYD/JZyFH30tkmwS5MAwh7e+V4o4SVcDuC7qUsIAexBAXlZ",
+	"hnRKigqNodlAtj6tDJPKirKsCuvDd33wszTM52K06px6nCFAPwAoPcigajFGnH1gjDEWCKgIDRa4oaO2",
+	"qQYfbkTtRgiA7ldIEXLv/LMS5bpWWWm+vaaOugmd7vTQDZb4uMOtQKvnEbf70HuT2ganbIPOAoHBrhk2",
+	"BzlSpYL9+OJtMwbY8YLHqO3FliH7Q5sSD2WVn8n0iDIaTG+7jJ8yyd7iXJcduXlXP6w8fced+Rmbf9BW",
+	"tmOF4HZoazK1QBsUJozhR4ZVFd0i80HmKFqWtmF3+9I55kVhjj/wovh4vBS2lKk5/oAfPsEG1uo0iXGA",
+	"86KgmHXXhTvPehZ4z4a1DJAauk1lBbdWlO69//s3PvztZPjd+/7fhvTpw0ny7aOP/vvB//m3WB2TuOfT",
+	"WL2k8RG8CoVKYpKRhza0WGYpLSp32/nEAYTFa2H1U3g+FWLanid29bBTfb9L4wqgofXGHHn4Fu0LZ7qN",
+	"64c1QIShsXL6SKEzZnk5F5Zl8gbAk6X1eQ8IJwCArSN2BaAdjoUT4N1Y+XwuUQJeMKJ5ECESTpbXVADZ",
+	"ib7jRdH6G98g8CdCGzkvirFyCldRGYBDEitmaAScYZoF6z95/B3jU30johrHZWUWvzT3577VDWwcF2Y/",
+	"baPjasWZQRZ3UU1zTAb9czkPPs2y8fkRTkg+tMABAvfItHkF64fUK7OBbXOXD303W27UXO4w3W2CJdcw",
+	"vQigAbEkinJ0wUxspeNqmKMwVrrMsNAhIgRThyP4usYnPA15voaMpoDfhKjIy8p4MD02q/J83cBNJ/wX",
+	"JVb1SAkjfg3F4rwVYcqvKVOqgYILmR0oM58xjnMAO4kTrD0EWEZIrY4VpyU3i2GudUFlz0wrqAaQBgpR",
+	"jtXGbNUPCFY4STzuiOsF+gsZs/DXlKfXCEysrDn1DQMW/ND4Qm+tb7HQjf+KarGNlf8Ci8QPoV2GGCwE",
+	"Oklg0VC1ATLK62L08agZn1j+gAJXqOodF7jKuuj3V0bSFgc934hVD6jFwD15R/IQstnvJYq9P4QTfoaT",
+	"9g+9CFvjwcDsCWnqTSaG5c4hIPXMB55OmAfjQumUjxUFrv5GFbptKUPo6hmbVCrTEw+42GRwXjgzFvh3",
+	"i2nzKVeZViawdPcCpt40MSE85qG3cwC3+jyXOIbM+7J+4BrP9EFucUx0F1+AR9b4ZHEmWecwB894GGoL",
+	"Db9ZhIGn4PkALB6s+0u5woM/m6B3uOH495EMm8AI6OLPdC0extj84ZIgQh0cN3ArOiXBV04zTdir87dX",
+	"YKU2CRpftfuEsOzgCK1Kqmej3MBLc0bSBlw73JiVLrGA9LaHFISeZ42xPOAh2uhrV85Rc3X+xLlnDQsd",
+	"IWC04EwOtuF9etxg27zUZV04r2kREbSIuAJYZPDXuueS4KVE4wFYBxbgfHacsOmAJbPvqa+ToQhxHyrO",
+	"VFM3hqm7x1peiwZuCBkaxI3tNjIEUEPt/c9jJdVU36IDgbRspjSY1p0qtHmwCH5LZOFG3RpJUZkFFMqw",
+	"Guz/ElCZ0VvDmzNDqXCsmhseZgq3cSmgFAKvvyZI+xU3WEceAcshdkSS/kQ2eMpWp0EhVAsUYnGnWGrl",
+	"q8SEDZQGtUdwnBSABpyvz1rBKkIU6KxHbMfRWHkvVv/JyXcB33mAhcu9eRSz18gP1O0EjvKh+zfPbHTz",
+	"+3iFNwaxBw9M6upEfsf+t4sIn8l6gY81zx4VVIYALWm2WQzE3H0ORz5EIjj+4MTpnR5kzCRI3dmdaycl",
+	"EI52k3dmwnsnwPEmDf0qMsSUryXO2oe6xfNqL27s9L4RN/pa3C1FPIn5wN2r2Z86BczN8A91tcd9JPXI",
+	"jsAd0qExUynkbtVuyW9fCjW3i97pt98cZBUg59nOrKNf6JkHFFGxi12SKQ00QYEck8eTz482vWev5FHt",
+	"jqQkPgnps+L3dk/SqI4/4Ic7gmSW+sZHOQC0K8b6gYzSkDxecmPP3S8UI4dNHxkwyNaVakkgEQDPZ4lf",
+	"hghACoEmtuj9SWPV9+GRth01S25DY/nabOUNL/WNGOIwJnGu6Z5AYrsr6AOEbW+zh8BziLbtiO8grPit",
+	"4I6mMWUf1gyxM19ljM9k/5TVQnFHnxmT8Xlc/47HkRZr9a8L/IumAoiISJkcj8WRoYNRB4kPEBgRyJX1",
+	"uaHCnVTQ0a3EjcwaDngCaYagL18NZYKh5VAnGRqH8srwFZbAoTNPnjIKgtt9usfKH+8Rey6W2h7GY8Zq",
+	"E9trx0m/EjYc84fxN7vGn1EWzpdNgaOJ7bwo/3ViWx/epvk7BMOeZ1nNf3QoQQulFdyt9lksqfuWhwDP",
+	"TrPmfwG+aCaUFK3Ct+y8HVSlNMvlUtpm3hKUQBwrQJ6fC7sB6euzBFJeGHhUUiQcQppSIC8wkeGQHh5C",
+	"H2YCVZWwP76ZXWCENa1qT3XdOdALa/OXL5wjqQgXVd2yCydxAbTZTOe5XkFRi0aR5BFD0CIOVc6Qv6a8",
+	"oKJD6O6pFAxPZKfsxHU5lZnxOKbYr+PGP16+gzf1jJ0QIKvS7ltDNWQ3ZzdWq4VmKw6lfMIOVMppgADb",
+	"LDJcABybYTkv52iLUs0sjRG7wuprvi4Q8mCTloCQ2ofsi+eyHDAsuuYuCvmbwDUfq1DWtNAIH0l5DaG4",
+	"HL2GbJ9eHrHvITuCbGlu26FAsRRl0pjMkq8R5N8nQUyW/Nb7dMykDrEeK4i1WGNpgxjp+BSO8MokYY9O",
+	"kpOTEzZdB7IYNMqXEWSGMJhrwaURGF9MW2YWpVTXUs2TsfKF0QZYSOIGCqjhNYTkTEVOIYwLKQSKqQMI",
+	"hEq7ogjgxD2k3oQdRG4C+uFfCaOhaZVH3oCqknGk7anrAYzud7DT49IPt4uvvs6zgGdGFkMInKMXj0Bb",
+	"seDgQh2wBnjx34CNmJs7M+pgW8P6HTrv5ttXbkj/BUpMRDe5ZwqlPnfp92XDnfhHBiH9fSJeGkfD16PF",
+	"xhtmBl1ZTDvdYWl4aEdVYyexvEzCCqw4kaAIsXnDW8144TQSwXTpzgOmKzihhG49Xrq7gDvdxckt/Ula",
+	"VBM27n37ZNxzotW49/TkZDnuJWyCwcOTsRr3Hj/99kc57kEdSX+552JmIYYPXSptEQwlEGT2I3auxooQ",
+	"1sOlpsScW3lDDuqClyAsUuNQyZT64ZbxPIf5cEp+pNPdVG8wBSma5IciibGiwHsxLKmEkrFYa1SrjRmQ",
+	"9jdWd3nlgIKoSXpAUiXYEX0tsv9H25L9P9wTkU0GWNjQDYIUsf6NKKeGSt8aO4SWoRw+voxlcSEJh8bb",
+	"dN1BK37YZkemYpOHPJA+1+zi9/FOtSa5m0n+yyh3n6R6/V481lwTi3IHvpZBrK/9EFfaDnU6tWWK4w/0",
+	"6ePxh0ykUBjnQcLxalnk4nkSCkA32QLVf1aV01nJcd/hjyhbRzHukogE5UVa8nPeK3CNmAo8C7lI7w9I",
+	"0DiHlyH/zcM91MsisrDbi1JXc3T5tjSQZKy41UuZ8jxf127hDRnvFK4b6IrnW8mNYwUx1VCcl/vxTALg",
+	"dikosJAuxD5pt5S2WatCpSi4LJNNo/nAZ0waUFi8ZxFnNlbuIsW5Z5D3N2JUpkzNCeeE+2sKapBQ3KHS",
+	"lPw/VueBAflabzyHimzb99rJd/GsS/fal2Lnzz1xPTB254Gcm9buq13u97DLBVmTkajJ2wL1YVBCnfz9",
+	"g7tD7oGRR1gmacF3s0tfGbKX9HxpyF7Sa9SG7OKfVRQVuFFyPSY1W6pLiWW3ycYCySg6WyM6hoEsdqwI",
+	"zi3aZ0hk7gfDGpNQ/L1uQzrBnd8IM1ZOdkczXof9sT2QyYePE1ZUZKx0340V1OQk0dmbAOPug9p280Ds",
+	"CcBGvrTvYLfB6F8MNu8+UPCixAzB+/JQYLEIN8CUTB9XFKlF0N6EFzxdMC8TwTY08jox6khkpwzLtgJl",
+	"9z0IMJRZw8uYvG4mQTNUyETF/FSIuSx1oQ3PB0mrkOtYzXKty4QOF7bC0oU2ggCCFuukxs1K+ZKQqFgf",
+	"xgi5WE0xIKA2BPtWAlb1hJlr6fgA2GvDhKVx7+MsPc4Dy+RsBhEfHkyrKMWN1BWAF5FlHViEIe/jWH1z",
+	"wkwXGjKs5V9pHx4SDbnVUYdU4Onha47XtsULFxAIJ3UE7qnEJEw3DK775HvdXwzXHY+/4ktxp1UZHe13",
+	"JR9A0FCdd4B2PrkUrSQDg4gt8RSDt9jPw0NGQEe7bLseT+bzo7UemNw7ja4+OEKXbMnThVTC/I5hJTvN",
+	"rxgsBTlOPrLcu+O0yteNkGbwREMdOX+IkrEKydcJTmCQkH4qLRO3hSwFBJyAwgdxpCN2YQ1RIoazj9V+",
+	"8exXfz0fPn76rY9rZ+c49rGietwE8IZrH4U+g58m3YZDoMyHBTiDLn5XlDOc5K6jl9RgKbhPX3XP3xMg",
+	"DU/oJ/ASz/qpiYPDQ/AkHX+A/3eGgL6IhnGhbGfqcLFNC1Q4pGOFAZmOQ+w4pRioXZ/Sr6HrFLruieQ+",
+	"6eL+49d9AOKO0HXb4MD3HbseQkE6ZakffN4YJs3NpeIAKlFjFQNqMwT7uDlguetoReOUpwsRF7RCQMtd",
+	"IcWvVb7GGxm67XO1Zik34sxj+m5UNx+MPjXaeGu7ALCfGZGL1DoNb3It1v8JCuGEFVyW7mZwY6dlSfVy",
+	"yc0Z+DEBkmTJbbroGg5gnR42HliKBsKil1QAm6N/6X3Gbyql4MNVlaZCZG7zRqNR58LA+4eN5JLPBQZE",
+	"+WBv9ujkJAkhS49OTk46+wOTQW+DnOWyWvZO3XtJbykV/RlIWyor5hC/GT1UE48+MPFx77O22lvwueiE",
+	"GaR3DwxFv/+E/S514LUSMIEmNPefMuajxdXdarRMTasGy/Csuv7uIdUDX7oc88tSnYmMOcpIbb4+9VXl",
+	"MRCBINJLrebM0VCA/8R4gFqRgKePHGXaxYj9CpYfxSYXmVgW2gqVroc/izXEkpOPC/JvnTTkUTOwGafP",
+	"UxgLk8pYwTNHKDMuc6hGX6JOAOESKxkPu0MxKwBHHLqSjUH/LHxs1P1rD358z2k7vrTusAtYA1fwTweK",
+	"/OibvY7xS16S3ftfKXohKBermvBjjGUPaer4gxMvPu6RC3tO2MHuYCJ4MDl1alyW4PdxCn1AJX5y8h0U",
+	"st+CWh546OSZLlPC2qmEr8jaLIcnFNbkIOCCTELuLY7nF2mMVPNRB+pvN29oTy/z4K5bs4RYYAQXqMeE",
+	"APC242aGCR0K//u/BIT3dzozAbzX7+EZpjtgPBp6HaMI1p2Xdhd8b4PifneopC+VK3svgtOPosVNajOW",
+	"r2Z578LT3Ub+n6XKPsEhEBzrbep4V2RtceWPI218GdrEBfgaDvOnFk8ofKRxlo8MM4VIQcXIfanCe5FY",
+	"jh3JcqmwIJ3//PGYKgt8flDOg/CHeLBPGP5BsZadCuDP1VSUSlhhGPlYfLkFrUCMws4YBp2j7YUVGixm",
+	"aKDJtDDj1pskgNGbUjHY6VOfRqYzb8Bo1wIvK0VJdI2XQ7JfRlDhYXjUxEI3RC620lUOUAEeKQ7T7J5z",
+	"sYSQAyi+Vuo8BxMSYs4iNGOInQzY2mNPuzKXds2mVTYX9oxxdqmzILhCXCSV4QA8RvJs0Ur9pKeUyeY+",
+	"XgmbsLcll+63n/TUyY/PSq3cRz9NKIrELc6cAh8kZTpKYLynaBAqdT4KC/UGV8VMSLxuryJlhCA2MYbs",
+	"g/3ILQZW9pIQhwjhJW4rES2RkgYyceNPCuUGhJZ9UPBYPXn8uK7cErZjwSFatEVGsNdgW42a/6GfZy0i",
+	"/wMiSX51l/0LXjWB5j27ifG4iLa8J5xk1+UjVFZoqXaVCERgaky15kuRNQZV6NIazEK+wnBveoTOq3tR",
+	"qrGKaSXuWENBNalYf7KJ7w+nexhLBzI36ciX5sl1yvPJIBlD7rMfghsVZGDiWNyfCZvYks9mMn0u3b0z",
+	"rdzsTtllKWaifJZrA4zigkrbAydwKnwoun3uxsN4bjRbldLdSK7HF7R6V7mkrGRI4R6rUOkT66pNwjK7",
+	"B0fX4V4bSX1M5dmH0/UpC0xtkoxVg8VhcOmQmj1lxOrwzwBbCOwSjRTcNorkQpzdWIVBBFOoLOl6gfuS",
+	"ysaVwuj8RhiKgBiuZCYwXg+rjBpWwKrVFRehkVFYDUNRr9CvVMLgTQcxd5uIYmc17oBfs5k7+KxSWAB7",
+	"jVC4bscgul+JsQoRHtIw/5SvqxSaCdc2JsbTlUyXZ4gWpEuASOe0LqUKyIpuBulC1MTs8y14vcV1P9JC",
+	"jUz4DNiv5IfGpvoTOOhOnxkBmj4Uu3vrpJRcmpAH7ySQFZmkeZaVsHq+Rke7EHwpHGmPlesXQyl1yZS2",
+	"Z4g2QF8pgTFp8kYwOgMjdq6AUNGxZxdcjRWcVaio1BGLGLb3QcFfQycdF1/NsL5GIXYizdcn3fEkrP/g",
+	"ZEHPlb4w5vzDWCg+4bIDhL3uWsrSLnRl2WTFbbqY+Lhii9gWBM/HDfvp6vUr8hvho1gwj/V1OVaT8zQV",
+	"hT1lVtxa7HGIwKqTQYIO+3J45TiMLyQBNw48eGTYRGaTsZIYcVZog3ZiqdoJBJhSi816tI7At7jFsGTA",
+	"cCReP3nJjR1Cj8OL5xPWXwieIdaLa3gCUuSEhYUejBXApiBPyrmjGuxU3PLUQqAc+LPG6hzYF+RKUI0K",
+	"TFeBuOpT4tII3AuZXPRuqFLopQNsHuufBpQlrPrRMXOCcQp1RIJM3Ie8yFmV58F5OwHX92RwFkB2Iduk",
+	"DAC71KQ0zFiZ5yx1G+vu0qoABYQKzj09+YZW9I2w5Xp4DguXjJUPaTELXbrVcosSY6ResMfd37bpx4zx",
+	"QGS7jfHxiAVPs6QjOLLKWJ8b1iKHznABeK/V70yXS24xKuDbJ71GwMDJPgED5xSkAENZchVGCEFZQEch",
+	"qgHqOGJ0AgY1nNV1YWBXpWkoP0AtMnuwwAdoFA9N3WprFX+3GAYYAAUwJL0tttNuaHNgW3cs0eXXElL3",
+	"khXQMB/6s4gVkELVJpMA3QsongoHXWS/Ry7Al7uEb0XaeQW/K+Ylz6AUCWe/iumVTq+FHbHvpeKgQRrD",
+	"58IbhjjDUgu0mErkY4WqB4aFZdzyU3bCjM2ckulvSE28H8A2EO8Cn6DmEzL0YZMM2uc56Emp0xS9BWu5",
+	"5MrtLOQ2DRL2yDWjK5uwx+6TKMtkrL5h4tbDi8EnqOBLebVLnoOccEbpESVlSijqaJCwJ+4yx3ivzfGf",
+	"ssmHcW8lM7sY907/4yQZ9xbCUcu4d/r4ycd4Me0XtyK9Wog8v8ud/LaeY8jN5uUcHDKG9UtRCG4Ja9xL",
+	"DY79itsi15nwZt942NeS0ju7jcTSiqWJcKzAnnlZ8nWDOUdCy7yV7qBAP7FpAPaW2XZBNIz+8aZUrUR3",
+	"kJ++M/gx9pq16zuv/Nh7QMqHee4fIdtur8TVSpIERAJZOI5OX7A61fnXW2LTAfymUlC/AY+NxD+IEBMP",
+	"xxYW8s+ub+V6vgOGTAnQpCiAATRVqOXXnzRloduhypw85LQnXbIi51LBc2asilLM5G0ztM+DAtYmSrD7",
+	"t5UyaGMyGqvLUt/KUHekVjJITx7OeOro38hM1BVRp5UZsXNmBGSKesXBhABc2PGZnFdO3UF4EsdRai8f",
+	"3gV8Pi/FnFtdEs7kkt8Ocz0f1g9OkpAp/tSJv6EEIjiSvBK01CXKwujngAcMXxsG4UaaKV6WegVZr5PQ",
+	"9iRhk9+0AsSjQmfxq+IKOnjpNnHvSPHQw66Q30/iy/m6tpH7+GuwO3Z05H77pD4k8PvP4OYbTkwhCtor",
+	"hC5ZIfmOOiOvnADzKdoeNOs6qFE3ZWc3gAN5hUbY+1TxwkaBRoZD0jM0ctxJHJbL/D4H8wPaoWFPZxJA",
+	"3uEwtz2QfW/6zjBHW+RGwIDHqtDu+se7fuk4T3hr0Iz4hTisyhaVRUSdqdF5ZZ0gmbodg0jjhLJeKpWJ",
+	"kjk2mibs2KxNwo4zcYMg2JQhywBmYqz6T05O0KWwkkYMRuwVAN8gGgQlPjYQenGKaO8HmFEvnkzcwk68",
+	"GalxI3HDnDwOfnJIbocmLPp4x2qJkYkIIedaBQg5qRq2anD+PDl5csaaFNVwvDtmvkaBHhp3cxqM2Eug",
+	"DJTjvfvXfVizFRnes0b1wM0zInPR68jKeXTy+EnymQq4v3T2V8Jf6rmbUa2CwyVzoO79Us/xxPzpBKsv",
+	"55BtQ2bgFQnsSM9N24lKcn3CeFpqE25982eXysAP9wcNK+qs4QnwCg8cdgh9tICx/hghh1/jPf5E8R6A",
+	"4uP9dMENDZc/BmFBYlLJ81zk0izvL9LjQ3j/4x83pjBeCLl/XhSn9WItBEK0/yZKfRZC1yhWrRXDdjpW",
+	"/9BTw0xlCqEykZ0RTguCEp0XBaLsgnVvkISSygmbGKuLyVj1UdIhHRVL9mRJAGHLBTfu75b76VoUdpCM",
+	"1QTCxRBUFj8yLBME2WH0HYTUyXTRlJPAK+/kL6k2c2w7KyrX3OCTiiq76cJ/vKQKyfDpE8os/5GSB75y",
+	"y39xbtkqtZwwR6XuX4ixLUO47d6BcXsi5L8FFFNRgR8CMe8BBPX/gOPmPwkifHLWQnaKJ9t/RcD/X4mA",
+	"j4AknSj4B+H0lWIpMom8q4tiL0W5ER52ylYLATFejfcdFQPrBzQHAMhDTD0oKVIu2bQU/BoNlmCxmXGZ",
+	"V6VgmV5yqfCey6QpK+gYYOwEVgX1YRxKZz5ko+6WsIDJv2m8gQGyLI1cFvl67MP9GuA/gI5AkH9yrnjO",
+	"jBAqQUMDGHYTNwNfinmsFrwoBAT8rVh/suLSumM6SLBiqRMLwDhM0exLoRqww4Rt1xH79qaxB3faQjcj",
+	"9eqYBiq+il93OozqtL3fJ6CgMdkrTFzrYAGY1gaWez/mr0EAWyWE3YFoHoaiSRk7GEHsAmu0c4wynBPl",
+	"o8kzL5yej+8H3GtvD5xrptUZ2KIhPtQdFcJNw6s2a+OXQVfDRueT7dsOrur2OXkIJb3RA/T4pRX1Qw/H",
+	"JkQtWmpp/8Gl1WYKfzLx9HO1ZasLINPmAeIpUjW6Vxsr2YDtW1EsJ7+Xo0ZqUudZa5d1dc/ecVjewENf",
+	"T8vX03Kfp+WlnFnIQmxcNm7X0e7dXEUKcbm3w2JyuSOuesFD3qXRuXCi2Mqcgj8bwtThSlxKVdkQfAPe",
+	"w4WuSg+fO1ZUsAwaIhTpfsFLK3k+8G+710ahwI+ZgHg3EWWpS/dHKTC065leFu7x88uLWijHBEOzEiVc",
+	"kRtggghOj5Iu5gaFqOAAH82e3t6yfisxUxr2iA0ZjiBonoMzHEfOK5UuIL5apfBwgHLDQGf05jsl1/Xd",
+	"cF2M1Vwo2gfWd5tkASquwvT0hBHCNcCPOTUWannS9Q9tJ3XgdN2UTz+DtJcsvACOQ25plTHbJAwVJH8F",
+	"KAel4EsstEvitJvStSisdz3WAHVY/MqHQ5bWjBWG4nkgbfz2jF2WeukUmcpAjciCwu8MwJeozPEl3cDb",
+	"Hqu6j8kxgombCaMiU383ufz7XyYDLJ2j1qA4sFyruSi7ILhfXjxoxsvVy4s7YLfDWfh01vX5rrTWQPwp",
+	"Jb1umIsbkTd2I2meaMANdAqcyIZSsZTnuePcOzTeCqNAuzkKqtelzwUuch5w5+jdUAfHUR6ktekyE2Wt",
+	"XY5VQ72kOjJU1LNAoxOAMDZkdfhb6xyNvfxG1MnKTukFeQSUZgzv7XuuClErohyCZpxLYwddVRPf+Xk/",
+	"ILlRH7ssO245zb9OXQRUsJq00EpwLEo9hyy6Q+80T4UNZKkuwBxa1C+wb7v27E8s2bxWG1uMNh2CGghG",
+	"nLDXjXObwKFN4MRSneRM7E8Mh5psaZ/uLpEPTEuGYjAE13DDc5lxW6dQb/AzCqwht5RU8DwiGoJBjS9F",
+	"NkBgKOB6gIY6pfRybhdQf5+u2hHD5HOoMobjqdHOw1L6cMpS502jwFhBTXsaXhQu+bJqHYwH0G6IIi6B",
+	"+L+sZrPHefxXqXt4P1h+4I/xsDntq/kzOe8xn+pPAcLZOop36u7QUU3TWxR97n5/WJqm1s9T+wVKwe1F",
+	"xP9SNZa+9MUEFLFJ8Elw8kP9rpaEOMudrAsXFKb45jJdf/YJqW3BD3BCXmkwwcG96bUynE/BIZnTiVng",
+	"CqKKjiP2V600BMAD9KScUd0OzL1taA5wAeqVipmbu48hmLK+HsOvx7AdJ3Dv907D7PvAFw8ZjbtJHg3G",
+	"X2n+K803kKMcSWzfPbmcAVJxMGUQ852KmS7J4HH18jXY4iB7Nc2rTGQHn5bVQvOl7FSLf13o8+XFQ6rE",
+	"F5lQVtpOuxlamn5Po9mvC0ydxJEgEEYWilmZgIERN4a5pkRalW6KjutMBS9F2Tv923vHVDAHGPlRVea9",
+	"094xMBtqaMsI70Pizi/BnumhJRpFDbYiGfx+wqgzMa3mc0dY7RYapLHdBKIJ+HjJBgZNowE/40itC4pu",
+	"TUjGwLAKXERYwEZali8c8/H9x/8vAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

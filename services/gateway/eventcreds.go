@@ -53,6 +53,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/computeapi"
 	"atoll.dev/services/gateway/auth"
 )
 
@@ -258,11 +259,19 @@ func (e *eventCreds) kick(ctx context.Context, conns []eventConn) error {
 	return errors.Join(errs...)
 }
 
-// routeEventCreds adds the events credentials' endpoints to r.
-func (s *Service) routeEventCreds(r chi.Router) {
-	r.Post("/v1/projects/{project}/events/credentials", s.createEventCred)
-	r.Get("/v1/projects/{project}/events/credentials", s.listEventCreds)
-	r.Delete("/v1/projects/{project}/events/credentials/{name}", s.revokeEventCred)
+// ListEventCredentials, CreateEventCredentials and RevokeEventCredentials
+// implement the contract's events credentials endpoints (their handlers
+// read the path's project and name).
+func (s *Service) ListEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath) {
+	s.listEventCreds(w, r)
+}
+
+func (s *Service) CreateEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath) {
+	s.createEventCred(w, r)
+}
+
+func (s *Service) RevokeEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath, _ string) {
+	s.revokeEventCred(w, r)
 }
 
 // eventsAdmin checks that events credentials are on and the caller is an

@@ -317,7 +317,6 @@ func (s *Service) Handler() http.Handler {
 			BaseRouter:       r,
 			ErrorHandlerFunc: s.paramError,
 		})
-		s.routeEventCreds(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "NotFound", "no such path: "+r.URL.Path)
