@@ -259,17 +259,19 @@ func (e *eventCreds) kick(ctx context.Context, conns []eventConn) error {
 	return errors.Join(errs...)
 }
 
-// ListEventCredentials, CreateEventCredentials and RevokeEventCredentials
-// implement the contract's events credentials endpoints (their handlers
-// read the path's project and name).
+// ListEventCredentials implements the contract's listEventCredentials
+// (the handler reads the path's project).
 func (s *Service) ListEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath) {
 	s.listEventCreds(w, r)
 }
 
+// CreateEventCredentials implements the contract's createEventCredentials.
 func (s *Service) CreateEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath) {
 	s.createEventCred(w, r)
 }
 
+// RevokeEventCredentials implements the contract's revokeEventCredentials
+// (the handler reads the path's project and name).
 func (s *Service) RevokeEventCredentials(w http.ResponseWriter, r *http.Request, _ computeapi.ProjectPath, _ string) {
 	s.revokeEventCred(w, r)
 }
