@@ -24,6 +24,9 @@ type composeFile struct {
 	} `json:"networks"`
 }
 
+// eventsIssuer is the events issuer's key file (bus.CreateAuth).
+const eventsIssuer = "events-issuer.nk"
+
 // compose.yaml runs every service with a main, each as its own NATS user
 // reading only its own credentials, with the Makefile's SERVICES (images,
 // scaling, the fault test's kills) listing it; only the cluster-facing
@@ -64,6 +67,14 @@ func TestComposePackagesEveryService(t *testing.T) {
 			}
 			var mounted []string
 			for _, v := range s.Volumes {
+				// The gateway alone holds the events issuer's key: it
+				// answers the NATS auth callout (eventcreds.go).
+				if strings.Contains(v, "secrets/nats/"+eventsIssuer+":") {
+					if svc != "gateway" {
+						t.Errorf("mounts the events issuer's key (%s): only the gateway may", v)
+					}
+					continue
+				}
 				if strings.Contains(v, "secrets/nats/") {
 					mounted = append(mounted, v)
 				}

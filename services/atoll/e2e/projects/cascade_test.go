@@ -67,7 +67,7 @@ func TestProjectDeleteCascade(t *testing.T) {
 	require.NoError(t, err, "a quota request")
 	cred, err := alice.CreateEventCredentials(ctx, project, api.EventCredentialRequest{Name: "sub"})
 	require.NoError(t, err, "events credentials")
-	_, err = reg.Bus.JS.Consumer(ctx, bus.StreamEvents, cred.Consumer)
+	_, err = reg.Bus.JS.PushConsumer(ctx, bus.StreamEvents, cred.Consumer)
 	require.NoError(t, err, "the credentials' durable consumer")
 	docs := map[string]string{
 		"App": string(appDoc("web")),
@@ -124,7 +124,7 @@ func TestProjectDeleteCascade(t *testing.T) {
 				c.Errorf("namespace %s in %s is %s", ns.Name, cl.Name, ns.Status.Phase)
 			}
 		}
-		_, err := reg.Bus.JS.Consumer(ctx, bus.StreamEvents, cred.Consumer)
+		_, err := reg.Bus.JS.PushConsumer(ctx, bus.StreamEvents, cred.Consumer)
 		assert.ErrorIs(c, err, jetstream.ErrConsumerNotFound, "the events credentials' durable consumer")
 	}, 2*time.Minute, time.Second, "nothing of the project is left")
 	assert.Equal(t, 401, listStatus(ctx, byToken, project), "the project's token after its deletion")
