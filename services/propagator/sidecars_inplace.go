@@ -89,7 +89,12 @@ func sidecarImages(spec *corev1.PodSpec) map[string]string {
 // images in place when that is all that changed (see above); nil when
 // there is nothing to do in place, or once it is done.
 func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string) error {
-	want := o.obj.(*appsv1.Deployment)
+	want, ok := o.obj.(*appsv1.Deployment)
+	if !ok {
+		// A stateful App's StatefulSet (kind_app_stateful.go) replaces
+		// its pods one at a time, as for any other change.
+		return nil
+	}
 	var live *appsv1.Deployment
 	err := t.call(func() error {
 		d, err := t.cs.AppsV1().Deployments(ns).Get(ctx, o.name, metav1.GetOptions{})
