@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -162,14 +163,14 @@ func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string)
 	}); err != nil {
 		return fmt.Errorf("list pods of %s/%s: %w", ns, o.name, err)
 	}
-	var todo []string
+	var todo []*corev1.Pod
 	busy := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
 		case p.DeletionTimestamp != nil:
 		case !maps.Equal(sidecarImages(&p.Spec), images):
-			todo = append(todo, p.Name)
+			todo = append(todo, p)
 		case !runsImages(p, true, images) || !podReady(p):
 			busy++
 		}
@@ -178,10 +179,14 @@ func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string)
 		t.log.Info("sidecars updated in place", "namespace", ns, "name", o.name, "pods", len(pods.Items))
 		return nil // 4. the apply
 	}
-	slices.Sort(todo)
+	slices.SortFunc(todo, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	n := min(len(todo), max(0, inPlaceBudget(want)-busy))
-	for _, name := range todo[:n] {
-		if err := t.patchPodImages(ctx, ns, name, true, images); err != nil {
+	sidecars := &corev1.PodSpec{}
+	for name, image := range images {
+		sidecars.InitContainers = append(sidecars.InitContainers, corev1.Container{Name: name, Image: image})
+	}
+	for _, p := range todo[:n] {
+		if err := t.patchPod(ctx, ns, p.Name, imagePatch(p, sidecars, nil)); err != nil { // inplace.go
 			return err
 		}
 	}
