@@ -2,11 +2,14 @@ package attack
 
 import (
 	"context"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -26,9 +29,52 @@ import (
 // system connection, and people without the admin role try to issue,
 // list or revoke a project's credentials.
 
-// eventsConn connects with an events credential (in process when the
-// region's NATS is), collecting the server's permission violations.
-func eventsConn(t *testing.T, user, pass, inbox string) (*nats.Conn, func(string) bool, error) {
+// eventsURL is a TCP URL of the region's NATS for the events
+// credentials' connections, as a subscriber outside the region has: the
+// server's own when it listens, else a loopback proxy to its in-process
+// connections. Over the bare in-process pipe, which buffers nothing, a
+// refused client's PING and the server's -ERR wait for each other until
+// the server's write deadline (10 s), and the client sees a closed pipe
+// instead of the refusal.
+func eventsURL(t *testing.T) string {
+	t.Helper()
+	srv := reg.Bus.Server()
+	if srv == nil || srv.Addr() != nil {
+		return reg.Bus.ClientURL()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:noctx // a listen on loopback port 0 does not block
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go proxyInProcess(c, srv)
+		}
+	}()
+	return "nats://" + l.Addr().String()
+}
+
+// proxyInProcess copies between c and a new in-process connection to srv
+// until either side closes, then closes both.
+func proxyInProcess(c net.Conn, srv *server.Server) {
+	defer c.Close()
+	s, err := srv.InProcessConn()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(s, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, s); done <- struct{}{} }()
+	<-done
+}
+
+// eventsConn connects to url (eventsURL) with an events credential,
+// collecting the server's permission violations.
+func eventsConn(t *testing.T, url, user, pass, inbox string) (*nats.Conn, func(string) bool, error) {
 	t.Helper()
 	var mu sync.Mutex
 	var seen []string
@@ -40,11 +86,6 @@ func eventsConn(t *testing.T, user, pass, inbox string) (*nats.Conn, func(string
 		})}
 	if inbox != "" {
 		opts = append(opts, nats.CustomInboxPrefix(inbox))
-	}
-	url := reg.Bus.ClientURL()
-	if srv := reg.Bus.Server(); srv != nil {
-		opts = append(opts, nats.InProcessServer(srv))
-		url = srv.ClientURL()
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -78,6 +119,7 @@ func TestEventsCredentialsStayInTheirProject(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
+	url := eventsURL(t)
 	admin := client(reg.Token("alice", false, map[string]string{"evatk": "admin"}))
 	dev := client(reg.Token("mallory", false, map[string]string{"evatk": "developer", "evother": "admin"}))
 
@@ -106,12 +148,12 @@ func TestEventsCredentialsStayInTheirProject(t *testing.T) {
 			{"evatk_sub_x", cred.Password},              // a user that parses oddly
 			{strings.ToUpper(cred.User), cred.Password}, // not the same user
 		} {
-			_, _, err := eventsConn(t, c.user, c.pass, "")
-			assert.Error(t, err, "connected as %q", c.user)
+			_, _, err := eventsConn(t, url, c.user, c.pass, "")
+			assert.ErrorIs(t, err, nats.ErrAuthorization, "connected as %q", c.user)
 		}
 	})
 
-	nc, refused, err := eventsConn(t, cred.User, cred.Password, cred.InboxPrefix)
+	nc, refused, err := eventsConn(t, url, cred.User, cred.Password, cred.InboxPrefix)
 	require.NoError(t, err)
 	t.Run("subscribing outside the project's events and its inboxes", func(t *testing.T) {
 		for _, subj := range []string{"atoll.evt.evother.>", "atoll.evt.*.app.>", "atoll.>", ">", "_INBOX.>", "_INBOX.gateway.>",
@@ -147,8 +189,8 @@ func TestEventsCredentialsStayInTheirProject(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("still connected 5 s after the revoke")
 		}
-		_, _, err := eventsConn(t, cred.User, cred.Password, cred.InboxPrefix)
-		assert.Error(t, err, "revoked credentials connect")
+		_, _, err := eventsConn(t, url, cred.User, cred.Password, cred.InboxPrefix)
+		assert.ErrorIs(t, err, nats.ErrAuthorization, "revoked credentials connect")
 		assert.Error(t, dev.RevokeEventCredentials(ctx, "evatk", "sub"), "revoked twice")
 	})
 }
