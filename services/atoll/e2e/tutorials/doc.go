@@ -5,7 +5,8 @@
 // its own (three member clusters, zones a, b, c, self-service projects
 // on), with the real `atoll` binary (and `nats`, when `make tools` built
 // bin/nats) on PATH. Blocks opened with ```text or ```console are shown
-// output and never run.
+// output and never run. Each tutorial's region starts while the
+// tutorial before it runs.
 //
 // The session's environment: ATOLL_SERVER, ATOLL_CA (with TLS), the
 // tokens ADMIN_TOKEN (platform admin, user admin), ALICE_TOKEN (user

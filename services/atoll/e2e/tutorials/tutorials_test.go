@@ -3,10 +3,14 @@ package tutorials
 import (
 	"context"
 	"errors"
+	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,22 +40,40 @@ func TestTutorials(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatalf("no tutorials in %s", tutorialsDir)
 	}
-	atoll := buildAtoll(t)
 	nats := natsBinary()
+	// Each tutorial's region, and the drift test's (the last), starts
+	// while the one before runs (regions).
+	regs := newRegions(t)
+	type entry struct {
+		tut *Tutorial
+		err error
+		reg *pending
+	}
+	var tuts []entry
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			src, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+		var e entry
+		src, err := os.ReadFile(file)
+		if err == nil {
+			e.tut, err = Parse(filepath.Join("docs/tutorials", filepath.Base(file)), src)
+		}
+		e.err = err
+		if err == nil && (!e.tut.NeedsNATS() || nats != "") {
+			e.reg = regs.add(filepath.Base(file), e.tut.NeedsNATS())
+		}
+		tuts = append(tuts, e)
+	}
+	driftReg := regs.add("drift", false)
+	regs.startAfter(-1)
+	atoll := buildAtoll(t)
+	for i, e := range tuts {
+		t.Run(filepath.Base(files[i]), func(t *testing.T) {
+			if e.err != nil {
+				t.Fatal(e.err)
 			}
-			tut, err := Parse(filepath.Join("docs/tutorials", filepath.Base(file)), src)
-			if err != nil {
-				t.Fatal(err)
+			if e.reg == nil {
+				t.Skipf("%s runs the NATS CLI, and bin/nats is missing (make tools builds it)", e.tut.Path)
 			}
-			if tut.NeedsNATS() && nats == "" {
-				t.Skipf("%s runs the NATS CLI, and bin/nats is missing (make tools builds it)", tut.Path)
-			}
-			out, err := runTutorial(t, tut, pathDir(t, atoll, nats))
+			out, err := runTutorial(t, e.reg.claim(t), e.tut, pathDir(t, atoll, nats))
 			var f *Failure
 			switch {
 			case errors.As(err, &f):
@@ -59,7 +81,7 @@ func TestTutorials(t *testing.T) {
 			case err != nil:
 				t.Fatal(err)
 			}
-			t.Logf("%d command blocks ran:\n%s", len(tut.Blocks), out)
+			t.Logf("%d command blocks ran:\n%s", len(e.tut.Blocks), out)
 		})
 	}
 	// The runner catches drift: the first tutorial with its scale's
@@ -88,7 +110,7 @@ func TestTutorials(t *testing.T) {
 		if line == 0 {
 			t.Fatalf("%s has no `atoll scale ... --replicas N` line to change", tut.Path)
 		}
-		out, err := runTutorial(t, tut, pathDir(t, atoll, ""))
+		out, err := runTutorial(t, driftReg.claim(t), tut, pathDir(t, atoll, ""))
 		var f *Failure
 		if !errors.As(err, &f) {
 			t.Fatalf("%s with %q passed (%v); want it to fail at line %d:\n%s", tut.Path, command, err, line, out)
@@ -100,45 +122,10 @@ func TestTutorials(t *testing.T) {
 	})
 }
 
-// runTutorial starts a region, runs tut against it, and returns what
-// Run does; the region stops when t ends, and the services' log is kept
-// if t failed.
-func runTutorial(t *testing.T, tut *Tutorial, bin string) (string, error) {
+// runTutorial runs tut against reg (started for it, with NATS on
+// loopback TCP when tut runs the NATS CLI) and returns what Run does.
+func runTutorial(t *testing.T, reg *region.Region, tut *Tutorial, bin string) (string, error) {
 	t.Helper()
-	logFile, err := os.CreateTemp("", "atoll-tutorial-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What logs to klog (client-go's warnings) goes to the file too.
-	klog.LogToStderr(false)
-	klog.SetOutput(logFile)
-	t.Cleanup(func() {
-		klog.SetOutput(os.Stderr)
-		_ = logFile.Close()
-		if !t.Failed() {
-			_ = os.Remove(logFile.Name())
-		} else {
-			t.Logf("services' log kept in %s", logFile.Name())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	// A tutorial that runs the NATS CLI reaches the region's NATS over
-	// loopback TCP (NATS_URL).
-	nats := tut.NeedsNATS()
-	reg, err := region.Start(ctx, region.Options{Dir: t.TempDir(), Logger: log, Nodes: 2, SelfServiceProjects: true, Listen: nats})
-	if err != nil {
-		t.Fatalf("start region: %v (log: %s)", err, logFile.Name())
-	}
-	t.Logf("region ready in %v; services log to %s", time.Since(start).Round(time.Millisecond), logFile.Name())
-	t.Cleanup(func() {
-		// Every service kept to its grant the whole run.
-		if !reg.StopAndAudit() {
-			t.Error("a service stepped outside its NATS grant (see the log)")
-		}
-	})
 	alice := reg.Token("alice", false, nil)
 	vars := map[string]string{
 		"ATOLL_SERVER": reg.GatewayURL,
@@ -150,13 +137,178 @@ func runTutorial(t *testing.T, tut *Tutorial, bin string) (string, error) {
 	if reg.CAFile != "" {
 		vars["ATOLL_CA"] = reg.CAFile
 	}
-	if nats {
+	if tut.NeedsNATS() {
 		vars["NATS_URL"] = reg.Bus.ClientURL()
 	}
 	run, cancelRun := context.WithTimeout(context.Background(), tutorialTimeout)
 	defer cancelRun()
-	start = time.Now()
+	start := time.Now()
 	out, err := Run(run, tut, t.TempDir(), sessionEnv(bin, t.TempDir(), vars))
 	t.Logf("the session ran for %v", time.Since(start).Round(time.Millisecond))
 	return out, err
+}
+
+// regions start the tutorials' regions one ahead: the region of the
+// next tutorial starts while the current one runs. Most of a session is
+// waiting (a rollout's bake, a cron's next minute) and most of a
+// region's start is work, so the package takes about one start plus the
+// sessions instead of a start per session. Each tutorial still has a
+// fresh region of its own.
+type regions struct {
+	t   *testing.T // the test all the regions are for
+	dir string     // the regions' directories are under it
+
+	mu  sync.Mutex
+	all []*pending // mu must be held
+}
+
+// pending is one region of regions, starting or started.
+type pending struct {
+	rs      *regions
+	i       int  // its index in rs.all
+	nats    bool // its NATS listens on loopback TCP
+	wanted  bool // -run may select its subtest
+	started bool // rs.mu must be held
+	claimed bool // rs.mu must be held; a test owns it
+
+	done    chan struct{} // closed when the start ended
+	reg     *region.Region
+	err     error
+	took    time.Duration
+	logFile *os.File
+}
+
+// newRegions makes t's regions; those that started and that no test
+// claimed stop when t ends.
+func newRegions(t *testing.T) *regions {
+	rs := &regions{t: t, dir: t.TempDir()}
+	// Registered after TempDir: it runs before the directory goes.
+	t.Cleanup(func() {
+		rs.mu.Lock()
+		var left []*pending
+		for _, p := range rs.all {
+			if p.started && !p.claimed {
+				left = append(left, p)
+			}
+		}
+		rs.mu.Unlock()
+		for _, p := range left {
+			<-p.done
+			if p.reg != nil {
+				p.reg.StopAndAudit()
+			}
+			if p.logFile != nil {
+				_ = p.logFile.Close()
+				_ = os.Remove(p.logFile.Name())
+			}
+		}
+	})
+	return rs
+}
+
+// add queues the region of subtest name (with NATS on loopback TCP when
+// nats is set, for the NATS CLI).
+func (rs *regions) add(name string, nats bool) *pending {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	p := &pending{rs: rs, i: len(rs.all), nats: nats, wanted: runMatches(name), done: make(chan struct{})}
+	rs.all = append(rs.all, p)
+	return p
+}
+
+// runMatches reports whether -run may select subtest name of the test:
+// the regions of the subtests it leaves out are not started ahead. A
+// pattern it cannot read selects every subtest.
+func runMatches(name string) bool {
+	f := flag.Lookup("test.run")
+	if f == nil {
+		return true
+	}
+	parts := strings.Split(f.Value.String(), "/")
+	if len(parts) < 2 {
+		return true
+	}
+	re, err := regexp.Compile(parts[1])
+	return err != nil || re.MatchString(name)
+}
+
+// start starts p's region in the background, unless it has started.
+func (p *pending) start() {
+	p.rs.mu.Lock()
+	defer p.rs.mu.Unlock()
+	if p.started {
+		return
+	}
+	p.started = true
+	go p.run(filepath.Join(p.rs.dir, strconv.Itoa(p.i)))
+}
+
+// startAfter starts the first region after the i-th that -run may want.
+func (rs *regions) startAfter(i int) {
+	rs.mu.Lock()
+	var next *pending
+	for _, p := range rs.all[i+1:] {
+		if p.wanted {
+			next = p
+			break
+		}
+	}
+	rs.mu.Unlock()
+	if next != nil {
+		next.start()
+	}
+}
+
+// run starts p's region in dir, its services logging to a file of their own.
+func (p *pending) run(dir string) {
+	defer close(p.done)
+	p.logFile, p.err = os.CreateTemp("", "atoll-tutorial-*.log")
+	if p.err != nil {
+		return
+	}
+	log := slog.New(slog.NewTextHandler(p.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	p.reg, p.err = region.Start(ctx, region.Options{Dir: dir, Logger: log, Nodes: 2, SelfServiceProjects: true, Listen: p.nats})
+	p.took = time.Since(start)
+}
+
+// claim makes p's region t's, starts the next one, and waits for p's: it
+// stops when t ends, and its services' log is kept if t failed.
+func (p *pending) claim(t *testing.T) *region.Region {
+	t.Helper()
+	p.start()
+	p.rs.startAfter(p.i)
+	p.rs.mu.Lock()
+	p.claimed = true
+	p.rs.mu.Unlock()
+	waited := time.Now()
+	<-p.done
+	if p.logFile != nil {
+		// What logs to klog (client-go's warnings) goes to the file too.
+		klog.LogToStderr(false)
+		klog.SetOutput(p.logFile)
+		t.Cleanup(func() {
+			klog.SetOutput(os.Stderr)
+			_ = p.logFile.Close()
+			if !t.Failed() {
+				_ = os.Remove(p.logFile.Name())
+			} else {
+				t.Logf("services' log kept in %s", p.logFile.Name())
+			}
+		})
+	}
+	if p.err != nil {
+		t.Fatalf("start region: %v", p.err)
+	}
+	t.Logf("region ready in %v, %v of it waited for; services log to %s", p.took.Round(time.Millisecond),
+		time.Since(waited).Round(time.Millisecond), p.logFile.Name())
+	t.Cleanup(func() {
+		// Every service kept to its grant the whole run.
+		if !p.reg.StopAndAudit() {
+			t.Error("a service stepped outside its NATS grant (see the log)")
+		}
+	})
+	return p.reg
 }
