@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,11 +134,26 @@ func NewElector(kv jetstream.KeyValue, holder string, o Options) (*Elector, erro
 	return &Elector{kv: kv, holder: holder, o: o, held: map[string]bool{}, groups: map[string]*group{}}, nil
 }
 
-// NewHolderID returns prefix-hostname-random, unique to this process.
+// InstanceEnv names the environment variable that gives a replica a name
+// that stays the same across its restarts and that no other live replica
+// has (a pod's name, a Compose container's name; the test region sets
+// <service>-<replica>). NewHolderID builds holder ids on it.
+const InstanceEnv = "ATOLL_INSTANCE"
+
+// NewHolderID returns prefix-hostname-random, unique to this process. When
+// InstanceEnv is set it returns instance-random instead (prefix-instance-random
+// when the instance does not start with prefix), and InstanceOf gives the
+// part a later run of the same replica shares.
 func NewHolderID(prefix string) string {
-	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	if inst := os.Getenv(InstanceEnv); inst != "" {
+		if !strings.HasPrefix(inst, prefix) {
+			inst = prefix + "-" + inst
+		}
+		return inst + "-" + hex.EncodeToString(b[:])
+	}
+	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%s-%s", prefix, host, hex.EncodeToString(b[:]))
 }
 
