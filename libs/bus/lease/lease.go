@@ -18,7 +18,9 @@
 //
 // Takeover after a holder dies without releasing (kill -9, a frozen host) is
 // at most TTL + Poll: 7 s with the defaults. A holder that stops cleanly
-// deletes its lease and a candidate takes it at its next poll.
+// deletes its lease and a candidate takes it at its next poll. A replica
+// that restarts under the same Options.Instance (a pod restarting its
+// container) takes back the leases its previous run held at once.
 //
 // Replicas spread leases: before taking a free or expired lease a candidate
 // waits Stagger for each lease it already holds, so the replica holding
@@ -51,6 +53,9 @@ type Record struct {
 	Acquired time.Time `json:"acquired"`
 	// Renewed is when the holder last renewed it (its own clock; for display).
 	Renewed time.Time `json:"renewed"`
+	// Instance is the holder's Options.Instance, its replica's name across
+	// restarts ("" when it has none).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Options tunes an Elector; zero fields take the defaults.
@@ -72,6 +77,12 @@ type Options struct {
 	// Cooldown is how long a replica that gave back a shared lease does
 	// not take it while it is free (default 2*TTL; see RunShared).
 	Cooldown time.Duration
+	// Instance names this replica across its restarts; no other live
+	// replica has the same (see InstanceEnv and InstanceOf). A lease whose
+	// record names this Instance but another holder was held by an earlier
+	// run of this replica, which has ended: it is taken back at once
+	// instead of after a TTL. Empty: none, every lease is waited for.
+	Instance string
 	// Clock is the time source (default the real clock).
 	Clock clock.WithTicker
 	// Logger receives leadership changes (default slog.Default()).
@@ -155,6 +166,18 @@ func NewHolderID(prefix string) string {
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%s-%s", prefix, host, hex.EncodeToString(b[:]))
+}
+
+// InstanceOf returns the part of holder, made by NewHolderID, that a later
+// run of the same replica shares (its id without the random suffix), or ""
+// when InstanceEnv is not set or holder was not made on it.
+func InstanceOf(holder string) string {
+	inst := os.Getenv(InstanceEnv)
+	i := strings.LastIndex(holder, "-")
+	if inst == "" || i < 0 || !strings.HasSuffix(holder[:i], inst) {
+		return ""
+	}
+	return holder[:i]
 }
 
 // Holder is this elector's replica name.
@@ -277,6 +300,16 @@ func (e *Elector) tryAcquire(ctx context.Context, name string, observedRev *uint
 		}
 		return 0, false
 	}
+	if e.o.Instance != "" && cur.Instance == e.o.Instance && cur.Holder != e.holder {
+		// Held by this replica's previous run, which has ended (a replica
+		// runs once at a time): no one acts under it, take it back now.
+		n, err := e.kv.Update(ctx, name, e.record(time.Time{}), rev)
+		if err != nil {
+			return 0, false
+		}
+		log.Info("lease taken back from this replica's previous run", "previous", cur.Holder)
+		return n, true
+	}
 	if cur.Holder == e.holder && rev == ownRev {
 		// Still ours as last written (renewals failed for a while, nobody
 		// took it): take it back with compare-and-set.
@@ -307,7 +340,7 @@ func (e *Elector) record(acquired time.Time) []byte {
 	if acquired.IsZero() {
 		acquired = now
 	}
-	b, _ := json.Marshal(Record{Holder: e.holder, Acquired: acquired, Renewed: now})
+	b, _ := json.Marshal(Record{Holder: e.holder, Acquired: acquired, Renewed: now, Instance: e.o.Instance})
 	return b
 }
 

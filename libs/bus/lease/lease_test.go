@@ -201,3 +201,60 @@ func TestOptionsRejectUnsafeTimings(t *testing.T) {
 		assert.Error(t, err, "%+v", o)
 	}
 }
+
+// TestRestartedReplicaTakesBackItsLease: a lease left by a killed run of
+// the same replica (same Instance) is taken back at once, without the
+// TTL's wait that any other replica's lease gets. The candidate's clock
+// never moves, so only the take-back can win the lease.
+func TestRestartedReplicaTakesBackItsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name, instance string
+		want           bool
+	}{
+		{"same replica restarted", "scheduler-0", true},
+		{"another replica", "scheduler-1", false},
+		{"no instance", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBus(t)
+			kv := leases(t, b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := kv.Create(ctx, "scheduler", []byte(`{"holder":"scheduler-0-dead","instance":"scheduler-0"}`))
+			require.NoError(t, err)
+			o := fast
+			o.Clock = clocktesting.NewFakeClock(time.Now())
+			o.Instance = tc.instance
+			e, err := lease.NewElector(kv, tc.instance+"-new", o)
+			require.NoError(t, err)
+			go e.Run(ctx, "scheduler", func(ctx context.Context) { <-ctx.Done() })
+			if !tc.want {
+				require.Eventually(t, o.Clock.(*clocktesting.FakeClock).HasWaiters, 5*time.Second, time.Millisecond)
+				assert.False(t, e.Held("scheduler"), "another replica's lease taken before its TTL")
+				return
+			}
+			require.Eventually(t, func() bool { return e.Held("scheduler") }, 5*time.Second, time.Millisecond)
+			rec, _, err := lease.Current(ctx, kv, "scheduler")
+			require.NoError(t, err)
+			assert.Equal(t, lease.Record{Holder: "scheduler-0-new", Instance: "scheduler-0"}, lease.Record{Holder: rec.Holder, Instance: rec.Instance})
+		})
+	}
+}
+
+func TestHolderIDOnInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, prefix, wantInstance string
+	}{
+		{"instance named after the service", "scheduler-0", "scheduler", "scheduler-0"},
+		{"pod name without the prefix", "pod-7", "quota", "quota-pod-7"},
+		{"no instance", "", "scheduler", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(lease.InstanceEnv, tc.env)
+			a, b := lease.NewHolderID(tc.prefix), lease.NewHolderID(tc.prefix)
+			assert.NotEqual(t, a, b, "two runs share a holder id")
+			assert.Equal(t, tc.wantInstance, lease.InstanceOf(a))
+			assert.Equal(t, lease.InstanceOf(a), lease.InstanceOf(b))
+		})
+	}
+}
