@@ -17,8 +17,11 @@
 // therefore honour their context promptly.
 //
 // Takeover after a holder dies without releasing (kill -9, a frozen host) is
-// at most TTL + Poll: 7 s with the defaults. A holder that stops cleanly
-// deletes its lease and a candidate takes it at its next poll. A replica
+// TTL after the holder's last renewal, 6 s with the defaults: a candidate
+// watches the key, so it sees each revision as it is written and takes the
+// lease as soon as it has seen it unchanged for a TTL. A holder that stops
+// cleanly deletes its lease and a candidate takes it as the deletion
+// arrives. A replica
 // that restarts under the same Options.Instance (a pod restarting its
 // container) takes back the leases its previous run held at once.
 //
@@ -260,6 +263,7 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 		ownRev      uint64    // the revision this replica last wrote
 		coolUntil   time.Time // until when this replica does not take the lease free (it gave it back)
 	)
+	changed := e.watch(ctx, name, log)
 	for ctx.Err() == nil {
 		rev, ok := e.tryAcquire(ctx, name, &observedRev, &observedAt, ownRev, !e.o.Clock.Now().Before(coolUntil), log)
 		if ok {
@@ -270,10 +274,59 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 			}
 			continue
 		}
-		if !e.sleep(ctx, e.o.Poll) {
+		// Wake at the next poll, when the revision seen would have stayed
+		// unchanged a whole TTL if that is sooner, or when the key changes
+		// (renewed, released): a standby takes a lease the moment it
+		// expires or is released, not at its next poll.
+		wait := e.o.Poll
+		if observedRev != 0 {
+			if left := e.o.TTL - e.o.Clock.Since(observedAt); left > 0 && left < wait {
+				wait = left
+			}
+		}
+		t := e.o.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C():
+		case <-changed:
+			t.Stop()
 		}
 	}
+}
+
+// watch returns a channel that gets a signal (never blocking) when lease
+// name's key changes, until ctx ends; a channel that never does when the
+// bucket cannot be watched (the elector then polls only).
+func (e *Elector) watch(ctx context.Context, name string, log *slog.Logger) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	w, err := e.kv.Watch(ctx, name, jetstream.UpdatesOnly())
+	if err != nil {
+		log.Debug("watch lease; polling only", "err", err)
+		return ch
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ent, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if ent == nil {
+					continue
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return ch
 }
 
 // tryAcquire makes one attempt to take lease name; it returns the revision

@@ -258,3 +258,53 @@ func TestHolderIDOnInstance(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbyTakesOverWithoutWaitingForItsPoll: a standby watches the
+// lease, so it takes a released lease as the deletion arrives and a dead
+// holder's lease as soon as the last renewal has stood a TTL, not at its
+// next poll after that. The poll here is long enough that waiting for it
+// would miss the bound.
+func TestStandbyTakesOverWithoutWaitingForItsPoll(t *testing.T) {
+	slow := fast
+	slow.Poll = 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		kill  bool // the holder dies (its connection cut) rather than stopping cleanly
+		bound time.Duration
+	}{
+		{"released", false, 300 * time.Millisecond},
+		{"holder killed", true, slow.TTL + 300*time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBus(t)
+			hb, err := b.Connect("holder")
+			require.NoError(t, err)
+			ea, err := lease.NewElector(leases(t, hb), "a", slow)
+			require.NoError(t, err)
+			eb, err := lease.NewElector(leases(t, b), "b", slow)
+			require.NoError(t, err)
+			actx, stopA := context.WithCancel(context.Background())
+			defer stopA()
+			bctx, stopB := context.WithCancel(context.Background())
+			defer stopB()
+			act := newActors()
+			done := make(chan struct{})
+			go func() { defer close(done); ea.Run(actx, "scheduler", act.fn("a")) }()
+			require.Eventually(t, func() bool { return ea.Held("scheduler") }, 5*time.Second, 10*time.Millisecond)
+			go eb.Run(bctx, "scheduler", act.fn("b"))
+			time.Sleep(slow.Poll + 200*time.Millisecond) // b has polled once and waits on its next poll
+			at := time.Now()
+			if tc.kill {
+				hb.NC.Close()
+			} else {
+				stopA()
+				<-done
+			}
+			require.Eventually(t, func() bool { return eb.Held("scheduler") }, 10*time.Second, 5*time.Millisecond)
+			took := time.Since(at)
+			t.Logf("standby took the lease %v after the holder ended (TTL %v, poll %v)", took, slow.TTL, slow.Poll)
+			assert.Less(t, took, tc.bound)
+			assert.False(t, act.overlap.Load(), "two holders acted at once")
+		})
+	}
+}
