@@ -363,9 +363,13 @@ func (e *Elector) tryAcquire(ctx context.Context, name string, observedRev *uint
 		log.Info("lease taken back from this replica's previous run", "previous", cur.Holder)
 		return n, true
 	}
-	if cur.Holder == e.holder && rev == ownRev {
-		// Still ours as last written (renewals failed for a while, nobody
-		// took it): take it back with compare-and-set.
+	if cur.Holder == e.holder && (rev == ownRev || takeFree) {
+		// Still ours (renewals failed for a while, nobody took it): take
+		// it back with compare-and-set. The revision may be newer than
+		// the last this replica knows it wrote, when a renewal that timed
+		// out was applied all the same (a slow or restarting bus); the
+		// record still names this replica, whose function has stopped, so
+		// no one acts under it and waiting a TTL would only idle.
 		n, err := e.kv.Update(ctx, name, e.record(cur.Acquired), rev)
 		return n, err == nil
 	}

@@ -308,3 +308,27 @@ func TestStandbyTakesOverWithoutWaitingForItsPoll(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnLeaseTakenBackAfterALostRenewal: a holder that stopped acting
+// because its renewals timed out, one of which the bus applied all the
+// same (so the revision is newer than the last it knows it wrote), takes
+// its lease back at once rather than waiting a TTL for itself. The clock
+// never moves, so only the take-back can win it.
+func TestOwnLeaseTakenBackAfterALostRenewal(t *testing.T) {
+	b := openBus(t)
+	kv := leases(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The record as the timed-out renewal left it: this holder's, at a
+	// revision the elector has not seen.
+	_, err := kv.Create(ctx, "scheduler", []byte(`{"holder":"a"}`))
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "scheduler", []byte(`{"holder":"a"}`))
+	require.NoError(t, err)
+	o := fast
+	o.Clock = clocktesting.NewFakeClock(time.Now())
+	e, err := lease.NewElector(kv, "a", o)
+	require.NoError(t, err)
+	go e.Run(ctx, "scheduler", func(ctx context.Context) { <-ctx.Done() })
+	require.Eventually(t, func() bool { return e.Held("scheduler") }, 5*time.Second, time.Millisecond)
+}
