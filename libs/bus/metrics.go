@@ -175,7 +175,9 @@ func (c *liveCollector) addBreakers(b breakerStates) {
 
 // Elector opens the leases bucket and returns holder's elector there, the
 // way every leased service sets it up: o's logger defaults to log, and a
-// change of any lease also sets atoll_lease_held in m (which may be nil).
+// change of any lease also sets atoll_lease_held in m (which may be nil);
+// o.Instance defaults to lease.InstanceOf(holder), so a restarted replica
+// takes back its own leases at once.
 func (b *Bus) Elector(ctx context.Context, holder string, o lease.Options, log *slog.Logger, m *Metrics) (*lease.Elector, error) {
 	kv, err := b.KV(ctx, BucketLeases)
 	if err != nil {
@@ -183,6 +185,9 @@ func (b *Bus) Elector(ctx context.Context, holder string, o lease.Options, log *
 	}
 	if o.Logger == nil {
 		o.Logger = log
+	}
+	if o.Instance == "" {
+		o.Instance = lease.InstanceOf(holder)
 	}
 	o.OnChange = m.LeaseHook(o.OnChange)
 	el, err := lease.NewElector(kv, holder, o)

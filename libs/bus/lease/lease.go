@@ -17,8 +17,13 @@
 // therefore honour their context promptly.
 //
 // Takeover after a holder dies without releasing (kill -9, a frozen host) is
-// at most TTL + Poll: 7 s with the defaults. A holder that stops cleanly
-// deletes its lease and a candidate takes it at its next poll.
+// TTL after the holder's last renewal, 6 s with the defaults: a candidate
+// watches the key, so it sees each revision as it is written and takes the
+// lease as soon as it has seen it unchanged for a TTL. A holder that stops
+// cleanly deletes its lease and a candidate takes it as the deletion
+// arrives. A replica
+// that restarts under the same Options.Instance (a pod restarting its
+// container) takes back the leases its previous run held at once.
 //
 // Replicas spread leases: before taking a free or expired lease a candidate
 // waits Stagger for each lease it already holds, so the replica holding
@@ -35,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +56,9 @@ type Record struct {
 	Acquired time.Time `json:"acquired"`
 	// Renewed is when the holder last renewed it (its own clock; for display).
 	Renewed time.Time `json:"renewed"`
+	// Instance is the holder's Options.Instance, its replica's name across
+	// restarts ("" when it has none).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Options tunes an Elector; zero fields take the defaults.
@@ -71,6 +80,12 @@ type Options struct {
 	// Cooldown is how long a replica that gave back a shared lease does
 	// not take it while it is free (default 2*TTL; see RunShared).
 	Cooldown time.Duration
+	// Instance names this replica across its restarts; no other live
+	// replica has the same (see InstanceEnv and InstanceOf). A lease whose
+	// record names this Instance but another holder was held by an earlier
+	// run of this replica, which has ended: it is taken back at once
+	// instead of after a TTL. Empty: none, every lease is waited for.
+	Instance string
 	// Clock is the time source (default the real clock).
 	Clock clock.WithTicker
 	// Logger receives leadership changes (default slog.Default()).
@@ -133,12 +148,39 @@ func NewElector(kv jetstream.KeyValue, holder string, o Options) (*Elector, erro
 	return &Elector{kv: kv, holder: holder, o: o, held: map[string]bool{}, groups: map[string]*group{}}, nil
 }
 
-// NewHolderID returns prefix-hostname-random, unique to this process.
+// InstanceEnv names the environment variable that gives a replica a name
+// that stays the same across its restarts and that no other live replica
+// has (a pod's name, a Compose container's name; the test region sets
+// <service>-<replica>). NewHolderID builds holder ids on it.
+const InstanceEnv = "ATOLL_INSTANCE"
+
+// NewHolderID returns prefix-hostname-random, unique to this process. When
+// InstanceEnv is set it returns instance-random instead (prefix-instance-random
+// when the instance does not start with prefix), and InstanceOf gives the
+// part a later run of the same replica shares.
 func NewHolderID(prefix string) string {
-	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	if inst := os.Getenv(InstanceEnv); inst != "" {
+		if !strings.HasPrefix(inst, prefix) {
+			inst = prefix + "-" + inst
+		}
+		return inst + "-" + hex.EncodeToString(b[:])
+	}
+	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%s-%s", prefix, host, hex.EncodeToString(b[:]))
+}
+
+// InstanceOf returns the part of holder, made by NewHolderID, that a later
+// run of the same replica shares (its id without the random suffix), or ""
+// when InstanceEnv is not set or holder was not made on it.
+func InstanceOf(holder string) string {
+	inst := os.Getenv(InstanceEnv)
+	i := strings.LastIndex(holder, "-")
+	if inst == "" || i < 0 || !strings.HasSuffix(holder[:i], inst) {
+		return ""
+	}
+	return holder[:i]
 }
 
 // Holder is this elector's replica name.
@@ -221,6 +263,7 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 		ownRev      uint64    // the revision this replica last wrote
 		coolUntil   time.Time // until when this replica does not take the lease free (it gave it back)
 	)
+	changed := e.watch(ctx, name, log)
 	for ctx.Err() == nil {
 		rev, ok := e.tryAcquire(ctx, name, &observedRev, &observedAt, ownRev, !e.o.Clock.Now().Before(coolUntil), log)
 		if ok {
@@ -231,10 +274,59 @@ func (e *Elector) run(ctx context.Context, name, group string, fn func(ctx conte
 			}
 			continue
 		}
-		if !e.sleep(ctx, e.o.Poll) {
+		// Wake at the next poll, when the revision seen would have stayed
+		// unchanged a whole TTL if that is sooner, or when the key changes
+		// (renewed, released): a standby takes a lease the moment it
+		// expires or is released, not at its next poll.
+		wait := e.o.Poll
+		if observedRev != 0 {
+			if left := e.o.TTL - e.o.Clock.Since(observedAt); left > 0 && left < wait {
+				wait = left
+			}
+		}
+		t := e.o.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C():
+		case <-changed:
+			t.Stop()
 		}
 	}
+}
+
+// watch returns a channel that gets a signal (never blocking) when lease
+// name's key changes, until ctx ends; a channel that never does when the
+// bucket cannot be watched (the elector then polls only).
+func (e *Elector) watch(ctx context.Context, name string, log *slog.Logger) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	w, err := e.kv.Watch(ctx, name, jetstream.UpdatesOnly())
+	if err != nil {
+		log.Debug("watch lease; polling only", "err", err)
+		return ch
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ent, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if ent == nil {
+					continue
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return ch
 }
 
 // tryAcquire makes one attempt to take lease name; it returns the revision
@@ -261,9 +353,23 @@ func (e *Elector) tryAcquire(ctx context.Context, name string, observedRev *uint
 		}
 		return 0, false
 	}
-	if cur.Holder == e.holder && rev == ownRev {
-		// Still ours as last written (renewals failed for a while, nobody
-		// took it): take it back with compare-and-set.
+	if e.o.Instance != "" && cur.Instance == e.o.Instance && cur.Holder != e.holder {
+		// Held by this replica's previous run, which has ended (a replica
+		// runs once at a time): no one acts under it, take it back now.
+		n, err := e.kv.Update(ctx, name, e.record(time.Time{}), rev)
+		if err != nil {
+			return 0, false
+		}
+		log.Info("lease taken back from this replica's previous run", "previous", cur.Holder)
+		return n, true
+	}
+	if cur.Holder == e.holder && (rev == ownRev || takeFree) {
+		// Still ours (renewals failed for a while, nobody took it): take
+		// it back with compare-and-set. The revision may be newer than
+		// the last this replica knows it wrote, when a renewal that timed
+		// out was applied all the same (a slow or restarting bus); the
+		// record still names this replica, whose function has stopped, so
+		// no one acts under it and waiting a TTL would only idle.
 		n, err := e.kv.Update(ctx, name, e.record(cur.Acquired), rev)
 		return n, err == nil
 	}
@@ -291,7 +397,7 @@ func (e *Elector) record(acquired time.Time) []byte {
 	if acquired.IsZero() {
 		acquired = now
 	}
-	b, _ := json.Marshal(Record{Holder: e.holder, Acquired: acquired, Renewed: now})
+	b, _ := json.Marshal(Record{Holder: e.holder, Acquired: acquired, Renewed: now, Instance: e.o.Instance})
 	return b
 }
 

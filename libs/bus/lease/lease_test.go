@@ -201,3 +201,134 @@ func TestOptionsRejectUnsafeTimings(t *testing.T) {
 		assert.Error(t, err, "%+v", o)
 	}
 }
+
+// TestRestartedReplicaTakesBackItsLease: a lease left by a killed run of
+// the same replica (same Instance) is taken back at once, without the
+// TTL's wait that any other replica's lease gets. The candidate's clock
+// never moves, so only the take-back can win the lease.
+func TestRestartedReplicaTakesBackItsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name, instance string
+		want           bool
+	}{
+		{"same replica restarted", "scheduler-0", true},
+		{"another replica", "scheduler-1", false},
+		{"no instance", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBus(t)
+			kv := leases(t, b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := kv.Create(ctx, "scheduler", []byte(`{"holder":"scheduler-0-dead","instance":"scheduler-0"}`))
+			require.NoError(t, err)
+			o := fast
+			o.Clock = clocktesting.NewFakeClock(time.Now())
+			o.Instance = tc.instance
+			e, err := lease.NewElector(kv, tc.instance+"-new", o)
+			require.NoError(t, err)
+			go e.Run(ctx, "scheduler", func(ctx context.Context) { <-ctx.Done() })
+			if !tc.want {
+				require.Eventually(t, o.Clock.(*clocktesting.FakeClock).HasWaiters, 5*time.Second, time.Millisecond)
+				assert.False(t, e.Held("scheduler"), "another replica's lease taken before its TTL")
+				return
+			}
+			require.Eventually(t, func() bool { return e.Held("scheduler") }, 5*time.Second, time.Millisecond)
+			rec, _, err := lease.Current(ctx, kv, "scheduler")
+			require.NoError(t, err)
+			assert.Equal(t, lease.Record{Holder: "scheduler-0-new", Instance: "scheduler-0"}, lease.Record{Holder: rec.Holder, Instance: rec.Instance})
+		})
+	}
+}
+
+func TestHolderIDOnInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, prefix, wantInstance string
+	}{
+		{"instance named after the service", "scheduler-0", "scheduler", "scheduler-0"},
+		{"pod name without the prefix", "pod-7", "quota", "quota-pod-7"},
+		{"no instance", "", "scheduler", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(lease.InstanceEnv, tc.env)
+			a, b := lease.NewHolderID(tc.prefix), lease.NewHolderID(tc.prefix)
+			assert.NotEqual(t, a, b, "two runs share a holder id")
+			assert.Equal(t, tc.wantInstance, lease.InstanceOf(a))
+			assert.Equal(t, lease.InstanceOf(a), lease.InstanceOf(b))
+		})
+	}
+}
+
+// TestStandbyTakesOverWithoutWaitingForItsPoll: a standby watches the
+// lease, so it takes a released lease as the deletion arrives and a dead
+// holder's lease as soon as the last renewal has stood a TTL, not at its
+// next poll after that. The poll here is long enough that waiting for it
+// would miss the bound.
+func TestStandbyTakesOverWithoutWaitingForItsPoll(t *testing.T) {
+	slow := fast
+	slow.Poll = 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		kill  bool // the holder dies (its connection cut) rather than stopping cleanly
+		bound time.Duration
+	}{
+		{"released", false, 300 * time.Millisecond},
+		{"holder killed", true, slow.TTL + 300*time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBus(t)
+			hb, err := b.Connect("holder")
+			require.NoError(t, err)
+			ea, err := lease.NewElector(leases(t, hb), "a", slow)
+			require.NoError(t, err)
+			eb, err := lease.NewElector(leases(t, b), "b", slow)
+			require.NoError(t, err)
+			actx, stopA := context.WithCancel(context.Background())
+			defer stopA()
+			bctx, stopB := context.WithCancel(context.Background())
+			defer stopB()
+			act := newActors()
+			done := make(chan struct{})
+			go func() { defer close(done); ea.Run(actx, "scheduler", act.fn("a")) }()
+			require.Eventually(t, func() bool { return ea.Held("scheduler") }, 5*time.Second, 10*time.Millisecond)
+			go eb.Run(bctx, "scheduler", act.fn("b"))
+			time.Sleep(slow.Poll + 200*time.Millisecond) // b has polled once and waits on its next poll
+			at := time.Now()
+			if tc.kill {
+				hb.NC.Close()
+			} else {
+				stopA()
+				<-done
+			}
+			require.Eventually(t, func() bool { return eb.Held("scheduler") }, 10*time.Second, 5*time.Millisecond)
+			took := time.Since(at)
+			t.Logf("standby took the lease %v after the holder ended (TTL %v, poll %v)", took, slow.TTL, slow.Poll)
+			assert.Less(t, took, tc.bound)
+			assert.False(t, act.overlap.Load(), "two holders acted at once")
+		})
+	}
+}
+
+// TestOwnLeaseTakenBackAfterALostRenewal: a holder that stopped acting
+// because its renewals timed out, one of which the bus applied all the
+// same (so the revision is newer than the last it knows it wrote), takes
+// its lease back at once rather than waiting a TTL for itself. The clock
+// never moves, so only the take-back can win it.
+func TestOwnLeaseTakenBackAfterALostRenewal(t *testing.T) {
+	b := openBus(t)
+	kv := leases(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The record as the timed-out renewal left it: this holder's, at a
+	// revision the elector has not seen.
+	_, err := kv.Create(ctx, "scheduler", []byte(`{"holder":"a"}`))
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "scheduler", []byte(`{"holder":"a"}`))
+	require.NoError(t, err)
+	o := fast
+	o.Clock = clocktesting.NewFakeClock(time.Now())
+	e, err := lease.NewElector(kv, "a", o)
+	require.NoError(t, err)
+	go e.Run(ctx, "scheduler", func(ctx context.Context) { <-ctx.Done() })
+	require.Eventually(t, func() bool { return e.Held("scheduler") }, 5*time.Second, time.Millisecond)
+}

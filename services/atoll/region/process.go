@@ -9,10 +9,10 @@ package region
 // for the exit; Kill sends SIGKILL. A process is killed with the test too:
 // it gets SIGKILL when the process that started it dies (Pdeathsig).
 //
+// Each process is told its replica's name (lease.InstanceEnv), so its
+// lease holder ids start with it and Holder maps them back to the replica.
 // What needs the replicas in this process is not offered in this mode:
-// lease holders are not mapped back to replicas (Holder returns an error
-// for a lease a process holds), and tokens minted after the gateway
-// started are unknown to it.
+// tokens minted after the gateway started are unknown to it.
 
 import (
 	"context"
@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/bus/lease"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/gateway/auth"
 	"atoll.dev/services/quota"
@@ -82,6 +83,9 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 		"ATOLL_LOG_LEVEL="+r.execLogLevel,
 		"ATOLL_CLUSTERS="+r.ServiceClustersFile(id.Service),
 		"ATOLL_PROFILING=true", // on loopback only
+		// The replica's name across restarts, in its lease holder ids
+		// (lease.InstanceEnv): Holder maps them back to the replica.
+		lease.InstanceEnv+"="+id.String(),
 	)
 	if id.Service == "quota" {
 		env = append(env, "ATOLL_QUOTA_DEFAULT_LIMITS="+quota.FormatLimits(r.quotaCfg.Defaults.Limits),

@@ -279,6 +279,11 @@ func Start(ctx context.Context, o Options) (*Region, error) {
 	if o.Quota == nil {
 		o.Quota = quota.Ample()
 	}
+	if o.Exec == "" && o.Replicas > 1 && os.Getenv(lease.InstanceEnv) != "" {
+		// Replicas in this process would share the one instance name and
+		// take each other's leases as their own previous run's.
+		return nil, fmt.Errorf("region: %s is set; replicas in one process need it unset", lease.InstanceEnv)
+	}
 	if o.Exec != "" {
 		o.Listen = true
 		if o.ExecLogLevel == "" {
