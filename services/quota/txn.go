@@ -106,7 +106,9 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 		if err := s.step("decided"); err != nil {
 			return err
 		}
-		lost, err := s.finish(ctx, intent, rev, applied)
+		fctx, cancel := s.detached(ctx)
+		lost, err := s.finish(fctx, intent, rev, applied)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -169,8 +171,29 @@ func (s *Service) begin(ctx context.Context, project, rk string, build intentFun
 	if err := s.step("intent"); err != nil {
 		return intent, 0, false, nil, err
 	}
-	applied, rej, err = s.decide(ctx, intent)
+	dctx, cancel := s.detached(ctx)
+	defer cancel()
+	applied, rej, err = s.decide(dctx, intent)
 	return intent, rev, applied, rej, err
+}
+
+// settleTimeout bounds the decision and the finish of an intent once it
+// is written (detached).
+const settleTimeout = 5 * time.Second
+
+// detached returns a context for settling an intent already written: not
+// ended by the caller's deadline or cancellation, only by settleTimeout or
+// the connection dropping. An intent left undecided because its caller
+// gave up is work deferred, not work saved: every later transaction on
+// the key, and the repair sweep, must decide it first, while the project's
+// lock is held. Under a burst of requests in one project (the creates
+// queued while admission was away, all at once) each intent abandoned at
+// its deadline made the next ones slower, until most of them missed
+// theirs.
+func (s *Service) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	dctx, dcancel := s.bus.UntilDisconnected(tctx)
+	return dctx, func() { dcancel(); tcancel() }
 }
 
 func (s *Service) step(name string) error {
