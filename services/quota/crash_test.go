@@ -452,3 +452,37 @@ func TestOverruledDecisionIsNotReported(t *testing.T) {
 		})
 	}
 }
+
+// TestIntentSettledAfterCallerGivesUp: a transaction whose caller's
+// deadline passes once its intent is written still decides and finishes
+// it, so the key is left committed, not pending for every later
+// transaction (or the repair sweep) to decide under the project's lock.
+func TestIntentSettledAfterCallerGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step string // where the caller's deadline passes
+	}{
+		{"deadline passes after the intent", "intent"},
+		{"deadline passes after the decision", "decided"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBus(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			callCtx, callCancel := context.WithCancel(ctx)
+			hook := func(step string) error {
+				if step == tc.step {
+					callCancel() // the caller gives up here
+				}
+				return nil
+			}
+			s := newReplica(t, b, "quota-1", hook)
+			err := s.Reserve(callCtx, "p", "p.app.web", demand(api.TierOnDemand, 2))
+			require.NoError(t, err, "the transaction settles although its caller gave up")
+			got, err := keyTotals(s, "p")
+			require.NoError(t, err, "no intent left on the key")
+			assert.Equal(t, int64(1), got.Count)
+			assert.Equal(t, got, ledgerTotals(t, s, "p"), "the ledger counts what the keys hold")
+		})
+	}
+}
