@@ -4,17 +4,20 @@ package attack
 // every route, reads included, is a platform admin's. A developer, a
 // project admin, a project's API token and a project's events credential
 // (as a bearer token, as basic auth and over NATS) try each route; a
-// platform admin sends malformed specs. Each is refused with the
-// documented status and nothing is stored: the bucket's version keys,
+// platform admin sends malformed specs (400 for a body that is no
+// document of the contract, 422 naming the field for an invalid one, 413
+// over the gateway's cap). Each is refused and nothing is stored: the bucket's version keys,
 // its current version and the rollout's control keep their revisions.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +27,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 	"atoll.dev/services/atoll/e2e"
 )
@@ -151,27 +155,33 @@ func TestAttackManagedSidecars(t *testing.T) {
 	for i := range 400 {
 		many = append(many, fmt.Sprintf(`{"name":"s%d","image":"log:1"}`, i))
 	}
+	// A spec that is no JSON document of the contract is a 400; one that
+	// is, but invalid, a 422 naming the field; a body over the gateway's
+	// cap a 413. None is stored.
 	specs := []struct {
 		name, body string
 		status     int
+		field      string // the field the 422 names
 	}{
-		{"an empty image", `{"sidecars":[{"name":"log","image":""}]}`, http.StatusBadRequest},
-		{"no image", `{"sidecars":[{"name":"log"}]}`, http.StatusBadRequest},
-		{"a duplicate name", `{"sidecars":[{"name":"log","image":"log:1"},{"name":"log","image":"log:2"}]}`, http.StatusBadRequest},
-		{"a name that is no DNS label", `{"sidecars":[{"name":"Log_1","image":"log:1"}]}`, http.StatusBadRequest},
-		{"a negative maxUnavailable", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"maxUnavailable":-1}}`, http.StatusBadRequest},
-		{"a negative bake", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"bakeSeconds":-5}}`, http.StatusBadRequest},
-		{"an unknown onFailure", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"onFailure":"Explode"}}`, http.StatusBadRequest},
-		{"a privileged sidecar", `{"sidecars":[{"name":"log","image":"log:1","privileged":true}]}`, http.StatusBadRequest},
-		{"an unknown kind", `{"sidecars":[{"name":"log","image":"log:1","kinds":["Nope"]}]}`, http.StatusBadRequest},
-		{"a project that is no name", `{"sidecars":[{"name":"log","image":"log:1","projects":["../x"]}]}`, http.StatusBadRequest},
-		{"an unknown field", `{"sidecars":[{"name":"log","image":"log:1","hostPID":true}]}`, http.StatusBadRequest},
-		{"a string for maxUnavailable", `{"sidecars":[],"rollout":{"maxUnavailable":"all"}}`, http.StatusBadRequest},
-		{"trailing data", `{"sidecars":[]} {"sidecars":[]}`, http.StatusBadRequest},
-		{"not JSON", `sidecars: []`, http.StatusBadRequest},
-		{"an empty body", ``, http.StatusBadRequest},
-		{"400 sidecars, one of them invalid", `{"sidecars":[` + strings.Join(many, ",") + `,{"name":"x","image":""}]}`, http.StatusBadRequest},
-		{"a body over the gateway's cap", huge, http.StatusRequestEntityTooLarge},
+		{"an empty image", `{"sidecars":[{"name":"log","image":""}]}`, http.StatusUnprocessableEntity, "sidecars[0].image"},
+		{"no image", `{"sidecars":[{"name":"log"}]}`, http.StatusUnprocessableEntity, "sidecars[0].image"},
+		{"a duplicate name", `{"sidecars":[{"name":"log","image":"log:1"},{"name":"log","image":"log:2"}]}`, http.StatusUnprocessableEntity, "sidecars[1].name"},
+		{"a name that is no DNS label", `{"sidecars":[{"name":"Log_1","image":"log:1"}]}`, http.StatusUnprocessableEntity, "sidecars[0].name"},
+		{"a negative maxUnavailable", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"maxUnavailable":-1}}`, http.StatusUnprocessableEntity, "rollout.maxUnavailable"},
+		{"a negative bake", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"bakeSeconds":-5}}`, http.StatusUnprocessableEntity, "rollout.bakeSeconds"},
+		{"an unknown onFailure", `{"sidecars":[{"name":"log","image":"log:1"}],"rollout":{"onFailure":"Explode"}}`, http.StatusUnprocessableEntity, "rollout.onFailure"},
+		{"a privileged sidecar", `{"sidecars":[{"name":"log","image":"log:1","privileged":true}]}`, http.StatusUnprocessableEntity, "sidecars[0].privileged"},
+		{"an unknown kind", `{"sidecars":[{"name":"log","image":"log:1","kinds":["Nope"]}]}`, http.StatusUnprocessableEntity, "sidecars[0].kinds[0]"},
+		{"a project that is no name", `{"sidecars":[{"name":"log","image":"log:1","projects":["../x"]}]}`, http.StatusUnprocessableEntity, "sidecars[0].projects[0]"},
+		{"a cpu that is no quantity", `{"sidecars":[{"name":"log","image":"log:1","resources":{"requests":{"cpu":"lots"}}}]}`, http.StatusUnprocessableEntity, "sidecars[0].resources.requests.cpu"},
+		{"an image that is no reference", `{"sidecars":[{"name":"log","image":"log:1 --privileged"}]}`, http.StatusUnprocessableEntity, "sidecars[0].image"},
+		{"400 sidecars, one of them invalid", `{"sidecars":[` + strings.Join(many, ",") + `,{"name":"x","image":""}]}`, http.StatusUnprocessableEntity, "sidecars[400].image"},
+		{"an unknown field", `{"sidecars":[{"name":"log","image":"log:1","hostPID":true}]}`, http.StatusBadRequest, ""},
+		{"a string for maxUnavailable", `{"sidecars":[],"rollout":{"maxUnavailable":"all"}}`, http.StatusBadRequest, ""},
+		{"trailing data", `{"sidecars":[]} {"sidecars":[]}`, http.StatusBadRequest, ""},
+		{"not JSON", `sidecars: []`, http.StatusBadRequest, ""},
+		{"an empty body", ``, http.StatusBadRequest, ""},
+		{"a body over the gateway's cap", huge, http.StatusRequestEntityTooLarge, ""},
 	}
 	for _, tc := range specs {
 		t.Run("a platform admin sets "+tc.name, func(t *testing.T) {
@@ -179,6 +189,15 @@ func TestAttackManagedSidecars(t *testing.T) {
 			status, got := quotaCall(t, "PUT", "/v1/admin/sidecars", reg.AdminToken, []byte(tc.body))
 			if status != tc.status {
 				t.Errorf("status %d (%.300s), want %d", status, got, tc.status)
+			}
+			var e computeapi.Error
+			_ = json.Unmarshal(got, &e)
+			var fields []string
+			for _, f := range e.Fields {
+				fields = append(fields, f.Field)
+			}
+			if tc.field != "" && !slices.Contains(fields, tc.field) {
+				t.Errorf("the refusal names %v, want %s", fields, tc.field)
 			}
 			if after := sidecarsRevisions(t); fmt.Sprint(after) != fmt.Sprint(before) {
 				t.Errorf("the sidecars bucket was written: %v -> %v", before, after)
