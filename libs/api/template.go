@@ -363,6 +363,15 @@ func (t *PodTemplate) validate(path string, fe *FieldErrors) {
 	}
 }
 
+// Validate returns the problems of c as a container at path p (its
+// name, image, environment, ports, probes and resources): a managed
+// sidecar's container is checked as a workload's is.
+func (c *Container) Validate(p string) FieldErrors {
+	var fe FieldErrors
+	c.validate(p, map[string]bool{}, &fe)
+	return fe
+}
+
 func (c *Container) validate(p string, names map[string]bool, fe *FieldErrors) {
 	switch {
 	case c.Name == "":

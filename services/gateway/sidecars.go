@@ -74,7 +74,7 @@ func (s *Service) SetSidecars(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec.Default()
-	if fe := spec.Validate(); len(fe) > 0 {
+	if fe := validSidecars(&spec); len(fe) > 0 {
 		writeInvalid(w, r, fe)
 		return
 	}
@@ -85,6 +85,28 @@ func (s *Service) SetSidecars(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("managed sidecars set", "version", v.Version, "by", v.CreatedBy)
 	writeJSON(w, http.StatusCreated, v)
+}
+
+// validSidecars returns the problems of spec: its own (names, kinds,
+// projects, rollout) and each sidecar's container's as a workload's
+// container is checked (image reference, environment, ports, resources),
+// since admission injects it into every workload it applies to. A field
+// both name is reported once.
+func validSidecars(spec *api.SidecarSpec) api.FieldErrors {
+	fe := spec.Validate()
+	seen := map[string]bool{}
+	for _, e := range fe {
+		seen[e.Field] = true
+	}
+	for i := range spec.Sidecars {
+		for _, e := range spec.Sidecars[i].Container.Validate(fmt.Sprintf("sidecars[%d]", i)) {
+			if !seen[e.Field] {
+				seen[e.Field] = true
+				fe = append(fe, e)
+			}
+		}
+	}
+	return fe
 }
 
 // setSidecars writes spec as the next version: its own key first (a

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -166,24 +167,61 @@ func printSidecarVersions(out io.Writer, vs []computeapi.SidecarVersion) {
 	_ = tw.Flush()
 }
 
+// printSidecarStatus prints the rollout (its phase, then its progress per
+// zone and per workload being moved), the operators' control, the
+// workloads per version and those behind the current one.
 func printSidecarStatus(out io.Writer, st *computeapi.SidecarStatus) {
 	fmt.Fprintf(out, "current version: %d\n", st.Current)
 	if ro := st.Rollout; ro.Version != 0 {
-		fmt.Fprintf(out, "rollout of version %d: %s, %d done, %d moving, %d rolled back\n", ro.Version, ro.Phase, ro.Done, len(ro.Moving), ro.RolledBack)
+		fmt.Fprintf(out, "rollout of version %d: %s, %d done, %d moving, %d rolled back", ro.Version, ro.Phase, ro.Done, len(ro.Moving), ro.RolledBack)
+		if !ro.Updated.IsZero() {
+			fmt.Fprintf(out, " (as of %s)", clockOf(ro.Updated))
+		}
+		fmt.Fprintln(out)
 		if ro.Message != "" {
 			fmt.Fprintf(out, "  %s\n", ro.Message)
 		}
-		for _, m := range ro.Moving {
-			ready := "not ready"
-			if !m.ReadySince.IsZero() {
-				ready = "ready since " + m.ReadySince.Format("15:04:05")
-			}
-			fmt.Fprintf(out, "  moving %s from version %d (generation %d): %s\n", m.Key, m.From, m.Generation, ready)
-		}
 	}
 	if c := st.Control; c.Paused || c.Aborted != 0 {
-		fmt.Fprintf(out, "control: paused=%t aborted=%d %s\n", c.Paused, c.Aborted, c.Reason)
+		var what []string
+		if c.Paused {
+			what = append(what, "paused")
+		}
+		if c.Aborted != 0 {
+			what = append(what, fmt.Sprintf("version %d aborted", c.Aborted))
+		}
+		if c.Reason != "" {
+			what = append(what, "reason: "+c.Reason)
+		}
+		fmt.Fprintf(out, "control: %s\n", strings.Join(what, ", "))
 	}
+	if zs := st.Rollout.Zones; len(zs) > 0 {
+		fmt.Fprintln(out, "\nzones, in rollout order:")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ZONE\tPHASE\tHEALTHY\tSTARTED\tREADY SINCE\tFINISHED")
+		for _, z := range zs {
+			healthy := "-"
+			if z.Workloads > 0 {
+				healthy = fmt.Sprintf("%d/%d", z.Healthy, z.Workloads)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", z.Name, z.Phase, healthy, clockOf(z.Started), clockOf(z.ReadySince), clockOf(z.Finished))
+		}
+		_ = tw.Flush()
+	}
+	if ms := st.Rollout.Moving; len(ms) > 0 {
+		fmt.Fprintln(out, "\nworkloads being moved:")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WORKLOAD\tFROM\tGENERATION\tSTARTED\tHEALTH GATE")
+		for _, m := range ms {
+			gate := "not ready"
+			if !m.ReadySince.IsZero() {
+				gate = "ready since " + clockOf(m.ReadySince)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", m.Key, m.From, m.Generation, clockOf(m.Started), gate)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERSION\tWORKLOADS")
 	for _, v := range st.Versions {
@@ -200,4 +238,12 @@ func printSidecarStatus(out io.Writer, st *computeapi.SidecarStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", b.Project, b.Kind, b.Name, b.Version)
 	}
 	_ = tw.Flush()
+}
+
+// clockOf writes t as a UTC time of day, "-" when zero.
+func clockOf(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05")
 }

@@ -46,6 +46,37 @@ func TestAdminSidecars(t *testing.T) {
 			Version int64  `json:"version"`
 		}{"App", "web", "demo", 1})
 		st.Rollout.Version, st.Rollout.Phase, st.Rollout.Done, st.Rollout.Message = 2, "Paused", 4, "demo.app.web was not healthy"
+		at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+		st.Rollout.Updated = at.Add(5 * time.Minute)
+		st.Rollout.Moving = append(st.Rollout.Moving, struct {
+			From       int64     `json:"from"`
+			Generation int64     `json:"generation"`
+			Key        string    `json:"key"`
+			ReadySince time.Time `json:"readySince,omitempty,omitzero"`
+			Started    time.Time `json:"started"`
+		}{From: 1, Generation: 7, Key: "demo.app.web", Started: at.Add(2 * time.Minute)},
+			struct {
+				From       int64     `json:"from"`
+				Generation int64     `json:"generation"`
+				Key        string    `json:"key"`
+				ReadySince time.Time `json:"readySince,omitempty,omitzero"`
+				Started    time.Time `json:"started"`
+			}{From: 1, Generation: 3, Key: "demo.app.api", Started: at.Add(2 * time.Minute), ReadySince: at.Add(3 * time.Minute)})
+		type zone = struct {
+			Finished   time.Time `json:"finished,omitempty,omitzero"`
+			Healthy    int       `json:"healthy,omitempty,omitzero"`
+			Name       string    `json:"name"`
+			Phase      string    `json:"phase"`
+			ReadySince time.Time `json:"readySince,omitempty,omitzero"`
+			Started    time.Time `json:"started,omitempty,omitzero"`
+			Workloads  int       `json:"workloads,omitempty,omitzero"`
+		}
+		st.Rollout.Zones = []zone{
+			{Name: "a", Phase: "Done", Workloads: 6, Healthy: 6, Started: at, ReadySince: at.Add(time.Minute), Finished: at.Add(2 * time.Minute)},
+			{Name: "b", Phase: "Moving", Workloads: 6, Healthy: 2, Started: at.Add(2 * time.Minute)},
+			{Name: "c", Phase: "Pending"},
+		}
+		st.Control.Paused, st.Control.Reason = true, "checking"
 		writeJSON(w, 200, st)
 	})
 	var ops []string
@@ -80,7 +111,16 @@ func TestAdminSidecars(t *testing.T) {
 	}{
 		{[]string{"get"}, []string{"VERSION", "log=log:2", "onFailure=Pause"}},
 		{[]string{"history"}, []string{"2026-01-02T03:04:05Z", "admin"}},
-		{[]string{"status"}, []string{"current version: 2", "rollout of version 2: Paused, 4 done", "was not healthy", "behind the current version", "demo", "web"}},
+		{[]string{"status"}, []string{"current version: 2", "rollout of version 2: Paused, 4 done, 2 moving, 0 rolled back (as of 10:05:00)", "was not healthy",
+			"control: paused, reason: checking",
+			"ZONE  PHASE    HEALTHY  STARTED   READY SINCE  FINISHED",
+			"a     Done     6/6      10:00:00  10:01:00     10:02:00",
+			"b     Moving   2/6      10:02:00  -            -",
+			"c     Pending  -        -         -            -",
+			"WORKLOAD      FROM  GENERATION  STARTED   HEALTH GATE",
+			"demo.app.web  1     7           10:02:00  not ready",
+			"demo.app.api  1     3           10:02:00  ready since 10:03:00",
+			"behind the current version", "demo", "web"}},
 		{[]string{"pause", "--reason", "why not"}, []string{"current version: 2"}},
 		{[]string{"abort"}, []string{"current version: 2"}},
 	}

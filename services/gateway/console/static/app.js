@@ -13,6 +13,7 @@
 // by its admins), #/p/<project>/tokens (its tokens for machines),
 // #/p/<project>/quota (its quota requests, and a form to ask for more),
 // #/quota-requests (platform admins: the queue to review),
+// #/sidecars (platform admins: the managed sidecars and their rollout),
 // #/p/<project>/<kind>/<name> (one workload, the kind in
 // any case), #/region (the SLIs, and the member clusters for platform
 // admins).
@@ -93,7 +94,16 @@
 // #quota-requests tr[data-request][data-state], #quota-requests-error;
 // #nav-quota-requests, #queue-view: #queue-state,
 // #queue tr[data-request][data-project][data-state] input.queue-reason,
-// button.queue-approve, button.queue-reject, #queue-status, #queue-error, #queue-op-error.
+// button.queue-approve, button.queue-reject, #queue-status, #queue-error, #queue-op-error;
+// #nav-sidecars, #sidecars-view: #sidecars-reason, #sidecars-pause, #sidecars-resume,
+// #sidecars-abort, #sidecars-status, #sidecars-error, #sidecars-op-error,
+// #sidecars-current[data-version] dd[data-field], #sidecars-list tr[data-sidecar],
+// #sidecars-rollout[data-phase][data-version] dd[data-field], #sidecars-paused[data-paused],
+// #sidecars-zones tr[data-zone][data-phase] td[data-field], #sidecars-zones-none,
+// #sidecars-moving tr[data-workload][data-ready], #sidecars-moving-none,
+// #sidecars-versions tr[data-version] td[data-field=workloads],
+// #sidecars-behind tr[data-workload][data-version], #sidecars-behind-none,
+// #sidecars-history tr[data-version], #sidecars-empty.
 
 const API = '/v1';
 const TOKEN_KEY = 'atoll.console.token';
@@ -331,7 +341,7 @@ const num = (v) => (typeof v === 'number' ? v : 0);
 
 // --- views ----------------------------------------------------------------
 
-const VIEWS = ['signin-view', 'projects-view', 'members-view', 'tokens-view', 'quota-requests-view', 'queue-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view'];
+const VIEWS = ['signin-view', 'projects-view', 'members-view', 'tokens-view', 'quota-requests-view', 'queue-view', 'list-view', 'detail-view', 'editor-view', 'region-view', 'remediation-view', 'upgrades-view', 'sidecars-view'];
 
 function show(id) {
   for (const v of VIEWS) $(`#${v}`).hidden = v !== id;
@@ -371,6 +381,7 @@ function parseRoute() {
   if (parts[0] === 'remediation' && parts.length === 1) return { view: 'remediation' };
   if (parts[0] === 'upgrades' && parts.length === 1) return { view: 'upgrades' };
   if (parts[0] === 'quota-requests' && parts.length === 1) return { view: 'queue' };
+  if (parts[0] === 'sidecars' && parts.length === 1) return { view: 'sidecars' };
   return { view: 'projects' };
 }
 
@@ -386,7 +397,7 @@ function route() {
   setProject(r.project);
   // A new token's secret is shown once: leaving its page forgets it.
   forgetSecret();
-  const tops = { region: '#/region', remediation: '#/remediation', upgrades: '#/upgrades', queue: '#/quota-requests' };
+  const tops = { region: '#/region', remediation: '#/remediation', upgrades: '#/upgrades', queue: '#/quota-requests', sidecars: '#/sidecars' };
   const here = tops[r.view] || '#/';
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.getAttribute('href') === here);
   if (r.project && !PROJECT_RE.test(r.project)) {
@@ -404,6 +415,7 @@ function route() {
   else if (r.view === 'region') regionView(signal);
   else if (r.view === 'remediation') remediationView(signal);
   else if (r.view === 'upgrades') upgradesView(signal);
+  else if (r.view === 'sidecars') sidecarsView(signal);
   else renderProjects(signal);
 }
 
@@ -466,6 +478,7 @@ function renderIdentity() {
   $('#nav-remediation').hidden = !id.platformAdmin;
   $('#nav-upgrades').hidden = !id.platformAdmin;
   $('#nav-quota-requests').hidden = !id.platformAdmin;
+  $('#nav-sidecars').hidden = !id.platformAdmin;
   $('#project').hidden = !!id.platformAdmin;
   $('#project').required = !id.platformAdmin;
   $('#project-open').hidden = !!id.platformAdmin;
@@ -3788,6 +3801,219 @@ function renderUpgrades(plans, signal) {
   $('#upgrades-empty').hidden = plans.length > 0;
 }
 
+// --- managed sidecars -----------------------------------------------------------
+
+// sidecarsView shows platform admins the managed sidecars (GET
+// /v1/admin/sidecars/status and /history, polled): the current version
+// and its sidecars, the rollout's phase, its progress per zone (when the
+// rollout reports zones) and per workload (those being moved with their
+// health gate, those behind), the workloads per version, and the history.
+// Pause, Resume and Abort ask first, then call the API with the reason
+// typed in #sidecars-reason and render the status it answers.
+function sidecarsView(signal) {
+  show('sidecars-view');
+  document.title = 'Managed sidecars · Atoll console';
+  hide('#sidecars-error');
+  hide('#sidecars-op-error');
+  for (const t of ['list', 'zones', 'moving', 'versions', 'behind', 'history']) $(`#sidecars-${t} tbody`).replaceChildren();
+  $('#sidecars-status').textContent = 'loading…';
+  poll(
+    signal,
+    async () => {
+      const [st, hist] = await Promise.all([getJSON('/admin/sidecars/status', { signal }), getJSON('/admin/sidecars/history', { signal })]);
+      if (signal.aborted) return;
+      renderSidecars(st, hist.items || []);
+      hide('#sidecars-error');
+      $('#sidecars-status').textContent = `live · updated ${clock(new Date())}`;
+    },
+    (err) => {
+      showIn('#sidecars-error', err);
+      const final = err.status === 403;
+      $('#sidecars-status').textContent = final ? '' : 'retrying…';
+      return final;
+    },
+  );
+}
+
+function wireSidecars() {
+  for (const op of ['pause', 'resume', 'abort']) {
+    $(`#sidecars-${op}`).addEventListener('click', () => current && sidecarsOp(op, current.signal));
+  }
+}
+
+// sidecarsOp asks, then pauses, resumes or aborts the rollout and renders
+// the status the API answers.
+async function sidecarsOp(action, signal) {
+  const reason = $('#sidecars-reason').value.trim();
+  const v = $('#sidecars-current').dataset.version || '';
+  const texts = {
+    pause: `No further workload moves to version ${v}${reason ? ` (reason: ${reason})` : ''}; workloads being moved finish.`,
+    resume: `The rollout of version ${v} goes on; any pause, the health gate's included, is lifted.`,
+    abort: `No further workload moves to version ${v} until a newer version is set; those moved keep it.`,
+  };
+  const verb = action[0].toUpperCase() + action.slice(1);
+  const answer = await confirmDialog({ title: `${verb} the rollout of the managed sidecars?`, text: texts[action], ok: verb, danger: action !== 'resume' });
+  if (!answer || signal.aborted) return;
+  hide('#sidecars-op-error');
+  const body = JSON.stringify(action === 'resume' ? {} : { reason });
+  try {
+    const st = await getJSON(`/admin/sidecars/${action}`, { method: 'POST', body, headers: { 'Content-Type': 'application/json' }, signal });
+    if (signal.aborted) return;
+    renderSidecarStatus(st);
+  } catch (e) {
+    if (signal.aborted) return;
+    if (e.status === 401) return expired(e);
+    showIn('#sidecars-op-error', `${verb} refused. ${describe(e)}`);
+  }
+}
+
+// workloadLink links a workload key (project.kind.name) to its page.
+function workloadLink(key) {
+  const [project, kind, ...rest] = String(key).split('.');
+  if (!project || !kind || !rest.length) return document.createTextNode(String(key));
+  const name = rest.join('.');
+  return el('a', { href: `#/p/${enc(project)}/${enc(kind)}/${enc(name)}`, text: `${project}/${kind}/${name}` });
+}
+
+// fillFields writes values into root's dd[data-field] elements.
+function fillFields(root, values) {
+  for (const [field, text] of Object.entries(values)) {
+    const dd = root.querySelector(`dd[data-field="${field}"]`);
+    if (dd) dd.textContent = text === '' || text === undefined || text === null ? '—' : String(text);
+  }
+}
+
+// resourcesText writes a container's requests ("cpu 10m · memory 16Mi").
+function resourcesText(r) {
+  return Object.entries(r?.requests || {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(' · ');
+}
+
+// renderSidecars draws the current version, the history and the status.
+function renderSidecars(st, history) {
+  const cur = history.find((v) => v.version === st.current) || null;
+  $('#sidecars-empty').hidden = num(st.current) > 0;
+  const card = $('#sidecars-current');
+  card.dataset.version = String(num(st.current));
+  const ro = cur?.rollout || {};
+  fillFields(card, {
+    version: cur ? String(cur.version) : 'none',
+    created: cur ? `${stamp(cur.created)} (${ago(cur.created)})` : '',
+    by: cur?.createdBy || '',
+    rollout: cur ? `at most ${num(ro.maxUnavailable)} workloads at once · bake ${num(ro.bakeSeconds)}s · on failure ${ro.onFailure || 'Pause'}` : '',
+  });
+  $('#sidecars-list tbody').replaceChildren(
+    ...(cur?.sidecars || []).map((c) =>
+      el(
+        'tr',
+        { 'data-sidecar': c.name },
+        el('td', { text: c.name }),
+        el('td', { class: 'mono', text: c.image }),
+        el('td', { text: resourcesText(c.resources) }),
+        el('td', { text: (c.kinds || []).join(', ') || 'every kind' }),
+        el('td', { text: (c.projects || []).join(', ') || 'every project' }),
+      ),
+    ),
+  );
+  $('#sidecars-history tbody').replaceChildren(
+    ...history.map((v) =>
+      el(
+        'tr',
+        { 'data-version': String(v.version) },
+        el('td', { class: 'num', text: `${v.version}${v.version === st.current ? ' (current)' : ''}` }),
+        el('td', { title: stamp(v.created), text: ago(v.created) }),
+        el('td', { text: v.createdBy || '' }),
+        el('td', { class: 'mono', text: (v.sidecars || []).map((c) => `${c.name}=${c.image}`).join(', ') }),
+      ),
+    ),
+  );
+  renderSidecarStatus(st);
+}
+
+// renderSidecarStatus draws the rollout, its zones (when it reports them)
+// and workloads, and the workloads per version, from a status of the API.
+function renderSidecarStatus(st) {
+  const ro = st.rollout || {};
+  const c = st.control || {};
+  const card = $('#sidecars-rollout');
+  card.dataset.phase = ro.phase || 'None';
+  card.dataset.version = String(num(ro.version));
+  const versions = st.versions || [];
+  const onCurrent = versions.find((v) => v.version === st.current);
+  const total = versions.reduce((n, v) => n + num(v.workloads), 0);
+  fillFields(card, {
+    phase: ro.phase ? `${ro.phase} (version ${num(ro.version)})` : 'no rollout yet',
+    progress: `${num(onCurrent?.workloads)} of ${total} workloads on version ${num(st.current)} · ${num(ro.done)} moved and baked · ${(ro.moving || []).length} moving · ${num(ro.rolledBack)} rolled back`,
+    message: ro.message || '',
+    updated: ro.updated ? `${clock(ro.updated)} (${ago(ro.updated)})` : '',
+  });
+  const paused = $('#sidecars-paused');
+  const why = [c.paused ? 'paused' : '', c.aborted ? `version ${c.aborted} aborted` : '', c.reason ? `reason: ${c.reason}` : ''].filter(Boolean).join(' · ');
+  paused.dataset.paused = String(!!c.paused);
+  paused.textContent = why;
+  paused.hidden = !why;
+
+  const zones = Array.isArray(ro.zones) ? ro.zones : [];
+  $('#sidecars-zones').hidden = zones.length === 0;
+  $('#sidecars-zones-none').hidden = zones.length > 0;
+  $('#sidecars-zones tbody').replaceChildren(
+    ...zones.map((z) =>
+      el(
+        'tr',
+        { 'data-zone': z.name, 'data-phase': z.phase || '' },
+        el('td', { text: z.name }),
+        el('td', { 'data-field': 'phase', text: z.phase || '' }),
+        el('td', { class: 'num', 'data-field': 'healthy', text: num(z.workloads) ? `${num(z.healthy)}/${num(z.workloads)}` : '—' }),
+        el('td', { 'data-field': 'started', title: stamp(z.started), text: clock(z.started) || '—' }),
+        el('td', { 'data-field': 'ready', title: stamp(z.readySince), text: clock(z.readySince) || '—' }),
+        el('td', { 'data-field': 'finished', title: stamp(z.finished), text: clock(z.finished) || '—' }),
+      ),
+    ),
+  );
+
+  const moving = ro.moving || [];
+  $('#sidecars-moving').hidden = moving.length === 0;
+  $('#sidecars-moving-none').hidden = moving.length > 0;
+  $('#sidecars-moving tbody').replaceChildren(
+    ...moving.map((m) =>
+      el(
+        'tr',
+        { 'data-workload': m.key, 'data-ready': String(!!when(m.readySince)) },
+        el('td', {}, workloadLink(m.key)),
+        el('td', { class: 'num', text: String(num(m.from)) }),
+        el('td', { class: 'num', text: String(num(m.generation)) }),
+        el('td', { title: stamp(m.started), text: ago(m.started) }),
+        el('td', { text: when(m.readySince) ? `ready since ${clock(m.readySince)}` : 'not ready yet' }),
+      ),
+    ),
+  );
+
+  $('#sidecars-versions tbody').replaceChildren(
+    ...versions.map((v) =>
+      el(
+        'tr',
+        { 'data-version': String(v.version) },
+        el('td', { class: 'num', text: v.version ? String(v.version) : '0 (admission’s own)' }),
+        el('td', { class: 'num', 'data-field': 'workloads', text: String(num(v.workloads)) }),
+      ),
+    ),
+  );
+  const behind = st.behind || [];
+  $('#sidecars-behind').hidden = behind.length === 0;
+  $('#sidecars-behind-none').hidden = behind.length > 0;
+  $('#sidecars-behind tbody').replaceChildren(
+    ...behind.map((b) =>
+      el(
+        'tr',
+        { 'data-workload': `${b.project}/${b.kind}/${b.name}`, 'data-version': String(num(b.version)) },
+        el('td', {}, el('a', { href: `#/p/${enc(b.project)}/${enc(b.kind)}/${enc(b.name)}`, text: `${b.project}/${b.kind}/${b.name}` })),
+        el('td', { class: 'num', text: String(num(b.version)) }),
+      ),
+    ),
+  );
+}
+
 // --- SLI charts ----------------------------------------------------------------
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -4001,6 +4227,7 @@ function wire() {
 
   wireDialog();
   wireRemediation();
+  wireSidecars();
   wireRollout();
   window.addEventListener('hashchange', route);
 }
