@@ -38,7 +38,13 @@ type appKind struct{ basic }
 
 func (appKind) resource() schema.GroupVersionResource { return deployments }
 
-func (appKind) render(d *desired, sh api.Shard) object { return renderApp(d.zoneWorkload(sh), sh) }
+func (appKind) render(d *desired, sh api.Shard) object {
+	o := renderApp(d.zoneWorkload(sh), sh)
+	if _, held := d.sidecars.HeldBack(d.workload, sh.Zone); held {
+		sidecarsHeldBack(&o, d.rolloutWorkload(sh)) // sidecars_zones.go
+	}
+	return o
+}
 
 func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
 	if ss, ok := obj.(*appsv1.StatefulSet); ok { // kind_app_stateful.go
@@ -169,8 +175,25 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 }
 
 // zoneWorkload returns the workload as sh's zone runs it: an App's with
-// the template its rollout gives that zone; d.workload otherwise.
+// the template its rollout gives that zone and the sidecars the sidecar
+// rollout gives it (sidecars_zones.go); d.workload otherwise.
 func (d *desired) zoneWorkload(sh api.Shard) *api.Workload {
+	w := d.rolloutWorkload(sh)
+	held, ok := d.sidecars.HeldBack(d.workload, sh.Zone)
+	s, app := w.Spec.(*api.AppSpec)
+	if !ok || !app {
+		return w
+	}
+	spec := *s
+	spec.Template.Sidecars = held
+	zw := *w
+	zw.Spec = &spec
+	return &zw
+}
+
+// rolloutWorkload returns the workload with the template an App's
+// rollout gives sh's zone; d.workload otherwise.
+func (d *desired) rolloutWorkload(sh api.Shard) *api.Workload {
 	w := d.workload
 	s, ok := w.Spec.(*api.AppSpec)
 	if !ok || d.rollout == nil {
