@@ -39,10 +39,11 @@ import (
 // Each tick (SidecarRolloutEvery) it reads the current version, the
 // operators' control (api.SidecarControl, written by the gateway) and its
 // own progress, and:
-//  1. unless paused or aborted, moves every workload behind the version
+//  1. at a rollout's start, lists the zones the Apps behind the version
+//     run in, in name order (written before any workload moves); then,
+//     unless paused or aborted, moves every workload behind the version
 //     (an App with its previous sidecars recorded, while the rollout
-//     runs) and, at a rollout's start, lists the zones its moved Apps run
-//     in, in name order;
+//     runs);
 //  2. the health gate of the open zone: once every moved App's pods
 //     there are ready with the new sidecars (api.ZoneStatus.Sidecars,
 //     the aggregator's), and stay so for the bake time, the zone is done
@@ -195,7 +196,19 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 	if err != nil {
 		return err
 	}
-	if p.Phase == api.SidecarRolloutProgressing || p.Phase == api.SidecarRolloutComplete {
+	sts := map[string]*api.Status{}
+	starting := p.Phase == api.SidecarRolloutProgressing && p.Zones == nil
+	if starting {
+		// The zones are listed (and written) a tick before any workload
+		// moves, so the propagator never renders a moved App without
+		// them.
+		if err := readStatuses(ctx, status, slices.Concat(behind, moved), sts); err != nil {
+			return err
+		}
+		p.Zones = zonesOf(sts)
+		starting = len(p.Zones) > 0 // no zone: nothing to hold back
+	}
+	if !starting && (p.Phase == api.SidecarRolloutProgressing || p.Phase == api.SidecarRolloutComplete) {
 		for _, w := range behind {
 			var prev *api.SidecarPrevious
 			if w.Kind == api.KindApp && p.Phase == api.SidecarRolloutProgressing {
@@ -216,21 +229,12 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 			p.Done++
 		}
 	}
-	sts := make(map[string]*api.Status, len(moved))
-	for _, w := range moved {
-		var st api.Status
-		if found, err := readJSON(ctx, status, w.Key(), &st); err != nil {
-			return err
-		} else if found {
-			sts[w.Key()] = &st
-		}
-	}
-	if p.Phase == api.SidecarRolloutProgressing && p.Zones == nil {
-		p.Zones = zonesOf(sts)
-	}
 
 	// 2. The health gate of the open zone, and the next zone.
-	if p.Phase == api.SidecarRolloutProgressing {
+	if !starting && p.Phase == api.SidecarRolloutProgressing {
+		if err := readStatuses(ctx, status, moved, sts); err != nil {
+			return err
+		}
 		var err error
 		steps, err = s.sidecarZones(ctx, kv, v, &p, moved, sts, now)
 		if err != nil {
@@ -254,6 +258,24 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 			Project: api.SidecarEventProject, Name: api.SidecarEventName(v.Version, st.zone), Generation: v.Version}}
 		if err := s.events.Publish(ctx, pseudo, st.event, st.message, rev); err != nil {
 			return fmt.Errorf("sidecar rollout event %s: %w", st.event, err)
+		}
+	}
+	return nil
+}
+
+// readStatuses reads the status of each of ws (of Kind App) into sts.
+func readStatuses(ctx context.Context, status jetstream.KeyValue, ws []*api.Workload, sts map[string]*api.Status) error {
+	for _, w := range ws {
+		if w.Kind != api.KindApp {
+			continue
+		}
+		var st api.Status
+		found, err := readJSON(ctx, status, w.Key(), &st)
+		if err != nil {
+			return err
+		}
+		if found {
+			sts[w.Key()] = &st
 		}
 	}
 	return nil

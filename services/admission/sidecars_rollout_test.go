@@ -171,6 +171,14 @@ func TestSidecarRollout(t *testing.T) {
 	}
 	fakeStatus(ctx, t, b, func(sc []api.Container) bool { return len(sc) == 1 && sc[0].Image == "log:3" })
 	waitFor("version 1 complete", func() bool { p := progress(); return p.Version == 1 && p.Phase == api.SidecarRolloutComplete })
+	skv, err := b.KV(ctx, bus.BucketStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("every status", func() bool {
+		keys, _ := skv.Keys(ctx)
+		return len(keys) == n
+	})
 	// Sample zone b while zone a is not done: it must be pending.
 	var (
 		mu    sync.Mutex
