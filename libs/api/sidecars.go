@@ -69,7 +69,9 @@ func (m *ManagedSidecar) AppliesTo(kind, project string) bool {
 // SidecarRollout is how a new version reaches the running workloads.
 type SidecarRollout struct {
 	// MaxUnavailable is how many workloads of a zone are moved at once
-	// (default 1).
+	// (default 1). The zone-by-zone rollout opens a whole zone at once
+	// and does not read it: there, each App's pods move within its own
+	// availability budget.
 	MaxUnavailable int `json:"maxUnavailable,omitempty"`
 	// BakeSeconds is how long a zone's upgraded pods must stay ready
 	// before the next zone starts (default 60).
