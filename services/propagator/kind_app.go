@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,9 +40,10 @@ type appKind struct{ basic }
 func (appKind) resource() schema.GroupVersionResource { return deployments }
 
 func (appKind) render(d *desired, sh api.Shard) object {
-	o := renderApp(d.zoneWorkload(sh), sh)
-	if _, held := d.sidecars.HeldBack(d.workload, sh.Zone); held {
-		sidecarsHeldBack(&o, d.rolloutWorkload(sh)) // sidecars_zones.go
+	zw := d.zoneWorkload(sh)
+	o := renderApp(zw, sh)
+	if rw := d.rolloutWorkload(sh); zw != rw {
+		sidecarsHeldBack(&o, rw) // sidecars_zones.go
 	}
 	return o
 }
@@ -179,13 +181,19 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 // rollout gives it (sidecars_zones.go); d.workload otherwise.
 func (d *desired) zoneWorkload(sh api.Shard) *api.Workload {
 	w := d.rolloutWorkload(sh)
-	held, ok := d.sidecars.HeldBack(d.workload, sh.Zone)
 	s, app := w.Spec.(*api.AppSpec)
-	if !ok || !app {
+	if !app || d.workload.Metadata.SidecarPrevious == nil {
+		return w
+	}
+	sidecars, held := d.sidecars.HeldBack(d.workload, sh.Zone)
+	if !held {
+		sidecars = d.workload.Spec.PodTemplate().Sidecars
+	}
+	if reflect.DeepEqual(s.Template.Sidecars, sidecars) {
 		return w
 	}
 	spec := *s
-	spec.Template.Sidecars = held
+	spec.Template.Sidecars = sidecars
 	zw := *w
 	zw.Spec = &spec
 	return &zw

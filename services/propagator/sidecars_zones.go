@@ -21,10 +21,14 @@ import (
 // placement change, so a zone that opens (or rolls back) moves its pods
 // in place (sidecars_inplace.go).
 //
-// A held-back shard says it runs the template its App's own rollout gives
-// the zone (api.AnnoTemplate): the App's rollout sees the zone on its
-// revision and goes on; the sidecar rollout, not the App's, decides when
-// that zone's sidecars move.
+// The sidecar rollout, not the App's own zone-by-zone rollout, decides
+// which sidecars a moved App's shard runs: the previous version's in a
+// zone not opened yet, the App's own version's once it is opened, even
+// where the App's rollout still gives the zone its stable template (the
+// App's rollout orders its zones and bakes each on its own, which would
+// otherwise hold an opened zone back). Such a shard says it runs the
+// template the App's rollout gives the zone (api.AnnoTemplate), so that
+// rollout goes on as if the sidecars were its template's.
 
 func decodeSidecarProgress(b []byte) (*api.SidecarProgress, error) {
 	var p api.SidecarProgress
@@ -70,8 +74,9 @@ func (s *Service) sidecarProgressChanged(string) {
 	}
 }
 
-// sidecarsHeldBack makes a held-back shard's object say the template its
-// App's rollout gives the zone (see above).
+// sidecarsHeldBack makes the object of a shard whose sidecars the
+// sidecar rollout decides say the template its App's rollout gives the
+// zone (see above).
 func sidecarsHeldBack(o *object, w *api.Workload) {
 	h := api.TemplateHash(&w.Spec.(*api.AppSpec).Template)
 	if m, err := apimeta.Accessor(o.obj); err == nil && m.GetAnnotations() != nil {

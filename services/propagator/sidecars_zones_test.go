@@ -29,34 +29,43 @@ func TestSidecarsHeldBack(t *testing.T) {
 	complete.Phase = api.SidecarRolloutComplete
 	rolledBack := *progress
 	rolledBack.Zones = []api.SidecarZone{{Name: "a", Phase: api.SidecarZoneRolledBack}}
+	// The App's own rollout has not given any zone the moved template:
+	// its stable template has the previous sidecars.
+	stable := moved()
+	stableTemplate := stable.Spec.(*api.AppSpec).Template
+	stableTemplate.Sidecars = stable.Metadata.SidecarPrevious.Sidecars
+	appRollout := &api.Rollout{Stable: api.TemplateHash(&stableTemplate), StableTemplate: &stableTemplate}
 	tests := []struct {
 		name     string
 		w        *api.Workload
+		rollout  *api.Rollout
 		progress *api.SidecarProgress
 		zone     string
 		want     string
 	}{
-		{"zone done", moved(), progress, "a", "log:2"},
-		{"zone moving", moved(), progress, "b", "log:2"},
-		{"zone pending", moved(), progress, "c", "log:1"},
-		{"zone not listed", moved(), progress, "d", "log:1"},
-		{"zone rolled back", moved(), &rolledBack, "a", "log:1"},
-		{"rollout complete", moved(), &complete, "c", "log:2"},
-		{"another version's rollout", moved(), &api.SidecarProgress{Version: 3, Phase: api.SidecarRolloutProgressing}, "c", "log:2"},
-		{"written during the rollout", written, progress, "c", "log:2"},
-		{"no rollout", moved(), nil, "c", "log:2"},
+		{"zone done", moved(), nil, progress, "a", "log:2"},
+		{"zone moving", moved(), nil, progress, "b", "log:2"},
+		{"zone pending", moved(), nil, progress, "c", "log:1"},
+		{"zone not listed", moved(), nil, progress, "d", "log:1"},
+		{"zone rolled back", moved(), nil, &rolledBack, "a", "log:1"},
+		{"rollout complete", moved(), nil, &complete, "c", "log:2"},
+		{"another version's rollout", moved(), nil, &api.SidecarProgress{Version: 3, Phase: api.SidecarRolloutProgressing}, "c", "log:2"},
+		{"written during the rollout", written, nil, progress, "c", "log:2"},
+		{"no rollout", moved(), nil, nil, "c", "log:2"},
+		{"zone open before the App's rollout gives it", moved(), appRollout, progress, "b", "log:2"},
+		{"zone pending, App's rollout on the stable template", moved(), appRollout, progress, "c", "log:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &desired{workload: tt.w, kind: appKind{}, sidecars: tt.progress, hashes: map[string]string{}}
+			d := &desired{workload: tt.w, kind: appKind{}, rollout: tt.rollout, sidecars: tt.progress, hashes: map[string]string{}}
 			sh := api.Shard{Cluster: "zone-" + tt.zone, Zone: tt.zone, Replicas: 1}
 			dep := appKind{}.render(d, sh).obj.(*appsv1.Deployment)
 			images := sidecarImages(&dep.Spec.Template.Spec)
 			if diff := cmp.Diff(map[string]string{"log": tt.want}, images); diff != "" {
 				t.Errorf("sidecars (-want +got):\n%s", diff)
 			}
-			if got, want := dep.Annotations[api.AnnoTemplate], api.TemplateHash(&tt.w.Spec.(*api.AppSpec).Template); got != want {
-				t.Errorf("template annotation %s, want the App's own %s", got, want)
+			if got, want := dep.Annotations[api.AnnoTemplate], api.TemplateHash(&d.rolloutWorkload(sh).Spec.(*api.AppSpec).Template); got != want {
+				t.Errorf("template annotation %s, want the one the App's rollout gives the zone, %s", got, want)
 			}
 		})
 	}
