@@ -26,7 +26,7 @@ const (
 	zoneBake = 2
 	// zoneDeadline is how long a zone may take to be healthy on a new
 	// version (the region's admission is given it, main_test.go).
-	zoneDeadline = 30 * time.Second
+	zoneDeadline = 60 * time.Second
 	// neverReady ends the image of a sidecar that never becomes ready
 	// (testdata/stages.yaml, pod-image-updated-never-ready).
 	neverReady = "log:never-ready"
