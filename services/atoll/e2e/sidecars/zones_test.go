@@ -269,7 +269,7 @@ func TestSidecarRolloutZoneByZone(t *testing.T) {
 	if !assert.Eventually(t, func() bool {
 		p := rolloutProgress(t)
 		return p.Version == v2 && p.Phase == api.SidecarRolloutComplete && zonesOn(zonePods(t, "z-"), zoneApps*replicas, "log:z2")
-	}, 2*time.Minute, 250*time.Millisecond, "every pod ready on log:z2") {
+	}, 4*time.Minute, 250*time.Millisecond, "every pod ready on log:z2") {
 		t.Logf("progress %+v", rolloutProgress(t))
 		s.stop()
 		t.FailNow()
