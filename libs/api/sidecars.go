@@ -69,7 +69,9 @@ func (m *ManagedSidecar) AppliesTo(kind, project string) bool {
 // SidecarRollout is how a new version reaches the running workloads.
 type SidecarRollout struct {
 	// MaxUnavailable is how many workloads of a zone are moved at once
-	// (default 1).
+	// (default 1). The zone-by-zone rollout opens a whole zone at once
+	// and does not read it: there, each App's pods move within its own
+	// availability budget.
 	MaxUnavailable int `json:"maxUnavailable,omitempty"`
 	// BakeSeconds is how long a zone's upgraded pods must stay ready
 	// before the next zone starts (default 60).
@@ -236,6 +238,121 @@ type SidecarProgress struct {
 	RolledBack int `json:"rolledBack,omitempty"`
 	// ResumeSeq is the control's ResumeSeq last acted on.
 	ResumeSeq int `json:"resumeSeq,omitempty"`
+	// Zones are the region's zones in the order the rollout opens them
+	// to the new version, one at a time: a zone starts only once the one
+	// before it is done and baked.
+	Zones []SidecarZone `json:"zones,omitempty"`
 	// Updated is when the progress was last written.
 	Updated time.Time `json:"updated"`
+}
+
+// Sidecar rollout zone phases (SidecarZone.Phase).
+const (
+	// SidecarZonePending: not opened yet; the moved workloads' shards
+	// there run their previous version.
+	SidecarZonePending = "Pending"
+	// SidecarZoneMoving: opened; its pods move to the new version.
+	SidecarZoneMoving = "Moving"
+	// SidecarZoneBaking: every moved pod there is on the new version and
+	// ready, since ReadySince.
+	SidecarZoneBaking = "Baking"
+	// SidecarZoneDone: baked; the next zone may start.
+	SidecarZoneDone = "Done"
+	// SidecarZoneFailed: not healthy within the deadline; the rollout is
+	// paused there (onFailure Pause), the zone keeping the new version.
+	SidecarZoneFailed = "Failed"
+	// SidecarZoneRolledBack: failed, and returned to the previous version
+	// (onFailure Rollback).
+	SidecarZoneRolledBack = "RolledBack"
+)
+
+// SidecarZone is the rollout's progress in one zone.
+type SidecarZone struct {
+	// Name is the zone's.
+	Name string `json:"name"`
+	// Phase is one of the SidecarZone* phases.
+	Phase string `json:"phase"`
+	// Started is when the zone was opened to the new version.
+	Started time.Time `json:"started,omitzero"`
+	// ReadySince is when its moved pods were first seen all ready on the
+	// new version; zero while they are not.
+	ReadySince time.Time `json:"readySince,omitzero"`
+	// Finished is when it was baked, failed or rolled back.
+	Finished time.Time `json:"finished,omitzero"`
+	// Workloads counts the moved workloads with pods in the zone, and
+	// Healthy those whose pods there are all ready on the new version.
+	Workloads int `json:"workloads,omitempty"`
+	Healthy   int `json:"healthy,omitempty"`
+}
+
+// Open says whether the zone runs the new version.
+func (z *SidecarZone) Open() bool {
+	switch z.Phase {
+	case SidecarZoneMoving, SidecarZoneBaking, SidecarZoneDone, SidecarZoneFailed:
+		return true
+	}
+	return false
+}
+
+// Zone returns the progress of zone, nil when the rollout does not list it.
+func (p *SidecarProgress) Zone(zone string) *SidecarZone {
+	for i := range p.Zones {
+		if p.Zones[i].Name == zone {
+			return &p.Zones[i]
+		}
+	}
+	return nil
+}
+
+// HeldBack returns the sidecars a shard of w in zone runs while the
+// rollout p has not opened that zone: the previous version's
+// (Metadata.SidecarPrevious), and true. It returns false when the shard
+// runs w's own sidecars: w was not moved by this rollout (a workload
+// written during the rollout runs its version in every zone), the
+// rollout is complete, or the zone is open.
+func (p *SidecarProgress) HeldBack(w *Workload, zone string) ([]Container, bool) {
+	prev := w.Metadata.SidecarPrevious
+	if p == nil || prev == nil || w.Metadata.SidecarVersion != p.Version || p.Phase == SidecarRolloutComplete {
+		return nil, false
+	}
+	if z := p.Zone(zone); z != nil && z.Open() {
+		return nil, false
+	}
+	return prev.Sidecars, true
+}
+
+// SidecarPrevious is what a workload moved by the sidecar rollout ran
+// before (Metadata.SidecarPrevious).
+type SidecarPrevious struct {
+	// Version is the version it ran.
+	Version int64 `json:"version"`
+	// Sidecars are that version's sidecars for the workload.
+	Sidecars []Container `json:"sidecars,omitempty"`
+}
+
+// The sidecar rollout's events, published by admission on the subject of
+// a pseudo-workload (project
+// SidecarEventProject, kind SidecarEventKind), one per step, with the
+// version as the event's generation and the zone in its message.
+const (
+	// SidecarEventProject is the project token of the rollout's event
+	// subjects: not a valid project name, so no project's.
+	SidecarEventProject = "_platform"
+	// SidecarEventKind is the kind token of the rollout's event subjects.
+	SidecarEventKind = "SidecarRollout"
+
+	EventSidecarZoneStarted = "sidecar-zone-started"
+	EventSidecarZoneBaked   = "sidecar-zone-baked"
+	EventSidecarZoneFailed  = "sidecar-zone-failed"
+	EventSidecarRolledBack  = "sidecar-rolled-back"
+	EventSidecarRolloutDone = "sidecar-rollout-done"
+)
+
+// SidecarEventName is the name token of the rollout event for version
+// and zone ("" for the whole rollout): "v2-a", "v2".
+func SidecarEventName(version int64, zone string) string {
+	if zone == "" {
+		return "v" + strconv.FormatInt(version, 10)
+	}
+	return "v" + strconv.FormatInt(version, 10) + "-" + zone
 }

@@ -150,7 +150,15 @@ type ZoneStatus struct {
 	// api.TemplateHash, as the rollout's revisions): an in-place update
 	// moves a pod from one to the next without replacing it.
 	Templates map[string]int32 `json:"templates,omitempty"`
+	// Sidecars counts, by SidecarImageKey (a native sidecar's name and
+	// the image it reports running), the live pods that are ready with
+	// that sidecar: the sidecar rollout's health gate per zone.
+	Sidecars map[string]int32 `json:"sidecars,omitempty"`
 }
+
+// SidecarImageKey is the key of ZoneStatus.Sidecars for the sidecar name
+// running image.
+func SidecarImageKey(name, image string) string { return name + "=" + image }
 
 // Condition is one fact about a workload.
 type Condition struct {

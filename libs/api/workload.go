@@ -57,6 +57,12 @@ type Metadata struct {
 	// (SidecarVersion) the workload's pods run, 0 when they come from
 	// admission's own configuration (set by admission).
 	SidecarVersion int64 `json:"sidecarVersion,omitempty"`
+	// SidecarPrevious is, on a workload the sidecar rollout moved to
+	// SidecarVersion, the version it ran before and that version's
+	// sidecars: what its shards in the zones the rollout has not opened
+	// yet keep running (SidecarProgress.HeldBack). Nil on a workload
+	// written by its owner (set by admission).
+	SidecarPrevious *SidecarPrevious `json:"sidecarPrevious,omitempty"`
 }
 
 // Workload is one object of a primitive kind.

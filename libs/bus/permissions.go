@@ -182,8 +182,9 @@ func Grants() map[string]Grant {
 		UserPropagator: {
 			Writes: []Keys{{BucketLeases, []string{"propagator.*", "replicas.propagator.*"}}},
 			// Observations and clusters: the Apps' endpoints and the
-			// clusters' health, for the managed EndpointSlices.
-			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts, BucketObservations, BucketClusters},
+			// clusters' health, for the managed EndpointSlices. Sidecars:
+			// the sidecar rollout's progress, which zones run a new version.
+			Reads:   []string{BucketWorkloads, BucketPlacements, BucketRollouts, BucketObservations, BucketClusters, BucketSidecars},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

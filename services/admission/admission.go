@@ -170,7 +170,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		events: events.NewPublisher(b, log, events.Options{}),
 
 		claimGrace:    HostClaimGrace,
-		sidecarTiming: sidecarTiming{every: SidecarRolloutEvery, deadline: SidecarMoveDeadline},
+		sidecarTiming: sidecarTimingFromEnv(log),
 	}
 }
 

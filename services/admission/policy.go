@@ -110,7 +110,7 @@ func checkScheduling(pl *api.Placement) api.FieldErrors {
 func (s *Service) mutate(w *api.Workload) {
 	t := w.Spec.PodTemplate()
 	t.InitContainers = append(append([]api.Container{}, s.cfg.InitContainers...), t.InitContainers...)
-	w.Metadata.SidecarVersion = 0
+	w.Metadata.SidecarVersion, w.Metadata.SidecarPrevious = 0, nil
 	v := s.currentSidecars()
 	if v == nil {
 		t.Sidecars = append([]api.Container{}, s.cfg.Sidecars...)

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -16,26 +19,40 @@ import (
 )
 
 // The sidecar rollout moves the running workloads to the current version
-// of the managed sidecars. It runs in the admission replica holding
-// SidecarLease, because moving a workload is a write of the workloads
-// bucket, which admission alone writes: each move is an ordinary new
-// generation (quota reserved for the new sidecars, an updated event
-// naming the versions), so every service downstream handles it as any
-// template change — for an App, its zone-by-zone rollout (the
-// aggregator's), within its availability budget.
+// of the managed sidecars, zone by zone across the region. It runs in the
+// admission replica holding SidecarLease, because moving a workload is a
+// write of the workloads bucket, which admission alone writes: each move
+// is an ordinary new generation (quota reserved for the new sidecars, an
+// updated event naming the versions).
+//
+// The stored workloads move at once; the zones move one at a time. A
+// moved App records the version it ran and its sidecars
+// (api.Metadata.SidecarPrevious), and the progress (api.SidecarProgress)
+// lists the region's zones and which are open: the propagator renders a
+// moved App's shard in a zone not open yet with its previous sidecars
+// (api.SidecarProgress.HeldBack), so only the open zone's pods move (in
+// place, when only images changed). A workload written during a rollout
+// (a new one, or its owner's update) gets the current version in every
+// zone (mutate clears SidecarPrevious): it runs one version only. Other
+// kinds than App have no zone gate: they move in every zone at once.
 //
 // Each tick (SidecarRolloutEvery) it reads the current version, the
 // operators' control (api.SidecarControl, written by the gateway) and its
-// own progress (api.SidecarProgress), and:
-//  1. checks the health gate of the workloads it moved: a move is done
-//     once the workload's status is of the moved generation with every
-//     pod ready, and stays so for the version's bake time; a move not
-//     healthy within the deadline fails, which pauses the rollout and,
-//     with onFailure Rollback, returns that workload to the version it
-//     ran;
-//  2. unless paused or aborted, moves more workloads (oldest version
-//     first, then by key) until MaxUnavailable are being moved;
-//  3. writes the progress when it changed.
+// own progress, and:
+//  1. at a rollout's start, lists the zones the Apps behind the version
+//     run in, in name order (written before any workload moves); then,
+//     unless paused or aborted, moves every workload behind the version
+//     (an App with its previous sidecars recorded, while the rollout
+//     runs);
+//  2. the health gate of the open zone: once every moved App's pods
+//     there are ready with the new sidecars (api.ZoneStatus.Sidecars,
+//     the aggregator's), and stay so for the bake time, the zone is done
+//     and the next zone opens in the same tick; a zone not healthy within
+//     the deadline fails, which pauses the rollout and, with onFailure
+//     Rollback, returns every moved workload to the version it ran (the
+//     failed zone moves back, in place; the zones not opened never moved);
+//  3. writes the progress when it changed, then publishes an event for
+//     each step (api.EventSidecarZoneStarted, ...; sidecarEvent).
 //
 // All state is in the buckets, so a new lease holder resumes where the
 // last one stopped.
@@ -52,6 +69,32 @@ const (
 	// healthy on the new version before the health gate fails it.
 	SidecarMoveDeadline = 5 * time.Minute
 )
+
+// EnvSidecarEvery and EnvSidecarDeadline, set to positive durations,
+// replace SidecarRolloutEvery and SidecarMoveDeadline: a test region's
+// rollout looks more often and fails a zone sooner.
+const (
+	EnvSidecarEvery    = "ATOLL_ADMISSION_SIDECAR_EVERY"
+	EnvSidecarDeadline = "ATOLL_ADMISSION_SIDECAR_DEADLINE"
+)
+
+// sidecarTimingFromEnv returns the rollout's periods, the defaults unless
+// the environment replaces them.
+func sidecarTimingFromEnv(log *slog.Logger) sidecarTiming {
+	t := sidecarTiming{every: SidecarRolloutEvery, deadline: SidecarMoveDeadline}
+	for env, d := range map[string]*time.Duration{EnvSidecarEvery: &t.every, EnvSidecarDeadline: &t.deadline} {
+		v := os.Getenv(env)
+		if v == "" {
+			continue
+		}
+		if p, err := time.ParseDuration(v); err == nil && p > 0 {
+			*d = p
+		} else {
+			log.Warn("ignoring a period that is not a positive duration", "env", env, "value", v)
+		}
+	}
+	return t
+}
 
 // sidecarTiming holds the rollout's periods; tests shorten them.
 type sidecarTiming struct {
@@ -108,6 +151,11 @@ func readJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) (fo
 	return true, nil
 }
 
+// sidecarStep is one step of the rollout, for its event.
+type sidecarStep struct {
+	event, zone, message string
+}
+
 // sidecarTick is one look of the rollout at now.
 func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue, now time.Time) error {
 	v := s.currentSidecars()
@@ -124,172 +172,284 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 	}
 	before, _ := json.Marshal(p)
 	if p.Version != v.Version {
-		// A new version: a new rollout. Moves of the old one that are
-		// not baked yet are left as they are (their workloads are moved
-		// again, to this version).
+		// A new version: a new rollout. Workloads moved by the last one
+		// are moved again, to this version, from what they run.
 		p = api.SidecarProgress{Version: v.Version, Phase: api.SidecarRolloutProgressing, ResumeSeq: ctl.ResumeSeq}
 	}
 	if ctl.ResumeSeq > p.ResumeSeq {
 		p.ResumeSeq = ctl.ResumeSeq
 		if p.Phase == api.SidecarRolloutPaused {
 			p.Phase, p.Message = api.SidecarRolloutProgressing, ""
+			resumeZones(&p, now)
 		}
 	}
-
-	// 1. The health gate of the moves in flight.
-	moving := p.Moving[:0:0]
-	for _, m := range p.Moving {
-		healthy, err := s.movedHealthy(ctx, status, m)
-		if err != nil {
-			return err
-		}
-		switch {
-		case healthy && m.ReadySince.IsZero():
-			m.ReadySince = now
-			moving = append(moving, m)
-		case healthy && now.Sub(m.ReadySince) >= s.sidecarTiming.bakeOf(v):
-			p.Done++
-			s.log.Info("sidecar rollout: workload baked", "key", m.Key, "version", v.Version)
-		case healthy:
-			moving = append(moving, m)
-		case now.Sub(m.Started) >= s.sidecarTiming.deadline:
-			p.Phase = api.SidecarRolloutPaused
-			p.Message = fmt.Sprintf("%s was not healthy on version %d within %s", m.Key, v.Version, s.sidecarTiming.deadline)
-			s.log.Warn("sidecar rollout: health gate failed", "key", m.Key, "version", v.Version)
-			if v.Rollout.OnFailure != api.SidecarOnFailureRollback {
-				moving = append(moving, m) // kept: a resume gives it another deadline
-				continue
-			}
-			if err := s.moveSidecars(ctx, kv, m.Key, m.From, fmt.Sprintf("managed sidecars rolled back from version %d to %d: not healthy within %s", v.Version, m.From, s.sidecarTiming.deadline)); err != nil {
-				return err
-			}
-			p.RolledBack++
-		default:
-			m.ReadySince = time.Time{}
-			moving = append(moving, m)
-		}
-	}
-	// A resume gives the moves that failed a new deadline.
-	if p.Phase == api.SidecarRolloutProgressing {
-		for i := range moving {
-			if now.Sub(moving[i].Started) >= s.sidecarTiming.deadline {
-				moving[i].Started = now
-			}
-		}
-	}
-	p.Moving = moving
-
-	// 2. More moves.
 	switch {
 	case ctl.Aborted >= v.Version:
 		p.Phase, p.Message = api.SidecarRolloutAborted, ctl.Reason
 	case ctl.Paused:
 		p.Phase, p.Message = api.SidecarRolloutPaused, "paused: "+ctl.Reason
 	}
-	if (p.Phase == api.SidecarRolloutProgressing || p.Phase == api.SidecarRolloutComplete) && len(p.Moving) < max(1, v.Rollout.MaxUnavailable) {
-		left, err := s.sidecarsBehind(ctx, v, p.Moving)
+	var steps []sidecarStep
+
+	// 1. The stored workloads.
+	behind, moved, err := s.sidecarWorkloads(ctx, v)
+	if err != nil {
+		return err
+	}
+	sts := map[string]*api.Status{}
+	starting := p.Phase == api.SidecarRolloutProgressing && p.Zones == nil
+	if starting {
+		// The zones are listed (and written) a tick before any workload
+		// moves, so the propagator never renders a moved App without
+		// them.
+		if err := readStatuses(ctx, status, slices.Concat(behind, moved), sts); err != nil {
+			return err
+		}
+		p.Zones = zonesOf(sts)
+		starting = len(p.Zones) > 0 // no zone: nothing to hold back
+	}
+	if !starting && (p.Phase == api.SidecarRolloutProgressing || p.Phase == api.SidecarRolloutComplete) {
+		for _, w := range behind {
+			var prev *api.SidecarPrevious
+			if w.Kind == api.KindApp && p.Phase == api.SidecarRolloutProgressing {
+				prev = &api.SidecarPrevious{Version: w.Metadata.SidecarVersion, Sidecars: w.Spec.PodTemplate().Sidecars}
+			}
+			msg := fmt.Sprintf("managed sidecars moved from version %d to %d", w.Metadata.SidecarVersion, v.Version)
+			if err := s.moveSidecars(ctx, kv, w.Key(), v.Version, msg, prev); err != nil {
+				return err
+			}
+			s.log.Info("sidecar rollout: workload moved", "key", w.Key(), "from", w.Metadata.SidecarVersion, "to", v.Version)
+			if prev != nil {
+				cur, _, err := s.get(ctx, w.Key())
+				if err != nil {
+					return err
+				}
+				moved = append(moved, cur)
+			}
+			p.Done++
+		}
+	}
+
+	// 2. The health gate of the open zone, and the next zone.
+	if !starting && p.Phase == api.SidecarRolloutProgressing {
+		if err := readStatuses(ctx, status, moved, sts); err != nil {
+			return err
+		}
+		var err error
+		steps, err = s.sidecarZones(ctx, kv, v, &p, moved, sts, now)
 		if err != nil {
 			return err
 		}
-		for _, w := range left {
-			if len(p.Moving) >= max(1, v.Rollout.MaxUnavailable) {
-				break
-			}
-			from := w.Metadata.SidecarVersion
-			msg := fmt.Sprintf("managed sidecars moved from version %d to %d", from, v.Version)
-			if err := s.moveSidecars(ctx, kv, w.Key(), v.Version, msg); err != nil {
-				return err
-			}
-			cur, _, err := s.get(ctx, w.Key())
-			if err != nil {
-				return err
-			}
-			p.Moving = append(p.Moving, api.SidecarMove{Key: w.Key(), From: from, Generation: cur.Metadata.Generation, Started: now})
-			s.log.Info("sidecar rollout: workload moved", "key", w.Key(), "from", from, "to", v.Version)
-		}
-		p.Phase = api.SidecarRolloutProgressing
-		if len(left) == 0 && len(p.Moving) == 0 {
-			p.Phase = api.SidecarRolloutComplete
-		}
-	}
-	if p.Phase == api.SidecarRolloutComplete && len(p.Moving) > 0 {
-		p.Phase = api.SidecarRolloutProgressing
 	}
 
-	// 3. The progress, when it changed.
+	// 3. The progress, when it changed, and the steps' events.
 	after, _ := json.Marshal(p)
 	if string(before) == string(after) {
 		return nil
 	}
 	p.Updated = now
 	doc, _ := json.Marshal(p)
-	if _, err := kv.Put(ctx, api.SidecarProgressKey, doc); err != nil {
+	rev, err := kv.Put(ctx, api.SidecarProgressKey, doc)
+	if err != nil {
 		return fmt.Errorf("write sidecar progress: %w", err)
+	}
+	for _, st := range steps {
+		pseudo := &api.Workload{Kind: api.SidecarEventKind, Metadata: api.Metadata{
+			Project: api.SidecarEventProject, Name: api.SidecarEventName(v.Version, st.zone), Generation: v.Version}}
+		if err := s.events.Publish(ctx, pseudo, st.event, st.message, rev); err != nil {
+			return fmt.Errorf("sidecar rollout event %s: %w", st.event, err)
+		}
 	}
 	return nil
 }
 
-// movedHealthy says whether the workload of m runs m's generation with
-// every pod ready (or has finished); a workload since deleted counts as
-// healthy.
-func (s *Service) movedHealthy(ctx context.Context, status jetstream.KeyValue, m api.SidecarMove) (bool, error) {
-	var st api.Status
-	found, err := readJSON(ctx, status, m.Key, &st)
-	if err != nil || !found {
-		if _, _, gerr := s.get(ctx, m.Key); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			return true, nil
-		}
-		return false, err
-	}
-	if st.Generation < m.Generation {
-		return false, nil
-	}
-	switch st.Phase {
-	case api.PhaseSucceeded, api.PhaseStopped, api.PhasePaused:
-		return true, nil
-	case api.PhaseRunning:
-		return st.Ready >= st.Desired, nil
-	}
-	return false, nil
-}
-
-// sidecarsBehind lists the workloads whose sidecars are not version v's
-// (oldest version first, then by key), without those being moved.
-func (s *Service) sidecarsBehind(ctx context.Context, v *api.SidecarVersion, moving []api.SidecarMove) ([]*api.Workload, error) {
-	keys, err := s.workloads.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []*api.Workload
-	for _, k := range keys {
-		if slices.ContainsFunc(moving, func(m api.SidecarMove) bool { return m.Key == k }) {
+// readStatuses reads the status of each of ws (of Kind App) into sts.
+func readStatuses(ctx context.Context, status jetstream.KeyValue, ws []*api.Workload, sts map[string]*api.Status) error {
+	for _, w := range ws {
+		if w.Kind != api.KindApp {
 			continue
 		}
+		var st api.Status
+		found, err := readJSON(ctx, status, w.Key(), &st)
+		if err != nil {
+			return err
+		}
+		if found {
+			sts[w.Key()] = &st
+		}
+	}
+	return nil
+}
+
+// resumeZones lifts a pause the health gate took: a failed zone gets a
+// new deadline; after a rollback the rollout starts over, every workload
+// it returned being behind again.
+func resumeZones(p *api.SidecarProgress, now time.Time) {
+	for i := range p.Zones {
+		z := &p.Zones[i]
+		switch z.Phase {
+		case api.SidecarZoneFailed:
+			z.Phase, z.Started, z.ReadySince, z.Finished = api.SidecarZoneMoving, now, time.Time{}, time.Time{}
+		case api.SidecarZoneRolledBack:
+			p.Zones = nil
+			return
+		}
+	}
+}
+
+// zonesOf lists the zones the moved Apps run in, in name order, pending;
+// an empty list (not nil) when none.
+func zonesOf(sts map[string]*api.Status) []api.SidecarZone {
+	names := map[string]bool{}
+	for _, st := range sts {
+		for z, zs := range st.Zones {
+			if zs.Desired > 0 {
+				names[z] = true
+			}
+		}
+	}
+	out := []api.SidecarZone{}
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		out = append(out, api.SidecarZone{Name: n, Phase: api.SidecarZonePending})
+	}
+	return out
+}
+
+// sidecarZones runs the health gate of p's open zone and opens the next
+// (step 2); it returns the steps taken.
+func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *api.SidecarVersion, p *api.SidecarProgress, moved []*api.Workload, sts map[string]*api.Status, now time.Time) ([]sidecarStep, error) {
+	var steps []sidecarStep
+	for {
+		i := slices.IndexFunc(p.Zones, func(z api.SidecarZone) bool {
+			return z.Phase != api.SidecarZoneDone
+		})
+		if i < 0 {
+			p.Phase, p.Message = api.SidecarRolloutComplete, ""
+			steps = append(steps, sidecarStep{event: api.EventSidecarRolloutDone,
+				message: fmt.Sprintf("version %d runs in every zone (%d workloads moved)", v.Version, p.Done)})
+			s.log.Info("sidecar rollout: done", "version", v.Version)
+			return steps, nil
+		}
+		z := &p.Zones[i]
+		if z.Phase == api.SidecarZonePending {
+			z.Phase, z.Started = api.SidecarZoneMoving, now
+			steps = append(steps, sidecarStep{event: api.EventSidecarZoneStarted, zone: z.Name,
+				message: fmt.Sprintf("zone %s moves to version %d", z.Name, v.Version)})
+			s.log.Info("sidecar rollout: zone started", "zone", z.Name, "version", v.Version)
+			return steps, nil // its pods move from the next tick on
+		}
+		z.Workloads, z.Healthy = zoneHealth(z.Name, moved, sts)
+		healthy := z.Healthy == z.Workloads
+		switch {
+		case healthy && z.ReadySince.IsZero():
+			z.Phase, z.ReadySince = api.SidecarZoneBaking, now
+			return steps, nil
+		case healthy && now.Sub(z.ReadySince) >= s.sidecarTiming.bakeOf(v):
+			z.Phase, z.Finished = api.SidecarZoneDone, now
+			steps = append(steps, sidecarStep{event: api.EventSidecarZoneBaked, zone: z.Name,
+				message: fmt.Sprintf("zone %s: %d workloads ready on version %d since %s", z.Name, z.Workloads, v.Version, z.ReadySince.Format(time.RFC3339Nano))})
+			s.log.Info("sidecar rollout: zone baked", "zone", z.Name, "version", v.Version)
+			continue // the next zone starts now
+		case healthy:
+			return steps, nil
+		}
+		z.Phase, z.ReadySince = api.SidecarZoneMoving, time.Time{}
+		if now.Sub(z.Started) < s.sidecarTiming.deadline {
+			return steps, nil
+		}
+		// The health gate failed.
+		z.Phase, z.Finished = api.SidecarZoneFailed, now
+		p.Phase = api.SidecarRolloutPaused
+		p.Message = fmt.Sprintf("zone %s: %d of %d workloads not healthy on version %d within %s", z.Name, z.Workloads-z.Healthy, z.Workloads, v.Version, s.sidecarTiming.deadline)
+		steps = append(steps, sidecarStep{event: api.EventSidecarZoneFailed, zone: z.Name, message: p.Message})
+		s.log.Warn("sidecar rollout: health gate failed", "zone", z.Name, "version", v.Version)
+		if v.Rollout.OnFailure != api.SidecarOnFailureRollback {
+			return steps, nil
+		}
+		for _, w := range moved {
+			prev := w.Metadata.SidecarPrevious
+			msg := fmt.Sprintf("managed sidecars rolled back from version %d to %d: zone %s not healthy within %s", v.Version, prev.Version, z.Name, s.sidecarTiming.deadline)
+			if err := s.moveSidecars(ctx, kv, w.Key(), prev.Version, msg, nil); err != nil {
+				return steps, err
+			}
+			p.RolledBack++
+		}
+		z.Phase = api.SidecarZoneRolledBack
+		steps = append(steps, sidecarStep{event: api.EventSidecarRolledBack, zone: z.Name,
+			message: fmt.Sprintf("zone %s: %d workloads returned to their previous version", z.Name, len(moved))})
+		return steps, nil
+	}
+}
+
+// zoneHealth counts the moved Apps with pods in zone, and those whose
+// status is of their generation with every pod there ready and running
+// their sidecars' images.
+func zoneHealth(zone string, moved []*api.Workload, sts map[string]*api.Status) (workloads, healthy int) {
+	for _, w := range moved {
+		st := sts[w.Key()]
+		if st == nil {
+			continue
+		}
+		zs, ok := st.Zones[zone]
+		if !ok || zs.Desired == 0 {
+			continue
+		}
+		workloads++
+		if st.Generation < w.Metadata.Generation || zs.Ready < zs.Desired {
+			continue
+		}
+		ok = true
+		for _, c := range w.Spec.PodTemplate().Sidecars {
+			if zs.Sidecars[api.SidecarImageKey(c.Name, c.Image)] < zs.Desired {
+				ok = false
+			}
+		}
+		if ok {
+			healthy++
+		}
+	}
+	return workloads, healthy
+}
+
+// sidecarWorkloads lists the workloads whose sidecars are behind version
+// v (oldest version first, then by key), and the Apps the rollout of v
+// moved (by key).
+func (s *Service) sidecarWorkloads(ctx context.Context, v *api.SidecarVersion) (behind, moved []*api.Workload, err error) {
+	keys, err := s.workloads.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range keys {
 		w, _, err := s.get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if kd, ok := api.LookupKind(w.Kind); !ok || kd.NoPods || w.Metadata.SidecarVersion >= v.Version {
-			continue
+		kd, ok := api.LookupKind(w.Kind)
+		switch {
+		case !ok || kd.NoPods:
+		case w.Metadata.SidecarVersion < v.Version:
+			behind = append(behind, w)
+		case w.Metadata.SidecarVersion == v.Version && w.Metadata.SidecarPrevious != nil:
+			moved = append(moved, w)
 		}
-		out = append(out, w)
 	}
-	slices.SortFunc(out, func(a, b *api.Workload) int {
+	slices.SortFunc(behind, func(a, b *api.Workload) int {
 		return cmp.Or(cmp.Compare(a.Metadata.SidecarVersion, b.Metadata.SidecarVersion), cmp.Compare(a.Key(), b.Key()))
 	})
-	return out, nil
+	return behind, moved, nil
 }
 
 // moveSidecars writes key's workload with the sidecars of version n
-// (admission's own configuration for 0): a new generation, its quota
-// reserved, announced as updated with msg.
-func (s *Service) moveSidecars(ctx context.Context, kv jetstream.KeyValue, key string, n int64, msg string) error {
+// (admission's own configuration for 0) and prev as what it ran before
+// (nil: it runs n in every zone): a new generation, its quota reserved,
+// announced as updated with msg.
+func (s *Service) moveSidecars(ctx context.Context, kv jetstream.KeyValue, key string, n int64, msg string, prev *api.SidecarPrevious) error {
 	var sidecars func(kind, project string) []api.Container
 	if n == 0 {
 		sidecars = func(string, string) []api.Container { return append([]api.Container{}, s.cfg.Sidecars...) }
@@ -325,7 +485,8 @@ func (s *Service) moveSidecars(ctx context.Context, kv jetstream.KeyValue, key s
 		}
 		next.Spec.PodTemplate().Sidecars = sidecars(next.Kind, next.Metadata.Project)
 		next.Metadata.SidecarVersion = n
-		if sameSpec(stored, next) && stored.Metadata.SidecarVersion == n {
+		next.Metadata.SidecarPrevious = prev
+		if sameSpec(stored, next) && stored.Metadata.SidecarVersion == n && (stored.Metadata.SidecarPrevious == nil) == (prev == nil) {
 			return nil, bus.ErrNoChange
 		}
 		if err := res.hold(ctx, stored, next); err != nil {

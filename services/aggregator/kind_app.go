@@ -117,7 +117,7 @@ func foldApp(w *api.Workload, shards []shardView, st *api.Status) {
 			addTo(st, sh, api.ZoneStatus{Desired: sh.desired})
 			continue
 		}
-		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running, Templates: partOf[appPart](o).Templates})
+		addTo(st, sh, api.ZoneStatus{Desired: sh.desired, Ready: o.Ready, Running: o.Running, Templates: partOf[appPart](o).Templates, Sidecars: o.Sidecars})
 		d := partOf[appPart](o).Deployment
 		if d == nil || d.Generation != gen || !d.Observed ||
 			d.Updated != sh.desired || d.Replicas != sh.desired || d.Available != sh.desired || o.Ready != sh.desired {

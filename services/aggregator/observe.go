@@ -30,6 +30,10 @@ type observation struct {
 	Unscheduled []api.Condition `json:"unscheduled,omitempty"`
 	// Images are the images of the running pods' containers, sorted.
 	Images []string `json:"images,omitempty"`
+	// Sidecars counts the ready pods by each native sidecar's name and
+	// the image it reports running (api.SidecarImageKey), for the
+	// sidecar rollout's health gate (api.ZoneStatus.Sidecars).
+	Sidecars map[string]int32 `json:"sidecars,omitempty"`
 	// ConfigVersions are the versions of the Configs and Secrets the
 	// running pods run, by "Config/name", sorted (configuse.go).
 	ConfigVersions map[string][]string `json:"configVersions,omitempty"`
@@ -100,6 +104,14 @@ func observe(pods []*podView) *observation {
 		}
 		if podReady(p) {
 			obs.Ready++
+			for _, c := range p.Containers {
+				if c.Type == sidecarContainer && c.HasStatus {
+					if obs.Sidecars == nil {
+						obs.Sidecars = map[string]int32{}
+					}
+					obs.Sidecars[api.SidecarImageKey(c.Name.String(), c.StatusImage.String())]++
+				}
+			}
 		}
 	}
 	for img := range images {

@@ -435,6 +435,12 @@ func addTo(st *api.Status, sh shardView, zs api.ZoneStatus) {
 		}
 		z.Templates[rev] += n
 	}
+	for img, n := range zs.Sidecars {
+		if z.Sidecars == nil {
+			z.Sidecars = map[string]int32{}
+		}
+		z.Sidecars[img] += n
+	}
 	st.Zones[sh.zone] = z
 	st.Clusters[sh.cluster] = zs
 	st.Ready += zs.Ready

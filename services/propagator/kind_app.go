@@ -2,6 +2,7 @@ package propagator
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,7 +39,14 @@ type appKind struct{ basic }
 
 func (appKind) resource() schema.GroupVersionResource { return deployments }
 
-func (appKind) render(d *desired, sh api.Shard) object { return renderApp(d.zoneWorkload(sh), sh) }
+func (appKind) render(d *desired, sh api.Shard) object {
+	zw := d.zoneWorkload(sh)
+	o := renderApp(zw, sh)
+	if rw := d.rolloutWorkload(sh); zw != rw {
+		sidecarsHeldBack(&o, rw) // sidecars_zones.go
+	}
+	return o
+}
 
 func (appKind) create(ctx context.Context, _ *term, cs kubernetes.Interface, ns string, obj any, o metav1.CreateOptions) error {
 	if ss, ok := obj.(*appsv1.StatefulSet); ok { // kind_app_stateful.go
@@ -169,8 +177,31 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 }
 
 // zoneWorkload returns the workload as sh's zone runs it: an App's with
-// the template its rollout gives that zone; d.workload otherwise.
+// the template its rollout gives that zone and the sidecars the sidecar
+// rollout gives it (sidecars_zones.go); d.workload otherwise.
 func (d *desired) zoneWorkload(sh api.Shard) *api.Workload {
+	w := d.rolloutWorkload(sh)
+	s, app := w.Spec.(*api.AppSpec)
+	if !app || d.workload.Metadata.SidecarPrevious == nil {
+		return w
+	}
+	sidecars, held := d.sidecars.HeldBack(d.workload, sh.Zone)
+	if !held {
+		sidecars = d.workload.Spec.PodTemplate().Sidecars
+	}
+	if reflect.DeepEqual(s.Template.Sidecars, sidecars) {
+		return w
+	}
+	spec := *s
+	spec.Template.Sidecars = sidecars
+	zw := *w
+	zw.Spec = &spec
+	return &zw
+}
+
+// rolloutWorkload returns the workload with the template an App's
+// rollout gives sh's zone; d.workload otherwise.
+func (d *desired) rolloutWorkload(sh api.Shard) *api.Workload {
 	w := d.workload
 	s, ok := w.Spec.(*api.AppSpec)
 	if !ok || d.rollout == nil {

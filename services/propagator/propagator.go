@@ -101,6 +101,9 @@ type Service struct {
 	workloads, placements *bus.Mirror
 	// rollouts mirrors the Apps' zone-by-zone rollouts (rollout.go).
 	rollouts *bus.Mirror
+	// sidecarRollout mirrors the sidecar rollout's progress
+	// (sidecars_zones.go).
+	sidecarRollout *bus.TypedMirror[*api.SidecarProgress]
 	// placementsLive is set once the placements mirror has replayed the
 	// bucket: only changes after that are new work.
 	placementsLive atomic.Bool
@@ -268,6 +271,10 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	if s.sidecarRollout, err = bus.MirrorOf(rctx, s.bus, bus.BucketSidecars, api.SidecarProgressKey, decodeSidecarProgress, s.sidecarProgressChanged); err != nil {
+		cancel()
+		return err
+	}
 	if err = s.startEndpointMirrors(rctx); err != nil { // endpoints.go
 		cancel()
 		return err
@@ -338,6 +345,7 @@ func (s *Service) Stop() {
 	for _, m := range []*bus.Mirror{s.workloads, s.placements, s.rollouts} {
 		m.Stop()
 	}
+	s.sidecarRollout.Stop()
 	s.endpoints.Stop()
 	s.health.Stop()
 	for _, t := range s.targets {
@@ -354,6 +362,11 @@ func (s *Service) mirrorsReady(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		}
+	}
+	select {
+	case <-s.sidecarRollout.Ready():
+	case <-ctx.Done():
+		return false
 	}
 	return true
 }
@@ -394,6 +407,10 @@ type desired struct {
 	rev, wrev uint64                 // placement and workload revisions
 	rollout   *api.Rollout           // an App's rollout, nil when none (rollout.go)
 	rrev      uint64                 // its revision, 0 when none
+	// sidecars is the sidecar rollout's progress, nil when none
+	// (sidecars_zones.go), and srev its revision.
+	sidecars *api.SidecarProgress
+	srev     uint64
 	// podSecurity is the Pod Security level of the workload's namespace,
 	// which its pods are hardened for (harden.go).
 	podSecurity string
@@ -422,7 +439,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 	s.mu.Lock()
 	d := s.desired[key]
 	s.mu.Unlock()
-	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision && d.rrev == s.rolloutRev(key) {
+	if d != nil && wok && d.rev == pe.Revision && d.wrev == we.Revision && d.rrev == s.rolloutRev(key) && d.srev == s.sidecarRev() {
 		return d, nil
 	}
 	var p api.PlacementDecision
@@ -444,6 +461,7 @@ func (s *Service) desiredFor(key string) (*desired, error) {
 		return nil, errWait
 	}
 	d = &desired{placement: &p, rev: pe.Revision, wrev: we.Revision, region: s.region, hashes: map[string]string{}}
+	d.sidecars, d.srev = s.sidecarProgress()
 	if len(p.Shards) == 0 {
 		// Nothing to render: the decoded documents are not kept (see desired).
 		d.rrev = s.rolloutRev(key)
