@@ -135,7 +135,7 @@ func TestAttackManagedSidecars(t *testing.T) {
 
 	t.Run("an events credential over NATS", func(t *testing.T) {
 		before := sidecarsRevisions(t)
-		nc, refused, err := eventsConn(t, cred.User, cred.Password, cred.InboxPrefix)
+		nc, refused, err := eventsConn(t, eventsURL(t), cred.User, cred.Password, cred.InboxPrefix)
 		require.NoError(t, err)
 		kvSubject := "$KV." + bus.BucketSidecars + "."
 		for _, subj := range []string{kvSubject + api.SidecarCurrentKey, kvSubject + api.SidecarControlKey, kvSubject + api.SidecarVersionKey(99),
