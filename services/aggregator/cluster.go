@@ -95,6 +95,7 @@ type clusterTerm struct {
 
 	factory informers.SharedInformerFactory
 	pods    cache.Indexer // with the byWorkload index
+	usage   *nodeUsage    // what the cached pods request per node
 	// indexers hold the objects the kinds watch (kind.watches), by
 	// resource, with the byWorkload index.
 	indexers map[schema.GroupVersionResource]cache.Indexer
@@ -166,6 +167,7 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 		queue:  bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
 		events: map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
 		indexers: map[schema.GroupVersionResource]cache.Indexer{}, eventSources: map[string]cache.Indexer{},
+		usage: newNodeUsage(),
 	}
 	t.log = c.log.With("term", t.id)
 	onChange := cache.ResourceEventHandlerFuncs{
@@ -190,6 +192,11 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 				// read of each (podview.go).
 				if err := inf.SetTransform(slimPod); err != nil {
 					return nil, fmt.Errorf("cluster %s: pod transform: %w", c.member.Name, err)
+				}
+				// The inventory's requests per node, kept per event
+				// rather than summed over every pod each probe.
+				if _, err := inf.AddEventHandler(t.usage.handler()); err != nil {
+					return nil, fmt.Errorf("cluster %s: %w", c.member.Name, err)
 				}
 			}
 			// An observation looks a workload's objects up by key: a
