@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -227,7 +228,12 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 // objects they are attributed to are in the caches, and returns when its
 // handler has seen every event that existed.
 func (t *clusterTerm) watchEvents(ctx context.Context) bool {
-	reg, err := t.factory.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	inf := t.factory.Core().V1().Events().Informer()
+	if err := inf.SetTransform(slimEvent); err != nil {
+		t.log.Error("watch Kubernetes events", "err", err)
+		return false
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.onEvent,
 		UpdateFunc: func(_, o any) { t.onEvent(o) },
 	})
@@ -431,6 +437,27 @@ func (t *clusterTerm) enqueueObject(o any) {
 	if key, ok := workloadKeyOf(o); ok {
 		t.queue.Add(key)
 	}
+}
+
+// slimEvent is the event informer's transform: it keeps what onEvent
+// reads, and of an event outside the platform's namespaces, which onEvent
+// ignores, only its name. Every event of the cluster is cached: in a
+// cluster of tens of thousands of pods most are other tenants', each
+// 1-2 KiB as the API returns it.
+func slimEvent(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion}}
+	if !strings.HasPrefix(e.Namespace, "atoll-") {
+		return out, nil
+	}
+	out.CreationTimestamp = e.CreationTimestamp
+	out.InvolvedObject = corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name}
+	out.Type, out.Reason, out.Message = e.Type, e.Reason, e.Message
+	out.LastTimestamp, out.EventTime = e.LastTimestamp, e.EventTime
+	return out, nil
 }
 
 // onEvent attributes a Kubernetes event to the workload its object belongs to.

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"atoll.dev/libs/api"
@@ -106,5 +108,46 @@ func TestNodeUsageMatchesRecount(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, u.nodes); diff != "" {
 		t.Errorf("(-recount +kept)\n%s", diff)
+	}
+}
+
+func TestSlimEvent(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
+	full := func(ns string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: "web.1", Namespace: ns, UID: "u1", ResourceVersion: "7", CreationTimestamp: at,
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler"}}, Annotations: map[string]string{"a": "b"}},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "web-1", UID: "p1", FieldPath: "spec.containers{web}"},
+			Type:           "Warning", Reason: "BackOff", Message: "Back-off restarting failed container", LastTimestamp: at,
+			Source: corev1.EventSource{Component: "kubelet", Host: "n1"}, Count: 3, ReportingController: "kubelet",
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		in   *corev1.Event
+		want *corev1.Event
+	}{
+		{"a platform namespace's: what onEvent reads", full("atoll-p1"), &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: "web.1", Namespace: "atoll-p1", UID: "u1", ResourceVersion: "7", CreationTimestamp: at},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "atoll-p1", Name: "web-1"},
+			Type:           "Warning", Reason: "BackOff", Message: "Back-off restarting failed container", LastTimestamp: at,
+		}},
+		{"another namespace's: its name only", full("tenant"), &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: "web.1", Namespace: "tenant", UID: "u1", ResourceVersion: "7"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := slimEvent(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/x"}
+	if got, _ := slimEvent(tomb); got != tomb {
+		t.Errorf("a tombstone passes unchanged, got %v", got)
 	}
 }
