@@ -64,9 +64,10 @@ const nodeCreators = 64
 const progressEvery = 10 * time.Second
 
 // readyTimeout is how long AddNodes waits for count nodes to be Ready:
-// KWOK marks them Ready at some hundreds a second on a busy machine.
+// KWOK marks them Ready at hundreds a second on an idle machine, but at a
+// few a second on a loaded 2-core one.
 func readyTimeout(count int) time.Duration {
-	return 2*time.Minute + time.Duration(count)*50*time.Millisecond
+	return 2*time.Minute + time.Duration(count)*200*time.Millisecond
 }
 
 // AddNodes creates the pool's nodes, KWOK-managed, in the cluster's zone,
