@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +39,9 @@ type cluster struct {
 	cfg    *rest.Config
 	conn   *clusters.Conn // cs's transport and connections, closed on Stop
 	cs     kubernetes.Interface
-	log    *slog.Logger
+	// watchCS is cs without its timeout, for the informers (nil: cs).
+	watchCS kubernetes.Interface
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	term *clusterTerm // mu must be held: the synced term this replica leads, nil otherwise
@@ -57,7 +60,17 @@ func newCluster(s *Service, m clusters.Member) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &cluster{s: s, member: m, cfg: cfg, conn: conn, cs: cs, log: s.log.With("cluster", m.Name)}, nil
+	// Informers' watches must not time out (cfg.Timeout is the client's
+	// whole-request timeout: a watch cut every 15 s is opened again, and
+	// the first list of a large cluster's pods may take longer): the same
+	// transport, no timeout.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	watchCS, err := kubernetes.NewForConfigAndClient(wcfg, &http.Client{Transport: conn.HTTP.Transport})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, cfg: cfg, conn: conn, cs: cs, watchCS: watchCS, log: s.log.With("cluster", m.Name)}, nil
 }
 
 // synced returns the cluster's current term when this replica leads it
@@ -161,7 +174,7 @@ func (c *cluster) lead(ctx context.Context) {
 }
 
 func (c *cluster) newTerm() (*clusterTerm, error) {
-	f := informers.NewSharedInformerFactory(c.cs, 0)
+	f := informers.NewSharedInformerFactory(c.informerClient(), 0)
 	t := &clusterTerm{
 		c: c, id: fmt.Sprintf("%s/%d", c.s.holder, time.Now().UnixNano()), factory: f,
 		nodes:  f.Core().V1().Nodes().Lister(),
@@ -539,4 +552,12 @@ func (t *clusterTerm) isHealthy() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.healthy
+}
+
+// informerClient is the client the informers list and watch with.
+func (c *cluster) informerClient() kubernetes.Interface {
+	if c.watchCS != nil {
+		return c.watchCS
+	}
+	return c.cs
 }

@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -60,6 +61,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
 	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/libs/testenv"
@@ -92,6 +94,8 @@ const (
 	csBackgroundNS = "background"
 	// csBlock is how many submissions in a row go to one side.
 	csBlock = 25
+	// csStoreDivisor divides the streams' and buckets' size limits.
+	csStoreDivisor = 4
 )
 
 // csServices are the cluster-facing services whose costs grow with the
@@ -363,6 +367,14 @@ func BenchmarkClusterScale(b *testing.B) {
 	if err := region.BuildServices(ctx, opts.Exec); err != nil {
 		b.Fatal(err)
 	}
+	// The region's streams and buckets reserve 3 GiB of JetStream store
+	// by default, which a shared machine's disk may not spare (JetStream
+	// then refuses them); this region holds a few thousand workloads.
+	restore := maps.Clone(bus.DefaultMaxBytes)
+	for k, v := range bus.DefaultMaxBytes {
+		bus.DefaultMaxBytes[k] = v / csStoreDivisor
+	}
+	defer maps.Copy(bus.DefaultMaxBytes, restore)
 	start := time.Now()
 	fmt.Printf("\nclusterscale: starting a region with one member cluster of %d nodes\n", csNodes)
 	reg, err := region.Start(ctx, opts)
