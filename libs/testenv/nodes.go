@@ -3,7 +3,10 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -46,6 +49,25 @@ type NodePool struct {
 	Labels map[string]string
 	// Taints are set on every node of the pool.
 	Taints []corev1.Taint
+	// Progress, when set, receives a line every progressEvery while
+	// AddNodes creates the pool and waits for it to be Ready (a pool of
+	// thousands takes minutes).
+	Progress io.Writer
+}
+
+// nodeCreators is how many node creates AddNodes keeps in flight: the API
+// server takes a few hundred a second, so 3,000 nodes take seconds, not
+// the minutes one at a time would.
+const nodeCreators = 64
+
+// progressEvery is how often AddNodes reports progress (NodePool.Progress).
+const progressEvery = 10 * time.Second
+
+// readyTimeout is how long AddNodes waits for count nodes to be Ready:
+// KWOK marks them Ready at hundreds a second on an idle machine, but at a
+// few a second on a loaded 2-core one.
+func readyTimeout(count int) time.Duration {
+	return 2*time.Minute + time.Duration(count)*200*time.Millisecond
 }
 
 // AddNodes creates the pool's nodes, KWOK-managed, in the cluster's zone,
@@ -78,8 +100,13 @@ func (c *Cluster) AddNodes(ctx context.Context, p NodePool) ([]string, error) {
 		capacity[ResourceGPU] = *resource.NewQuantity(int64(p.GPUs), resource.DecimalSI)
 	}
 	names := make([]string, p.Count)
+	var created atomic.Int64
+	start := time.Now()
+	stop := reportEvery(p.Progress, func() string {
+		return fmt.Sprintf("cluster %s pool %s: %d of %d nodes created (%v)", c.Name, p.Name, created.Load(), p.Count, time.Since(start).Round(time.Second))
+	})
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
+	g.SetLimit(nodeCreators)
 	for i := range p.Count {
 		name := fmt.Sprintf("%s-%s-%d", c.Name, p.Name, i)
 		names[i] = name
@@ -88,18 +115,56 @@ func (c *Cluster) AddNodes(ctx context.Context, p NodePool) ([]string, error) {
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("create node %s: %w", name, err)
 			}
+			created.Add(1)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	stop()
+	if err != nil {
 		return nil, err
 	}
-	return names, c.waitNodesReady(ctx, p.Name, p.Count)
+	return names, c.waitNodesReady(ctx, p, start)
 }
 
-func (c *Cluster) waitNodesReady(ctx context.Context, pool string, want int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+// reportEvery writes line() to w every progressEvery until the returned
+// stop is called; nothing with a nil w.
+func reportEvery(w io.Writer, line func() string) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fmt.Fprintln(w, line())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+func (c *Cluster) waitNodesReady(ctx context.Context, p NodePool, start time.Time) error {
+	pool, want := p.Name, p.Count
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout(want))
 	defer cancel()
+	var nready atomic.Int64
+	stop := reportEvery(p.Progress, func() string {
+		return fmt.Sprintf("cluster %s pool %s: %d of %d nodes Ready (%v)", c.Name, pool, nready.Load(), want, time.Since(start).Round(time.Second))
+	})
+	defer stop()
+	// A list of thousands of nodes is work for the API server: polled
+	// less often.
+	poll := 200 * time.Millisecond
+	if want > 500 {
+		poll = 2 * time.Second
+	}
 	for {
 		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelPool + "=" + pool})
 		ready := 0
@@ -115,10 +180,11 @@ func (c *Cluster) waitNodesReady(ctx context.Context, pool string, want int) err
 				return nil
 			}
 		}
+		nready.Store(int64(ready))
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster %s pool %s: %d of %d nodes Ready: %w", c.Name, pool, ready, want, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }

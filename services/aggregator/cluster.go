@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -37,7 +39,9 @@ type cluster struct {
 	cfg    *rest.Config
 	conn   *clusters.Conn // cs's transport and connections, closed on Stop
 	cs     kubernetes.Interface
-	log    *slog.Logger
+	// watchCS is cs without its timeout, for the informers (nil: cs).
+	watchCS kubernetes.Interface
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	term *clusterTerm // mu must be held: the synced term this replica leads, nil otherwise
@@ -56,7 +60,17 @@ func newCluster(s *Service, m clusters.Member) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &cluster{s: s, member: m, cfg: cfg, conn: conn, cs: cs, log: s.log.With("cluster", m.Name)}, nil
+	// Informers' watches must not time out (cfg.Timeout is the client's
+	// whole-request timeout: a watch cut every 15 s is opened again, and
+	// the first list of a large cluster's pods may take longer): the same
+	// transport, no timeout.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	watchCS, err := kubernetes.NewForConfigAndClient(wcfg, &http.Client{Transport: conn.HTTP.Transport})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, cfg: cfg, conn: conn, cs: cs, watchCS: watchCS, log: s.log.With("cluster", m.Name)}, nil
 }
 
 // synced returns the cluster's current term when this replica leads it
@@ -95,6 +109,7 @@ type clusterTerm struct {
 
 	factory informers.SharedInformerFactory
 	pods    cache.Indexer // with the byWorkload index
+	usage   *nodeUsage    // what the cached pods request per node
 	// indexers hold the objects the kinds watch (kind.watches), by
 	// resource, with the byWorkload index.
 	indexers map[schema.GroupVersionResource]cache.Indexer
@@ -159,13 +174,14 @@ func (c *cluster) lead(ctx context.Context) {
 }
 
 func (c *cluster) newTerm() (*clusterTerm, error) {
-	f := informers.NewSharedInformerFactory(c.cs, 0)
+	f := informers.NewSharedInformerFactory(c.informerClient(), 0)
 	t := &clusterTerm{
 		c: c, id: fmt.Sprintf("%s/%d", c.s.holder, time.Now().UnixNano()), factory: f,
 		nodes:  f.Core().V1().Nodes().Lister(),
 		queue:  bus.NewQueue(bus.Instrumented(c.s.metrics, "observe/"+c.member.Name)),
 		events: map[string][]keyedEvent{}, written: map[string][sha256.Size]byte{},
 		indexers: map[schema.GroupVersionResource]cache.Indexer{}, eventSources: map[string]cache.Indexer{},
+		usage: newNodeUsage(),
 	}
 	t.log = c.log.With("term", t.id)
 	onChange := cache.ResourceEventHandlerFuncs{
@@ -190,6 +206,11 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 				// read of each (podview.go).
 				if err := inf.SetTransform(slimPod); err != nil {
 					return nil, fmt.Errorf("cluster %s: pod transform: %w", c.member.Name, err)
+				}
+				// The inventory's requests per node, kept per event
+				// rather than summed over every pod each probe.
+				if _, err := inf.AddEventHandler(t.usage.handler()); err != nil {
+					return nil, fmt.Errorf("cluster %s: %w", c.member.Name, err)
 				}
 			}
 			// An observation looks a workload's objects up by key: a
@@ -220,7 +241,12 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 // objects they are attributed to are in the caches, and returns when its
 // handler has seen every event that existed.
 func (t *clusterTerm) watchEvents(ctx context.Context) bool {
-	reg, err := t.factory.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	inf := t.factory.Core().V1().Events().Informer()
+	if err := inf.SetTransform(slimEvent); err != nil {
+		t.log.Error("watch Kubernetes events", "err", err)
+		return false
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.onEvent,
 		UpdateFunc: func(_, o any) { t.onEvent(o) },
 	})
@@ -426,6 +452,27 @@ func (t *clusterTerm) enqueueObject(o any) {
 	}
 }
 
+// slimEvent is the event informer's transform: it keeps what onEvent
+// reads, and of an event outside the platform's namespaces, which onEvent
+// ignores, only its name. Every event of the cluster is cached: in a
+// cluster of tens of thousands of pods most are other tenants', each
+// 1-2 KiB as the API returns it.
+func slimEvent(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion}}
+	if !strings.HasPrefix(e.Namespace, "atoll-") {
+		return out, nil
+	}
+	out.CreationTimestamp = e.CreationTimestamp
+	out.InvolvedObject = corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name}
+	out.Type, out.Reason, out.Message = e.Type, e.Reason, e.Message
+	out.LastTimestamp, out.EventTime = e.LastTimestamp, e.EventTime
+	return out, nil
+}
+
 // onEvent attributes a Kubernetes event to the workload its object belongs to.
 func (t *clusterTerm) onEvent(o any) {
 	e, ok := o.(*corev1.Event)
@@ -505,4 +552,12 @@ func (t *clusterTerm) isHealthy() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.healthy
+}
+
+// informerClient is the client the informers list and watch with.
+func (c *cluster) informerClient() kubernetes.Interface {
+	if c.watchCS != nil {
+		return c.watchCS
+	}
+	return c.cs
 }

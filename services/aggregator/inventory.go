@@ -103,26 +103,13 @@ func (c *cluster) writeInventory(ctx context.Context, info api.ClusterInfo, now 
 	}
 }
 
-// pools computes capacity per node pool from the informer caches.
+// pools computes capacity per node pool from the node cache and the
+// requests the cached pods hold per node (nodeUsage): its cost grows with
+// the nodes, not the pods.
 func (t *clusterTerm) pools() map[string]api.PoolInfo {
 	nodes, err := t.nodes.List(labels.Everything())
 	if err != nil {
 		return nil
-	}
-	perNode := map[string]api.Quantities{}
-	podsOn := map[string]int64{}
-	for _, p := range podsOf(t.pods.List()) {
-		node := p.Node.String()
-		if node == "" || p.phase() == corev1.PodSucceeded || p.phase() == corev1.PodFailed {
-			continue
-		}
-		q := perNode[node]
-		r := p.Requests
-		q.MilliCPU += r.MilliCPU
-		q.MemoryBytes += r.MemoryBytes
-		q.GPUs += r.GPUs
-		perNode[node] = q
-		podsOn[node]++
 	}
 	out := map[string]api.PoolInfo{}
 	for _, n := range nodes {
@@ -145,7 +132,8 @@ func (t *clusterTerm) pools() map[string]api.PoolInfo {
 		alloc := api.Quantities{
 			MilliCPU: a.Cpu().MilliValue(), MemoryBytes: a.Memory().Value(), GPUs: quantity(a, api.ResourceGPUName),
 		}
-		used := perNode[n.Name]
+		load := t.usage.of(n.Name)
+		used := load.Requested
 		pi.Allocatable.MilliCPU += alloc.MilliCPU
 		pi.Allocatable.MemoryBytes += alloc.MemoryBytes
 		pi.Allocatable.GPUs += alloc.GPUs
@@ -153,7 +141,7 @@ func (t *clusterTerm) pools() map[string]api.PoolInfo {
 		pi.Requested.MemoryBytes += used.MemoryBytes
 		pi.Requested.GPUs += used.GPUs
 		pi.AllocatablePods += a.Pods().Value()
-		pi.RequestedPods += podsOn[n.Name]
+		pi.RequestedPods += load.Pods
 		pi.MaxNodeFree.MilliCPU = max(pi.MaxNodeFree.MilliCPU, alloc.MilliCPU-used.MilliCPU)
 		pi.MaxNodeFree.MemoryBytes = max(pi.MaxNodeFree.MemoryBytes, alloc.MemoryBytes-used.MemoryBytes)
 		pi.MaxNodeFree.GPUs = max(pi.MaxNodeFree.GPUs, alloc.GPUs-used.GPUs)

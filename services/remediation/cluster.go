@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/clusters"
@@ -38,10 +40,12 @@ const labelZone = "topology.kubernetes.io/zone"
 
 // cluster is one member cluster as every replica knows it.
 type cluster struct {
-	s        *Service
-	member   clusters.Member
-	conn     *clusters.Conn // cs's transport and connections, closed on Stop
-	cs       kubernetes.Interface
+	s      *Service
+	member clusters.Member
+	conn   *clusters.Conn // cs's transport and connections, closed on Stop
+	cs     kubernetes.Interface
+	// watchCS is cs without its timeout, for the informers (nil: cs).
+	watchCS  kubernetes.Interface
 	provider disruption.Provider
 	log      *slog.Logger
 }
@@ -59,7 +63,17 @@ func newCluster(s *Service, m clusters.Member) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 	}
-	return &cluster{s: s, member: m, conn: conn, cs: cs, provider: &disruption.KWOK{Client: cs}, log: s.log.With("cluster", m.Name)}, nil
+	// Informers' watches must not time out (cfg.Timeout is the client's
+	// whole-request timeout: a watch cut every 15 s is opened again, and
+	// the first list of a large cluster's pods may take longer): the same
+	// transport, no timeout.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	watchCS, err := kubernetes.NewForConfigAndClient(wcfg, &http.Client{Transport: conn.HTTP.Transport})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+	}
+	return &cluster{s: s, member: m, conn: conn, cs: cs, watchCS: watchCS, provider: &disruption.KWOK{Client: cs}, log: s.log.With("cluster", m.Name)}, nil
 }
 
 // ClusterView is the value of StatusKey: one cluster's view.
@@ -105,7 +119,7 @@ type term struct {
 
 // lead runs one term of the cluster's lease.
 func (c *cluster) lead(ctx context.Context) {
-	f := informers.NewSharedInformerFactory(c.cs, 0)
+	f := informers.NewSharedInformerFactory(c.informerClient(), 0)
 	inf := f.Core().V1().Nodes().Informer()
 	if err := inf.SetTransform(clusters.SlimNode); err != nil {
 		c.log.Error("node transform", "err", err)
@@ -579,4 +593,12 @@ func decodeStrict(b []byte, v any) error {
 // ref names the node in the disruption ledger.
 func (s *NodeState) ref() disruption.NodeRef {
 	return disruption.NodeRef{Cluster: s.Cluster, Pool: s.Pool, Name: s.Node, UID: s.UID}
+}
+
+// informerClient is the client the informers list and watch with.
+func (c *cluster) informerClient() kubernetes.Interface {
+	if c.watchCS != nil {
+		return c.watchCS
+	}
+	return c.cs
 }

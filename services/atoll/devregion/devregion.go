@@ -75,6 +75,7 @@ instead (development only: the token then travels in clear).`,
 				Dir: dir, Zones: split(zones), GPUZones: split(gpuZones), Nodes: nodes,
 				Listen: true, Port: port, Logger: log, OwnSignals: true, GatewayListen: listen,
 				Replicas: replicas, MetricsServer: metricsServer, TLS: !plainHTTP,
+				NodeProgress: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return err
@@ -103,7 +104,7 @@ instead (development only: the token then travels in clear).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&zones, "zones", "a,b,c", "zones, one member cluster each")
-	f.IntVar(&nodes, "nodes", 10, "simulated nodes per zone (16 CPU, 64 GiB each)")
+	f.IntVar(&nodes, "nodes", 10, "simulated nodes per zone (16 CPU, 64 GiB each); thousands are created in parallel, with progress on stderr (3,000 take a few minutes)")
 	f.StringVar(&gpuZones, "gpu-zones", "", "zones that also get 2 GPU nodes (8 x a100 each)")
 	f.IntVar(&port, "nats-port", 4222, "loopback port of the embedded NATS server")
 	f.StringVar(&dir, "dir", "", "state directory (default: a temporary one, removed on exit)")

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -105,6 +106,10 @@ type Options struct {
 	Nodes int
 	// GPUZones get a pool of 2 GPU nodes (8 x a100 each).
 	GPUZones []string
+	// NodeProgress, when set, receives progress lines while the fleets
+	// are created (testenv.NodePool.Progress): thousands of nodes take
+	// minutes.
+	NodeProgress io.Writer
 	// Listen exposes the embedded NATS on a loopback TCP port.
 	Listen bool
 	// Port is that port (0: random).
@@ -367,7 +372,7 @@ func (r *Region) addFleet(ctx context.Context, o Options) error {
 	r.fleet = nodes > 0 || len(o.GPUZones) > 0
 	for _, c := range r.Env.Clusters {
 		if nodes > 0 {
-			if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: nodes, CPU: "16", Memory: "64Gi", InstanceType: "m6i.4xlarge"}); err != nil {
+			if _, err := c.AddNodes(ctx, testenv.NodePool{Name: "general", Count: nodes, CPU: "16", Memory: "64Gi", InstanceType: "m6i.4xlarge", Progress: o.NodeProgress}); err != nil {
 				return err
 			}
 		}
