@@ -127,7 +127,7 @@ const (
 	idleTarget       = 5.0
 	// settleCap bounds each wait for the region to be quiet between
 	// restarts.
-	settleCap = 90 * time.Second
+	settleCap = 20 * time.Second
 )
 
 // regionProject is the name of project i.
@@ -283,10 +283,6 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 	if to <= from {
 		return nil
 	}
-	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		return err
-	}
 	var (
 		mu    sync.Mutex
 		first error
@@ -297,6 +293,13 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 			first = err
 		}
 		mu.Unlock()
+	}
+	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			fail(fmt.Errorf("seed %s: %w", m.Subject, err))
+		}))
+	if err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	for _, t := range tpls {
@@ -317,7 +320,7 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 							}
 						}
 					}
-					if _, err := js.PublishMsgAsync(msg); err != nil {
+					if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute)); err != nil {
 						fail(fmt.Errorf("seed %s/%s: %w", t.project, name, err))
 						return
 					}
@@ -331,6 +334,8 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if first != nil {
 		return first
 	}
