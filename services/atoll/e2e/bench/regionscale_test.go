@@ -20,7 +20,12 @@ package bench
 //     start) and times its process start -> /readyz 200 (region.StartReplica
 //     polls /readyz every 50 ms), then reads its resident memory
 //     (/proc/<pid>/status VmRSS) and Go heap once the region is quiet
-//     again;
+//     again (or settleCap after the start). What /readyz waits for is
+//     each service's own Ready: a lease's state known, not held, so a
+//     replica restarted after SIGKILL is ready before the dead holder's
+//     lease has expired; the aggregator's folder mirrors count only once
+//     it holds the status lease, which the cold start (every service
+//     stopped cleanly, so no lease is held) shows;
 //  4. measures regionRounds rounds of submit -> admitted and submit ->
 //     propagated (BenchmarkScale's measure: paused Apps of 1 replica,
 //     open loop at scaleRate) into a project of its own that holds
@@ -31,7 +36,8 @@ package bench
 // bucket counted in the project's ledger, a placement, a status Running
 // 0/0, its events) and regionRunning (300) small Apps of one pod each,
 // submitted through admission before the first size and kept, so the
-// member clusters hold some real pods but stay within this machine.
+// member clusters hold some real pods but stay within this machine (their
+// controllers run: unlike BenchmarkScale's, these Apps need their pods).
 //
 // How the 0-replica Apps are seeded: cloned, not submitted. Each
 // project first gets one App at 0 replicas submitted through admission
