@@ -458,7 +458,13 @@ func BenchmarkRegionScale(b *testing.B) {
 	level := slog.LevelError
 	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := region.Options{Dir: b.TempDir(), Nodes: scaleNodes, Logger: log,
+	dir := os.Getenv("ATOLL_REGION_DIR") // kept after the run, with the processes' logs
+	if dir == "" {
+		dir = b.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	opts := region.Options{Dir: dir, Nodes: scaleNodes, Logger: log,
 		ClusterNice: scaleClusterNice, ClusterBackgroundNice: scaleBackgroundNice,
 		Exec: b.TempDir(), ExecLogLevel: os.Getenv("ATOLL_BENCH_LOG"), ExecEnv: scaleProcessEnv}
 	if err := region.BuildServices(ctx, opts.Exec); err != nil {
@@ -752,13 +758,16 @@ func printRegion(results []regionResult) {
 		first, last := results[ref], results[len(results)-1]
 		x := ratio(last.starts[s.Name].restart, first.starts[s.Name].restart)
 		verdict := "met"
-		if last.starts[s.Name].restart > readyTarget || x > readyRatioTarget {
+		switch {
+		case last.starts[s.Name].restart == 0:
+			verdict = "-" // not measured: the size failed before it
+		case last.starts[s.Name].restart > readyTarget || last.starts[s.Name].cold > readyTarget || x > readyRatioTarget:
 			verdict = "NOT met"
 		}
 		// Memory per workload: what the service holds beyond the smallest
 		// size, per workload added.
 		per := "-"
-		if d := last.size - results[0].size; d > 0 {
+		if d := last.size - results[0].size; d > 0 && last.starts[s.Name].rss > 0 {
 			per = fmt.Sprintf("%.0f", (float64(last.starts[s.Name].rss)-float64(results[0].starts[s.Name].rss))/float64(d))
 		}
 		fmt.Printf(" %7.2fx %8s %14s\n", x, verdict, per)
