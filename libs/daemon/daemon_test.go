@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"atoll.dev/libs/bus"
@@ -106,5 +107,14 @@ func TestNewBusWithoutCredentials(t *testing.T) {
 	defer lc.RequireStop()
 	if b.User() != "" {
 		t.Errorf("connected as %q, want no user", b.User())
+	}
+}
+
+// A service's start hooks may outlast fx's default bound (a large
+// region's mirrors filling on a loaded machine) and the readiness target
+// of 30 s: Run gives them StartTimeout.
+func TestStartTimeoutOutlastsTheReadinessTarget(t *testing.T) {
+	if daemon.StartTimeout <= fx.DefaultTimeout || daemon.StartTimeout < 30*time.Second {
+		t.Errorf("StartTimeout %v: want more than fx's default %v and the 30 s readiness target", daemon.StartTimeout, fx.DefaultTimeout)
 	}
 }

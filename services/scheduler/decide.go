@@ -112,6 +112,14 @@ func (kt kindTable) decide(w *api.Workload, clusters []*api.ClusterInfo, now tim
 		return cmp.Compare(a.cluster.Name, b.cluster.Name)
 	})
 	d.Shards = kind.divide(w, fw, cands)
+	if len(d.Shards) == 0 && fw.Pods == 0 {
+		// Nothing asked for (an App scaled to 0 replicas): placed, with no
+		// shard anywhere. Unschedulable, it would be retried every
+		// RetryUnschedulable for as long as it stays at 0.
+		d.Reasons = nil
+		out.Decision = d
+		return out
+	}
 	if len(d.Shards) == 0 { // say what each candidate fits (a gang no one cluster fits whole)
 		d.Unschedulable = true
 		d.Reasons = gangRejections(fw, cands, d.Reasons)

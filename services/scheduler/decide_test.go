@@ -133,6 +133,7 @@ func TestStoppedWorkloadsGetAnEmptyPlacement(t *testing.T) {
 		{"stopped app", stopped(app(9, nil)), threeZones(), api.PlacementDecision{Key: "p.app.w", Generation: 1}},
 		{"stopped pod that fits nowhere", stopped(gpuPod()), threeZones(), api.PlacementDecision{Key: "p.pod.g", Generation: 1}},
 		{"stopped with no clusters known", stopped(app(3, nil)), nil, api.PlacementDecision{Key: "p.app.w", Generation: 1}},
+		{"app of 0 replicas", app(0, nil), threeZones(), api.PlacementDecision{Key: "p.app.w", Generation: 1}},
 		{"paused keeps its shards", paused, threeZones(), api.PlacementDecision{Key: "p.app.w", Generation: 1, Shards: []api.Shard{
 			{Cluster: "zone-a", Zone: "a", Replicas: 3}, {Cluster: "zone-b", Zone: "b", Replicas: 3}, {Cluster: "zone-c", Zone: "c", Replicas: 3},
 		}}},

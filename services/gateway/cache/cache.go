@@ -59,8 +59,14 @@ type Cache struct {
 	render    Renderer
 	log       *slog.Logger
 	ready     chan struct{}
-	cancel    context.CancelFunc // ends the mirrors and the wait for them
-	wg        sync.WaitGroup     // the goroutine that waits for the mirrors to fill
+	// filled is set once both mirrors hold every key that existed at
+	// start: refreshes before it are skipped, and one pass over the
+	// workloads then renders each once (the replays would render a
+	// workload once per mirror and again in that pass: 2-3 renders each,
+	// the gateway's start at 10,000 workloads and more).
+	filled atomic.Bool
+	cancel context.CancelFunc // ends the mirrors and the wait for them
+	wg     sync.WaitGroup     // the goroutine that waits for the mirrors to fill
 
 	mu        sync.RWMutex
 	items     map[string]*Item    // mu must be held
@@ -94,7 +100,11 @@ func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (
 				return
 			}
 		}
-		// Keys the workloads mirror held before it was published here.
+		// Every key either mirror held before this pass: a change from
+		// here on refreshes its key itself (a mirror stores a value before
+		// it calls refresh, so a refresh skipped before filled is set finds
+		// its key in this pass).
+		c.filled.Store(true)
 		for _, k := range wm.Keys() {
 			c.refresh(k)
 		}
@@ -122,6 +132,9 @@ func (c *Cache) Ready() <-chan struct{} { return c.ready }
 // mirrors store a value before calling refresh, so the last call for a key
 // sees its latest workload and status.
 func (c *Cache) refresh(key string) {
+	if !c.filled.Load() {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.notifyLocked()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,5 +98,43 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 	if items, _ := c.List("p", Filter{}, "", 100); len(items) != 6 {
 		t.Fatalf("after delete: %d items", len(items))
+	}
+}
+
+// TestStartRendersEachWorkloadOnce: a cache started over a region's
+// workloads and statuses renders each workload once before it is ready,
+// not once per mirror's replay and again after both (which made the
+// gateway's start grow 2-3 renders per workload).
+func TestStartRendersEachWorkloadOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 500
+	for i := range n {
+		w := app(fmt.Sprintf("p%d", i%10), fmt.Sprintf("a%04d", i), nil)
+		put(t, b, bus.BucketWorkloads, w.Key(), w)
+		put(t, b, bus.BucketStatus, w.Key(), api.Status{Phase: api.PhaseRunning})
+	}
+	var renders atomic.Int64
+	c, err := Start(ctx, b, func(w *api.Workload, st *api.Status) ([]byte, error) {
+		renders.Add(1)
+		return json.Marshal(w.Metadata.Name)
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	<-c.Ready()
+	if got := renders.Load(); got != n || c.Len() != n {
+		t.Errorf("ready with %d items after %d renders, want %d of each", c.Len(), got, n)
+	}
+	it, ok := c.Get(api.Key("p3", api.KindApp, "a0003"))
+	if !ok || it.Phase != api.PhaseRunning {
+		t.Errorf("item %+v (found %v), want Running", it, ok)
 	}
 }
