@@ -163,3 +163,27 @@ $(CONSOLE_VENDOR)/.stamp: $(CONSOLE_WEB)/package.json $(CONSOLE_WEB)/package-loc
 	@cd $(CONSOLE_WEB) && ./node_modules/.bin/esbuild editor.js --bundle --format=esm --minify --legal-comments=none --log-level=warning --outfile=$(CURDIR)/$(CONSOLE_VENDOR)/editor.mjs
 	@cp deploy/examples/*.yaml $(CONSOLE_VENDOR)/examples/
 	@touch $@
+
+# ---- Prometheus: the binaries, the SLO rules and their tests -------------
+# prometheus and promtool, pinned by PROMETHEUS_VERSION (tools/versions.mk),
+# are built into bin/ by `make tools`; `make test` checks deploy/prometheus
+# (rules, their promtool unit tests, both Prometheus configurations, and
+# that deploy/k8s/operator's PrometheusRule holds the same rules).
+export PROMETHEUS_VERSION
+.PHONY: prometheus-tools prometheus-rules-test prometheus-rule
+tools: prometheus-tools
+test: prometheus-rules-test
+
+prometheus-tools: ## build prometheus and promtool into bin/ (PROMETHEUS_VERSION; skips what is up to date)
+	@./hack/build-prometheus.sh
+
+prometheus-rules-test: prometheus-tools ## promtool check rules and test rules over deploy/prometheus, check its configs
+	@echo "==> promtool check rules, test rules, check config (deploy/prometheus)"
+	@bin/promtool check rules deploy/prometheus/rules/*.yaml
+	@bin/promtool test rules deploy/prometheus/tests/*.test.yaml
+	@bin/promtool check config --syntax-only deploy/prometheus/compose.yml deploy/prometheus/k8s.yml
+	@./hack/prometheus-rule.sh | diff -u deploy/k8s/operator/prometheusrule.yaml - >/dev/null || \
+	  { echo "deploy/k8s/operator/prometheusrule.yaml is stale: make prometheus-rule" >&2; exit 1; }
+
+prometheus-rule: ## regenerate deploy/k8s/operator/prometheusrule.yaml from deploy/prometheus/rules
+	@./hack/prometheus-rule.sh >deploy/k8s/operator/prometheusrule.yaml

@@ -66,10 +66,11 @@ secrets() {
   # The token works for 30 days from this run (the gateway refuses a token without an expiry).
   expires=$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)
   printf 'tokens:\n  - subject: platform-admin\n    sha256: %s\n    platformAdmin: true\n    expires: %s\n' "$digest" "$expires" >"$SECRETS/tokens.yaml"
+  canary_secrets "$expires"
   chmod 0644 "$SECRETS/nats/auth.conf" "$SECRETS/tokens.yaml"
   if [[ $(id -u) == 0 ]]; then
     # The containers run as 65532 and read their credentials (mode 0600).
-    chown -R 65532:65532 "$SECRETS/nats" "$SECRETS/tls/nats" "$SECRETS/tls/gateway" "$SECRETS/kek/propagator"
+    chown -R 65532:65532 "$SECRETS/nats" "$SECRETS/tls/nats" "$SECRETS/tls/gateway" "$SECRETS/kek/propagator" "$SECRETS/canary"
   else
     # nats-server runs as 65532 whatever the caller: its key must be
     # readable to it (a single-user machine's local region).
@@ -77,6 +78,38 @@ secrets() {
     ATOLL_UID=$(id -u) ATOLL_GID=$(id -g)
     export ATOLL_UID ATOLL_GID
   fi
+}
+
+# canary_secrets EXPIRES: the canary's own token (user atoll-canary, a
+# developer of project canary once canary_project has run), added to
+# tokens.yaml, and its CLI config (secrets/canary/config.yaml: the gateway
+# as the bus network names it, the token, the project, the CA), which the
+# canary container reads as $ATOLL_CONFIG.
+canary_secrets() {
+  if [[ ! -s "$SECRETS/canary-token" ]]; then
+    (umask 077; printf 'atl_%s' "$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$SECRETS/canary-token")
+  fi
+  local token digest
+  token=$(cat "$SECRETS/canary-token")
+  digest=$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
+  printf '  - subject: atoll-canary\n    sha256: %s\n    expires: %s\n' "$digest" "$1" >>"$SECRETS/tokens.yaml"
+  mkdir -p "$SECRETS/canary"
+  (umask 077; {
+    printf 'server: https://gateway:8080\ntoken: %s\nproject: canary\nca: |\n' "$token"
+    sed 's/^/  /' "$SECRETS/tls/ca.crt"
+  } >"$SECRETS/canary/config.yaml")
+}
+
+# canary_project makes the canary's project and its membership, as the
+# admin (once: both survive in the region's NATS volumes). Until then the
+# canary's rounds fail (403), and its metrics say so.
+canary_project() {
+  local a=("$ROOT/bin/atoll" --server "$SERVER" --ca "$CA" --token "$(cat "$SECRETS/admin-token")")
+  if ! "${a[@]}" project get canary >/dev/null 2>&1; then
+    "${a[@]}" project create canary --description "the canary's (compose.yaml: canary)" >/dev/null
+  fi
+  "${a[@]}" member add atoll-canary --role developer -p canary >/dev/null
+  log "canary: project canary, user atoll-canary (developer)"
 }
 
 scale_flags() {
@@ -103,12 +136,14 @@ up() {
     log "the region did not come up in 6 minutes"; compose ps >&2; exit 1
   fi
   log "region up in $((SECONDS - t0))s"
+  canary_project
   "$ROOT/bin/atoll" --server "$SERVER" --ca "$CA" --token "$token" clusters >&2 || true
   cat >&2 <<MSG
 
 The Compute API: $SERVER (and https://127.0.0.1:8081, the second gateway)
 Admin token:     $token   (also in deploy/compose/secrets/admin-token)
 CA:              $CA
+Prometheus:      http://127.0.0.1:9091 (every replica and the canary; rules: deploy/prometheus)
 
   bin/atoll login --server $SERVER --ca $CA --token $token --project demo
   bin/atoll apply -f deploy/examples/app.yaml

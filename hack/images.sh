@@ -13,6 +13,8 @@
 #                       etcd, kube-apiserver, kube-controller-manager,
 #                       kube-scheduler, kwok, kubectl, run by atoll-member
 #                       (services/atoll/cmd/atoll-member)
+#   atoll/prometheus    bin/prometheus (make tools: the pinned module,
+#                       hack/build-prometheus.sh), its TSDB in /data
 #
 # An image whose content has not changed is not imported again (its
 # content hash is a label), and Go's build cache makes unchanged binaries
@@ -26,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 : "${SERVICES:?set SERVICES (the Makefile does)}"
 VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
-IMAGES=${IMAGES:-"$SERVICES atoll nats-server member"}
+IMAGES=${IMAGES:-"$SERVICES atoll nats-server member prometheus"}
 OUT="$ROOT/bin/.images"
 export CGO_ENABLED=0 PATH="$PATH:/usr/local/go/bin"
 
@@ -114,6 +116,13 @@ for img in $IMAGES; do
         mkdir -p "$d/kubeconfigs/$s"; chown 65532:65532 "$d/kubeconfigs" "$d/kubeconfigs/$s" 2>/dev/null || true
       done
       pack member /atoll-member
+      ;;
+    prometheus)
+      [[ -x bin/prometheus ]] || { log "bin/prometheus missing: run make tools"; exit 1; }
+      rootfs "$d"
+      cp bin/prometheus "$d/prometheus"
+      mkdir -p "$d/data"; chown 65532:65532 "$d/data" 2>/dev/null || true
+      pack prometheus /prometheus
       ;;
     *)
       [[ -f services/$img/cmd/$img/main.go ]] || { log "no services/$img/cmd/$img/main.go"; exit 1; }

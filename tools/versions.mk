@@ -10,3 +10,6 @@ METRICS_SERVER_VERSION := v0.9.0
 # NATSCLI_VERSION pins the NATS CLI (github.com/nats-io/natscli/nats): the reference
 # outside client of events credentials in tests and docs.
 NATSCLI_VERSION := v0.5.1
+# PROMETHEUS_VERSION pins prometheus and promtool (github.com/prometheus/prometheus, whose
+# Go module v0.3xx.y is Prometheus 3.xx.y): deploy/prometheus rules are tested with it.
+PROMETHEUS_VERSION := v0.316.0

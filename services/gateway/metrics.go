@@ -28,8 +28,10 @@ import (
 //	atoll_sli_api_requests_total                       counter: Compute API (/v1) requests answered
 //	atoll_sli_api_errors_total                         counter: those answered 5xx; availability is
 //	                                                   1 - rate(errors) / rate(requests)
-//	atoll_sli_submit_to_propagated_seconds{start}      histogram: from a generation's start (admitted,
-//	atoll_sli_submit_to_running_seconds{start}         updated, scaled, ...) to its propagated / running event
+//	atoll_sli_submit_to_propagated_seconds{start,tier} histogram: from a generation's start (admitted,
+//	atoll_sli_submit_to_running_seconds{start,tier}    updated, scaled, ...) to its propagated / running
+//	                                                   event, by the workload's tier (Reserved, OnDemand,
+//	                                                   Preemptible; "unknown" when the read cache lacks it)
 //
 // The launch SLIs come from the events stream (launchSLI): every gateway
 // replica reads every event, so every replica's histograms hold the same
@@ -100,6 +102,17 @@ func (s *Service) Instrument(a *admin.Server) {
 	history := newSLIHistory()
 	s.reqs = newHTTPMetrics(a.Registerer(), history)
 	s.launch = newLaunchSLI(a.Registerer(), history)
+	// The read cache exists once Start runs, which is before the launch
+	// SLI reads its first event.
+	s.launch.tierOf = func(project, kind, name string) string {
+		if s.cache == nil {
+			return tierUnknown
+		}
+		if it, ok := s.cache.Get(api.Key(project, kind, name)); ok && it.Tier != "" {
+			return string(it.Tier)
+		}
+		return tierUnknown
+	}
 	s.req.Breakers().Instrument(a.Metrics())
 }
 
@@ -120,6 +133,9 @@ func (s *Service) Ready(context.Context) error {
 type launchSLI struct {
 	propagated, running *prometheus.HistogramVec
 	history             *sliHistory // the last hour of the SLIs, per minute
+	// tierOf names a workload's tier, tierUnknown when it cannot; nil
+	// names none.
+	tierOf func(project, kind, name string) string
 
 	mu   sync.Mutex
 	open map[string]*generation // mu must be held: by project/kind/name
@@ -133,6 +149,17 @@ type generation struct {
 	propagated bool      // observed already
 }
 
+// tierUnknown is the tier label of a workload the read cache does not hold.
+const tierUnknown = "unknown"
+
+// tier is the tier label of e's workload.
+func (l *launchSLI) tier(e api.WorkloadEvent) string {
+	if l.tierOf == nil {
+		return tierUnknown
+	}
+	return l.tierOf(e.Project, e.Kind, e.Name)
+}
+
 // launchSLIMaxAge bounds how long a generation waits for its running event.
 const launchSLIMaxAge = time.Hour
 
@@ -143,12 +170,12 @@ func newLaunchSLI(reg prometheus.Registerer, history *sliHistory) *launchSLI {
 			Name:    "atoll_sli_submit_to_propagated_seconds",
 			Help:    "From the event that starts a workload's generation (admitted, updated, scaled, ...) to its propagated event.",
 			Buckets: buckets,
-		}, []string{"start"}),
+		}, []string{"start", "tier"}),
 		running: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atoll_sli_submit_to_running_seconds",
 			Help:    "From the event that starts a workload's generation (admitted, updated, scaled, ...) to its running event.",
 			Buckets: buckets,
-		}, []string{"start"}),
+		}, []string{"start", "tier"}),
 		open:    map[string]*generation{},
 		history: history,
 	}
@@ -168,9 +195,9 @@ func (l *launchSLI) observe(e api.WorkloadEvent, at time.Time) {
 	case g == nil || g.number != e.Generation:
 	case e.Event == api.EventPropagated && !g.propagated:
 		g.propagated = true
-		l.propagated.WithLabelValues(g.start).Observe(at.Sub(g.at).Seconds())
+		l.propagated.WithLabelValues(g.start, l.tier(e)).Observe(at.Sub(g.at).Seconds())
 	case e.Event == api.EventRunning:
-		l.running.WithLabelValues(g.start).Observe(at.Sub(g.at).Seconds())
+		l.running.WithLabelValues(g.start, l.tier(e)).Observe(at.Sub(g.at).Seconds())
 		l.history.launch(at, at.Sub(g.at))
 		delete(l.open, key)
 	case e.Event == api.EventDeleted, e.Event == api.EventSucceeded, e.Event == api.EventFailed:

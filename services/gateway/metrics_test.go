@@ -57,10 +57,22 @@ func TestHTTPMetricsPerRouteAndAvailability(t *testing.T) {
 }
 
 // TestLaunchSLIFromEvents: the gateway turns a workload's events into
-// submit→propagated and submit→running latencies, once per generation.
+// submit→propagated and submit→running latencies, once per generation,
+// labelled with the workload's tier as its read cache holds it.
 func TestLaunchSLIFromEvents(t *testing.T) {
 	g, adm := instrumented(t)
 	ctx := t.Context()
+	// web is a Preemptible App in the read cache; old is not there at all.
+	web := &api.Workload{APIVersion: api.APIVersion, Kind: api.KindApp,
+		Metadata: api.Metadata{Project: "demo", Name: "web", Generation: 1},
+		Spec:     &api.AppSpec{Common: api.Common{Tier: api.TierPreemptible}}}
+	kv, err := g.Bus.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	raw, err := json.Marshal(web)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, web.Key(), raw)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := g.GW.Cache().Get(web.Key()); return ok }, 10*time.Second, 20*time.Millisecond)
 	// The SLI's consumer reads events from its creation on.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := g.Bus.Stream(ctx, bus.StreamEvents)
@@ -89,9 +101,12 @@ func TestLaunchSLIFromEvents(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := admin.Gather(adm.Registry())
 		require.NoError(c, err)
-		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted"}`])
-		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`])
-		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="scaled"}`])
-		assert.NotContains(c, got, `atoll_sli_submit_to_running_seconds{service="gateway",start="scaled"}`)
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted",tier="Preemptible"}`])
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted",tier="Preemptible"}`])
+		assert.Equal(c, 1.0, got[`atoll_sli_submit_to_propagated_seconds{service="gateway",start="scaled",tier="Preemptible"}`])
+		assert.NotContains(c, got, `atoll_sli_submit_to_running_seconds{service="gateway",start="scaled",tier="Preemptible"}`)
+		for series := range got {
+			assert.NotContains(c, series, `tier="unknown"`, "old's generation started before the gateway: no observation")
+		}
 	}, 10*time.Second, 20*time.Millisecond)
 }

@@ -40,6 +40,9 @@ type Item struct {
 	// SidecarVersion is the version of the managed sidecars the workload
 	// runs (api.Metadata.SidecarVersion).
 	SidecarVersion int64
+	// Tier is the workload's tier (its spec's Scheduling); the launch
+	// SLIs are per tier.
+	Tier api.Tier
 	// JSON is the rendered API response.
 	JSON []byte
 }
@@ -166,6 +169,9 @@ func (c *Cache) refresh(key string) {
 		Phase: api.PhasePending, SidecarVersion: w.Metadata.SidecarVersion, JSON: b}
 	if st != nil && st.Phase != "" {
 		it.Phase = st.Phase
+	}
+	if w.Spec != nil {
+		it.Tier, _ = w.Spec.Scheduling()
 	}
 	if _, had := c.items[key]; !had {
 		keys := c.byProject[it.Project]

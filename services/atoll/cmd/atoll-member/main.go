@@ -15,6 +15,11 @@
 // when it deletes the cluster. No kubeconfig of the cluster's admin leaves
 // the container. `atoll-member -check` (the container's health check)
 // succeeds once those files exist.
+//
+// Every container's log is one line naming the cluster (a KWOK ClusterLogs;
+// KWOK runs no container), so that `atoll logs`, and the canary's logs step,
+// read something from each cluster. There is no exec simulation: that would
+// run users' commands in this container.
 package main
 
 import (
@@ -93,6 +98,11 @@ func run(log *slog.Logger, name, zone string, port, nodes int, bin string, out m
 	// services reach it as https://<name>:<port>.
 	conf := filepath.Join(work, "member.yaml")
 	doc := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  kubeApiserverPort: %d\n  kubeApiserverCertSANs: [%q]\n", port, name)
+	logs := filepath.Join(work, "container.log")
+	if err := testenv.AppendLog(logs, "atoll member cluster "+name+": a simulated container's log"); err != nil {
+		return err
+	}
+	doc += fmt.Sprintf("---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: atoll-logs\nspec:\n  logs:\n  - logsFile: %q\n", logs)
 	if err := os.WriteFile(conf, []byte(doc), 0o600); err != nil {
 		return err
 	}

@@ -94,6 +94,7 @@ func build(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	copyFile(t, filepath.Join(root, "deploy", "tokens.example.yaml"), filepath.Join(dir, "secrets", "gateway", "tokens.yaml"))
+	writeFile(t, filepath.Join(dir, "secrets", "canary", "config.yaml"), "server: https://atoll-gateway.atoll-system.svc\nproject: canary\ntoken: atl_example\n")
 	for _, svc := range clusters.Services {
 		copyFile(t, filepath.Join(root, "deploy", "clusters.example.yaml"), filepath.Join(dir, "secrets", "clusters", svc, "clusters.yaml"))
 		for _, z := range []string{"a", "b", "c"} {
@@ -333,6 +334,7 @@ func TestManifestsPackageEveryService(t *testing.T) {
 			t.Errorf("%s's member clusters' Secret is missing", svc)
 		}
 	}
+	svcs := services(t)
 	for name, d := range x.deployments {
 		svc := strings.TrimPrefix(name, "atoll-")
 		var mounts []string
@@ -342,8 +344,8 @@ func TestManifestsPackageEveryService(t *testing.T) {
 				mounts = append(mounts, name[:strings.LastIndex(name, "-")])
 			}
 		}
-		var want []string
-		if clusterFacing(t, svc) {
+		var want []string // none for what is not a service (the canary)
+		if slices.Contains(svcs, svc) && clusterFacing(t, svc) {
 			want = []string{"atoll-clusters-" + svc}
 			if !slices.Contains(clusters.Services, svc) {
 				t.Errorf("%s loads the member clusters but is not in libs/clusters Services (no identity there)", svc)
@@ -381,6 +383,42 @@ func readVariables(t *testing.T, files ...string) map[string]bool {
 		}
 	}
 	return known
+}
+
+// The canary runs beside the services, as a user of the gateway with its
+// own CLI config, and serves the metrics Prometheus scrapes.
+func TestManifestsDeployTheCanary(t *testing.T) {
+	x := indexOf(t, objects(t, build(t)))
+	d := x.deployments["atoll-canary"]
+	if d == nil {
+		t.Fatal("no Deployment atoll-canary: deploy/k8s/canary.yaml in deploy/k8s/kustomization.yaml")
+	}
+	pod := d.Spec.Template
+	checkPod(t, d.Name, x, pod, true)
+	c := pod.Spec.Containers[0]
+	args := strings.Join(append(slices.Clone(c.Command), c.Args...), " ")
+	for _, want := range []string{"/atoll canary ", "--metrics-listen :9464", "--zones "} {
+		if !strings.Contains(args, want) {
+			t.Errorf("command %q lacks %q", args, want)
+		}
+	}
+	if a := pod.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "9464" {
+		t.Errorf("annotations %v: Prometheus would not scrape port 9464", a)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == "config" && strings.HasPrefix(env["ATOLL_CONFIG"], m.MountPath+"/"))
+	}
+	if !mounted {
+		t.Errorf("ATOLL_CONFIG=%q is not in the mounted atoll-canary-config Secret", env["ATOLL_CONFIG"])
+	}
+	if x.secrets["atoll-canary-config"] == nil || x.secrets["atoll-canary-config"].Data["config.yaml"] == nil {
+		t.Error("no Secret atoll-canary-config holding config.yaml")
+	}
 }
 
 // A real kube-apiserver accepts every object of deploy/k8s: server-side
@@ -423,6 +461,20 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 		t.Errorf("%d objects applied in the dry run, the manifests have %d:\n%s", applied, docs, out)
 	}
 	t.Logf("server-side dry run accepted %d objects", applied)
+
+	// The plain Prometheus (deploy/k8s/prometheus), beside it: its own
+	// namespace, created for real first, then every object dry run.
+	prom, err := exec.CommandContext(ctx, kubectl(t), "kustomize", filepath.Join(root, "deploy", "k8s", "prometheus")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/k8s/prometheus: %v\n%s", err, prom)
+	}
+	promFile := filepath.Join(dir, "prometheus.yaml")
+	writeFile(t, promFile, string(prom))
+	run("create", "namespace", "atoll-monitoring")
+	out = run("apply", "--server-side", "--dry-run=server", "--validate=strict", "--field-manager=atoll-deploytest", "-f", promFile)
+	if got, want := strings.Count(out, "(server dry run)"), len(objects(t, prom)); got != want {
+		t.Errorf("deploy/k8s/prometheus: %d objects applied in the dry run, it has %d:\n%s", got, want, out)
+	}
 }
 
 // metav1Selector is a NetworkPolicy's pod selector as a labels.Selector.

@@ -42,8 +42,8 @@ func TestAdminPortsOfEveryService(t *testing.T) {
 		"propagator": {`atoll_propagator_apply_duration_seconds{cluster=`, `atoll_reconcile_lag_seconds{queue="work/`, `atoll_lease_held{lease="propagator.`},
 		"aggregator": {`atoll_reconcile_duration_seconds{queue="status",service="aggregator"}`, `atoll_lease_held{lease="aggregator-status",service="aggregator"}`, `atoll_reconcile_duration_seconds{queue="observe/`},
 		"gateway": {`atoll_http_requests_total{code="201",method="POST",route="/v1/projects/{project}/workloads",service="gateway"}`,
-			`atoll_sli_api_requests_total{service="gateway"}`, `atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted"}`,
-			`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted"}`,
+			`atoll_sli_api_requests_total{service="gateway"}`, `atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted",tier="OnDemand"}`,
+			`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted",tier="OnDemand"}`,
 			// The audit stream it writes to.
 			`atoll_stream_fill_ratio{service="gateway",stream="ATOLL_AUDIT"}`},
 		"quota": {`go_goroutines{service="quota"}`},
