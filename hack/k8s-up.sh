@@ -420,13 +420,14 @@ members() {
   mkdir -p "$STATE/members"
   [[ -x "$BIN/atoll-member" ]] || (cd services/atoll && go build -o "$BIN/atoll-member" ./cmd/atoll-member)
   [[ -x "$BIN/atoll-admin" ]] || (cd services/atoll && go build -o "$BIN/atoll-admin" ./cmd/atoll-admin)
-  local i
+  # One at a time: kwokctl picks its components' ports free by probing, and
+  # two creates at once can pick the same one.
+  local i z
   for i in 0 1 2; do
-    local z=${ZONES[$i]}
-    start "member-zone-$z" "$BIN/atoll-member" --name "zone-$z" --zone "$z" --port "${MEMBER_PORTS[$i]}" --nodes 10 \
+    z=${ZONES[$i]}
+    mkdir -p "$STATE/members/tmp"
+    start "member-zone-$z" env TMPDIR="$STATE/members/tmp" "$BIN/atoll-member" --name "zone-$z" --zone "$z" --port "${MEMBER_PORTS[$i]}" --nodes 3 \
       --kubeconfig-dir "$STATE/members" --bin "$BIN"
-  done
-  for z in "${ZONES[@]}"; do
     wait_for "member cluster zone-$z" 600 test -s "$STATE/members/upgrade/zone-$z.kubeconfig"
   done
   rm -rf "$SECRETS"; mkdir -p "$SECRETS"
@@ -456,14 +457,16 @@ members() {
 
 # ---- down -----------------------------------------------------------------
 
+# stop_pid NAME [SECONDS]: SIGTERM to NAME's process group, SIGKILL after
+# SECONDS (30).
 stop_pid() {
-  local name=$1 pid
+  local name=$1 grace=${2:-30} pid
   [[ -s "$PIDS/$name.pid" ]] || return 0
   pid=$(cat "$PIDS/$name.pid")
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     local i
-    for i in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    for i in $(seq 1 "$grace"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -KILL -- "-$pid" 2>/dev/null || true
     log "$name stopped (pid $pid)"
   fi
@@ -483,7 +486,8 @@ down() {
     while ((SECONDS < deadline)) && [[ -n $("$BIN/ctr" --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null) ]]; do sleep 2; done
   fi
   local z
-  for z in "${ZONES[@]}"; do stop_pid "member-zone-$z"; done
+  # A member deletes its cluster (kwokctl's detached processes) on SIGTERM.
+  for z in "${ZONES[@]}"; do stop_pid "member-zone-$z" 90; done
   for n in coredns kube-proxy kubelet; do stop_pid "$n"; done
   # What the kubelet left: every task and container, then containerd.
   if running containerd; then
@@ -527,6 +531,8 @@ check_clean() {
   for p in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 coredns atoll-member; do
     if pgrep -f "^$BIN/$p" >/dev/null; then log "left: process $p ($(pgrep -f "^$BIN/$p" | tr '\n' ' '))"; left=1; fi
   done
+  # The member clusters' components run from their copies under .k8s/.
+  if pgrep -f "$STATE/" >/dev/null; then log "left: processes under $STATE: $(pgrep -f "$STATE/" | tr '\n' ' ')"; left=1; fi
   if findmnt -rn -o TARGET | grep -qF "$STATE"; then log "left: mounts"; findmnt -rn -o TARGET | grep -F "$STATE"; left=1; fi
   if ip link show "$BRIDGE" >/dev/null 2>&1; then log "left: bridge $BRIDGE"; left=1; fi
   if [[ -n $(ip netns list | grep '^cni-' || true) ]]; then log "left: netns $(ip netns list | grep '^cni-' | tr '\n' ' ')"; left=1; fi
