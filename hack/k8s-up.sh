@@ -227,12 +227,15 @@ state = "$RUN/containerd/state"
     sandbox = "$PAUSE_IMAGE"
 [plugins.'io.containerd.cri.v1.runtime']
   netns_mounts_under_state_dir = true
+  # A sandbox like this one may not lower oom_score_adj (runc fails with
+  # "can't get final child's PID from pipe"): clamp it at containerd's own.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "$(command -v runc)"
+        BinaryName = "${ATOLL_K8S_RUNC:-$(command -v runc)}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["$BIN/cni"]
@@ -262,7 +265,8 @@ oci_import() {
     "$mansum" "$mansize" "$ref" "${ref##*:}" >"$d/index.json"
   printf '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
   tar -C "$d" -cf "$d.tar" oci-layout index.json blobs
-  "$BIN/ctr" --address "$SOCK" -n k8s.io images import --local "$d.tar" >/dev/null
+  local out
+  out=$("$BIN/ctr" --address "$SOCK" -n k8s.io images import --local "$d.tar" 2>&1) || die "import $ref: $out"
   rm -rf "$d" "$d.tar"
   log "image $ref imported"
 }
