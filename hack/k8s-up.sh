@@ -200,6 +200,16 @@ controllers_up() {
     --bind-address 127.0.0.1 --secure-port 17259 --leader-elect=false
 }
 
+# forward_rules: with br_netfilter, traffic between pods on the bridge
+# passes the FORWARD chain, whose policy Docker sets to DROP: the chain
+# ATOLL-K8S, first in FORWARD, accepts the pod network's.
+forward_rules() {
+  iptables -N ATOLL-K8S 2>/dev/null || iptables -F ATOLL-K8S
+  iptables -A ATOLL-K8S -s "$POD_CIDR" -j ACCEPT
+  iptables -A ATOLL-K8S -d "$POD_CIDR" -j ACCEPT
+  iptables -C FORWARD -j ATOLL-K8S 2>/dev/null || iptables -I FORWARD 1 -j ATOLL-K8S
+}
+
 containerd_up() {
   mkdir -p "$STATE/containerd" "$RUN/containerd" "$STATE/cni/net.d"
   cat >"$STATE/cni/net.d/10-atoll.conflist" <<EOF
@@ -241,6 +251,7 @@ state = "$RUN/containerd/state"
     bin_dirs = ["$BIN/cni"]
     conf_dir = "$STATE/cni/net.d"
 EOF
+  forward_rules
   start containerd "$BIN/containerd" --config "$STATE/containerd/config.toml"
   wait_for containerd 60 "$BIN/ctr" --address "$SOCK" version
 }
@@ -509,6 +520,10 @@ down() {
     iptables -t nat -S POSTROUTING | grep -- "-j $ch" | sed 's/^-A/-D/' | while read -r rule; do eval iptables -t nat "$rule"; done
     iptables -t nat -F "$ch"; iptables -t nat -X "$ch"
   done
+  if iptables -S ATOLL-K8S >/dev/null 2>&1; then
+    iptables -D FORWARD -j ATOLL-K8S 2>/dev/null || true
+    iptables -F ATOLL-K8S; iptables -X ATOLL-K8S
+  fi
   # Mounts under the state directory (pod volumes, rootfs, netns), deepest first.
   local m
   for m in $(findmnt -rn -o TARGET | grep -F "$STATE/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
@@ -540,6 +555,7 @@ check_clean() {
   if findmnt -rn -o TARGET | grep -qF "$STATE"; then log "left: mounts"; findmnt -rn -o TARGET | grep -F "$STATE"; left=1; fi
   if ip link show "$BRIDGE" >/dev/null 2>&1; then log "left: bridge $BRIDGE"; left=1; fi
   if [[ -n $(ip netns list | grep '^cni-' || true) ]]; then log "left: netns $(ip netns list | grep '^cni-' | tr '\n' ' ')"; left=1; fi
+  if iptables -S ATOLL-K8S >/dev/null 2>&1; then log "left: iptables chain ATOLL-K8S"; left=1; fi
   if iptables -t nat -S 2>/dev/null | grep -qE '^-N (KUBE-|CNI-)'; then log "left: iptables chains $(iptables -t nat -S | grep -E '^-N (KUBE-|CNI-)' | tr '\n' ' ')"; left=1; fi
   if ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1; then log "left: cgroups $(ls -d /sys/fs/cgroup/*/kubepods | tr '\n' ' ')"; left=1; fi
   if [[ -e $STATE ]]; then log "left: $STATE"; left=1; fi
