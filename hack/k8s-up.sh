@@ -247,6 +247,7 @@ state = "$RUN/containerd/state"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = "${ATOLL_K8S_RUNC:-$(command -v runc)}"
         SystemdCgroup = false
+        Root = "$RUN/runc"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["$BIN/cni"]
     conf_dir = "$STATE/cni/net.d"
@@ -515,10 +516,13 @@ down() {
   for n in containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_pid "$n"; done
   # kube-proxy's and the CNI plugins' iptables rules.
   [[ -x "$BIN/kube-proxy" ]] && "$BIN/kube-proxy" --cleanup --proxy-mode iptables >/dev/null 2>&1 || true
-  local ch
-  for ch in $(iptables -t nat -S 2>/dev/null | awk '/^-N CNI-/ {print $2}'); do
-    iptables -t nat -S POSTROUTING | grep -- "-j $ch" | sed 's/^-A/-D/' | while read -r rule; do eval iptables -t nat "$rule"; done
-    iptables -t nat -F "$ch"; iptables -t nat -X "$ch"
+  # What is left of them and the kubelet's canaries (KUBE-KUBELET-CANARY):
+  # the jumps from the built-in chains first, then the chains.
+  local t ch
+  for t in filter nat mangle; do
+    { iptables -t "$t" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (KUBE-|CNI-)' || true; } | sed 's/^-A/-D/' | while read -r rule; do eval iptables -t "$t" "$rule" 2>/dev/null || true; done
+    for ch in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}'); do iptables -t "$t" -F "$ch" 2>/dev/null || true; done
+    for ch in $(iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}'); do iptables -t "$t" -X "$ch" 2>/dev/null || true; done
   done
   if iptables -S ATOLL-K8S >/dev/null 2>&1; then
     iptables -D FORWARD -j ATOLL-K8S 2>/dev/null || true
@@ -556,7 +560,10 @@ check_clean() {
   if ip link show "$BRIDGE" >/dev/null 2>&1; then log "left: bridge $BRIDGE"; left=1; fi
   if [[ -n $(ip netns list | grep '^cni-' || true) ]]; then log "left: netns $(ip netns list | grep '^cni-' | tr '\n' ' ')"; left=1; fi
   if iptables -S ATOLL-K8S >/dev/null 2>&1; then log "left: iptables chain ATOLL-K8S"; left=1; fi
-  if iptables -t nat -S 2>/dev/null | grep -qE '^-N (KUBE-|CNI-)'; then log "left: iptables chains $(iptables -t nat -S | grep -E '^-N (KUBE-|CNI-)' | tr '\n' ' ')"; left=1; fi
+  local t
+  for t in filter nat mangle; do
+    if iptables -t "$t" -S 2>/dev/null | grep -qE '^-N (KUBE-|CNI-)'; then log "left: iptables $t chains $(iptables -t "$t" -S | grep -E '^-N (KUBE-|CNI-)' | tr '\n' ' ')"; left=1; fi
+  done
   if ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1; then log "left: cgroups $(ls -d /sys/fs/cgroup/*/kubepods | tr '\n' ' ')"; left=1; fi
   if [[ -e $STATE ]]; then log "left: $STATE"; left=1; fi
   ((left == 0)) && log "clean: no process, mount, network namespace, bridge, container, iptables chain or cgroup left"
