@@ -424,8 +424,8 @@ up() {
   containerd_up
   images_up
   kubelet_up
-  proxy_dns_up
   rbac_storage
+  proxy_dns_up
   k get nodes -o wide
   log "up: export KUBECONFIG=$KUBECONFIG_ADMIN"
 }
@@ -433,7 +433,7 @@ up() {
 # ---- member clusters and deploy/k8s/secrets ---------------------------------
 
 members() {
-  mkdir -p "$STATE/members"
+  mkdir -p "$STATE/members" "$PIDS" "$LOGS"
   [[ -x "$BIN/atoll-member" ]] || (cd services/atoll && go build -o "$BIN/atoll-member" ./cmd/atoll-member)
   [[ -x "$BIN/atoll-admin" ]] || (cd services/atoll && go build -o "$BIN/atoll-admin" ./cmd/atoll-admin)
   # One at a time: kwokctl picks its components' ports free by probing, and
