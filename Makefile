@@ -183,10 +183,10 @@ k8s-deps: ## Debian's runc, iptables, conntrack and openssl for the one-node clu
 k8s-node-tools: ## build kubelet, kube-proxy, containerd 2.x (+shim, ctr), the CNI plugins and CoreDNS into bin/
 	@./hack/build-k8s-node.sh
 
-k8s-up: tools k8s-node-tools k8s-deps images atoll-admin ## a real one-node Kubernetes here, the 3 member clusters and deploy/k8s/secrets; then kubectl apply -k deploy/k8s
+k8s-up: tools k8s-node-tools k8s-deps images atoll-admin ## a real one-node Kubernetes here, the 3 member clusters and deploy/k8s/secrets; then kubectl apply -k deploy/k8s-one-node
 	@./hack/k8s-up.sh up
 	@./hack/k8s-up.sh members
-	@echo "==> export KUBECONFIG=$(CURDIR)/.k8s/admin.kubeconfig; kubectl apply -k deploy/k8s"
+	@echo "==> export KUBECONFIG=$(CURDIR)/.k8s/admin.kubeconfig; kubectl apply -k deploy/k8s-one-node"
 
 k8s-down: ## stop the one-node Kubernetes and remove its state, mounts, network and containers (checked)
 	@./hack/k8s-up.sh down
