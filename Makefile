@@ -187,3 +187,33 @@ prometheus-rules-test: prometheus-tools ## promtool check rules and test rules o
 
 prometheus-rule: ## regenerate deploy/k8s/operator/prometheusrule.yaml from deploy/prometheus/rules
 	@./hack/prometheus-rule.sh >deploy/k8s/operator/prometheusrule.yaml
+
+# ---- A real one-node Kubernetes for deploy/k8s (hack/k8s-up.sh) -------------
+# The control plane is `make tools`'s; the node (kubelet, kube-proxy,
+# containerd 2.x with ctr and the runc shim, the CNI plugins, CoreDNS) is
+# built from the Go module proxy at the pins in tools/k8s-node.mk; runc,
+# iptables, conntrack and openssl come from Debian. State under .k8s/.
+include tools/k8s-node.mk
+export CONTAINERD_VERSION CNI_PLUGINS_VERSION COREDNS_VERSION
+
+.PHONY: k8s-deps k8s-node-tools k8s-up k8s-down k8s-check
+k8s-deps: ## Debian's runc, iptables, conntrack and openssl for the one-node cluster (apt-get; skipped when present)
+	@if command -v runc >/dev/null && command -v iptables >/dev/null && command -v conntrack >/dev/null && command -v openssl >/dev/null; then \
+	  echo "==> k8s-deps: $$(runc --version | head -1), $$(iptables --version)"; else \
+	  echo "==> installing Debian's runc, iptables, conntrack, openssl (apt-get update first)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends runc iptables conntrack openssl >/dev/null; fi
+
+k8s-node-tools: ## build kubelet, kube-proxy, containerd 2.x (+shim, ctr), the CNI plugins and CoreDNS into bin/
+	@./hack/build-k8s-node.sh
+
+k8s-up: tools k8s-node-tools k8s-deps images atoll-admin ## a real one-node Kubernetes here, the 3 member clusters and deploy/k8s/secrets; then kubectl apply -k deploy/k8s-one-node
+	@./hack/k8s-up.sh up
+	@./hack/k8s-up.sh members
+	@echo "==> export KUBECONFIG=$(CURDIR)/.k8s/admin.kubeconfig; kubectl apply -k deploy/k8s-one-node"
+
+k8s-down: ## stop the one-node Kubernetes and remove its state, mounts, network and containers (checked)
+	@./hack/k8s-up.sh down
+
+k8s-check: ## check that k8s-down left nothing behind
+	@./hack/k8s-up.sh check

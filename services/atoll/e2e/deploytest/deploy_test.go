@@ -208,6 +208,11 @@ func checkPod(t *testing.T, what string, x index, pod corev1.PodTemplateSpec, wa
 		if wantProbes && (c.ReadinessProbe == nil || c.LivenessProbe == nil) {
 			t.Errorf("%s/%s: needs readiness and liveness probes", what, c.Name)
 		}
+		// The images are tagged :latest by default, which the kubelet
+		// would pull on every start (make k8s-up's node has no registry).
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("%s/%s: imagePullPolicy %q, want IfNotPresent", what, c.Name, c.ImagePullPolicy)
+		}
 		if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 			t.Errorf("%s/%s: root filesystem not read-only", what, c.Name)
 		}
