@@ -99,7 +99,7 @@ func validSidecars(spec *api.SidecarSpec) api.FieldErrors {
 		seen[e.Field] = true
 	}
 	for i := range spec.Sidecars {
-		for _, e := range spec.Sidecars[i].Container.Validate(fmt.Sprintf("sidecars[%d]", i)) {
+		for _, e := range spec.Sidecars[i].Validate(fmt.Sprintf("sidecars[%d]", i)) {
 			if !seen[e.Field] {
 				seen[e.Field] = true
 				fe = append(fe, e)
