@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,11 @@ const (
 	// crash is repaired within minutes, and a bucket keeps a delete marker
 	// for every workload ever deleted.
 	RepairDeletesWithin = time.Hour
+	// RepairRecent: a workload replayed when a replica takes the lease is
+	// repaired at once when written within it (a crash between its write
+	// and its event is that recent, or a replica was there to repair it),
+	// else within a resync pass (bus.ResyncPass), spread out.
+	RepairRecent = 2 * time.Minute
 	// repairWorkers is how many keys are repaired at once.
 	repairWorkers = 4
 )
@@ -57,8 +63,9 @@ func (s *Service) repair(ctx context.Context) {
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
 	defer q.Close() // also when the term ends before Run (which closes it)
 	var (
-		m    *bus.TypedMirror[*api.Workload]
-		live atomic.Bool // the mirror has replayed what was there
+		m        *bus.TypedMirror[*api.Workload]
+		live     atomic.Bool // the mirror has replayed what was there
+		replayed keySet      // the keys it replayed, until then
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error
@@ -67,7 +74,7 @@ func (s *Service) repair(ctx context.Context) {
 				q.AddAfter(key, RepairGrace)
 				return
 			}
-			q.Add(key) // replayed: written before this replica looked
+			replayed.Add(key) // written before this replica looked
 		})
 		if err == nil {
 			break
@@ -86,11 +93,54 @@ func (s *Service) repair(ctx context.Context) {
 		select {
 		case <-m.Ready():
 			live.Store(true)
+			queueReplayed(q, m, replayed.take(), time.Now())
 		case <-ctx.Done():
 		}
 	})
 	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
 	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
+}
+
+// keySet collects keys from the mirror's callbacks.
+type keySet struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keySet) Add(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys = append(k.keys, key)
+}
+
+// take returns the keys added so far and empties the set.
+func (k *keySet) take() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	keys := k.keys
+	k.keys = nil
+	return keys
+}
+
+// queueReplayed queues the keys the mirror replayed: at once those written
+// within RepairRecent of now (or deleted: their marker's age is
+// repairDelete's to judge), the others each at a random moment of one
+// resync pass. A replica taking the lease, as admission returns from an
+// outage, then checks a few events at once instead of every workload's,
+// which, with the requests queued during the outage arriving at the same
+// moment, slowed every write of the region's for seconds.
+func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], keys []string, now time.Time) (atOnce int) {
+	pass := bus.ResyncPass(len(keys), RepairEvery)
+	for _, key := range keys {
+		e, ok := m.Get(key)
+		if !ok || e.Err != nil || e.Value == nil || now.Sub(e.Value.Metadata.Updated) < RepairRecent {
+			q.Add(key)
+			atOnce++
+			continue
+		}
+		q.AddAfter(key, rand.N(pass))
+	}
+	return atOnce
 }
 
 // repairKey ensures the event of key's current generation, or of its
