@@ -286,11 +286,18 @@ func TestManifestsPackageEveryService(t *testing.T) {
 				t.Errorf("ATOLL_NATS_URL=%q should list the 3 NATS servers", env["ATOLL_NATS_URL"])
 			}
 			// Only variables the service reads (its main or libs/daemon's).
-			known := readVariables(t, filepath.Join(root, "services", svc, "cmd", svc, "main.go"), filepath.Join(root, "libs", "daemon", "daemon.go"))
+			files := []string{filepath.Join(root, "services", svc, "cmd", svc, "main.go"), filepath.Join(root, "libs", "daemon", "daemon.go")}
+			if svc != "gateway" { // the services that hold leases name their replica (lease.InstanceEnv)
+				files = append(files, filepath.Join(root, "libs", "bus", "lease", "lease.go"))
+			}
+			known := readVariables(t, files...)
 			for v := range env {
 				if !known[v] {
 					t.Errorf("sets %s, which %s does not read (%s -h)", v, svc, svc)
 				}
+			}
+			if svc != "gateway" && !instanceFromPodName(d.Spec.Template.Spec.Containers[0].Env) {
+				t.Errorf("no ATOLL_INSTANCE from the pod's name: a restarted replica would wait a lease's TTL for its own leases")
 			}
 			pdb := false
 			for _, p := range x.pdbs {
@@ -374,6 +381,17 @@ func clusterFacing(t *testing.T, svc string) bool {
 }
 
 var variable = regexp.MustCompile(`"(ATOLL_[A-Z0-9_]+)"`)
+
+// instanceFromPodName reports whether env sets ATOLL_INSTANCE to the pod's
+// name (the same across the container's restarts, unique among live pods).
+func instanceFromPodName(env []corev1.EnvVar) bool {
+	for _, e := range env {
+		if e.Name == "ATOLL_INSTANCE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name" {
+			return true
+		}
+	}
+	return false
+}
 
 func readVariables(t *testing.T, files ...string) map[string]bool {
 	t.Helper()
