@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -452,82 +451,4 @@ func TestOverruledDecisionIsNotReported(t *testing.T) {
 			assert.Empty(t, cmp.Diff(want, ledgerTotals(t, other, "p")), "ledger after the retry")
 		})
 	}
-}
-
-// TestIntentSettledAfterCallerGivesUp: a transaction whose caller's
-// deadline passes once its intent is written still decides and finishes
-// it, so the key is left committed, not pending for every later
-// transaction (or the repair sweep) to decide under the project's lock.
-func TestIntentSettledAfterCallerGivesUp(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		step string // where the caller's deadline passes
-	}{
-		{"deadline passes after the intent", "intent"},
-		{"deadline passes after the decision", "decided"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := openBus(t)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			callCtx, callCancel := context.WithCancel(ctx)
-			hook := func(step string) error {
-				if step == tc.step {
-					callCancel() // the caller gives up here
-				}
-				return nil
-			}
-			s := newReplica(t, b, "quota-1", hook)
-			err := s.Reserve(callCtx, "p", "p.app.web", demand(api.TierOnDemand, 2))
-			require.NoError(t, err, "the transaction settles although its caller gave up")
-			got, err := keyTotals(s, "p")
-			require.NoError(t, err, "no intent left on the key")
-			assert.Equal(t, int64(1), got.Count)
-			assert.Equal(t, got, ledgerTotals(t, s, "p"), "the ledger counts what the keys hold")
-		})
-	}
-}
-
-// TestBurstBeginsInBatches: a burst of reserves in one project on one
-// replica is decided in a few writes of the project's ledger (group
-// commit), not one per reserve, and the ledger counts exactly what the
-// keys hold.
-func TestBurstBeginsInBatches(t *testing.T) {
-	b := openBus(t)
-	ctx := context.Background()
-	s := newReplica(t, b, "quota-1", nil)
-	require.NoError(t, s.Reserve(ctx, "p", "p.app.first", demand(api.TierOnDemand, 1)))
-	// Count the ledger's writes during the burst.
-	kv, err := b.KV(ctx, bus.BucketQuota)
-	require.NoError(t, err)
-	w, err := kv.Watch(ctx, api.QuotaProjectKey("p"), jetstream.UpdatesOnly())
-	require.NoError(t, err)
-	defer func() { _ = w.Stop() }()
-	const n = 24
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { errs[i] = s.Reserve(ctx, "p", fmt.Sprintf("p.app.burst-%02d", i), demand(api.TierOnDemand, 1)) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		require.NoError(t, err, "reserve %d", i)
-	}
-	var writes int
-	for done := false; !done; {
-		select {
-		case e := <-w.Updates():
-			if e != nil {
-				writes++
-			}
-		case <-time.After(500 * time.Millisecond):
-			done = true
-		}
-	}
-	t.Logf("%d reserves decided in %d ledger writes", n, writes)
-	assert.Less(t, writes, n/2, "reserves decided in batches")
-	got, err := keyTotals(s, "p")
-	require.NoError(t, err)
-	assert.Equal(t, int64(n+1), got.Count)
-	assert.Equal(t, got, ledgerTotals(t, s, "p"), "the ledger counts what the keys hold")
 }

@@ -193,7 +193,6 @@ type Service struct {
 	intents map[string]time.Time     // mu must be held; reservation keys holding an intent, and when it was first seen
 	orphans map[string]time.Time     // mu must be held; committed reservation keys to check once for a missing workload, and when
 	ledgers map[string]known         // mu must be held; each project's ledger as last read or written here
-	queued  map[string][]*beginReq   // mu must be held; per project, the transactions waiting to begin (batch.go)
 }
 
 // known is a key's value as last seen, which may since have changed; rev
@@ -209,7 +208,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		cfg = DefaultConfig()
 	}
 	return &Service{bus: b, log: log.With("component", "quota"), defaults: cfg.Defaults, holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
-		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}, queued: map[string][]*beginReq{}}
+		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the repair

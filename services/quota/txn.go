@@ -106,9 +106,7 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 		if err := s.step("decided"); err != nil {
 			return err
 		}
-		fctx, cancel := s.detached(ctx)
-		lost, err := s.finish(fctx, intent, rev, applied)
-		cancel()
+		lost, err := s.finish(ctx, intent, rev, applied)
 		if err != nil {
 			return err
 		}
@@ -129,23 +127,50 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 	return fmt.Errorf("%s %s: key busy: %w", verb, key, ErrAborted)
 }
 
-// settleTimeout bounds the decision and the finish of an intent once it
-// is written (detached).
-const settleTimeout = 5 * time.Second
-
-// detached returns a context for settling an intent already written: not
-// ended by the caller's deadline or cancellation, only by settleTimeout or
-// the connection dropping. An intent left undecided because its caller
-// gave up is work deferred, not work saved: every later transaction on
-// the key, and the repair sweep, must decide it first, while the project's
-// lock is held. Under a burst of requests in one project (the creates
-// queued while admission was away, all at once) each intent abandoned at
-// its deadline made the next ones slower, until most of them missed
-// theirs.
-func (s *Service) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	dctx, dcancel := s.bus.UntilDisconnected(tctx)
-	return dctx, func() { dcancel(); tcancel() }
+// begin writes a transaction's intent and decides it, both under the
+// project's lock, after reading the ledger: no decision of this replica
+// can come between the read that gives the intent its Seq and the
+// decision, so only other replicas' decisions during these few
+// milliseconds count against the outcome ring. It returns errBusy when the
+// key holds another transaction's intent.
+func (s *Service) begin(ctx context.Context, project, rk string, build intentFunc) (intent api.Reservation, rev uint64, applied bool, rej *api.QuotaRejection, err error) {
+	ctx, unlock, err := s.lock(ctx, project)
+	if err != nil {
+		return intent, 0, false, nil, err
+	}
+	defer unlock()
+	l, err := s.readLedger(ctx, project)
+	if err != nil {
+		return intent, 0, false, nil, err
+	}
+	guess, ok := s.mirrored(rk)
+	rev, err = s.update(ctx, rk, guess, ok, func(cur []byte, exists bool) ([]byte, error) {
+		var held *api.Reservation
+		if exists {
+			r, err := decodeReservation(cur)
+			if err != nil {
+				return nil, err
+			}
+			if r.State != api.ReservationCommitted {
+				return nil, errBusy
+			}
+			held = &r
+		}
+		var err error
+		if intent, err = build(l, held); err != nil {
+			return nil, err
+		}
+		intent.Seq = l.Seq
+		return json.Marshal(intent)
+	})
+	if err != nil {
+		return intent, 0, false, nil, err
+	}
+	if err := s.step("intent"); err != nil {
+		return intent, 0, false, nil, err
+	}
+	applied, rej, err = s.decide(ctx, intent)
+	return intent, rev, applied, rej, err
 }
 
 func (s *Service) step(name string) error {
