@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -178,9 +177,7 @@ func BenchmarkPipeline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir := b.TempDir()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	reg, err := region.Start(ctx, region.Options{Dir: dir, Nodes: nodes, Logger: log, ClusterNice: clusterNice, ClusterBackgroundNice: backgroundNice})
 	if err != nil {
 		b.Fatal(err)

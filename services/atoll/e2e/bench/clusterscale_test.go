@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -360,9 +359,7 @@ func BenchmarkClusterScale(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	opts := region.Options{Dir: b.TempDir(), Zones: []string{"a"}, Nodes: csNodes, Logger: log,
 		ClusterNice: csClusterNice, NodeProgress: os.Stdout,
 		Exec: b.TempDir(), ExecLogLevel: os.Getenv("ATOLL_BENCH_LOG")}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"log/slog"
+	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,4 +31,12 @@ func regionClient(b *testing.B, reg *region.Region) (*busclient.Client, *bus.Bus
 		}
 	})
 	return busclient.New(reg.Bus, gw), gw
+}
+
+// benchLogger logs to stderr at the level ATOLL_BENCH_LOG names (error by
+// default).
+func benchLogger() *slog.Logger {
+	level := slog.LevelError
+	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,9 +37,7 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 	pods := envInt("ATOLL_BENCH_INPLACE_PODS", 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	// Every zone with KWOK's defaults plus the in-place image update
 	// stage (testdata/stages.yaml); nodes for all the pods and a surge in
 	// any one zone (a zone whose API server is slow to answer the health
@@ -63,30 +59,7 @@ func BenchmarkInPlaceUpdate(b *testing.B) {
 
 	// Every cluster healthy with all its nodes ready, so the App spreads
 	// over the three zones.
-	for {
-		infos, err := cl.Clusters(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ready := 0
-		for _, c := range infos {
-			nodes := 0
-			for _, p := range c.Pools {
-				nodes += p.ReadyNodes
-			}
-			if c.Healthy && nodes >= nodesPerZone {
-				ready++
-			}
-		}
-		if ready == len(reg.Env.Clusters) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			b.Fatal("the clusters' inventory never showed every node ready")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	waitNodesReady(ctx, b, reg, nodesPerZone)
 	stores := podStores(ctx, reg)
 
 	const name = "movers"

@@ -177,9 +177,7 @@ func BenchmarkRecovery(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	execDir := os.Getenv("ATOLL_BENCH_RECOVERY_EXEC") // prebuilt binaries (region.BuildServices), to compare two trees
 	if execDir == "" {
 		execDir = b.TempDir()

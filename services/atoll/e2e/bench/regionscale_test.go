@@ -82,7 +82,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -455,9 +454,7 @@ func BenchmarkRegionScale(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	dir := os.Getenv("ATOLL_REGION_DIR") // kept after the run, with the processes' logs
 	if dir == "" {
 		dir = b.TempDir()

@@ -1377,9 +1377,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	dir := os.Getenv("ATOLL_BENCH_SCALE_DIR") // kept after the run, with the processes' logs
 	if dir == "" {
 		dir = b.TempDir()

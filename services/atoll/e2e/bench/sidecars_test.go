@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -55,9 +54,7 @@ func BenchmarkInPlaceSidecars(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	level := slog.LevelError
-	_ = level.UnmarshalText([]byte(os.Getenv("ATOLL_BENCH_LOG")))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := benchLogger()
 	// Nodes for all the pods plus a surge in any zone; every zone with
 	// the in-place image stage (testdata/stages.yaml).
 	nodesPerZone := pods/110 + 3
