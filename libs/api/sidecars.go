@@ -244,6 +244,18 @@ type SidecarProgress struct {
 	Zones []SidecarZone `json:"zones,omitempty"`
 	// Updated is when the progress was last written.
 	Updated time.Time `json:"updated"`
+	// Steps are the events of the progress's last change, published
+	// right after it is written; a rollout that stopped in between (a
+	// crash, a lost lease) publishes them on its next look, once.
+	Steps []SidecarStep `json:"steps,omitempty"`
+}
+
+// SidecarStep is one event of the sidecar rollout (the SidecarEvent*
+// events of api.SidecarEventProject), Zone empty for the rollout's own.
+type SidecarStep struct {
+	Event   string `json:"event"`
+	Zone    string `json:"zone,omitempty"`
+	Message string `json:"message"`
 }
 
 // Sidecar rollout zone phases (SidecarZone.Phase).

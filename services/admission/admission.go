@@ -137,6 +137,9 @@ type Service struct {
 	// sidecarTiming are the sidecar rollout's periods
 	// (sidecars_rollout.go), shorter in tests.
 	sidecarTiming sidecarTiming
+	// sidecarEnsured is the revision of the sidecar progress whose events
+	// this replica published or found published (ensureSidecarSteps).
+	sidecarEnsured atomic.Uint64
 
 	endpoints *bus.Endpoints
 	cancel    context.CancelFunc // ends the repair loop

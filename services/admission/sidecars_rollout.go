@@ -151,11 +151,6 @@ func readJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) (fo
 	return true, nil
 }
 
-// sidecarStep is one step of the rollout, for its event.
-type sidecarStep struct {
-	event, zone, message string
-}
-
 // sidecarTick is one look of the rollout at now.
 func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue, now time.Time) error {
 	v := s.currentSidecars()
@@ -167,9 +162,14 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 		return err
 	}
 	var p api.SidecarProgress
-	if _, err := readJSON(ctx, kv, api.SidecarProgressKey, &p); err != nil {
+	rev, err := readProgress(ctx, kv, &p)
+	if err != nil {
 		return err
 	}
+	if err := s.ensureSidecarSteps(ctx, &p, rev); err != nil {
+		return err
+	}
+	p.Steps = nil
 	before, _ := json.Marshal(p)
 	if p.Version != v.Version {
 		// A new version: a new rollout. Workloads moved by the last one
@@ -189,7 +189,7 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 	case ctl.Paused:
 		p.Phase, p.Message = api.SidecarRolloutPaused, "paused: "+ctl.Reason
 	}
-	var steps []sidecarStep
+	var steps []api.SidecarStep
 
 	// 1. The stored workloads.
 	behind, moved, err := s.sidecarWorkloads(ctx, v)
@@ -247,19 +247,58 @@ func (s *Service) sidecarTick(ctx context.Context, kv, status jetstream.KeyValue
 	if string(before) == string(after) {
 		return nil
 	}
-	p.Updated = now
+	p.Updated, p.Steps = now, steps
 	doc, _ := json.Marshal(p)
-	rev, err := kv.Put(ctx, api.SidecarProgressKey, doc)
+	rev, err = kv.Put(ctx, api.SidecarProgressKey, doc)
 	if err != nil {
 		return fmt.Errorf("write sidecar progress: %w", err)
 	}
 	for _, st := range steps {
-		pseudo := &api.Workload{Kind: api.SidecarEventKind, Metadata: api.Metadata{
-			Project: api.SidecarEventProject, Name: api.SidecarEventName(v.Version, st.zone), Generation: v.Version}}
-		if err := s.events.Publish(ctx, pseudo, st.event, st.message, rev); err != nil {
-			return fmt.Errorf("sidecar rollout event %s: %w", st.event, err)
+		if err := s.events.Publish(ctx, sidecarEventOf(p.Version, st.Zone), st.Event, st.Message, rev); err != nil {
+			return fmt.Errorf("sidecar rollout event %s: %w", st.Event, err)
 		}
 	}
+	s.sidecarEnsured.Store(rev)
+	return nil
+}
+
+// readProgress reads the rollout's progress into p and returns its
+// revision; 0 when there is none.
+func readProgress(ctx context.Context, kv jetstream.KeyValue, p *api.SidecarProgress) (uint64, error) {
+	e, err := kv.Get(ctx, api.SidecarProgressKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read sidecar progress: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), p); err != nil {
+		return 0, fmt.Errorf("decode sidecar progress: %w", err)
+	}
+	return e.Revision(), nil
+}
+
+// sidecarEventOf is the workload a sidecar rollout event is about: one per
+// version and zone (api.SidecarEventName).
+func sidecarEventOf(version int64, zone string) *api.Workload {
+	return &api.Workload{Kind: api.SidecarEventKind, Metadata: api.Metadata{
+		Project: api.SidecarEventProject, Name: api.SidecarEventName(version, zone), Generation: version}}
+}
+
+// ensureSidecarSteps publishes the events of p's last change (written at
+// rev) unless the stream holds them: what a rollout that stopped between
+// writing its progress and publishing them left undone. Once per revision
+// for this replica.
+func (s *Service) ensureSidecarSteps(ctx context.Context, p *api.SidecarProgress, rev uint64) error {
+	if rev == 0 || len(p.Steps) == 0 || s.sidecarEnsured.Load() == rev {
+		return nil
+	}
+	for _, st := range p.Steps {
+		if err := s.events.Ensure(ctx, sidecarEventOf(p.Version, st.Zone), st.Event, st.Message, rev); err != nil {
+			return fmt.Errorf("sidecar rollout event %s: %w", st.Event, err)
+		}
+	}
+	s.sidecarEnsured.Store(rev)
 	return nil
 }
 
@@ -317,24 +356,24 @@ func zonesOf(sts map[string]*api.Status) []api.SidecarZone {
 
 // sidecarZones runs the health gate of p's open zone and opens the next
 // (step 2); it returns the steps taken.
-func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *api.SidecarVersion, p *api.SidecarProgress, moved []*api.Workload, sts map[string]*api.Status, now time.Time) ([]sidecarStep, error) {
-	var steps []sidecarStep
+func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *api.SidecarVersion, p *api.SidecarProgress, moved []*api.Workload, sts map[string]*api.Status, now time.Time) ([]api.SidecarStep, error) {
+	var steps []api.SidecarStep
 	for {
 		i := slices.IndexFunc(p.Zones, func(z api.SidecarZone) bool {
 			return z.Phase != api.SidecarZoneDone
 		})
 		if i < 0 {
 			p.Phase, p.Message = api.SidecarRolloutComplete, ""
-			steps = append(steps, sidecarStep{event: api.EventSidecarRolloutDone,
-				message: fmt.Sprintf("version %d runs in every zone (%d workloads moved)", v.Version, p.Done)})
+			steps = append(steps, api.SidecarStep{Event: api.EventSidecarRolloutDone,
+				Message: fmt.Sprintf("version %d runs in every zone (%d workloads moved)", v.Version, p.Done)})
 			s.log.Info("sidecar rollout: done", "version", v.Version)
 			return steps, nil
 		}
 		z := &p.Zones[i]
 		if z.Phase == api.SidecarZonePending {
 			z.Phase, z.Started = api.SidecarZoneMoving, now
-			steps = append(steps, sidecarStep{event: api.EventSidecarZoneStarted, zone: z.Name,
-				message: fmt.Sprintf("zone %s moves to version %d", z.Name, v.Version)})
+			steps = append(steps, api.SidecarStep{Event: api.EventSidecarZoneStarted, Zone: z.Name,
+				Message: fmt.Sprintf("zone %s moves to version %d", z.Name, v.Version)})
 			s.log.Info("sidecar rollout: zone started", "zone", z.Name, "version", v.Version)
 			return steps, nil // its pods move from the next tick on
 		}
@@ -346,8 +385,8 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 			return steps, nil
 		case healthy && now.Sub(z.ReadySince) >= s.sidecarTiming.bakeOf(v):
 			z.Phase, z.Finished = api.SidecarZoneDone, now
-			steps = append(steps, sidecarStep{event: api.EventSidecarZoneBaked, zone: z.Name,
-				message: fmt.Sprintf("zone %s: %d workloads ready on version %d since %s", z.Name, z.Workloads, v.Version, z.ReadySince.Format(time.RFC3339Nano))})
+			steps = append(steps, api.SidecarStep{Event: api.EventSidecarZoneBaked, Zone: z.Name,
+				Message: fmt.Sprintf("zone %s: %d workloads ready on version %d since %s", z.Name, z.Workloads, v.Version, z.ReadySince.Format(time.RFC3339Nano))})
 			s.log.Info("sidecar rollout: zone baked", "zone", z.Name, "version", v.Version)
 			continue // the next zone starts now
 		case healthy:
@@ -361,7 +400,7 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 		z.Phase, z.Finished = api.SidecarZoneFailed, now
 		p.Phase = api.SidecarRolloutPaused
 		p.Message = fmt.Sprintf("zone %s: %d of %d workloads not healthy on version %d within %s", z.Name, z.Workloads-z.Healthy, z.Workloads, v.Version, s.sidecarTiming.deadline)
-		steps = append(steps, sidecarStep{event: api.EventSidecarZoneFailed, zone: z.Name, message: p.Message})
+		steps = append(steps, api.SidecarStep{Event: api.EventSidecarZoneFailed, Zone: z.Name, Message: p.Message})
 		s.log.Warn("sidecar rollout: health gate failed", "zone", z.Name, "version", v.Version)
 		if v.Rollout.OnFailure != api.SidecarOnFailureRollback {
 			return steps, nil
@@ -375,8 +414,8 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 			p.RolledBack++
 		}
 		z.Phase = api.SidecarZoneRolledBack
-		steps = append(steps, sidecarStep{event: api.EventSidecarRolledBack, zone: z.Name,
-			message: fmt.Sprintf("zone %s: %d workloads returned to their previous version", z.Name, len(moved))})
+		steps = append(steps, api.SidecarStep{Event: api.EventSidecarRolledBack, Zone: z.Name,
+			Message: fmt.Sprintf("zone %s: %d workloads returned to their previous version", z.Name, len(moved))})
 		return steps, nil
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/services/admission"
@@ -268,4 +270,65 @@ func TestSidecarRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("version 3 aborted", func() bool { return progress().Phase == api.SidecarRolloutAborted })
+}
+
+// TestSidecarStepsOfAnInterruptedTickArePublishedOnce: a rollout replica
+// that wrote its progress and stopped before publishing that step's
+// events left them in the progress (Steps); the next replica's first look
+// publishes them, and later looks publish nothing more.
+func TestSidecarStepsOfAnInterruptedTickArePublishedOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	v := api.SidecarVersion{Version: 1, Created: time.Now().UTC(), SidecarSpec: api.SidecarSpec{
+		Sidecars: []api.ManagedSidecar{{Container: api.Container{Name: "log", Image: "log:1"}}}}}
+	setSidecars(t, b, v)
+	kv, err := b.KV(ctx, bus.BucketSidecars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the interrupted replica wrote: zone a baked and the rollout
+	// done, neither event published.
+	doc, _ := json.Marshal(api.SidecarProgress{Version: 1, Phase: api.SidecarRolloutComplete,
+		Zones: []api.SidecarZone{{Name: "a", Phase: api.SidecarZoneDone}},
+		Steps: []api.SidecarStep{
+			{Event: api.EventSidecarZoneBaked, Zone: "a", Message: "zone a baked"},
+			{Event: api.EventSidecarRolloutDone, Message: "version 1 runs in every zone"},
+		}})
+	if _, err := kv.Put(ctx, api.SidecarProgressKey, doc); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := b.JS.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{bus.EventRoot + "." + api.SidecarEventProject + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	q := quota.New(b, slog.Default(), quota.Ample())
+	a := admission.New(b, slog.Default(), nil)
+	admission.SetSidecarTiming(a, 20*time.Millisecond, time.Second, 0)
+	for _, s := range []interface {
+		Start(context.Context) error
+		Stop() error
+	}{q, a} {
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Stop() })
+	}
+	var got []string
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		got = append(got, eventsOf(t, evs)...)
+	}
+	time.Sleep(500 * time.Millisecond) // 25 looks: nothing more
+	got = append(got, eventsOf(t, evs)...)
+	want := []string{api.EventSidecarZoneBaked, api.EventSidecarRolloutDone}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("events %v, want %v once each", got, want)
+	}
 }

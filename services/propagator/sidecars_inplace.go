@@ -109,8 +109,16 @@ func (t *target) updateSidecarsInPlace(ctx context.Context, o object, ns string)
 		return fmt.Errorf("read deployment %s/%s: %w", ns, o.name, err)
 	}
 	images := sidecarImages(&want.Spec.Template.Spec)
+	// A Deployment paused while its App is not was paused by a move in
+	// place that has not finished: its ReplicaSet and pods may run other
+	// images than its template (a move to a version whose sidecar never
+	// became ready, then rolled back to the template's). That move goes
+	// on to the desired images, in place; applying the Deployment
+	// instead would make its controller replace every pod, the current
+	// ReplicaSet's template no longer being the Deployment's.
+	interrupted := live != nil && live.Spec.Paused && !want.Spec.Paused
 	if live == nil || live.Annotations[AnnoPodShape] == "" || live.Annotations[AnnoPodShape] != want.Annotations[AnnoPodShape] ||
-		maps.Equal(sidecarImages(&live.Spec.Template.Spec), images) {
+		(maps.Equal(sidecarImages(&live.Spec.Template.Spec), images) && !interrupted) {
 		return nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(live.Spec.Selector)

@@ -21,7 +21,9 @@
 //
 // A template change (spec template hash not Stable, not the target and
 // not an abandoned target) starts a rollout over the zones of the
-// placement in Strategy.ZoneOrder. Zones go one at a time: a zone is
+// placement in Strategy.ZoneOrder, unless only the managed sidecars
+// changed: the sidecar rollout (admission) moves those zone by zone, so
+// the machine takes the new template as stable at once. Zones go one at a time: a zone is
 // given the target (rollout-zone-started; its availability is judged
 // from the next step on), must become fully available
 // (every shard applied with its revision and updated replicas available
@@ -117,6 +119,11 @@ func (m *machine) step() {
 			// The spec went back to the stable template: nothing to roll.
 			m.complete(r.StableTemplate, "the template is the stable one again")
 		}
+	case m.target != r.Target && m.target != r.Abandoned && sidecarsOnly(r.StableTemplate, m.in.Template):
+		// The managed sidecars are the platform's: their own rollout
+		// (admission's sidecar rollout) orders and gates the zones, and
+		// the propagator renders each zone with the sidecars it decides.
+		m.complete(m.in.Template, "only the managed sidecars changed: the sidecar rollout moves the zones")
 	case m.target != r.Target && m.target != r.Abandoned:
 		m.start()
 	}
@@ -289,6 +296,17 @@ func (m *machine) complete(tmpl *api.PodTemplate, msg string) {
 		r.Zones[i].State, r.Zones[i].Revision = api.ZoneDone, r.Stable
 	}
 	m.changed = true
+}
+
+// sidecarsOnly says whether b differs from a in its managed sidecars
+// only; false when a is unknown.
+func sidecarsOnly(a, b *api.PodTemplate) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ac, bc := *a, *b
+	ac.Sidecars, bc.Sidecars = nil, nil
+	return api.TemplateHash(&ac) == api.TemplateHash(&bc)
 }
 
 func doneZones(in Input, rev string) []api.ZoneRollout {

@@ -1,12 +1,13 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"atoll.dev/libs/api"
 )
@@ -21,6 +22,7 @@ func tmpl(image string) *api.PodTemplate {
 type step struct {
 	after   time.Duration
 	image   string            // spec image; empty: unchanged
+	sidecar string            // the managed sidecar's image; empty: unchanged
 	obs     map[string]string // zone -> "d/a" (current), "d/a!" (not current), "crash"
 	control string            // a rollout operation made now
 	want    string            // phase and zone states: "Progressing a=Done b=Baking c=Pending"
@@ -159,6 +161,20 @@ func TestStep(t *testing.T) {
 			{after: time.Second, control: api.OpRolloutUndo, want: "RolledBack a=RolledBack b=Pending c=Pending", events: "rollout-rolled-back:"},
 			{after: time.Second, image: "v3", obs: map[string]string{"a": "3/0"}, want: "Progressing a=Updating b=Pending c=Pending", events: "rollout-zone-started:a"},
 		}},
+		{"a change of the managed sidecars only is stable at once", "pause", []step{
+			{sidecar: "log:v2", want: "Complete a=Done b=Done c=Done"},
+			{after: time.Second, sidecar: "log:v3", want: "Complete a=Done b=Done c=Done"},
+			// The sidecar rollout's rollback.
+			{after: time.Second, sidecar: "log:v2", want: "Complete a=Done b=Done c=Done"},
+			{after: time.Minute, want: "Complete a=Done b=Done c=Done"},
+		}},
+		{"an image change with a sidecar change rolls out", "pause", []step{
+			{image: "v2", sidecar: "log:v2", obs: map[string]string{"a": "3/0"}, want: "Progressing a=Updating b=Pending c=Pending", events: "rollout-zone-started:a"},
+		}},
+		{"a sidecar change that undoes a rollout's own change completes it", "pause", []step{
+			{image: "v2", obs: map[string]string{"a": "3/0"}, want: "Progressing a=Updating b=Pending c=Pending", events: "rollout-zone-started:a"},
+			{after: time.Second, image: "v1", sidecar: "log:v2", want: "Complete a=Done b=Done c=Done"},
+		}},
 		{"the old template again ends the rollout", "pause", []step{
 			{image: "v2", obs: map[string]string{"a": "3/0"}, want: "Progressing a=Updating b=Pending c=Pending", events: "rollout-zone-started:a"},
 			{after: time.Second, image: "v1", want: "Complete a=Done b=Done c=Done"},
@@ -174,18 +190,23 @@ func TestStep(t *testing.T) {
 			if !changed || r.Phase != api.RolloutComplete {
 				t.Fatalf("first step: %s, changed %v", describe(r), changed)
 			}
+			image, sidecar := "v1", ""
 			for i, s := range tt.steps {
 				now = now.Add(s.after)
 				in.Now = now
-				if s.image != "" {
-					in.Template = tmpl(s.image)
+				if s.image != "" || s.sidecar != "" {
+					image, sidecar = cmp.Or(s.image, image), cmp.Or(s.sidecar, sidecar)
+					in.Template = tmpl(image)
+					if sidecar != "" {
+						in.Template.Sidecars = []api.Container{{Name: "log", Image: sidecar}}
+					}
 				}
 				if s.control != "" {
 					in.Control = &api.RolloutControl{Op: s.control, At: now, Paused: s.control == api.OpRolloutPause}
 				}
 				in.Zones = parseObs(t, s.obs, zones)
 				next, changed := Step(r, in)
-				if diff := cmp.Diff(s.want, describe(next)); diff != "" {
+				if diff := gocmp.Diff(s.want, describe(next)); diff != "" {
 					t.Fatalf("step %d: state (-want +got):\n%s", i, diff)
 				}
 				got := ""
@@ -195,7 +216,7 @@ func TestStep(t *testing.T) {
 						t.Fatalf("step %d: seq %d after %d", i, next.Seq, r.Seq)
 					}
 				}
-				if diff := cmp.Diff(s.events, got); diff != "" {
+				if diff := gocmp.Diff(s.events, got); diff != "" {
 					t.Fatalf("step %d: events (-want +got):\n%s", i, diff)
 				}
 				r = next
@@ -229,7 +250,7 @@ func TestTemplateFor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.r.TemplateFor(tt.zone, tt.spec).Containers[0].Image
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := gocmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -326,15 +325,6 @@ func TestSidecarRolloutZoneByZone(t *testing.T) {
 	// Version 3's sidecar never becomes ready: zone a fails the gate and
 	// returns to version 2 in place; zones b and c never move.
 	//
-	// Known bug (issue 35, open): the rollback replaces zone a's pods
-	// instead of patching them back in place, and restarts the sidecars of
-	// some pods in zones b and c twice. Until it is fixed this part runs
-	// only when asked (ATOLL_E2E_SIDECAR_ROLLBACK=1), so the rest of the
-	// test guards what works.
-	if os.Getenv("ATOLL_E2E_SIDECAR_ROLLBACK") == "" {
-		t.Logf("whole test %s; the rollback part is skipped (known bug; ATOLL_E2E_SIDECAR_ROLLBACK=1 runs it)", time.Since(start).Round(time.Millisecond))
-		return
-	}
 	s = sample(nil, "z-")
 	failStart := time.Now()
 	v3 := setZoneVersion(t, neverReady)
