@@ -199,13 +199,24 @@ keep_logs() {
   log "the containers' logs are in $dir"
 }
 
+# why prints again what made the test fail: the last lines of its output.
+why() {
+  log "compose test FAILED; the last lines of its output ($CHAOS_LOG):"
+  if [[ -s $CHAOS_LOG ]]; then tail -n 25 "$CHAOS_LOG" >&2; else log "(none: it failed before the test started; see the start above)"; fi
+}
+
 chaos_test() {
   local t0=$SECONDS
   (cd "$ROOT/services/atoll" && PATH="$PATH:/usr/local/go/bin" go build -o "$ROOT/bin/atoll-chaos" ./cmd/atoll-chaos)
   # CHAOS_KEEP=1 leaves the region up afterwards, to look into a failure.
   # Otherwise a failed run keeps every container's log in bin/compose-logs
   # before the region goes.
-  [[ -n "${CHAOS_KEEP:-}" ]] || trap 'rc=$?; [[ $rc == 0 ]] || keep_logs; down' EXIT
+  # The test's own output is kept in bin/compose-chaos.log, and on a
+  # failure its last lines are printed again after the teardown, so the
+  # reason is at the end of the output (where CI shows it).
+  CHAOS_LOG="$ROOT/bin/compose-chaos.log"
+  : >"$CHAOS_LOG"
+  [[ -n "${CHAOS_KEEP:-}" ]] || trap 'rc=$?; [[ $rc == 0 ]] || keep_logs; down; [[ $rc == 0 ]] || why' EXIT
   # A fresh region: nothing of an earlier, interrupted run (its NATS and
   # member-cluster volumes would hold its state).
   if [[ $(left) != "0 containers, 0 volumes, 0 networks" ]]; then
@@ -214,7 +225,7 @@ chaos_test() {
   fi
   up
   log "smoke and fault test: ${CHAOS_N:-1000} Apps"
-  ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -ca "$CA" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES"
+  ATOLL_TOKEN=$(cat "$SECRETS/admin-token") "$ROOT/bin/atoll-chaos" -ca "$CA" -n "${CHAOS_N:-1000}" -rate "${CHAOS_RATE:-10}" -services "$SERVICES" 2>&1 | tee "$CHAOS_LOG"
   log "compose test passed in $((SECONDS - t0))s (images built before)"
 }
 

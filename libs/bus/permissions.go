@@ -162,8 +162,9 @@ func Grants() map[string]Grant {
 		UserAdmission: {
 			Writes: []Keys{{BucketWorkloads, all}, {BucketHosts, all}, {BucketProjects, all}, {BucketLeases, []string{"admission-repair", "admission-sidecars"}}, {BucketSidecars, []string{"progress"}}},
 			// Sidecars: the versions it injects and rolls out; status: the
-			// rollout's health gate.
-			Reads:   []string{BucketSidecars, BucketStatus},
+			// rollout's health gate; quota: its repair loop checks that a
+			// written workload's reservation is held (repair_quota.go).
+			Reads:   []string{BucketSidecars, BucketStatus, BucketQuota},
 			Emits:   []string{events},
 			Follows: []string{StreamEvents},
 		},

@@ -18,7 +18,8 @@ func SetBeforeWrite(s *Service, f func(ctx context.Context, key string)) { s.hoo
 // without publishing their event, and Start runs no repair loop.
 func Crash(s *Service) { s.hooks.crashed.Store(true) }
 
-// RepairKey repairs key once, as the repair loop does.
+// RepairKey repairs key once, as the repair loop does the first time it
+// looks at a write.
 func RepairKey(ctx context.Context, s *Service, key string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -28,7 +29,16 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	}
 	defer m.Stop()
 	<-m.Ready()
-	return s.repairKey(ctx, m, key)
+	quota, err := s.bus.KV(ctx, bus.BucketQuota)
+	if err != nil {
+		return err
+	}
+	q := bus.NewQueue()
+	defer q.Close()
+	// As for a write the loop saw land: its quota is checked too.
+	checks := &quotaChecks{due: map[string]int{}}
+	checks.mark(key)
+	return s.repairKey(ctx, q, m, quota, checks, key)
 }
 
 // SetHostClaimGrace sets the age past which a stale host claim is taken over.

@@ -64,13 +64,27 @@ func (s *Service) repair(ctx context.Context) {
 	defer q.Close() // also when the term ends before Run (which closes it)
 	var (
 		m        *bus.TypedMirror[*api.Workload]
-		live     atomic.Bool // the mirror has replayed what was there
-		replayed keySet      // the keys it replayed, until then
+		quota    jetstream.KeyValue // read by repairQuota (repair_quota.go)
+		live     atomic.Bool        // the mirror has replayed what was there
+		replayed keySet             // the keys it replayed, until then
+		checks   = quotaChecks{due: map[string]int{}}
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error
+		if quota == nil {
+			if quota, err = s.bus.KV(ctx, bus.BucketQuota); err != nil {
+				s.log.Warn("repair: open the quota bucket", "retry_in", delay, "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				continue
+			}
+		}
 		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
 			if live.Load() {
+				checks.mark(key)
 				q.AddAfter(key, RepairGrace)
 				return
 			}
@@ -93,12 +107,12 @@ func (s *Service) repair(ctx context.Context) {
 		select {
 		case <-m.Ready():
 			live.Store(true)
-			queueReplayed(q, m, replayed.take(), time.Now())
+			queueReplayed(q, m, &checks, replayed.take(), time.Now())
 		case <-ctx.Done():
 		}
 	})
 	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
-	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
+	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, q, m, quota, &checks, key) })
 }
 
 // keySet collects keys from the mirror's callbacks.
@@ -129,11 +143,12 @@ func (k *keySet) take() []string {
 // outage, then checks a few events at once instead of every workload's,
 // which, with the requests queued during the outage arriving at the same
 // moment, slowed every write of the region's for seconds.
-func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], keys []string, now time.Time) (atOnce int) {
+func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
 	pass := bus.ResyncPass(len(keys), RepairEvery)
 	for _, key := range keys {
 		e, ok := m.Get(key)
 		if !ok || e.Err != nil || e.Value == nil || now.Sub(e.Value.Metadata.Updated) < RepairRecent {
+			checks.mark(key)
 			q.Add(key)
 			atOnce++
 			continue
@@ -144,8 +159,16 @@ func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], keys []strin
 }
 
 // repairKey ensures the event of key's current generation, or of its
-// deletion, as the mirror m and the bucket show them.
-func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], key string) error {
+// deletion, as the mirror m and the bucket show them, and that the quota
+// holds a recent write (repairQuota, twice: now and QuotaRecheck after
+// the write, requeued on q).
+func (s *Service) repairKey(ctx context.Context, q *bus.Queue, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) (err error) {
+	check := checks.take(key)
+	defer func() {
+		if err != nil {
+			checks.putBack(key, check) // the key is retried
+		}
+	}()
 	e, ok := m.Get(key)
 	if !ok {
 		return s.repairDelete(ctx, key)
@@ -164,6 +187,15 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workloa
 	}
 	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
 		return fmt.Errorf("repair %s: %w", key, err)
+	}
+	if check != quotaNone {
+		if err := s.repairQuota(ctx, quota, w, e.Revision); err != nil {
+			return err
+		}
+		if check == quotaFirst {
+			checks.putBack(key, quotaSecond)
+			q.AddAfter(key, QuotaRecheck)
+		}
 	}
 	if w.Kind == api.KindApp && len(w.Spec.PodTemplate().Refs()) == 0 {
 		return nil // names no Config: nothing to roll

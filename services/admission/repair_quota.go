@@ -1,0 +1,125 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"atoll.dev/libs/api"
+)
+
+// The repair loop also checks that a recently written workload is held by
+// the quota ledger. Two races leave a workload written without its
+// reservation, both when a write of the workloads bucket lands long after
+// it was made (a stream without quorum during a NATS server's restart
+// takes the write and commits it tens of seconds later):
+//
+//   - the write's caller gave up (its context ended) and admission gave
+//     the quota back (reservation.restore found no workload yet), or
+//   - the quota service's orphan check, OrphanAge after the reservation,
+//     found no workload yet and released it.
+//
+// A client that then retries finds the workload written, with the same
+// spec, and reserves nothing, so the project's usage stays short of its
+// workloads for good. The compose fault test measured it: 998 pods
+// counted for 1,000 Apps after a NATS server was killed.
+//
+// So each write the repair loop sees land (and each recent one a replica
+// replays when it takes the lease) is checked twice: when the loop first
+// looks at it (RepairGrace after it landed) and again QuotaRecheck later,
+// beyond the quota service's OrphanAge (30 s) and the time its release
+// takes. The loop's periodic looks at every workload check nothing. A check reads the reservation key (one
+// get); only a reservation missing (or holding another demand, with no
+// transaction under way) is reserved again, after reading the workload
+// from the bucket once more: a workload deleted meanwhile reserves
+// nothing.
+
+// QuotaRecheck is how long after the first check of a write its second
+// comes.
+const QuotaRecheck = 45 * time.Second
+
+// The quota checks a key is due (quotaChecks).
+const (
+	quotaNone = iota
+	quotaFirst
+	quotaSecond
+)
+
+// quotaChecks notes the keys whose next repair checks their reservation,
+// and which check it is. A key written again starts over at quotaFirst.
+type quotaChecks struct {
+	mu  sync.Mutex
+	due map[string]int
+}
+
+func (c *quotaChecks) mark(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.due[key] = quotaFirst
+}
+
+// take returns the check key is due and forgets it.
+func (c *quotaChecks) take(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.due[key]
+	delete(c.due, key)
+	return n
+}
+
+// putBack notes check for key again, unless a newer write marked it.
+func (c *quotaChecks) putBack(key string, check int) {
+	if check == quotaNone {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.due[key]; !ok {
+		c.due[key] = check
+	}
+}
+
+// repairQuota checks that the quota holds what w, written at rev,
+// demands; ErrNoChange-like outcomes are nil.
+func (s *Service) repairQuota(ctx context.Context, quota jetstream.KeyValue, w *api.Workload, rev uint64) error {
+	want := demand(w)
+	e, err := quota.Get(ctx, api.QuotaReservationKey(w.Metadata.Project, w.Key()))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return fmt.Errorf("quota check %s: %w", w.Key(), err)
+	default:
+		var r api.Reservation
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return fmt.Errorf("quota check %s: decode reservation: %w", w.Key(), err)
+		}
+		if r.State != api.ReservationCommitted || r.Demand == want {
+			// Held, or a transaction under way (its owner or the quota
+			// service's repair finishes it; the second check sees the end).
+			return nil
+		}
+	}
+	// Read the workload back: the mirror's copy may be of a workload
+	// deleted (and released) since.
+	cur, curRev, err := s.get(ctx, w.Key())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("quota check %s: %w", w.Key(), err)
+	}
+	if curRev != rev {
+		return nil // written again since: that write is checked on its own
+	}
+	s.log.Warn("repair: the quota did not hold a written workload; reserving it again",
+		"key", w.Key(), "generation", cur.Metadata.Generation)
+	if err := s.reserve(ctx, cur); err != nil {
+		return fmt.Errorf("quota check %s: reserve: %w", w.Key(), err)
+	}
+	return nil
+}
