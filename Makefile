@@ -109,7 +109,11 @@ browser: ## install Debian's Chromium for the console's browser test (apt-get; s
 # The deployable services: one image, one Deployment and one compose entry
 # each (hack/images.sh, deploy/k8s, compose.yaml). A new service: one word here.
 SERVICES ?= admission aggregator autoscaler gateway propagator quota remediation scheduler upgrade
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Computed once: a tree edited while make runs must not tag the images built
+# and the images started differently.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 export SERVICES VERSION
 
 .PHONY: images

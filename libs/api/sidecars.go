@@ -68,10 +68,11 @@ func (m *ManagedSidecar) AppliesTo(kind, project string) bool {
 
 // SidecarRollout is how a new version reaches the running workloads.
 type SidecarRollout struct {
-	// MaxUnavailable is how many workloads of a zone are moved at once
-	// (default 1). The zone-by-zone rollout opens a whole zone at once
-	// and does not read it: there, each App's pods move within its own
-	// availability budget.
+	// MaxUnavailable is how many Apps of the open zone move at once
+	// (default 1): the zone opens to the moved Apps in key order, a next
+	// one each time one before it is healthy on the new version, so at
+	// most this many are moving there at any moment. Each App's pods
+	// move within its own availability budget.
 	MaxUnavailable int `json:"maxUnavailable,omitempty"`
 	// BakeSeconds is how long a zone's upgraded pods must stay ready
 	// before the next zone starts (default 60).
@@ -295,6 +296,19 @@ type SidecarZone struct {
 	// Healthy those whose pods there are all ready on the new version.
 	Workloads int `json:"workloads,omitempty"`
 	Healthy   int `json:"healthy,omitempty"`
+	// Through, while the zone is moving, is the key of the last moved App
+	// (in key order) the zone is open to: the Apps after it still run
+	// their previous version there (Rollout.MaxUnavailable). Empty when
+	// the zone is open to every moved App.
+	Through string `json:"through,omitempty"`
+	// Advanced is when Through last moved on (or the zone opened): the
+	// health gate's deadline counts from it.
+	Advanced time.Time `json:"advanced,omitzero"`
+}
+
+// OpenTo says whether the zone runs the new version for the App key.
+func (z *SidecarZone) OpenTo(key string) bool {
+	return z.Open() && (z.Through == "" || key <= z.Through)
 }
 
 // Open says whether the zone runs the new version.
@@ -322,12 +336,23 @@ func (p *SidecarProgress) Zone(zone string) *SidecarZone {
 // runs w's own sidecars: w was not moved by this rollout (a workload
 // written during the rollout runs its version in every zone), the
 // rollout is complete, or the zone is open.
+//
+// A workload moved by a rollout whose progress the reader has not seen
+// yet (p nil, or of an earlier version: the progress and the workloads
+// are separate buckets, and a reader's copy of one may trail the other)
+// is held back in every zone until it has. A later version's progress
+// (the workload is about to be moved again) holds nothing back.
 func (p *SidecarProgress) HeldBack(w *Workload, zone string) ([]Container, bool) {
 	prev := w.Metadata.SidecarPrevious
-	if p == nil || prev == nil || w.Metadata.SidecarVersion != p.Version || p.Phase == SidecarRolloutComplete {
+	switch {
+	case prev == nil:
+		return nil, false
+	case p == nil || p.Version < w.Metadata.SidecarVersion:
+		return prev.Sidecars, true
+	case p.Version != w.Metadata.SidecarVersion || p.Phase == SidecarRolloutComplete:
 		return nil, false
 	}
-	if z := p.Zone(zone); z != nil && z.Open() {
+	if z := p.Zone(zone); z != nil && z.OpenTo(w.Key()) {
 		return nil, false
 	}
 	return prev.Sidecars, true

@@ -328,7 +328,7 @@ func resumeZones(p *api.SidecarProgress, now time.Time) {
 		z := &p.Zones[i]
 		switch z.Phase {
 		case api.SidecarZoneFailed:
-			z.Phase, z.Started, z.ReadySince, z.Finished = api.SidecarZoneMoving, now, time.Time{}, time.Time{}
+			z.Phase, z.Started, z.Advanced, z.ReadySince, z.Finished = api.SidecarZoneMoving, now, now, time.Time{}, time.Time{}
 		case api.SidecarZoneRolledBack:
 			p.Zones = nil
 			return
@@ -370,15 +370,20 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 			return steps, nil
 		}
 		z := &p.Zones[i]
+		keys, healthyApps := zoneHealth(z.Name, moved, sts)
 		if z.Phase == api.SidecarZonePending {
-			z.Phase, z.Started = api.SidecarZoneMoving, now
+			z.Phase, z.Started, z.Advanced, z.Through = api.SidecarZoneMoving, now, now, ""
+			if n := v.Rollout.MaxUnavailable; n > 0 && n < len(keys) {
+				z.Through = keys[n-1]
+			}
 			steps = append(steps, api.SidecarStep{Event: api.EventSidecarZoneStarted, Zone: z.Name,
-				Message: fmt.Sprintf("zone %s moves to version %d", z.Name, v.Version)})
-			s.log.Info("sidecar rollout: zone started", "zone", z.Name, "version", v.Version)
+				Message: fmt.Sprintf("zone %s moves to version %d (%d workloads, at most %d at once)", z.Name, v.Version, len(keys), max(1, v.Rollout.MaxUnavailable))})
+			s.log.Info("sidecar rollout: zone started", "zone", z.Name, "version", v.Version, "through", z.Through)
 			return steps, nil // its pods move from the next tick on
 		}
-		z.Workloads, z.Healthy = zoneHealth(z.Name, moved, sts)
-		healthy := z.Healthy == z.Workloads
+		openMore(z, keys, healthyApps, max(1, v.Rollout.MaxUnavailable), now)
+		z.Workloads, z.Healthy = len(keys), len(healthyApps)
+		healthy := z.Through == "" && z.Healthy == z.Workloads
 		switch {
 		case healthy && z.ReadySince.IsZero():
 			z.Phase, z.ReadySince = api.SidecarZoneBaking, now
@@ -393,7 +398,7 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 			return steps, nil
 		}
 		z.Phase, z.ReadySince = api.SidecarZoneMoving, time.Time{}
-		if now.Sub(z.Started) < s.sidecarTiming.deadline {
+		if now.Sub(maxTime(z.Started, z.Advanced)) < s.sidecarTiming.deadline {
 			return steps, nil
 		}
 		// The health gate failed.
@@ -420,10 +425,11 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 	}
 }
 
-// zoneHealth counts the moved Apps with pods in zone, and those whose
-// status is of their generation with every pod there ready and running
-// their sidecars' images.
-func zoneHealth(zone string, moved []*api.Workload, sts map[string]*api.Status) (workloads, healthy int) {
+// zoneHealth lists the moved Apps with pods in zone, in key order, and
+// those whose status is of their generation with every pod there ready
+// and running their sidecars' images.
+func zoneHealth(zone string, moved []*api.Workload, sts map[string]*api.Status) (keys []string, healthy map[string]bool) {
+	healthy = map[string]bool{}
 	for _, w := range moved {
 		st := sts[w.Key()]
 		if st == nil {
@@ -433,7 +439,7 @@ func zoneHealth(zone string, moved []*api.Workload, sts map[string]*api.Status) 
 		if !ok || zs.Desired == 0 {
 			continue
 		}
-		workloads++
+		keys = append(keys, w.Key())
 		if st.Generation < w.Metadata.Generation || zs.Ready < zs.Desired {
 			continue
 		}
@@ -444,10 +450,44 @@ func zoneHealth(zone string, moved []*api.Workload, sts map[string]*api.Status) 
 			}
 		}
 		if ok {
-			healthy++
+			healthy[w.Key()] = true
 		}
 	}
-	return workloads, healthy
+	slices.Sort(keys)
+	return keys, healthy
+}
+
+// openMore opens the moving zone z to the next moved Apps (keys, in key
+// order) while fewer than maxUnavailable of those it is open to are not
+// healthy yet; Through becomes empty once it is open to all.
+func openMore(z *api.SidecarZone, keys []string, healthy map[string]bool, maxUnavailable int, now time.Time) {
+	if z.Through == "" {
+		return
+	}
+	unhealthy := 0
+	for _, k := range keys {
+		if k <= z.Through && !healthy[k] {
+			unhealthy++
+		}
+	}
+	for z.Through != "" && unhealthy < maxUnavailable {
+		i, _ := slices.BinarySearch(keys, z.Through+"\x00") // the first key after Through
+		if i == len(keys) {
+			z.Through = ""
+			break
+		}
+		z.Through, z.Advanced = keys[i], now
+		if !healthy[keys[i]] {
+			unhealthy++
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sidecarWorkloads lists the workloads whose sidecars are behind version

@@ -51,7 +51,8 @@ func TestSidecarsHeldBack(t *testing.T) {
 		{"rollout complete", moved(), nil, &complete, "c", "log:2"},
 		{"another version's rollout", moved(), nil, &api.SidecarProgress{Version: 3, Phase: api.SidecarRolloutProgressing}, "c", "log:2"},
 		{"written during the rollout", written, nil, progress, "c", "log:2"},
-		{"no rollout", moved(), nil, nil, "c", "log:2"},
+		{"its rollout's progress not seen yet", moved(), nil, nil, "c", "log:1"},
+		{"an earlier version's progress only", moved(), nil, &api.SidecarProgress{Version: 1, Phase: api.SidecarRolloutComplete}, "a", "log:1"},
 		{"zone open before the App's rollout gives it", moved(), appRollout, progress, "b", "log:2"},
 		{"zone pending, App's rollout on the stable template", moved(), appRollout, progress, "c", "log:1"},
 	}

@@ -22,6 +22,9 @@ import (
 
 const (
 	zoneApps = 30 // 30 Apps of 3 replicas, one per zone: 90 pods
+	// zoneMaxUnavailable is the versions' maxUnavailable: how many Apps
+	// move at once in the open zone.
+	zoneMaxUnavailable = 10
 	// zoneBake is each zone's bake time.
 	zoneBake = 2
 	// zoneDeadline is how long a zone may take to be healthy on a new
@@ -50,7 +53,7 @@ func setZoneVersion(t *testing.T, image string) int64 {
 	v := api.SidecarVersion{Version: cur.Version + 1, Created: time.Now().UTC(), CreatedBy: "e2e", SidecarSpec: api.SidecarSpec{
 		Sidecars: []api.ManagedSidecar{{Container: api.Container{Name: "atoll-log-shipper", Image: image,
 			Resources: api.Resources{Requests: api.ResourceList{CPU: "10m", Memory: "16Mi"}}}}},
-		Rollout: api.SidecarRollout{MaxUnavailable: 1, BakeSeconds: zoneBake, OnFailure: api.SidecarOnFailureRollback}}}
+		Rollout: api.SidecarRollout{MaxUnavailable: zoneMaxUnavailable, BakeSeconds: zoneBake, OnFailure: api.SidecarOnFailureRollback}}}
 	doc, err := json.Marshal(v)
 	require.NoError(t, err)
 	_, err = kv.Create(ctx, api.SidecarVersionKey(v.Version), doc)
@@ -161,6 +164,11 @@ type sampler struct {
 	mu      sync.Mutex
 	lowest  map[string]int32
 	first   map[string]time.Time // zone/image: first seen in a pod's spec
+	// moving is, per zone, the most Apps seen at once with their pod
+	// there not ready on the image its spec names (moving).
+	moving map[string]int
+	// specs are the sidecar images each pod's spec was seen with.
+	specs   map[string]map[string]bool
 	samples int
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -168,19 +176,37 @@ type sampler struct {
 
 func sample(names []string, prefix string) *sampler {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sampler{lowest: map[string]int32{}, first: map[string]time.Time{}, cancel: cancel}
+	s := &sampler{lowest: map[string]int32{}, first: map[string]time.Time{}, moving: map[string]int{}, specs: map[string]map[string]bool{}, cancel: cancel}
 	s.wg.Go(func() {
 		for ctx.Err() == nil {
 			now := time.Now()
 			seen := map[string]bool{}
-			ps, _ := listZonePods(prefix) // a failed list is a missed sample
+			ps, err := listZonePods(prefix) // a failed list is a missed sample
+			moving := map[string]map[string]bool{}
 			for _, p := range ps {
 				seen[p.zone+"/"+p.spec] = true
+				if !p.ready || p.image != p.spec {
+					if moving[p.zone] == nil {
+						moving[p.zone] = map[string]bool{}
+					}
+					moving[p.zone][p.app] = true
+				}
 			}
 			s.mu.Lock()
 			for k := range seen {
 				if _, ok := s.first[k]; !ok {
 					s.first[k] = now
+				}
+			}
+			for k, p := range ps {
+				if s.specs[k] == nil {
+					s.specs[k] = map[string]bool{}
+				}
+				s.specs[k][p.spec] = true
+			}
+			if err == nil {
+				for z, apps := range moving {
+					s.moving[z] = max(s.moving[z], len(apps))
 				}
 			}
 			s.mu.Unlock()
@@ -296,6 +322,11 @@ func TestSidecarRolloutZoneByZone(t *testing.T) {
 		assert.GreaterOrEqual(t, low, int32(replicas-1), "%s ready pods fell to %d", key, low)
 	}
 	assert.Len(t, s.lowest, zoneApps, "Apps sampled")
+	for _, z := range []string{"a", "b", "c"} {
+		// maxUnavailable: at most that many Apps moving in a zone at once.
+		assert.LessOrEqual(t, s.moving[z], zoneMaxUnavailable, "zone %s: Apps moving at once", z)
+		t.Logf("zone %s: at most %d Apps moving at once", z, s.moving[z])
+	}
 	// Zone by zone: each zone's first move after the zone before baked.
 	var baked time.Time
 	for i, z := range zones {
@@ -361,6 +392,7 @@ func TestSidecarRolloutZoneByZone(t *testing.T) {
 		assert.True(t, ok, "zone a %s event", ev)
 	}
 	final := zonePods(t, "z-")
+	failed := 0 // zone a's pods given version 3: maxUnavailable Apps'
 	for k, was := range after {
 		now, ok := final[k]
 		if !assert.True(t, ok, "pod %s was replaced", k) {
@@ -368,11 +400,14 @@ func TestSidecarRolloutZoneByZone(t *testing.T) {
 		}
 		assert.Equal(t, was.uid, now.uid, "pod %s UID", k)
 		assert.Equal(t, was.main, now.main, "pod %s: the user container's restarts", k)
-		want := was.sidecar // zones b and c: untouched
-		if now.zone == "a" {
+		want := was.sidecar // zones b and c, and the Apps zone a was not opened to: untouched
+		if s.specs[k][neverReady] {
+			assert.Equal(t, "a", now.zone, "pod %s was given version %d", k, v3)
 			want += 2 // to version 3 and back
+			failed++
 		}
 		assert.Equal(t, want, now.sidecar, "pod %s (zone %s): the sidecar's restarts", k, now.zone)
 	}
+	assert.Equal(t, zoneMaxUnavailable, failed, "pods moved to version %d before the gate failed", v3)
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }
