@@ -161,9 +161,9 @@ func zonesOn(ps map[string]zonePod, want int, image string) bool {
 // sampler watches the rollout: the lowest ready count of every App, and
 // when each zone's first pod was given each sidecar image.
 type sampler struct {
-	mu      sync.Mutex
-	lowest  map[string]int32
-	first   map[string]time.Time // zone/image: first seen in a pod's spec
+	mu     sync.Mutex
+	lowest map[string]int32
+	first  map[string]time.Time // zone/image: first seen in a pod's spec
 	// moving is, per zone, the most Apps seen at once with their pod
 	// there not ready on the image its spec names (moving).
 	moving map[string]int
