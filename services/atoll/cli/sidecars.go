@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"atoll.dev/libs/api"
 	"atoll.dev/libs/computeapi"
 	"atoll.dev/libs/sdk"
 )
@@ -198,13 +199,22 @@ func printSidecarStatus(out io.Writer, st *computeapi.SidecarStatus) {
 	if zs := st.Rollout.Zones; len(zs) > 0 {
 		fmt.Fprintln(out, "\nzones, in rollout order:")
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ZONE\tPHASE\tHEALTHY\tSTARTED\tREADY SINCE\tFINISHED")
+		fmt.Fprintln(tw, "ZONE\tPHASE\tHEALTHY\tOPEN TO\tSTARTED\tREADY SINCE\tFINISHED")
 		for _, z := range zs {
 			healthy := "-"
 			if z.Workloads > 0 {
 				healthy = fmt.Sprintf("%d/%d", z.Healthy, z.Workloads)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", z.Name, z.Phase, healthy, clockOf(z.Started), clockOf(z.ReadySince), clockOf(z.Finished))
+			// maxUnavailable: a moving zone opens to the moved Apps in key order.
+			open := "-"
+			switch z.Phase {
+			case api.SidecarZoneMoving, api.SidecarZoneBaking, api.SidecarZoneDone, api.SidecarZoneFailed:
+				open = "all"
+				if z.Through != "" {
+					open = "through " + z.Through
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", z.Name, z.Phase, healthy, open, clockOf(z.Started), clockOf(z.ReadySince), clockOf(z.Finished))
 		}
 		_ = tw.Flush()
 	}

@@ -63,17 +63,19 @@ func TestAdminSidecars(t *testing.T) {
 				Started    time.Time `json:"started"`
 			}{From: 1, Generation: 3, Key: "demo.app.api", Started: at.Add(2 * time.Minute), ReadySince: at.Add(3 * time.Minute)})
 		type zone = struct {
+			Advanced   time.Time `json:"advanced,omitempty,omitzero"`
 			Finished   time.Time `json:"finished,omitempty,omitzero"`
 			Healthy    int       `json:"healthy,omitempty,omitzero"`
 			Name       string    `json:"name"`
 			Phase      string    `json:"phase"`
 			ReadySince time.Time `json:"readySince,omitempty,omitzero"`
 			Started    time.Time `json:"started,omitempty,omitzero"`
+			Through    string    `json:"through,omitempty,omitzero"`
 			Workloads  int       `json:"workloads,omitempty,omitzero"`
 		}
 		st.Rollout.Zones = []zone{
 			{Name: "a", Phase: "Done", Workloads: 6, Healthy: 6, Started: at, ReadySince: at.Add(time.Minute), Finished: at.Add(2 * time.Minute)},
-			{Name: "b", Phase: "Moving", Workloads: 6, Healthy: 2, Started: at.Add(2 * time.Minute)},
+			{Name: "b", Phase: "Moving", Workloads: 6, Healthy: 2, Started: at.Add(2 * time.Minute), Through: "shop.app.web"},
 			{Name: "c", Phase: "Pending"},
 		}
 		st.Control.Paused, st.Control.Reason = true, "checking"
@@ -113,10 +115,10 @@ func TestAdminSidecars(t *testing.T) {
 		{[]string{"history"}, []string{"2026-01-02T03:04:05Z", "admin"}},
 		{[]string{"status"}, []string{"current version: 2", "rollout of version 2: Paused, 4 done, 2 moving, 0 rolled back (as of 10:05:00)", "was not healthy",
 			"control: paused, reason: checking",
-			"ZONE  PHASE    HEALTHY  STARTED   READY SINCE  FINISHED",
-			"a     Done     6/6      10:00:00  10:01:00     10:02:00",
-			"b     Moving   2/6      10:02:00  -            -",
-			"c     Pending  -        -         -            -",
+			"ZONE  PHASE    HEALTHY  OPEN TO               STARTED   READY SINCE  FINISHED",
+			"a     Done     6/6      all                   10:00:00  10:01:00     10:02:00",
+			"b     Moving   2/6      through shop.app.web  10:02:00  -            -",
+			"c     Pending  -        -                     -         -            -",
 			"WORKLOAD      FROM  GENERATION  STARTED   HEALTH GATE",
 			"demo.app.web  1     7           10:02:00  not ready",
 			"demo.app.api  1     3           10:02:00  ready since 10:03:00",
