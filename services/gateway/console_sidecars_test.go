@@ -57,7 +57,7 @@ func TestConsoleSidecarsPage(t *testing.T) {
 	progress := fmt.Sprintf(`{"version":2,"phase":"Progressing","done":1,"updated":%q,
 		"moving":[{"key":"p.app.web","from":1,"generation":2,"started":%q,"readySince":%q},{"key":"p.app.api","from":1,"generation":3,"started":%q}],
 		"zones":[{"name":"a","phase":"Done","started":%q,"readySince":%q,"finished":%q,"workloads":3,"healthy":3},
-		{"name":"b","phase":"Moving","started":%q,"workloads":3,"healthy":1},{"name":"c","phase":"Pending"}]}`,
+		{"name":"b","phase":"Moving","started":%q,"workloads":3,"healthy":1,"through":"shop.app.web"},{"name":"c","phase":"Pending"}]}`,
 		at(0), at(-time.Minute), at(-30*time.Second), at(-time.Minute), at(-5*time.Minute), at(-4*time.Minute), at(-2*time.Minute), at(-time.Minute))
 	_, err = skv.Put(ctx, api.SidecarProgressKey, []byte(progress))
 	require.NoError(t, err)
@@ -121,9 +121,10 @@ func TestConsoleSidecarsPage(t *testing.T) {
 	assert.Equal(t, "2 of 3 workloads on version 2 · 1 moved and baked · 2 moving · 0 rolled back", field(`#sidecars-rollout dd[data-field="progress"]`))
 	zones, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#sidecars-zones tr[data-zone]')].map((r) =>
 		r.dataset.zone + ' ' + r.dataset.phase + ' ' + r.querySelector('td[data-field="healthy"]').textContent + ' ' +
+		r.querySelector('td[data-field="open"]').textContent + ' ' +
 		['started', 'ready', 'finished'].map((f) => r.querySelector('td[data-field="' + f + '"]').textContent === '—' ? '-' : f).join(','))`))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"a Done 3/3 started,ready,finished", "b Moving 1/3 started,-,-", "c Pending — -,-,-"}, zones, "the zones in rollout order")
+	assert.Equal(t, []string{"a Done 3/3 all started,ready,finished", "b Moving 1/3 through shop.app.web started,-,-", "c Pending — — -,-,-"}, zones, "the zones in rollout order")
 	assert.True(t, hidden(t, tab, "#sidecars-zones-none"))
 	moving, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#sidecars-moving tr[data-workload]')].map((r) =>
 		r.dataset.workload + ' ' + r.dataset.ready + ' ' + r.querySelector('a').getAttribute('href'))`))

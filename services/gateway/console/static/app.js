@@ -3965,6 +3965,7 @@ function renderSidecarStatus(st) {
         el('td', { text: z.name }),
         el('td', { 'data-field': 'phase', text: z.phase || '' }),
         el('td', { class: 'num', 'data-field': 'healthy', text: num(z.workloads) ? `${num(z.healthy)}/${num(z.workloads)}` : '—' }),
+        el('td', { 'data-field': 'open', text: ['Moving', 'Baking', 'Done', 'Failed'].includes(z.phase) ? (z.through ? `through ${z.through}` : 'all') : '—' }),
         el('td', { 'data-field': 'started', title: stamp(z.started), text: clock(z.started) || '—' }),
         el('td', { 'data-field': 'ready', title: stamp(z.readySince), text: clock(z.readySince) || '—' }),
         el('td', { 'data-field': 'finished', title: stamp(z.finished), text: clock(z.finished) || '—' }),
