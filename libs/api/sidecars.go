@@ -230,7 +230,9 @@ type SidecarProgress struct {
 	Phase string `json:"phase"`
 	// Message says why the rollout is paused.
 	Message string `json:"message,omitempty"`
-	// Moving are the workloads moved and not yet baked.
+	// Moving are the Apps the open zone is open to and whose pods there
+	// are not yet healthy on the new version: at most
+	// Rollout.MaxUnavailable.
 	Moving []SidecarMove `json:"moving,omitempty"`
 	// Done counts the workloads moved and baked.
 	Done int `json:"done"`

@@ -358,6 +358,8 @@ func zonesOf(sts map[string]*api.Status) []api.SidecarZone {
 // (step 2); it returns the steps taken.
 func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *api.SidecarVersion, p *api.SidecarProgress, moved []*api.Workload, sts map[string]*api.Status, now time.Time) ([]api.SidecarStep, error) {
 	var steps []api.SidecarStep
+	was := p.Moving
+	p.Moving = nil
 	for {
 		i := slices.IndexFunc(p.Zones, func(z api.SidecarZone) bool {
 			return z.Phase != api.SidecarZoneDone
@@ -382,6 +384,7 @@ func (s *Service) sidecarZones(ctx context.Context, kv jetstream.KeyValue, v *ap
 			return steps, nil // its pods move from the next tick on
 		}
 		openMore(z, keys, healthyApps, max(1, v.Rollout.MaxUnavailable), now)
+		p.Moving = movingIn(z, keys, healthyApps, moved, was, now)
 		z.Workloads, z.Healthy = len(keys), len(healthyApps)
 		healthy := z.Through == "" && z.Healthy == z.Workloads
 		switch {
@@ -481,6 +484,29 @@ func openMore(z *api.SidecarZone, keys []string, healthy map[string]bool, maxUna
 			unhealthy++
 		}
 	}
+}
+
+// movingIn lists the Apps the moving zone z is open to and that are not
+// healthy there yet (at most maxUnavailable): the per-workload progress.
+// An App listed before (was) keeps its start.
+func movingIn(z *api.SidecarZone, keys []string, healthy map[string]bool, moved []*api.Workload, was []api.SidecarMove, now time.Time) []api.SidecarMove {
+	byKey := map[string]*api.Workload{}
+	for _, w := range moved {
+		byKey[w.Key()] = w
+	}
+	var out []api.SidecarMove
+	for _, k := range keys {
+		w := byKey[k]
+		if healthy[k] || !z.OpenTo(k) || w == nil || w.Metadata.SidecarPrevious == nil {
+			continue
+		}
+		m := api.SidecarMove{Key: k, From: w.Metadata.SidecarPrevious.Version, Generation: w.Metadata.Generation, Started: now}
+		if i := slices.IndexFunc(was, func(m api.SidecarMove) bool { return m.Key == k }); i >= 0 {
+			m.Started = was[i].Started
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -183,12 +183,16 @@ func TestSidecarRollout(t *testing.T) {
 	})
 	// Sample zone b while zone a is not done: it must be pending.
 	var (
-		mu    sync.Mutex
-		early []string
+		mu         sync.Mutex
+		early      []string
+		mostMoving int // the most Apps listed moving at once (maxUnavailable 2)
 	)
 	go func() {
 		for ctx.Err() == nil {
 			p := progress()
+			mu.Lock()
+			mostMoving = max(mostMoving, len(p.Moving))
+			mu.Unlock()
 			if za, zb := p.Zone("a"), p.Zone("b"); za != nil && zb != nil && za.Phase != api.SidecarZoneDone && zb.Phase != api.SidecarZonePending {
 				mu.Lock()
 				early = append(early, fmt.Sprintf("v%d: a %s, b %s", p.Version, za.Phase, zb.Phase))
@@ -261,6 +265,9 @@ func TestSidecarRollout(t *testing.T) {
 	mu.Lock()
 	if len(early) > 0 {
 		t.Errorf("zone b opened before zone a was done: %v", early)
+	}
+	if mostMoving < 1 || mostMoving > 2 {
+		t.Errorf("at most %d Apps listed moving at once, want 1 or 2 (maxUnavailable 2)", mostMoving)
 	}
 	mu.Unlock()
 
