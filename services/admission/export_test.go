@@ -36,8 +36,8 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	q := bus.NewQueue()
 	defer q.Close()
 	// As for a write the loop saw land: its quota is checked too.
-	checks := &quotaChecks{due: map[string]int{}}
-	checks.mark(key)
+	checks := &quotaChecks{due: map[string]quotaDue{}}
+	checks.mark(key, time.Now())
 	return s.repairKey(ctx, q, m, quota, checks, key)
 }
 

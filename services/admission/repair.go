@@ -67,7 +67,7 @@ func (s *Service) repair(ctx context.Context) {
 		quota    jetstream.KeyValue // read by repairQuota (repair_quota.go)
 		live     atomic.Bool        // the mirror has replayed what was there
 		replayed keySet             // the keys it replayed, until then
-		checks   = quotaChecks{due: map[string]int{}}
+		checks   = quotaChecks{due: map[string]quotaDue{}}
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error
@@ -84,7 +84,7 @@ func (s *Service) repair(ctx context.Context) {
 		}
 		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
 			if live.Load() {
-				checks.mark(key)
+				checks.mark(key, time.Now())
 				q.AddAfter(key, RepairGrace)
 				return
 			}
@@ -148,7 +148,10 @@ func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quot
 	for _, key := range keys {
 		e, ok := m.Get(key)
 		if !ok || e.Err != nil || e.Value == nil || now.Sub(e.Value.Metadata.Updated) < RepairRecent {
-			checks.mark(key)
+			// Its quota check (repair_quota.go) at a moment of its own.
+			later := rand.N(QuotaRecheck)
+			checks.mark(key, now.Add(later))
+			q.AddAfter(key, later)
 			q.Add(key)
 			atOnce++
 			continue
@@ -163,7 +166,7 @@ func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quot
 // holds a recent write (repairQuota, twice: now and QuotaRecheck after
 // the write, requeued on q).
 func (s *Service) repairKey(ctx context.Context, q *bus.Queue, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) (err error) {
-	check := checks.take(key)
+	check := checks.take(key, time.Now())
 	defer func() {
 		if err != nil {
 			checks.putBack(key, check) // the key is retried
@@ -188,12 +191,12 @@ func (s *Service) repairKey(ctx context.Context, q *bus.Queue, m *bus.TypedMirro
 	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
 		return fmt.Errorf("repair %s: %w", key, err)
 	}
-	if check != quotaNone {
+	if check.check != quotaNone {
 		if err := s.repairQuota(ctx, quota, w, e.Revision); err != nil {
 			return err
 		}
-		if check == quotaFirst {
-			checks.putBack(key, quotaSecond)
+		if check.check == quotaFirst {
+			checks.putBack(key, quotaDue{quotaSecond, time.Now().Add(QuotaRecheck)})
 			q.AddAfter(key, QuotaRecheck)
 		}
 	}

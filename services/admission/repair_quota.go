@@ -29,11 +29,14 @@ import (
 // workloads for good. The compose fault test measured it: 998 pods
 // counted for 1,000 Apps after a NATS server was killed.
 //
-// So each write the repair loop sees land (and each recent one a replica
-// replays when it takes the lease) is checked twice: when the loop first
-// looks at it (RepairGrace after it landed) and again QuotaRecheck later,
-// beyond the quota service's OrphanAge (30 s) and the time its release
-// takes. The loop's periodic looks at every workload check nothing. A check reads the reservation key (one
+// So each write the repair loop sees land is checked twice: when the loop
+// first looks at it (RepairGrace after it landed) and again QuotaRecheck
+// later, beyond the quota service's OrphanAge (30 s) and the time its
+// release takes. The recent writes a replica replays when it takes the
+// lease are checked the same way, their first check at a random moment
+// within QuotaRecheck: checking them all at once, as the admission
+// outage test's creates come back, slowed those creates. The loop's
+// periodic looks at every workload check nothing. A check reads the reservation key (one
 // get); only a reservation missing (or holding another demand, with no
 // transaction under way) is reserved again, after reading the workload
 // from the bucket once more: a workload deleted meanwhile reserves
@@ -51,36 +54,47 @@ const (
 )
 
 // quotaChecks notes the keys whose next repair checks their reservation,
-// and which check it is. A key written again starts over at quotaFirst.
+// which check it is, and from when it is due. A key written again starts
+// over at quotaFirst.
 type quotaChecks struct {
 	mu  sync.Mutex
-	due map[string]int
+	due map[string]quotaDue
 }
 
-func (c *quotaChecks) mark(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.due[key] = quotaFirst
+type quotaDue struct {
+	check int
+	at    time.Time
 }
 
-// take returns the check key is due and forgets it.
-func (c *quotaChecks) take(key string) int {
+// mark makes key's first check due at at.
+func (c *quotaChecks) mark(key string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.due[key]
+	c.due[key] = quotaDue{quotaFirst, at}
+}
+
+// take returns the check key is due at now and forgets it; a check not
+// due yet stays (its own look comes later).
+func (c *quotaChecks) take(key string, now time.Time) quotaDue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.due[key]
+	if !ok || now.Before(d.at) {
+		return quotaDue{}
+	}
 	delete(c.due, key)
-	return n
+	return d
 }
 
-// putBack notes check for key again, unless a newer write marked it.
-func (c *quotaChecks) putBack(key string, check int) {
-	if check == quotaNone {
+// putBack notes d for key again, unless a newer write marked it.
+func (c *quotaChecks) putBack(key string, d quotaDue) {
+	if d.check == quotaNone {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.due[key]; !ok {
-		c.due[key] = check
+		c.due[key] = d
 	}
 }
 
