@@ -19,7 +19,7 @@ func SetBeforeWrite(s *Service, f func(ctx context.Context, key string)) { s.hoo
 func Crash(s *Service) { s.hooks.crashed.Store(true) }
 
 // RepairKey repairs key once, as the repair loop does the first time it
-// looks at a write.
+// looks at a write: its event, then its quota check.
 func RepairKey(ctx context.Context, s *Service, key string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -29,16 +29,18 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	}
 	defer m.Stop()
 	<-m.Ready()
+	if err := s.repairKey(ctx, m, key); err != nil {
+		return err
+	}
 	quota, err := s.bus.KV(ctx, bus.BucketQuota)
 	if err != nil {
 		return err
 	}
-	q := bus.NewQueue()
-	defer q.Close()
-	// As for a write the loop saw land: its quota is checked too.
+	qq := bus.NewQueue()
+	defer qq.Close()
 	checks := &quotaChecks{due: map[string]quotaDue{}}
 	checks.mark(key, time.Now())
-	return s.repairKey(ctx, q, m, quota, checks, key)
+	return s.quotaCheckKey(ctx, qq, m, quota, checks, key)
 }
 
 // SetHostClaimGrace sets the age past which a stale host claim is taken over.

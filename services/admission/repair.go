@@ -62,6 +62,11 @@ func (s *Service) repair(ctx context.Context) {
 	go s.resumeDeletions(ctx) // cascade.go
 	q := bus.NewQueue(bus.Instrumented(s.metrics, "repair"))
 	defer q.Close() // also when the term ends before Run (which closes it)
+	// The quota checks (repair_quota.go) have a queue of their own, one
+	// worker: never a burst beside the creates, even when checks that
+	// failed during a bus outage are all retried at its end.
+	qq := bus.NewQueue(bus.Instrumented(s.metrics, "quota-check"))
+	defer qq.Close()
 	var (
 		m        *bus.TypedMirror[*api.Workload]
 		quota    jetstream.KeyValue // read by repairQuota (repair_quota.go)
@@ -86,6 +91,7 @@ func (s *Service) repair(ctx context.Context) {
 			if live.Load() {
 				checks.mark(key, time.Now())
 				q.AddAfter(key, RepairGrace)
+				qq.AddAfter(key, RepairGrace)
 				return
 			}
 			replayed.Add(key) // written before this replica looked
@@ -107,12 +113,15 @@ func (s *Service) repair(ctx context.Context) {
 		select {
 		case <-m.Ready():
 			live.Store(true)
-			queueReplayed(q, m, &checks, replayed.take(), time.Now())
+			queueReplayed(q, qq, m, &checks, replayed.take(), time.Now())
 		case <-ctx.Done():
 		}
 	})
 	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
-	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, q, m, quota, &checks, key) })
+	wg.Go(func() {
+		qq.Run(ctx, 1, s.log, func(ctx context.Context, key string) error { return s.quotaCheckKey(ctx, qq, m, quota, &checks, key) })
+	})
+	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
 }
 
 // keySet collects keys from the mirror's callbacks.
@@ -143,7 +152,7 @@ func (k *keySet) take() []string {
 // outage, then checks a few events at once instead of every workload's,
 // which, with the requests queued during the outage arriving at the same
 // moment, slowed every write of the region's for seconds.
-func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
+func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
 	pass := bus.ResyncPass(len(keys), RepairEvery)
 	for _, key := range keys {
 		e, ok := m.Get(key)
@@ -151,7 +160,7 @@ func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quot
 			// Its quota check (repair_quota.go) at a moment of its own.
 			later := rand.N(QuotaRecheck)
 			checks.mark(key, now.Add(later))
-			q.AddAfter(key, later)
+			qq.AddAfter(key, later)
 			q.Add(key)
 			atOnce++
 			continue
@@ -162,16 +171,8 @@ func queueReplayed(q *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quot
 }
 
 // repairKey ensures the event of key's current generation, or of its
-// deletion, as the mirror m and the bucket show them, and that the quota
-// holds a recent write (repairQuota, twice: now and QuotaRecheck after
-// the write, requeued on q).
-func (s *Service) repairKey(ctx context.Context, q *bus.Queue, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) (err error) {
-	check := checks.take(key, time.Now())
-	defer func() {
-		if err != nil {
-			checks.putBack(key, check) // the key is retried
-		}
-	}()
+// deletion, as the mirror m and the bucket show them.
+func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], key string) error {
 	e, ok := m.Get(key)
 	if !ok {
 		return s.repairDelete(ctx, key)
@@ -190,15 +191,6 @@ func (s *Service) repairKey(ctx context.Context, q *bus.Queue, m *bus.TypedMirro
 	}
 	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
 		return fmt.Errorf("repair %s: %w", key, err)
-	}
-	if check.check != quotaNone {
-		if err := s.repairQuota(ctx, quota, w, e.Revision); err != nil {
-			return err
-		}
-		if check.check == quotaFirst {
-			checks.putBack(key, quotaDue{quotaSecond, time.Now().Add(QuotaRecheck)})
-			q.AddAfter(key, QuotaRecheck)
-		}
 	}
 	if w.Kind == api.KindApp && len(w.Spec.PodTemplate().Refs()) == 0 {
 		return nil // names no Config: nothing to roll

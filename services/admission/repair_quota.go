@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 )
 
 // The repair loop also checks that a recently written workload is held by
@@ -96,6 +97,28 @@ func (c *quotaChecks) putBack(key string, d quotaDue) {
 	if _, ok := c.due[key]; !ok {
 		c.due[key] = d
 	}
+}
+
+// quotaCheckKey runs the quota check key is due, if any (on qq, the
+// checks' own queue), and queues its second check after the first.
+func (s *Service) quotaCheckKey(ctx context.Context, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
+	check := checks.take(key, time.Now())
+	if check.check == quotaNone {
+		return nil
+	}
+	e, ok := m.Get(key)
+	if !ok || e.Err != nil || e.Value == nil {
+		return nil // deleted: released with it
+	}
+	if err := s.repairQuota(ctx, quota, e.Value, e.Revision); err != nil {
+		checks.putBack(key, check) // the key is retried
+		return err
+	}
+	if check.check == quotaFirst {
+		checks.putBack(key, quotaDue{quotaSecond, time.Now().Add(QuotaRecheck)})
+		qq.AddAfter(key, QuotaRecheck)
+	}
+	return nil
 }
 
 // repairQuota checks that the quota holds what w, written at rev,
