@@ -36,11 +36,9 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	if err != nil {
 		return err
 	}
-	qq := bus.NewQueue()
-	defer qq.Close()
 	checks := &quotaChecks{due: map[string]quotaDue{}}
 	checks.mark(key, time.Now())
-	return s.quotaCheckKey(ctx, qq, m, quota, checks, key)
+	return s.quotaCheckKey(ctx, m, quota, checks, key)
 }
 
 // SetHostClaimGrace sets the age past which a stale host claim is taken over.

@@ -89,9 +89,9 @@ func (s *Service) repair(ctx context.Context) {
 		}
 		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
 			if live.Load() {
-				checks.mark(key, time.Now())
+				checks.mark(key, time.Now().Add(QuotaRecheck))
 				q.AddAfter(key, RepairGrace)
-				qq.AddAfter(key, RepairGrace)
+				qq.AddAfter(key, QuotaRecheck)
 				return
 			}
 			replayed.Add(key) // written before this replica looked
@@ -119,7 +119,7 @@ func (s *Service) repair(ctx context.Context) {
 	})
 	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
 	wg.Go(func() {
-		qq.Run(ctx, 1, s.log, func(ctx context.Context, key string) error { return s.quotaCheckKey(ctx, qq, m, quota, &checks, key) })
+		qq.Run(ctx, 1, s.log, func(ctx context.Context, key string) error { return s.quotaCheckKey(ctx, m, quota, &checks, key) })
 	})
 	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
 }
@@ -158,7 +158,7 @@ func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *
 		e, ok := m.Get(key)
 		if !ok || e.Err != nil || e.Value == nil || now.Sub(e.Value.Metadata.Updated) < RepairRecent {
 			// Its quota check (repair_quota.go) at a moment of its own.
-			later := rand.N(QuotaRecheck)
+			later := QuotaRecheck + rand.N(QuotaRecheck)
 			checks.mark(key, now.Add(later))
 			qq.AddAfter(key, later)
 			q.Add(key)

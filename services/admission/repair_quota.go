@@ -30,28 +30,24 @@ import (
 // workloads for good. The compose fault test measured it: 998 pods
 // counted for 1,000 Apps after a NATS server was killed.
 //
-// So each write the repair loop sees land is checked twice: when the loop
-// first looks at it (RepairGrace after it landed) and again QuotaRecheck
-// later, beyond the quota service's OrphanAge (30 s) and the time its
-// release takes. The recent writes a replica replays when it takes the
-// lease are checked the same way, their first check at a random moment
-// within QuotaRecheck: checking them all at once, as the admission
-// outage test's creates come back, slowed those creates. The loop's
-// periodic looks at every workload check nothing. A check reads the reservation key (one
-// get); only a reservation missing (or holding another demand, with no
-// transaction under way) is reserved again, after reading the workload
-// from the bucket once more: a workload deleted meanwhile reserves
-// nothing.
+// So each write the repair loop sees land is checked once, QuotaRecheck
+// after it landed: past the quota service's OrphanAge (30 s) and the time
+// its release takes, so both races have played out. The recent writes a
+// replica replays when it takes the lease are checked between one and two
+// QuotaRecheck later, each at a moment of its own. The checks run on a
+// queue of their own with one worker, and never in the seconds after an
+// outage, when the creates held back by it arrive (checking at once there
+// slowed them past the outage tests' 2 s). The loop's periodic looks at
+// every workload check nothing.
 
-// QuotaRecheck is how long after the first check of a write its second
-// comes.
+// QuotaRecheck is how long after a write landed its reservation is
+// checked.
 const QuotaRecheck = 45 * time.Second
 
 // The quota checks a key is due (quotaChecks).
 const (
 	quotaNone = iota
 	quotaFirst
-	quotaSecond
 )
 
 // quotaChecks notes the keys whose next repair checks their reservation,
@@ -99,9 +95,9 @@ func (c *quotaChecks) putBack(key string, d quotaDue) {
 	}
 }
 
-// quotaCheckKey runs the quota check key is due, if any (on qq, the
-// checks' own queue), and queues its second check after the first.
-func (s *Service) quotaCheckKey(ctx context.Context, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
+// quotaCheckKey runs the quota check key is due, if any (on the checks'
+// own queue).
+func (s *Service) quotaCheckKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
 	check := checks.take(key, time.Now())
 	if check.check == quotaNone {
 		return nil
@@ -113,10 +109,6 @@ func (s *Service) quotaCheckKey(ctx context.Context, qq *bus.Queue, m *bus.Typed
 	if err := s.repairQuota(ctx, quota, e.Value, e.Revision); err != nil {
 		checks.putBack(key, check) // the key is retried
 		return err
-	}
-	if check.check == quotaFirst {
-		checks.putBack(key, quotaDue{quotaSecond, time.Now().Add(QuotaRecheck)})
-		qq.AddAfter(key, QuotaRecheck)
 	}
 	return nil
 }
