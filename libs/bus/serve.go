@@ -181,6 +181,14 @@ func (b *Bus) Serve(ctx context.Context, cfg ServeConfig, endpoints ...EndpointS
 			return nil, fmt.Errorf("register %s %s: %w", cfg.Name, spec.verb, err)
 		}
 	}
+	// The endpoints' subscriptions reach the server asynchronously: a
+	// caller on another connection asking right after Serve returned could
+	// be told "no responders" (a test's first request was). Wait, briefly,
+	// until the server has them; a connection that is down registers them
+	// when it is back, as before.
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = b.NC.FlushWithContext(fctx)
 	return e, nil
 }
 
