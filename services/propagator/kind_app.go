@@ -182,9 +182,13 @@ func renderApp(w *api.Workload, sh api.Shard) object {
 func (d *desired) zoneWorkload(sh api.Shard) *api.Workload {
 	w := d.rolloutWorkload(sh)
 	s, app := w.Spec.(*api.AppSpec)
-	if !app || d.workload.Metadata.SidecarPrevious == nil {
+	if !app {
 		return w
 	}
+	// Every App's, moved or not: the App's rollout may still give the zone
+	// a template whose sidecars the sidecar rollout has since taken back
+	// (its rollback writes the previous version, and the App's rollout
+	// takes that as stable only at its next step).
 	sidecars, held := d.sidecars.HeldBack(d.workload, sh.Zone)
 	if !held {
 		sidecars = d.workload.Spec.PodTemplate().Sidecars

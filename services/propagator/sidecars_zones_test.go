@@ -35,6 +35,13 @@ func TestSidecarsHeldBack(t *testing.T) {
 	stableTemplate := stable.Spec.(*api.AppSpec).Template
 	stableTemplate.Sidecars = stable.Metadata.SidecarPrevious.Sidecars
 	appRollout := &api.Rollout{Stable: api.TemplateHash(&stableTemplate), StableTemplate: &stableTemplate}
+	// Rolled back to version 1 (previous dropped), while the App's own
+	// rollout still has the failed version's template as stable.
+	back := moved()
+	back.Spec.PodTemplate().Sidecars = back.Metadata.SidecarPrevious.Sidecars
+	back.Metadata.SidecarVersion, back.Metadata.SidecarPrevious = 1, nil
+	failedTemplate := moved().Spec.(*api.AppSpec).Template
+	staleRollout := &api.Rollout{Phase: api.RolloutComplete, Stable: api.TemplateHash(&failedTemplate), StableTemplate: &failedTemplate}
 	tests := []struct {
 		name     string
 		w        *api.Workload
@@ -55,6 +62,7 @@ func TestSidecarsHeldBack(t *testing.T) {
 		{"an earlier version's progress only", moved(), nil, &api.SidecarProgress{Version: 1, Phase: api.SidecarRolloutComplete}, "a", "log:1"},
 		{"zone open before the App's rollout gives it", moved(), appRollout, progress, "b", "log:2"},
 		{"zone pending, App's rollout on the stable template", moved(), appRollout, progress, "c", "log:1"},
+		{"rolled back, the App's rollout not stepped yet", back, staleRollout, &rolledBack, "c", "log:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
