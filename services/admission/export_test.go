@@ -36,7 +36,7 @@ func RepairKey(ctx context.Context, s *Service, key string) error {
 	if err != nil {
 		return err
 	}
-	checks := &quotaChecks{due: map[string]quotaDue{}}
+	checks := &quotaChecks{due: map[string]time.Time{}}
 	checks.mark(key, time.Now())
 	return s.quotaCheckKey(ctx, m, quota, checks, key)
 }

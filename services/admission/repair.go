@@ -72,7 +72,7 @@ func (s *Service) repair(ctx context.Context) {
 		quota    jetstream.KeyValue // read by repairQuota (repair_quota.go)
 		live     atomic.Bool        // the mirror has replayed what was there
 		replayed keySet             // the keys it replayed, until then
-		checks   = quotaChecks{due: map[string]quotaDue{}}
+		checks   = quotaChecks{due: map[string]time.Time{}}
 	)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
 		var err error

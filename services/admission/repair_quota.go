@@ -44,62 +44,48 @@ import (
 // checked.
 const QuotaRecheck = 45 * time.Second
 
-// The quota checks a key is due (quotaChecks).
-const (
-	quotaNone = iota
-	quotaFirst
-)
-
-// quotaChecks notes the keys whose next repair checks their reservation,
-// which check it is, and from when it is due. A key written again starts
-// over at quotaFirst.
+// quotaChecks notes the keys whose reservation is to be checked, and from
+// when. A key written again is due anew.
 type quotaChecks struct {
 	mu  sync.Mutex
-	due map[string]quotaDue
+	due map[string]time.Time
 }
 
-type quotaDue struct {
-	check int
-	at    time.Time
-}
-
-// mark makes key's first check due at at.
+// mark makes key's check due at at.
 func (c *quotaChecks) mark(key string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.due[key] = quotaDue{quotaFirst, at}
+	c.due[key] = at
 }
 
-// take returns the check key is due at now and forgets it; a check not
-// due yet stays (its own look comes later).
-func (c *quotaChecks) take(key string, now time.Time) quotaDue {
+// take says whether key's check is due at now, and forgets it if so; a
+// check not due yet stays (its own look comes later).
+func (c *quotaChecks) take(key string, now time.Time) (at time.Time, due bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d, ok := c.due[key]
-	if !ok || now.Before(d.at) {
-		return quotaDue{}
+	at, ok := c.due[key]
+	if !ok || now.Before(at) {
+		return time.Time{}, false
 	}
 	delete(c.due, key)
-	return d
+	return at, true
 }
 
-// putBack notes d for key again, unless a newer write marked it.
-func (c *quotaChecks) putBack(key string, d quotaDue) {
-	if d.check == quotaNone {
-		return
-	}
+// putBack notes key's check, due at at, again, unless a newer write marked
+// it.
+func (c *quotaChecks) putBack(key string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.due[key]; !ok {
-		c.due[key] = d
+		c.due[key] = at
 	}
 }
 
 // quotaCheckKey runs the quota check key is due, if any (on the checks'
 // own queue).
 func (s *Service) quotaCheckKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
-	check := checks.take(key, time.Now())
-	if check.check == quotaNone {
+	at, due := checks.take(key, time.Now())
+	if !due {
 		return nil
 	}
 	e, ok := m.Get(key)
@@ -107,7 +93,7 @@ func (s *Service) quotaCheckKey(ctx context.Context, m *bus.TypedMirror[*api.Wor
 		return nil // deleted: released with it
 	}
 	if err := s.repairQuota(ctx, quota, e.Value, e.Revision); err != nil {
-		checks.putBack(key, check) // the key is retried
+		checks.putBack(key, at) // the key is retried
 		return err
 	}
 	return nil
