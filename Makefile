@@ -200,7 +200,7 @@ prometheus-rule: ## regenerate deploy/k8s/operator/prometheusrule.yaml from depl
 include tools/k8s-node.mk
 export CONTAINERD_VERSION CNI_PLUGINS_VERSION COREDNS_VERSION
 
-.PHONY: k8s-deps k8s-node-tools k8s-up k8s-down k8s-check
+.PHONY: k8s-deps k8s-node-tools k8s-up k8s-region k8s-test k8s-down k8s-check
 k8s-deps: ## Debian's runc, iptables, conntrack and openssl for the one-node cluster (apt-get; skipped when present)
 	@if command -v runc >/dev/null && command -v iptables >/dev/null && command -v conntrack >/dev/null && command -v openssl >/dev/null; then \
 	  echo "==> k8s-deps: $$(runc --version | head -1), $$(iptables --version)"; else \
@@ -214,7 +214,14 @@ k8s-node-tools: ## build kubelet, kube-proxy, containerd 2.x (+shim, ctr), the C
 k8s-up: tools k8s-node-tools k8s-deps images atoll-admin ## a real one-node Kubernetes here, the 3 member clusters and deploy/k8s/secrets; then kubectl apply -k deploy/k8s-one-node
 	@./hack/k8s-up.sh up
 	@./hack/k8s-up.sh members
-	@echo "==> export KUBECONFIG=$(CURDIR)/.k8s/admin.kubeconfig; kubectl apply -k deploy/k8s-one-node"
+	@echo "==> export KUBECONFIG=$(CURDIR)/.k8s/admin.kubeconfig; then make k8s-region (kubectl apply -k deploy/k8s-one-node, the canary, Prometheus)"
+
+k8s-region: atoll ## kubectl apply -k deploy/k8s-one-node on the one-node Kubernetes, every pod Ready, the canary's project, then deploy/k8s/prometheus
+	@./hack/k8s-up.sh region
+
+k8s-test: k8s-up atoll ## the game day on the real node: 300 Apps while pods are force-deleted, drained through their PDBs and restarted; counts, the canary, the alerts; then k8s-down (K8S_KEEP=1 keeps it)
+	@./hack/k8s-up.sh region && ./hack/k8s-up.sh test; rc=$$?; \
+	  if [ -z "$$K8S_KEEP" ]; then ./hack/k8s-up.sh down || rc=1; fi; exit $$rc
 
 k8s-down: ## stop the one-node Kubernetes and remove its state, mounts, network and containers (checked)
 	@./hack/k8s-up.sh down

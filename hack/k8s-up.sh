@@ -4,7 +4,15 @@
 #   hack/k8s-up.sh up       start it (idempotent: what runs is left running)
 #   hack/k8s-up.sh members  start the 3 member clusters (zone-a..c) and write
 #                           deploy/k8s/secrets/ (NATS users, TLS, KEK, tokens,
-#                           each cluster-facing service's kubeconfigs)
+#                           each cluster-facing service's kubeconfigs, the
+#                           canary's token and config)
+#   hack/k8s-up.sh region   kubectl apply -k deploy/k8s-one-node, wait until
+#                           every pod is Ready, make the canary's project,
+#                           then deploy/k8s/prometheus
+#   hack/k8s-up.sh test     the game day (make k8s-test): the canary passes
+#                           3 rounds in a row, then atoll-chaos's 300 Apps
+#                           while pods are force-deleted and Deployments
+#                           restarted, one at a time
 #   hack/k8s-up.sh down     stop everything it started and remove its state,
 #                           then check that nothing is left (exit 1 if so)
 #   hack/k8s-up.sh status   the processes and the node
@@ -52,6 +60,9 @@ API_PORT=${ATOLL_K8S_API_PORT:-16443}
 ETCD_PORT=${ATOLL_K8S_ETCD_PORT:-12379}
 KUBELET_PORT=17250
 MEMBER_PORTS=(17441 17442 17443)
+# The gateway Service's address (deploy/k8s-one-node pins it): the host, the
+# node itself, reaches it through kube-proxy, and its certificate names it.
+GATEWAY_IP=10.96.0.80
 ZONES=(a b c)
 KUBECONFIG_ADMIN="$STATE/admin.kubeconfig"
 SECRETS="$ROOT/deploy/k8s/secrets"
@@ -450,15 +461,27 @@ members() {
   "$BIN/atoll-admin" bootstrap auth --dir "$SECRETS/nats" >/dev/null
   "$BIN/atoll-admin" bootstrap tls --dir "$SECRETS/tls" \
     --nats-hosts 'nats-0.nats.atoll-system.svc,nats-1.nats.atoll-system.svc,nats-2.nats.atoll-system.svc,*.nats.atoll-system.svc' \
-    --gateway-hosts "atoll-gateway.atoll-system.svc,localhost,127.0.0.1" >/dev/null
+    --gateway-hosts "atoll-gateway.atoll-system.svc,localhost,127.0.0.1,$GATEWAY_IP" >/dev/null
   "$BIN/atoll-admin" bootstrap kek --dir "$SECRETS/kek" --id k1 >/dev/null
   local token digest
   token="atl_$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
   (umask 077; printf '%s' "$token" >"$STATE/admin-token")
   digest=$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
   mkdir -p "$SECRETS/gateway"
+  local expires
+  expires=$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)
   printf 'tokens:\n  - subject: platform-admin\n    sha256: %s\n    platformAdmin: true\n    expires: %s\n' \
-    "$digest" "$(date -u -d '+30 days' +%Y-%m-%dT%H:%M:%SZ)" >"$SECRETS/gateway/tokens.yaml"
+    "$digest" "$expires" >"$SECRETS/gateway/tokens.yaml"
+  # The canary's own user (atoll-canary, a developer of project canary once
+  # `region` has made it) and its CLI config (deploy/k8s/canary.yaml).
+  token="atl_$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+  digest=$(printf '%s' "$token" | sha256sum | cut -d' ' -f1)
+  printf '  - subject: atoll-canary\n    sha256: %s\n    expires: %s\n' "$digest" "$expires" >>"$SECRETS/gateway/tokens.yaml"
+  mkdir -p "$SECRETS/canary"
+  (umask 077; {
+    printf 'server: https://atoll-gateway.atoll-system.svc\ntoken: %s\nproject: canary\nca: |\n' "$token"
+    sed 's/^/  /' "$SECRETS/tls/ca.crt"
+  } >"$SECRETS/canary/config.yaml")
   local s
   for s in propagator aggregator remediation upgrade; do
     mkdir -p "$SECRETS/clusters/$s"
@@ -469,6 +492,77 @@ members() {
     done
   done
   log "deploy/k8s/secrets written; admin API token in $STATE/admin-token"
+}
+
+# ---- the region on it -------------------------------------------------------
+
+# atoll ARGS...: the CLI as the platform admin, through the gateway Service.
+atoll() { "$BIN/atoll" --server "https://$GATEWAY_IP" --ca "$SECRETS/tls/ca.crt" --token "$(cat "$STATE/admin-token")" "$@"; }
+
+# region: kubectl apply -k deploy/k8s-one-node, wait for every pod to be
+# Ready through its probes, make the canary's project, then Prometheus
+# (deploy/k8s/prometheus) and wait for it to scrape.
+region() {
+  [[ -s "$SECRETS/canary/config.yaml" ]] || die "no deploy/k8s/secrets: run $0 members first"
+  local t0=$SECONDS
+  log "kubectl apply -k deploy/k8s-one-node"
+  k apply -k deploy/k8s-one-node >/dev/null
+  k -n atoll-system wait --for=condition=complete job/atoll-bootstrap --timeout=600s >/dev/null
+  k -n atoll-system rollout status statefulset/nats --timeout=600s >/dev/null
+  local d
+  for d in $(k -n atoll-system get deployments -o name); do k -n atoll-system rollout status "$d" --timeout=600s >/dev/null; done
+  log "region: every Deployment and NATS server ready after $((SECONDS - t0))s"
+  wait_for "the gateway at https://$GATEWAY_IP" 120 atoll clusters
+  atoll project get canary >/dev/null 2>&1 || atoll project create canary --description "the canary's (deploy/k8s/canary.yaml)" >/dev/null
+  atoll member add atoll-canary --role developer -p canary >/dev/null
+  log "canary: project canary, user atoll-canary (developer)"
+  k apply -k deploy/k8s/prometheus >/dev/null
+  k -n atoll-monitoring rollout status deployment/prometheus --timeout=300s >/dev/null
+  log "prometheus: http://$(k -n atoll-monitoring get service prometheus -o jsonpath='{.spec.clusterIP}'):9090"
+  k get pods -A -o wide
+}
+
+# ---- the game day ------------------------------------------------------------
+
+# prom QUERY: an instant query to the region's Prometheus, its result as
+# "labels value" lines.
+prom() {
+  curl -sf --get "http://$(k -n atoll-monitoring get service prometheus -o jsonpath='{.spec.clusterIP}'):9090/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json, sys
+for r in json.load(sys.stdin)["data"]["result"]:
+    print(" ".join(f"{k}={v}" for k, v in sorted(r["metric"].items())), r["value"][1])'
+}
+
+# canary_streak N SECONDS: waits until the canary's last N rounds passed.
+canary_streak() {
+  local n=$1 deadline=$((SECONDS + $2))
+  until k -n atoll-system logs deploy/atoll-canary 2>/dev/null | grep -E '^round [0-9]+ ' | tail -n "$n" | grep -c ' ok ' | grep -qx "$n"; do
+    ((SECONDS < deadline)) || { k -n atoll-system logs deploy/atoll-canary | tail -n 5 >&2; die "the canary did not pass $n rounds in a row within $2s"; }
+    sleep 5
+  done
+  log "canary: its last $n rounds passed:"
+  k -n atoll-system logs deploy/atoll-canary | grep -E '^round [0-9]+ ' | tail -n "$n" | cut -c1-160 >&2
+}
+
+# game_day: the canary passes 3 rounds in a row and Prometheus has them;
+# then atoll-chaos submits $K8S_TEST_N Apps (300) at $K8S_TEST_RATE per
+# second (1) while a pod of every service and a NATS server's pod are
+# force-deleted and every Deployment is restarted, one at a time, and
+# counts: lost, duplicated, quota, events; the canary's rounds and the
+# alerts during the test, from Prometheus.
+game_day() {
+  local t0=$SECONDS
+  canary_streak 3 600
+  log "prometheus: sum by (outcome) (atoll_canary_rounds_total)"
+  prom 'sum by (outcome) (atoll_canary_rounds_total)' >&2
+  (cd services/atoll && go build -o "$BIN/atoll-chaos" ./cmd/atoll-chaos)
+  local services="gateway admission quota scheduler propagator aggregator autoscaler remediation upgrade"
+  log "game day: ${K8S_TEST_N:-300} Apps at ${K8S_TEST_RATE:-1}/s; a pod of each service and of NATS force-deleted, then every Deployment restarted, one at a time"
+  "$BIN/atoll-chaos" --servers "https://$GATEWAY_IP,https://$GATEWAY_IP" --ca "$SECRETS/tls/ca.crt" --token "$(cat "$STATE/admin-token")" \
+    --project "gameday-$(date +%s | tail -c 6)" --n "${K8S_TEST_N:-300}" --rate "${K8S_TEST_RATE:-1}" --services "$services" \
+    --k8s-kubeconfig "$KUBECONFIG_ADMIN" --k8s-members "$STATE/members/aggregator" \
+    --k8s-prometheus "http://$(k -n atoll-monitoring get service prometheus -o jsonpath='{.spec.clusterIP}'):9090"
+  log "game day passed in $((SECONDS - t0))s"
 }
 
 # ---- down -----------------------------------------------------------------
@@ -584,8 +678,10 @@ status() {
 case "${1:-}" in
   up) up ;;
   members) members ;;
+  region) region ;;
+  test) game_day ;;
   down) down ;;
   check) check_clean ;;
   status) status ;;
-  *) echo "usage: $0 up|members|down|check|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|members|region|test|down|check|status" >&2; exit 2 ;;
 esac

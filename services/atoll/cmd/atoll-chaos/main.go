@@ -60,6 +60,18 @@ type options struct {
 	quotaSettle time.Duration
 	// clientOpts configure every gateway client (the CA to trust).
 	clientOpts []sdk.Option
+	// region is where the faults are injected and the member clusters read.
+	region region
+}
+
+// region is the deployment the test hurts: Compose (docker) or Kubernetes
+// (kubectl, k8s.go).
+type region interface {
+	// injectFaults spreads its faults over window and says what it did.
+	injectFaults(ctx context.Context, log *slog.Logger, o options, window time.Duration) []string
+	// deployments lists a namespace's Deployments in a member cluster, per
+	// workload label.
+	deployments(ctx context.Context, cluster, namespace string) (map[string]deployment, error)
 }
 
 func main() {
@@ -76,11 +88,21 @@ func main() {
 	flag.StringVar(&o.compose, "compose-project", "atoll", "the compose project")
 	flag.StringVar(&services, "services", os.Getenv("SERVICES"), "the services whose replicas are killed (SERVICES)")
 	flag.BoolVar(&o.skipFault, "smoke-only", false, "run the smoke test only")
+	var k k8sRegion
+	flag.StringVar(&k.kubeconfig, "k8s-kubeconfig", "", "hurt a region deployed on Kubernetes (deploy/k8s) through this kubeconfig instead of Compose's containers (make k8s-test)")
+	flag.StringVar(&k.namespace, "k8s-namespace", "atoll-system", "the region's namespace (with -k8s-kubeconfig)")
+	flag.StringVar(&k.members, "k8s-members", "", "a directory of zone-<z>.kubeconfig files that read the member clusters from this host (with -k8s-kubeconfig)")
+	flag.StringVar(&k.prometheus, "k8s-prometheus", "", "the region's Prometheus (http://host:9090): the canary's rounds and the alerts that fired during the test (with -k8s-kubeconfig)")
 	flag.DurationVar(&o.quotaSettle, "quota-settle", 2*time.Minute, "how long the quota ledger may take to equal the sum of the Apps")
 	flag.Parse()
 	o.servers = strings.Split(servers, ",")
 	o.services = strings.Fields(services)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	o.region = composeRegion{project: o.compose}
+	if k.kubeconfig != "" {
+		k.services = o.services
+		o.region = k
+	}
 	if ca != "" {
 		pool, err := pki.LoadPool(ca)
 		if err != nil {
@@ -290,7 +312,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 	window := time.Duration(o.n) * interval
 
 	faultsDone := make(chan []string)
-	go func() { faultsDone <- injectFaults(ctx, log, o, window) }()
+	go func() { faultsDone <- o.region.injectFaults(ctx, log, o, window) }()
 
 	var wg sync.WaitGroup
 	tick := time.NewTicker(interval)
@@ -362,7 +384,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 	perApp := map[string]int{}
 	dupes := map[string]bool{}
 	for _, z := range []string{"a", "b", "c"} {
-		deps, err := deployments(ctx, o.compose, "zone-"+z, "atoll-"+o.project)
+		deps, err := o.region.deployments(ctx, "zone-"+z, "atoll-"+o.project)
 		if err != nil {
 			return err
 		}
@@ -416,7 +438,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 			noEvents = append(noEvents, fmt.Sprintf("%s:%v", n, missing))
 		}
 	}
-	fmt.Printf("compose fault test: submitted=%d accepted=%d abandoned=%d existing=%d converged=%d lost=%d duplicated=%d\n",
+	fmt.Printf("fault test: submitted=%d accepted=%d abandoned=%d existing=%d converged=%d lost=%d duplicated=%d\n",
 		o.n, len(names), failed.Load(), len(items), len(names)-len(notRunning), len(notRunning), len(dupes))
 	fmt.Printf("  quota used cpu=%dm mem=%d pods=%d, sum of the Apps' footprints cpu=%dm mem=%d pods=%d: %s (after %s)\n",
 		used.MilliCPU, used.MemoryBytes, used.Pods, want.MilliCPU, want.MemoryBytes, want.Pods, map[bool]string{true: "equal", false: "DIFFERENT"}[used == want], quotaWait.Round(time.Second))
@@ -443,8 +465,20 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 	if len(rereads) > 0 {
 		errs = append(errs, fmt.Errorf("%d Apps' events needed more than one read (a list answered 200 must be complete): %v", len(rereads), head(rereads)))
 	}
+	for _, f := range faults {
+		if strings.Contains(f, "FAILED") {
+			errs = append(errs, fmt.Errorf("a fault was not injected as it should: %s", f))
+		}
+	}
 	if len(names) < o.n*9/10 {
 		errs = append(errs, fmt.Errorf("only %d of %d submissions accepted", len(names), o.n))
+	}
+	if r, ok := o.region.(interface {
+		report(ctx context.Context, from, to time.Time) error
+	}); ok {
+		if err := r.report(ctx, start, time.Now()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -456,15 +490,24 @@ func head(s []string) []string {
 
 type deployment struct{ count, replicas int }
 
+// composeRegion is the Compose region: containers <project>_<service>_<i>.
+type composeRegion struct{ project string }
+
 // deployments lists a namespace's Deployments in a member cluster, per
 // workload label, with kubectl inside the member's container (the members
 // network is not reachable from the host), as the aggregator, which reads.
-func deployments(ctx context.Context, compose, cluster, namespace string) (map[string]deployment, error) {
-	out, err := exec.CommandContext(ctx, "docker", "exec", compose+"_"+cluster+"_1", "/kubectl", "--kubeconfig", "/kubeconfigs/aggregator/"+cluster+".kubeconfig",
+func (r composeRegion) deployments(ctx context.Context, cluster, namespace string) (map[string]deployment, error) {
+	out, err := exec.CommandContext(ctx, "docker", "exec", r.project+"_"+cluster+"_1", "/kubectl", "--kubeconfig", "/kubeconfigs/aggregator/"+cluster+".kubeconfig",
 		"get", "deployments", "-n", namespace, "-o", "json").Output()
 	if err != nil {
 		return nil, fmt.Errorf("list deployments in %s: %w", cluster, err)
 	}
+	return perWorkload(out)
+}
+
+// perWorkload counts a Deployment list's (kubectl -o json) Deployments and
+// replicas per workload label.
+func perWorkload(out []byte) (map[string]deployment, error) {
 	var list struct {
 		Items []struct {
 			Metadata struct {
@@ -493,7 +536,7 @@ func deployments(ctx context.Context, compose, cluster, namespace string) (map[s
 // killed once, one NATS server killed, another disconnected for
 // o.partition. Killed containers come back by their restart policy (or
 // are started). It returns what it did.
-func injectFaults(ctx context.Context, log *slog.Logger, o options, window time.Duration) []string {
+func (composeRegion) injectFaults(ctx context.Context, log *slog.Logger, o options, window time.Duration) []string {
 	var steps []func() string
 	for _, s := range o.services {
 		for i := 1; i <= 2; i++ {
