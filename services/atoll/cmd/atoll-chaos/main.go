@@ -303,8 +303,23 @@ func absent(evs []computeapi.Event) []string {
 	return missing
 }
 
+// alreadyExists says whether a create was refused because the App exists:
+// a retry of one that was written (the same idempotency key and spec). Any
+// other 409 (QuotaExceeded, a project being deleted) is a refusal.
+func alreadyExists(err error) bool {
+	var e *sdk.Error
+	return errors.As(err, &e) && e.Status == http.StatusConflict && e.Body.Code == "AlreadyExists"
+}
+
 // fault submits o.n Apps while the faults run, then counts.
 func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events *eventReader, o options, footprint computeapi.Resources) error {
+	// Room for every App whatever the region's default quota: the test
+	// counts what the region loses, not what its quota refuses.
+	room := int64(2 * o.n)
+	if _, err := clients[0].SetQuota(ctx, o.project, "OnDemand", computeapi.QuotaLimit{
+		Pods: &room, MilliCPU: new(footprint.MilliCPU * room), MemoryBytes: new(footprint.MemoryBytes * room)}); err != nil {
+		return fmt.Errorf("quota of project %s: %w", o.project, err)
+	}
 	start := time.Now()
 	var accepted sync.Map // name -> true
 	var failed, attempts atomic.Int64
@@ -328,7 +343,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 				attempts.Add(1)
 				c := clients[(i+try)%len(clients)]
 				_, err := c.CreateWorkload(ctx, o.project, appDoc(o.project, name, 1), key)
-				if err == nil || sdk.IsConflict(err) {
+				if err == nil || alreadyExists(err) {
 					accepted.Store(name, true)
 					return
 				}
