@@ -250,6 +250,14 @@ func newEventReader(server, token string, opts ...sdk.Option) (*eventReader, err
 // they lack; it also says how many reads it took (more than one fails the
 // test: a list answered 200 must be complete, never short).
 func (r *eventReader) missingEvents(ctx context.Context, project, name string) ([]string, int, error) {
+	missing, _, reads, err := r.launch(ctx, project, name)
+	return missing, reads, err
+}
+
+// launch is missingEvents that also returns the App's launch latency:
+// from its first admitted event to its first running one (0 when either
+// is missing).
+func (r *eventReader) launch(ctx context.Context, project, name string) ([]string, time.Duration, int, error) {
 	r.reads.Store(0)
 	r.mu.Lock()
 	r.outcomes = r.outcomes[:0]
@@ -257,9 +265,22 @@ func (r *eventReader) missingEvents(ctx context.Context, project, name string) (
 	evs, err := r.c.ListEvents(ctx, project, "App", name, 0)
 	reads := int(r.reads.Load())
 	if err != nil {
-		return nil, reads, err
+		return nil, 0, reads, err
 	}
-	return absent(evs), reads, nil
+	var admitted, running time.Time
+	for _, e := range evs {
+		switch {
+		case e.Event == "admitted" && admitted.IsZero():
+			admitted = e.Time
+		case e.Event == "running" && running.IsZero():
+			running = e.Time
+		}
+	}
+	var d time.Duration
+	if !admitted.IsZero() && !running.IsZero() {
+		d = running.Sub(admitted)
+	}
+	return absent(evs), d, reads, nil
 }
 
 // attempts lists the outcome of each read of the last missingEvents.
@@ -440,8 +461,12 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 	var noEvents []string
 	reread := 0
 	var rereads []string
+	var launches []time.Duration
 	for _, n := range names {
-		missing, reads, err := events.missingEvents(ctx, o.project, n)
+		missing, launch, reads, err := events.launch(ctx, o.project, n)
+		if launch > 0 {
+			launches = append(launches, launch)
+		}
 		if reads > 1 {
 			reread++
 			rereads = append(rereads, fmt.Sprintf("%s:%d %v", n, reads, events.attempts()))
@@ -458,6 +483,7 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 	fmt.Printf("  quota used cpu=%dm mem=%d pods=%d, sum of the Apps' footprints cpu=%dm mem=%d pods=%d: %s (after %s)\n",
 		used.MilliCPU, used.MemoryBytes, used.Pods, want.MilliCPU, want.MemoryBytes, want.Pods, map[bool]string{true: "equal", false: "DIFFERENT"}[used == want], quotaWait.Round(time.Second))
 	fmt.Printf("  events: %d of %d accepted Apps lack admitted/scheduled/propagated/running (%d needed more than one read)\n", len(noEvents), len(names), reread)
+	fmt.Printf("  launch (admitted → running, from each App's events): %s\n", launchSummary(launches))
 	fmt.Printf("  faults: %s\n", strings.Join(faults, ", "))
 	fmt.Printf("  time: submissions %s, converged %s after them, total %s\n", submitted.Round(time.Second), converge.Round(time.Second), total.Round(time.Second))
 	var errs []error
@@ -496,6 +522,28 @@ func fault(ctx context.Context, log *slog.Logger, clients []*sdk.Client, events 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sloLaunch is the launch-latency objective's bound (deploy/prometheus/rules/slos.yaml).
+const sloLaunch = 40960 * time.Millisecond
+
+// launchSummary is the P50, P99 and max of the launches, and how many took
+// longer than the objective's bound.
+func launchSummary(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none measured"
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration {
+		return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Millisecond)
+	}
+	over := 0
+	for _, x := range d {
+		if x > sloLaunch {
+			over++
+		}
+	}
+	return fmt.Sprintf("%d Apps, P50 %v, P99 %v, max %v; %d over the objective's %v", len(d), at(0.5), at(0.99), d[len(d)-1].Round(10*time.Millisecond), over, sloLaunch)
 }
 
 func head(s []string) []string {
