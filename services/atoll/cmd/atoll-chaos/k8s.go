@@ -80,15 +80,24 @@ func (r k8sRegion) injectFaults(ctx context.Context, log *slog.Logger, o options
 	return done
 }
 
+// pods lists the names of the pods selector matches, sorted.
+func (r k8sRegion) pods(ctx context.Context, selector string) ([]string, error) {
+	out, err := r.kubectl(ctx, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		return nil, err
+	}
+	names := strings.Fields(out)
+	sort.Strings(names)
+	return names, nil
+}
+
 // deletePod force-deletes the first of a workload's pods (by name), then
 // waits until the workload has every replica available again.
 func (r k8sRegion) deletePod(ctx context.Context, log *slog.Logger, kind, name, selector string) string {
-	pods, err := r.kubectl(ctx, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil || pods == "" {
+	names, err := r.pods(ctx, selector)
+	if err != nil || len(names) == 0 {
 		return fmt.Sprintf("delete a pod of %s FAILED: none found (%v)", name, err)
 	}
-	names := strings.Fields(pods)
-	sort.Strings(names)
 	// A StatefulSet's first pod is often the one the others joined; take
 	// the second when there is one, as the compose test does.
 	pod := names[0]
@@ -113,12 +122,10 @@ func (r k8sRegion) deletePod(ctx context.Context, log *slog.Logger, kind, name, 
 // is replaced, the second is evicted (retried while the budget still
 // counts the replacement as not ready), and the workload made whole again.
 func (r k8sRegion) drain(ctx context.Context, log *slog.Logger, kind, name, selector string) string {
-	pods, err := r.kubectl(ctx, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
-	names := strings.Fields(pods)
+	names, err := r.pods(ctx, selector)
 	if err != nil || len(names) < 2 {
 		return fmt.Sprintf("drain %s FAILED: fewer than 2 pods (%v)", name, err)
 	}
-	sort.Strings(names)
 	start := time.Now()
 	if err := r.evict(ctx, names[0]); err != nil {
 		return fmt.Sprintf("drain %s FAILED: the first eviction (%s) was refused: %v", name, names[0], err)
