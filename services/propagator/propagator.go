@@ -23,9 +23,12 @@
 // informer cache, and send it to the work queue when the live object is
 // not what the placement wants. An object carries the hash of what was
 // rendered for it (AnnoSpecHash), so an unchanged shard costs no API call
-// on a restart or a takeover, however many there are. Resync forces a
-// real apply of every shard once a period, to repair drift in fields the
-// hash cannot see.
+// on a restart or a takeover, however many there are. Resync checks every
+// shard once a period, to repair drift in fields the hash cannot see: it
+// applies the shards whose object's generation moved since this term
+// wrote it (or that this term has not written), and every shard once in
+// FullResyncEvery periods, so that a quiet region's resync costs no API
+// call however many shards it holds.
 //
 // Events. A workload is announced propagated once every shard's cluster
 // holds an object with its shard's hash. One cluster announces each
@@ -71,9 +74,16 @@ const (
 	// ReplayWorkersPerCluster check replayed keys in parallel in each
 	// member cluster.
 	ReplayWorkersPerCluster = 4
-	// Resync re-applies every shard this often, to repair drift in the
-	// clusters; the keys are spread over the period, never sent in a burst.
+	// Resync checks every shard this often, to repair drift in the
+	// clusters; the keys are spread over the period, never sent in a
+	// burst. A pass applies a shard again only when its main object's
+	// generation is not the one this term's last write left (someone else
+	// changed its spec) or this term has not written it; one pass in
+	// FullResyncEvery applies every shard, for the fields a generation
+	// cannot see (labels, the objects applied beside the main one).
 	Resync = 5 * time.Minute
+	// FullResyncEvery makes every this many resync passes a full one.
+	FullResyncEvery = 12
 	// InformerSyncWait bounds how long Start waits for a cluster's objects
 	// to be listed.
 	InformerSyncWait = 5 * time.Second
@@ -143,6 +153,10 @@ type Service struct {
 	// retryMax caps a failing key's retry delay (EnvRetryMax; 0:
 	// bus.RetryMax).
 	retryMax time.Duration
+	// resync and fullResyncEvery tune the resync (0: Resync and
+	// FullResyncEvery); tests shorten them.
+	resync          time.Duration
+	fullResyncEvery int
 }
 
 // EnvRetryMax is the environment variable that, set to a positive

@@ -1,6 +1,7 @@
 package propagator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,6 +121,12 @@ type term struct {
 	// applied, or removed. It is newer than the informer, which may lag.
 	done  map[string]string // mu must be held
 	force map[string]bool   // mu must be held: apply even if it looks current (resync)
+	// verify marks the keys a resync pass checks: applied again unless
+	// their main object still has the generation in gens.
+	verify map[string]bool // mu must be held
+	// gens is the main object's generation after this term's last write
+	// of each key (0: unknown, or a kind without generations).
+	gens map[string]int64 // mu must be held
 	// configs records the version of each Config's or Secret's copy
 	// this term wrote, by "namespace/Kind/name" (configsync.go).
 	configs map[string]string // mu must be held
@@ -135,21 +142,61 @@ func newTerm(m *bus.Metrics, cluster string, retryMax time.Duration) *term {
 		work:   bus.NewQueue(bus.Instrumented(m, "work/"+cluster), bus.RetryUpTo(retryMax)),
 		replay: bus.NewQueue(bus.Instrumented(m, "replay/"+cluster), bus.RetryUpTo(retryMax)),
 		done:   map[string]string{}, force: map[string]bool{}, configs: map[string]string{},
+		verify: map[string]bool{}, gens: map[string]int64{},
 	}
 	tt.replayLeft.Store(-1) // until the replay is known
 	return tt
 }
 
-func (tt *term) record(key, hash string) {
+// record notes that this term wrote key's object with hash, leaving its
+// main object at generation gen (0: unknown).
+func (tt *term) record(key, hash string, gen int64) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	tt.done[key] = hash
+	if gen > 0 {
+		tt.gens[key] = gen
+	} else {
+		delete(tt.gens, key)
+	}
 }
 
 func (tt *term) forgetDone(key string) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	delete(tt.done, key)
+	delete(tt.gens, key)
+}
+
+// generation returns the generation this term's last write of key left.
+func (tt *term) generation(key string) (int64, bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	g, ok := tt.gens[key]
+	return g, ok
+}
+
+// markResync marks keys for a resync pass: every one forced when full,
+// else every one to verify.
+func (tt *term) markResync(keys []string, full bool) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	m := tt.verify
+	if full {
+		m = tt.force
+	}
+	for _, k := range keys {
+		m[k] = true
+	}
+}
+
+// takeVerify reports and clears whether a resync pass marked key to verify.
+func (tt *term) takeVerify(key string) bool {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	v := tt.verify[key]
+	delete(tt.verify, key)
+	return v
 }
 
 func (tt *term) lookup(key string) (string, bool) {
@@ -437,9 +484,7 @@ func (t *target) lead(ctx context.Context) {
 		}
 		tt.replayLeft.Store(int64(len(replay)))
 		t.log.Info("term started", "holder", t.s.holder, "new", len(fresh), "replay", len(replay), "elapsed", time.Since(start).Round(time.Millisecond))
-		wg.Go(func() {
-			t.s.placements.Resync(ctx, Resync, tt.replay, func() { tt.forceAll(t.s.placements.Keys()) })
-		})
+		wg.Go(func() { t.resync(ctx, tt) })
 		for _, k := range t.s.kinds {
 			wg.Go(func() { k.lead(ctx, t, tt) })
 		}
@@ -452,6 +497,39 @@ func (t *target) lead(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// resync queues every key into the term's replay queue once a period
+// (Resync), spread over it. Every FullResyncEvery-th pass forces each
+// key's apply; the others apply a key only when its main object's
+// generation is not the one this term's last write left (check).
+func (t *target) resync(ctx context.Context, tt *term) {
+	period, every := cmp.Or(t.s.resync, Resync), cmp.Or(t.s.fullResyncEvery, FullResyncEvery)
+	pass := 0
+	t.s.placements.Resync(ctx, period, tt.replay, func() {
+		pass++
+		tt.markResync(t.s.placements.Keys(), pass%every == 0)
+	})
+}
+
+// unchanged reports whether key's main object in the informers has the
+// generation this term's last write of it left: no one else changed its
+// spec since.
+func (t *target) unchanged(tt *term, key string) bool {
+	g, ok := tt.generation(key)
+	if !ok {
+		return false
+	}
+	project, kindName, name, err := api.ParseKey(key)
+	if err != nil {
+		return false
+	}
+	obj, ok := t.liveObject(kindName, api.Namespace(project), name)
+	if !ok {
+		return false
+	}
+	m, ok := obj.(metav1.Object)
+	return ok && m.GetGeneration() == g
 }
 
 // classify splits the keys a term starts with: those whose placement has
@@ -519,6 +597,7 @@ func (t *target) check(ctx context.Context, tt *term, key string) error {
 		tt.work.Add(key)
 		return nil
 	}
+	verify := tt.takeVerify(key)
 	d := t.desired(tt, key)
 	if d == nil {
 		return nil
@@ -533,6 +612,10 @@ func (t *target) check(ctx context.Context, tt *term, key string) error {
 	if err != nil {
 		t.log.Error("cannot propagate", "key", key, "err", err)
 		return nil
+	}
+	if verify && !t.unchanged(tt, key) {
+		t.s.apply.drifted(t.name)
+		tt.forceAll([]string{key})
 	}
 	if got, _ := t.observed(key); got != want || tt.forced(key, false) {
 		tt.work.Add(key)
@@ -578,8 +661,9 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 		if err == nil {
 			err = d.kind.before(ctx, t, w, sh, ns)
 		}
+		var gen int64
 		if err == nil {
-			err = t.createOrApply(ctx, tt, key, d.kind, o, ns)
+			gen, err = t.createOrApply(ctx, tt, key, d.kind, o, ns)
 		}
 		if err == nil {
 			err = d.kind.beside(ctx, t, w, sh, ns)
@@ -593,7 +677,7 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 			}
 			return err
 		}
-		tt.record(key, o.hash)
+		tt.record(key, o.hash, gen)
 		t.log.Debug("applied", "key", key, "hash", o.hash, "forced", forced)
 		if t.usesConfigs(ns) {
 			tt.work.Add(configsKey(w.Metadata.Project)) // a reference it dropped may be unused here now
@@ -607,30 +691,38 @@ func (t *target) reconcile(ctx context.Context, tt *term, key string) error {
 
 // createOrApply creates a shard this cluster does not hold yet (one write,
 // cheaper for the API server than a first server-side apply) and applies
-// it with server-side apply otherwise, or when it turns out to exist.
-func (t *target) createOrApply(ctx context.Context, tt *term, key string, k kind, o object, ns string) error {
+// it with server-side apply otherwise, or when it turns out to exist. It
+// returns the main object's generation after the write (0: unknown).
+func (t *target) createOrApply(ctx context.Context, tt *term, key string, k kind, o object, ns string) (int64, error) {
 	if t.holds(key) {
-		return t.apply(ctx, k, o, ns)
+		return t.applyGen(ctx, k, o, ns)
 	}
 	err := t.call(func() error {
 		return k.create(ctx, tt, t.cs, ns, o.obj, metav1.CreateOptions{FieldManager: FieldManager})
 	})
 	if apierrors.IsAlreadyExists(err) {
-		return t.apply(ctx, k, o, ns)
+		return t.applyGen(ctx, k, o, ns)
 	}
 	if err != nil {
-		return fmt.Errorf("create %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+		return 0, fmt.Errorf("create %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
 	}
-	return nil
+	return 1, nil // a new object's generation
 }
 
 func (t *target) apply(ctx context.Context, k kind, o object, ns string) error {
+	_, err := t.applyGen(ctx, k, o, ns)
+	return err
+}
+
+// applyGen applies o with server-side apply and returns the main object's
+// generation after it (0: unknown, as after a replacement).
+func (t *target) applyGen(ctx context.Context, k kind, o object, ns string) (int64, error) {
 	if err := k.prepare(ctx, t, o, ns); err != nil {
-		return err
+		return 0, err
 	}
 	body, err := json.Marshal(o.obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ssa := func() (*unstructured.Unstructured, error) {
 		var out *unstructured.Unstructured
@@ -644,28 +736,28 @@ func (t *target) apply(ctx context.Context, k kind, o object, ns string) error {
 	}
 	out, err := ssa()
 	if apierrors.IsInvalid(err) {
-		return k.invalid(ctx, t, o, ns, err) // an immutable field changed: replaced, or not
+		return 0, k.invalid(ctx, t, o, ns, err) // an immutable field changed: replaced, or not
 	}
 	if err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+		return 0, fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
 	}
 	// An object this service created (an Update operation) still has fields
 	// owned by that operation, which an apply would never remove. Hand them
 	// to the apply manager once, then apply again so removals take effect.
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, sets.New(FieldManager), FieldManager)
 	if err != nil || patch == nil {
-		return err
+		return out.GetGeneration(), err
 	}
 	if err := t.call(func() error {
 		_, err := t.dyn.Resource(o.gvr).Namespace(ns).Patch(ctx, o.name, types.JSONPatchType, patch, metav1.PatchOptions{})
 		return err
 	}); err != nil {
-		return fmt.Errorf("upgrade managed fields of %s/%s: %w", ns, o.name, err)
+		return 0, fmt.Errorf("upgrade managed fields of %s/%s: %w", ns, o.name, err)
 	}
-	if _, err := ssa(); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
+	if out, err = ssa(); err != nil {
+		return 0, fmt.Errorf("apply %s %s/%s: %w", o.gvr.Resource, ns, o.name, err)
 	}
-	return nil
+	return out.GetGeneration(), nil
 }
 
 func (t *target) remove(ctx context.Context, tt *term, key string) error {
@@ -682,7 +774,7 @@ func (t *target) remove(ctx context.Context, tt *term, key string) error {
 			return err
 		}
 	}
-	tt.record(key, removed)
+	tt.record(key, removed, 0)
 	tt.work.Add(configsKey(project)) // what it named may be unused here now
 	return nil
 }

@@ -351,6 +351,18 @@ func (r csResult) cpuPerMutation(svc string) time.Duration {
 	return (r.after[svc].cpu - r.before[svc].cpu) / time.Duration(r.mutations)
 }
 
+// cpuShare is svc's CPU over the window in percent of a core. The
+// services that do not act on the submissions (remediation, upgrade)
+// spend what they spend per second whatever is submitted: their CPU per
+// mutation grows with the window's length (a slower cluster takes longer
+// to run the window's pods), their share of a core does not.
+func (r csResult) cpuShare(svc string) float64 {
+	if r.window <= 0 {
+		return 0
+	}
+	return 100 * float64(r.after[svc].cpu-r.before[svc].cpu) / float64(r.window)
+}
+
 // BenchmarkClusterScale measures Atoll in one member cluster of csNodes
 // nodes at each pod count of csPods (see the file comment).
 func BenchmarkClusterScale(b *testing.B) {
@@ -538,9 +550,9 @@ func printClusterScale(r csResult, idle map[string]svcUsage) {
 	fmt.Printf("  %-36s %10v %10v\n", "Atoll submit -> Running", a50.Round(time.Millisecond), a99.Round(time.Millisecond))
 	fmt.Printf("  %-36s %10v %10v\n", "direct client-go create -> Running", d50.Round(time.Millisecond), d99.Round(time.Millisecond))
 	fmt.Printf("  %-36s %10.2f %10.2f   (target P99 <= 25s and <= 1.10x)\n", "ratio Atoll / direct", ratio(a50, d50), ratio(a99, d99))
-	fmt.Printf("  %-12s %12s %12s %14s\n", "service", "RSS MiB", "live heap MiB", "CPU ms/mutation")
+	fmt.Printf("  %-12s %12s %12s %14s %12s\n", "service", "RSS MiB", "live heap MiB", "CPU ms/mutation", "CPU % core")
 	for _, s := range csServices {
-		fmt.Printf("  %-12s %12.1f %12.1f %14.2f\n", s, mib(r.after[s].rss), mib(r.after[s].liveHeap), float64(r.cpuPerMutation(s).Microseconds())/1000)
+		fmt.Printf("  %-12s %12.1f %12.1f %14.2f %12.1f\n", s, mib(r.after[s].rss), mib(r.after[s].liveHeap), float64(r.cpuPerMutation(s).Microseconds())/1000, r.cpuShare(s))
 	}
 	if r.pods > 0 {
 		fmt.Printf("  aggregator live heap per pod of the cluster: %.0f B (over its heap with %d nodes and no pods: %.0f B)\n",
@@ -584,7 +596,9 @@ func printClusterScaleSummary(b *testing.B, rs []csResult, idle map[string]svcUs
 		bpp := func(r csResult) float64 { return float64(r.aggregatorLiveHeap) / float64(r.pods) }
 		fmt.Printf("  %d vs %d pods: aggregator bytes per pod %.2fx (target <= 1.2x)\n", last.pods, first.pods, bpp(last)/bpp(first))
 		for _, s := range csServices {
-			fmt.Printf("  %d vs %d pods: %s CPU per mutation %.2fx (target <= 1.2x)\n", last.pods, first.pods, s, ratio(last.cpuPerMutation(s), first.cpuPerMutation(s)))
+			fmt.Printf("  %d vs %d pods: %s CPU per mutation %.2fx (target <= 1.2x), share of a core %.2fx (windows %v, %v)\n", last.pods, first.pods, s,
+				ratio(last.cpuPerMutation(s), first.cpuPerMutation(s)), last.cpuShare(s)/max(first.cpuShare(s), 1e-9),
+				first.window.Round(time.Second), last.window.Round(time.Second))
 		}
 	}
 	b.ReportMetric(float64(percentile(last.atoll, .99).Milliseconds()), "running-p99-ms")
