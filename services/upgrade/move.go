@@ -102,6 +102,9 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 			gate.Breach = "no credentials for cluster " + cname
 		} else {
 			nodes, err = s.nodes(ctx, m)
+			if err == nil {
+				err = s.reachable(ctx, m)
+			}
 			if err != nil {
 				gate.Breach = "cluster " + cname + " API unreachable: " + err.Error()
 			} else {
@@ -167,8 +170,24 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 	s.publish(ctx, name, pr, evs)
 
 	// Every node of the plan in flight (and terminal ones: their leases).
-	// The pending pods of a cluster are listed once per tick for all its
-	// nodes.
+	// The pending pods of a cluster are read once per tick for all its
+	// nodes. Every node is stepped first and what the steps decided is
+	// stored once, before any of their side effects; then the side
+	// effects run, and what the drains recorded is stored once more. A
+	// tick thus writes the progress (which holds every node of the plan)
+	// at most three times however many nodes are in flight, not once per
+	// node that moved.
+	type stepped struct {
+		m   *member
+		k   *corev1.Node // nil when gone
+		n   *plan.Node   // the progress's own record, which act updates
+		act plan.Action
+	}
+	var (
+		steps   []stepped
+		nodeEvs []plan.Event
+		changed bool
+	)
 	pending := map[string][]time.Time{}
 	rb := plan.Rollback(&spec, pr.p)
 	for _, uid := range slices.Sorted(maps.Keys(pr.p.Nodes)) {
@@ -198,31 +217,38 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 		if (act == plan.ActSurge || act == plan.ActReplace) && after.Replacement == "" {
 			after.Replacement = disruption.ReplacementName(cn[uid], 0)
 		}
-		var evs []plan.Event
 		switch {
 		case act == plan.ActPause && pr.p.Phase != plan.PhasePaused:
 			plan.Pause(&pr.p, plan.ByNode, n.Name+": "+after.Why, ctl)
-			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvPaused, Message: pr.p.Reason})
+			nodeEvs = append(nodeEvs, plan.Event{Cluster: n.Cluster, Name: plan.EvPaused, Message: pr.p.Reason})
+			changed = true
 		case after.State == plan.NodeDone && was.State != plan.NodeDone:
-			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeRotated, Message: n.Name + " -> " + after.Replacement})
+			nodeEvs = append(nodeEvs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeRotated, Message: n.Name + " -> " + after.Replacement})
 		case after.State == plan.NodeSkipped && was.State != plan.NodeSkipped:
-			evs = append(evs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeSkipped, Message: n.Name + ": " + after.Why})
+			nodeEvs = append(nodeEvs, plan.Event{Cluster: n.Cluster, Name: plan.EvNodeSkipped, Message: n.Name + ": " + after.Why})
 		}
 		pr.p.Nodes[uid] = &after
-		if !equalNode(was, after) || len(evs) > 0 {
-			if err := s.store(ctx, name, pr); err != nil {
-				return err // a successor holds the plan: act on nothing
-			}
-			s.publish(ctx, name, pr, evs)
+		changed = changed || !equalNode(was, after)
+		steps = append(steps, stepped{m: m, k: cn[uid], n: &after, act: act})
+	}
+	if changed || len(nodeEvs) > 0 {
+		if err := s.store(ctx, name, pr); err != nil {
+			return err // a successor holds the plan: act on nothing
 		}
-		if err := s.act(ctx, &spec, m, &after, cn[uid], act); err != nil {
-			s.log.Warn("node action", "plan", name, "node", n.Name, "action", act, "err", err)
+		s.publish(ctx, name, pr, nodeEvs)
+	}
+	drained := false
+	for _, st := range steps {
+		if err := s.act(ctx, &spec, st.m, st.n, st.k, st.act); err != nil {
+			s.log.Warn("node action", "plan", name, "node", st.n.Name, "action", st.act, "err", err)
 		}
-		if !equalNode(after, *pr.p.Nodes[uid]) || act == plan.ActDrain || act == plan.ActForce {
-			pr.p.Nodes[uid] = &after
-			if err := s.store(ctx, name, pr); err != nil {
-				return err
-			}
+		drained = drained || st.act == plan.ActDrain || st.act == plan.ActForce
+	}
+	if drained {
+		// A drain pass records the pods it evicted and the budget that
+		// blocked it.
+		if err := s.store(ctx, name, pr); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -241,21 +267,6 @@ func (s *Service) clusterNodes(ctx context.Context, m *member, current string, c
 		return cur, nil
 	}
 	return s.nodes(ctx, m)
-}
-
-// nodes lists m's nodes by UID.
-func (s *Service) nodes(ctx context.Context, m *member) (map[string]*corev1.Node, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	l, err := m.cs.CoreV1().Nodes().List(cctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes of %s: %w", m.name, err)
-	}
-	out := make(map[string]*corev1.Node, len(l.Items))
-	for i := range l.Items {
-		out[string(l.Items[i].UID)] = &l.Items[i]
-	}
-	return out, nil
 }
 
 func ready(n *corev1.Node) bool {
@@ -357,19 +368,6 @@ func (s *Service) empty(ctx context.Context, m *member, node string) bool {
 		return false
 	}
 	return true
-}
-
-// pendingPods lists when each Pending pod of m was created.
-func (s *Service) pendingPods(ctx context.Context, m *member) ([]time.Time, error) {
-	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]time.Time, 0, len(pods.Items))
-	for _, p := range pods.Items {
-		out = append(out, p.CreationTimestamp.Time)
-	}
-	return out, nil
 }
 
 // noneSince reports whether no pod of created was made since (the
@@ -507,11 +505,11 @@ func (s *Service) publish(ctx context.Context, name string, pr *progress, evs []
 // below its desired count breaches; otherwise (a wave in flight) only one
 // below its availability budget does.
 func (s *Service) gate(ctx context.Context, m *member, soaking bool, since, now time.Time) string {
-	pods, err := m.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+	pods, err := s.pendingList(m)
 	if err != nil {
-		return "cluster " + m.name + " API unreachable"
+		return "cluster " + m.name + " API unreachable: " + err.Error()
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		made := p.CreationTimestamp.Time
 		if !since.IsZero() && !made.Before(since.Truncate(time.Second)) && now.Sub(made) > PendingGrace {
 			return "pod " + p.Namespace + "/" + p.Name + " pending for over " + PendingGrace.String()

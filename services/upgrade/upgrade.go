@@ -28,14 +28,15 @@
 //
 // # Cost of a tick
 //
-// A tick lists the current cluster's nodes once, and its Pending pods
-// once for the gate and once for all the nodes in flight together (not
-// once per node); a node rotated and released this term
-// is not observed again, and a drain's emptiness check lists only the
-// draining node's pods. A tick's cost thus follows the nodes in flight,
-// not the plan's size: TestRotationAtScale (services/atoll/e2e/upgrade)
-// rotates 300 KWOK nodes in three clusters at about 100 nodes a minute
-// while polling the member API servers, so no informers are kept.
+// A tick reads the current cluster's nodes and Pending pods from
+// informers every replica keeps (cache.go: slimmed nodes, and only the
+// pods the API server reports Pending), and asks the API server once
+// whether it is ready; a node rotated and released this term is not
+// observed again, and a drain's emptiness check lists only the draining
+// node's pods. What a tick asks of the API server thus follows the nodes
+// in flight, not the cluster's size: listing 3,000 nodes every tick cost
+// the upgrade service and the member API server more than the rotation
+// itself (BenchmarkFleetScale, services/atoll/e2e/bench).
 //
 // # SLO gate
 //
@@ -100,6 +101,9 @@ const (
 	// GateGrace is how long a breach of the SLO gate must last to pause
 	// a plan.
 	GateGrace = 10 * time.Second
+	// CacheSyncWait bounds how long a new term waits for the member
+	// clusters' caches (cache.go) before its first tick.
+	CacheSyncWait = 30 * time.Second
 )
 
 // EnvTick is the environment variable that, set to a positive duration,
@@ -145,6 +149,7 @@ type member struct {
 	conn     *clusters.Conn // cs's transport and connections, closed on Stop
 	cs       kubernetes.Interface
 	provider disruption.Provider
+	caches   *memberCaches // its nodes and Pending pods (cache.go)
 }
 
 // New returns an upgrade replica for the member clusters.
@@ -171,7 +176,11 @@ func New(b *bus.Bus, log *slog.Logger, members clusters.Members) (*Service, erro
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
 		}
-		s.clusters[m.Name] = &member{name: m.Name, conn: conn, cs: cs, provider: &disruption.KWOK{Client: cs}}
+		caches, err := newMemberCaches(cfg, conn)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", m.Name, err)
+		}
+		s.clusters[m.Name] = &member{name: m.Name, conn: conn, cs: cs, provider: &disruption.KWOK{Client: cs}, caches: caches}
 	}
 	return s, nil
 }
@@ -200,6 +209,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	for _, m := range s.clusters {
+		m.caches.run(rctx, &s.wg)
+	}
 	s.wg.Go(func() { s.elector.Run(rctx, LeaseName, s.lead) })
 	return nil
 }
@@ -228,6 +240,11 @@ func (s *Service) Holder() string { return s.holder }
 func (s *Service) lead(ctx context.Context) {
 	s.log.Info("leading upgrades")
 	s.released = map[string]bool{} // a new term releases again (idempotent)
+	// A cluster whose caches are not synced by then reads as unreachable
+	// (the gate holds, then pauses).
+	if !s.waitSynced(ctx, CacheSyncWait) && ctx.Err() == nil {
+		s.log.Warn("leading before every member cluster's nodes were listed", "waited", CacheSyncWait)
+	}
 	tick := time.NewTicker(s.tick)
 	defer tick.Stop()
 	for {

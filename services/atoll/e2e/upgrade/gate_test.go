@@ -144,3 +144,52 @@ func TestDrainDeadlineSkip(t *testing.T) {
 	err = cl.Delete(ctx, proj, api.KindApp, "pinned")
 	require.NoError(t, err)
 }
+
+// TestFrozenAPIServerPausesThePlan: the service reads a cluster's nodes
+// and Pending pods from informers, which keep serving what they last saw
+// when the API server stops answering. The gate must not take that for a
+// healthy cluster: with the current cluster's kube-apiserver frozen
+// (SIGSTOP) mid-plan, the plan pauses, by the gate, as unreachable.
+func TestFrozenAPIServerPausesThePlan(t *testing.T) {
+	e2e.Need(t)
+	ctx := context.Background()
+	m := reg.Members[0]
+	c := reg.Env.Cluster(m.Name)
+	const pool = "frozen"
+	_, err := c.AddNodes(ctx, testenv.NodePool{Name: pool, Count: 3, CPU: "8", Memory: "32Gi"})
+	require.NoError(t, err)
+	spec := plan.Spec{Name: "frozen", Target: plan.Target{Label: versionLabel, Value: "frozen"},
+		Soak: plan.Duration{Duration: 5 * time.Minute}, DrainDeadline: plan.Duration{Duration: time.Minute},
+		Clusters: []plan.ClusterStep{{Name: m.Name, Pools: []plan.PoolStep{{Name: pool, MaxUnavailable: "1"}}}}}
+	putJSON(t, upgrade.SpecKey(spec.Name), spec)
+	t.Cleanup(func() {
+		if ph := progressOf(t, spec.Name).Phase; ph != plan.PhaseAborted && ph != plan.PhaseDone {
+			abortPlan(t, spec.Name)
+		}
+	})
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		p := progressOf(ct, spec.Name)
+		assert.Equal(ct, []string{m.Name}, p.Touched, "the first wave started")
+	}, 2*time.Minute, 250*time.Millisecond)
+
+	frozen, err := c.PauseComponent(testenv.KubeAPIServer)
+	require.NoError(t, err)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			require.NoError(t, frozen.Resume())
+		}
+	}
+	t.Cleanup(resume)
+	start := time.Now()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		p := progressOf(ct, spec.Name)
+		assert.Equal(ct, plan.PhasePaused, p.Phase)
+		assert.Equal(ct, plan.ByGate, p.PausedBy)
+	}, upgrade.GateGrace+time.Minute, 250*time.Millisecond)
+	resume()
+	p := progressOf(t, spec.Name)
+	t.Logf("paused %v after the freeze: %s", time.Since(start).Round(time.Second), p.Reason)
+	require.Contains(t, p.Reason, "unreachable")
+}
