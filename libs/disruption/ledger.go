@@ -153,62 +153,125 @@ func Key(cluster string) string { return "d." + cluster }
 // anyone plus NotReady nodes of r.Fleet, each counted once). An owner's
 // own lease is renewed whatever the budget: it is counted already.
 func (l *Ledger) Acquire(ctx context.Context, r Request) (Lease, error) {
-	if r.Owner == "" || r.Node.UID == "" || r.Node.Cluster == "" {
-		return Lease{}, errors.New("acquire: owner, node UID and cluster are required")
+	got, errs, err := l.AcquireAll(ctx, []Request{r})
+	if err == nil {
+		err = errs[0]
 	}
-	var got Lease
-	_, err := bus.Update(ctx, l.kv, Key(r.Node.Cluster), func(cur []byte, exists bool) ([]byte, error) {
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire %s: %w", r.Node.Name, err)
+	}
+	return got[0], nil
+}
+
+// AcquireAll is Acquire for requests on nodes of one cluster, in one write
+// of the cluster's ledger: each request is decided in order, as if
+// acquired one after the other, so a request counts the leases granted
+// before it. It returns, by request, the lease granted or why it was not
+// (ErrHeld, ErrBudget); err is set when nothing could be written.
+func (l *Ledger) AcquireAll(ctx context.Context, rs []Request) (got []Lease, errs []error, err error) {
+	if len(rs) == 0 {
+		return nil, nil, nil
+	}
+	cluster := rs[0].Node.Cluster
+	for _, r := range rs {
+		if r.Owner == "" || r.Node.UID == "" || r.Node.Cluster == "" {
+			return nil, nil, errors.New("acquire: owner, node UID and cluster are required")
+		}
+		if r.Node.Cluster != cluster {
+			return nil, nil, fmt.Errorf("acquire: nodes of clusters %s and %s in one call", cluster, r.Node.Cluster)
+		}
+	}
+	_, err = bus.Update(ctx, l.kv, Key(cluster), func(cur []byte, exists bool) ([]byte, error) {
 		rec, err := decode(cur, exists)
 		if err != nil {
 			return nil, err
 		}
 		now := l.clock.Now()
 		rec.expire(now)
-		if held, ok := rec.Leases[r.Node.UID]; ok && held.Owner != r.Owner {
-			return nil, fmt.Errorf("%s/%s held by %s (%s) until %s: %w", r.Node.Cluster, r.Node.Name,
-				held.Owner, held.Reason, held.Expires.Format(time.RFC3339), ErrHeld)
-		}
-		if _, mine := rec.Leases[r.Node.UID]; !mine {
-			if err := rec.fits(r); err != nil {
-				return nil, err
+		got, errs = make([]Lease, len(rs)), make([]error, len(rs))
+		granted := 0
+		for i, r := range rs {
+			if held, ok := rec.Leases[r.Node.UID]; ok && held.Owner != r.Owner {
+				errs[i] = fmt.Errorf("%s/%s held by %s (%s) until %s: %w", r.Node.Cluster, r.Node.Name,
+					held.Owner, held.Reason, held.Expires.Format(time.RFC3339), ErrHeld)
+				continue
 			}
+			if _, mine := rec.Leases[r.Node.UID]; !mine {
+				if err := rec.fits(r); err != nil {
+					errs[i] = err
+					continue
+				}
+			}
+			got[i] = Lease{Node: r.Node, Owner: r.Owner, Reason: r.Reason, Acquired: now, Expires: now.Add(r.TTL)}
+			if prev, ok := rec.Leases[r.Node.UID]; ok {
+				got[i].Acquired = prev.Acquired
+			}
+			rec.Leases[r.Node.UID] = got[i]
+			granted++
 		}
-		got = Lease{Node: r.Node, Owner: r.Owner, Reason: r.Reason, Acquired: now, Expires: now.Add(r.TTL)}
-		if prev, ok := rec.Leases[r.Node.UID]; ok {
-			got.Acquired = prev.Acquired
+		if granted == 0 {
+			return nil, bus.ErrNoChange
 		}
-		rec.Leases[r.Node.UID] = got
 		return json.Marshal(rec)
 	})
-	if err != nil {
-		return Lease{}, fmt.Errorf("acquire %s: %w", r.Node.Name, err)
+	if errors.Is(err, bus.ErrNoChange) {
+		err = nil
 	}
-	return got, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return got, errs, nil
 }
 
 // Renew extends owner's lease on the node to ttl from now; ErrNotHeld
 // when owner does not hold it (it expired and another took it, or it was
 // released).
 func (l *Ledger) Renew(ctx context.Context, node NodeRef, owner string, ttl time.Duration) error {
-	_, err := bus.Update(ctx, l.kv, Key(node.Cluster), func(cur []byte, exists bool) ([]byte, error) {
+	notHeld, err := l.RenewAll(ctx, node.Cluster, owner, []NodeRef{node}, ttl)
+	if err == nil && notHeld[node.UID] {
+		err = ErrNotHeld
+	}
+	if err != nil {
+		return fmt.Errorf("renew %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// RenewAll is Renew for nodes of cluster, in one write of its ledger: it
+// returns the UIDs of those owner does not hold (not renewed).
+func (l *Ledger) RenewAll(ctx context.Context, cluster, owner string, nodes []NodeRef, ttl time.Duration) (notHeld map[string]bool, err error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	_, err = bus.Update(ctx, l.kv, Key(cluster), func(cur []byte, exists bool) ([]byte, error) {
 		rec, err := decode(cur, exists)
 		if err != nil {
 			return nil, err
 		}
 		now := l.clock.Now()
 		rec.expire(now)
-		held, ok := rec.Leases[node.UID]
-		if !ok || held.Owner != owner {
-			return nil, ErrNotHeld
+		notHeld = map[string]bool{}
+		for _, node := range nodes {
+			held, ok := rec.Leases[node.UID]
+			if !ok || held.Owner != owner {
+				notHeld[node.UID] = true
+				continue
+			}
+			held.Expires = now.Add(ttl)
+			rec.Leases[node.UID] = held
 		}
-		held.Expires = now.Add(ttl)
-		rec.Leases[node.UID] = held
+		if len(notHeld) == len(nodes) {
+			return nil, bus.ErrNoChange
+		}
 		return json.Marshal(rec)
 	})
-	if err != nil {
-		return fmt.Errorf("renew %s: %w", node.Name, err)
+	if errors.Is(err, bus.ErrNoChange) {
+		err = nil
 	}
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	return notHeld, nil
 }
 
 // Release drops owner's lease on the node; releasing a lease not held is

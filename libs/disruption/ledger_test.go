@@ -219,3 +219,51 @@ func TestFleetOf(t *testing.T) {
 		"c": {Pool: "gpu", NotReady: true}, "d": {Pool: "gpu", NotReady: true},
 	}, got)
 }
+
+// TestLedgerBatchesDecideInOrder: AcquireAll grants a wave's requests in
+// one write as if one after the other (the budget counts the leases it
+// granted before each request, and another owner's), and RenewAll renews
+// an owner's leases in one write, reporting those it does not hold.
+func TestLedgerBatchesDecideInOrder(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := openLedger(t, clk)
+	f := fleet(map[string]int{"general": 10})
+	b := disruption.Budget{Pool: "3"}
+	_, err := l.Acquire(ctx, disruption.Request{Node: ref("general", 9), Owner: "remediation", TTL: time.Hour, Budget: b, Fleet: f})
+	require.NoError(t, err)
+	var rs []disruption.Request
+	for _, i := range []int{0, 9, 1, 2, 3} {
+		rs = append(rs, disruption.Request{Node: ref("general", i), Owner: "upgrade", TTL: time.Minute, Budget: b, Fleet: f})
+	}
+	got, errs, err := l.AcquireAll(ctx, rs)
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], disruption.ErrHeld, "general-9 is remediation's")
+	require.NoError(t, errs[2])
+	require.ErrorIs(t, errs[3], disruption.ErrBudget, "general-9, -0 and -1 out: the budget of 3 is spent")
+	require.ErrorIs(t, errs[4], disruption.ErrBudget)
+	require.Equal(t, "general-1", got[2].Node.Name)
+	leases, err := l.Leases(ctx, "zone-a")
+	require.NoError(t, err)
+	require.Len(t, leases, 3)
+
+	// Nothing granted: nothing written, no error.
+	_, errs, err = l.AcquireAll(ctx, rs[3:])
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], disruption.ErrBudget)
+
+	_, _, err = l.AcquireAll(ctx, []disruption.Request{rs[0], {Node: disruption.NodeRef{Cluster: "zone-b", Name: "x", UID: "u-x"}, Owner: "upgrade", Fleet: f}})
+	require.ErrorContains(t, err, "in one call")
+
+	// Renewed together: upgrade's two leases live past their first TTL;
+	// general-9 is not upgrade's and general-5 is no one's.
+	clk.SetTime(clk.Now().Add(50 * time.Second))
+	notHeld, err := l.RenewAll(ctx, "zone-a", "upgrade", []disruption.NodeRef{ref("general", 0), ref("general", 1), ref("general", 9), ref("general", 5)}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"u-general-9": true, "u-general-5": true}, notHeld)
+	clk.SetTime(clk.Now().Add(50 * time.Second))
+	leases, err = l.Leases(ctx, "zone-a")
+	require.NoError(t, err)
+	require.Len(t, leases, 3, "the renewed leases outlived their first TTL")
+}

@@ -149,6 +149,13 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 			surged++
 		}
 	}
+	// The wave's nodes are leased together, one ledger write per cluster.
+	var (
+		fl      = fleetOf(nodes)
+		totals  = poolTotals(nodes)
+		reqs    = map[string][]disruption.Request{}
+		leasing = map[string][]*plan.Node{}
+	)
 	for _, n := range start {
 		if nodes != nil && nodes[n.UID] == nil {
 			// Deleted before it started (remediation replaced it): never
@@ -156,12 +163,23 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 			n.State, n.Since, n.Why = plan.NodeGone, now, "deleted before it started"
 			continue
 		}
-		if err := s.acquire(ctx, &spec, n, nodes, surged); err != nil {
-			s.log.Info("node not started", "plan", name, "node", n.Name, "why", err)
-			continue
+		reqs[n.Cluster] = append(reqs[n.Cluster], request(&spec, n, fl, totals, surged))
+		leasing[n.Cluster] = append(leasing[n.Cluster], n)
+	}
+	for c, rs := range reqs {
+		_, errs, err := s.ledger.AcquireAll(ctx, rs)
+		for i, n := range leasing[c] {
+			why := err
+			if why == nil {
+				why = errs[i]
+			}
+			if why != nil {
+				s.log.Info("node not started", "plan", name, "node", n.Name, "why", why)
+				continue
+			}
+			n.State, n.Since = plan.NodeLeased, now
+			delete(s.released, n.UID)
 		}
-		n.State, n.Since = plan.NodeLeased, now
-		delete(s.released, n.UID)
 	}
 	pr.p = next
 	if err := s.store(ctx, name, pr); err != nil {
@@ -177,12 +195,6 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 	// tick thus writes the progress (which holds every node of the plan)
 	// at most three times however many nodes are in flight, not once per
 	// node that moved.
-	type stepped struct {
-		m   *member
-		k   *corev1.Node // nil when gone
-		n   *plan.Node   // the progress's own record, which act updates
-		act plan.Action
-	}
 	var (
 		steps   []stepped
 		nodeEvs []plan.Event
@@ -237,9 +249,10 @@ func (s *Service) moveOnce(ctx context.Context, name, first string, active *bool
 		}
 		s.publish(ctx, name, pr, nodeEvs)
 	}
+	held := s.renewAll(ctx, steps2refs(steps))
 	drained := false
 	for _, st := range steps {
-		if err := s.act(ctx, &spec, st.m, st.n, st.k, st.act); err != nil {
+		if err := s.act(ctx, &spec, st.m, st.n, st.k, st.act, held[st.n.UID]); err != nil {
 			s.log.Warn("node action", "plan", name, "node", st.n.Name, "action", st.act, "err", err)
 		}
 		drained = drained || st.act == plan.ActDrain || st.act == plan.ActForce
@@ -278,13 +291,36 @@ func ready(n *corev1.Node) bool {
 	return false
 }
 
-// acquire takes the ledger lease of n within the pool's budget (the
-// plan's max unavailable) and the shared cluster budget.
-func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, nodes map[string]*corev1.Node, surged int) error {
-	fleet := disruption.Fleet{}
+// stepped is a node a tick stepped, and the action it is to take.
+type stepped struct {
+	m   *member
+	k   *corev1.Node // nil when gone
+	n   *plan.Node   // the progress's own record, which act updates
+	act plan.Action
+}
+
+// fleetOf is what the ledger is told of a cluster's nodes.
+func fleetOf(nodes map[string]*corev1.Node) disruption.Fleet {
+	fleet := make(disruption.Fleet, len(nodes))
 	for uid, k := range nodes {
 		fleet[uid] = disruption.FleetNode{Pool: k.Labels[disruption.LabelPool], NotReady: !ready(k)}
 	}
+	return fleet
+}
+
+// poolTotals counts a cluster's nodes by pool.
+func poolTotals(nodes map[string]*corev1.Node) map[string]int {
+	out := map[string]int{}
+	for _, k := range nodes {
+		out[k.Labels[disruption.LabelPool]]++
+	}
+	return out
+}
+
+// request asks for the ledger lease of n within the pool's budget (the
+// plan's max unavailable) and the shared cluster budget; totals are the
+// nodes of n's cluster by pool.
+func request(spec *plan.Spec, n *plan.Node, fleet disruption.Fleet, totals map[string]int, surged int) disruption.Request {
 	// A surged node leaves its pool's capacity whole: its lease is
 	// bounded by the cluster only. A drained-first node's pool limit is
 	// the wave's max unavailable plus this plan's surged nodes in flight
@@ -292,27 +328,20 @@ func (s *Service) acquire(ctx context.Context, spec *plan.Spec, n *plan.Node, no
 	// remediation's nodes and the plan's together stay within it.
 	budget := disruption.Budget{Cluster: disruption.Limit(spec.ClusterBudget)}
 	if !n.Surge {
-		total := 0
-		for _, k := range nodes {
-			if k.Labels[disruption.LabelPool] == n.Pool {
-				total++
-			}
-		}
 		for _, c := range spec.Clusters {
 			for _, p := range c.Pools {
 				if c.Name == n.Cluster && p.Name == n.Pool {
-					u, _ := plan.MaxUnavailable(p.MaxUnavailable, total)
+					u, _ := plan.MaxUnavailable(p.MaxUnavailable, totals[n.Pool])
 					budget.Pool = disruption.Limit(strconv.Itoa(max(u, 1) + surged))
 				}
 			}
 		}
 	}
-	_, err := s.ledger.Acquire(ctx, disruption.Request{
+	return disruption.Request{
 		Node:  disruption.NodeRef{Cluster: n.Cluster, Pool: n.Pool, Name: n.Name, UID: n.UID},
 		Owner: Owner, Reason: "rotate to " + spec.Target.Label + "=" + spec.Target.Value,
 		TTL: LeaseTTL, Budget: budget, Fleet: fleet,
-	})
-	return err
+	}
 }
 
 // observe reads what Step needs of n.
@@ -396,12 +425,80 @@ func rotationStart(p plan.Progress, cluster string) time.Time {
 }
 
 // act performs one side effect, idempotently.
-func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.Node, k *corev1.Node, act plan.Action) error {
-	ref := disruption.NodeRef{Cluster: n.Cluster, Pool: n.Pool, Name: n.Name, UID: n.UID}
+// renews says whether act renews n's ledger lease before it acts.
+func renews(n *plan.Node, act plan.Action) bool {
 	switch act {
 	case plan.ActNone, plan.ActPause:
-		if n.State.Started() && !n.State.Terminal() {
-			return s.ledger.Renew(ctx, ref, Owner, LeaseTTL)
+		return n.State.Started() && !n.State.Terminal()
+	case plan.ActRelease:
+		return false
+	}
+	return true
+}
+
+// leaseState is what a tick's renewal of every lease (renewAll) found of
+// one node's lease.
+type leaseState int
+
+const (
+	leaseUnknown leaseState = iota // not renewed together: act renews it
+	leaseRenewed
+	leaseNotHeld
+)
+
+// steps2refs lists the nodes of steps whose act renews their lease.
+func steps2refs(steps []stepped) []disruption.NodeRef {
+	var out []disruption.NodeRef
+	for _, st := range steps {
+		if renews(st.n, st.act) {
+			out = append(out, disruption.NodeRef{Cluster: st.n.Cluster, Pool: st.n.Pool, Name: st.n.Name, UID: st.n.UID})
+		}
+	}
+	return out
+}
+
+// renewAll renews the leases of refs, one ledger write per cluster, and
+// returns what it found of each, by UID (leaseUnknown where the write
+// failed: act renews those itself).
+func (s *Service) renewAll(ctx context.Context, refs []disruption.NodeRef) map[string]leaseState {
+	byCluster := map[string][]disruption.NodeRef{}
+	for _, r := range refs {
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+	}
+	out := map[string]leaseState{}
+	for c, rs := range byCluster {
+		notHeld, err := s.ledger.RenewAll(ctx, c, Owner, rs, LeaseTTL)
+		if err != nil {
+			s.log.Warn("renew leases", "cluster", c, "nodes", len(rs), "err", err)
+			continue
+		}
+		for _, r := range rs {
+			out[r.UID] = leaseRenewed
+			if notHeld[r.UID] {
+				out[r.UID] = leaseNotHeld
+			}
+		}
+	}
+	return out
+}
+
+// act performs one side effect, idempotently; held is what the tick's
+// renewal found of n's lease.
+func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.Node, k *corev1.Node, act plan.Action, held leaseState) error {
+	ref := disruption.NodeRef{Cluster: n.Cluster, Pool: n.Pool, Name: n.Name, UID: n.UID}
+	renew := func() error {
+		switch held {
+		case leaseRenewed:
+			return nil
+		case leaseNotHeld:
+			return fmt.Errorf("renew %s: %w", n.Name, disruption.ErrNotHeld)
+		}
+		return s.ledger.Renew(ctx, ref, Owner, LeaseTTL)
+	}
+	switch act {
+	case plan.ActNone, plan.ActPause:
+		if renews(n, act) {
+			return renew()
 		}
 		return nil
 	case plan.ActRelease:
@@ -414,7 +511,7 @@ func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.N
 		s.released[n.UID] = true
 		return nil
 	}
-	if err := s.ledger.Renew(ctx, ref, Owner, LeaseTTL); errors.Is(err, disruption.ErrNotHeld) {
+	if err := renew(); errors.Is(err, disruption.ErrNotHeld) {
 		// The lease lapsed (the service was down longer than its TTL): take
 		// it again before acting, unless another owner has the node now.
 		// The node was within the budget when it started; it is not counted
