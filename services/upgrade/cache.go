@@ -76,6 +76,14 @@ func (c *memberCaches) run(ctx context.Context, wg *sync.WaitGroup) {
 // synced reports whether both informers have listed the cluster.
 func (c *memberCaches) synced() bool { return c.nodes.HasSynced() && c.pending.HasSynced() }
 
+// hasNode reports whether the cache holds a node called name (a
+// replacement made on an earlier tick). A cache that lags says no, and
+// the caller makes it again (AlreadyExists).
+func (c *memberCaches) hasNode(name string) bool {
+	_, ok, err := c.nodes.GetStore().GetByKey(name)
+	return err == nil && ok
+}
+
 // waitSynced waits until every member's caches are synced, at most
 // within; it reports whether they are.
 func (s *Service) waitSynced(ctx context.Context, within time.Duration) bool {

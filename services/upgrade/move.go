@@ -556,12 +556,15 @@ func (s *Service) act(ctx context.Context, spec *plan.Spec, m *member, n *plan.N
 		}
 		return err
 	case plan.ActSurge:
-		if k == nil {
-			return nil
+		if k == nil || m.caches.hasNode(n.Replacement) {
+			return nil // made already: Step waits for it to be Ready
 		}
 		return surge(ctx, m.provider, k, disruption.Replacement{Name: n.Replacement, Labels: labels})
 	case plan.ActReplace:
 		old := k
+		if old == nil && m.caches.hasNode(n.Replacement) {
+			return nil // the old node is gone and its replacement made
+		}
 		if old == nil {
 			// The old node is gone already: the provider only creates.
 			old = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID(n.UID)}}
