@@ -17,14 +17,15 @@
 //
 // One lease, "upgrade" (libs/bus/lease), makes one replica the leader. A
 // term ticks every Tick: for each plan it reads spec, control and
-// progress, lists the current cluster's nodes and reads the SLO gate,
-// runs plan.Advance, takes ledger leases for the nodes that start (a node
-// remediation holds, or one the shared budget refuses, stays pending and
-// is retried), then runs plan.Step for each node of the plan. The
-// progress Step returns is written (compare-and-set on the revision this
-// term read, so a deposed leader cannot overwrite its successor) BEFORE
-// the side effect it names is performed; each side effect is idempotent
-// given that record (see package plan), so a standby resumes exactly.
+// progress, reads the current cluster's nodes (from its cache) and the
+// SLO gate, runs plan.Advance, takes ledger leases for the nodes that
+// start, in one ledger write (a node remediation holds, or one the shared
+// budget refuses, stays pending and is retried), then runs plan.Step for
+// each node of the plan. What the steps return is written (compare-and-set
+// on the revision this term read, so a deposed leader cannot overwrite its
+// successor) BEFORE any side effect it names is performed; each side
+// effect is idempotent given that record (see package plan), so a standby
+// resumes exactly.
 //
 // # Cost of a tick
 //
