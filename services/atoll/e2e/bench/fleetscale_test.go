@@ -605,10 +605,9 @@ func remediate(ctx context.Context, b *testing.B, reg *region.Region, c *testenv
 				res.remLatency[ev] = append(res.remLatency[ev], t.Sub(broke[v]))
 			}
 		}
-		switch n := evs.count(v, rem.EvReplaced); {
-		case n == 1:
+		if n := evs.count(v, rem.EvReplaced); n == 1 {
 			res.replaced++
-		default:
+		} else {
 			b.Errorf("%s: replaced %d times, want once; needs-human %d", v, n, evs.count(v, rem.EvNeedsHuman))
 		}
 	}
