@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Node labels set on every simulated node.
@@ -227,4 +229,32 @@ func (c *Cluster) node(name string, p NodePool, capacity corev1.ResourceList) *c
 			NodeInfo:    corev1.NodeSystemInfo{KubeletVersion: "kwok", OperatingSystem: "linux", Architecture: "amd64"},
 		},
 	}
+}
+
+// BreakNode makes node report Ready=False the way a node whose kubelet is
+// down does, while KWOK leaves it alone. KWOK's node-initialize stage sets
+// Ready back to True at once on any node whose Ready conditions are all
+// other than True, so the status also carries a second, later Ready entry
+// that is True: Kubernetes (the node lifecycle controller) and the
+// remediation service read the first one, False, and KWOK leaves the node
+// alone. KWOK still runs the node's pods, so evictions complete as on a
+// live kubelet.
+func BreakNode(ctx context.Context, cs kubernetes.Interface, node string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		conds := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "AtollTestKubeletDown", LastHeartbeatTime: now, LastTransitionTime: now}}
+		for _, c := range n.Status.Conditions {
+			if c.Type != corev1.NodeReady {
+				conds = append(conds, c)
+			}
+		}
+		conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "AtollTestKwokGuard", LastHeartbeatTime: now, LastTransitionTime: now})
+		n.Status.Conditions = conds
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }

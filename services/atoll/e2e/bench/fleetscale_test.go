@@ -95,9 +95,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/bus"
@@ -176,30 +174,6 @@ func fleetPolicy(failing int) rem.Policy {
 		MaxUnhealthy: disruption.Limit(fmt.Sprintf("%d%%", min(100, 2*fleetFailingPct))), Cooldown: rem.Duration(10 * time.Second),
 		ActionEvery: rem.Duration(10 * time.Millisecond), ActionBurst: failing,
 		Budget: disruption.Budget{Pool: budget, Cluster: budget}, LeaseTTL: rem.Duration(2 * time.Minute)}
-}
-
-// breakFleetNode makes a node report Ready=False while KWOK leaves it
-// alone: a first Ready entry False, which Kubernetes and the remediation
-// service read, and a later one True, which keeps KWOK from setting it
-// back (services/atoll/e2e/remediation's breakNode).
-func breakFleetNode(ctx context.Context, cs kubernetes.Interface, node string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.Now()
-		conds := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "AtollBenchKubeletDown", LastHeartbeatTime: now, LastTransitionTime: now}}
-		for _, c := range n.Status.Conditions {
-			if c.Type != corev1.NodeReady {
-				conds = append(conds, c)
-			}
-		}
-		conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "AtollBenchKwokGuard", LastHeartbeatTime: now, LastTransitionTime: now})
-		n.Status.Conditions = conds
-		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
 }
 
 // nodeEvents records the remediation events of a cluster's nodes: per
@@ -566,7 +540,7 @@ func remediate(ctx context.Context, b *testing.B, reg *region.Region, c *testenv
 	g.SetLimit(16)
 	for _, v := range victims {
 		g.Go(func() error {
-			if err := breakFleetNode(gctx, c.Client, v); err != nil {
+			if err := testenv.BreakNode(gctx, c.Client, v); err != nil {
 				return fmt.Errorf("break %s: %w", v, err)
 			}
 			mu.Lock()

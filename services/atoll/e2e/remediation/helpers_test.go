@@ -111,18 +111,7 @@ func setCondition(t *testing.T, cs kubernetes.Interface, node string, typ corev1
 // evictions complete as on a live kubelet.
 func breakNode(t *testing.T, cs kubernetes.Interface, node string) {
 	t.Helper()
-	updateStatus(t, cs, node, func(n *corev1.Node) {
-		now := metav1.Now()
-		var conds []corev1.NodeCondition
-		conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "AtollTestKubeletDown", LastHeartbeatTime: now, LastTransitionTime: now})
-		for _, c := range n.Status.Conditions {
-			if c.Type != corev1.NodeReady {
-				conds = append(conds, c)
-			}
-		}
-		conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "AtollTestKwokGuard", LastHeartbeatTime: now, LastTransitionTime: now})
-		n.Status.Conditions = conds
-	})
+	require.NoError(t, testenv.BreakNode(context.Background(), cs, node))
 }
 
 // healNode makes the node Ready again: one Ready entry, True.

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/bus"
@@ -41,28 +40,10 @@ func remediationPolicy(budget disruption.Budget) rem.Policy {
 }
 
 // breakNode makes a node report Ready=False while KWOK leaves it alone
-// (a second, later Ready=True entry: see services/atoll/e2e/remediation).
+// (testenv.BreakNode).
 func breakNode(t *testing.T, cs kubernetes.Interface, node string) {
 	t.Helper()
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		now := metav1.Now()
-		conds := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "AtollTestKubeletDown", LastHeartbeatTime: now, LastTransitionTime: now}}
-		for _, c := range n.Status.Conditions {
-			if c.Type != corev1.NodeReady {
-				conds = append(conds, c)
-			}
-		}
-		conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "AtollTestKwokGuard", LastHeartbeatTime: now, LastTransitionTime: now})
-		n.Status.Conditions = conds
-		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	require.NoError(t, err)
+	require.NoError(t, testenv.BreakNode(context.Background(), cs, node))
 }
 
 // ledger samples a cluster's disruption ledger every 100ms: the owners
