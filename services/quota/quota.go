@@ -65,13 +65,19 @@
 // the lock only as long as its caller waits for the reply (its context
 // ends with the caller's attempt, bus.HeaderTimeout), so the requests
 // queued when the bus comes back are not all done for callers that have
-// given up and asked again.
+// given up and asked again. The transactions waiting for the lock at once
+// are begun together by the one that takes it (group commit, batch.go):
+// one ledger read, their intents written concurrently, one ledger write
+// deciding them in arrival order. A backlog of a project's creates (those
+// held while admission or the bus was away) then drains in a few locked
+// sections rather than one each.
 //
 // # Cost
 //
 // A reserve reads the ledger once (its Seq for the intent, and a limit
 // check that writes nothing when the demand does not fit) and writes three
-// times (intent, ledger, finish). The two compare-and-sets that need a
+// times (intent, ledger, finish); reserves begun in one batch share the
+// ledger's read and write. The two compare-and-sets that need a
 // current value start from that read of the ledger and from the mirror's
 // copy of the reservation key, so they read again only when that guess is
 // stale. None of it depends on the project's size; the
@@ -98,7 +104,8 @@
 // a given decision rate before that slow path is taken, never
 // correctness. The owner decides in the same locked section as its read,
 // so only other replicas' decisions during that section (a read and two
-// writes, well under a millisecond) count; an intent whose owner died is
+// writes, well under a millisecond) and those of the batch before it (at
+// most maxBatch, 64) count; an intent whose owner died is
 // finished by a later operation on the same key at once, or by the repair
 // sweep within IntentAge + RepairEvery (0.75 s) plus the watch's delay.
 // 128 outcomes cover that window up to about 170 decisions per second in
@@ -183,6 +190,9 @@ type Service struct {
 	intentAge, orphanAge time.Duration
 	// recounts counts the projects this replica recounted (see recount).
 	recounts atomic.Int64
+	// batches counts the locked sections that began transactions
+	// (batch.go), for tests and metrics.
+	batches atomic.Int64
 	// fail, when set (tests), is called after each step of a transaction
 	// ("intent", "decided"); an error stops the transaction there, as a
 	// crash would.
@@ -193,6 +203,7 @@ type Service struct {
 	intents map[string]time.Time     // mu must be held; reservation keys holding an intent, and when it was first seen
 	orphans map[string]time.Time     // mu must be held; committed reservation keys to check once for a missing workload, and when
 	ledgers map[string]known         // mu must be held; each project's ledger as last read or written here
+	waiting map[string][]*job        // mu must be held; each project's transactions waiting to be begun (batch.go)
 }
 
 // known is a key's value as last seen, which may since have changed; rev
@@ -208,7 +219,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		cfg = DefaultConfig()
 	}
 	return &Service{bus: b, log: log.With("component", "quota"), defaults: cfg.Defaults, holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
-		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}}
+		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}, waiting: map[string][]*job{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the repair
@@ -350,13 +361,7 @@ func (s *Service) every(ctx context.Context, period time.Duration, what string, 
 // the project queued behind it, until its deadline long after the bus is
 // back.
 func (s *Service) lock(ctx context.Context, project string) (context.Context, func(), error) {
-	s.mu.Lock()
-	l, ok := s.locks[project]
-	if !ok {
-		l = make(chan struct{}, 1)
-		s.locks[project] = l
-	}
-	s.mu.Unlock()
+	l := s.lockOf(project)
 	select {
 	case l <- struct{}{}:
 	case <-ctx.Done():

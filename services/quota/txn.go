@@ -127,52 +127,6 @@ func (s *Service) transact(ctx context.Context, verb, project, key string, build
 	return fmt.Errorf("%s %s: key busy: %w", verb, key, ErrAborted)
 }
 
-// begin writes a transaction's intent and decides it, both under the
-// project's lock, after reading the ledger: no decision of this replica
-// can come between the read that gives the intent its Seq and the
-// decision, so only other replicas' decisions during these few
-// milliseconds count against the outcome ring. It returns errBusy when the
-// key holds another transaction's intent.
-func (s *Service) begin(ctx context.Context, project, rk string, build intentFunc) (intent api.Reservation, rev uint64, applied bool, rej *api.QuotaRejection, err error) {
-	ctx, unlock, err := s.lock(ctx, project)
-	if err != nil {
-		return intent, 0, false, nil, err
-	}
-	defer unlock()
-	l, err := s.readLedger(ctx, project)
-	if err != nil {
-		return intent, 0, false, nil, err
-	}
-	guess, ok := s.mirrored(rk)
-	rev, err = s.update(ctx, rk, guess, ok, func(cur []byte, exists bool) ([]byte, error) {
-		var held *api.Reservation
-		if exists {
-			r, err := decodeReservation(cur)
-			if err != nil {
-				return nil, err
-			}
-			if r.State != api.ReservationCommitted {
-				return nil, errBusy
-			}
-			held = &r
-		}
-		var err error
-		if intent, err = build(l, held); err != nil {
-			return nil, err
-		}
-		intent.Seq = l.Seq
-		return json.Marshal(intent)
-	})
-	if err != nil {
-		return intent, 0, false, nil, err
-	}
-	if err := s.step("intent"); err != nil {
-		return intent, 0, false, nil, err
-	}
-	applied, rej, err = s.decide(ctx, intent)
-	return intent, rev, applied, rej, err
-}
-
 func (s *Service) step(name string) error {
 	if s.fail == nil {
 		return nil

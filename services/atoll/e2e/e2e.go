@@ -209,7 +209,7 @@ func Run(m *testing.M, p Package, bind func(*Env)) int {
 		code = 1
 	}
 	if e.LogPath != "" {
-		if code == 0 {
+		if code == 0 && os.Getenv("ATOLL_KEEP_LOG") == "" {
 			_ = os.Remove(e.LogPath)
 		} else {
 			fmt.Fprintln(os.Stderr, "services' log kept in", e.LogPath)
