@@ -287,7 +287,11 @@ func getUpgradeKey(ctx context.Context, kv jetstream.KeyValue, key string, v any
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", key, err)
 	}
-	if err := json.Unmarshal(e.Value(), v); err != nil {
+	b, err := bus.Inflate(e.Value()) // a large plan's progress is gzipped
+	if err != nil {
+		return false, fmt.Errorf("unreadable %s: %w", key, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
 		return false, fmt.Errorf("unreadable %s: %w", key, err)
 	}
 	return true, nil

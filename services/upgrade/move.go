@@ -34,11 +34,18 @@ type progress struct {
 	rev uint64
 }
 
-// store writes p (compare-and-set on its revision).
+// store writes p (compare-and-set on its revision), gzipped once it is
+// larger than bus.CompressOver: a plan's progress holds every node it put
+// in a wave (about 320 bytes of JSON each), which past about 3,300 nodes
+// would no longer fit in one NATS message; compressed, it is about a
+// tenth of that.
 func (s *Service) store(ctx context.Context, name string, pr *progress) error {
 	b, err := json.Marshal(pr.p)
 	if err != nil {
 		return err
+	}
+	if b, err = bus.Compress(b); err != nil {
+		return fmt.Errorf("store progress: %w", err)
 	}
 	var rev uint64
 	if pr.rev == 0 {

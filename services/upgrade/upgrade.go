@@ -302,7 +302,11 @@ func get(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64,
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", key, err)
 	}
-	if err := json.Unmarshal(e.Value(), v); err != nil {
+	b, err := bus.Inflate(e.Value()) // a plan's progress is compressed once large (store)
+	if err != nil {
+		return 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
 		return 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return e.Revision(), nil

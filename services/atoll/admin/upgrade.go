@@ -202,7 +202,11 @@ func getJSON(ctx context.Context, kv jetstream.KeyValue, key string, v any) erro
 	if err != nil {
 		return fmt.Errorf("read %s: %w", key, err)
 	}
-	return json.Unmarshal(e.Value(), v)
+	b, err := bus.Inflate(e.Value()) // a large plan's progress is gzipped
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	return json.Unmarshal(b, v)
 }
 
 // printUpgrade writes each plan: its phase and reason, then a line per

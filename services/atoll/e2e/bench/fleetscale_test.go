@@ -643,7 +643,9 @@ func rotate(ctx context.Context, b *testing.B, reg *region.Region, c *testenv.Cl
 		if err != nil {
 			return p, 0, 0
 		}
-		_ = json.Unmarshal(e.Value(), &p)
+		if b, err := bus.Inflate(e.Value()); err == nil {
+			_ = json.Unmarshal(b, &p)
+		}
 		return p, len(e.Value()), e.Revision()
 	}
 	list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: testenv.LabelPool + "=" + fleetPool})

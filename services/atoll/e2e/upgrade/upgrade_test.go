@@ -159,7 +159,9 @@ func progressOf(t require.TestingT, name string) plan.Progress {
 	if err != nil {
 		return p
 	}
-	require.NoError(t, json.Unmarshal(e.Value(), &p))
+	b, err := bus.Inflate(e.Value())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &p))
 	return p
 }
 
