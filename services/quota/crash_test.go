@@ -55,7 +55,9 @@ func ledgerOf(t *testing.T, s *Service, project string) *api.Ledger {
 // newReplica starts a quota service on its own connection to b's server;
 // its sweeps leave intents to the test's RepairOnce calls and
 // reservations to the test's SweepOnce calls.
-func newReplica(t testing.TB, b *bus.Bus, name string, fail func(string) error) *Service {
+// set, if given, changes the service before it starts (what its loops
+// read must not change after).
+func newReplica(t testing.TB, b *bus.Bus, name string, fail func(string) error, set ...func(*Service)) *Service {
 	t.Helper()
 	c, err := b.Connect(name)
 	if err != nil {
@@ -64,6 +66,9 @@ func newReplica(t testing.TB, b *bus.Bus, name string, fail func(string) error) 
 	t.Cleanup(func() { c.NC.Close() })
 	s := New(c, slog.New(slog.DiscardHandler), Ample())
 	s.intentAge, s.orphanAge, s.fail = time.Hour, time.Hour, fail
+	for _, f := range set {
+		f(s)
+	}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

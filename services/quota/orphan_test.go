@@ -127,8 +127,7 @@ func TestFullSweepSpreadsItsChecks(t *testing.T) {
 func TestRetryOfAnOldReservationOutlivesTheOrphanCheck(t *testing.T) {
 	b := openBus(t)
 	ctx := context.Background()
-	s := newReplica(t, b, "quota-1", nil)
-	s.orphanAge = 200 * time.Millisecond
+	s := newReplica(t, b, "quota-1", nil, func(s *Service) { s.orphanAge = 200 * time.Millisecond })
 	d := demand(api.TierOnDemand, 2)
 	require.NoError(t, s.Reserve(ctx, "p", "p.app.web", d))
 	rk := api.QuotaReservationKey("p", "p.app.web")

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 	"atoll.dev/libs/disruption"
 	"atoll.dev/services/upgrade/plan"
@@ -622,37 +620,29 @@ func (s *Service) gate(ctx context.Context, m *member, soaking bool, since, now 
 			return "pod " + p.Namespace + "/" + p.Name + " pending for over " + PendingGrace.String()
 		}
 	}
-	keys, err := s.status.ListKeys(ctx)
+	v, err := s.view(ctx)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return ""
-		}
 		return "status unreadable: " + err.Error()
 	}
-	for key := range keys.Keys() {
-		var st api.Status
-		if _, err := get(ctx, s.status, key, &st); err != nil {
+	// The breach named is the first App by key, so that a tick after
+	// tick reads the same one.
+	breach, first := "", ""
+	for _, key := range v.shares.Keys() {
+		e, ok := v.shares.Get(key)
+		if !ok || e.Err != nil {
 			continue
 		}
-		sh, ok := st.Clusters[m.name]
-		if !ok || sh.Desired == 0 {
+		sh, ok := e.Value[m.name]
+		if !ok {
 			continue
 		}
-		e, err := s.workloads.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		w, err := api.Decode(e.Value())
-		if err != nil || w.Kind != api.KindApp {
-			continue
-		}
-		spec, _ := w.Spec.(*api.AppSpec)
-		if spec == nil {
+		b, ok := v.budgets.Get(key)
+		if !ok || b.Err != nil || !b.Value.App {
 			continue
 		}
 		// As a PodDisruptionBudget computes it: percentages round up.
-		kind, v := spec.Availability.Budget()
-		n, err := intstr.GetScaledValueFromIntOrPercent(ptr.To(intstr.Parse(v)), int(sh.Desired), true)
+		kind := b.Value.Kind
+		n, err := intstr.GetScaledValueFromIntOrPercent(ptr.To(intstr.Parse(b.Value.Value)), int(sh.Desired), true)
 		if err != nil {
 			continue
 		}
@@ -663,9 +653,10 @@ func (s *Service) gate(ctx context.Context, m *member, soaking bool, since, now 
 		if soaking {
 			allowed = 0
 		}
-		if int(sh.Desired-sh.Ready) > allowed {
-			return "App " + key + " below its budget in " + m.name + ": " + strconv.Itoa(int(sh.Ready)) + "/" + strconv.Itoa(int(sh.Desired)) + " ready"
+		if int(sh.Desired-sh.Ready) > allowed && (first == "" || key < first) {
+			first = key
+			breach = "App " + key + " below its budget in " + m.name + ": " + strconv.Itoa(int(sh.Ready)) + "/" + strconv.Itoa(int(sh.Desired)) + " ready"
 		}
 	}
-	return ""
+	return breach
 }

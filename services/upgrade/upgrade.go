@@ -129,16 +129,15 @@ type Service struct {
 	holder   string
 	clusters map[string]*member
 
-	kv        jetstream.KeyValue
-	workloads jetstream.KeyValue
-	status    jetstream.KeyValue
-	ledger    *disruption.Ledger
-	elector   *lease.Elector
-	metrics   *bus.Metrics
+	kv      jetstream.KeyValue
+	ledger  *disruption.Ledger
+	elector *lease.Elector
+	metrics *bus.Metrics
 
 	tick        time.Duration        // Tick, or EnvTick's
 	breachSince map[string]time.Time // by plan; the lead goroutine's only
 	released    map[string]bool      // node UIDs whose ledger lease this term released
+	gv          *gateView            // the gate's view while a plan is active (gateview.go); the lead goroutine's only
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -196,12 +195,6 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.kv, err = s.bus.KV(ctx, bus.BucketUpgrade); err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
-	if s.workloads, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
-	if s.status, err = s.bus.KV(ctx, bus.BucketStatus); err != nil {
-		return fmt.Errorf("upgrade: %w", err)
-	}
 	if s.ledger, err = disruption.OpenLedger(ctx, s.bus); err != nil {
 		return fmt.Errorf("upgrade: %w", err)
 	}
@@ -241,6 +234,7 @@ func (s *Service) Holder() string { return s.holder }
 func (s *Service) lead(ctx context.Context) {
 	s.log.Info("leading upgrades")
 	s.released = map[string]bool{} // a new term releases again (idempotent)
+	defer s.stopView()
 	// A cluster whose caches are not synced by then reads as unreachable
 	// (the gate holds, then pauses).
 	if !s.waitSynced(ctx, CacheSyncWait) && ctx.Err() == nil {
@@ -289,6 +283,9 @@ func (s *Service) reconcile(ctx context.Context) error {
 		if active && first == "" {
 			first = name
 		}
+	}
+	if first == "" {
+		s.stopView()
 	}
 	return errors.Join(errs...)
 }
