@@ -101,8 +101,8 @@ type Service struct {
 
 	state   jetstream.KeyValue
 	scalerM *bus.TypedMirror[*api.Workload] // the Scalers, specs defaulted (decodeScaler); shared, never modified
-	appM    *bus.TypedMirror[*api.Workload] // the Apps; shared, never modified
-	statusM *bus.TypedMirror[*api.Status]   // the Apps' statuses; shared, never modified
+	appM    *bus.TypedMirror[appView]       // the Apps, projected (views.go)
+	statusM *bus.TypedMirror[statusView]    // the Apps' statuses, projected (views.go)
 	sub     *nats.Subscription
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -234,7 +234,7 @@ func (s *Service) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	if s.appM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, apps, api.Decode, s.appChanged); err != nil {
+	if s.appM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, apps, decodeApp, s.appChanged); err != nil {
 		cancel()
 		return err
 	}
@@ -435,10 +435,3 @@ func decodeScaler(b []byte) (*api.Workload, error) {
 }
 
 // decodeStatus decodes an App's status for the mirror.
-func decodeStatus(b []byte) (*api.Status, error) {
-	st := new(api.Status)
-	if err := json.Unmarshal(b, st); err != nil {
-		return nil, err
-	}
-	return st, nil
-}

@@ -140,7 +140,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		rec.Outcome, rec.Detail = OutcomeSkipped, skip
 		return s.persist(ctx, w, st, rec, nil, now)
 	}
-	current := app.Spec.Pods()
+	current := app.Pods
 	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now, Schedules: s.schedules}
 	var arrived time.Time
 	in.Samples, arrived = s.snapshot(appKey)
@@ -180,20 +180,20 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 }
 
 // target returns the Scaler's App, or why it cannot be scaled now.
-func (s *Service) target(appKey string) (*api.Workload, string) {
+func (s *Service) target(appKey string) (appView, string) {
 	ae, ok := s.appM.Get(appKey)
 	if !ok {
-		return nil, fmt.Sprintf("the App %s does not exist", appKey)
+		return appView{}, fmt.Sprintf("the App %s does not exist", appKey)
 	}
 	if ae.Err != nil {
-		return nil, fmt.Sprintf("the App %s cannot be read", appKey)
+		return appView{}, fmt.Sprintf("the App %s cannot be read", appKey)
 	}
-	app := ae.Value // the mirror's: read only
+	app := ae.Value
 	switch {
-	case app.Control.Stopped:
-		return nil, "the App is stopped"
-	case app.Control.Paused:
-		return nil, "the App is paused"
+	case app.Stopped:
+		return appView{}, "the App is stopped"
+	case app.Paused:
+		return appView{}, "the App is paused"
 	}
 	return app, ""
 }
@@ -217,16 +217,16 @@ func (s *Service) owner(appKey string) string {
 // on their way out are still counted ready for a while, and would count
 // as missing measurements: the HPA ignores pods being deleted); 0
 // (unknown) otherwise.
-func (s *Service) ready(appKey string, app *api.Workload) int32 {
+func (s *Service) ready(appKey string, app appView) int32 {
 	e, ok := s.statusM.Get(appKey)
 	if !ok {
 		return 0
 	}
 	st := e.Value
-	if e.Err != nil || st.Generation != app.Metadata.Generation {
+	if e.Err != nil || st.Generation != app.Generation {
 		return 0
 	}
-	return min(st.Ready, app.Spec.Pods())
+	return min(st.Ready, app.Pods)
 }
 
 // snapshot copies an App's latest samples and when the newest arrived.
