@@ -107,4 +107,26 @@ func TestResyncAppliesOnlyWhatDrifted(t *testing.T) {
 	before = len(writes.of(c.Name))
 	resyncPass(t, r, c.Name, false)
 	assert.Empty(t, writes.of(c.Name)[before:], "writes of a pass after a full one")
+
+	// A new term (the replica stops; another takes the cluster) has
+	// written none of the shards: it takes the generations it finds on
+	// objects that carry its hash, so its first pass is free too. A spec
+	// changed while no term held the cluster is applied again by the
+	// next full pass.
+	r.s.Stop()
+	_, err = deployments.Patch(ctx, drifted, types.MergePatchType, []byte(`{"spec":{"replicas":5}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"})
+	require.NoError(t, err)
+	r2 := startReplica(t, b, "r2", []*testenv.Cluster{c}, writes, func(s *Service) { s.resync = time.Hour })
+	require.Eventually(t, func() bool {
+		tt := r2.s.targets[c.Name].term.Load()
+		return tt != nil && tt.replayLeft.Load() == 0
+	}, time.Minute, 10*time.Millisecond, "the new term's replay")
+	before = len(writes.of(c.Name))
+	resyncPass(t, r2, c.Name, false)
+	assert.Empty(t, deploymentWrites(writes.of(c.Name)[before:]), "Deployments the new term's first pass applied")
+	resyncPass(t, r2, c.Name, true)
+	d, err = deployments.Get(ctx, drifted, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, *d.Spec.Replicas, "the Deployment changed between terms, after the new term's full pass")
 }

@@ -168,6 +168,16 @@ func (tt *term) forgetDone(key string) {
 	delete(tt.gens, key)
 }
 
+// adoptGen takes gen as key's baseline when this term has none (see
+// target.adopt).
+func (tt *term) adoptGen(key string, gen int64) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if _, ok := tt.gens[key]; !ok && gen > 0 {
+		tt.gens[key] = gen
+	}
+}
+
 // generation returns the generation this term's last write of key left.
 func (tt *term) generation(key string) (int64, bool) {
 	tt.mu.Lock()
@@ -502,7 +512,8 @@ func (t *target) lead(ctx context.Context) {
 // resync queues every key into the term's replay queue once a period
 // (Resync), spread over it. Every FullResyncEvery-th pass forces each
 // key's apply; the others apply a key only when its main object's
-// generation is not the one this term's last write left (check).
+// generation is not the one this term's last write left, or the one it
+// found when it began (check, adopt).
 func (t *target) resync(ctx context.Context, tt *term) {
 	period, every := cmp.Or(t.s.resync, Resync), cmp.Or(t.s.fullResyncEvery, FullResyncEvery)
 	pass := 0
@@ -530,6 +541,31 @@ func (t *target) unchanged(tt *term, key string) bool {
 	}
 	m, ok := obj.(metav1.Object)
 	return ok && m.GetGeneration() == g
+}
+
+// adopt takes, for a key this term has not written whose object here
+// carries the hash this term would apply, the main object's generation as
+// observed as the baseline of its resync checks: a term then does not
+// apply every shard again in its first pass (at 100,000 workloads, 10 a
+// second per cluster for about 2.8 hours after every restart or
+// failover, 19% of a core). A spec changed by another writer while no
+// term held the cluster, its hash annotation left as it was, is applied
+// again by the next full pass (FullResyncEvery) rather than the first.
+func (t *target) adopt(tt *term, key string) {
+	if _, ok := tt.generation(key); ok {
+		return
+	}
+	project, kindName, name, err := api.ParseKey(key)
+	if err != nil {
+		return
+	}
+	obj, ok := t.liveObject(kindName, api.Namespace(project), name)
+	if !ok {
+		return
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		tt.adoptGen(key, m.GetGeneration())
+	}
 }
 
 // classify splits the keys a term starts with: those whose placement has
@@ -613,11 +649,15 @@ func (t *target) check(ctx context.Context, tt *term, key string) error {
 		t.log.Error("cannot propagate", "key", key, "err", err)
 		return nil
 	}
+	got, _ := t.observed(key)
+	if got == want {
+		t.adopt(tt, key)
+	}
 	if verify && !t.unchanged(tt, key) {
 		t.s.apply.drifted(t.name)
 		tt.forceAll([]string{key})
 	}
-	if got, _ := t.observed(key); got != want || tt.forced(key, false) {
+	if got != want || tt.forced(key, false) {
 		tt.work.Add(key)
 		return nil
 	}
