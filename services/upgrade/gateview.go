@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
 )
@@ -74,11 +76,11 @@ func decodeBudget(b []byte) (appBudget, error) {
 // first replay (up to viewWait). Only the lead goroutine calls it.
 func (s *Service) view(ctx context.Context) (*gateView, error) {
 	if s.gv == nil {
-		shares, err := bus.MirrorOf(context.WithoutCancel(ctx), s.bus, bus.BucketStatus, "", decodeShares, nil)
+		shares, err := bus.MirrorOf(context.WithoutCancel(ctx), s.bus, bus.BucketStatus, jetstream.AllKeys, decodeShares, nil)
 		if err != nil {
 			return nil, fmt.Errorf("mirror %s: %w", bus.BucketStatus, err)
 		}
-		budgets, err := bus.MirrorOf(context.WithoutCancel(ctx), s.bus, bus.BucketWorkloads, "", decodeBudget, nil)
+		budgets, err := bus.MirrorOf(context.WithoutCancel(ctx), s.bus, bus.BucketWorkloads, jetstream.AllKeys, decodeBudget, nil)
 		if err != nil {
 			shares.Stop()
 			return nil, fmt.Errorf("mirror %s: %w", bus.BucketWorkloads, err)

@@ -1,9 +1,16 @@
 package upgrade
 
 import (
+	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"atoll.dev/libs/bus"
 
 	"atoll.dev/libs/api"
 )
@@ -38,5 +45,48 @@ func TestGateViewProjections(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestGateViewFollowsTheBuckets: the view a plan's gate reads holds what
+// the status and workloads buckets hold once it is ready, follows their
+// changes, and stops.
+func TestGateViewFollowsTheBuckets(t *testing.T) {
+	ctx := context.Background()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	put := func(bucket, key, doc string) {
+		t.Helper()
+		kv, err := b.KV(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const key = "p.app.web"
+	put(bus.BucketWorkloads, key, `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"web"},"spec":{"replicas":3,"availability":{"minAvailable":"2"},"template":{"containers":[{"name":"c","image":"i"}]}}}`)
+	put(bus.BucketStatus, key, `{"key":"p.app.web","clusters":{"zone-a":{"desired":3,"ready":3}}}`)
+	s := &Service{bus: b, log: slog.New(slog.DiscardHandler)}
+	v, err := s.view(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := v.budgets.Get(key); !ok || e.Value != (appBudget{App: true, Kind: "minAvailable", Value: "2"}) {
+		t.Errorf("budget %+v, %v", e.Value, ok)
+	}
+	put(bus.BucketStatus, key, `{"key":"p.app.web","clusters":{"zone-a":{"desired":3,"ready":1}}}`)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		e, ok := v.shares.Get(key)
+		assert.True(ct, ok)
+		assert.Equal(ct, shareCounts{Desired: 3, Ready: 1}, e.Value["zone-a"])
+	}, 10*time.Second, 10*time.Millisecond)
+	s.stopView()
+	if s.gv != nil {
+		t.Error("the view is still set after stopView")
 	}
 }
