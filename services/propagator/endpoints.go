@@ -1,6 +1,7 @@
 package propagator
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -182,6 +183,14 @@ func (t *target) wantedSlices() (map[string]*discoveryv1.EndpointSlice, map[stri
 		if !isAppKey(key) {
 			continue
 		}
+		// Only an App that names a port has slices (servicePorts). This
+		// runs every endpointsResync in every cluster's term over every
+		// placement: a document without "ports" is not looked at further
+		// (at 100,000 workloads, desiredFor for each of them cost the
+		// propagator a fifth of a core with nothing submitted).
+		if we, ok := t.s.workloads.Get(key); ok && !bytes.Contains(we.Value, portsField) {
+			continue
+		}
 		d, err := t.s.desiredFor(key)
 		if err != nil {
 			keep[key] = true
@@ -209,6 +218,10 @@ func (t *target) wantedSlices() (map[string]*discoveryv1.EndpointSlice, map[stri
 	}
 	return want, keep
 }
+
+// portsField is in every workload document that declares a container
+// port (api.Container's Ports).
+var portsField = []byte(`"ports"`)
 
 // isAppKey reports whether a workload key (<project>.<kind>.<name>) is an App's.
 func isAppKey(key string) bool {
