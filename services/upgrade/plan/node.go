@@ -110,7 +110,12 @@ func Step(s *Spec, n Node, o Observed, rollback bool, now time.Time) (Node, Acti
 	}
 	if rollback && !n.State.drained() {
 		m := to(NodeRolled, "rolled back before its drain finished")
-		if n.Cordoned && o.Exists && o.Unschedulable {
+		// A cordon this service issued is taken back even when the node
+		// looks schedulable: a cordon call that timed out may still land
+		// (a frozen API server applies it when it resumes), and the node
+		// would stay cordoned with no plan to uncordon it. The uncordon
+		// of a schedulable node only clears this service's annotation.
+		if n.Cordoned && o.Exists {
 			return m, ActUncordon
 		}
 		return m, ActRelease

@@ -172,6 +172,7 @@ func TestStep(t *testing.T) {
 		{"replacement never ready: pause", Node{State: NodeReplaced, Since: t0}, Observed{}, false, t0.Add(11 * time.Minute), NodeReplaced, ActPause},
 		{"rollback of a cordoned node: uncordon", Node{State: NodeDraining, Cordoned: true}, Observed{Exists: true, Unschedulable: true}, true, t0, NodeRolled, ActUncordon},
 		{"rollback never uncordons a human's cordon", Node{State: NodeCordoned}, Observed{Exists: true, Unschedulable: true}, true, t0, NodeRolled, ActRelease},
+		{"rollback takes back a cordon that may land late", Node{State: NodeCordoned, Cordoned: true}, Observed{Exists: true}, true, t0, NodeRolled, ActUncordon},
 		{"rollback leaves a drained node to finish", Node{State: NodeReplaced}, Observed{Exists: true}, true, t0, NodeReplaced, ActReplace},
 		{"node deleted under us", Node{State: NodeCordoned}, Observed{}, false, t0, NodeGone, ActRelease},
 		{"pending: nothing", Node{State: NodePending}, Observed{Exists: true}, false, t0, NodePending, ActNone},
