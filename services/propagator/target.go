@@ -531,16 +531,8 @@ func (t *target) unchanged(tt *term, key string) bool {
 	if !ok {
 		return false
 	}
-	project, kindName, name, err := api.ParseKey(key)
-	if err != nil {
-		return false
-	}
-	obj, ok := t.liveObject(kindName, api.Namespace(project), name)
-	if !ok {
-		return false
-	}
-	m, ok := obj.(metav1.Object)
-	return ok && m.GetGeneration() == g
+	live, ok := t.liveGeneration(key)
+	return ok && live == g
 }
 
 // adopt takes, for a key this term has not written whose object here
@@ -548,24 +540,33 @@ func (t *target) unchanged(tt *term, key string) bool {
 // observed as the baseline of its resync checks: a term then does not
 // apply every shard again in its first pass (at 100,000 workloads, 10 a
 // second per cluster for about 2.8 hours after every restart or
-// failover, 19% of a core). A spec changed by another writer while no
-// term held the cluster, its hash annotation left as it was, is applied
-// again by the next full pass (FullResyncEvery) rather than the first.
+// failover). A spec changed by another writer while no term held the
+// cluster, its hash annotation left as it was, is applied again by the
+// next full pass (FullResyncEvery) rather than the first.
 func (t *target) adopt(tt *term, key string) {
 	if _, ok := tt.generation(key); ok {
 		return
 	}
+	if g, ok := t.liveGeneration(key); ok {
+		tt.adoptGen(key, g)
+	}
+}
+
+// liveGeneration is the generation of key's main object in the informers.
+func (t *target) liveGeneration(key string) (int64, bool) {
 	project, kindName, name, err := api.ParseKey(key)
 	if err != nil {
-		return
+		return 0, false
 	}
 	obj, ok := t.liveObject(kindName, api.Namespace(project), name)
 	if !ok {
-		return
+		return 0, false
 	}
-	if m, ok := obj.(metav1.Object); ok {
-		tt.adoptGen(key, m.GetGeneration())
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return 0, false
 	}
+	return m.GetGeneration(), true
 }
 
 // classify splits the keys a term starts with: those whose placement has

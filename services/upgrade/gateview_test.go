@@ -53,11 +53,7 @@ func TestGateViewProjections(t *testing.T) {
 // changes, and stops.
 func TestGateViewFollowsTheBuckets(t *testing.T) {
 	ctx := context.Background()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := openBus(t)
 	put := func(bucket, key, doc string) {
 		t.Helper()
 		kv, err := b.KV(ctx, bucket)

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -13,16 +14,12 @@ import (
 )
 
 // TestLargePlanProgressIsStored: the progress of a plan over 10,000 nodes
-// (about 3 MiB of JSON, over the NATS server's 1 MiB message limit) is
+// (3.5 MB of JSON, over the NATS server's 1 MiB message limit) is
 // stored, compressed, and read back as it was; a small one is stored as
 // plain JSON.
 func TestLargePlanProgressIsStored(t *testing.T) {
 	ctx := context.Background()
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := openBus(t)
 	kv, err := b.KV(ctx, bus.BucketUpgrade)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +45,8 @@ func TestLargePlanProgressIsStored(t *testing.T) {
 				t.Fatal(err)
 			}
 			compressed := e.Value()[0] != '{'
-			t.Logf("%d nodes: %d bytes stored, compressed %v", n, len(e.Value()), compressed)
+			raw, _ := json.Marshal(pr.p)
+			t.Logf("%d nodes: %d bytes of JSON, %d stored, compressed %v", n, len(raw), len(e.Value()), compressed)
 			if compressed != (n > 100) {
 				t.Errorf("compressed = %v for %d nodes", compressed, n)
 			}
@@ -65,4 +63,15 @@ func TestLargePlanProgressIsStored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openBus starts an embedded NATS server for the test.
+func openBus(t *testing.T) *bus.Bus {
+	t.Helper()
+	b, err := bus.Open(context.Background(), bus.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
