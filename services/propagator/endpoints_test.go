@@ -1,14 +1,20 @@
 package propagator
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/bus"
 )
 
 func TestManagedSlice(t *testing.T) {
@@ -66,4 +72,81 @@ func TestManagedSlice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndpointLoopsLookOnlyAtWhatServes checks what wakes the endpoint
+// loops and what they go over: a cluster's record rewritten with only its
+// LastSeen moved wakes none (the aggregator rewrites each at least every
+// 10 s); its health changing does; and the loops' keys are the Apps that
+// name a port, followed as documents change.
+func TestEndpointLoopsLookOnlyAtWhatServes(t *testing.T) {
+	ctx := context.Background()
+	b := openBus(t)
+	kick := make(chan struct{}, 1)
+	s := &Service{targets: map[string]*target{"zone-a": {name: "zone-a", endpointsKick: kick}}}
+	var err error
+	s.health, err = bus.MirrorOf(ctx, b, bus.BucketClusters, "*", decodeCluster, nil)
+	require.NoError(t, err)
+	t.Cleanup(s.health.Stop)
+	s.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, nil)
+	require.NoError(t, err)
+	t.Cleanup(s.workloads.Stop)
+
+	clusters, err := b.KV(ctx, bus.BucketClusters)
+	require.NoError(t, err)
+	woke := func() bool {
+		select {
+		case <-kick:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, step := range []struct {
+		name    string
+		healthy bool
+		wakes   bool
+	}{
+		{"first record", true, true},
+		{"LastSeen moved", true, false},
+		{"LastSeen moved again", true, false},
+		{"unhealthy", false, true},
+		{"still unhealthy", false, false},
+		{"healthy again", true, true},
+	} {
+		doc, err := json.Marshal(api.ClusterInfo{Name: "zone-b", Healthy: step.healthy, LastSeen: time.Now()})
+		require.NoError(t, err)
+		rev, err := clusters.Put(ctx, "zone-b", doc)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			e, ok := s.health.Get("zone-b")
+			return ok && e.Revision == rev
+		}, 10*time.Second, 5*time.Millisecond)
+		s.healthChanged("zone-b")
+		assert.Equal(t, step.wakes, woke(), "%s: the endpoint loop woken", step.name)
+	}
+
+	workloads, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	put := func(w *api.Workload) {
+		t.Helper()
+		doc, err := json.Marshal(w)
+		require.NoError(t, err)
+		key := api.Key(w.Metadata.Project, w.Kind, w.Metadata.Name)
+		rev, err := workloads.Put(ctx, key, doc)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			e, ok := s.workloads.Get(key)
+			return ok && e.Revision == rev
+		}, 10*time.Second, 5*time.Millisecond)
+		s.workloadChanged(key)
+	}
+	serving := app("web", 2)
+	serving.Spec.(*api.AppSpec).Template.Containers[0].Ports = []api.Port{{Name: "http", ContainerPort: 8080}}
+	put(serving)
+	put(app("quiet", 2))
+	assert.Equal(t, []string{api.Key("p", api.KindApp, "web")}, s.serving.list(), "Apps that name a port")
+	serving.Spec.(*api.AppSpec).Template.Containers[0].Ports = nil
+	put(serving)
+	assert.Empty(t, s.serving.list(), "after the port is dropped")
 }

@@ -143,6 +143,12 @@ type Service struct {
 	// clusters' health (endpoints.go).
 	endpoints *bus.TypedMirror[api.EndpointsObservation]
 	health    *bus.TypedMirror[api.ClusterInfo]
+	// serving holds the keys of the Apps that name a port, the only
+	// ones the endpoint loops look at; healthyWas each cluster's health
+	// as last seen, so that only a change of it wakes them (endpoints.go).
+	serving    servingIndex
+	healthMu   sync.Mutex
+	healthyWas map[string]bool
 
 	// region is the region's name (clusters.Member.Region), the pods'
 	// ATOLL_REGION.
@@ -273,7 +279,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.configChanged); err != nil {
+	if s.workloads, err = s.bus.Mirror(rctx, bus.BucketWorkloads, s.workloadChanged); err != nil {
 		cancel()
 		return err
 	}

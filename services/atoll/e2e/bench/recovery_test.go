@@ -15,7 +15,9 @@ package bench
 //
 //	ATOLL_BIN_DIR=/work/main/bin go test ./e2e/bench -run '^$' -bench Recovery -benchtime 1x -timeout 60m
 //
-// ATOLL_BENCH_RECOVERY_WORKLOADS sets the fill (default 100),
+// ATOLL_BENCH_RECOVERY_WORKLOADS sets the fill (default 100; from
+// ATOLL_BENCH_RECOVERY_SEED_FROM, 1,000, seeded as BenchmarkRegionScale
+// seeds, over its 100 projects: seedFill),
 // ATOLL_BENCH_RECOVERY_REPLICAS the replica counts run (default "1,2"),
 // ATOLL_BENCH_RECOVERY_RATE the submissions per second (default 5),
 // ATOLL_BENCH_RECOVERY_EXEC a directory of the services' binaries built
@@ -38,6 +40,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/services/atoll/e2e/busclient"
 	"atoll.dev/services/atoll/region"
 )
 
@@ -45,6 +48,9 @@ var (
 	recoveryWorkloads = envInt("ATOLL_BENCH_RECOVERY_WORKLOADS", 100)
 	recoveryReplicas  = envSizes("ATOLL_BENCH_RECOVERY_REPLICAS", []int{1, 2})
 	recoveryRate      = envInt("ATOLL_BENCH_RECOVERY_RATE", 5)
+	// recoverySeedFrom is the fill from which the region is seeded
+	// (seedFill) instead of submitted App by App.
+	recoverySeedFrom = envInt("ATOLL_BENCH_RECOVERY_SEED_FROM", 1000)
 )
 
 const (
@@ -241,10 +247,18 @@ func recoveryRun(ctx context.Context, b *testing.B, log *slog.Logger, execDir st
 	if err := cl.SetQuota(ctx, recoveryProject, api.TierOnDemand, lim); err != nil {
 		b.Fatal(err)
 	}
-	admin := bus.NewRequester(gw.NC, bus.RequestPolicy{})
-	for i := range recoveryWorkloads {
-		if _, err := submitFill(ctx, admin, recoveryProject, i); err != nil {
-			b.Fatalf("fill %d: %v", i, err)
+	if recoveryWorkloads >= recoverySeedFrom {
+		regionUsage, processes = usageOf(b, reg), reg
+		defer func() { regionUsage, processes = selfUsage, nil }()
+		if err := seedFill(ctx, reg, cl, recoveryWorkloads); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		admin := bus.NewRequester(gw.NC, bus.RequestPolicy{})
+		for i := range recoveryWorkloads {
+			if _, err := submitFill(ctx, admin, recoveryProject, i); err != nil {
+				b.Fatalf("fill %d: %v", i, err)
+			}
 		}
 	}
 	l := &recoveryLog{submitted: map[string]time.Time{}, events: map[string]map[string]time.Time{}, running: map[string]time.Time{}}
@@ -307,6 +321,67 @@ func recoveryRun(ctx context.Context, b *testing.B, log *slog.Logger, execDir st
 		time.Sleep(5 * time.Second)
 	}
 	return rows
+}
+
+// seedFill fills the region with n Apps at 0 replicas over
+// regionProjects projects the way BenchmarkRegionScale does (its file
+// comment): a template App per project through admission, then, with
+// every service stopped, copies of each template's records written
+// straight into the buckets and the events stream; every service is
+// started again and the region left to be quiet (the propagator creates
+// the copies' objects in the member clusters) before the windows.
+func seedFill(ctx context.Context, reg *region.Region, cl *busclient.Client, n int) error {
+	projects := make([]string, regionProjects)
+	lim := api.Limit{MilliCPU: new(int64(1 << 40)), MemoryBytes: new(int64(1 << 60)), Pods: new(int64(1 << 30))}
+	for i := range projects {
+		projects[i] = regionProject(i)
+		if err := cl.SetQuota(ctx, projects[i], api.TierOnDemand, lim); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	if err := submitAll(ctx, cl, projects, 0); err != nil {
+		return err
+	}
+	if err := waitStatuses(ctx, reg.Bus, projects, 0); err != nil {
+		return err
+	}
+	tpls := make([]template, len(projects))
+	for i, p := range projects {
+		var err error
+		if tpls[i], err = readTemplate(ctx, reg.Bus, p); err != nil {
+			return err
+		}
+	}
+	idle := 100.0
+	for range 3 {
+		c, err := cpuOver(ctx, quietWindow)
+		if err != nil {
+			return err
+		}
+		idle = min(idle, c)
+	}
+	for i := len(region.Services) - 1; i >= 0; i-- {
+		if err := reg.StopService(ctx, region.Services[i].Name); err != nil {
+			return err
+		}
+	}
+	per := max(0, n/len(projects)-1)
+	if err := seedRegion(ctx, reg.Bus, tpls, 0, per); err != nil {
+		return err
+	}
+	for _, s := range region.Services {
+		if err := reg.StartService(ctx, s.Name); err != nil {
+			return err
+		}
+	}
+	quiet, err := settle(ctx, idle, seedSettle(per*len(projects)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("recovery: %d Apps seeded over %d projects; the region quiet %v, %v after the start\n",
+		(per+1)*len(projects), len(projects), quiet, time.Since(t0).Round(time.Second))
+	return nil
 }
 
 // disturb kills the holder of one of service's leases (or stops the bus)

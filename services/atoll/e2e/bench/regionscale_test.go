@@ -687,11 +687,19 @@ func measureRegion(ctx context.Context, b *testing.B, reg *region.Region, cl *bu
 	res.settled = time.Since(t1)
 	fmt.Printf("regionscale: at %d, quiet %v after the start: %v\n", size, res.quiet, res.settled.Round(time.Second))
 	u0, w0 := regionUsage(), time.Now()
+	profiled := func() {}
+	if dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE"); dir != "" {
+		// CPU profiles of the idle window (scale_test.go's profileProcesses;
+		// the services serve them with
+		// ATOLL_BENCH_SCALE_PROCESS_ENV=ATOLL_PROFILING=true).
+		profiled = profileProcesses(reg, dir, fmt.Sprintf("region-idle%d", size), regionIdle-time.Second)
+	}
 	select {
 	case <-ctx.Done():
 		return res, ctx.Err()
 	case <-time.After(regionIdle):
 	}
+	profiled()
 	u1 := regionUsage()
 	res.idleCPU, res.idleBy = serviceCPU(u0, u1, time.Since(w0)), busiest(u0, u1, time.Since(w0), 4)
 	// Quiet from here on is measured against this size's own idle use,
