@@ -201,9 +201,15 @@ type Service struct {
 	mu      sync.Mutex
 	locks   map[string]chan struct{} // mu must be held; one per project (a send takes it), held from a transaction's ledger read to its decision
 	intents map[string]time.Time     // mu must be held; reservation keys holding an intent, and when it was first seen
-	orphans map[string]time.Time     // mu must be held; committed reservation keys to check once for a missing workload, and when
-	ledgers map[string]known         // mu must be held; each project's ledger as last read or written here
-	waiting map[string][]*job        // mu must be held; each project's transactions waiting to be begun (batch.go)
+	// approving holds the keys of the quota requests being approved
+	// (observe): the approval repair reads these, not every key of the
+	// bucket (it runs 4 times a second; at 100,000 workloads, going
+	// over every reservation's key for the few requests cost 1.5% of a
+	// core with nothing submitted).
+	approving map[string]struct{}  // mu must be held
+	orphans   map[string]time.Time // mu must be held; committed reservation keys to check once for a missing workload, and when
+	ledgers   map[string]known     // mu must be held; each project's ledger as last read or written here
+	waiting   map[string][]*job    // mu must be held; each project's transactions waiting to be begun (batch.go)
 }
 
 // known is a key's value as last seen, which may since have changed; rev
@@ -219,7 +225,7 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 		cfg = DefaultConfig()
 	}
 	return &Service{bus: b, log: log.With("component", "quota"), defaults: cfg.Defaults, holder: lease.NewHolderID("quota"), intentAge: IntentAge, orphanAge: OrphanAge,
-		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}, waiting: map[string][]*job{}}
+		locks: map[string]chan struct{}{}, intents: map[string]time.Time{}, approving: map[string]struct{}{}, orphans: map[string]time.Time{}, ledgers: map[string]known{}, waiting: map[string][]*job{}}
 }
 
 // Start opens the buckets, registers the endpoints and starts the repair

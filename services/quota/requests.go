@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -282,10 +283,10 @@ func (s *Service) announce(ctx context.Context, r *api.QuotaRequest, event strin
 // age (their approver died between the steps).
 func (s *Service) RepairApprovals(ctx context.Context, age time.Duration) error {
 	var errs []error
-	for _, k := range s.mirror.Keys() {
-		if !strings.HasPrefix(k, api.QuotaRequestPrefix) {
-			continue
-		}
+	s.mu.Lock()
+	keys := slices.Collect(maps.Keys(s.approving))
+	s.mu.Unlock()
+	for _, k := range keys {
 		e, ok := s.mirror.Get(k)
 		if !ok {
 			continue

@@ -18,6 +18,10 @@ import (
 // observe follows the mirror: it notes which reservation keys hold an
 // intent, for the repair sweep.
 func (s *Service) observe(key string) {
+	if strings.HasPrefix(key, api.QuotaRequestPrefix) {
+		s.observeRequest(key)
+		return
+	}
 	if !strings.HasPrefix(key, api.QuotaReservationPrefix) {
 		return
 	}
@@ -50,6 +54,26 @@ func (s *Service) observe(key string) {
 		// A reservation committed now is checked once, OrphanAge later;
 		// those replayed at start are the full sweep's.
 		s.orphans[key] = time.Now().Add(s.orphanAge)
+	}
+}
+
+// observeRequest notes whether the quota request at key is being
+// approved (RepairApprovals).
+func (s *Service) observeRequest(key string) {
+	<-s.mirrorSet
+	approving := false
+	if e, ok := s.mirror.Get(key); ok {
+		var r struct {
+			State api.QuotaRequestState `json:"state"`
+		}
+		approving = json.Unmarshal(e.Value, &r) == nil && r.State == api.QuotaRequestApproving
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if approving {
+		s.approving[key] = struct{}{}
+	} else {
+		delete(s.approving, key)
 	}
 }
 
