@@ -1,9 +1,11 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +29,9 @@ type TypedMirror[T any] struct {
 	ready   chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the watch loop has ended
+	// last is the highest revision applied (a put or a delete), which a
+	// watch started again after a reconnect resumes from (resumeFrom).
+	last uint64 // mu must be held
 }
 
 // Entry is one key's latest value and revision. Err is the value's decode
@@ -90,7 +95,12 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 	var readyOnce sync.Once
 	for ctx.Err() == nil {
 		reconnected := b.Reconnected() // taken before the watch, so no reconnect slips between
-		w, err := kv.Watch(ctx, filter)
+		var opts []jetstream.WatchOpt
+		from := m.resumeFrom(ctx, kv)
+		if from > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(from))
+		}
+		w, err := kv.Watch(ctx, filter, opts...)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -99,7 +109,7 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 			}
 			continue
 		}
-		m.follow(ctx, w, reconnected, onChange, &readyOnce)
+		m.follow(ctx, w, reconnected, onChange, &readyOnce, from > 0)
 		_ = w.Stop()
 		if ctx.Err() == nil {
 			b.log.Info("mirror watch ended, watching again", "bucket", kv.Bucket())
@@ -107,12 +117,51 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 	}
 }
 
+// resumeFrom is the revision a new watch starts from: after the last one
+// this mirror applied, once it has held the whole bucket, so that a
+// reconnect (a NATS server restart) brings only what changed meanwhile,
+// deletions included (a deleted key's marker stays in the stream), not a
+// replay of every key with a callback for each (at 100,000 workloads,
+// every service replaying every key at once after a NATS restart held
+// new submissions for 40-60 s). 0, a whole replay: before the first one
+// completes, for a bucket whose keys expire (an expired key leaves no
+// marker), and when the stream holds fewer revisions than the mirror has
+// seen (its store was lost or replaced).
+func (m *TypedMirror[T]) resumeFrom(ctx context.Context, kv jetstream.KeyValue) uint64 {
+	select {
+	case <-m.ready:
+	default:
+		return 0
+	}
+	m.mu.RLock()
+	last := m.last
+	m.mu.RUnlock()
+	if last == 0 {
+		return 0
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := kv.Status(sctx)
+	if err != nil || st.TTL() > 0 {
+		return 0
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo().State.LastSeq < last {
+		return 0
+	}
+	return last + 1
+}
+
 // follow applies a watch's updates until it ends, ctx ends or the
-// connection reconnects (then the caller watches again: the replay brings
-// what changed while the connection was down, and keys deleted meanwhile
-// are dropped when it completes).
-func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once) {
+// connection reconnects (then the caller watches again: the replay, or
+// with resumed the updates since the last revision applied, brings what
+// changed while the connection was down; after a whole replay, keys
+// deleted meanwhile are dropped when it completes).
+func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once, resumed bool) {
 	replay := map[string]bool{} // keys seen before the watch caught up; nil after
+	if resumed {
+		replay = nil
+	}
 	for {
 		var (
 			e  jetstream.KeyValueEntry
@@ -129,15 +178,17 @@ func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, rec
 			}
 		}
 		if e == nil {
-			// Keys deleted while the watch was down are gone from the replay.
-			m.mu.Lock()
-			for k := range m.entries {
-				if !replay[k] {
-					delete(m.entries, k)
+			if replay != nil {
+				// Keys deleted while the watch was down are gone from the replay.
+				m.mu.Lock()
+				for k := range m.entries {
+					if !replay[k] {
+						delete(m.entries, k)
+					}
 				}
+				m.mu.Unlock()
+				replay = nil
 			}
-			m.mu.Unlock()
-			replay = nil
 			readyOnce.Do(func() { close(m.ready) })
 			continue
 		}
@@ -151,10 +202,12 @@ func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, rec
 			}
 			m.mu.Lock()
 			m.entries[e.Key()] = Entry[T]{Value: v, Revision: e.Revision(), Err: err}
+			m.last = max(m.last, e.Revision())
 			m.mu.Unlock()
 		} else {
 			m.mu.Lock()
 			delete(m.entries, e.Key())
+			m.last = max(m.last, e.Revision())
 			m.mu.Unlock()
 		}
 		if onChange != nil {
@@ -182,6 +235,31 @@ func (m *TypedMirror[T]) Keys() []string {
 	out := make([]string, 0, len(m.entries))
 	for k := range m.entries {
 		out = append(out, k)
+	}
+	return out
+}
+
+// KeysNewestFirst returns the keys, the most recently written first (by
+// revision). A term that goes over every key at its start begins with
+// those written while no replica held it: a workload submitted while a
+// service restarted is then not found after a replay of every other key
+// in the mirror's order (at 100,000 workloads, 25 s after a scheduler's
+// restart).
+func (m *TypedMirror[T]) KeysNewestFirst() []string {
+	type keyRev struct {
+		key string
+		rev uint64
+	}
+	m.mu.RLock()
+	all := make([]keyRev, 0, len(m.entries))
+	for k, e := range m.entries {
+		all = append(all, keyRev{k, e.Revision})
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(all, func(a, b keyRev) int { return cmp.Compare(b.rev, a.rev) })
+	out := make([]string, len(all))
+	for i, kr := range all {
+		out[i] = kr.key
 	}
 	return out
 }

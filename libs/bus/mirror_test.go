@@ -204,3 +204,84 @@ func TestTypedMirrorDecodesOncePerChange(t *testing.T) {
 	assert.False(t, ok)
 	assert.Equal(t, int64(2), decodes.Load())
 }
+
+// TestKeysNewestFirst: the keys come most recently written first, a key
+// written again moving to the front.
+func TestKeysNewestFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Name: t.Name()})
+	require.NoError(t, err)
+	defer b.Close()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	var last uint64
+	for _, k := range []string{"a", "b", "c", "d", "b"} {
+		last, err = kv.Put(ctx, k, []byte(k))
+		require.NoError(t, err)
+	}
+	m, err := b.Mirror(ctx, bus.BucketWorkloads, nil)
+	require.NoError(t, err)
+	defer m.Stop()
+	require.Eventually(t, func() bool { e, ok := m.Get("b"); return ok && e.Revision == last }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []string{"b", "d", "c", "a"}, m.KeysNewestFirst())
+}
+
+// TestMirrorResumesAfterServerRestart: after the NATS server restarts
+// (same store), a mirror that held the whole bucket resumes from the last
+// revision it applied: its callback runs for what changed since, a put
+// and a deletion, not again for every key.
+func TestMirrorResumesAfterServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
+	require.NoError(t, err)
+	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: url, Name: t.Name()})
+	require.NoError(t, err)
+	defer b.Close()
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	const n = 200
+	for i := range n {
+		_, err = kv.Put(ctx, fmt.Sprintf("k%03d", i), []byte("v"))
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	changed := map[string]int{}
+	m, err := b.Mirror(ctx, bus.BucketWorkloads, func(k string) {
+		mu.Lock()
+		changed[k]++
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	defer m.Stop()
+	<-m.Ready()
+	mu.Lock()
+	require.Len(t, changed, n, "the first replay calls back for every key")
+	clear(changed)
+	mu.Unlock()
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	require.Eventually(t, b.NC.IsConnected, 10*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := kv.Put(ctx, "after", []byte("2"))
+		assert.NoError(c, err)
+	}, 10*time.Second, 50*time.Millisecond)
+	require.NoError(t, kv.Delete(ctx, "k007"))
+	require.Eventually(t, func() bool {
+		_, put := m.Get("after")
+		_, kept := m.Get("k007")
+		return put && !kept
+	}, 5*time.Second, 5*time.Millisecond, "the mirror follows the restarted server")
+	time.Sleep(500 * time.Millisecond) // a whole replay, if one ran, would call back meanwhile
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"after": 1, "k007": 1}, changed, "callbacks after the restart")
+	assert.Equal(t, n, m.Len(), "keys held: %d, one put, one deleted", n)
+}

@@ -16,6 +16,9 @@ import (
 // workloadChanged queues the fold of a changed workload and, for a Config
 // or Secret, of every workload of its project (which may name it).
 func (f *foldState) workloadChanged(key string) {
+	if !f.live.Load() {
+		return // the mirror's first replay: the term queues every key
+	}
 	f.q.Add(key)
 	project, kind, _, err := api.ParseKey(key)
 	if err != nil || !strings.EqualFold(kind, api.KindConfig) && !strings.EqualFold(kind, api.KindSecret) {
@@ -23,7 +26,7 @@ func (f *foldState) workloadChanged(key string) {
 	}
 	m := f.workloadsSet.Load()
 	if m == nil {
-		return // the first replay: every key is folded anyway
+		return
 	}
 	for _, k := range m.Keys() {
 		if strings.HasPrefix(k, project+".") && k != key {

@@ -59,6 +59,9 @@ type foldState struct {
 	folds atomic.Int64 // workload folds completed, for tests
 	// workloadsSet is workloads once set, for the mirror's own callback (configuse.go).
 	workloadsSet atomic.Pointer[bus.Mirror]
+	// live is set once the mirrors are loaded and the term has queued
+	// every key itself: the mirrors' callbacks queue only from then on (add).
+	live atomic.Bool
 
 	mu        sync.Mutex
 	written   map[string]storedStatus    // mu must be held: last status known per key
@@ -84,21 +87,46 @@ func (s *Service) leadFolding(ctx context.Context) {
 	if !f.openMirrors(ctx) {
 		return
 	}
-	// Statuses of workloads deleted while no folder ran are forgotten too.
-	if keys, err := s.status.ListKeys(ctx); err == nil {
-		for k := range keys.Keys() {
-			f.q.Add(k)
-		}
-	} else if ctx.Err() == nil {
-		f.log.Warn("list statuses", "err", err)
+	// Every key is folded once at the start of a term, the most recently
+	// written workloads first: a workload submitted while no folder ran
+	// gets its status at the start of the term, not after every other
+	// (the mirrors' callbacks queued nothing while they loaded: in their
+	// order, oldest first, an App submitted during an aggregator's
+	// restart at 100,000 workloads waited 24 s for its status). Each
+	// cluster's term marker first, so that a key waiting for a cluster's
+	// sync is let go.
+	f.live.Store(true)
+	for _, k := range f.inventory.Keys() {
+		f.q.Add("@" + k)
 	}
-	for _, k := range f.workloads.Keys() {
+	for _, k := range f.observations.Keys() {
+		if !strings.Contains(k, ".") {
+			f.q.Add("@" + k)
+		}
+	}
+	for _, k := range f.workloads.KeysNewestFirst() {
 		f.q.Add(k)
 	}
 	s.setFolding(f)
 	defer s.setFolding(nil)
 	f.log.Info("folding statuses", "workloads", f.workloads.Len(), "ready_after", time.Since(start).Round(time.Millisecond))
 	var wg sync.WaitGroup
+	// Statuses of workloads deleted while no folder ran are forgotten too
+	// (listed while the queue runs: at 100,000 a listing takes seconds).
+	wg.Go(func() {
+		keys, err := s.status.ListKeys(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("list statuses", "err", err)
+			}
+			return
+		}
+		for k := range keys.Keys() {
+			if _, ok := f.workloads.Get(k); !ok {
+				f.q.Add(k)
+			}
+		}
+	})
 	// Refold everything now and then: a missed change costs latency, never correctness.
 	wg.Go(func() { f.workloads.Resync(ctx, Resync, f.q, nil) })
 	f.q.Run(ctx, StatusWorkers, f.log, f.fold)
@@ -145,16 +173,16 @@ func (f *foldState) mirror(ctx context.Context) error {
 		f.workloadsSet.Store(f.workloads)
 	}
 	if f.placements == nil {
-		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.q.Add); err != nil {
+		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.add); err != nil {
 			return err
 		}
 	}
 	if f.observations == nil {
 		f.observations, err = b.Mirror(ctx, bus.BucketObservations, func(key string) {
 			if cluster, wkey, ok := strings.Cut(key, "."); ok {
-				f.q.Add(wkey)
+				f.add(wkey)
 			} else {
-				f.q.Add("@" + cluster) // a term marker
+				f.add("@" + cluster) // a term marker
 			}
 		})
 		if err != nil {
@@ -162,11 +190,19 @@ func (f *foldState) mirror(ctx context.Context) error {
 		}
 	}
 	if f.inventory == nil {
-		if f.inventory, err = b.Mirror(ctx, bus.BucketClusters, func(cluster string) { f.q.Add("@" + cluster) }); err != nil {
+		if f.inventory, err = b.Mirror(ctx, bus.BucketClusters, func(cluster string) { f.add("@" + cluster) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// add queues key for a fold once the term is live; before, a change is
+// in the mirrors, whose keys the term queues when they are loaded.
+func (f *foldState) add(key string) {
+	if f.live.Load() {
+		f.q.Add(key)
+	}
 }
 
 func (s *Service) setFolding(f *foldState) {
