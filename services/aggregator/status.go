@@ -48,11 +48,14 @@ type storedStatus struct {
 }
 
 // foldState is one term of the status lease: its mirrors of what it
-// folds, its queue, and what it wrote and announced.
+// folds, its queues, and what it wrote and announced.
 type foldState struct {
 	s   *Service
 	log *slog.Logger
-	q   *bus.Queue
+	q   *bus.Queue // keys to fold: changes, and replayed keys handed over
+	// replay holds the keys a term goes over at its start and on each
+	// resync, handed to q a few at a time (handOver).
+	replay *bus.Queue
 
 	workloads, placements, observations, inventory *bus.Mirror
 
@@ -74,11 +77,13 @@ type foldState struct {
 func (s *Service) leadFolding(ctx context.Context) {
 	f := &foldState{
 		s: s, log: s.log.With("lease", LeaseStatus), q: bus.NewQueue(bus.Instrumented(s.metrics, "status")),
+		replay:  bus.NewQueue(bus.Instrumented(s.metrics, "status-replay")),
 		written: map[string]storedStatus{}, announced: map[string]string{},
 		blocked: map[string]map[string]bool{}, health: map[string]bool{},
 	}
 	defer func() {
 		f.q.Close() // also when the term ends before the queue runs
+		f.replay.Close()
 		for _, m := range []*bus.Mirror{f.workloads, f.placements, f.observations, f.inventory} {
 			m.Stop() // joined: the term's goroutines end with it
 		}
@@ -88,11 +93,14 @@ func (s *Service) leadFolding(ctx context.Context) {
 		return
 	}
 	// Every key is folded once at the start of a term, the most recently
-	// written workloads first: a workload submitted while no folder ran
-	// gets its status at the start of the term, not after every other
-	// (the mirrors' callbacks queued nothing while they loaded: in their
-	// order, oldest first, an App submitted during an aggregator's
-	// restart at 100,000 workloads waited 24 s for its status). Each
+	// written workloads first, through the replay queue, which hands a
+	// key to the fold queue only while that holds fewer than
+	// replayBacklog: a change seen after the term began waits behind at
+	// most that many, not behind every workload of the region (at
+	// 100,000 workloads: the mirrors' callbacks queued every key as they
+	// loaded, oldest first, and an App submitted during an aggregator's
+	// restart waited 24 s for its status; with the newest first in the
+	// one queue, the next Apps' statuses waited behind the rest). Each
 	// cluster's term marker first, so that a key waiting for a cluster's
 	// sync is let go.
 	f.live.Store(true)
@@ -105,14 +113,14 @@ func (s *Service) leadFolding(ctx context.Context) {
 		}
 	}
 	for _, k := range f.workloads.KeysNewestFirst() {
-		f.q.Add(k)
+		f.replay.Add(k)
 	}
 	s.setFolding(f)
 	defer s.setFolding(nil)
 	f.log.Info("folding statuses", "workloads", f.workloads.Len(), "ready_after", time.Since(start).Round(time.Millisecond))
 	var wg sync.WaitGroup
 	// Statuses of workloads deleted while no folder ran are forgotten too
-	// (listed while the queue runs: at 100,000 a listing takes seconds).
+	// (listed while the queues run: at 100,000 a listing takes seconds).
 	wg.Go(func() {
 		keys, err := s.status.ListKeys(ctx)
 		if err != nil {
@@ -123,12 +131,13 @@ func (s *Service) leadFolding(ctx context.Context) {
 		}
 		for k := range keys.Keys() {
 			if _, ok := f.workloads.Get(k); !ok {
-				f.q.Add(k)
+				f.replay.Add(k)
 			}
 		}
 	})
 	// Refold everything now and then: a missed change costs latency, never correctness.
-	wg.Go(func() { f.workloads.Resync(ctx, Resync, f.q, nil) })
+	wg.Go(func() { f.workloads.Resync(ctx, Resync, f.replay, nil) })
+	wg.Go(func() { f.replay.Run(ctx, 1, f.log, f.handOver) })
 	f.q.Run(ctx, StatusWorkers, f.log, f.fold)
 	wg.Wait()
 }
@@ -194,6 +203,23 @@ func (f *foldState) mirror(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// replayBacklog is how many keys the fold queue may hold before the
+// replay queue waits to hand it another (handOver).
+const replayBacklog = 2 * StatusWorkers
+
+// handOver moves a replayed key to the fold queue once that is short.
+func (f *foldState) handOver(ctx context.Context, key string) error {
+	for f.q.Len() >= replayBacklog {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	f.q.Add(key)
 	return nil
 }
 
