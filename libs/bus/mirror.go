@@ -243,8 +243,7 @@ func (m *TypedMirror[T]) Keys() []string {
 // revision). A term that goes over every key at its start begins with
 // those written while no replica held it: a workload submitted while a
 // service restarted is then not found after a replay of every other key
-// in the mirror's order (at 100,000 workloads, 25 s after a scheduler's
-// restart).
+// in the mirror's order.
 func (m *TypedMirror[T]) KeysNewestFirst() []string {
 	type keyRev struct {
 		key string

@@ -18,19 +18,37 @@ import (
 	"atoll.dev/libs/bus"
 )
 
+// restartableBus opens a bus on a NATS server of its own, and returns a
+// function that restarts that server (same port, same store) and waits
+// until the bus has reconnected.
+func restartableBus(t *testing.T) (*bus.Bus, func()) {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown() })
+	port := srv.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: t.Name()})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	return b, func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
+		require.NoError(t, err)
+		require.Eventually(t, b.NC.IsConnected, 10*time.Second, 10*time.Millisecond)
+	}
+}
+
 // TestMirrorFollowsAcrossServerRestart: after the NATS server restarts
 // (same port, same store) a mirror sees new writes within a second of the
 // reconnect, instead of waiting for its watch's missed heartbeats.
 func TestMirrorFollowsAcrossServerRestart(t *testing.T) {
-	dir := t.TempDir()
-	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
-	require.NoError(t, err)
-	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{URL: url, Name: t.Name()})
-	require.NoError(t, err)
-	defer b.Close()
+	b, restart := restartableBus(t)
 	kv, err := b.KV(ctx, bus.BucketWorkloads)
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, "before", []byte("1"))
@@ -41,12 +59,7 @@ func TestMirrorFollowsAcrossServerRestart(t *testing.T) {
 	_, ok := m.Get("before")
 	require.True(t, ok)
 
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	require.Eventually(t, b.NC.IsConnected, 10*time.Second, 10*time.Millisecond)
+	restart()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := kv.Put(ctx, "after", []byte("2"))
 		assert.NoError(c, err)
@@ -232,15 +245,9 @@ func TestKeysNewestFirst(t *testing.T) {
 // revision it applied: its callback runs for what changed since, a put
 // and a deletion, not again for every key.
 func TestMirrorResumesAfterServerRestart(t *testing.T) {
-	dir := t.TempDir()
-	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true})
-	require.NoError(t, err)
-	port, url := srv.Addr().(*net.TCPAddr).Port, srv.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{URL: url, Name: t.Name()})
-	require.NoError(t, err)
-	defer b.Close()
+	b, restart := restartableBus(t)
 	kv, err := b.KV(ctx, bus.BucketWorkloads)
 	require.NoError(t, err)
 	const n = 200
@@ -263,12 +270,7 @@ func TestMirrorResumesAfterServerRestart(t *testing.T) {
 	clear(changed)
 	mu.Unlock()
 
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	srv, err = bus.StartServer(bus.ServerOptions{StoreDir: dir, Listen: true, Port: port})
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	require.Eventually(t, b.NC.IsConnected, 10*time.Second, 10*time.Millisecond)
+	restart()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := kv.Put(ctx, "after", []byte("2"))
 		assert.NoError(c, err)

@@ -24,11 +24,7 @@ func (f *foldState) workloadChanged(key string) {
 	if err != nil || !strings.EqualFold(kind, api.KindConfig) && !strings.EqualFold(kind, api.KindSecret) {
 		return
 	}
-	m := f.workloadsSet.Load()
-	if m == nil {
-		return
-	}
-	for _, k := range m.Keys() {
+	for _, k := range f.workloads.Keys() {
 		if strings.HasPrefix(k, project+".") && k != key {
 			f.q.Add(k)
 		}

@@ -60,10 +60,9 @@ type foldState struct {
 	workloads, placements, observations, inventory *bus.Mirror
 
 	folds atomic.Int64 // workload folds completed, for tests
-	// workloadsSet is workloads once set, for the mirror's own callback (configuse.go).
-	workloadsSet atomic.Pointer[bus.Mirror]
 	// live is set once the mirrors are loaded and the term has queued
-	// every key itself: the mirrors' callbacks queue only from then on (add).
+	// every key itself: the mirrors' callbacks queue only from then on
+	// (add), and may read the mirrors' fields, which were set before.
 	live atomic.Bool
 
 	mu        sync.Mutex
@@ -179,7 +178,6 @@ func (f *foldState) mirror(ctx context.Context) error {
 		if f.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, f.workloadChanged); err != nil { // configuse.go
 			return err
 		}
-		f.workloadsSet.Store(f.workloads)
 	}
 	if f.placements == nil {
 		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.add); err != nil {
