@@ -244,8 +244,15 @@ func (s *Service) announce(ctx context.Context, t *term, r *recon, d *api.Placem
 // check is the replay queue's reconcile: a key whose placement still
 // stands only gets its events ensured; any other goes to the work queue,
 // as does a kind whose timers run there (kindHooks.replays) and an
-// undecodable workload (the reconcile logs it).
-func (s *Service) check(ctx context.Context, t *term, key string) error {
+// undecodable workload (the reconcile logs it). With deferOld, a
+// placement written before the term's announce window (term.recentFrom)
+// whose events this term has not ensured yet goes to the later queue
+// instead, which ensures them at Options.AnnounceRate: a new term's replay
+// then asks the events stream only about the placements of the last
+// minutes, which a replica that died may have left unannounced, not about
+// every placement of the region (at 100,000 workloads those requests kept
+// an App submitted during a scheduler's restart waiting 19-28 s).
+func (s *Service) check(ctx context.Context, t *term, key string, deferOld bool) error {
 	s.phase(key, "check")
 	w, wok, err := s.workload(key)
 	pe, pok := s.placementM.Get(key)
@@ -260,6 +267,10 @@ func (s *Service) check(ctx context.Context, t *term, key string) error {
 	}
 	if err := json.Unmarshal(pe.Value, r.prev); err != nil || !s.stillGood(r.prev, w, s.snapshot(t)) {
 		t.work.Add(key)
+		return nil
+	}
+	if deferOld && r.prevRev < t.recentFrom && t.announcedAt(key) < r.prevRev {
+		t.later.Add(key)
 		return nil
 	}
 	return s.announce(ctx, t, r, r.prev, r.prevRev, false)

@@ -37,6 +37,12 @@
 // so that the queue retries it; a key whose placement was written by a
 // replica that died before announcing it is announced by the next check of
 // that key (a new term's replay or a resync), with the same message id.
+// A new term's replay ensures at once only the events of the placements
+// written within Options.AnnounceWindow of the newest placement (where a
+// dead replica's unannounced writes are); an older placement's events are
+// ensured by the term's later queue at Options.AnnounceRate, so that the
+// replay of a large region does not load the events stream ahead of new
+// work.
 //
 // Kinds and phases. What a kind adds to the scheduler is its kindHooks
 // (how it is divided, its gate, what it does after a decision, its
@@ -65,6 +71,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
@@ -281,7 +288,17 @@ func (s *Service) lead(ctx context.Context) {
 	wg.Go(func() { s.workloadM.Resync(ctx, Resync, t.replay, nil) })
 	wg.Go(func() { s.placementM.Resync(ctx, Resync, t.replay, nil) })
 	wg.Go(func() {
-		t.replay.Run(ctx, ReplayWorkers, s.log, func(ctx context.Context, key string) error { return s.check(ctx, t, key) })
+		t.replay.Run(ctx, ReplayWorkers, s.log, func(ctx context.Context, key string) error { return s.check(ctx, t, key, true) })
+	})
+	wg.Go(func() {
+		limit := rate.NewLimiter(rate.Limit(s.Options.announceRate()), 1)
+		limit.Allow() // no burst at the start: the replay's own checks come first
+		t.later.Run(ctx, 1, s.log, func(ctx context.Context, key string) error {
+			if err := limit.Wait(ctx); err != nil {
+				return err
+			}
+			return s.check(ctx, t, key, false)
+		})
 	})
 	t.work.Run(ctx, Workers, s.log, func(ctx context.Context, key string) error { return s.reconcile(ctx, t, key) })
 	wg.Wait()
@@ -289,7 +306,9 @@ func (s *Service) lead(ctx context.Context) {
 
 // rebuild reads the placements bucket as it is now (a watch's initial
 // values, not the mirror, which may lag) and assumes each placement's
-// pods on its clusters. It returns how many placements it read.
+// pods on its clusters; it sets the term's announce window from the
+// placements' write times (recentFrom). It returns how many placements it
+// read.
 func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
 	w, err := s.placements.WatchAll(ctx)
 	if err != nil {
@@ -297,6 +316,7 @@ func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
 	}
 	defer func() { _ = w.Stop() }()
 	n := 0
+	var written []stamp
 	for {
 		select {
 		case <-ctx.Done():
@@ -306,11 +326,13 @@ func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
 				return n, errors.New("placements watch closed")
 			}
 			if e == nil {
+				t.recentFrom = recentFrom(written, s.Options.announceWindow())
 				return n, nil
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
+			written = append(written, stamp{e.Revision(), e.Created()})
 			var d api.PlacementDecision
 			if json.Unmarshal(e.Value(), &d) != nil || len(d.Shards) == 0 {
 				continue
@@ -325,13 +347,44 @@ func (s *Service) rebuild(ctx context.Context, t *term) (int, error) {
 	}
 }
 
+// stamp is when a placement revision was written.
+type stamp struct {
+	rev uint64
+	at  time.Time
+}
+
+// recentFrom is the first revision written within window of the newest
+// write (0 when there is none): the placements a replica that died may
+// have written and not announced, measured from the last write rather
+// than from now, so that a scheduler that was down for longer than the
+// window still announces at once what it wrote last.
+func recentFrom(written []stamp, window time.Duration) uint64 {
+	if len(written) == 0 {
+		return 0
+	}
+	newest := written[0].at
+	for _, w := range written {
+		if w.at.After(newest) {
+			newest = w.at
+		}
+	}
+	from := uint64(0)
+	for _, w := range written {
+		if !w.at.Before(newest.Add(-window)) && (from == 0 || w.rev < from) {
+			from = w.rev
+		}
+	}
+	return from
+}
+
 // requeueAll sends every workload and placement key to the replay queue,
 // the most recently written first: a workload submitted while no term ran
 // is checked (and sent to work) at the start of the replay, not at a
 // random place in it. (At 100,000 workloads the App submitted during a
 // scheduler's restart was scheduled 25.5 s after its submission before
-// this, 19-23 s after: the rest goes to this replay's announce of every
-// key's event, README "Recovery at 100,000 workloads".)
+// this, 19-23 s after; the rest went to the replay's announce of every
+// key's event, which check now leaves to the later queue for placements
+// older than the announce window: README "Recovery at 100,000 workloads".)
 func (s *Service) requeueAll(t *term) {
 	for _, k := range s.workloadM.KeysNewestFirst() {
 		t.replay.Add(k)

@@ -13,6 +13,13 @@ import (
 // it assumes taken. A new term starts from nothing but the buckets.
 type term struct {
 	work, replay *bus.Queue
+	// later holds the placements older than the announce window whose
+	// events a check found not yet ensured by this term: they are ensured
+	// at Options.AnnounceRate, not all at once with the replay.
+	later *bus.Queue
+	// recentFrom is the first placement revision within the announce
+	// window of the newest placement when the term started (rebuild).
+	recentFrom uint64
 	// decide serializes deciding and assuming, so that two workers never
 	// place on the same free capacity, in queue order (decideLock).
 	decide decideLock
@@ -83,6 +90,7 @@ func newTerm(m *bus.Metrics, sortKey func(string) string) *term {
 	return &term{
 		work:    bus.NewQueue(bus.Instrumented(m, "work"), bus.Ordered(sortKey)),
 		replay:  bus.NewQueue(bus.Instrumented(m, "replay"), bus.Ordered(sortKey)),
+		later:   bus.NewQueue(bus.Instrumented(m, "announce-later")),
 		assumed: map[string]*assumedOn{}, onClusters: map[string][]string{}, published: map[string]uint64{},
 		preemptible: map[string]*placed{}, pending: map[string]string{}, queues: map[string][]string{}, overlaid: map[string]overlaid{},
 	}

@@ -60,6 +60,15 @@ type Options struct {
 	// ends the assumption). Room released by a preemption ends with the
 	// first later inventory in any case.
 	AssumeGrace time.Duration
+	// AnnounceWindow is how recent a placement must be, against the newest
+	// in the bucket when a term starts, for the term's replay to ensure
+	// its events at once (0: DefaultAnnounceWindow); an older placement's
+	// events were ensured by the term that wrote it or one since, and are
+	// ensured again at AnnounceRate.
+	AnnounceWindow time.Duration
+	// AnnounceRate bounds the ensures of older placements' events a
+	// second (0: bus.ResyncRate).
+	AnnounceRate float64
 }
 
 // Environment variables that set Options (the platform configuration of
@@ -108,6 +117,24 @@ func OptionsFromEnv(getenv func(string) string, log *slog.Logger) Options {
 
 // DefaultPreemptionsPerSecond is the default bound on preemption rounds.
 const DefaultPreemptionsPerSecond = 5
+
+// DefaultAnnounceWindow is the default Options.AnnounceWindow: as long as
+// admission's repair looks back for workloads it may have left unsent.
+const DefaultAnnounceWindow = 2 * time.Minute
+
+func (o Options) announceWindow() time.Duration {
+	if o.AnnounceWindow > 0 {
+		return o.AnnounceWindow
+	}
+	return DefaultAnnounceWindow
+}
+
+func (o Options) announceRate() float64 {
+	if o.AnnounceRate > 0 {
+		return o.AnnounceRate
+	}
+	return bus.ResyncRate
+}
 
 // FilterPreemption names a victim's reason for waiting.
 const FilterPreemption = "Preemption"
