@@ -282,7 +282,7 @@ func (s *Service) lead(ctx context.Context) {
 	s.term.Store(t)
 	defer s.term.CompareAndSwap(t, nil)
 	s.requeueAll(t)
-	s.log.Info("leading", "holder", s.holder, "replay", t.replay.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
+	s.log.Info("leading", "holder", s.holder, "work", t.work.Len(), "replay", t.replay.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
 
 	var wg sync.WaitGroup
 	wg.Go(func() { s.workloadM.Resync(ctx, Resync, t.replay, nil) })
@@ -377,16 +377,24 @@ func recentFrom(written []stamp, window time.Duration) uint64 {
 	return from
 }
 
-// requeueAll sends every workload and placement key to the replay queue,
-// the most recently written first: a workload submitted while no term ran
-// is checked (and sent to work) at the start of the replay, not at a
-// random place in it. (At 100,000 workloads the App submitted during a
-// scheduler's restart was scheduled 25.5 s after its submission before
-// this, 19-23 s after; the rest went to the replay's announce of every
-// key's event, which check now leaves to the later queue for placements
-// older than the announce window: README "Recovery at 100,000 workloads".)
+// requeueAll sends the workloads that were never placed to the work queue
+// and every other workload and placement key to the replay queue. Both
+// queues hand keys out by tier, priority and admission (sortKey), so in
+// the replay a workload submitted while no term ran would come after
+// every older one of its tier: at 100,000 workloads that kept the App
+// submitted during a scheduler's restart waiting for most of the replay
+// (README "Recovery at 100,000 workloads"); now it is decided as soon as
+// the term starts.
 func (s *Service) requeueAll(t *term) {
 	for _, k := range s.workloadM.KeysNewestFirst() {
+		if _, placed := s.placementM.Get(k); !placed {
+			// Never placed: submitted while no term ran (or while the
+			// last one failed to write). It needs a decision, which
+			// check would send it to work for; it goes there at once
+			// rather than after the tier's older keys in the replay.
+			t.work.Add(k)
+			continue
+		}
 		t.replay.Add(k)
 	}
 	for _, k := range s.placementM.KeysNewestFirst() {

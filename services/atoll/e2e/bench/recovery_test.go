@@ -411,13 +411,21 @@ func disturb(ctx context.Context, reg *region.Region, service string, wg *sync.W
 	if err := reg.Kill(service, i); err != nil {
 		return err
 	}
+	killed := time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		time.Sleep(recoveryRestart)
+		start := time.Now()
 		if err := reg.StartReplica(ctx, service, i); err != nil {
 			slog.Error("restart a replica", "service", service, "replica", i, "err", err)
+			return
 		}
+		// Where a window's seconds go starts here: the restarted
+		// process's own start, to /readyz (the services' logs, kept with
+		// ATOLL_BENCH_RECOVERY_DIR, tell the rest).
+		fmt.Printf("recovery: %s-%d killed at %s, started %v later, ready %v after its start\n", service, i,
+			killed.UTC().Format("15:04:05.000"), start.Sub(killed).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	}()
 	return nil
 }
