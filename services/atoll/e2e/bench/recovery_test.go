@@ -394,13 +394,18 @@ func disturb(ctx context.Context, reg *region.Region, service string, wg *sync.W
 		if err := reg.StopBus(); err != nil {
 			return err
 		}
+		stopped := time.Now()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			time.Sleep(recoveryRestart)
+			start := time.Now()
 			if err := reg.StartBus(); err != nil {
 				slog.Error("restart the bus", "err", err)
+				return
 			}
+			fmt.Printf("recovery: nats stopped at %s, started %v later, up %v after its start\n",
+				stopped.UTC().Format("15:04:05.000"), start.Sub(stopped).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}()
 		return nil
 	}
