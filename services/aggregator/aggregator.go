@@ -91,6 +91,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -163,6 +164,15 @@ type Service struct {
 
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
+
+	// foldMirrors are the status terms' mirrors, opened by this replica's
+	// first term and kept for its next (a lease lost in a NATS restart and
+	// taken back at once finds them full: they resume from the revision
+	// they had); stopped by Stop. Only a term touches them, one at a time.
+	foldMirrors foldMirrors
+	// foldLive is the term the fold mirrors' callbacks queue to, nil
+	// between terms and while a term loads.
+	foldLive atomic.Pointer[foldState]
 
 	rolloutTick time.Duration // WithRolloutTick
 }
@@ -297,6 +307,7 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
+	s.foldMirrors.stop()
 	for _, c := range s.clusters {
 		c.conn.Close()
 	}

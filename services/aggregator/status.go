@@ -47,8 +47,9 @@ type storedStatus struct {
 	phaseRev uint64
 }
 
-// foldState is one term of the status lease: its mirrors of what it
-// folds, its queues, and what it wrote and announced.
+// foldState is one term of the status lease: the mirrors of what it
+// folds (the replica's, kept across its terms: Service.foldMirrors), its
+// queues, and what it wrote and announced.
 type foldState struct {
 	s   *Service
 	log *slog.Logger
@@ -81,11 +82,9 @@ func (s *Service) leadFolding(ctx context.Context) {
 		blocked: map[string]map[string]bool{}, health: map[string]bool{},
 	}
 	defer func() {
-		f.q.Close() // also when the term ends before the queue runs
+		s.foldLive.CompareAndSwap(f, nil) // the mirrors, kept, queue to no one until the next term
+		f.q.Close()                       // also when the term ends before the queue runs
 		f.replay.Close()
-		for _, m := range []*bus.Mirror{f.workloads, f.placements, f.observations, f.inventory} {
-			m.Stop() // joined: the term's goroutines end with it
-		}
 	}()
 	start := time.Now()
 	if !f.openMirrors(ctx) {
@@ -103,6 +102,7 @@ func (s *Service) leadFolding(ctx context.Context) {
 	// cluster's term marker first, so that a key waiting for a cluster's
 	// sync is let go.
 	f.live.Store(true)
+	s.foldLive.Store(f)
 	for _, k := range f.inventory.Keys() {
 		f.q.Add("@" + k)
 	}
@@ -172,32 +172,64 @@ func (f *foldState) openMirrors(ctx context.Context) bool {
 }
 
 func (f *foldState) mirror(ctx context.Context) error {
-	b := f.s.bus
+	if err := f.s.openFoldMirrors(ctx); err != nil {
+		return err
+	}
+	m := &f.s.foldMirrors
+	f.workloads, f.placements, f.observations, f.inventory = m.workloads, m.placements, m.observations, m.inventory
+	return nil
+}
+
+// foldMirrors are what a status term folds from (Service.foldMirrors).
+type foldMirrors struct {
+	workloads, placements, observations, inventory *bus.Mirror
+}
+
+func (m *foldMirrors) stop() {
+	for _, mm := range []*bus.Mirror{m.workloads, m.placements, m.observations, m.inventory} {
+		mm.Stop()
+	}
+}
+
+// openFoldMirrors opens those of the fold mirrors not open yet. They
+// outlive the term that opens them (until Stop), and their callbacks queue
+// keys to the live term only (foldLive).
+func (s *Service) openFoldMirrors(context.Context) error {
+	b, m := s.bus, &s.foldMirrors
+	live := func(fn func(f *foldState, key string)) func(string) {
+		return func(key string) {
+			if f := s.foldLive.Load(); f != nil {
+				fn(f, key)
+			}
+		}
+	}
+	// Not the term's context: the mirrors are kept for the next term.
+	ctx := context.Background()
 	var err error
-	if f.workloads == nil {
-		if f.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, f.workloadChanged); err != nil { // configuse.go
+	if m.workloads == nil {
+		if m.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, live((*foldState).workloadChanged)); err != nil { // configuse.go
 			return err
 		}
 	}
-	if f.placements == nil {
-		if f.placements, err = b.Mirror(ctx, bus.BucketPlacements, f.add); err != nil {
+	if m.placements == nil {
+		if m.placements, err = b.Mirror(ctx, bus.BucketPlacements, live((*foldState).add)); err != nil {
 			return err
 		}
 	}
-	if f.observations == nil {
-		f.observations, err = b.Mirror(ctx, bus.BucketObservations, func(key string) {
+	if m.observations == nil {
+		m.observations, err = b.Mirror(ctx, bus.BucketObservations, live(func(f *foldState, key string) {
 			if cluster, wkey, ok := strings.Cut(key, "."); ok {
 				f.add(wkey)
 			} else {
 				f.add("@" + cluster) // a term marker
 			}
-		})
+		}))
 		if err != nil {
 			return err
 		}
 	}
-	if f.inventory == nil {
-		if f.inventory, err = b.Mirror(ctx, bus.BucketClusters, func(cluster string) { f.add("@" + cluster) }); err != nil {
+	if m.inventory == nil {
+		if m.inventory, err = b.Mirror(ctx, bus.BucketClusters, live(func(f *foldState, cluster string) { f.add("@" + cluster) })); err != nil {
 			return err
 		}
 	}

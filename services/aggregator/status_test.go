@@ -105,6 +105,7 @@ func newFoldingReplica(t *testing.T, b *bus.Bus, names ...string) *Service {
 	require.NoError(t, err)
 	s.eventOpts = events.Options{MaxWait: 200 * time.Millisecond}
 	require.NoError(t, s.open(context.Background()))
+	t.Cleanup(s.foldMirrors.stop) // kept across terms: Stop's, which these tests do not call
 	return s
 }
 
@@ -214,4 +215,20 @@ func TestFolderSyncAndEvents(t *testing.T) {
 	assert.Equal(t, uint64(2), n, "a restart republishes nothing already published")
 	_, after := storedStatusDoc(t, b, key)
 	assert.Equal(t, rev, after, "nor rewrites an unchanged status")
+}
+
+// A replica's next status term (the lease lost in a NATS restart and taken
+// back) folds from the mirrors its first term loaded, not from new ones
+// loading every key again; between terms they queue to no one.
+func TestNextTermKeepsTheMirrors(t *testing.T) {
+	b := openBus(t)
+	s := newFoldingReplica(t, b, "zone-a")
+	f := &folding{t: t, s: s}
+	f.start()
+	first := s.folding().workloads
+	f.stop()
+	assert.Nil(t, s.foldLive.Load(), "the ended term still gets the mirrors' changes")
+	f.start()
+	assert.Same(t, first, s.folding().workloads, "the next term loaded its own mirror")
+	f.stop()
 }
