@@ -48,13 +48,13 @@ func TestReplayAnnouncesRecentPlacementsFirst(t *testing.T) {
 	t.Cleanup(conn.Close)
 	s := scheduler.New(conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	s.Options.AnnounceWindow = time.Second
-	s.Options.AnnounceRate = 2 // one older placement every 500 ms
+	s.Options.AnnounceRate = 0.5 // one older placement every 2 s
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(s.Stop)
 
-	require.Eventually(t, func() bool { return schedulingEvents(t, b)[recent] == 1 }, 15*time.Second, 20*time.Millisecond,
+	var got map[string]int
+	require.Eventually(t, func() bool { got = schedulingEvents(t, b); return got[recent] == 1 }, 15*time.Second, 20*time.Millisecond,
 		"the recent placement announced by the replay")
-	got := schedulingEvents(t, b)
 	for _, k := range old {
 		assert.Zero(t, got[k], "%s, older than the window, announced with the replay", k)
 	}
