@@ -147,7 +147,7 @@ func (s *Service) leadFolding(ctx context.Context) {
 // queue keys (a cluster's as "@<cluster>"): the workers read the mirrors.
 func (f *foldState) openMirrors(ctx context.Context) bool {
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
-		err := f.mirror(ctx)
+		err := f.mirror()
 		if err == nil {
 			break
 		}
@@ -171,8 +171,8 @@ func (f *foldState) openMirrors(ctx context.Context) bool {
 	return true
 }
 
-func (f *foldState) mirror(ctx context.Context) error {
-	if err := f.s.openFoldMirrors(ctx); err != nil {
+func (f *foldState) mirror() error {
+	if err := f.s.openFoldMirrors(); err != nil {
 		return err
 	}
 	m := &f.s.foldMirrors
@@ -194,7 +194,7 @@ func (m *foldMirrors) stop() {
 // openFoldMirrors opens those of the fold mirrors not open yet. They
 // outlive the term that opens them (until Stop), and their callbacks queue
 // keys to the live term only (foldLive).
-func (s *Service) openFoldMirrors(context.Context) error {
+func (s *Service) openFoldMirrors() error {
 	b, m := s.bus, &s.foldMirrors
 	live := func(fn func(f *foldState, key string)) func(string) {
 		return func(key string) {

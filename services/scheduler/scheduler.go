@@ -393,7 +393,7 @@ func recentFrom(written []stamp, window time.Duration) uint64 {
 // (README "Recovery at 100,000 workloads"); now it is decided as soon as
 // the term starts.
 func (s *Service) requeueAll(t *term) {
-	for _, k := range s.workloadM.KeysNewestFirst() {
+	for _, k := range s.workloadM.Keys() {
 		if _, placed := s.placementM.Get(k); !placed {
 			// Never placed: submitted while no term ran (or while the
 			// last one failed to write). It needs a decision, which
@@ -404,7 +404,7 @@ func (s *Service) requeueAll(t *term) {
 		}
 		t.replay.Add(k)
 	}
-	for _, k := range s.placementM.KeysNewestFirst() {
+	for _, k := range s.placementM.Keys() {
 		t.replay.Add(k) // a placement whose workload is gone is deleted
 	}
 }
