@@ -131,6 +131,9 @@ type Bus struct {
 	// inProc is the embedded server b's connection reaches in process
 	// (its own or its parent's), for Dial.
 	inProc *server.Server
+	// loads admits one whole-bucket replay (a mirror filling) at a time
+	// on the connection (LoadSlot).
+	loads loadSlots
 }
 
 // Open starts an embedded server or connects to cfg.URL, and ensures the

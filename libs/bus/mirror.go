@@ -97,11 +97,19 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 		reconnected := b.Reconnected() // taken before the watch, so no reconnect slips between
 		var opts []jetstream.WatchOpt
 		from := m.resumeFrom(ctx, kv)
+		release := func() {}
 		if from > 0 {
 			opts = append(opts, jetstream.ResumeFromRevision(from))
+		} else {
+			// A whole replay: one at a time on the connection (loadslot.go).
+			var err error
+			if release, err = b.LoadSlot(ctx); err != nil {
+				return
+			}
 		}
 		w, err := kv.Watch(ctx, filter, opts...)
 		if err != nil {
+			release()
 			select {
 			case <-ctx.Done():
 			case <-reconnected:
@@ -109,7 +117,8 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 			}
 			continue
 		}
-		m.follow(ctx, w, reconnected, onChange, &readyOnce, from > 0)
+		m.follow(ctx, w, reconnected, onChange, &readyOnce, from > 0, release)
+		release()
 		_ = w.Stop()
 		if ctx.Err() == nil {
 			b.log.Info("mirror watch ended, watching again", "bucket", kv.Bucket())
@@ -156,8 +165,9 @@ func (m *TypedMirror[T]) resumeFrom(ctx context.Context, kv jetstream.KeyValue) 
 // connection reconnects (then the caller watches again: the replay, or
 // with resumed the updates since the last revision applied, brings what
 // changed while the connection was down; after a whole replay, keys
-// deleted meanwhile are dropped when it completes).
-func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once, resumed bool) {
+// deleted meanwhile are dropped when it completes). caughtUp is called
+// when the watch has delivered every key that existed when it started.
+func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once, resumed bool, caughtUp func()) {
 	replay := map[string]bool{} // keys seen before the watch caught up; nil after
 	if resumed {
 		replay = nil
@@ -178,6 +188,7 @@ func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, rec
 			}
 		}
 		if e == nil {
+			caughtUp()
 			if replay != nil {
 				// Keys deleted while the watch was down are gone from the replay.
 				m.mu.Lock()

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -286,4 +287,61 @@ func TestMirrorResumesAfterServerRestart(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, map[string]int{"after": 1, "k007": 1}, changed, "callbacks after the restart")
 	assert.Equal(t, n, m.Len(), "keys held: %d, one put, one deleted", n)
+}
+
+// TestMirrorsFillOneAtATime fills seven mirrors of a bucket of 100,000
+// values of 2 KB on one connection at once, as a replica of a large
+// region does at start (loadslot.go). Filled together, their flow control
+// windows overran the server's max_pending and the server cut the
+// connection as a slow consumer again and again (43 times in 30 s, never
+// filled); one fill at a time, they fill with no cut.
+func TestMirrorsFillOneAtATime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 100,000 keys")
+	}
+	srv, err := bus.StartServer(bus.ServerOptions{StoreDir: t.TempDir(), Listen: true})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	filler, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: "filler"})
+	require.NoError(t, err)
+	t.Cleanup(filler.Close)
+	const keys = 100_000
+	value := bytes.Repeat([]byte("x"), 2000)
+	for i := range keys {
+		_, err := filler.JS.PublishAsync(fmt.Sprintf("$KV.%s.p.app.k%06d", bus.BucketWorkloads, i), value)
+		require.NoError(t, err)
+	}
+	select {
+	case <-filler.JS.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("bucket not filled")
+	}
+
+	replica, err := bus.Open(ctx, bus.Config{URL: srv.ClientURL(), Name: "replica"})
+	require.NoError(t, err)
+	t.Cleanup(replica.Close)
+	start := time.Now()
+	var mirrors []*bus.Mirror
+	for range 7 {
+		m, err := replica.Mirror(ctx, bus.BucketWorkloads, nil)
+		require.NoError(t, err)
+		t.Cleanup(m.Stop)
+		mirrors = append(mirrors, m)
+	}
+	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
+	defer stop()
+	for i, m := range mirrors {
+		select {
+		case <-m.Ready():
+		case <-wait.Done():
+			t.Fatalf("mirror %d not filled after %v", i, time.Since(start))
+		}
+		assert.Equal(t, keys, m.Len())
+	}
+	v, err := srv.Varz(nil)
+	require.NoError(t, err)
+	t.Logf("seven mirrors of %d keys filled in %v", keys, time.Since(start).Round(time.Millisecond))
+	assert.Zero(t, v.SlowConsumers, "the server cut the replica as a slow consumer")
 }

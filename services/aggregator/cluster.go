@@ -346,8 +346,14 @@ func (t *clusterTerm) observeAll(ctx context.Context) bool {
 	return failed == 0 && ctx.Err() == nil
 }
 
-// stored reads the observations of the cluster the bucket holds.
+// stored reads the observations of the cluster the bucket holds (a
+// replay of its keys, in the connection's one replay slot: bus.LoadSlot).
 func (t *clusterTerm) stored(ctx context.Context) (map[string][]byte, error) {
+	release, err := t.c.s.bus.LoadSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	w, err := t.c.s.observations.Watch(ctx, t.c.member.Name+".>", jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
