@@ -183,6 +183,18 @@ func DefaultTopology(replicas int) Topology {
 			MaxBytes:   DefaultMaxBytes[name],
 		}
 	}
+	// The events stream answers direct gets: events.Publisher.Published
+	// reads a workload's last event before every Ensure (each
+	// reconcile's, and admission's repair of every workload), and a direct
+	// get is the message as stored, where STREAM.MSG.GET wraps it in JSON
+	// with its body in base64, on the server and the client. A direct get
+	// may be answered by a follower a write behind: an Ensure that misses
+	// an event just stored publishes it again under the same Nats-Msg-Id,
+	// which the stream drops as a duplicate.
+	events := func(c jetstream.StreamConfig) jetstream.StreamConfig {
+		c.AllowDirect = true
+		return c
+	}
 	bucket := func(name string, history uint8) jetstream.KeyValueConfig {
 		return jetstream.KeyValueConfig{
 			Bucket:   name,
@@ -199,7 +211,7 @@ func DefaultTopology(replicas int) Topology {
 	}
 	return Topology{
 		Streams: []jetstream.StreamConfig{
-			stream(StreamEvents, 7*24*time.Hour, EventRoot),
+			events(stream(StreamEvents, 7*24*time.Hour, EventRoot)),
 			stream(StreamSignals, 24*time.Hour, ClusterRoot, NodeRoot),
 			stream(StreamAudit, 30*24*time.Hour, AuditRoot),
 			stream(StreamDeadLetter, 14*24*time.Hour, DeadLetterRoot),

@@ -240,38 +240,63 @@ func (s *Service) lead(ctx context.Context) {
 	if !s.waitSynced(ctx, CacheSyncWait) && ctx.Err() == nil {
 		s.log.Warn("leading before every member cluster's nodes were listed", "waited", CacheSyncWait)
 	}
+	// The plans' specs, mirrored for the term: a tick reads them from
+	// memory instead of listing the bucket (a consumer created and deleted
+	// on the server every tick, plan or not). A spec written wakes the loop.
+	changed := make(chan struct{}, 1)
+	var plans *bus.Mirror
+	for delay := 100 * time.Millisecond; plans == nil; delay = min(2*delay, 5*time.Second) {
+		var err error
+		plans, err = s.bus.MirrorFiltered(ctx, bus.BucketUpgrade, SpecKey("*"), func(string) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		})
+		if err == nil {
+			break
+		}
+		s.log.Warn("mirror plans", "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+	defer plans.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-plans.Ready():
+	}
 	tick := time.NewTicker(s.tick)
 	defer tick.Stop()
 	for {
-		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+		if err := s.reconcile(ctx, plans); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile plans", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }
 
-// reconcile moves every plan once.
-func (s *Service) reconcile(ctx context.Context) error {
-	keys, err := s.kv.ListKeysFiltered(ctx, SpecKey("*"))
-	if err != nil {
-		return fmt.Errorf("list plans: %w", err)
-	}
+// reconcile moves every plan in plans (the specs' mirror) once.
+func (s *Service) reconcile(ctx context.Context, plans *bus.Mirror) error {
 	var names []string
-	for k := range keys.Keys() {
-		names = append(names, strings.TrimPrefix(k, "plan."))
+	revs := map[string]uint64{}
+	for _, k := range plans.Keys() {
+		name := strings.TrimPrefix(k, "plan.")
+		if e, ok := plans.Get(k); ok {
+			names = append(names, name)
+			revs[name] = e.Revision
+		}
 	}
 	// One plan rotates at a time: the oldest unfinished one (by its
 	// spec's revision); the others hold until it is done or aborted.
-	revs := map[string]uint64{}
-	for _, name := range names {
-		if e, err := s.kv.Get(ctx, SpecKey(name)); err == nil {
-			revs[name] = e.Revision()
-		}
-	}
 	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(revs[a], revs[b]) })
 	var errs []error
 	first := ""

@@ -3,9 +3,10 @@ package lease
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,9 +42,12 @@ import (
 // act at a time. A presence record left by a replica that died is deleted
 // by any replica once it has stayed unchanged for presenceForget TTLs.
 //
-// The records are read by listing the group's keys (a short-lived
-// consumer) and getting each: the library sits below libs/bus and its
-// bucket mirror, and a group has a handful of replicas.
+// The records are read from a watch of the group's keys, kept for the
+// presence loop's life (presenceWatch): listing them at each count made
+// and deleted a consumer on the server every countEvery per group and
+// replica, most of an idle region's JetStream API traffic. The library
+// sits below libs/bus and its bucket mirror, and a group has a handful of
+// replicas, so the watch is its own.
 
 // PresenceKey is the key, in the leases bucket, of holder's presence in
 // group: replicas.<group>.<holder>, with any character a key may not hold
@@ -67,6 +71,9 @@ const (
 	// presenceForget is how many TTLs a presence record may stay unchanged
 	// before a replica deletes it as left by a dead replica.
 	presenceForget = 10
+	// presenceRewatch is how many TTLs a presence watch may deliver
+	// nothing before it is started again.
+	presenceRewatch = 3
 )
 
 // presence is the value of a presence key.
@@ -150,6 +157,8 @@ func (e *Elector) presence(ctx context.Context, name string, g *group) {
 		at  time.Time
 	}
 	seen := map[string]observed{}
+	pw := newPresenceWatch(e, name)
+	go pw.run(ctx)
 	var ownRev uint64
 	countEvery := max(e.o.TTL/2, e.o.RenewEvery)
 	var counted time.Time
@@ -166,10 +175,7 @@ func (e *Elector) presence(ctx context.Context, name string, g *group) {
 		}
 		if e.o.Clock.Since(counted) >= countEvery {
 			counted = e.o.Clock.Now()
-			lctx, cancel := context.WithTimeout(ctx, countEvery)
-			records, err := e.presenceRecords(lctx, name)
-			cancel()
-			if err == nil {
+			if records, ok := pw.records(); ok {
 				now := e.o.Clock.Now()
 				var peers []presence
 				for k, r := range records {
@@ -196,8 +202,6 @@ func (e *Elector) presence(ctx context.Context, name string, g *group) {
 				e.mu.Lock()
 				g.peers, g.countedAt = peers, now
 				e.mu.Unlock()
-			} else if ctx.Err() == nil {
-				e.o.Logger.Debug("read presence", "group", name, "err", err)
 			}
 		}
 		select {
@@ -218,28 +222,96 @@ type presenceRecord struct {
 	rev uint64
 }
 
-// presenceRecords returns the presence records of group by key.
-func (e *Elector) presenceRecords(ctx context.Context, name string) (map[string]presenceRecord, error) {
-	lister, err := e.kv.ListKeysFiltered(ctx, presencePrefix+name+".*")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = lister.Stop() }()
-	out := map[string]presenceRecord{}
-	for k := range lister.Keys() {
-		ent, err := e.kv.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			var p presence
-			if json.Unmarshal(ent.Value(), &p) == nil {
-				out[k] = presenceRecord{p: p, rev: ent.Revision()}
-			}
+// presenceWatch holds the presence records of a group, by key, from a
+// watch of its keys.
+type presenceWatch struct {
+	e      *Elector
+	filter string
+	mu     sync.Mutex
+	recs   map[string]presenceRecord
+	synced bool // the watch has delivered every record there was
+}
+
+func newPresenceWatch(e *Elector, group string) *presenceWatch {
+	return &presenceWatch{e: e, filter: presencePrefix + group + ".*", recs: map[string]presenceRecord{}}
+}
+
+// records returns a copy of the records, and false until the watch has
+// delivered every record there was when it started.
+func (w *presenceWatch) records() (map[string]presenceRecord, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.recs), w.synced
+}
+
+// run watches the group's keys until ctx ends. A watch that ends (the
+// bus went away and the watcher gave up) is started again, and so is
+// every presenceRewatch TTLs one that no longer delivers anything: the
+// records then read as unchanged, so the peers as dead, which only stops
+// give-backs (presence is a hint, never safety) until the next watch.
+func (w *presenceWatch) run(ctx context.Context) {
+	for delay := 100 * time.Millisecond; ctx.Err() == nil; delay = min(2*delay, w.e.o.TTL) {
+		if w.watch(ctx) {
+			delay = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
 		}
 	}
-	return out, ctx.Err()
+}
+
+// watch runs one watch until it ends or stalls; it reports whether it
+// delivered the records there were.
+func (w *presenceWatch) watch(ctx context.Context) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kw, err := w.e.kv.Watch(wctx, w.filter)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.e.o.Logger.Debug("watch presence", "filter", w.filter, "err", err)
+		}
+		return false
+	}
+	defer func() { _ = kw.Stop() }()
+	fresh := map[string]presenceRecord{} // until the watch has caught up
+	synced := false
+	stall := time.NewTimer(presenceRewatch * w.e.o.TTL)
+	defer stall.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return synced
+		case <-stall.C:
+			// Live replicas write every RenewEvery: a watch silent this
+			// long has stopped delivering.
+			return synced
+		case ent, ok := <-kw.Updates():
+			if !ok {
+				return synced
+			}
+			stall.Reset(presenceRewatch * w.e.o.TTL)
+			w.mu.Lock()
+			recs := w.recs
+			if !synced {
+				recs = fresh
+			}
+			switch {
+			case ent == nil:
+				synced = true
+				w.recs, w.synced = fresh, true
+			case ent.Operation() != jetstream.KeyValuePut:
+				delete(recs, ent.Key())
+			default:
+				var p presence
+				if json.Unmarshal(ent.Value(), &p) == nil {
+					recs[ent.Key()] = presenceRecord{p: p, rev: ent.Revision()}
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
 }
 
 // giveBack reports whether this replica, holding lease of group, should

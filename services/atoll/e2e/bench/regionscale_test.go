@@ -14,7 +14,9 @@ package bench
 //     (seedRegion, below) and starts every service again, timing each
 //     start (cold: the services start in region.Services order);
 //  2. waits until the region is quiet (up to seedSettle: the propagator
-//     first creates the copies' objects in the member clusters), then
+//     first creates the copies' objects in the member clusters) and the
+//     events stream's duplicate window has passed since the seed (the
+//     server expires the seeded events' idempotency keys then), then
 //     measures its CPU use over
 //     regionIdle (60 s) with nothing submitted: the services' processes
 //     and the nats-server process, not this one;
@@ -48,7 +50,10 @@ package bench
 // in the buckets the services keep per workload, and its messages in the
 // events stream) and writes, with the services stopped, one copy per
 // seeded App straight into the same buckets and stream: the template's
-// records byte for byte, with the App's name and uid replaced. The
+// records byte for byte, with the App's name and uid replaced, and each
+// event's idempotency key naming the copy's revision where the
+// template's named the template's (ownRevision: else the services would
+// announce every copy again). The
 // project's ledger is brought to count the copies (reservations and
 // transaction count; a 0-replica App's demand is 0, and the template's
 // demand is added per copy anyway). The services then start from the
@@ -167,9 +172,14 @@ func smallDoc(project, name string) []byte {
 // message of a stream.
 type record struct {
 	bucket, key string      // a bucket's key; bucket "" for a message
+	rev         uint64      // a key's revision
 	subject     string      // a message's subject
 	header      nats.Header // a message's header
-	value       []byte
+	// revOf is, for an event whose idempotency key names the revision of
+	// one of the template's records, that record's index (see
+	// ownRevision); -1 otherwise.
+	revOf int
+	value []byte
 }
 
 // template is what the services stored for a project's template App.
@@ -208,7 +218,7 @@ func readTemplate(ctx context.Context, b *bus.Bus, project string) (template, er
 			if err != nil {
 				return t, fmt.Errorf("get %s %s: %w", name, k, err)
 			}
-			t.records = append(t.records, record{bucket: name, key: k, value: e.Value()})
+			t.records = append(t.records, record{bucket: name, key: k, rev: e.Revision(), revOf: -1, value: e.Value()})
 			switch name {
 			case bus.BucketWorkloads:
 				var w api.Workload
@@ -244,7 +254,7 @@ func readTemplate(ctx context.Context, b *bus.Bus, project string) (template, er
 		}
 		got := 0
 		for m := range batch.Messages() {
-			t.records = append(t.records, record{subject: m.Subject(), header: m.Headers(), value: m.Data()})
+			t.records = append(t.records, record{subject: m.Subject(), header: m.Headers(), revOf: -1, value: m.Data()})
 			got++
 		}
 		if got == 0 {
@@ -252,13 +262,18 @@ func readTemplate(ctx context.Context, b *bus.Bus, project string) (template, er
 		}
 		n -= uint64(got)
 	}
+	linkRevisions(t.records)
 	return t, nil
 }
 
 // describe lists a template's records by bucket or stream.
 func (t template) describe() string {
 	by := map[string]int{}
+	linked := 0
 	for _, r := range t.records {
+		if r.revOf >= 0 {
+			linked++
+		}
 		if r.bucket != "" {
 			by[r.bucket]++
 		} else {
@@ -269,7 +284,7 @@ func (t template) describe() string {
 	for _, k := range slices.Sorted(maps.Keys(by)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
 	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("%s (%d events name a record's revision: the copy's)", strings.Join(parts, ", "), linked)
 }
 
 // newUID returns a random uid of the template's form (a UUID when it is
@@ -316,10 +331,13 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 	var wg sync.WaitGroup
 	for _, t := range tpls {
 		wg.Go(func() {
+			acks := make([]jetstream.PubAckFuture, len(t.records)) // by record
+			seqs := make([]uint64, len(t.records))
 			for i := from; i < to && ctx.Err() == nil; i++ {
 				name, uid := seededName(i), newUID(t.uid)
 				subst := strings.NewReplacer(regionTemplate, name, t.uid, uid)
-				for _, r := range t.records {
+				clear(seqs)
+				for k, r := range t.records {
 					msg := &nats.Msg{Data: []byte(subst.Replace(string(r.value)))}
 					if r.bucket != "" {
 						msg.Subject = "$KV." + r.bucket + "." + subst.Replace(r.key)
@@ -331,11 +349,17 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 								msg.Header.Add(k, subst.Replace(v))
 							}
 						}
+						if err := ownRevision(ctx, msg.Header, r, acks, seqs); err != nil {
+							fail(fmt.Errorf("seed %s/%s: %w", t.project, name, err))
+							return
+						}
 					}
-					if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute)); err != nil {
+					f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute))
+					if err != nil {
 						fail(fmt.Errorf("seed %s/%s: %w", t.project, name, err))
 						return
 					}
+					acks[k] = f
 				}
 			}
 		})
@@ -387,6 +411,143 @@ func seedRegion(ctx context.Context, b *bus.Bus, tpls []template, from, to int) 
 		}
 	}
 	return nil
+}
+
+// wiretap counts, until the returned function is called, every message
+// the NATS server delivers to a subscription of ">" on nc (the admin's
+// connection sees every subject), and then prints the busiest subjects, a
+// subject's last token dropped when it names one of many (a key, an
+// inbox), in messages a second (ATOLL_REGION_WIRETAP=1): what the idle
+// region's traffic is made of.
+func wiretap(nc *nats.Conn, what string) func() {
+	var (
+		mu sync.Mutex
+		by = map[string]int{}
+	)
+	start := time.Now()
+	sub, err := nc.Subscribe(">", func(m *nats.Msg) {
+		mu.Lock()
+		by[tapClass(m.Subject)]++
+		mu.Unlock()
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "wiretap: %v\n", err)
+		return func() {}
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	return func() {
+		_ = sub.Unsubscribe()
+		d := time.Since(start).Seconds()
+		mu.Lock()
+		defer mu.Unlock()
+		keys := slices.SortedFunc(maps.Keys(by), func(a, b string) int { return by[b] - by[a] })
+		total := 0
+		for _, k := range keys {
+			total += by[k]
+		}
+		fmt.Printf("regionscale: %s, %.1f messages/s in all; busiest subjects:\n", what, float64(total)/d)
+		for _, k := range keys[:min(25, len(keys))] {
+			fmt.Printf("  %8.2f/s  %s\n", float64(by[k])/d, k)
+		}
+	}
+}
+
+// tapClass is the class of a subject the wiretap counts by: its first
+// tokens, up to a token that names one of many.
+func tapClass(subject string) string {
+	toks := strings.Split(subject, ".")
+	switch {
+	case toks[0] == "_INBOX":
+		return "_INBOX"
+	case toks[0] == "$KV" && len(toks) > 2:
+		return "$KV." + toks[1] + "." + keyClass(toks[2:])
+	case toks[0] == "$JS" && len(toks) > 3 && toks[1] == "API":
+		return strings.Join(toks[:min(len(toks), 4)], ".")
+	case toks[0] == "$JS" && len(toks) > 2:
+		return strings.Join(toks[:3], ".")
+	}
+	return strings.Join(toks[:min(len(toks), 2)], ".")
+}
+
+// keyClass is a key's class: its first token unless it looks like a
+// project's (then the kind's position).
+func keyClass(toks []string) string {
+	if len(toks) >= 2 {
+		return toks[0] + ".*"
+	}
+	return toks[0]
+}
+
+// duplicateWindow is the events stream's duplicate window.
+func duplicateWindow() time.Duration {
+	for _, c := range bus.DefaultTopology(1).Streams {
+		if c.Name == bus.StreamEvents {
+			return c.Duplicates
+		}
+	}
+	return 0
+}
+
+// linkRevisions sets each event's revOf: the record whose revision its
+// idempotency key names, the workload's when records of several buckets
+// have that revision (each bucket counts its own).
+func linkRevisions(records []record) {
+	for i, r := range records {
+		if r.bucket != "" {
+			continue
+		}
+		_, rev, ok := bus.ParseMsgID(r.header.Get(jetstream.MsgIDHeader))
+		if !ok {
+			continue
+		}
+		for j, o := range records {
+			if o.bucket != "" && o.rev == rev && (records[i].revOf < 0 || o.bucket == bus.BucketWorkloads) {
+				records[i].revOf = j
+			}
+		}
+	}
+}
+
+// ownRevision rewrites an event's idempotency key (Nats-Msg-Id,
+// bus.MsgID: the key and the revision that produced the event) to name
+// the copy's revision where the template's named the revision of one of
+// the template's own records (r.revOf): the copy's record of the same
+// key, whose revision is its write's stream sequence (acks, by record;
+// the records come before the events; seqs holds the sequences received,
+// 0 for none yet). The services compare that revision with the records they
+// read (events.Publisher.Published: the event at the workload's revision
+// or later), so a copy whose events named the template's revisions would
+// look unannounced to them, and admission's repair would publish every
+// seeded App's admitted event again (spread over its first pass, so within
+// the idle window): work a region of real submissions never has.
+func ownRevision(ctx context.Context, h nats.Header, r record, acks []jetstream.PubAckFuture, seqs []uint64) error {
+	key, _, ok := bus.ParseMsgID(h.Get(jetstream.MsgIDHeader))
+	if !ok || r.revOf < 0 {
+		return nil
+	}
+	if seqs[r.revOf] == 0 {
+		ack, err := acked(ctx, acks[r.revOf])
+		if err != nil {
+			return err
+		}
+		seqs[r.revOf] = ack.Sequence
+	}
+	h.Set(jetstream.MsgIDHeader, bus.MsgID(key, seqs[r.revOf]))
+	return nil
+}
+
+// acked waits for f's acknowledgement. A future delivers it once on its
+// channel, and several events may name the same record: once delivered,
+// the future's Ok channel is empty, so a later call must not wait on it.
+func acked(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+	select {
+	case ack := <-f.Ok():
+		return ack, nil
+	case err := <-f.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // serviceStart is one service's start at one size.
@@ -686,6 +847,18 @@ func measureRegion(ctx context.Context, b *testing.B, reg *region.Region, cl *bu
 	}
 	res.settled = time.Since(t1)
 	fmt.Printf("regionscale: at %d, quiet %v after the start: %v\n", size, res.quiet, res.settled.Round(time.Second))
+	// The seeded events' idempotency keys are held by the server for the
+	// stream's duplicate window and then expired, a burst of work a region
+	// whose last submission is that old no longer has: the idle window
+	// starts after it.
+	if wait := time.Until(t0.Add(res.seeded + duplicateWindow())); wait > 0 {
+		fmt.Printf("regionscale: at %d, waiting %v for the seed's duplicate window to pass\n", size, wait.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	u0, w0 := regionUsage(), time.Now()
 	profiled := func() {}
 	if dir := os.Getenv("ATOLL_BENCH_SCALE_PROFILE"); dir != "" {
@@ -694,12 +867,17 @@ func measureRegion(ctx context.Context, b *testing.B, reg *region.Region, cl *bu
 		// ATOLL_BENCH_SCALE_PROCESS_ENV=ATOLL_PROFILING=true).
 		profiled = profileProcesses(reg, dir, fmt.Sprintf("region-idle%d", size), regionIdle-time.Second)
 	}
+	tapped := func() {}
+	if os.Getenv("ATOLL_REGION_WIRETAP") != "" {
+		tapped = wiretap(reg.Bus.NC, fmt.Sprintf("at %d, idle", size))
+	}
 	select {
 	case <-ctx.Done():
 		return res, ctx.Err()
 	case <-time.After(regionIdle):
 	}
 	profiled()
+	tapped()
 	u1 := regionUsage()
 	res.idleCPU, res.idleBy = serviceCPU(u0, u1, time.Since(w0)), busiest(u0, u1, time.Since(w0), 4)
 	// Quiet from here on is measured against this size's own idle use,
