@@ -275,7 +275,10 @@ func (w *presenceWatch) watch(ctx context.Context) bool {
 		return false
 	}
 	defer func() { _ = kw.Stop() }()
-	fresh := map[string]presenceRecord{} // until the watch has caught up
+	// This watch's records: private until it has caught up, then the
+	// records others read (w.recs is the same map from then on, changed
+	// under w.mu).
+	recs := map[string]presenceRecord{}
 	synced := false
 	stall := time.NewTimer(presenceRewatch * w.e.o.TTL)
 	defer stall.Stop()
@@ -293,14 +296,10 @@ func (w *presenceWatch) watch(ctx context.Context) bool {
 			}
 			stall.Reset(presenceRewatch * w.e.o.TTL)
 			w.mu.Lock()
-			recs := w.recs
-			if !synced {
-				recs = fresh
-			}
 			switch {
 			case ent == nil:
 				synced = true
-				w.recs, w.synced = fresh, true
+				w.recs, w.synced = recs, true
 			case ent.Operation() != jetstream.KeyValuePut:
 				delete(recs, ent.Key())
 			default:

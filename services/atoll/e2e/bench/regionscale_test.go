@@ -469,8 +469,8 @@ func tapClass(subject string) string {
 	return strings.Join(toks[:min(len(toks), 2)], ".")
 }
 
-// keyClass is a key's class: its first token unless it looks like a
-// project's (then the kind's position).
+// keyClass is a key's class: its first token, followed by ".*" when
+// more tokens follow (a project's workloads, a group's presence records).
 func keyClass(toks []string) string {
 	if len(toks) >= 2 {
 		return toks[0] + ".*"
