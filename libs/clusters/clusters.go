@@ -119,14 +119,16 @@ type Conn struct {
 	// (informers' watches take none) shares its Transport.
 	HTTP   *http.Client
 	dialer *connrotation.Dialer
-	// closes counts the calls to Close: a dial that began before one is
-	// refused (it is an abandoned request's, such as a reflector's list
-	// that its informer no longer waits for).
-	closes atomic.Uint64
+	// closed is set by Close: every dial from then on is refused, and one
+	// that was under way is closed. Requests can outlive their owner's
+	// stop: a reflector's list runs on context.Background in a goroutine
+	// its informer no longer waits for, and may wait in the client's rate
+	// limiter and dial only after Close.
+	closed atomic.Bool
 }
 
-// errClosed refuses a connection dialed across a Close.
-var errClosed = errors.New("member cluster connection closed")
+// ErrClosed refuses a connection dialed on or across a Close.
+var ErrClosed = errors.New("member cluster connection closed")
 
 // Connect returns a Conn for cfg (its TLS, auth, wrappers and timeout).
 // It dials nothing yet.
@@ -174,27 +176,30 @@ func loadClientCert(cfg *rest.Config) error {
 }
 
 func (c *Conn) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	n := c.closes.Load()
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
 	conn, err := c.dialer.DialContext(ctx, network, address)
 	if err != nil {
 		return nil, err
 	}
-	// conn is tracked: a Close from now on closes it; one since the dial
-	// began may have missed it.
-	if c.closes.Load() != n {
+	// conn is tracked: a Close from now on closes it; one that ran while
+	// it was dialed may have missed it.
+	if c.closed.Load() {
 		_ = conn.Close()
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	return conn, nil
 }
 
-// Close closes every connection c opened, once its clients' requests and
-// watches have ended (one still running fails), and one being dialed:
-// no connection, and no goroutine reading one, is left. A later request
-// dials again. Close on a nil Conn does nothing.
+// Close closes every connection c opened (a request or watch still
+// running on one fails) and refuses every later dial: no connection, and
+// no goroutine reading one, is left, even for a request that outlives
+// its owner's stop. A closed Conn is not used again; its owner connects
+// anew. Close on a nil or closed Conn does nothing more.
 func (c *Conn) Close() {
 	if c != nil {
-		c.closes.Add(1)
+		c.closed.Store(true)
 		c.dialer.CloseAll()
 	}
 }

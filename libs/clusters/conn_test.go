@@ -3,6 +3,7 @@ package clusters_test
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,6 +65,19 @@ func (o *openConns) waitOpen(t *testing.T, n int) {
 	}
 }
 
+// try makes one request on c.
+func try(c *clusters.Conn, url string) error {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
 func get(t *testing.T, c *clusters.Conn, url string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
@@ -83,8 +97,9 @@ func get(t *testing.T, c *clusters.Conn, url string) {
 // TestConnCloseClosesItsConnectionsOnly checks that Close closes the
 // connections a Conn opened (an idle HTTP/2 connection keeps a reading
 // goroutine), not another Conn's of the same configuration (client-go
-// would share one cached transport between them), and that the Conn dials
-// again after.
+// would share one cached transport between them), and that a closed Conn
+// dials no more (a reflector's abandoned list would otherwise open a
+// connection, and its reading goroutine, after its owner stopped).
 func TestConnCloseClosesItsConnectionsOnly(t *testing.T) {
 	o := newOpenConns(t)
 	a, err := clusters.Connect(o.config())
@@ -100,8 +115,11 @@ func TestConnCloseClosesItsConnectionsOnly(t *testing.T) {
 	o.waitOpen(t, 2)
 	a.Close()
 	o.waitOpen(t, 1)
-	get(t, a, o.srv.URL)
-	o.waitOpen(t, 2)
+	if err := try(a, o.srv.URL); !errors.Is(err, clusters.ErrClosed) {
+		t.Fatalf("request on a closed Conn: %v, want %v", err, clusters.ErrClosed)
+	}
+	get(t, b, o.srv.URL)
+	o.waitOpen(t, 1)
 	a.Close()
 	b.Close()
 	o.waitOpen(t, 0)
