@@ -54,20 +54,25 @@ func (s *Service) phase(key, name string) {
 
 // reconcile decides the placement of one workload.
 func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
+	// Taken: decisions of worse-ranked keys wait a moment for this one
+	// to get to its own (decideLock); one that needs none leaves.
+	turn := t.decide.Take(s.sortKey(key))
+	defer turn.Leave()
 	r, err := s.read(ctx, key)
 	if err != nil || r == nil {
 		return err
 	}
 	if r.w == nil {
+		turn.Leave()
 		return s.remove(ctx, t, key)
 	}
-	if done, err := s.gate(ctx, t, r); done {
+	if done, err := s.gate(ctx, t, r, turn); done {
 		return err
 	}
 	// Decide and assume under the term's lock, so that parallel workers
 	// never see the same free capacity; the write happens outside it, and
 	// a write that fails gives back what was assumed.
-	t.decide.Lock(s.sortKey(key))
+	turn.Lock()
 	d, ok, err := s.decide(ctx, t, r)
 	if !ok {
 		t.decide.Unlock()
@@ -123,7 +128,7 @@ func (s *Service) read(ctx context.Context, key string) (*recon, error) {
 // gate says whether the workload's reconcile is over before a decision:
 // the kind's own rules first; then a previous placement that still stands
 // is announced (again), and one whose run has finished stays as it is.
-func (s *Service) gate(ctx context.Context, t *term, r *recon) (done bool, err error) {
+func (s *Service) gate(ctx context.Context, t *term, r *recon, turn *ticket) (done bool, err error) {
 	s.phase(r.key, "gate")
 	if done, err := r.kind.gate(ctx, s, t, r); done {
 		return true, err
@@ -132,6 +137,7 @@ func (s *Service) gate(ctx context.Context, t *term, r *recon) (done bool, err e
 		return false, nil
 	}
 	if s.stillGood(r.prev, r.w, s.snapshot(t)) {
+		turn.Leave() // no decision: worse-ranked ones need not wait for the announce
 		return true, s.announce(ctx, t, r, r.prev, r.prevRev, false)
 	}
 	return s.finished(ctx, r), nil

@@ -284,12 +284,18 @@ func (s *Service) lead(ctx context.Context) {
 	s.log.Info("leading", "holder", s.holder, "elapsed", time.Since(start).Round(time.Millisecond))
 
 	var wg sync.WaitGroup
-	// The keys are queued while the workers run: queueing 100,000 takes
-	// about a second (each key's rank is decoded), which work submitted
-	// while no term ran need not wait for.
+	// The never-placed keys are queued before the workers start, so that
+	// they are decided in rank order: queued while the workers ran, the
+	// best ranked of a burst submitted while no term ran could be queued
+	// after workers had taken (and then decided) twenty of the worse. The
+	// placed keys, whose check is no decision unless something changed,
+	// are queued while the workers run: queueing 100,000 takes about a
+	// second (each key's rank is decoded), which the rest need not wait
+	// for.
+	queued := time.Now()
+	placed := s.queueUnplaced(t)
 	wg.Go(func() {
-		queued := time.Now()
-		s.requeueAll(t)
+		s.replayPlaced(t, placed)
 		s.log.Info("term's keys queued", "holder", s.holder, "work", t.work.Len(), "replay", t.replay.Len(), "elapsed", time.Since(queued).Round(time.Millisecond))
 	})
 	wg.Go(func() { s.workloadM.Resync(ctx, Resync, t.replay, nil) })
@@ -405,8 +411,14 @@ func recentFrom(written []stamp, window time.Duration) uint64 {
 // submitted just before a scheduler kill was scheduled 6.8 s after its
 // submission, most of it here).
 func (s *Service) requeueAll(t *term) {
+	s.replayPlaced(t, s.queueUnplaced(t))
+}
+
+// queueUnplaced sends the workloads never placed to t's work queue and
+// returns the others' keys (requeueAll).
+func (s *Service) queueUnplaced(t *term) (placed []string) {
 	keys := s.workloadM.Keys()
-	placed := make([]string, 0, len(keys))
+	placed = make([]string, 0, len(keys))
 	for _, k := range keys {
 		if _, ok := s.placementM.Get(k); ok {
 			placed = append(placed, k)
@@ -418,6 +430,12 @@ func (s *Service) requeueAll(t *term) {
 		// the tier's older keys in the replay.
 		t.work.Add(k)
 	}
+	return placed
+}
+
+// replayPlaced sends placed and every placement key to t's replay queue
+// (requeueAll).
+func (s *Service) replayPlaced(t *term, placed []string) {
 	for _, k := range placed {
 		t.replay.Add(k)
 	}
