@@ -23,7 +23,7 @@ func Crash(s *Service) { s.hooks.crashed.Store(true) }
 func RepairKey(ctx context.Context, s *Service, key string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m, err := bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, nil)
+	m, err := bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, decodeRepairDoc, nil)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -68,7 +69,7 @@ func (s *Service) repair(ctx context.Context) {
 	qq := bus.NewQueue(bus.Instrumented(s.metrics, "quota-check"))
 	defer qq.Close()
 	var (
-		m        *bus.TypedMirror[*api.Workload]
+		m        *bus.TypedMirror[repairDoc]
 		quota    jetstream.KeyValue // read by repairQuota (repair_quota.go)
 		live     atomic.Bool        // the mirror has replayed what was there
 		replayed keySet             // the keys it replayed, until then
@@ -87,7 +88,7 @@ func (s *Service) repair(ctx context.Context) {
 				continue
 			}
 		}
-		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, api.Decode, func(key string) {
+		m, err = bus.MirrorOf(ctx, s.bus, bus.BucketWorkloads, jetstream.AllKeys, decodeRepairDoc, func(key string) {
 			if live.Load() {
 				checks.mark(key, time.Now().Add(QuotaRecheck))
 				q.AddAfter(key, RepairGrace)
@@ -124,6 +125,37 @@ func (s *Service) repair(ctx context.Context) {
 	q.Run(ctx, repairWorkers, s.log, func(ctx context.Context, key string) error { return s.repairKey(ctx, m, key) })
 }
 
+// repairDoc is what the repair mirror holds of a workload: its document's
+// bytes, decoded when the key is looked at (at RepairEvery per key, and
+// after a write), and when it was admitted. Decoded, the mirror held
+// every workload of the region as pointer-rich documents, which the
+// runtime's forced collection every two minutes marked even at rest.
+type repairDoc struct {
+	raw     []byte
+	updated time.Time
+}
+
+// decodeRepairDoc reads a workload's admission time for the mirror.
+func decodeRepairDoc(b []byte) (repairDoc, error) {
+	var d struct {
+		Metadata struct {
+			Updated time.Time `json:"updated"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return repairDoc{}, err
+	}
+	return repairDoc{raw: b, updated: d.Metadata.Updated}, nil
+}
+
+// workloadOf decodes the workload of a repair mirror's entry.
+func workloadOf(e bus.Entry[repairDoc]) (*api.Workload, error) {
+	if e.Err != nil {
+		return nil, e.Err
+	}
+	return api.Decode(e.Value.raw)
+}
+
 // keySet collects keys from the mirror's callbacks.
 type keySet struct {
 	mu   sync.Mutex
@@ -152,11 +184,11 @@ func (k *keySet) take() []string {
 // outage, then checks a few events at once instead of every workload's,
 // which, with the requests queued during the outage arriving at the same
 // moment, slowed every write of the region's for seconds.
-func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
+func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[repairDoc], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
 	pass := bus.ResyncPass(len(keys), RepairEvery)
 	for _, key := range keys {
 		e, ok := m.Get(key)
-		if !ok || e.Err != nil || e.Value == nil || now.Sub(e.Value.Metadata.Updated) < RepairRecent {
+		if !ok || e.Err != nil || now.Sub(e.Value.updated) < RepairRecent {
 			// Its quota check (repair_quota.go) at a moment of its own.
 			later := QuotaRecheck + rand.N(QuotaRecheck)
 			checks.mark(key, now.Add(later))
@@ -172,16 +204,16 @@ func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[*api.Workload], checks *
 
 // repairKey ensures the event of key's current generation, or of its
 // deletion, as the mirror m and the bucket show them.
-func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], key string) error {
+func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], key string) error {
 	e, ok := m.Get(key)
 	if !ok {
 		return s.repairDelete(ctx, key)
 	}
-	if e.Err != nil {
-		s.log.Warn("repair: undecodable workload", "key", key, "err", e.Err)
+	w, err := workloadOf(e)
+	if err != nil {
+		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
 		return nil
 	}
-	w := e.Value // the mirror's: read only
 	event, message := w.Metadata.Event, w.Metadata.EventMessage
 	if event == "" {
 		if w.Metadata.Generation != 1 {

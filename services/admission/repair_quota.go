@@ -83,16 +83,20 @@ func (c *quotaChecks) putBack(key string, at time.Time) {
 
 // quotaCheckKey runs the quota check key is due, if any (on the checks'
 // own queue).
-func (s *Service) quotaCheckKey(ctx context.Context, m *bus.TypedMirror[*api.Workload], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
+func (s *Service) quotaCheckKey(ctx context.Context, m *bus.TypedMirror[repairDoc], quota jetstream.KeyValue, checks *quotaChecks, key string) error {
 	at, due := checks.take(key, time.Now())
 	if !due {
 		return nil
 	}
 	e, ok := m.Get(key)
-	if !ok || e.Err != nil || e.Value == nil {
+	if !ok {
 		return nil // deleted: released with it
 	}
-	if err := s.repairQuota(ctx, quota, e.Value, e.Revision); err != nil {
+	w, err := workloadOf(e)
+	if err != nil {
+		return nil // undecodable: its repair logs it
+	}
+	if err := s.repairQuota(ctx, quota, w, e.Revision); err != nil {
 		checks.putBack(key, at) // the key is retried
 		return err
 	}
