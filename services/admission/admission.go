@@ -125,6 +125,8 @@ type Service struct {
 	quota  *bus.Requester
 	events *events.Publisher
 	hooks  hooks
+	// retention is the events stream's oldest event, for the repair.
+	retention *retention
 
 	workloads jetstream.KeyValue
 	hosts     jetstream.KeyValue // the exposed Apps' host claims (hosts.go)
@@ -165,12 +167,13 @@ func New(b *bus.Bus, log *slog.Logger, cfg *Config) *Service {
 	}
 	log = log.With("component", "admission")
 	return &Service{
-		bus:    b,
-		log:    log,
-		cfg:    cfg,
-		limits: cfg.Limits(),
-		quota:  bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
-		events: events.NewPublisher(b, log, events.Options{}),
+		bus:       b,
+		log:       log,
+		cfg:       cfg,
+		limits:    cfg.Limits(),
+		quota:     bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
+		events:    events.NewPublisher(b, log, events.Options{}),
+		retention: &retention{bus: b},
 
 		claimGrace:    HostClaimGrace,
 		sidecarTiming: sidecarTimingFromEnv(log),

@@ -221,7 +221,9 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 		}
 		event = api.EventAdmitted
 	}
-	if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
+	if s.retention.before(ctx, w.Metadata.Updated) {
+		s.log.Debug("repair: event older than the events stream keeps", "key", key, "updated", w.Metadata.Updated) // retention.go
+	} else if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
 		return fmt.Errorf("repair %s: %w", key, err)
 	}
 	if w.Kind == api.KindApp && len(w.Spec.PodTemplate().Refs()) == 0 {

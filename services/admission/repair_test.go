@@ -229,3 +229,47 @@ func TestFailedWriteLeavesQuotaMatchingTheStoredWorkload(t *testing.T) {
 		})
 	}
 }
+
+// A workload last written before the events stream's oldest event has
+// had its event dropped with the stream's limits: the repair does not
+// publish it again (an old admission as news, pushing out the next
+// oldest once the stream is at its byte limit), while a write newer than
+// the oldest event whose event was lost still gets it.
+func TestRepairLeavesEventsTheStreamDropped(t *testing.T) {
+	b := regionWithQuota(t)
+	ctx := context.Background()
+	subj := func(name string) string { return bus.EventSubject("aged", api.KindApp, name, api.EventAdmitted) }
+	healthy := startAdmission(t, b, false)
+	for _, name := range []string{"old", "newer"} {
+		if _, err := healthy.Submit(ctx, doc("aged", name, 1), admission.Principal{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // "newer"'s event is stored after "old" was written
+	}
+	require.NoError(t, healthy.Stop())
+	dying := startAdmission(t, b, true)
+	if _, err := dying.Submit(ctx, doc("aged", "lost", 1), admission.Principal{}); err != nil {
+		t.Fatal(err)
+	}
+	require.NoError(t, dying.Stop())
+
+	// The stream drops "old"'s events, as its limits drop the oldest, long
+	// after its duplicate window (shortened here: within it, the stream
+	// would drop a second publication as a duplicate of the first anyway).
+	s, err := b.JS.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	cfg.Duplicates = 100 * time.Millisecond
+	_, err = b.JS.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, s.Purge(ctx, jetstream.WithPurgeSubject(bus.EventSubject("aged", api.KindApp, "old", ">"))))
+	require.Equal(t, uint64(0), count(t, b, subj("old")))
+	time.Sleep(500 * time.Millisecond) // the ids of the first publications expire
+
+	repairer := admission.New(b, slog.Default(), nil)
+	for _, name := range []string{"old", "lost"} {
+		require.NoError(t, admission.RepairKey(ctx, repairer, api.Key("aged", api.KindApp, name)))
+	}
+	assert.Equal(t, uint64(0), count(t, b, subj("old")), "an event older than the stream's oldest published again")
+	assert.Equal(t, uint64(1), count(t, b, subj("lost")), "the lost write's event")
+}
