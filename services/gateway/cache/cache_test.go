@@ -204,7 +204,7 @@ func servingApp(project, name string) *api.Workload {
 	spec := &api.AppSpec{Replicas: &replicas}
 	for _, c := range []string{"server", "metrics"} {
 		ctr := api.Container{Name: c, Image: "registry.example/" + c + ":1.4.2",
-			Command: []string{"/bin/" + c, "--listen=:8080", "--log-level=info"},
+			Command:   []string{"/bin/" + c, "--listen=:8080", "--log-level=info"},
 			Resources: api.Resources{Requests: api.ResourceList{CPU: "500m", Memory: "512Mi"}}}
 		for i := range 8 {
 			ctr.Env = append(ctr.Env, api.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: fmt.Sprintf("value-%d-%s", i, name)})
