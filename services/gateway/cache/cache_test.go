@@ -28,6 +28,19 @@ func put(t *testing.T, b *bus.Bus, bucket, key string, v any) {
 	}
 }
 
+// openBus opens an embedded bus for the test, closed at its end, and a
+// context ended then.
+func openBus(t *testing.T) (context.Context, *bus.Bus, *slog.Logger) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bus.Open(t.Context(), bus.Config{StoreDir: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return t.Context(), b, log
+}
+
 func app(project, name string, labels map[string]string) *api.Workload {
 	return &api.Workload{APIVersion: api.APIVersion, Kind: api.KindApp,
 		Metadata: api.Metadata{Project: project, Name: name, Labels: labels, Generation: 1},
@@ -35,14 +48,7 @@ func app(project, name string, labels map[string]string) *api.Workload {
 }
 
 func TestListFiltersAndPages(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, b, log := openBus(t)
 	for i := range 7 {
 		w := app("p", fmt.Sprintf("a%d", i), map[string]string{"team": []string{"x", "y"}[i%2]})
 		put(t, b, bus.BucketWorkloads, w.Key(), w)
@@ -108,14 +114,7 @@ func TestListFiltersAndPages(t *testing.T) {
 // not once per mirror's replay and again after both (which made the
 // gateway's start grow 2-3 renders per workload).
 func TestStartRendersEachWorkloadOnce(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, b, log := openBus(t)
 	const n = 500
 	for i := range n {
 		w := app(fmt.Sprintf("p%d", i%10), fmt.Sprintf("a%04d", i), nil)
@@ -150,14 +149,7 @@ func TestStartRendersEachWorkloadOnce(t *testing.T) {
 // every collection, including the runtime's forced one every two minutes
 // in a region at rest.
 func TestCacheHeapIsMostlyUnscanned(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := bus.Open(ctx, bus.Config{StoreDir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	ctx, b, log := openBus(t)
 	const n = 3000
 	for i := range n {
 		w := servingApp(fmt.Sprintf("p%d", i%30), fmt.Sprintf("a%04d", i))
