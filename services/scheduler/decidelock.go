@@ -19,8 +19,9 @@ const ComingWait = 20 * time.Millisecond
 // may finish its read after a dozen worse ones taken after it. So a
 // worker announces its key when it takes it (Take): the lock goes to the
 // best waiter only when no better-ranked key taken less than comingWait
-// ago is still on its way (its read is that fast or it gave up), and a
-// Reserved workload in a Preemptible burst is decided first.
+// ago is still on its way to the lock (one that needs no decision leaves
+// at once), and a Reserved workload in a Preemptible burst is decided
+// first.
 type decideLock struct {
 	mu         sync.Mutex
 	held       bool             // mu must be held

@@ -310,7 +310,7 @@ func (c *Cache) WaitFor(ctx context.Context, key string, ok func(*Item) bool) bo
 	}
 }
 
-// decodeStatus decodes a workload's status for the status mirror.
+// decodeStatus decodes a workload's status from the status mirror's bytes.
 func decodeStatus(b []byte) (*api.Status, error) {
 	st := new(api.Status)
 	if err := json.Unmarshal(b, st); err != nil {
