@@ -131,8 +131,9 @@ type Service struct {
 	quota *bus.Requester
 	// kinds is the table of the kinds the scheduler places.
 	kinds kindTable
-	// decoded keeps the workloads decoded, one decode per change.
-	decoded workloadCache
+	// decoded keeps the recently read workloads decoded, one decode per
+	// change.
+	decoded *workloadCache
 
 	mu          sync.Mutex
 	inventory   map[string]decodedCluster // mu must be held: by cluster name
@@ -153,8 +154,8 @@ func New(b *bus.Bus, log *slog.Logger) *Service {
 	}
 	return &Service{
 		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
-		holder:    lease.NewHolderID("scheduler"),
-		inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
+		holder:  lease.NewHolderID("scheduler"),
+		decoded: newWorkloadCache(), inventory: map[string]decodedCluster{}, schedulable: map[string]string{},
 		Options: OptionsFromEnv(os.Getenv, log),
 		Fence:   fence,
 		quota:   bus.NewRequester(b.NC, bus.RequestPolicy{Breaker: bus.BreakerPolicy{Logger: log}}),
