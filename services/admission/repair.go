@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,27 +210,99 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 	if !ok {
 		return s.repairDelete(ctx, key)
 	}
-	w, err := workloadOf(e)
+	h, err := headOf(e)
 	if err != nil {
 		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
 		return nil
 	}
-	event, message := w.Metadata.Event, w.Metadata.EventMessage
+	event := h.Metadata.Event
 	if event == "" {
-		if w.Metadata.Generation != 1 {
+		if h.Metadata.Generation != 1 {
 			return nil // written before workloads recorded their event
 		}
 		event = api.EventAdmitted
 	}
-	if s.retention.before(ctx, w.Metadata.Updated) {
-		s.log.Debug("repair: event older than the events stream keeps", "key", key, "updated", w.Metadata.Updated) // retention.go
-	} else if err := s.events.Ensure(ctx, w, event, message, e.Revision); err != nil {
-		return fmt.Errorf("repair %s: %w", key, err)
+	var w *api.Workload // decoded only when needed: most keys need nothing
+	if s.retention.before(ctx, h.Metadata.Updated) {
+		s.log.Debug("repair: event older than the events stream keeps", "key", key, "updated", h.Metadata.Updated) // retention.go
+	} else {
+		done, err := s.events.Published(ctx, h.stub(), event, e.Revision)
+		if err != nil {
+			return fmt.Errorf("repair %s: %w", key, err)
+		}
+		if !done {
+			if w, err = workloadOf(e); err != nil {
+				s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+				return nil
+			}
+			if err := s.events.Ensure(ctx, w, event, w.Metadata.EventMessage, e.Revision); err != nil {
+				return fmt.Errorf("repair %s: %w", key, err)
+			}
+		}
 	}
-	if w.Kind == api.KindApp && len(w.Spec.PodTemplate().Refs()) == 0 {
-		return nil // names no Config: nothing to roll
+	if h.Kind == api.KindApp {
+		if !mayNameConfigs(e.Value.raw) {
+			return nil // names no Config: nothing to roll
+		}
+		if w == nil {
+			if w, err = workloadOf(e); err != nil {
+				s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+				return nil
+			}
+		}
+		if len(w.Spec.PodTemplate().Refs()) == 0 {
+			return nil
+		}
 	}
 	return s.repairConfigUse(ctx, key) // configuse.go
+}
+
+// repairHead is what the repair reads of every workload it looks at:
+// decoding only these fields costs a quarter of decoding the workload
+// (BenchmarkRepairRead: 6 µs against 25 µs for a two-container App),
+// which the repair needs only for an event to publish or a Config named.
+type repairHead struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Project    string    `json:"project"`
+		Name       string    `json:"name"`
+		Generation int64     `json:"generation"`
+		Event      string    `json:"event"`
+		Updated    time.Time `json:"updated"`
+	} `json:"metadata"`
+}
+
+// headOf decodes the head of a repair mirror's entry.
+func headOf(e bus.Entry[repairDoc]) (*repairHead, error) {
+	if e.Err != nil {
+		return nil, e.Err
+	}
+	var h repairHead
+	if err := json.Unmarshal(e.Value.raw, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// stub is the workload as far as its events' subjects name it.
+func (h *repairHead) stub() *api.Workload {
+	return &api.Workload{Kind: h.Kind, Metadata: api.Metadata{Project: h.Metadata.Project, Name: h.Metadata.Name}}
+}
+
+// configFields are the fields through which a pod template names a
+// Config or Secret (api.PodTemplate.Uses); a document holding none of
+// them, quoted as JSON names, names none. A string value equal to one of
+// them only costs a decode.
+var configFields = [][]byte{[]byte(`"valueFrom"`), []byte(`"envFrom"`), []byte(`"volumes"`)}
+
+// mayNameConfigs says whether a workload's document may name a Config.
+func mayNameConfigs(raw []byte) bool {
+	for _, f := range configFields {
+		if bytes.Contains(raw, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // repairDelete ensures the deleted event of key when its latest entry is
