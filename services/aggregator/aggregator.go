@@ -165,14 +165,19 @@ type Service struct {
 	mu       sync.Mutex
 	foldTerm *foldState // mu must be held: the current term of the status lease, nil when not held
 
-	// foldMirrors are the status terms' mirrors, opened by this replica's
-	// first term and kept for its next (a lease lost in a NATS restart and
-	// taken back at once finds them full: they resume from the revision
-	// they had); stopped by Stop. Only a term touches them, one at a time.
+	// foldMirrors are the status and rollout terms' mirrors, opened by
+	// this replica's first such term and kept for its next (a lease lost
+	// in a NATS restart and taken back at once finds them full: they
+	// resume from the revision they had); stopped by Stop. The two terms
+	// share them: each mirrored its own, and the region's workloads and
+	// placements were held twice. mirrorsMu must be held to open them.
+	mirrorsMu   sync.Mutex
 	foldMirrors foldMirrors
-	// foldLive is the term the fold mirrors' callbacks queue to, nil
-	// between terms and while a term loads.
-	foldLive atomic.Pointer[foldState]
+	// foldLive is the status term the fold mirrors' callbacks queue to,
+	// nil between terms and while a term loads; rolloutLive the rollout
+	// term, nil between terms.
+	foldLive    atomic.Pointer[foldState]
+	rolloutLive atomic.Pointer[rolloutTerm]
 
 	rolloutTick time.Duration // WithRolloutTick
 }

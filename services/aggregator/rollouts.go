@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -59,11 +58,12 @@ type rolloutTerm struct {
 func (s *Service) leadRollouts(ctx context.Context) {
 	t := &rolloutTerm{s: s, log: s.log.With("lease", LeaseRollout), q: bus.NewQueue(bus.Instrumented(s.metrics, "rollout")),
 		ensured: map[string]uint64{}}
+	// Changes from here on are queued; those before are in the mirrors,
+	// whose keys the term queues once they are loaded.
+	s.rolloutLive.Store(t)
 	defer func() {
+		s.rolloutLive.CompareAndSwap(t, nil)
 		t.q.Close() // also when the term ends before the queue runs
-		for _, m := range []*bus.Mirror{t.workloads, t.placements, t.observations} {
-			m.Stop() // joined: the term's goroutines end with it
-		}
 	}()
 	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
 		err := t.open(ctx)
@@ -98,32 +98,25 @@ func (s *Service) leadRollouts(ctx context.Context) {
 	wg.Wait()
 }
 
+// add queues key (a mirror's callback, Service.openFoldMirrors).
+func (t *rolloutTerm) add(key string) { t.q.Add(key) }
+
+// open opens the rollouts bucket and the replica's mirrors, shared with
+// the status terms (Service.foldMirrors).
 func (t *rolloutTerm) open(ctx context.Context) error {
-	b := t.s.bus
-	var err error
 	if t.kv == nil {
-		if t.kv, err = b.KV(ctx, bus.BucketRollouts); err != nil {
+		kv, err := t.s.bus.KV(ctx, bus.BucketRollouts)
+		if err != nil {
 			return err
 		}
+		t.kv = kv
 	}
-	if t.workloads == nil {
-		if t.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, t.q.Add); err != nil {
-			return err
-		}
+	m, err := t.s.openFoldMirrors()
+	if err != nil {
+		return err
 	}
-	if t.placements == nil {
-		if t.placements, err = b.Mirror(ctx, bus.BucketPlacements, t.q.Add); err != nil {
-			return err
-		}
-	}
-	if t.observations == nil {
-		t.observations, err = b.Mirror(ctx, bus.BucketObservations, func(key string) {
-			if _, wkey, ok := strings.Cut(key, "."); ok {
-				t.q.Add(wkey)
-			}
-		})
-	}
-	return err
+	t.workloads, t.placements, t.observations = m.workloads, m.placements, m.observations
+	return nil
 }
 
 // reconcile steps key's rollout, when key is an App's.

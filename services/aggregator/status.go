@@ -172,15 +172,16 @@ func (f *foldState) openMirrors(ctx context.Context) bool {
 }
 
 func (f *foldState) mirror() error {
-	if err := f.s.openFoldMirrors(); err != nil {
+	m, err := f.s.openFoldMirrors()
+	if err != nil {
 		return err
 	}
-	m := &f.s.foldMirrors
 	f.workloads, f.placements, f.observations, f.inventory = m.workloads, m.placements, m.observations, m.inventory
 	return nil
 }
 
-// foldMirrors are what a status term folds from (Service.foldMirrors).
+// foldMirrors are what a status term folds from and a rollout term steps
+// rollouts from (Service.foldMirrors).
 type foldMirrors struct {
 	workloads, placements, observations, inventory *bus.Mirror
 }
@@ -191,29 +192,35 @@ func (m *foldMirrors) stop() {
 	}
 }
 
-// openFoldMirrors opens those of the fold mirrors not open yet. They
-// outlive the term that opens them (until Stop), and their callbacks queue
-// keys to the live term only (foldLive).
-func (s *Service) openFoldMirrors() error {
+// openFoldMirrors opens those of the fold mirrors not open yet and
+// returns them. They outlive the terms that use them (until Stop), and
+// their callbacks queue keys to the live terms only (foldLive,
+// rolloutLive).
+func (s *Service) openFoldMirrors() (foldMirrors, error) {
+	s.mirrorsMu.Lock()
+	defer s.mirrorsMu.Unlock()
 	b, m := s.bus, &s.foldMirrors
-	live := func(fn func(f *foldState, key string)) func(string) {
+	live := func(fold func(f *foldState, key string), rollout func(t *rolloutTerm, key string)) func(string) {
 		return func(key string) {
 			if f := s.foldLive.Load(); f != nil {
-				fn(f, key)
+				fold(f, key)
+			}
+			if t := s.rolloutLive.Load(); t != nil && rollout != nil {
+				rollout(t, key)
 			}
 		}
 	}
-	// Not the term's context: the mirrors are kept for the next term.
+	// Not a term's context: the mirrors are kept for the next term.
 	ctx := context.Background()
 	var err error
 	if m.workloads == nil {
-		if m.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, live((*foldState).workloadChanged)); err != nil { // configuse.go
-			return err
+		if m.workloads, err = b.Mirror(ctx, bus.BucketWorkloads, live((*foldState).workloadChanged, (*rolloutTerm).add)); err != nil { // configuse.go
+			return *m, err
 		}
 	}
 	if m.placements == nil {
-		if m.placements, err = b.Mirror(ctx, bus.BucketPlacements, live((*foldState).add)); err != nil {
-			return err
+		if m.placements, err = b.Mirror(ctx, bus.BucketPlacements, live((*foldState).add, (*rolloutTerm).add)); err != nil {
+			return *m, err
 		}
 	}
 	if m.observations == nil {
@@ -223,17 +230,21 @@ func (s *Service) openFoldMirrors() error {
 			} else {
 				f.add("@" + cluster) // a term marker
 			}
+		}, func(t *rolloutTerm, key string) {
+			if _, wkey, ok := strings.Cut(key, "."); ok {
+				t.add(wkey)
+			}
 		}))
 		if err != nil {
-			return err
+			return *m, err
 		}
 	}
 	if m.inventory == nil {
-		if m.inventory, err = b.Mirror(ctx, bus.BucketClusters, live(func(f *foldState, cluster string) { f.add("@" + cluster) })); err != nil {
-			return err
+		if m.inventory, err = b.Mirror(ctx, bus.BucketClusters, live(func(f *foldState, cluster string) { f.add("@" + cluster) }, nil)); err != nil {
+			return *m, err
 		}
 	}
-	return nil
+	return *m, nil
 }
 
 // replayBacklog is how many keys the fold queue may hold before the
