@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
-	"runtime/metrics"
 	"testing"
 	"time"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/api/apitest"
 	"atoll.dev/libs/bus"
 )
 
@@ -35,7 +34,7 @@ func TestWorkloadCacheDecodesOncePerChangeAndStaysBounded(t *testing.T) {
 	n := 3 * decodedKeep
 	keys := make([]string, n)
 	for i := range n {
-		w := servingApp(fmt.Sprintf("p%d", i%30), fmt.Sprintf("a%05d", i), 1)
+		w := apitest.ServingApp(fmt.Sprintf("p%d", i%30), fmt.Sprintf("a%05d", i))
 		keys[i] = w.Key()
 		put(t, kv, w)
 	}
@@ -60,20 +59,22 @@ func TestWorkloadCacheDecodesOncePerChangeAndStaysBounded(t *testing.T) {
 	if again := read(keys[0]); again != first {
 		t.Error("a second read of an unchanged workload decoded it again")
 	}
-	put(t, kv, servingApp("p0", "a00000", 2))
+	changed := apitest.ServingApp("p0", "a00000")
+	changed.Metadata.Generation = 2
+	put(t, kv, changed)
 	waitFor(t, func() bool { return read(keys[0]).Metadata.Generation == 2 })
 
 	// Bounded: the first decodedKeep reads fill the cache; the next
 	// 2 × decodedKeep add nothing the collector scans.
-	h0 := scannableHeap()
+	h0 := apitest.ScannableHeap()
 	for _, k := range keys[:decodedKeep] {
 		read(k)
 	}
-	h1 := scannableHeap()
+	h1 := apitest.ScannableHeap()
 	for _, k := range keys[decodedKeep:] {
 		read(k)
 	}
-	h2 := scannableHeap()
+	h2 := apitest.ScannableHeap()
 	fill, more := int64(h1)-int64(h0), int64(h2)-int64(h1)
 	t.Logf("scannable heap: +%d bytes for the first %d workloads read, %+d for the next %d; %d held",
 		fill, decodedKeep, more, n-decodedKeep, s.decoded.Len())
@@ -91,26 +92,6 @@ func TestWorkloadCacheDecodesOncePerChangeAndStaysBounded(t *testing.T) {
 	if w := read(keys[0]); w.Metadata.Generation != 2 || w == first {
 		t.Errorf("evicted key read back as generation %d", w.Metadata.Generation)
 	}
-}
-
-// servingApp is an App as a team writes one: two containers with
-// environment, commands and resources.
-func servingApp(project, name string, generation int64) *api.Workload {
-	replicas := int32(3)
-	spec := &api.AppSpec{Replicas: &replicas}
-	for _, c := range []string{"server", "metrics"} {
-		ctr := api.Container{Name: c, Image: "registry.example/" + c + ":1.4.2",
-			Command:   []string{"/bin/" + c, "--listen=:8080", "--log-level=info"},
-			Resources: api.Resources{Requests: api.ResourceList{CPU: "500m", Memory: "512Mi"}}}
-		for i := range 8 {
-			ctr.Env = append(ctr.Env, api.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: fmt.Sprintf("value-%d-%s", i, name)})
-		}
-		spec.Template.Containers = append(spec.Template.Containers, ctr)
-	}
-	return &api.Workload{APIVersion: api.APIVersion, Kind: api.KindApp,
-		Metadata: api.Metadata{Project: project, Name: name, Generation: generation,
-			Labels: map[string]string{"team": "checkout", "tier": "web", "app": name}},
-		Spec: spec}
 }
 
 func put(t *testing.T, kv interface {
@@ -133,12 +114,4 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 	}
-}
-
-// scannableHeap is the heap the collector scans, after a collection.
-func scannableHeap() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }

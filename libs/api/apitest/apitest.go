@@ -2,6 +2,9 @@
 package apitest
 
 import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 
 	"atoll.dev/libs/api"
@@ -48,4 +51,35 @@ var BadSpecs = []struct {
 	{"claim template without storage", `{"apiVersion":"atoll.dev/v1","kind":"App","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumeClaimTemplates":[{"name":"data"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumeClaimTemplates[0].storage", api.CodeRequired},
 	{"claim template on a Pod", `{"apiVersion":"atoll.dev/v1","kind":"Pod","metadata":{"project":"p","name":"w"},"spec":{"template":{"volumeClaimTemplates":[{"name":"data","storage":"1Gi"}],"containers":[{"name":"a","image":"x"}]}}}`, "spec.template.volumeClaimTemplates", api.CodeUnsupported},
 	{"malformed json", `{"apiVersion":`, "", api.CodeInvalid},
+}
+
+// ServingApp is an App as a team writes one, at generation 1: two
+// containers with commands, environment and resources, and labels. The
+// memory tests of the services' caches hold thousands of them.
+func ServingApp(project, name string) *api.Workload {
+	replicas := int32(3)
+	spec := &api.AppSpec{Replicas: &replicas}
+	for _, c := range []string{"server", "metrics"} {
+		ctr := api.Container{Name: c, Image: "registry.example/" + c + ":1.4.2",
+			Command:   []string{"/bin/" + c, "--listen=:8080", "--log-level=info"},
+			Resources: api.Resources{Requests: api.ResourceList{CPU: "500m", Memory: "512Mi"}}}
+		for i := range 8 {
+			ctr.Env = append(ctr.Env, api.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: fmt.Sprintf("value-%d-%s", i, name)})
+		}
+		spec.Template.Containers = append(spec.Template.Containers, ctr)
+	}
+	return &api.Workload{APIVersion: api.APIVersion, Kind: api.KindApp,
+		Metadata: api.Metadata{Project: project, Name: name, Generation: 1,
+			Labels: map[string]string{"team": "checkout", "tier": "web", "app": name}},
+		Spec: spec}
+}
+
+// ScannableHeap is the heap the garbage collector scans, in bytes, after
+// a collection: what a cache of pointer-rich values costs every
+// collection, which a cache of bytes does not.
+func ScannableHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

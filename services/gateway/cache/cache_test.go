@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
-	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"atoll.dev/libs/api"
+	"atoll.dev/libs/api/apitest"
 	"atoll.dev/libs/bus"
 )
 
@@ -152,11 +151,11 @@ func TestCacheHeapIsMostlyUnscanned(t *testing.T) {
 	ctx, b, log := openBus(t)
 	const n = 3000
 	for i := range n {
-		w := servingApp(fmt.Sprintf("p%d", i%30), fmt.Sprintf("a%04d", i))
+		w := apitest.ServingApp(fmt.Sprintf("p%d", i%30), fmt.Sprintf("a%04d", i))
 		put(t, b, bus.BucketWorkloads, w.Key(), w)
 		put(t, b, bus.BucketStatus, w.Key(), runningStatus(w))
 	}
-	before := scannableHeap()
+	before := apitest.ScannableHeap()
 	c, err := Start(ctx, b, func(w *api.Workload, st *api.Status) ([]byte, error) {
 		return json.Marshal(struct {
 			*api.Workload
@@ -168,7 +167,7 @@ func TestCacheHeapIsMostlyUnscanned(t *testing.T) {
 	}
 	defer c.Stop()
 	<-c.Ready()
-	after := scannableHeap()
+	after := apitest.ScannableHeap()
 	if c.Len() != n {
 		t.Fatalf("cache holds %d, want %d", c.Len(), n)
 	}
@@ -178,33 +177,6 @@ func TestCacheHeapIsMostlyUnscanned(t *testing.T) {
 	if per > limit {
 		t.Errorf("the cache adds %d bytes of scannable heap per workload, want at most %d", per, limit)
 	}
-}
-
-// scannableHeap is the heap the collector scans, after a collection.
-func scannableHeap() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// servingApp is an App as a team writes one: two containers with
-// environment, ports, probes and resources, and labels.
-func servingApp(project, name string) *api.Workload {
-	w := app(project, name, map[string]string{"team": "checkout", "tier": "web", "app": name})
-	replicas := int32(3)
-	spec := &api.AppSpec{Replicas: &replicas}
-	for _, c := range []string{"server", "metrics"} {
-		ctr := api.Container{Name: c, Image: "registry.example/" + c + ":1.4.2",
-			Command:   []string{"/bin/" + c, "--listen=:8080", "--log-level=info"},
-			Resources: api.Resources{Requests: api.ResourceList{CPU: "500m", Memory: "512Mi"}}}
-		for i := range 8 {
-			ctr.Env = append(ctr.Env, api.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: fmt.Sprintf("value-%d-%s", i, name)})
-		}
-		spec.Template.Containers = append(spec.Template.Containers, ctr)
-	}
-	w.Spec = spec
-	return w
 }
 
 // runningStatus is a Running status with counts per zone and cluster,
