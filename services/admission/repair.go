@@ -222,7 +222,18 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 		}
 		event = api.EventAdmitted
 	}
-	var w *api.Workload // decoded only when needed: most keys need nothing
+	// The whole workload is decoded only when needed: most keys need nothing.
+	var w *api.Workload
+	decoded := func() bool {
+		if w == nil {
+			var err error
+			if w, err = workloadOf(e); err != nil {
+				s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+				return false
+			}
+		}
+		return true
+	}
 	if s.retention.before(ctx, h.Metadata.Updated) {
 		s.log.Debug("repair: event older than the events stream keeps", "key", key, "updated", h.Metadata.Updated) // retention.go
 	} else {
@@ -231,8 +242,7 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 			return fmt.Errorf("repair %s: %w", key, err)
 		}
 		if !done {
-			if w, err = workloadOf(e); err != nil {
-				s.log.Warn("repair: undecodable workload", "key", key, "err", err)
+			if !decoded() {
 				return nil
 			}
 			if err := s.events.Ensure(ctx, w, event, w.Metadata.EventMessage, e.Revision); err != nil {
@@ -240,19 +250,8 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 			}
 		}
 	}
-	if h.Kind == api.KindApp {
-		if !mayNameConfigs(e.Value.raw) {
-			return nil // names no Config: nothing to roll
-		}
-		if w == nil {
-			if w, err = workloadOf(e); err != nil {
-				s.log.Warn("repair: undecodable workload", "key", key, "err", err)
-				return nil
-			}
-		}
-		if len(w.Spec.PodTemplate().Refs()) == 0 {
-			return nil
-		}
+	if h.Kind == api.KindApp && (!mayNameConfigs(e.Value.raw) || !decoded() || len(w.Spec.PodTemplate().Refs()) == 0) {
+		return nil // names no Config (or does not decode): nothing to roll
 	}
 	return s.repairConfigUse(ctx, key) // configuse.go
 }
