@@ -114,12 +114,14 @@ func (s *Service) repair(ctx context.Context) {
 	wg.Go(func() {
 		select {
 		case <-m.Ready():
-			live.Store(true)
-			queueReplayed(q, qq, m, &checks, replayed.take(), time.Now())
 		case <-ctx.Done():
+			return
 		}
+		live.Store(true)
+		older := queueRecent(q, qq, m, &checks, replayed.take(), time.Now())
+		queueOlder(q, m, older, s.confirmPass(ctx, m))
+		s.passes(ctx, m, q)
 	})
-	wg.Go(func() { m.Resync(ctx, RepairEvery, q, nil) })
 	wg.Go(func() {
 		qq.Run(ctx, 1, s.log, func(ctx context.Context, key string) error { return s.quotaCheckKey(ctx, m, quota, &checks, key) })
 	})
@@ -134,19 +136,29 @@ func (s *Service) repair(ctx context.Context) {
 type repairDoc struct {
 	raw     []byte
 	updated time.Time
+	// event is the event the write announces ("" for none: a workload
+	// written before workloads recorded their event), interned.
+	event string
 }
 
-// decodeRepairDoc reads a workload's admission time for the mirror.
+// decodeRepairDoc reads a workload's admission time and event for the
+// mirror.
 func decodeRepairDoc(b []byte) (repairDoc, error) {
 	var d struct {
 		Metadata struct {
-			Updated time.Time `json:"updated"`
+			Updated    time.Time `json:"updated"`
+			Generation int64     `json:"generation"`
+			Event      string    `json:"event"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		return repairDoc{}, err
 	}
-	return repairDoc{raw: b, updated: d.Metadata.Updated}, nil
+	event := d.Metadata.Event
+	if event == "" && d.Metadata.Generation == 1 {
+		event = api.EventAdmitted
+	}
+	return repairDoc{raw: b, updated: d.Metadata.Updated, event: internEvent(event)}, nil
 }
 
 // workloadOf decodes the workload of a repair mirror's entry.
@@ -178,29 +190,75 @@ func (k *keySet) take() []string {
 	return keys
 }
 
-// queueReplayed queues the keys the mirror replayed: at once those written
-// within RepairRecent of now (or deleted: their marker's age is
-// repairDelete's to judge), the others each at a random moment of one
-// resync pass. A replica taking the lease, as admission returns from an
-// outage, then checks a few events at once instead of every workload's,
-// which, with the requests queued during the outage arriving at the same
-// moment, slowed every write of the region's for seconds.
-func queueReplayed(q, qq *bus.Queue, m *bus.TypedMirror[repairDoc], checks *quotaChecks, keys []string, now time.Time) (atOnce int) {
-	pass := bus.ResyncPass(len(keys), RepairEvery)
+// queueRecent queues at once the keys the mirror replayed that were
+// written within RepairRecent of now (or deleted: their marker's age is
+// repairDelete's to judge), with their quota checks, and returns the
+// others, for queueOlder. A replica taking the lease, as admission returns
+// from an outage, then checks a few events at once instead of every
+// workload's, which, with the requests queued during the outage arriving
+// at the same moment, slowed every write of the region's for seconds.
+func queueRecent(q, qq *bus.Queue, m *bus.TypedMirror[repairDoc], checks *quotaChecks, keys []string, now time.Time) (older []string) {
 	for _, key := range keys {
 		e, ok := m.Get(key)
-		if !ok || e.Err != nil || now.Sub(e.Value.updated) < RepairRecent {
-			// Its quota check (repair_quota.go) at a moment of its own.
-			later := QuotaRecheck + rand.N(QuotaRecheck)
-			checks.mark(key, now.Add(later))
-			qq.AddAfter(key, later)
-			q.Add(key)
-			atOnce++
+		if ok && e.Err == nil && now.Sub(e.Value.updated) >= RepairRecent {
+			older = append(older, key)
+			continue
+		}
+		// Its quota check (repair_quota.go) at a moment of its own.
+		later := QuotaRecheck + rand.N(QuotaRecheck)
+		checks.mark(key, now.Add(later))
+		qq.AddAfter(key, later)
+		q.Add(key)
+	}
+	return older
+}
+
+// queueOlder queues each of keys at a random moment of one resync pass
+// (bus.ResyncPass) but those the events stream settles (c: their event is
+// stored and they have no Config to roll; nil when the stream could not be
+// read).
+func queueOlder(q *bus.Queue, m *bus.TypedMirror[repairDoc], keys []string, c confirmed) {
+	pass := bus.ResyncPass(len(keys), RepairEvery)
+	for _, key := range keys {
+		if e, ok := m.Get(key); ok && c != nil && c.settled(key, e) {
 			continue
 		}
 		q.AddAfter(key, rand.N(pass))
 	}
-	return atOnce
+}
+
+// passes goes over every workload again once per pass (bus.ResyncPass of
+// RepairEvery, as long as ctx lasts): it reads the events stream once
+// (confirmPass) and queues, each at a random moment of the pass, the keys
+// the stream does not settle; every key when it cannot be read.
+func (s *Service) passes(ctx context.Context, m *bus.TypedMirror[repairDoc], q *bus.Queue) {
+	t := time.NewTimer(bus.ResyncPass(m.Len(), RepairEvery))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		keys := m.Keys()
+		queueOlder(q, m, keys, s.confirmPass(ctx, m))
+		t.Reset(bus.ResyncPass(len(keys), RepairEvery))
+	}
+}
+
+// confirmPass reads the events stream for a pass (scan.go); nil, logged,
+// when it cannot: the pass then looks at every key.
+func (s *Service) confirmPass(ctx context.Context, m *bus.TypedMirror[repairDoc]) confirmed {
+	start := time.Now()
+	c, read, err := s.confirmEvents(ctx, m)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("repair: read the events stream, looking at every workload instead", "err", err)
+		}
+		return nil
+	}
+	s.log.Info("repair: read the events stream", "events", read, "confirmed", len(c), "workloads", m.Len(), "took", time.Since(start).Round(time.Millisecond))
+	return c
 }
 
 // repairKey ensures the event of key's current generation, or of its

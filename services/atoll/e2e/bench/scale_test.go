@@ -744,7 +744,7 @@ func busiest(u0, u1 usage, d time.Duration, n int) string {
 	slices.SortFunc(all, func(a, b use) int { return cmp.Compare(b.pct, a.pct) })
 	var parts []string
 	for _, u := range all[:min(n, len(all))] {
-		parts = append(parts, fmt.Sprintf("%s %.0f%%", u.name, u.pct))
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", u.name, u.pct))
 	}
 	return strings.Join(parts, ", ")
 }
