@@ -292,12 +292,10 @@ func (s *Service) repairConfigUse(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	switch {
-	case kind == strings.ToLower(api.KindConfig):
-		return s.rollUsers(ctx, project, api.ConfigRef{Kind: api.KindConfig, Name: name})
-	case kind == strings.ToLower(api.KindSecret):
-		return s.rollUsers(ctx, project, api.ConfigRef{Kind: api.KindSecret, Name: name})
-	case kind == strings.ToLower(api.KindApp):
+	switch kind { // api.ParseKey gives the kind's name, not the key's lower case
+	case api.KindConfig, api.KindSecret:
+		return s.rollUsers(ctx, project, api.ConfigRef{Kind: kind, Name: name})
+	case api.KindApp:
 		return s.refreshVersions(ctx, key, "config versions repaired")
 	}
 	return nil

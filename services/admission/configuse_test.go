@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -131,6 +136,45 @@ func TestConfigChangeRollsTheApps(t *testing.T) {
 	if g := get(t, a, api.KindJobSet, "batch").Metadata.Generation; g != 1 {
 		t.Errorf("JobSet generation %d, want 1", g)
 	}
+}
+
+// A Config written by a replica that died before rolling its users: the
+// repair loop rolls them (its config-use part, which compared the key's
+// kind in the wrong case and so never ran before).
+func TestRepairRollsTheUsersOfAConfigLeftUnrolled(t *testing.T) {
+	b, a := secretRegion(t, nil)
+	ctx := context.Background()
+	alice := admission.Principal{Name: "alice"}
+	if _, err := a.Submit(ctx, configDoc("conf", `{"level":"info"}`), alice); err != nil {
+		t.Fatal(err)
+	}
+	env := `[{"name":"L","valueFrom":{"kind":"Config","name":"conf","key":"level"}}]`
+	app, err := a.Submit(ctx, userDoc(api.KindApp, "web", env, ""), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := app.Spec.PodTemplate().ConfigVersions["Config/conf"]
+
+	dying := admission.New(b, slog.Default(), admission.DefaultConfig())
+	admission.Crash(dying) // writes, then neither publishes nor rolls
+	if err := dying.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dying.Stop() })
+	if _, err := dying.Update(ctx, configDoc("conf", `{"level":"debug"}`), alice); err != nil {
+		t.Fatal(err)
+	}
+	if g := get(t, a, api.KindApp, "web").Metadata.Generation; g != 1 {
+		t.Fatalf("App generation %d right after the dying write, want 1 (not rolled)", g)
+	}
+	start := time.Now()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		w, err := admission.Get(ctx, a, api.Key("p", api.KindApp, "web"))
+		require.NoError(c, err)
+		assert.Equal(c, int64(2), w.Metadata.Generation, "generation")
+		assert.NotEqual(c, v1, w.Spec.PodTemplate().ConfigVersions["Config/conf"], "version of Config/conf")
+	}, 30*time.Second, 100*time.Millisecond)
+	t.Logf("rolled by the repair %v after the write", time.Since(start).Round(time.Millisecond))
 }
 
 // Deleting a used Config is refused, naming its users; forced, it goes,
