@@ -22,7 +22,7 @@ func TestMetricsServerReportsAnnotatedUsage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("member clusters are not started under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	env, err := testenv.Start(ctx, testenv.Options{MetricsServer: true}, testenv.Zones("m")...)
 	require.NoError(t, err)
@@ -53,7 +53,10 @@ func TestMetricsServerReportsAnnotatedUsage(t *testing.T) {
 		return q.AsApproximateFloat64() * 1000
 	}
 	start := time.Now()
-	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.InDelta(ct, 250, usage(ct), 25) }, 3*time.Minute, time.Second)
+	// metrics-server's API is served about a minute after the cluster
+	// starts on a quiet machine (58 s); in a CI run under load it once
+	// took more than 3 minutes.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.InDelta(ct, 250, usage(ct), 25) }, 5*time.Minute, time.Second)
 	t.Logf("first pod metrics after %v", time.Since(start).Round(time.Second))
 	require.NoError(t, c.SetPodUsage(ctx, "default", "busy", "900m", ""))
 	start = time.Now()
