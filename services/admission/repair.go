@@ -154,11 +154,18 @@ func decodeRepairDoc(b []byte) (repairDoc, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return repairDoc{}, err
 	}
-	event := d.Metadata.Event
-	if event == "" && d.Metadata.Generation == 1 {
-		event = api.EventAdmitted
+	return repairDoc{raw: b, updated: d.Metadata.Updated, event: internEvent(announced(d.Metadata.Event, d.Metadata.Generation))}, nil
+}
+
+// announced is the event a write of a workload at generation announces,
+// given the event its metadata records: "" for none (written before
+// workloads recorded their event), the admitted event for a first
+// generation that recorded none.
+func announced(event string, generation int64) string {
+	if event == "" && generation == 1 {
+		return api.EventAdmitted
 	}
-	return repairDoc{raw: b, updated: d.Metadata.Updated, event: internEvent(event)}, nil
+	return event
 }
 
 // workloadOf decodes the workload of a repair mirror's entry.
@@ -273,12 +280,9 @@ func (s *Service) repairKey(ctx context.Context, m *bus.TypedMirror[repairDoc], 
 		s.log.Warn("repair: undecodable workload", "key", key, "err", err)
 		return nil
 	}
-	event := h.Metadata.Event
+	event := announced(h.Metadata.Event, h.Metadata.Generation)
 	if event == "" {
-		if h.Metadata.Generation != 1 {
-			return nil // written before workloads recorded their event
-		}
-		event = api.EventAdmitted
+		return nil // written before workloads recorded their event
 	}
 	// The whole workload is decoded only when needed: most keys need nothing.
 	var w *api.Workload

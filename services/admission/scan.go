@@ -118,7 +118,7 @@ func (c confirmed) add(m *bus.TypedMirror[repairDoc], id string) {
 		return
 	}
 	e, ok := m.Get(ke[:i])
-	if !ok || e.Err != nil || e.Value.event == "" || e.Value.event != ke[i+1:] || rev < e.Revision {
+	if !ok || e.Err != nil || e.Value.event != ke[i+1:] || rev < e.Revision {
 		return
 	}
 	c[e.Revision] = struct{}{}

@@ -126,10 +126,11 @@ var (
 	regionSubmissions = envInt("ATOLL_REGION_SUBMISSIONS", 300)
 	// regionIdle is how long the idle region's CPU use is measured: long
 	// enough to hold every process's periodic collection (the runtime
-	// forces one every two minutes) at least once. Over one minute, the
-	// same tree measured 6.5-7.0% at 100,000 one run and 6.2% over four
-	// minutes the next: a collection of a 150 MB heap in the window or
-	// not moved the figure by more than the change being measured.
+	// forces one every two minutes) at least once. Over one minute, a
+	// collection of a 150 MB heap falling in the window or not moved the
+	// figure at 100,000 by as much as the changes being measured (6.5-6.9%
+	// in three one-minute runs of stop 53's trees, 6.2% over four minutes
+	// of the last of them).
 	regionIdle = time.Duration(envInt("ATOLL_REGION_IDLE_SECONDS", 180)) * time.Second
 )
 
