@@ -279,7 +279,7 @@ func BenchmarkGatewayReads(b *testing.B) {
 			return
 		}
 		for _, k := range keys {
-			if it, ok := g.GW.Cache().Get(k); !ok || it.Phase == api.PhasePending { // every populated status has a phase
+			if it, ok, _ := g.GW.Cache().Get(ctx, k); !ok || it.Phase == api.PhasePending { // every populated status has a phase
 				c.Errorf("%s not cached with its status", k)
 				return
 			}

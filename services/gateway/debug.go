@@ -126,7 +126,12 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 		refused()
 		return
 	}
-	if it, found := s.cache.Get(key); found && platformSidecar(it.JSON, params.Container) {
+	it, found, ok := s.cached(answer, r, key)
+	if !ok {
+		refused()
+		return
+	}
+	if found && platformSidecar(it.JSON, params.Container) {
 		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
 		refused()
 		return

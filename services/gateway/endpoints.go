@@ -30,7 +30,10 @@ func (s *Service) GetEndpoints(w http.ResponseWriter, r *http.Request, project c
 		writeError(w, r, http.StatusNotFound, "NotFound", "only an App has endpoints")
 		return
 	}
-	item, found := s.cache.Get(key)
+	item, found, ok := s.cached(w, r, key)
+	if !ok {
+		return
+	}
 	if !found {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return

@@ -51,7 +51,10 @@ func (s *Service) WorkloadEvents(w http.ResponseWriter, r *http.Request, project
 		after = max(after, n)
 	}
 	watch := params.Watch || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
-	_, exists := s.cache.Get(key)
+	_, exists, ok := s.cached(w, r, key)
+	if !ok {
+		return
+	}
 	if !watch {
 		limit := params.Limit
 		if limit <= 0 || limit > maxEventPage {

@@ -198,9 +198,6 @@ func (s *Service) Start(ctx context.Context) (err error) {
 			_ = s.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
-		return err
-	}
 	if s.clusters, err = s.bus.Mirror(runCtx, bus.BucketClusters, nil); err != nil {
 		return fmt.Errorf("mirror clusters: %w", err)
 	}
@@ -227,11 +224,29 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err := s.startTokens(ctx, runCtx); err != nil {
 		return err
 	}
-	select {
-	case <-s.cache.Ready():
-	case <-ctx.Done():
-		return fmt.Errorf("gateway cache not ready: %w", ctx.Err())
+	// The small mirrors (a key per cluster, per project's ledger) are
+	// filled before the gateway serves; the workloads' cache is not: it
+	// answers from the buckets while it fills (cache.go), so the gateway
+	// is ready in the same time at 100 workloads and at 100,000. It
+	// starts last, as a connection fills one mirror at a time.
+	for name, m := range map[string]*bus.Mirror{"clusters": s.clusters, "quota": s.quota, "quota defaults": s.quotaDefaults} {
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return fmt.Errorf("%s mirror not ready: %w", name, ctx.Err())
+		}
 	}
+	if s.cache, err = cache.Start(runCtx, s.bus, renderWorkload, s.log); err != nil {
+		return err
+	}
+	s.wg.Go(func() {
+		start := time.Now()
+		select {
+		case <-s.cache.Ready():
+			s.log.Info("gateway cache filled", "workloads", s.cache.Len(), "took", time.Since(start).Round(time.Millisecond))
+		case <-runCtx.Done():
+		}
+	})
 	s.ln, err = new(net.ListenConfig).Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway listen %s: %w", s.cfg.Listen, err)
@@ -252,7 +267,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if s.launch != nil {
 		s.wg.Go(func() { s.launch.run(runCtx, s.js, s.log) })
 	}
-	s.log.Info("gateway listening", "url", s.URL(), "workloads", s.cache.Len())
+	s.log.Info("gateway listening", "url", s.URL())
 	return nil
 }
 

@@ -185,7 +185,7 @@ func TestStreamsPerIdentityAreCapped(t *testing.T) {
 	if _, err := kv.Put(ctx, "p.app.w", []byte(doc)); err != nil {
 		t.Fatal(err)
 	}
-	require.Eventually(t, func() bool { _, ok := g.GW.Cache().Get("p.app.w"); return ok }, 5*time.Second, 20*time.Millisecond, "not cached")
+	require.Eventually(t, func() bool { _, ok, _ := g.GW.Cache().Get(ctx, "p.app.w"); return ok }, 5*time.Second, 20*time.Millisecond, "not cached")
 	watch := func(t require.TestingT) *http.Response {
 		req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/v1/projects/p/workloads/app/w/events?watch=true", nil)
 		req.Header.Set("Authorization", "Bearer "+g.Admin)

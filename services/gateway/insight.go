@@ -31,7 +31,12 @@ func (s *Service) ListProjects(w http.ResponseWriter, r *http.Request) {
 		seen[p] = string(role)
 	}
 	if id.PlatformAdmin {
-		for _, p := range s.cache.Projects() {
+		projects, err := s.cache.Projects(r.Context())
+		if err != nil {
+			writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the gateway is still reading the region's workloads; retry", err)
+			return
+		}
+		for _, p := range projects {
 			if _, ok := seen[p]; !ok {
 				seen[p] = "platform-admin"
 			}

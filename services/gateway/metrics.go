@@ -108,7 +108,9 @@ func (s *Service) Instrument(a *admin.Server) {
 		if s.cache == nil {
 			return tierUnknown
 		}
-		if it, ok := s.cache.Get(api.Key(project, kind, name)); ok && it.Tier != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if it, ok, _ := s.cache.Get(ctx, api.Key(project, kind, name)); ok && it.Tier != "" {
 			return string(it.Tier)
 		}
 		return tierUnknown
@@ -116,8 +118,9 @@ func (s *Service) Instrument(a *admin.Server) {
 	s.req.Breakers().Instrument(a.Metrics())
 }
 
-// Ready reports whether the gateway serves: the bus connected, its read
-// cache and mirrors full and its API port open.
+// Ready reports whether the gateway serves: the bus connected, its small
+// mirrors full and its API port open (Start has returned). The workloads'
+// cache may still be filling: it answers from the buckets meanwhile.
 func (s *Service) Ready(context.Context) error {
 	if !s.bus.NC.IsConnected() {
 		return errors.New("bus disconnected")

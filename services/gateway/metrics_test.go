@@ -72,7 +72,7 @@ func TestLaunchSLIFromEvents(t *testing.T) {
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, web.Key(), raw)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, ok := g.GW.Cache().Get(web.Key()); return ok }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { _, ok, _ := g.GW.Cache().Get(t.Context(), web.Key()); return ok }, 10*time.Second, 20*time.Millisecond)
 	// The SLI's consumer reads events from its creation on.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		st, err := g.Bus.Stream(ctx, bus.StreamEvents)

@@ -37,7 +37,9 @@ func (s *Service) PushMetric(w http.ResponseWriter, r *http.Request, project com
 		writeFieldError(w, r, "metric", api.CodeForbidden, metric+" is measured by the platform; push custom metrics only")
 		return
 	}
-	if _, found := s.cache.Get(api.Key(project, api.KindApp, app)); !found {
+	if _, found, ok := s.cached(w, r, api.Key(project, api.KindApp, app)); !ok {
+		return
+	} else if !found {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return
 	}

@@ -251,7 +251,12 @@ func (s *Service) CreateProject(w http.ResponseWriter, r *http.Request) {
 		// A project only tokens name, which holds workloads or quota, is
 		// someone's already: only a platform admin may register it.
 		_, ledger := s.quota.Get(api.QuotaProjectKey(req.Name))
-		if ledger || slices.Contains(s.cache.Projects(), req.Name) {
+		inUse, err := s.cache.HasProject(r.Context(), req.Name)
+		if err != nil {
+			writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the workloads are out of reach; retry", err)
+			return
+		}
+		if ledger || inUse {
 			writeErrorBody(w, r, http.StatusConflict, apiError(api.ErrorBody{Code: "AlreadyExists", Message: "project " + req.Name + " is in use (it holds workloads or quota); choose another name",
 				Fields: api.FieldErrors{{Field: "name", Code: api.CodeDuplicate, Reason: "in use; only a platform admin may register it"}}}))
 			return

@@ -247,7 +247,11 @@ func (s *Service) writeSidecarStatus(w http.ResponseWriter, r *http.Request) {
 	if cur != nil {
 		current = cur.Version
 	}
-	out := sidecarStatus(s.cache, current)
+	out, err := sidecarStatus(ctx, s.cache, current)
+	if err != nil {
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the gateway is still reading the region's workloads; retry", err)
+		return
+	}
 	kv, err := s.sidecarsKV(ctx)
 	if err != nil {
 		unavailable(err)
@@ -330,11 +334,18 @@ func (s *Service) sidecarOp(w http.ResponseWriter, r *http.Request, change func(
 
 // sidecarStatus folds the cached workloads (those that run pods) into the
 // status of version current.
-func sidecarStatus(c *cache.Cache, current int64) computeapi.SidecarStatus {
+func sidecarStatus(ctx context.Context, c *cache.Cache, current int64) (computeapi.SidecarStatus, error) {
 	out := computeapi.SidecarStatus{Current: current}
 	count := map[int64]int{}
-	for _, p := range c.Projects() {
-		items, _ := c.List(p, cache.Filter{}, "", c.Len()+1)
+	projects, err := c.Projects(ctx) // waits for the fill: the lists below are the cache's
+	if err != nil {
+		return out, err
+	}
+	for _, p := range projects {
+		items, _, err := c.List(ctx, p, cache.Filter{}, "", c.Len()+1)
+		if err != nil {
+			return out, err
+		}
 		for _, it := range items {
 			if k, ok := api.LookupKind(it.Kind); !ok || k.NoPods {
 				continue
@@ -370,5 +381,5 @@ func sidecarStatus(c *cache.Cache, current int64) computeapi.SidecarStatus {
 			Workloads int   `json:"workloads"`
 		}{}
 	}
-	return out
+	return out, nil
 }

@@ -55,11 +55,28 @@ func (s *Service) workload(w http.ResponseWriter, r *http.Request, project, kind
 		return "", "", false
 	}
 	key, registered, ok = ref(project, kind, name)
-	if _, found := s.cache.Get(key); !ok || !found {
+	if !ok {
+		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+		return "", "", false
+	}
+	if _, found, ok := s.cached(w, r, key); !ok {
+		return "", "", false
+	} else if !found {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return "", "", false
 	}
 	return key, registered, true
+}
+
+// cached finds key's item in the cache (or, while it fills, in the
+// buckets); it answers 503 itself when the read fails and then reports !ok.
+func (s *Service) cached(w http.ResponseWriter, r *http.Request, key string) (it *cache.Item, found, ok bool) {
+	it, found, err := s.cache.Get(r.Context(), key)
+	if err != nil {
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the workloads are out of reach; retry", err)
+		return nil, false, false
+	}
+	return it, found, true
 }
 
 // principal is the header admission reads to know who asks.
@@ -188,7 +205,11 @@ func (s *Service) ListWorkloads(w http.ResponseWriter, r *http.Request, project 
 		}
 		after = string(b)
 	}
-	items, next := s.cache.List(project, f, after, limit)
+	items, next, err := s.cache.List(r.Context(), project, f, after, limit)
+	if err != nil {
+		writeFailure(w, r, http.StatusServiceUnavailable, "Unavailable", "the workloads are out of reach; retry", err)
+		return
+	}
 	var buf bytes.Buffer
 	buf.Grow(len(items)*1024 + 64)
 	buf.WriteString(`{"items":[`)
@@ -212,8 +233,15 @@ func (s *Service) GetWorkload(w http.ResponseWriter, r *http.Request, project, k
 		return
 	}
 	key, _, ok := ref(project, kind, name)
-	it, found := s.cache.Get(key)
-	if !ok || !found {
+	if !ok {
+		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
+		return
+	}
+	it, found, ok := s.cached(w, r, key)
+	if !ok {
+		return
+	}
+	if !found {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return
 	}

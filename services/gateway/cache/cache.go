@@ -1,13 +1,21 @@
 // Package cache is the gateway's read cache: every workload with its
 // status, held in memory and fed by watches on the workloads and status
-// buckets. Gets and lists never leave the process and never reach a member
-// cluster. A read lags the buckets by the watches' delivery time; callers
-// that must read their own write wait for it with WaitFor.
+// buckets. Once filled, gets and lists never leave the process and never
+// reach a member cluster. A read lags the buckets by the watches' delivery
+// time; callers that must read their own write wait for it with WaitFor.
+//
+// While the cache fills (seconds at 100,000 workloads) it answers from the
+// buckets instead: a get reads the key from both buckets, a list reads
+// the project's keys (a filtered watch: the project's share of the
+// bucket, not the region), a wait polls the key. So the gateway serves
+// as soon as it has started, whatever the region's size; only what spans
+// the whole region (Projects) waits for the fill.
 package cache
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,10 +23,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"github.com/nats-io/nats.go/jetstream"
 )
+
+// DirectPoll is how often WaitFor reads its key from the buckets while the
+// cache fills.
+const DirectPoll = 50 * time.Millisecond
 
 // Item is one cached workload, its response rendered once per change.
 //
@@ -60,9 +74,11 @@ type Cache struct {
 	// marked all of it even in a region at rest; bytes are not scanned.
 	workloads atomic.Pointer[bus.Mirror]
 	status    *bus.Mirror
-	render    Renderer
-	log       *slog.Logger
-	ready     chan struct{}
+	// kvWorkloads and kvStatus answer reads while the cache fills.
+	kvWorkloads, kvStatus jetstream.KeyValue
+	render                Renderer
+	log                   *slog.Logger
+	ready                 chan struct{}
 	// filled is set once both mirrors hold every key that existed at
 	// start: refreshes before it are skipped, and one pass over the
 	// workloads then renders each once (the replays would render a
@@ -82,8 +98,14 @@ type Cache struct {
 func Start(ctx context.Context, b *bus.Bus, render Renderer, log *slog.Logger) (*Cache, error) {
 	c := &Cache{render: render, log: log, items: map[string]*Item{}, byProject: map[string][]string{},
 		changed: make(chan struct{}), ready: make(chan struct{})}
-	ctx, c.cancel = context.WithCancel(ctx)
 	var err error
+	if c.kvWorkloads, err = b.KV(ctx, bus.BucketWorkloads); err != nil {
+		return nil, fmt.Errorf("workloads bucket: %w", err)
+	}
+	if c.kvStatus, err = b.KV(ctx, bus.BucketStatus); err != nil {
+		return nil, fmt.Errorf("status bucket: %w", err)
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
 	// The status mirror starts first so that the first workload refresh finds its status.
 	if c.status, err = b.Mirror(ctx, bus.BucketStatus, c.refresh); err != nil {
 		c.cancel()
@@ -129,8 +151,29 @@ func (c *Cache) Stop() {
 	c.wg.Wait()
 }
 
-// Ready is closed once every workload and status that existed at start is cached.
+// Ready is closed once every workload and status that existed at start is
+// cached; before, reads go to the buckets.
 func (c *Cache) Ready() <-chan struct{} { return c.ready }
+
+// Filled reports whether Ready is closed.
+func (c *Cache) Filled() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitFilled waits for the fill, at most until ctx ends.
+func (c *Cache) waitFilled(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the gateway's cache is still filling: %w", ctx.Err())
+	}
+}
 
 // refresh rebuilds one key's item from the mirrors' current values. The
 // mirrors store a value before calling refresh, so the last call for a key
@@ -151,22 +194,40 @@ func (c *Cache) refresh(key string) {
 		c.removeLocked(key)
 		return
 	}
-	w, err := api.Decode(we.Value)
+	var sb []byte
+	if se, ok := c.status.Get(key); ok {
+		sb = se.Value
+	}
+	it, err := c.build(key, we.Value, sb)
 	if err != nil {
-		c.log.Warn("cache: undecodable workload", "key", key, "revision", we.Revision, "err", err)
+		c.log.Warn("cache: "+err.Error(), "key", key, "revision", we.Revision)
 		return
 	}
+	if _, had := c.items[key]; !had {
+		keys := c.byProject[it.Project]
+		i, _ := slices.BinarySearch(keys, key)
+		c.byProject[it.Project] = slices.Insert(keys, i, key)
+	}
+	c.items[key] = it
+}
+
+// build renders one key's item from its workload's and status's bytes
+// (sb nil when it has no status). An undecodable status renders as none.
+func (c *Cache) build(key string, wb, sb []byte) (*Item, error) {
+	w, err := api.Decode(wb)
+	if err != nil {
+		return nil, fmt.Errorf("undecodable workload: %w", err)
+	}
 	var st *api.Status
-	if se, ok := c.status.Get(key); ok {
-		if st, err = decodeStatus(se.Value); err != nil {
-			c.log.Warn("cache: undecodable status", "key", key, "revision", se.Revision, "err", err)
+	if sb != nil {
+		if st, err = decodeStatus(sb); err != nil {
+			c.log.Warn("cache: undecodable status", "key", key, "err", err)
 			st = nil
 		}
 	}
 	b, err := c.render(w, st)
 	if err != nil {
-		c.log.Warn("cache: render", "key", key, "err", err)
-		return
+		return nil, fmt.Errorf("render: %w", err)
 	}
 	it := &Item{Key: key, Project: w.Metadata.Project, Kind: w.Kind, Name: w.Metadata.Name,
 		UID: w.Metadata.UID, Generation: w.Metadata.Generation, Labels: w.Metadata.Labels,
@@ -177,12 +238,82 @@ func (c *Cache) refresh(key string) {
 	if w.Spec != nil {
 		it.Tier, _ = w.Spec.Scheduling()
 	}
-	if _, had := c.items[key]; !had {
-		keys := c.byProject[it.Project]
-		i, _ := slices.BinarySearch(keys, key)
-		c.byProject[it.Project] = slices.Insert(keys, i, key)
+	return it, nil
+}
+
+// read is one key's item from the buckets (nil when it has no workload).
+func (c *Cache) read(ctx context.Context, key string) (*Item, error) {
+	we, err := c.kvWorkloads.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
 	}
-	c.items[key] = it
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	var sb []byte
+	se, err := c.kvStatus.Get(ctx, key)
+	switch {
+	case err == nil:
+		sb = se.Value()
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, fmt.Errorf("read the status of %s: %w", key, err)
+	}
+	return c.build(key, we.Value(), sb)
+}
+
+// values reads the current value of every key of bucket that matches
+// filter (a watch that stops at its last initial value).
+func values(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string][]byte, error) {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", filter, err)
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string][]byte{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read %s: %w", filter, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("read %s: the watch ended", filter)
+			}
+			if e == nil {
+				return out, nil
+			}
+			out[e.Key()] = e.Value()
+		}
+	}
+}
+
+// readProject reads a project's items from the buckets (only kind's when
+// kind is set), with their keys in order.
+func (c *Cache) readProject(ctx context.Context, project, kind string) ([]string, map[string]*Item, error) {
+	filter := project + ".>"
+	if kind != "" {
+		filter = api.Key(project, kind, ">")
+	}
+	ws, err := values(ctx, c.kvWorkloads, filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	sts, err := values(ctx, c.kvStatus, filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, 0, len(ws))
+	items := make(map[string]*Item, len(ws))
+	for k, wb := range ws {
+		it, err := c.build(k, wb, sts[k])
+		if err != nil {
+			c.log.Warn("cache: "+err.Error(), "key", k)
+			continue
+		}
+		keys = append(keys, k)
+		items[k] = it
+	}
+	slices.Sort(keys)
+	return keys, items, nil
 }
 
 func (c *Cache) removeLocked(key string) {
@@ -207,12 +338,20 @@ func (c *Cache) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// Get returns one workload.
-func (c *Cache) Get(key string) (*Item, bool) {
+// Get returns one workload. While the cache fills it reads the buckets;
+// an error is a failed read there.
+func (c *Cache) Get(ctx context.Context, key string) (*Item, bool, error) {
+	if !c.Filled() {
+		it, err := c.read(ctx, key)
+		if err != nil {
+			return nil, false, err
+		}
+		return it, it != nil, nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	it, ok := c.items[key]
-	return it, ok
+	return it, ok, nil
 }
 
 // Filter selects items of a list.
@@ -242,25 +381,36 @@ func (f Filter) match(it *Item) bool {
 
 // List returns up to limit items of project matching f, in key order
 // (kind, then name), starting after the key after; next is the last key
-// returned when more items may follow.
-func (c *Cache) List(project string, f Filter, after string, limit int) (items []*Item, next string) {
+// returned when more items may follow. While the cache fills it reads the
+// project's keys from the buckets; an error is a failed read there.
+func (c *Cache) List(ctx context.Context, project string, f Filter, after string, limit int) (items []*Item, next string, err error) {
+	if !c.Filled() {
+		keys, byKey, err := c.readProject(ctx, project, f.Kind)
+		if err != nil {
+			return nil, "", err
+		}
+		items, next = page(keys, func(k string) *Item { return byKey[k] }, f, after, limit)
+		return items, next, nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	keys := c.byProject[project]
+	if f.Kind != "" {
+		// Keys sort by kind first: only the kind's range needs a look.
+		keys = keys[sort.SearchStrings(keys, api.Key(project, f.Kind, "")):sort.SearchStrings(keys, api.Key(project, f.Kind, "~"))]
+	}
+	items, next = page(keys, func(k string) *Item { return c.items[k] }, f, after, limit)
+	return items, next, nil
+}
+
+// page is List's page of the sorted keys.
+func page(keys []string, item func(string) *Item, f Filter, after string, limit int) (items []*Item, next string) {
 	start := sort.SearchStrings(keys, after)
 	if start < len(keys) && keys[start] == after {
 		start++
 	}
-	end := len(keys)
-	if f.Kind != "" {
-		// Keys sort by kind first: only the kind's range needs a look.
-		if after == "" {
-			start = sort.SearchStrings(keys, api.Key(project, f.Kind, ""))
-		}
-		end = sort.SearchStrings(keys, api.Key(project, f.Kind, "~"))
-	}
-	for _, k := range keys[start:max(start, end)] {
-		it := c.items[k]
+	for _, k := range keys[start:] {
+		it := item(k)
 		if !f.match(it) {
 			continue
 		}
@@ -272,8 +422,12 @@ func (c *Cache) List(project string, f Filter, after string, limit int) (items [
 	return items, ""
 }
 
-// Projects lists the projects that have workloads.
-func (c *Cache) Projects() []string {
+// Projects lists the projects that have workloads. It spans the region,
+// so it waits for the fill (at most until ctx ends).
+func (c *Cache) Projects(ctx context.Context) ([]string, error) {
+	if err := c.waitFilled(ctx); err != nil {
+		return nil, err
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]string, 0, len(c.byProject))
@@ -281,7 +435,28 @@ func (c *Cache) Projects() []string {
 		out = append(out, p)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
+}
+
+// HasProject reports whether project has a workload; while the cache
+// fills it looks for one of its keys in the bucket.
+func (c *Cache) HasProject(ctx context.Context, project string) (bool, error) {
+	if c.Filled() {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return len(c.byProject[project]) > 0, nil
+	}
+	l, err := c.kvWorkloads.ListKeysFiltered(ctx, project+".>")
+	if err != nil {
+		return false, fmt.Errorf("list the keys of %s: %w", project, err)
+	}
+	defer func() { _ = l.Stop() }()
+	select {
+	case _, ok := <-l.Keys():
+		return ok, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("list the keys of %s: %w", project, ctx.Err())
+	}
 }
 
 // Len is the number of cached workloads.
@@ -292,8 +467,21 @@ func (c *Cache) Len() int {
 }
 
 // WaitFor blocks until ok holds for key's item (nil when absent) or ctx
-// ends; it returns whether ok held. Writers use it to read their own writes.
+// ends; it returns whether ok held. Writers use it to read their own
+// writes. While the cache fills it reads the key from the buckets every
+// DirectPoll.
 func (c *Cache) WaitFor(ctx context.Context, key string, ok func(*Item) bool) bool {
+	for !c.Filled() {
+		if it, err := c.read(ctx, key); err == nil && ok(it) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.ready:
+		case <-time.After(DirectPoll):
+		}
+	}
 	for {
 		c.mu.RLock()
 		it := c.items[key]

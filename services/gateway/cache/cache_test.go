@@ -87,7 +87,10 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			items, next := c.List("p", tc.f, tc.after, tc.limit)
+			items, next, err := c.List(ctx, "p", tc.f, tc.after, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got := fmt.Sprint(names(items)); got != tc.want || next != tc.wantAfter {
 				t.Fatalf("got %s next %q, want %s next %q", got, next, tc.want, tc.wantAfter)
 			}
@@ -103,8 +106,107 @@ func TestListFiltersAndPages(t *testing.T) {
 	if !c.WaitFor(wctx, api.Key("p", api.KindApp, "a0"), func(it *Item) bool { return it == nil }) {
 		t.Fatal("deleted workload still cached")
 	}
-	if items, _ := c.List("p", Filter{}, "", 100); len(items) != 6 {
+	if items, _, _ := c.List(ctx, "p", Filter{}, "", 100); len(items) != 6 {
 		t.Fatalf("after delete: %d items", len(items))
+	}
+}
+
+// TestAnswersFromTheBucketsWhileFilling: a cache whose mirrors cannot
+// fill yet (the connection's replay slot is held) answers gets, lists
+// (filters and pages), HasProject and a writer's wait from the buckets,
+// the same answers as once filled; only Projects, which spans the region,
+// waits for the fill.
+func TestAnswersFromTheBucketsWhileFilling(t *testing.T) {
+	ctx, b, log := openBus(t)
+	for i := range 7 {
+		w := app("p", fmt.Sprintf("a%d", i), map[string]string{"team": []string{"x", "y"}[i%2]})
+		put(t, b, bus.BucketWorkloads, w.Key(), w)
+	}
+	put(t, b, bus.BucketWorkloads, api.Key("q", api.KindApp, "other"), app("q", "other", nil))
+	put(t, b, bus.BucketStatus, api.Key("p", api.KindApp, "a3"), api.Status{Phase: api.PhaseRunning})
+	release, err := b.LoadSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(ctx, b, func(w *api.Workload, st *api.Status) ([]byte, error) { return json.Marshal(w.Metadata.Name) }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	names := func(items []*Item) (out []string) {
+		for _, it := range items {
+			out = append(out, it.Name)
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		project   string
+		f         Filter
+		after     string
+		limit     int
+		want      string
+		wantAfter string
+	}{
+		{"first page", "p", Filter{}, "", 3, "[a0 a1 a2]", "p.app.a2"},
+		{"next page", "p", Filter{}, "p.app.a2", 3, "[a3 a4 a5]", "p.app.a5"},
+		{"last page", "p", Filter{}, "p.app.a5", 3, "[a6]", ""},
+		{"label", "p", Filter{Labels: map[string]string{"team": "y"}}, "", 10, "[a1 a3 a5]", ""},
+		{"phase", "p", Filter{Phase: "running"}, "", 10, "[a3]", ""},
+		{"kind", "p", Filter{Kind: api.KindApp}, "p.app.a4", 10, "[a5 a6]", ""},
+		{"other kind", "p", Filter{Kind: api.KindJobSet}, "", 10, "[]", ""},
+		{"other project", "q", Filter{}, "", 10, "[other]", ""},
+		{"no project", "r", Filter{}, "", 10, "[]", ""},
+	}
+	check := func(t *testing.T, state string) {
+		t.Helper()
+		for _, tc := range tests {
+			items, next, err := c.List(ctx, tc.project, tc.f, tc.after, tc.limit)
+			if got := fmt.Sprint(names(items)); err != nil || got != tc.want || next != tc.wantAfter {
+				t.Errorf("%s, %s: got %s next %q (err %v), want %s next %q", state, tc.name, got, next, err, tc.want, tc.wantAfter)
+			}
+		}
+		if it, ok, err := c.Get(ctx, api.Key("p", api.KindApp, "a3")); err != nil || !ok || it.Phase != api.PhaseRunning || it.Labels["team"] != "y" {
+			t.Errorf("%s: get a3 = %+v, %v, %v; want it Running, team y", state, it, ok, err)
+		}
+		if _, ok, err := c.Get(ctx, api.Key("p", api.KindApp, "none")); ok || err != nil {
+			t.Errorf("%s: get of a missing key found %v, err %v", state, ok, err)
+		}
+		for project, want := range map[string]bool{"p": true, "q": true, "r": false} {
+			if got, err := c.HasProject(ctx, project); got != want || err != nil {
+				t.Errorf("%s: HasProject(%s) = %v (err %v), want %v", state, project, got, err, want)
+			}
+		}
+	}
+
+	check(t, "filling")
+	if c.Filled() || c.Len() != 0 {
+		t.Fatalf("the cache filled (%d items) while the replay slot was held: the answers above were not the buckets'", c.Len())
+	}
+	// A writer waits for its own write, read from the buckets.
+	w := app("p", "new", nil)
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	kv, _ := b.KV(ctx, bus.BucketWorkloads)
+	raw, _ := json.Marshal(w)
+	time.AfterFunc(3*DirectPoll, func() { _, _ = kv.Put(ctx, w.Key(), raw) })
+	if !c.WaitFor(wctx, w.Key(), func(it *Item) bool { return it != nil }) {
+		t.Fatal("a write made while filling was never seen")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer pcancel()
+	if _, err := c.Projects(pctx); err == nil {
+		t.Error("Projects answered before the fill")
+	}
+	if err := kv.Delete(ctx, w.Key()); err != nil {
+		t.Fatal(err)
+	}
+
+	release()
+	<-c.Ready()
+	check(t, "filled")
+	if ps, err := c.Projects(ctx); err != nil || fmt.Sprint(ps) != "[p q]" {
+		t.Errorf("filled: projects %v, err %v", ps, err)
 	}
 }
 
@@ -133,7 +235,7 @@ func TestStartRendersEachWorkloadOnce(t *testing.T) {
 	if got := renders.Load(); got != n || c.Len() != n {
 		t.Errorf("ready with %d items after %d renders, want %d of each", c.Len(), got, n)
 	}
-	it, ok := c.Get(api.Key("p3", api.KindApp, "a0003"))
+	it, ok, _ := c.Get(ctx, api.Key("p3", api.KindApp, "a0003"))
 	if !ok || it.Phase != api.PhaseRunning {
 		t.Errorf("item %+v (found %v), want Running", it, ok)
 	}
