@@ -286,9 +286,18 @@ func values(ctx context.Context, kv jetstream.KeyValue, filter string) (map[stri
 	}
 }
 
+// wildcards are what a subject token must not hold to name itself only.
+const wildcards = ".*> \t\r\n"
+
+// literal reports whether s is one token of a key, not a pattern.
+func literal(s string) bool { return s != "" && !strings.ContainsAny(s, wildcards) }
+
 // readProject reads a project's items from the buckets (only kind's when
 // kind is set), with their keys in order.
 func (c *Cache) readProject(ctx context.Context, project, kind string) ([]string, map[string]*Item, error) {
+	if !literal(project) || strings.ContainsAny(kind, wildcards) {
+		return nil, nil, nil // no such project: not a filter over others
+	}
 	filter := project + ".>"
 	if kind != "" {
 		filter = api.Key(project, kind, ">")
@@ -445,6 +454,9 @@ func (c *Cache) HasProject(ctx context.Context, project string) (bool, error) {
 		c.mu.RLock()
 		defer c.mu.RUnlock()
 		return len(c.byProject[project]) > 0, nil
+	}
+	if !literal(project) {
+		return false, nil
 	}
 	l, err := c.kvWorkloads.ListKeysFiltered(ctx, project+".>")
 	if err != nil {

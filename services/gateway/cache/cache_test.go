@@ -157,6 +157,8 @@ func TestAnswersFromTheBucketsWhileFilling(t *testing.T) {
 		{"other kind", "p", Filter{Kind: api.KindJobSet}, "", 10, "[]", ""},
 		{"other project", "q", Filter{}, "", 10, "[other]", ""},
 		{"no project", "r", Filter{}, "", 10, "[]", ""},
+		{"a pattern is no project", "*", Filter{}, "", 10, "[]", ""},
+		{"nor a prefix", "p.app", Filter{}, "", 10, "[]", ""},
 	}
 	check := func(t *testing.T, state string) {
 		t.Helper()
@@ -172,7 +174,7 @@ func TestAnswersFromTheBucketsWhileFilling(t *testing.T) {
 		if _, ok, err := c.Get(ctx, api.Key("p", api.KindApp, "none")); ok || err != nil {
 			t.Errorf("%s: get of a missing key found %v, err %v", state, ok, err)
 		}
-		for project, want := range map[string]bool{"p": true, "q": true, "r": false} {
+		for project, want := range map[string]bool{"p": true, "q": true, "r": false, "*": false, ">": false} {
 			if got, err := c.HasProject(ctx, project); got != want || err != nil {
 				t.Errorf("%s: HasProject(%s) = %v (err %v), want %v", state, project, got, err, want)
 			}
