@@ -32,7 +32,19 @@ type TypedMirror[T any] struct {
 	// last is the highest revision applied (a put or a delete), which a
 	// watch started again after a reconnect resumes from (resumeFrom).
 	last uint64 // mu must be held
+
+	// A keyed mirror (MirrorKeysOf) holds only the keys SetKeys names.
+	keyed bool
+	// keys is the set SetKeys named last, sorted; covered the keys whose
+	// values the mirror is known to follow (nil: every key, once ready).
+	keys, covered []string // mu must be held
+	refilter      chan struct{}
 }
+
+// MaxMirrorKeys is the most keys a keyed mirror watches one by one (a
+// consumer's filter subjects, sent in one request); past it, the mirror
+// watches its whole filter and holds every key it matches.
+const MaxMirrorKeys = 1000
 
 // Entry is one key's latest value and revision. Err is the value's decode
 // error, if it did not decode (Value is then T's zero value): the key
@@ -71,13 +83,89 @@ func MirrorOf[T any](ctx context.Context, b *Bus, bucket, filter string, decode 
 	if err != nil {
 		return nil, err
 	}
+	return startMirror(ctx, b, kv, filter, decode, onChange, false), nil
+}
+
+// MirrorKeysOf is MirrorOf of only the keys SetKeys names (none at
+// first), for a service that reads a few keys of a large bucket: what it
+// holds, and what its fill costs, grows with those keys, not with the
+// bucket. A key not yet Covered is read from the bucket instead. Past
+// MaxMirrorKeys keys it mirrors every key filter matches.
+func MirrorKeysOf[T any](ctx context.Context, b *Bus, bucket, filter string, decode func([]byte) (T, error), onChange func(key string)) (*TypedMirror[T], error) {
+	kv, err := b.KV(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return startMirror(ctx, b, kv, filter, decode, onChange, true), nil
+}
+
+func startMirror[T any](ctx context.Context, b *Bus, kv jetstream.KeyValue, filter string, decode func([]byte) (T, error), onChange func(key string), keyed bool) *TypedMirror[T] {
 	ctx, cancel := context.WithCancel(ctx) //nolint:gosec // G118: Stop calls m.cancel
-	m := &TypedMirror[T]{decode: decode, log: b.log, entries: map[string]Entry[T]{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	m := &TypedMirror[T]{decode: decode, log: b.log, entries: map[string]Entry[T]{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		keyed: keyed, refilter: make(chan struct{}, 1)}
+	if keyed {
+		m.covered = []string{}
+	}
 	go func() {
 		defer close(m.done)
 		m.run(ctx, kv, filter, onChange, b)
 	}()
-	return m, nil
+	return m
+}
+
+// SetKeys makes a keyed mirror hold keys (and only those): a watch of
+// the new set replaces the current one, and each key is Covered once it
+// has caught up. A burst of calls costs one new watch.
+func (m *TypedMirror[T]) SetKeys(keys []string) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
+	m.mu.Lock()
+	if slices.Equal(sorted, m.keys) {
+		m.mu.Unlock()
+		return
+	}
+	m.keys = sorted
+	if m.covered != nil {
+		// A key kept is still followed; a key added is not yet.
+		m.covered = slices.DeleteFunc(m.covered, func(k string) bool { _, found := slices.BinarySearch(sorted, k); return !found })
+	}
+	m.mu.Unlock()
+	select {
+	case m.refilter <- struct{}{}:
+	default:
+	}
+}
+
+// Covered reports whether the mirror follows key (one its filter
+// matches): always once a mirror of its whole filter is ready; for a
+// keyed mirror, once a watch naming key has caught up.
+func (m *TypedMirror[T]) Covered(key string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.covered == nil {
+		select {
+		case <-m.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	_, found := slices.BinarySearch(m.covered, key)
+	return found
+}
+
+// watchSet is what the next watch follows: its filters, and the keys it
+// covers once caught up (nil: every key of filter).
+func (m *TypedMirror[T]) watchSet(filter string) (filters, covers []string) {
+	if !m.keyed {
+		return []string{filter}, nil
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if len(m.keys) > MaxMirrorKeys {
+		return []string{filter}, nil
+	}
+	// A copy: a KeyValue's WatchFiltered rewrites its keys into subjects.
+	return slices.Clone(m.keys), m.keys
 }
 
 // Stop ends the mirror's watch and returns once its goroutine has ended;
@@ -93,10 +181,30 @@ func (m *TypedMirror[T]) Stop() {
 
 func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter string, onChange func(string), b *Bus) {
 	var readyOnce sync.Once
+	refiltered := false // the key set changed: the next watch replays it whole
 	for ctx.Err() == nil {
 		reconnected := b.Reconnected() // taken before the watch, so no reconnect slips between
+		filters, covers := m.watchSet(filter)
+		if len(filters) == 0 {
+			// A keyed mirror of no key: nothing to watch until SetKeys.
+			m.mu.Lock()
+			clear(m.entries)
+			m.covered = []string{}
+			m.mu.Unlock()
+			readyOnce.Do(func() { close(m.ready) })
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.refilter:
+				refiltered = true
+				continue
+			}
+		}
 		var opts []jetstream.WatchOpt
 		from := m.resumeFrom(ctx, kv)
+		if refiltered {
+			from = 0
+		}
 		release := func() {}
 		if from > 0 {
 			opts = append(opts, jetstream.ResumeFromRevision(from))
@@ -107,8 +215,9 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 				return
 			}
 		}
-		w, err := kv.Watch(ctx, filter, opts...)
+		w, err := kv.WatchFiltered(ctx, filters, opts...)
 		if err != nil {
+			b.log.Debug("mirror: watch", "bucket", kv.Bucket(), "err", err)
 			release()
 			select {
 			case <-ctx.Done():
@@ -117,10 +226,18 @@ func (m *TypedMirror[T]) run(ctx context.Context, kv jetstream.KeyValue, filter 
 			}
 			continue
 		}
-		m.follow(ctx, w, reconnected, onChange, &readyOnce, from > 0, release)
+		caughtUp := func() {
+			release()
+			if m.keyed {
+				m.mu.Lock()
+				m.covered = covers
+				m.mu.Unlock()
+			}
+		}
+		refiltered = m.follow(ctx, w, reconnected, onChange, &readyOnce, from > 0, caughtUp)
 		release()
 		_ = w.Stop()
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !refiltered {
 			b.log.Info("mirror watch ended, watching again", "bucket", kv.Bucket())
 		}
 	}
@@ -167,7 +284,9 @@ func (m *TypedMirror[T]) resumeFrom(ctx context.Context, kv jetstream.KeyValue) 
 // changed while the connection was down; after a whole replay, keys
 // deleted meanwhile are dropped when it completes). caughtUp is called
 // when the watch has delivered every key that existed when it started.
-func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once, resumed bool, caughtUp func()) {
+//
+// It returns true when it ended for a new key set (SetKeys).
+func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, onChange func(string), readyOnce *sync.Once, resumed bool, caughtUp func()) bool {
 	replay := map[string]bool{} // keys seen before the watch caught up; nil after
 	if resumed {
 		replay = nil
@@ -179,12 +298,14 @@ func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, rec
 		)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-reconnected:
-			return
+			return false
+		case <-m.refilter:
+			return true
 		case e, ok = <-w.Updates():
 			if !ok {
-				return
+				return false
 			}
 		}
 		if e == nil {

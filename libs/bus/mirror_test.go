@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,4 +345,79 @@ func TestMirrorsFillOneAtATime(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("seven mirrors of %d keys filled in %v", keys, time.Since(start).Round(time.Millisecond))
 	assert.Zero(t, v.SlowConsumers, "the server cut the replica as a slow consumer")
+}
+
+// TestKeyedMirrorHoldsOnlyItsKeys: a keyed mirror holds the keys SetKeys
+// names and no other, follows their writes (across a NATS server
+// restart too), covers a key only once a watch naming it has caught up,
+// drops a key taken out of the set, and past MaxMirrorKeys keys holds
+// every key of its filter.
+func TestKeyedMirrorHoldsOnlyItsKeys(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, restart := restartableBus(t)
+	kv, err := b.KV(ctx, bus.BucketWorkloads)
+	require.NoError(t, err)
+	put := func(k, v string) {
+		t.Helper()
+		_, err := kv.Put(ctx, k, []byte(v))
+		require.NoError(t, err)
+	}
+	for i := range 100 {
+		put(fmt.Sprintf("p.app.a%d", i), "1")
+	}
+	put("p.scaler.s", "1")
+	var changes atomic.Int64
+	m, err := bus.MirrorKeysOf(ctx, b, bus.BucketWorkloads, "*.app.*", func(v []byte) (string, error) { return string(v), nil }, func(string) { changes.Add(1) })
+	require.NoError(t, err)
+	defer m.Stop()
+	<-m.Ready()
+	assert.Zero(t, m.Len(), "a keyed mirror of no key holds nothing")
+	assert.False(t, m.Covered("p.app.a1"))
+
+	value := func(k string) string {
+		e, ok := m.Get(k)
+		if !ok {
+			return "<none>"
+		}
+		return e.Value
+	}
+	m.SetKeys([]string{"p.app.a2", "p.app.a1", "p.app.missing", "p.app.a1"})
+	require.Eventually(t, func() bool {
+		return m.Covered("p.app.a1") && m.Covered("p.app.a2") && m.Covered("p.app.missing")
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 2, m.Len(), "held: %v", m.Keys())
+	assert.False(t, m.Covered("p.app.a3"))
+	put("p.app.a3", "2")
+	put("p.app.a1", "2")
+	require.Eventually(t, func() bool { return value("p.app.a1") == "2" }, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "<none>", value("p.app.a3"), "a key outside the set is not held")
+
+	// A new set: a key dropped is no longer covered at once, nor held
+	// once the new watch has caught up.
+	m.SetKeys([]string{"p.app.a2", "p.app.a3"})
+	assert.False(t, m.Covered("p.app.a1"))
+	require.Eventually(t, func() bool { return m.Covered("p.app.a3") }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "2", value("p.app.a3"))
+	assert.Equal(t, []string{"p.app.a2", "p.app.a3"}, sorted(m.Keys()))
+
+	restart()
+	put("p.app.a2", "3")
+	require.Eventually(t, func() bool { return value("p.app.a2") == "3" }, 10*time.Second, 10*time.Millisecond, "a write after a restart")
+	assert.True(t, m.Covered("p.app.a3"))
+
+	// Past MaxMirrorKeys: the whole filter, not the scaler.
+	many := make([]string, bus.MaxMirrorKeys+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("p.app.m%d", i)
+	}
+	m.SetKeys(many)
+	require.Eventually(t, func() bool { return m.Len() == 100 && m.Covered("p.app.a50") }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "<none>", value("p.scaler.s"))
+	assert.Positive(t, changes.Load())
+}
+
+func sorted(keys []string) []string {
+	slices.Sort(keys)
+	return keys
 }

@@ -1,8 +1,11 @@
 // Package autoscaler is the autoscaler service: it keeps each Scaler's App
 // at the replicas the Scaler's recommender (package recommend) chooses.
 //
-// Inputs. Every replica mirrors the Scalers and Apps of the workloads
-// bucket and the Apps' statuses (ready pods), and subscribes to the metric
+// Inputs. Every replica mirrors the Scalers of the workloads bucket, the
+// Apps they name and those Apps' statuses (ready pods: keyed mirrors, so
+// what it holds grows with the Scalers, not with the region; an App a
+// Scaler names before its mirror covers it is read from the bucket), and
+// subscribes to the metric
 // samples on atoll.metrics.<project>.<app>.<metric>: cpu and memory from
 // the aggregator (which holds the member clusters' credentials), custom
 // metrics from the gateway. It keeps only the latest sample of each
@@ -33,6 +36,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,13 +106,15 @@ type Service struct {
 
 	state   jetstream.KeyValue
 	scalerM *bus.TypedMirror[*api.Workload] // the Scalers, specs defaulted (decodeScaler); shared, never modified
-	appM    *bus.TypedMirror[appView]       // the Apps, projected (views.go)
-	statusM *bus.TypedMirror[statusView]    // the Apps' statuses, projected (views.go)
-	sub     *nats.Subscription
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	metrics *bus.Metrics   // nil without an admin server
-	own     *scalerMetrics // nil without an admin server
+	appM    *bus.TypedMirror[appView]       // the Scalers' Apps, projected (views.go); keyed: SetKeys(targets)
+	statusM *bus.TypedMirror[statusView]    // their statuses, projected (views.go); keyed the same
+	// workloadsKV and statusKV answer for an App its mirrors do not cover yet.
+	workloadsKV, statusKV jetstream.KeyValue
+	sub                   *nats.Subscription
+	cancel                context.CancelFunc
+	wg                    sync.WaitGroup
+	metrics               *bus.Metrics   // nil without an admin server
+	own                   *scalerMetrics // nil without an admin server
 
 	// term is the current term's queue while this replica holds the lease.
 	term atomic.Pointer[term]
@@ -218,10 +225,26 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.workloadsKV, err = s.bus.KV(ctx, bus.BucketWorkloads); err != nil {
+		return err
+	}
+	if s.statusKV, err = s.bus.KV(ctx, bus.BucketStatus); err != nil {
+		return err
+	}
 	rctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	scalers := "*." + strings.ToLower(api.KindScaler) + ".*"
 	apps := "*." + strings.ToLower(api.KindApp) + ".*"
+	// Only the Apps the Scalers name (and their statuses) are mirrored:
+	// the Scalers' mirror keys them (scalerChanged), so they exist first.
+	if s.appM, err = bus.MirrorKeysOf(rctx, s.bus, bus.BucketWorkloads, apps, decodeApp, s.appChanged); err != nil {
+		cancel()
+		return err
+	}
+	if s.statusM, err = bus.MirrorKeysOf(rctx, s.bus, bus.BucketStatus, apps, decodeStatus, nil); err != nil {
+		cancel()
+		return err
+	}
 	// scalerChanged reads s.scalerM: a change that comes before the
 	// assignment waits for it.
 	scalerSet := make(chan struct{})
@@ -231,14 +254,6 @@ func (s *Service) Start(ctx context.Context) error {
 	})
 	close(scalerSet)
 	if err != nil {
-		cancel()
-		return err
-	}
-	if s.appM, err = bus.MirrorOf(rctx, s.bus, bus.BucketWorkloads, apps, decodeApp, s.appChanged); err != nil {
-		cancel()
-		return err
-	}
-	if s.statusM, err = bus.MirrorOf(rctx, s.bus, bus.BucketStatus, apps, decodeStatus, nil); err != nil {
 		cancel()
 		return err
 	}
@@ -321,7 +336,8 @@ func (s *Service) sample(m *nats.Msg) {
 	}
 }
 
-// scalerChanged indexes a Scaler by its App and queues it.
+// scalerChanged indexes a Scaler by its App, has the App mirrored, and
+// queues it.
 func (s *Service) scalerChanged(key string) {
 	e, ok := s.scalerM.Get(key)
 	s.mu.Lock()
@@ -342,7 +358,10 @@ func (s *Service) scalerChanged(key string) {
 			}
 		}
 	}
+	apps := slices.Collect(maps.Keys(s.targets))
 	s.mu.Unlock()
+	s.appM.SetKeys(apps)
+	s.statusM.SetKeys(apps)
 	if t := s.term.Load(); t != nil {
 		t.queue.Add(key)
 	}

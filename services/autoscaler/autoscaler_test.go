@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,4 +417,44 @@ func TestNoBounceAfterAScaleDown(t *testing.T) {
 		}
 	}, 10*time.Second, 50*time.Millisecond)
 	assert.Equal(t, int32(3), f.replicas(t, "p", "web"))
+}
+
+// TestMirrorsOnlyTheScalersApps: among 200 Apps the autoscaler holds the
+// one a Scaler names (and, once a second Scaler names another, that one
+// too; once both are deleted, none), reads an App it does not hold from
+// the bucket, and scales the App a new Scaler names.
+func TestMirrorsOnlyTheScalersApps(t *testing.T) {
+	f := newFixture(t, 0, Config{})
+	for i := range 200 {
+		f.put(t, app("p", fmt.Sprintf("a%d", i), 3))
+	}
+	f.put(t, scaler("p", "s1", "a1", 3, 12))
+	f.start(t)
+	held := func() []string {
+		keys := f.svc.appM.Keys()
+		slices.Sort(keys)
+		return keys
+	}
+	require.Eventually(t, func() bool { return f.svc.appM.Covered(api.Key("p", api.KindApp, "a1")) }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"p.app.a1"}, held())
+
+	ctx := t.Context()
+	v, skip, err := f.svc.target(ctx, api.Key("p", api.KindApp, "a7"))
+	assert.False(t, f.svc.appM.Covered(api.Key("p", api.KindApp, "a7")))
+	assert.NoError(t, err)
+	assert.Empty(t, skip, "an App not held is read from the bucket")
+	assert.Equal(t, int32(3), v.Pods)
+	_, skip, err = f.svc.target(ctx, api.Key("p", api.KindApp, "none"))
+	assert.NoError(t, err)
+	assert.Contains(t, skip, "does not exist")
+
+	f.put(t, scaler("p", "s2", "a5", 3, 12))
+	f.publish(t, "p", "a5", "cpu", 150, 3)
+	require.Eventually(t, func() bool { return f.replicas(t, "p", "a5") == 9 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Equal(held(), []string{"p.app.a1", "p.app.a5"}) }, 10*time.Second, 10*time.Millisecond)
+
+	for _, s := range []string{"s1", "s2"} {
+		require.NoError(t, f.workloads.Delete(ctx, api.Key("p", api.KindScaler, s)))
+	}
+	require.Eventually(t, func() bool { return len(held()) == 0 }, 10*time.Second, 10*time.Millisecond)
 }

@@ -125,7 +125,10 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	now := s.cfg.Now()
 	rec := Record{Generation: w.Metadata.Generation, Outcome: OutcomeNone}
 	appKey := api.Key(w.Metadata.Project, api.KindApp, sp.Target)
-	app, skip := s.target(appKey)
+	app, skip, err := s.target(ctx, appKey)
+	if err != nil {
+		return err
+	}
 	if skip == "" && (w.Control.Paused || w.Control.Stopped) {
 		skip = "the Scaler is paused: the App keeps its replicas" // pause is how to hand-scale an autoscaled App
 	}
@@ -141,7 +144,7 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 		return s.persist(ctx, w, st, rec, nil, now)
 	}
 	current := app.Pods
-	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(appKey, app), History: st.doc.History, Now: now, Schedules: s.schedules}
+	in := recommend.Input{Spec: sp, Current: current, Ready: s.ready(ctx, appKey, app), History: st.doc.History, Now: now, Schedules: s.schedules}
 	var arrived time.Time
 	in.Samples, arrived = s.snapshot(appKey)
 	d := recommend.Evaluate(in)
@@ -179,23 +182,46 @@ func (s *Service) reconcile(ctx context.Context, t *term, key string) error {
 	return s.persist(ctx, w, st, rec, ev, now)
 }
 
-// target returns the Scaler's App, or why it cannot be scaled now.
-func (s *Service) target(appKey string) (appView, string) {
-	ae, ok := s.appM.Get(appKey)
+// target returns the Scaler's App, or why it cannot be scaled now; an
+// error is a failed read of the bucket (an App the mirror does not cover
+// yet is read there).
+func (s *Service) target(ctx context.Context, appKey string) (appView, string, error) {
+	ae, ok, err := lookup(ctx, s.appM, s.workloadsKV, appKey, decodeApp)
+	if err != nil {
+		return appView{}, "", err
+	}
 	if !ok {
-		return appView{}, fmt.Sprintf("the App %s does not exist", appKey)
+		return appView{}, fmt.Sprintf("the App %s does not exist", appKey), nil
 	}
 	if ae.Err != nil {
-		return appView{}, fmt.Sprintf("the App %s cannot be read", appKey)
+		return appView{}, fmt.Sprintf("the App %s cannot be read", appKey), nil
 	}
 	app := ae.Value
 	switch {
 	case app.Stopped:
-		return appView{}, "the App is stopped"
+		return appView{}, "the App is stopped", nil
 	case app.Paused:
-		return appView{}, "the App is paused"
+		return appView{}, "the App is paused", nil
 	}
-	return app, ""
+	return app, "", nil
+}
+
+// lookup is key's entry in m, or, when m does not cover key yet (a
+// Scaler just written names it), in the bucket.
+func lookup[T any](ctx context.Context, m *bus.TypedMirror[T], kv jetstream.KeyValue, key string, decode func([]byte) (T, error)) (bus.Entry[T], bool, error) {
+	if m.Covered(key) {
+		e, ok := m.Get(key)
+		return e, ok, nil
+	}
+	kve, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return bus.Entry[T]{}, false, nil
+	}
+	if err != nil {
+		return bus.Entry[T]{}, false, fmt.Errorf("read %s: %w", key, err)
+	}
+	v, err := decode(kve.Value())
+	return bus.Entry[T]{Value: v, Revision: kve.Revision(), Err: err}, true, nil
 }
 
 // owner is the Scaler that scales the App: the first by key of those
@@ -217,9 +243,9 @@ func (s *Service) owner(appKey string) string {
 // on their way out are still counted ready for a while, and would count
 // as missing measurements: the HPA ignores pods being deleted); 0
 // (unknown) otherwise.
-func (s *Service) ready(appKey string, app appView) int32 {
-	e, ok := s.statusM.Get(appKey)
-	if !ok {
+func (s *Service) ready(ctx context.Context, appKey string, app appView) int32 {
+	e, ok, err := lookup(ctx, s.statusM, s.statusKV, appKey, decodeStatus)
+	if err != nil || !ok {
 		return 0
 	}
 	st := e.Value

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 )
 
-// What the autoscaler keeps of every App and of its status: it mirrors
-// all of them (a Scaler may name any App, and is checked the moment it is
-// written), but reads only these few fields. Decoded in full (api.Decode
-// and api.Status), at 100,000 Apps the service held 412-460 MB and was
-// ready 3.5-6.2 s after a restart (RegionScale); projected, 111-166 MB
-// and about 1.5 s.
+// What the autoscaler keeps of a Scaler's App and of its status: only
+// these few fields, and only of the Apps a Scaler names (keyed mirrors,
+// autoscaler.go). Decoded in full (api.Decode and api.Status), mirrors of
+// every App held 412-460 MB at 100,000 Apps and the service was ready
+// 3.5-6.2 s after a restart (RegionScale); projected, 111-166 MB and
+// about 1.5 s.
 
 // appView is what a Scaler's reconcile reads of its App.
 type appView struct {
