@@ -327,6 +327,16 @@ func (m *TypedMirror[T]) follow(ctx context.Context, w jetstream.KeyWatcher, rec
 		if replay != nil {
 			replay[e.Key()] = true
 		}
+		if m.keyed && e.Operation() == jetstream.KeyValuePut {
+			// A new key set replays every key: one already held at
+			// this revision has not changed.
+			m.mu.RLock()
+			held, ok := m.entries[e.Key()]
+			m.mu.RUnlock()
+			if ok && held.Revision == e.Revision() {
+				continue
+			}
+		}
 		if e.Operation() == jetstream.KeyValuePut {
 			v, err := m.decode(e.Value()) // outside the lock: readers go on meanwhile
 			if err != nil {
