@@ -2,14 +2,11 @@ package admission
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"unique"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/events"
 )
 
 // The repair's read of the events stream.
@@ -60,65 +57,21 @@ func rollsConfigs(key string, raw []byte) bool {
 
 // confirmEvents reads the headers of every event the stream holds and
 // returns the revisions, as the mirror m holds them, whose event is among
-// them. Each event's message id names the workload, the event and the
-// revision it was published for (bus.MsgID).
+// them (events.ReadStored).
 func (s *Service) confirmEvents(ctx context.Context, m *bus.TypedMirror[repairDoc]) (confirmed, int, error) {
-	st, err := s.bus.Stream(ctx, bus.StreamEvents)
-	if err != nil {
-		return nil, 0, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("events stream info: %w", err)
-	}
 	out := confirmed{}
-	if info.State.Msgs == 0 {
-		return out, 0, nil
-	}
-	last := info.State.LastSeq
-	cons, err := s.bus.JS.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		HeadersOnly:   true,
-	})
+	read, err := events.ReadStored(ctx, s.bus, func(key, event string, rev uint64) { out.add(m, key, event, rev) })
 	if err != nil {
-		return nil, 0, fmt.Errorf("read the events stream: %w", err)
+		return nil, read, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the events stream: %w", err)
-	}
-	defer it.Stop()
-	read := 0
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, read, fmt.Errorf("read the events stream after %d events: %w", read, err)
-		}
-		read++
-		meta, err := msg.Metadata()
-		if err != nil {
-			return nil, read, fmt.Errorf("read the events stream: %w", err)
-		}
-		out.add(m, msg.Headers().Get(jetstream.MsgIDHeader))
-		if meta.Sequence.Stream >= last || meta.NumPending == 0 {
-			return out, read, nil
-		}
-	}
+	return out, read, nil
 }
 
-// add confirms the revision an event's message id names when it is the
-// current write of its workload in m and the event that write announces.
-func (c confirmed) add(m *bus.TypedMirror[repairDoc], id string) {
-	ke, rev, ok := bus.ParseMsgID(id)
-	if !ok {
-		return
-	}
-	i := strings.LastIndexByte(ke, '.')
-	if i < 0 {
-		return
-	}
-	e, ok := m.Get(ke[:i])
-	if !ok || e.Err != nil || e.Value.event != ke[i+1:] || rev < e.Revision {
+// add confirms the revision an event names when it is the current write
+// of its workload in m and the event that write announces.
+func (c confirmed) add(m *bus.TypedMirror[repairDoc], key, event string, rev uint64) {
+	e, ok := m.Get(key)
+	if !ok || e.Err != nil || e.Value.event != event || rev < e.Revision {
 		return
 	}
 	c[e.Revision] = struct{}{}

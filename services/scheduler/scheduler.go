@@ -42,7 +42,9 @@
 // dead replica's unannounced writes are); an older placement's events are
 // ensured by the term's later queue at Options.AnnounceRate, so that the
 // replay of a large region does not load the events stream ahead of new
-// work.
+// work. Before that queue starts, the term reads the events stream's
+// headers once (settleStored): an older placement whose event is stored
+// is settled there and never asked about one by one.
 //
 // Kinds and phases. What a kind adds to the scheduler is its kindHooks
 // (how it is divided, its gate, what it does after a decision, its
@@ -305,6 +307,7 @@ func (s *Service) lead(ctx context.Context) {
 		t.replay.Run(ctx, ReplayWorkers, s.log, func(ctx context.Context, key string) error { return s.check(ctx, t, key, true) })
 	})
 	wg.Go(func() {
+		s.settleStored(ctx, t)
 		limit := rate.NewLimiter(rate.Limit(s.Options.announceRate()), 1)
 		limit.Allow() // no burst at the start: the replay's own checks come first
 		t.later.Run(ctx, 1, s.log, func(ctx context.Context, key string) error {
@@ -316,6 +319,32 @@ func (s *Service) lead(ctx context.Context) {
 	})
 	t.work.Run(ctx, Workers, s.log, func(ctx context.Context, key string) error { return s.reconcile(ctx, t, key) })
 	wg.Wait()
+}
+
+// settleStored reads the events stream once (events.ReadStored) and
+// counts as announced by this term every placement whose scheduling event
+// is stored for its current revision or a later one: the announce of a
+// placement publishes its kind's events first and its scheduled (or
+// unschedulable) event last, so that event stored means every one is.
+// What it does not settle, the later queue ensures one by one, as it does
+// everything when the read fails.
+func (s *Service) settleStored(ctx context.Context, t *term) {
+	start := time.Now()
+	settled := 0
+	read, err := events.ReadStored(ctx, s.bus, func(key, event string, rev uint64) {
+		if event != api.EventScheduled && event != api.EventUnschedulable {
+			return
+		}
+		if pe, ok := s.placementM.Get(key); ok && rev >= pe.Revision && t.announcedAt(key) < pe.Revision {
+			t.announced(key, pe.Revision)
+			settled++
+		}
+	})
+	if err != nil {
+		s.log.Warn("read the events stream: older placements are ensured one by one", "err", err, "read", read)
+		return
+	}
+	s.log.Info("read the events stream", "events", read, "settled", settled, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // rebuild reads the placements bucket as it is now (a watch's initial
