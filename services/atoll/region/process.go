@@ -154,10 +154,14 @@ func (r *Region) startProcess(ctx context.Context, id Replica) (*process, error)
 // readyTimeout bounds a process's start, until its /readyz answers 200.
 const readyTimeout = 2 * time.Minute
 
+// ReadyPoll is how often a starting process's /readyz is asked: the
+// resolution of every start time measured.
+const ReadyPoll = 50 * time.Millisecond
+
 func (p *process) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(ReadyPoll)
 	defer tick.Stop()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.adminURL+"/readyz", nil)
