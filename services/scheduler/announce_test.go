@@ -84,8 +84,8 @@ type settleLog struct {
 }
 
 func (l *settleLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *settleLog) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *settleLog) WithGroup(string) slog.Handler           { return l }
+func (l *settleLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *settleLog) WithGroup(string) slog.Handler            { return l }
 func (l *settleLog) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "read the events stream" {
 		return nil
