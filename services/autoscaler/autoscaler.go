@@ -341,27 +341,38 @@ func (s *Service) sample(m *nats.Msg) {
 func (s *Service) scalerChanged(key string) {
 	e, ok := s.scalerM.Get(key)
 	s.mu.Lock()
+	var dropped []string // Apps no Scaler targets any more
 	for app, set := range s.targets {
 		delete(set, key)
 		if len(set) == 0 {
 			delete(s.targets, app)
+			dropped = append(dropped, app)
 		}
 	}
+	added := "" // an App no other Scaler targets
 	if ok && e.Err == nil {
 		if w := e.Value; w != nil {
 			if sp, ok := w.Spec.(*api.ScalerSpec); ok {
 				app := api.Key(w.Metadata.Project, api.KindApp, sp.Target)
 				if s.targets[app] == nil {
 					s.targets[app] = map[string]bool{}
+					added = app
 				}
 				s.targets[app][key] = true
 			}
 		}
 	}
-	apps := slices.Collect(maps.Keys(s.targets))
+	// A Scaler written again with the same App changes no target.
+	changed := len(dropped) > 1 || len(dropped) == 1 && dropped[0] != added || len(dropped) == 0 && added != ""
+	var apps []string
+	if changed {
+		apps = slices.Collect(maps.Keys(s.targets))
+	}
 	s.mu.Unlock()
-	s.appM.SetKeys(apps)
-	s.statusM.SetKeys(apps)
+	if changed {
+		s.appM.SetKeys(apps)
+		s.statusM.SetKeys(apps)
+	}
 	if t := s.term.Load(); t != nil {
 		t.queue.Add(key)
 	}

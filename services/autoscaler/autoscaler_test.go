@@ -421,8 +421,9 @@ func TestNoBounceAfterAScaleDown(t *testing.T) {
 
 // TestMirrorsOnlyTheScalersApps: among 200 Apps the autoscaler holds the
 // one a Scaler names (and, once a second Scaler names another, that one
-// too; once both are deleted, none), reads an App it does not hold from
-// the bucket, and scales the App a new Scaler names.
+// too; once the first names a third instead, the second and the third;
+// once both are deleted, none), reads an App it does not hold from the
+// bucket, and scales the App a new Scaler names.
 func TestMirrorsOnlyTheScalersApps(t *testing.T) {
 	f := newFixture(t, 0, Config{})
 	for i := range 200 {
@@ -452,6 +453,10 @@ func TestMirrorsOnlyTheScalersApps(t *testing.T) {
 	f.publish(t, "p", "a5", "cpu", 150, 3)
 	require.Eventually(t, func() bool { return f.replicas(t, "p", "a5") == 9 }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return slices.Equal(held(), []string{"p.app.a1", "p.app.a5"}) }, 10*time.Second, 10*time.Millisecond)
+
+	// A Scaler pointed at another App: the first is dropped, the other held.
+	f.put(t, scaler("p", "s1", "a9", 3, 12))
+	require.Eventually(t, func() bool { return slices.Equal(held(), []string{"p.app.a5", "p.app.a9"}) }, 10*time.Second, 10*time.Millisecond)
 
 	for _, s := range []string{"s1", "s2"} {
 		require.NoError(t, f.workloads.Delete(ctx, api.Key("p", api.KindScaler, s)))
