@@ -121,21 +121,16 @@ func (s *Service) ExecShell(w http.ResponseWriter, r *http.Request, project, kin
 			refuseOverWebSocket(w, r, refusal, s.origin)
 		}
 	}
-	key, registered, ok := s.workload(answer, r, project, kind, name, auth.RoleDeveloper)
+	it, _, registered, ok := s.workloadItem(answer, r, project, kind, name, auth.RoleDeveloper)
 	if !ok {
 		refused()
 		return
 	}
-	it, found, ok := s.cached(answer, r, key)
-	if !ok {
-		refused()
-		return
-	}
-	if found && platformSidecar(it.JSON, params.Container) {
+	if platformSidecar(it.JSON, params.Container) {
 		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is a platform sidecar: no exec into it", params.Container))
 		refused()
 		return
-	} else if found && initContainer(it.JSON, params.Container) {
+	} else if initContainer(it.JSON, params.Container) {
 		writeError(answer, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("container %q is an init container: exec only into the workload's own containers", params.Container))
 		refused()
 		return

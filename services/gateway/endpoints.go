@@ -22,20 +22,12 @@ import (
 // <cluster>.<workload key>), the same observations the propagator writes
 // the region-wide EndpointSlices from.
 func (s *Service) GetEndpoints(w http.ResponseWriter, r *http.Request, project computeapi.ProjectPath, kind computeapi.KindPath, name computeapi.NamePath) {
-	key, registered, ok := s.workload(w, r, project, kind, name, auth.RoleViewer)
+	item, key, registered, ok := s.workloadItem(w, r, project, kind, name, auth.RoleViewer)
 	if !ok {
 		return
 	}
 	if registered != api.KindApp {
 		writeError(w, r, http.StatusNotFound, "NotFound", "only an App has endpoints")
-		return
-	}
-	item, found, ok := s.cached(w, r, key)
-	if !ok {
-		return
-	}
-	if !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return
 	}
 	var doc struct {

@@ -49,23 +49,32 @@ func ref(project, kind, name string) (key, registered string, ok bool) {
 }
 
 // workload authorizes a request on one workload and finds it in the
-// cache; it answers 403 or 404 itself and then reports !ok.
+// cache; it answers 403, 404 or 503 itself and then reports !ok.
 func (s *Service) workload(w http.ResponseWriter, r *http.Request, project, kind, name string, need auth.Role) (key, registered string, ok bool) {
+	_, key, registered, ok = s.workloadItem(w, r, project, kind, name, need)
+	return key, registered, ok
+}
+
+// workloadItem is workload with the item found: one read, where a
+// handler needs both.
+func (s *Service) workloadItem(w http.ResponseWriter, r *http.Request, project, kind, name string, need auth.Role) (it *cache.Item, key, registered string, ok bool) {
 	if !allow(w, r, project, need, true) {
-		return "", "", false
+		return nil, "", "", false
 	}
 	key, registered, ok = ref(project, kind, name)
 	if !ok {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
-		return "", "", false
+		return nil, "", "", false
 	}
-	if _, found, ok := s.cached(w, r, key); !ok {
-		return "", "", false
-	} else if !found {
+	it, found, ok := s.cached(w, r, key)
+	if !ok {
+		return nil, "", "", false
+	}
+	if !found {
 		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
-		return "", "", false
+		return nil, "", "", false
 	}
-	return key, registered, true
+	return it, key, registered, true
 }
 
 // cached finds key's item in the cache (or, while it fills, in the
@@ -229,20 +238,8 @@ func (s *Service) ListWorkloads(w http.ResponseWriter, r *http.Request, project 
 
 // GetWorkload serves one workload with its status from the cache.
 func (s *Service) GetWorkload(w http.ResponseWriter, r *http.Request, project, kind, name string) {
-	if !allow(w, r, project, auth.RoleViewer, true) {
-		return
-	}
-	key, _, ok := ref(project, kind, name)
+	it, _, _, ok := s.workloadItem(w, r, project, kind, name, auth.RoleViewer)
 	if !ok {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
-		return
-	}
-	it, found, ok := s.cached(w, r, key)
-	if !ok {
-		return
-	}
-	if !found {
-		writeError(w, r, http.StatusNotFound, "NotFound", "not found")
 		return
 	}
 	writeRawJSON(w, http.StatusOK, it.JSON)
