@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/daemon/admin"
@@ -37,6 +38,15 @@ type Instrumented interface {
 // successful Start and Stop.
 type Readier interface {
 	Ready(context.Context) error
+}
+
+// Filler is a Service whose readiness does not wait for its caches to
+// fill (they fill behind it): Filled says when they have. ServiceModule
+// exports it as the gauge atoll_caches_filled (1 once filled, 0 before),
+// what tells a replica that can take over at once from one that is ready
+// and still loading.
+type Filler interface {
+	Filled() bool
 }
 
 // ErrStarting is a service's readiness before its Start has returned
@@ -78,6 +88,19 @@ func ServiceModule[T Service](name string, ctor any, opts ...fx.Option) fx.Optio
 			}
 			if i, ok := any(t).(Instrumented); ok {
 				i.Instrument(a)
+			}
+			if f, ok := any(t).(Filler); ok {
+				if err := a.Registerer().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+					Name: "atoll_caches_filled",
+					Help: "1 once the replica's caches are full (it can take over at once), 0 while they fill behind its readiness.",
+				}, func() float64 {
+					if started.Load() && f.Filled() {
+						return 1
+					}
+					return 0
+				})); err != nil {
+					return fmt.Errorf("service %s: %w", name, err)
+				}
 			}
 			r, _ := any(t).(Readier)
 			a.AddCheck(name, func(ctx context.Context) error {

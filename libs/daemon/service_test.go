@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 
 	"atoll.dev/libs/daemon"
+	"atoll.dev/libs/daemon/admin"
 )
 
 // Three services with the three Stop shapes ServiceModule takes, and one
@@ -57,4 +58,40 @@ func TestServiceModuleRunsStartAndStop(t *testing.T) {
 func TestServiceModuleRefusesAServiceWithoutStop(t *testing.T) {
 	app := fx.New(fx.NopLogger, daemon.ServiceModule[noStop]("svc", func() noStop { return noStop{} }))
 	assert.ErrorContains(t, app.Err(), "has no Stop method")
+}
+
+// filling is a daemon.Filler whose caches fill when the test says.
+type filling struct{ full *bool }
+
+func (filling) Start(context.Context) error { return nil }
+func (filling) Stop()                       {}
+func (f filling) Filled() bool              { return *f.full }
+
+// TestServiceModuleExportsFilled: a Filler's Filled is the gauge
+// atoll_caches_filled, 0 until it has started and filled, then 1.
+func TestServiceModuleExportsFilled(t *testing.T) {
+	a, err := admin.New(admin.Config{Service: "svc"}, nil)
+	require.NoError(t, err)
+	full := false
+	app := fx.New(fx.NopLogger, fx.Supply(a), daemon.ServiceModule[filling]("svc", func() filling { return filling{&full} }))
+	require.NoError(t, app.Err())
+	gauge := func() float64 {
+		mfs, err := a.Registry().Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "atoll_caches_filled" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no atoll_caches_filled")
+		return -1
+	}
+	full = true
+	assert.Equal(t, 0.0, gauge(), "before Start")
+	full = false
+	require.NoError(t, app.Start(t.Context()))
+	assert.Equal(t, 0.0, gauge(), "filling")
+	full = true
+	assert.Equal(t, 1.0, gauge(), "filled")
+	require.NoError(t, app.Stop(t.Context()))
 }

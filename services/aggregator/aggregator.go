@@ -85,7 +85,6 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -262,18 +261,18 @@ func (s *Service) Instrument(a *admin.Server) {
 	s.metrics = a.Metrics()
 }
 
-// Ready reports whether the replica serves: started, the state of its
-// leases known and, while it holds the status lease, the folder's mirrors
-// full. A member cluster's informer caches do not count: a cluster that is
-// down never syncs, the replica still serves every other, and the folder
-// already holds back the workloads of a cluster whose term has not synced.
+// Ready reports whether the replica serves: started and the state of its
+// leases known. What a lease's term fills does not count, as a Kubernetes
+// controller is ready before its informers sync: the status folder's
+// mirrors (a term holds back its work until they are full; "folding
+// statuses" in the log says when, with the time they took) and a member
+// cluster's informer caches (a cluster that is down never syncs, the
+// replica still serves every other, and the folder already holds back
+// the workloads of a cluster whose term has not synced).
 func (s *Service) Ready(ctx context.Context) error {
 	names := []string{LeaseStatus}
 	for _, name := range slices.Sorted(maps.Keys(s.clusters)) {
 		names = append(names, ClusterLease(name))
-	}
-	if s.elector.Held(LeaseStatus) && s.folding() == nil {
-		return errors.New("status folder: mirrors filling")
 	}
 	return admin.LeaseKnown(s.bus, names...)(ctx)
 }

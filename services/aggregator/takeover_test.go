@@ -256,3 +256,27 @@ func TestTakeoverKeepsPhase(t *testing.T) {
 		assert.Falsef(t, strings.HasPrefix(subj, bus.EventRoot+"."+project+"."), "event %s published during the takeover", subj)
 	}
 }
+
+// TestReadyWhileTheFolderFills: a replica that takes the status lease is
+// ready while its folder's mirrors fill (its connection's replay slot is
+// held, so they cannot), and folds once they have.
+func TestReadyWhileTheFolderFills(t *testing.T) {
+	b := openBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := b.Connect("r1")
+	require.NoError(t, err)
+	release, err := conn.LoadSlot(ctx)
+	require.NoError(t, err)
+	s, err := New(conn, testLog(), clusters.Members{})
+	require.NoError(t, err)
+	s.campaignFor = []string{LeaseStatus}
+	require.NoError(t, s.Start(ctx))
+	r := &replica{name: "r1", conn: conn, s: s}
+	t.Cleanup(r.kill)
+	require.Eventually(t, func() bool { return r.holds(LeaseStatus) }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, s.Ready(ctx), "ready while the folder fills")
+	require.Nil(t, s.folding(), "folding before its mirrors filled")
+	release()
+	require.Eventually(t, func() bool { return s.folding() != nil }, 10*time.Second, 10*time.Millisecond)
+}

@@ -314,6 +314,10 @@ func (s *Service) Auth() *auth.Authenticator { return s.auth }
 // Cache is the gateway's read cache.
 func (s *Service) Cache() *cache.Cache { return s.cache }
 
+// Filled reports whether the workloads' cache is full: until then the
+// gateway answers from the buckets (cache.go).
+func (s *Service) Filled() bool { return s.cache != nil && s.cache.Filled() }
+
 // Handler is the gateway's HTTP handler.
 func (s *Service) Handler() http.Handler {
 	r := chi.NewRouter()

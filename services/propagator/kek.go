@@ -79,6 +79,9 @@ func (s *Service) RotateKEK(ctx context.Context, req api.KEKRotation) (api.KEKRo
 	if err != nil {
 		return res, bus.Errorf(http.StatusConflict, "NoKey", "the propagator holds no kek %q: add kek-%s.key to its --kek-dir first (%v)", req.To, req.To, err)
 	}
+	if err := s.waitFilled(ctx); err != nil {
+		return res, err
+	}
 	limit := req.Limit
 	if limit <= 0 {
 		limit = RotateLimit

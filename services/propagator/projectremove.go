@@ -25,6 +25,9 @@ func (s *Service) removeProject(ctx context.Context, req api.ProjectRef, _ micro
 	if code, reason, ok := api.CheckProject(req.Project); !ok {
 		return nil, fmt.Errorf("project %q: %s (%s)", req.Project, reason, code)
 	}
+	if err := s.waitFilled(ctx); err != nil {
+		return nil, err
+	}
 	// Only once this replica has seen every workload of the project
 	// deleted: a reconcile of one it still holds would create its objects
 	// again in a namespace being deleted. Admission retries.

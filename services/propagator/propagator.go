@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -117,11 +118,14 @@ type Service struct {
 	// placementsLive is set once the placements mirror has replayed the
 	// bucket: only changes after that are new work.
 	placementsLive atomic.Bool
-	targets        map[string]*target
-	cancel         context.CancelFunc
-	wg             sync.WaitGroup
-	metrics        *bus.Metrics  // nil without an admin server
-	apply          *applyMetrics // nil without an admin server
+	// filled is closed once the mirrors are full and the informers have
+	// listed (fillThenCampaign).
+	filled  chan struct{}
+	targets map[string]*target
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	metrics *bus.Metrics  // nil without an admin server
+	apply   *applyMetrics // nil without an admin server
 
 	// baseline holds the projects granted Pod Security baseline
 	// (Config.BaselineProjects); read only after New.
@@ -228,7 +232,7 @@ func newService(b *bus.Bus, log *slog.Logger, cs map[string]clients) *Service {
 	log = log.With("component", "propagator")
 	s := &Service{
 		bus: b, log: log, events: events.NewPublisher(b, log, events.Options{}),
-		holder: lease.NewHolderID("propagator"),
+		holder: lease.NewHolderID("propagator"), filled: make(chan struct{}),
 		breakers: bus.NewBreakerSet[struct{}](bus.BreakerPolicy{ConsecutiveFailures: 3, OpenFor: 5 * time.Second, Logger: log, IsFailure: isClusterFailure,
 			IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}),
 		kinds:    newKinds(),
@@ -266,12 +270,16 @@ func (s *Service) Holds(cluster string) bool {
 	return t != nil && t.term.Load() != nil
 }
 
-// Start starts the mirrors and the informers, waits until the mirrors
-// hold the buckets and the informers have listed their clusters (at most
-// InformerSyncWait for a cluster that does not answer), then campaigns
-// for every member cluster's lease; it does not wait for any lease. A
-// term that starts then finds its caches warm: new work is not queued
-// behind their first fill.
+// Start starts the mirrors and the informers and serves the propagator's
+// endpoints, then returns: the replica is ready (its leases' state known)
+// before its caches fill, as a Kubernetes controller is ready before its
+// informers sync. In the background it waits until the mirrors hold the
+// buckets and the informers have listed their clusters (at most
+// InformerSyncWait for a cluster that does not answer), and only then
+// campaigns for every member cluster's lease: a term finds its caches
+// warm (new work is not queued behind their first fill), and a replica
+// still filling never takes a lease a filled standby could take.
+// The endpoints' handlers wait for the fill themselves (filled).
 func (s *Service) Start(ctx context.Context) error {
 	elector, err := s.bus.Elector(ctx, s.holder, s.Lease, s.log, s.metrics)
 	if err != nil {
@@ -302,10 +310,20 @@ func (s *Service) Start(ctx context.Context) error {
 	for _, t := range s.targets {
 		t.startInformers(rctx)
 	}
+	if err := s.startKEK(ctx); err != nil { // kek.go
+		cancel()
+		return err
+	}
+	s.wg.Go(func() { s.fillThenCampaign(rctx, elector) })
+	return nil
+}
+
+// fillThenCampaign waits for the caches (Start's comment), then
+// campaigns for every member cluster's lease until ctx ends.
+func (s *Service) fillThenCampaign(ctx context.Context, elector *lease.Elector) {
 	start := time.Now()
 	if !s.mirrorsReady(ctx) {
-		cancel()
-		return ctx.Err()
+		return
 	}
 	s.placementsLive.Store(true)
 	var synced sync.WaitGroup
@@ -319,19 +337,27 @@ func (s *Service) Start(ctx context.Context) error {
 		})
 	}
 	synced.Wait()
-	if err := ctx.Err(); err != nil {
-		cancel()
-		return err
+	if ctx.Err() != nil {
+		return
 	}
-	if err := s.startKEK(ctx); err != nil { // kek.go
-		cancel()
-		return err
-	}
+	close(s.filled)
 	s.log.Info("caches ready", "workloads", s.workloads.Len(), "placements", s.placements.Len(), "elapsed", time.Since(start).Round(time.Millisecond))
+	var wg sync.WaitGroup
 	for _, t := range s.targets {
-		s.wg.Go(func() { elector.RunShared(rctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
+		wg.Go(func() { elector.RunShared(ctx, bus.UserPropagator, LeaseName(t.name), t.lead) })
 	}
-	return nil
+	wg.Wait()
+}
+
+// waitFilled waits until this replica's caches are full (fillThenCampaign)
+// or ctx ends: the endpoints that read the mirrors answer only then.
+func (s *Service) waitFilled(ctx context.Context) error {
+	select {
+	case <-s.filled:
+		return nil
+	case <-ctx.Done():
+		return bus.Errorf(http.StatusServiceUnavailable, "Filling", "the propagator's caches are still filling: %v", ctx.Err())
+	}
 }
 
 // Instrument records the service's metrics on a's registry; call it
@@ -342,15 +368,26 @@ func (s *Service) Instrument(a *admin.Server) {
 	s.breakers.Instrument(s.metrics)
 }
 
-// Ready reports whether the replica can apply: started (its mirrors full
-// and every member cluster's objects listed, or waited for) and the state
-// of every cluster's lease known.
+// Ready reports whether the replica serves: started and the state of
+// every cluster's lease known. Its caches may still be filling (Start):
+// Filled says when they are.
 func (s *Service) Ready(ctx context.Context) error {
 	names := make([]string, 0, len(s.targets))
 	for _, name := range slices.Sorted(maps.Keys(s.targets)) {
 		names = append(names, LeaseName(name))
 	}
 	return admin.LeaseKnown(s.bus, names...)(ctx)
+}
+
+// Filled reports whether the replica's caches are full, so that it
+// campaigns for the clusters' leases.
+func (s *Service) Filled() bool {
+	select {
+	case <-s.filled:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop ends every term and releases the leases for a standby to take at

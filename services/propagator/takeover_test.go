@@ -233,3 +233,48 @@ func checkOneWriterAtATime(t *testing.T, cluster string, ws []write, killed stri
 	}
 	assert.LessOrEqual(t, switches, 1, "%s: writers alternated", cluster)
 }
+
+// TestReadyBeforeFilledCampaignsAfter: a replica whose mirrors cannot
+// fill yet (its connection's replay slot is held) is ready, answers its
+// endpoints "filling", and takes no cluster's lease; once the slot is
+// let go it fills, takes the lease and applies what was seeded.
+func TestReadyBeforeFilledCampaignsAfter(t *testing.T) {
+	env := testenv.New(t, testenv.Zones("a")...)
+	b := openBus(t)
+	sws := seed(t, b, apps(0, 3, 1), []string{"zone-a"}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var release func()
+	leases := newLeaseLog()
+	held := func() bool {
+		leases.mu.Lock()
+		defer leases.mu.Unlock()
+		return len(leases.holding["zone-a"]) > 0
+	}
+	r := startReplica(t, b, "r1", env.Clusters, &writeLog{}, func(s *Service) {
+		s.Lease.OnChange = leases.hook("r1")
+		var err error
+		release, err = s.bus.LoadSlot(ctx)
+		require.NoError(t, err)
+	})
+	require.NoError(t, r.s.Ready(ctx), "ready while filling")
+	assert.False(t, r.s.Filled())
+	short, done := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := r.s.removeProject(short, api.ProjectRef{Project: "gone"}, nil)
+	done()
+	assert.ErrorContains(t, err, "filling")
+	// A free lease is taken at a replica's first attempt: for 2 s, none.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		require.False(t, held(), "a lease taken before the caches filled")
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	require.Eventually(t, func() bool { return r.s.Filled() && held() && r.s.Holds("zone-a") }, 30*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		ds, err := listDeployments(ctx, env.Clusters[0])
+		if assert.NoError(ct, err) {
+			assert.Len(ct, ds, len(sws))
+		}
+	}, 60*time.Second, 50*time.Millisecond, "the seeded Apps applied")
+}

@@ -231,3 +231,46 @@ func TestCleanStopHandsOverAtOnce(t *testing.T) {
 	t.Logf("handover after a clean stop: %v", took.Round(time.Millisecond))
 	assert.Less(t, took, 3*time.Second, "the standby waited for the lease to expire")
 }
+
+// TestCampaignsOnlyOnceFilled: a replica whose mirrors cannot fill yet
+// (its connection's replay slot is held) is ready but does not campaign.
+// When the leader stops, the filled standby takes over, not it; when that
+// one stops too, the lease stays free until the filling replica has
+// filled, which then leads and places a new workload.
+func TestCampaignsOnlyOnceFilled(t *testing.T) {
+	b := openBus(t)
+	seedClusters(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ra, _ := replica(t, b, "scheduler-a")
+	require.Eventually(t, ra.Leading, 10*time.Second, 10*time.Millisecond)
+
+	conn, err := b.Connect("scheduler-b")
+	require.NoError(t, err)
+	t.Cleanup(conn.Close)
+	release, err := conn.LoadSlot(ctx)
+	require.NoError(t, err)
+	rb := scheduler.New(conn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	require.NoError(t, rb.Start(ctx))
+	t.Cleanup(rb.Stop)
+	require.NoError(t, rb.Ready(ctx), "ready while filling")
+	assert.False(t, rb.Filled())
+
+	rc, _ := replica(t, b, "scheduler-c")
+	require.Eventually(t, rc.Filled, 10*time.Second, 10*time.Millisecond)
+	ra.Stop()
+	require.Eventually(t, rc.Leading, 10*time.Second, 10*time.Millisecond, "the filled standby takes over")
+	require.False(t, rb.Leading())
+
+	rc.Stop()
+	// A free lease is taken at a replica's first attempt: for 2 s, none.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		require.False(t, rb.Leading(), "the lease taken before the mirrors filled")
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	require.Eventually(t, rb.Leading, 10*time.Second, 10*time.Millisecond)
+	key := submit(t, b, events.NewPublisher(b, nil, events.Options{}), 1)
+	require.Eventually(t, func() bool { _, ok := placements(t, b)[key]; return ok }, 20*time.Second, 20*time.Millisecond, "placed by the replica that filled")
+}

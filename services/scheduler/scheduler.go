@@ -171,8 +171,11 @@ func (s *Service) Holder() string { return s.holder }
 // Leading reports whether this replica holds the lease and decides.
 func (s *Service) Leading() bool { return s.term.Load() != nil }
 
-// Start opens the buckets, starts the mirrors and campaigns for the
-// lease; it does not wait for the lease.
+// Start opens the buckets and starts the mirrors; it does not wait for
+// them, nor for the lease. The replica campaigns for the lease only once
+// its mirrors are full (fillThenCampaign): ready before then, as a
+// Kubernetes controller is ready before its informers sync, it never
+// takes the lease from a standby that could decide at once.
 func (s *Service) Start(ctx context.Context) error {
 	var err error
 	if s.placements, err = s.bus.KV(ctx, bus.BucketPlacements); err != nil {
@@ -204,7 +207,11 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.wg.Go(func() { s.clusterQ.Run(rctx, 1, s.log, s.clusterChanged) })
-	s.wg.Go(func() { elector.Run(rctx, LeaseName, s.lead) })
+	s.wg.Go(func() {
+		if s.filled(rctx) {
+			elector.Run(rctx, LeaseName, s.lead)
+		}
+	})
 	return nil
 }
 
@@ -214,22 +221,41 @@ func (s *Service) Instrument(a *admin.Server) {
 	s.metrics = a.Metrics()
 }
 
-// Ready reports whether the replica can decide: its mirrors of the
-// workloads, placements and clusters full, and the lease's state known.
-// It is called only once Start has returned (daemon.Readier), which
-// daemon.ServiceModule answers for until then.
+// Ready reports whether the replica serves: started and the lease's
+// state known. Its mirrors may still be filling (Start); Filled says
+// when they are. It is called only once Start has returned
+// (daemon.Readier), which daemon.ServiceModule answers for until then.
 func (s *Service) Ready(ctx context.Context) error {
-	for _, m := range []struct {
-		name string
-		m    *bus.Mirror
-	}{{bus.BucketWorkloads, s.workloadM}, {bus.BucketPlacements, s.placementM}, {bus.BucketClusters, s.clusterM}} {
+	return admin.LeaseKnown(s.bus, LeaseName)(ctx)
+}
+
+// Filled reports whether the mirrors of the workloads, placements and
+// clusters are full, so that the replica campaigns for the lease.
+func (s *Service) Filled() bool {
+	for _, m := range s.mirrors() {
 		select {
-		case <-m.m.Ready():
+		case <-m.Ready():
 		default:
-			return fmt.Errorf("mirror of %s filling", m.name)
+			return false
 		}
 	}
-	return admin.LeaseKnown(s.bus, LeaseName)(ctx)
+	return true
+}
+
+// filled waits until the mirrors are full; false when ctx ended first.
+func (s *Service) filled(ctx context.Context) bool {
+	for _, m := range s.mirrors() {
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Service) mirrors() []*bus.Mirror {
+	return []*bus.Mirror{s.workloadM, s.placementM, s.clusterM}
 }
 
 // Stop ends the term, if any, and releases the lease for a standby to
@@ -239,7 +265,7 @@ func (s *Service) Stop() {
 		s.cancel()
 		s.wg.Wait()
 	}
-	for _, m := range []*bus.Mirror{s.workloadM, s.placementM, s.clusterM} {
+	for _, m := range s.mirrors() {
 		m.Stop()
 	}
 }
@@ -257,12 +283,8 @@ func (s *Service) workloadChanged(key string) {
 // service stops).
 func (s *Service) lead(ctx context.Context) {
 	start := time.Now()
-	for _, m := range []*bus.Mirror{s.workloadM, s.placementM, s.clusterM} {
-		select {
-		case <-m.Ready():
-		case <-ctx.Done():
-			return
-		}
+	if !s.filled(ctx) { // they are: the replica campaigns once they are
+		return
 	}
 	t := newTerm(s.metrics, s.sortKey)
 	t.grace = s.Options.AssumeGrace

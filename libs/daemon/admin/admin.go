@@ -19,8 +19,11 @@
 // probe. /readyz answers 200 once the fx application has started (Started)
 // and every readiness check passes, 503 listing the failing checks before:
 // the bus connected (Module adds it), then each service's own (its buckets
-// open, its caches synced, its lease state known), which it registers with
-// AddCheck, usually as its Ready method through daemon.ServiceModule. daemon.Main starts
+// open, its lease state known, the caches it answers from at once
+// synced), which it registers with AddCheck, usually as its Ready method
+// through daemon.ServiceModule. Caches that hold every workload may fill
+// behind readiness (daemon.Filler: the gauge atoll_caches_filled), as a
+// Kubernetes controller's informers sync after it is ready. daemon.Main starts
 // the port before it connects to the bus, so a service waiting for NATS is
 // alive and not ready.
 package admin

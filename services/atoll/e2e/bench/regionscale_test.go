@@ -27,9 +27,10 @@ package bench
 //     again (or settleCap after the start). What /readyz waits for is
 //     each service's own Ready: a lease's state known, not held, so a
 //     replica restarted after SIGKILL is ready before the dead holder's
-//     lease has expired; the aggregator's folder mirrors count only once
-//     it holds the status lease, which the cold start (every service
-//     stopped cleanly, so no lease is held) shows;
+//     lease has expired; the caches that hold every workload fill behind
+//     it (the gateway's, scheduler's and propagator's, whose
+//     atoll_caches_filled gauge the bench then polls until 1, the time
+//     printed as "filled": it is when the replica can take a lease);
 //  4. measures regionRounds rounds of submit -> admitted and submit ->
 //     propagated (BenchmarkScale's measure: paused Apps of 1 replica,
 //     open loop at scaleRate) into a project of its own that holds
@@ -89,8 +90,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -560,7 +563,11 @@ func acked(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, er
 // serviceStart is one service's start at one size.
 type serviceStart struct {
 	cold, restart time.Duration // process start -> /readyz 200
-	rss, heap     uint64        // once quiet after the restart
+	// filled: process start -> atoll_caches_filled 1 after the SIGKILL,
+	// for a service whose caches fill behind its readiness (0: it has no
+	// such gauge, its caches fill before it is ready).
+	filled    time.Duration
+	rss, heap uint64 // once quiet after the restart
 }
 
 // regionResult is everything measured at one size.
@@ -901,6 +908,11 @@ func measureRegion(ctx context.Context, b *testing.B, reg *region.Region, cl *bu
 		}
 		st := res.starts[s.Name]
 		st.restart = time.Since(t)
+		if ok, err := waitFilled(ctx, reg.AdminURL(s.Name, 0)); err != nil {
+			return res, fmt.Errorf("%s: %w", s.Name, err)
+		} else if ok {
+			st.filled = time.Since(t)
+		}
 		if _, err := settle(ctx, idle, settleCap); err != nil {
 			return res, err
 		}
@@ -928,6 +940,41 @@ func measureRegion(ctx context.Context, b *testing.B, reg *region.Region, cl *bu
 	}
 	res.measured = pool(rounds)
 	return res, nil
+}
+
+// waitFilled polls a process's /metrics until its atoll_caches_filled
+// gauge is 1 (true) or it has none (false, at the first answer).
+func waitFilled(ctx context.Context, adminURL string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(region.ReadyPoll)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/metrics", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK {
+				found := false
+				for line := range strings.Lines(string(body)) {
+					if strings.HasPrefix(line, "atoll_caches_filled") {
+						found = true
+						if strings.HasSuffix(strings.TrimSpace(line), " 1") {
+							return true, nil
+						}
+					}
+				}
+				if !found {
+					return false, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("caches not filled: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // printRegion prints the table: per service, its start and memory at each
@@ -990,6 +1037,20 @@ func printRegion(results []regionResult) {
 			per = fmt.Sprintf("%.0f", (float64(last.starts[s.Name].rss)-float64(results[0].starts[s.Name].rss))/float64(d))
 		}
 		fmt.Printf(" %8s %8s %14s\n", xs, verdict, per)
+	}
+	fmt.Printf("\n  process start -> atoll_caches_filled 1 after SIGKILL (ready before: their caches fill behind /readyz, and they take no lease until filled):\n")
+	for _, s := range region.Services {
+		if last := results[len(results)-1]; last.starts[s.Name].filled == 0 {
+			continue
+		}
+		fmt.Printf("  %-12s", s.Name)
+		for _, r := range results {
+			fmt.Printf(" %26s", fmt.Sprintf("@%d %.2fs", r.size, r.starts[s.Name].filled.Seconds()))
+		}
+		if ref >= 0 {
+			fmt.Printf(" %8.2fx", ratio(results[len(results)-1].starts[s.Name].filled, results[ref].starts[s.Name].filled))
+		}
+		fmt.Println()
 	}
 	fmt.Printf("\n  idle region (services and nats-server, nothing submitted, over %v; target <= %.0f%% of a core):\n", regionIdle, idleTarget)
 	for _, r := range results {
