@@ -263,6 +263,12 @@ func TestManifestsPackageEveryService(t *testing.T) {
 			if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
 				t.Errorf("a rollout may take a replica away before its successor is ready")
 			}
+			// The scheduler and propagator are ready before their caches
+			// fill and take no lease until then: a rollout gives the new
+			// replica time to fill before it stops the next old one.
+			if (svc == "scheduler" || svc == "propagator") && d.Spec.MinReadySeconds < 5 {
+				t.Errorf("minReadySeconds %d: a rollout may stop the last filled replica while its successor still fills", d.Spec.MinReadySeconds)
+			}
 			checkPod(t, name, x, d.Spec.Template, true)
 			if !strings.Contains(string(kustomization), "name: atoll/"+svc+",") {
 				t.Errorf("image atoll/%s not in kustomization.yaml's images", svc)
