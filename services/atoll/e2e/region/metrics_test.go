@@ -38,14 +38,15 @@ func TestAdminPortsOfEveryService(t *testing.T) {
 		"admission": {`atoll_micro_request_duration_seconds{endpoint="submit",service="admission"}`, `atoll_lease_held{lease="admission-repair",service="admission"}`,
 			// The fill of the buckets it writes (libs/bus StreamFill).
 			`atoll_stream_fill_ratio{service="admission",stream="KV_workloads"}`, `atoll_stream_max_bytes{service="admission",stream="KV_workloads"}`},
-		"scheduler":  {`atoll_reconcile_duration_seconds{queue="work",service="scheduler"}`, `atoll_reconcile_lag_seconds{queue="work",service="scheduler"}`, `atoll_lease_held{lease="scheduler",service="scheduler"}`},
-		"propagator": {`atoll_propagator_apply_duration_seconds{cluster=`, `atoll_reconcile_lag_seconds{queue="work/`, `atoll_lease_held{lease="propagator.`},
+		"scheduler": {`atoll_reconcile_duration_seconds{queue="work",service="scheduler"}`, `atoll_reconcile_lag_seconds{queue="work",service="scheduler"}`, `atoll_lease_held{lease="scheduler",service="scheduler"}`,
+			`atoll_caches_filled{service="scheduler"}`}, // ready before its caches fill; 1 once they have
+		"propagator": {`atoll_propagator_apply_duration_seconds{cluster=`, `atoll_reconcile_lag_seconds{queue="work/`, `atoll_lease_held{lease="propagator.`, `atoll_caches_filled{service="propagator"}`},
 		"aggregator": {`atoll_reconcile_duration_seconds{queue="status",service="aggregator"}`, `atoll_lease_held{lease="aggregator-status",service="aggregator"}`, `atoll_reconcile_duration_seconds{queue="observe/`},
 		"gateway": {`atoll_http_requests_total{code="201",method="POST",route="/v1/projects/{project}/workloads",service="gateway"}`,
 			`atoll_sli_api_requests_total{service="gateway"}`, `atoll_sli_submit_to_propagated_seconds{service="gateway",start="admitted",tier="OnDemand"}`,
 			`atoll_sli_submit_to_running_seconds{service="gateway",start="admitted",tier="OnDemand"}`,
 			// The audit stream it writes to.
-			`atoll_stream_fill_ratio{service="gateway",stream="ATOLL_AUDIT"}`},
+			`atoll_stream_fill_ratio{service="gateway",stream="ATOLL_AUDIT"}`, `atoll_caches_filled{service="gateway"}`},
 		"quota": {`go_goroutines{service="quota"}`},
 		// No Scaler here: its lease is what the autoscaler shows
 		// (services/atoll/e2e/autoscale scales Apps).
