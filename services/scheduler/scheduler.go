@@ -173,7 +173,7 @@ func (s *Service) Leading() bool { return s.term.Load() != nil }
 
 // Start opens the buckets and starts the mirrors; it does not wait for
 // them, nor for the lease. The replica campaigns for the lease only once
-// its mirrors are full (fillThenCampaign): ready before then, as a
+// its mirrors are full (filled): ready before then, as a
 // Kubernetes controller is ready before its informers sync, it never
 // takes the lease from a standby that could decide at once.
 func (s *Service) Start(ctx context.Context) error {

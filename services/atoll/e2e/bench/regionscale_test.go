@@ -90,10 +90,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -107,6 +105,7 @@ import (
 
 	"atoll.dev/libs/api"
 	"atoll.dev/libs/bus"
+	"atoll.dev/libs/daemon/admin"
 	"atoll.dev/services/atoll/e2e/busclient"
 	"atoll.dev/services/atoll/region"
 )
@@ -950,23 +949,13 @@ func waitFilled(ctx context.Context, adminURL string) (bool, error) {
 	tick := time.NewTicker(region.ReadyPoll)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/metrics", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			body, err := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if err == nil && resp.StatusCode == http.StatusOK {
-				found := false
-				for line := range strings.Lines(string(body)) {
-					if strings.HasPrefix(line, "atoll_caches_filled") {
-						found = true
-						if strings.HasSuffix(strings.TrimSpace(line), " 1") {
-							return true, nil
-						}
-					}
-				}
-				if !found {
-					return false, nil
-				}
+		if mfs, err := admin.ScrapeFamilies(ctx, adminURL); err == nil {
+			mf, ok := mfs["atoll_caches_filled"]
+			if !ok {
+				return false, nil
+			}
+			if ms := mf.GetMetric(); len(ms) > 0 && ms[0].GetGauge().GetValue() == 1 {
+				return true, nil
 			}
 		}
 		select {
