@@ -199,8 +199,18 @@ keep_logs() {
   log "the containers' logs are in $dir"
 }
 
-# why prints again what made the test fail: the last lines of its output.
+# why prints again what made the test fail: the last lines of its output,
+# after the services' last warnings and errors (from the logs keep_logs
+# kept, in time order, each line after its container's name), which are
+# all CI shows of a clone it then removes.
 why() {
+  local dir="$ROOT/bin/compose-logs"
+  if compgen -G "$dir/*.log" >/dev/null; then
+    log "the services' last 40 warnings and errors (all in $dir):"
+    for f in "$dir"/*.log; do
+      grep -E 'level=(WARN|ERROR)' "$f" | sed "s|^|$(basename "$f" .log) |" || true
+    done | sort -k2,2 | tail -n 40 | cut -c1-400 >&2
+  fi
   log "compose test FAILED; the last lines of its output ($CHAOS_LOG):"
   if [[ -s $CHAOS_LOG ]]; then tail -n 25 "$CHAOS_LOG" >&2; else log "(none: it failed before the test started; see the start above)"; fi
 }

@@ -24,11 +24,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -224,14 +226,14 @@ type eventReader struct {
 
 func newEventReader(server, token string, opts ...sdk.Option) (*eventReader, error) {
 	r := &eventReader{}
-	count := func(req *http.Request, resp *http.Response, err error, _ time.Duration, _ int) {
+	count := func(req *http.Request, resp *http.Response, err error, elapsed time.Duration, _ int) {
 		if !strings.HasSuffix(req.URL.Path, "/events") || (resp != nil && resp.StatusCode == http.StatusTooManyRequests) {
 			return
 		}
 		r.reads.Add(1)
-		outcome := fmt.Sprint(err)
+		outcome := fmt.Sprintf("%v after %s", err, elapsed.Round(time.Millisecond))
 		if resp != nil {
-			outcome = resp.Status
+			outcome = fmt.Sprintf("%s after %s%s", resp.Status, elapsed.Round(time.Millisecond), refusal(resp))
 		}
 		r.mu.Lock()
 		r.outcomes = append(r.outcomes, outcome)
@@ -244,6 +246,26 @@ func newEventReader(server, token string, opts ...sdk.Option) (*eventReader, err
 	}
 	r.c = c
 	return r, nil
+}
+
+// refusal is a refused answer's message (": <code>: <message>"), read
+// from its body, which is put back for the client; "" for a 2xx. It tells
+// which refusal a failed run met (the workloads cache, the events stream).
+func refusal(resp *http.Response) string {
+	if resp.StatusCode < 300 || resp.Body == nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Sprintf(": (body: %v)", err)
+	}
+	var e computeapi.Error
+	if json.Unmarshal(b, &e) != nil {
+		return fmt.Sprintf(": %q", b)
+	}
+	return fmt.Sprintf(": %s: %s (request %s)", e.Code, e.Message, e.RequestId)
 }
 
 // missingEvents reads an App's events once and lists the lifecycle events
