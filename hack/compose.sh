@@ -184,6 +184,19 @@ down() {
     log "compose down failed (try $try); dropping the project's stale network endpoints"
     drop_stale_endpoints
   done
+  # Docker 20.10 can also keep a stale endpoint that no inspect lists
+  # (the network's Containers empty, "has active endpoints" still); only
+  # an engine restart clears it. Done only when the project's containers
+  # are all gone, no other container runs and hack/docker.sh started the
+  # engine (it refuses to restart any other).
+  if [[ -n $(docker network ls -q --filter label=com.docker.compose.project=atoll) &&
+        -z $(docker ps -aq --filter label=com.docker.compose.project=atoll) &&
+        -z $(docker ps -q) ]]; then
+    log "the project's networks hold endpoints no container owns: restarting the engine hack/docker.sh started"
+    if "$ROOT/hack/docker.sh" restart >&2; then
+      compose down --volumes --remove-orphans --timeout 20 >&2 || true
+    fi
+  fi
   local rest
   rest=$(left)
   log "removed: $rest left"
