@@ -87,6 +87,11 @@ var (
 	// below the region's priority on a loaded machine marks nodes and
 	// pods Ready at a few a second.
 	csClusterNice = envNice("ATOLL_SCALE_CLUSTER_NICE", 0)
+	// csProfiles, when set, is a directory where each measurement of a
+	// service's live heap also keeps its heap profile
+	// (<service>-<n>.pb.gz, n counting the measurements: idle, then
+	// before and after each size), for go tool pprof.
+	csProfiles = os.Getenv("ATOLL_SCALE_PROFILES")
 )
 
 const (
@@ -243,15 +248,24 @@ func usageOfServices(ctx context.Context, b *testing.B, reg *region.Region) map[
 				s.rss = uint64(st.ResidentMemory())
 			}
 		}
-		s.liveHeap = liveHeap(ctx, reg.AdminURL(u.Replica.Service, 0))
+		keep := ""
+		if csProfiles != "" {
+			keep = filepath.Join(csProfiles, fmt.Sprintf("%s-%d.pb.gz", u.Replica.Service, profileCount.Load()))
+		}
+		s.liveHeap = liveHeap(ctx, reg.AdminURL(u.Replica.Service, 0), keep)
 		out[u.Replica.Service] = s
 	}
+	profileCount.Add(1)
 	return out
 }
 
+// profileCount numbers usageOfServices' measurements in the profiles' names.
+var profileCount atomic.Int64
+
 // liveHeap makes the process at admin base URL collect (a heap profile
-// with gc=1) and returns its heap in use then; 0 if it cannot tell.
-func liveHeap(ctx context.Context, base string) uint64 {
+// with gc=1) and returns its heap in use then; 0 if it cannot tell. The
+// profile is written to keep unless keep is "".
+func liveHeap(ctx context.Context, base, keep string) uint64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
 		return 0
@@ -260,7 +274,14 @@ func liveHeap(ctx context.Context, base string) uint64 {
 	if err != nil {
 		return 0
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	var sink io.Writer = io.Discard
+	if keep != "" {
+		if f, err := os.Create(keep); err == nil {
+			defer f.Close()
+			sink = f
+		}
+	}
+	_, _ = io.Copy(sink, resp.Body)
 	resp.Body.Close()
 	fams, err := admin.ScrapeFamilies(ctx, base)
 	if err != nil {
