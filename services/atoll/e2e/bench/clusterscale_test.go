@@ -274,7 +274,7 @@ func liveHeap(ctx context.Context, base, keep string) uint64 {
 	if err != nil {
 		return 0
 	}
-	var sink io.Writer = io.Discard
+	sink := io.Discard
 	if keep != "" {
 		if f, err := os.Create(keep); err == nil {
 			defer f.Close()
