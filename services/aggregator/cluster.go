@@ -205,7 +205,7 @@ func (c *cluster) newTerm() (*clusterTerm, error) {
 			// Pods: every one of the cluster (the inventory counts what
 			// each node runs); the kinds' objects: only the platform's,
 			// without what the aggregator never reads of them.
-			from, transform := mf, cache.TransformFunc(dropManagedFields)
+			from, transform := mf, cache.TransformFunc(clusters.DropManagedFields)
 			if w.gvr.Resource == "pods" {
 				from, transform = f, slimPod
 			}
@@ -444,15 +444,6 @@ func workloadKey(l map[string]string) (string, bool) {
 // the same cluster are never held).
 var managedSelector = labels.SelectorFromSet(labels.Set{api.LabelManaged: "true"}).String() +
 	"," + api.LabelProject + "," + api.LabelKind + "," + api.LabelWorkload
-
-// dropManagedFields is the kinds' objects' transform: their managed
-// fields (about a third of a Deployment's bytes) are never read.
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
-}
 
 // byWorkload indexes the platform's objects by workload key.
 const byWorkload = "atoll-workload"

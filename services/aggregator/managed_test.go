@@ -34,10 +34,6 @@ func TestTermHoldsOnlyThePlatformsObjects(t *testing.T) {
 	defer b.Close()
 
 	deployment := func(name string, l map[string]string) *appsv1.Deployment {
-		sel := map[string]string{"app": name}
-		for k, v := range l {
-			sel[k] = v
-		}
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},

@@ -313,7 +313,7 @@ func (t *target) watch(kindName, key string, gvr schema.GroupVersionResource, c 
 		selector := api.LabelManaged + "=true," + api.LabelKind + "=" + api.KindLabel(kindName)
 		inf := metadatainformer.NewFilteredMetadataInformer(c.meta, gvr, metav1.NamespaceAll, 0, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
-		_ = inf.SetTransform(stripManagedFields)
+		_ = inf.SetTransform(clusters.DropManagedFields) // the informers need labels and annotations only
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initial bool) {
 				if !initial {
@@ -329,14 +329,6 @@ func (t *target) watch(kindName, key string, gvr schema.GroupVersionResource, c 
 		})
 		t.informers[key] = inf
 	}
-}
-
-// stripManagedFields keeps the informers small: they need labels and annotations.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 func (t *target) startInformers(ctx context.Context) {
